@@ -1,0 +1,36 @@
+/*
+ * emit_ninja.c - prints the output directory's build.ninja: one object per
+ * rank file, the rank table, the runtime compiled from the tessgen checkout,
+ * linked into bin/model (and bin/model-asan on request).
+ */
+#include <stdio.h>
+
+#include "emit.h"
+
+bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, tg_sb *out, tg_err *err)
+{
+    tg_sb builds, objs, objs_asan;
+    tg_sb_init(&builds);
+    tg_sb_init(&objs);
+    tg_sb_init(&objs_asan);
+    tg_sb_puts(&builds, "build obj/model.o: cc model.c\n  flags = $cflags\n");
+    tg_sb_puts(&builds, "build obj-asan/model.o: cc model.c\n  flags = $asanflags\n");
+    for (int r = 0; r < pl->mesh.p; r++) {
+        tg_sb_printf(&builds, "build obj/rank_%04d.o: cc rank_%04d.c\n  flags = $cflags\n", r, r);
+        tg_sb_printf(&builds, "build obj-asan/rank_%04d.o: cc rank_%04d.c\n  flags = $asanflags\n", r, r);
+        tg_sb_printf(&objs, " $\n    obj/rank_%04d.o", r);
+        tg_sb_printf(&objs_asan, " $\n    obj-asan/rank_%04d.o", r);
+    }
+    char store[8][64];
+    tg_tvar vars[16];
+    int n = tg_emit_common_vars(pl, vars, store);
+    vars[n++] = (tg_tvar){"TESSROOT", tessroot};
+    vars[n++] = (tg_tvar){"RANK_BUILDS", builds.s};
+    vars[n++] = (tg_tvar){"RANK_OBJS", objs.s};
+    vars[n++] = (tg_tvar){"RANK_OBJS_ASAN", objs_asan.s};
+    bool ok = tg_template_fill(out, "build.ninja.in", vars, n, err);
+    tg_sb_free(&builds);
+    tg_sb_free(&objs);
+    tg_sb_free(&objs_asan);
+    return ok;
+}

@@ -1,0 +1,203 @@
+/*
+ * emit_rank_c.c - prints one rank's program (rank_XXXX.c) and the rank table
+ * (model.c) for the CPU backend. Each step becomes a comment naming layer, op,
+ * SUMMA step and the block it moves, then one runtime call with literal
+ * arguments. Buffers become named pointers at literal arena offsets.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "emit.h"
+
+static const char *group_enum(tg_group g)
+{
+    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP"};
+    return e[g];
+}
+
+static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
+{
+    return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "NULL";
+}
+
+static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s)
+{
+    if (s->t >= 0)
+        tg_sb_printf(o, "    /* L%d %s t=%d: %s */\n", s->layer, s->op, s->t, s->what);
+    else
+        tg_sb_printf(o, "    /* L%d %s: %s */\n", s->layer, s->op, s->what);
+    switch (s->kind) {
+    case TG_STEP_BCAST:
+        tg_sb_printf(o, "    tr_bcast(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
+                     s->count);
+        break;
+    case TG_STEP_ALLREDUCE:
+        tg_sb_printf(o, "    tr_allreduce(c, %s, %s, %lld);\n", group_enum(s->group), bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_GEMM:
+        tg_sb_printf(o, "    tr_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k,
+                     bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
+        break;
+    case TG_STEP_LN_ROWSUM:
+        tg_sb_printf(o, "    tr_ln_rowsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
+        break;
+    case TG_STEP_RESID_ROWSUM:
+        tg_sb_printf(o, "    tr_resid_rowsum(c, %s, %s, %s, %d, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), s->rows, s->cols, bn(rp, s, 3));
+        break;
+    case TG_STEP_LN_SQDEV:
+        tg_sb_printf(o, "    tr_ln_sqdev(c, %s, %s, %d, %d, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows,
+                     s->cols, s->hidden, bn(rp, s, 2));
+        break;
+    case TG_STEP_LN_APPLY:
+        tg_sb_printf(o, "    tr_ln_apply(c, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->rows, s->cols, s->hidden, s->eps, bn(rp, s, 5));
+        break;
+    case TG_STEP_BIAS_GELU:
+        tg_sb_printf(o, "    tr_bias_gelu(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
+        break;
+    case TG_STEP_ATTENTION:
+        tg_sb_printf(o, "    tr_attention(c, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
+        break;
+    }
+}
+
+static void print_ll4(tg_sb *o, const char *field, const long long *v)
+{
+    tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
+}
+
+bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
+{
+    const tg_rank_plan *rp = &pl->ranks[rank];
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = rp->c;
+    int h = tg_mesh_row_block(m, co);
+
+    tg_sb params, bufs, steps, desc, bsum;
+    tg_sb_init(&params);
+    tg_sb_init(&bufs);
+    tg_sb_init(&steps);
+    tg_sb_init(&desc);
+    tg_sb_init(&bsum);
+
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        const tg_buf *b = &rp->bufs[p->buf];
+        tg_sb_puts(&params, "    {");
+        tg_sb_cstr(&params, p->name);
+        tg_sb_printf(&params, ", %d, {%d, %d}, %lld, %d, %d, %d, {", p->ndim, p->full[0], p->full[1], b->offset,
+                     b->rows, b->cols, p->npieces);
+        for (int k = 0; k < p->npieces; k++)
+            tg_sb_printf(&params, "%s{%d, %d, %d, %d, %d}", k ? ", " : "", p->piece[k].r0, p->piece[k].nr,
+                         p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
+        tg_sb_puts(&params, "}},\n");
+    }
+
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *b = &rp->bufs[i];
+        tg_sb_printf(&bufs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
+                     b->rows, b->cols, b->what, b->first, b->last);
+    }
+
+    int layer = -1;
+    for (int i = 0; i < rp->nsteps; i++) {
+        const tg_step *s = &rp->steps[i];
+        if (s->layer != layer) {
+            layer = s->layer;
+            tg_sb_printf(&steps, "%s    /* ==== layer %d ==== */\n", i ? "\n" : "", layer);
+        }
+        print_step(&steps, rp, s);
+    }
+
+    tg_sb_printf(&desc, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
+    int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
+    for (int g = 0; g < TG_NGROUPS; g++) {
+        color[g] = tg_group_color(m, (tg_group)g, co);
+        key[g] = tg_group_local(m, (tg_group)g, co);
+        size[g] = tg_group_size(m, (tg_group)g);
+    }
+    tg_sb_printf(&desc, "    /* groups: row, col, dep, coldep */\n");
+    tg_sb_printf(&desc, "    .color = {%d, %d, %d, %d},\n", color[0], color[1], color[2], color[3]);
+    tg_sb_printf(&desc, "    .key = {%d, %d, %d, %d},\n", key[0], key[1], key[2], key[3]);
+    tg_sb_printf(&desc, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
+    tg_sb_printf(&desc, "    .arena_elems = %lld,\n", rp->arena_elems);
+    tg_sb_printf(&desc, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
+    tg_sb_printf(&desc, "    .x_offset = %lld, .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n",
+                 rp->bufs[rp->x_buf].offset, rp->io_r0, rp->io_c0, pl->R, pl->Cq);
+    print_ll4(&desc, "plan_bcast_recv", rp->bcast_recv);
+    print_ll4(&desc, "plan_bcast_sent", rp->bcast_sent);
+    print_ll4(&desc, "plan_allreduce", rp->allreduce);
+    tg_sb_printf(&desc, "    .plan_flops = %lld,\n", rp->flops);
+    tg_sb_printf(&desc, "    .forward = forward,\n");
+
+    long long tot = 0;
+    for (int g = 0; g < TG_NGROUPS; g++)
+        tot += rp->bcast_recv[g];
+    tg_sb_printf(&bsum, "%lld bytes received (row %lld, col %lld)", 4 * tot, 4 * rp->bcast_recv[TG_ROW],
+                 4 * rp->bcast_recv[TG_COL]);
+
+    char store[24][64];
+    tg_tvar vars[32];
+    int n = tg_emit_common_vars(pl, vars, store);
+    int si = 3;
+#define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
+    VAR("RANK", "%d", rank);
+    VAR("I", "%d", co.i);
+    VAR("J", "%d", co.j);
+    VAR("K", "%d", co.k);
+    VAR("H", "%d", h);
+    VAR("T", "%d", pl->T);
+    VAR("C", "%d", pl->spec.hidden);
+    VAR("ROWS", "%d..%d", rp->io_r0, rp->io_r0 + pl->R - 1);
+    VAR("COLS", "%d..%d", rp->io_c0, rp->io_c0 + pl->Cq - 1);
+    VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
+    VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
+    VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
+    VAR("NPARAMS", "%d", rp->nparams);
+    VAR("SYM", "tr_rank_%04d", rank);
+#undef VAR
+    vars[n++] = (tg_tvar){"BCAST_SUMMARY", bsum.s};
+    vars[n++] = (tg_tvar){"PARAMS", params.s};
+    vars[n++] = (tg_tvar){"BUFFERS", bufs.s};
+    vars[n++] = (tg_tvar){"STEPS", steps.s};
+    vars[n++] = (tg_tvar){"DESC", desc.s};
+    bool ok = tg_template_fill(out, "rank.c.in", vars, n, err);
+    tg_sb_free(&params);
+    tg_sb_free(&bufs);
+    tg_sb_free(&steps);
+    tg_sb_free(&desc);
+    tg_sb_free(&bsum);
+    return ok;
+}
+
+bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
+{
+    tg_sb ext, ranks;
+    tg_sb_init(&ext);
+    tg_sb_init(&ranks);
+    for (int r = 0; r < pl->mesh.p; r++) {
+        tg_sb_printf(&ext, "extern const tr_rank_desc tr_rank_%04d;\n", r);
+        tg_sb_printf(&ranks, "    &tr_rank_%04d,\n", r);
+    }
+    char store[16][64];
+    tg_tvar vars[24];
+    int n = tg_emit_common_vars(pl, vars, store);
+    int si = 3;
+#define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
+    VAR("LAYERS", "%d", pl->spec.layers);
+    VAR("C", "%d", pl->spec.hidden);
+    VAR("HEADS", "%d", pl->spec.heads);
+    VAR("F", "%d", pl->spec.ffn);
+    VAR("S", "%d", pl->spec.seq);
+    VAR("B", "%d", pl->spec.batch);
+    VAR("EPS", "%.17g", pl->spec.eps);
+#undef VAR
+    vars[n++] = (tg_tvar){"EXTERNS", ext.s};
+    vars[n++] = (tg_tvar){"RANKS", ranks.s};
+    bool ok = tg_template_fill(out, "model.c.in", vars, n, err);
+    tg_sb_free(&ext);
+    tg_sb_free(&ranks);
+    return ok;
+}

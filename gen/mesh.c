@@ -1,0 +1,130 @@
+/*
+ * mesh.c - coordinates, groups and roots of the [q,q,d] mesh (see mesh.h for
+ * the formulas, which follow DESIGN.md section 1 exactly). No I/O, no state.
+ */
+#include "mesh.h"
+
+#include <stdio.h>
+
+tg_mesh tg_mesh_make(int q, int d)
+{
+    tg_mesh m = {q, d, q * q * d};
+    return m;
+}
+
+int tg_mesh_rank(const tg_mesh *m, tg_coord c)
+{
+    return c.j + m->q * c.i + m->q * m->q * c.k;
+}
+
+tg_coord tg_mesh_coord(const tg_mesh *m, int rank)
+{
+    tg_coord c;
+    c.j = rank % m->q;
+    c.i = (rank / m->q) % m->q;
+    c.k = rank / (m->q * m->q);
+    return c;
+}
+
+const char *tg_group_name(tg_group g)
+{
+    static const char *names[TG_NGROUPS] = {"row", "col", "dep", "coldep"};
+    return (g >= 0 && g < TG_NGROUPS) ? names[g] : "?";
+}
+
+int tg_group_size(const tg_mesh *m, tg_group g)
+{
+    switch (g) {
+    case TG_ROW:
+    case TG_COL:
+        return m->q;
+    case TG_DEP:
+        return m->d;
+    case TG_COLDEP:
+        return m->q * m->d;
+    default:
+        return 0;
+    }
+}
+
+int tg_group_local(const tg_mesh *m, tg_group g, tg_coord c)
+{
+    switch (g) {
+    case TG_ROW:
+        return c.j;
+    case TG_COL:
+        return c.i;
+    case TG_DEP:
+        return c.k;
+    case TG_COLDEP:
+        return c.i + m->q * c.k;
+    default:
+        return -1;
+    }
+}
+
+int tg_group_color(const tg_mesh *m, tg_group g, tg_coord c)
+{
+    switch (g) {
+    case TG_ROW:
+        return c.i + m->q * c.k;
+    case TG_COL:
+        return c.j + m->q * c.k;
+    case TG_DEP:
+        return c.j + m->q * c.i;
+    case TG_COLDEP:
+        return c.j;
+    default:
+        return -1;
+    }
+}
+
+int tg_group_member(const tg_mesh *m, tg_group g, tg_coord c, int local)
+{
+    tg_coord o = c;
+    switch (g) {
+    case TG_ROW:
+        o.j = local;
+        break;
+    case TG_COL:
+        o.i = local;
+        break;
+    case TG_DEP:
+        o.k = local;
+        break;
+    case TG_COLDEP:
+        o.i = local % m->q;
+        o.k = local / m->q;
+        break;
+    default:
+        return -1;
+    }
+    return tg_mesh_rank(m, o);
+}
+
+void tg_group_label(const tg_mesh *m, tg_group g, tg_coord c, char *buf, int len)
+{
+    (void)m;
+    switch (g) {
+    case TG_ROW:
+        snprintf(buf, (size_t)len, "row(%d,%d)", c.i, c.k);
+        break;
+    case TG_COL:
+        snprintf(buf, (size_t)len, "col(%d,%d)", c.j, c.k);
+        break;
+    case TG_DEP:
+        snprintf(buf, (size_t)len, "dep(%d,%d)", c.i, c.j);
+        break;
+    case TG_COLDEP:
+        snprintf(buf, (size_t)len, "coldep(%d)", c.j);
+        break;
+    default:
+        snprintf(buf, (size_t)len, "?");
+        break;
+    }
+}
+
+int tg_mesh_row_block(const tg_mesh *m, tg_coord c)
+{
+    return c.i + m->q * c.k;
+}

@@ -1,0 +1,52 @@
+/*
+ * mesh.h - the [q,q,d] processor mesh of DESIGN.md section 1: rank <-> (i,j,k)
+ * coordinates, the four communicator groups, and collective roots.
+ *
+ * Everything here is a pure function of (q, d) and a rank; the planner uses it
+ * to bake literal roots into the schedule and the emitters print the group
+ * colors/keys that the runtime passes to MPI_Comm_split, so the generator is
+ * the only place this arithmetic lives.
+ *
+ *   global rank   r = j + q*i + q*q*k
+ *   row(i,k)      members (i,*,k)  local index j   color i + q*k
+ *   col(j,k)      members (*,j,k)  local index i   color j + q*k
+ *   dep(i,j)      members (i,j,*)  local index k   color j + q*i
+ *   coldep(j)     members (*,j,*)  local index i + q*k   color j
+ */
+#ifndef TG_MESH_H
+#define TG_MESH_H
+
+typedef struct tg_mesh {
+    int q, d; /* mesh [q,q,d] */
+    int p;    /* q*q*d ranks */
+} tg_mesh;
+
+typedef struct tg_coord {
+    int i, j, k; /* row, column, depth */
+} tg_coord;
+
+typedef enum tg_group {
+    TG_ROW = 0,
+    TG_COL = 1,
+    TG_DEP = 2,
+    TG_COLDEP = 3,
+    TG_NGROUPS = 4
+} tg_group;
+
+tg_mesh tg_mesh_make(int q, int d);
+int tg_mesh_rank(const tg_mesh *m, tg_coord c);
+tg_coord tg_mesh_coord(const tg_mesh *m, int rank);
+
+const char *tg_group_name(tg_group g);            /* "row", "col", "dep", "coldep" */
+int tg_group_size(const tg_mesh *m, tg_group g);  /* q, q, d, q*d */
+int tg_group_local(const tg_mesh *m, tg_group g, tg_coord c); /* index of c inside its group */
+int tg_group_color(const tg_mesh *m, tg_group g, tg_coord c); /* which group of kind g holds c */
+/* Global rank of the member with local index `local` of the group of kind g that holds c. */
+int tg_group_member(const tg_mesh *m, tg_group g, tg_coord c, int local);
+/* "row(1,0)", "col(2,1)", "dep(0,1)", "coldep(3)" for the group of kind g holding c. */
+void tg_group_label(const tg_mesh *m, tg_group g, tg_coord c, char *buf, int len);
+
+/* Activation row block held by c: h = i + q*k. */
+int tg_mesh_row_block(const tg_mesh *m, tg_coord c);
+
+#endif

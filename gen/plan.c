@@ -1,0 +1,621 @@
+/*
+ * plan.c - bakes the per-rank forward schedule and its memory plan (see
+ * plan.h for the step sequence of one block). Three passes per rank:
+ *   1. declare the weight shards (buffers + which pieces of which tensor),
+ *   2. append the steps of every layer, each naming the buffers it reads and
+ *      writes, with SUMMA roots and counts taken from mesh.c,
+ *   3. derive lifetimes from the steps and place buffers in the arena.
+ * Invariants that would make the generated program wrong (a buffer read
+ * before it is written, two live buffers sharing bytes) are checked here and
+ * reported as internal errors rather than emitted.
+ */
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TG_ALIGN_ELEMS 16 /* 64 bytes of float */
+
+typedef struct builder {
+    const tg_plan *pl;
+    tg_rank_plan *rp;
+    int cap_steps, cap_bufs;
+    bool oom;
+} builder;
+
+static long long align_up(long long x)
+{
+    return (x + TG_ALIGN_ELEMS - 1) / TG_ALIGN_ELEMS * TG_ALIGN_ELEMS;
+}
+
+static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#include <stdarg.h>
+
+static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
+{
+    tg_rank_plan *rp = b->rp;
+    if (rp->nbufs == b->cap_bufs) {
+        int cap = b->cap_bufs ? 2 * b->cap_bufs : 64;
+        tg_buf *nb = realloc(rp->bufs, (size_t)cap * sizeof *nb);
+        if (!nb) {
+            b->oom = true;
+            return -1;
+        }
+        rp->bufs = nb;
+        b->cap_bufs = cap;
+    }
+    tg_buf *x = &rp->bufs[rp->nbufs];
+    memset(x, 0, sizeof *x);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->name, sizeof x->name, fmt, ap);
+    va_end(ap);
+    snprintf(x->what, sizeof x->what, "%s", what);
+    x->rows = rows;
+    x->cols = cols;
+    x->elems = (long long)rows * cols;
+    x->persistent = persistent;
+    x->first = -1;
+    x->last = -1;
+    return rp->nbufs++;
+}
+
+static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *op, int t)
+{
+    tg_rank_plan *rp = b->rp;
+    if (rp->nsteps == b->cap_steps) {
+        int cap = b->cap_steps ? 2 * b->cap_steps : 128;
+        tg_step *ns = realloc(rp->steps, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            b->oom = true;
+            return NULL;
+        }
+        rp->steps = ns;
+        b->cap_steps = cap;
+    }
+    tg_step *s = &rp->steps[rp->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->layer = layer;
+    s->op = op;
+    s->t = t;
+    s->root_local = -1;
+    s->root_global = -1;
+    for (int i = 0; i < TG_STEP_MAXBUF; i++)
+        s->buf[i] = -1;
+    return s;
+}
+
+static void use(tg_step *s, int slot, int buf, unsigned char acc)
+{
+    s->buf[slot] = buf;
+    s->acc[slot] = acc;
+}
+
+/* ---- weight shards ---------------------------------------------------------- */
+
+static int add_param(builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols)
+{
+    tg_rank_plan *rp = b->rp;
+    tg_param *np = realloc(rp->params, (size_t)(rp->nparams + 1) * sizeof *np);
+    if (!np) {
+        b->oom = true;
+        return -1;
+    }
+    rp->params = np;
+    tg_param *p = &rp->params[rp->nparams++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->full[0] = full0;
+    p->full[1] = full1;
+    char ident[64], what[120];
+    int n = 0;
+    for (const char *c = name; *c && n < 60; c++)
+        ident[n++] = (*c == '.') ? '_' : *c;
+    ident[n] = '\0';
+    snprintf(what, sizeof what, "shard of %s", name);
+    p->buf = add_buf(b, rows, cols, 1, what, "w_%s", ident);
+    return rp->nparams - 1;
+}
+
+static void add_piece(builder *b, int param, int r0, int nr, int c0, int nc, int dst_col)
+{
+    if (param < 0)
+        return;
+    tg_param *p = &b->rp->params[param];
+    tg_piece pc = {r0, nr, c0, nc, dst_col};
+    p->piece[p->npieces++] = pc;
+}
+
+typedef struct layer_w {
+    int ln1_g, ln1_b, qkv_w, qkv_b, o_w, o_b, ln2_g, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b; /* buffer ids */
+} layer_w;
+
+/* A vector parameter [n] split in q blocks; rank column j holds block j. */
+static int vec_param(builder *b, const char *name, int n)
+{
+    int q = b->pl->mesh.q, j = b->rp->c.j, nq = n / q;
+    int id = add_param(b, name, 1, n, 0, 1, nq);
+    add_piece(b, id, 0, 1, j * nq, nq, 0);
+    return id < 0 ? -1 : b->rp->params[id].buf;
+}
+
+/* A matrix [rin, cin] split q x q; rank (i,j) holds block (i,j). */
+static int mat_param(builder *b, const char *name, int rin, int cout)
+{
+    int q = b->pl->mesh.q, i = b->rp->c.i, j = b->rp->c.j;
+    int id = add_param(b, name, 2, rin, cout, rin / q, cout / q);
+    add_piece(b, id, i * (rin / q), rin / q, j * (cout / q), cout / q, 0);
+    return id < 0 ? -1 : b->rp->params[id].buf;
+}
+
+static layer_w declare_layer_weights(builder *b, int l)
+{
+    const tg_plan *pl = b->pl;
+    int C = pl->spec.hidden, F = pl->spec.ffn, q = pl->mesh.q, Cq = pl->Cq;
+    int i = b->rp->c.i, j = b->rp->c.j;
+    char nm[64];
+    layer_w w;
+#define NAME(s) (snprintf(nm, sizeof nm, "h.%d.%s", l, s), nm)
+    w.ln1_g = vec_param(b, NAME("ln_1.weight"), C);
+    w.ln1_b = vec_param(b, NAME("ln_1.bias"), C);
+    /* c_attn: HF order is all Q | all K | all V; block j takes the Q, K and V
+     * columns of head group j, side by side (DESIGN.md section 3). */
+    int id = add_param(b, NAME("attn.c_attn.weight"), 2, C, 3 * C, C / q, 3 * Cq);
+    for (int s = 0; s < 3; s++)
+        add_piece(b, id, i * Cq, Cq, s * C + j * Cq, Cq, s * Cq);
+    w.qkv_w = id < 0 ? -1 : b->rp->params[id].buf;
+    id = add_param(b, NAME("attn.c_attn.bias"), 1, 3 * C, 0, 1, 3 * Cq);
+    for (int s = 0; s < 3; s++)
+        add_piece(b, id, 0, 1, s * C + j * Cq, Cq, s * Cq);
+    w.qkv_b = id < 0 ? -1 : b->rp->params[id].buf;
+    w.o_w = mat_param(b, NAME("attn.c_proj.weight"), C, C);
+    w.o_b = vec_param(b, NAME("attn.c_proj.bias"), C);
+    w.ln2_g = vec_param(b, NAME("ln_2.weight"), C);
+    w.ln2_b = vec_param(b, NAME("ln_2.bias"), C);
+    w.fc1_w = mat_param(b, NAME("mlp.c_fc.weight"), C, F);
+    w.fc1_b = vec_param(b, NAME("mlp.c_fc.bias"), F);
+    w.fc2_w = mat_param(b, NAME("mlp.c_proj.weight"), F, C);
+    w.fc2_b = vec_param(b, NAME("mlp.c_proj.bias"), C);
+#undef NAME
+    return w;
+}
+
+/* ---- steps -------------------------------------------------------------------- */
+
+static void allreduce_row(builder *b, int layer, const char *op, int buf, const char *what)
+{
+    const tg_plan *pl = b->pl;
+    if (pl->mesh.q == 1)
+        return; /* a group of one: nothing to sum */
+    tg_step *s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+    if (!s)
+        return;
+    char g[32];
+    tg_group_label(&pl->mesh, TG_ROW, b->rp->c, g, sizeof g);
+    s->group = TG_ROW;
+    s->group_size = pl->mesh.q;
+    s->count = pl->R;
+    use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "all-reduce(sum) %s over %s", what, g);
+}
+
+/* Layernorm of x given the local row sums already in rs: the two-pass form
+ * (mean, then centred squares), each statistic summed over the row group. */
+static void layernorm(builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
+{
+    const tg_plan *pl = b->pl;
+    char nm[48];
+    allreduce_row(b, layer, op, rs, "row sums of x");
+    snprintf(nm, sizeof nm, "L%d_%s_sqdev", layer, op);
+    int vs = add_buf(b, 1, pl->R, 0, "per-token sum of squared deviations", "%s", nm);
+    tg_step *s = add_step(b, TG_STEP_LN_SQDEV, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = pl->R;
+    s->cols = pl->Cq;
+    s->hidden = pl->spec.hidden;
+    use(s, 0, x, TG_ACC_R);
+    use(s, 1, rs, TG_ACC_R);
+    use(s, 2, vs, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "centred squares of x, local columns");
+    allreduce_row(b, layer, op, vs, "squared deviations");
+    s = add_step(b, TG_STEP_LN_APPLY, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = pl->R;
+    s->cols = pl->Cq;
+    s->hidden = pl->spec.hidden;
+    s->eps = pl->spec.eps;
+    use(s, 0, x, TG_ACC_R);
+    use(s, 1, rs, TG_ACC_R);
+    use(s, 2, vs, TG_ACC_R);
+    use(s, 3, gamma, TG_ACC_R);
+    use(s, 4, beta, TG_ACC_R);
+    use(s, 5, y, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "y = (x - mean) / sqrt(var + eps) * gamma + beta");
+}
+
+/* C(h,j) = sum_t A(h,t) @ W(t,j): DESIGN.md section 2, forward. a and w are
+ * this rank's own blocks [R,Kq] and [Kq,Nq]; c is [R,Nq]. */
+static void summa(builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
+{
+    const tg_plan *pl = b->pl;
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = b->rp->c;
+    int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
+    int recv_a = -1, recv_w = -1;
+    char what[120];
+    if (q > 1) {
+        snprintf(what, sizeof what, "X(h=%d,t) received over row for %s", h, op);
+        recv_a = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_x", layer, op);
+        snprintf(what, sizeof what, "W(t,j=%d) received over col for %s", co.j, op);
+        recv_w = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w", layer, op);
+    }
+    char rowl[32], coll[32];
+    tg_group_label(m, TG_ROW, co, rowl, sizeof rowl);
+    tg_group_label(m, TG_COL, co, coll, sizeof coll);
+    for (int t = 0; t < q; t++) {
+        int A = (co.j == t) ? a : recv_a;
+        int W = (co.i == t) ? w : recv_w;
+        if (q > 1) {
+            tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
+            if (!s)
+                return;
+            s->group = TG_ROW;
+            s->group_size = q;
+            s->root_local = t;
+            s->root_global = tg_group_member(m, TG_ROW, co, t);
+            s->is_root = co.j == t;
+            s->count = (long long)R * Kq;
+            use(s, 0, A, s->is_root ? TG_ACC_R : TG_ACC_W);
+            snprintf(s->what, sizeof s->what, "bcast X(h=%d,t=%d) over %s from rank %d", h, t, rowl,
+                     s->root_global);
+            s = add_step(b, TG_STEP_BCAST, layer, op, t);
+            if (!s)
+                return;
+            s->group = TG_COL;
+            s->group_size = q;
+            s->root_local = t;
+            s->root_global = tg_group_member(m, TG_COL, co, t);
+            s->is_root = co.i == t;
+            s->count = (long long)Kq * Nq;
+            use(s, 0, W, s->is_root ? TG_ACC_R : TG_ACC_W);
+            snprintf(s->what, sizeof s->what, "bcast W(t=%d,j=%d) over %s from rank %d", t, co.j, coll,
+                     s->root_global);
+        }
+        tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
+        if (!s)
+            return;
+        s->m = R;
+        s->n = Nq;
+        s->k = Kq;
+        s->lda = Kq;
+        s->ldb = Nq;
+        s->ldc = Nq;
+        s->beta = t == 0 ? 0.0f : 1.0f;
+        s->flops = 2LL * R * Nq * Kq;
+        use(s, 0, A, TG_ACC_R);
+        use(s, 1, W, TG_ACC_R);
+        use(s, 2, c, t == 0 ? TG_ACC_W : (TG_ACC_R | TG_ACC_W));
+        snprintf(s->what, sizeof s->what, "Y(h=%d,j=%d) %s X(h=%d,t=%d) @ W(t=%d,j=%d)  [%dx%d]@[%dx%d]", h,
+                 co.j, t == 0 ? "=" : "+=", h, t, t, co.j, R, Kq, Kq, Nq);
+    }
+}
+
+static void resid_rowsum(builder *b, int layer, const char *op, int x, int p, int bias, int rs, const char *what)
+{
+    const tg_plan *pl = b->pl;
+    tg_step *s = add_step(b, TG_STEP_RESID_ROWSUM, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = pl->R;
+    s->cols = pl->Cq;
+    use(s, 0, x, TG_ACC_R | TG_ACC_W);
+    use(s, 1, p, TG_ACC_R);
+    use(s, 2, bias, TG_ACC_R);
+    if (rs >= 0)
+        use(s, 3, rs, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "%s", what);
+}
+
+static void build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry)
+{
+    const tg_plan *pl = b->pl;
+    int R = pl->R, Cq = pl->Cq, Fq = pl->Fq;
+    int last = l == pl->spec.layers - 1;
+    char what[120];
+
+    /* ln1: the row sums come from the previous block's final residual step */
+    int rs1 = *rs_carry;
+    if (rs1 < 0) {
+        rs1 = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l);
+        tg_step *s = add_step(b, TG_STEP_LN_ROWSUM, l, "ln1", -1);
+        if (!s)
+            return;
+        s->rows = R;
+        s->cols = Cq;
+        use(s, 0, x, TG_ACC_R);
+        use(s, 1, rs1, TG_ACC_W);
+        snprintf(s->what, sizeof s->what, "row sums of x, local columns");
+    }
+    snprintf(what, sizeof what, "LN1(x) block (h, j)");
+    int a1 = add_buf(b, R, Cq, 0, what, "L%d_ln1_out", l);
+    layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
+
+    int qkv = add_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
+    summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
+
+    int att = add_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l);
+    int sc = add_buf(b, pl->spec.seq, pl->spec.seq, 0, "attention scores of one (sequence, head)",
+                     "L%d_scores", l);
+    tg_step *s = add_step(b, TG_STEP_ATTENTION, l, "attn", -1);
+    if (!s)
+        return;
+    s->rows = R;
+    s->cols = Cq;
+    s->nseq = pl->nseq;
+    s->seq = pl->spec.seq;
+    s->heads = pl->Hq;
+    s->hdim = pl->D;
+    s->flops = 4LL * pl->nseq * pl->Hq * pl->spec.seq * pl->spec.seq * pl->D;
+    use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
+    use(s, 1, w->qkv_b, TG_ACC_R);
+    use(s, 2, att, TG_ACC_W);
+    use(s, 3, sc, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "causal softmax attention, %d sequences x %d local heads", pl->nseq,
+             pl->Hq);
+
+    int p1 = add_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
+    summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
+
+    int rs2 = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln2_sum", l);
+    resid_rowsum(b, l, "ln2", x, p1, w->o_b, rs2, "x += proj + bias; row sums of x for ln2");
+    int a2 = add_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l);
+    layernorm(b, l, "ln2", x, rs2, w->ln2_g, w->ln2_b, a2);
+
+    int hh = add_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
+    summa(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
+    s = add_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
+    if (!s)
+        return;
+    s->rows = R;
+    s->cols = Fq;
+    use(s, 0, hh, TG_ACC_R | TG_ACC_W);
+    use(s, 1, w->fc1_b, TG_ACC_R);
+    snprintf(s->what, sizeof s->what, "h = GeLU(h + b1), tanh approximation");
+
+    int p2 = add_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
+    summa(b, l, "fc2", hh, w->fc2_w, p2, Fq, Cq);
+    int rs_next = -1;
+    if (!last)
+        rs_next = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l + 1);
+    resid_rowsum(b, l, "fc2", x, p2, w->fc2_b, rs_next,
+                 last ? "x += mlp + bias (block output)" : "x += mlp + bias; row sums of x for the next ln1");
+    *rs_carry = rs_next;
+}
+
+/* ---- memory plan ------------------------------------------------------------------ */
+
+static bool lifetimes(tg_rank_plan *rp, tg_err *err)
+{
+    for (int s = 0; s < rp->nsteps; s++) {
+        const tg_step *st = &rp->steps[s];
+        for (int k = 0; k < TG_STEP_MAXBUF; k++) {
+            int id = st->buf[k];
+            if (id < 0)
+                continue;
+            tg_buf *bf = &rp->bufs[id];
+            if (bf->first < 0) {
+                bf->first = s;
+                if (!bf->persistent && st->acc[k] != TG_ACC_W)
+                    return tg_fail(err,
+                                   "internal planner error: rank %d buffer %s is read at step %d before "
+                                   "anything writes it",
+                                   rp->rank, bf->name, s);
+            }
+            bf->last = s;
+        }
+    }
+    for (int i = 0; i < rp->nbufs; i++) {
+        tg_buf *bf = &rp->bufs[i];
+        if (bf->first < 0 && !bf->persistent)
+            return tg_fail(err, "internal planner error: rank %d buffer %s is never used", rp->rank, bf->name);
+        if (bf->persistent) {
+            bf->first = 0;
+            bf->last = rp->nsteps - 1;
+        }
+    }
+    return true;
+}
+
+static int place_order(const void *pa, const void *pb, void *ctx);
+
+typedef struct order_ctx {
+    const tg_buf *bufs;
+} order_ctx;
+
+static order_ctx g_order; /* qsort has no context argument in C11 */
+
+static int cmp_place(const void *pa, const void *pb)
+{
+    return place_order(pa, pb, &g_order);
+}
+
+static int place_order(const void *pa, const void *pb, void *ctx)
+{
+    const tg_buf *bufs = ((const order_ctx *)ctx)->bufs;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    const tg_buf *x = &bufs[a], *y = &bufs[b];
+    if (x->persistent != y->persistent)
+        return y->persistent - x->persistent; /* persistent first: weights pack at the bottom */
+    if (x->persistent)
+        return a - b; /* declaration order: weights in layer order */
+    if (x->elems != y->elems)
+        return x->elems < y->elems ? 1 : -1; /* big first */
+    return a - b;
+}
+
+static bool overlap_life(const tg_buf *x, const tg_buf *y)
+{
+    return x->first <= y->last && y->first <= x->last;
+}
+
+static bool place(tg_rank_plan *rp, tg_err *err)
+{
+    int n = rp->nbufs;
+    int *order = malloc((size_t)n * sizeof *order);
+    char *placed = calloc((size_t)n, 1);
+    long long *cand = malloc((size_t)(n + 1) * sizeof *cand);
+    if (!order || !placed || !cand) {
+        free(order);
+        free(placed);
+        free(cand);
+        return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    g_order.bufs = rp->bufs;
+    qsort(order, (size_t)n, sizeof *order, cmp_place);
+    long long top = 0;
+    rp->weight_elems = 0;
+    for (int oi = 0; oi < n; oi++) {
+        tg_buf *bf = &rp->bufs[order[oi]];
+        /* candidate offsets: 0 and the aligned end of every placed buffer that is live at the same time */
+        int nc = 0;
+        cand[nc++] = 0;
+        for (int pi = 0; pi < n; pi++)
+            if (placed[pi] && overlap_life(&rp->bufs[pi], bf))
+                cand[nc++] = align_up(rp->bufs[pi].offset + rp->bufs[pi].elems);
+        long long best = -1;
+        for (int ci = 0; ci < nc; ci++) {
+            long long off = cand[ci];
+            if (best >= 0 && off >= best)
+                continue;
+            bool ok = true;
+            for (int pi = 0; pi < n && ok; pi++) {
+                const tg_buf *o = &rp->bufs[pi];
+                if (placed[pi] && overlap_life(o, bf) && off < o->offset + o->elems && o->offset < off + bf->elems)
+                    ok = false;
+            }
+            if (ok)
+                best = off;
+        }
+        bf->offset = best;
+        placed[order[oi]] = 1;
+        if (align_up(best + bf->elems) > top)
+            top = align_up(best + bf->elems);
+        if (bf->persistent && bf->name[0] == 'w')
+            rp->weight_elems += bf->elems;
+    }
+    rp->arena_elems = top;
+    free(order);
+    free(placed);
+    free(cand);
+    return true;
+}
+
+/* ---- totals ------------------------------------------------------------------------- */
+
+static void totals(tg_rank_plan *rp)
+{
+    for (int s = 0; s < rp->nsteps; s++) {
+        const tg_step *st = &rp->steps[s];
+        rp->flops += st->flops;
+        if (st->kind == TG_STEP_BCAST) {
+            if (st->is_root)
+                rp->bcast_sent[st->group] += st->count;
+            else
+                rp->bcast_recv[st->group] += st->count;
+        } else if (st->kind == TG_STEP_ALLREDUCE) {
+            rp->allreduce[st->group] += st->count;
+        }
+    }
+}
+
+static bool build_rank(const tg_plan *pl, tg_rank_plan *rp, tg_err *err)
+{
+    builder b = {pl, rp, 0, 0, false};
+    const tg_spec *sp = &pl->spec;
+    layer_w *lw = malloc((size_t)sp->layers * sizeof *lw);
+    if (!lw)
+        return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+    for (int l = 0; l < sp->layers; l++)
+        lw[l] = declare_layer_weights(&b, l);
+    int h = tg_mesh_row_block(&pl->mesh, rp->c);
+    char what[120];
+    snprintf(what, sizeof what, "residual stream block (h=%d, j=%d): input in, output out", h, rp->c.j);
+    rp->x_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "x");
+    rp->io_r0 = h * pl->R;
+    rp->io_c0 = rp->c.j * pl->Cq;
+    int rs_carry = -1;
+    for (int l = 0; l < sp->layers && !b.oom; l++)
+        build_layer(&b, l, &lw[l], rp->x_buf, &rs_carry);
+    free(lw);
+    if (b.oom)
+        return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+    if (!lifetimes(rp, err) || !place(rp, err))
+        return false;
+    totals(rp);
+    return true;
+}
+
+bool tg_plan_build(const tg_spec *spec, tg_plan *out, tg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->spec = *spec;
+    out->mesh = tg_mesh_make(spec->q, spec->d);
+    int qd = spec->q * spec->d;
+    out->T = spec->batch * spec->seq;
+    out->R = out->T / qd;
+    out->Cq = spec->hidden / spec->q;
+    out->Fq = spec->ffn / spec->q;
+    out->D = spec->hidden / spec->heads;
+    out->Hq = spec->heads / spec->q;
+    out->nseq = spec->batch / qd;
+    out->ranks = calloc((size_t)out->mesh.p, sizeof *out->ranks);
+    if (!out->ranks)
+        return tg_fail(err, "out of memory: %d ranks", out->mesh.p);
+    for (int r = 0; r < out->mesh.p; r++) {
+        out->ranks[r].rank = r;
+        out->ranks[r].c = tg_mesh_coord(&out->mesh, r);
+        if (!build_rank(out, &out->ranks[r], err)) {
+            tg_plan_free(out);
+            return false;
+        }
+    }
+    return true;
+}
+
+void tg_plan_free(tg_plan *plan)
+{
+    if (!plan->ranks)
+        return;
+    for (int r = 0; r < plan->mesh.p; r++) {
+        free(plan->ranks[r].steps);
+        free(plan->ranks[r].bufs);
+        free(plan->ranks[r].params);
+    }
+    free(plan->ranks);
+    plan->ranks = NULL;
+}
+
+const char *tg_step_kind_name(tg_step_kind k)
+{
+    switch (k) {
+    case TG_STEP_BCAST: return "bcast";
+    case TG_STEP_ALLREDUCE: return "allreduce";
+    case TG_STEP_GEMM: return "gemm";
+    case TG_STEP_LN_ROWSUM: return "ln_rowsum";
+    case TG_STEP_RESID_ROWSUM: return "resid_rowsum";
+    case TG_STEP_LN_SQDEV: return "ln_sqdev";
+    case TG_STEP_LN_APPLY: return "ln_apply";
+    case TG_STEP_BIAS_GELU: return "bias_gelu";
+    case TG_STEP_ATTENTION: return "attention";
+    }
+    return "?";
+}

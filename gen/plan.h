@@ -1,0 +1,144 @@
+/*
+ * plan.h - the bake stage: spec -> per-rank schedule and memory plan.
+ *
+ * A tg_plan holds, for every rank, the ordered list of steps it runs (each a
+ * collective, a GEMM or a fused kernel) with every operand baked to a literal:
+ * group, root (local and global), element counts, shapes, leading dimensions,
+ * and buffers. Buffers are blocks of one per-rank arena; the memory plan gives
+ * each an offset such that buffers whose lifetimes (first..last step that
+ * touches them) overlap never share bytes. Weights and the residual stream are
+ * live for the whole program; everything else is placed greedily and reused.
+ *
+ * This is the one source of truth: the C code, the schedule dumps, the
+ * manifest and the byte counts are all printed from it by the emitters, which
+ * decide nothing. Pure functions, no I/O.
+ *
+ * Forward of one pre-LN GPT-2 block on rank (i,j,k), R = T/(d*q) rows, Cq = C/q:
+ *   ln1    row sums of x -> all-reduce(row) -> centred squares -> all-reduce(row) -> apply
+ *   qkv    SUMMA: q x { bcast a1(h,t) over row, bcast Wqkv(t,j) over col, GEMM }
+ *   attn   bias + causal softmax attention of the heads/q local heads
+ *   proj   SUMMA of att @ Wo -> p
+ *   ln2    x += p + bo fused with the row sums, then as ln1
+ *   fc1    SUMMA -> h [R, F/q];  gelu: h = GeLU(h + b1)
+ *   fc2    SUMMA -> p;  x += p + b2 fused with the next layer's ln1 row sums
+ */
+#ifndef TG_PLAN_H
+#define TG_PLAN_H
+
+#include <stdbool.h>
+
+#include "err.h"
+#include "mesh.h"
+#include "spec.h"
+
+typedef enum tg_step_kind {
+    TG_STEP_BCAST,        /* buf[0]: payload [count]; read on the root, written elsewhere */
+    TG_STEP_ALLREDUCE,    /* buf[0]: [count], summed in place over the group */
+    TG_STEP_GEMM,         /* buf[0] A [m,k] lda, buf[1] B [k,n] ldb, buf[2] C [m,n] ldc; C = beta*C + A@B */
+    TG_STEP_LN_ROWSUM,    /* buf[0] x [rows,cols] -> buf[1] rs [rows] = local row sums */
+    TG_STEP_RESID_ROWSUM, /* buf[0] x += buf[1] p + buf[2] bias[cols]; buf[3] rs = row sums of x (or -1) */
+    TG_STEP_LN_SQDEV,     /* buf[0] x, buf[1] rs (global sums) -> buf[2] vs = sum (x - rs/hidden)^2 */
+    TG_STEP_LN_APPLY,     /* buf[0] x, buf[1] rs, buf[2] vs, buf[3] gamma, buf[4] beta -> buf[5] y */
+    TG_STEP_BIAS_GELU,    /* buf[0] h [rows,cols] = GeLU(h + buf[1] bias[cols]) */
+    TG_STEP_ATTENTION     /* buf[0] qkv [rows,3*cols] += buf[1] bias; buf[2] out [rows,cols]; buf[3] scores [seq,seq] */
+} tg_step_kind;
+
+#define TG_STEP_MAXBUF 6
+#define TG_ACC_R 1 /* step reads the buffer */
+#define TG_ACC_W 2 /* step writes the buffer */
+
+typedef struct tg_step {
+    tg_step_kind kind;
+    int layer;      /* transformer block, 0-based */
+    const char *op; /* "ln1", "qkv", "attn", "proj", "ln2", "fc1", "gelu", "fc2" */
+    int t;          /* SUMMA step, or -1 */
+
+    /* collectives */
+    tg_group group;
+    int group_size;
+    int root_local, root_global; /* bcast only */
+    int is_root;                 /* this rank is the bcast root */
+    long long count;             /* elements moved (bcast) or reduced (allreduce) */
+
+    /* operands: ids into tg_rank_plan.bufs, -1 when unused; acc = TG_ACC_* */
+    int buf[TG_STEP_MAXBUF];
+    unsigned char acc[TG_STEP_MAXBUF];
+
+    /* shapes */
+    int m, n, k, lda, ldb, ldc; /* GEMM */
+    float beta;                 /* GEMM: 0 on SUMMA step 0, 1 after */
+    int rows, cols;             /* kernels: local block shape */
+    int hidden;                 /* LN: full C (the divisor of the statistics) */
+    double eps;                 /* LN */
+    int nseq, seq, heads, hdim; /* attention: local sequences, tokens, local heads, head dim */
+
+    long long flops;
+    char what[200]; /* the block moved or computed, for comments: "bcast X(h=5,t=2) over row(1,1) from rank 14" */
+} tg_step;
+
+typedef struct tg_buf {
+    char name[48];    /* C identifier, e.g. L0_qkv, w_h0_attn_c_attn_weight, recv_L0_qkv_a */
+    int rows, cols;   /* shape [rows, cols] (a vector is [1, n]) */
+    long long elems;  /* rows * cols */
+    int persistent;   /* live for the whole program (weights, the residual stream) */
+    int first, last;  /* lifetime in step indices (inclusive), from the schedule */
+    long long offset; /* in floats from the arena start, 64-byte aligned */
+    char what[120];   /* what it holds, for comments */
+} tg_buf;
+
+/* A rank's shard of one weight tensor is up to three rectangular pieces of the
+ * full tensor (three for c_attn: its Q, K and V column blocks), copied side by
+ * side into the local buffer. A 1-D tensor [n] is viewed as [1, n]. */
+typedef struct tg_piece {
+    int r0, nr, c0, nc; /* block of the full tensor */
+    int dst_col;        /* column where it lands in the local [nr, cols] buffer */
+} tg_piece;
+
+typedef struct tg_param {
+    char name[64]; /* Hugging Face GPT-2 name, e.g. "h.3.attn.c_attn.weight" */
+    int ndim;      /* 1 or 2 */
+    int full[2];   /* full shape: [rows, cols] for 2-D, [n, -] for 1-D */
+    int buf;       /* local shard buffer */
+    int npieces;
+    tg_piece piece[3];
+} tg_param;
+
+typedef struct tg_rank_plan {
+    int rank;
+    tg_coord c;
+    tg_step *steps;
+    int nsteps;
+    tg_buf *bufs;
+    int nbufs;
+    tg_param *params;
+    int nparams;
+    int x_buf;                 /* residual stream [R, Cq]: input block in, output block out */
+    int io_r0, io_c0;          /* that block's first token row and column in the [T, C] view */
+    long long arena_elems;     /* peak arena size, floats */
+    long long weight_elems;    /* floats held by weight shards */
+    long long bcast_recv[TG_NGROUPS]; /* elements received by bcast, whole program */
+    long long bcast_sent[TG_NGROUPS]; /* elements sent as bcast root (logical: once per bcast) */
+    long long allreduce[TG_NGROUPS];  /* elements all-reduced */
+    long long flops;
+} tg_rank_plan;
+
+typedef struct tg_plan {
+    tg_spec spec;
+    tg_mesh mesh;
+    int T;    /* batch * seq tokens */
+    int R;    /* T / (d*q) token rows per rank */
+    int Cq;   /* hidden / q */
+    int Fq;   /* ffn / q */
+    int D;    /* head dim: hidden / heads */
+    int Hq;   /* heads / q local heads */
+    int nseq; /* batch / (d*q) local sequences */
+    tg_rank_plan *ranks; /* p of them */
+} tg_plan;
+
+/* Bake the plan of every rank. The spec must have been accepted by tg_spec_load. */
+bool tg_plan_build(const tg_spec *spec, tg_plan *out, tg_err *err);
+void tg_plan_free(tg_plan *plan);
+
+const char *tg_step_kind_name(tg_step_kind k); /* "bcast", "allreduce", "gemm", ... */
+
+#endif

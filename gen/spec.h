@@ -1,0 +1,47 @@
+/*
+ * spec.h - the declare stage: a model spec file, run in a sandboxed Lua state
+ * and copied into a plain C struct. All validation of user input lives in
+ * spec.c; everything downstream (mesh, plan, emitters) may assume a tg_spec
+ * that tg_spec_load accepted is consistent: every divisibility rule of
+ * DESIGN.md holds and every per-rank element count fits in an int.
+ *
+ * The spec file returns a table:
+ *   return {
+ *     name  = "gpt2-tiny",                 -- optional, default: file stem; [A-Za-z0-9_.-]+
+ *     mesh  = { q = 2, d = 2 },            -- q required, d optional (default 1)
+ *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
+ *               seq = 16, batch = 4, eps = 1e-5 },   -- eps optional (default 1e-5)
+ *     dtype = "fp32",                      -- optional, default "fp32"
+ *   }
+ */
+#ifndef TG_SPEC_H
+#define TG_SPEC_H
+
+#include <stdbool.h>
+
+#include "err.h"
+
+typedef enum tg_dtype { TG_FP32 = 0 } tg_dtype;
+
+typedef struct tg_spec {
+    char path[1024]; /* the spec file as given on the command line */
+    char name[128];  /* model name, [A-Za-z0-9_.-]+ */
+    int q, d;        /* mesh [q,q,d] */
+    int layers;      /* transformer blocks */
+    int hidden;      /* C */
+    int heads;       /* attention heads; hidden % heads == 0, heads % q == 0 */
+    int ffn;         /* F, MLP width */
+    int seq;         /* S, tokens per sequence */
+    int batch;       /* B, sequences; batch % (q*d) == 0 */
+    double eps;      /* layernorm epsilon, > 0 */
+    tg_dtype dtype;
+} tg_spec;
+
+/* Run the spec file at path in the sandbox and validate it. On failure err
+ * holds one line per problem found (all of them, not only the first). */
+bool tg_spec_load(const char *path, tg_spec *out, tg_err *err);
+
+/* Same, from a string (chunkname is used as the file name in messages). */
+bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, tg_err *err);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * tr.h - the runtime every generated binary links: what generated rank code
+ * may call, and the descriptors it provides.
+ *
+ * A generated program is one rank_XXXX.c per rank plus model.c. Each rank file
+ * defines a tr_rank_desc: its coordinates, the colors/keys of its four
+ * communicator groups, its arena size, the table of weight shards it loads, the
+ * block of the residual stream it holds, and its forward function, a fully
+ * unrolled list of calls below whose arguments are all literals. model.c
+ * defines tr_model, the table of all ranks. The runtime main (tr_main.c)
+ * starts MPI, checks the world size against tr_model.p, picks
+ * tr_model.ranks[rank], loads its shard of the weights and input into the
+ * arena, runs forward, and gathers the output.
+ *
+ * Buffers are float offsets into one arena per rank. Every collective counts
+ * the elements it moves, so a run can be compared with the plan.
+ */
+#ifndef TR_H
+#define TR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tr_group { TR_ROW = 0, TR_COL = 1, TR_DEP = 2, TR_COLDEP = 3, TR_NGROUPS = 4 } tr_group;
+
+/* Step kinds, for timing (the same list as the generator's tg_step_kind). */
+typedef enum tr_kind {
+    TR_K_BCAST,
+    TR_K_ALLREDUCE,
+    TR_K_GEMM,
+    TR_K_LN,
+    TR_K_RESID,
+    TR_K_GELU,
+    TR_K_ATTENTION,
+    TR_NKINDS
+} tr_kind;
+
+/* One rectangular piece of a full weight tensor ([1,n] for vectors) and the
+ * column of the local shard where it lands. */
+typedef struct tr_piece {
+    int r0, nr, c0, nc, dst_col;
+} tr_piece;
+
+typedef struct tr_param {
+    const char *name;  /* Hugging Face GPT-2 name */
+    int ndim;          /* 1 or 2 */
+    int full[2];       /* full shape */
+    long long offset;  /* arena offset of the local shard, floats */
+    int rows, cols;    /* local shard shape */
+    int npieces;
+    tr_piece piece[3];
+} tr_param;
+
+struct tr_ctx;
+
+typedef struct tr_rank_desc {
+    int rank, i, j, k;
+    int color[TR_NGROUPS], key[TR_NGROUPS], size[TR_NGROUPS]; /* MPI_Comm_split arguments, group sizes */
+    long long arena_elems;
+    int nparams;
+    const tr_param *params;
+    long long x_offset;       /* residual stream block [io_rows, io_cols] */
+    int io_r0, io_c0, io_rows, io_cols;
+    long long plan_bcast_recv[TR_NGROUPS]; /* planned elements per forward */
+    long long plan_bcast_sent[TR_NGROUPS];
+    long long plan_allreduce[TR_NGROUPS];
+    long long plan_flops;
+    void (*forward)(struct tr_ctx *c, float *A);
+} tr_rank_desc;
+
+typedef struct tr_model_desc {
+    const char *name, *spec_path, *tessgen_version;
+    int q, d, p;
+    int layers, hidden, heads, ffn, seq, batch;
+    double eps;
+    const tr_rank_desc *const *ranks;
+} tr_model_desc;
+
+extern const tr_model_desc tr_model; /* defined by the generated model.c */
+
+/* ---- what generated forward code calls --------------------------------------- */
+
+/* Broadcast count floats at buf from local root `root` of the rank's group g. */
+void tr_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
+/* Sum count floats at buf in place over group g. */
+void tr_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* Row-major C[m,n] = beta*C + A[m,k] @ B[k,n]. */
+void tr_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc);
+/* rs[r] = sum_c x[r,c] over this rank's columns. */
+void tr_ln_rowsum(struct tr_ctx *c, const float *x, int rows, int cols, float *rs);
+/* x += p + bias (bias [cols]); then rs[r] = sum_c x[r,c] if rs is not NULL. */
+void tr_resid_rowsum(struct tr_ctx *c, float *x, const float *p, const float *bias, int rows, int cols, float *rs);
+/* vs[r] = sum_c (x[r,c] - rs[r]/hidden)^2, rs holding the full-row sums. */
+void tr_ln_sqdev(struct tr_ctx *c, const float *x, const float *rs, int rows, int cols, int hidden, float *vs);
+/* y = (x - rs/hidden) / sqrt(vs/hidden + eps) * gamma + beta. */
+void tr_ln_apply(struct tr_ctx *c, const float *x, const float *rs, const float *vs, const float *gamma,
+                 const float *beta, int rows, int cols, int hidden, float eps, float *y);
+/* h = GeLU(h + bias), tanh approximation. */
+void tr_bias_gelu(struct tr_ctx *c, float *h, const float *bias, int rows, int cols);
+/* qkv [nseq*seq, 3*heads*hdim] += bias; out [nseq*seq, heads*hdim] = causal softmax(Q K^T / sqrt(hdim)) V per
+ * sequence and head; scores [seq, seq] is scratch. */
+void tr_attention(struct tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq,
+                  int heads, int hdim);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * tr_comm.c - the CPU backend's collectives over MPI: one communicator per
+ * group kind (row, col, dep, coldep), made by MPI_Comm_split with the colors
+ * and keys the generator baked into the rank descriptor.
+ *
+ * Every call counts the payload it moves, logically and independently of the
+ * MPI algorithm: a broadcast is `count` elements received on every member but
+ * the root and `count` elements sent by the root; an all-reduce is `count`
+ * elements reduced. A run can then be checked against the plan's totals.
+ * MPI errors abort with the call, the group and a hint (the default handler
+ * would abort without saying which step failed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tr_ctx.h"
+
+static const char *group_name(tr_group g)
+{
+    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep"};
+    return n[g];
+}
+
+static void mpi_check(int rc, const char *what, tr_group g, const char *file, int line)
+{
+    if (rc == MPI_SUCCESS)
+        return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "rank %d: %s:%d: %s over the %s group failed: %s\n"
+                    "hint: every rank must run the same generated program; rebuild all ranks from one "
+                    "tessgen output\n",
+            rank, file, line, what, group_name(g), msg);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+}
+#define MPI_CHECK(call, what, g) mpi_check((call), (what), (g), __FILE__, __LINE__)
+
+double tr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool tr_ctx_init(tr_ctx *c, const tr_rank_desc *desc, tr_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->desc = desc;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (int g = 0; g < TR_NGROUPS; g++) {
+        int rc = MPI_Comm_split(MPI_COMM_WORLD, desc->color[g], desc->key[g], &c->comm[g]);
+        if (rc != MPI_SUCCESS)
+            return tr_fail(err, "rank %d: MPI_Comm_split for the %s group failed", desc->rank,
+                           group_name((tr_group)g));
+        MPI_Comm_set_errhandler(c->comm[g], MPI_ERRORS_RETURN);
+        int size, local;
+        MPI_Comm_size(c->comm[g], &size);
+        MPI_Comm_rank(c->comm[g], &local);
+        if (size != desc->size[g] || local != desc->key[g])
+            return tr_fail(err,
+                           "rank %d: the %s group has %d members and this rank is member %d, but the plan says "
+                           "%d and %d: the ranks were not all built from the same tessgen output",
+                           desc->rank, group_name((tr_group)g), size, local, desc->size[g], desc->key[g]);
+    }
+    return true;
+}
+
+void tr_ctx_free(tr_ctx *c)
+{
+    for (int g = 0; g < TR_NGROUPS; g++)
+        if (c->comm[g] != MPI_COMM_NULL && c->comm[g] != 0)
+            MPI_Comm_free(&c->comm[g]);
+}
+
+void tr_ctx_reset_counts(tr_ctx *c)
+{
+    memset(c->bcast_recv, 0, sizeof c->bcast_recv);
+    memset(c->bcast_sent, 0, sizeof c->bcast_sent);
+    memset(c->allreduce, 0, sizeof c->allreduce);
+    memset(c->calls, 0, sizeof c->calls);
+    memset(c->seconds, 0, sizeof c->seconds);
+}
+
+const char *tr_kind_name(tr_kind k)
+{
+    static const char *n[TR_NKINDS] = {"bcast", "allreduce", "gemm", "layernorm", "residual", "gelu", "attention"};
+    return (k >= 0 && k < TR_NKINDS) ? n[k] : "?";
+}
+
+void tr_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    MPI_CHECK(MPI_Bcast(buf, count, MPI_FLOAT, root, c->comm[g]), "MPI_Bcast", g);
+    if (c->desc->key[g] == root)
+        c->bcast_sent[g] += count;
+    else
+        c->bcast_recv[g] += count;
+    c->calls[TR_K_BCAST]++;
+    if (c->timing)
+        c->seconds[TR_K_BCAST] += tr_now() - t0;
+}
+
+void tr_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, c->comm[g]), "MPI_Allreduce", g);
+    c->allreduce[g] += count;
+    c->calls[TR_K_ALLREDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
+}

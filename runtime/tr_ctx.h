@@ -1,0 +1,39 @@
+/*
+ * tr_ctx.h - the runtime's per-rank context (private to runtime/): the four
+ * group communicators, what the collectives actually moved, and time spent per
+ * step kind. Generated code only passes the pointer through.
+ */
+#ifndef TR_CTX_H
+#define TR_CTX_H
+
+#include <mpi.h>
+#include <stdbool.h>
+
+#include "tr_err.h"
+
+#include "tr.h"
+
+typedef struct tr_ctx {
+    const tr_rank_desc *desc;
+    MPI_Comm comm[TR_NGROUPS];
+    /* measured, in elements, since the last tr_ctx_reset_counts */
+    long long bcast_recv[TR_NGROUPS];
+    long long bcast_sent[TR_NGROUPS];
+    long long allreduce[TR_NGROUPS];
+    long long calls[TR_NKINDS];
+    /* seconds per step kind, when timing is on */
+    int timing;
+    double seconds[TR_NKINDS];
+} tr_ctx;
+
+/* Split MPI_COMM_WORLD into the desc's groups and check each split against the
+ * generator's literals (size and local index). Returns false with a message if
+ * MPI disagrees with the plan. */
+bool tr_ctx_init(tr_ctx *c, const tr_rank_desc *desc, tr_err *err);
+void tr_ctx_free(tr_ctx *c);
+void tr_ctx_reset_counts(tr_ctx *c);
+const char *tr_kind_name(tr_kind k);
+
+double tr_now(void);
+
+#endif

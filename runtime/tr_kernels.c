@@ -1,0 +1,138 @@
+/*
+ * tr_kernels.c - the CPU backend's fused kernels: residual add fused with the
+ * layernorm row sums, the two-pass layernorm (centred squares, apply), bias +
+ * GeLU, and bias + causal softmax attention over the local heads. Statistics
+ * accumulate in double; the per-element arithmetic is in tr_math.h, shared
+ * with the CUDA kernels.
+ *
+ * Attention works per (sequence, head) on strided views of the [rows, 3*cols]
+ * QKV block whose columns are [Q | K | V] of the local head group:
+ *   scores[seq,seq] = Q K^T / sqrt(hdim)   (cblas, lda = 3*cols)
+ *   causal mask + softmax, row by row
+ *   out[:, head]    = P V                  (cblas, ldc = cols)
+ */
+#include <cblas.h>
+#include <math.h>
+
+#include "tr_ctx.h"
+#include "tr_math.h"
+
+#define TIMED_BEGIN double t0_ = c->timing ? tr_now() : 0
+#define TIMED_END(kind)                                                                                             \
+    do {                                                                                                            \
+        c->calls[kind]++;                                                                                           \
+        if (c->timing)                                                                                              \
+            c->seconds[kind] += tr_now() - t0_;                                                                     \
+    } while (0)
+
+void tr_ln_rowsum(tr_ctx *c, const float *x, int rows, int cols, float *rs)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        double s = 0;
+        const float *xr = x + (long)r * cols;
+        for (int j = 0; j < cols; j++)
+            s += xr[j];
+        rs[r] = (float)s;
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_resid_rowsum(tr_ctx *c, float *x, const float *p, const float *bias, int rows, int cols, float *rs)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (long)r * cols;
+        const float *pr = p + (long)r * cols;
+        double s = 0;
+        for (int j = 0; j < cols; j++) {
+            xr[j] = xr[j] + (pr[j] + bias[j]);
+            s += xr[j];
+        }
+        if (rs)
+            rs[r] = (float)s;
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_ln_sqdev(tr_ctx *c, const float *x, const float *rs, int rows, int cols, int hidden, float *vs)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (long)r * cols;
+        double mean = (double)rs[r] / hidden, s = 0;
+        for (int j = 0; j < cols; j++) {
+            double dv = xr[j] - mean;
+            s += dv * dv;
+        }
+        vs[r] = (float)s;
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_ln_apply(tr_ctx *c, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
+                 int rows, int cols, int hidden, float eps, float *y)
+{
+    TIMED_BEGIN;
+    float inv_n = 1.0f / (float)hidden;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (long)r * cols;
+        float *yr = y + (long)r * cols;
+        for (int j = 0; j < cols; j++)
+            yr[j] = tr_ln(xr[j], rs[r], vs[r], inv_n, eps, gamma[j], beta[j]);
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_bias_gelu(tr_ctx *c, float *h, const float *bias, int rows, int cols)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        float *hr = h + (long)r * cols;
+        for (int j = 0; j < cols; j++)
+            hr[j] = tr_gelu(hr[j] + bias[j]);
+    }
+    TIMED_END(TR_K_GELU);
+}
+
+void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq, int heads,
+                  int hdim)
+{
+    TIMED_BEGIN;
+    int cols = heads * hdim; /* local width of Q, K, V and out */
+    int ld = 3 * cols;
+    long rows = (long)nseq * seq;
+    for (long r = 0; r < rows; r++)
+        for (int j = 0; j < ld; j++)
+            qkv[r * ld + j] += bias[j];
+    float scale = 1.0f / sqrtf((float)hdim);
+    for (int s = 0; s < nseq; s++) {
+        const float *blk = qkv + (long)s * seq * ld;
+        for (int h = 0; h < heads; h++) {
+            const float *Q = blk + h * hdim;
+            const float *K = blk + cols + h * hdim;
+            const float *V = blk + 2 * cols + h * hdim;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores,
+                        seq);
+            for (int i = 0; i < seq; i++) {
+                float *row = scores + (long)i * seq;
+                float mx = row[0];
+                for (int j = 1; j <= i; j++)
+                    mx = row[j] > mx ? row[j] : mx;
+                double sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    row[j] = expf(row[j] - mx);
+                    sum += row[j];
+                }
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j <= i; j++)
+                    row[j] *= inv;
+                for (int j = i + 1; j < seq; j++)
+                    row[j] = 0.0f; /* causal mask */
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
+                        out + (long)s * seq * cols + h * hdim, cols);
+        }
+    }
+    TIMED_END(TR_K_ATTENTION);
+}

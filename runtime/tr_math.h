@@ -1,0 +1,32 @@
+/*
+ * tr_math.h - scalar arithmetic of the fused kernels, written once so the CPU
+ * backend and (later) CUDA kernels compute the same thing. TR_HD marks a
+ * function usable on host and device.
+ */
+#ifndef TR_MATH_H
+#define TR_MATH_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define TR_HD __host__ __device__
+#else
+#define TR_HD
+#endif
+
+/* GeLU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static inline TR_HD float tr_gelu(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+/* Layernorm of one element given the full-row sum and sum of squared deviations. */
+static inline TR_HD float tr_ln(float x, float rowsum, float sqdev, float inv_n, float eps, float g, float b)
+{
+    float mean = rowsum * inv_n;
+    float rstd = 1.0f / sqrtf(sqdev * inv_n + eps);
+    return (x - mean) * rstd * g + b;
+}
+
+#endif

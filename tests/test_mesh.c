@@ -1,0 +1,139 @@
+/*
+ * test_mesh.c - the mesh math checked exhaustively for q, d in 1..8 against
+ * brute force from the definitions of DESIGN.md section 1 (not against the
+ * formulas in mesh.c): every rank <-> coordinate round trip, every group's
+ * membership and ordering, colors that identify groups, and the SUMMA roots
+ * DESIGN.md gives as literals (row root t + q*i + q*q*k, col root j + q*t + q*q*k).
+ */
+#include <stdlib.h>
+
+#include "mesh.h"
+#include "tt.h"
+
+/* Does rank b (coords cb) belong to the group of kind g holding a (coords ca)? By definition. */
+static int same_group(tg_group g, tg_coord ca, tg_coord cb)
+{
+    switch (g) {
+    case TG_ROW: return ca.i == cb.i && ca.k == cb.k;
+    case TG_COL: return ca.j == cb.j && ca.k == cb.k;
+    case TG_DEP: return ca.i == cb.i && ca.j == cb.j;
+    case TG_COLDEP: return ca.j == cb.j;
+    default: return 0;
+    }
+}
+
+int main(void)
+{
+    TT_CASE("rank <-> coordinates, q,d in 1..8") {
+        for (int q = 1; q <= 8; q++)
+            for (int d = 1; d <= 8; d++) {
+                tg_mesh m = tg_mesh_make(q, d);
+                TT_CHECK(m.p == q * q * d, "p=%d", m.p);
+                int r = 0;
+                /* enumerate in the order r = j + q*i + q*q*k grows: k outer, i, then j */
+                for (int k = 0; k < d; k++)
+                    for (int i = 0; i < q; i++)
+                        for (int j = 0; j < q; j++, r++) {
+                            tg_coord c = {i, j, k};
+                            TT_CHECK(tg_mesh_rank(&m, c) == r, "q=%d d=%d (%d,%d,%d) -> %d, want %d",
+                                     q, d, i, j, k, tg_mesh_rank(&m, c), r);
+                            tg_coord b = tg_mesh_coord(&m, r);
+                            TT_CHECK(b.i == i && b.j == j && b.k == k, "q=%d d=%d rank %d -> (%d,%d,%d)",
+                                     q, d, r, b.i, b.j, b.k);
+                            TT_CHECK(tg_mesh_row_block(&m, c) == i + q * k, "row block");
+                        }
+            }
+    }
+
+    TT_CASE("groups: members, local order, sizes, colors, q,d in 1..8") {
+        for (int q = 1; q <= 8; q++)
+            for (int d = 1; d <= 8; d++) {
+                tg_mesh m = tg_mesh_make(q, d);
+                for (int g = 0; g < TG_NGROUPS; g++) {
+                    for (int a = 0; a < m.p; a++) {
+                        tg_coord ca = tg_mesh_coord(&m, a);
+                        /* brute-force members, ordered by rank */
+                        int n = 0;
+                        for (int b = 0; b < m.p; b++)
+                            if (same_group((tg_group)g, ca, tg_mesh_coord(&m, b)))
+                                n++;
+                        TT_CHECK(n == tg_group_size(&m, (tg_group)g), "q=%d d=%d %s size %d vs %d", q, d,
+                                 tg_group_name((tg_group)g), n, tg_group_size(&m, (tg_group)g));
+                        /* local indices are a bijection onto 0..n-1 and member() inverts local() */
+                        char *seen = calloc((size_t)n, 1);
+                        for (int b = 0; b < m.p; b++) {
+                            tg_coord cb = tg_mesh_coord(&m, b);
+                            int same = same_group((tg_group)g, ca, cb);
+                            int colors_equal = tg_group_color(&m, (tg_group)g, ca) ==
+                                               tg_group_color(&m, (tg_group)g, cb);
+                            TT_CHECK(same == colors_equal, "q=%d d=%d %s color of %d vs %d", q, d,
+                                     tg_group_name((tg_group)g), a, b);
+                            if (!same)
+                                continue;
+                            int l = tg_group_local(&m, (tg_group)g, cb);
+                            TT_CHECK(l >= 0 && l < n, "local %d out of range", l);
+                            if (l >= 0 && l < n) {
+                                TT_CHECK(!seen[l], "local %d twice", l);
+                                seen[l] = 1;
+                            }
+                            TT_CHECK(tg_group_member(&m, (tg_group)g, ca, l) == b,
+                                     "q=%d d=%d %s member(%d) of group of %d = %d, want %d", q, d,
+                                     tg_group_name((tg_group)g), l, a,
+                                     tg_group_member(&m, (tg_group)g, ca, l), b);
+                        }
+                        free(seen);
+                        /* colors are in 0..(number of groups)-1 so MPI_Comm_split gets small colors */
+                        int c = tg_group_color(&m, (tg_group)g, ca);
+                        TT_CHECK(c >= 0 && c < m.p / n, "color %d", c);
+                    }
+                }
+            }
+    }
+
+    TT_CASE("coldep local index is i + q*k (DESIGN.md table)") {
+        for (int q = 1; q <= 8; q++)
+            for (int d = 1; d <= 8; d++) {
+                tg_mesh m = tg_mesh_make(q, d);
+                for (int r = 0; r < m.p; r++) {
+                    tg_coord c = tg_mesh_coord(&m, r);
+                    TT_CHECK(tg_group_local(&m, TG_COLDEP, c) == c.i + q * c.k, "coldep local");
+                    TT_CHECK(tg_group_local(&m, TG_ROW, c) == c.j, "row local");
+                    TT_CHECK(tg_group_local(&m, TG_COL, c) == c.i, "col local");
+                    TT_CHECK(tg_group_local(&m, TG_DEP, c) == c.k, "dep local");
+                }
+            }
+    }
+
+    TT_CASE("SUMMA roots as DESIGN.md section 2 gives them, q,d in 1..8") {
+        for (int q = 1; q <= 8; q++)
+            for (int d = 1; d <= 8; d++) {
+                tg_mesh m = tg_mesh_make(q, d);
+                for (int r = 0; r < m.p; r++) {
+                    tg_coord c = tg_mesh_coord(&m, r);
+                    for (int t = 0; t < q; t++) {
+                        int row_root = tg_group_member(&m, TG_ROW, c, t);
+                        int col_root = tg_group_member(&m, TG_COL, c, t);
+                        TT_CHECK(row_root == t + q * c.i + q * q * c.k, "row root q=%d d=%d r=%d t=%d", q, d,
+                                 r, t);
+                        TT_CHECK(col_root == c.j + q * t + q * q * c.k, "col root q=%d d=%d r=%d t=%d", q, d,
+                                 r, t);
+                    }
+                }
+            }
+    }
+
+    TT_CASE("group labels") {
+        tg_mesh m = tg_mesh_make(2, 2);
+        char b[32];
+        tg_coord c = {1, 0, 1};
+        tg_group_label(&m, TG_ROW, c, b, sizeof b);
+        TT_CHECK(strcmp(b, "row(1,1)") == 0, "%s", b);
+        tg_group_label(&m, TG_COL, c, b, sizeof b);
+        TT_CHECK(strcmp(b, "col(0,1)") == 0, "%s", b);
+        tg_group_label(&m, TG_DEP, c, b, sizeof b);
+        TT_CHECK(strcmp(b, "dep(1,0)") == 0, "%s", b);
+        tg_group_label(&m, TG_COLDEP, c, b, sizeof b);
+        TT_CHECK(strcmp(b, "coldep(0)") == 0, "%s", b);
+    }
+    TT_EXIT();
+}
