@@ -1,0 +1,1009 @@
+/*
+ * spec.c - the declare stage: run a model spec file in a sandboxed Lua state
+ * and turn it into a validated tg_spec.
+ *
+ * A spec is a Lua chunk that returns a table of numbers and names (see spec.h).
+ * Lua gives users comments, arithmetic and local helpers, but a spec file is
+ * also code that tessgen runs, so it runs in a sandbox: only the base, string,
+ * table, math and utf8 libraries are opened, and dofile, loadfile, load,
+ * require and collectgarbage are removed (there is no os, io, package or
+ * debug); only text chunks load (no bytecode); a custom allocator caps the
+ * state's memory at SPEC_MAX_MEMORY and a count hook stops the chunk after
+ * SPEC_MAX_INSTRUCTIONS or SPEC_MAX_SECONDS. A hostile or broken spec yields
+ * an error message, never a crash, a hang or a side effect.
+ *
+ * The hook cannot see time spent inside C library functions, and Lua turns
+ * hooks off in finalizers and in a message handler called for an error the
+ * hook raised. So the sandbox also drops what could run unbounded there:
+ * setmetatable (__gc finalizers, __close), xpcall (message handlers),
+ * string.find/match/gmatch/gsub (backtracking patterns), table.move (a C loop
+ * over any index range) and print (output is tessgen's); string.rep is
+ * wrapped so that an empty result is not built by looping. Every other
+ * library call costs at most linear time in memory the cap already bounds,
+ * and the hook checks the clock every SPEC_HOOK_EVERY instructions.
+ *
+ * The work is in two halves. run_lua() executes the chunk and copies the
+ * returned table, with raw accesses only (no metamethod runs, nothing is
+ * allocated), into plain C values (raw_val), noting unknown keys. It is the
+ * only code that touches Lua. validate() then checks those values in plain C:
+ * types and ranges, every divisibility rule of DESIGN.md, and the int32
+ * overflow guards for per-rank element counts. All validation of user input
+ * lives here; downstream stages may assume a tg_spec that tg_spec_load
+ * accepted is consistent. Every problem found is reported (one tg_fail line
+ * each, "<file>: <field> = <value> <rule>: <why>; <fix>"), except that a field
+ * that fails its own type or range check is left out of the rules that use it.
+ */
+#include "spec.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#define SPEC_MAX_FILE_BYTES (1L << 20)         /* a spec file larger than this is refused */
+#define SPEC_MAX_MEMORY ((size_t)64 << 20)     /* bytes the Lua state may hold */
+#define SPEC_MAX_INSTRUCTIONS 10000000LL       /* Lua VM instructions the chunk may run */
+#define SPEC_MAX_SECONDS 2.0                   /* wall-clock time the chunk may run */
+#define SPEC_HOOK_EVERY 100                    /* count-hook granularity */
+#define SPEC_MAX_DIM (1LL << 20)               /* hidden, heads, ffn, seq, batch */
+#define SPEC_MAX_MESH 4096LL                   /* q and d */
+#define SPEC_MAX_LAYERS 10000LL
+#define SPEC_MAX_RANKS 65536LL                 /* q*q*d */
+#define SPEC_MAX_NAME 100
+#define SPEC_MAX_UNKNOWN 32                    /* unknown keys listed one by one */
+#define SPEC_SET_SHOWN 12                      /* values listed in a "use q in {...}" fix */
+
+/* ---- the key schema ------------------------------------------------------ */
+
+enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_COUNT };
+enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_COUNT };
+enum { MESH_Q, MESH_D, MESH_COUNT };
+enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
+       MODEL_COUNT };
+
+#define MAX_KEYS 7
+
+static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model."};
+static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT};
+static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
+    {"name", "mesh", "model", "dtype"},
+    {"q", "d"},
+    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
+};
+
+/* One value copied out of the spec table. type is a LUA_T* code, LUA_TNONE if absent. */
+typedef struct raw_val {
+    int type;
+    int is_int;         /* numbers: a Lua integer */
+    long long i;        /* numbers, when is_int */
+    double n;           /* numbers, when !is_int */
+    int b;              /* booleans */
+    size_t slen;        /* strings: full length */
+    char s[128];        /* strings: the first bytes, NUL-terminated */
+} raw_val;
+
+/* A key that is not in the schema (or not a string), for sorted reporting. */
+typedef struct bad_key {
+    int level;
+    int not_name;       /* the key is not a string */
+    char shown[96];     /* printable form */
+} bad_key;
+
+typedef struct spec_ctx {
+    const char *path;   /* file name used in every message */
+    tg_err *err;
+    int nfail;
+    /* Lua sandbox */
+    size_t mem_used;
+    long long instructions;
+    int instr_exceeded;
+    int time_exceeded;
+    struct timespec start;
+    const char *src;
+    size_t src_len;
+    /* what the chunk returned */
+    raw_val val[LVL_COUNT][MAX_KEYS];
+    bad_key bad[SPEC_MAX_UNKNOWN];
+    int nbad;           /* stored in bad[] */
+    int nbad_total;     /* found, including those not stored */
+} spec_ctx;
+
+/* ---- messages ------------------------------------------------------------ */
+
+/* Record "<path>: <formatted>". */
+__attribute__((format(printf, 2, 3)))
+static void fail(spec_ctx *c, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    tg_fail(c->err, "%s: %s", c->path, buf);
+    c->nfail++;
+}
+
+/* Record a message from Lua, which usually already starts with "<path>:<line>:".
+ * Control characters are flattened so it stays one line. */
+static void fail_lua(spec_ctx *c, const char *msg)
+{
+    char buf[1024];
+    size_t n = 0;
+    for (; msg[n] && n + 1 < sizeof buf; n++)
+        buf[n] = ((unsigned char)msg[n] < 0x20 || msg[n] == 0x7f) ? ' ' : msg[n];
+    buf[n] = '\0';
+    if (msg[n] && n > 4)
+        memcpy(buf + n - 3, "...", 3);
+    size_t plen = strlen(c->path);
+    if (strncmp(buf, c->path, plen) == 0 && buf[plen] == ':')
+        tg_fail(c->err, "%s", buf);
+    else
+        tg_fail(c->err, "%s: %s", c->path, buf);
+    c->nfail++;
+}
+
+/* Quote s (len bytes, of which the first stored ones are in s) for a message. */
+static void quote(char *out, size_t cap, const char *s, size_t stored, size_t len)
+{
+    size_t o = 0;
+    const size_t shown = 40;
+    if (cap < 16)
+        return;
+    out[o++] = '"';
+    for (size_t k = 0; k < stored && k < shown && o + 8 < cap; k++) {
+        unsigned char ch = (unsigned char)s[k];
+        if (ch == '"' || ch == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)ch;
+        } else if (ch >= 0x20 && ch < 0x7f) {
+            out[o++] = (char)ch;
+        } else {
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+        }
+    }
+    if (len > shown && o + 5 < cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+}
+
+/* Bytes of a string value kept in v->s. */
+static size_t stored_len(const raw_val *v) { return v->slen < sizeof v->s - 1 ? v->slen : sizeof v->s - 1; }
+
+/* The value itself, for "<field> = <value>". */
+static void show_number(char *out, size_t cap, const raw_val *v)
+{
+    if (v->is_int)
+        snprintf(out, cap, "%lld", v->i);
+    else
+        snprintf(out, cap, "%.14g", v->n);
+}
+
+/* The value with its type, for "..., got <what>". */
+static void describe(char *out, size_t cap, const raw_val *v)
+{
+    char q[256];
+    switch (v->type) {
+    case LUA_TNUMBER:
+        show_number(out, cap, v);
+        break;
+    case LUA_TSTRING:
+        quote(q, sizeof q, v->s, stored_len(v), v->slen);
+        snprintf(out, cap, "string %.200s", q);
+        break;
+    case LUA_TBOOLEAN:
+        snprintf(out, cap, "boolean %s", v->b ? "true" : "false");
+        break;
+    case LUA_TTABLE:
+        snprintf(out, cap, "a table");
+        break;
+    case LUA_TFUNCTION:
+        snprintf(out, cap, "a function");
+        break;
+    default:
+        snprintf(out, cap, "a value of type %s",
+                 v->type == LUA_TUSERDATA || v->type == LUA_TLIGHTUSERDATA ? "userdata"
+                 : v->type == LUA_TTHREAD                                 ? "thread"
+                                                                          : "nil");
+        break;
+    }
+}
+
+/* ---- edit distance for "did you mean" ------------------------------------ */
+
+/* Optimal string alignment distance (Levenshtein plus adjacent transpositions). */
+static int edit_distance(const char *a, const char *b)
+{
+    enum { N = 33 };
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la >= N || lb >= N)
+        return 99;
+    int d[N][N];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++) {
+        for (int j = 1; j <= lb; j++) {
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < best)
+                best = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb];
+}
+
+/* The closest known key for an unknown one: same level within distance 2, else
+ * the same name at another level (model.q -> mesh.q). Writes "mesh.q" to out. */
+static bool suggest_key(int level, const char *key, char *out, size_t cap)
+{
+    int best = 3, best_k = -1;
+    for (int k = 0; k < level_nkeys[level]; k++) {
+        int dist = edit_distance(key, level_keys[level][k]);
+        if (dist < best) {
+            best = dist;
+            best_k = k;
+        }
+    }
+    if (best_k >= 0) {
+        snprintf(out, cap, "%s%s", level_prefix[level], level_keys[level][best_k]);
+        return true;
+    }
+    for (int l = 0; l < LVL_COUNT; l++) {
+        for (int k = 0; l != level && k < level_nkeys[l]; k++) {
+            if (strcmp(key, level_keys[l][k]) == 0) {
+                snprintf(out, cap, "%s%s", level_prefix[l], level_keys[l][k]);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* ---- the Lua half ---------------------------------------------------------- */
+
+static void *spec_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    spec_ctx *c = ud;
+    size_t old = ptr ? osize : 0; /* ptr == NULL: osize is a type tag */
+    if (nsize == 0) {
+        free(ptr);
+        c->mem_used -= old;
+        return NULL;
+    }
+    if (nsize > old && (c->mem_used >= SPEC_MAX_MEMORY ||
+                        nsize - old > SPEC_MAX_MEMORY - c->mem_used))
+        return NULL; /* Lua raises LUA_ERRMEM */
+    void *p = realloc(ptr, nsize);
+    if (!p)
+        return NULL;
+    c->mem_used = c->mem_used - old + nsize;
+    return p;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* string.rep without the C loop that builds an empty result n times. */
+static int spec_rep(lua_State *L)
+{
+    size_t l, lsep;
+    luaL_checklstring(L, 1, &l);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    luaL_optlstring(L, 3, "", &lsep);
+    if (n <= 0 || l + lsep == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    int nargs = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, nargs, 1);
+    return 1;
+}
+
+static void spec_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    void *ud;
+    lua_getallocf(L, &ud);
+    spec_ctx *c = ud;
+    c->instructions += SPEC_HOOK_EVERY;
+    if (c->instructions > SPEC_MAX_INSTRUCTIONS)
+        c->instr_exceeded = 1;
+    if (!c->instr_exceeded && !c->time_exceeded && seconds_since(&c->start) > SPEC_MAX_SECONDS)
+        c->time_exceeded = 1;
+    if (c->instr_exceeded || c->time_exceeded) {
+        /* From now on every instruction raises, so pcall in the spec cannot
+         * swallow the stop. */
+        lua_sethook(L, spec_hook, LUA_MASKCOUNT, 1);
+        lua_pushliteral(L, "spec stopped"); /* the message comes from the flags */
+        lua_error(L);
+    }
+}
+
+/* Message handler: make sure the message is a string that names file and line. */
+static int spec_msgh(lua_State *L)
+{
+    const char *msg;
+    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
+        msg = lua_tostring(L, 1);
+    else
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    lua_Debug ar;
+    for (int level = 0; lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
+            continue;
+        size_t n = strlen(ar.short_src);
+        if (strncmp(msg, ar.short_src, n) != 0 || msg[n] != ':')
+            lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg);
+        else
+            lua_pushstring(L, msg);
+        return 1;
+    }
+    lua_pushstring(L, msg);
+    return 1;
+}
+
+static void store_value(lua_State *L, int idx, raw_val *v)
+{
+    memset(v, 0, sizeof *v);
+    v->type = lua_type(L, idx);
+    switch (v->type) {
+    case LUA_TNUMBER:
+        v->is_int = lua_isinteger(L, idx);
+        if (v->is_int)
+            v->i = (long long)lua_tointeger(L, idx);
+        else
+            v->n = (double)lua_tonumber(L, idx);
+        break;
+    case LUA_TSTRING: {
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len); /* a string already: no conversion */
+        size_t keep = len < sizeof v->s - 1 ? len : sizeof v->s - 1;
+        memcpy(v->s, s, keep);
+        v->s[keep] = '\0';
+        v->slen = len;
+        break;
+    }
+    case LUA_TBOOLEAN:
+        v->b = lua_toboolean(L, idx);
+        break;
+    default:
+        break;
+    }
+}
+
+static void note_bad_key(spec_ctx *c, lua_State *L, int level, int kidx)
+{
+    c->nbad_total++;
+    if (c->nbad >= SPEC_MAX_UNKNOWN)
+        return;
+    bad_key *b = &c->bad[c->nbad++];
+    b->level = level;
+    b->not_name = lua_type(L, kidx) != LUA_TSTRING;
+    if (!b->not_name) {
+        size_t len;
+        const char *s = lua_tolstring(L, kidx, &len);
+        size_t o = 0;
+        for (size_t k = 0; k < len && o + 4 < sizeof b->shown; k++) {
+            unsigned char ch = (unsigned char)s[k];
+            b->shown[o++] = (ch > 0x20 && ch < 0x7f) ? (char)ch : '?';
+        }
+        if (len > sizeof b->shown - 4)
+            memcpy(b->shown + o - 3, "...", 3);
+        b->shown[o] = '\0';
+    } else {
+        raw_val v;
+        store_value(L, kidx, &v);
+        char d[80];
+        describe(d, sizeof d, &v);
+        snprintf(b->shown, sizeof b->shown, "[%s]", d);
+    }
+}
+
+/* Copy one table's known keys into c->val[level]; recurse into mesh and model. */
+static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
+{
+    lua_pushnil(L);
+    while (lua_next(L, tidx)) {
+        int slot = -1;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -2);
+            for (int s = 0; s < level_nkeys[level]; s++)
+                if (strcmp(k, level_keys[level][s]) == 0)
+                    slot = s;
+            size_t klen;
+            lua_tolstring(L, -2, &klen);
+            if (klen != strlen(k))
+                slot = -1; /* embedded NUL */
+        }
+        if (slot < 0) {
+            note_bad_key(c, L, level, lua_absindex(L, -2));
+        } else {
+            store_value(L, -1, &c->val[level][slot]);
+            if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL) &&
+                lua_type(L, -1) == LUA_TTABLE)
+                collect(c, L, lua_absindex(L, -1), slot == TOP_MESH ? LVL_MESH : LVL_MODEL);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Runs in protected mode: set up the sandbox, run the chunk, collect its table.
+ * Returns 1 value: true when the table was collected. */
+static int spec_main(lua_State *L)
+{
+    spec_ctx *c = lua_touserdata(L, 1);
+    static const luaL_Reg libs[] = {
+        {"_G", luaopen_base},        {LUA_STRLIBNAME, luaopen_string},
+        {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+        {LUA_UTF8LIBNAME, luaopen_utf8},
+    };
+    for (size_t k = 0; k < sizeof libs / sizeof libs[0]; k++) {
+        luaL_requiref(L, libs[k].name, libs[k].func, 1);
+        lua_pop(L, 1);
+    }
+    static const char *const banned[] = {"dofile",  "loadfile", "load",         "require",
+                                         "collectgarbage", "os", "io", "package", "debug",
+                                         "setmetatable", "xpcall", "print"};
+    for (size_t k = 0; k < sizeof banned / sizeof banned[0]; k++) {
+        lua_pushnil(L);
+        lua_setglobal(L, banned[k]);
+    }
+    static const char *const banned_string[] = {"find", "match", "gmatch", "gsub"};
+    lua_getglobal(L, LUA_STRLIBNAME);
+    for (size_t k = 0; k < sizeof banned_string / sizeof banned_string[0]; k++) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, banned_string[k]);
+    }
+    lua_getfield(L, -1, "rep");
+    lua_pushcclosure(L, spec_rep, 1);
+    lua_setfield(L, -2, "rep");
+    lua_pop(L, 1);
+    lua_getglobal(L, LUA_TABLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "move");
+    lua_pop(L, 1);
+
+    lua_pushcfunction(L, spec_msgh);
+    int msgh = lua_gettop(L);
+    lua_pushfstring(L, "@%s", c->path);
+    const char *chunkname = lua_tostring(L, -1);
+    int st = luaL_loadbufferx(L, c->src, c->src_len, chunkname, "t");
+    if (st != LUA_OK) {
+        if (st == LUA_ERRMEM)
+            fail(c, "the spec is too large to load: a spec is a table of numbers");
+        else
+            fail_lua(c, lua_isstring(L, -1) ? lua_tostring(L, -1) : "cannot load the spec");
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &c->start);
+    lua_sethook(L, spec_hook, LUA_MASKCOUNT, SPEC_HOOK_EVERY);
+    st = lua_pcall(L, 0, 1, msgh);
+    lua_sethook(L, NULL, 0, 0);
+    lua_gc(L, LUA_GCSTOP); /* no finalizer may run while the table is read */
+
+    if (c->instr_exceeded) {
+        fail(c, "the spec ran more than %lld Lua instructions: a spec is a table of numbers; "
+                "remove loops that do not end", SPEC_MAX_INSTRUCTIONS);
+    } else if (c->time_exceeded) {
+        fail(c, "the spec ran for more than %g seconds: a spec is a table of numbers; remove loops "
+                "that do not end and work on huge strings or tables", SPEC_MAX_SECONDS);
+    } else if (st == LUA_ERRMEM) {
+        fail(c, "the spec used more than %zu MiB of memory: a spec is a table of numbers; "
+                "remove code that builds huge strings or tables", SPEC_MAX_MEMORY >> 20);
+    } else if (st != LUA_OK) {
+        fail_lua(c, lua_isstring(L, -1) ? lua_tostring(L, -1) : "the spec raised an error");
+    } else if (lua_type(L, -1) != LUA_TTABLE) {
+        raw_val v;
+        store_value(L, -1, &v);
+        char d[200];
+        if (v.type == LUA_TNIL)
+            snprintf(d, sizeof d, "nothing");
+        else
+            describe(d, sizeof d, &v);
+        fail(c, "the spec must return a table, got %s; end the file with "
+                "return { mesh = { q = ... }, model = { ... } }", d);
+    } else {
+        collect(c, L, lua_gettop(L), LVL_TOP);
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushboolean(L, 0);
+    return 1;
+}
+
+/* Run the chunk; true when c->val holds what it returned. */
+static bool run_lua(spec_ctx *c)
+{
+    for (int l = 0; l < LVL_COUNT; l++)
+        for (int k = 0; k < MAX_KEYS; k++)
+            c->val[l][k].type = LUA_TNONE;
+    lua_State *L = lua_newstate(spec_alloc, c);
+    if (!L) {
+        fail(c, "cannot create the Lua state for the spec: out of memory");
+        return false;
+    }
+    lua_pushcfunction(L, spec_main);
+    lua_pushlightuserdata(L, c);
+    int st = lua_pcall(L, 1, 1, 0);
+    bool ok = false;
+    if (st == LUA_OK) {
+        ok = lua_toboolean(L, -1);
+    } else if (st == LUA_ERRMEM) {
+        fail(c, "the spec used more than %zu MiB of memory: a spec is a table of numbers; "
+                "remove code that builds huge strings or tables", SPEC_MAX_MEMORY >> 20);
+    } else {
+        fail_lua(c, lua_isstring(L, -1) ? lua_tostring(L, -1) : "the Lua sandbox failed");
+    }
+    lua_gc(L, LUA_GCRESTART);
+    lua_close(L);
+    return ok;
+}
+
+/* ---- the C half: validation ------------------------------------------------ */
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Divisors of n (n <= SPEC_MAX_DIM: at most 240 of them) up to max, ascending. */
+static int divisors(long long n, long long max, long long *out, int cap)
+{
+    int k = 0;
+    for (long long i = 1; i * i <= n; i++) {
+        if (n % i)
+            continue;
+        if (i <= max && k < cap)
+            out[k++] = i;
+        if (n / i != i && n / i <= max && k < cap)
+            out[k++] = n / i;
+    }
+    qsort(out, (size_t)k, sizeof out[0], cmp_ll);
+    return k;
+}
+
+/* "{1,2,3,6}"; with more than SPEC_SET_SHOWN values, a window around near:
+ * "{...,8,12,16,...}". */
+static void fmt_set(char *out, size_t cap, const long long *v, int n, long long near)
+{
+    int lo = 0, hi = n;
+    if (n > SPEC_SET_SHOWN) {
+        int at = 0;
+        while (at < n && v[at] < near)
+            at++;
+        lo = at - SPEC_SET_SHOWN / 2;
+        if (lo < 0)
+            lo = 0;
+        if (lo + SPEC_SET_SHOWN > n)
+            lo = n - SPEC_SET_SHOWN;
+        hi = lo + SPEC_SET_SHOWN;
+    }
+    size_t o = 0;
+    o += (size_t)snprintf(out + o, cap - o, "{%s", lo > 0 ? "...," : "");
+    for (int k = lo; k < hi && o < cap; k++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%lld", k > lo ? "," : "", v[k]);
+    if (o < cap)
+        snprintf(out + o, cap - o, "%s}", hi < n ? ",..." : "");
+}
+
+static const char *field_hint(int level, int k)
+{
+    if (level == LVL_MESH)
+        return k == MESH_Q ? "the mesh is [q,q,d] with q*q ranks per depth layer"
+                           : "the depth of the [q,q,d] mesh";
+    switch (k) {
+    case MODEL_LAYERS: return "the number of transformer blocks";
+    case MODEL_HIDDEN: return "the model width C";
+    case MODEL_HEADS: return "the number of attention heads";
+    case MODEL_FFN: return "the MLP width F, usually 4*hidden";
+    case MODEL_SEQ: return "the tokens per sequence S";
+    case MODEL_BATCH: return "the sequences per step B";
+    default: return "";
+    }
+}
+
+/* Check that c->val[level][k] is an integer in 1..max; store it in *out. */
+static bool check_int(spec_ctx *c, int level, int k, long long max, int *out)
+{
+    const raw_val *v = &c->val[level][k];
+    const char *key = level_keys[level][k];
+    const char *pre = level_prefix[level];
+    char got[256];
+    if (v->type == LUA_TNONE) {
+        if (level == LVL_MESH && k == MESH_D) {
+            *out = 1;
+            return true;
+        }
+        fail(c, "%s%s is missing (%s); add %s = <n> to %.*s", pre, key, field_hint(level, k), key,
+             (int)strlen(pre) - 1, pre);
+        return false;
+    }
+    bool integral = v->type == LUA_TNUMBER &&
+                    (v->is_int || (isfinite(v->n) && floor(v->n) == v->n));
+    if (!integral) {
+        describe(got, sizeof got, v);
+        fail(c, "%s%s must be a positive integer, got %s", pre, key, got);
+        return false;
+    }
+    double x = v->is_int ? (double)v->i : v->n;
+    show_number(got, sizeof got, v);
+    if (v->is_int ? v->i < 1 : x < 1) {
+        fail(c, "%s%s = %s is not a positive integer (%s); use %s >= 1", pre, key, got,
+             field_hint(level, k), key);
+        return false;
+    }
+    if (v->is_int ? v->i > max : x > (double)max) {
+        fail(c, "%s%s = %s is larger than tessgen supports; use %s <= %lld", pre, key, got, key, max);
+        return false;
+    }
+    *out = v->is_int ? (int)v->i : (int)x;
+    return true;
+}
+
+static bool name_ok(const char *s, size_t len)
+{
+    if (len < 1 || len > SPEC_MAX_NAME || strlen(s) != len)
+        return false;
+    bool all_dots = true;
+    for (size_t k = 0; k < len; k++) {
+        char ch = s[k];
+        bool good = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                    (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+        if (!good)
+            return false;
+        if (ch != '.')
+            all_dots = false;
+    }
+    return !all_dots; /* "." and ".." would be directories when the name makes paths */
+}
+
+#define NAME_RULE "use 1 to 100 characters from A-Z a-z 0-9 _ . - (not only dots)"
+
+static void check_name(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_TOP][TOP_NAME];
+    char shown[256];
+    if (v->type == LUA_TNONE) {
+        const char *base = strrchr(c->path, '/');
+        base = base ? base + 1 : c->path;
+        size_t len = strlen(base);
+        if (len > 4 && strcmp(base + len - 4, ".lua") == 0)
+            len -= 4;
+        char stem[256];
+        if (len >= sizeof stem)
+            len = sizeof stem - 1;
+        memcpy(stem, base, len);
+        stem[len] = '\0';
+        if (!name_ok(stem, len)) {
+            quote(shown, sizeof shown, stem, len, len);
+            fail(c, "the file stem %s is not a valid model name (the spec sets no name): " NAME_RULE
+                    "; add name = \"...\" to the spec", shown);
+            return;
+        }
+        memcpy(s->name, stem, len + 1);
+        return;
+    }
+    if (v->type != LUA_TSTRING) {
+        describe(shown, sizeof shown, v);
+        fail(c, "name must be a string such as \"gpt2-small\", got %s", shown);
+        return;
+    }
+    if (!name_ok(v->s, v->slen)) {
+        quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
+        fail(c, "name = %s is not a valid name: " NAME_RULE, shown);
+        return;
+    }
+    memcpy(s->name, v->s, v->slen + 1);
+}
+
+static void check_dtype(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_TOP][TOP_DTYPE];
+    char shown[256];
+    s->dtype = TG_FP32;
+    if (v->type == LUA_TNONE)
+        return;
+    if (v->type != LUA_TSTRING) {
+        describe(shown, sizeof shown, v);
+        fail(c, "dtype must be a string such as \"fp32\", got %s", shown);
+        return;
+    }
+    if (v->slen == 4 && strcmp(v->s, "fp32") == 0)
+        return;
+    quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
+    fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
+}
+
+static bool check_eps(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_MODEL][MODEL_EPS];
+    char shown[256];
+    s->eps = 1e-5;
+    if (v->type == LUA_TNONE)
+        return true;
+    if (v->type != LUA_TNUMBER) {
+        describe(shown, sizeof shown, v);
+        fail(c, "model.eps must be a number such as 1e-5, got %s", shown);
+        return false;
+    }
+    double e = v->is_int ? (double)v->i : v->n;
+    if (!isfinite(e) || !(e > 0) || !(e < 1)) {
+        show_number(shown, sizeof shown, v);
+        fail(c, "model.eps = %s is out of range: the layernorm epsilon must be > 0 and < 1; "
+                "use eps = 1e-5", shown);
+        return false;
+    }
+    s->eps = e;
+    return true;
+}
+
+/* One per-rank element count that must fit in an int. */
+static void check_count(spec_ctx *c, const char *what, const char *formula, long long n,
+                        const char *fix)
+{
+    if (n <= INT32_MAX)
+        return;
+    if (n == LLONG_MAX) {
+        fail(c, "%s %s is more than %lld elements and does not fit in a 32-bit int (at most %d; "
+                "MPI and BLAS counts are int); %s", what, formula, LLONG_MAX, INT32_MAX, fix);
+        return;
+    }
+    fail(c, "%s %s = %lld elements does not fit in a 32-bit int (at most %d; MPI and BLAS "
+            "counts are int); %s", what, formula, n, INT32_MAX, fix);
+}
+
+static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+/* a*b for a, b >= 0, LLONG_MAX when it does not fit */
+static long long sat_mul(long long a, long long b)
+{
+    if (a != 0 && b > LLONG_MAX / a)
+        return LLONG_MAX;
+    return a * b;
+}
+
+static void validate(spec_ctx *c, tg_spec *s)
+{
+    check_name(c, s);
+
+    /* mesh and model tables */
+    bool have_mesh = false, have_model = false;
+    for (int t = TOP_MESH; t <= TOP_MODEL; t++) {
+        const raw_val *v = &c->val[LVL_TOP][t];
+        const char *key = level_keys[LVL_TOP][t];
+        const char *example = t == TOP_MESH ? "{ q = 2, d = 1 }"
+                                            : "{ layers = 12, hidden = 768, heads = 12, ffn = 3072, "
+                                              "seq = 1024, batch = 8 }";
+        char got[256];
+        if (v->type == LUA_TNONE) {
+            fail(c, "%s is missing: add %s = %s", key, key, example);
+        } else if (v->type != LUA_TTABLE) {
+            describe(got, sizeof got, v);
+            fail(c, "%s must be a table such as %s, got %s", key, example, got);
+        } else if (t == TOP_MESH) {
+            have_mesh = true;
+        } else {
+            have_model = true;
+        }
+    }
+    check_dtype(c, s);
+
+    /* unknown keys, sorted so that messages do not depend on Lua's hash order */
+    for (int a = 1; a < c->nbad; a++) {
+        bad_key tmp = c->bad[a];
+        int b = a - 1;
+        while (b >= 0 && (c->bad[b].level > tmp.level ||
+                          (c->bad[b].level == tmp.level && strcmp(c->bad[b].shown, tmp.shown) > 0))) {
+            c->bad[b + 1] = c->bad[b];
+            b--;
+        }
+        c->bad[b + 1] = tmp;
+    }
+    for (int a = 0; a < c->nbad; a++) {
+        const bad_key *b = &c->bad[a];
+        char known[128] = "", sugg[64];
+        size_t o = 0;
+        for (int k = 0; k < level_nkeys[b->level]; k++)
+            o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", k ? ", " : "",
+                                  level_keys[b->level][k]);
+        const char *table = b->level == LVL_TOP ? "the spec table" : b->level == LVL_MESH ? "mesh" : "model";
+        if (b->not_name)
+            fail(c, "%s has an entry with key %s: write fields as name = value; the keys of %s are %s",
+                 table, b->shown, table, known);
+        else if (suggest_key(b->level, b->shown, sugg, sizeof sugg))
+            fail(c, "%s%s is not a known key; did you mean %s?", level_prefix[b->level], b->shown, sugg);
+        else
+            fail(c, "%s%s is not a known key; the keys of %s are %s", level_prefix[b->level], b->shown,
+                 table, known);
+    }
+    if (c->nbad_total > c->nbad)
+        fail(c, "%d more unknown keys not listed", c->nbad_total - c->nbad);
+
+    /* integers: q, d, layers, hidden, heads, ffn, seq, batch */
+    bool ok_q = false, ok_d = false, ok_layers = false, ok_hidden = false, ok_heads = false;
+    bool ok_ffn = false, ok_seq = false, ok_batch = false;
+    if (have_mesh) {
+        ok_q = check_int(c, LVL_MESH, MESH_Q, SPEC_MAX_MESH, &s->q);
+        ok_d = check_int(c, LVL_MESH, MESH_D, SPEC_MAX_MESH, &s->d);
+    }
+    if (have_model) {
+        ok_layers = check_int(c, LVL_MODEL, MODEL_LAYERS, SPEC_MAX_LAYERS, &s->layers);
+        ok_hidden = check_int(c, LVL_MODEL, MODEL_HIDDEN, SPEC_MAX_DIM, &s->hidden);
+        ok_heads = check_int(c, LVL_MODEL, MODEL_HEADS, SPEC_MAX_DIM, &s->heads);
+        ok_ffn = check_int(c, LVL_MODEL, MODEL_FFN, SPEC_MAX_DIM, &s->ffn);
+        ok_seq = check_int(c, LVL_MODEL, MODEL_SEQ, SPEC_MAX_DIM, &s->seq);
+        ok_batch = check_int(c, LVL_MODEL, MODEL_BATCH, SPEC_MAX_DIM, &s->batch);
+        check_eps(c, s);
+    }
+    (void)ok_layers;
+
+    long long q = s->q, d = s->d, C = s->hidden, H = s->heads, F = s->ffn, S = s->seq,
+              B = s->batch;
+    long long div[512];
+    char set[256];
+    int n;
+
+    /* ranks */
+    if (ok_q && ok_d && q * q * d > SPEC_MAX_RANKS)
+        fail(c, "mesh.q = %lld, mesh.d = %lld make q*q*d = %lld ranks, more than the %lld "
+                "tessgen supports; use a smaller q or d", q, d, q * q * d, SPEC_MAX_RANKS);
+
+    /* hidden % heads: each head owns hidden/heads columns */
+    if (ok_hidden && ok_heads && C % H != 0) {
+        /* prefer head counts that also split across the q columns */
+        long long all[512], fit[512];
+        int na = divisors(C, C, all, 512), nf = 0;
+        for (int k = 0; k < na; k++)
+            if (ok_q && all[k] % q == 0)
+                fit[nf++] = all[k];
+        if (nf > 0)
+            fmt_set(set, sizeof set, fit, nf, H);
+        else
+            fmt_set(set, sizeof set, all, na, H);
+        fail(c, "model.hidden = %lld is not divisible by model.heads = %lld: each head takes "
+                "hidden/heads columns; use heads in %s", C, H, set);
+    }
+    /* heads % q: heads are split across the q columns */
+    if (ok_heads && ok_q && H % q != 0) {
+        n = divisors(H, SPEC_MAX_MESH, div, 512);
+        fmt_set(set, sizeof set, div, n, q);
+        fail(c, "model.heads = %lld is not divisible by mesh.q = %lld: heads are split across the "
+                "q columns; use q in %s", H, q, set);
+    }
+    /* hidden % q */
+    if (ok_hidden && ok_q && C % q != 0) {
+        n = divisors(C, SPEC_MAX_MESH, div, 512);
+        fmt_set(set, sizeof set, div, n, q);
+        fail(c, "model.hidden = %lld is not divisible by mesh.q = %lld: the hidden columns are "
+                "split across the q columns; use q in %s", C, q, set);
+    }
+    /* ffn % q */
+    if (ok_ffn && ok_q && F % q != 0) {
+        n = divisors(F, SPEC_MAX_MESH, div, 512);
+        fmt_set(set, sizeof set, div, n, q);
+        long long lo = F / q * q;
+        if (lo > 0)
+            fail(c, "model.ffn = %lld is not divisible by mesh.q = %lld: the MLP columns are split "
+                    "across the q columns; use ffn = %lld or %lld, or q in %s", F, q, lo, lo + q, set);
+        else
+            fail(c, "model.ffn = %lld is not divisible by mesh.q = %lld: the MLP columns are split "
+                    "across the q columns; use ffn = %lld, or q in %s", F, q, q, set);
+    }
+    /* batch % (q*d): each row block holds whole sequences */
+    if (ok_batch && ok_q && ok_d && B % (q * d) != 0) {
+        long long qd = q * d, lo = B / qd * qd;
+        char fix[96];
+        if (lo > 0)
+            snprintf(fix, sizeof fix, "%lld or %lld", lo, lo + qd);
+        else
+            snprintf(fix, sizeof fix, "%lld, %lld, ...", qd, 2 * qd);
+        fail(c, "model.batch = %lld is not divisible by q*d = %lld (mesh.q = %lld, mesh.d = %lld): "
+                "each of the q*d row blocks holds whole sequences; use batch = %s", B, qd, q, d, fix);
+    }
+
+    /* int32 guards; ceil divisions so an indivisible field cannot hide an overflow */
+    if (ok_batch && ok_seq)
+        check_count(c, "the token count", "batch*seq", B * S, "use a smaller batch or seq");
+    if (ok_batch && ok_seq && ok_q && ok_d && ok_hidden && ok_ffn) {
+        long long wide = 3 * C > F ? 3 * C : F;
+        check_count(c, "the per-rank activation block", "(batch*seq/(q*d))*(max(3*hidden, ffn)/q)",
+                    sat_mul(ceil_div(B * S, q * d), ceil_div(wide, q)),
+                    "use a smaller batch or seq, or a larger q or d");
+    }
+    if (ok_hidden && ok_q)
+        check_count(c, "the per-rank QKV weight block", "(hidden/q)*(3*hidden/q)",
+                    ceil_div(C, q) * ceil_div(3 * C, q), "use a smaller hidden or a larger q");
+    if (ok_hidden && ok_ffn && ok_q)
+        check_count(c, "the per-rank MLP weight block", "(hidden/q)*(ffn/q)",
+                    ceil_div(C, q) * ceil_div(F, q), "use a smaller hidden or ffn, or a larger q");
+    if (ok_batch && ok_heads && ok_seq && ok_q && ok_d)
+        check_count(c, "the per-rank attention scores", "(batch/(q*d))*(heads/q)*seq*seq",
+                    sat_mul(sat_mul(sat_mul(ceil_div(B, q * d), ceil_div(H, q)), S), S),
+                    "use a smaller seq or batch, or a larger q or d");
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+static bool load_source(const char *path, const char *src, size_t len, tg_spec *out, tg_err *err)
+{
+    spec_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return tg_fail(err, "%s: cannot read spec: out of memory", path);
+    c->path = path;
+    c->err = err;
+    c->src = src;
+    c->src_len = len;
+    tg_spec s;
+    memset(&s, 0, sizeof s);
+    if (strlen(path) >= sizeof s.path) {
+        fail(c, "the path is longer than %zu characters", sizeof s.path - 1);
+    } else if (len > (size_t)SPEC_MAX_FILE_BYTES) {
+        fail(c, "the spec is larger than %ld bytes: a spec is a table of numbers", SPEC_MAX_FILE_BYTES);
+    } else if (run_lua(c)) {
+        memcpy(s.path, path, strlen(path) + 1);
+        validate(c, &s);
+    }
+    bool ok = c->nfail == 0;
+    if (ok)
+        *out = s;
+    free(c);
+    return ok;
+}
+
+bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, tg_err *err)
+{
+    return load_source(chunkname, src, strlen(src), out, err);
+}
+
+bool tg_spec_load(const char *path, tg_spec *out, tg_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tg_fail(err, "%s: cannot read spec: %s", path, strerror(errno));
+    char *buf = malloc((size_t)SPEC_MAX_FILE_BYTES + 2);
+    if (!buf) {
+        fclose(f);
+        return tg_fail(err, "%s: cannot read spec: out of memory", path);
+    }
+    errno = 0;
+    size_t len = fread(buf, 1, (size_t)SPEC_MAX_FILE_BYTES + 1, f);
+    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    bool ok;
+    if (read_errno)
+        ok = tg_fail(err, "%s: cannot read spec: %s", path, strerror(read_errno));
+    else if (len > (size_t)SPEC_MAX_FILE_BYTES)
+        ok = tg_fail(err, "%s: the spec is larger than %ld bytes: a spec is a table of numbers",
+                     path, SPEC_MAX_FILE_BYTES);
+    else
+        ok = load_source(path, buf, len, out, err);
+    free(buf);
+    return ok;
+}

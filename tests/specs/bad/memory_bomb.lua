@@ -1,0 +1,3 @@
+-- expect: the spec used more than 64 MiB of memory
+local s = string.rep("x", 1e9)
+return { mesh = { q = 1 }, model = {} }

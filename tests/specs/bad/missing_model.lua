@@ -1,0 +1,2 @@
+-- expect: model is missing: add model = {
+return { mesh = { q = 2 } }

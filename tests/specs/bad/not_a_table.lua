@@ -1,0 +1,2 @@
+-- expect: the spec must return a table, got 42
+return 42

@@ -1,0 +1,785 @@
+/*
+ * test_spec.c - unit tests of the declare stage (gen/spec.c): a valid spec and
+ * its defaults, every validation rule broken once (checking that the message
+ * names the field, the value and the fix), unknown keys, wrong types, the Lua
+ * sandbox (no os/io/require/load*, instruction and memory bounds), Lua errors,
+ * and the spec files under tests/specs/. Run from the repository root.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "spec.h"
+#include "tt.h"
+
+static tg_spec S;
+static tg_err E;
+
+static bool load_as(const char *path, const char *src)
+{
+    tg_err_clear(&E);
+    memset(&S, 0, sizeof S);
+    return tg_spec_load_string(path, src, &S, &E);
+}
+
+static bool load(const char *src) { return load_as("specs/x.lua", src); }
+
+static bool has(const char *sub) { return strstr(E.msg, sub) != NULL; }
+
+static bool file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* mesh [1,1,1] and a model that satisfies every rule for it */
+#define OK_MODEL "model = { layers = 1, hidden = 8, heads = 1, ffn = 8, seq = 1, batch = 1 }"
+#define OK_TAIL "mesh = { q = 1 }, " OK_MODEL
+
+static const char *const heads6_q4 =
+    "specs/x.lua: model.heads = 6 is not divisible by mesh.q = 4: heads are split across the "
+    "q columns; use q in {1,2,3,6}";
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorted names of the .lua files in dir; returns the count. */
+static int list_specs(const char *dir, char names[][256], int cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && len < 256 && strcmp(e->d_name + len - 4, ".lua") == 0)
+            memcpy(names[n++], e->d_name, len + 1);
+    }
+    closedir(d);
+    const char *ptrs[64];
+    char copy[64][256];
+    for (int k = 0; k < n; k++)
+        ptrs[k] = names[k];
+    qsort(ptrs, (size_t)n, sizeof ptrs[0], cmp_str);
+    for (int k = 0; k < n; k++)
+        memcpy(copy[k], ptrs[k], strlen(ptrs[k]) + 1);
+    for (int k = 0; k < n; k++)
+        memcpy(names[k], copy[k], strlen(copy[k]) + 1);
+    return n;
+}
+
+int main(void)
+{
+    /* ---- valid specs ---------------------------------------------------- */
+
+    TT_CASE("valid spec with every field") {
+        bool ok = load("return {\n"
+                       "  name = \"gpt2-tiny.v1_a\",\n"
+                       "  mesh = { q = 2, d = 3 },\n"
+                       "  model = { layers = 5, hidden = 64, heads = 4, ffn = 256, seq = 16,\n"
+                       "            batch = 12, eps = 1e-6 },\n"
+                       "  dtype = \"fp32\",\n"
+                       "}\n");
+        TT_CHECK(ok, "load failed: %.400s", E.msg);
+        TT_CHECK(E.count == 0, "count %d", E.count);
+        TT_CHECK(strcmp(S.name, "gpt2-tiny.v1_a") == 0, "name %s", S.name);
+        TT_CHECK(strcmp(S.path, "specs/x.lua") == 0, "path %.300s", S.path);
+        TT_CHECK(S.q == 2 && S.d == 3, "q %d d %d", S.q, S.d);
+        TT_CHECK(S.layers == 5 && S.hidden == 64 && S.heads == 4 && S.ffn == 256, "model dims");
+        TT_CHECK(S.seq == 16 && S.batch == 12, "seq %d batch %d", S.seq, S.batch);
+        TT_CHECK(S.eps == 1e-6, "eps %g", S.eps);
+        TT_CHECK(S.dtype == TG_FP32, "dtype %d", (int)S.dtype);
+    }
+
+    TT_CASE("defaults: name from file stem, d = 1, eps = 1e-5, dtype fp32") {
+        bool ok = load_as("some/dir/gpt2-tiny.lua",
+                          "return { mesh = { q = 2 }, model = { layers = 1, hidden = 32, heads = 2,"
+                          " ffn = 128, seq = 8, batch = 2 } }");
+        TT_CHECK(ok, "load failed: %.400s", E.msg);
+        TT_CHECK(strcmp(S.name, "gpt2-tiny") == 0, "name %s", S.name);
+        TT_CHECK(S.d == 1, "d %d", S.d);
+        TT_CHECK(S.eps == 1e-5, "eps %g", S.eps);
+        TT_CHECK(S.dtype == TG_FP32, "dtype");
+    }
+
+    TT_CASE("default name keeps a stem without .lua as is") {
+        bool ok = load_as("spec_v2", "return { " OK_TAIL " }");
+        TT_CHECK(ok, "load failed: %.400s", E.msg);
+        TT_CHECK(strcmp(S.name, "spec_v2") == 0, "name %s", S.name);
+    }
+
+    TT_CASE("Lua features a spec may use: locals, functions, math, string, table, utf8") {
+        bool ok = load("local C = 2 ^ 6 // 1\n"
+                       "local function mult(n) return n * 4 end\n"
+                       "local t = {} for i = 1, 1000 do t[#t + 1] = i end\n"
+                       "assert(table.concat({'a','b'}) == 'ab' and utf8.len('x') == 1)\n"
+                       "return { name = string.format('m%d', math.floor(C)), mesh = { q = 2 },\n"
+                       "  model = { layers = #t // 1000, hidden = math.tointeger(C), heads = 4,\n"
+                       "    ffn = mult(C), seq = 8, batch = 2 } }\n");
+        TT_CHECK(ok, "load failed: %.400s", E.msg);
+        TT_CHECK(strcmp(S.name, "m64") == 0 && S.hidden == 64 && S.ffn == 256 && S.layers == 1,
+                 "name %s hidden %d ffn %d", S.name, S.hidden, S.ffn);
+    }
+
+    TT_CASE("integral floats are accepted as integers") {
+        bool ok = load("return { mesh = { q = 2.0 }, model = { layers = 1.0, hidden = 64.0, heads = 4,"
+                       " ffn = 2.56e2, seq = 8, batch = 2, eps = 1 / 1e5 } }");
+        TT_CHECK(ok, "load failed: %.400s", E.msg);
+        TT_CHECK(S.q == 2 && S.hidden == 64 && S.ffn == 256, "q %d hidden %d ffn %d", S.q, S.hidden,
+                 S.ffn);
+    }
+
+    TT_CASE("good fixtures in tests/specs/good load") {
+        static char names[64][256];
+        int n = list_specs("tests/specs/good", names, 64);
+        TT_CHECK(n >= 3, "found %d good specs (run from the repository root)", n);
+        for (int k = 0; k < n; k++) {
+            char path[512];
+            snprintf(path, sizeof path, "tests/specs/good/%s", names[k]);
+            tg_err_clear(&E);
+            TT_CHECK(tg_spec_load(path, &S, &E), "%.60s: %.300s", path, E.msg);
+        }
+        tg_err_clear(&E);
+        TT_CHECK(tg_spec_load("tests/specs/good/minimal.lua", &S, &E), "%.400s", E.msg);
+        TT_CHECK(strcmp(S.name, "minimal") == 0 && S.d == 1, "name %s d %d", S.name, S.d);
+        TT_CHECK(strcmp(S.path, "tests/specs/good/minimal.lua") == 0, "path %.300s", S.path);
+    }
+
+    /* ---- divisibility rules --------------------------------------------- */
+
+    TT_CASE("heads % q: the exact message of the issue") {
+        bool ok = load("return { mesh = { q = 4 }, model = { layers = 1, hidden = 48, heads = 6,"
+                       " ffn = 192, seq = 8, batch = 4 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(strcmp(E.msg, heads6_q4) == 0, "got: %.400s", E.msg);
+    }
+
+    TT_CASE("heads % q: many divisors are shown as a window around q") {
+        bool ok = load("return { mesh = { q = 7 }, model = { layers = 1, hidden = 720, heads = 720,"
+                       " ffn = 7, seq = 1, batch = 7 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("model.heads = 720 is not divisible by mesh.q = 7") &&
+                     has("use q in {1,2,3,4,5,6,8,9,10,12,15,16,...}"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("hidden % heads suggests divisors of hidden") {
+        bool ok = load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 100, heads = 12,"
+                       " ffn = 400, seq = 8, batch = 2 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("specs/x.lua: model.hidden = 100 is not divisible by model.heads = 12: each head"
+                     " takes hidden/heads columns; use heads in {1,2,4,5,10,20,25,50,100}"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("hidden % heads suggests only heads that q also divides") {
+        bool ok = load("return { mesh = { q = 2 }, model = { layers = 1, hidden = 100, heads = 8,"
+                       " ffn = 400, seq = 8, batch = 2 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("use heads in {2,4,10,20,50,100}"), "%.400s", E.msg);
+    }
+
+    TT_CASE("hidden % q names hidden, q and the valid q") {
+        bool ok = load("return { mesh = { q = 4 }, model = { layers = 1, hidden = 66, heads = 6,"
+                       " ffn = 64, seq = 8, batch = 4 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("specs/x.lua: model.hidden = 66 is not divisible by mesh.q = 4: the hidden columns"
+                     " are split across the q columns; use q in {1,2,3,6,11,22,33,66}"),
+                 "%.400s", E.msg);
+        TT_CHECK(has("model.heads = 6 is not divisible by mesh.q = 4"), "%.400s", E.msg);
+        TT_CHECK(E.count == 2, "count %d: %.400s", E.count, E.msg);
+    }
+
+    TT_CASE("ffn % q suggests the nearest ffn and the valid q") {
+        bool ok = load("return { mesh = { q = 8 }, model = { layers = 1, hidden = 64, heads = 8,"
+                       " ffn = 100, seq = 8, batch = 8 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("specs/x.lua: model.ffn = 100 is not divisible by mesh.q = 8: the MLP columns are"
+                     " split across the q columns; use ffn = 96 or 104, or q in {1,2,4,5,10,20,25,50,100}"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("ffn smaller than q") {
+        bool ok = load("return { mesh = { q = 8 }, model = { layers = 1, hidden = 64, heads = 8,"
+                       " ffn = 3, seq = 8, batch = 8 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("model.ffn = 3 is not divisible by mesh.q = 8") && has("use ffn = 8, or q in {1,3}"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("batch % (q*d), batch below q*d") {
+        bool ok = load("return { mesh = { q = 4, d = 2 }, model = { layers = 1, hidden = 64, heads = 4,"
+                       " ffn = 256, seq = 8, batch = 6 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: model.batch = 6 is not divisible by q*d = 8 (mesh.q = 4,"
+                               " mesh.d = 2): each of the q*d row blocks holds whole sequences; use"
+                               " batch = 8, 16, ...") == 0,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("batch % (q*d), nearest multiples") {
+        bool ok = load("return { mesh = { q = 2, d = 2 }, model = { layers = 1, hidden = 64, heads = 4,"
+                       " ffn = 256, seq = 8, batch = 10 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("model.batch = 10 is not divisible by q*d = 4 (mesh.q = 2, mesh.d = 2)") &&
+                     has("use batch = 8 or 12"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("every problem is reported, one line each") {
+        bool ok = load("return { mesh = { q = 4, d = 2 }, model = { layers = 0, hidden = 48, heads = 6,"
+                       " ffn = 190, seq = 8, batch = 6, eps = 2 }, dtype = 'bf16', bogus = 1 }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 7, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has(heads6_q4 + strlen("specs/x.lua: ")), "%.400s", E.msg);
+        TT_CHECK(has("model.layers = 0") && has("model.ffn = 190") && has("model.batch = 6") &&
+                     has("model.eps = 2") && has("dtype = \"bf16\"") && has("bogus is not a known key"),
+                 "%.400s", E.msg);
+        int lines = 1;
+        for (const char *p = E.msg; *p; p++)
+            lines += *p == '\n';
+        TT_CHECK(lines == E.count, "lines %d count %d", lines, E.count);
+    }
+
+    TT_CASE("a field that failed its type check is left out of the rules") {
+        bool ok = load("return { mesh = { q = 4 }, model = { layers = 1, hidden = 768, heads = '12',"
+                       " ffn = 3072, seq = 8, batch = 4 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: model.heads must be a positive integer, got string \"12\"") == 0,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("a bad q is left out of the rules") {
+        bool ok = load("return { mesh = { q = 0 }, model = { layers = 1, hidden = 7, heads = 7,"
+                       " ffn = 7, seq = 1, batch = 3 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("mesh.q = 0 is not a positive integer"), "%.400s", E.msg);
+    }
+
+    /* ---- overflow guards -------------------------------------------------- */
+
+    TT_CASE("token count batch*seq must fit in an int") {
+        bool ok = load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 8, heads = 1,"
+                       " ffn = 8, seq = 65536, batch = 65536 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("the token count batch*seq = 4294967296 elements does not fit in a 32-bit int"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("per-rank attention scores must fit in an int") {
+        bool ok = load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 64, heads = 4,"
+                       " ffn = 256, seq = 32768, batch = 1 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("the per-rank attention scores (batch/(q*d))*(heads/q)*seq*seq = 4294967296") &&
+                     has("use a smaller seq or batch, or a larger q or d"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("attention scores fit once q and d split them") {
+        bool ok = load("return { mesh = { q = 2, d = 2 }, model = { layers = 1, hidden = 64, heads = 2,"
+                       " ffn = 256, seq = 32768, batch = 4 } }");
+        TT_CHECK(ok, "%.400s", E.msg);
+    }
+
+    TT_CASE("per-rank weight and activation blocks must fit in an int") {
+        bool ok = load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 65536, heads = 1,"
+                       " ffn = 65536, seq = 1, batch = 65536 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("the per-rank QKV weight block (hidden/q)*(3*hidden/q) = 12884901888"), "%.400s", E.msg);
+        TT_CHECK(has("the per-rank MLP weight block (hidden/q)*(ffn/q) = 4294967296"), "%.400s", E.msg);
+        TT_CHECK(has("the per-rank activation block (batch*seq/(q*d))*(max(3*hidden, ffn)/q) ="
+                     " 12884901888"),
+                 "%.400s", E.msg);
+        TT_CHECK(E.count == 3, "count %d: %.400s", E.count, E.msg);
+    }
+
+    TT_CASE("huge attention counts saturate instead of overflowing") {
+        bool ok = load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 1048576,"
+                       " heads = 1048576, ffn = 1048576, seq = 1048576, batch = 1048576 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(has("attention scores (batch/(q*d))*(heads/q)*seq*seq is more than"), "%.400s", E.msg);
+    }
+
+    TT_CASE("q*q*d is at most 65536 ranks") {
+        bool ok = load("return { mesh = { q = 4096, d = 4 }, model = { layers = 1, hidden = 4096,"
+                       " heads = 4096, ffn = 4096, seq = 1, batch = 16384 } }");
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(E.count == 1, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("mesh.q = 4096, mesh.d = 4 make q*q*d = 67108864 ranks, more than the 65536"),
+                 "%.400s", E.msg);
+    }
+
+    /* ---- types and ranges ------------------------------------------------- */
+
+    TT_CASE("non-integral float") {
+        TT_CHECK(!load("return { mesh = { q = 1.5 }, " OK_MODEL " }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.q must be a positive integer, got 1.5") == 0, "%.400s", E.msg);
+    }
+
+    TT_CASE("nan and inf are not integers") {
+        TT_CHECK(!load("return { mesh = { q = 0/0 }, model = { layers = math.huge, hidden = 8, heads = 1,"
+                       " ffn = 8, seq = 1, batch = 1 } }"),
+                 "accepted");
+        TT_CHECK(has("mesh.q must be a positive integer, got ") && has("nan"), "%.400s", E.msg);
+        TT_CHECK(has("model.layers must be a positive integer, got inf"), "%.400s", E.msg);
+    }
+
+    TT_CASE("zero and negative integers") {
+        TT_CHECK(!load("return { mesh = { q = 1, d = 0 }, model = { layers = 1, hidden = -8, heads = 1,"
+                       " ffn = 8, seq = -1.0, batch = 1 } }"),
+                 "accepted");
+        TT_CHECK(E.count == 3, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("specs/x.lua: mesh.d = 0 is not a positive integer (the depth of the [q,q,d]"
+                     " mesh); use d >= 1"),
+                 "%.400s", E.msg);
+        TT_CHECK(has("model.hidden = -8 is not a positive integer (the model width C); use hidden >= 1"),
+                 "%.400s", E.msg);
+        TT_CHECK(has("model.seq = -1 is not a positive integer"), "%.400s", E.msg);
+    }
+
+    TT_CASE("too large integers") {
+        TT_CHECK(!load("return { mesh = { q = 5000 }, model = { layers = 10001, hidden = 1 << 21,"
+                       " heads = 1, ffn = 8, seq = 1e300, batch = math.maxinteger } }"),
+                 "accepted");
+        TT_CHECK(E.count == 5, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("mesh.q = 5000 is larger than tessgen supports; use q <= 4096"), "%.400s", E.msg);
+        TT_CHECK(has("model.layers = 10001 is larger than tessgen supports; use layers <= 10000"), "%.400s", E.msg);
+        TT_CHECK(has("model.hidden = 2097152 is larger than tessgen supports; use hidden <= 1048576"), "%.400s",
+                 E.msg);
+        TT_CHECK(has("model.seq = 1e+300 is larger"), "%.400s", E.msg);
+        TT_CHECK(has("model.batch = 9223372036854775807 is larger"), "%.400s", E.msg);
+    }
+
+    TT_CASE("wrong types: boolean, table, function") {
+        TT_CHECK(!load("return { mesh = { q = true }, model = { layers = {}, hidden = math.floor, heads = 1,"
+                       " ffn = 8, seq = 1, batch = 1 } }"),
+                 "accepted");
+        TT_CHECK(has("mesh.q must be a positive integer, got boolean true"), "%.400s", E.msg);
+        TT_CHECK(has("model.layers must be a positive integer, got a table"), "%.400s", E.msg);
+        TT_CHECK(has("model.hidden must be a positive integer, got a function"), "%.400s", E.msg);
+    }
+
+    TT_CASE("long string values are shortened and escaped") {
+        TT_CHECK(!load("return { mesh = { q = '\\n' .. string.rep('\"', 100) }, " OK_MODEL " }"), "accepted");
+        TT_CHECK(has("mesh.q must be a positive integer, got string \"\\x0a\\\"\\\"") && has("...\""),
+                 "%.400s", E.msg);
+        TT_CHECK(strchr(E.msg, '\n') == NULL, "newline in message");
+    }
+
+    TT_CASE("missing required fields") {
+        TT_CHECK(!load("return { mesh = { d = 2 }, model = { hidden = 8 } }"), "accepted");
+        TT_CHECK(E.count == 6, "count %d: %.400s", E.count, E.msg);
+        TT_CHECK(has("specs/x.lua: mesh.q is missing (the mesh is [q,q,d] with q*q ranks per depth layer);"
+                     " add q = <n> to mesh"),
+                 "%.400s", E.msg);
+        TT_CHECK(has("model.layers is missing") && has("model.heads is missing (the number of attention"
+                                                       " heads); add heads = <n> to model"),
+                 "%.400s", E.msg);
+        TT_CHECK(has("model.ffn is missing") && has("model.seq is missing") && has("model.batch is missing"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("missing or mistyped mesh and model") {
+        TT_CHECK(!load("return { }"), "accepted");
+        TT_CHECK(E.count == 2 && has("specs/x.lua: mesh is missing: add mesh = { q = 2, d = 1 }") &&
+                     has("model is missing: add model = {"),
+                 "%.400s", E.msg);
+        TT_CHECK(!load("return { mesh = 4, model = 'gpt2' }"), "accepted");
+        TT_CHECK(E.count == 2 && has("mesh must be a table such as { q = 2, d = 1 }, got 4") &&
+                     has("model must be a table such as") && has("got string \"gpt2\""),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("eps: type and range") {
+        TT_CHECK(!load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 8, heads = 1, ffn = 8,"
+                       " seq = 1, batch = 1, eps = '1e-5' } }"),
+                 "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: model.eps must be a number such as 1e-5, got string \"1e-5\"") == 0,
+                 "%.400s", E.msg);
+        const char *bad[] = {"0", "-1e-5", "1", "math.huge", "0/0"};
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            char src[256];
+            snprintf(src, sizeof src, "return { mesh = { q = 1 }, model = { layers = 1, hidden = 8,"
+                                      " heads = 1, ffn = 8, seq = 1, batch = 1, eps = %s } }", bad[k]);
+            TT_CHECK(!load(src), "eps = %s accepted", bad[k]);
+            TT_CHECK(has("model.eps = ") && has("is out of range: the layernorm epsilon must be > 0 and < 1;"
+                                                " use eps = 1e-5"),
+                     "eps = %s: %.400s", bad[k], E.msg);
+        }
+        TT_CHECK(load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 8, heads = 1, ffn = 8,"
+                      " seq = 1, batch = 1, eps = 0.5 } }") && S.eps == 0.5,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("dtype: only fp32") {
+        TT_CHECK(!load("return { " OK_TAIL ", dtype = 'bf16' }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype = \"bf16\" is not supported yet: only \"fp32\"") == 0, "%.400s",
+                 E.msg);
+        TT_CHECK(!load("return { " OK_TAIL ", dtype = 32 }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype must be a string such as \"fp32\", got 32") == 0, "%.400s", E.msg);
+    }
+
+    TT_CASE("name: charset, length, type, dots") {
+        TT_CHECK(!load("return { name = 'my model', " OK_TAIL " }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: name = \"my model\" is not a valid name: use 1 to 100 characters"
+                               " from A-Z a-z 0-9 _ . - (not only dots)") == 0,
+                 "%.400s", E.msg);
+        TT_CHECK(!load("return { name = string.rep('a', 101), " OK_TAIL " }"), "101 chars accepted");
+        TT_CHECK(load("return { name = string.rep('a', 100), " OK_TAIL " }") && strlen(S.name) == 100,
+                 "100 chars refused: %.400s", E.msg);
+        TT_CHECK(!load("return { name = '', " OK_TAIL " }"), "empty accepted");
+        TT_CHECK(!load("return { name = '..', " OK_TAIL " }"), ".. accepted");
+        TT_CHECK(!load("return { name = 'a/b', " OK_TAIL " }"), "slash accepted");
+        TT_CHECK(!load("return { name = 'a\\0b', " OK_TAIL " }"), "NUL accepted");
+        TT_CHECK(has("name = \"a\\x00b\""), "%.400s", E.msg);
+        TT_CHECK(!load("return { name = 7, " OK_TAIL " }"), "number accepted");
+        TT_CHECK(has("name must be a string such as \"gpt2-small\", got 7"), "%.400s", E.msg);
+    }
+
+    TT_CASE("a file stem that is not a valid name asks for name") {
+        TT_CHECK(!load_as("specs/my spec.lua", "return { " OK_TAIL " }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/my spec.lua: the file stem \"my spec\" is not a valid model name (the"
+                               " spec sets no name): use 1 to 100 characters from A-Z a-z 0-9 _ . - (not"
+                               " only dots); add name = \"...\" to the spec") == 0,
+                 "%.400s", E.msg);
+        TT_CHECK(load_as("specs/my spec.lua", "return { name = 'ok', " OK_TAIL " }"), "%.400s", E.msg);
+    }
+
+    /* ---- unknown keys ------------------------------------------------------- */
+
+    TT_CASE("unknown key with a suggestion") {
+        TT_CHECK(!load("return { mesh = { q = 2 }, model = { layers = 1, hiden = 64, heads = 4, ffn = 256,"
+                       " seq = 8, batch = 2 } }"),
+                 "accepted");
+        TT_CHECK(has("specs/x.lua: model.hiden is not a known key; did you mean model.hidden?"), "%.400s", E.msg);
+        TT_CHECK(has("model.hidden is missing"), "%.400s", E.msg);
+        TT_CHECK(E.count == 2, "count %d: %.400s", E.count, E.msg);
+    }
+
+    TT_CASE("suggestions: transpositions, other levels, top level") {
+        TT_CHECK(!load("return { mesg = { q = 1 }, q = 2, " OK_MODEL ", dtyp = 'fp32' }"), "accepted");
+        TT_CHECK(has("specs/x.lua: mesg is not a known key; did you mean mesh?"), "%.400s", E.msg);
+        TT_CHECK(has("specs/x.lua: q is not a known key; did you mean mesh.q?"), "%.400s", E.msg);
+        TT_CHECK(has("dtyp is not a known key; did you mean dtype?"), "%.400s", E.msg);
+        TT_CHECK(!load("return { mesh = { q = 1, heads = 1 }, model = { layers = 1, hidden = 8, haeds = 1,"
+                       " ffn = 8, seq = 1, batch = 1 } }"),
+                 "accepted");
+        TT_CHECK(has("model.haeds is not a known key; did you mean model.heads?"), "%.400s", E.msg);
+        TT_CHECK(has("mesh.heads is not a known key; did you mean model.heads?"), "%.400s", E.msg);
+    }
+
+    TT_CASE("unknown key without a close match lists the keys") {
+        TT_CHECK(!load("return { mesh = { q = 1, topology = 'ring' }, " OK_MODEL " }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.topology is not a known key; the keys of mesh are q, d") == 0,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("positional entries are not names") {
+        TT_CHECK(!load("return { mesh = { 2, 2 }, " OK_MODEL " }"), "accepted");
+        TT_CHECK(has("mesh has an entry with key [1]: write fields as name = value; the keys of mesh are q, d"),
+                 "%.400s", E.msg);
+        TT_CHECK(has("mesh has an entry with key [2]") && has("mesh.q is missing"), "%.400s", E.msg);
+        TT_CHECK(!load("return { " OK_TAIL ", [true] = 1 }"), "accepted");
+        TT_CHECK(has("the spec table has an entry with key [boolean true]"), "%.400s", E.msg);
+    }
+
+    TT_CASE("unknown keys are reported sorted, and at most 32 one by one") {
+        TT_CHECK(!load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 8, heads = 1, ffn = 8,"
+                       " seq = 1, batch = 1, zzz = 1, mmm = 1, aaa = 1 } }"),
+                 "accepted");
+        const char *a = strstr(E.msg, "model.aaa"), *m = strstr(E.msg, "model.mmm"),
+                   *z = strstr(E.msg, "model.zzz");
+        TT_CHECK(a && m && z && a < m && m < z, "%.400s", E.msg);
+        TT_CHECK(!load("local t = { mesh = { q = 1 }, " OK_MODEL " }\n"
+                       "for i = 1, 40 do t['k' .. i] = i end\n"
+                       "return t"),
+                 "accepted");
+        TT_CHECK(E.count == 33 && has("specs/x.lua: 8 more unknown keys not listed"), "count %d: %.400s", E.count,
+                 E.msg);
+    }
+
+    /* ---- the sandbox ---------------------------------------------------------- */
+
+    TT_CASE("sandbox: os.execute is absent and nothing runs") {
+        char marker[128], src[512];
+        snprintf(marker, sizeof marker, "/tmp/tessgen_test_spec_os_%ld", (long)getpid());
+        unlink(marker);
+        snprintf(src, sizeof src, "os.execute('touch %s')\nreturn { " OK_TAIL " }", marker);
+        TT_CHECK(!load(src), "accepted");
+        TT_CHECK(has("specs/x.lua:1: attempt to index a nil value (global 'os')"), "%.400s", E.msg);
+        TT_CHECK(!file_exists(marker), "%s was created", marker);
+    }
+
+    TT_CASE("sandbox: io.open is absent and nothing is written") {
+        char marker[128], src[512];
+        snprintf(marker, sizeof marker, "/tmp/tessgen_test_spec_io_%ld", (long)getpid());
+        unlink(marker);
+        snprintf(src, sizeof src, "local f = io.open('%s', 'w')\nf:write('x')\nreturn { " OK_TAIL " }", marker);
+        TT_CHECK(!load(src), "accepted");
+        TT_CHECK(has("specs/x.lua:1: attempt to index a nil value (global 'io')"), "%.400s", E.msg);
+        TT_CHECK(!file_exists(marker), "%s was created", marker);
+    }
+
+    TT_CASE("sandbox: require, load, dofile, loadfile, collectgarbage are absent") {
+        const char *calls[] = {"require('os')", "load('return 1')", "dofile('/etc/passwd')",
+                               "loadfile('/etc/passwd')", "collectgarbage()"};
+        const char *names[] = {"require", "load", "dofile", "loadfile", "collectgarbage"};
+        for (int k = 0; k < 5; k++) {
+            char src[256], want[128];
+            snprintf(src, sizeof src, "local x = %s\nreturn { " OK_TAIL " }", calls[k]);
+            snprintf(want, sizeof want, "specs/x.lua:1: attempt to call a nil value (global '%s')", names[k]);
+            TT_CHECK(!load(src), "%s accepted", calls[k]);
+            TT_CHECK(has(want), "%s: %.400s", calls[k], E.msg);
+        }
+    }
+
+    TT_CASE("sandbox: os, io, package, debug, coroutine are nil; the rest works") {
+        TT_CHECK(load("assert(os == nil and io == nil and package == nil and debug == nil)\n"
+                      "assert(coroutine == nil and _G.require == nil and _G.load == nil)\n"
+                      "assert(string.dump ~= nil and math.sqrt(4) == 2 and type(pcall) == 'function')\n"
+                      "return { " OK_TAIL " }"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: what could run unbounded outside the hook is absent") {
+        TT_CHECK(load("assert(setmetatable == nil and xpcall == nil and print == nil)\n"
+                      "assert(string.find == nil and string.match == nil and string.gmatch == nil)\n"
+                      "assert(string.gsub == nil and ('x').gsub == nil and table.move == nil)\n"
+                      "return { " OK_TAIL " }"),
+                 "%.400s", E.msg);
+        TT_CHECK(!load("local t <close> = {}\nreturn { " OK_TAIL " }"), "accepted a to-be-closed table");
+        TT_CHECK(has("specs/x.lua:1: variable 't' got a non-closable value"), "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: string.rep still works, and an empty result is immediate") {
+        TT_CHECK(load("assert(string.rep('ab', 3, ',') == 'ab,ab,ab' and ('x'):rep(2) == 'xx')\n"
+                      "assert(string.rep('', 1e18) == '' and string.rep('', 1e18, '') == '')\n"
+                      "assert(string.rep('x', 0) == '' and string.rep('x', -5) == '')\n"
+                      "return { " OK_TAIL " }"),
+                 "%.400s", E.msg);
+        TT_CHECK(!load("return string.rep('x', 'many')"), "accepted");
+        TT_CHECK(has("specs/x.lua:1: bad argument #2 to 'rep'"), "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: heavy C work in a loop is stopped by the time bound") {
+        TT_CHECK(!load("local s = string.rep('x', 1 << 22)\nwhile true do local n = utf8.len(s) end"),
+                 "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: the spec ran for more than 2 seconds: a spec is a table of"
+                               " numbers; remove loops that do not end and work on huge strings or"
+                               " tables") == 0,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: bytecode is refused") {
+        TT_CHECK(!load("\x1bLua\x54"), "accepted");
+        TT_CHECK(has("specs/x.lua: ") && has("attempt to load a binary chunk (mode is 't')"), "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: an infinite loop is stopped by the instruction bound") {
+        TT_CHECK(!load("while true do end"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: the spec ran more than 10000000 Lua instructions: a spec is a"
+                               " table of numbers; remove loops that do not end") == 0,
+                 "%.400s", E.msg);
+        TT_CHECK(E.count == 1, "count %d", E.count);
+    }
+
+    TT_CASE("sandbox: pcall cannot swallow the instruction bound") {
+        TT_CHECK(!load("while true do pcall(function() while true do end end) end"), "accepted");
+        TT_CHECK(has("the spec ran more than 10000000 Lua instructions"), "%.400s", E.msg);
+        TT_CHECK(!load("local ok = pcall(function() while true do end end)\nreturn { " OK_TAIL " }"),
+                 "accepted after caught loop");
+        TT_CHECK(has("the spec ran more than 10000000 Lua instructions"), "%.400s", E.msg);
+        TT_CHECK(!load("local function f() while true do end end\n"
+                       "local function g() local ok, e = pcall(f) error(e, 0) end\n"
+                       "while true do pcall(g) end"),
+                 "accepted after nested pcall");
+        TT_CHECK(has("the spec ran more than 10000000 Lua instructions"), "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: a long but finite loop is fine") {
+        TT_CHECK(load("local s = 0 for i = 1, 1000000 do s = s + i end\nreturn { " OK_TAIL " }"), "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: string.rep memory bomb is stopped") {
+        TT_CHECK(!load("local s = string.rep('x', 1e9)\nreturn { " OK_TAIL " }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: the spec used more than 64 MiB of memory: a spec is a table of"
+                               " numbers; remove code that builds huge strings or tables") == 0,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: doubling strings and growing tables are stopped") {
+        TT_CHECK(!load("local s = 'x' while true do s = s .. s end"), "accepted");
+        TT_CHECK(has("the spec used more than 64 MiB of memory"), "%.400s", E.msg);
+        TT_CHECK(!load("local t = {} local i = 0 while true do i = i + 1 t[i] = { i, i, i } end"), "accepted");
+        TT_CHECK(has("the spec used more than 64 MiB of memory") ||
+                     has("the spec ran more than 10000000 Lua instructions"),
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: a caught memory error leaves the state usable") {
+        TT_CHECK(load("local ok = pcall(string.rep, 'x', 1e9)\nassert(not ok)\nreturn { " OK_TAIL " }"), "%.400s",
+                 E.msg);
+    }
+
+    TT_CASE("sandbox: deep Lua recursion is an error, not a crash") {
+        TT_CHECK(!load("local function f(n) return f(n + 1) + 1 end\nreturn f(1)"), "accepted");
+        TT_CHECK(has("specs/x.lua") && (has("stack overflow") || has("64 MiB")), "%.400s", E.msg);
+    }
+
+    TT_CASE("sandbox: deep C recursion through pcall is an error, not a crash") {
+        TT_CHECK(!load("local function f() local ok, e = pcall(f) if not ok then error(e, 0) end end\n"
+                       "f()"),
+                 "accepted");
+        TT_CHECK(has("specs/x.lua") && has("stack overflow"), "%.400s", E.msg);
+        TT_CHECK(!load("local function f(t) return table.concat({ f, t }) end\nreturn f({})"), "accepted");
+    }
+
+    TT_CASE("sandbox: huge string and table values stay within the memory cap") {
+        TT_CHECK(load("local s = string.rep('x', 40 << 20)\nlocal u = s:upper()\nreturn { " OK_TAIL " }")
+                     == false, "80 MiB of strings accepted");
+        TT_CHECK(has("the spec used more than 64 MiB of memory"), "%.400s", E.msg);
+        TT_CHECK(load("local s = string.rep('x', 20 << 20)\nlocal u = s:upper()\nreturn { " OK_TAIL " }"),
+                 "40 MiB refused: %.400s", E.msg);
+    }
+
+    /* ---- Lua errors ----------------------------------------------------------- */
+
+    TT_CASE("returning a non-table") {
+        TT_CHECK(!load("return 5"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: the spec must return a table, got 5; end the file with return"
+                               " { mesh = { q = ... }, model = { ... } }") == 0,
+                 "%.400s", E.msg);
+        TT_CHECK(!load("local x = 1"), "accepted");
+        TT_CHECK(has("the spec must return a table, got nothing"), "%.400s", E.msg);
+        TT_CHECK(!load("return 'x'"), "accepted");
+        TT_CHECK(has("got string \"x\""), "%.400s", E.msg);
+    }
+
+    TT_CASE("syntax error names the file and line") {
+        TT_CHECK(!load("return {\n  mesh = { q = 2 },\n  model = { layers = = 1 },\n}\n"), "accepted");
+        TT_CHECK(E.count == 1 && has("specs/x.lua:3: unexpected symbol near '='"), "%.400s", E.msg);
+    }
+
+    TT_CASE("runtime errors name the file and line") {
+        TT_CHECK(!load("local a = nil\n\nreturn a.b"), "accepted");
+        TT_CHECK(has("specs/x.lua:3: attempt to index a nil value (local 'a')"), "%.400s", E.msg);
+        TT_CHECK(!load("\nerror('boom')"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua:2: boom") == 0, "%.400s", E.msg);
+        TT_CHECK(!load("\n\nerror('no position', 0)"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua:3: no position") == 0, "%.400s", E.msg);
+        TT_CHECK(!load("error({})"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua:1: (error object is a table value)") == 0, "%.400s", E.msg);
+        TT_CHECK(!load("error(math.floor)"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua:1: (error object is a function value)") == 0, "%.400s", E.msg);
+    }
+
+    TT_CASE("a multi-line error message stays one line") {
+        TT_CHECK(!load("error('first\\nsecond')"), "accepted");
+        TT_CHECK(E.count == 1 && strchr(E.msg, '\n') == NULL && has("first second"), "%.400s", E.msg);
+        TT_CHECK(!load("error(string.rep('y', 100000))"), "accepted");
+        TT_CHECK(strlen(E.msg) < 1100 && has("yyy..."), "len %zu", strlen(E.msg));
+    }
+
+    /* ---- files ---------------------------------------------------------------- */
+
+    TT_CASE("missing file") {
+        tg_err_clear(&E);
+        TT_CHECK(!tg_spec_load("tests/specs/does_not_exist.lua", &S, &E), "accepted");
+        TT_CHECK(strcmp(E.msg, "tests/specs/does_not_exist.lua: cannot read spec: No such file or directory") == 0,
+                 "%.400s", E.msg);
+    }
+
+    TT_CASE("a directory is not a spec") {
+        tg_err_clear(&E);
+        TT_CHECK(!tg_spec_load("tests/specs", &S, &E), "accepted");
+        TT_CHECK(strcmp(E.msg, "tests/specs: cannot read spec: Is a directory") == 0, "%.400s", E.msg);
+    }
+
+    TT_CASE("a file over 1 MiB is refused") {
+        char path[128];
+        snprintf(path, sizeof path, "/tmp/tessgen_test_spec_big_%ld.lua", (long)getpid());
+        FILE *f = fopen(path, "w");
+        TT_CHECK(f != NULL, "cannot create %s", path);
+        if (f) {
+            for (int k = 0; k < (1 << 20) / 8 + 1; k++)
+                fputs("-- pad\n\n", f);
+            fclose(f);
+            tg_err_clear(&E);
+            TT_CHECK(!tg_spec_load(path, &S, &E), "accepted");
+            TT_CHECK(has("the spec is larger than 1048576 bytes"), "%.400s", E.msg);
+            unlink(path);
+        }
+    }
+
+    TT_CASE("out is untouched on failure; err accumulates") {
+        tg_err_clear(&E);
+        memset(&S, 0, sizeof S);
+        S.q = 77;
+        TT_CHECK(!tg_spec_load_string("a.lua", "return 1", &S, &E), "accepted");
+        TT_CHECK(!tg_spec_load_string("b.lua", "return 2", &S, &E), "accepted");
+        TT_CHECK(S.q == 77, "out changed");
+        TT_CHECK(E.count == 2 && has("a.lua: ") && has("\nb.lua: "), "%.400s", E.msg);
+    }
+
+    TT_CASE("results do not depend on earlier loads") {
+        char first[8192];
+        load("return { mesh = { q = 3 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 8, seq = 1,"
+             " batch = 2, a1 = 1, b2 = 2, c3 = 3, d4 = 4 } }");
+        memcpy(first, E.msg, sizeof first);
+        for (int k = 0; k < 3; k++) {
+            load("return { mesh = { q = 3 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 8, seq = 1,"
+                 " batch = 2, a1 = 1, b2 = 2, c3 = 3, d4 = 4 } }");
+            TT_CHECK(strcmp(first, E.msg) == 0, "run %d differs", k);
+        }
+    }
+
+    /* Each bad fixture starts with "-- expect: <substring of the error>"; the
+     * end-to-end shell test feeds the same files to the tessgen binary. */
+    {
+        static char names[64][256];
+        int n = list_specs("tests/specs/bad", names, 64);
+        TT_CASE("bad fixtures exist") {
+            TT_CHECK(n >= 4, "found %d bad specs (run from the repository root)", n);
+        }
+        for (int k = 0; k < n; k++) {
+            char path[512], title[600], line[1024] = "";
+            snprintf(path, sizeof path, "tests/specs/bad/%s", names[k]);
+            snprintf(title, sizeof title, "bad fixture %s", path);
+            TT_CASE(title) {
+                FILE *f = fopen(path, "r");
+                TT_CHECK(f != NULL, "cannot open: %s", strerror(errno));
+                if (f) {
+                    if (!fgets(line, sizeof line, f))
+                        line[0] = '\0';
+                    fclose(f);
+                }
+                line[strcspn(line, "\n")] = '\0';
+                const char *tag = "-- expect: ";
+                TT_CHECK(strncmp(line, tag, strlen(tag)) == 0, "first line is not '%s...'", tag);
+                tg_err_clear(&E);
+                TT_CHECK(!tg_spec_load(path, &S, &E), "accepted");
+                TT_CHECK(strstr(E.msg, line + strlen(tag)) != NULL, "want '%.150s', got '%.250s'", line + strlen(tag),
+                         E.msg);
+                TT_CHECK(strncmp(E.msg, path, strlen(path)) == 0, "message does not start with the path: %.300s",
+                         E.msg);
+            }
+        }
+    }
+
+    TT_CASE("sandbox fixtures had no effect") {
+        TT_CHECK(!file_exists("/tmp/tessgen_sandbox_os_was_escaped"), "os fixture ran");
+        TT_CHECK(!file_exists("/tmp/tessgen_sandbox_io_was_escaped"), "io fixture ran");
+    }
+
+    TT_EXIT();
+}
