@@ -1,0 +1,792 @@
+/*
+ * tr_safetensors.c - safetensors reader and atomic writer (see tr_safetensors.h).
+ *
+ * Open = map + validate once: the u64 header length is checked against the
+ * file and a 100 MB sanity limit before any JSON is touched; the header is
+ * parsed strictly by tr_json; every entry is checked for types, integer
+ * non-negative shapes, two increasing offsets, size == prod(shape) * itemsize
+ * (overflow-checked uint64 arithmetic throughout) and bounds, then the tensor
+ * table is sorted by name (binary search, duplicate detection) and a copy
+ * sorted by offset finds overlaps. After that, reads need only check the
+ * request: every byte a valid request can reach lies inside the mapping.
+ * Data is copied with memcpy, so unaligned offsets are fine.
+ */
+#include "tr_safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tr_json.h"
+
+typedef unsigned long long ull;
+
+/* ---- checked arithmetic ---------------------------------------------------- */
+
+static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b > UINT64_MAX - a)
+        return false;
+    *out = a + b;
+    return true;
+}
+
+/* "[64,96]"; dims beyond the 4 stored print as ",..." */
+static const char *fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t o = 0;
+    int shown = ndim < 4 ? ndim : 4;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (int i = 0; i < shown && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (ndim > 4 && o < cap)
+        o += (size_t)snprintf(buf + o, cap - o, ",... (%d dims)", ndim);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+    return buf;
+}
+
+/* ---- dtypes ------------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    int bits;
+} dtypes[] = {
+    {"F64", 64}, {"F32", 32},    {"F16", 16},    {"BF16", 16},    {"I64", 64},     {"I32", 32},
+    {"I16", 16}, {"I8", 8},      {"U64", 64},    {"U32", 32},     {"U16", 16},     {"U8", 8},
+    {"BOOL", 8}, {"F8_E4M3", 8}, {"F8_E5M2", 8}, {"F8_E8M0", 8},  {"F6_E2M3", 6},  {"F6_E3M2", 6},
+    {"F4", 4},   {"C64", 64},
+};
+
+int tr_st_dtype_size(const char *dtype, int *bits)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (strcmp(dtypes[i].name, dtype) == 0) {
+            if (bits)
+                *bits = dtypes[i].bits;
+            return dtypes[i].bits % 8 == 0 ? dtypes[i].bits / 8 : 0;
+        }
+    if (bits)
+        *bits = 0;
+    return 0;
+}
+
+/* ---- low-level helpers --------------------------------------------------------- */
+
+bool tr_st_host_le(const char *path, tr_err *err)
+{
+    uint32_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    if (b == 1)
+        return true;
+    return tr_fail(err, "%s: this host is big-endian; the tessgen runtime reads and writes little-endian "
+                        "files only: run on a little-endian machine",
+                   path);
+}
+
+bool tr_st_map_file(const char *path, const char *kind, int *fd_out, uint64_t *size_out,
+                    const unsigned char **map_out, tr_err *err)
+{
+    *fd_out = -1;
+    *size_out = 0;
+    *map_out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return tr_fail(err, "%s: cannot open %s: %s%s", path, kind, strerror(e),
+                       e == ENOENT ? " (check the path)" : "");
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return tr_fail(err, "%s: cannot stat %s: %s", path, kind, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tr_fail(err, "%s: is %s, not a %s", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
+                       kind);
+    }
+    if (st.st_size <= 0) {
+        close(fd);
+        return tr_fail(err, "%s: is empty (0 bytes), not a %s: truncated or not written yet", path, kind);
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return tr_fail(err, "%s: %llu bytes does not fit in this process's address space", path, (ull)size);
+    }
+    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return tr_fail(err, "%s: cannot mmap %s (%llu bytes): %s", path, kind, (ull)size, strerror(e));
+    }
+    *fd_out = fd;
+    *size_out = size;
+    *map_out = m;
+    return true;
+}
+
+static bool write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Best effort: make the rename durable. Some filesystems refuse fsync on a directory. */
+static void fsync_parent_dir(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        strcpy(dir, ".");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n == 0)
+            n = 1; /* "/file" -> "/" */
+        if (n >= sizeof dir)
+            return;
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+}
+
+bool tr_st_write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts,
+                             tr_err *err)
+{
+    char tmp[4200];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return tr_fail(err, "%.200s...: path too long (%zu bytes)", path, strlen(path));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        return tr_fail(err, "%s: cannot create temp file %s: %s%s", path, tmp, strerror(e),
+                       e == EEXIST ? " (another writer of this file in this process, or a stale file from a "
+                                     "crash: remove it)"
+                                   : " (is the directory there and writable?)");
+    }
+    for (int i = 0; i < nparts; i++) {
+        if (lens[i] > 0 && !write_all(fd, parts[i], lens[i])) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return tr_fail(err, "%s: writing temp file %s failed: %s (disk full or quota?); %s left unchanged",
+                           path, tmp, strerror(e), path);
+        }
+    }
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return tr_fail(err, "%s: fsync of temp file %s failed: %s; %s left unchanged", path, tmp, strerror(e),
+                       path);
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return tr_fail(err, "%s: closing temp file %s failed: %s; %s left unchanged", path, tmp, strerror(e),
+                       path);
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return tr_fail(err, "%s: cannot rename %s onto it: %s%s; %s left unchanged", path, tmp, strerror(e),
+                       e == EISDIR ? " (the path is a directory)" : "", path);
+    }
+    fsync_parent_dir(path);
+    return true;
+}
+
+bool tr_st_copy_block(const unsigned char *src, int64_t rows, int64_t cols, int64_t r0, int64_t nr, int64_t c0,
+                      int64_t nc, float *dst, int64_t ldd, const char *path, const char *name, tr_err *err)
+{
+    uint64_t bytes;
+    if (rows < 0 || cols < 0 || !mul_u64((uint64_t)rows, (uint64_t)cols, &bytes) || !mul_u64(bytes, 4, &bytes))
+        return tr_fail(err, "%s: %s: bad matrix view [%lld, %lld]", path, name, (long long)rows, (long long)cols);
+    if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 > rows || nr > rows - r0 || c0 > cols || nc > cols - c0)
+        return tr_fail(err,
+                       "%s: %s: block rows [%lld, %lld+%lld) x cols [%lld, %lld+%lld) is outside the "
+                       "tensor viewed as [%lld, %lld]: the reader asked for a shard the file does not have "
+                       "(a runtime bug or a mismatched file)",
+                       path, name, (long long)r0, (long long)r0, (long long)nr, (long long)c0, (long long)c0,
+                       (long long)nc, (long long)rows, (long long)cols);
+    if (ldd < nc)
+        return tr_fail(err, "%s: %s: destination leading dimension %lld is smaller than the block width %lld", path,
+                       name, (long long)ldd, (long long)nc);
+    if (nr == 0 || nc == 0)
+        return true;
+    uint64_t span; /* (nr-1)*ldd + nc floats must be addressable */
+    if (!mul_u64((uint64_t)(nr - 1), (uint64_t)ldd, &span) || !add_u64(span, (uint64_t)nc, &span) ||
+        span > SIZE_MAX / sizeof(float))
+        return tr_fail(err, "%s: %s: destination block [%lld rows, ld %lld] is too large to address", path, name,
+                       (long long)nr, (long long)ldd);
+    if (!dst)
+        return tr_fail(err, "%s: %s: destination buffer is NULL", path, name);
+    /* offsets below are < rows*cols*4, which was checked to fit */
+    for (int64_t r = 0; r < nr; r++) {
+        uint64_t off = ((uint64_t)(r0 + r) * (uint64_t)cols + (uint64_t)c0) * 4u;
+        memcpy(dst + (size_t)r * (size_t)ldd, src + off, (size_t)nc * sizeof(float));
+    }
+    return true;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    return strcmp(((const tr_st_tensor *)a)->name, ((const tr_st_tensor *)b)->name);
+}
+
+typedef struct span {
+    uint64_t begin, end;
+    int idx;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* A non-negative JSON integer into *out; false otherwise. */
+static bool json_uint(const tr_json_node *n, uint64_t *out)
+{
+    if (!n || n->type != TR_JSON_NUMBER || !n->is_int || n->ival < 0)
+        return false;
+    *out = (uint64_t)n->ival;
+    return true;
+}
+
+/* Describe a JSON value that should have been a non-negative integer. */
+static const char *describe_bad_uint(const tr_json_node *n, char *buf, size_t cap)
+{
+    if (n->type != TR_JSON_NUMBER)
+        snprintf(buf, cap, "a %s", tr_json_type_name(n->type));
+    else if (n->is_int && n->ival < 0)
+        snprintf(buf, cap, "%lld (negative)", (long long)n->ival);
+    else if (!n->is_int && n->num == (double)(int64_t)n->num && n->num < 9.2e18 && n->num > -9.2e18)
+        snprintf(buf, cap, "%g written as a non-integer literal", n->num);
+    else if (!n->is_int && n->num >= 9.2e18)
+        snprintf(buf, cap, "%g (too large)", n->num);
+    else
+        snprintf(buf, cap, "%g (not an integer)", n->num);
+    return buf;
+}
+
+static bool check_metadata(const tr_json_doc *doc, const tr_json_node *m, const char *path, tr_err *err)
+{
+    if (m->type != TR_JSON_OBJECT)
+        return tr_fail(err, "%s: __metadata__ is a JSON %s; it must be an object of string values", path,
+                       tr_json_type_name(m->type));
+    for (const tr_json_node *c = tr_json_first(doc, m); c; c = tr_json_next(doc, c))
+        if (c->type != TR_JSON_STRING)
+            return tr_fail(err, "%s: __metadata__ key \"%.100s\" has a %s value; metadata values must be strings",
+                           path, c->key, tr_json_type_name(c->type));
+    return true;
+}
+
+/* Validate one header entry (key = tensor name) into *t. */
+static bool parse_entry(const tr_json_doc *doc, const tr_json_node *e, const char *path, uint64_t data_size,
+                        tr_st_tensor *t, tr_err *err)
+{
+    const char *name = e->key;
+    if (e->key_len != strlen(e->key))
+        return tr_fail(err, "%s: a tensor name contains a NUL character (\\u0000): corrupt header", path);
+    if (e->key_len >= sizeof t->name)
+        return tr_fail(err, "%s: tensor name \"%.60s...\" is %zu bytes; at most %zu are supported", path, name,
+                       e->key_len, sizeof t->name - 1);
+    memcpy(t->name, name, e->key_len + 1);
+    if (e->type != TR_JSON_OBJECT)
+        return tr_fail(err, "%s: tensor %s: entry is a JSON %s, expected an object with dtype, shape and "
+                            "data_offsets",
+                       path, name, tr_json_type_name(e->type));
+
+    /* dtype */
+    const tr_json_node *dt = tr_json_get(doc, e, "dtype");
+    if (!dt)
+        return tr_fail(err, "%s: tensor %s: missing \"dtype\": corrupt header", path, name);
+    if (dt->type != TR_JSON_STRING)
+        return tr_fail(err, "%s: tensor %s: \"dtype\" is a %s, expected a string like \"F32\"", path, name,
+                       tr_json_type_name(dt->type));
+    int bits = 0;
+    if (dt->str_len < sizeof t->dtype && dt->str_len == strlen(dt->str))
+        tr_st_dtype_size(dt->str, &bits);
+    if (bits == 0)
+        return tr_fail(err, "%s: tensor %s: unknown dtype \"%.32s\" (known: F64 F32 F16 BF16 I64 I32 I16 I8 U64 "
+                            "U32 U16 U8 BOOL F8_E4M3 F8_E5M2 F8_E8M0 F6_E2M3 F6_E3M2 F4 C64)",
+                       path, name, dt->str);
+    memcpy(t->dtype, dt->str, dt->str_len + 1);
+
+    /* shape */
+    const tr_json_node *sh = tr_json_get(doc, e, "shape");
+    if (!sh)
+        return tr_fail(err, "%s: tensor %s: missing \"shape\": corrupt header", path, name);
+    if (sh->type != TR_JSON_ARRAY)
+        return tr_fail(err, "%s: tensor %s: \"shape\" is a %s, expected an array of non-negative integers", path,
+                       name, tr_json_type_name(sh->type));
+    uint64_t nelem = 1;
+    bool nelem_ok = true;
+    int d = 0;
+    for (const tr_json_node *c = tr_json_first(doc, sh); c; c = tr_json_next(doc, c), d++) {
+        uint64_t v;
+        char why[96];
+        if (!json_uint(c, &v))
+            return tr_fail(err, "%s: tensor %s: shape[%d] is %s; shape must be non-negative integers", path, name,
+                           d, describe_bad_uint(c, why, sizeof why));
+        if (d < 4)
+            t->shape[d] = (int64_t)v;
+        if (nelem_ok && !mul_u64(nelem, v, &nelem))
+            nelem_ok = false;
+        if (v == 0) { /* a zero dimension makes the product 0 whatever came before */
+            nelem = 0;
+            nelem_ok = true;
+        }
+    }
+    t->ndim = d;
+    char sbuf[128];
+    uint64_t nbits;
+    if (!nelem_ok || !mul_u64(nelem, (uint64_t)bits, &nbits))
+        return tr_fail(err, "%s: tensor %s: shape %s has too many elements to address: corrupt header", path,
+                       name, fmt_shape(sbuf, sizeof sbuf, t->ndim, t->shape));
+    if (nbits % 8 != 0)
+        return tr_fail(err, "%s: tensor %s: %llu elements of %d-bit dtype %s is not a whole number of bytes", path,
+                       name, (ull)nelem, bits, t->dtype);
+    uint64_t need = nbits / 8;
+
+    /* data_offsets */
+    const tr_json_node *off = tr_json_get(doc, e, "data_offsets");
+    if (!off)
+        return tr_fail(err, "%s: tensor %s: missing \"data_offsets\": corrupt header", path, name);
+    if (off->type != TR_JSON_ARRAY || off->count != 2)
+        return tr_fail(err, "%s: tensor %s: \"data_offsets\" must be two integers [begin, end]; found %s%s%d%s",
+                       path, name, off->type == TR_JSON_ARRAY ? "an array of " : "a ",
+                       off->type == TR_JSON_ARRAY ? "" : tr_json_type_name(off->type),
+                       off->type == TR_JSON_ARRAY ? off->count : 0, off->type == TR_JSON_ARRAY ? " values" : "");
+    const tr_json_node *b = tr_json_first(doc, off), *en = tr_json_next(doc, b);
+    char why[96];
+    if (!json_uint(b, &t->begin))
+        return tr_fail(err, "%s: tensor %s: data_offsets[0] is %s; expected two increasing non-negative integers",
+                       path, name, describe_bad_uint(b, why, sizeof why));
+    if (!json_uint(en, &t->end))
+        return tr_fail(err, "%s: tensor %s: data_offsets[1] is %s; expected two increasing non-negative integers",
+                       path, name, describe_bad_uint(en, why, sizeof why));
+    if (t->begin > t->end)
+        return tr_fail(err, "%s: tensor %s: data_offsets [%llu, %llu] are not increasing (begin > end): corrupt "
+                            "header",
+                       path, name, (ull)t->begin, (ull)t->end);
+    if (t->end - t->begin != need)
+        return tr_fail(err, "%s: tensor %s: header lies: data_offsets [%llu, %llu] span %llu bytes but shape %s "
+                            "of %s needs %llu bytes: corrupt or hand-edited header, re-export the file",
+                       path, name, (ull)t->begin, (ull)t->end, (ull)(t->end - t->begin),
+                       fmt_shape(sbuf, sizeof sbuf, t->ndim, t->shape), t->dtype, (ull)need);
+    if (t->end > data_size)
+        return tr_fail(err, "%s: tensor %s: truncated file: its data ends at byte %llu of the data section but the "
+                            "data section has only %llu bytes (incomplete download or copy? fetch the file again)",
+                       path, name, (ull)t->end, (ull)data_size);
+    return true;
+}
+
+static bool st_open(tr_st_file *f, const char *path, tr_err *err)
+{
+    if (strlen(path) >= sizeof f->path)
+        return tr_fail(err, "%.200s...: path too long (%zu bytes, at most %zu)", path, strlen(path),
+                       sizeof f->path - 1);
+    strcpy(f->path, path);
+    if (!tr_st_host_le(path, err))
+        return false;
+    if (!tr_st_map_file(path, "safetensors file", &f->fd, &f->file_size, &f->map, err))
+        return false;
+    if (f->file_size < 8)
+        return tr_fail(err, "%s: file is %llu bytes, shorter than the 8-byte header length: truncated or not a "
+                            "safetensors file",
+                       path, (ull)f->file_size);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | f->map[i];
+    if (hlen > TR_ST_MAX_HEADER)
+        return tr_fail(err, "%s: header length %llu is absurd (more than %llu bytes): not a safetensors file, or "
+                            "corrupt",
+                       path, (ull)hlen, (ull)TR_ST_MAX_HEADER);
+    if (hlen > f->file_size - 8)
+        return tr_fail(err, "%s: header length %llu is larger than the rest of the file (%llu bytes): truncated "
+                            "or not a safetensors file",
+                       path, (ull)hlen, (ull)(f->file_size - 8));
+    f->data_start = 8 + hlen;
+    uint64_t data_size = f->file_size - f->data_start;
+
+    char what[1100];
+    snprintf(what, sizeof what, "%s: header", path);
+    tr_json_doc doc;
+    if (!tr_json_parse(&doc, (const char *)f->map + 8, (size_t)hlen, what, err))
+        return false;
+    bool ok = false;
+    span *spans = NULL;
+    const tr_json_node *root = tr_json_root(&doc);
+    if (root->type != TR_JSON_OBJECT) {
+        tr_fail(err, "%s: header is a JSON %s, expected an object mapping tensor names to entries: not a "
+                     "safetensors file",
+                path, tr_json_type_name(root->type));
+        goto out;
+    }
+    int n = 0;
+    for (const tr_json_node *c = tr_json_first(&doc, root); c; c = tr_json_next(&doc, c)) {
+        if (strcmp(c->key, "__metadata__") == 0 && c->key_len == 12) {
+            if (!check_metadata(&doc, c, path, err))
+                goto out;
+        } else {
+            n++;
+        }
+    }
+    f->tensors = calloc((size_t)(n > 0 ? n : 1), sizeof *f->tensors);
+    spans = calloc((size_t)(n > 0 ? n : 1), sizeof *spans);
+    if (!f->tensors || !spans) {
+        tr_fail(err, "%s: out of memory for %d tensor entries", path, n);
+        goto out;
+    }
+    for (const tr_json_node *c = tr_json_first(&doc, root); c; c = tr_json_next(&doc, c)) {
+        if (strcmp(c->key, "__metadata__") == 0 && c->key_len == 12)
+            continue;
+        if (!parse_entry(&doc, c, path, data_size, &f->tensors[f->ntensors], err))
+            goto out;
+        f->ntensors++;
+    }
+    qsort(f->tensors, (size_t)n, sizeof *f->tensors, cmp_tensor_name);
+    for (int i = 1; i < n; i++)
+        if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0) {
+            tr_fail(err, "%s: duplicate tensor name: %s appears more than once in the header: corrupt header",
+                    path, f->tensors[i].name);
+            goto out;
+        }
+    int ns = 0;
+    for (int i = 0; i < n; i++)
+        if (f->tensors[i].end > f->tensors[i].begin)
+            spans[ns++] = (span){f->tensors[i].begin, f->tensors[i].end, i};
+    qsort(spans, (size_t)ns, sizeof *spans, cmp_span);
+    for (int i = 1; i < ns; i++)
+        if (spans[i].begin < spans[i - 1].end) {
+            /* sorted by begin: if no neighbours overlap, end[j] <= begin[j+1] <= end[j+1]
+               for all j, so no pair does */
+            const tr_st_tensor *a = &f->tensors[spans[i - 1].idx], *b = &f->tensors[spans[i].idx];
+            tr_fail(err, "%s: tensors %s [bytes %llu, %llu) and %s [bytes %llu, %llu) overlap in the data "
+                         "section: corrupt header",
+                    path, a->name, (ull)a->begin, (ull)a->end, b->name, (ull)b->begin, (ull)b->end);
+            goto out;
+        }
+    ok = true;
+out:
+    free(spans);
+    tr_json_free(&doc);
+    return ok;
+}
+
+bool tr_st_open(tr_st_file *f, const char *path, tr_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if (st_open(f, path, err))
+        return true;
+    tr_st_close(f);
+    return false;
+}
+
+const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name)
+{
+    int lo = 0, hi = f->ntensors - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->tensors[mid].name, name);
+        if (c == 0)
+            return &f->tensors[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return NULL;
+}
+
+static bool has_dot_suffix(const char *s, const char *suffix)
+{
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls > lx && s[ls - lx - 1] == '.' && strcmp(s + ls - lx, suffix) == 0;
+}
+
+static bool not_found(const tr_st_file *f, const char *name, tr_err *err)
+{
+    /* a checkpoint saved with or without a "transformer." style prefix */
+    for (int i = 0; i < f->ntensors; i++) {
+        const char *t = f->tensors[i].name;
+        if (has_dot_suffix(t, name) || has_dot_suffix(name, t))
+            return tr_fail(err, "%s: no tensor named %s, but there is %s: the checkpoint uses different name "
+                                "prefixes; strip or add the prefix when exporting (tessgen expects Hugging Face "
+                                "GPT-2 names like h.0.attn.c_attn.weight)",
+                           f->path, name, t);
+    }
+    return tr_fail(err, "%s: no tensor named %s (the file has %d tensors%s%s): the weights do not match the built "
+                        "model; pass the right file or regenerate with the right spec",
+                   f->path, name, f->ntensors, f->ntensors ? ", the first is " : "",
+                   f->ntensors ? f->tensors[0].name : "");
+}
+
+static bool check_f32(const tr_st_file *f, const tr_st_tensor *t, tr_err *err)
+{
+    if (strcmp(t->dtype, "F32") == 0)
+        return true;
+    return tr_fail(err, "%s: tensor %s has dtype %s; only F32 is supported: convert the checkpoint to float32 "
+                        "(e.g. save_file({k: v.float() for k, v in sd.items()}, path))",
+                   f->path, t->name, t->dtype);
+}
+
+bool tr_st_expect_f32(const tr_st_file *f, const char *name, int ndim, const int64_t *shape, tr_err *err)
+{
+    const tr_st_tensor *t = tr_st_find(f, name);
+    if (!t)
+        return not_found(f, name, err);
+    if (!check_f32(f, t, err))
+        return false;
+    bool same = t->ndim == ndim && ndim <= 4;
+    for (int i = 0; same && i < ndim; i++)
+        same = t->shape[i] == shape[i];
+    if (same)
+        return true;
+    char got[128], want[128];
+    return tr_fail(err, "%s: tensor %s has shape %s, expected %s: the weights do not match the built model; "
+                        "regenerate with the right spec or pass the right file",
+                   f->path, name, fmt_shape(got, sizeof got, t->ndim, t->shape),
+                   fmt_shape(want, sizeof want, ndim, shape));
+}
+
+bool tr_st_read_block(const tr_st_file *f, const char *name, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                      float *dst, int64_t ldd, tr_err *err)
+{
+    const tr_st_tensor *t = tr_st_find(f, name);
+    if (!t)
+        return not_found(f, name, err);
+    if (!check_f32(f, t, err))
+        return false;
+    if (t->ndim > 4)
+        return tr_fail(err, "%s: tensor %s has %d dimensions; at most 4 are supported", f->path, name, t->ndim);
+    /* 2-D view [rows, cols] = [prod(shape[:-1]), shape[-1]] */
+    int64_t cols = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+    uint64_t rows = 1;
+    for (int i = 0; i + 1 < t->ndim; i++)
+        if (!mul_u64(rows, (uint64_t)t->shape[i], &rows) || rows > INT64_MAX)
+            return tr_fail(err, "%s: tensor %s: too many rows to address", f->path, name);
+    return tr_st_copy_block(f->map + f->data_start + t->begin, (int64_t)rows, cols, r0, nr, c0, nc, dst, ldd,
+                            f->path, name, err);
+}
+
+void tr_st_close(tr_st_file *f)
+{
+    if (f->map) {
+        munmap((void *)f->map, (size_t)f->file_size);
+        if (f->fd >= 0)
+            close(f->fd);
+    }
+    free(f->tensors);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 256;
+        while (ncap < b->len + n + 1)
+            ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_json_string(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        char esc[8];
+        if (*c == '"' || *c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*c;
+            sb_put(b, esc, 2);
+        } else if (*c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *c);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, (const char *)c, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+typedef struct out_order {
+    const char *name;
+    int idx;
+} out_order;
+
+static int cmp_out(const void *a, const void *b)
+{
+    return strcmp(((const out_order *)a)->name, ((const out_order *)b)->name);
+}
+
+bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_err *err)
+{
+    if (!tr_st_host_le(path, err))
+        return false;
+    if (n < 0 || (n > 0 && !tensors))
+        return tr_fail(err, "%s: bad tensor list (n=%d)", path, n);
+    out_order *order = calloc((size_t)(n > 0 ? n : 1), sizeof *order);
+    uint64_t *bytes = calloc((size_t)(n > 0 ? n : 1), sizeof *bytes); /* [n] data bytes per tensor */
+    const void **parts = calloc((size_t)n + 2, sizeof *parts);        /* [n+2] length, header, data... */
+    size_t *lens = calloc((size_t)n + 2, sizeof *lens);
+    sbuf hb = {0};
+    bool ok = false;
+    if (!order || !bytes || !parts || !lens) {
+        tr_fail(err, "%s: out of memory", path);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        const tr_st_out *t = &tensors[i];
+        if (!t->name || !t->name[0] || strlen(t->name) >= TR_ST_NAME_CAP ||
+            strcmp(t->name, "__metadata__") == 0) {
+            tr_fail(err, "%s: tensor %d has an invalid name \"%.60s\" (must be non-empty, < 160 bytes, not "
+                         "__metadata__)",
+                    path, i, t->name ? t->name : "(null)");
+            goto out;
+        }
+        if (t->ndim < 0 || t->ndim > 4) {
+            tr_fail(err, "%s: tensor %s: ndim %d is outside 0..4", path, t->name, t->ndim);
+            goto out;
+        }
+        uint64_t ne = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] < 0 || !mul_u64(ne, (uint64_t)t->shape[d], &ne)) {
+                char sb[128];
+                tr_fail(err, "%s: tensor %s: bad shape %s (negative or too large)", path, t->name,
+                        fmt_shape(sb, sizeof sb, t->ndim, t->shape));
+                goto out;
+            }
+        }
+        if (!mul_u64(ne, 4, &bytes[i]) || bytes[i] > SIZE_MAX) {
+            tr_fail(err, "%s: tensor %s: too large", path, t->name);
+            goto out;
+        }
+        if (bytes[i] > 0 && !t->data) {
+            tr_fail(err, "%s: tensor %s: data is NULL", path, t->name);
+            goto out;
+        }
+        order[i] = (out_order){t->name, i};
+    }
+    qsort(order, (size_t)n, sizeof *order, cmp_out);
+    for (int i = 1; i < n; i++)
+        if (strcmp(order[i - 1].name, order[i].name) == 0) {
+            tr_fail(err, "%s: duplicate tensor name %s in the list to write", path, order[i].name);
+            goto out;
+        }
+
+    uint64_t offset = 0;
+    sb_puts(&hb, "{");
+    for (int k = 0; k < n; k++) {
+        const tr_st_out *t = &tensors[order[k].idx];
+        char num[64];
+        if (k)
+            sb_puts(&hb, ",");
+        sb_json_string(&hb, t->name);
+        sb_puts(&hb, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++) {
+            snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+            sb_puts(&hb, num);
+        }
+        uint64_t end;
+        if (!add_u64(offset, bytes[order[k].idx], &end)) {
+            tr_fail(err, "%s: total data size overflows", path);
+            goto out;
+        }
+        snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (ull)offset, (ull)end);
+        sb_puts(&hb, num);
+        parts[k + 2] = t->data;
+        lens[k + 2] = (size_t)bytes[order[k].idx];
+        offset = end;
+    }
+    sb_puts(&hb, "}");
+    while (hb.len % 8 != 0)
+        sb_puts(&hb, " ");
+    if (hb.oom) {
+        tr_fail(err, "%s: out of memory building the header", path);
+        goto out;
+    }
+    unsigned char lenle[8]; /* u64 little-endian header length */
+    for (int i = 0; i < 8; i++)
+        lenle[i] = (unsigned char)((uint64_t)hb.len >> (8 * i));
+    parts[0] = lenle;
+    lens[0] = 8;
+    parts[1] = hb.p;
+    lens[1] = hb.len;
+    ok = tr_st_write_file_atomic(path, parts, lens, n + 2, err);
+out:
+    free(hb.p);
+    free(order);
+    free(bytes);
+    free(parts);
+    free(lens);
+    return ok;
+}

@@ -1,0 +1,119 @@
+/*
+ * tr_safetensors.h - read and write safetensors files (weights, gradients).
+ *
+ * Format: u64 little-endian header length N, then N bytes of JSON
+ *   {"name": {"dtype": "F32", "shape": [r, c], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {"key": "string", ...}}     (metadata optional, ignored)
+ * then the data; offsets are relative to the data start 8 + N.
+ *
+ * Reading: tr_st_open() maps the whole file read-only and validates the header
+ * completely (JSON, types, integer shapes, size = prod(shape) * itemsize,
+ * bounds, overlaps, duplicates), so later calls only check the request.
+ * Tensors of any known dtype may be present; only F32 can be requested.
+ * tr_st_read_block() copies one 2-D block through the mapping, so a rank
+ * touches only the pages of its own shard. Host must be little-endian (checked).
+ *
+ * Writing: tr_st_write_atomic() writes F32 tensors to path.tmp.<pid>, fsyncs,
+ * renames over path; on any failure the temp file is removed and path is
+ * untouched.
+ *
+ * The low-level helpers at the end (map a file, write a file atomically, copy
+ * a block out of a row-major F32 matrix) are shared with tr_npy.c.
+ */
+#ifndef TR_SAFETENSORS_H
+#define TR_SAFETENSORS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tr_err.h"
+
+/* Largest header accepted; a bigger length field means "not a safetensors file". */
+#define TR_ST_MAX_HEADER 100000000ull
+/* Size of tr_st_tensor.name: names are at most 159 bytes. */
+#define TR_ST_NAME_CAP 160
+
+typedef struct tr_st_tensor {
+    char name[TR_ST_NAME_CAP];
+    char dtype[8];     /* "F32", "F16", "BF16", "I64", ... (as in the header) */
+    int ndim;          /* number of dimensions; may exceed 4 for tensors never requested */
+    int64_t shape[4];  /* the first min(ndim, 4) dimensions */
+    uint64_t begin, end; /* byte offsets relative to data start */
+} tr_st_tensor;
+
+typedef struct tr_st_file {
+    char path[1024];
+    int fd;                     /* -1 when closed */
+    uint64_t file_size;
+    uint64_t data_start;        /* 8 + header_len */
+    int ntensors;               /* excluding __metadata__ */
+    tr_st_tensor *tensors;      /* [ntensors], sorted by name (strcmp) */
+    const unsigned char *map;   /* [file_size] mmap of whole file, read-only */
+} tr_st_file;
+
+/* Open path, parse and validate the header, mmap the file. On failure *f is
+ * left closed (tr_st_close is then a no-op) and err names the file and the
+ * tensor/field at fault. */
+bool tr_st_open(tr_st_file *f, const char *path, tr_err *err);
+
+/* The tensor called `name`, or NULL. Binary search. */
+const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name);
+
+/* Check tensor `name` exists, is F32 and has exactly shape[0..ndim); the
+ * message names file, tensor, found vs expected shape, and the fix. */
+bool tr_st_expect_f32(const tr_st_file *f, const char *name, int ndim, const int64_t *shape, tr_err *err);
+
+/* Copy the 2-D block rows [r0, r0+nr) x cols [c0, c0+nc) of F32 tensor `name`
+ * into dst (dst[r*ldd + c], r < nr, c < nc; ldd >= nc floats). The tensor is
+ * viewed as 2-D [prod(shape[:-1]), shape[-1]]: a 1-D tensor [n] is [1, n], a
+ * scalar is [1, 1]. Only these bytes of the file are touched. */
+bool tr_st_read_block(const tr_st_file *f, const char *name, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                      float *dst, int64_t ldd, tr_err *err);
+
+/* Unmap and close; safe on a closed or failed-to-open file. */
+void tr_st_close(tr_st_file *f);
+
+/* One F32 tensor to write: data is [prod(shape[0..ndim))] row-major floats
+ * (may be NULL when that product is 0). ndim in 0..4. */
+typedef struct tr_st_out {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    const float *data;
+} tr_st_out;
+
+/* Write tensors[0..n) to path atomically (path.tmp.<pid>, fsync, rename; on
+ * any failure the temp file is removed and path is untouched). Header keys
+ * sorted by name, data contiguous in that order, header padded with spaces to
+ * a multiple of 8. Names must be non-empty, unique, < 160 bytes, and not
+ * "__metadata__". */
+bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_err *err);
+
+/* Bytes per element of a safetensors dtype name, 0 if unknown; *bits gets the
+ * bits per element (sub-byte types F4/F6_* have itemsize 0 and bits 4/6). */
+int tr_st_dtype_size(const char *dtype, int *bits);
+
+/* ---- low-level helpers, shared with tr_npy.c ---------------------------- */
+
+/* Open path read-only, require a regular non-empty file, mmap it whole.
+ * `kind` ("safetensors file", ".npy file") only flavours the messages. */
+bool tr_st_map_file(const char *path, const char *kind, int *fd, uint64_t *size, const unsigned char **map,
+                    tr_err *err);
+
+/* Write the concatenation of parts[0..nparts) (lens[i] bytes each) to path
+ * atomically: path.tmp.<pid>, fsync, rename, fsync the directory. On failure
+ * the temp file is removed and path is untouched. */
+bool tr_st_write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts,
+                             tr_err *err);
+
+/* Copy block rows [r0,r0+nr) x cols [c0,c0+nc) out of src, a row-major
+ * [rows, cols] little-endian F32 matrix (any alignment), into dst with leading
+ * dimension ldd. Checks the range; `path` and `name` only flavour messages. */
+bool tr_st_copy_block(const unsigned char *src, int64_t rows, int64_t cols, int64_t r0, int64_t nr, int64_t c0,
+                      int64_t nc, float *dst, int64_t ldd, const char *path, const char *name, tr_err *err);
+
+/* True on a little-endian host; otherwise fills err (naming path) and returns false. */
+bool tr_st_host_le(const char *path, tr_err *err);
+
+#endif

@@ -1,0 +1,1149 @@
+/*
+ * test_io.c - unit tests for the runtime's file I/O: tr_json, tr_safetensors,
+ * tr_npy (tests/tt.h protocol, one line per case; run from the repo root).
+ *
+ * Every file lives in a fresh mkdtemp directory under /tmp that is removed at
+ * the end. Good files come from the writers; bad files are hand-crafted byte
+ * strings, one defect each, and each must fail with a message that starts
+ * with the path and names the culprit. Block reads are checked against values
+ * computed from the element's coordinates, never against the reader itself.
+ * Interop with NumPy runs /usr/bin/python3 when it has numpy, else the case
+ * prints "ok - ... # skip".
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tr_json.h"
+#include "tr_npy.h"
+#include "tr_safetensors.h"
+#include "tt.h"
+
+static char g_dir[64]; /* the mkdtemp directory */
+
+/* g_dir + "/" + name, in one of 8 rotating buffers. */
+static const char *P(const char *name)
+{
+    static char bufs[8][512];
+    static int k;
+    char *b = bufs[k++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
+    return b;
+}
+
+/* The value every test tensor holds at 2-D position (r, c). */
+static float val(int64_t r, int64_t c)
+{
+    return (float)(r * 1000 + c) + 0.25f;
+}
+
+static void fill(float *a /* [rows, cols] */, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            a[r * cols + c] = val(r, c);
+}
+
+static bool write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        return false;
+    bool ok = fwrite(data, 1, len, fp) == len;
+    return fclose(fp) == 0 && ok;
+}
+
+/* Read a whole small file into buf (NUL-terminated); returns its length or -1. */
+static long read_small(const char *path, char *buf, size_t cap)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return -1;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* A safetensors file: u64 LE strlen(header), header, dlen bytes of data (zeros if data NULL). */
+static bool write_st_raw(const char *path, const char *header, const void *data, size_t dlen)
+{
+    size_t hl = strlen(header);
+    unsigned char *b = calloc(8 + hl + dlen + 1, 1);
+    if (!b)
+        return false;
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    if (data)
+        memcpy(b + 8 + hl, data, dlen);
+    bool ok = write_bytes(path, b, 8 + hl + dlen);
+    free(b);
+    return ok;
+}
+
+/* A .npy file: magic, version major.0, the dict text padded to 64 with '\n', dlen data bytes. */
+static bool write_npy_raw(const char *path, int major, const char *dict, const void *data, size_t dlen)
+{
+    size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
+    size_t total = (pre + dl + 1 + 63) / 64 * 64;
+    unsigned char *b = calloc(total + dlen + 1, 1);
+    if (!b)
+        return false;
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    b[7] = 0;
+    size_t hl = total - pre;
+    for (size_t i = 0; i < pre - 8; i++)
+        b[8 + i] = (unsigned char)(hl >> (8 * i));
+    memcpy(b + pre, dict, dl);
+    memset(b + pre + dl, ' ', total - pre - dl - 1);
+    b[total - 1] = '\n';
+    if (data)
+        memcpy(b + total, data, dlen);
+    bool ok = write_bytes(path, b, total + dlen);
+    free(b);
+    return ok;
+}
+
+static bool has(const char *msg, const char *w)
+{
+    return !w || strstr(msg, w) != NULL;
+}
+
+static bool starts(const char *msg, const char *prefix)
+{
+    return strncmp(msg, prefix, strlen(prefix)) == 0;
+}
+
+/* Count directory entries of g_dir (or a subdir) containing ".tmp." */
+static int count_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void rm_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (S_ISDIR(st.st_mode)) {
+        chmod(path, 0700);
+        DIR *d = opendir(path);
+        if (d) {
+            for (struct dirent *e; (e = readdir(d));) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                    continue;
+                char sub[1024];
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                rm_tree(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static void test_json(void)
+{
+    TT_CASE("json: parses values, escapes, unicode and int64 limits") {
+        const char *t = " {\"a\": [1, -2, 3.5e2, true, false, null, \"x\\u00e9\\ud83d\\ude00\\n\\\"\"],"
+                        " \"b\": {}, \"big\": 9223372036854775807, \"neg\": -9223372036854775808,"
+                        " \"over\": 9223372036854775808, \"z\": \"a\\u0000b\"} ";
+        tr_json_doc doc;
+        tr_err e = {{0}};
+        bool ok = tr_json_parse(&doc, t, strlen(t), "t", &e);
+        TT_CHECK(ok, "parse failed: %.300s", e.msg);
+        if (ok) {
+            const tr_json_node *root = tr_json_root(&doc);
+            const tr_json_node *a = tr_json_get(&doc, root, "a");
+            TT_CHECK(root->type == TR_JSON_OBJECT && root->count == 6, "root");
+            TT_CHECK(a && a->type == TR_JSON_ARRAY && a->count == 7, "a");
+            const tr_json_node *x = tr_json_first(&doc, a);
+            TT_CHECK(x->is_int && x->ival == 1, "a[0]");
+            x = tr_json_next(&doc, x);
+            TT_CHECK(x->is_int && x->ival == -2, "a[1]");
+            x = tr_json_next(&doc, x);
+            TT_CHECK(!x->is_int && x->num == 350.0, "a[2] = %g", x->num);
+            x = tr_json_next(&doc, x);
+            TT_CHECK(x->type == TR_JSON_TRUE, "a[3]");
+            x = tr_json_next(&doc, tr_json_next(&doc, x));
+            TT_CHECK(x->type == TR_JSON_NULL, "a[5]");
+            x = tr_json_next(&doc, x);
+            TT_CHECK(x->type == TR_JSON_STRING && !strcmp(x->str, "x\xc3\xa9\xf0\x9f\x98\x80\n\"") &&
+                         x->str_len == 9,
+                     "a[6] = '%.300s' (%zu)", x->str, x->str_len);
+            TT_CHECK(!tr_json_next(&doc, x), "a has 7 items");
+            const tr_json_node *b = tr_json_get(&doc, root, "b");
+            TT_CHECK(b && b->type == TR_JSON_OBJECT && b->count == 0 && !tr_json_first(&doc, b), "b");
+            const tr_json_node *big = tr_json_get(&doc, root, "big");
+            TT_CHECK(big && big->is_int && big->ival == INT64_MAX, "big");
+            const tr_json_node *neg = tr_json_get(&doc, root, "neg");
+            TT_CHECK(neg && neg->is_int && neg->ival == INT64_MIN, "neg");
+            const tr_json_node *over = tr_json_get(&doc, root, "over");
+            TT_CHECK(over && !over->is_int && over->num > 9.2e18, "over");
+            const tr_json_node *z = tr_json_get(&doc, root, "z");
+            TT_CHECK(z && z->str_len == 3 && z->str[1] == '\0' && z->str[2] == 'b', "z");
+            TT_CHECK(!tr_json_get(&doc, root, "missing"), "missing key");
+            tr_json_free(&doc);
+        }
+    }
+
+    TT_CASE("json: rejects invalid text with a byte offset") {
+        static const char *bad[] = {
+            "", "  ", "01", "1.", ".5", "-", "+1", "[1,]", "{\"a\":1,}", "{'a':1}", "\"\\x\"", "\"\t\"",
+            "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"",
+            "\"\xf4\x90\x80\x80\"", "\"\xe2\x82\"", "[1] [2]", "tru", "nul", "/*c*/{}", "{\"a\" 1}", "{1:2}",
+            "[1 2]", "\"abc", "[", "{", "\"\\u12g4\"", "1e", "1e+", "-01", "NaN", "Infinity", "[1]x",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            tr_json_doc doc;
+            tr_err e = {{0}};
+            bool ok = tr_json_parse(&doc, bad[i], strlen(bad[i]), "hdr", &e);
+            TT_CHECK(!ok, "accepted bad input #%zu '%.300s'", i, bad[i]);
+            if (ok)
+                tr_json_free(&doc);
+            else
+                TT_CHECK(starts(e.msg, "hdr is not valid JSON: at byte "), "#%zu msg=%.300s", i, e.msg);
+            TT_CHECK(doc.nodes == NULL && doc.strbuf == NULL, "#%zu: doc not emptied on failure", i);
+        }
+        /* a NUL byte inside the range is not whitespace */
+        tr_json_doc doc;
+        tr_err e = {{0}};
+        TT_CHECK(!tr_json_parse(&doc, "{}\0", 3, "hdr", &e), "accepted trailing NUL");
+    }
+
+    TT_CASE("json: nesting limit and exactly-at-limit depth") {
+        char deep[200], ok64[200];
+        int n = 0;
+        for (int i = 0; i < 70; i++)
+            deep[n++] = '[';
+        for (int i = 0; i < 70; i++)
+            deep[n++] = ']';
+        tr_json_doc doc;
+        tr_err e = {{0}};
+        TT_CHECK(!tr_json_parse(&doc, deep, (size_t)n, "hdr", &e) && has(e.msg, "nesting"), "msg=%.300s", e.msg);
+        n = 0;
+        for (int i = 0; i < TR_JSON_MAX_DEPTH; i++)
+            ok64[n++] = '[';
+        for (int i = 0; i < TR_JSON_MAX_DEPTH; i++)
+            ok64[n++] = ']';
+        tr_err e2 = {{0}};
+        bool ok = tr_json_parse(&doc, ok64, (size_t)n, "hdr", &e2);
+        TT_CHECK(ok, "depth %d refused: %.300s", TR_JSON_MAX_DEPTH, e2.msg);
+        if (ok)
+            tr_json_free(&doc);
+    }
+}
+
+/* ---- safetensors: good files ---------------------------------------------------- */
+
+static void test_st_roundtrip(void)
+{
+    /* the tensors, deliberately not in name order */
+    float w[6 * 9], b[9], s[1], t3[2 * 3 * 4], big[7 * 11];
+    fill(w, 6, 9);
+    fill(b, 1, 9);
+    fill(s, 1, 1);
+    fill(t3, 6, 4);
+    fill(big, 7, 11);
+    tr_st_out outs[] = {
+        {"h.0.attn.c_attn.weight", 2, {6, 9}, w},
+        {"h.0.ln_1.bias", 1, {9}, b},
+        {"scalar", 0, {0}, s},
+        {"cube", 3, {2, 3, 4}, t3},
+        {"empty", 2, {0, 5}, NULL},
+        {"big", 2, {7, 11}, big},
+        {"esc\"name\\", 1, {1}, s},
+    };
+    int nout = (int)(sizeof outs / sizeof outs[0]);
+    const char *path = P("rt.safetensors");
+    tr_err e = {{0}};
+    bool wrote = tr_st_write_atomic(path, outs, nout, &e);
+
+    TT_CASE("st: write then open several tensors, names sorted, data contiguous") {
+        TT_CHECK(wrote, "write failed: %.300s", e.msg);
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left behind");
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = wrote && tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open failed: %.300s", e2.msg);
+        if (ok) {
+            TT_CHECK(f.ntensors == nout, "ntensors %d", f.ntensors);
+            TT_CHECK(f.data_start % 8 == 0, "header not padded to 8: data_start %llu",
+                     (unsigned long long)f.data_start);
+            uint64_t at = 0;
+            for (int i = 0; i < f.ntensors; i++) {
+                if (i)
+                    TT_CHECK(strcmp(f.tensors[i - 1].name, f.tensors[i].name) < 0, "not sorted at %d", i);
+                TT_CHECK(f.tensors[i].begin == at, "%.300s begins at %llu, expected %llu", f.tensors[i].name,
+                         (unsigned long long)f.tensors[i].begin, (unsigned long long)at);
+                TT_CHECK(!strcmp(f.tensors[i].dtype, "F32"), "dtype");
+                at = f.tensors[i].end;
+            }
+            TT_CHECK(f.data_start + at == f.file_size, "data not contiguous to the end");
+            for (int i = 0; i < nout; i++) {
+                tr_err e3 = {{0}};
+                TT_CHECK(tr_st_expect_f32(&f, outs[i].name, outs[i].ndim, outs[i].shape, &e3), "%.300s: %.300s",
+                         outs[i].name, e3.msg);
+                const tr_st_tensor *t = tr_st_find(&f, outs[i].name);
+                TT_CHECK(t && t->ndim == outs[i].ndim, "%.300s ndim", outs[i].name);
+            }
+            /* the first tensor in name order starts the data section: "big" */
+            const tr_st_tensor *t = tr_st_find(&f, "big");
+            TT_CHECK(t && t->begin == 0, "big is not first");
+            TT_CHECK(!tr_st_find(&f, "nope") && !tr_st_find(&f, ""), "found a missing tensor");
+            tr_st_close(&f);
+            tr_st_close(&f); /* twice is harmless */
+        }
+    }
+
+    TT_CASE("st: full reads of 2-D, 1-D, 3-D, scalar and empty tensors") {
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open: %.300s", e2.msg);
+        if (ok) {
+            float got[7 * 11];
+            TT_CHECK(tr_st_read_block(&f, "h.0.attn.c_attn.weight", 0, 6, 0, 9, got, 9, &e2), "%.300s", e2.msg);
+            TT_CHECK(!memcmp(got, w, sizeof w), "2-D data differs");
+            TT_CHECK(tr_st_read_block(&f, "h.0.ln_1.bias", 0, 1, 0, 9, got, 9, &e2), "%.300s", e2.msg);
+            TT_CHECK(!memcmp(got, b, sizeof b), "1-D data differs");
+            TT_CHECK(tr_st_read_block(&f, "cube", 0, 6, 0, 4, got, 4, &e2), "%.300s", e2.msg);
+            TT_CHECK(!memcmp(got, t3, sizeof t3), "3-D data differs");
+            got[0] = 0;
+            TT_CHECK(tr_st_read_block(&f, "scalar", 0, 1, 0, 1, got, 1, &e2), "%.300s", e2.msg);
+            TT_CHECK(got[0] == s[0], "scalar differs");
+            TT_CHECK(tr_st_read_block(&f, "empty", 0, 0, 0, 5, NULL, 5, &e2), "empty: %.300s", e2.msg);
+            TT_CHECK(tr_st_read_block(&f, "esc\"name\\", 0, 1, 0, 1, got, 1, &e2) && got[0] == s[0], "esc: %.300s",
+                     e2.msg);
+            tr_st_close(&f);
+        }
+    }
+
+    TT_CASE("st: block reads at various offsets match computed values, padding untouched") {
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open: %.300s", e2.msg);
+        static const int64_t blocks[][4] = {/* r0, nr, c0, nc of the [7, 11] tensor */
+                                            {0, 7, 0, 11}, {3, 2, 4, 5}, {6, 1, 10, 1}, {0, 1, 0, 1},
+                                            {1, 6, 3, 8},  {2, 3, 0, 0}, {7, 0, 11, 0}, {4, 3, 9, 2}};
+        for (size_t k = 0; ok && k < sizeof blocks / sizeof blocks[0]; k++) {
+            int64_t r0 = blocks[k][0], nr = blocks[k][1], c0 = blocks[k][2], nc = blocks[k][3];
+            int64_t ldd = nc + 3;
+            float dst[8 * 14]; /* [nr, ldd] with ldd - nc sentinel columns */
+            for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
+                dst[i] = -7.0f;
+            TT_CHECK(tr_st_read_block(&f, "big", r0, nr, c0, nc, dst, ldd, &e2), "block %zu: %.300s", k, e2.msg);
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t c = 0; c < ldd; c++) {
+                    float want = c < nc ? val(r0 + r, c0 + c) : -7.0f;
+                    TT_CHECK(dst[r * ldd + c] == want, "block %zu (%lld,%lld): got %g want %g", k, (long long)r,
+                             (long long)c, dst[r * ldd + c], want);
+                }
+            TT_CHECK(dst[nr * ldd] == -7.0f, "block %zu wrote past its last row", k);
+        }
+        /* the 3-D tensor [2,3,4] is the 2-D view [6,4] */
+        float d3[2 * 3];
+        TT_CHECK(ok && tr_st_read_block(&f, "cube", 4, 2, 1, 3, d3, 3, &e2), "cube: %.300s", e2.msg);
+        for (int r = 0; ok && r < 2; r++)
+            for (int c = 0; c < 3; c++)
+                TT_CHECK(d3[r * 3 + c] == val(4 + r, 1 + c), "cube (%d,%d)", r, c);
+        if (ok)
+            tr_st_close(&f);
+    }
+
+    TT_CASE("st: 1-D tensor is a [1, n] row: column blocks read, row 1 refused") {
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open: %.300s", e2.msg);
+        if (ok) {
+            float d[5];
+            TT_CHECK(tr_st_read_block(&f, "h.0.ln_1.bias", 0, 1, 3, 5, d, 5, &e2), "%.300s", e2.msg);
+            for (int c = 0; c < 5; c++)
+                TT_CHECK(d[c] == val(0, 3 + c), "col %d: %g", c, d[c]);
+            tr_err e3 = {{0}};
+            TT_CHECK(!tr_st_read_block(&f, "h.0.ln_1.bias", 1, 1, 0, 1, d, 1, &e3) && has(e3.msg, "outside") &&
+                         has(e3.msg, "h.0.ln_1.bias") && starts(e3.msg, path),
+                     "msg=%.300s", e3.msg);
+            tr_err e4 = {{0}};
+            TT_CHECK(!tr_st_read_block(&f, "h.0.ln_1.bias", 0, 1, 6, 4, d, 4, &e4) && has(e4.msg, "outside"),
+                     "msg=%.300s", e4.msg);
+            tr_st_close(&f);
+        }
+    }
+
+    TT_CASE("st: bad block requests fail cleanly") {
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open: %.300s", e2.msg);
+        if (ok) {
+            float d[16];
+            struct {
+                int64_t r0, nr, c0, nc, ldd;
+                float *dst;
+                const char *word;
+            } bad[] = {
+                {-1, 1, 0, 1, 1, d, "outside"},       {0, 1, -1, 1, 1, d, "outside"},
+                {0, -1, 0, 1, 1, d, "outside"},       {1, INT64_MAX, 0, 1, 1, d, "outside"},
+                {0, 1, 2, INT64_MAX, 1, d, "outside"}, {0, 2, 0, 4, 3, d, "leading dimension"},
+                {0, 2, 0, 4, 4, NULL, "NULL"},        {0, 7, 0, 1, INT64_MAX, d, "too large"},
+            };
+            for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+                tr_err e3 = {{0}};
+                TT_CHECK(!tr_st_read_block(&f, "big", bad[k].r0, bad[k].nr, bad[k].c0, bad[k].nc, bad[k].dst,
+                                           bad[k].ldd, &e3) &&
+                             has(e3.msg, bad[k].word) && starts(e3.msg, path),
+                         "case %zu: msg=%.300s", k, e3.msg);
+            }
+            tr_err e4 = {{0}};
+            TT_CHECK(!tr_st_read_block(&f, "h.9.mlp.c_fc.weight", 0, 1, 0, 1, d, 1, &e4) &&
+                         has(e4.msg, "no tensor named h.9.mlp.c_fc.weight"),
+                     "missing: %.300s", e4.msg);
+            tr_st_close(&f);
+        }
+    }
+
+    TT_CASE("st: expect_f32 names file, tensor, found and expected shape") {
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open: %.300s", e2.msg);
+        if (ok) {
+            int64_t want[2] = {6, 18};
+            tr_err e3 = {{0}};
+            TT_CHECK(!tr_st_expect_f32(&f, "h.0.attn.c_attn.weight", 2, want, &e3) && starts(e3.msg, path) &&
+                         has(e3.msg, "h.0.attn.c_attn.weight has shape [6,9], expected [6,18]") &&
+                         has(e3.msg, "regenerate"),
+                     "msg=%.300s", e3.msg);
+            int64_t flat[1] = {54};
+            tr_err e4 = {{0}};
+            TT_CHECK(!tr_st_expect_f32(&f, "h.0.attn.c_attn.weight", 1, flat, &e4) && has(e4.msg, "expected [54]"),
+                     "msg=%.300s", e4.msg);
+            tr_err e5 = {{0}};
+            TT_CHECK(!tr_st_expect_f32(&f, "h.1.ln_1.bias", 1, flat, &e5) &&
+                         has(e5.msg, "no tensor named h.1.ln_1.bias"),
+                     "msg=%.300s", e5.msg);
+            tr_err e6 = {{0}};
+            TT_CHECK(!tr_st_expect_f32(&f, "transformer.h.0.ln_1.bias", 1, flat, &e6) && has(e6.msg, "prefix") &&
+                         has(e6.msg, "there is h.0.ln_1.bias"),
+                     "msg=%.300s", e6.msg);
+            tr_st_close(&f);
+        }
+    }
+}
+
+/* ---- safetensors: other dtypes, metadata, unaligned data -------------------------- */
+
+static void test_st_mixed(void)
+{
+    TT_CASE("st: __metadata__ ignored, other dtypes allowed unless requested, unaligned F32 read") {
+        /* b: I8 [3] at [0,3); g: F32 [2] at [3,11) (unaligned in memory); f: F16 [2] at [11,15) */
+        const char *hdr = "{\"__metadata__\":{\"format\":\"pt\",\"x\":\"y\"},"
+                          "\"b\":{\"dtype\":\"I8\",\"shape\":[3],\"data_offsets\":[0,3]},"
+                          "\"g\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[3,11]},"
+                          "\"f\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[11,15]},"
+                          "\"z\":{\"dtype\":\"BF16\",\"shape\":[0,4],\"data_offsets\":[15,15]},"
+                          "\"q\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[15,16]}}";
+        unsigned char data[16] = {1, 2, 3};
+        float g[2] = {1.5f, -2.0f};
+        memcpy(data + 3, g, 8);
+        const char *path = P("mixed.safetensors");
+        TT_CHECK(write_st_raw(path, hdr, data, sizeof data), "write");
+        tr_st_file f;
+        tr_err e = {{0}};
+        bool ok = tr_st_open(&f, path, &e);
+        TT_CHECK(ok, "open: %.300s", e.msg);
+        if (ok) {
+            TT_CHECK(f.ntensors == 5, "ntensors %d (metadata counted?)", f.ntensors);
+            TT_CHECK(!tr_st_find(&f, "__metadata__"), "metadata is a tensor");
+            float d[2] = {0, 0};
+            TT_CHECK(tr_st_read_block(&f, "g", 0, 1, 0, 2, d, 2, &e) && d[0] == 1.5f && d[1] == -2.0f,
+                     "g: %.300s %g %g", e.msg, d[0], d[1]);
+            int64_t sh[1] = {2};
+            tr_err e2 = {{0}};
+            TT_CHECK(!tr_st_expect_f32(&f, "f", 1, sh, &e2) && has(e2.msg, "dtype F16") &&
+                         has(e2.msg, "only F32") && starts(e2.msg, path) && has(e2.msg, "tensor f "),
+                     "msg=%.300s", e2.msg);
+            tr_err e3 = {{0}};
+            TT_CHECK(!tr_st_read_block(&f, "b", 0, 1, 0, 1, d, 1, &e3) && has(e3.msg, "dtype I8"), "msg=%.300s",
+                     e3.msg);
+            const tr_st_tensor *q = tr_st_find(&f, "q");
+            TT_CHECK(q && !strcmp(q->dtype, "F4"), "F4 tensor");
+            tr_st_close(&f);
+        }
+    }
+
+    TT_CASE("st: empty header {} and 5-D tensor are accepted; 5-D refused on request") {
+        const char *p1 = P("empty.safetensors");
+        TT_CHECK(write_st_raw(p1, "{}      ", NULL, 0), "write");
+        tr_st_file f;
+        tr_err e = {{0}};
+        bool ok = tr_st_open(&f, p1, &e);
+        TT_CHECK(ok && f.ntensors == 0, "open: %.300s", e.msg);
+        if (ok) {
+            tr_err e2 = {{0}};
+            TT_CHECK(!tr_st_expect_f32(&f, "a", 0, NULL, &e2) && has(e2.msg, "no tensor named a"), "msg=%.300s",
+                     e2.msg);
+            tr_st_close(&f);
+        }
+        const char *p2 = P("5d.safetensors");
+        TT_CHECK(write_st_raw(p2, "{\"t\":{\"dtype\":\"F32\",\"shape\":[1,2,1,2,2],\"data_offsets\":[0,32]}}",
+                              NULL, 32),
+                 "write");
+        tr_err e3 = {{0}};
+        ok = tr_st_open(&f, p2, &e3);
+        TT_CHECK(ok, "open 5-D: %.300s", e3.msg);
+        if (ok) {
+            float d[2];
+            int64_t sh[4] = {1, 2, 1, 2};
+            tr_err e4 = {{0}}, e5 = {{0}};
+            TT_CHECK(!tr_st_read_block(&f, "t", 0, 1, 0, 1, d, 1, &e4) && has(e4.msg, "5 dimensions"), "msg=%.300s",
+                     e4.msg);
+            TT_CHECK(!tr_st_expect_f32(&f, "t", 4, sh, &e5) && has(e5.msg, "(5 dims)"), "msg=%.300s", e5.msg);
+            tr_st_close(&f);
+        }
+    }
+}
+
+/* ---- safetensors: bad files ------------------------------------------------------ */
+
+static void test_st_bad(void)
+{
+    static const struct {
+        const char *name;   /* case name */
+        const char *header; /* JSON text as written */
+        size_t dlen;        /* data bytes after the header */
+        const char *w1, *w2; /* words the message must contain */
+    } bad[] = {
+        {"st bad: header not valid JSON", "{\"a\":{\"dtype\":\"F32\",", 0, "header is not valid JSON", "at byte"},
+        {"st bad: text after the JSON object", "{} x", 0, "not valid JSON", "after the value"},
+        {"st bad: header is an array, not an object", "[1,2]", 0, "array", "expected an object"},
+        {"st bad: entry is not an object", "{\"w.a\":[1]}", 0, "tensor w.a", "expected an object"},
+        {"st bad: entry missing dtype", "{\"w.a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor w.a",
+         "missing \"dtype\""},
+        {"st bad: entry missing shape", "{\"w.a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "tensor w.a",
+         "missing \"shape\""},
+        {"st bad: entry missing data_offsets", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "tensor w.a",
+         "missing \"data_offsets\""},
+        {"st bad: dtype is a number", "{\"w.a\":{\"dtype\":32,\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         "\"dtype\" is a number", "w.a"},
+        {"st bad: unknown dtype", "{\"w.a\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         "unknown dtype \"F33\"", "w.a"},
+        {"st bad: shape is a string", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":\"2\",\"data_offsets\":[0,8]}}", 8,
+         "\"shape\" is a string", "w.a"},
+        {"st bad: negative shape", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,8]}}", 8,
+         "shape[1] is -3 (negative)", "w.a"},
+        {"st bad: fractional shape", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8,
+         "not an integer", "shape[0]"},
+        {"st bad: shape written as 2.0", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8,
+         "non-integer literal", "shape[0]"},
+        {"st bad: shape element is a string", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}}",
+         8, "shape[0] is a string", "w.a"},
+        {"st bad: shape product overflows",
+         "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
+         "too many elements", "w.a"},
+        {"st bad: data_offsets has one value", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8,
+         "two integers", "an array of 1 values"},
+        {"st bad: data_offsets is an object", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":{}}}", 8,
+         "two integers", "a object"},
+        {"st bad: data_offsets decreasing", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
+         "not increasing", "w.a"},
+        {"st bad: data_offsets string", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[\"0\",8]}}", 8,
+         "data_offsets[0] is a string", "w.a"},
+        {"st bad: data_offsets negative", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8,
+         "data_offsets[0] is -8", "w.a"},
+        {"st bad: data_offsets beyond int64",
+         "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}", 8, "too large",
+         "data_offsets[1]"},
+        {"st bad: header lies about the size", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}",
+         16, "header lies", "needs 16 bytes"},
+        {"st bad: truncated data", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
+         "truncated file", "tensor w.a"},
+        {"st bad: overlapping tensors",
+         "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+         "\"w.b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
+         24, "overlap", "w.a [bytes 0, 16) and w.b [bytes 8, 24)"},
+        {"st bad: overlap hidden behind a small tensor",
+         "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"
+         "\"w.b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+         "\"w.c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[32,36]}}",
+         36, "overlap", "w.a"},
+        {"st bad: duplicate tensor names",
+         "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+         16, "duplicate", "w.a appears more than once"},
+        {"st bad: __metadata__ with a number value", "{\"__metadata__\":{\"format\":\"pt\",\"n\":1}}", 0,
+         "__metadata__ key \"n\"", "must be strings"},
+        {"st bad: __metadata__ not an object", "{\"__metadata__\":[1]}", 0, "__metadata__ is a JSON array", NULL},
+        {"st bad: invalid UTF-8 in a name", "{\"w\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         "invalid UTF-8", NULL},
+        {"st bad: NUL in a name", "{\"w\\u0000x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         "NUL", NULL},
+        {"st bad: name too long",
+         "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\":{\"dtype\":\"F32\",\"shape\":[2],"
+         "\"data_offsets\":[0,8]}}",
+         8, "is 164 bytes", "at most 159"},
+        {"st bad: F4 with an odd element count", "{\"w.a\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2,
+         "whole number of bytes", "w.a"},
+        {"st bad: nesting too deep",
+         "{\"w.a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+         "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+         0, "nesting", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        TT_CASE(bad[i].name) {
+            char fname[32];
+            snprintf(fname, sizeof fname, "bad%zu.safetensors", i);
+            const char *path = P(fname);
+            TT_CHECK(write_st_raw(path, bad[i].header, NULL, bad[i].dlen), "write");
+            tr_st_file f;
+            tr_err e = {{0}};
+            bool ok = tr_st_open(&f, path, &e);
+            TT_CHECK(!ok, "opened a bad file");
+            if (ok)
+                tr_st_close(&f);
+            TT_CHECK(starts(e.msg, path) && has(e.msg, bad[i].w1) && has(e.msg, bad[i].w2), "msg=%.300s", e.msg);
+            TT_CHECK(f.map == NULL && f.tensors == NULL && f.fd == -1, "failed open left resources");
+            unlink(path);
+        }
+    }
+
+    TT_CASE("st bad: file-level defects (missing, directory, empty, short, header length)") {
+        struct {
+            const char *file;
+            const void *bytes; /* NULL: do not create */
+            size_t len;
+            const char *w1, *w2;
+        } cases[] = {
+            {"missing.safetensors", NULL, 0, "No such file", "check the path"},
+            {"empty0.safetensors", "", 0, "is empty", NULL},
+            {"short.safetensors", "\x05\x00\x00\x00\x00", 5, "shorter than the 8-byte", "5 bytes"},
+            {"longhdr.safetensors", "\x40\x00\x00\x00\x00\x00\x00\x00{}", 10, "larger than the rest of the file",
+             "64"},
+            {"absurd.safetensors", "\x00\x00\x00\x00\x01\x00\x00\x00{}", 10, "absurd", "4294967296"},
+            {"huge.safetensors", "\xff\xff\xff\xff\xff\xff\xff\xff{}", 10, "absurd", NULL},
+            {"hdrzero.safetensors", "\x00\x00\x00\x00\x00\x00\x00\x00", 8, "not valid JSON", NULL},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const char *path = P(cases[i].file);
+            if (cases[i].bytes)
+                TT_CHECK(write_bytes(path, cases[i].bytes, cases[i].len), "write %.300s", cases[i].file);
+            tr_st_file f;
+            tr_err e = {{0}};
+            bool ok = tr_st_open(&f, path, &e);
+            TT_CHECK(!ok, "%.300s opened", cases[i].file);
+            if (ok)
+                tr_st_close(&f);
+            TT_CHECK(starts(e.msg, path) && has(e.msg, cases[i].w1) && has(e.msg, cases[i].w2), "%.300s: msg=%.300s",
+                     cases[i].file, e.msg);
+            unlink(path);
+        }
+        tr_st_file f;
+        tr_err e = {{0}};
+        TT_CHECK(!tr_st_open(&f, g_dir, &e) && has(e.msg, "is a directory"), "dir: msg=%.300s", e.msg);
+    }
+}
+
+/* ---- writers: argument checks and atomicity ------------------------------------- */
+
+static bool file_is(const char *path, const char *content)
+{
+    char buf[256];
+    long n = read_small(path, buf, sizeof buf);
+    return n == (long)strlen(content) && !memcmp(buf, content, (size_t)n);
+}
+
+static void test_atomic(void)
+{
+    float x[4] = {1, 2, 3, 4};
+
+    TT_CASE("st write: bad arguments are refused before touching the disk") {
+        struct {
+            tr_st_out t[2];
+            int n;
+            const char *word;
+        } cases[] = {
+            {{{"a", 1, {4}, x}, {"a", 1, {4}, x}}, 2, "duplicate"},
+            {{{"a", 1, {4}, NULL}}, 1, "NULL"},
+            {{{"a", 5, {4}, x}}, 1, "ndim 5"},
+            {{{"a", 1, {-4}, x}}, 1, "bad shape [-4]"},
+            {{{"__metadata__", 1, {4}, x}}, 1, "invalid name"},
+            {{{"", 1, {4}, x}}, 1, "invalid name"},
+            {{{NULL, 1, {4}, x}}, 1, "invalid name"},
+        };
+        const char *path = P("args.safetensors");
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            tr_err e = {{0}};
+            TT_CHECK(!tr_st_write_atomic(path, cases[i].t, cases[i].n, &e) && has(e.msg, cases[i].word) &&
+                         starts(e.msg, path),
+                     "case %zu: msg=%.300s", i, e.msg);
+            TT_CHECK(access(path, F_OK) != 0, "case %zu created the file", i);
+        }
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left");
+    }
+
+    TT_CASE("atomic: path is a directory -> fails, temp removed, directory intact") {
+        const char *dir = P("isdir.safetensors");
+        mkdir(dir, 0700);
+        const char *inner = P("isdir.safetensors/keep");
+        TT_CHECK(write_bytes(inner, "keep", 4), "write inner");
+        tr_st_out t = {"a", 1, {4}, x};
+        tr_err e = {{0}};
+        TT_CHECK(!tr_st_write_atomic(dir, &t, 1, &e) && starts(e.msg, dir) && has(e.msg, "directory"), "msg=%.300s",
+                 e.msg);
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left after failed rename");
+        TT_CHECK(file_is(inner, "keep"), "directory content changed");
+        int64_t sh[1] = {4};
+        tr_err e2 = {{0}};
+        TT_CHECK(!tr_npy_write_atomic(dir, 1, sh, x, &e2) && has(e2.msg, "directory"), "npy: msg=%.300s", e2.msg);
+        TT_CHECK(count_temps(g_dir) == 0, "npy temp file left");
+    }
+
+    TT_CASE("atomic: missing directory -> fails with the temp path named") {
+        const char *path = P("nodir/x.safetensors");
+        tr_st_out t = {"a", 1, {4}, x};
+        tr_err e = {{0}};
+        TT_CHECK(!tr_st_write_atomic(path, &t, 1, &e) && has(e.msg, "cannot create temp file") &&
+                     has(e.msg, "nodir/x.safetensors.tmp."),
+                 "msg=%.300s", e.msg);
+    }
+
+    TT_CASE("atomic: write fails mid-file (RLIMIT_FSIZE) -> target untouched, temp removed") {
+        const char *path = P("limited.safetensors");
+        TT_CHECK(write_bytes(path, "old content", 11), "write old");
+        static float big[10000]; /* 40 KB, over the 4 KB limit */
+        tr_st_out t = {"big", 1, {10000}, big};
+        struct rlimit old;
+        getrlimit(RLIMIT_FSIZE, &old);
+        struct rlimit lim = old;
+        lim.rlim_cur = 4096;
+        void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+        bool set = setrlimit(RLIMIT_FSIZE, &lim) == 0;
+        tr_err e = {{0}};
+        bool ok = tr_st_write_atomic(path, &t, 1, &e);
+        int64_t sh[1] = {10000};
+        tr_err e2 = {{0}};
+        bool ok2 = tr_npy_write_atomic(path, 1, sh, big, &e2);
+        setrlimit(RLIMIT_FSIZE, &old);
+        signal(SIGXFSZ, prev);
+        TT_CHECK(set, "setrlimit failed");
+        TT_CHECK(!ok && has(e.msg, "writing temp file") && has(e.msg, "left unchanged"), "st: msg=%.300s", e.msg);
+        TT_CHECK(!ok2 && has(e2.msg, "writing temp file"), "npy: msg=%.300s", e2.msg);
+        TT_CHECK(file_is(path, "old content"), "target changed");
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left");
+    }
+
+    if (geteuid() == 0) {
+        printf("ok - atomic: unwritable directory -> fails, existing target untouched # skip running as root "
+               "(permissions are not enforced)\n");
+    } else {
+        TT_CASE("atomic: unwritable directory -> fails, existing target untouched") {
+            const char *dir = P("ro");
+            mkdir(dir, 0700);
+            const char *path = P("ro/w.safetensors");
+            TT_CHECK(write_bytes(path, "old content", 11), "write old");
+            chmod(dir, 0500);
+            tr_st_out t = {"a", 1, {4}, x};
+            tr_err e = {{0}};
+            TT_CHECK(!tr_st_write_atomic(path, &t, 1, &e) && has(e.msg, "Permission denied"), "msg=%.300s", e.msg);
+            chmod(dir, 0700);
+            TT_CHECK(file_is(path, "old content"), "target changed");
+            TT_CHECK(count_temps(dir) == 0, "temp file left");
+        }
+    }
+
+    TT_CASE("atomic: successful write replaces an existing file and leaves no temp") {
+        const char *path = P("replace.safetensors");
+        TT_CHECK(write_bytes(path, "old content", 11), "write old");
+        tr_st_out t = {"a", 1, {4}, x};
+        tr_err e = {{0}};
+        TT_CHECK(tr_st_write_atomic(path, &t, 1, &e), "%.300s", e.msg);
+        TT_CHECK(!file_is(path, "old content"), "not replaced");
+        tr_st_file f;
+        bool ok = tr_st_open(&f, path, &e);
+        TT_CHECK(ok && f.ntensors == 1, "reopen: %.300s", e.msg);
+        if (ok)
+            tr_st_close(&f);
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left");
+        unlink(path);
+    }
+}
+
+/* ---- npy ------------------------------------------------------------------------- */
+
+static void test_npy(void)
+{
+    TT_CASE("npy: roundtrip 3-D, block reads on the [prod(shape[:-1]), shape[-1]] view") {
+        float a[3 * 4 * 5];
+        fill(a, 12, 5);
+        int64_t sh[3] = {3, 4, 5};
+        const char *path = P("a.npy");
+        tr_err e = {{0}};
+        TT_CHECK(tr_npy_write_atomic(path, 3, sh, a, &e), "write: %.300s", e.msg);
+        TT_CHECK(count_temps(g_dir) == 0, "temp left");
+        tr_npy f;
+        bool ok = tr_npy_open(&f, path, &e);
+        TT_CHECK(ok, "open: %.300s", e.msg);
+        if (ok) {
+            TT_CHECK(f.ndim == 3 && f.shape[0] == 3 && f.shape[1] == 4 && f.shape[2] == 5, "shape");
+            TT_CHECK(f.data_off % 64 == 0 && f.file_size == f.data_off + sizeof a, "layout off=%llu size=%llu",
+                     (unsigned long long)f.data_off, (unsigned long long)f.file_size);
+            TT_CHECK(tr_npy_expect_shape(&f, 3, sh, "input", "batch, seq, hidden", &e), "%.300s", e.msg);
+            float all[60];
+            TT_CHECK(tr_npy_read_block(&f, 0, 12, 0, 5, all, 5, &e) && !memcmp(all, a, sizeof a), "full: %.300s",
+                     e.msg);
+            float d[3 * 4]; /* [3, ldd=4] */
+            for (int i = 0; i < 12; i++)
+                d[i] = -1;
+            TT_CHECK(tr_npy_read_block(&f, 5, 3, 1, 3, d, 4, &e), "block: %.300s", e.msg);
+            for (int r = 0; r < 3; r++)
+                for (int c = 0; c < 4; c++)
+                    TT_CHECK(d[r * 4 + c] == (c < 3 ? val(5 + r, 1 + c) : -1.0f), "(%d,%d)=%g", r, c,
+                             d[r * 4 + c]);
+            tr_err e2 = {{0}};
+            TT_CHECK(!tr_npy_read_block(&f, 10, 3, 0, 1, d, 1, &e2) && has(e2.msg, "outside") &&
+                         starts(e2.msg, path),
+                     "msg=%.300s", e2.msg);
+            tr_npy_close(&f);
+            tr_npy_close(&f);
+        }
+    }
+
+    TT_CASE("npy: 1-D, scalar and empty arrays roundtrip") {
+        float v[7], s = 3.5f, got[7];
+        fill(v, 1, 7);
+        int64_t s1[1] = {7}, s0[2] = {0, 3};
+        tr_err e = {{0}};
+        tr_npy f = {.fd = -1}; /* map stays NULL unless an open succeeds */
+        TT_CHECK(tr_npy_write_atomic(P("v.npy"), 1, s1, v, &e) && tr_npy_open(&f, P("v.npy"), &e), "%.300s", e.msg);
+        if (f.map) {
+            TT_CHECK(f.ndim == 1 && tr_npy_read_block(&f, 0, 1, 2, 4, got, 4, &e) && got[0] == val(0, 2) &&
+                         got[3] == val(0, 5),
+                     "1-D: %.300s", e.msg);
+            tr_npy_close(&f);
+        }
+        TT_CHECK(tr_npy_write_atomic(P("s.npy"), 0, NULL, &s, &e) && tr_npy_open(&f, P("s.npy"), &e), "%.300s", e.msg);
+        if (f.map) {
+            TT_CHECK(f.ndim == 0 && tr_npy_read_block(&f, 0, 1, 0, 1, got, 1, &e) && got[0] == 3.5f, "scalar: %.300s",
+                     e.msg);
+            tr_npy_close(&f);
+        }
+        TT_CHECK(tr_npy_write_atomic(P("z.npy"), 2, s0, NULL, &e) && tr_npy_open(&f, P("z.npy"), &e), "%.300s", e.msg);
+        if (f.map) {
+            TT_CHECK(f.ndim == 2 && f.shape[0] == 0 && tr_npy_read_block(&f, 0, 0, 0, 3, NULL, 3, &e), "empty: %.300s",
+                     e.msg);
+            tr_npy_close(&f);
+        }
+    }
+
+    TT_CASE("npy: shape mismatch message names what, dims and both shapes") {
+        static float a[4 * 16 * 32];
+        int64_t sh[3] = {4, 16, 32}, want[3] = {4, 16, 64};
+        const char *path = P("x.npy");
+        tr_err e = {{0}};
+        tr_npy f;
+        bool ok = tr_npy_write_atomic(path, 3, sh, a, &e) && tr_npy_open(&f, path, &e);
+        TT_CHECK(ok, "%.300s", e.msg);
+        if (ok) {
+            char want_msg[700];
+            snprintf(want_msg, sizeof want_msg,
+                     "%s: input has shape (4, 16, 32), expected (batch, seq, hidden) = (4, 16, 64): ", path);
+            tr_err e2 = {{0}};
+            TT_CHECK(!tr_npy_expect_shape(&f, 3, want, "input", "batch, seq, hidden", &e2) &&
+                         starts(e2.msg, want_msg),
+                     "msg=%.300s", e2.msg);
+            int64_t one[1] = {8};
+            tr_err e3 = {{0}};
+            TT_CHECK(!tr_npy_expect_shape(&f, 1, one, NULL, NULL, &e3) && has(e3.msg, "array has shape") &&
+                         has(e3.msg, "expected (8,)"),
+                     "msg=%.300s", e3.msg);
+            tr_npy_close(&f);
+        }
+    }
+
+    TT_CASE("npy: hand-written v2.0, v3.0 and Python 2 headers are accepted") {
+        float d[12];
+        fill(d, 3, 4);
+        const char *hdrs[] = {
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
+            "{\"shape\": (3L, 4L), \"fortran_order\": False, \"descr\": \"<f4\"}",
+            "{'descr':'<f4','fortran_order':False,'shape':(3,4)}",
+        };
+        int majors[] = {2, 3, 1};
+        for (int i = 0; i < 3; i++) {
+            const char *path = P("v.npy");
+            TT_CHECK(write_npy_raw(path, majors[i], hdrs[i], d, sizeof d), "write");
+            tr_npy f;
+            tr_err e = {{0}};
+            float got[12];
+            bool ok = tr_npy_open(&f, path, &e);
+            TT_CHECK(ok, "header %d: %.300s", i, e.msg);
+            if (ok) {
+                TT_CHECK(f.ndim == 2 && f.shape[0] == 3 && f.shape[1] == 4 &&
+                             tr_npy_read_block(&f, 0, 3, 0, 4, got, 4, &e) &&
+                             !memcmp(got, d, sizeof d),
+                         "header %d: data", i);
+                tr_npy_close(&f);
+            }
+        }
+    }
+
+    static float d16[32]; /* source of up to 128 data bytes */
+    static const struct {
+        const char *name;
+        int major;          /* .npy format version written */
+        const char *dict;
+        size_t dlen;
+        const char *w1, *w2;
+    } bad[] = {
+        {"npy bad: descr '<f8'", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16, "'<f8' (float64)",
+         "arr.astype(np.float32)"},
+        {"npy bad: descr '>f4'", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8, "big-endian",
+         "arr.astype('<f4')"},
+        {"npy bad: structured descr", 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8,
+         "structured", "'<f4'"},
+        {"npy bad: fortran_order True", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16,
+         "fortran_order is True", "np.ascontiguousarray"},
+        {"npy bad: header is a list", 1, "[1, 2]", 0, "not a dict literal", NULL},
+        {"npy bad: header dict unterminated", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,", 8,
+         "not a valid Python dict literal", NULL},
+        {"npy bad: shape (4) without comma", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", 16,
+         "trailing comma", NULL},
+        {"npy bad: shape is a list", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': [4], }", 16,
+         "shape is a list",
+         NULL},
+        {"npy bad: shape has a float", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4.0,), }", 16, "float",
+         NULL},
+        {"npy bad: negative shape", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }", 16,
+         "shape[0] is -1", NULL},
+        {"npy bad: too many dims", 1,
+         "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", 4, "9 dimensions", NULL},
+        {"npy bad: missing shape key", 1, "{'descr': '<f4', 'fortran_order': False}", 0, "lacks the 'shape' key", NULL},
+        {"npy bad: extra key", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8,
+         "unexpected or repeated key 'x'", NULL},
+        {"npy bad: truncated data", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 4), }", 60,
+         "truncated data", "needs 64 bytes"},
+        {"npy bad: trailing bytes", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 4), }", 68,
+         "4 unexpected bytes", NULL},
+        {"npy bad: shape overflows", 1,
+         "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0, "too many elements",
+         NULL},
+        {"npy bad: unsupported version 4.0", 4, "{}", 0, "version 4.0", "1.0, 2.0, 3.0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        TT_CASE(bad[i].name) {
+            const char *path = P("bad.npy");
+            TT_CHECK(write_npy_raw(path, bad[i].major, bad[i].dict, d16, bad[i].dlen), "write");
+            tr_npy f;
+            tr_err e = {{0}};
+            bool ok = tr_npy_open(&f, path, &e);
+            TT_CHECK(!ok, "opened");
+            if (ok)
+                tr_npy_close(&f);
+            TT_CHECK(starts(e.msg, path) && has(e.msg, bad[i].w1) && has(e.msg, bad[i].w2), "msg=%.300s", e.msg);
+            TT_CHECK(f.map == NULL && f.fd == -1, "failed open left resources");
+            unlink(path);
+        }
+    }
+
+    TT_CASE("npy bad: magic, zip, short file, header past the end, missing file") {
+        struct {
+            const char *bytes;
+            size_t len;
+            const char *w1, *w2;
+        } cases[] = {
+            {"\x93NUMPX\x01\x00\x10\x00{}", 12, "bad magic", NULL},
+            {"PK\x03\x04\x14\x00\x00\x00\x00\x00", 10, "bad magic", ".npz"},
+            {"\x93NUMPY\x01", 7, "shorter", "truncated"},
+            {"\x93NUMPY\x02\x00\x10\x00", 10, "shorter", "v2.0"},
+            {"\x93NUMPY\x01\x00\x40\x00{'descr': '<f4'", 26, "header length 64", "truncated"},
+        };
+        const char *path = P("raw.npy");
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            TT_CHECK(write_bytes(path, cases[i].bytes, cases[i].len), "write");
+            tr_npy f;
+            tr_err e = {{0}};
+            bool ok = tr_npy_open(&f, path, &e);
+            TT_CHECK(!ok, "case %zu opened", i);
+            if (ok)
+                tr_npy_close(&f);
+            TT_CHECK(starts(e.msg, path) && has(e.msg, cases[i].w1) && has(e.msg, cases[i].w2), "case %zu: msg=%.300s",
+                     i, e.msg);
+        }
+        unlink(path);
+        tr_npy f;
+        tr_err e = {{0}};
+        TT_CHECK(!tr_npy_open(&f, P("nope.npy"), &e) && has(e.msg, "No such file"), "missing: msg=%.300s", e.msg);
+    }
+}
+
+/* ---- NumPy interop ------------------------------------------------------------------ */
+
+static bool have_numpy(void)
+{
+    return access("/usr/bin/python3", X_OK) == 0 &&
+           system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+}
+
+/* Run a Python script (written to a file) with /usr/bin/python3; true when it exits 0. */
+static bool run_py(const char *script, char *out, size_t cap)
+{
+    const char *py = P("t.py"), *log = P("t.log");
+    if (!write_bytes(py, script, strlen(script)))
+        return false;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' >'%s' 2>&1", py, g_dir, log);
+    int rc = system(cmd);
+    if (read_small(log, out, cap) < 0)
+        out[0] = '\0';
+    unlink(py);
+    unlink(log);
+    return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+static void test_numpy(void)
+{
+    const char *names[] = {
+        "numpy: np.save files (v1.0, v2.0, v3.0) are read correctly",
+        "numpy: np.save float64 and Fortran-order files are refused with a fix",
+        "numpy: numpy reads our .npy and parses our safetensors",
+    };
+    if (!have_numpy()) {
+        for (int i = 0; i < 3; i++)
+            printf("ok - %s # skip /usr/bin/python3 with numpy not available\n", names[i]);
+        return;
+    }
+    TT_CASE(names[0]) {
+        char out[2048];
+        const char *script =
+            "import sys, numpy as np\n"
+            "d = sys.argv[1]\n"
+            "a = (np.arange(2*3*4, dtype=np.float32).reshape(2, 3, 4) * 1.5)\n"
+            "np.save(d + '/np1.npy', a)\n"
+            "for v in [(2, 0), (3, 0)]:\n"
+            "    with open(d + '/np%d.npy' % v[0], 'wb') as f:\n"
+            "        np.lib.format.write_array(f, a, version=v)\n";
+        bool ok = run_py(script, out, sizeof out);
+        TT_CHECK(ok, "python failed: %.300s", out);
+        for (int v = 1; ok && v <= 3; v++) {
+            char fname[16];
+            snprintf(fname, sizeof fname, "np%d.npy", v);
+            tr_npy f;
+            tr_err e = {{0}};
+            bool o = tr_npy_open(&f, P(fname), &e);
+            TT_CHECK(o, "%.300s: %.300s", fname, e.msg);
+            if (!o)
+                continue;
+            TT_CHECK(f.map[6] == v, "%.300s is version %d", fname, f.map[6]);
+            int64_t sh[3] = {2, 3, 4};
+            TT_CHECK(tr_npy_expect_shape(&f, 3, sh, "x", NULL, &e), "%.300s", e.msg);
+            float d[2 * 2]; /* rows 3..4, cols 1..2 of the [6, 4] view */
+            TT_CHECK(tr_npy_read_block(&f, 3, 2, 1, 2, d, 2, &e), "%.300s", e.msg);
+            for (int r = 0; r < 2; r++)
+                for (int c = 0; c < 2; c++)
+                    TT_CHECK(d[r * 2 + c] == (float)((3 + r) * 4 + 1 + c) * 1.5f, "%.300s (%d,%d)=%g", fname, r, c,
+                             d[r * 2 + c]);
+            tr_npy_close(&f);
+            unlink(P(fname));
+        }
+    }
+    TT_CASE(names[1]) {
+        char out[2048];
+        const char *script = "import sys, numpy as np\n"
+                             "d = sys.argv[1]\n"
+                             "np.save(d + '/f8.npy', np.zeros((2, 3)))\n"
+                             "np.save(d + '/fo.npy', np.asfortranarray(np.zeros((2, 3), dtype=np.float32)))\n";
+        bool ok = run_py(script, out, sizeof out);
+        TT_CHECK(ok, "python failed: %.300s", out);
+        tr_npy f;
+        tr_err e = {{0}}, e2 = {{0}};
+        TT_CHECK(ok && !tr_npy_open(&f, P("f8.npy"), &e) && has(e.msg, "'<f8'") && has(e.msg, "astype(np.float32)"),
+                 "f8: %.300s", e.msg);
+        TT_CHECK(ok && !tr_npy_open(&f, P("fo.npy"), &e2) && has(e2.msg, "ascontiguousarray"), "fo: %.300s", e2.msg);
+        unlink(P("f8.npy"));
+        unlink(P("fo.npy"));
+    }
+    TT_CASE(names[2]) {
+        float a[5 * 6];
+        fill(a, 5, 6);
+        int64_t sh[2] = {5, 6};
+        float w[4 * 3], b[3];
+        fill(w, 4, 3);
+        fill(b, 1, 3);
+        tr_st_out outs[2] = {{"w", 2, {4, 3}, w}, {"b", 1, {3}, b}};
+        tr_err e = {{0}};
+        TT_CHECK(tr_npy_write_atomic(P("ours.npy"), 2, sh, a, &e), "%.300s", e.msg);
+        TT_CHECK(tr_st_write_atomic(P("ours.safetensors"), outs, 2, &e), "%.300s", e.msg);
+        char out[2048];
+        const char *script =
+            "import sys, json, struct, numpy as np\n"
+            "d = sys.argv[1]\n"
+            "def val(r, c): return np.float32(r * 1000 + c) + np.float32(0.25)\n"
+            "a = np.load(d + '/ours.npy')\n"
+            "assert a.dtype == np.float32 and a.shape == (5, 6), (a.dtype, a.shape)\n"
+            "assert all(a[r, c] == val(r, c) for r in range(5) for c in range(6))\n"
+            "raw = open(d + '/ours.safetensors', 'rb').read()\n"
+            "n = struct.unpack('<Q', raw[:8])[0]\n"
+            "assert n % 8 == 0\n"
+            "h = json.loads(raw[8:8 + n])\n"
+            "assert list(h) == ['b', 'w'], list(h)\n"
+            "def get(k):\n"
+            "    e = h[k]; b0, b1 = e['data_offsets']\n"
+            "    assert e['dtype'] == 'F32'\n"
+            "    return np.frombuffer(raw[8 + n + b0:8 + n + b1], dtype='<f4').reshape(e['shape'])\n"
+            "w = get('w'); b = get('b')\n"
+            "assert w.shape == (4, 3) and b.shape == (3,)\n"
+            "assert all(w[r, c] == val(r, c) for r in range(4) for c in range(3))\n"
+            "assert all(b[c] == val(0, c) for c in range(3))\n"
+            "assert 8 + n + h['w']['data_offsets'][1] == len(raw)\n"
+            "print('ok')\n";
+        bool ok = run_py(script, out, sizeof out);
+        TT_CHECK(ok, "python check failed: %.300s", out);
+        unlink(P("ours.npy"));
+        unlink(P("ours.safetensors"));
+    }
+}
+
+int main(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/tessgen_test_io.XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        printf("not ok - setup: mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    test_json();
+    test_st_roundtrip();
+    test_st_mixed();
+    test_st_bad();
+    test_atomic();
+    test_npy();
+    test_numpy();
+    rm_tree(g_dir);
+    TT_EXIT();
+}
