@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A failure reason is cut to fit tt_reason on purpose. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 static int tt_failed_cases;
 static int tt_case_failed;
 static char tt_reason[512];

@@ -1,0 +1,26 @@
+#!/bin/sh
+# scripts/deps.sh - make sure the Debian packages tessgen needs are installed.
+# Installs what is missing when run as root (as CI and fresh machines are);
+# otherwise prints the one command to run and fails. Quiet when all is there.
+set -u
+pkgs="gcc libc6-dev liblua5.4-dev libopenmpi-dev openmpi-bin libopenblas-dev ninja-build python3-numpy"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: missing Debian packages:$missing" >&2
+if [ "$(id -u)" != 0 ]; then
+    echo "deps: install them with: sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -q $missing >/tmp/tessgen-apt.log 2>&1; then
+    apt-get update -q >>/tmp/tessgen-apt.log 2>&1
+    if ! apt-get install -y -q $missing >>/tmp/tessgen-apt.log 2>&1; then
+        echo "deps: apt-get install failed; see /tmp/tessgen-apt.log" >&2
+        tail -5 /tmp/tessgen-apt.log >&2
+        exit 1
+    fi
+fi
+echo "deps: installed$missing" >&2

@@ -1,0 +1,79 @@
+# tests/e2e.sh - sourced by tests/run.sh: generated programs, built and run
+# under mpirun, against the independent float64 numpy reference.
+#
+# One model (2 layers, hidden 48, 12 heads, ffn 192, seq 8, batch 12: every
+# divisibility rule holds for all meshes below) with one set of random weights
+# and one input; the reference output is computed once. For each mesh:
+# generate, build, poison the output file (an all-NaN array of the right
+# shape, so a run that writes nothing cannot pass), run with --bytes (exit 3
+# if any rank moved other than the planned bytes), compare (relative
+# Frobenius error < 1e-4, NaN fails).
+E2E_MESHES=${TESS_E2E_MESHES:-"1,1 1,2 2,1 2,2 2,3 3,1 3,2 4,1"}
+DIMS="--layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12"
+REF=tests/ref/tessref.py
+
+e2e_spec() { # q d -> spec file on stdout
+    cat <<SPEC
+return {
+  name = "e2e_q$1_d$2",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 12, eps = 1e-5 },
+}
+SPEC
+}
+
+poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 8, 48), np.nan, np.float32))" "$1"; }
+
+e2e_setup() {
+    "$PY" $REF selftest &&
+        "$PY" $REF weights $DIMS --seed 11 --out "$WORK/w.safetensors" &&
+        "$PY" $REF input $DIMS --seed 11 --out "$WORK/x.npy" &&
+        "$PY" $REF forward $DIMS --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --out "$WORK/ref.npy" &&
+        "$PY" $REF weights $DIMS --seed 5 --synthetic --out "$WORK/ws.safetensors" &&
+        "$PY" $REF input $DIMS --seed 5 --synthetic --out "$WORK/xs.npy" &&
+        "$PY" $REF forward $DIMS --weights "$WORK/ws.safetensors" --input "$WORK/xs.npy" --out "$WORK/ref_synth.npy"
+}
+
+e2e_build() { # q d -> $WORK/e2e_q_d built
+    local dir="$WORK/e2e_$1_$2"
+    e2e_spec "$1" "$2" >"$WORK/e2e_$1_$2.lua" &&
+        bin/tessgen "$WORK/e2e_$1_$2.lua" -o "$dir" --quiet &&
+        ninja -C "$dir" >/dev/null
+}
+
+e2e_mesh() {
+    local dir="$WORK/e2e_$1_$2"
+    poison "$dir/y.npy" &&
+        "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --output "$dir/y.npy" --bytes --quiet &&
+        "$PY" $REF compare --ref "$WORK/ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 --label "[$1,$1,$2]"
+}
+
+# without --weights/--input the runtime makes the documented synthetic tensors
+e2e_synthetic() {
+    local dir="$WORK/e2e_$1_$2"
+    poison "$dir/ys.npy" &&
+        "$dir/run" --seed 5 --output "$dir/ys.npy" --quiet &&
+        "$PY" $REF compare --ref "$WORK/ref_synth.npy" --got "$dir/ys.npy" --tol 1e-4 --expect-f32
+}
+
+if wanted "e2e|files|asan"; then
+    if e2e_setup >"$WORK/log" 2>&1; then
+        ok "e2e: float64 reference selftest and inputs"
+        for m in $E2E_MESHES; do
+            q=${m%,*}
+            d=${m#*,}
+            wanted "e2e: mesh \[$q,$q,$d\]|files|asan" || continue
+            if e2e_build "$q" "$d" >"$WORK/log" 2>&1; then
+                check "e2e: mesh [$q,$q,$d] matches the float64 reference, planned bytes" e2e_mesh "$q" "$d"
+            else
+                notok "e2e: mesh [$q,$q,$d] generate and build" "$WORK/log"
+            fi
+        done
+        if [ -x "$WORK/e2e_2_2/bin/model" ]; then
+            check "e2e: synthetic weights and input (seed 5) match the documented generator" e2e_synthetic 2 2
+            . tests/files.sh
+        fi
+    else
+        notok "e2e: float64 reference selftest and inputs" "$WORK/log"
+    fi
+fi

@@ -1,0 +1,73 @@
+# tests/files.sh - sourced by tests/e2e.sh once mesh [2,2,2] is built: bad
+# weights and input files, bad options and a wrong world size must each stop
+# every rank with exit status 1 (2 for the world size), a message naming the
+# file and the problem, and no output file; then the same program under
+# ASan+UBSan.
+M="$WORK/e2e_2_2"
+MK="$PY tests/ref/mkbad.py"
+W="$WORK/w.safetensors"
+X="$WORK/x.npy"
+
+# refused WANT_RC WANT_TEXT RUN-ARGS...: the run fails as expected and writes no output
+refused() {
+    local want_rc=$1 want=$2
+    shift 2
+    rm -f "$WORK/never.npy"
+    "$M/run" --output "$WORK/never.npy" --quiet "$@" >"$WORK/run.out" 2>"$WORK/run.err"
+    local rc=$?
+    cat "$WORK/run.err"
+    [ $rc -eq "$want_rc" ] || { echo "exit $rc, want $want_rc"; return 1; }
+    grep -qF -- "$want" "$WORK/run.err" || { echo "message lacks: $want"; return 1; }
+    [ ! -e "$WORK/never.npy" ] || { echo "an output was written"; return 1; }
+    ! ls "$WORK"/never.npy.* >/dev/null 2>&1 || { echo "a temporary output was left"; return 1; }
+}
+
+$MK truncate "$W" "$WORK/trunc.st" 100
+$MK drop "$W" "$WORK/drop.st" h.1.mlp.c_fc.bias
+$MK f64 "$W" "$WORK/f64.st" h.0.attn.c_proj.weight
+$MK lie "$W" "$WORK/lie.st" h.0.ln_2.bias
+$MK badjson "$W" "$WORK/badjson.st"
+"$PY" tests/ref/tessref.py weights --layers 2 --hidden 64 --heads 4 --ffn 256 --seq 8 --batch 12 --seed 1 \
+    --out "$WORK/wrongshape.st"
+"$PY" tests/ref/tessref.py input --layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 6 --seed 1 \
+    --out "$WORK/x_b6.npy"
+$MK npy-f64 "$X" "$WORK/x64.npy"
+$MK npy-fortran "$X" "$WORK/xf.npy"
+head -c 100 "$X" >"$WORK/xtrunc.npy"
+
+check "files: missing weights file is named" refused 1 "$WORK/none.st" --weights "$WORK/none.st" --input "$X"
+check "files: truncated weights file" refused 1 "trunc.st" --weights "$WORK/trunc.st" --input "$X"
+check "files: missing tensor is named" refused 1 "h.1.mlp.c_fc.bias" --weights "$WORK/drop.st" --input "$X"
+check "files: F64 tensor is refused naming the dtype" refused 1 "F64" --weights "$WORK/f64.st" --input "$X"
+check "files: header that lies about a shape" refused 1 "h.0.ln_2.bias" --weights "$WORK/lie.st" --input "$X"
+check "files: header that is not JSON" refused 1 "badjson.st" --weights "$WORK/badjson.st" --input "$X"
+check "files: weights of another model shape" refused 1 "h.0.attn.c_attn.weight" --weights "$WORK/wrongshape.st" \
+    --input "$X"
+check "files: input of the wrong shape" refused 1 "x_b6.npy" --weights "$W" --input "$WORK/x_b6.npy"
+check "files: float64 input names its dtype" refused 1 "<f8" --weights "$W" --input "$WORK/x64.npy"
+check "files: Fortran-order input" refused 1 "fortran" --weights "$W" --input "$WORK/xf.npy"
+check "files: truncated input" refused 1 "xtrunc.npy" --weights "$W" --input "$WORK/xtrunc.npy"
+check "files: unknown run option" refused 2 "--bogus" --bogus
+check "files: output into a missing directory fails cleanly" refused 1 "nodir" --weights "$W" --input "$X" --output "$WORK/nodir/y.npy"
+
+world_size() {
+    local flags=""
+    [ "$(id -u)" = 0 ] && flags="--allow-run-as-root"
+    mpirun $flags --oversubscribe -np 3 "$M/bin/model" --quiet >"$WORK/ws.out" 2>&1
+    local rc=$?
+    cat "$WORK/ws.out"
+    [ $rc -ne 0 ] && grep -q "built for mesh \[2,2,2\] = 8 ranks but was started with 3 ranks" "$WORK/ws.out" &&
+        grep -q "mpirun -np 8" "$WORK/ws.out"
+}
+check "files: wrong world size names both numbers and the command" world_size
+
+asan_e2e() {
+    ninja -C "$M" asan >/dev/null && poison "$M/ya.npy" &&
+        TESS_VARIANT=asan "$M/run" --weights "$W" --input "$X" --output "$M/ya.npy" --bytes --quiet &&
+        "$PY" tests/ref/tessref.py compare --ref "$WORK/ref.npy" --got "$M/ya.npy" --tol 1e-4 --expect-f32 &&
+        { TESS_VARIANT=asan "$M/run" --weights "$WORK/trunc.st" --input "$X" --quiet 2>"$WORK/asan.err"
+          [ $? -eq 1 ] && ! grep -q "Sanitizer" "$WORK/asan.err"; } &&
+        { TESS_VARIANT=asan "$M/run" --weights "$WORK/lie.st" --input "$WORK/xtrunc.npy" --quiet 2>"$WORK/asan.err"
+          [ $? -eq 1 ] && ! grep -q "Sanitizer" "$WORK/asan.err"; }
+}
+check "asan: mesh [2,2,2] under ASan+UBSan matches the reference; bad files exit cleanly" asan_e2e

@@ -1,0 +1,26 @@
+# tests/golden.sh - sourced by tests/run.sh: the emitted text of
+# tests/specs/golden.lua, file by file, against tests/golden/. The tessgen
+# checkout path in build.ninja is replaced by @TESSROOT@. After a deliberate
+# change to the emitters, review the diff and rewrite with
+#   TESS_UPDATE_GOLDEN=1 tests/run.sh
+golden_gen() {
+    rm -rf "$WORK/golden" && build/asan/tessgen tests/specs/golden.lua -o "$WORK/golden" --quiet &&
+        sed -i "s#$ROOT#@TESSROOT@#g" "$WORK/golden/build.ninja"
+}
+golden_file() {
+    local f=$1
+    if [ -n "${TESS_UPDATE_GOLDEN:-}" ]; then
+        cp "$WORK/golden/$f" "tests/golden/$f"
+    fi
+    diff -u "tests/golden/$f" "$WORK/golden/$f"
+}
+if wanted "golden"; then
+    if golden_gen >"$WORK/log" 2>&1; then
+        for f in rank_0000.c rank_0003.c model.c build.ninja manifest.json schedule.txt run; do
+            check "golden: $f" golden_file "$f"
+        done
+        check "golden: no other files emitted (4 ranks + 5)" test "$(ls "$WORK/golden" | wc -l)" -eq 9
+    else
+        notok "golden: generate tests/specs/golden.lua" "$WORK/log"
+    fi
+fi

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# tests/run.sh - the whole test suite, one command on a fresh machine:
+# installs missing Debian packages (scripts/deps.sh), builds tessgen, the
+# runtime and the unit tests (normal and ASan+UBSan), then runs
+#   unit      mesh, spec, plan and file-I/O unit tests, both builds
+#   cli       tessgen's options and exit codes
+#   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
+#   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
+#   e2e       the generated programs for a matrix of meshes against the float64 numpy
+#             reference (tests/ref/tessref.py), outputs poisoned first, bytes checked against the plan
+#   files     bad weights/input files and a wrong world size are refused with clear messages
+#   asan      one generated program built and run under ASan+UBSan
+# and ends with "N passed, N failed". Exit status non-zero if anything failed.
+# TESS_TEST_FILTER=REGEX runs only the checks whose names match.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+PY=$(scripts/python.sh) || { echo "0 passed, 1 failed"; exit 1; }
+export OMPI_MCA_rmaps_base_oversubscribe=1
+if ! ninja >/tmp/tessgen-build.log 2>&1; then
+    cat /tmp/tessgen-build.log
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+WORK=$(mktemp -d /tmp/tessgen-tests.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+pass=0
+fail=0
+filter=${TESS_TEST_FILTER:-}
+t0=$(date +%s)
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+notok() { fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    # /' "$2" | tail -25; }
+wanted() { [ -z "$filter" ] || echo "$1" | grep -Eq "$filter"; }
+
+# check NAME CMD...: passes when CMD exits 0
+check() {
+    local name=$1
+    shift
+    wanted "$name" || return 0
+    if "$@" >"$WORK/log" 2>&1; then ok "$name"; else notok "$name" "$WORK/log"; fi
+}
+
+# unit BINARY: each "ok -"/"not ok -" line it prints is one check
+unit() {
+    local bin=$1 label=$2
+    wanted "unit $label" || return 0
+    "$bin" >"$WORK/unit.log" 2>&1
+    local rc=$?
+    local n=0
+    while IFS= read -r line; do
+        case "$line" in
+        "ok - "*) pass=$((pass + 1)); n=$((n + 1)); echo "ok - unit $label: ${line#ok - }" ;;
+        "not ok - "*) fail=$((fail + 1)); n=$((n + 1)); echo "not ok - unit $label: ${line#not ok - }" ;;
+        esac
+    done <"$WORK/unit.log"
+    if [ $rc -ne 0 ] && ! grep -q "^not ok" "$WORK/unit.log"; then
+        notok "unit $label exited $rc without reporting a failure" "$WORK/unit.log"
+    elif [ $n -eq 0 ]; then
+        notok "unit $label ran no case" "$WORK/unit.log"
+    fi
+}
+
+# ---- unit --------------------------------------------------------------------------
+for t in test_mesh test_spec test_plan test_io; do
+    unit build/tests/$t "$t"
+    ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
+done
+
+# ---- cli ---------------------------------------------------------------------------
+. tests/cli.sh
+. tests/spec_errors.sh
+. tests/golden.sh
+. tests/e2e.sh
+
+dt=$(( $(date +%s) - t0 ))
+echo "suite took ${dt}s"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
