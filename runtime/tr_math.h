@@ -14,11 +14,15 @@
 #define TR_HD
 #endif
 
-/* GeLU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/* GeLU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * Computed through the identity 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2z)): one expf
+ * instead of tanhf (several times faster on the CPU), the same function. For
+ * very negative x, exp overflows to inf and the result is -0, as it should be. */
 static inline TR_HD float tr_gelu(float x)
 {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    float z = k * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * z));
 }
 
 /* Layernorm of one element given the full-row sum and sum of squared deviations. */

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bench/run.sh - `ninja bench`: the benchmarks, printed as a markdown report and
+# saved to out/bench/report.md. Not a test: figures are compared side by side
+# in one run, never against fixed times.
+#
+# 1. Communication: for several meshes, the broadcast bytes each rank received
+#    per layer, measured by the runtime's counters (--bytes), against
+#    DESIGN.md section 3's formula computed here independently:
+#        (q-1) * ( T*(3C+F)/(d*q*q) + (4*C*C + 2*C*F)/(q*q) ) elements.
+# 2. Speed on [1,1,1] of a mid-sized model (hidden 768, 12 heads, ffn 3072,
+#    seq 256, batch 4, 2 layers): the generated forward against the time of
+#    its GEMMs alone (the runtime's per-kind timers) and against a plain numpy
+#    float32 implementation of the same blocks (tests/ref/tessref.py bench),
+#    both on the same OpenBLAS and the same cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+PY=$(scripts/python.sh)
+ninja bin/tessgen >/dev/null
+B=out/bench
+mkdir -p "$B"
+REPORT="$B/report.md"
+: >"$REPORT"
+say() { echo "$@" | tee -a "$REPORT"; }
+
+spec() { # name q d layers C heads F S batch
+    cat >"$B/$1.lua" <<SPEC
+return { name = "$1", mesh = { q = $2, d = $3 },
+         model = { layers = $4, hidden = $5, heads = $6, ffn = $7, seq = $8, batch = $9 } }
+SPEC
+}
+
+say "# tessgen benchmark report"
+say ""
+say "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -m), tessgen $(bin/tessgen --version | cut -d' ' -f2)"
+say ""
+say "## Broadcast bytes per rank per layer: measured vs DESIGN.md formula"
+say ""
+say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24 (T = 192 tokens)."
+say ""
+say "| mesh | ranks | formula B/layer | measured B/layer (min..max over ranks) | planned B/layer | equal |"
+say "|---|---|---|---|---|---|"
+L=2 C=96 H=12 F=384 S=8 BATCH=24
+for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
+    q=${m%,*}
+    d=${m#*,}
+    name="bytes_q${q}_d${d}"
+    spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
+    bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
+    ninja -C "$B/$name" >/dev/null
+    "$B/$name/run" --bytes >"$B/$name.out"
+    T=$((BATCH * S))
+    formula=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
+    # per rank: bcast recv row + col, measured/planned, from the --bytes table
+    read -r mmin mmax pmin pmax < <(awk -v L=$L '$1 ~ /^[0-9]+$/ {
+            split($2, a, "/"); split($3, b, "/");
+            m = (a[1] + b[1]) / L; p = (a[2] + b[2]) / L;
+            if (n == 0 || m < mmin) mmin = m; if (n == 0 || m > mmax) mmax = m;
+            if (n == 0 || p < pmin) pmin = p; if (n == 0 || p > pmax) pmax = p; n++ }
+            END { printf "%d %d %d %d\n", mmin, mmax, pmin, pmax }' "$B/$name.out")
+    eq=no
+    [ "$mmin" = "$formula" ] && [ "$mmax" = "$formula" ] && [ "$pmin" = "$formula" ] && [ "$pmax" = "$formula" ] && eq=yes
+    say "| [$q,$q,$d] | $((q * q * d)) | $formula | $mmin..$mmax | $pmin..$pmax | $eq |"
+done
+
+say ""
+say "## Forward on [1,1,1]: generated program vs its GEMMs alone vs numpy float32"
+say ""
+L=2 C=768 H=12 F=3072 S=256 BATCH=4 REPS=${TESS_BENCH_REPS:-5}
+spec speed_111 1 1 $L $C $H $F $S $BATCH
+bin/tessgen "$B/speed_111.lua" -o "$B/speed_111" --quiet
+ninja -C "$B/speed_111" >/dev/null
+"$B/speed_111/run" --repeat "$REPS" >"$B/speed_111.out"
+fwd=$(sed -n 's/^forward_seconds_median=//p' "$B/speed_111.out")
+gemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_111.out")
+attn=$(sed -n 's/^attention_seconds=//p' "$B/speed_111.out")
+"$PY" tests/ref/tessref.py bench --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH \
+    --reps "$REPS" >"$B/numpy.out"
+np=$(sed -n 's/^numpy_f32_forward_seconds=//p' "$B/numpy.out")
+say "Model: layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH; median of $REPS runs each, one run of this script."
+say ""
+say "| ratio | value |"
+say "|---|---|"
+say "| generated forward / its GEMMs alone | $(awk -v a="$fwd" -v b="$gemm" 'BEGIN{printf "%.2f", a/b}') |"
+say "| attention kernel / generated forward | $(awk -v a="$attn" -v b="$fwd" 'BEGIN{printf "%.2f", a/b}') |"
+say "| generated forward / numpy float32 forward | $(awk -v a="$fwd" -v b="$np" 'BEGIN{printf "%.2f", a/b}') |"
+say ""
+say "(CPU timings, for ratios only; raw lines: $B/speed_111.out, $B/numpy.out)"
+echo "report: $REPORT"
