@@ -20,12 +20,28 @@ static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
     return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "NULL";
 }
 
-static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s)
+static const char *kind_enum(tg_step_kind k)
+{
+    switch (k) {
+    case TG_STEP_BCAST: return "TR_K_BCAST";
+    case TG_STEP_ALLREDUCE: return "TR_K_ALLREDUCE";
+    case TG_STEP_GEMM: return "TR_K_GEMM";
+    case TG_STEP_LN_ROWSUM:
+    case TG_STEP_LN_SQDEV:
+    case TG_STEP_LN_APPLY: return "TR_K_LN";
+    case TG_STEP_RESID_ROWSUM: return "TR_K_RESID";
+    case TG_STEP_BIAS_GELU: return "TR_K_GELU";
+    case TG_STEP_ATTENTION: return "TR_K_ATTENTION";
+    }
+    return "TR_K_GEMM";
+}
+
+static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int id)
 {
     if (s->t >= 0)
-        tg_sb_printf(o, "    /* L%d %s t=%d: %s */\n", s->layer, s->op, s->t, s->what);
+        tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s t=%d: %s */\n", id, s->layer, s->op, s->t, s->what);
     else
-        tg_sb_printf(o, "    /* L%d %s: %s */\n", s->layer, s->op, s->what);
+        tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, s->what);
     switch (s->kind) {
     case TG_STEP_BCAST:
         tg_sb_printf(o, "    tr_bcast(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
@@ -75,7 +91,8 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     tg_coord co = rp->c;
     int h = tg_mesh_row_block(m, co);
 
-    tg_sb params, bufs, steps, desc, bsum;
+    tg_sb params, bufs, steps, desc, bsum, info;
+    tg_sb_init(&info);
     tg_sb_init(&params);
     tg_sb_init(&bufs);
     tg_sb_init(&steps);
@@ -108,7 +125,10 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
             layer = s->layer;
             tg_sb_printf(&steps, "%s    /* ==== layer %d ==== */\n", i ? "\n" : "", layer);
         }
-        print_step(&steps, rp, s);
+        print_step(&steps, rp, s, i);
+        int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE;
+        tg_sb_printf(&info, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op,
+                     kind_enum(s->kind), coll ? group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
     }
 
     tg_sb_printf(&desc, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
@@ -130,6 +150,7 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     print_ll4(&desc, "plan_bcast_sent", rp->bcast_sent);
     print_ll4(&desc, "plan_allreduce", rp->allreduce);
     tg_sb_printf(&desc, "    .plan_flops = %lld,\n", rp->flops);
+    tg_sb_printf(&desc, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
     tg_sb_printf(&desc, "    .forward = forward,\n");
 
     long long tot = 0;
@@ -156,12 +177,14 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
     VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
     VAR("NPARAMS", "%d", rp->nparams);
+    VAR("NSTEPS", "%d", rp->nsteps);
     VAR("SYM", "tr_rank_%04d", rank);
 #undef VAR
     vars[n++] = (tg_tvar){"BCAST_SUMMARY", bsum.s};
     vars[n++] = (tg_tvar){"PARAMS", params.s};
     vars[n++] = (tg_tvar){"BUFFERS", bufs.s};
     vars[n++] = (tg_tvar){"STEPS", steps.s};
+    vars[n++] = (tg_tvar){"STEP_INFO", info.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
     bool ok = tg_template_fill(out, "rank.c.in", vars, n, err);
     tg_sb_free(&params);
@@ -169,6 +192,7 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     tg_sb_free(&steps);
     tg_sb_free(&desc);
     tg_sb_free(&bsum);
+    tg_sb_free(&info);
     return ok;
 }
 

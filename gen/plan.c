@@ -248,20 +248,24 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
     const tg_mesh *m = &pl->mesh;
     tg_coord co = b->rp->c;
     int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
-    int recv_a = -1, recv_w = -1;
+    /* Receive buffers. With q >= 3 a rank receives on several SUMMA steps; two buffers
+     * alternate so a backend can receive step t+1 while step t's GEMM still reads the other. */
+    int recv_a[2] = {-1, -1}, recv_w[2] = {-1, -1};
+    int nrecv = q >= 3 ? 2 : 1, na = 0, nw = 0;
     char what[120];
-    if (q > 1) {
+    for (int r = 0; q > 1 && r < nrecv; r++) {
+        const char *sfx = nrecv == 1 ? "" : (r ? "1" : "0");
         snprintf(what, sizeof what, "X(h=%d,t) received over row for %s", h, op);
-        recv_a = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_x", layer, op);
+        recv_a[r] = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_x%s", layer, op, sfx);
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s", co.j, op);
-        recv_w = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w", layer, op);
+        recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w%s", layer, op, sfx);
     }
     char rowl[32], coll[32];
     tg_group_label(m, TG_ROW, co, rowl, sizeof rowl);
     tg_group_label(m, TG_COL, co, coll, sizeof coll);
     for (int t = 0; t < q; t++) {
-        int A = (co.j == t) ? a : recv_a;
-        int W = (co.i == t) ? w : recv_w;
+        int A = (co.j == t) ? a : recv_a[na++ % nrecv];
+        int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
         if (q > 1) {
             tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
             if (!s)

@@ -64,20 +64,22 @@
 
 /* ---- the key schema ------------------------------------------------------ */
 
-enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_COUNT };
-enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_COUNT };
+enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
+enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_COUNT };
+enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
 
 #define MAX_KEYS 7
 
-static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model."};
-static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT};
+static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
+static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
-    {"name", "mesh", "model", "dtype"},
+    {"name", "mesh", "model", "dtype", "mode", "optimizer"},
     {"q", "d"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
+    {"lr", "beta1", "beta2", "eps", "weight_decay"},
 };
 
 /* One value copied out of the spec table. type is a LUA_T* code, LUA_TNONE if absent. */
@@ -444,9 +446,10 @@ static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
             note_bad_key(c, L, level, lua_absindex(L, -2));
         } else {
             store_value(L, -1, &c->val[level][slot]);
-            if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL) &&
+            if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL || slot == TOP_OPT) &&
                 lua_type(L, -1) == LUA_TTABLE)
-                collect(c, L, lua_absindex(L, -1), slot == TOP_MESH ? LVL_MESH : LVL_MODEL);
+                collect(c, L, lua_absindex(L, -1),
+                        slot == TOP_MESH ? LVL_MESH : slot == TOP_MODEL ? LVL_MODEL : LVL_OPT);
         }
         lua_pop(L, 1);
     }
@@ -741,6 +744,73 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
     fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
 }
 
+static void check_mode(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_TOP][TOP_MODE];
+    char shown[256];
+    s->mode = TG_INFER;
+    if (v->type == LUA_TNONE)
+        return;
+    if (v->type == LUA_TSTRING && strcmp(v->s, "infer") == 0)
+        return;
+    if (v->type == LUA_TSTRING && strcmp(v->s, "train") == 0) {
+        s->mode = TG_TRAIN;
+        return;
+    }
+    describe(shown, sizeof shown, v);
+    fail(c, "mode = %s is not a mode: use mode = \"infer\" (forward only) or mode = \"train\" (forward, "
+            "backward and AdamW)", shown);
+}
+
+/* optimizer = { lr, beta1, beta2, eps, weight_decay }: AdamW, every key optional. */
+static void check_optimizer(spec_ctx *c, tg_spec *s)
+{
+    static const double defaults[OPT_COUNT] = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+    static const char *const rule[OPT_COUNT] = {
+        "the learning rate must be > 0 and finite; use lr = 1e-3",
+        "beta1 must be >= 0 and < 1; use beta1 = 0.9",
+        "beta2 must be >= 0 and < 1; use beta2 = 0.999",
+        "eps must be > 0 and finite; use eps = 1e-8",
+        "weight_decay must be >= 0 and finite; use weight_decay = 0.01 (0 turns it off)",
+    };
+    double *dst[OPT_COUNT] = {&s->opt.lr, &s->opt.beta1, &s->opt.beta2, &s->opt.eps, &s->opt.weight_decay};
+    for (int k = 0; k < OPT_COUNT; k++)
+        *dst[k] = defaults[k];
+    const raw_val *t = &c->val[LVL_TOP][TOP_OPT];
+    char shown[256];
+    if (t->type == LUA_TNONE)
+        return;
+    if (t->type != LUA_TTABLE) {
+        describe(shown, sizeof shown, t);
+        fail(c, "optimizer must be a table such as { lr = 1e-3, weight_decay = 0.01 }, got %s", shown);
+        return;
+    }
+    for (int k = 0; k < OPT_COUNT; k++) {
+        const raw_val *v = &c->val[LVL_OPT][k];
+        if (v->type == LUA_TNONE)
+            continue;
+        if (v->type != LUA_TNUMBER) {
+            describe(shown, sizeof shown, v);
+            fail(c, "optimizer.%s must be a number, got %s", level_keys[LVL_OPT][k], shown);
+            continue;
+        }
+        double x = v->is_int ? (double)v->i : v->n;
+        bool ok = isfinite(x);
+        if (k == OPT_LR || k == OPT_EPS)
+            ok = ok && x > 0;
+        else if (k == OPT_WD)
+            ok = ok && x >= 0;
+        else
+            ok = ok && x >= 0 && x < 1;
+        if (!ok) {
+            show_number(shown, sizeof shown, v);
+            fail(c, "optimizer.%s = %s is out of range: %s", level_keys[LVL_OPT][k], shown, rule[k]);
+            continue;
+        }
+        *dst[k] = x;
+    }
+}
+
 static bool check_eps(spec_ctx *c, tg_spec *s)
 {
     const raw_val *v = &c->val[LVL_MODEL][MODEL_EPS];
@@ -814,6 +884,8 @@ static void validate(spec_ctx *c, tg_spec *s)
         }
     }
     check_dtype(c, s);
+    check_mode(c, s);
+    check_optimizer(c, s);
 
     /* unknown keys, sorted so that messages do not depend on Lua's hash order */
     for (int a = 1; a < c->nbad; a++) {

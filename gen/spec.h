@@ -12,6 +12,8 @@
  *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
  *               seq = 16, batch = 4, eps = 1e-5 },   -- eps optional (default 1e-5)
  *     dtype = "fp32",                      -- optional, default "fp32"
+ *     mode  = "train",                     -- optional, "infer" (default) or "train"
+ *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
  *   }
  */
 #ifndef TG_SPEC_H
@@ -22,6 +24,12 @@
 #include "err.h"
 
 typedef enum tg_dtype { TG_FP32 = 0 } tg_dtype;
+typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
+
+/* AdamW hyperparameters (spec key optimizer = {...}); weight decay applies to 2-D weights only. */
+typedef struct tg_adamw {
+    double lr, beta1, beta2, eps, weight_decay;
+} tg_adamw;
 
 typedef struct tg_spec {
     char path[1024]; /* the spec file as given on the command line */
@@ -35,6 +43,8 @@ typedef struct tg_spec {
     int batch;       /* B, sequences; batch % (q*d) == 0 */
     double eps;      /* layernorm epsilon, > 0 */
     tg_dtype dtype;
+    tg_mode mode;    /* "infer" (default) or "train" */
+    tg_adamw opt;    /* used when mode == TG_TRAIN */
 } tg_spec;
 
 /* Run the spec file at path in the sandbox and validate it. On failure err

@@ -53,6 +53,19 @@ typedef struct tr_param {
 
 struct tr_ctx;
 
+/* What the runtime knows of each step of a rank's schedule (for traces and
+ * per-step statistics); index = the step number in schedule.txt. */
+typedef struct tr_step_info {
+    int layer;         /* transformer block */
+    int t;             /* SUMMA step or -1 */
+    const char *op;    /* "ln1", "qkv", "attn", ... */
+    tr_kind kind;
+    int group;         /* tr_group of a collective, -1 otherwise */
+    int root;          /* global rank of a bcast root, -1 otherwise */
+    long long count;   /* elements moved by a collective */
+    long long flops;
+} tr_step_info;
+
 typedef struct tr_rank_desc {
     int rank, i, j, k;
     int color[TR_NGROUPS], key[TR_NGROUPS], size[TR_NGROUPS]; /* MPI_Comm_split arguments, group sizes */
@@ -65,6 +78,8 @@ typedef struct tr_rank_desc {
     long long plan_bcast_sent[TR_NGROUPS];
     long long plan_allreduce[TR_NGROUPS];
     long long plan_flops;
+    int nsteps;
+    const tr_step_info *steps;
     void (*forward)(struct tr_ctx *c, float *A);
 } tr_rank_desc;
 
@@ -79,6 +94,10 @@ typedef struct tr_model_desc {
 extern const tr_model_desc tr_model; /* defined by the generated model.c */
 
 /* ---- what generated forward code calls --------------------------------------- */
+
+/* Marks the start of step `id` (its index in the rank's schedule); ends the previous one. */
+void tr_step_mark(struct tr_ctx *c, int id);
+#define TR_STEP(c, id) tr_step_mark((c), (id))
 
 /* Broadcast count floats at buf from local root `root` of the rank's group g. */
 void tr_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);

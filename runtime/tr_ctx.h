@@ -15,6 +15,7 @@
 
 typedef struct tr_ctx {
     const tr_rank_desc *desc;
+    int cur_step; /* the step running now (TR_STEP), -1 before the first */
     MPI_Comm comm[TR_NGROUPS];
     /* measured, in elements, since the last tr_ctx_reset_counts */
     long long bcast_recv[TR_NGROUPS];

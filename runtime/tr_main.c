@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tr_backend.h"
 #include "tr_ctx.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
@@ -363,9 +364,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    float *A = NULL;
+    /* H: the host arena the files are loaded into; A: the arena the generated code runs on
+     * (the same memory on the CPU backend, a device copy on a GPU backend) */
+    float *H = NULL, *A = NULL;
     size_t bytes = (size_t)d->arena_elems * sizeof(float);
-    ok = posix_memalign((void **)&A, 64, bytes ? bytes : 64) == 0;
+    ok = posix_memalign((void **)&H, 64, bytes ? bytes : 64) == 0;
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: cannot allocate the %zu-byte arena\n", rank, bytes);
@@ -373,7 +376,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (long long e = 0; e < d->arena_elems; e++)
-        A[e] = NAN; /* poison: whatever the plan forgets to write reaches the output as NaN */
+        H[e] = NAN; /* poison: whatever the plan forgets to write reaches the output as NaN */
 
     /* weights: rank 0 validates the whole file, then every rank reads its shard */
     if (o.weights) {
@@ -385,7 +388,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    ok = load_weights(d, &o, A, &err);
+    ok = load_weights(d, &o, H, &err);
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, err.msg);
@@ -401,48 +404,57 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    float *x = A + d->x_offset; /* [io_rows, io_cols] */
-    ok = load_input(d, &o, x, &err);
+    float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
+    ok = load_input(d, &o, xh, &err);
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, err.msg);
         rc = 1;
         goto out;
     }
+    ok = tr_backend_init(&ctx, &err) && (A = tr_backend_arena(&ctx, H, d->arena_elems, &err)) != NULL;
+    if (!all_ok(ok)) {
+        if (!ok)
+            fprintf(stderr, "rank %d: %s backend: %s\n", rank, tr_backend_name(), err.msg);
+        rc = 1;
+        goto out;
+    }
+    float *x = A + d->x_offset; /* the same block in the run arena */
+    long long xn = (long long)d->io_rows * d->io_cols;
 
     if (o.repeat > 0) {
-        /* the forward updates x in place: keep the input block to restore before each run */
-        size_t xb = (size_t)d->io_rows * d->io_cols * sizeof(float);
-        float *x0 = malloc(xb);
+        /* the forward updates x in place: restore the input block from the host arena before each run */
         double *reps = malloc((size_t)o.repeat * sizeof *reps);
-        if (!x0 || !reps) {
+        if (!reps) {
             fprintf(stderr, "rank %d: out of memory\n", rank);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        memcpy(x0, x, xb);
         d->forward(&ctx, A); /* warm-up */
         tr_ctx_reset_counts(&ctx);
         ctx.timing = 1;
         for (int r = 0; r < o.repeat; r++) {
-            memcpy(x, x0, xb);
+            tr_backend_upload(&ctx, x, xh, xn);
+            tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
             d->forward(&ctx, A);
+            tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             reps[r] = tr_now() - t0;
         }
         ctx.timing = 0;
         report_timing(&ctx, reps, o.repeat);
-        memcpy(x, x0, xb);
-        free(x0);
+        tr_backend_upload(&ctx, x, xh, xn);
         free(reps);
     }
     tr_ctx_reset_counts(&ctx);
     d->forward(&ctx, A);
+    tr_backend_sync(&ctx);
     if (o.bytes && !report_bytes(&ctx, o.quiet))
         rc = 3;
     if (o.output) {
-        if (!write_output(d, o.output, x, &err)) {
+        tr_backend_download(&ctx, xh, x, xn);
+        if (!write_output(d, o.output, xh, &err)) {
             if (rank == 0)
                 fprintf(stderr, "%s\n", err.msg);
             rc = 1;
@@ -451,7 +463,7 @@ int main(int argc, char **argv)
         }
     }
 out:
-    free(A);
+    tr_backend_free(&ctx, A ? A : H, H);
     tr_ctx_free(&ctx);
     MPI_Finalize();
     return rc;

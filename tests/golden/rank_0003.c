@@ -26,6 +26,47 @@ static const tr_param params[12] = {
     {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 4, 4, 0}}},
 };
 
+/* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root rank, elements, flops. */
+static const tr_step_info step_info[37] = {
+    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0},
+    {0, -1, "ln1", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
+    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0},
+    {0, -1, "ln1", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
+    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0},
+    {0, 0, "qkv", TR_K_BCAST, TR_ROW, 2, 8, 0},
+    {0, 0, "qkv", TR_K_BCAST, TR_COL, 1, 48, 0},
+    {0, 0, "qkv", TR_K_GEMM, -1, -1, 0, 192},
+    {0, 1, "qkv", TR_K_BCAST, TR_ROW, 3, 8, 0},
+    {0, 1, "qkv", TR_K_BCAST, TR_COL, 3, 48, 0},
+    {0, 1, "qkv", TR_K_GEMM, -1, -1, 0, 192},
+    {0, -1, "attn", TR_K_ATTENTION, -1, -1, 0, 64},
+    {0, 0, "proj", TR_K_BCAST, TR_ROW, 2, 8, 0},
+    {0, 0, "proj", TR_K_BCAST, TR_COL, 1, 16, 0},
+    {0, 0, "proj", TR_K_GEMM, -1, -1, 0, 64},
+    {0, 1, "proj", TR_K_BCAST, TR_ROW, 3, 8, 0},
+    {0, 1, "proj", TR_K_BCAST, TR_COL, 3, 16, 0},
+    {0, 1, "proj", TR_K_GEMM, -1, -1, 0, 64},
+    {0, -1, "ln2", TR_K_RESID, -1, -1, 0, 0},
+    {0, -1, "ln2", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
+    {0, -1, "ln2", TR_K_LN, -1, -1, 0, 0},
+    {0, -1, "ln2", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
+    {0, -1, "ln2", TR_K_LN, -1, -1, 0, 0},
+    {0, 0, "fc1", TR_K_BCAST, TR_ROW, 2, 8, 0},
+    {0, 0, "fc1", TR_K_BCAST, TR_COL, 1, 32, 0},
+    {0, 0, "fc1", TR_K_GEMM, -1, -1, 0, 128},
+    {0, 1, "fc1", TR_K_BCAST, TR_ROW, 3, 8, 0},
+    {0, 1, "fc1", TR_K_BCAST, TR_COL, 3, 32, 0},
+    {0, 1, "fc1", TR_K_GEMM, -1, -1, 0, 128},
+    {0, -1, "gelu", TR_K_GELU, -1, -1, 0, 0},
+    {0, 0, "fc2", TR_K_BCAST, TR_ROW, 2, 16, 0},
+    {0, 0, "fc2", TR_K_BCAST, TR_COL, 1, 32, 0},
+    {0, 0, "fc2", TR_K_GEMM, -1, -1, 0, 128},
+    {0, 1, "fc2", TR_K_BCAST, TR_ROW, 3, 16, 0},
+    {0, 1, "fc2", TR_K_BCAST, TR_COL, 3, 32, 0},
+    {0, 1, "fc2", TR_K_GEMM, -1, -1, 0, 128},
+    {0, -1, "fc2", TR_K_RESID, -1, -1, 0, 0},
+};
+
 static void forward(struct tr_ctx *c, float *A)
 {
     /* Buffers: float offsets into this rank's arena A, shape [rows, cols], live steps first..last. */
@@ -64,79 +105,79 @@ static void forward(struct tr_ctx *c, float *A)
     float *const recv_L0_fc2_w = A + 272; /* [8,4] W(t,j=1) received over col for fc2; live 31..32 */
 
     /* ==== layer 0 ==== */
-    /* L0 ln1: row sums of x, local columns */
+    TR_STEP(c, 0); /* L0 ln1: row sums of x, local columns */
     tr_ln_rowsum(c, x, 2, 4, L0_ln1_sum);
-    /* L0 ln1: all-reduce(sum) row sums of x over row(1,0) */
+    TR_STEP(c, 1); /* L0 ln1: all-reduce(sum) row sums of x over row(1,0) */
     tr_allreduce(c, TR_ROW, L0_ln1_sum, 2);
-    /* L0 ln1: centred squares of x, local columns */
+    TR_STEP(c, 2); /* L0 ln1: centred squares of x, local columns */
     tr_ln_sqdev(c, x, L0_ln1_sum, 2, 4, 8, L0_ln1_sqdev);
-    /* L0 ln1: all-reduce(sum) squared deviations over row(1,0) */
+    TR_STEP(c, 3); /* L0 ln1: all-reduce(sum) squared deviations over row(1,0) */
     tr_allreduce(c, TR_ROW, L0_ln1_sqdev, 2);
-    /* L0 ln1: y = (x - mean) / sqrt(var + eps) * gamma + beta */
+    TR_STEP(c, 4); /* L0 ln1: y = (x - mean) / sqrt(var + eps) * gamma + beta */
     tr_ln_apply(c, x, L0_ln1_sum, L0_ln1_sqdev, w_h_0_ln_1_weight, w_h_0_ln_1_bias, 2, 4, 8, 1e-05f, L0_ln1_out);
-    /* L0 qkv t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
+    TR_STEP(c, 5); /* L0 qkv t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
     tr_bcast(c, TR_ROW, 0, recv_L0_qkv_x, 8);
-    /* L0 qkv t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
+    TR_STEP(c, 6); /* L0 qkv t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
     tr_bcast(c, TR_COL, 0, recv_L0_qkv_w, 48);
-    /* L0 qkv t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x4]@[4x12] */
+    TR_STEP(c, 7); /* L0 qkv t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x4]@[4x12] */
     tr_gemm(c, 2, 12, 4, recv_L0_qkv_x, 4, recv_L0_qkv_w, 12, 0.0f, L0_qkv, 12);
-    /* L0 qkv t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
+    TR_STEP(c, 8); /* L0 qkv t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
     tr_bcast(c, TR_ROW, 1, L0_ln1_out, 8);
-    /* L0 qkv t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
+    TR_STEP(c, 9); /* L0 qkv t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
     tr_bcast(c, TR_COL, 1, w_h_0_attn_c_attn_weight, 48);
-    /* L0 qkv t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x4]@[4x12] */
+    TR_STEP(c, 10); /* L0 qkv t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x4]@[4x12] */
     tr_gemm(c, 2, 12, 4, L0_ln1_out, 4, w_h_0_attn_c_attn_weight, 12, 1.0f, L0_qkv, 12);
-    /* L0 attn: causal softmax attention, 1 sequences x 1 local heads */
+    TR_STEP(c, 11); /* L0 attn: causal softmax attention, 1 sequences x 1 local heads */
     tr_attention(c, L0_qkv, w_h_0_attn_c_attn_bias, L0_att, L0_scores, 1, 2, 1, 4);
-    /* L0 proj t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
+    TR_STEP(c, 12); /* L0 proj t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
     tr_bcast(c, TR_ROW, 0, recv_L0_proj_x, 8);
-    /* L0 proj t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
+    TR_STEP(c, 13); /* L0 proj t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
     tr_bcast(c, TR_COL, 0, recv_L0_proj_w, 16);
-    /* L0 proj t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x4]@[4x4] */
+    TR_STEP(c, 14); /* L0 proj t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x4]@[4x4] */
     tr_gemm(c, 2, 4, 4, recv_L0_proj_x, 4, recv_L0_proj_w, 4, 0.0f, L0_proj, 4);
-    /* L0 proj t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
+    TR_STEP(c, 15); /* L0 proj t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
     tr_bcast(c, TR_ROW, 1, L0_att, 8);
-    /* L0 proj t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
+    TR_STEP(c, 16); /* L0 proj t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
     tr_bcast(c, TR_COL, 1, w_h_0_attn_c_proj_weight, 16);
-    /* L0 proj t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x4]@[4x4] */
+    TR_STEP(c, 17); /* L0 proj t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x4]@[4x4] */
     tr_gemm(c, 2, 4, 4, L0_att, 4, w_h_0_attn_c_proj_weight, 4, 1.0f, L0_proj, 4);
-    /* L0 ln2: x += proj + bias; row sums of x for ln2 */
+    TR_STEP(c, 18); /* L0 ln2: x += proj + bias; row sums of x for ln2 */
     tr_resid_rowsum(c, x, L0_proj, w_h_0_attn_c_proj_bias, 2, 4, L0_ln2_sum);
-    /* L0 ln2: all-reduce(sum) row sums of x over row(1,0) */
+    TR_STEP(c, 19); /* L0 ln2: all-reduce(sum) row sums of x over row(1,0) */
     tr_allreduce(c, TR_ROW, L0_ln2_sum, 2);
-    /* L0 ln2: centred squares of x, local columns */
+    TR_STEP(c, 20); /* L0 ln2: centred squares of x, local columns */
     tr_ln_sqdev(c, x, L0_ln2_sum, 2, 4, 8, L0_ln2_sqdev);
-    /* L0 ln2: all-reduce(sum) squared deviations over row(1,0) */
+    TR_STEP(c, 21); /* L0 ln2: all-reduce(sum) squared deviations over row(1,0) */
     tr_allreduce(c, TR_ROW, L0_ln2_sqdev, 2);
-    /* L0 ln2: y = (x - mean) / sqrt(var + eps) * gamma + beta */
+    TR_STEP(c, 22); /* L0 ln2: y = (x - mean) / sqrt(var + eps) * gamma + beta */
     tr_ln_apply(c, x, L0_ln2_sum, L0_ln2_sqdev, w_h_0_ln_2_weight, w_h_0_ln_2_bias, 2, 4, 8, 1e-05f, L0_ln2_out);
-    /* L0 fc1 t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
+    TR_STEP(c, 23); /* L0 fc1 t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
     tr_bcast(c, TR_ROW, 0, recv_L0_fc1_x, 8);
-    /* L0 fc1 t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
+    TR_STEP(c, 24); /* L0 fc1 t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
     tr_bcast(c, TR_COL, 0, recv_L0_fc1_w, 32);
-    /* L0 fc1 t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x4]@[4x8] */
+    TR_STEP(c, 25); /* L0 fc1 t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x4]@[4x8] */
     tr_gemm(c, 2, 8, 4, recv_L0_fc1_x, 4, recv_L0_fc1_w, 8, 0.0f, L0_fc1_out, 8);
-    /* L0 fc1 t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
+    TR_STEP(c, 26); /* L0 fc1 t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
     tr_bcast(c, TR_ROW, 1, L0_ln2_out, 8);
-    /* L0 fc1 t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
+    TR_STEP(c, 27); /* L0 fc1 t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
     tr_bcast(c, TR_COL, 1, w_h_0_mlp_c_fc_weight, 32);
-    /* L0 fc1 t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x4]@[4x8] */
+    TR_STEP(c, 28); /* L0 fc1 t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x4]@[4x8] */
     tr_gemm(c, 2, 8, 4, L0_ln2_out, 4, w_h_0_mlp_c_fc_weight, 8, 1.0f, L0_fc1_out, 8);
-    /* L0 gelu: h = GeLU(h + b1), tanh approximation */
+    TR_STEP(c, 29); /* L0 gelu: h = GeLU(h + b1), tanh approximation */
     tr_bias_gelu(c, L0_fc1_out, w_h_0_mlp_c_fc_bias, 2, 8);
-    /* L0 fc2 t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
+    TR_STEP(c, 30); /* L0 fc2 t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
     tr_bcast(c, TR_ROW, 0, recv_L0_fc2_x, 16);
-    /* L0 fc2 t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
+    TR_STEP(c, 31); /* L0 fc2 t=0: bcast W(t=0,j=1) over col(1,0) from rank 1 */
     tr_bcast(c, TR_COL, 0, recv_L0_fc2_w, 32);
-    /* L0 fc2 t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x8]@[8x4] */
+    TR_STEP(c, 32); /* L0 fc2 t=0: Y(h=1,j=1) = X(h=1,t=0) @ W(t=0,j=1)  [2x8]@[8x4] */
     tr_gemm(c, 2, 4, 8, recv_L0_fc2_x, 8, recv_L0_fc2_w, 4, 0.0f, L0_fc2_out, 4);
-    /* L0 fc2 t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
+    TR_STEP(c, 33); /* L0 fc2 t=1: bcast X(h=1,t=1) over row(1,0) from rank 3 */
     tr_bcast(c, TR_ROW, 1, L0_fc1_out, 16);
-    /* L0 fc2 t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
+    TR_STEP(c, 34); /* L0 fc2 t=1: bcast W(t=1,j=1) over col(1,0) from rank 3 */
     tr_bcast(c, TR_COL, 1, w_h_0_mlp_c_proj_weight, 32);
-    /* L0 fc2 t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x8]@[8x4] */
+    TR_STEP(c, 35); /* L0 fc2 t=1: Y(h=1,j=1) += X(h=1,t=1) @ W(t=1,j=1)  [2x8]@[8x4] */
     tr_gemm(c, 2, 4, 8, L0_fc1_out, 8, w_h_0_mlp_c_proj_weight, 4, 1.0f, L0_fc2_out, 4);
-    /* L0 fc2: x += mlp + bias (block output) */
+    TR_STEP(c, 36); /* L0 fc2: x += mlp + bias (block output) */
     tr_resid_rowsum(c, x, L0_fc2_out, w_h_0_mlp_c_proj_bias, 2, 4, NULL);
 }
 
@@ -154,5 +195,7 @@ const tr_rank_desc tr_rank_0003 = {
     .plan_bcast_sent = {40, 128, 0, 0},
     .plan_allreduce = {8, 0, 0, 0},
     .plan_flops = 1088,
+    .nsteps = 37,
+    .steps = step_info,
     .forward = forward,
 };
