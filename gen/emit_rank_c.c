@@ -5,6 +5,7 @@
  * arguments. Buffers become named pointers at literal arena offsets.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
@@ -31,14 +32,24 @@ static const char *kind_enum(tg_step_kind k)
     case TG_STEP_LN_APPLY: return "TR_K_LN";
     case TG_STEP_RESID_ROWSUM: return "TR_K_RESID";
     case TG_STEP_BIAS_GELU: return "TR_K_GELU";
-    case TG_STEP_ATTENTION: return "TR_K_ATTENTION";
+    case TG_STEP_ATTENTION:
+    case TG_STEP_ATTN_BWD: return "TR_K_ATTENTION";
+    case TG_STEP_REDUCE: return "TR_K_REDUCE";
+    case TG_STEP_GELU_SAVE:
+    case TG_STEP_GELU_BWD: return "TR_K_GELU";
+    case TG_STEP_COLSUM: return "TR_K_RESID";
+    case TG_STEP_LN_BWD_SUMS:
+    case TG_STEP_LN_BWD_APPLY: return "TR_K_LN";
+    case TG_STEP_ADAMW: return "TR_K_OPTIMIZER";
     }
     return "TR_K_GEMM";
 }
 
 static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int id)
 {
-    if (s->t >= 0)
+    if (s->layer < 0)
+        tg_sb_printf(o, "    TR_STEP(c, %d); /* %s */\n", id, s->what);
+    else if (s->t >= 0)
         tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s t=%d: %s */\n", id, s->layer, s->op, s->t, s->what);
     else
         tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, s->what);
@@ -48,18 +59,60 @@ static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int i
                      s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    tr_allreduce(c, %s, %s, %lld);\n", group_enum(s->group), bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->exact ? "_exact" : "", group_enum(s->group),
+                     bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_REDUCE:
+        tg_sb_printf(o, "    tr_reduce(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
+                     s->count);
         break;
     case TG_STEP_GEMM:
-        tg_sb_printf(o, "    tr_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k,
-                     bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
+        if (s->transa || s->transb)
+            tg_sb_printf(o, "    tr_gemm_ex(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
+                         s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
+                         bn(rp, s, 2), s->ldc);
+        else
+            tg_sb_printf(o, "    tr_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k,
+                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
+        break;
+    case TG_STEP_GELU_SAVE:
+        tg_sb_printf(o, "    tr_bias_gelu_save(c, %s, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                     s->rows, s->cols);
+        break;
+    case TG_STEP_COLSUM:
+        tg_sb_printf(o, "    tr_colsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
+        break;
+    case TG_STEP_GELU_BWD:
+        tg_sb_printf(o, "    tr_gelu_bwd(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
+        break;
+    case TG_STEP_LN_BWD_SUMS:
+        tg_sb_printf(o, "    tr_ln_bwd_sums(c, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s, %s, %s);\n", bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->rows, s->cols, s->hidden, s->eps,
+                     bn(rp, s, 5), bn(rp, s, 6), bn(rp, s, 7));
+        break;
+    case TG_STEP_LN_BWD_APPLY:
+        tg_sb_printf(o, "    tr_ln_bwd_apply(c, %s, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s);\n", bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5), s->rows, s->cols,
+                     s->hidden, s->eps, bn(rp, s, 6));
+        break;
+    case TG_STEP_ATTN_BWD:
+        tg_sb_printf(o, "    tr_attention_bwd(c, %s, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->nseq, s->seq, s->heads, s->hdim);
+        break;
+    case TG_STEP_ADAMW:
+        tg_sb_printf(o, "    tr_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                     bn(rp, s, 3), s->count, s->decay);
         break;
     case TG_STEP_LN_ROWSUM:
         tg_sb_printf(o, "    tr_ln_rowsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
         break;
     case TG_STEP_RESID_ROWSUM:
-        tg_sb_printf(o, "    tr_resid_rowsum(c, %s, %s, %s, %d, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), s->rows, s->cols, bn(rp, s, 3));
+        if (s->buf[4] >= 0)
+            tg_sb_printf(o, "    tr_resid_rowsum_to(c, %s, %s, %s, %d, %d, %s, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
+                         bn(rp, s, 2), s->rows, s->cols, bn(rp, s, 3), bn(rp, s, 4));
+        else
+            tg_sb_printf(o, "    tr_resid_rowsum(c, %s, %s, %s, %d, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
+                         bn(rp, s, 2), s->rows, s->cols, bn(rp, s, 3));
         break;
     case TG_STEP_LN_SQDEV:
         tg_sb_printf(o, "    tr_ln_sqdev(c, %s, %s, %d, %d, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows,
@@ -77,6 +130,55 @@ static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int i
                      bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
         break;
     }
+}
+
+/* One function per phase, declaring only the buffers its steps use. */
+static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph, tg_sb *info)
+{
+    static const char *names[3] = {"forward", "backward", "optimizer"};
+    static const char *what[3] = {
+        "the forward of every block",
+        "the backward: dL/dy in grad_x -> dL/dx in grad_x, and every weight gradient",
+        "one AdamW step on every local shard (step number in the context)",
+    };
+    char *used = calloc((size_t)rp->nbufs, 1);
+    int any = 0;
+    for (int i = 0; i < rp->nsteps; i++)
+        if (rp->steps[i].phase == ph) {
+            any = 1;
+            for (int k = 0; k < TG_STEP_MAXBUF; k++)
+                if (rp->steps[i].buf[k] >= 0 && used)
+                    used[rp->steps[i].buf[k]] = 1;
+        }
+    if (!any || !used) {
+        free(used);
+        return;
+    }
+    tg_sb_printf(o, "%s/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", ph ? "\n" : "", what[ph],
+                 names[ph]);
+    tg_sb_puts(o, "    /* Buffers: float offsets into this rank's arena A, shape [rows, cols], live steps first..last. */\n");
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *b = &rp->bufs[i];
+        if (used[i])
+            tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
+                         b->rows, b->cols, b->what, b->first, b->last);
+    }
+    tg_sb_puts(o, "\n");
+    int layer = -2, first = 1;
+    for (int i = 0; i < rp->nsteps; i++) {
+        const tg_step *s = &rp->steps[i];
+        if (s->phase != ph)
+            continue;
+        if (s->layer != layer && s->layer >= 0) {
+            tg_sb_printf(o, "%s    /* ==== layer %d ==== */\n", first ? "" : "\n", s->layer);
+        }
+        layer = s->layer;
+        first = 0;
+        print_step(o, rp, s, i);
+    }
+    tg_sb_puts(o, "}\n");
+    free(used);
+    (void)info;
 }
 
 static void print_ll4(tg_sb *o, const char *field, const long long *v)
@@ -109,24 +211,21 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
         for (int k = 0; k < p->npieces; k++)
             tg_sb_printf(&params, "%s{%d, %d, %d, %d, %d}", k ? ", " : "", p->piece[k].r0, p->piece[k].nr,
                          p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
-        tg_sb_puts(&params, "}},\n");
+        tg_sb_puts(&params, "}");
+        if (p->grad >= 0)
+            tg_sb_printf(&params, ", %lld, %lld, %lld", rp->bufs[p->grad].offset, rp->bufs[p->m].offset,
+                         rp->bufs[p->v].offset);
+        else
+            tg_sb_puts(&params, ", -1, -1, -1");
+        tg_sb_puts(&params, "},\n");
     }
 
-    for (int i = 0; i < rp->nbufs; i++) {
-        const tg_buf *b = &rp->bufs[i];
-        tg_sb_printf(&bufs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
-                     b->rows, b->cols, b->what, b->first, b->last);
-    }
-
-    int layer = -1;
+    int train = pl->spec.mode == TG_TRAIN;
+    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++)
+        print_phase(&steps, rp, (tg_phase)ph, &info);
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
-        if (s->layer != layer) {
-            layer = s->layer;
-            tg_sb_printf(&steps, "%s    /* ==== layer %d ==== */\n", i ? "\n" : "", layer);
-        }
-        print_step(&steps, rp, s, i);
-        int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE;
+        int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
         tg_sb_printf(&info, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op,
                      kind_enum(s->kind), coll ? group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
     }
@@ -144,14 +243,26 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     tg_sb_printf(&desc, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
     tg_sb_printf(&desc, "    .arena_elems = %lld,\n", rp->arena_elems);
     tg_sb_printf(&desc, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
-    tg_sb_printf(&desc, "    .x_offset = %lld, .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n",
-                 rp->bufs[rp->x_buf].offset, rp->io_r0, rp->io_c0, pl->R, pl->Cq);
+    tg_sb_printf(&desc, "    .mode = %d,\n", train);
+    tg_sb_printf(&desc, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = %lld,\n", rp->bufs[rp->x_buf].offset,
+                 rp->bufs[rp->y_buf].offset, rp->gx_buf >= 0 ? rp->bufs[rp->gx_buf].offset : -1LL);
+    tg_sb_printf(&desc, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", rp->io_r0, rp->io_c0, pl->R,
+                 pl->Cq);
     print_ll4(&desc, "plan_bcast_recv", rp->bcast_recv);
     print_ll4(&desc, "plan_bcast_sent", rp->bcast_sent);
     print_ll4(&desc, "plan_allreduce", rp->allreduce);
     tg_sb_printf(&desc, "    .plan_flops = %lld,\n", rp->flops);
+    if (train) {
+        print_ll4(&desc, "plan_bwd_bcast_recv", rp->bwd_bcast_recv);
+        print_ll4(&desc, "plan_bwd_bcast_sent", rp->bwd_bcast_sent);
+        print_ll4(&desc, "plan_bwd_allreduce", rp->bwd_allreduce);
+        print_ll4(&desc, "plan_bwd_reduce_recv", rp->bwd_reduce_recv);
+        print_ll4(&desc, "plan_bwd_reduce_sent", rp->bwd_reduce_sent);
+    }
     tg_sb_printf(&desc, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
     tg_sb_printf(&desc, "    .forward = forward,\n");
+    if (train)
+        tg_sb_printf(&desc, "    .backward = backward,\n    .optimizer = optimizer,\n");
 
     long long tot = 0;
     for (int g = 0; g < TG_NGROUPS; g++)
@@ -182,7 +293,6 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
 #undef VAR
     vars[n++] = (tg_tvar){"BCAST_SUMMARY", bsum.s};
     vars[n++] = (tg_tvar){"PARAMS", params.s};
-    vars[n++] = (tg_tvar){"BUFFERS", bufs.s};
     vars[n++] = (tg_tvar){"STEPS", steps.s};
     vars[n++] = (tg_tvar){"STEP_INFO", info.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
@@ -205,8 +315,8 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
         tg_sb_printf(&ext, "extern const tr_rank_desc tr_rank_%04d;\n", r);
         tg_sb_printf(&ranks, "    &tr_rank_%04d,\n", r);
     }
-    char store[16][64];
-    tg_tvar vars[24];
+    char store[24][64];
+    tg_tvar vars[32];
     int n = tg_emit_common_vars(pl, vars, store);
     int si = 3;
 #define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
@@ -217,6 +327,12 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     VAR("S", "%d", pl->spec.seq);
     VAR("B", "%d", pl->spec.batch);
     VAR("EPS", "%.17g", pl->spec.eps);
+    VAR("MODE", "%d", pl->spec.mode == TG_TRAIN);
+    VAR("LR", "%.17g", pl->spec.opt.lr);
+    VAR("BETA1", "%.17g", pl->spec.opt.beta1);
+    VAR("BETA2", "%.17g", pl->spec.opt.beta2);
+    VAR("ADAM_EPS", "%.17g", pl->spec.opt.eps);
+    VAR("WD", "%.17g", pl->spec.opt.weight_decay);
 #undef VAR
     vars[n++] = (tg_tvar){"EXTERNS", ext.s};
     vars[n++] = (tg_tvar){"RANKS", ranks.s};

@@ -40,6 +40,13 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
                         "allreduce bytes: row %lld\n",
                      4 * rp->bcast_recv[TG_ROW], 4 * rp->bcast_recv[TG_COL], 4 * rp->bcast_sent[TG_ROW],
                      4 * rp->bcast_sent[TG_COL], 4 * rp->allreduce[TG_ROW]);
+        if (pl->spec.mode == TG_TRAIN)
+            tg_sb_printf(o, "backward: bcast recv bytes: row %lld col %lld; reduce send bytes: row %lld col %lld; "
+                            "reduce recv bytes: row %lld col %lld; allreduce bytes: row %lld dep %lld coldep %lld\n",
+                         4 * rp->bwd_bcast_recv[TG_ROW], 4 * rp->bwd_bcast_recv[TG_COL],
+                         4 * rp->bwd_reduce_sent[TG_ROW], 4 * rp->bwd_reduce_sent[TG_COL],
+                         4 * rp->bwd_reduce_recv[TG_ROW], 4 * rp->bwd_reduce_recv[TG_COL],
+                         4 * rp->bwd_allreduce[TG_ROW], 4 * rp->bwd_allreduce[TG_DEP], 4 * rp->bwd_allreduce[TG_COLDEP]);
         tg_sb_puts(o, "buffers (offset and size in bytes, live steps):\n");
         for (int i = 0; i < rp->nbufs; i++) {
             const tg_buf *b = &rp->bufs[i];
@@ -49,13 +56,16 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
         tg_sb_puts(o, "steps:\n");
         for (int i = 0; i < rp->nsteps; i++) {
             const tg_step *st = &rp->steps[i];
-            tg_sb_printf(o, "  %4d L%d %-5s ", i, st->layer, st->op);
+            if (st->layer >= 0)
+                tg_sb_printf(o, "  %4d L%d %-5s ", i, st->layer, st->op);
+            else
+                tg_sb_printf(o, "  %4d    %-5s ", i, st->op);
             if (st->t >= 0)
                 tg_sb_printf(o, "t=%d ", st->t);
             else
                 tg_sb_puts(o, "    ");
             tg_sb_printf(o, "%-12s ", tg_step_kind_name(st->kind));
-            if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_ALLREDUCE) {
+            if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_ALLREDUCE || st->kind == TG_STEP_REDUCE) {
                 char g[32];
                 tg_group_label(m, st->group, rp->c, g, sizeof g);
                 tg_sb_printf(o, "%s=", g);
@@ -63,8 +73,12 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
                 if (st->kind == TG_STEP_BCAST)
                     tg_sb_printf(o, " root %d %s %lld elems %lld bytes", st->root_global,
                                  st->is_root ? "send" : "recv", st->count, 4 * st->count);
+                else if (st->kind == TG_STEP_REDUCE)
+                    tg_sb_printf(o, " root %d %s %lld elems %lld bytes", st->root_global,
+                                 st->is_root ? "recv-sum" : "send", st->count, 4 * st->count);
                 else
-                    tg_sb_printf(o, " %lld elems %lld bytes", st->count, 4 * st->count);
+                    tg_sb_printf(o, " %lld elems %lld bytes%s", st->count, 4 * st->count,
+                                 st->exact ? " (reduce+bcast: identical on every member)" : "");
                 tg_sb_printf(o, " buf %s\n", rp->bufs[st->buf[0]].name);
             } else {
                 if (st->flops)

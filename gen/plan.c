@@ -22,6 +22,7 @@ typedef struct builder {
     tg_rank_plan *rp;
     int cap_steps, cap_bufs;
     bool oom;
+    tg_phase phase; /* phase of the steps being appended */
 } builder;
 
 static long long align_up(long long x)
@@ -79,6 +80,7 @@ static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *o
     tg_step *s = &rp->steps[rp->nsteps++];
     memset(s, 0, sizeof *s);
     s->kind = kind;
+    s->phase = b->phase;
     s->layer = layer;
     s->op = op;
     s->t = t;
@@ -119,6 +121,15 @@ static int add_param(builder *b, const char *name, int ndim, int full0, int full
     ident[n] = '\0';
     snprintf(what, sizeof what, "shard of %s", name);
     p->buf = add_buf(b, rows, cols, 1, what, "w_%s", ident);
+    p->grad = p->m = p->v = -1;
+    if (b->pl->spec.mode == TG_TRAIN) {
+        snprintf(what, sizeof what, "gradient of the shard of %s", name);
+        p->grad = add_buf(b, rows, cols, 0, what, "g_%s", ident);
+        snprintf(what, sizeof what, "AdamW first moment of the shard of %s", name);
+        p->m = add_buf(b, rows, cols, 1, what, "m_%s", ident);
+        snprintf(what, sizeof what, "AdamW second moment of the shard of %s", name);
+        p->v = add_buf(b, rows, cols, 1, what, "v_%s", ident);
+    }
     return rp->nparams - 1;
 }
 
@@ -133,6 +144,7 @@ static void add_piece(builder *b, int param, int r0, int nr, int c0, int nc, int
 
 typedef struct layer_w {
     int ln1_g, ln1_b, qkv_w, qkv_b, o_w, o_b, ln2_g, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b; /* buffer ids */
+    int first_param; /* index of ln_1.weight in rp->params; the 12 follow in the order above */
 } layer_w;
 
 /* A vector parameter [n] split in q blocks; rank column j holds block j. */
@@ -160,6 +172,7 @@ static layer_w declare_layer_weights(builder *b, int l)
     int i = b->rp->c.i, j = b->rp->c.j;
     char nm[64];
     layer_w w;
+    w.first_param = b->rp->nparams;
 #define NAME(s) (snprintf(nm, sizeof nm, "h.%d.%s", l, s), nm)
     w.ln1_g = vec_param(b, NAME("ln_1.weight"), C);
     w.ln1_b = vec_param(b, NAME("ln_1.bias"), C);
@@ -206,7 +219,7 @@ static void allreduce_row(builder *b, int layer, const char *op, int buf, const 
 
 /* Layernorm of x given the local row sums already in rs: the two-pass form
  * (mean, then centred squares), each statistic summed over the row group. */
-static void layernorm(builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
+static int layernorm(builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
 {
     const tg_plan *pl = b->pl;
     char nm[48];
@@ -215,7 +228,7 @@ static void layernorm(builder *b, int layer, const char *op, int x, int rs, int 
     int vs = add_buf(b, 1, pl->R, 0, "per-token sum of squared deviations", "%s", nm);
     tg_step *s = add_step(b, TG_STEP_LN_SQDEV, layer, op, -1);
     if (!s)
-        return;
+        return vs;
     s->rows = pl->R;
     s->cols = pl->Cq;
     s->hidden = pl->spec.hidden;
@@ -226,7 +239,7 @@ static void layernorm(builder *b, int layer, const char *op, int x, int rs, int 
     allreduce_row(b, layer, op, vs, "squared deviations");
     s = add_step(b, TG_STEP_LN_APPLY, layer, op, -1);
     if (!s)
-        return;
+        return vs;
     s->rows = pl->R;
     s->cols = pl->Cq;
     s->hidden = pl->spec.hidden;
@@ -238,6 +251,7 @@ static void layernorm(builder *b, int layer, const char *op, int x, int rs, int 
     use(s, 4, beta, TG_ACC_R);
     use(s, 5, y, TG_ACC_W);
     snprintf(s->what, sizeof s->what, "y = (x - mean) / sqrt(var + eps) * gamma + beta");
+    return vs;
 }
 
 /* C(h,j) = sum_t A(h,t) @ W(t,j): DESIGN.md section 2, forward. a and w are
@@ -311,7 +325,9 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
     }
 }
 
-static void resid_rowsum(builder *b, int layer, const char *op, int x, int p, int bias, int rs, const char *what)
+/* y = x + p + bias (in place when y == x), with the row sums of y for the next layernorm when rs >= 0. */
+static void resid_rowsum(builder *b, int layer, const char *op, int x, int p, int bias, int rs, int y,
+                         const char *what)
 {
     const tg_plan *pl = b->pl;
     tg_step *s = add_step(b, TG_STEP_RESID_ROWSUM, layer, op, -1);
@@ -319,20 +335,29 @@ static void resid_rowsum(builder *b, int layer, const char *op, int x, int p, in
         return;
     s->rows = pl->R;
     s->cols = pl->Cq;
-    use(s, 0, x, TG_ACC_R | TG_ACC_W);
+    use(s, 0, x, TG_ACC_R | (y == x ? TG_ACC_W : 0));
     use(s, 1, p, TG_ACC_R);
     use(s, 2, bias, TG_ACC_R);
     if (rs >= 0)
         use(s, 3, rs, TG_ACC_W);
+    if (y != x)
+        use(s, 4, y, TG_ACC_W);
     snprintf(s->what, sizeof s->what, "%s", what);
 }
 
-static void build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry)
+/* What the backward needs of one layer's forward. */
+typedef struct layer_saved {
+    int x_in, rs1, vs1, a1, qkv, att, x_mid, rs2, vs2, a2, u, g;
+} layer_saved;
+
+/* Forward of one block. Inference updates the residual stream x in place; training writes
+ * each residual into a new buffer so the backward finds every layernorm input. Returns the
+ * block's output buffer. */
+static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry, layer_saved *sv)
 {
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq, Fq = pl->Fq;
-    int last = l == pl->spec.layers - 1;
-    char what[120];
+    int last = l == pl->spec.layers - 1, train = pl->spec.mode == TG_TRAIN;
 
     /* ln1: the row sums come from the previous block's final residual step */
     int rs1 = *rs_carry;
@@ -340,16 +365,15 @@ static void build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carr
         rs1 = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l);
         tg_step *s = add_step(b, TG_STEP_LN_ROWSUM, l, "ln1", -1);
         if (!s)
-            return;
+            return -1;
         s->rows = R;
         s->cols = Cq;
         use(s, 0, x, TG_ACC_R);
         use(s, 1, rs1, TG_ACC_W);
         snprintf(s->what, sizeof s->what, "row sums of x, local columns");
     }
-    snprintf(what, sizeof what, "LN1(x) block (h, j)");
-    int a1 = add_buf(b, R, Cq, 0, what, "L%d_ln1_out", l);
-    layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
+    int a1 = add_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l);
+    int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
 
     int qkv = add_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
     summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
@@ -359,7 +383,7 @@ static void build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carr
                      "L%d_scores", l);
     tg_step *s = add_step(b, TG_STEP_ATTENTION, l, "attn", -1);
     if (!s)
-        return;
+        return -1;
     s->rows = R;
     s->cols = Cq;
     s->nseq = pl->nseq;
@@ -378,29 +402,375 @@ static void build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carr
     summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
 
     int rs2 = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln2_sum", l);
-    resid_rowsum(b, l, "ln2", x, p1, w->o_b, rs2, "x += proj + bias; row sums of x for ln2");
+    int xm = train ? add_buf(b, R, Cq, 0, "residual stream after attention (h, j)", "L%d_x_mid", l) : x;
+    resid_rowsum(b, l, "ln2", x, p1, w->o_b, rs2, xm,
+                 train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
     int a2 = add_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l);
-    layernorm(b, l, "ln2", x, rs2, w->ln2_g, w->ln2_b, a2);
+    int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
     int hh = add_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
     summa(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
-    s = add_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
+    int g = hh;
+    if (train) {
+        g = add_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l);
+        s = add_step(b, TG_STEP_GELU_SAVE, l, "gelu", -1);
+        if (!s)
+            return -1;
+        use(s, 0, hh, TG_ACC_R | TG_ACC_W);
+        use(s, 1, w->fc1_b, TG_ACC_R);
+        use(s, 2, g, TG_ACC_W);
+        snprintf(s->what, sizeof s->what, "u = h + b1 (kept for the backward); g = GeLU(u)");
+    } else {
+        s = add_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
+        if (!s)
+            return -1;
+        use(s, 0, hh, TG_ACC_R | TG_ACC_W);
+        use(s, 1, w->fc1_b, TG_ACC_R);
+        snprintf(s->what, sizeof s->what, "h = GeLU(h + b1), tanh approximation");
+    }
+    s->rows = R;
+    s->cols = Fq;
+
+    int p2 = add_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
+    summa(b, l, "fc2", g, w->fc2_w, p2, Fq, Cq);
+    int rs_next = -1;
+    if (!last)
+        rs_next = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l + 1);
+    int xo = xm;
+    if (train) {
+        if (last)
+            xo = add_buf(b, R, Cq, 1, "output block (h, j) of the last layer", "y");
+        else
+            xo = add_buf(b, R, Cq, 0, "residual stream after the block (h, j)", "L%d_x_out", l);
+    }
+    resid_rowsum(b, l, "fc2", xm, p2, w->fc2_b, rs_next, xo,
+                 last ? (train ? "y = x_mid + mlp + bias (block output)" : "x += mlp + bias (block output)")
+                      : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
+                               : "x += mlp + bias; row sums of x for the next ln1"));
+    *rs_carry = rs_next;
+    layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
+    *sv = out;
+    return xo;
+}
+
+/* ---- backward (DESIGN.md section 2) ----------------------------------------------- */
+
+static void allreduce_exact(builder *b, int layer, const char *op, tg_group g, int buf, long long count,
+                            const char *what)
+{
+    const tg_plan *pl = b->pl;
+    int n = tg_group_size(&pl->mesh, g);
+    if (n == 1)
+        return;
+    tg_step *s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+    if (!s)
+        return;
+    char lab[32];
+    tg_group_label(&pl->mesh, g, b->rp->c, lab, sizeof lab);
+    s->group = g;
+    s->group_size = n;
+    s->exact = 1;
+    s->count = count;
+    use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "all-reduce(sum, identical on every member) %s over %s", what, lab);
+}
+
+static void reduce_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
+                        const char *what)
+{
+    const tg_plan *pl = b->pl;
+    tg_coord co = b->rp->c;
+    tg_step *s = add_step(b, TG_STEP_REDUCE, layer, op, t);
+    if (!s)
+        return;
+    char lab[32];
+    tg_group_label(&pl->mesh, g, co, lab, sizeof lab);
+    s->group = g;
+    s->group_size = pl->mesh.q;
+    s->root_local = t;
+    s->root_global = tg_group_member(&pl->mesh, g, co, t);
+    s->is_root = tg_group_local(&pl->mesh, g, co) == t;
+    s->count = count;
+    use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
+    snprintf(s->what, sizeof s->what, "reduce(sum) %s over %s to rank %d", what, lab, s->root_global);
+}
+
+static tg_step *gemm_step(builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
+                          int lda, int B, int ldb, int C, int ldc)
+{
+    tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
+    if (!s)
+        return NULL;
+    s->m = m;
+    s->n = n;
+    s->k = k;
+    s->lda = lda;
+    s->ldb = ldb;
+    s->ldc = ldc;
+    s->transa = ta;
+    s->transb = tb;
+    s->beta = 0.0f;
+    s->flops = 2LL * m * n * k;
+    use(s, 0, A, TG_ACC_R);
+    use(s, 1, B, TG_ACC_R);
+    use(s, 2, C, TG_ACC_W);
+    return s;
+}
+
+/* dX = dY W^T (ABT): for t: bcast W(t,j) over col from local root t; P = dY(h,j) W(t,j)^T;
+ * reduce P over row to local root t, so dX(h,t) lands on (i,t,k). The root computes its P
+ * straight into dX and reduces in place. dy [R,Nq], w own [Kq,Nq], dx [R,Kq]. */
+static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, int Kq, int Nq)
+{
+    const tg_plan *pl = b->pl;
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = b->rp->c;
+    int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
+    char what[160];
+    if (q == 1) {
+        tg_step *s = gemm_step(b, layer, op, 0, 0, 1, R, Kq, Nq, dy, Nq, w, Nq, dx, Kq);
+        if (s)
+            snprintf(s->what, sizeof s->what, "dX(h=%d,0) = dY(h=%d,0) @ W(0,0)^T  [%dx%d]@[%dx%d]^T", h, h, R, Nq,
+                     Kq, Nq);
+        return;
+    }
+    int nrecv = q >= 3 ? 2 : 1, nw = 0, recv_w[2] = {-1, -1};
+    for (int r = 0; r < nrecv; r++) {
+        snprintf(what, sizeof what, "W(t,j=%d) received over col for %s backward", co.j, op);
+        recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_dx_w%s", layer, op, nrecv == 1 ? "" : (r ? "1" : "0"));
+    }
+    snprintf(what, sizeof what, "partial dX(h=%d,t) for %s, reduced over row", h, op);
+    int part = add_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
+    char coll[32];
+    tg_group_label(m, TG_COL, co, coll, sizeof coll);
+    for (int t = 0; t < q; t++) {
+        int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
+        tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
+        if (!s)
+            return;
+        s->group = TG_COL;
+        s->group_size = q;
+        s->root_local = t;
+        s->root_global = tg_group_member(m, TG_COL, co, t);
+        s->is_root = co.i == t;
+        s->count = (long long)Kq * Nq;
+        use(s, 0, W, s->is_root ? TG_ACC_R : TG_ACC_W);
+        snprintf(s->what, sizeof s->what, "bcast W(t=%d,j=%d) over %s from rank %d (for dX)", t, co.j, coll,
+                 s->root_global);
+        int target = (co.j == t) ? dx : part;
+        s = gemm_step(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
+        if (!s)
+            return;
+        snprintf(s->what, sizeof s->what, "P = dY(h=%d,j=%d) @ W(t=%d,j=%d)^T  [%dx%d]@[%dx%d]^T%s", h, co.j, t, co.j,
+                 R, Nq, Kq, Nq, co.j == t ? ", into dX (this rank is the root)" : "");
+        snprintf(what, sizeof what, "P into dX(h=%d,t=%d)", h, t);
+        reduce_step(b, layer, op, t, TG_ROW, target, (long long)R * Kq, what);
+    }
+}
+
+/* dW = X^T dY (ATB): for t: bcast X(h,t) over row from local root t; P = X(h,t)^T dY(h,j);
+ * reduce P over col to local root t, so the depth layer's sum of dW(t,j) lands on (t,j,k);
+ * then all-reduce over dep(i,j): every depth layer saw different tokens. x own [R,Kq],
+ * dy [R,Nq], dw [Kq,Nq]. */
+static void atb(builder *b, int layer, const char *op, int x, int dy, int dw, int Kq, int Nq)
+{
+    const tg_plan *pl = b->pl;
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = b->rp->c;
+    int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
+    char what[160];
+    if (q == 1) {
+        tg_step *s = gemm_step(b, layer, op, 0, 1, 0, Kq, Nq, R, x, Kq, dy, Nq, dw, Nq);
+        if (s)
+            snprintf(s->what, sizeof s->what, "dW(0,0) = X(h=%d,0)^T @ dY(h=%d,0)  [%dx%d]^T@[%dx%d]", h, h, R, Kq, R,
+                     Nq);
+    } else {
+        int nrecv = q >= 3 ? 2 : 1, na = 0, recv_x[2] = {-1, -1};
+        for (int r = 0; r < nrecv; r++) {
+            snprintf(what, sizeof what, "X(h=%d,t) received over row for %s backward", h, op);
+            recv_x[r] = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_dw_x%s", layer, op,
+                                nrecv == 1 ? "" : (r ? "1" : "0"));
+        }
+        snprintf(what, sizeof what, "partial dW(t,j=%d) for %s, reduced over col", co.j, op);
+        int part = add_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
+        char rowl[32];
+        tg_group_label(m, TG_ROW, co, rowl, sizeof rowl);
+        for (int t = 0; t < q; t++) {
+            int A = (co.j == t) ? x : recv_x[na++ % nrecv];
+            tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
+            if (!s)
+                return;
+            s->group = TG_ROW;
+            s->group_size = q;
+            s->root_local = t;
+            s->root_global = tg_group_member(m, TG_ROW, co, t);
+            s->is_root = co.j == t;
+            s->count = (long long)R * Kq;
+            use(s, 0, A, s->is_root ? TG_ACC_R : TG_ACC_W);
+            snprintf(s->what, sizeof s->what, "bcast X(h=%d,t=%d) over %s from rank %d (for dW)", h, t, rowl,
+                     s->root_global);
+            int target = (co.i == t) ? dw : part;
+            s = gemm_step(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
+            if (!s)
+                return;
+            snprintf(s->what, sizeof s->what, "P = X(h=%d,t=%d)^T @ dY(h=%d,j=%d)  [%dx%d]^T@[%dx%d]%s", h, t, h, co.j,
+                     R, Kq, R, Nq, co.i == t ? ", into dW (this rank is the root)" : "");
+            snprintf(what, sizeof what, "P into dW(t=%d,j=%d)", t, co.j);
+            reduce_step(b, layer, op, t, TG_COL, target, (long long)Kq * Nq, what);
+        }
+    }
+    allreduce_exact(b, layer, op, TG_DEP, dw, (long long)Kq * Nq, "dW over the depth layers");
+}
+
+/* db = column sums of dY over this rank's tokens, summed over every (i,k) holding column block j. */
+static void bias_grad(builder *b, int layer, const char *op, int dy, int cols, int db)
+{
+    tg_step *s = add_step(b, TG_STEP_COLSUM, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = b->pl->R;
+    s->cols = cols;
+    use(s, 0, dy, TG_ACC_R);
+    use(s, 1, db, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "db = column sums of dY, local tokens");
+    allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
+}
+
+/* Layernorm backward: g += dx for y = LN(x) given dy; dgamma, dbeta as column sums. */
+static void ln_bwd(builder *b, int layer, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
+                   int dbeta)
+{
+    const tg_plan *pl = b->pl;
+    int R = pl->R, Cq = pl->Cq;
+    int sums = add_buf(b, 2, R, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", layer, op);
+    tg_step *s = add_step(b, TG_STEP_LN_BWD_SUMS, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = R;
+    s->cols = Cq;
+    s->hidden = pl->spec.hidden;
+    s->eps = pl->spec.eps;
+    use(s, 0, dy, TG_ACC_R);
+    use(s, 1, x, TG_ACC_R);
+    use(s, 2, rs, TG_ACC_R);
+    use(s, 3, vs, TG_ACC_R);
+    use(s, 4, gamma, TG_ACC_R);
+    use(s, 5, sums, TG_ACC_W);
+    use(s, 6, dgamma, TG_ACC_W);
+    use(s, 7, dbeta, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums");
+    if (pl->mesh.q > 1) {
+        s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+        if (!s)
+            return;
+        char lab[32];
+        tg_group_label(&pl->mesh, TG_ROW, b->rp->c, lab, sizeof lab);
+        s->group = TG_ROW;
+        s->group_size = pl->mesh.q;
+        s->count = 2LL * R;
+        use(s, 0, sums, TG_ACC_R | TG_ACC_W);
+        snprintf(s->what, sizeof s->what, "all-reduce(sum) the two per-token sums over %s", lab);
+    }
+    s = add_step(b, TG_STEP_LN_BWD_APPLY, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = R;
+    s->cols = Cq;
+    s->hidden = pl->spec.hidden;
+    s->eps = pl->spec.eps;
+    use(s, 0, dy, TG_ACC_R);
+    use(s, 1, x, TG_ACC_R);
+    use(s, 2, rs, TG_ACC_R);
+    use(s, 3, vs, TG_ACC_R);
+    use(s, 4, gamma, TG_ACC_R);
+    use(s, 5, sums, TG_ACC_R);
+    use(s, 6, g, TG_ACC_R | TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx");
+    allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
+    allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
+}
+
+static int grad_of(builder *b, const layer_w *w, int k)
+{
+    return b->rp->params[w->first_param + k].grad;
+}
+
+/* Backward of one block: g holds dL/d(block output) and becomes dL/d(block input). */
+static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_saved *sv, int g)
+{
+    const tg_plan *pl = b->pl;
+    int R = pl->R, Cq = pl->Cq, Fq = pl->Fq, S = pl->spec.seq;
+    enum { P_LN1_G, P_LN1_B, P_QKV_W, P_QKV_B, P_O_W, P_O_B, P_LN2_G, P_LN2_B, P_FC1_W, P_FC1_B, P_FC2_W, P_FC2_B };
+
+    /* MLP: y = x_mid + GeLU(LN2(x_mid) W1 + b1) W2 + b2 */
+    atb(b, l, "fc2", sv->g, g, grad_of(b, w, P_FC2_W), Fq, Cq);
+    bias_grad(b, l, "fc2", g, Cq, grad_of(b, w, P_FC2_B));
+    int dgl = add_buf(b, R, Fq, 0, "dL/d(GeLU output), then dL/du", "L%d_gelu_dout", l);
+    abt(b, l, "fc2", g, w->fc2_w, dgl, Fq, Cq);
+    tg_step *s = add_step(b, TG_STEP_GELU_BWD, l, "gelu", -1);
     if (!s)
         return;
     s->rows = R;
     s->cols = Fq;
-    use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-    use(s, 1, w->fc1_b, TG_ACC_R);
-    snprintf(s->what, sizeof s->what, "h = GeLU(h + b1), tanh approximation");
+    use(s, 0, dgl, TG_ACC_R | TG_ACC_W);
+    use(s, 1, sv->u, TG_ACC_R);
+    snprintf(s->what, sizeof s->what, "du = dg * GeLU'(u)");
+    atb(b, l, "fc1", sv->a2, dgl, grad_of(b, w, P_FC1_W), Cq, Fq);
+    bias_grad(b, l, "fc1", dgl, Fq, grad_of(b, w, P_FC1_B));
+    int da2 = add_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
+    abt(b, l, "fc1", dgl, w->fc1_w, da2, Cq, Fq);
+    ln_bwd(b, l, "ln2", da2, sv->x_mid, sv->rs2, sv->vs2, w->ln2_g, g, grad_of(b, w, P_LN2_G),
+           grad_of(b, w, P_LN2_B));
 
-    int p2 = add_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
-    summa(b, l, "fc2", hh, w->fc2_w, p2, Fq, Cq);
-    int rs_next = -1;
-    if (!last)
-        rs_next = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l + 1);
-    resid_rowsum(b, l, "fc2", x, p2, w->fc2_b, rs_next,
-                 last ? "x += mlp + bias (block output)" : "x += mlp + bias; row sums of x for the next ln1");
-    *rs_carry = rs_next;
+    /* attention: x_mid = x + Attn(LN1(x) Wqkv + bqkv) Wo + bo */
+    atb(b, l, "proj", sv->att, g, grad_of(b, w, P_O_W), Cq, Cq);
+    bias_grad(b, l, "proj", g, Cq, grad_of(b, w, P_O_B));
+    int datt = add_buf(b, R, Cq, 0, "dL/d(attention output)", "L%d_att_dout", l);
+    abt(b, l, "proj", g, w->o_w, datt, Cq, Cq);
+    int dqkv = add_buf(b, R, 3 * Cq, 0, "dL/d[Q|K|V] of head group j", "L%d_qkv_dout", l);
+    int p1 = add_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", l);
+    int p2 = add_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", l);
+    s = add_step(b, TG_STEP_ATTN_BWD, l, "attn", -1);
+    if (!s)
+        return;
+    s->rows = R;
+    s->cols = Cq;
+    s->nseq = pl->nseq;
+    s->seq = S;
+    s->heads = pl->Hq;
+    s->hdim = pl->D;
+    s->flops = 10LL * pl->nseq * pl->Hq * S * S * pl->D;
+    use(s, 0, sv->qkv, TG_ACC_R);
+    use(s, 1, datt, TG_ACC_R);
+    use(s, 2, dqkv, TG_ACC_W);
+    use(s, 3, p1, TG_ACC_W);
+    use(s, 4, p2, TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "attention backward, probabilities recomputed from Q and K");
+    atb(b, l, "qkv", sv->a1, dqkv, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
+    bias_grad(b, l, "qkv", dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
+    int da1 = add_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);
+    abt(b, l, "qkv", dqkv, w->qkv_w, da1, Cq, 3 * Cq);
+    ln_bwd(b, l, "ln1", da1, sv->x_in, sv->rs1, sv->vs1, w->ln1_g, g, grad_of(b, w, P_LN1_G),
+           grad_of(b, w, P_LN1_B));
+}
+
+static void build_optimizer(builder *b)
+{
+    tg_rank_plan *rp = b->rp;
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        const tg_buf *pb = &rp->bufs[p->buf];
+        tg_step *s = add_step(b, TG_STEP_ADAMW, -1, "adamw", -1);
+        if (!s)
+            return;
+        s->count = pb->elems;
+        s->decay = p->ndim == 2;
+        use(s, 0, p->buf, TG_ACC_R | TG_ACC_W);
+        use(s, 1, p->grad, TG_ACC_R);
+        use(s, 2, p->m, TG_ACC_R | TG_ACC_W);
+        use(s, 3, p->v, TG_ACC_R | TG_ACC_W);
+        snprintf(s->what, sizeof s->what, "AdamW on %s%s", p->name, s->decay ? " (with weight decay)" : "");
+    }
 }
 
 /* ---- memory plan ------------------------------------------------------------------ */
@@ -530,36 +900,66 @@ static void totals(tg_rank_plan *rp)
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
         rp->flops += st->flops;
+        int bwd = st->phase == TG_PHASE_BWD;
+        long long *recv = bwd ? rp->bwd_bcast_recv : rp->bcast_recv;
+        long long *sent = bwd ? rp->bwd_bcast_sent : rp->bcast_sent;
+        long long *ar = bwd ? rp->bwd_allreduce : rp->allreduce;
         if (st->kind == TG_STEP_BCAST) {
             if (st->is_root)
-                rp->bcast_sent[st->group] += st->count;
+                sent[st->group] += st->count;
             else
-                rp->bcast_recv[st->group] += st->count;
+                recv[st->group] += st->count;
         } else if (st->kind == TG_STEP_ALLREDUCE) {
-            rp->allreduce[st->group] += st->count;
+            ar[st->group] += st->count;
+        } else if (st->kind == TG_STEP_REDUCE) {
+            if (st->is_root)
+                rp->bwd_reduce_recv[st->group] += st->count * (st->group_size - 1);
+            else
+                rp->bwd_reduce_sent[st->group] += st->count;
         }
     }
 }
 
 static bool build_rank(const tg_plan *pl, tg_rank_plan *rp, tg_err *err)
 {
-    builder b = {pl, rp, 0, 0, false};
+    builder b = {pl, rp, 0, 0, false, TG_PHASE_FWD};
     const tg_spec *sp = &pl->spec;
+    int train = sp->mode == TG_TRAIN;
     layer_w *lw = malloc((size_t)sp->layers * sizeof *lw);
-    if (!lw)
+    layer_saved *sv = malloc((size_t)sp->layers * sizeof *sv);
+    if (!lw || !sv) {
+        free(lw);
+        free(sv);
         return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+    }
     for (int l = 0; l < sp->layers; l++)
         lw[l] = declare_layer_weights(&b, l);
     int h = tg_mesh_row_block(&pl->mesh, rp->c);
     char what[120];
-    snprintf(what, sizeof what, "residual stream block (h=%d, j=%d): input in, output out", h, rp->c.j);
+    snprintf(what, sizeof what, "residual stream block (h=%d, j=%d): input in%s", h, rp->c.j,
+             train ? "" : ", output out");
     rp->x_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "x");
+    rp->gx_buf = -1;
+    if (train) {
+        snprintf(what, sizeof what, "gradient block (h=%d, j=%d): dL/dy in, dL/dx out", h, rp->c.j);
+        rp->gx_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "grad_x");
+    }
     rp->io_r0 = h * pl->R;
     rp->io_c0 = rp->c.j * pl->Cq;
-    int rs_carry = -1;
+    int rs_carry = -1, x = rp->x_buf;
     for (int l = 0; l < sp->layers && !b.oom; l++)
-        build_layer(&b, l, &lw[l], rp->x_buf, &rs_carry);
+        x = build_layer(&b, l, &lw[l], x, &rs_carry, &sv[l]);
+    rp->y_buf = x;
+    if (train) {
+        b.phase = TG_PHASE_BWD;
+        for (int l = sp->layers - 1; l >= 0 && !b.oom; l--)
+            build_layer_bwd(&b, l, &lw[l], &sv[l], rp->gx_buf);
+        b.phase = TG_PHASE_OPT;
+        if (!b.oom)
+            build_optimizer(&b);
+    }
     free(lw);
+    free(sv);
     if (b.oom)
         return tg_fail(err, "out of memory while planning rank %d", rp->rank);
     if (!lifetimes(rp, err) || !place(rp, err))
@@ -620,6 +1020,14 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_LN_APPLY: return "ln_apply";
     case TG_STEP_BIAS_GELU: return "bias_gelu";
     case TG_STEP_ATTENTION: return "attention";
+    case TG_STEP_REDUCE: return "reduce";
+    case TG_STEP_GELU_SAVE: return "gelu_save";
+    case TG_STEP_COLSUM: return "colsum";
+    case TG_STEP_GELU_BWD: return "gelu_bwd";
+    case TG_STEP_LN_BWD_SUMS: return "ln_bwd_sums";
+    case TG_STEP_LN_BWD_APPLY: return "ln_bwd_apply";
+    case TG_STEP_ATTN_BWD: return "attention_bwd";
+    case TG_STEP_ADAMW: return "adamw";
     }
     return "?";
 }

@@ -40,15 +40,33 @@ typedef enum tg_step_kind {
     TG_STEP_LN_SQDEV,     /* buf[0] x, buf[1] rs (global sums) -> buf[2] vs = sum (x - rs/hidden)^2 */
     TG_STEP_LN_APPLY,     /* buf[0] x, buf[1] rs, buf[2] vs, buf[3] gamma, buf[4] beta -> buf[5] y */
     TG_STEP_BIAS_GELU,    /* buf[0] h [rows,cols] = GeLU(h + buf[1] bias[cols]) */
-    TG_STEP_ATTENTION     /* buf[0] qkv [rows,3*cols] += buf[1] bias; buf[2] out [rows,cols]; buf[3] scores [seq,seq] */
+    TG_STEP_ATTENTION,    /* buf[0] qkv [rows,3*cols] += buf[1] bias; buf[2] out [rows,cols]; buf[3] scores [seq,seq] */
+    /* training */
+    TG_STEP_REDUCE,       /* buf[0]: [count] summed onto the group's local root (in place there) */
+    TG_STEP_GELU_SAVE,    /* buf[0] u [rows,cols] += buf[1] bias (kept: pre-activation); buf[2] g = GeLU(u) */
+    TG_STEP_COLSUM,       /* buf[0] dy [rows,cols] -> buf[1] db [cols] = column sums */
+    TG_STEP_GELU_BWD,     /* buf[0] dg [rows,cols] *= GeLU'(buf[1] u) */
+    TG_STEP_LN_BWD_SUMS,  /* buf[0] dy, buf[1] x, buf[2] rs, buf[3] vs, buf[4] gamma -> buf[5] s [2,rows];
+                           * and the dgamma, dbeta column sums: buf[6], buf[7] [cols] */
+    TG_STEP_LN_BWD_APPLY, /* buf[0] dy, buf[1] x, buf[2] rs, buf[3] vs, buf[4] gamma, buf[5] s -> buf[6] g += dx */
+    TG_STEP_ATTN_BWD,     /* buf[0] qkv (post-bias), buf[1] dout [rows,cols] -> buf[2] dqkv [rows,3*cols];
+                           * buf[3], buf[4]: [seq,seq] scratch */
+    TG_STEP_ADAMW         /* buf[0] param, buf[1] grad, buf[2] m, buf[3] v: [count] elements */
 } tg_step_kind;
 
-#define TG_STEP_MAXBUF 6
+typedef enum tg_phase {
+    TG_PHASE_FWD = 0, /* forward(): the whole stack */
+    TG_PHASE_BWD = 1, /* backward(): from dL/dy in the gradient buffer to dL/dx and every weight gradient */
+    TG_PHASE_OPT = 2  /* optimizer(): one AdamW step on every local shard */
+} tg_phase;
+
+#define TG_STEP_MAXBUF 8
 #define TG_ACC_R 1 /* step reads the buffer */
 #define TG_ACC_W 2 /* step writes the buffer */
 
 typedef struct tg_step {
     tg_step_kind kind;
+    tg_phase phase;
     int layer;      /* transformer block, 0-based */
     const char *op; /* "ln1", "qkv", "attn", "proj", "ln2", "fc1", "gelu", "fc2" */
     int t;          /* SUMMA step, or -1 */
@@ -57,8 +75,9 @@ typedef struct tg_step {
     tg_group group;
     int group_size;
     int root_local, root_global; /* bcast only */
-    int is_root;                 /* this rank is the bcast root */
-    long long count;             /* elements moved (bcast) or reduced (allreduce) */
+    int is_root;                 /* this rank is the bcast or reduce root */
+    int exact;                   /* allreduce: every member gets bitwise the same sum (reduce + bcast) */
+    long long count;             /* elements moved (bcast, reduce) or reduced (allreduce); adamw: elements */
 
     /* operands: ids into tg_rank_plan.bufs, -1 when unused; acc = TG_ACC_* */
     int buf[TG_STEP_MAXBUF];
@@ -67,6 +86,8 @@ typedef struct tg_step {
     /* shapes */
     int m, n, k, lda, ldb, ldc; /* GEMM */
     float beta;                 /* GEMM: 0 on SUMMA step 0, 1 after */
+    int transa, transb;         /* GEMM: op(A) = A^T, op(B) = B^T (then lda/ldb describe the stored matrices) */
+    int decay;                  /* adamw: apply weight decay (2-D weights only) */
     int rows, cols;             /* kernels: local block shape */
     int hidden;                 /* LN: full C (the divisor of the statistics) */
     double eps;                 /* LN */
@@ -80,7 +101,7 @@ typedef struct tg_buf {
     char name[48];    /* C identifier, e.g. L0_qkv, w_h0_attn_c_attn_weight, recv_L0_qkv_a */
     int rows, cols;   /* shape [rows, cols] (a vector is [1, n]) */
     long long elems;  /* rows * cols */
-    int persistent;   /* live for the whole program (weights, the residual stream) */
+    int persistent;   /* live for the whole program (weights, optimizer state, I/O blocks) */
     int first, last;  /* lifetime in step indices (inclusive), from the schedule */
     long long offset; /* in floats from the arena start, 64-byte aligned */
     char what[120];   /* what it holds, for comments */
@@ -99,6 +120,7 @@ typedef struct tg_param {
     int ndim;      /* 1 or 2 */
     int full[2];   /* full shape: [rows, cols] for 2-D, [n, -] for 1-D */
     int buf;       /* local shard buffer */
+    int grad, m, v; /* training: gradient and AdamW moment buffers of the same shape, else -1 */
     int npieces;
     tg_piece piece[3];
 } tg_param;
@@ -112,13 +134,19 @@ typedef struct tg_rank_plan {
     int nbufs;
     tg_param *params;
     int nparams;
-    int x_buf;                 /* residual stream [R, Cq]: input block in, output block out */
+    int x_buf;                 /* input block [R, Cq] of the residual stream */
+    int y_buf;                 /* output block [R, Cq] (x_buf itself for inference: updated in place) */
+    int gx_buf;                /* training: dL/dy in, dL/dx out, [R, Cq]; else -1 */
     int io_r0, io_c0;          /* that block's first token row and column in the [T, C] view */
     long long arena_elems;     /* peak arena size, floats */
     long long weight_elems;    /* floats held by weight shards */
     long long bcast_recv[TG_NGROUPS]; /* elements received by bcast, whole program */
     long long bcast_sent[TG_NGROUPS]; /* elements sent as bcast root (logical: once per bcast) */
     long long allreduce[TG_NGROUPS];  /* elements all-reduced */
+    /* the same for the backward (training), plus reductions: a reduce's root receives count
+     * from each other member, the others send count */
+    long long bwd_bcast_recv[TG_NGROUPS], bwd_bcast_sent[TG_NGROUPS], bwd_allreduce[TG_NGROUPS];
+    long long bwd_reduce_recv[TG_NGROUPS], bwd_reduce_sent[TG_NGROUPS];
     long long flops;
 } tg_rank_plan;
 

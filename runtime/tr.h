@@ -32,6 +32,8 @@ typedef enum tr_kind {
     TR_K_RESID,
     TR_K_GELU,
     TR_K_ATTENTION,
+    TR_K_REDUCE,
+    TR_K_OPTIMIZER,
     TR_NKINDS
 } tr_kind;
 
@@ -49,6 +51,7 @@ typedef struct tr_param {
     int rows, cols;    /* local shard shape */
     int npieces;
     tr_piece piece[3];
+    long long grad_offset, m_offset, v_offset; /* training: gradient and AdamW moments, same shape; else -1 */
 } tr_param;
 
 struct tr_ctx;
@@ -72,15 +75,26 @@ typedef struct tr_rank_desc {
     long long arena_elems;
     int nparams;
     const tr_param *params;
-    long long x_offset;       /* residual stream block [io_rows, io_cols] */
+    int mode;                 /* 0 inference, 1 training */
+    long long x_offset;       /* input block [io_rows, io_cols] of the residual stream */
+    long long y_offset;       /* output block (x_offset for inference: updated in place) */
+    long long gx_offset;      /* training: dL/dy in, dL/dx out, [io_rows, io_cols]; else -1 */
     int io_r0, io_c0, io_rows, io_cols;
     long long plan_bcast_recv[TR_NGROUPS]; /* planned elements per forward */
     long long plan_bcast_sent[TR_NGROUPS];
     long long plan_allreduce[TR_NGROUPS];
     long long plan_flops;
+    /* training: planned elements per backward (a reduce root receives count from each other member) */
+    long long plan_bwd_bcast_recv[TR_NGROUPS];
+    long long plan_bwd_bcast_sent[TR_NGROUPS];
+    long long plan_bwd_allreduce[TR_NGROUPS];
+    long long plan_bwd_reduce_recv[TR_NGROUPS];
+    long long plan_bwd_reduce_sent[TR_NGROUPS];
     int nsteps;
     const tr_step_info *steps;
     void (*forward)(struct tr_ctx *c, float *A);
+    void (*backward)(struct tr_ctx *c, float *A);  /* training only, else NULL */
+    void (*optimizer)(struct tr_ctx *c, float *A); /* training only: one AdamW step (step number in the ctx) */
 } tr_rank_desc;
 
 typedef struct tr_model_desc {
@@ -88,6 +102,8 @@ typedef struct tr_model_desc {
     int q, d, p;
     int layers, hidden, heads, ffn, seq, batch;
     double eps;
+    int mode;                                   /* 0 inference, 1 training */
+    double lr, beta1, beta2, adam_eps, weight_decay; /* AdamW, training only */
     const tr_rank_desc *const *ranks;
 } tr_model_desc;
 
@@ -121,5 +137,40 @@ void tr_bias_gelu(struct tr_ctx *c, float *h, const float *bias, int rows, int c
  * sequence and head; scores [seq, seq] is scratch. */
 void tr_attention(struct tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq,
                   int heads, int hdim);
+
+
+/* ---- what generated backward and optimizer code calls (training) --------------- */
+
+/* Sum count floats onto the group's local root: in place on the root, buf only read elsewhere. */
+void tr_reduce(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
+/* All-reduce whose result is bitwise identical on every member (reduce to member 0, then bcast):
+ * gradients of replicated parameters, so replicas stay identical after every step. */
+void tr_allreduce_exact(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* Row-major C[m,n] = beta*C + op(A) op(B), op(X) = X^T when transX; lda/ldb are of the stored matrices. */
+void tr_gemm_ex(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc);
+/* y = x + p + bias, row sums of y into rs if not NULL (out of place: x is kept for the backward). */
+void tr_resid_rowsum_to(struct tr_ctx *c, const float *x, const float *p, const float *bias, int rows, int cols,
+                        float *rs, float *y);
+/* u += bias (kept: the pre-activation); g = GeLU(u). */
+void tr_bias_gelu_save(struct tr_ctx *c, float *u, const float *bias, float *g, int rows, int cols);
+/* db[cols] = column sums of dy[rows, cols]. */
+void tr_colsum(struct tr_ctx *c, const float *dy, int rows, int cols, float *db);
+/* dg *= GeLU'(u). */
+void tr_gelu_bwd(struct tr_ctx *c, float *dg, const float *u, int rows, int cols);
+/* Layernorm backward, part 1: per token, s[r] = sum dxhat, s[rows + r] = sum dxhat*xhat over local
+ * columns (dxhat = dy*gamma); dgamma[c] = sum_r dy*xhat, dbeta[c] = sum_r dy over local tokens. */
+void tr_ln_bwd_sums(struct tr_ctx *c, const float *dy, const float *x, const float *rs, const float *vs,
+                    const float *gamma, int rows, int cols, int hidden, float eps, float *s, float *dgamma,
+                    float *dbeta);
+/* Part 2, with s summed over the row: g += rstd (dxhat - s1/hidden - xhat s2/hidden). */
+void tr_ln_bwd_apply(struct tr_ctx *c, const float *dy, const float *x, const float *rs, const float *vs,
+                     const float *gamma, const float *s, int rows, int cols, int hidden, float eps, float *g);
+/* Attention backward: dqkv [nseq*seq, 3*heads*hdim] from qkv (post-bias) and dout; probs and dscores
+ * [seq, seq] are scratch. */
+void tr_attention_bwd(struct tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
+                      float *dscores, int nseq, int seq, int heads, int hdim);
+/* One AdamW step (step number c->opt_step, from 1) on n elements; decay: apply weight decay. */
+void tr_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay);
 
 #endif

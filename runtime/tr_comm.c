@@ -82,13 +82,16 @@ void tr_ctx_reset_counts(tr_ctx *c)
     memset(c->bcast_recv, 0, sizeof c->bcast_recv);
     memset(c->bcast_sent, 0, sizeof c->bcast_sent);
     memset(c->allreduce, 0, sizeof c->allreduce);
+    memset(c->reduce_recv, 0, sizeof c->reduce_recv);
+    memset(c->reduce_sent, 0, sizeof c->reduce_sent);
     memset(c->calls, 0, sizeof c->calls);
     memset(c->seconds, 0, sizeof c->seconds);
 }
 
 const char *tr_kind_name(tr_kind k)
 {
-    static const char *n[TR_NKINDS] = {"bcast", "allreduce", "gemm", "layernorm", "residual", "gelu", "attention"};
+    static const char *n[TR_NKINDS] = {"bcast",     "allreduce", "gemm",      "layernorm", "residual",
+                                       "gelu",      "attention", "reduce",    "optimizer"};
     return (k >= 0 && k < TR_NKINDS) ? n[k] : "?";
 }
 
@@ -109,6 +112,38 @@ void tr_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
 {
     double t0 = c->timing ? tr_now() : 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, c->comm[g]), "MPI_Allreduce", g);
+    c->allreduce[g] += count;
+    c->calls[TR_K_ALLREDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
+}
+
+void tr_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    if (c->desc->key[g] == root) {
+        MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]), "MPI_Reduce", g);
+        c->reduce_recv[g] += (long long)count * (c->desc->size[g] - 1);
+    } else {
+        MPI_CHECK(MPI_Reduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]), "MPI_Reduce", g);
+        c->reduce_sent[g] += count;
+    }
+    c->calls[TR_K_REDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_REDUCE] += tr_now() - t0;
+}
+
+/* MPI_Allreduce need not give every member the same bits (members may add in different
+ * orders); replicated parameters must stay bitwise identical, so reduce to member 0 and
+ * broadcast its result. Counted as one all-reduce of count elements. */
+void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    if (c->desc->key[g] == 0)
+        MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]), "MPI_Reduce", g);
+    else
+        MPI_CHECK(MPI_Reduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]), "MPI_Reduce", g);
+    MPI_CHECK(MPI_Bcast(buf, count, MPI_FLOAT, 0, c->comm[g]), "MPI_Bcast", g);
     c->allreduce[g] += count;
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)

@@ -16,11 +16,14 @@
 typedef struct tr_ctx {
     const tr_rank_desc *desc;
     int cur_step; /* the step running now (TR_STEP), -1 before the first */
+    int opt_step; /* AdamW step number, from 1 (training) */
     MPI_Comm comm[TR_NGROUPS];
     /* measured, in elements, since the last tr_ctx_reset_counts */
     long long bcast_recv[TR_NGROUPS];
     long long bcast_sent[TR_NGROUPS];
     long long allreduce[TR_NGROUPS];
+    long long reduce_recv[TR_NGROUPS]; /* as reduce root: count from each other member */
+    long long reduce_sent[TR_NGROUPS];
     long long calls[TR_NKINDS];
     /* seconds per step kind, when timing is on */
     int timing;

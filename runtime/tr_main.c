@@ -22,15 +22,19 @@
 
 #include "tr_backend.h"
 #include "tr_ctx.h"
+#include "tr_gather.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
 #include "tr_synth.h"
 
 typedef struct tr_opts {
     const char *weights, *input, *output;
+    const char *dy, *dx_out, *grads_out, *target, *weights_out; /* training */
     uint64_t seed;
     int repeat;
+    int steps;
     int bytes;
+    int replica_check;
     int quiet;
 } tr_opts;
 
@@ -39,6 +43,8 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s [--weights W.safetensors] [--input X.npy] [--output Y.npy] [--seed N]\n"
             "          [--repeat N] [--bytes] [--quiet] [--help]\n"
+            "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
+            "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
             "Runs %s (mesh [%d,%d,%d], %d ranks; start it with the generated ./run or mpirun -np %d).\n"
             "  --weights F   Hugging Face GPT-2 names, F32 safetensors; each rank reads only its shard\n"
             "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
@@ -46,7 +52,14 @@ static void usage(FILE *f, const char *prog)
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
             "  --repeat N    run the forward N times after one warm-up and report the median time\n"
             "  --bytes       compare the elements each collective moved with the plan, per rank\n"
-            "  --quiet       print only errors\n",
+            "  --quiet       print only errors\n"
+            "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
+            "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
+            "  --grads-out F with --dy: write every weight gradient (F32 safetensors, the weights' names)\n"
+            "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
+            "  --target F    the target [batch, seq, hidden] (default: synthetic \"target\" from --seed)\n"
+            "  --weights-out F  write the weights after the run (F32 safetensors)\n"
+            "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n",
             prog, tr_model.name, tr_model.q, tr_model.q, tr_model.d, tr_model.p, tr_model.p, tr_model.batch,
             tr_model.seq, tr_model.hidden);
 }
@@ -64,10 +77,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             return 1;
         if (!strcmp(s, "--bytes")) {
             o->bytes = 1;
+        } else if (!strcmp(s, "--replica-check")) {
+            o->replica_check = 1;
         } else if (!strcmp(s, "--quiet")) {
             o->quiet = 1;
         } else if (!strcmp(s, "--weights") || !strcmp(s, "--input") || !strcmp(s, "--output") ||
-                   !strcmp(s, "--seed") || !strcmp(s, "--repeat")) {
+                   !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--dy") ||
+                   !strcmp(s, "--dx-out") || !strcmp(s, "--grads-out") || !strcmp(s, "--target") ||
+                   !strcmp(s, "--weights-out") || !strcmp(s, "--steps")) {
             if (!val) {
                 tr_fail(err, "%s needs a value (see --help)", s);
                 return -1;
@@ -79,6 +96,16 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 o->input = val;
             else if (!strcmp(s, "--output"))
                 o->output = val;
+            else if (!strcmp(s, "--dy"))
+                o->dy = val;
+            else if (!strcmp(s, "--dx-out"))
+                o->dx_out = val;
+            else if (!strcmp(s, "--grads-out"))
+                o->grads_out = val;
+            else if (!strcmp(s, "--target"))
+                o->target = val;
+            else if (!strcmp(s, "--weights-out"))
+                o->weights_out = val;
             else {
                 char *end;
                 errno = 0;
@@ -89,6 +116,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 }
                 if (!strcmp(s, "--seed"))
                     o->seed = v;
+                else if (!strcmp(s, "--steps") && (v < 1 || v > 100000000)) {
+                    tr_fail(err, "--steps %s: expected 1..100000000", val);
+                    return -1;
+                } else if (!strcmp(s, "--steps"))
+                    o->steps = (int)v;
                 else if (v < 1 || v > 1000000) {
                     tr_fail(err, "--repeat %s: expected 1..1000000", val);
                     return -1;
@@ -99,6 +131,28 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             tr_fail(err, "unknown option %s (see --help)", s);
             return -1;
         }
+    }
+    if (!tr_model.mode && (o->dy || o->dx_out || o->grads_out || o->steps || o->target || o->replica_check)) {
+        tr_fail(err, "--dy, --dx-out, --grads-out, --steps, --target and --replica-check need a training program: "
+                     "this one was generated with mode = \"infer\"; add mode = \"train\" to the spec and regenerate");
+        return -1;
+    }
+    if (o->dy && o->steps) {
+        tr_fail(err, "--dy (one backward with a given gradient) and --steps (training on a loss) exclude each other");
+        return -1;
+    }
+    if ((o->dx_out || o->grads_out) && !o->dy) {
+        tr_fail(err, "--dx-out and --grads-out write the gradients of one backward: give the upstream gradient "
+                     "with --dy DY.npy");
+        return -1;
+    }
+    if (o->target && !o->steps) {
+        tr_fail(err, "--target is the objective of --steps N; add --steps");
+        return -1;
+    }
+    if (o->repeat && (o->dy || o->steps)) {
+        tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
+        return -1;
     }
     return 0;
 }
@@ -179,71 +233,46 @@ static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_e
     return ok;
 }
 
-static bool check_input(const char *path, tr_err *err)
+/* Rank 0: is path a float32 [batch, seq, hidden] .npy? (what: "input", "dy", "target") */
+static bool check_bsc(const char *path, const char *what, tr_err *err)
 {
     tr_npy f;
     if (!tr_npy_open(&f, path, err))
         return false;
     int64_t shape[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
-    bool ok = tr_npy_expect_shape(&f, 3, shape, "input", "(batch, seq, hidden)", err);
+    bool ok = tr_npy_expect_shape(&f, 3, shape, what, "(batch, seq, hidden)", err);
     tr_npy_close(&f);
     return ok;
 }
 
-static bool load_input(const tr_rank_desc *d, const tr_opts *o, float *x, tr_err *err)
+/* This rank's [io_rows, io_cols] block of a [batch, seq, hidden] file into dst. */
+static bool read_bsc_block(const tr_rank_desc *d, const char *path, float *dst, tr_err *err)
 {
-    if (!o->input) {
-        tr_synth_block("input", o->seed, tr_model.hidden, d->io_r0, d->io_rows, d->io_c0, d->io_cols, x, d->io_cols);
-        return true;
-    }
     tr_npy f;
-    if (!tr_npy_open(&f, o->input, err))
+    if (!tr_npy_open(&f, path, err))
         return false;
-    bool ok = tr_npy_read_block(&f, d->io_r0, d->io_rows, d->io_c0, d->io_cols, x, d->io_cols, err);
+    bool ok = tr_npy_read_block(&f, d->io_r0, d->io_rows, d->io_c0, d->io_cols, dst, d->io_cols, err);
     tr_npy_close(&f);
     return ok;
 }
 
-/* Gather every rank's residual-stream block on rank 0 and write [batch, seq, hidden]. */
-static bool write_output(const tr_rank_desc *d, const char *path, const float *x, tr_err *err)
+/* Validate on rank 0, then every rank reads its block; false (message printed) on failure. */
+static bool load_bsc(const tr_rank_desc *d, const char *path, const char *what, float *dst)
 {
-    int rank = d->rank, p = tr_model.p;
-    long blk = (long)d->io_rows * d->io_cols;
-    float *all = NULL, *full = NULL;
-    bool ok = true;
-    if (rank == 0) {
-        all = malloc((size_t)blk * (size_t)p * sizeof *all);
-        full = malloc((size_t)tr_model.batch * tr_model.seq * tr_model.hidden * sizeof *full);
-        if (!all || !full)
-            ok = false;
-    }
+    tr_err err = {{0}};
+    bool ok = d->rank == 0 ? check_bsc(path, what, &err) : true;
     if (!root_ok(ok)) {
-        free(all);
-        free(full);
-        return tr_fail(err, "%s: out of memory gathering the output on rank 0", path);
+        if (d->rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        return false;
     }
-    MPI_Gather(x, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        long total = (long)tr_model.batch * tr_model.seq * tr_model.hidden;
-        for (long e = 0; e < total; e++)
-            full[e] = NAN; /* poison: a block nobody sent stays NaN */
-        for (int r = 0; r < p; r++) {
-            const tr_rank_desc *rd = tr_model.ranks[r];
-            for (int i = 0; i < rd->io_rows; i++)
-                memcpy(full + (long)(rd->io_r0 + i) * tr_model.hidden + rd->io_c0,
-                       all + (long)r * blk + (long)i * rd->io_cols, (size_t)rd->io_cols * sizeof *full);
-        }
-        long bad = 0;
-        for (long e = 0; e < total; e++)
-            bad += !isfinite(full[e]);
-        if (bad)
-            fprintf(stderr, "warning: the output has %ld non-finite values of %ld\n", bad, total);
-        int64_t shape[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
-        ok = tr_npy_write_atomic(path, 3, shape, full, err);
+    ok = read_bsc_block(d, path, dst, &err);
+    if (!all_ok(ok)) {
+        if (!ok)
+            fprintf(stderr, "rank %d: %s\n", d->rank, err.msg);
+        return false;
     }
-    free(all);
-    free(full);
-    return root_ok(ok);
+    return true;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -253,38 +282,54 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Per rank: measured elements per group against the plan. Returns false on any difference. */
-static bool report_bytes(tr_ctx *c, int quiet)
+/* Per rank: measured elements per collective kind and group against the plan (forward, plus the
+ * backward when bwd). Returns false on any difference. */
+static bool report_bytes(tr_ctx *c, int bwd, int quiet)
 {
+    enum { NK = 5, NV = NK * TR_NGROUPS }; /* bcast recv, bcast sent, allreduce, reduce recv, reduce sent */
     const tr_rank_desc *d = c->desc;
-    long long mine[24], *all = NULL;
+    long long mine[2 * NV], *all = NULL;
     for (int g = 0; g < TR_NGROUPS; g++) {
-        mine[g] = c->bcast_recv[g];
-        mine[4 + g] = c->bcast_sent[g];
-        mine[8 + g] = c->allreduce[g];
-        mine[12 + g] = d->plan_bcast_recv[g];
-        mine[16 + g] = d->plan_bcast_sent[g];
-        mine[20 + g] = d->plan_allreduce[g];
+        const long long meas[NK] = {c->bcast_recv[g], c->bcast_sent[g], c->allreduce[g], c->reduce_recv[g],
+                                    c->reduce_sent[g]};
+        const long long plan[NK] = {
+            d->plan_bcast_recv[g] + (bwd ? d->plan_bwd_bcast_recv[g] : 0),
+            d->plan_bcast_sent[g] + (bwd ? d->plan_bwd_bcast_sent[g] : 0),
+            d->plan_allreduce[g] + (bwd ? d->plan_bwd_allreduce[g] : 0),
+            bwd ? d->plan_bwd_reduce_recv[g] : 0,
+            bwd ? d->plan_bwd_reduce_sent[g] : 0,
+        };
+        for (int k = 0; k < NK; k++) {
+            mine[k * TR_NGROUPS + g] = meas[k];
+            mine[NV + k * TR_NGROUPS + g] = plan[k];
+        }
     }
     if (d->rank == 0)
         all = malloc(sizeof mine * (size_t)tr_model.p);
-    MPI_Gather(mine, 24, MPI_LONG_LONG, all, 24, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    MPI_Gather(mine, 2 * NV, MPI_LONG_LONG, all, 2 * NV, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     int mismatch = 0;
     if (d->rank == 0) {
         if (!quiet)
-            printf("bytes per forward (float32 payload), measured / planned:\n"
-                   "%5s %23s %23s %23s %23s %23s\n",
-                   "rank", "bcast recv row", "bcast recv col", "bcast sent row", "bcast sent col",
-                   "allreduce row");
+            printf("bytes per %s (float32 payload), measured / planned:\n"
+                   "%5s %23s %23s %23s %23s %23s %23s %23s %23s\n",
+                   bwd ? "forward + backward" : "forward", "rank", "bcast recv row", "bcast recv col",
+                   "bcast sent row", "bcast sent col", "allreduce row", "allreduce dep+coldep", "reduce recv",
+                   "reduce sent");
         for (int r = 0; r < tr_model.p; r++) {
-            long long *v = all + 24 * r;
+            long long *v = all + 2 * NV * r, *pv = v + NV;
             int bad = 0;
-            for (int k = 0; k < 12; k++)
-                bad |= v[k] != v[12 + k];
+            for (int k = 0; k < NV; k++)
+                bad |= v[k] != pv[k];
             mismatch |= bad;
+#define SUMK(a, k) ((a)[(k) * TR_NGROUPS + 0] + (a)[(k) * TR_NGROUPS + 1] + (a)[(k) * TR_NGROUPS + 2] + \
+                    (a)[(k) * TR_NGROUPS + 3])
             if (!quiet || bad)
-                printf("%5d %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld%s\n", r,
-                       4 * v[0], 4 * v[12], 4 * v[1], 4 * v[13], 4 * v[4], 4 * v[16], 4 * v[5], 4 * v[17], 4 * v[8],
-                       4 * v[20], bad ? "  MISMATCH" : "");
+                printf("%5d %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld "
+                       "%11lld/%-11lld %11lld/%-11lld %11lld/%-11lld%s\n",
+                       r, 4 * v[0], 4 * pv[0], 4 * v[1], 4 * pv[1], 4 * v[4], 4 * pv[4], 4 * v[5], 4 * pv[5],
+                       4 * v[8], 4 * pv[8], 4 * (v[10] + v[11]), 4 * (pv[10] + pv[11]), 4 * SUMK(v, 3),
+                       4 * SUMK(pv, 3), 4 * SUMK(v, 4), 4 * SUMK(pv, 4), bad ? "  MISMATCH" : "");
+#undef SUMK
         }
         if (mismatch)
             fprintf(stderr, "error: measured communication differs from the plan (MISMATCH rows above)\n");
@@ -294,6 +339,20 @@ static bool report_bytes(tr_ctx *c, int quiet)
     }
     MPI_Bcast(&mismatch, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return !mismatch;
+}
+
+/* mean((y - target)^2) over the whole output; writes dL/dy = 2 (y - target) / N into dy. */
+static double mse(const tr_rank_desc *d, const float *y, const float *target, float *dy)
+{
+    long n = (long)d->io_rows * d->io_cols;
+    double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden, local = 0, sum = 0;
+    for (long e = 0; e < n; e++) {
+        double diff = (double)y[e] - target[e];
+        local += diff * diff;
+        dy[e] = (float)(2.0 * diff / total_n);
+    }
+    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return sum / total_n;
 }
 
 static void report_timing(tr_ctx *c, double *reps, int n)
@@ -395,23 +454,20 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
     if (o.input) {
-        ok = rank == 0 ? check_input(o.input, &err) : true;
-        if (!root_ok(ok)) {
-            if (rank == 0)
-                fprintf(stderr, "%s\n", err.msg);
+        if (!load_bsc(d, o.input, "input", xh)) {
             rc = 1;
             goto out;
         }
+    } else {
+        tr_synth_block("input", o.seed, tr_model.hidden, d->io_r0, d->io_rows, d->io_c0, d->io_cols, xh, d->io_cols);
     }
-    float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
-    ok = load_input(d, &o, xh, &err);
-    if (!all_ok(ok)) {
-        if (!ok)
-            fprintf(stderr, "rank %d: %s\n", rank, err.msg);
-        rc = 1;
-        goto out;
-    }
+    /* AdamW moments start at zero (the rest of the arena stays poisoned until written) */
+    for (int i = 0; i < d->nparams; i++)
+        if (d->params[i].m_offset >= 0)
+            for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
+                H[d->params[i].m_offset + e] = H[d->params[i].v_offset + e] = 0.0f;
     ok = tr_backend_init(&ctx, &err) && (A = tr_backend_arena(&ctx, H, d->arena_elems, &err)) != NULL;
     if (!all_ok(ok)) {
         if (!ok)
@@ -423,7 +479,7 @@ int main(int argc, char **argv)
     long long xn = (long long)d->io_rows * d->io_cols;
 
     if (o.repeat > 0) {
-        /* the forward updates x in place: restore the input block from the host arena before each run */
+        /* inference updates x in place: restore the input block from the host arena before each run */
         double *reps = malloc((size_t)o.repeat * sizeof *reps);
         if (!reps) {
             fprintf(stderr, "rank %d: out of memory\n", rank);
@@ -447,20 +503,99 @@ int main(int argc, char **argv)
         tr_backend_upload(&ctx, x, xh, xn);
         free(reps);
     }
-    tr_ctx_reset_counts(&ctx);
-    d->forward(&ctx, A);
+
+    float *yh = H + d->y_offset;
+    if (o.steps > 0) {
+        /* training: forward, loss and dL/dy, backward, AdamW; the loss printed is the one before the step */
+        float *th = malloc((size_t)xn * sizeof *th), *gh = H + d->gx_offset;
+        if (!th)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        if (o.target) {
+            if (!load_bsc(d, o.target, "target", th)) {
+                free(th);
+                rc = 1;
+                goto out;
+            }
+        } else {
+            tr_synth_block("target", o.seed, tr_model.hidden, d->io_r0, d->io_rows, d->io_c0, d->io_cols, th,
+                           d->io_cols);
+        }
+        for (int k = 1; k <= o.steps; k++) {
+            d->forward(&ctx, A);
+            tr_backend_download(&ctx, yh, A + d->y_offset, xn);
+            double loss = mse(d, yh, th, gh);
+            tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
+            d->backward(&ctx, A);
+            ctx.opt_step = k;
+            d->optimizer(&ctx, A);
+            if (rank == 0 && !o.quiet)
+                printf("step %d loss %.9g\n", k, loss);
+        }
+        tr_ctx_reset_counts(&ctx);
+        d->forward(&ctx, A);
+        tr_backend_download(&ctx, yh, A + d->y_offset, xn);
+        double loss = mse(d, yh, th, gh);
+        if (rank == 0 && !o.quiet)
+            printf("after step %d: loss %.9g\n", o.steps, loss);
+        free(th);
+    } else {
+        tr_ctx_reset_counts(&ctx);
+        d->forward(&ctx, A);
+        if (o.dy) {
+            /* one backward with the given upstream gradient, into grad_x */
+            float *gh = H + d->gx_offset;
+            if (!load_bsc(d, o.dy, "dy", gh)) {
+                rc = 1;
+                goto out;
+            }
+            tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
+            d->backward(&ctx, A);
+        }
+    }
+    tr_step_mark(&ctx, -1);
     tr_backend_sync(&ctx);
-    if (o.bytes && !report_bytes(&ctx, o.quiet))
+    if (o.bytes && !report_bytes(&ctx, o.dy != NULL, o.quiet))
         rc = 3;
+    tr_backend_download(&ctx, H, A, d->arena_elems);
     if (o.output) {
-        tr_backend_download(&ctx, xh, x, xn);
-        if (!write_output(d, o.output, xh, &err)) {
+        if (!tr_gather_block_npy(d, o.output, yh, &err)) {
             if (rank == 0)
                 fprintf(stderr, "%s\n", err.msg);
             rc = 1;
         } else if (rank == 0 && !o.quiet) {
             printf("wrote %s [%d, %d, %d]\n", o.output, tr_model.batch, tr_model.seq, tr_model.hidden);
         }
+    }
+    const struct {
+        const char *path, *what;
+        int kind; /* 0 dx block, 1 gradients, 2 weights */
+    } outs[3] = {{o.dx_out, "dL/dx", 0}, {o.grads_out, "weight gradients", 1}, {o.weights_out, "weights", 2}};
+    for (int k = 0; k < 3; k++) {
+        if (!outs[k].path)
+            continue;
+        bool wrote = outs[k].kind == 0 ? tr_gather_block_npy(d, outs[k].path, H + d->gx_offset, &err)
+                                       : tr_gather_params(d, H, outs[k].kind == 1, outs[k].path, &err);
+        if (!wrote) {
+            if (rank == 0)
+                fprintf(stderr, "%s\n", err.msg);
+            rc = 1;
+        } else if (rank == 0 && !o.quiet) {
+            printf("wrote %s (%s)\n", outs[k].path, outs[k].what);
+        }
+    }
+    if (o.replica_check) {
+        const char *perturb = getenv("TESS_TEST_PERTURB_REPLICA"); /* test hook: proves the check can fail */
+        if (perturb && atoi(perturb) == rank && d->nparams > 0)
+            H[d->params[0].offset] = nextafterf(H[d->params[0].offset], INFINITY);
+        long long bad = tr_gather_replica_check(&ctx, H);
+        if (rank == 0) {
+            if (bad)
+                fprintf(stderr, "error: %lld parameter shards differ from their replicas\n", bad);
+            else if (!o.quiet)
+                printf("replicas: every parameter shard is bitwise identical to its replicas\n");
+        }
+        if (bad)
+            rc = 4;
     }
 out:
     tr_backend_free(&ctx, A ? A : H, H);

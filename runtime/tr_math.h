@@ -25,6 +25,16 @@ static inline TR_HD float tr_gelu(float x)
     return x / (1.0f + expf(-2.0f * z));
 }
 
+/* d GeLU(x) / dx for the form above: with s = 1/(1 + exp(-2z)), GeLU = x s and
+ * dGeLU/dx = s + x s (1 - s) 2 dz/dx, dz/dx = k (1 + 3 * 0.044715 x^2). */
+static inline TR_HD float tr_gelu_grad(float x)
+{
+    const float k = 0.7978845608028654f;
+    float z = k * (x + 0.044715f * x * x * x);
+    float s = 1.0f / (1.0f + expf(-2.0f * z));
+    return s + x * s * (1.0f - s) * 2.0f * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 /* Layernorm of one element given the full-row sum and sum of squared deviations. */
 static inline TR_HD float tr_ln(float x, float rowsum, float sqdev, float inv_n, float eps, float g, float b)
 {

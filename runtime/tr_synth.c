@@ -26,7 +26,7 @@ void tr_synth_block(const char *name, uint64_t seed, int64_t full_cols, int64_t 
     uint64_t key = fnv1a(name) ^ (seed * golden);
     int ln_w = ends_with(name, ".ln_1.weight") || ends_with(name, ".ln_2.weight");
     int ln_b = ends_with(name, ".ln_1.bias") || ends_with(name, ".ln_2.bias");
-    int input = strcmp(name, "input") == 0;
+    int input = strcmp(name, "input") == 0 || strcmp(name, "target") == 0;
     for (int64_t r = 0; r < nr; r++)
         for (int64_t cc = 0; cc < nc; cc++) {
             uint64_t e = (uint64_t)((r0 + r) * full_cols + c0 + cc);

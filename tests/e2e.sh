@@ -56,7 +56,7 @@ e2e_synthetic() {
         "$PY" $REF compare --ref "$WORK/ref_synth.npy" --got "$dir/ys.npy" --tol 1e-4 --expect-f32
 }
 
-if wanted "e2e|files|asan"; then
+if wanted "e2e|files|asan|train"; then
     if e2e_setup >"$WORK/log" 2>&1; then
         ok "e2e: float64 reference selftest and inputs"
         for m in $E2E_MESHES; do
@@ -73,6 +73,7 @@ if wanted "e2e|files|asan"; then
             check "e2e: synthetic weights and input (seed 5) match the documented generator" e2e_synthetic 2 2
             . tests/files.sh
         fi
+        wanted "train" && . tests/train.sh
     else
         notok "e2e: float64 reference selftest and inputs" "$WORK/log"
     fi

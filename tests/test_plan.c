@@ -63,10 +63,11 @@ static char *coll_signature(const tg_rank_plan *rp, tg_group g)
     s[0] = '\0';
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *st = &rp->steps[i];
-        if ((st->kind != TG_STEP_BCAST && st->kind != TG_STEP_ALLREDUCE) || st->group != g)
+        if ((st->kind != TG_STEP_BCAST && st->kind != TG_STEP_ALLREDUCE && st->kind != TG_STEP_REDUCE) ||
+            st->group != g)
             continue;
-        len += (size_t)snprintf(s + len, cap - len, "%c%lld/%d;", st->kind == TG_STEP_BCAST ? 'B' : 'A', st->count,
-                                st->root_local);
+        char k = st->kind == TG_STEP_BCAST ? 'B' : st->kind == TG_STEP_REDUCE ? 'R' : st->exact ? 'E' : 'A';
+        len += (size_t)snprintf(s + len, cap - len, "%c%lld/%d;", k, st->count, st->root_local);
     }
     return s;
 }
@@ -87,6 +88,30 @@ static void check_plan(const tg_plan *pl, const char *label)
         }
         TT_CHECK(recv == formula * s->layers, "%s rank %d: bcast recv %lld elements, formula %lld x %d layers",
                  label, r, recv, formula, s->layers);
+        if (s->mode == TG_TRAIN) {
+            /* backward (docs/TRAINING.md): ABT and ATB broadcast the same blocks as the forward,
+             * reduce as much as they broadcast; dW all-reduced over dep, the 9C+F bias and layernorm
+             * gradient columns over coldep */
+            long long brecv = 0, rsent = 0, rrecv = 0;
+            for (int g = 0; g < TG_NGROUPS; g++) {
+                brecv += rp->bwd_bcast_recv[g];
+                rsent += rp->bwd_reduce_sent[g];
+                rrecv += rp->bwd_reduce_recv[g];
+            }
+            TT_CHECK(brecv == formula * s->layers, "%s rank %d: backward bcast recv %lld, formula %lld x %d", label,
+                     r, brecv, formula, s->layers);
+            TT_CHECK(rsent == formula * s->layers && rrecv == formula * s->layers,
+                     "%s rank %d: backward reduce sent %lld recv %lld, formula %lld x %d", label, r, rsent, rrecv,
+                     formula, s->layers);
+            long long dep = d > 1 ? (4 * C * C + 2 * C * F) / (q * q) : 0, coldep = q * d > 1 ? (9 * C + F) / q : 0;
+            TT_CHECK(rp->bwd_allreduce[TG_DEP] == dep * s->layers, "%s rank %d: dep all-reduce %lld, want %lld",
+                     label, r, rp->bwd_allreduce[TG_DEP], dep * s->layers);
+            TT_CHECK(rp->bwd_allreduce[TG_COLDEP] == coldep * s->layers,
+                     "%s rank %d: coldep all-reduce %lld, want %lld", label, r, rp->bwd_allreduce[TG_COLDEP],
+                     coldep * s->layers);
+            TT_CHECK(rp->bwd_allreduce[TG_ROW] == (q > 1 ? 4LL * pl->R * s->layers : 0),
+                     "%s rank %d: row all-reduce in the backward %lld", label, r, rp->bwd_allreduce[TG_ROW]);
+        }
         /* every element a member receives, some root sent once per receiver group: sent*(q-1) == recv summed */
         (void)sent;
         /* collectives match within each group, roots are the named members */
@@ -171,6 +196,32 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, label);
+                tg_plan_free(&pl);
+            }
+        }
+    }
+    for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
+        int q = meshes[mi][0], d = meshes[mi][1];
+        tg_spec s = make_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d);
+        s.mode = TG_TRAIN;
+        char label[64], name[96];
+        snprintf(label, sizeof label, "train mesh [%d,%d,%d]", q, q, d);
+        snprintf(name, sizeof name, "plan properties with backward and AdamW, %s", label);
+        tg_plan pl;
+        tg_err err = {{0}, 0};
+        TT_CASE(name) {
+            bool ok = tg_plan_build(&s, &pl, &err);
+            TT_CHECK(ok, "plan failed: %s", err.msg);
+            if (ok) {
+                check_plan(&pl, label);
+                /* every parameter has a gradient, both moments, and exactly one AdamW step */
+                const tg_rank_plan *rp = &pl.ranks[pl.mesh.p - 1];
+                int adam = 0;
+                for (int i = 0; i < rp->nsteps; i++)
+                    adam += rp->steps[i].kind == TG_STEP_ADAMW;
+                TT_CHECK(adam == rp->nparams, "%d AdamW steps for %d params", adam, rp->nparams);
+                for (int i = 0; i < rp->nparams; i++)
+                    TT_CHECK(rp->params[i].grad >= 0 && rp->params[i].m >= 0 && rp->params[i].v >= 0, "param %d", i);
                 tg_plan_free(&pl);
             }
         }

@@ -24,5 +24,7 @@ const tr_model_desc tr_model = {
     .q = 2, .d = 1, .p = 4,
     .layers = 1, .hidden = 8, .heads = 2, .ffn = 16, .seq = 2, .batch = 2,
     .eps = 1.0000000000000001e-05,
+    .mode = 0, /* 1: training (forward, backward, AdamW) */
+    .lr = 0.001, .beta1 = 0.90000000000000002, .beta2 = 0.999, .adam_eps = 1e-08, .weight_decay = 0.01,
     .ranks = ranks,
 };

@@ -11,19 +11,20 @@
 
 /* Weight shards: pieces of each Hugging Face tensor and where they land in the arena. */
 static const tr_param params[12] = {
-    /* name, ndim, full shape, arena offset, local [rows, cols], pieces {r0, nr, c0, nc, dst_col} */
-    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}},
-    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}},
-    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}},
-    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}},
-    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}},
-    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}},
-    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}},
-    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}},
-    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}},
-    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}},
-    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}},
-    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}},
+    /* name, ndim, full shape, arena offset, local [rows, cols], pieces {r0, nr, c0, nc, dst_col},
+     * arena offsets of the gradient and the AdamW moments (-1: inference) */
+    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1},
+    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1},
+    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1},
+    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1},
+    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1},
+    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1},
 };
 
 /* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root rank, elements, flops. */
@@ -67,6 +68,7 @@ static const tr_step_info step_info[37] = {
     {0, -1, "fc2", TR_K_RESID, -1, -1, 0, 0},
 };
 
+/* the forward of every block */
 static void forward(struct tr_ctx *c, float *A)
 {
     /* Buffers: float offsets into this rank's arena A, shape [rows, cols], live steps first..last. */
@@ -190,7 +192,9 @@ const tr_rank_desc tr_rank_0000 = {
     .arena_elems = 368,
     .nparams = 12,
     .params = params,
-    .x_offset = 256, .io_r0 = 0, .io_c0 = 0, .io_rows = 2, .io_cols = 4,
+    .mode = 0,
+    .x_offset = 256, .y_offset = 256, .gx_offset = -1,
+    .io_r0 = 0, .io_c0 = 0, .io_rows = 2, .io_cols = 4,
     .plan_bcast_recv = {40, 128, 0, 0},
     .plan_bcast_sent = {40, 128, 0, 0},
     .plan_allreduce = {8, 0, 0, 0},

@@ -64,6 +64,66 @@ bench     --dims... --reps N [--warmup 1] [--seed 1]
     machine-readable line  numpy_f32_forward_seconds=<median>  and a human
     line.  Threading is whatever the environment sets (OMP_NUM_THREADS etc.).
 
+dy        --dims... --seed N --out DY.npy
+    Write a float32 C-order .npy of shape [B, S, C], an upstream gradient
+    dL/dY: normal(0, 1) from np.random.default_rng(seed + 2_000_003).
+
+backward  --dims... --weights W.safetensors --input X.npy --dy DY.npy
+          --dx-out DX.npy --grads-out G.safetensors
+    The float64 forward above, then the backward pass of the whole stack
+    given DY = dL/dY (Y the output of the last block).  Writes dX = dL/dX as
+    a float64 .npy [B, S, C] and dL/dP for every parameter P into a
+    safetensors file with the same names, shapes and order as the weights,
+    stored as F64 (little-endian float64).  Every backward is derived by hand
+    (no autograd); per block, with rows flattened over (B, S):
+        dW2 = m^T dy, db2 = sum_rows dy, dm = dy W2^T     m = GeLU(f)
+        df  = dm * GeLU'(f)                               f = LN2(x1) W1 + b1
+            GeLU'(f) = 0.5 (1 + t) + 0.5 f (1 - t^2) sqrt(2/pi) (1 + 3*0.044715 f^2),
+            t = tanh(sqrt(2/pi) (f + 0.044715 f^3))
+        dW1 = LN2(x1)^T df, db1 = sum_rows df, dh2 = df W1^T
+        dx1 = dy + LN2'(dh2)                              (residual)
+        dWo = a^T dx1, dbo = sum_rows dx1, da = dx1 Wo^T  a = concat_h(A_h)
+        per sequence and head (P the masked softmax, scale 1/sqrt(D)):
+            dV = P^T dA, dP = dA V^T, dZ = P * (dP - rowsum(dP * P)),
+            dQ = scale dZ K, dK = scale dZ^T Q            (masked P = 0 -> dZ = 0)
+        dWqkv = LN1(x)^T dqkv, dbqkv = sum_rows dqkv, dh1 = dqkv Wqkv^T
+        dx  = dx1 + LN1'(dh1)
+    LayerNorm backward (biased variance, xhat = (x - mean) * r,
+    r = 1/sqrt(var + eps), g the LN weight, dxh = dout * g):
+        dg = sum_rows dout * xhat, db = sum_rows dout,
+        dx = r * (dxh - mean(dxh) - xhat * mean(dxh * xhat))   (means over C)
+
+compare-grads --ref G_REF.safetensors --got G.safetensors --tol 1e-4 [--label L]
+    For every tensor of ref (F32 or F64; got may be F32 or F64): it must be
+    in got with the same shape, without NaN/Inf, and have the relative
+    Frobenius error ||got - ref|| / ||ref|| (float64) <= tol; where
+    ||ref|| == 0 it is an absolute check instead: ||got|| <= 1e-12.  One line
+    per tensor,  L NAME rel_err=1.234e-07 OK  (or FAIL, with the reason
+    before it), then a summary line  L: N tensors, K failed, M missing,
+    tol=... OK|FAIL.  L defaults to the base name of got.  Tensors only in
+    got are ignored.  Exits 1 if any tensor fails or is missing.
+
+train     --dims... --weights W.safetensors --input X.npy
+          (--target Y.npy | --target-seed N) --steps N [--lr 1e-3]
+          [--beta1 0.9] [--beta2 0.999] [--adam-eps 1e-8] [--weight-decay 0.01]
+          [--weights-out W2.safetensors] [--losses-out L.txt]
+    N steps of full-batch training in float64 on the fixed input X:
+        loss = mean over all B*S*C elements of (Y - target)^2,
+        dL/dY = 2 (Y - target) / (B*S*C).
+    Prints  step k loss <%.17g>  for k = 1..N, the loss of the forward pass
+    BEFORE step k's update (the same lines go to --losses-out if given).
+    AdamW per element, m and v starting at zero, at step k:
+        m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+        mhat = m / (1 - b1^k);  vhat = v / (1 - b2^k)
+        p = p - lr (mhat / (sqrt(vhat) + adam_eps) + wd p)
+    where the decay term wd p (with p before the update) applies only to the
+    2-D matrices c_attn.weight, attn.c_proj.weight, c_fc.weight and
+    mlp.c_proj.weight, never to biases or LayerNorm weights/biases.  The
+    target is a float32 (or float64) .npy [B, S, C], or with --target-seed
+    the synthetic generator below with tensor name "target" (value v).  With
+    --weights-out the final weights are written as F32 safetensors in the
+    weights' order.
+
 synth-selftest
     Print the first 4 values (and raw z in hex) of the synthetic generator
     for "h.0.attn.c_attn.weight" seed 1 and "input" seed 7, so the C
@@ -73,8 +133,13 @@ selftest
     Independent checks of this reference itself (LayerNorm statistics, causal
     masking, one-token attention == V, GeLU values, a scalar loop-by-loop
     re-implementation of the block, the safetensors round trip, the
-    vectorised synthetic generator against pure-Python integer arithmetic).
-    Exits non-zero on failure.
+    vectorised synthetic generator against pure-Python integer arithmetic)
+    and of the backward/training code: central finite differences (h = 1e-6,
+    float64) of sum(dY * Y) for EVERY element of every parameter tensor and
+    of the input of a tiny 2-layer model with non-trivial LayerNorm
+    parameters against `backward`, the pieces (LayerNorm, GeLU, attention)
+    separately, the MSE loss gradient, two AdamW steps against a scalar
+    hand computation, and a falling training loss.  Exits non-zero on failure.
 
 The synthetic generator (must match the C runtime bit for bit)
 --------------------------------------------------------------
@@ -97,7 +162,7 @@ and then, in float32 arithmetic, by tensor name:
     ends with ".ln_1.bias"   / ".ln_2.bias":     v * 0.125
     other names ending ".weight" (matrices):     v * 0.0625
     other names ending ".bias":                  v * 0.0625
-    "input":                                     v
+    "input", "target":                           v
 """
 
 import argparse
@@ -165,7 +230,7 @@ def synth_z(name, seed, idx):
 
 def synth_scale(name):
     """(offset, scale) as float32 for the tensor kind; value = offset + v*scale."""
-    if name == "input":
+    if name in ("input", "target"):
         return None
     if name.endswith(".ln_1.weight") or name.endswith(".ln_2.weight"):
         return (np.float32(1.0), np.float32(0.125))
@@ -218,7 +283,7 @@ def synth_scalar_py(name, seed, e):
     # 1 + v*0.125, which f32() rounds to nearest-even like float32 addition.
     u = f32(float(z >> 40) * 2.0 ** -24)
     v = f32(2.0 * u - 1.0)
-    if name == "input":
+    if name in ("input", "target"):
         val = v
     elif name.endswith((".ln_1.weight", ".ln_2.weight")):
         val = f32(1.0 + f32(v * 0.125))
@@ -236,15 +301,18 @@ def synth_scalar_py(name, seed, e):
 _ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2")}
 
 
-def write_safetensors(path, tensors):
-    """tensors: list of (name, float32 array) in the order to store them."""
+def write_safetensors(path, tensors, dtype="F32"):
+    """tensors: list of (name, array) in the order to store them, all stored
+    as `dtype` ("F32" or "F64")."""
+    if dtype not in ("F32", "F64"):
+        raise ValueError(f"write_safetensors: unsupported dtype {dtype}")
     header = {}
     off = 0
     blobs = []
     for name, arr in tensors:
-        a = np.ascontiguousarray(arr, dtype="<f4")
+        a = np.ascontiguousarray(arr, dtype=_ST_DTYPES[dtype])
         nb = a.nbytes
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + nb]}
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + nb]}
         off += nb
         blobs.append(a)
     hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -341,6 +409,195 @@ def forward(x, w, L, H, eps, dtype=np.float64):
         x = block(x, wd, l, H, eps)
         assert x.dtype == dtype
     return x
+
+
+# ----------------------------------------------------------------------------
+# Backward pass and training (float64; every derivative written out by hand)
+# ----------------------------------------------------------------------------
+
+DECAY_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def layernorm_fwd(x, g, b, eps):
+    """LayerNorm that also returns what its backward needs: (out, (xhat, r))."""
+    mean = x.mean(axis=-1, keepdims=True)
+    xc = x - mean
+    var = (xc * xc).mean(axis=-1, keepdims=True)  # biased variance
+    r = 1.0 / np.sqrt(var + eps)
+    xhat = xc * r
+    return xhat * g + b, (xhat, r)
+
+
+def layernorm_bwd(dout, cache, g):
+    """-> (dx, dg, db).  dx = r (dxh - mean(dxh) - xhat mean(dxh xhat)), dxh = dout g."""
+    xhat, r = cache
+    C = dout.shape[-1]
+    dg = (dout * xhat).reshape(-1, C).sum(axis=0)
+    db = dout.reshape(-1, C).sum(axis=0)
+    dxh = dout * g
+    dx = r * (dxh - dxh.mean(axis=-1, keepdims=True)
+              - xhat * (dxh * xhat).mean(axis=-1, keepdims=True))
+    return dx, dg, db
+
+
+def gelu_grad(x):
+    """d/dx of the tanh-approximation GeLU."""
+    c = math.sqrt(2.0 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x * x * x))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+
+
+def attention_fwd(qkv, H):
+    """Like causal_attention, also returning (q, k, v, p) in [B,H,S,*] layout."""
+    B, S, C3 = qkv.shape
+    C = C3 // 3
+    D = C // H
+
+    def heads(m):
+        return m.reshape(B, S, H, D).transpose(0, 2, 1, 3)
+
+    q = heads(qkv[..., 0:C])
+    k = heads(qkv[..., C:2 * C])
+    v = heads(qkv[..., 2 * C:3 * C])
+    z = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(D))
+    future = np.triu(np.ones((S, S), dtype=bool), k=1)
+    z = np.where(future, -np.inf, z)
+    z = z - z.max(axis=-1, keepdims=True)
+    p = np.exp(z)  # exp(-inf) = 0 exactly on the masked entries
+    p = p / p.sum(axis=-1, keepdims=True)
+    o = p @ v
+    return o.transpose(0, 2, 1, 3).reshape(B, S, C), (q, k, v, p)
+
+
+def attention_bwd(da, cache):
+    """da [B,S,C] -> dqkv [B,S,3C] (Q | K | V column blocks, HF order)."""
+    q, k, v, p = cache
+    B, H, S, D = q.shape
+    C = H * D
+    scale = 1.0 / math.sqrt(D)
+    do = da.reshape(B, S, H, D).transpose(0, 2, 1, 3)
+    dv = p.transpose(0, 1, 3, 2) @ do                       # [B,H,S,D]
+    dp = do @ v.transpose(0, 1, 3, 2)                       # [B,H,S,S]
+    dz = p * (dp - (dp * p).sum(axis=-1, keepdims=True))    # softmax backward; 0 where masked
+    dq = (dz @ k) * scale
+    dk = (dz.transpose(0, 1, 3, 2) @ q) * scale
+
+    def unheads(m):
+        return m.transpose(0, 2, 1, 3).reshape(B, S, C)
+
+    return np.concatenate([unheads(dq), unheads(dk), unheads(dv)], axis=-1)
+
+
+def block_fwd(x, w, l, H, eps):
+    """One block in float64, returning (y, cache) for block_bwd."""
+    p = f"h.{l}."
+    h1, ln1 = layernorm_fwd(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+    qkv = h1 @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+    a, att = attention_fwd(qkv, H)
+    x1 = x + (a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"])
+    h2, ln2 = layernorm_fwd(x1, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+    f = h2 @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]
+    m = gelu(f)
+    y = x1 + (m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"])
+    return y, (h1, ln1, att, a, ln2, h2, f, m)
+
+
+def block_bwd(dy, cache, w, l):
+    """dy = dL/dy of block l -> (dL/dx, {name: dL/dparam})."""
+    p = f"h.{l}."
+    h1, ln1, att, a, ln2, h2, f, m = cache
+    C = dy.shape[-1]
+
+    def rows(t):
+        return t.reshape(-1, t.shape[-1])
+
+    g = {}
+    # y = x1 + m W2 + b2
+    g[p + "mlp.c_proj.weight"] = rows(m).T @ rows(dy)
+    g[p + "mlp.c_proj.bias"] = rows(dy).sum(axis=0)
+    df = (dy @ w[p + "mlp.c_proj.weight"].T) * gelu_grad(f)
+    # f = h2 W1 + b1
+    g[p + "mlp.c_fc.weight"] = rows(h2).T @ rows(df)
+    g[p + "mlp.c_fc.bias"] = rows(df).sum(axis=0)
+    dh2 = df @ w[p + "mlp.c_fc.weight"].T
+    dx1n, g[p + "ln_2.weight"], g[p + "ln_2.bias"] = layernorm_bwd(dh2, ln2, w[p + "ln_2.weight"])
+    dx1 = dy + dx1n
+    # x1 = x + a Wo + bo
+    g[p + "attn.c_proj.weight"] = rows(a).T @ rows(dx1)
+    g[p + "attn.c_proj.bias"] = rows(dx1).sum(axis=0)
+    dqkv = attention_bwd(dx1 @ w[p + "attn.c_proj.weight"].T, att)
+    # qkv = h1 Wqkv + bqkv
+    g[p + "attn.c_attn.weight"] = rows(h1).T @ rows(dqkv)
+    g[p + "attn.c_attn.bias"] = rows(dqkv).sum(axis=0)
+    dh1 = dqkv @ w[p + "attn.c_attn.weight"].T
+    dxn, g[p + "ln_1.weight"], g[p + "ln_1.bias"] = layernorm_bwd(dh1, ln1, w[p + "ln_1.weight"])
+    assert all(t.shape == w[n].shape for n, t in g.items()) and dxn.shape[-1] == C
+    return dx1 + dxn, g
+
+
+def forward_cached(x, w, L, H, eps):
+    """float64 forward keeping the per-block caches: (y, [cache per layer])."""
+    x = np.asarray(x, dtype=np.float64)
+    caches = []
+    for l in range(L):
+        x, c = block_fwd(x, w, l, H, eps)
+        caches.append(c)
+    return x, caches
+
+
+def backward(dy, caches, w, L):
+    """dy = dL/dY of the stack -> (dL/dX, {name: dL/dparam})."""
+    d = np.asarray(dy, dtype=np.float64)
+    grads = {}
+    for l in reversed(range(L)):
+        d, g = block_bwd(d, caches[l], w, l)
+        grads.update(g)
+    return d, grads
+
+
+def to_f64(w):
+    return {k: np.array(v, dtype=np.float64) for k, v in w.items()}
+
+
+def mse_loss_grads(x, w, target, L, H, eps):
+    """-> (loss, {name: dloss/dparam}) for loss = mean((Y - target)^2)."""
+    y, caches = forward_cached(x, w, L, H, eps)
+    r = y - target
+    loss = float(np.mean(r * r))
+    _, grads = backward(2.0 * r / r.size, caches, w, L)
+    return loss, grads
+
+
+def adamw_step(w, grads, m, v, k, lr, b1, b2, adam_eps, wd):
+    """AdamW step k (1-based) in place on the float64 dicts w, m, v."""
+    bc1 = 1.0 - b1 ** k
+    bc2 = 1.0 - b2 ** k
+    for n in w:
+        gr = grads[n]
+        m[n] = b1 * m[n] + (1.0 - b1) * gr
+        v[n] = b2 * v[n] + (1.0 - b2) * gr * gr
+        upd = (m[n] / bc1) / (np.sqrt(v[n] / bc2) + adam_eps)
+        if n.endswith(DECAY_SUFFIXES):
+            upd = upd + wd * w[n]
+        w[n] = w[n] - lr * upd
+
+
+def train(x, w, target, L, H, eps, steps, lr, b1, b2, adam_eps, wd, on_step=None):
+    """Full-batch AdamW training in float64.  Returns (final float64 weights,
+    [loss before step k for k = 1..steps])."""
+    w = to_f64(w)
+    x = np.asarray(x, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    m = {n: np.zeros_like(t) for n, t in w.items()}
+    v = {n: np.zeros_like(t) for n, t in w.items()}
+    losses = []
+    for k in range(1, steps + 1):
+        loss, grads = mse_loss_grads(x, w, target, L, H, eps)
+        losses.append(loss)
+        if on_step is not None:
+            on_step(k, loss)
+        adamw_step(w, grads, m, v, k, lr, b1, b2, adam_eps, wd)
+    return w, losses
 
 
 # ----------------------------------------------------------------------------
@@ -474,6 +731,118 @@ def cmd_bench(a):
     print(f"numpy float32 forward L={L} C={C} H={H} F={F} S={S} B={B}: median {med * 1e3:.3f} ms "
           f"over {a.reps} reps (min {min(times) * 1e3:.3f} ms, max {max(times) * 1e3:.3f} ms), "
           f"warmup {a.warmup}, threads env {thr or 'unset'}")
+    return 0
+
+
+def load_weights_checked(path, L, C, F):
+    w = read_safetensors(path)
+    for n, s in tensor_specs(L, C, F):
+        if n not in w:
+            sys.exit(f"tessref: {path}: missing tensor {n}")
+        if tuple(w[n].shape) != tuple(s):
+            sys.exit(f"tessref: {path}: {n} has shape {list(w[n].shape)}, expected {list(s)}")
+    return w
+
+
+def load_bsc(path, B, S, C):
+    x = np.load(path)
+    if x.shape != (B, S, C):
+        sys.exit(f"tessref: {path}: shape {list(x.shape)}, expected {[B, S, C]}")
+    if x.dtype not in (np.float32, np.float64):
+        sys.exit(f"tessref: {path}: dtype {x.dtype}, expected float32 or float64")
+    return x
+
+
+def cmd_dy(a):
+    check_dims(a)
+    rng = np.random.default_rng(a.seed + 2_000_003)
+    dy = rng.normal(0.0, 1.0, size=(a.batch, a.seq, a.hidden)).astype(np.float32)
+    np.save(a.out, np.ascontiguousarray(dy))
+    return 0
+
+
+def cmd_backward(a):
+    check_dims(a)
+    L, C, F = a.layers, a.hidden, a.ffn
+    w = to_f64(load_weights_checked(a.weights, L, C, F))
+    x = load_bsc(a.input, a.batch, a.seq, C)
+    dy = load_bsc(a.dy, a.batch, a.seq, C)
+    _, caches = forward_cached(x, w, L, a.heads, a.eps)
+    dx, grads = backward(dy, caches, w, L)
+    np.save(a.dx_out, np.ascontiguousarray(dx, dtype=np.float64))
+    write_safetensors(a.grads_out, [(n, grads[n]) for n, _ in tensor_specs(L, C, F)], "F64")
+    return 0
+
+
+def cmd_compare_grads(a):
+    label = a.label if a.label is not None else os.path.basename(a.got)
+    ref = read_safetensors(a.ref)
+    got = read_safetensors(a.got)
+    nfail = nmiss = 0
+    for name, r in ref.items():
+        if name not in got:
+            print(f"{label} {name} missing in got FAIL")
+            nmiss += 1
+            continue
+        g = got[name]
+        if tuple(g.shape) != tuple(r.shape):
+            print(f"{label} {name} shape mismatch ref {list(r.shape)} got {list(g.shape)} FAIL")
+            nfail += 1
+            continue
+        g = g.astype(np.float64)
+        r = r.astype(np.float64)
+        bad = ~np.isfinite(g)
+        if bad.any():
+            first = [int(i) for i in np.unravel_index(int(np.argmax(bad.ravel())), g.shape)]
+            print(f"{label} {name} got has {int(bad.sum())} NaN/Inf values, first at index {first} FAIL")
+            nfail += 1
+            continue
+        if not np.isfinite(r).all():
+            print(f"{label} {name} ref has non-finite values FAIL")
+            nfail += 1
+            continue
+        den = float(np.linalg.norm(r.ravel()))
+        if den == 0.0:
+            gn = float(np.linalg.norm(g.ravel()))
+            ok = gn <= 1e-12
+            print(f"{label} {name} rel_err={0.0 if ok else math.inf:.3e} "
+                  f"(ref is zero: ||got||={gn:.3e}, abs tol 1e-12) {'OK' if ok else 'FAIL'}")
+        else:
+            err = float(np.linalg.norm((g - r).ravel())) / den
+            ok = err <= a.tol
+            print(f"{label} {name} rel_err={err:.3e} {'OK' if ok else 'FAIL'}")
+        nfail += 0 if ok else 1
+    bad = nfail + nmiss > 0 or not ref
+    print(f"{label}: {len(ref)} tensors, {nfail} failed, {nmiss} missing, tol={a.tol:.0e} "
+          f"{'FAIL' if bad else 'OK'}")
+    return 1 if bad else 0
+
+
+def cmd_train(a):
+    check_dims(a)
+    L, C, F, B, S = a.layers, a.hidden, a.ffn, a.batch, a.seq
+    if a.steps < 0:
+        sys.exit("tessref: --steps must be >= 0")
+    w = load_weights_checked(a.weights, L, C, F)
+    x = load_bsc(a.input, B, S, C)
+    if a.target is not None:
+        target = load_bsc(a.target, B, S, C)
+    else:
+        target = synth_tensor("target", a.target_seed, (B, S, C))
+    lines = []
+
+    def on_step(k, loss):
+        line = f"step {k} loss {loss:.17g}"
+        lines.append(line)
+        print(line, flush=True)
+
+    wf, _ = train(x, w, target, L, a.heads, a.eps, a.steps, a.lr, a.beta1, a.beta2,
+                  a.adam_eps, a.weight_decay, on_step)
+    if a.losses_out:
+        with open(a.losses_out, "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+    if a.weights_out:
+        write_safetensors(a.weights_out, [(n, wf[n]) for n, _ in tensor_specs(L, C, F)], "F32")
     return 0
 
 
@@ -665,6 +1034,187 @@ def cmd_selftest(a):
     check("synthetic ranges", np.abs(t).max() <= 0.0625
           and np.abs(synth_tensor("h.0.ln_1.weight", 1, (4096,)) - 1).max() <= 0.125)
 
+    # ---------------- backward and training ----------------
+    # The cached forward used by backward/train is the same function as forward().
+    yc, _ = forward_cached(x, to_f64(w), L, H, eps)
+    check("forward_cached == forward", np.abs(yc - y).max() < 1e-13,
+          f"max abs diff {np.abs(yc - y).max():.2e}")
+
+    def fd_rel(f, arr, an, h=1e-6, idx=None):
+        """Central differences of scalar f() w.r.t. arr's elements (in place);
+        returns (rel Frobenius err over the checked elements, count)."""
+        flat = arr.reshape(-1)
+        assert np.shares_memory(flat, arr)
+        sel = range(flat.size) if idx is None else idx
+        num, ana = [], []
+        for i in sel:
+            old = flat[i]
+            flat[i] = old + h
+            fp = f()
+            flat[i] = old - h
+            fm = f()
+            flat[i] = old
+            num.append((fp - fm) / (2.0 * h))
+            ana.append(an.reshape(-1)[i])
+        num, ana = np.array(num), np.array(ana)
+        return float(np.linalg.norm(num - ana) / max(np.linalg.norm(ana), 1e-300)), len(num)
+
+    # Pieces: LayerNorm, GeLU', attention, each against central differences.
+    xl = rng.normal(0.5, 2.0, size=(3, 4, 8))
+    gl, bl, dl = rng.normal(1.0, 0.5, size=8), rng.normal(0.0, 0.5, size=8), rng.normal(size=(3, 4, 8))
+    _, lc = layernorm_fwd(xl, gl, bl, eps)
+    dxl, dgl, dbl = layernorm_bwd(dl, lc, gl)
+    lnobj = lambda: float(np.sum(dl * layernorm(xl, gl, bl, eps)))
+    errs = [fd_rel(lnobj, xl, dxl)[0], fd_rel(lnobj, gl, dgl)[0], fd_rel(lnobj, bl, dbl)[0]]
+    check("layernorm backward (dx, dg, db) vs finite differences", max(errs) < 1e-7,
+          "rel " + ", ".join(f"{e:.1e}" for e in errs))
+    gx = np.linspace(-6.0, 6.0, 49)
+    h = 1e-6
+    gfd = (gelu(gx + h) - gelu(gx - h)) / (2 * h)
+    gerr = np.abs(gfd - gelu_grad(gx)).max()
+    check("gelu derivative vs finite differences", gerr < 1e-8, f"max abs {gerr:.1e}")
+    check("gelu derivative known values", gelu_grad(np.array([0.0]))[0] == 0.5
+          and abs(gelu_grad(np.array([30.0]))[0] - 1.0) < 1e-12
+          and abs(gelu_grad(np.array([-30.0]))[0]) < 1e-12)
+    qa = rng.normal(0.0, 1.5, size=(2, 5, 3 * 8))
+    da = rng.normal(size=(2, 5, 8))
+    _, ac = attention_fwd(qa, 2)
+    dqa = attention_bwd(da, ac)
+    aerr, _ = fd_rel(lambda: float(np.sum(da * causal_attention(qa, 2))), qa, dqa)
+    check("attention backward vs finite differences", aerr < 1e-7, f"rel {aerr:.1e}")
+    check("attention backward: dA = 0 at the last query -> last token's K, V get no gradient",
+          np.abs(attention_bwd(np.concatenate([da[:, :4], np.zeros((2, 1, 8))], 1), ac)[:, 4, 8:]).max()
+          == 0.0)
+
+    # Whole stack: every element of every parameter and of the input, tiny model,
+    # objective sum(dY * Y) through the plain forward() above.
+    Lg, Cg, Hg, Fg, Sg, Bg = 2, 8, 2, 16, 3, 2
+    rg = np.random.default_rng(777)
+    wg = {}
+    for n, s in tensor_specs(Lg, Cg, Fg):
+        if n.endswith((".ln_1.weight", ".ln_2.weight")):
+            wg[n] = 1.0 + rg.normal(0.0, 0.5, size=s)       # non-trivial LN scale
+        elif n.endswith(".bias"):
+            wg[n] = rg.normal(0.0, 0.5, size=s)             # incl. LN shift
+        else:
+            wg[n] = rg.normal(0.0, 1.5 / math.sqrt(s[0]), size=s)
+    xg = rg.normal(0.0, 1.0, size=(Bg, Sg, Cg))
+    dyg = rg.normal(0.0, 1.0, size=(Bg, Sg, Cg))
+    _, cg = forward_cached(xg, wg, Lg, Hg, eps)
+    dxg, gg = backward(dyg, cg, wg, Lg)
+    check("backward returns every parameter with its shape",
+          sorted(gg) == sorted(wg) and all(gg[n].shape == wg[n].shape for n in wg))
+    obj = lambda: float(np.sum(dyg * forward(xg, wg, Lg, Hg, eps)))
+    worst, total, errs = 0.0, 0, []
+    for n, s in tensor_specs(Lg, Cg, Fg):
+        e, cnt = fd_rel(obj, wg[n], gg[n])
+        errs.append((e, n))
+        total += cnt
+    e, cnt = fd_rel(obj, xg, dxg)
+    errs.append((e, "input"))
+    total += cnt
+    worst = max(errs)
+    check(f"backward vs central differences, all {total} elements of {len(errs)} tensors",
+          worst[0] < 1e-6, f"worst rel {worst[0]:.1e} ({worst[1]})")
+
+    # MSE loss gradient (the dL/dY that train uses).
+    tg = rg.normal(size=(Bg, Sg, Cg))
+    lossg, lg = mse_loss_grads(xg, wg, tg, Lg, Hg, eps)
+    mobj = lambda: float(np.mean((forward(xg, wg, Lg, Hg, eps) - tg) ** 2))
+    merr = max(fd_rel(mobj, wg[n], lg[n], idx=[0, 5, 7])[0]
+               for n in ("h.0.attn.c_attn.weight", "h.1.ln_2.weight", "h.1.mlp.c_proj.bias"))
+    check("mse loss gradient vs finite differences", merr < 1e-6 and abs(lossg - mobj()) < 1e-13 * lossg,
+          f"rel {merr:.1e}")
+
+    # Two AdamW steps against a scalar hand computation (Python floats).
+    lr, b1, b2, ae, wdc = 1e-2, 0.9, 0.999, 1e-8, 0.1
+    w1, l1 = train(xg, wg, tg, Lg, Hg, eps, 1, lr, b1, b2, ae, wdc)
+    w2, l2 = train(xg, wg, tg, Lg, Hg, eps, 2, lr, b1, b2, ae, wdc)
+    _, g1 = mse_loss_grads(xg, w1, tg, Lg, Hg, eps)
+    ok = l1[0] == l2[0] == lossg
+    for n, i, decay in (("h.0.attn.c_attn.weight", 7, True), ("h.1.mlp.c_proj.weight", 20, True),
+                        ("h.0.attn.c_attn.bias", 3, False), ("h.1.ln_1.weight", 2, False),
+                        ("h.0.ln_2.bias", 5, False)):
+        p0 = float(wg[n].reshape(-1)[i])
+        ga, gb_ = float(lg[n].reshape(-1)[i]), float(g1[n].reshape(-1)[i])
+        m_, v_ = (1 - b1) * ga, (1 - b2) * ga * ga
+        p1 = p0 - lr * ((m_ / (1 - b1)) / (math.sqrt(v_ / (1 - b2)) + ae) + (wdc * p0 if decay else 0.0))
+        m_, v_ = b1 * m_ + (1 - b1) * gb_, b2 * v_ + (1 - b2) * gb_ * gb_
+        p2 = p1 - lr * ((m_ / (1 - b1 ** 2)) / (math.sqrt(v_ / (1 - b2 ** 2)) + ae)
+                        + (wdc * p1 if decay else 0.0))
+        d1 = abs(p1 - float(w1[n].reshape(-1)[i]))
+        d2 = abs(p2 - float(w2[n].reshape(-1)[i]))
+        if not (d1 < 1e-15 and d2 < 1e-15):
+            ok = False
+            print(f"    adamw {n}[{i}]: step1 diff {d1:.1e}, step2 diff {d2:.1e}")
+    check("AdamW two steps == scalar hand computation (decay on matrices only)", ok)
+    check("AdamW step 1 moves a bias by lr (mhat/sqrt(vhat) = sign g)",
+          abs(abs(float(w1["h.0.attn.c_attn.bias"][3] - wg["h.0.attn.c_attn.bias"][3])) - lr) < 1e-8)
+
+    # Training on a tiny model: the loss falls over 20 steps with lr 1e-2.
+    wt20 = dict(make_weights(Lg, Cg, Fg, 21, False))
+    xt20 = make_input(Bg, Sg, Cg, 21, False)
+    tt20 = synth_tensor("target", 21, (Bg, Sg, Cg))
+    _, ls = train(xt20, wt20, tt20, Lg, Hg, eps, 20, 1e-2, 0.9, 0.999, 1e-8, 0.01)
+    check("training loss decreases over 20 steps (lr 1e-2)",
+          len(ls) == 20 and ls[-1] < 0.5 * ls[0] and sum(b < a for a, b in zip(ls, ls[1:])) >= 15,
+          f"{ls[0]:.4f} -> {ls[-1]:.4f}")
+
+    # CLI glue: dy/backward/compare-grads/train through main() in a temp dir.
+    import contextlib
+    import io
+    with tempfile.TemporaryDirectory() as td:
+        j = lambda f: os.path.join(td, f)
+        dims = ["--layers", "2", "--hidden", "8", "--heads", "2", "--ffn", "16", "--seq", "3", "--batch", "2"]
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = [main(["weights"] + dims + ["--seed", "4", "--out", j("w.st")]),
+                  main(["input"] + dims + ["--seed", "4", "--out", j("x.npy")]),
+                  main(["dy"] + dims + ["--seed", "4", "--out", j("dy.npy")]),
+                  main(["backward"] + dims + ["--weights", j("w.st"), "--input", j("x.npy"),
+                                              "--dy", j("dy.npy"), "--dx-out", j("dx.npy"),
+                                              "--grads-out", j("g.st")])]
+            gf = read_safetensors(j("g.st"))
+            write_safetensors(j("g32.st"), [(n, gf[n]) for n in gf], "F32")
+            rc.append(main(["compare-grads", "--ref", j("g.st"), "--got", j("g32.st"), "--tol", "1e-6"]))
+            bad = [(n, t * (1.0 + (1e-3 if n == "h.1.ln_1.bias" else 0.0))) for n, t in gf.items()
+                   if n != "h.0.mlp.c_fc.bias"]
+            write_safetensors(j("gbad.st"), bad, "F64")
+            rc_bad = main(["compare-grads", "--ref", j("g.st"), "--got", j("gbad.st"), "--tol", "1e-4",
+                           "--label", "neg"])
+            rc.append(main(["train"] + dims + ["--weights", j("w.st"), "--input", j("x.npy"),
+                                               "--target-seed", "3", "--steps", "3",
+                                               "--weights-out", j("w3.st"), "--losses-out", j("l.txt")]))
+        out = buf.getvalue()
+        wf = read_safetensors(j("w.st"))
+        xf = np.load(j("x.npy"))
+        dyf = np.load(j("dy.npy"))
+        _, cf = forward_cached(xf, to_f64(wf), 2, 2, eps)
+        dxf, gff = backward(dyf, cf, to_f64(wf), 2)
+        hdr = json.loads(open(j("g.st"), "rb").read()[8:8 + struct.unpack("<Q", open(j("g.st"), "rb").read(8))[0]])
+        check("CLI dy/backward/compare-grads/train run", rc == [0] * 6, str(rc))
+        check("CLI dy is float32 N(0,1) from seed + 2_000_003",
+              dyf.dtype == np.float32 and np.array_equal(
+                  dyf, np.random.default_rng(2_000_007).normal(size=(2, 3, 8)).astype(np.float32)))
+        check("CLI backward writes F64 grads in weight order and float64 dX",
+              [k for k in hdr if k != "__metadata__"] == [n for n, _ in tensor_specs(2, 8, 16)]
+              and all(hdr[n]["dtype"] == "F64" for n in gf)
+              and all(np.array_equal(gf[n], gff[n]) for n in gf)
+              and np.load(j("dx.npy")).dtype == np.float64 and np.array_equal(np.load(j("dx.npy")), dxf))
+        check("compare-grads flags the perturbed and the missing tensor",
+              rc_bad == 1 and "neg h.1.ln_1.bias rel_err=1.000e-03 FAIL" in out
+              and "neg h.0.mlp.c_fc.bias missing in got FAIL" in out
+              and "neg: 24 tensors, 1 failed, 1 missing" in out)
+        w3, l3 = train(xf, wf, synth_tensor("target", 3, (2, 3, 8)), 2, 2, eps, 3,
+                       1e-3, 0.9, 0.999, 1e-8, 0.01)
+        lines = [f"step {k} loss {v:.17g}" for k, v in enumerate(l3, 1)]
+        w3f = read_safetensors(j("w3.st"))
+        check("CLI train prints/writes the losses and F32 final weights",
+              all(ln in out.splitlines() for ln in lines)
+              and open(j("l.txt")).read().splitlines() == lines
+              and all(w3f[n].dtype == np.float32 and np.array_equal(w3f[n], w3[n].astype(np.float32))
+                      for n in w3))
+
     print(f"selftest: {'FAIL (' + ', '.join(fails) + ')' if fails else 'all OK'}")
     return 1 if fails else 0
 
@@ -712,6 +1262,45 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(fn=cmd_bench)
 
+    p = sp.add_parser("dy", help="write a float32 [B,S,C] upstream gradient .npy")
+    add_dims(p)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_dy)
+
+    p = sp.add_parser("backward", help="float64 reference backward pass")
+    add_dims(p)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--input", required=True)
+    p.add_argument("--dy", required=True)
+    p.add_argument("--dx-out", required=True)
+    p.add_argument("--grads-out", required=True)
+    p.set_defaults(fn=cmd_backward)
+
+    p = sp.add_parser("compare-grads", help="per-tensor relative Frobenius error check")
+    p.add_argument("--ref", required=True)
+    p.add_argument("--got", required=True)
+    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--label", default=None)
+    p.set_defaults(fn=cmd_compare_grads)
+
+    p = sp.add_parser("train", help="float64 reference AdamW training on MSE loss")
+    add_dims(p)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--input", required=True)
+    tg = p.add_mutually_exclusive_group(required=True)
+    tg.add_argument("--target", default=None)
+    tg.add_argument("--target-seed", type=int, default=None)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.999)
+    p.add_argument("--adam-eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--weights-out", default=None)
+    p.add_argument("--losses-out", default=None)
+    p.set_defaults(fn=cmd_train)
+
     p = sp.add_parser("synth-selftest", help="print synthetic generator check values")
     p.set_defaults(fn=cmd_synth_selftest)
 
@@ -721,6 +1310,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if getattr(a, "seed", None) is not None and not (0 <= a.seed < 2**64):
         sys.exit("tessref: --seed must be in [0, 2^64)")
+    if getattr(a, "target_seed", None) is not None and not (0 <= a.target_seed < 2**64):
+        sys.exit("tessref: --target-seed must be in [0, 2^64)")
     return a.fn(a)
 
 

@@ -1,0 +1,180 @@
+/*
+ * tr_gather.c - results to rank 0 and the replica check (see tr_gather.h).
+ * Rank 0 fills its assembly buffers with NaN first, so a block that no rank
+ * sent shows up as NaN in the file instead of as plausible zeros.
+ */
+#include "tr_gather.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tr_npy.h"
+#include "tr_safetensors.h"
+
+/* rank 0 decided; share the verdict */
+static bool root_ok(bool ok)
+{
+    int v = ok ? 1 : 0;
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return v == 1;
+}
+
+bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err)
+{
+    int rank = d->rank, p = tr_model.p;
+    long blk = (long)d->io_rows * d->io_cols;
+    long total = (long)tr_model.batch * tr_model.seq * tr_model.hidden;
+    float *all = NULL, *full = NULL;
+    bool ok = true;
+    if (rank == 0) {
+        all = malloc((size_t)blk * (size_t)p * sizeof *all);
+        full = malloc((size_t)total * sizeof *full);
+        ok = all && full;
+    }
+    if (!root_ok(ok)) {
+        free(all);
+        free(full);
+        return tr_fail(err, "%s: out of memory gathering on rank 0", path);
+    }
+    MPI_Gather(block, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        for (long e = 0; e < total; e++)
+            full[e] = NAN;
+        for (int r = 0; r < p; r++) {
+            const tr_rank_desc *rd = tr_model.ranks[r];
+            for (int i = 0; i < rd->io_rows; i++)
+                memcpy(full + (long)(rd->io_r0 + i) * tr_model.hidden + rd->io_c0,
+                       all + (long)r * blk + (long)i * rd->io_cols, (size_t)rd->io_cols * sizeof *full);
+        }
+        long bad = 0;
+        for (long e = 0; e < total; e++)
+            bad += !isfinite(full[e]);
+        if (bad)
+            fprintf(stderr, "warning: %s has %ld non-finite values of %ld\n", path, bad, total);
+        int64_t shape[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
+        ok = tr_npy_write_atomic(path, 3, shape, full, err);
+    }
+    free(all);
+    free(full);
+    return root_ok(ok);
+}
+
+static bool all_ok_world(bool ok)
+{
+    int v = ok ? 1 : 0, all = 0;
+    MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+}
+
+static long long shard_elems(const tr_rank_desc *d)
+{
+    long long n = 0;
+    for (int i = 0; i < d->nparams; i++)
+        n += (long long)d->params[i].rows * d->params[i].cols;
+    return n;
+}
+
+bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_err *err)
+{
+    int rank = d->rank, p = tr_model.p;
+    long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
+    float *mine = malloc((size_t)n * sizeof *mine), *all = NULL;
+    float **full = NULL;
+    tr_st_out *outs = NULL;
+    bool ok = mine != NULL;
+    if (ok) {
+        long long o = 0;
+        for (int i = 0; i < d->nparams; i++) {
+            const tr_param *pr = &d->params[i];
+            long long off = grads ? pr->grad_offset : pr->offset, e = (long long)pr->rows * pr->cols;
+            memcpy(mine + o, H + off, (size_t)e * sizeof *mine);
+            o += e;
+        }
+    }
+    if (rank == 0 && ok) {
+        all = malloc((size_t)n * (size_t)p * sizeof *all);
+        full = calloc((size_t)d->nparams, sizeof *full);
+        outs = calloc((size_t)d->nparams, sizeof *outs);
+        ok = all && full && outs;
+        for (int i = 0; ok && i < d->nparams; i++) {
+            const tr_param *pr = &d->params[i];
+            long long e = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+            full[i] = malloc((size_t)e * sizeof **full);
+            ok = full[i] != NULL;
+            for (long long k = 0; ok && k < e; k++)
+                full[i][k] = NAN;
+        }
+    }
+    if (!all_ok_world(ok)) {
+        /* fall through to cleanup */
+        ok = false;
+    }
+    if (ok) {
+        MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            for (int r = 0; r < p; r++) {
+                const tr_rank_desc *rd = tr_model.ranks[r];
+                long long o = (long long)r * n;
+                for (int i = 0; i < rd->nparams; i++) {
+                    const tr_param *pr = &rd->params[i];
+                    int canonical = rd->k == 0 && (pr->ndim == 2 || rd->i == 0);
+                    int full_cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
+                    for (int c = 0; canonical && c < pr->npieces; c++) {
+                        const tr_piece *pc = &pr->piece[c];
+                        for (int a = 0; a < pc->nr; a++)
+                            memcpy(full[i] + (long long)(pc->r0 + a) * full_cols + pc->c0,
+                                   all + o + (long long)a * pr->cols + pc->dst_col, (size_t)pc->nc * sizeof(float));
+                    }
+                    o += (long long)pr->rows * pr->cols;
+                }
+            }
+            for (int i = 0; i < d->nparams; i++) {
+                const tr_param *pr = &d->params[i];
+                outs[i].name = pr->name;
+                outs[i].ndim = pr->ndim;
+                outs[i].shape[0] = pr->full[0];
+                outs[i].shape[1] = pr->full[1];
+                outs[i].data = full[i];
+            }
+            ok = tr_st_write_atomic(path, outs, d->nparams, err);
+        }
+        ok = root_ok(ok);
+    } else if (rank == 0) {
+        tr_fail(err, "%s: out of memory gathering the parameters on rank 0", path);
+    }
+    if (full)
+        for (int i = 0; i < d->nparams; i++)
+            free(full[i]);
+    free(full);
+    free(outs);
+    free(all);
+    free(mine);
+    return ok;
+}
+
+long long tr_gather_replica_check(tr_ctx *c, const float *H)
+{
+    const tr_rank_desc *d = c->desc;
+    long long bad = 0;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        tr_group g = pr->ndim == 2 ? TR_DEP : TR_COLDEP;
+        int n = pr->rows * pr->cols;
+        float *ref = malloc((size_t)n * sizeof *ref);
+        if (!ref)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        memcpy(ref, H + pr->offset, (size_t)n * sizeof *ref);
+        MPI_Bcast(ref, n, MPI_FLOAT, 0, c->comm[g]);
+        if (memcmp(ref, H + pr->offset, (size_t)n * sizeof *ref) != 0) {
+            bad++;
+            fprintf(stderr, "rank %d: %s differs from its replica on member 0 of its %s group\n", d->rank, pr->name,
+                    g == TR_DEP ? "dep" : "coldep");
+        }
+        free(ref);
+    }
+    long long all = 0;
+    MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+}

@@ -1,0 +1,27 @@
+/*
+ * tr_gather.h - moving distributed results to rank 0 and checking replicas:
+ * the residual-stream-shaped blocks (output, dL/dx) as one [batch, seq, hidden]
+ * .npy, the weight shards or their gradients as one safetensors file with the
+ * Hugging Face names, and a bitwise comparison of every replicated shard with
+ * its canonical copy. Every rank must call these together (they are
+ * collective over MPI_COMM_WORLD or the rank's groups).
+ */
+#ifndef TR_GATHER_H
+#define TR_GATHER_H
+
+#include "tr_ctx.h"
+
+/* Gather each rank's [io_rows, io_cols] block (host memory) and write [batch, seq, hidden] to path. */
+bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err);
+
+/* Gather every parameter (grads = 0) or its gradient (grads = 1) from the host arena H and write
+ * the full tensors to path as F32 safetensors. The copy of depth 0 (and row 0 for vectors) is
+ * written; tr_gather_replica_check says whether the others agree. */
+bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_err *err);
+
+/* Compare every parameter shard bitwise with the same block on member 0 of its replica group
+ * (dep(i,j) for matrices, coldep(j) for vectors). Returns the number of mismatching shards over
+ * all ranks (0 on every rank when all replicas are identical). */
+long long tr_gather_replica_check(tr_ctx *c, const float *H);
+
+#endif

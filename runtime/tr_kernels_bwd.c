@@ -1,0 +1,206 @@
+/*
+ * tr_kernels_bwd.c - the CPU backend's training kernels: the forward variants
+ * that keep what the backward needs (out-of-place residual, GeLU with its
+ * pre-activation kept), column sums for bias gradients, GeLU, layernorm and
+ * attention backward, and the AdamW step. Sums accumulate in double.
+ *
+ * Layernorm backward, y = xhat*gamma + beta, xhat = (x - mean) * rstd, per token over all
+ * C columns (this rank holds C/q of them; s1, s2 are summed over the row group between
+ * the two parts):
+ *   dxhat = dy * gamma;  s1 = sum dxhat;  s2 = sum dxhat * xhat
+ *   dx    = rstd * (dxhat - s1/C - xhat * s2/C)
+ * Attention backward per (sequence, head), P = softmax(mask(Q K^T / sqrt(D))), O = P V:
+ *   dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(dP * P));  dQ = dS K / sqrt(D);
+ *   dK = dS^T Q / sqrt(D)     (P recomputed from Q and K rather than stored)
+ */
+#include <cblas.h>
+#include <math.h>
+
+#include "tr_ctx.h"
+#include "tr_math.h"
+
+#define TIMED_BEGIN double t0_ = c->timing ? tr_now() : 0
+#define TIMED_END(kind)                                                                                             \
+    do {                                                                                                            \
+        c->calls[kind]++;                                                                                           \
+        if (c->timing)                                                                                              \
+            c->seconds[kind] += tr_now() - t0_;                                                                     \
+    } while (0)
+
+void tr_resid_rowsum_to(tr_ctx *c, const float *x, const float *p, const float *bias, int rows, int cols, float *rs,
+                        float *y)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (long)r * cols, *pr = p + (long)r * cols;
+        float *yr = y + (long)r * cols;
+        double s = 0;
+        for (int j = 0; j < cols; j++) {
+            yr[j] = xr[j] + (pr[j] + bias[j]);
+            s += yr[j];
+        }
+        if (rs)
+            rs[r] = (float)s;
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_bias_gelu_save(tr_ctx *c, float *u, const float *bias, float *g, int rows, int cols)
+{
+    TIMED_BEGIN;
+    for (long e = 0; e < (long)rows * cols; e++) {
+        u[e] += bias[e % cols];
+        g[e] = tr_gelu(u[e]);
+    }
+    TIMED_END(TR_K_GELU);
+}
+
+void tr_colsum(tr_ctx *c, const float *dy, int rows, int cols, float *db)
+{
+    TIMED_BEGIN;
+    for (int j = 0; j < cols; j++) {
+        double s = 0;
+        for (int r = 0; r < rows; r++)
+            s += dy[(long)r * cols + j];
+        db[j] = (float)s;
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_gelu_bwd(tr_ctx *c, float *dg, const float *u, int rows, int cols)
+{
+    TIMED_BEGIN;
+    for (long e = 0; e < (long)rows * cols; e++)
+        dg[e] *= tr_gelu_grad(u[e]);
+    TIMED_END(TR_K_GELU);
+}
+
+static inline float ln_rstd(float vs, int hidden, float eps)
+{
+    return 1.0f / sqrtf(vs / (float)hidden + eps);
+}
+
+void tr_ln_bwd_sums(tr_ctx *c, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma,
+                    int rows, int cols, int hidden, float eps, float *s, float *dgamma, float *dbeta)
+{
+    TIMED_BEGIN;
+    for (int j = 0; j < cols; j++) {
+        double dg = 0, db = 0;
+        for (int r = 0; r < rows; r++) {
+            float mean = rs[r] / (float)hidden, rstd = ln_rstd(vs[r], hidden, eps);
+            float xhat = (x[(long)r * cols + j] - mean) * rstd, d = dy[(long)r * cols + j];
+            dg += (double)d * xhat;
+            db += d;
+        }
+        dgamma[j] = (float)dg;
+        dbeta[j] = (float)db;
+    }
+    for (int r = 0; r < rows; r++) {
+        float mean = rs[r] / (float)hidden, rstd = ln_rstd(vs[r], hidden, eps);
+        double s1 = 0, s2 = 0;
+        for (int j = 0; j < cols; j++) {
+            float xhat = (x[(long)r * cols + j] - mean) * rstd;
+            float dxhat = dy[(long)r * cols + j] * gamma[j];
+            s1 += dxhat;
+            s2 += (double)dxhat * xhat;
+        }
+        s[r] = (float)s1;
+        s[rows + r] = (float)s2;
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_ln_bwd_apply(tr_ctx *c, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma,
+                     const float *s, int rows, int cols, int hidden, float eps, float *g)
+{
+    TIMED_BEGIN;
+    float inv_n = 1.0f / (float)hidden;
+    for (int r = 0; r < rows; r++) {
+        float mean = rs[r] * inv_n, rstd = ln_rstd(vs[r], hidden, eps);
+        float m1 = s[r] * inv_n, m2 = s[rows + r] * inv_n;
+        for (int j = 0; j < cols; j++) {
+            long e = (long)r * cols + j;
+            float xhat = (x[e] - mean) * rstd;
+            float dxhat = dy[e] * gamma[j];
+            g[e] += rstd * (dxhat - m1 - xhat * m2);
+        }
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_attention_bwd(tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs, float *dscores,
+                      int nseq, int seq, int heads, int hdim)
+{
+    TIMED_BEGIN;
+    int cols = heads * hdim, ld = 3 * cols;
+    float scale = 1.0f / sqrtf((float)hdim);
+    for (int sq = 0; sq < nseq; sq++) {
+        const float *blk = qkv + (long)sq * seq * ld;
+        float *dblk = dqkv + (long)sq * seq * ld;
+        const float *dO0 = dout + (long)sq * seq * cols;
+        for (int h = 0; h < heads; h++) {
+            const float *Q = blk + h * hdim, *K = blk + cols + h * hdim, *V = blk + 2 * cols + h * hdim;
+            float *dQ = dblk + h * hdim, *dK = dblk + cols + h * hdim, *dV = dblk + 2 * cols + h * hdim;
+            const float *dO = dO0 + h * hdim;
+            /* recompute P */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, probs,
+                        seq);
+            for (int i = 0; i < seq; i++) {
+                float *row = probs + (long)i * seq;
+                float mx = row[0];
+                for (int j = 1; j <= i; j++)
+                    mx = row[j] > mx ? row[j] : mx;
+                double sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    row[j] = expf(row[j] - mx);
+                    sum += row[j];
+                }
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j <= i; j++)
+                    row[j] *= inv;
+                for (int j = i + 1; j < seq; j++)
+                    row[j] = 0.0f;
+            }
+            /* dV = P^T dO */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, 1.0f, probs, seq, dO, cols, 0.0f, dV,
+                        ld);
+            /* dP = dO V^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, 1.0f, dO, cols, V, ld, 0.0f,
+                        dscores, seq);
+            /* dS = P * (dP - rowsum(dP * P)), zero above the diagonal */
+            for (int i = 0; i < seq; i++) {
+                float *p = probs + (long)i * seq, *dp = dscores + (long)i * seq;
+                double dot = 0;
+                for (int j = 0; j <= i; j++)
+                    dot += (double)dp[j] * p[j];
+                for (int j = 0; j <= i; j++)
+                    dp[j] = p[j] * (dp[j] - (float)dot);
+                for (int j = i + 1; j < seq; j++)
+                    dp[j] = 0.0f;
+            }
+            /* dQ = dS K * scale;  dK = dS^T Q * scale */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, scale, dscores, seq, K, ld, 0.0f,
+                        dQ, ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, scale, dscores, seq, Q, ld, 0.0f, dK,
+                        ld);
+        }
+    }
+    TIMED_END(TR_K_ATTENTION);
+}
+
+void tr_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay)
+{
+    TIMED_BEGIN;
+    const tr_model_desc *md = &tr_model;
+    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)md->lr, eps = (float)md->adam_eps;
+    float wd = decay ? (float)md->weight_decay : 0.0f;
+    float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
+    for (int e = 0; e < n; e++) {
+        float g = grad[e];
+        m[e] = b1 * m[e] + (1.0f - b1) * g;
+        v[e] = b2 * v[e] + (1.0f - b2) * g * g;
+        float mhat = m[e] / c1, vhat = v[e] / c2;
+        param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+    }
+    TIMED_END(TR_K_OPTIMIZER);
+}

@@ -1,0 +1,128 @@
+# tests/train.sh - sourced by tests/e2e.sh (after its reference inputs exist):
+# training programs (mode = "train") against the float64 numpy reference.
+#   gradients  for every mesh of the matrix: one forward and backward with a
+#              given dL/dy; dL/dx and all 24 weight gradients within 1e-4
+#              (relative Frobenius) of tessref.py backward; measured bytes of
+#              forward + backward equal the plan (--bytes)
+#   replicas   after 5 AdamW steps every parameter shard is bitwise identical
+#              to its replicas (dep for matrices, coldep for vectors); the
+#              check is shown able to fail by perturbing one replica
+#   loss       20 steps on [1,1,1], [2,2,1], [2,2,2]: the same losses within
+#              1e-4 relative, falling, and within 1e-3 of the float64 reference
+TRAIN_MESHES=${TESS_TRAIN_MESHES:-$E2E_MESHES}
+
+train_spec() {
+    cat <<SPEC
+return {
+  name = "train_q$1_d$2", mode = "train",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 12, eps = 1e-5 },
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+}
+SPEC
+}
+
+train_setup() {
+    "$PY" $REF dy $DIMS --seed 3 --out "$WORK/dy.npy" &&
+        "$PY" $REF backward $DIMS --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --dy "$WORK/dy.npy" \
+            --dx-out "$WORK/dx_ref.npy" --grads-out "$WORK/g_ref.safetensors" &&
+        "$PY" $REF input $DIMS --seed 4 --out "$WORK/target.npy" &&
+        "$PY" $REF train $DIMS --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --target "$WORK/target.npy" \
+            --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 --weight-decay 0.01 \
+            >"$WORK/loss_ref.txt"
+}
+
+train_build() {
+    local dir="$WORK/train_$1_$2"
+    train_spec "$1" "$2" >"$WORK/train_$1_$2.lua" &&
+        bin/tessgen "$WORK/train_$1_$2.lua" -o "$dir" --quiet &&
+        ninja -C "$dir" >/dev/null
+}
+
+train_grads() {
+    local dir="$WORK/train_$1_$2"
+    poison "$dir/dx.npy" && rm -f "$dir/g.safetensors" &&
+        "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --dy "$WORK/dy.npy" \
+            --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes --quiet &&
+        "$PY" $REF compare --ref "$WORK/dx_ref.npy" --got "$dir/dx.npy" --tol 1e-4 --expect-f32 --label "dx [$1,$1,$2]" &&
+        "$PY" $REF compare-grads --ref "$WORK/g_ref.safetensors" --got "$dir/g.safetensors" --tol 1e-4 \
+            --label "[$1,$1,$2]"
+}
+
+train_replicas() {
+    local dir="$WORK/train_$1_$2"
+    "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --target "$WORK/target.npy" --steps 5 \
+        --replica-check | tee "$WORK/rep.out" && grep -q "bitwise identical" "$WORK/rep.out"
+}
+
+# the check itself can fail: one replica nudged by one ulp must be caught (exit 4)
+train_replica_check_fails() {
+    local dir="$WORK/train_2_2"
+    TESS_TEST_PERTURB_REPLICA=5 "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" \
+        --target "$WORK/target.npy" --steps 1 --replica-check --quiet >"$WORK/pert.out" 2>&1
+    local rc=$?
+    cat "$WORK/pert.out"
+    [ $rc -ne 0 ] && grep -q "differs from its replica" "$WORK/pert.out"
+}
+
+train_losses() {
+    for m in 1_1 2_1 2_2; do
+        "$WORK/train_$m/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --target "$WORK/target.npy" \
+            --steps 20 | grep '^step ' >"$WORK/loss_$m.txt" || return 1
+    done
+    "$PY" - "$WORK" <<'PYEOF'
+import sys
+w = sys.argv[1]
+def losses(f):
+    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
+ref = losses(w + "/loss_ref.txt")
+runs = {m: losses("%s/loss_%s.txt" % (w, m)) for m in ("1_1", "2_1", "2_2")}
+ok = len(ref) == 20 and all(len(v) == 20 for v in runs.values())
+base = runs["1_1"]
+for m, v in runs.items():
+    for k in range(min(20, len(v))):
+        rel = abs(v[k] - base[k]) / abs(base[k])
+        if rel > 1e-4:
+            print("mesh %s step %d: loss %.9g vs [1,1,1] %.9g (rel %.2e > 1e-4)" % (m, k + 1, v[k], base[k], rel)); ok = False
+        rel = abs(v[k] - ref[k]) / abs(ref[k])
+        if rel > 1e-3:
+            print("mesh %s step %d: loss %.9g vs float64 reference %.9g (rel %.2e > 1e-3)" % (m, k + 1, v[k], ref[k], rel)); ok = False
+    if not (v[-1] < 0.5 * v[0] and all(b < a for a, b in zip(v, v[1:]))):
+        print("mesh %s: loss does not fall steadily: %s" % (m, v)); ok = False
+print("losses step 1 and 20:", {m: (v[0], v[-1]) for m, v in runs.items()}, "reference", (ref[0], ref[-1]))
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+train_infer_refuses() {
+    "$WORK/e2e_2_2/run" --dy "$WORK/dy.npy" --quiet 2>"$WORK/tr.err"
+    local rc=$?
+    cat "$WORK/tr.err"
+    [ $rc -eq 2 ] && grep -q 'mode = "train"' "$WORK/tr.err"
+}
+
+if train_setup >"$WORK/log" 2>&1; then
+    ok "train: float64 reference gradients and losses"
+    for m in $TRAIN_MESHES; do
+        q=${m%,*}
+        d=${m#*,}
+        if train_build "$q" "$d" >"$WORK/log" 2>&1; then
+            check "train: mesh [$q,$q,$d] dL/dx and 24 weight gradients match the float64 reference, planned bytes" \
+                train_grads "$q" "$d"
+            check "train: mesh [$q,$q,$d] replicas bitwise identical after 5 AdamW steps" train_replicas "$q" "$d"
+        else
+            notok "train: mesh [$q,$q,$d] generate and build" "$WORK/log"
+        fi
+    done
+    if [ -x "$WORK/train_1_1/bin/model" ] && [ -x "$WORK/train_2_1/bin/model" ] && [ -x "$WORK/train_2_2/bin/model" ]; then
+        check "train: 20-step losses equal on [1,1,1] [2,2,1] [2,2,2], falling, match float64" train_losses
+        check "train: the replica check catches a replica one ulp off" train_replica_check_fails
+    fi
+    check "train: an inference program refuses --dy and names mode = \"train\"" train_infer_refuses
+    if [ -x "$WORK/train_2_2/bin/model" ]; then
+        M="$WORK/train_2_2"
+        check "train: dy of the wrong shape is refused" refused 1 "dy" --weights "$W" --input "$X" --dy "$WORK/x_b6.npy"
+    fi
+else
+    notok "train: float64 reference gradients and losses" "$WORK/log"
+fi
