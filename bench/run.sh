@@ -86,4 +86,66 @@ say "| attention kernel / generated forward | $(awk -v a="$attn" -v b="$fwd" 'BE
 say "| generated forward / numpy float32 forward | $(awk -v a="$fwd" -v b="$np" 'BEGIN{printf "%.2f", a/b}') |"
 say ""
 say "(CPU timings, for ratios only; raw lines: $B/speed_111.out, $B/numpy.out)"
+
+say ""
+say "## Training: forward + backward bytes per rank per layer, measured vs docs/TRAINING.md"
+say ""
+say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24; one forward and backward (--dy)."
+say "V is the forward broadcast formula above; all columns in bytes per layer, measured (min..max over ranks) / formula."
+say ""
+say "| mesh | bcast recv (2V) | reduce sent (V) | reduce recv (V) | all-reduce dep+coldep | all-reduce row (8R) | equal |"
+say "|---|---|---|---|---|---|---|"
+L=2 C=96 H=12 F=384 S=8 BATCH=24
+"$PY" tests/ref/tessref.py dy --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH --seed 1 \
+    --out "$B/dy.npy"
+for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
+    q=${m%,*}
+    d=${m#*,}
+    name="train_q${q}_d${d}"
+    spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
+    sed -i 's/^return { /return { mode = "train", /' "$B/$name.lua"
+    bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
+    ninja -C "$B/$name" >/dev/null
+    "$B/$name/run" --dy "$B/dy.npy" --bytes >"$B/$name.out"
+    T=$((BATCH * S)) R=$((BATCH * S / (d * q)))
+    V=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
+    dep=0; [ "$d" -gt 1 ] && dep=$(( 4 * (4 * C * C + 2 * C * F) / (q * q) ))
+    coldep=0; [ $((q * d)) -gt 1 ] && coldep=$(( 4 * (9 * C + F) / q ))
+    row=0; [ "$q" -gt 1 ] && row=$(( 4 * 8 * R ))
+    row_out=$(awk -v L=$L -v b=$((2 * V)) -v rs=$V -v rr=$V -v ad=$((dep + coldep)) -v ar=$row '
+        function mm(k, v) { if (!(k in lo) || v < lo[k]) lo[k] = v; if (!(k in hi) || v > hi[k]) hi[k] = v }
+        $1 ~ /^[0-9]+$/ {
+            split($2, a, "/"); split($3, c, "/"); mm("b", (a[1] + c[1]) / L)
+            split($9, a, "/"); mm("rs", a[1] / L)
+            split($8, a, "/"); mm("rr", a[1] / L)
+            split($7, a, "/"); mm("ad", a[1] / L)
+            split($6, a, "/"); mm("ar", a[1] / L) }
+        END {
+            eq = (lo["b"] == b && hi["b"] == b && lo["rs"] == rs && hi["rs"] == rs && lo["rr"] == rr && hi["rr"] == rr &&
+                  lo["ad"] == ad && hi["ad"] == ad && lo["ar"] == ar && hi["ar"] == ar) ? "yes" : "no"
+            printf "| %d..%d / %d | %d..%d / %d | %d..%d / %d | %d..%d / %d | %d..%d / %d | %s |\n",
+                lo["b"], hi["b"], b, lo["rs"], hi["rs"], rs, lo["rr"], hi["rr"], rr, lo["ad"], hi["ad"], ad,
+                lo["ar"], hi["ar"], ar, eq }' "$B/$name.out")
+    say "| [$q,$q,$d] $row_out"
+done
+
+say ""
+say "## Training step on [1,1,1]: step vs its GEMMs alone vs the forward"
+say ""
+L=2 C=768 H=12 F=3072 S=256 BATCH=4
+spec speed_train_111 1 1 $L $C $H $F $S $BATCH
+sed -i 's/^return { /return { mode = "train", /' "$B/speed_train_111.lua"
+bin/tessgen "$B/speed_train_111.lua" -o "$B/speed_train_111" --quiet
+ninja -C "$B/speed_train_111" >/dev/null
+"$B/speed_train_111/run" --steps "$REPS" --timing >"$B/speed_train_111.out"
+step=$(sed -n 's/^step_seconds_median=//p' "$B/speed_train_111.out")
+tgemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_train_111.out")
+say "Model: layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH; median of $REPS AdamW steps (forward, loss, backward, AdamW)."
+say ""
+say "| ratio | value |"
+say "|---|---|"
+say "| training step / its GEMMs alone | $(awk -v a="$step" -v b="$tgemm" 'BEGIN{printf "%.2f", a/b}') |"
+say "| training step / inference forward (same model, section above) | $(awk -v a="$step" -v b="$fwd" 'BEGIN{printf "%.2f", a/b}') |"
+say ""
+say "(raw lines: $B/speed_train_111.out)"
 echo "report: $REPORT"

@@ -35,6 +35,7 @@ typedef struct tr_opts {
     int steps;
     int bytes;
     int replica_check;
+    int timing; /* --timing: with --steps, report time per training step and per step kind */
     int quiet;
 } tr_opts;
 
@@ -59,7 +60,8 @@ static void usage(FILE *f, const char *prog)
             "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
             "  --target F    the target [batch, seq, hidden] (default: synthetic \"target\" from --seed)\n"
             "  --weights-out F  write the weights after the run (F32 safetensors)\n"
-            "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n",
+            "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
+            "  --timing      with --steps: median time per training step and per step kind\n",
             prog, tr_model.name, tr_model.q, tr_model.q, tr_model.d, tr_model.p, tr_model.p, tr_model.batch,
             tr_model.seq, tr_model.hidden);
 }
@@ -79,6 +81,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             o->bytes = 1;
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
+        } else if (!strcmp(s, "--timing")) {
+            o->timing = 1;
         } else if (!strcmp(s, "--quiet")) {
             o->quiet = 1;
         } else if (!strcmp(s, "--weights") || !strcmp(s, "--input") || !strcmp(s, "--output") ||
@@ -355,7 +359,7 @@ static double mse(const tr_rank_desc *d, const float *y, const float *target, fl
     return sum / total_n;
 }
 
-static void report_timing(tr_ctx *c, double *reps, int n)
+static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
 {
     qsort(reps, (size_t)n, sizeof *reps, cmp_double);
     double kinds[TR_NKINDS], kmax[TR_NKINDS];
@@ -364,11 +368,11 @@ static void report_timing(tr_ctx *c, double *reps, int n)
     MPI_Reduce(kinds, kmax, TR_NKINDS, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (c->desc->rank != 0)
         return;
-    printf("forward: median %.6f s over %d runs (min %.6f, max %.6f)\n", reps[n / 2], n, reps[0], reps[n - 1]);
-    printf("per forward, slowest rank, by step kind:\n");
+    printf("%s: median %.6f s over %d runs (min %.6f, max %.6f)\n", what, reps[n / 2], n, reps[0], reps[n - 1]);
+    printf("per %s, slowest rank, by step kind:\n", what);
     for (int k = 0; k < TR_NKINDS; k++)
         printf("  %-10s %.6f s\n", tr_kind_name((tr_kind)k), kmax[k]);
-    printf("forward_seconds_median=%.9f\n", reps[n / 2]);
+    printf("%s_seconds_median=%.9f\n", what, reps[n / 2]);
     for (int k = 0; k < TR_NKINDS; k++)
         printf("%s_seconds=%.9f\n", tr_kind_name((tr_kind)k), kmax[k]);
 }
@@ -499,7 +503,7 @@ int main(int argc, char **argv)
             reps[r] = tr_now() - t0;
         }
         ctx.timing = 0;
-        report_timing(&ctx, reps, o.repeat);
+        report_timing(&ctx, reps, o.repeat, "forward");
         tr_backend_upload(&ctx, x, xh, xn);
         free(reps);
     }
@@ -520,7 +524,13 @@ int main(int argc, char **argv)
             tr_synth_block("target", o.seed, tr_model.hidden, d->io_r0, d->io_rows, d->io_c0, d->io_cols, th,
                            d->io_cols);
         }
+        double *reps = malloc((size_t)o.steps * sizeof *reps);
+        if (!reps)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        ctx.timing = 1;
         for (int k = 1; k <= o.steps; k++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = tr_now();
             d->forward(&ctx, A);
             tr_backend_download(&ctx, yh, A + d->y_offset, xn);
             double loss = mse(d, yh, th, gh);
@@ -528,9 +538,16 @@ int main(int argc, char **argv)
             d->backward(&ctx, A);
             ctx.opt_step = k;
             d->optimizer(&ctx, A);
+            tr_backend_sync(&ctx);
+            MPI_Barrier(MPI_COMM_WORLD);
+            reps[k - 1] = tr_now() - t0;
             if (rank == 0 && !o.quiet)
                 printf("step %d loss %.9g\n", k, loss);
         }
+        ctx.timing = 0;
+        if (o.timing)
+            report_timing(&ctx, reps, o.steps, "step");
+        free(reps);
         tr_ctx_reset_counts(&ctx);
         d->forward(&ctx, A);
         tr_backend_download(&ctx, yh, A + d->y_offset, xn);

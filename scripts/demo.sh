@@ -3,8 +3,9 @@
 # missing, build tessgen, generate specs/gpt2-tiny.lua (mesh [2,2,2], 8 ranks),
 # build the per-rank programs, make random weights and an input, run all ranks
 # under mpirun, and check the output against the independent float64 numpy
-# reference. Exit 0 only if the output matches and every rank moved exactly
-# the planned bytes.
+# reference; then the same model as a training program: gradients of one
+# backward against the reference, and 20 AdamW steps with a falling loss. Exit 0
+# only if everything matches and every rank moved exactly the planned bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPEC=${1:-specs/gpt2-tiny.lua}
@@ -25,4 +26,23 @@ echo "== check against the float64 reference"
     --out out/demo/ref.npy
 "$PY" tests/ref/tessref.py compare --ref out/demo/ref.npy --got out/demo/y.npy --tol 1e-4 --expect-f32 \
     --label "demo $(basename "$SPEC")"
-echo "demo: OK (read out/demo/schedule.txt for what each rank ran)"
+
+TSPEC=${2:-specs/gpt2-tiny-train.lua}
+echo "== training: generate and build $TSPEC"
+bin/tessgen "$TSPEC" -o out/demo-train
+ninja -C out/demo-train
+echo "== training: gradients of one backward against the float64 reference"
+"$PY" tests/ref/tessref.py dy $dims --seed 2 --out out/demo-train/dy.npy
+out/demo-train/run --weights out/demo/weights.safetensors --input out/demo/x.npy --dy out/demo-train/dy.npy \
+    --dx-out out/demo-train/dx.npy --grads-out out/demo-train/grads.safetensors --bytes --quiet
+"$PY" tests/ref/tessref.py backward $dims --weights out/demo/weights.safetensors --input out/demo/x.npy \
+    --dy out/demo-train/dy.npy --dx-out out/demo-train/dx_ref.npy --grads-out out/demo-train/grads_ref.safetensors
+"$PY" tests/ref/tessref.py compare --ref out/demo-train/dx_ref.npy --got out/demo-train/dx.npy --tol 1e-4 --label dx
+"$PY" tests/ref/tessref.py compare-grads --ref out/demo-train/grads_ref.safetensors \
+    --got out/demo-train/grads.safetensors --tol 1e-4 --label grads | tail -1
+echo "== training: 20 AdamW steps (synthetic target), replicas checked afterwards"
+out/demo-train/run --weights out/demo/weights.safetensors --input out/demo/x.npy --steps 20 --replica-check \
+    --weights-out out/demo-train/trained.safetensors | tee out/demo-train/train.log
+awk '/^step / { l[n++] = $4 } END { if (n != 20 || !(l[19] < l[0])) { print "demo: loss did not fall"; exit 1 } }' \
+    out/demo-train/train.log
+echo "demo: OK (read out/demo/schedule.txt and out/demo-train/schedule.txt for what each rank ran)"
