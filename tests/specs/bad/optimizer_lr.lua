@@ -1,0 +1,7 @@
+-- expect: optimizer.lr = -0.001 is out of range: the learning rate must be > 0 and finite; use lr = 1e-3
+return {
+  mode = "train",
+  mesh = { q = 2, d = 1 },
+  model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 2 },
+  optimizer = { lr = -1e-3 },
+}
