@@ -254,6 +254,29 @@ static int layernorm(builder *b, int layer, const char *op, int x, int rs, int g
     return vs;
 }
 
+/* One SUMMA broadcast of buf over group g from local root t: read on the root, written elsewhere.
+ * blk names the block for the comment, e.g. "X(h=5,t=2)". */
+static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
+                       const char *blk, const char *why)
+{
+    const tg_mesh *m = &b->pl->mesh;
+    tg_coord co = b->rp->c;
+    tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
+    if (!s)
+        return false;
+    char lab[32];
+    tg_group_label(m, g, co, lab, sizeof lab);
+    s->group = g;
+    s->group_size = tg_group_size(m, g);
+    s->root_local = t;
+    s->root_global = tg_group_member(m, g, co, t);
+    s->is_root = tg_group_local(m, g, co) == t;
+    s->count = count;
+    use(s, 0, buf, s->is_root ? TG_ACC_R : TG_ACC_W);
+    snprintf(s->what, sizeof s->what, "bcast %s over %s from rank %d%s", blk, lab, s->root_global, why);
+    return true;
+}
+
 /* C(h,j) = sum_t A(h,t) @ W(t,j): DESIGN.md section 2, forward. a and w are
  * this rank's own blocks [R,Kq] and [Kq,Nq]; c is [R,Nq]. */
 static void summa(builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
@@ -274,37 +297,17 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s", co.j, op);
         recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w%s", layer, op, sfx);
     }
-    char rowl[32], coll[32];
-    tg_group_label(m, TG_ROW, co, rowl, sizeof rowl);
-    tg_group_label(m, TG_COL, co, coll, sizeof coll);
     for (int t = 0; t < q; t++) {
         int A = (co.j == t) ? a : recv_a[na++ % nrecv];
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
         if (q > 1) {
-            tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
-            if (!s)
+            char blk[48];
+            snprintf(blk, sizeof blk, "X(h=%d,t=%d)", h, t);
+            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, blk, ""))
                 return;
-            s->group = TG_ROW;
-            s->group_size = q;
-            s->root_local = t;
-            s->root_global = tg_group_member(m, TG_ROW, co, t);
-            s->is_root = co.j == t;
-            s->count = (long long)R * Kq;
-            use(s, 0, A, s->is_root ? TG_ACC_R : TG_ACC_W);
-            snprintf(s->what, sizeof s->what, "bcast X(h=%d,t=%d) over %s from rank %d", h, t, rowl,
-                     s->root_global);
-            s = add_step(b, TG_STEP_BCAST, layer, op, t);
-            if (!s)
+            snprintf(blk, sizeof blk, "W(t=%d,j=%d)", t, co.j);
+            if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, blk, ""))
                 return;
-            s->group = TG_COL;
-            s->group_size = q;
-            s->root_local = t;
-            s->root_global = tg_group_member(m, TG_COL, co, t);
-            s->is_root = co.i == t;
-            s->count = (long long)Kq * Nq;
-            use(s, 0, W, s->is_root ? TG_ACC_R : TG_ACC_W);
-            snprintf(s->what, sizeof s->what, "bcast W(t=%d,j=%d) over %s from rank %d", t, co.j, coll,
-                     s->root_global);
         }
         tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
         if (!s)
@@ -541,24 +544,14 @@ static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, in
     }
     snprintf(what, sizeof what, "partial dX(h=%d,t) for %s, reduced over row", h, op);
     int part = add_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
-    char coll[32];
-    tg_group_label(m, TG_COL, co, coll, sizeof coll);
     for (int t = 0; t < q; t++) {
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
-        tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
-        if (!s)
+        char blk[48];
+        snprintf(blk, sizeof blk, "W(t=%d,j=%d)", t, co.j);
+        if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, blk, " (for dX)"))
             return;
-        s->group = TG_COL;
-        s->group_size = q;
-        s->root_local = t;
-        s->root_global = tg_group_member(m, TG_COL, co, t);
-        s->is_root = co.i == t;
-        s->count = (long long)Kq * Nq;
-        use(s, 0, W, s->is_root ? TG_ACC_R : TG_ACC_W);
-        snprintf(s->what, sizeof s->what, "bcast W(t=%d,j=%d) over %s from rank %d (for dX)", t, co.j, coll,
-                 s->root_global);
         int target = (co.j == t) ? dx : part;
-        s = gemm_step(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
+        tg_step *s = gemm_step(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
         if (!s)
             return;
         snprintf(s->what, sizeof s->what, "P = dY(h=%d,j=%d) @ W(t=%d,j=%d)^T  [%dx%d]@[%dx%d]^T%s", h, co.j, t, co.j,
@@ -593,24 +586,14 @@ static void atb(builder *b, int layer, const char *op, int x, int dy, int dw, in
         }
         snprintf(what, sizeof what, "partial dW(t,j=%d) for %s, reduced over col", co.j, op);
         int part = add_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
-        char rowl[32];
-        tg_group_label(m, TG_ROW, co, rowl, sizeof rowl);
         for (int t = 0; t < q; t++) {
             int A = (co.j == t) ? x : recv_x[na++ % nrecv];
-            tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
-            if (!s)
+            char blk[48];
+            snprintf(blk, sizeof blk, "X(h=%d,t=%d)", h, t);
+            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, blk, " (for dW)"))
                 return;
-            s->group = TG_ROW;
-            s->group_size = q;
-            s->root_local = t;
-            s->root_global = tg_group_member(m, TG_ROW, co, t);
-            s->is_root = co.j == t;
-            s->count = (long long)R * Kq;
-            use(s, 0, A, s->is_root ? TG_ACC_R : TG_ACC_W);
-            snprintf(s->what, sizeof s->what, "bcast X(h=%d,t=%d) over %s from rank %d (for dW)", h, t, rowl,
-                     s->root_global);
             int target = (co.i == t) ? dw : part;
-            s = gemm_step(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
+            tg_step *s = gemm_step(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
             if (!s)
                 return;
             snprintf(s->what, sizeof s->what, "P = X(h=%d,t=%d)^T @ dY(h=%d,j=%d)  [%dx%d]^T@[%dx%d]%s", h, t, h, co.j,

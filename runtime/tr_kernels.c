@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "tr_ctx.h"
+#include "tr_kernels.h"
 #include "tr_math.h"
 
 #define TIMED_BEGIN double t0_ = c->timing ? tr_now() : 0
@@ -95,6 +96,26 @@ void tr_bias_gelu(tr_ctx *c, float *h, const float *bias, int rows, int cols)
     TIMED_END(TR_K_GELU);
 }
 
+void tr_causal_softmax(float *P, int seq)
+{
+    for (int i = 0; i < seq; i++) {
+        float *row = P + (long)i * seq;
+        float mx = row[0];
+        for (int j = 1; j <= i; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (int j = 0; j <= i; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j <= i; j++)
+            row[j] *= inv;
+        for (int j = i + 1; j < seq; j++)
+            row[j] = 0.0f; /* causal mask */
+    }
+}
+
 void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq, int heads,
                   int hdim)
 {
@@ -114,22 +135,7 @@ void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *s
             const float *V = blk + 2 * cols + h * hdim;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores,
                         seq);
-            for (int i = 0; i < seq; i++) {
-                float *row = scores + (long)i * seq;
-                float mx = row[0];
-                for (int j = 1; j <= i; j++)
-                    mx = row[j] > mx ? row[j] : mx;
-                double sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    row[j] = expf(row[j] - mx);
-                    sum += row[j];
-                }
-                float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= i; j++)
-                    row[j] *= inv;
-                for (int j = i + 1; j < seq; j++)
-                    row[j] = 0.0f; /* causal mask */
-            }
+            tr_causal_softmax(scores, seq);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
                         out + (long)s * seq * cols + h * hdim, cols);
         }

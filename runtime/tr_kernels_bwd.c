@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "tr_ctx.h"
+#include "tr_kernels.h"
 #include "tr_math.h"
 
 #define TIMED_BEGIN double t0_ = c->timing ? tr_now() : 0
@@ -145,22 +146,7 @@ void tr_attention_bwd(tr_ctx *c, const float *qkv, const float *dout, float *dqk
             /* recompute P */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, probs,
                         seq);
-            for (int i = 0; i < seq; i++) {
-                float *row = probs + (long)i * seq;
-                float mx = row[0];
-                for (int j = 1; j <= i; j++)
-                    mx = row[j] > mx ? row[j] : mx;
-                double sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    row[j] = expf(row[j] - mx);
-                    sum += row[j];
-                }
-                float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= i; j++)
-                    row[j] *= inv;
-                for (int j = i + 1; j < seq; j++)
-                    row[j] = 0.0f;
-            }
+            tr_causal_softmax(probs, seq);
             /* dV = P^T dO */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, 1.0f, probs, seq, dO, cols, 0.0f, dV,
                         ld);
