@@ -8,6 +8,7 @@
 #define TG_EMIT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "err.h"
 #include "plan.h"
@@ -19,9 +20,32 @@ int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64]);
 
 bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);   /* rank_XXXX.c */
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err);            /* model.c */
-bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, tg_sb *out, tg_err *err); /* build.ninja */
+/* The CUDA backend (emit_rank_cu.c): whether it is emitted, and how build.ninja builds it. */
+typedef struct tg_cuda_opts {
+    int enabled;       /* emit rank_XXXX.cu, kernels.cu, kernels.cuh and bin/model-cuda */
+    char nvcc[1024];   /* the nvcc command build.ninja runs */
+    char gencode[512]; /* -gencode flags from TESS_CUDA_ARCH (default sm_80 and sm_90) */
+    char archs[128];   /* "sm_80 sm_90", for messages */
+    char why[512];     /* when not enabled: why not */
+} tg_cuda_opts;
+
+/* Which backends to emit: the spec's `backends`, else TESS_BACKENDS, else cpu and, when nvcc is found,
+ * cuda. A backend the spec or TESS_BACKENDS asks for that cannot run the plan is an error; an automatic
+ * one is left out. note receives the line tessgen prints ("backends: cpu, cuda (...)"). */
+bool tg_cuda_select(const tg_plan *pl, tg_cuda_opts *cu, char *note, size_t cap, tg_err *err);
+bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);  /* rank_XXXX.cu */
+bool tg_emit_kernels_cu(const tg_plan *pl, tg_sb *out, tg_err *err);         /* kernels.cu */
+bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err);        /* kernels.cuh */
+/* The CUDA part of build.ninja (rules, objects, bin/model-cuda) and what it adds to `default`. */
+void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults);
+
+bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out,
+                   tg_err *err); /* build.ninja */
 bool tg_emit_manifest(const tg_plan *pl, tg_sb *out, tg_err *err);          /* manifest.json */
 bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *out, tg_err *err);      /* schedule.txt */
 bool tg_emit_launcher(const tg_plan *pl, tg_sb *out, tg_err *err);          /* run */
+bool tg_emit_schedule_json(const tg_plan *pl, tg_sb *out, tg_err *err);     /* schedule.json (docs/SCHEDULE.md) */
+bool tg_emit_schedule_html(const tg_plan *pl, tg_sb *out, tg_err *err);     /* schedule.html */
+bool tg_emit_summary_txt(const tg_plan *pl, tg_sb *out, tg_err *err);       /* summary.txt (inspect.c) */
 
 #endif

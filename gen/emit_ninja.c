@@ -1,18 +1,22 @@
 /*
  * emit_ninja.c - prints the output directory's build.ninja: one object per
  * rank file, the rank table, the runtime compiled from the tessgen checkout,
- * linked into bin/model (and bin/model-asan on request).
+ * linked into bin/model (and bin/model-asan on request); with the CUDA
+ * backend also bin/model-cuda (its part is printed by emit_rank_cu.c).
  */
 #include <stdio.h>
 
 #include "emit.h"
 
-bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, tg_sb *out, tg_err *err)
+bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out, tg_err *err)
 {
-    tg_sb builds, objs, objs_asan;
+    tg_sb builds, objs, objs_asan, cuda, defaults;
     tg_sb_init(&builds);
     tg_sb_init(&objs);
     tg_sb_init(&objs_asan);
+    tg_sb_init(&cuda);
+    tg_sb_init(&defaults);
+    tg_emit_ninja_cuda(pl, cu, &cuda, &defaults);
     tg_sb_puts(&builds, "build obj/model.o: cc model.c\n  flags = $cflags\n");
     tg_sb_puts(&builds, "build obj-asan/model.o: cc model.c\n  flags = $asanflags\n");
     for (int r = 0; r < pl->mesh.p; r++) {
@@ -28,7 +32,11 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, tg_sb *out, tg_err *
     vars[n++] = (tg_tvar){"RANK_BUILDS", builds.s};
     vars[n++] = (tg_tvar){"RANK_OBJS", objs.s};
     vars[n++] = (tg_tvar){"RANK_OBJS_ASAN", objs_asan.s};
+    vars[n++] = (tg_tvar){"CUDA", cuda.s};
+    vars[n++] = (tg_tvar){"CUDA_DEFAULT", defaults.s};
     bool ok = tg_template_fill(out, "build.ninja.in", vars, n, err);
+    tg_sb_free(&cuda);
+    tg_sb_free(&defaults);
     tg_sb_free(&builds);
     tg_sb_free(&objs);
     tg_sb_free(&objs_asan);

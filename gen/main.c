@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "emit.h"
+#include "inspect.h"
 #include "outfile.h"
 #include "plan.h"
 #include "spec.h"
@@ -26,16 +27,32 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessgen SPEC.lua [-o DIR] [--quiet]\n"
+            "       tessgen SPEC.lua --show | --blocks [TENSOR] | --summary  [--ranks L] [--layers L] [--kinds K]\n"
             "       tessgen --help | --version\n"
             "\n"
             "Generates, for a GPT-2 style model spec and a [q,q,d] Tesseract mesh, the program every\n"
             "rank runs: DIR/rank_XXXX.c (fully unrolled, literal roots and offsets), model.c,\n"
-            "build.ninja, manifest.json, schedule.txt and the launcher DIR/run.\n"
+            "build.ninja, manifest.json, schedule.txt, schedule.json, schedule.html, summary.txt and the\n"
+            "launcher DIR/run. With the CUDA backend also rank_XXXX.cu, kernels.cu and kernels.cuh: the\n"
+            "spec's backends = { \"cpu\", \"cuda\" }, else TESS_BACKENDS=cpu,cuda, else when nvcc is found\n"
+            "(TESS_NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin); TESS_CUDA_ARCH=80,90 sets its targets.\n"
             "\n"
             "  -o DIR     output directory (default: out/<name>)\n"
             "  --quiet    print only errors\n"
             "  --help     this text\n"
             "  --version  tessgen's version\n"
+            "\n"
+            "Inspect without building (print to stdout, write nothing):\n"
+            "  --show             the steps of each rank: layer, op, SUMMA step, group and members, root,\n"
+            "                     elements, bytes, flops, buffers with arena offsets\n"
+            "  --blocks [TENSOR]  the mesh, and which rank holds which block of TENSOR (a weight name such\n"
+            "                     as h.0.attn.c_attn.weight, a pattern such as 'h.0.*', or x); default all\n"
+            "  --summary          per rank memory peak, bytes per layer and group, flops; mesh totals;\n"
+            "                     the other [q,q,d] meshes with the same rank count (also DIR/summary.txt)\n"
+            "  --ranks L          only these ranks, e.g. 0,5-7 (default all)\n"
+            "  --layers L         only these layers, e.g. 3 or 0-1 (default all)\n"
+            "  --kinds K          only these step kinds, e.g. bcast,gemm; comm = every collective,\n"
+            "                     compute = every other step (--show)\n"
             "\n"
             "Then:  ninja -C DIR  &&  DIR/run [--weights W.safetensors] [--input X.npy] [--output Y.npy]\n"
             "Spec keys and run options: README.md. Exit: 0 ok, 1 rejected spec/output, 2 usage, 70 internal.\n");
@@ -86,8 +103,9 @@ static bool path_is_printable(const char *p)
     return !strstr(p, "*/") && !strstr(p, "@@");
 }
 
-/* Remove rank files of an earlier generation with more ranks, so the directory holds one program. */
-static void remove_stale(const char *dir, int p, int quiet)
+/* Remove rank files of an earlier generation with more ranks (and CUDA files when the CUDA backend is no
+ * longer emitted), so the directory holds one program. */
+static void remove_stale(const char *dir, int p, int cuda, int quiet)
 {
     DIR *dp = opendir(dir);
     if (!dp)
@@ -96,7 +114,10 @@ static void remove_stale(const char *dir, int p, int quiet)
     while ((e = readdir(dp))) {
         int r;
         char tail[8];
-        if (sscanf(e->d_name, "rank_%d.%7s", &r, tail) == 2 && strcmp(tail, "c") == 0 && r >= p) {
+        int rank_c = sscanf(e->d_name, "rank_%d.%7s", &r, tail) == 2 && strcmp(tail, "c") == 0 && r >= p;
+        int rank_cu = sscanf(e->d_name, "rank_%d.%7s", &r, tail) == 2 && strcmp(tail, "cu") == 0 && (r >= p || !cuda);
+        int kernels = !cuda && (!strcmp(e->d_name, "kernels.cu") || !strcmp(e->d_name, "kernels.cuh"));
+        if (rank_c || rank_cu || kernels) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             if (unlink(path) == 0 && !quiet)
@@ -110,6 +131,8 @@ int main(int argc, char **argv)
 {
     const char *spec_path = NULL, *outdir = NULL;
     int quiet = 0;
+    int show = 0, blocks = 0, summary = 0;
+    const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
@@ -119,6 +142,26 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[a], "--quiet") || !strcmp(argv[a], "-q")) {
             quiet = 1;
+        } else if (!strcmp(argv[a], "--show")) {
+            show = 1;
+        } else if (!strcmp(argv[a], "--summary")) {
+            summary = 1;
+        } else if (!strncmp(argv[a], "--blocks=", 9)) {
+            blocks = 1;
+            tensor = argv[a] + 9;
+        } else if (!strcmp(argv[a], "--blocks")) {
+            /* optional operand: the next argument unless it is an option or a spec file */
+            blocks = 1;
+            size_t n = a + 1 < argc ? strlen(argv[a + 1]) : 0;
+            if (n && argv[a + 1][0] != '-' && !(n > 4 && !strcmp(argv[a + 1] + n - 4, ".lua")))
+                tensor = argv[++a];
+        } else if (!strcmp(argv[a], "--ranks") || !strcmp(argv[a], "--layers") || !strcmp(argv[a], "--kinds")) {
+            if (a + 1 >= argc) {
+                fprintf(stderr, "tessgen: %s needs a value (see tessgen --help)\n", argv[a]);
+                return 2;
+            }
+            const char **dst = argv[a][2] == 'r' ? &f_ranks : argv[a][2] == 'l' ? &f_layers : &f_kinds;
+            *dst = argv[++a];
         } else if (!strcmp(argv[a], "-o")) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "tessgen: -o needs a directory\n");
@@ -139,6 +182,16 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    int inspect = show || blocks || summary;
+    if (!inspect && (f_ranks || f_layers || f_kinds)) {
+        fprintf(stderr, "tessgen: --ranks, --layers and --kinds select what --show, --blocks or --summary print\n");
+        return 2;
+    }
+    if (inspect && outdir) {
+        fprintf(stderr, "tessgen: --show, --blocks and --summary print to stdout and write nothing; drop -o, or "
+                        "generate in a separate call\n");
+        return 2;
+    }
     if (!path_is_printable(spec_path)) {
         fprintf(stderr, "tessgen: %s: the spec path is printed into generated C; use a path of printable ASCII "
                         "without quotes, backslashes, '*/' or '@@'\n", spec_path);
@@ -153,6 +206,37 @@ int main(int argc, char **argv)
                 spec_path);
         return 1;
     }
+    if (inspect) {
+        tg_plan ip;
+        if (!tg_plan_build(&spec, &ip, &err)) {
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+            return 70;
+        }
+        tg_filter flt;
+        if (!tg_filter_init(&flt, &ip, f_ranks, f_layers, f_kinds, &err)) {
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+            tg_plan_free(&ip);
+            return 2;
+        }
+        tg_sb text;
+        tg_sb_init(&text);
+        int irc = 0;
+        if (show)
+            tg_inspect_show(&ip, &flt, &text);
+        if (blocks && !tg_inspect_blocks(&ip, &flt, tensor, &text, &err))
+            irc = strstr(err.msg, "out of memory") ? 70 : 2;
+        if (summary && irc == 0 && !tg_inspect_summary(&ip, &flt, &text, &err))
+            irc = 70;
+        if (irc)
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+        else
+            fwrite(text.s, 1, text.len, stdout);
+        tg_sb_free(&text);
+        tg_filter_free(&flt);
+        tg_plan_free(&ip);
+        return irc;
+    }
+
     char root[PATH_MAX];
     if (!find_tessroot(root, sizeof root)) {
         fprintf(stderr, "tessgen: cannot find the runtime (runtime/tr.h) above this program; set TESSGEN_ROOT to "
@@ -176,8 +260,16 @@ int main(int argc, char **argv)
         return 70;
     }
 
+    tg_cuda_opts cuda;
+    char backends[1024];
+    if (!tg_cuda_select(&plan, &cuda, backends, sizeof backends, &err)) {
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+        tg_plan_free(&plan);
+        return 1;
+    }
+
     /* render everything first */
-    int nfiles = plan.mesh.p + 5;
+    int nfiles = plan.mesh.p + 8 + (cuda.enabled ? plan.mesh.p + 2 : 0);
     out_file *files = calloc((size_t)nfiles, sizeof *files);
     if (!files) {
         fprintf(stderr, "tessgen: out of memory\n");
@@ -191,21 +283,38 @@ int main(int argc, char **argv)
         tg_sb_init(&files[fi].text);
         ok = tg_emit_rank_c(&plan, r, &files[fi].text, &err);
     }
+    for (int r = 0; cuda.enabled && r < plan.mesh.p + 2 && ok; r++, fi++) { /* rank_XXXX.cu, kernels.cu(h) */
+        files[fi].mode = 0644;
+        tg_sb_init(&files[fi].text);
+        if (r < plan.mesh.p) {
+            snprintf(files[fi].name, sizeof files[fi].name, "rank_%04d.cu", r);
+            ok = tg_emit_rank_cu(&plan, r, &files[fi].text, &err);
+        } else if (r == plan.mesh.p) {
+            snprintf(files[fi].name, sizeof files[fi].name, "kernels.cu");
+            ok = tg_emit_kernels_cu(&plan, &files[fi].text, &err);
+        } else {
+            snprintf(files[fi].name, sizeof files[fi].name, "kernels.cuh");
+            ok = tg_emit_kernels_cuh(&plan, &files[fi].text, &err);
+        }
+    }
     struct {
         const char *name;
         int mode;
-    } rest[5] = {{"model.c", 0644}, {"build.ninja", 0644}, {"manifest.json", 0644}, {"schedule.txt", 0644},
-                 {"run", 0755}};
-    for (int k = 0; k < 5 && ok; k++, fi++) {
+    } rest[8] = {{"model.c", 0644},       {"build.ninja", 0644},   {"manifest.json", 0644}, {"schedule.txt", 0644},
+                 {"run", 0755},           {"schedule.json", 0644}, {"schedule.html", 0644}, {"summary.txt", 0644}};
+    for (int k = 0; k < 8 && ok; k++, fi++) {
         snprintf(files[fi].name, sizeof files[fi].name, "%s", rest[k].name);
         files[fi].mode = rest[k].mode;
         tg_sb_init(&files[fi].text);
         switch (k) {
         case 0: ok = tg_emit_model_c(&plan, &files[fi].text, &err); break;
-        case 1: ok = tg_emit_ninja(&plan, root, &files[fi].text, &err); break;
+        case 1: ok = tg_emit_ninja(&plan, root, &cuda, &files[fi].text, &err); break;
         case 2: ok = tg_emit_manifest(&plan, &files[fi].text, &err); break;
         case 3: ok = tg_emit_schedule_txt(&plan, &files[fi].text, &err); break;
         case 4: ok = tg_emit_launcher(&plan, &files[fi].text, &err); break;
+        case 5: ok = tg_emit_schedule_json(&plan, &files[fi].text, &err); break;
+        case 6: ok = tg_emit_schedule_html(&plan, &files[fi].text, &err); break;
+        case 7: ok = tg_emit_summary_txt(&plan, &files[fi].text, &err); break;
         }
     }
     int rc = 0;
@@ -231,7 +340,7 @@ int main(int argc, char **argv)
         written += changed;
     }
     if (rc == 0)
-        remove_stale(outdir, plan.mesh.p, quiet);
+        remove_stale(outdir, plan.mesh.p, cuda.enabled, quiet);
 
     if (rc == 0 && !quiet) {
         const tg_spec *s = &plan.spec;
@@ -250,8 +359,11 @@ int main(int argc, char **argv)
             printf("%-6d %-11s %14lld %14lld %16lld %8d\n", r, co, 4 * rp->arena_elems, 4 * rp->weight_elems,
                    4 * recv, rp->nsteps);
         }
+        printf("%s\n", backends);
         printf("wrote %d of %d files in %s (the others were unchanged); next: ninja -C %s && %s/run\n", written, fi,
                outdir, outdir, outdir);
+        printf("inspect: %s/schedule.html (open in a browser), %s/summary.txt (memory, bytes per layer, other "
+               "meshes), %s/schedule.json\n", outdir, outdir, outdir);
     }
     for (int k = 0; k < fi; k++)
         tg_sb_free(&files[k].text);

@@ -61,11 +61,12 @@
 #define SPEC_MAX_NAME 100
 #define SPEC_MAX_UNKNOWN 32                    /* unknown keys listed one by one */
 #define SPEC_SET_SHOWN 12                      /* values listed in a "use q in {...}" fix */
+#define SPEC_MAX_LIST 8                        /* entries of a list value (backends) kept */
 
 /* ---- the key schema ------------------------------------------------------ */
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
-enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_COUNT };
+enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_COUNT };
@@ -76,7 +77,7 @@ enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
-    {"name", "mesh", "model", "dtype", "mode", "optimizer"},
+    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends"},
     {"q", "d"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
     {"lr", "beta1", "beta2", "eps", "weight_decay"},
@@ -115,6 +116,10 @@ typedef struct spec_ctx {
     /* what the chunk returned */
     raw_val val[LVL_COUNT][MAX_KEYS];
     bad_key bad[SPEC_MAX_UNKNOWN];
+    /* the backends list: its entries in order, and whether its keys were 1..n */
+    raw_val list[SPEC_MAX_LIST];
+    int nlist;          /* entries found (may exceed SPEC_MAX_LIST) */
+    int list_keyed;     /* an entry had a key other than 1..n */
     int nbad;           /* stored in bad[] */
     int nbad_total;     /* found, including those not stored */
 } spec_ctx;
@@ -426,6 +431,24 @@ static void note_bad_key(spec_ctx *c, lua_State *L, int level, int kidx)
     }
 }
 
+/* Copy a list value (backends = { "cpu", "cuda" }) into c->list, raw accesses only. */
+static void collect_list(spec_ctx *c, lua_State *L, int tidx)
+{
+    lua_Integer n = (lua_Integer)lua_rawlen(L, tidx);
+    lua_pushnil(L);
+    while (lua_next(L, tidx)) {
+        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n)
+            c->list_keyed = 1;
+        lua_pop(L, 1);
+    }
+    c->nlist = n > 1000 ? 1000 : (int)n;
+    for (lua_Integer k = 1; k <= n && k <= SPEC_MAX_LIST; k++) {
+        lua_rawgeti(L, tidx, k);
+        store_value(L, -1, &c->list[k - 1]);
+        lua_pop(L, 1);
+    }
+}
+
 /* Copy one table's known keys into c->val[level]; recurse into mesh and model. */
 static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
 {
@@ -450,6 +473,8 @@ static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
                 lua_type(L, -1) == LUA_TTABLE)
                 collect(c, L, lua_absindex(L, -1),
                         slot == TOP_MESH ? LVL_MESH : slot == TOP_MODEL ? LVL_MODEL : LVL_OPT);
+            else if (level == LVL_TOP && slot == TOP_BACKENDS && lua_type(L, -1) == LUA_TTABLE)
+                collect_list(c, L, lua_absindex(L, -1));
         }
         lua_pop(L, 1);
     }
@@ -811,6 +836,59 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
     }
 }
 
+/* backends = { "cpu", "cuda" }: which per-rank programs to emit; "cpu" always among them. */
+static void check_backends(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *t = &c->val[LVL_TOP][TOP_BACKENDS];
+    char shown[256];
+    s->backends = 0;
+    if (t->type == LUA_TNONE)
+        return;
+    if (t->type != LUA_TTABLE) {
+        describe(shown, sizeof shown, t);
+        fail(c, "backends must be a list such as { \"cpu\", \"cuda\" }, got %s", shown);
+        return;
+    }
+    if (c->list_keyed) {
+        fail(c, "backends must be a list such as { \"cpu\", \"cuda\" }: write the names without keys");
+        return;
+    }
+    if (c->nlist == 0) {
+        fail(c, "backends is empty: use backends = { \"cpu\" } or backends = { \"cpu\", \"cuda\" }");
+        return;
+    }
+    if (c->nlist > SPEC_MAX_LIST) {
+        fail(c, "backends has %d entries: there are two backends, \"cpu\" and \"cuda\"", c->nlist);
+        return;
+    }
+    unsigned bits = 0;
+    bool ok = true;
+    for (int k = 0; k < c->nlist; k++) {
+        const raw_val *v = &c->list[k];
+        unsigned bit = 0;
+        if (v->type == LUA_TSTRING && strcmp(v->s, "cpu") == 0 && v->slen == 3)
+            bit = TG_BACKEND_CPU;
+        else if (v->type == LUA_TSTRING && strcmp(v->s, "cuda") == 0 && v->slen == 4)
+            bit = TG_BACKEND_CUDA;
+        if (!bit) {
+            describe(shown, sizeof shown, v);
+            fail(c, "backends[%d] = %s is not a backend: use \"cpu\" or \"cuda\"", k + 1, shown);
+            ok = false;
+        } else if (bits & bit) {
+            fail(c, "backends lists \"%s\" twice: list each backend once", bit == TG_BACKEND_CPU ? "cpu" : "cuda");
+            ok = false;
+        }
+        bits |= bit;
+    }
+    if (ok && !(bits & TG_BACKEND_CPU)) {
+        fail(c, "backends = { \"cuda\" } leaves out \"cpu\": the CPU program is always emitted (it is the "
+                "reference the CUDA program is checked against); use backends = { \"cpu\", \"cuda\" }");
+        ok = false;
+    }
+    if (ok)
+        s->backends = bits;
+}
+
 static bool check_eps(spec_ctx *c, tg_spec *s)
 {
     const raw_val *v = &c->val[LVL_MODEL][MODEL_EPS];
@@ -886,6 +964,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_dtype(c, s);
     check_mode(c, s);
     check_optimizer(c, s);
+    check_backends(c, s);
 
     /* unknown keys, sorted so that messages do not depend on Lua's hash order */
     for (int a = 1; a < c->nbad; a++) {

@@ -14,6 +14,7 @@
  *     dtype = "fp32",                      -- optional, default "fp32"
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+ *     backends = { "cpu", "cuda" },        -- optional; default: TESS_BACKENDS, else cpu (+ cuda if nvcc found)
  *   }
  */
 #ifndef TG_SPEC_H
@@ -25,6 +26,8 @@
 
 typedef enum tg_dtype { TG_FP32 = 0 } tg_dtype;
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
+/* Backends to emit (spec key backends), as bits; "cpu" is always among them when the key is given. */
+enum { TG_BACKEND_CPU = 1, TG_BACKEND_CUDA = 2 };
 
 /* AdamW hyperparameters (spec key optimizer = {...}); weight decay applies to 2-D weights only. */
 typedef struct tg_adamw {
@@ -45,6 +48,7 @@ typedef struct tg_spec {
     tg_dtype dtype;
     tg_mode mode;    /* "infer" (default) or "train" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */
+    unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */
 } tg_spec;
 
 /* Run the spec file at path in the sandbox and validate it. On failure err

@@ -28,6 +28,9 @@ typedef struct tr_ctx {
     /* seconds per step kind, when timing is on */
     int timing;
     double seconds[TR_NKINDS];
+    /* --trace / --stats (tr_trace.c): the record of one run, NULL when not recording */
+    struct tr_steprec *rec;
+    long long arena_bytes; /* bytes the main allocated for the arena (the plan: desc->arena_elems * 4) */
 } tr_ctx;
 
 /* Split MPI_COMM_WORLD into the desc's groups and check each split against the

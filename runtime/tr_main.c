@@ -26,6 +26,7 @@
 #include "tr_npy.h"
 #include "tr_safetensors.h"
 #include "tr_synth.h"
+#include "tr_trace.h"
 
 typedef struct tr_opts {
     const char *weights, *input, *output;
@@ -37,13 +38,15 @@ typedef struct tr_opts {
     int replica_check;
     int timing; /* --timing: with --steps, report time per training step and per step kind */
     int quiet;
+    const char *trace; /* --trace FILE (tr_trace.c) */
+    int stats;         /* --stats (tr_trace.c) */
 } tr_opts;
 
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
             "usage: %s [--weights W.safetensors] [--input X.npy] [--output Y.npy] [--seed N]\n"
-            "          [--repeat N] [--bytes] [--quiet] [--help]\n"
+            "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
             "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
             "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
             "Runs %s (mesh [%d,%d,%d], %d ranks; start it with the generated ./run or mpirun -np %d).\n"
@@ -53,6 +56,10 @@ static void usage(FILE *f, const char *prog)
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
             "  --repeat N    run the forward N times after one warm-up and report the median time\n"
             "  --bytes       compare the elements each collective moved with the plan, per rank\n"
+            "  --trace F     write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run: pid = rank,\n"
+            "                one slice per step with layer, op, kind and bytes\n"
+            "  --stats       per rank: measured bytes per collective kind against the plan (exit 3 if any\n"
+            "                step differs), time per step kind, arena bytes and peak RSS\n"
             "  --quiet       print only errors\n"
             "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
             "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
@@ -79,6 +86,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             return 1;
         if (!strcmp(s, "--bytes")) {
             o->bytes = 1;
+        } else if (!strcmp(s, "--stats")) {
+            o->stats = 1;
+        } else if (!strcmp(s, "--trace")) {
+            if (!val) {
+                tr_fail(err, "--trace needs a file name (see --help)");
+                return -1;
+            }
+            o->trace = argv[++a];
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
         } else if (!strcmp(s, "--timing")) {
@@ -432,6 +447,7 @@ int main(int argc, char **argv)
     float *H = NULL, *A = NULL;
     size_t bytes = (size_t)d->arena_elems * sizeof(float);
     ok = posix_memalign((void **)&H, 64, bytes ? bytes : 64) == 0;
+    ctx.arena_bytes = ok ? (long long)bytes : 0;
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: cannot allocate the %zu-byte arena\n", rank, bytes);
@@ -548,6 +564,7 @@ int main(int argc, char **argv)
         if (o.timing)
             report_timing(&ctx, reps, o.steps, "step");
         free(reps);
+        tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
         d->forward(&ctx, A);
         tr_backend_download(&ctx, yh, A + d->y_offset, xn);
@@ -556,6 +573,7 @@ int main(int argc, char **argv)
             printf("after step %d: loss %.9g\n", o.steps, loss);
         free(th);
     } else {
+        tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
         d->forward(&ctx, A);
         if (o.dy) {
@@ -569,10 +587,19 @@ int main(int argc, char **argv)
             d->backward(&ctx, A);
         }
     }
-    tr_step_mark(&ctx, -1);
     tr_backend_sync(&ctx);
+    tr_step_mark(&ctx, -1); /* closes the last step's slice once the backend has really finished it */
     if (o.bytes && !report_bytes(&ctx, o.dy != NULL, o.quiet))
         rc = 3;
+    if (o.stats && !tr_stats_report(&ctx, o.quiet))
+        rc = 3;
+    if (o.trace && !tr_trace_write(&ctx, o.trace, &err)) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        rc = rc ? rc : 1;
+    } else if (o.trace && rank == 0 && !o.quiet) {
+        printf("wrote %s (Chrome trace: chrome://tracing or ui.perfetto.dev)\n", o.trace);
+    }
     tr_backend_download(&ctx, H, A, d->arena_elems);
     if (o.output) {
         if (!tr_gather_block_npy(d, o.output, yh, &err)) {
@@ -616,6 +643,7 @@ int main(int argc, char **argv)
     }
 out:
     tr_backend_free(&ctx, A ? A : H, H);
+    tr_trace_free(&ctx);
     tr_ctx_free(&ctx);
     MPI_Finalize();
     return rc;

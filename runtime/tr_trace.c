@@ -1,11 +1,507 @@
 /*
- * tr_trace.c - step markers. Generated code calls TR_STEP(c, id) before each
- * step; the runtime records which step is running (for error messages and
- * per-step statistics).
+ * tr_trace.c - step markers, and the --trace and --stats reports built on
+ * them (see tr_trace.h).
+ *
+ * Design: generated code calls TR_STEP(c, id) before each step. Off, a mark
+ * only stores the running step (for messages). While a run is recorded, a
+ * mark takes one clock reading and one sum of the collectives' counters: the
+ * previous step ends (its time and the elements moved since it began) and
+ * step `id` begins, so the end of step N is the start of step N+1 and the
+ * cost per step is a few arithmetic operations, no allocation, no I/O. The
+ * record holds the last run of each step. Everything else happens after the
+ * run: the record is gathered to rank 0, compared with the step table the
+ * generator baked into the rank descriptor (tr_step_info: kind, group, root,
+ * planned count), and printed or written. A step's planned elements follow
+ * the logical counting of tr_comm.c: a broadcast or all-reduce moves `count`
+ * on each member; a reduce sends `count`, and its root receives `count` from
+ * each other member. Times are relative to a barrier taken when recording
+ * starts, so the ranks' slices line up in the trace viewer.
  */
-#include "tr_ctx.h"
+#include "tr_trace.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tr_safetensors.h"
+
+struct tr_steprec {
+    int n;           /* steps in the rank's table */
+    double t0;       /* time origin (after a barrier) */
+    double *begin;   /* [n] seconds from t0, -1 = did not run */
+    double *end;     /* [n] */
+    long long *snap; /* [n] counter sum when the step began */
+    long long *moved;/* [n] elements moved during the step */
+};
+
+/* Every element counter the collectives keep (tr_comm.c); a new counter belongs here too. */
+static long long moved_total(const tr_ctx *c)
+{
+    long long t = 0;
+    for (int g = 0; g < TR_NGROUPS; g++)
+        t += c->bcast_recv[g] + c->bcast_sent[g] + c->allreduce[g] + c->reduce_recv[g] + c->reduce_sent[g];
+    return t;
+}
 
 void tr_step_mark(tr_ctx *c, int id)
 {
+    struct tr_steprec *r = c->rec;
+    if (r) {
+        double now = tr_now() - r->t0;
+        long long tot = moved_total(c);
+        int cur = c->cur_step;
+        if (cur >= 0 && cur < r->n && r->begin[cur] >= 0 && r->end[cur] < 0) {
+            r->end[cur] = now;
+            r->moved[cur] = tot - r->snap[cur];
+        }
+        if (id >= 0 && id < r->n) {
+            r->begin[id] = now;
+            r->end[id] = -1;
+            r->snap[id] = tot;
+        }
+    }
     c->cur_step = id;
+}
+
+void tr_trace_free(tr_ctx *c)
+{
+    struct tr_steprec *r = c->rec;
+    if (!r)
+        return;
+    free(r->begin);
+    free(r->end);
+    free(r->snap);
+    free(r->moved);
+    free(r);
+    c->rec = NULL;
+}
+
+void tr_trace_begin(tr_ctx *c, bool on)
+{
+    if (!on)
+        return;
+    tr_trace_free(c);
+    int n = c->desc->steps ? c->desc->nsteps : 0;
+    size_t m = (size_t)(n > 0 ? n : 1);
+    struct tr_steprec *r = calloc(1, sizeof *r);
+    if (r) {
+        r->n = n;
+        r->begin = malloc(m * sizeof *r->begin);
+        r->end = malloc(m * sizeof *r->end);
+        r->snap = calloc(m, sizeof *r->snap);
+        r->moved = calloc(m, sizeof *r->moved);
+    }
+    if (!r || !r->begin || !r->end || !r->snap || !r->moved) {
+        fprintf(stderr, "rank %d: out of memory for the step record; --trace/--stats will report nothing\n",
+                c->desc->rank);
+        c->rec = r;
+        tr_trace_free(c);
+    } else {
+        for (int i = 0; i < n; i++)
+            r->begin[i] = r->end[i] = -1;
+        c->rec = r;
+    }
+    c->cur_step = -1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (c->rec)
+        c->rec->t0 = tr_now();
+}
+
+/* Planned elements of step s on this rank (see the design note). */
+static long long planned(const tr_rank_desc *d, const tr_step_info *s)
+{
+    if (s->group < 0 || s->group >= TR_NGROUPS)
+        return 0;
+    if (s->kind == TR_K_REDUCE && s->root == d->rank)
+        return s->count * (d->size[s->group] - 1);
+    return s->count;
+}
+
+static bool everyone(bool mine)
+{
+    int v = mine ? 1 : 0, all = 0;
+    MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+}
+
+static const char *group_name(int g)
+{
+    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep"};
+    return (g >= 0 && g < TR_NGROUPS) ? n[g] : NULL;
+}
+
+/* "L0 qkv t=1 bcast" */
+static void step_name(char *buf, size_t cap, const tr_step_info *s)
+{
+    const char *kind = tr_kind_name(s->kind), *op = s->op ? s->op : "?";
+    if (s->t >= 0)
+        snprintf(buf, cap, "L%d %s t=%d %s", s->layer, op, s->t, kind);
+    else if (s->layer >= 0)
+        snprintf(buf, cap, "L%d %s %s", s->layer, op, kind);
+    else
+        snprintf(buf, cap, "%s %s", op, kind);
+}
+
+/* ---- a growable text buffer for rank 0 ---------------------------------------- */
+
+typedef struct tbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} tbuf;
+
+__attribute__((format(printf, 2, 3))) static void tb_printf(tbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1 << 16;
+        while (b->len + (size_t)n + 1 > cap)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->oom = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* A JSON string; the step table holds generator identifiers, escaped anyway. */
+static void tb_jstr(tbuf *b, const char *s)
+{
+    tb_printf(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            tb_printf(b, "\\%c", *p);
+        else if (*p < 32)
+            tb_printf(b, "\\u%04x", *p);
+        else
+            tb_printf(b, "%c", *p);
+    }
+    tb_printf(b, "\"");
+}
+
+/* ---- gathering the record on rank 0 ---------------------------------------------- */
+
+typedef struct gathered {
+    int *off;          /* [p+1] first step of rank r in the arrays below */
+    double *times;     /* [2*total]: begin, end per step */
+    long long *moved;  /* [total] */
+} gathered;
+
+static void gathered_free(gathered *g)
+{
+    free(g->off);
+    free(g->times);
+    free(g->moved);
+    memset(g, 0, sizeof *g);
+}
+
+/* Collective; on rank 0 fills g (false if out of memory there). */
+static bool gather_record(tr_ctx *c, gathered *g)
+{
+    struct tr_steprec *r = c->rec;
+    int p = tr_model.p, rank = c->desc->rank;
+    memset(g, 0, sizeof *g);
+    int n = r->n;
+    double *mine = malloc((size_t)(2 * n + 1) * sizeof *mine);
+    bool ok = mine != NULL;
+    int *cnt2 = NULL, *dsp2 = NULL, *cnt = NULL, *dsp = NULL;
+    if (rank == 0) {
+        g->off = malloc((size_t)(p + 1) * sizeof *g->off);
+        cnt2 = malloc((size_t)p * sizeof *cnt2);
+        dsp2 = malloc((size_t)p * sizeof *dsp2);
+        cnt = malloc((size_t)p * sizeof *cnt);
+        dsp = malloc((size_t)p * sizeof *dsp);
+        ok = ok && g->off && cnt2 && dsp2 && cnt && dsp;
+        if (ok) {
+            g->off[0] = 0;
+            for (int q = 0; q < p; q++) {
+                const tr_rank_desc *d = tr_model.ranks[q];
+                int nq = d->steps ? d->nsteps : 0;
+                g->off[q + 1] = g->off[q] + nq;
+                cnt[q] = nq;
+                dsp[q] = g->off[q];
+                cnt2[q] = 2 * nq;
+                dsp2[q] = 2 * g->off[q];
+            }
+            size_t total = (size_t)g->off[p];
+            g->times = malloc((2 * total + 1) * sizeof *g->times);
+            g->moved = malloc((total + 1) * sizeof *g->moved);
+            ok = g->times && g->moved;
+        }
+    }
+    ok = everyone(ok);
+    if (ok) {
+        for (int i = 0; i < n; i++) {
+            mine[2 * i] = r->begin[i];
+            mine[2 * i + 1] = r->end[i];
+        }
+        MPI_Gatherv(mine, 2 * n, MPI_DOUBLE, g->times, cnt2, dsp2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        MPI_Gatherv(r->moved, n, MPI_LONG_LONG, g->moved, cnt, dsp, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    }
+    free(mine);
+    free(cnt2);
+    free(dsp2);
+    free(cnt);
+    free(dsp);
+    if (!ok)
+        gathered_free(g);
+    return ok;
+}
+
+/* ---- --trace --------------------------------------------------------------------------- */
+
+static void trace_json(tbuf *b, const gathered *g)
+{
+    tb_printf(b, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"model\":");
+    tb_jstr(b, tr_model.name);
+    tb_printf(b, ",\"mesh\":\"[%d,%d,%d]\",\"ranks\":%d,\"tessgen\":", tr_model.q, tr_model.q, tr_model.d,
+              tr_model.p);
+    tb_jstr(b, tr_model.tessgen_version);
+    tb_printf(b, ",\"spec\":");
+    tb_jstr(b, tr_model.spec_path);
+    tb_printf(b, ",\"note\":\"pid = rank; one X slice per step, from its TR_STEP mark to the next; ts, dur in "
+                 "microseconds from a common barrier\"},\n\"traceEvents\":[\n");
+    int first = 1;
+    for (int q = 0; q < tr_model.p; q++) {
+        const tr_rank_desc *d = tr_model.ranks[q];
+        tb_printf(b,
+                  "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d "
+                  "(%d,%d,%d)\"}},\n",
+                  first ? "" : ",\n", q, q, d->i, d->j, d->k);
+        first = 0;
+        tb_printf(b, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
+                  q, q);
+        tb_printf(b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"steps\"}}", q);
+        for (int i = 0; i < g->off[q + 1] - g->off[q]; i++) {
+            const tr_step_info *s = &d->steps[i];
+            double t0 = g->times[2 * (g->off[q] + i)], t1 = g->times[2 * (g->off[q] + i) + 1];
+            if (t0 < 0 || t1 < t0)
+                continue;
+            long long plan = planned(d, s), meas = g->moved[g->off[q] + i];
+            char name[96];
+            const char *kind = tr_kind_name(s->kind);
+            step_name(name, sizeof name, s);
+            tb_printf(b, ",\n{\"name\":");
+            tb_jstr(b, name);
+            tb_printf(b, ",\"cat\":");
+            tb_jstr(b, kind);
+            tb_printf(b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,"
+                         "\"layer\":%d,\"op\":",
+                      q, 1e6 * t0, 1e6 * (t1 - t0), i, s->layer);
+            tb_jstr(b, s->op);
+            tb_printf(b, ",\"t\":%d,\"kind\":", s->t);
+            tb_jstr(b, kind);
+            if (group_name(s->group))
+                tb_printf(b, ",\"group\":\"%s\",\"root\":%d", group_name(s->group), s->root);
+            tb_printf(b, ",\"elems\":%lld,\"bytes\":%lld,\"measured_bytes\":%lld,\"flops\":%lld}}", plan, 4 * plan,
+                      4 * meas, s->flops);
+        }
+    }
+    tb_printf(b, "\n]}\n");
+}
+
+bool tr_trace_write(tr_ctx *c, const char *path, tr_err *err)
+{
+    if (!everyone(c->rec != NULL))
+        return tr_fail(err, "%s: no run was recorded (out of memory for the step record)", path);
+    gathered g;
+    if (!gather_record(c, &g))
+        return tr_fail(err, "%s: out of memory gathering the trace on rank 0", path);
+    bool ok = true;
+    if (c->desc->rank == 0) {
+        tbuf b = {0};
+        trace_json(&b, &g);
+        if (b.oom)
+            ok = tr_fail(err, "%s: out of memory rendering the trace", path);
+        else {
+            const void *parts[1] = {b.s};
+            size_t lens[1] = {b.len};
+            ok = tr_st_write_file_atomic(path, parts, lens, 1, err);
+        }
+        free(b.s);
+        gathered_free(&g);
+    }
+    int v = ok ? 1 : 0;
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!v && c->desc->rank != 0)
+        tr_fail(err, "%s: rank 0 could not write the trace", path);
+    return v == 1;
+}
+
+/* ---- --stats ---------------------------------------------------------------------------- */
+
+/* Per-rank figures, gathered as long longs (times separately). */
+enum {
+    S_MEAS = 0,                 /* [TR_NKINDS] measured elements per kind */
+    S_PLAN = TR_NKINDS,         /* [TR_NKINDS] planned elements per kind, of the steps that ran */
+    S_RAN = 2 * TR_NKINDS,      /* [TR_NKINDS] steps of each kind that ran */
+    S_BAD = 3 * TR_NKINDS,      /* steps whose measured elements differ from the plan */
+    S_BAD_STEP, S_BAD_MEAS, S_BAD_PLAN,
+    S_ARENA, S_ARENA_PLAN, S_RSS_KIB, S_RECORDED, S_NSTEPS,
+    S_N
+};
+
+static void stats_mine(tr_ctx *c, long long *v, double *secs)
+{
+    memset(v, 0, S_N * sizeof *v);
+    memset(secs, 0, TR_NKINDS * sizeof *secs);
+    const tr_rank_desc *d = c->desc;
+    struct tr_steprec *r = c->rec;
+    v[S_BAD_STEP] = -1;
+    v[S_RECORDED] = r != NULL;
+    v[S_NSTEPS] = d->steps ? d->nsteps : 0;
+    for (int i = 0; r && i < r->n; i++) {
+        if (r->begin[i] < 0 || r->end[i] < r->begin[i])
+            continue;
+        const tr_step_info *s = &d->steps[i];
+        int k = (s->kind >= 0 && s->kind < TR_NKINDS) ? (int)s->kind : 0;
+        long long plan = planned(d, s);
+        v[S_MEAS + k] += r->moved[i];
+        v[S_PLAN + k] += plan;
+        v[S_RAN + k]++;
+        secs[k] += r->end[i] - r->begin[i];
+        if (r->moved[i] != plan) {
+            if (v[S_BAD]++ == 0) {
+                v[S_BAD_STEP] = i;
+                v[S_BAD_MEAS] = r->moved[i];
+                v[S_BAD_PLAN] = plan;
+            }
+        }
+    }
+    v[S_ARENA] = c->arena_bytes;
+    v[S_ARENA_PLAN] = 4 * d->arena_elems;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        v[S_RSS_KIB] = ru.ru_maxrss; /* KiB on Linux */
+}
+
+bool tr_stats_report(tr_ctx *c, int quiet)
+{
+    int p = tr_model.p, rank = c->desc->rank;
+    long long mine[S_N];
+    double msecs[TR_NKINDS];
+    stats_mine(c, mine, msecs);
+    long long *all = NULL;
+    double *secs = NULL;
+    if (rank == 0) {
+        all = malloc((size_t)p * sizeof mine);
+        secs = malloc((size_t)p * sizeof msecs);
+        if (!all || !secs) {
+            fprintf(stderr, "error: --stats: out of memory on rank 0\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    MPI_Gather(mine, S_N, MPI_LONG_LONG, all, S_N, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    MPI_Gather(msecs, TR_NKINDS, MPI_DOUBLE, secs, TR_NKINDS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int bad = 0;
+    if (rank == 0) {
+        /* columns: kinds with a collective step (bytes), kinds with any step that ran (time) */
+        int comm[TR_NKINDS] = {0}, used[TR_NKINDS] = {0}, unrecorded = 0;
+        for (int q = 0; q < p; q++) {
+            const tr_rank_desc *d = tr_model.ranks[q];
+            for (int i = 0; d->steps && i < d->nsteps; i++)
+                if (d->steps[i].kind >= 0 && d->steps[i].kind < TR_NKINDS && group_name(d->steps[i].group))
+                    comm[d->steps[i].kind] = 1;
+            for (int k = 0; k < TR_NKINDS; k++)
+                used[k] |= all[q * S_N + S_RAN + k] > 0;
+            unrecorded += !all[q * S_N + S_RECORDED];
+        }
+        if (!quiet) {
+            printf("stats: bytes per collective kind, measured/planned (float32 payload, every step that ran):\n%5s",
+                   "rank");
+            for (int k = 0; k < TR_NKINDS; k++)
+                if (comm[k])
+                    printf(" %25s", tr_kind_name((tr_kind)k));
+            printf(" %25s\n", "all collectives");
+        }
+        for (int q = 0; q < p; q++) {
+            const long long *v = all + q * S_N;
+            int rbad = v[S_BAD] != 0 || !v[S_RECORDED];
+            bad |= rbad;
+            if (quiet && !rbad)
+                continue;
+            long long tm = 0, tp = 0;
+            printf("%5d", q);
+            for (int k = 0; k < TR_NKINDS; k++) {
+                tm += v[S_MEAS + k];
+                tp += v[S_PLAN + k];
+                if (!comm[k])
+                    continue;
+                char cell[64];
+                snprintf(cell, sizeof cell, "%lld/%lld", 4 * v[S_MEAS + k], 4 * v[S_PLAN + k]);
+                printf(" %25s", cell);
+            }
+            char cell[64];
+            snprintf(cell, sizeof cell, "%lld/%lld", 4 * tm, 4 * tp);
+            printf(" %25s%s\n", cell, rbad ? "  MISMATCH" : "");
+            if (!v[S_RECORDED])
+                printf("      rank %d recorded nothing (out of memory for the step record)\n", q);
+            else if (v[S_BAD]) {
+                char name[96];
+                step_name(name, sizeof name, &tr_model.ranks[q]->steps[v[S_BAD_STEP]]);
+                printf("      MISMATCH: rank %d: %lld step%s moved other than planned; the first, step %lld (%s), "
+                       "moved %lld bytes, planned %lld\n",
+                       q, v[S_BAD], v[S_BAD] == 1 ? "" : "s", v[S_BAD_STEP], name, 4 * v[S_BAD_MEAS],
+                       4 * v[S_BAD_PLAN]);
+            }
+        }
+        if (bad)
+            fprintf(stderr, "error: --stats: measured bytes differ from the plan (MISMATCH above)%s\n",
+                    unrecorded ? " or a rank recorded nothing" : "");
+        else if (!quiet)
+            printf("stats: every step of every rank moved exactly its planned bytes\n");
+
+        if (!quiet) {
+            printf("stats: time per step kind, milliseconds (from each step's mark to the next; steps that ran):\n%5s",
+                   "rank");
+            for (int k = 0; k < TR_NKINDS; k++)
+                if (used[k])
+                    printf(" %11s", tr_kind_name((tr_kind)k));
+            printf(" %11s %7s\n", "all", "steps");
+            for (int q = 0; q < p; q++) {
+                double tot = 0;
+                long long nran = 0;
+                printf("%5d", q);
+                for (int k = 0; k < TR_NKINDS; k++) {
+                    tot += secs[q * TR_NKINDS + k];
+                    nran += all[q * S_N + S_RAN + k];
+                    if (used[k])
+                        printf(" %11.3f", 1e3 * secs[q * TR_NKINDS + k]);
+                }
+                printf(" %11.3f %3lld/%-3lld\n", 1e3 * tot, nran, all[q * S_N + S_NSTEPS]);
+            }
+            printf("stats: memory per rank (arena: allocated/planned bytes; peak RSS of the process):\n%5s %31s %14s\n",
+                   "rank", "arena allocated/planned", "peak RSS KiB");
+        }
+        for (int q = 0; q < p; q++) {
+            const long long *v = all + q * S_N;
+            int mbad = v[S_ARENA] != v[S_ARENA_PLAN];
+            bad |= mbad;
+            if (quiet && !mbad)
+                continue;
+            char cell[64];
+            snprintf(cell, sizeof cell, "%lld/%lld", v[S_ARENA], v[S_ARENA_PLAN]);
+            printf("%5d %31s %14lld%s\n", q, cell, v[S_RSS_KIB], mbad ? "  MISMATCH" : "");
+        }
+        free(all);
+        free(secs);
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return !bad;
 }

@@ -2,8 +2,14 @@
 # scripts/deps.sh - make sure the Debian packages tessgen needs are installed.
 # Installs what is missing when run as root (as CI and fresh machines are);
 # otherwise prints the one command to run and fails. Quiet when all is there.
+#   scripts/deps.sh                what building and testing need
+#   scripts/deps.sh --test-extras  optional test tools only (chromium, for the schedule.html test);
+#                                  tests skip what needs them when they cannot be installed
 set -u
 pkgs="gcc libc6-dev liblua5.4-dev libopenmpi-dev openmpi-bin libopenblas-dev ninja-build python3-numpy"
+if [ "${1:-}" = "--test-extras" ]; then
+    pkgs="chromium"
+fi
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -6,10 +6,15 @@
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
+#   inspect   --show/--blocks/--summary text, schedule.json vs the DESIGN.md formula, schedule.html in
+#             headless Chromium, --trace and --stats of a run (tests/inspect.sh)
 #   e2e       the generated programs for a matrix of meshes against the float64 numpy
 #             reference (tests/ref/tessref.py), outputs poisoned first, bytes checked against the plan
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
+#   cuda      the CUDA backend without a GPU: golden text, backend choice, the generated CUDA rank
+#             code run on the CPU under an emulation of its two streams, and (with nvcc) every .cu
+#             compiled for sm_80 and sm_90 with warnings as errors and no register spills
 # and ends with "N passed, N failed". Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
 set -u
@@ -18,6 +23,10 @@ ROOT=$(pwd)
 scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 PY=$(scripts/python.sh) || { echo "0 passed, 1 failed"; exit 1; }
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# tessgen's default backends depend on the machine (cuda when nvcc is found): the suite fixes them to the
+# CPU, so every output is the same everywhere; tests/cuda.sh asks for the CUDA backend explicitly
+export TESS_BACKENDS=cpu
+unset TESS_CUDA_ARCH
 if ! ninja >/tmp/tessgen-build.log 2>&1; then
     cat /tmp/tessgen-build.log
     echo "0 passed, 1 failed"
@@ -72,7 +81,9 @@ done
 . tests/cli.sh
 . tests/spec_errors.sh
 . tests/golden.sh
+. tests/inspect.sh
 . tests/e2e.sh
+. tests/cuda.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"

@@ -1,0 +1,717 @@
+/*
+ * emit_rank_cu.c - the CUDA backend's printers: rank_XXXX.cu (one per rank),
+ * kernels.cu and kernels.cuh, the CUDA part of build.ninja, and the choice of
+ * whether to emit them at all (tg_cuda_select).
+ *
+ * The schedule is the CPU backend's: the same tg_plan, the same steps in the
+ * same order, the same literal roots, counts, shapes and arena offsets. What
+ * the CUDA printer adds is where each step runs and what it waits for. GEMMs
+ * and fused kernels go on the compute stream, collectives on the comm stream;
+ * both are issued in schedule order. A step waits for the latest earlier step
+ * of the other stream whose buffers share arena bytes with its own where
+ * either writes (read-after-write, write-after-read, write-after-write),
+ * which is a pure function of the plan's offsets and access modes. Nothing
+ * else is ordered, so a SUMMA broadcast of step t+1 runs while step t's GEMM
+ * computes whenever the memory plan gave them disjoint bytes; where it did
+ * not, the wait is printed with the buffers that share bytes.
+ *
+ * Fused kernels are called as templates with the step's shapes as literal
+ * template arguments (trk::attention<NSEQ, SEQ, HEADS, HD>); kernels.cu
+ * instantiates exactly the shapes that appear in the plan. Steps this backend
+ * cannot run yet (training: phases other than the forward, backward kinds)
+ * are refused with tg_fail naming the step kind, never emitted wrongly.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "emit.h"
+
+enum { CU_COMPUTE = 0, CU_COMM = 1 };
+
+static const char *group_enum(tg_group g)
+{
+    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP"};
+    return e[g];
+}
+
+static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
+{
+    return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "nullptr";
+}
+
+/* ---- what the CUDA backend supports ------------------------------------------------------ */
+
+/* The stream of a supported step, or -1 with err naming why it is not supported. */
+static int step_stream(const tg_rank_plan *rp, int id, tg_err *err)
+{
+    const tg_step *s = &rp->steps[id];
+    const char *why = NULL;
+    int stream = -1;
+    if (s->phase != TG_PHASE_FWD) {
+        why = s->phase == TG_PHASE_BWD ? "the backward phase" : "the optimizer phase";
+    } else {
+        switch (s->kind) {
+        case TG_STEP_BCAST: stream = CU_COMM; break;
+        case TG_STEP_ALLREDUCE:
+            if (s->exact)
+                why = "an exact (reduce + bcast) all-reduce";
+            else
+                stream = CU_COMM;
+            break;
+        case TG_STEP_GEMM:
+            if (s->transa || s->transb)
+                why = "a transposed GEMM";
+            else
+                stream = CU_COMPUTE;
+            break;
+        case TG_STEP_RESID_ROWSUM:
+            if (s->buf[4] >= 0)
+                why = "an out-of-place residual add";
+            else
+                stream = CU_COMPUTE;
+            break;
+        case TG_STEP_ATTENTION:
+            /* the kernel adds the QKV bias on the fly and leaves qkv as the GEMM wrote it */
+            if (s->buf[0] >= 0 && rp->bufs[s->buf[0]].last > id)
+                why = "attention whose biased QKV is read again later";
+            else
+                stream = CU_COMPUTE;
+            break;
+        case TG_STEP_LN_ROWSUM:
+        case TG_STEP_LN_SQDEV:
+        case TG_STEP_LN_APPLY:
+        case TG_STEP_BIAS_GELU: stream = CU_COMPUTE; break;
+        default: why = "this step kind"; break;
+        }
+    }
+    if (stream < 0)
+        tg_fail(err, "not supported by the CUDA backend yet: %s (%s, rank %d step %d: layer %d %s)",
+                tg_step_kind_name(s->kind), why, rp->rank, id, s->layer, s->op);
+    return stream;
+}
+
+static bool supported(const tg_plan *pl, tg_err *err)
+{
+    for (int r = 0; r < pl->mesh.p; r++)
+        for (int i = 0; i < pl->ranks[r].nsteps; i++)
+            if (pl->ranks[r].steps[i].phase != TG_PHASE_FWD)
+                return tg_fail(err, "not supported by the CUDA backend yet: training (mode = \"train\": the backward "
+                                    "and optimizer phases, and a forward that keeps activations for them)");
+    for (int r = 0; r < pl->mesh.p; r++)
+        for (int i = 0; i < pl->ranks[r].nsteps; i++)
+            if (step_stream(&pl->ranks[r], i, err) < 0)
+                return false;
+    return true;
+}
+
+/* ---- cross-stream ordering ---------------------------------------------------------------- */
+
+typedef struct cu_sched {
+    int *stream;            /* per step: CU_COMPUTE or CU_COMM */
+    int *wait;              /* per step: the step of the other stream it waits for, or -1 */
+    int *wait_a, *wait_b;   /* the buffers behind that wait: slot of this step, slot of the waited step */
+    unsigned char *signal;  /* per step: a later step waits for it */
+} cu_sched;
+
+static void sched_free(cu_sched *c)
+{
+    free(c->stream);
+    free(c->wait);
+    free(c->wait_a);
+    free(c->wait_b);
+    free(c->signal);
+}
+
+/* The buffers a step's call names (attention's scores scratch is not: the kernel keeps scores on chip). */
+static bool call_uses(const tg_step *s, int slot)
+{
+    return !(s->kind == TG_STEP_ATTENTION && slot == 3);
+}
+
+/* Do steps a and b touch common arena bytes with at least one writing? Slots in *sa, *sb. */
+static bool conflict(const tg_rank_plan *rp, const tg_step *a, const tg_step *b, int *sa, int *sb)
+{
+    for (int x = 0; x < TG_STEP_MAXBUF; x++) {
+        if (a->buf[x] < 0 || !call_uses(a, x))
+            continue;
+        const tg_buf *ba = &rp->bufs[a->buf[x]];
+        for (int y = 0; y < TG_STEP_MAXBUF; y++) {
+            if (b->buf[y] < 0 || !call_uses(b, y))
+                continue;
+            const tg_buf *bb = &rp->bufs[b->buf[y]];
+            if (!((a->acc[x] | b->acc[y]) & TG_ACC_W))
+                continue;
+            if (ba->offset < bb->offset + bb->elems && bb->offset < ba->offset + ba->elems) {
+                *sa = x;
+                *sb = y;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static bool sched_build(const tg_rank_plan *rp, cu_sched *c, tg_err *err)
+{
+    size_t n = (size_t)(rp->nsteps > 0 ? rp->nsteps : 1);
+    c->stream = malloc(n * sizeof *c->stream);
+    c->wait = malloc(n * sizeof *c->wait);
+    c->wait_a = malloc(n * sizeof *c->wait_a);
+    c->wait_b = malloc(n * sizeof *c->wait_b);
+    c->signal = calloc(n, 1);
+    if (!c->stream || !c->wait || !c->wait_a || !c->wait_b || !c->signal) {
+        sched_free(c);
+        return tg_fail(err, "out of memory ordering the steps of rank %d", rp->rank);
+    }
+    int waited[2] = {-1, -1}; /* per stream: the latest step of the other stream already waited for */
+    for (int b = 0; b < rp->nsteps; b++) {
+        c->stream[b] = step_stream(rp, b, err);
+        if (c->stream[b] < 0) {
+            sched_free(c);
+            return false;
+        }
+        c->wait[b] = -1;
+        int me = c->stream[b];
+        /* the latest conflicting step of the other stream; older ones are covered by
+         * stream order, and nothing at or before waited[me] needs a new wait */
+        for (int a = b - 1; a > waited[me]; a--) {
+            int sa, sb;
+            if (c->stream[a] != me && conflict(rp, &rp->steps[b], &rp->steps[a], &sa, &sb)) {
+                c->wait[b] = a;
+                c->wait_a[b] = sa;
+                c->wait_b[b] = sb;
+                c->signal[a] = 1;
+                waited[me] = a;
+                break;
+            }
+        }
+    }
+    return true;
+}
+
+/* ---- rank_XXXX.cu ---------------------------------------------------------------------- */
+
+static const char *kind_enum(tg_step_kind k)
+{
+    switch (k) {
+    case TG_STEP_BCAST: return "TR_K_BCAST";
+    case TG_STEP_ALLREDUCE: return "TR_K_ALLREDUCE";
+    case TG_STEP_GEMM: return "TR_K_GEMM";
+    case TG_STEP_LN_ROWSUM:
+    case TG_STEP_LN_SQDEV:
+    case TG_STEP_LN_APPLY: return "TR_K_LN";
+    case TG_STEP_RESID_ROWSUM: return "TR_K_RESID";
+    case TG_STEP_BIAS_GELU: return "TR_K_GELU";
+    case TG_STEP_ATTENTION: return "TR_K_ATTENTION";
+    default: return NULL; /* refused earlier by step_stream */
+    }
+}
+
+/* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
+static long long step_bytes(const tg_step *s)
+{
+    long long rc = (long long)s->rows * s->cols;
+    switch (s->kind) {
+    case TG_STEP_BCAST:
+    case TG_STEP_ALLREDUCE: return 4 * s->count;
+    case TG_STEP_LN_ROWSUM: return 4 * (rc + s->rows);
+    case TG_STEP_RESID_ROWSUM: return 4 * (3 * rc + s->cols + (s->buf[3] >= 0 ? s->rows : 0));
+    case TG_STEP_LN_SQDEV: return 4 * (rc + 2LL * s->rows);
+    case TG_STEP_LN_APPLY: return 4 * (2 * rc + 2LL * s->rows + 2LL * s->cols);
+    case TG_STEP_BIAS_GELU: return 4 * (2 * rc + s->cols);
+    case TG_STEP_ATTENTION: return 4 * (3 * rc + 3LL * s->cols + rc); /* qkv + bias in, out */
+    default: return 0;
+    }
+}
+
+/* The call of one step (and the kernel instance it needs, into inst when not NULL). */
+static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_step *s)
+{
+    char line[256];
+    line[0] = '\0';
+    switch (s->kind) {
+    case TG_STEP_BCAST:
+        tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
+                     s->count);
+        break;
+    case TG_STEP_ALLREDUCE:
+        tg_sb_printf(o, "    trc_allreduce(c, %s, %s, %lld);\n", group_enum(s->group), bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_GEMM:
+        tg_sb_printf(o, "    trc_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k, bn(rp, s, 0),
+                     s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
+        break;
+    case TG_STEP_LN_ROWSUM:
+        tg_sb_printf(o, "    trk::ln_rowsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void ln_rowsum<%d, %d>(cudaStream_t, const float *, float *);\n",
+                 s->rows, s->cols);
+        break;
+    case TG_STEP_RESID_ROWSUM:
+        tg_sb_printf(o, "    trk::resid_rowsum<%d, %d>(S, %s, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3));
+        snprintf(line, sizeof line,
+                 "template void resid_rowsum<%d, %d>(cudaStream_t, float *, const float *, const float *, float *);\n",
+                 s->rows, s->cols);
+        break;
+    case TG_STEP_LN_SQDEV:
+        tg_sb_printf(o, "    trk::ln_sqdev<%d, %d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, s->hidden, bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2));
+        snprintf(line, sizeof line,
+                 "template void ln_sqdev<%d, %d, %d>(cudaStream_t, const float *, const float *, float *);\n",
+                 s->rows, s->cols, s->hidden);
+        break;
+    case TG_STEP_LN_APPLY:
+        tg_sb_printf(o, "    trk::ln_apply<%d, %d, %d>(S, %s, %s, %s, %s, %s, %gf, %s);\n", s->rows, s->cols, s->hidden,
+                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->eps, bn(rp, s, 5));
+        snprintf(line, sizeof line,
+                 "template void ln_apply<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
+                 "                                  const float *, const float *, float, float *);\n",
+                 s->rows, s->cols, s->hidden);
+        break;
+    case TG_STEP_BIAS_GELU:
+        tg_sb_printf(o, "    trk::bias_gelu<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void bias_gelu<%d, %d>(cudaStream_t, float *, const float *);\n",
+                 s->rows, s->cols);
+        break;
+    case TG_STEP_ATTENTION:
+        tg_sb_printf(o, "    trk::attention<%d, %d, %d, %d>(S, %s, %s, %s);\n", s->nseq, s->seq, s->heads, s->hdim,
+                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2));
+        snprintf(line, sizeof line,
+                 "template void attention<%d, %d, %d, %d>(cudaStream_t, const float *, const float *, float *);\n",
+                 s->nseq, s->seq, s->heads, s->hdim);
+        break;
+    default: break; /* refused earlier by step_stream */
+    }
+    if (inst && line[0] && !strstr(inst->s ? inst->s : "", line))
+        tg_sb_puts(inst, line);
+}
+
+static void print_wait_comment(tg_sb *o, const tg_rank_plan *rp, const cu_sched *cs, int id)
+{
+    int w = cs->wait[id];
+    if (w < 0)
+        return;
+    const tg_step *s = &rp->steps[id], *ws = &rp->steps[w];
+    const char *mine = rp->bufs[s->buf[cs->wait_a[id]]].name, *theirs = rp->bufs[ws->buf[cs->wait_b[id]]].name;
+    const char *verb = (ws->acc[cs->wait_b[id]] & TG_ACC_W) ? "writes" : "reads";
+    if (!strcmp(mine, theirs))
+        tg_sb_printf(o, "    /* waits for step %d (%s), which %s %s */\n", w, tg_step_kind_name(ws->kind), verb, mine);
+    else
+        tg_sb_printf(o, "    /* waits for step %d (%s), which %s %s: %s reuses its arena bytes */\n", w,
+                     tg_step_kind_name(ws->kind), verb, theirs, mine);
+}
+
+static void print_ll4(tg_sb *o, const char *field, const long long *v)
+{
+    tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
+}
+
+bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
+{
+    const tg_rank_plan *rp = &pl->ranks[rank];
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = rp->c;
+    cu_sched cs;
+    if (!sched_build(rp, &cs, err))
+        return false;
+
+    tg_sb params, bufs, steps, info, cost, desc, summary;
+    tg_sb_init(&params);
+    tg_sb_init(&bufs);
+    tg_sb_init(&steps);
+    tg_sb_init(&info);
+    tg_sb_init(&cost);
+    tg_sb_init(&desc);
+    tg_sb_init(&summary);
+
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        const tg_buf *b = &rp->bufs[p->buf];
+        tg_sb_puts(&params, "    {");
+        tg_sb_cstr(&params, p->name);
+        tg_sb_printf(&params, ", %d, {%d, %d}, %lld, %d, %d, %d, {", p->ndim, p->full[0], p->full[1], b->offset,
+                     b->rows, b->cols, p->npieces);
+        for (int k = 0; k < p->npieces; k++)
+            tg_sb_printf(&params, "%s{%d, %d, %d, %d, %d}", k ? ", " : "", p->piece[k].r0, p->piece[k].nr,
+                         p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
+        tg_sb_puts(&params, "}, -1, -1, -1},\n"); /* no gradient or AdamW moments: inference */
+    }
+
+    /* buffers named by the calls, in plan order */
+    char *used = calloc((size_t)(rp->nbufs > 0 ? rp->nbufs : 1), 1);
+    if (!used) {
+        sched_free(&cs);
+        return tg_fail(err, "out of memory printing rank %d", rank);
+    }
+    for (int i = 0; i < rp->nsteps; i++)
+        for (int k = 0; k < TG_STEP_MAXBUF; k++)
+            if (rp->steps[i].buf[k] >= 0 && call_uses(&rp->steps[i], k))
+                used[rp->steps[i].buf[k]] = 1;
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *b = &rp->bufs[i];
+        if (used[i])
+            tg_sb_printf(&bufs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
+                         b->rows, b->cols, b->what, b->first, b->last);
+    }
+    free(used);
+
+    int layer = -1, nwait = 0, ncoll = 0, nlate = 0, nover = 0;
+    for (int i = 0; i < rp->nsteps; i++) {
+        const tg_step *s = &rp->steps[i];
+        if (s->layer != layer) {
+            layer = s->layer;
+            tg_sb_printf(&steps, "%s    /* ==== layer %d ==== */\n", i ? "\n" : "", layer);
+        }
+        const char *sname = cs.stream[i] == CU_COMM ? "TRC_COMM" : "TRC_COMPUTE";
+        if (s->t >= 0)
+            tg_sb_printf(&steps, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, s->what);
+        else
+            tg_sb_printf(&steps, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, s->what);
+        print_wait_comment(&steps, rp, &cs, i);
+        tg_sb_printf(&steps, "    trc_begin(c, %d, %s, %d);\n", i, sname, cs.wait[i]);
+        print_call(&steps, NULL, rp, s);
+        tg_sb_printf(&steps, "    trc_end(c, %d, %s, %d);\n", i, sname, cs.signal[i]);
+
+        nwait += cs.wait[i] >= 0;
+        ncoll += cs.stream[i] == CU_COMM;
+        /* a broadcast of SUMMA step t >= 1 overlaps step t-1's GEMM unless it must wait for it */
+        if (s->kind == TG_STEP_BCAST && s->t >= 1) {
+            int g = i - 1;
+            while (g >= 0 && rp->steps[g].kind != TG_STEP_GEMM)
+                g--;
+            nlate++;
+            nover += g >= 0 && cs.wait[i] < g;
+        }
+        int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE;
+        tg_sb_printf(&info, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op, kind_enum(s->kind),
+                     coll ? group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
+        tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(s), s->kind == TG_STEP_GEMM ? s->m : 0,
+                     s->kind == TG_STEP_GEMM ? s->n : 0, s->kind == TG_STEP_GEMM ? s->k : 0);
+    }
+    tg_sb_printf(&summary, "%d collectives on the comm stream, %d cross-stream waits; %d of %d broadcasts of SUMMA "
+                           "steps t >= 1 overlap the GEMM of step t-1",
+                 ncoll, nwait, nover, nlate);
+
+    tg_sb_printf(&desc, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
+    int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
+    for (int g = 0; g < TG_NGROUPS; g++) {
+        color[g] = tg_group_color(m, (tg_group)g, co);
+        key[g] = tg_group_local(m, (tg_group)g, co);
+        size[g] = tg_group_size(m, (tg_group)g);
+    }
+    tg_sb_printf(&desc, "    /* groups: row, col, dep, coldep */\n");
+    tg_sb_printf(&desc, "    .color = {%d, %d, %d, %d},\n", color[0], color[1], color[2], color[3]);
+    tg_sb_printf(&desc, "    .key = {%d, %d, %d, %d},\n", key[0], key[1], key[2], key[3]);
+    tg_sb_printf(&desc, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
+    tg_sb_printf(&desc, "    .arena_elems = %lld,\n", rp->arena_elems);
+    tg_sb_printf(&desc, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
+    tg_sb_printf(&desc, "    .mode = 0,\n");
+    tg_sb_printf(&desc, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = -1,\n", rp->bufs[rp->x_buf].offset,
+                 rp->bufs[rp->y_buf].offset);
+    tg_sb_printf(&desc, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", rp->io_r0, rp->io_c0, pl->R,
+                 pl->Cq);
+    print_ll4(&desc, "plan_bcast_recv", rp->bcast_recv);
+    print_ll4(&desc, "plan_bcast_sent", rp->bcast_sent);
+    print_ll4(&desc, "plan_allreduce", rp->allreduce);
+    tg_sb_printf(&desc, "    .plan_flops = %lld,\n", rp->flops);
+    /* every field, in order: C++ (and -Wextra) refuse a descriptor that misses one, so a field added to
+     * tr_rank_desc fails the CUDA build instead of silently reading 0 */
+    tg_sb_puts(&desc, "    /* training only */\n");
+    static const char *bwd[] = {"plan_bwd_bcast_recv", "plan_bwd_bcast_sent", "plan_bwd_allreduce",
+                                "plan_bwd_reduce_recv", "plan_bwd_reduce_sent"};
+    const long long zero[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 5; k++)
+        print_ll4(&desc, bwd[k], zero);
+    tg_sb_printf(&desc, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
+    tg_sb_printf(&desc, "    .forward = forward,\n    .backward = nullptr,\n    .optimizer = nullptr,\n");
+
+    long long tot = 0;
+    for (int g = 0; g < TG_NGROUPS; g++)
+        tot += rp->bcast_recv[g];
+
+    char store[24][64];
+    tg_tvar vars[40];
+    int n = tg_emit_common_vars(pl, vars, store);
+    int si = 3;
+#define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
+    VAR("RANK", "%d", rank);
+    VAR("RANK4", "%04d", rank);
+    VAR("I", "%d", co.i);
+    VAR("J", "%d", co.j);
+    VAR("K", "%d", co.k);
+    VAR("H", "%d", tg_mesh_row_block(m, co));
+    VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
+    VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
+    VAR("RECV_BYTES", "%lld", 4 * tot);
+    VAR("NPARAMS", "%d", rp->nparams);
+    VAR("NSTEPS", "%d", rp->nsteps);
+    VAR("SYM", "tr_rank_%04d", rank);
+#undef VAR
+    vars[n++] = (tg_tvar){"OVERLAP", summary.s};
+    vars[n++] = (tg_tvar){"PARAMS", params.s};
+    vars[n++] = (tg_tvar){"BUFFERS", bufs.s};
+    vars[n++] = (tg_tvar){"STEPS", steps.s};
+    vars[n++] = (tg_tvar){"STEP_INFO", info.s};
+    vars[n++] = (tg_tvar){"STEP_COST", cost.s};
+    vars[n++] = (tg_tvar){"DESC", desc.s};
+    bool ok = tg_template_fill(out, "rank.cu.in", vars, n, err);
+    tg_sb_free(&params);
+    tg_sb_free(&bufs);
+    tg_sb_free(&steps);
+    tg_sb_free(&info);
+    tg_sb_free(&cost);
+    tg_sb_free(&desc);
+    tg_sb_free(&summary);
+    sched_free(&cs);
+    return ok;
+}
+
+/* ---- kernels.cu, kernels.cuh ----------------------------------------------------------------- */
+
+bool tg_emit_kernels_cu(const tg_plan *pl, tg_sb *out, tg_err *err)
+{
+    if (!supported(pl, err))
+        return false;
+    tg_sb inst, sink;
+    tg_sb_init(&inst);
+    tg_sb_init(&sink);
+    for (int r = 0; r < pl->mesh.p; r++)
+        for (int i = 0; i < pl->ranks[r].nsteps; i++)
+            print_call(&sink, &inst, &pl->ranks[r], &pl->ranks[r].steps[i]);
+    char store[8][64];
+    tg_tvar vars[12];
+    int n = tg_emit_common_vars(pl, vars, store);
+    vars[n++] = (tg_tvar){"INSTANCES", inst.s ? inst.s : ""};
+    bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
+    tg_sb_free(&inst);
+    tg_sb_free(&sink);
+    return ok;
+}
+
+bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err)
+{
+    char store[8][64];
+    tg_tvar vars[8];
+    int n = tg_emit_common_vars(pl, vars, store);
+    return tg_template_fill(out, "kernels.cuh.in", vars, n, err);
+}
+
+/* ---- build.ninja ------------------------------------------------------------------------- */
+
+void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults)
+{
+    if (!cu->enabled) {
+        tg_sb_puts(rules, "# CUDA backend: not emitted (");
+        tg_sb_puts(rules, cu->why[0] ? cu->why : "not selected");
+        tg_sb_puts(rules, ")\nrule nocuda\n  command = echo 'this output has no CUDA backend: regenerate with "
+                          "backends = { \"cpu\", \"cuda\" } in the spec' >&2; false\n"
+                          "  description = NO CUDA BACKEND\nbuild cuda: nocuda\n");
+        return;
+    }
+    tg_sb_puts(rules, "# CUDA backend: bin/model-cuda, the same schedule as per-rank CUDA (cuBLAS, NCCL, fused kernels)\n");
+    tg_sb_puts(rules, "nvcc = ");
+    tg_sb_puts(rules, cu->nvcc);
+    tg_sb_puts(rules, "\nmpicxx = mpicxx\ncuda_arch = ");
+    tg_sb_puts(rules, cu->gencode);
+    tg_sb_puts(rules,
+               "\nnvccflags = -std=c++20 -O3 -g -lineinfo $cuda_arch -ccbin $mpicxx -Xcompiler -Wall,-Wextra,-Werror $\n"
+               "    -Werror all-warnings -Xptxas -warn-spills -I. -I$tessroot/runtime -I$tessroot/runtime/cuda\n"
+               "cudalibs = -lcublas -lnccl -lm\n\n"
+               "rule nvcc\n"
+               "  command = $nvcc $nvccflags -MD -MF $out.d -c $in -o $out\n"
+               "  depfile = $out.d\n"
+               "  deps = gcc\n"
+               "  description = NVCC $out\n\n"
+               "rule nvlink\n"
+               "  command = $nvcc $cuda_arch -ccbin $mpicxx $in -o $out $cudalibs\n"
+               "  description = LINK $out\n\n");
+    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_profile"};
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+        tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
+    tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n");
+    for (int r = 0; r < pl->mesh.p; r++)
+        tg_sb_printf(rules, "build obj-cuda/rank_%04d.o: nvcc rank_%04d.cu\n", r, r);
+    tg_sb_puts(rules, "\n# the shared main, loaders and MPI groups are the CPU program's objects\n"
+                      "build bin/model-cuda: nvlink obj/model.o obj-cuda/kernels.o");
+    for (int r = 0; r < pl->mesh.p; r++)
+        tg_sb_printf(rules, " $\n    obj-cuda/rank_%04d.o", r);
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+        tg_sb_printf(rules, " $\n    obj-cuda/rt/%s.o", rt[i]);
+    tg_sb_puts(rules, " $\n    obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
+                      "    obj/rt/tr_comm.o obj/rt/tr_main.o obj/rt/tr_trace.o obj/rt/tr_gather.o\n"
+                      "build cuda: phony bin/model-cuda\n");
+    tg_sb_puts(defaults, " bin/model-cuda");
+}
+
+/* ---- which backends ----------------------------------------------------------------------- */
+
+static bool is_exe(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+/* nvcc for build.ninja: TESS_NVCC, else "nvcc" when it is on PATH, else the first of
+ * $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, /usr/local/cuda/bin/nvcc. */
+static bool find_nvcc(char *out, size_t cap)
+{
+    const char *env = getenv("TESS_NVCC");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return true;
+    }
+    const char *path = getenv("PATH");
+    if (path) {
+        const char *p = path;
+        while (*p) {
+            const char *e = strchr(p, ':');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            char cand[4200];
+            if (len > 0 && len < 4000) {
+                snprintf(cand, sizeof cand, "%.*s/nvcc", (int)len, p);
+                if (is_exe(cand)) {
+                    snprintf(out, cap, "nvcc");
+                    return true;
+                }
+            }
+            p += len;
+            if (*p == ':')
+                p++;
+        }
+    }
+    const char *homes[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+    for (int i = 0; i < 3; i++) {
+        if (!homes[i] || !*homes[i] || strlen(homes[i]) > 900)
+            continue;
+        char cand[1100];
+        snprintf(cand, sizeof cand, "%s/bin/nvcc", homes[i]);
+        if (is_exe(cand)) {
+            snprintf(out, cap, "%.1000s", cand);
+            return true;
+        }
+    }
+    snprintf(out, cap, "nvcc");
+    return false;
+}
+
+/* "80,90" / "sm_80 sm_90" / "80;90a" -> -gencode flags, plus PTX of the last for newer GPUs. */
+static bool parse_arch(const char *src, tg_cuda_opts *cu, tg_err *err)
+{
+    char list[16][8];
+    int n = 0;
+    const char *p = src;
+    while (*p) {
+        while (*p == ',' || *p == ';' || *p == ' ')
+            p++;
+        if (!*p)
+            break;
+        if (!strncmp(p, "sm_", 3))
+            p += 3;
+        else if (!strncmp(p, "compute_", 8))
+            p += 8;
+        char tok[8];
+        int len = 0;
+        while (isdigit((unsigned char)*p) && len < 4)
+            tok[len++] = *p++;
+        if (*p == 'a' && len > 0)
+            tok[len++] = *p++;
+        tok[len] = '\0';
+        if (len < 2 || len > 4 || (*p && *p != ',' && *p != ';' && *p != ' ') || n == 16)
+            return tg_fail(err, "TESS_CUDA_ARCH=%s is not a list of compute capabilities: use e.g. "
+                                "TESS_CUDA_ARCH=80,90 (sm_80 and sm_90; 86 for an RTX 30xx, 89 for an L4)",
+                           src);
+        snprintf(list[n++], sizeof list[0], "%s", tok);
+    }
+    if (n == 0)
+        return tg_fail(err, "TESS_CUDA_ARCH is empty: use e.g. TESS_CUDA_ARCH=80,90");
+    cu->gencode[0] = cu->archs[0] = '\0';
+    size_t g = 0, a = 0;
+    for (int i = 0; i < n; i++) {
+        g += (size_t)snprintf(cu->gencode + g, sizeof cu->gencode - g, "%s-gencode=arch=compute_%s,code=sm_%s",
+                              i ? " " : "", list[i], list[i]);
+        a += (size_t)snprintf(cu->archs + a, sizeof cu->archs - a, "%ssm_%s", i ? " " : "", list[i]);
+    }
+    snprintf(cu->gencode + g, sizeof cu->gencode - g, " -gencode=arch=compute_%s,code=compute_%s", list[n - 1],
+             list[n - 1]);
+    return true;
+}
+
+/* backends from "cpu,cuda" (TESS_BACKENDS) into TG_BACKEND_* bits; 0 on a bad list */
+static unsigned parse_backends(const char *s)
+{
+    unsigned bits = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        if (!*p)
+            break;
+        if (!strncmp(p, "cpu", 3) && (!p[3] || p[3] == ',' || p[3] == ' ')) {
+            bits |= TG_BACKEND_CPU;
+            p += 3;
+        } else if (!strncmp(p, "cuda", 4) && (!p[4] || p[4] == ',' || p[4] == ' ')) {
+            bits |= TG_BACKEND_CUDA;
+            p += 4;
+        } else {
+            return 0;
+        }
+    }
+    return bits;
+}
+
+bool tg_cuda_select(const tg_plan *pl, tg_cuda_opts *cu, char *note, size_t cap, tg_err *err)
+{
+    memset(cu, 0, sizeof *cu);
+    unsigned bits = pl->spec.backends;
+    const char *source = "the spec";
+    const char *env = getenv("TESS_BACKENDS");
+    if (!bits && env && *env) {
+        bits = parse_backends(env);
+        if (!(bits & TG_BACKEND_CPU))
+            return tg_fail(err, "TESS_BACKENDS=%s is not a backend list that includes cpu: use TESS_BACKENDS=cpu or "
+                                "TESS_BACKENDS=cpu,cuda (the CPU program is always emitted)",
+                           env);
+        source = "TESS_BACKENDS";
+    }
+    bool have_nvcc = find_nvcc(cu->nvcc, sizeof cu->nvcc);
+    for (const char *q = cu->nvcc; *q; q++)
+        if (!isalnum((unsigned char)*q) && !strchr("/._+-", *q))
+            return tg_fail(err, "the nvcc path %s is printed into build.ninja: use one of letters, digits and "
+                                "/._+- (set TESS_NVCC, or put nvcc on PATH)",
+                           cu->nvcc);
+    const char *arch = getenv("TESS_CUDA_ARCH");
+    if (!parse_arch(arch && *arch ? arch : "80,90", cu, err))
+        return false;
+    bool want, explicit_choice = bits != 0;
+    if (explicit_choice) {
+        want = (bits & TG_BACKEND_CUDA) != 0;
+        if (!want)
+            snprintf(cu->why, sizeof cu->why, "%s selects backends = { \"cpu\" }", source);
+    } else {
+        want = have_nvcc;
+        if (!want)
+            snprintf(cu->why, sizeof cu->why, "nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin");
+    }
+    if (want) {
+        tg_err e = {{0}, 0};
+        if (!supported(pl, &e)) {
+            if (explicit_choice)
+                return tg_fail(err, "%s: backends includes \"cuda\" (from %s), but %s; use backends = { \"cpu\" }",
+                               pl->spec.path, source, e.msg);
+            snprintf(cu->why, sizeof cu->why, "%.400s", e.msg);
+            want = false;
+        }
+    }
+    cu->enabled = want;
+    if (want)
+        snprintf(note, cap, "backends: cpu, cuda (%s; build.ninja uses %s%s for %s)",
+                 explicit_choice ? source : "nvcc found", cu->nvcc, have_nvcc ? "" : ", not found here", cu->archs);
+    else
+        snprintf(note, cap, "backends: cpu (cuda not emitted: %s%s)", cu->why,
+                 explicit_choice || have_nvcc ? "" : "; backends = { \"cpu\", \"cuda\" } in the spec emits it anyway");
+    return true;
+}

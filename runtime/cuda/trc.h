@@ -1,0 +1,73 @@
+/*
+ * trc.h - what generated CUDA code (rank_XXXX.cu, kernels.cu) calls: the CUDA
+ * backend's side of the schedule. The same tr.h descriptors as the CPU
+ * backend (tr_rank_desc, tr_param, tr_step_info), so model.c, the shared main
+ * (tr_main.c) and every file loader are the same for both binaries.
+ *
+ * A rank runs its steps on two CUDA streams in schedule order:
+ *   TRC_COMPUTE  cuBLAS GEMMs and the fused kernels (kernels.cu)
+ *   TRC_COMM     broadcasts and all-reduces (NCCL, or MPI with host staging)
+ * Each step is bracketed by trc_begin / trc_end. trc_begin makes the step's
+ * stream wait for one earlier step of the other stream (or none, -1); the
+ * generator derives that step from the plan's arena offsets, so a broadcast of
+ * SUMMA step t+1 runs while step t's GEMM still computes whenever their bytes
+ * are disjoint. trc_end records the step's event when a later step waits on
+ * it. With timing on (--repeat) both also record timing events, harvested per
+ * step kind by tr_backend_sync.
+ *
+ * Collectives count the elements they move exactly as the CPU backend does
+ * (logical counts), so --bytes checks a CUDA run against the same plan.
+ * Every CUDA, cuBLAS, NCCL and MPI call is checked: a failure prints the rank,
+ * file, line, call, error and a hint, then aborts every rank (exit 4).
+ */
+#ifndef TRC_H
+#define TRC_H
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "tr.h"
+}
+
+enum trc_stream_id { TRC_COMPUTE = 0, TRC_COMM = 1, TRC_NSTREAMS = 2 };
+
+/* What a step must move at least, for the profile (TESS_PROFILE=1): DRAM bytes
+ * of a fused kernel (read once + written once), payload bytes of a collective,
+ * and the (m, n, k) of a GEMM (0 otherwise). Printed by the generator from the
+ * plan's shapes. */
+typedef struct trc_step_cost {
+    long long bytes;
+    int m, n, k;
+} trc_step_cost;
+
+/* The stream a step kind runs on (generated code keeps TRC_COMPUTE's in S). */
+cudaStream_t trc_stream(struct tr_ctx *c, int stream);
+
+/* Start of a forward: the comm stream waits for whatever the compute stream
+ * (uploads) did before; cost is the rank's step_cost table. */
+void trc_forward_begin(struct tr_ctx *c, const trc_step_cost *cost);
+/* End of a forward: the compute stream waits for the comm stream. */
+void trc_forward_end(struct tr_ctx *c);
+
+/* Step `id` starts on `stream`, after step `wait` of the other stream (-1: no wait). */
+void trc_begin(struct tr_ctx *c, int id, int stream, int wait);
+/* Step `id` ends; signal != 0: record its event (a later step of the other stream waits on it). */
+void trc_end(struct tr_ctx *c, int id, int stream, int signal);
+
+/* On TRC_COMM: broadcast count floats at buf from local root `root` of group g. */
+void trc_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
+/* On TRC_COMM: sum count floats at buf in place over group g. */
+void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* On TRC_COMPUTE: row-major C[m,n] = beta*C + A[m,k] @ B[k,n] through cuBLAS, fp32. */
+void trc_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
+
+/* After a kernel launch: a launch error (bad configuration, no kernel image
+ * for this GPU) aborts with the kernel's name. */
+void trc_launch_check(const char *kernel, const char *file, int line);
+#define TRC_LAUNCHED(name) trc_launch_check((name), __FILE__, __LINE__)
+/* A vectorised kernel's pointer must be 16-byte aligned (plan buffers are 64-byte aligned). */
+void trc_check_aligned(const void *p, const char *what, const char *file, int line);
+#define TRC_ALIGNED16(p, what) trc_check_aligned((p), (what), __FILE__, __LINE__)
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * trc_internal.h - private to runtime/cuda: the CUDA backend's per-process
+ * state (one rank per process, so one instance) and the checked-call macros.
+ *
+ *   cudaCheck(call)   cublasCheck(call)   ncclCheck(call)   mpiCheck(call, group)
+ *
+ * each print "rank R: file:line: <call> failed: <error>" and a hint for the
+ * error at hand, then abort every rank with exit code 4 (MPI_Abort), since a
+ * failed call inside a collective schedule cannot be recovered on one rank.
+ * Initialisation failures that every rank can agree on first (no device, bad
+ * TESS_COMM) return false with a tr_err instead, like the rest of the runtime.
+ */
+#ifndef TRC_INTERNAL_H
+#define TRC_INTERNAL_H
+
+#define OMPI_SKIP_MPICXX 1 /* mpi.h: C API only (it is included inside extern "C" below) */
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "trc.h"
+
+extern "C" {
+#include "tr_backend.h"
+}
+
+#define TRC_EXIT_DEVICE 4 /* exit code of a failed CUDA, cuBLAS, NCCL or MPI call */
+
+typedef struct trc_state {
+    int inited;        /* tr_backend_init finished */
+    int device, ndev;  /* the GPU this rank uses, and how many this process sees */
+    int local_rank, local_size; /* ranks on this node */
+    int use_nccl;      /* collectives: 1 NCCL, 0 MPI with host staging */
+    char device_name[256];
+    cudaStream_t stream[TRC_NSTREAMS];
+    cublasHandle_t blas;
+    cublasComputeType_t compute; /* CUBLAS_COMPUTE_32F, or _FAST_TF32 with TESS_TF32=1 */
+    void *blas_ws;               /* cuBLAS workspace, allocated once */
+    size_t blas_ws_bytes;
+    ncclComm_t nccl[TR_NGROUPS]; /* NULL for groups of one and in MPI mode */
+    float *stage;                /* MPI mode: pinned host staging buffer */
+    long long stage_elems;
+    /* per step of the rank's schedule (desc->nsteps) */
+    int nsteps;
+    cudaEvent_t *sig;            /* recorded by trc_end(signal) */
+    cudaEvent_t *t0, *t1;        /* timing: start and end of each step */
+    unsigned char *timed;        /* step recorded since the last harvest */
+    cudaEvent_t fwd_sync;        /* forward begin/end: ordering between the two streams */
+    cudaEvent_t fwd_t0;          /* timing: start of the forward (profile reference) */
+    int fwd_timed;
+    const trc_step_cost *cost;   /* the rank's step_cost table (from trc_forward_begin) */
+    /* profile (TESS_PROFILE=1): sums over timed forwards */
+    int profile;
+    int profile_runs;
+    double *prof_ms;             /* per step: duration */
+    double *prof_start, *prof_end; /* per step: start/end relative to the forward's start */
+    double *layer_wall;          /* per layer: first start .. last end, summed over runs */
+    double *layer_lo, *layer_hi; /* per layer, scratch of one harvest */
+    int nlayers;
+} trc_state;
+
+extern trc_state trc_g;
+
+void trc_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
+void trc_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line);
+void trc_nccl_fail(ncclResult_t r, const char *call, const char *file, int line);
+void trc_mpi_fail(int rc, const char *call, const char *file, int line);
+
+#define cudaCheck(call)                                                                                             \
+    do {                                                                                                            \
+        cudaError_t e_ = (call);                                                                                    \
+        if (e_ != cudaSuccess)                                                                                      \
+            trc_cuda_fail(e_, #call, __FILE__, __LINE__);                                                           \
+    } while (0)
+#define cublasCheck(call)                                                                                           \
+    do {                                                                                                            \
+        cublasStatus_t s_ = (call);                                                                                 \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                            \
+            trc_cublas_fail(s_, #call, __FILE__, __LINE__);                                                         \
+    } while (0)
+#define ncclCheck(call)                                                                                             \
+    do {                                                                                                            \
+        ncclResult_t r_ = (call);                                                                                   \
+        if (r_ != ncclSuccess)                                                                                      \
+            trc_nccl_fail(r_, #call, __FILE__, __LINE__);                                                           \
+    } while (0)
+#define mpiCheck(call)                                                                                              \
+    do {                                                                                                            \
+        int m_ = (call);                                                                                            \
+        if (m_ != MPI_SUCCESS)                                                                                      \
+            trc_mpi_fail(m_, #call, __FILE__, __LINE__);                                                            \
+    } while (0)
+
+/* trc_comm.cu */
+bool trc_comm_init(tr_ctx *c, tr_err *err);
+void trc_comm_free(void);
+/* trc_gemm.cu */
+bool trc_gemm_init(tr_err *err);
+void trc_gemm_free(void);
+/* trc_profile.cu: TESS_PROFILE=1 report, rank 0, at tr_backend_free */
+void trc_profile_report(tr_ctx *c);
+
+#endif

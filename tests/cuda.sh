@@ -1,0 +1,231 @@
+# tests/cuda.sh - sourced by tests/run.sh: the CUDA backend on a machine without a GPU.
+#
+# Always (no CUDA needed):
+#   golden     the CUDA files emitted for tests/specs/golden.lua (TESS_BACKENDS=cpu,cuda) against
+#              tests/golden/cuda/ (TESS_UPDATE_GOLDEN=1 rewrites), the CUDA part of build.ninja too
+#   choice     the spec key backends, TESS_BACKENDS and TESS_CUDA_ARCH are validated with clear
+#              messages; a CPU-only output has no .cu files and its `ninja cuda` says why; training
+#              (not supported by the CUDA backend yet) is refused when cuda is asked for
+#   emulation  the generated rank_XXXX.cu of meshes [1,1,1] [2,2,1] [2,2,2], compiled by the host C++
+#              compiler against tests/cuda/emu.cc (the CUDA runtime as loops and two emulated streams),
+#              run under three stream orders (collectives first, compute first, random) with --bytes and
+#              compared with the float64 reference: every call, shape and cross-stream wait checked
+# With nvcc (else one "ok - ... # skip" line):
+#   compile    every generated .cu of the same meshes compiled for sm_80 and sm_90 with warnings as
+#              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
+#              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails
+CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
+CU_MESHES="1,1 2,1 2,2"
+CU_REF=tests/ref/tessref.py
+CUDA_EMU_OK=""
+
+cu_spec() { # name q d extra-lines -> spec on stdout (head dim 64, as GPT-2's)
+    cat <<SPEC
+return {
+  name = "$1",
+  mesh = { q = $2, d = $3 },
+  model = { layers = 2, hidden = 128, heads = 2, ffn = 256, seq = 16, batch = 4 },
+  $4
+}
+SPEC
+}
+
+cu_mpirun() { # np bin args...
+    local np=$1 flags="--oversubscribe --bind-to none"
+    shift
+    [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
+    # shellcheck disable=SC2086
+    mpirun $flags -np "$np" "$@"
+}
+
+# ---- golden -------------------------------------------------------------------------------
+cu_golden_gen() {
+    rm -rf "$WORK/golden_cuda" &&
+        env -u TESS_CUDA_ARCH -u TESS_NVCC TESS_BACKENDS=cpu,cuda build/asan/tessgen tests/specs/golden.lua \
+            -o "$WORK/golden_cuda" --quiet &&
+        sed -n '/^# CUDA backend/,$p' "$WORK/golden_cuda/build.ninja" |
+        sed -e "s#$ROOT#@TESSROOT@#g" -e 's#^nvcc = .*#nvcc = @NVCC@#' >"$WORK/golden_cuda/build.ninja.cuda"
+}
+cu_golden_file() {
+    [ -n "${TESS_UPDATE_GOLDEN:-}" ] && mkdir -p tests/golden/cuda && cp "$WORK/golden_cuda/$1" "tests/golden/cuda/$1"
+    diff -u "tests/golden/cuda/$1" "$WORK/golden_cuda/$1"
+}
+if wanted "cuda: golden"; then
+    if cu_golden_gen >"$WORK/log" 2>&1; then
+        for f in rank_0000.cu rank_0003.cu kernels.cu kernels.cuh build.ninja.cuda; do
+            check "cuda: golden $f" cu_golden_file "$f"
+        done
+    else
+        notok "cuda: golden: generate tests/specs/golden.lua with TESS_BACKENDS=cpu,cuda" "$WORK/log"
+    fi
+fi
+
+# ---- choice of backends -------------------------------------------------------------------------
+cu_refused() { # message spec-body [env...]: tessgen exits 1 naming the problem, writes nothing
+    local want=$1 body=$2
+    shift 2
+    printf '%s\n' "$body" >"$WORK/cu_bad.lua"
+    rm -rf "$WORK/cu_bad"
+    env "$@" build/asan/tessgen "$WORK/cu_bad.lua" -o "$WORK/cu_bad" >"$WORK/cu_bad.out" 2>&1
+    local rc=$?
+    cat "$WORK/cu_bad.out"
+    [ $rc -eq 1 ] && grep -qF -- "$want" "$WORK/cu_bad.out" && [ ! -e "$WORK/cu_bad" ]
+}
+CU_OK_BODY='return { mesh = { q = 2 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 2 }'
+cu_choice_cpu_only() {
+    cu_spec cpuonly 2 1 'backends = { "cpu" },' >"$WORK/cpuonly.lua" &&
+        TESS_BACKENDS=cpu,cuda build/asan/tessgen "$WORK/cpuonly.lua" -o "$WORK/cpuonly" | grep -q "backends: cpu (cuda not emitted" &&
+        ! ls "$WORK/cpuonly"/*.cu "$WORK/cpuonly"/*.cuh >/dev/null 2>&1 &&
+        ! ninja -C "$WORK/cpuonly" cuda >"$WORK/cpuonly.log" 2>&1 &&
+        grep -q "this output has no CUDA backend" "$WORK/cpuonly.log"
+}
+cu_choice_stale() { # regenerating without cuda removes the .cu files of an earlier generation
+    cu_spec stale 2 1 'backends = { "cpu", "cuda" },' >"$WORK/stale_cu.lua" &&
+        build/asan/tessgen "$WORK/stale_cu.lua" -o "$WORK/stale_cu" --quiet &&
+        [ "$(ls "$WORK/stale_cu"/*.cu | wc -l)" -eq 5 ] &&
+        sed -i 's/"cpu", "cuda"/"cpu"/' "$WORK/stale_cu.lua" &&
+        build/asan/tessgen "$WORK/stale_cu.lua" -o "$WORK/stale_cu" --quiet &&
+        ! ls "$WORK/stale_cu"/*.cu "$WORK/stale_cu"/*.cuh >/dev/null 2>&1
+}
+cu_choice_arch() { # TESS_CUDA_ARCH reaches the -gencode flags, with PTX of the newest for later GPUs
+    cu_spec arch 1 1 'backends = { "cpu", "cuda" },' >"$WORK/arch.lua" &&
+        TESS_CUDA_ARCH="sm_86, 90" build/asan/tessgen "$WORK/arch.lua" -o "$WORK/arch" --quiet &&
+        grep -q "^cuda_arch = -gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90$" "$WORK/arch/build.ninja"
+}
+if wanted "cuda: choice"; then
+    check "cuda: choice: backends = { \"cuda\" } without cpu is refused" \
+        cu_refused 'leaves out "cpu"' "$CU_OK_BODY, backends = { \"cuda\" } }"
+    check "cuda: choice: an unknown backend is refused" \
+        cu_refused 'backends[2] = string "gpu" is not a backend' "$CU_OK_BODY, backends = { \"cpu\", \"gpu\" } }"
+    check "cuda: choice: backends must be a list" \
+        cu_refused 'backends must be a list' "$CU_OK_BODY, backends = \"cuda\" }"
+    check "cuda: choice: a backend listed twice is refused" \
+        cu_refused 'lists "cpu" twice' "$CU_OK_BODY, backends = { \"cpu\", \"cpu\" } }"
+    check "cuda: choice: TESS_BACKENDS without cpu is refused" \
+        cu_refused 'TESS_BACKENDS=cuda' "$CU_OK_BODY }" TESS_BACKENDS=cuda
+    check "cuda: choice: a bad TESS_CUDA_ARCH is refused" \
+        cu_refused 'TESS_CUDA_ARCH=ampere' "$CU_OK_BODY, backends = { \"cpu\", \"cuda\" } }" TESS_CUDA_ARCH=ampere
+    check "cuda: choice: training with backends cuda is refused (not supported by the CUDA backend yet)" \
+        cu_refused 'not supported by the CUDA backend yet' "$CU_OK_BODY, mode = \"train\", backends = { \"cpu\", \"cuda\" } }"
+    check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
+    check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
+    check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
+fi
+
+# ---- emulation: the generated CUDA rank code run on the CPU --------------------------------------------
+# shellcheck disable=SC2086 # $CU_DIMS is split into words on purpose
+cu_setup() {
+    [ -s "$WORK/cu_ref.npy" ] && return 0
+    "$PY" $CU_REF weights $CU_DIMS --seed 21 --out "$WORK/cu_w.safetensors" &&
+        "$PY" $CU_REF input $CU_DIMS --seed 21 --out "$WORK/cu_x.npy" &&
+        "$PY" $CU_REF forward $CU_DIMS --weights "$WORK/cu_w.safetensors" --input "$WORK/cu_x.npy" \
+            --out "$WORK/cu_ref.npy"
+}
+cu_generate() { # q d -> $WORK/cu_q_d with the CUDA backend
+    local dir="$WORK/cu_$1_$2"
+    cu_spec "cu_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" },' >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet
+}
+cu_emu_build() { # q d -> $WORK/cu_q_d/bin/model-emu
+    local dir="$WORK/cu_$1_$2" cxx="mpicxx -std=c++20 -O1 -g -Wall -Wextra -Werror -Itests/cuda/emu -Iruntime -Iruntime/cuda"
+    mkdir -p "$dir/obj-emu" "$dir/bin" &&
+        sed -n '/the shapes of this model.s schedule/,/^} \/\/ namespace trk/p' "$dir/kernels.cu" |
+        grep -v 'namespace trk\|the shapes of' >"$dir/obj-emu/instances.inc" &&
+        ninja -C "$dir" obj/model.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o \
+            obj/rt/tr_synth.o obj/rt/tr_comm.o obj/rt/tr_main.o obj/rt/tr_trace.o obj/rt/tr_gather.o >/dev/null &&
+        $cxx -I"$dir" -I"$dir/obj-emu" -c tests/cuda/emu.cc -o "$dir/obj-emu/emu.o" &&
+        for f in "$dir"/rank_*.cu; do
+            $cxx -I"$dir" -x c++ -c "$f" -o "$dir/obj-emu/$(basename "$f" .cu).o" || return 1
+        done &&
+        mpicxx -o "$dir/bin/model-emu" "$dir/obj-emu"/*.o "$dir/obj/model.o" "$dir"/obj/rt/tr_err.o \
+            "$dir"/obj/rt/tr_json.o "$dir"/obj/rt/tr_safetensors.o "$dir"/obj/rt/tr_npy.o "$dir"/obj/rt/tr_synth.o \
+            "$dir"/obj/rt/tr_comm.o "$dir"/obj/rt/tr_main.o "$dir"/obj/rt/tr_trace.o "$dir"/obj/rt/tr_gather.o \
+            -lopenblas -lm
+}
+cu_emu_run() { # q d order
+    local dir="$WORK/cu_$1_$2" np=$(($1 * $1 * $2))
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/y.npy" &&
+        TESS_EMU_ORDER=$3 TESS_EMU_SEED=3 cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+            --input "$WORK/cu_x.npy" --output "$dir/y.npy" --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$WORK/cu_ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
+            --label "cuda emulation [$1,$1,$2] $3 first"
+}
+if wanted "cuda: emulation|cuda: compile"; then
+    if cu_setup >"$WORK/log" 2>&1; then
+        for m in $CU_MESHES; do
+            q=${m%,*}
+            d=${m#*,}
+            if ! cu_generate "$q" "$d" >"$WORK/log" 2>&1; then
+                notok "cuda: generate mesh [$q,$q,$d] with backends cpu, cuda" "$WORK/log"
+                continue
+            fi
+            wanted "cuda: emulation" || continue
+            if cu_emu_build "$q" "$d" >"$WORK/log" 2>&1; then
+                for order in comm compute random; do
+                    check "cuda: emulation: rank_XXXX.cu of [$q,$q,$d], $order first, matches the float64 reference" \
+                        cu_emu_run "$q" "$d" "$order"
+                done
+            else
+                notok "cuda: emulation: build the rank_XXXX.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+            fi
+        done
+    else
+        notok "cuda: reference inputs for the CUDA tests" "$WORK/log"
+    fi
+fi
+
+# ---- compile with nvcc ------------------------------------------------------------------------------------
+cu_nvcc() {
+    if [ -n "${TESS_NVCC:-}" ]; then command -v "$TESS_NVCC"; return; fi
+    command -v nvcc 2>/dev/null && return
+    for h in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+        [ -n "$h" ] && [ -x "$h/bin/nvcc" ] && { echo "$h/bin/nvcc"; return; }
+    done
+    return 1
+}
+cu_compile() { # q d: build bin/model-cuda; then ptxas -v of kernels.cu, no spills
+    local dir="$WORK/cu_$1_$2"
+    ninja -C "$dir" cuda >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
+    [ -x "$dir/bin/model-cuda" ] || { echo "bin/model-cuda was not linked"; return 1; }
+    local cmd
+    cmd=$(ninja -C "$dir" -t commands obj-cuda/kernels.o | tail -1) || return 1
+    (cd "$dir" && eval "$cmd -Xptxas -v -o /dev/null") >"$dir/ptxas.log" 2>&1 || { cat "$dir/ptxas.log"; return 1; }
+    # one summary line per kernel and architecture: name, registers, shared memory, spills
+    awk '/Compiling entry function/ {
+             k = "?"; a = "?"
+             if (match($0, /k_[a-z_]+I(Li[0-9]+E)+E/)) {
+                 k = substr($0, RSTART, RLENGTH); sub(/I/, "<", k); gsub(/Li/, "", k); sub(/EE$/, ">", k); gsub(/E/, ",", k)
+             }
+             if (match($0, /for .sm_[0-9a]+/)) a = substr($0, RSTART + 5, RLENGTH - 5)
+         }
+         /spill stores/ { sp = $5 + $9 }
+         /Used [0-9]+ registers/ {
+             sm = 0; if (match($0, /[0-9]+ bytes smem/)) sm = substr($0, RSTART, RLENGTH - 11)
+             printf "%-34s %-6s %3d registers, %6d bytes smem, spill bytes %d\n", k, a, $5, sm, sp
+             if (sp) bad = 1
+         }
+         END { exit bad }' "$dir/ptxas.log" >"$dir/ptxas.txt"
+    local spill=$?
+    cat "$dir/ptxas.txt" >>"$WORK/cu_ptxas.txt"
+    grep -q "registers" "$dir/ptxas.txt" || { echo "no ptxas report parsed"; cat "$dir/ptxas.log"; return 1; }
+    [ $spill -eq 0 ] || { echo "a fused kernel spills:"; grep -v "spill bytes 0$" "$dir/ptxas.txt"; return 1; }
+}
+if wanted "cuda: compile"; then
+    if cu_nvcc >/dev/null; then
+        rm -f "$WORK/cu_ptxas.txt"
+        for m in $CU_MESHES; do
+            q=${m%,*}
+            d=${m#*,}
+            [ -f "$WORK/cu_${q}_${d}/build.ninja" ] || continue
+            check "cuda: compile: every .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
+                cu_compile "$q" "$d"
+        done
+        if [ -s "$WORK/cu_ptxas.txt" ]; then
+            echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"
+            sort -u "$WORK/cu_ptxas.txt" | sed 's/^/    #   /'
+        fi
+    else
+        pass=$((pass + 1))
+        echo "ok - cuda: compile: every generated .cu with nvcc for sm_80 and sm_90 # skip nvcc not found"
+    fi
+fi

@@ -1,0 +1,362 @@
+/*
+ * emu.cc - a host emulation of the CUDA backend's runtime (trc.h, kernels.cuh,
+ * tr_backend.h), so that the generated rank_XXXX.cu files run, and are checked
+ * against the float64 reference, on a machine without a GPU (tests/cuda.sh).
+ *
+ * What it checks: the generated CUDA rank code itself (every call, argument
+ * order, buffer, literal shape and template argument), its descriptor, the
+ * byte counts (--bytes), and the cross-stream ordering the generator derived
+ * from the plan. What it does not check: the CUDA kernels, cuBLAS, NCCL.
+ *
+ * Each call only enqueues its work on one of two emulated streams, with the
+ * step it waits for; trc_forward_end then runs the two queues to completion,
+ * taking at each turn the head of one queue whose wait is satisfied, chosen by
+ * TESS_EMU_ORDER: comm (collectives as early as the waits allow: a broadcast
+ * that overwrites what a pending GEMM still reads shows up), compute (the
+ * other extreme) or random (seeded by TESS_EMU_SEED). Work runs to completion
+ * one item at a time; a missing wait between the streams changes the result
+ * under some order, and a wait cycle is reported as a deadlock. The kernels
+ * are plain loops with the CUDA kernels' semantics (attention reads qkv and
+ * adds the bias on the fly; scores stay internal), accumulating in double.
+ */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels.cuh"
+#include "trc.h"
+
+extern "C" {
+#include "tr_backend.h"
+#include "tr_math.h"
+}
+
+namespace {
+
+struct work {
+    int id, wait;
+    std::function<void()> run;
+};
+
+struct emu {
+    std::vector<work> q[TRC_NSTREAMS];
+    std::vector<unsigned char> done, signal;
+    int cur_id = -1, cur_stream = -1, cur_wait = -1, pushed = 0;
+    std::mt19937 rng;
+    int order = 2; /* 0 comm first, 1 compute first, 2 random */
+} E;
+
+[[noreturn]] void emu_fail(const char *what, int id)
+{
+    int r = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    fprintf(stderr, "rank %d: cuda emulation: %s (step %d)\n", r, what, id);
+    MPI_Abort(MPI_COMM_WORLD, 5);
+    abort();
+}
+
+cudaStream_t fake_stream(int s)
+{
+    return reinterpret_cast<cudaStream_t>(static_cast<size_t>(0x1000 + s));
+}
+
+void push(int stream, std::function<void()> f)
+{
+    if (E.cur_id < 0)
+        emu_fail("work issued outside trc_begin/trc_end", -1);
+    if (stream != E.cur_stream)
+        emu_fail("work issued on another stream than trc_begin named", E.cur_id);
+    if (E.pushed++)
+        emu_fail("more than one call inside one step", E.cur_id);
+    E.q[stream].push_back(work{E.cur_id, E.cur_wait, std::move(f)});
+}
+
+int stream_of(cudaStream_t s)
+{
+    for (int k = 0; k < TRC_NSTREAMS; k++)
+        if (s == fake_stream(k))
+            return k;
+    emu_fail("a kernel launched on an unknown stream", E.cur_id);
+}
+
+} // namespace
+
+/* ---- tr_backend.h ---------------------------------------------------------------------- */
+
+extern "C" const char *tr_backend_name(void)
+{
+    return "cuda-emulation";
+}
+
+extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
+{
+    (void)err;
+    const char *o = getenv("TESS_EMU_ORDER");
+    E.order = !o ? 2 : !strcmp(o, "comm") ? 0 : !strcmp(o, "compute") ? 1 : 2;
+    const char *sd = getenv("TESS_EMU_SEED");
+    E.rng.seed((unsigned)((sd ? atoi(sd) : 1) * 7919 + c->desc->rank));
+    E.done.assign((size_t)c->desc->nsteps, 0);
+    E.signal.assign((size_t)c->desc->nsteps, 0);
+    return true;
+}
+
+extern "C" float *tr_backend_arena(tr_ctx *c, float *H, long long elems, tr_err *err)
+{
+    (void)c, (void)elems, (void)err;
+    return H;
+}
+
+extern "C" void tr_backend_upload(tr_ctx *c, float *dst, const float *src, long long n)
+{
+    (void)c;
+    if (dst != src)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+extern "C" void tr_backend_download(tr_ctx *c, float *dst, const float *src, long long n)
+{
+    (void)c;
+    if (dst != src)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+extern "C" void tr_backend_sync(tr_ctx *c)
+{
+    (void)c;
+}
+
+extern "C" void tr_backend_free(tr_ctx *c, float *run, float *H)
+{
+    (void)c;
+    if (run != H)
+        free(run);
+    free(H);
+}
+
+/* ---- trc.h ------------------------------------------------------------------------------ */
+
+cudaStream_t trc_stream(tr_ctx *c, int stream)
+{
+    (void)c;
+    return fake_stream(stream);
+}
+
+void trc_forward_begin(tr_ctx *c, const trc_step_cost *cost)
+{
+    (void)c, (void)cost;
+    std::fill(E.done.begin(), E.done.end(), 0);
+    std::fill(E.signal.begin(), E.signal.end(), 0);
+}
+
+void trc_begin(tr_ctx *c, int id, int stream, int wait)
+{
+    tr_step_mark(c, id);
+    if (id < 0 || id >= c->desc->nsteps || stream < 0 || stream >= TRC_NSTREAMS || wait >= id)
+        emu_fail("trc_begin with an impossible step, stream or wait", id);
+    E.cur_id = id;
+    E.cur_stream = stream;
+    E.cur_wait = wait;
+    E.pushed = 0;
+}
+
+void trc_end(tr_ctx *c, int id, int stream, int signal)
+{
+    if (id != E.cur_id || stream != E.cur_stream || E.pushed != 1)
+        emu_fail("trc_end does not close the step trc_begin opened with one call", id);
+    c->calls[c->desc->steps[id].kind]++;
+    E.signal[(size_t)id] = (unsigned char)(signal != 0);
+    E.cur_id = -1;
+}
+
+void trc_forward_end(tr_ctx *c)
+{
+    (void)c;
+    size_t head[TRC_NSTREAMS] = {0, 0};
+    for (;;) {
+        int ready[TRC_NSTREAMS], n = 0;
+        for (int s = 0; s < TRC_NSTREAMS; s++) {
+            if (head[s] == E.q[s].size())
+                continue;
+            const work &w = E.q[s][head[s]];
+            if (w.wait >= 0 && !E.signal[(size_t)w.wait])
+                emu_fail("a step waits for a step whose event is never recorded (trc_end signal 0)", w.id);
+            if (w.wait < 0 || E.done[(size_t)w.wait])
+                ready[n++] = s;
+        }
+        if (n == 0) {
+            if (head[0] == E.q[0].size() && head[1] == E.q[1].size())
+                break;
+            emu_fail("deadlock: each stream waits for the other", -1);
+        }
+        int s = ready[0];
+        if (n == 2)
+            s = E.order == 0 ? TRC_COMM : E.order == 1 ? TRC_COMPUTE : (int)(E.rng() % 2);
+        work &w = E.q[s][head[s]++];
+        w.run();
+        E.done[(size_t)w.id] = 1;
+    }
+    for (int s = 0; s < TRC_NSTREAMS; s++)
+        E.q[s].clear();
+}
+
+void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    push(TRC_COMM, [=] {
+        if (MPI_Bcast(buf, count, MPI_FLOAT, root, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Bcast failed", -1);
+    });
+    if (c->desc->key[g] == root)
+        c->bcast_sent[g] += count;
+    else
+        c->bcast_recv[g] += count;
+}
+
+void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    push(TRC_COMM, [=] {
+        if (MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Allreduce failed", -1);
+    });
+    c->allreduce[g] += count;
+}
+
+void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+              int ldc)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    });
+}
+
+void trc_launch_check(const char *kernel, const char *file, int line)
+{
+    (void)kernel, (void)file, (void)line;
+}
+
+void trc_check_aligned(const void *p, const char *what, const char *file, int line)
+{
+    if (reinterpret_cast<size_t>(p) & 15u) {
+        fprintf(stderr, "%s:%d: %s is not 16-byte aligned\n", file, line, what);
+        emu_fail("misaligned operand", E.cur_id);
+    }
+}
+
+/* ---- kernels.cuh: the CUDA kernels' semantics as loops ------------------------------------------------------ */
+
+namespace trk {
+
+template <int ROWS, int COLS>
+void ln_rowsum(cudaStream_t s, const float *x, float *rs)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            double t = 0;
+            for (int j = 0; j < COLS; j++)
+                t += x[(size_t)r * COLS + j];
+            rs[r] = (float)t;
+        }
+    });
+}
+
+template <int ROWS, int COLS>
+void resid_rowsum(cudaStream_t s, float *x, const float *p, const float *bias, float *rs)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            double t = 0;
+            for (int j = 0; j < COLS; j++) {
+                float *e = &x[(size_t)r * COLS + j];
+                *e = *e + (p[(size_t)r * COLS + j] + bias[j]);
+                t += *e;
+            }
+            if (rs)
+                rs[r] = (float)t;
+        }
+    });
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_sqdev(cudaStream_t s, const float *x, const float *rs, float *vs)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            double mean = (double)rs[r] / HIDDEN, t = 0;
+            for (int j = 0; j < COLS; j++) {
+                double d = x[(size_t)r * COLS + j] - mean;
+                t += d * d;
+            }
+            vs[r] = (float)t;
+        }
+    });
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
+              float eps, float *y)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++)
+            for (int j = 0; j < COLS; j++)
+                y[(size_t)r * COLS + j] =
+                    tr_ln(x[(size_t)r * COLS + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]);
+    });
+}
+
+template <int ROWS, int COLS>
+void bias_gelu(cudaStream_t s, float *h, const float *bias)
+{
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)ROWS * COLS; i++)
+            h[i] = tr_gelu(h[i] + bias[i % COLS]);
+    });
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention(cudaStream_t s, const float *qkv, const float *bias, float *out)
+{
+    push(stream_of(s), [=] {
+        constexpr int CQ = HEADS * HD, LD = 3 * CQ;
+        std::vector<double> p(SEQ);
+        for (int sq = 0; sq < NSEQ; sq++)
+            for (int h = 0; h < HEADS; h++)
+                for (int i = 0; i < SEQ; i++) {
+                    const float *qi = qkv + ((size_t)sq * SEQ + i) * LD + h * HD;
+                    double mx = -1e300, sum = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const float *kj = qkv + ((size_t)sq * SEQ + j) * LD + CQ + h * HD;
+                        double d = 0;
+                        for (int e = 0; e < HD; e++)
+                            d += (double)(qi[e] + bias[h * HD + e]) * (kj[e] + bias[CQ + h * HD + e]);
+                        p[j] = d / std::sqrt((double)HD);
+                        mx = p[j] > mx ? p[j] : mx;
+                    }
+                    for (int j = 0; j <= i; j++)
+                        sum += (p[j] = std::exp(p[j] - mx));
+                    for (int e = 0; e < HD; e++) {
+                        double o = 0;
+                        for (int j = 0; j <= i; j++)
+                            o += p[j] * (qkv[((size_t)sq * SEQ + j) * LD + 2 * CQ + h * HD + e] +
+                                         bias[2 * CQ + h * HD + e]);
+                        out[((size_t)sq * SEQ + i) * CQ + h * HD + e] = (float)(o / sum);
+                    }
+                }
+    });
+}
+
+/* the instances kernels.cu has: extracted from it by tests/cuda.sh */
+#include "instances.inc"
+
+} // namespace trk

@@ -1,0 +1,320 @@
+# tests/inspect.sh - sourced by tests/run.sh: inspecting schedules before and
+# during a run.
+#   text      tessgen --show / --blocks / --summary of tests/specs/golden.lua
+#             against tests/golden/inspect_*.txt (TESS_UPDATE_GOLDEN=1 rewrites;
+#             review the diff first); they print, write nothing, exit 0; bad
+#             filter values are usage errors naming the value
+#   json      schedule.json for a matrix of meshes: valid, one object per step,
+#             and per rank per layer the broadcast bytes received equal the
+#             DESIGN.md formula 4*(q-1)*(T*(3C+F)/(d*q*q) + (4C^2+2CF)/(q*q)),
+#             computed here from the test's own model dimensions
+#   html      schedule.html rendered by headless Chromium: the page reports the
+#             rank count and lists the selected rank's steps, with no script
+#             error; a page with a script error is caught; a screenshot is kept
+#             (path printed). Chromium comes from scripts/deps.sh --test-extras;
+#             without it (not root, no network) the check is skipped
+#   trace     a generated program run with --trace --stats --bytes: the trace is
+#             valid JSON with one process per rank and one slice per step of
+#             that rank, slices in step order; --stats agrees with the plan, and
+#             a step table that disagrees with what ran is reported (exit 3)
+ITG=build/asan/tessgen
+INSPECT_MESHES=${TESS_INSPECT_MESHES:-"1,1 1,2 2,1 2,2 2,3 3,1 3,2 4,1 3,4"}
+
+# ---- text views, golden --------------------------------------------------------------
+inspect_golden() { # NAME ARGS... [--spec FILE]: tessgen golden.lua (or FILE) ARGS vs tests/golden/inspect_NAME.txt
+    local name=$1 spec=tests/specs/golden.lua
+    shift
+    if [ "${*: -2:1}" = "--spec" ]; then # last two arguments: --spec FILE
+        spec=${*: -1}
+        set -- "${@:1:$(($# - 2))}"
+    fi
+    ASAN_OPTIONS=detect_leaks=1 $ITG "$spec" "$@" >"$WORK/inspect_$name.txt" || return 1
+    if [ -n "${TESS_UPDATE_GOLDEN:-}" ]; then
+        cp "$WORK/inspect_$name.txt" "tests/golden/inspect_$name.txt"
+    fi
+    diff -u "tests/golden/inspect_$name.txt" "$WORK/inspect_$name.txt"
+}
+# inspection prints and writes nothing: run in an empty directory, which stays empty
+inspect_writes_nothing() {
+    rm -rf "$WORK/inspect_cwd" && mkdir "$WORK/inspect_cwd" &&
+        (cd "$WORK/inspect_cwd" && "$ROOT/$ITG" "$ROOT/specs/gpt2-tiny.lua" --show --blocks --summary >out.txt) &&
+        [ "$(ls -A "$WORK/inspect_cwd")" = "out.txt" ] && [ -s "$WORK/inspect_cwd/out.txt" ]
+}
+# the generated summary.txt is what --summary prints
+inspect_summary_file() {
+    rm -rf "$WORK/inspect_gen" && $ITG specs/gpt2-tiny.lua -o "$WORK/inspect_gen" --quiet &&
+        $ITG specs/gpt2-tiny.lua --summary >"$WORK/inspect_summary_stdout.txt" &&
+        diff -u "$WORK/inspect_gen/summary.txt" "$WORK/inspect_summary_stdout.txt"
+}
+inspect_bad() { # EXPECTED-TEXT ARGS...: exit 2 and the message names the value
+    local want=$1
+    shift
+    $ITG specs/gpt2-tiny.lua "$@" >"$WORK/out" 2>"$WORK/err"
+    local rc=$?
+    cat "$WORK/err"
+    [ $rc -eq 2 ] && grep -qF -- "$want" "$WORK/err" && [ ! -s "$WORK/out" ]
+}
+# the filters select: --kinds comm shows only collectives, --layers 1 only layer 1, --ranks 3-4 only those
+inspect_filters() {
+    $ITG specs/gpt2-tiny.lua --show --ranks 3-4 --layers 1 --kinds comm >"$WORK/f.txt" &&
+        [ "$(grep -c '^== rank' "$WORK/f.txt")" -eq 2 ] && grep -q '^== rank 3 ' "$WORK/f.txt" &&
+        grep -q '^== rank 4 ' "$WORK/f.txt" &&
+        ! grep -E '^ +[0-9]+ ' "$WORK/f.txt" | grep -vE '^ +[0-9]+ fwd L1 +[a-z0-9]+ +(t=[0-9]+)? +(bcast|allreduce) ' &&
+        grep -qE '^ +[0-9]+ fwd L1 +qkv +t=1 +bcast ' "$WORK/f.txt"
+}
+
+if wanted "inspect: text"; then
+    check "inspect: text --show (golden)" inspect_golden show --show
+    check "inspect: text --show --ranks 1,3 --layers 0 --kinds bcast,gemm (golden)" inspect_golden show_filtered \
+        --show --ranks 1,3 --layers 0 --kinds bcast,gemm
+    check "inspect: text --blocks (golden)" inspect_golden blocks --blocks
+    check "inspect: text --blocks 'h.0.attn.c_*.weight' --ranks 0-1 (golden)" inspect_golden blocks_pattern \
+        --blocks 'h.0.attn.c_*.weight' --ranks 0-1
+    check "inspect: text --summary with alternative meshes (golden)" inspect_golden summary --summary
+    check "inspect: text --summary of 16 ranks compares [4,4,1] [2,2,4] [1,1,16] (golden)" inspect_golden summary16 \
+        --summary --ranks 0,15 --layers 1 --spec tests/specs/inspect16.lua
+    check "inspect: text --show, --blocks, --summary print and write nothing (exit 0)" inspect_writes_nothing
+    check "inspect: text DIR/summary.txt equals tessgen --summary" inspect_summary_file
+    check "inspect: text filters select ranks, layers and kinds" inspect_filters
+    check "inspect: text --ranks out of range is a usage error" inspect_bad "rank 9 is not in 0..7" --show --ranks 9
+    check "inspect: text --layers bad list is a usage error" inspect_bad "--layers 1-x" --show --layers 1-x
+    check "inspect: text --kinds unknown kind names the kinds" inspect_bad "'gemmm' is not a step kind" --show \
+        --kinds bcast,gemmm
+    check "inspect: text --blocks unknown tensor is a usage error" inspect_bad "no tensor of gpt2-tiny" \
+        --blocks h.0.attn.c_atn.weight
+    check "inspect: text filters without a view are a usage error" inspect_bad "--ranks, --layers and --kinds" \
+        --ranks 0
+    check "inspect: text -o with a view is a usage error" inspect_bad "write nothing" --show -o "$WORK/nowhere"
+fi
+
+# ---- schedule.json against the DESIGN.md formula, mesh matrix ------------------------------
+inspect_json_mesh() { # q d
+    local dir="$WORK/inspect_json_$1_$2"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "json_q$1_d$2",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 3, hidden = 72, heads = 12, ffn = 144, seq = 4, batch = 24 },
+}
+SPEC
+    bin/tessgen "$dir.lua" -o "$dir" --quiet || return 1
+    "$PY" - "$dir/schedule.json" "$1" "$2" <<'PYEOF'
+import json, sys
+path, q, d = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+L, C, F, S, B = 3, 72, 144, 4, 24          # the spec above, not read back from the file
+T = B * S
+want = 4 * (q - 1) * (T * (3 * C + F) // (d * q * q) + (4 * C * C + 2 * C * F) // (q * q))
+doc = json.load(open(path))
+assert doc["format"] == "tessgen-schedule" and doc["format_version"] == 1, "format"
+assert doc["mesh"] == {"q": q, "d": d, "p": q * q * d}, doc["mesh"]
+p = q * q * d
+assert len(doc["ranks"]) == p, "one object per rank"
+steps = {}
+for s in doc["steps"]:
+    steps.setdefault(s["rank"], []).append(s)
+bad = []
+for r in range(p):
+    R = doc["ranks"][r]
+    st = steps.get(r, [])
+    assert len(st) == R["nsteps"] and [s["step"] for s in st] == list(range(R["nsteps"])), "one object per step, rank %d" % r
+    assert (R["i"], R["j"], R["k"]) == ((r // q) % q, r % q, r // (q * q)), "coordinates of rank %d" % r
+    for b in R["buffers"]:
+        assert 0 <= b["offset"] and b["offset"] + b["bytes"] <= R["arena_bytes"], "buffer %s of rank %d" % (b["name"], r)
+    for l in range(L):
+        recv = sum(s["bytes"] for s in st if s["layer"] == l and s["phase"] == "fwd" and s["kind"] == "bcast" and not s["is_root"])
+        if recv != want:
+            bad.append("rank %d layer %d: bcast recv %d bytes, formula %d" % (r, l, recv, want))
+        fields = sum(s["recv_bytes"] for s in st if s["layer"] == l and s["phase"] == "fwd" and s["kind"] == "bcast")
+        if fields != recv:
+            bad.append("rank %d layer %d: recv_bytes fields sum to %d, bytes of received bcasts %d" % (r, l, fields, recv))
+    for s in st:
+        if s["comm"]:
+            assert r in s["members"] and len(s["members"]) == s["group_size"], "members of rank %d step %d" % (r, s["step"])
+            assert s["bytes"] == 4 * s["elems"]
+            if s["root"] is not None:
+                assert s["root"] in s["members"] and s["is_root"] == (s["root"] == r), "root of rank %d step %d" % (r, s["step"])
+if bad:
+    print("\n".join(bad[:20]))
+    sys.exit(1)
+print("mesh [%d,%d,%d]: %d ranks x %d layers receive %d bytes each, as the formula says" % (q, q, d, p, L, want))
+PYEOF
+}
+if wanted "inspect: json"; then
+    for m in $INSPECT_MESHES; do
+        q=${m%,*}
+        d=${m#*,}
+        check "inspect: json mesh [$q,$q,$d]: one object per step, bcast bytes per rank and layer = DESIGN.md formula" \
+            inspect_json_mesh "$q" "$d"
+    done
+fi
+
+# ---- schedule.html in headless Chromium ---------------------------------------------------------
+CHROMIUM=""
+inspect_find_chromium() {
+    local c
+    for c in chromium chromium-browser google-chrome; do
+        command -v "$c" >/dev/null 2>&1 && { CHROMIUM=$(command -v "$c"); return 0; }
+    done
+    return 1
+}
+inspect_chromium() { # URL OUT.html: the DOM after the page's script ran; console messages in OUT.log
+    timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
+        --enable-logging=stderr --v=0 --virtual-time-budget=10000 --dump-dom "$1" >"$2" 2>"$2.log"
+}
+# the rendered DOM: status and title name the rank count and the steps listed, one row per step, no error
+inspect_dom_ok() { # OUT.html RANKS RANK NSTEPS
+    "$PY" - "$@" <<'PYEOF'
+import re, sys
+html = open(sys.argv[1]).read()
+log = open(sys.argv[1] + ".log", errors="replace").read()
+p, rank, n = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+want = "rendered %d ranks; rank %d: %d steps listed" % (p, rank, n)
+status = re.search(r'<span id="status">([^<]*)</span>', html)
+title = re.search(r"<title>([^<]*)</title>", html)
+errors = re.search(r'<pre id="errors">(.*?)</pre>', html, re.S)
+rows = re.findall(r'<tr class="step[^"]*"><td class="num">(\d+)</td>', html)
+problems = []
+if not status or status.group(1) != want:
+    problems.append("status is %r, want %r" % (status and status.group(1), want))
+if not title or want not in title.group(1):
+    problems.append("title is %r" % (title and title.group(1)))
+if errors is None or errors.group(1).strip():
+    problems.append("script errors: %r" % (errors and errors.group(1)))
+if [int(x) for x in rows] != list(range(n)):
+    problems.append("step rows %s, want 0..%d" % (rows[:5], n - 1))
+for line in log.splitlines():
+    if "Uncaught" in line or ('CONSOLE' in line and 'Error' in line):
+        problems.append("console: " + line)
+print("\n".join(problems) or "ok: " + want)
+sys.exit(1 if problems else 0)
+PYEOF
+}
+inspect_html() {
+    local dir="$WORK/inspect_html"
+    rm -rf "$dir" && $ITG tests/specs/golden.lua -o "$dir" --quiet || return 1
+    local n0 n3
+    n0=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranks"][0]["nsteps"])' "$dir/schedule.json") &&
+        n3=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranks"][3]["nsteps"])' "$dir/schedule.json") &&
+        inspect_chromium "file://$dir/schedule.html" "$dir/dom0.html" &&
+        inspect_dom_ok "$dir/dom0.html" 4 0 "$n0" &&
+        inspect_chromium "file://$dir/schedule.html#rank=3" "$dir/dom3.html" &&
+        inspect_dom_ok "$dir/dom3.html" 4 3 "$n3"
+}
+# the check can fail: a page whose script throws is reported
+inspect_html_error_caught() {
+    local dir="$WORK/inspect_html"
+    sed 's|  select(state.rank);|  select(state.rank); null.boom();|' "$dir/schedule.html" >"$dir/broken.html" &&
+        grep -q "null.boom" "$dir/broken.html" &&
+        inspect_chromium "file://$dir/broken.html" "$dir/dombroken.html" &&
+        ! inspect_dom_ok "$dir/dombroken.html" 4 0 1000 >"$dir/broken.out" &&
+        grep -q "script errors: .*boom" "$dir/broken.out"
+}
+inspect_screenshot() {
+    local dir="$WORK/inspect_html" shots=${TESS_SCREENSHOT_DIR:-/tmp/tessgen-screenshots}
+    mkdir -p "$shots" && rm -f "$dir/schedule.png" &&
+        timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars \
+            --virtual-time-budget=10000 --window-size=1400,2600 --screenshot="$dir/schedule.png" \
+            "file://$dir/schedule.html" >/dev/null 2>&1 &&
+        [ -s "$dir/schedule.png" ] && cp "$dir/schedule.png" "$shots/schedule.png" &&
+        echo "# screenshot of schedule.html (tests/specs/golden.lua, rank 0): $shots/schedule.png"
+}
+if wanted "inspect: html"; then
+    if ! inspect_find_chromium && [ "$(id -u)" = 0 ]; then
+        scripts/deps.sh --test-extras >"$WORK/log" 2>&1
+        inspect_find_chromium
+    fi
+    if [ -z "$CHROMIUM" ]; then
+        ok "inspect: html schedule.html renders in headless Chromium # skip chromium is not installed (as root: scripts/deps.sh --test-extras)"
+    else
+        check "inspect: html schedule.html renders in headless Chromium: rank count, step list, no script error" \
+            inspect_html
+        check "inspect: html a page whose script fails is caught" inspect_html_error_caught
+        if inspect_screenshot >"$WORK/shot.log" 2>&1; then
+            ok "inspect: html screenshot"
+            cat "$WORK/shot.log"
+        else
+            notok "inspect: html screenshot" "$WORK/shot.log"
+        fi
+    fi
+fi
+
+# ---- runtime --trace and --stats ------------------------------------------------------------------
+inspect_trace_build() {
+    local dir="$WORK/inspect_run"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "trace",
+  mesh = { q = 2, d = 2 },
+  model = { layers = 2, hidden = 16, heads = 2, ffn = 32, seq = 4, batch = 4 },
+}
+SPEC
+    rm -rf "$dir" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+inspect_trace_run() {
+    local dir="$WORK/inspect_run"
+    "$dir/run" --trace "$dir/trace.json" --stats --bytes >"$dir/stats.txt" || return 1
+    cat "$dir/stats.txt"
+    grep -q "stats: every step of every rank moved exactly its planned bytes" "$dir/stats.txt" &&
+        [ "$(grep -c "MISMATCH" "$dir/stats.txt")" -eq 0 ] &&
+        "$PY" - "$dir/trace.json" "$dir/schedule.json" <<'PYEOF'
+import json, sys
+trace = json.load(open(sys.argv[1]))                 # valid JSON, or this fails
+plan = json.load(open(sys.argv[2]))
+p = plan["mesh"]["p"]
+ev = trace["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+assert sorted(names) == list(range(p)), "one process per rank: %s" % sorted(names)
+for r in range(p):
+    R = plan["ranks"][r]
+    sl = [e for e in ev if e["ph"] == "X" and e["pid"] == r]
+    assert len(sl) == R["nsteps"], "rank %d: %d slices, %d steps" % (r, len(sl), R["nsteps"])
+    steps = [s for s in plan["steps"] if s["rank"] == r]
+    for e, s in zip(sorted(sl, key=lambda e: e["args"]["step"]), steps):
+        a = e["args"]
+        assert a["step"] == s["step"] and a["layer"] == s["layer"] and a["op"] == s["op"], (a, s)
+        assert e["dur"] >= 0 and a["bytes"] == (s["bytes"] if s["comm"] else 0), (a, s)
+        assert a["measured_bytes"] == a["bytes"], "rank %d step %d measured %d planned %d" % (r, s["step"], a["measured_bytes"], a["bytes"])
+    ts = sorted(sl, key=lambda e: e["args"]["step"])
+    for x, y in zip(ts, ts[1:]):            # step N ends where N+1 starts
+        assert y["ts"] >= x["ts"] + x["dur"] - 0.002, "rank %d: slices overlap at step %d" % (r, y["args"]["step"])
+print("trace: %d ranks, %d slices, one per step" % (p, sum(1 for e in ev if e["ph"] == "X")))
+PYEOF
+}
+# a step table that disagrees with what the code moves is reported loudly, exit 3
+inspect_stats_mismatch() {
+    local dir="$WORK/inspect_run" bad="$WORK/inspect_run_bad"
+    rm -rf "$bad" && cp -r "$dir" "$bad" &&
+        sed -i '0,/\(TR_K_BCAST, TR_ROW, [0-9]*, \)\([0-9]*\)/s//\1999/' "$bad/rank_0002.c" &&
+        grep -q "TR_K_BCAST, TR_ROW, [0-9]*, 999," "$bad/rank_0002.c" &&
+        ninja -C "$bad" >/dev/null || return 1
+    "$bad/run" --stats --quiet >"$bad/out.txt" 2>&1
+    local rc=$?
+    cat "$bad/out.txt"
+    [ $rc -eq 3 ] && grep -q "MISMATCH: rank 2: 1 step moved other than planned" "$bad/out.txt" &&
+        grep -q "error: --stats: measured bytes differ from the plan" "$bad/out.txt"
+}
+# the recording and the reports under ASan+UBSan
+inspect_trace_asan() {
+    local dir="$WORK/inspect_run"
+    ninja -C "$dir" asan >/dev/null &&
+        TESS_VARIANT=asan "$dir/run" --trace "$dir/trace_asan.json" --stats --quiet &&
+        "$PY" -c 'import json, sys; json.load(open(sys.argv[1]))' "$dir/trace_asan.json"
+}
+inspect_trace_unwritable() {
+    local dir="$WORK/inspect_run"
+    "$dir/run" --trace "$WORK/no/such/dir/t.json" --quiet >"$WORK/out" 2>&1
+    local rc=$?
+    cat "$WORK/out"
+    [ $rc -eq 1 ] && grep -q "no/such/dir/t.json" "$WORK/out"
+}
+if wanted "inspect: trace"; then
+    if inspect_trace_build >"$WORK/log" 2>&1; then
+        check "inspect: trace --trace is valid JSON, one process per rank, one slice per step; --stats = plan" \
+            inspect_trace_run
+        check "inspect: trace --stats reports a step that moved other than planned (exit 3)" inspect_stats_mismatch
+        check "inspect: trace --trace into a missing directory fails cleanly (exit 1)" inspect_trace_unwritable
+        check "inspect: trace --trace and --stats under ASan+UBSan" inspect_trace_asan
+    else
+        notok "inspect: trace generate and build" "$WORK/log"
+    fi
+fi
