@@ -18,6 +18,14 @@
 /* Placeholders every template shares: VERSION, SPEC, NAME, P, Q, D. Returns the count written to vars[]. */
 int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64]);
 
+/* The tables every rank program carries (emit_rank_tables.c), shared by the C and CUDA emitters. */
+const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */
+const char *tg_emit_kind_enum(tg_step_kind k);  /* "TR_K_GEMM", ... */
+void tg_emit_params(tg_sb *o, const tg_rank_plan *rp);  /* rows of the tr_param table */
+void tg_emit_step_info(tg_sb *o, const tg_step *s);     /* one row of the tr_step_info table */
+/* The tr_rank_desc initialiser, every field in declaration order; null_ptr: "NULL" or "nullptr". */
+void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, int rank, const char *null_ptr);
+
 bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);   /* rank_XXXX.c */
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err);            /* model.c */
 /* The CUDA backend (emit_rank_cu.c): whether it is emitted, and how build.ninja builds it. */

@@ -10,39 +10,9 @@
 
 #include "emit.h"
 
-static const char *group_enum(tg_group g)
-{
-    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP"};
-    return e[g];
-}
-
 static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
 {
     return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "NULL";
-}
-
-static const char *kind_enum(tg_step_kind k)
-{
-    switch (k) {
-    case TG_STEP_BCAST: return "TR_K_BCAST";
-    case TG_STEP_ALLREDUCE: return "TR_K_ALLREDUCE";
-    case TG_STEP_GEMM: return "TR_K_GEMM";
-    case TG_STEP_LN_ROWSUM:
-    case TG_STEP_LN_SQDEV:
-    case TG_STEP_LN_APPLY: return "TR_K_LN";
-    case TG_STEP_RESID_ROWSUM: return "TR_K_RESID";
-    case TG_STEP_BIAS_GELU: return "TR_K_GELU";
-    case TG_STEP_ATTENTION:
-    case TG_STEP_ATTN_BWD: return "TR_K_ATTENTION";
-    case TG_STEP_REDUCE: return "TR_K_REDUCE";
-    case TG_STEP_GELU_SAVE:
-    case TG_STEP_GELU_BWD: return "TR_K_GELU";
-    case TG_STEP_COLSUM: return "TR_K_RESID";
-    case TG_STEP_LN_BWD_SUMS:
-    case TG_STEP_LN_BWD_APPLY: return "TR_K_LN";
-    case TG_STEP_ADAMW: return "TR_K_OPTIMIZER";
-    }
-    return "TR_K_GEMM";
 }
 
 static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int id)
@@ -55,15 +25,15 @@ static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int i
         tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, s->what);
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    tr_bcast(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
+        tg_sb_printf(o, "    tr_bcast(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
                      s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->exact ? "_exact" : "", group_enum(s->group),
+        tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->exact ? "_exact" : "", tg_emit_group_enum(s->group),
                      bn(rp, s, 0), s->count);
         break;
     case TG_STEP_REDUCE:
-        tg_sb_printf(o, "    tr_reduce(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
+        tg_sb_printf(o, "    tr_reduce(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
                      s->count);
         break;
     case TG_STEP_GEMM:
@@ -133,7 +103,7 @@ static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int i
 }
 
 /* One function per phase, declaring only the buffers its steps use. */
-static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph, tg_sb *info)
+static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph)
 {
     static const char *names[3] = {"forward", "backward", "optimizer"};
     static const char *what[3] = {
@@ -178,12 +148,6 @@ static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph, tg_sb *in
     }
     tg_sb_puts(o, "}\n");
     free(used);
-    (void)info;
-}
-
-static void print_ll4(tg_sb *o, const char *field, const long long *v)
-{
-    tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
 }
 
 bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
@@ -193,76 +157,21 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     tg_coord co = rp->c;
     int h = tg_mesh_row_block(m, co);
 
-    tg_sb params, bufs, steps, desc, bsum, info;
+    tg_sb params, steps, desc, bsum, info;
     tg_sb_init(&info);
     tg_sb_init(&params);
-    tg_sb_init(&bufs);
     tg_sb_init(&steps);
     tg_sb_init(&desc);
     tg_sb_init(&bsum);
 
-    for (int i = 0; i < rp->nparams; i++) {
-        const tg_param *p = &rp->params[i];
-        const tg_buf *b = &rp->bufs[p->buf];
-        tg_sb_puts(&params, "    {");
-        tg_sb_cstr(&params, p->name);
-        tg_sb_printf(&params, ", %d, {%d, %d}, %lld, %d, %d, %d, {", p->ndim, p->full[0], p->full[1], b->offset,
-                     b->rows, b->cols, p->npieces);
-        for (int k = 0; k < p->npieces; k++)
-            tg_sb_printf(&params, "%s{%d, %d, %d, %d, %d}", k ? ", " : "", p->piece[k].r0, p->piece[k].nr,
-                         p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
-        tg_sb_puts(&params, "}");
-        if (p->grad >= 0)
-            tg_sb_printf(&params, ", %lld, %lld, %lld", rp->bufs[p->grad].offset, rp->bufs[p->m].offset,
-                         rp->bufs[p->v].offset);
-        else
-            tg_sb_puts(&params, ", -1, -1, -1");
-        tg_sb_puts(&params, "},\n");
-    }
+    tg_emit_params(&params, rp);
 
-    int train = pl->spec.mode == TG_TRAIN;
     for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++)
-        print_phase(&steps, rp, (tg_phase)ph, &info);
-    for (int i = 0; i < rp->nsteps; i++) {
-        const tg_step *s = &rp->steps[i];
-        int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
-        tg_sb_printf(&info, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op,
-                     kind_enum(s->kind), coll ? group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
-    }
+        print_phase(&steps, rp, (tg_phase)ph);
+    for (int i = 0; i < rp->nsteps; i++)
+        tg_emit_step_info(&info, &rp->steps[i]);
 
-    tg_sb_printf(&desc, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
-    int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
-    for (int g = 0; g < TG_NGROUPS; g++) {
-        color[g] = tg_group_color(m, (tg_group)g, co);
-        key[g] = tg_group_local(m, (tg_group)g, co);
-        size[g] = tg_group_size(m, (tg_group)g);
-    }
-    tg_sb_printf(&desc, "    /* groups: row, col, dep, coldep */\n");
-    tg_sb_printf(&desc, "    .color = {%d, %d, %d, %d},\n", color[0], color[1], color[2], color[3]);
-    tg_sb_printf(&desc, "    .key = {%d, %d, %d, %d},\n", key[0], key[1], key[2], key[3]);
-    tg_sb_printf(&desc, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
-    tg_sb_printf(&desc, "    .arena_elems = %lld,\n", rp->arena_elems);
-    tg_sb_printf(&desc, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
-    tg_sb_printf(&desc, "    .mode = %d,\n", train);
-    tg_sb_printf(&desc, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = %lld,\n", rp->bufs[rp->x_buf].offset,
-                 rp->bufs[rp->y_buf].offset, rp->gx_buf >= 0 ? rp->bufs[rp->gx_buf].offset : -1LL);
-    tg_sb_printf(&desc, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", rp->io_r0, rp->io_c0, pl->R,
-                 pl->Cq);
-    print_ll4(&desc, "plan_bcast_recv", rp->bcast_recv);
-    print_ll4(&desc, "plan_bcast_sent", rp->bcast_sent);
-    print_ll4(&desc, "plan_allreduce", rp->allreduce);
-    tg_sb_printf(&desc, "    .plan_flops = %lld,\n", rp->flops);
-    if (train) {
-        print_ll4(&desc, "plan_bwd_bcast_recv", rp->bwd_bcast_recv);
-        print_ll4(&desc, "plan_bwd_bcast_sent", rp->bwd_bcast_sent);
-        print_ll4(&desc, "plan_bwd_allreduce", rp->bwd_allreduce);
-        print_ll4(&desc, "plan_bwd_reduce_recv", rp->bwd_reduce_recv);
-        print_ll4(&desc, "plan_bwd_reduce_sent", rp->bwd_reduce_sent);
-    }
-    tg_sb_printf(&desc, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
-    tg_sb_printf(&desc, "    .forward = forward,\n");
-    if (train)
-        tg_sb_printf(&desc, "    .backward = backward,\n    .optimizer = optimizer,\n");
+    tg_emit_rank_desc(&desc, pl, rank, "NULL");
 
     long long tot = 0;
     for (int g = 0; g < TG_NGROUPS; g++)
@@ -298,7 +207,6 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     vars[n++] = (tg_tvar){"DESC", desc.s};
     bool ok = tg_template_fill(out, "rank.c.in", vars, n, err);
     tg_sb_free(&params);
-    tg_sb_free(&bufs);
     tg_sb_free(&steps);
     tg_sb_free(&desc);
     tg_sb_free(&bsum);

@@ -32,12 +32,6 @@
 
 enum { CU_COMPUTE = 0, CU_COMM = 1 };
 
-static const char *group_enum(tg_group g)
-{
-    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP"};
-    return e[g];
-}
-
 static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
 {
     return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "nullptr";
@@ -195,22 +189,6 @@ static bool sched_build(const tg_rank_plan *rp, cu_sched *c, tg_err *err)
 
 /* ---- rank_XXXX.cu ---------------------------------------------------------------------- */
 
-static const char *kind_enum(tg_step_kind k)
-{
-    switch (k) {
-    case TG_STEP_BCAST: return "TR_K_BCAST";
-    case TG_STEP_ALLREDUCE: return "TR_K_ALLREDUCE";
-    case TG_STEP_GEMM: return "TR_K_GEMM";
-    case TG_STEP_LN_ROWSUM:
-    case TG_STEP_LN_SQDEV:
-    case TG_STEP_LN_APPLY: return "TR_K_LN";
-    case TG_STEP_RESID_ROWSUM: return "TR_K_RESID";
-    case TG_STEP_BIAS_GELU: return "TR_K_GELU";
-    case TG_STEP_ATTENTION: return "TR_K_ATTENTION";
-    default: return NULL; /* refused earlier by step_stream */
-    }
-}
-
 /* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
 static long long step_bytes(const tg_step *s)
 {
@@ -235,11 +213,11 @@ static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_s
     line[0] = '\0';
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", group_enum(s->group), s->root_local, bn(rp, s, 0),
+        tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
                      s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    trc_allreduce(c, %s, %s, %lld);\n", group_enum(s->group), bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    trc_allreduce(c, %s, %s, %lld);\n", tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
         break;
     case TG_STEP_GEMM:
         tg_sb_printf(o, "    trc_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k, bn(rp, s, 0),
@@ -305,11 +283,6 @@ static void print_wait_comment(tg_sb *o, const tg_rank_plan *rp, const cu_sched 
                      tg_step_kind_name(ws->kind), verb, theirs, mine);
 }
 
-static void print_ll4(tg_sb *o, const char *field, const long long *v)
-{
-    tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
-}
-
 bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
 {
     const tg_rank_plan *rp = &pl->ranks[rank];
@@ -328,18 +301,7 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     tg_sb_init(&desc);
     tg_sb_init(&summary);
 
-    for (int i = 0; i < rp->nparams; i++) {
-        const tg_param *p = &rp->params[i];
-        const tg_buf *b = &rp->bufs[p->buf];
-        tg_sb_puts(&params, "    {");
-        tg_sb_cstr(&params, p->name);
-        tg_sb_printf(&params, ", %d, {%d, %d}, %lld, %d, %d, %d, {", p->ndim, p->full[0], p->full[1], b->offset,
-                     b->rows, b->cols, p->npieces);
-        for (int k = 0; k < p->npieces; k++)
-            tg_sb_printf(&params, "%s{%d, %d, %d, %d, %d}", k ? ", " : "", p->piece[k].r0, p->piece[k].nr,
-                         p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
-        tg_sb_puts(&params, "}, -1, -1, -1},\n"); /* no gradient or AdamW moments: inference */
-    }
+    tg_emit_params(&params, rp);
 
     /* buffers named by the calls, in plan order */
     char *used = calloc((size_t)(rp->nbufs > 0 ? rp->nbufs : 1), 1);
@@ -386,9 +348,7 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
             nlate++;
             nover += g >= 0 && cs.wait[i] < g;
         }
-        int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE;
-        tg_sb_printf(&info, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op, kind_enum(s->kind),
-                     coll ? group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
+        tg_emit_step_info(&info, s);
         tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(s), s->kind == TG_STEP_GEMM ? s->m : 0,
                      s->kind == TG_STEP_GEMM ? s->n : 0, s->kind == TG_STEP_GEMM ? s->k : 0);
     }
@@ -396,38 +356,7 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
                            "steps t >= 1 overlap the GEMM of step t-1",
                  ncoll, nwait, nover, nlate);
 
-    tg_sb_printf(&desc, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
-    int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
-    for (int g = 0; g < TG_NGROUPS; g++) {
-        color[g] = tg_group_color(m, (tg_group)g, co);
-        key[g] = tg_group_local(m, (tg_group)g, co);
-        size[g] = tg_group_size(m, (tg_group)g);
-    }
-    tg_sb_printf(&desc, "    /* groups: row, col, dep, coldep */\n");
-    tg_sb_printf(&desc, "    .color = {%d, %d, %d, %d},\n", color[0], color[1], color[2], color[3]);
-    tg_sb_printf(&desc, "    .key = {%d, %d, %d, %d},\n", key[0], key[1], key[2], key[3]);
-    tg_sb_printf(&desc, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
-    tg_sb_printf(&desc, "    .arena_elems = %lld,\n", rp->arena_elems);
-    tg_sb_printf(&desc, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
-    tg_sb_printf(&desc, "    .mode = 0,\n");
-    tg_sb_printf(&desc, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = -1,\n", rp->bufs[rp->x_buf].offset,
-                 rp->bufs[rp->y_buf].offset);
-    tg_sb_printf(&desc, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", rp->io_r0, rp->io_c0, pl->R,
-                 pl->Cq);
-    print_ll4(&desc, "plan_bcast_recv", rp->bcast_recv);
-    print_ll4(&desc, "plan_bcast_sent", rp->bcast_sent);
-    print_ll4(&desc, "plan_allreduce", rp->allreduce);
-    tg_sb_printf(&desc, "    .plan_flops = %lld,\n", rp->flops);
-    /* every field, in order: C++ (and -Wextra) refuse a descriptor that misses one, so a field added to
-     * tr_rank_desc fails the CUDA build instead of silently reading 0 */
-    tg_sb_puts(&desc, "    /* training only */\n");
-    static const char *bwd[] = {"plan_bwd_bcast_recv", "plan_bwd_bcast_sent", "plan_bwd_allreduce",
-                                "plan_bwd_reduce_recv", "plan_bwd_reduce_sent"};
-    const long long zero[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 5; k++)
-        print_ll4(&desc, bwd[k], zero);
-    tg_sb_printf(&desc, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
-    tg_sb_printf(&desc, "    .forward = forward,\n    .backward = nullptr,\n    .optimizer = nullptr,\n");
+    tg_emit_rank_desc(&desc, pl, rank, "nullptr");
 
     long long tot = 0;
     for (int g = 0; g < TG_NGROUPS; g++)

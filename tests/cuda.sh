@@ -226,6 +226,6 @@ if wanted "cuda: compile"; then
         fi
     else
         pass=$((pass + 1))
-        echo "ok - cuda: compile: every generated .cu with nvcc for sm_80 and sm_90 # skip nvcc not found"
+        ok "cuda: compile: every generated .cu with nvcc for sm_80 and sm_90 # skip nvcc not found"
     fi
 fi

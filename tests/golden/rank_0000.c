@@ -199,7 +199,15 @@ const tr_rank_desc tr_rank_0000 = {
     .plan_bcast_sent = {40, 128, 0, 0},
     .plan_allreduce = {8, 0, 0, 0},
     .plan_flops = 1088,
+    /* backward (training only) */
+    .plan_bwd_bcast_recv = {0, 0, 0, 0},
+    .plan_bwd_bcast_sent = {0, 0, 0, 0},
+    .plan_bwd_allreduce = {0, 0, 0, 0},
+    .plan_bwd_reduce_recv = {0, 0, 0, 0},
+    .plan_bwd_reduce_sent = {0, 0, 0, 0},
     .nsteps = 37,
     .steps = step_info,
     .forward = forward,
+    .backward = NULL,
+    .optimizer = NULL,
 };

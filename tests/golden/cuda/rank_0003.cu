@@ -340,7 +340,7 @@ extern "C" const tr_rank_desc tr_rank_0003 = {
     .plan_bcast_sent = {40, 128, 0, 0},
     .plan_allreduce = {8, 0, 0, 0},
     .plan_flops = 1088,
-    /* training only */
+    /* backward (training only) */
     .plan_bwd_bcast_recv = {0, 0, 0, 0},
     .plan_bwd_bcast_sent = {0, 0, 0, 0},
     .plan_bwd_allreduce = {0, 0, 0, 0},

@@ -1,0 +1,112 @@
+/*
+ * emit_rank_tables.c - the data tables every rank program carries, whatever
+ * its backend: the weight-shard table (tr_param rows), the step table
+ * (tr_step_info rows) and the rank descriptor (tr_rank_desc). The CPU and the
+ * CUDA emitters both print them from here, so a field added to those structs
+ * is printed once, every field in declaration order (which C++ designated
+ * initialisers require).
+ */
+#include "emit.h"
+
+const char *tg_emit_group_enum(tg_group g)
+{
+    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP"};
+    return (g >= 0 && g < TG_NGROUPS) ? e[g] : "-1";
+}
+
+const char *tg_emit_kind_enum(tg_step_kind k)
+{
+    switch (k) {
+    case TG_STEP_BCAST: return "TR_K_BCAST";
+    case TG_STEP_ALLREDUCE: return "TR_K_ALLREDUCE";
+    case TG_STEP_GEMM: return "TR_K_GEMM";
+    case TG_STEP_LN_ROWSUM:
+    case TG_STEP_LN_SQDEV:
+    case TG_STEP_LN_APPLY:
+    case TG_STEP_LN_BWD_SUMS:
+    case TG_STEP_LN_BWD_APPLY: return "TR_K_LN";
+    case TG_STEP_RESID_ROWSUM:
+    case TG_STEP_COLSUM: return "TR_K_RESID";
+    case TG_STEP_BIAS_GELU:
+    case TG_STEP_GELU_SAVE:
+    case TG_STEP_GELU_BWD: return "TR_K_GELU";
+    case TG_STEP_ATTENTION:
+    case TG_STEP_ATTN_BWD: return "TR_K_ATTENTION";
+    case TG_STEP_REDUCE: return "TR_K_REDUCE";
+    case TG_STEP_ADAMW: return "TR_K_OPTIMIZER";
+    }
+    return "TR_K_GEMM";
+}
+
+void tg_emit_params(tg_sb *o, const tg_rank_plan *rp)
+{
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        const tg_buf *b = &rp->bufs[p->buf];
+        tg_sb_puts(o, "    {");
+        tg_sb_cstr(o, p->name);
+        tg_sb_printf(o, ", %d, {%d, %d}, %lld, %d, %d, %d, {", p->ndim, p->full[0], p->full[1], b->offset, b->rows,
+                     b->cols, p->npieces);
+        for (int k = 0; k < p->npieces; k++)
+            tg_sb_printf(o, "%s{%d, %d, %d, %d, %d}", k ? ", " : "", p->piece[k].r0, p->piece[k].nr, p->piece[k].c0,
+                         p->piece[k].nc, p->piece[k].dst_col);
+        tg_sb_puts(o, "}");
+        if (p->grad >= 0)
+            tg_sb_printf(o, ", %lld, %lld, %lld", rp->bufs[p->grad].offset, rp->bufs[p->m].offset,
+                         rp->bufs[p->v].offset);
+        else
+            tg_sb_puts(o, ", -1, -1, -1");
+        tg_sb_puts(o, "},\n");
+    }
+}
+
+void tg_emit_step_info(tg_sb *o, const tg_step *s)
+{
+    int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
+    tg_sb_printf(o, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op, tg_emit_kind_enum(s->kind),
+                 coll ? tg_emit_group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
+}
+
+static void ll4(tg_sb *o, const char *field, const long long *v)
+{
+    tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
+}
+
+void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, int rank, const char *null_ptr)
+{
+    const tg_rank_plan *rp = &pl->ranks[rank];
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = rp->c;
+    int train = pl->spec.mode == TG_TRAIN;
+    tg_sb_printf(o, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
+    int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
+    for (int g = 0; g < TG_NGROUPS; g++) {
+        color[g] = tg_group_color(m, (tg_group)g, co);
+        key[g] = tg_group_local(m, (tg_group)g, co);
+        size[g] = tg_group_size(m, (tg_group)g);
+    }
+    tg_sb_printf(o, "    /* groups: row, col, dep, coldep */\n");
+    tg_sb_printf(o, "    .color = {%d, %d, %d, %d},\n", color[0], color[1], color[2], color[3]);
+    tg_sb_printf(o, "    .key = {%d, %d, %d, %d},\n", key[0], key[1], key[2], key[3]);
+    tg_sb_printf(o, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
+    tg_sb_printf(o, "    .arena_elems = %lld,\n", rp->arena_elems);
+    tg_sb_printf(o, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
+    tg_sb_printf(o, "    .mode = %d,\n", train);
+    tg_sb_printf(o, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = %lld,\n", rp->bufs[rp->x_buf].offset,
+                 rp->bufs[rp->y_buf].offset, rp->gx_buf >= 0 ? rp->bufs[rp->gx_buf].offset : -1LL);
+    tg_sb_printf(o, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", rp->io_r0, rp->io_c0, pl->R,
+                 pl->Cq);
+    ll4(o, "plan_bcast_recv", rp->bcast_recv);
+    ll4(o, "plan_bcast_sent", rp->bcast_sent);
+    ll4(o, "plan_allreduce", rp->allreduce);
+    tg_sb_printf(o, "    .plan_flops = %lld,\n", rp->flops);
+    tg_sb_puts(o, "    /* backward (training only) */\n");
+    ll4(o, "plan_bwd_bcast_recv", rp->bwd_bcast_recv);
+    ll4(o, "plan_bwd_bcast_sent", rp->bwd_bcast_sent);
+    ll4(o, "plan_bwd_allreduce", rp->bwd_allreduce);
+    ll4(o, "plan_bwd_reduce_recv", rp->bwd_reduce_recv);
+    ll4(o, "plan_bwd_reduce_sent", rp->bwd_reduce_sent);
+    tg_sb_printf(o, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
+    tg_sb_printf(o, "    .forward = forward,\n    .backward = %s,\n    .optimizer = %s,\n",
+                 train ? "backward" : null_ptr, train ? "optimizer" : null_ptr);
+}
