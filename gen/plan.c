@@ -88,6 +88,7 @@ static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *o
     s->root_global = -1;
     for (int i = 0; i < TG_STEP_MAXBUF; i++)
         s->buf[i] = -1;
+    s->pin[0] = s->pin[1] = -1;
     return s;
 }
 
@@ -200,7 +201,7 @@ static layer_w declare_layer_weights(builder *b, int l)
 
 /* ---- steps -------------------------------------------------------------------- */
 
-static void allreduce_row(builder *b, int layer, const char *op, int buf, const char *what)
+static void allreduce_row(builder *b, int layer, const char *op, int buf, long long count, const char *what)
 {
     const tg_plan *pl = b->pl;
     if (pl->mesh.q == 1)
@@ -212,7 +213,7 @@ static void allreduce_row(builder *b, int layer, const char *op, int buf, const 
     tg_group_label(&pl->mesh, TG_ROW, b->rp->c, g, sizeof g);
     s->group = TG_ROW;
     s->group_size = pl->mesh.q;
-    s->count = pl->R;
+    s->count = count;
     use(s, 0, buf, TG_ACC_R | TG_ACC_W);
     snprintf(s->what, sizeof s->what, "all-reduce(sum) %s over %s", what, g);
 }
@@ -223,7 +224,7 @@ static int layernorm(builder *b, int layer, const char *op, int x, int rs, int g
 {
     const tg_plan *pl = b->pl;
     char nm[48];
-    allreduce_row(b, layer, op, rs, "row sums of x");
+    allreduce_row(b, layer, op, rs, pl->R, "row sums of x");
     snprintf(nm, sizeof nm, "L%d_%s_sqdev", layer, op);
     int vs = add_buf(b, 1, pl->R, 0, "per-token sum of squared deviations", "%s", nm);
     tg_step *s = add_step(b, TG_STEP_LN_SQDEV, layer, op, -1);
@@ -236,7 +237,7 @@ static int layernorm(builder *b, int layer, const char *op, int x, int rs, int g
     use(s, 1, rs, TG_ACC_R);
     use(s, 2, vs, TG_ACC_W);
     snprintf(s->what, sizeof s->what, "centred squares of x, local columns");
-    allreduce_row(b, layer, op, vs, "squared deviations");
+    allreduce_row(b, layer, op, vs, pl->R, "squared deviations");
     s = add_step(b, TG_STEP_LN_APPLY, layer, op, -1);
     if (!s)
         return vs;
@@ -274,6 +275,17 @@ static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g,
     s->count = count;
     use(s, 0, buf, s->is_root ? TG_ACC_R : TG_ACC_W);
     snprintf(s->what, sizeof s->what, "bcast %s over %s from rank %d%s", blk, lab, s->root_global, why);
+    if (!s->is_root && t > 0) {
+        /* keep the receive buffer off the bytes of the previous SUMMA step's GEMM operands */
+        tg_rank_plan *rp = b->rp;
+        for (int i = rp->nsteps - 2; i >= 0; i--) {
+            tg_step *g = &rp->steps[i];
+            if (g->kind == TG_STEP_GEMM && g->layer == layer && g->t == t - 1 && !strcmp(g->op, op)) {
+                g->pin[g->pin[0] < 0 ? 0 : 1] = buf;
+                break;
+            }
+        }
+    }
     return true;
 }
 
@@ -619,6 +631,26 @@ static void bias_grad(builder *b, int layer, const char *op, int dy, int cols, i
     allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
 }
 
+/* A layernorm-backward step reading dy, x, its statistics and gamma (slots 0..4). */
+static tg_step *ln_bwd_step(builder *b, tg_step_kind kind, int layer, const char *op, int dy, int x, int rs, int vs,
+                            int gamma)
+{
+    const tg_plan *pl = b->pl;
+    tg_step *s = add_step(b, kind, layer, op, -1);
+    if (!s)
+        return NULL;
+    s->rows = pl->R;
+    s->cols = pl->Cq;
+    s->hidden = pl->spec.hidden;
+    s->eps = pl->spec.eps;
+    use(s, 0, dy, TG_ACC_R);
+    use(s, 1, x, TG_ACC_R);
+    use(s, 2, rs, TG_ACC_R);
+    use(s, 3, vs, TG_ACC_R);
+    use(s, 4, gamma, TG_ACC_R);
+    return s;
+}
+
 /* Layernorm backward: g += dx for y = LN(x) given dy; dgamma, dbeta as column sums. */
 static void ln_bwd(builder *b, int layer, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
                    int dbeta)
@@ -626,46 +658,17 @@ static void ln_bwd(builder *b, int layer, const char *op, int dy, int x, int rs,
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq;
     int sums = add_buf(b, 2, R, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", layer, op);
-    tg_step *s = add_step(b, TG_STEP_LN_BWD_SUMS, layer, op, -1);
+    tg_step *s = ln_bwd_step(b, TG_STEP_LN_BWD_SUMS, layer, op, dy, x, rs, vs, gamma);
     if (!s)
         return;
-    s->rows = R;
-    s->cols = Cq;
-    s->hidden = pl->spec.hidden;
-    s->eps = pl->spec.eps;
-    use(s, 0, dy, TG_ACC_R);
-    use(s, 1, x, TG_ACC_R);
-    use(s, 2, rs, TG_ACC_R);
-    use(s, 3, vs, TG_ACC_R);
-    use(s, 4, gamma, TG_ACC_R);
     use(s, 5, sums, TG_ACC_W);
     use(s, 6, dgamma, TG_ACC_W);
     use(s, 7, dbeta, TG_ACC_W);
     snprintf(s->what, sizeof s->what, "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums");
-    if (pl->mesh.q > 1) {
-        s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
-        if (!s)
-            return;
-        char lab[32];
-        tg_group_label(&pl->mesh, TG_ROW, b->rp->c, lab, sizeof lab);
-        s->group = TG_ROW;
-        s->group_size = pl->mesh.q;
-        s->count = 2LL * R;
-        use(s, 0, sums, TG_ACC_R | TG_ACC_W);
-        snprintf(s->what, sizeof s->what, "all-reduce(sum) the two per-token sums over %s", lab);
-    }
-    s = add_step(b, TG_STEP_LN_BWD_APPLY, layer, op, -1);
+    allreduce_row(b, layer, op, sums, 2LL * R, "the two per-token sums");
+    s = ln_bwd_step(b, TG_STEP_LN_BWD_APPLY, layer, op, dy, x, rs, vs, gamma);
     if (!s)
         return;
-    s->rows = R;
-    s->cols = Cq;
-    s->hidden = pl->spec.hidden;
-    s->eps = pl->spec.eps;
-    use(s, 0, dy, TG_ACC_R);
-    use(s, 1, x, TG_ACC_R);
-    use(s, 2, rs, TG_ACC_R);
-    use(s, 3, vs, TG_ACC_R);
-    use(s, 4, gamma, TG_ACC_R);
     use(s, 5, sums, TG_ACC_R);
     use(s, 6, g, TG_ACC_R | TG_ACC_W);
     snprintf(s->what, sizeof s->what, "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx");
@@ -778,6 +781,12 @@ static bool lifetimes(tg_rank_plan *rp, tg_err *err)
             bf->last = s;
         }
     }
+    for (int s = 0; s < rp->nsteps; s++)
+        for (int k = 0; k < 2; k++) {
+            int id = rp->steps[s].pin[k];
+            if (id >= 0 && rp->bufs[id].first > s)
+                rp->bufs[id].first = s;
+        }
     for (int i = 0; i < rp->nbufs; i++) {
         tg_buf *bf = &rp->bufs[i];
         if (bf->first < 0 && !bf->persistent)

@@ -82,6 +82,10 @@ typedef struct tg_step {
     /* operands: ids into tg_rank_plan.bufs, -1 when unused; acc = TG_ACC_* */
     int buf[TG_STEP_MAXBUF];
     unsigned char acc[TG_STEP_MAXBUF];
+    /* buffers that must be live during this step although it does not touch them: the receive
+     * buffers of the next SUMMA step's broadcasts, pinned to this GEMM so the next broadcast never
+     * shares arena bytes with this GEMM's operands and a backend can overlap the two */
+    int pin[2];
 
     /* shapes */
     int m, n, k, lda, ldb, ldc; /* GEMM */

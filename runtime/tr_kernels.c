@@ -41,19 +41,7 @@ void tr_ln_rowsum(tr_ctx *c, const float *x, int rows, int cols, float *rs)
 
 void tr_resid_rowsum(tr_ctx *c, float *x, const float *p, const float *bias, int rows, int cols, float *rs)
 {
-    TIMED_BEGIN;
-    for (int r = 0; r < rows; r++) {
-        float *xr = x + (long)r * cols;
-        const float *pr = p + (long)r * cols;
-        double s = 0;
-        for (int j = 0; j < cols; j++) {
-            xr[j] = xr[j] + (pr[j] + bias[j]);
-            s += xr[j];
-        }
-        if (rs)
-            rs[r] = (float)s;
-    }
-    TIMED_END(TR_K_RESID);
+    tr_resid_rowsum_to(c, x, p, bias, rows, cols, rs, x); /* elementwise: in place is safe */
 }
 
 void tr_ln_sqdev(tr_ctx *c, const float *x, const float *rs, int rows, int cols, int hidden, float *vs)

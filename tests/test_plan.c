@@ -136,6 +136,31 @@ static void check_plan(const tg_plan *pl, const char *label)
                      "%s rank %d step %d: global root", label, r, i);
         }
     }
+    /* overlap: a SUMMA broadcast of step t >= 1 into a receive buffer never shares arena bytes
+     * with what the GEMM of step t-1 reads or writes, so a backend can run them at once */
+    for (int r = 0; r < m->p; r++) {
+        const tg_rank_plan *rp = &pl->ranks[r];
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *st = &rp->steps[i];
+            if (st->kind != TG_STEP_BCAST || st->is_root || st->t < 1)
+                continue;
+            const tg_step *g = NULL;
+            for (int k = i - 1; k >= 0 && !g; k--)
+                if (rp->steps[k].kind == TG_STEP_GEMM && rp->steps[k].t == st->t - 1 &&
+                    rp->steps[k].layer == st->layer && !strcmp(rp->steps[k].op, st->op))
+                    g = &rp->steps[k];
+            TT_CHECK(g != NULL, "%s rank %d step %d: no previous GEMM", label, r, i);
+            if (!g)
+                continue;
+            const tg_buf *x = &rp->bufs[st->buf[0]];
+            for (int k = 0; k < 3; k++) {
+                const tg_buf *y = &rp->bufs[g->buf[k]];
+                int share = x->offset < y->offset + y->elems && y->offset < x->offset + x->elems;
+                TT_CHECK(!share, "%s rank %d step %d: %s shares bytes with %s of the previous GEMM", label, r, i,
+                         x->name, y->name);
+            }
+        }
+    }
     /* weight shards: per tensor and depth layer, coverage exactly once */
     const tg_rank_plan *r0 = &pl->ranks[0];
     for (int pi = 0; pi < r0->nparams; pi++) {

@@ -3,7 +3,7 @@
  * golden: rank 0 of 4, coordinates (i=0, j=0, k=0) in mesh [2,2,1].
  * Holds activation row block h=0 (token rows 0..1 of [T=4, C=8]) and column block j=0
  * (columns 0..3), and weight blocks (i=0, j=0) of every matrix.
- * Arena: 368 floats = 1472 bytes, of which weight shards 688 bytes.
+ * Arena: 384 floats = 1536 bytes, of which weight shards 688 bytes.
  * One forward moves, as broadcasts: 672 bytes received (row 160, col 512).
  * Every call below has literal arguments; schedule.txt lists the same steps for every rank.
  */
@@ -85,26 +85,26 @@ static void forward(struct tr_ctx *c, float *A)
     float *const w_h_0_mlp_c_proj_weight = A + 208; /* [8,4] shard of h.0.mlp.c_proj.weight; live 0..36 */
     float *const w_h_0_mlp_c_proj_bias = A + 240; /* [1,4] shard of h.0.mlp.c_proj.bias; live 0..36 */
     float *const x = A + 256; /* [2,4] residual stream block (h=0, j=0): input in, output out; live 0..36 */
-    float *const L0_ln1_sum = A + 288; /* [1,2] per-token local row sums of x; live 0..4 */
-    float *const L0_ln1_out = A + 272; /* [2,4] LN1(x) block (h, j); live 4..7 */
-    float *const L0_ln1_sqdev = A + 304; /* [1,2] per-token sum of squared deviations; live 2..4 */
+    float *const L0_ln1_sum = A + 272; /* [1,2] per-token local row sums of x; live 0..4 */
+    float *const L0_ln1_out = A + 352; /* [2,4] LN1(x) block (h, j); live 4..7 */
+    float *const L0_ln1_sqdev = A + 288; /* [1,2] per-token sum of squared deviations; live 2..4 */
     float *const L0_qkv = A + 320; /* [2,12] [Q|K|V] of head group j; live 7..11 */
-    float *const recv_L0_qkv_x = A + 352; /* [2,4] X(h=0,t) received over row for qkv; live 8..10 */
-    float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=0) received over col for qkv; live 9..10 */
-    float *const L0_att = A + 272; /* [2,4] attention output, head group j; live 11..14 */
-    float *const L0_scores = A + 288; /* [2,2] attention scores of one (sequence, head); live 11..11 */
-    float *const L0_proj = A + 288; /* [2,4] attention projection partial block; live 14..18 */
-    float *const recv_L0_proj_x = A + 304; /* [2,4] X(h=0,t) received over row for proj; live 15..17 */
-    float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=0) received over col for proj; live 16..17 */
-    float *const L0_ln2_sum = A + 304; /* [1,2] per-token local row sums of x; live 18..22 */
-    float *const L0_ln2_out = A + 272; /* [2,4] LN2(x) block (h, j); live 22..25 */
+    float *const recv_L0_qkv_x = A + 368; /* [2,4] X(h=0,t) received over row for qkv; live 7..10 */
+    float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=0) received over col for qkv; live 7..10 */
+    float *const L0_att = A + 288; /* [2,4] attention output, head group j; live 11..14 */
+    float *const L0_scores = A + 272; /* [2,2] attention scores of one (sequence, head); live 11..11 */
+    float *const L0_proj = A + 304; /* [2,4] attention projection partial block; live 14..18 */
+    float *const recv_L0_proj_x = A + 320; /* [2,4] X(h=0,t) received over row for proj; live 14..17 */
+    float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=0) received over col for proj; live 14..17 */
+    float *const L0_ln2_sum = A + 272; /* [1,2] per-token local row sums of x; live 18..22 */
+    float *const L0_ln2_out = A + 320; /* [2,4] LN2(x) block (h, j); live 22..25 */
     float *const L0_ln2_sqdev = A + 288; /* [1,2] per-token sum of squared deviations; live 20..22 */
     float *const L0_fc1_out = A + 304; /* [2,8] MLP hidden block (h, j); live 25..32 */
-    float *const recv_L0_fc1_x = A + 320; /* [2,4] X(h=0,t) received over row for fc1; live 26..28 */
-    float *const recv_L0_fc1_w = A + 272; /* [4,8] W(t,j=0) received over col for fc1; live 27..28 */
-    float *const L0_fc2_out = A + 320; /* [2,4] MLP output partial block; live 32..36 */
-    float *const recv_L0_fc2_x = A + 304; /* [2,8] X(h=0,t) received over row for fc2; live 33..35 */
-    float *const recv_L0_fc2_w = A + 272; /* [8,4] W(t,j=0) received over col for fc2; live 34..35 */
+    float *const recv_L0_fc1_x = A + 336; /* [2,4] X(h=0,t) received over row for fc1; live 25..28 */
+    float *const recv_L0_fc1_w = A + 272; /* [4,8] W(t,j=0) received over col for fc1; live 25..28 */
+    float *const L0_fc2_out = A + 336; /* [2,4] MLP output partial block; live 32..36 */
+    float *const recv_L0_fc2_x = A + 320; /* [2,8] X(h=0,t) received over row for fc2; live 32..35 */
+    float *const recv_L0_fc2_w = A + 272; /* [8,4] W(t,j=0) received over col for fc2; live 32..35 */
 
     /* ==== layer 0 ==== */
     TR_STEP(c, 0); /* L0 ln1: row sums of x, local columns */
@@ -189,7 +189,7 @@ const tr_rank_desc tr_rank_0000 = {
     .color = {0, 0, 0, 0},
     .key = {0, 0, 0, 0},
     .size = {2, 2, 1, 2},
-    .arena_elems = 368,
+    .arena_elems = 384,
     .nparams = 12,
     .params = params,
     .mode = 0,

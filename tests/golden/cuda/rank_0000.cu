@@ -2,14 +2,14 @@
 /*
  * golden: rank 0 of 4 on the CUDA backend, coordinates (i=0, j=0, k=0) in mesh
  * [2,2,1]; row block h=0, column block j=0. The same schedule as rank_0000.c (schedule.txt
- * lists it), on one GPU: device arena 1472 bytes (one cudaMalloc; weight shards 688
+ * lists it), on one GPU: device arena 1536 bytes (one cudaMalloc; weight shards 688
  * bytes), 672 bytes received by broadcast per forward.
  *
  * Two streams, both issued in schedule order: TRC_COMPUTE runs the cuBLAS GEMMs and the fused kernels of
  * kernels.cu, TRC_COMM the broadcasts and all-reduces (NCCL, or MPI with host staging: TESS_COMM). A step
  * waits for the other stream only where the plan's arena offsets make it (trc_begin's last argument, with
  * the buffers named above the call); trc_end records an event where a later step waits (last argument 1).
- * 20 collectives on the comm stream, 20 cross-stream waits; 4 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
+ * 20 collectives on the comm stream, 16 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
  */
 #include "kernels.cuh"
 #include "trc.h"
@@ -131,25 +131,25 @@ static void forward(struct tr_ctx *c, float *A)
     float *const w_h_0_mlp_c_proj_weight = A + 208; /* [8,4] shard of h.0.mlp.c_proj.weight; live 0..36 */
     float *const w_h_0_mlp_c_proj_bias = A + 240; /* [1,4] shard of h.0.mlp.c_proj.bias; live 0..36 */
     float *const x = A + 256; /* [2,4] residual stream block (h=0, j=0): input in, output out; live 0..36 */
-    float *const L0_ln1_sum = A + 288; /* [1,2] per-token local row sums of x; live 0..4 */
-    float *const L0_ln1_out = A + 272; /* [2,4] LN1(x) block (h, j); live 4..7 */
-    float *const L0_ln1_sqdev = A + 304; /* [1,2] per-token sum of squared deviations; live 2..4 */
+    float *const L0_ln1_sum = A + 272; /* [1,2] per-token local row sums of x; live 0..4 */
+    float *const L0_ln1_out = A + 352; /* [2,4] LN1(x) block (h, j); live 4..7 */
+    float *const L0_ln1_sqdev = A + 288; /* [1,2] per-token sum of squared deviations; live 2..4 */
     float *const L0_qkv = A + 320; /* [2,12] [Q|K|V] of head group j; live 7..11 */
-    float *const recv_L0_qkv_x = A + 352; /* [2,4] X(h=0,t) received over row for qkv; live 8..10 */
-    float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=0) received over col for qkv; live 9..10 */
-    float *const L0_att = A + 272; /* [2,4] attention output, head group j; live 11..14 */
-    float *const L0_proj = A + 288; /* [2,4] attention projection partial block; live 14..18 */
-    float *const recv_L0_proj_x = A + 304; /* [2,4] X(h=0,t) received over row for proj; live 15..17 */
-    float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=0) received over col for proj; live 16..17 */
-    float *const L0_ln2_sum = A + 304; /* [1,2] per-token local row sums of x; live 18..22 */
-    float *const L0_ln2_out = A + 272; /* [2,4] LN2(x) block (h, j); live 22..25 */
+    float *const recv_L0_qkv_x = A + 368; /* [2,4] X(h=0,t) received over row for qkv; live 7..10 */
+    float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=0) received over col for qkv; live 7..10 */
+    float *const L0_att = A + 288; /* [2,4] attention output, head group j; live 11..14 */
+    float *const L0_proj = A + 304; /* [2,4] attention projection partial block; live 14..18 */
+    float *const recv_L0_proj_x = A + 320; /* [2,4] X(h=0,t) received over row for proj; live 14..17 */
+    float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=0) received over col for proj; live 14..17 */
+    float *const L0_ln2_sum = A + 272; /* [1,2] per-token local row sums of x; live 18..22 */
+    float *const L0_ln2_out = A + 320; /* [2,4] LN2(x) block (h, j); live 22..25 */
     float *const L0_ln2_sqdev = A + 288; /* [1,2] per-token sum of squared deviations; live 20..22 */
     float *const L0_fc1_out = A + 304; /* [2,8] MLP hidden block (h, j); live 25..32 */
-    float *const recv_L0_fc1_x = A + 320; /* [2,4] X(h=0,t) received over row for fc1; live 26..28 */
-    float *const recv_L0_fc1_w = A + 272; /* [4,8] W(t,j=0) received over col for fc1; live 27..28 */
-    float *const L0_fc2_out = A + 320; /* [2,4] MLP output partial block; live 32..36 */
-    float *const recv_L0_fc2_x = A + 304; /* [2,8] X(h=0,t) received over row for fc2; live 33..35 */
-    float *const recv_L0_fc2_w = A + 272; /* [8,4] W(t,j=0) received over col for fc2; live 34..35 */
+    float *const recv_L0_fc1_x = A + 336; /* [2,4] X(h=0,t) received over row for fc1; live 25..28 */
+    float *const recv_L0_fc1_w = A + 272; /* [4,8] W(t,j=0) received over col for fc1; live 25..28 */
+    float *const L0_fc2_out = A + 336; /* [2,4] MLP output partial block; live 32..36 */
+    float *const recv_L0_fc2_x = A + 320; /* [2,8] X(h=0,t) received over row for fc2; live 32..35 */
+    float *const recv_L0_fc2_w = A + 272; /* [8,4] W(t,j=0) received over col for fc2; live 32..35 */
 
     cudaStream_t const S = trc_stream(c, TRC_COMPUTE); /* fused kernels; cuBLAS is bound to it too */
     trc_forward_begin(c, step_cost);
@@ -191,14 +191,13 @@ static void forward(struct tr_ctx *c, float *A)
     /* step 7, L0 qkv t=0: Y(h=0,j=0) = X(h=0,t=0) @ W(t=0,j=0)  [2x4]@[4x12] */
     trc_begin(c, 7, TRC_COMPUTE, -1);
     trc_gemm(c, 2, 12, 4, L0_ln1_out, 4, w_h_0_attn_c_attn_weight, 12, 0.0f, L0_qkv, 12);
-    trc_end(c, 7, TRC_COMPUTE, 1);
+    trc_end(c, 7, TRC_COMPUTE, 0);
     /* step 8, L0 qkv t=1: bcast X(h=0,t=1) over row(0,0) from rank 1 */
     trc_begin(c, 8, TRC_COMM, -1);
     trc_bcast(c, TR_ROW, 1, recv_L0_qkv_x, 8);
     trc_end(c, 8, TRC_COMM, 0);
     /* step 9, L0 qkv t=1: bcast W(t=1,j=0) over col(0,0) from rank 2 */
-    /* waits for step 7 (gemm), which reads L0_ln1_out: recv_L0_qkv_w reuses its arena bytes */
-    trc_begin(c, 9, TRC_COMM, 7);
+    trc_begin(c, 9, TRC_COMM, -1);
     trc_bcast(c, TR_COL, 1, recv_L0_qkv_w, 48);
     trc_end(c, 9, TRC_COMM, 1);
     /* step 10, L0 qkv t=1: Y(h=0,j=0) += X(h=0,t=1) @ W(t=1,j=0)  [2x4]@[4x12] */
@@ -222,14 +221,13 @@ static void forward(struct tr_ctx *c, float *A)
     /* step 14, L0 proj t=0: Y(h=0,j=0) = X(h=0,t=0) @ W(t=0,j=0)  [2x4]@[4x4] */
     trc_begin(c, 14, TRC_COMPUTE, -1);
     trc_gemm(c, 2, 4, 4, L0_att, 4, w_h_0_attn_c_proj_weight, 4, 0.0f, L0_proj, 4);
-    trc_end(c, 14, TRC_COMPUTE, 1);
+    trc_end(c, 14, TRC_COMPUTE, 0);
     /* step 15, L0 proj t=1: bcast X(h=0,t=1) over row(0,0) from rank 1 */
     trc_begin(c, 15, TRC_COMM, -1);
     trc_bcast(c, TR_ROW, 1, recv_L0_proj_x, 8);
     trc_end(c, 15, TRC_COMM, 0);
     /* step 16, L0 proj t=1: bcast W(t=1,j=0) over col(0,0) from rank 2 */
-    /* waits for step 14 (gemm), which reads L0_att: recv_L0_proj_w reuses its arena bytes */
-    trc_begin(c, 16, TRC_COMM, 14);
+    trc_begin(c, 16, TRC_COMM, -1);
     trc_bcast(c, TR_COL, 1, recv_L0_proj_w, 16);
     trc_end(c, 16, TRC_COMM, 1);
     /* step 17, L0 proj t=1: Y(h=0,j=0) += X(h=0,t=1) @ W(t=1,j=0)  [2x4]@[4x4] */
@@ -273,14 +271,13 @@ static void forward(struct tr_ctx *c, float *A)
     /* step 25, L0 fc1 t=0: Y(h=0,j=0) = X(h=0,t=0) @ W(t=0,j=0)  [2x4]@[4x8] */
     trc_begin(c, 25, TRC_COMPUTE, -1);
     trc_gemm(c, 2, 8, 4, L0_ln2_out, 4, w_h_0_mlp_c_fc_weight, 8, 0.0f, L0_fc1_out, 8);
-    trc_end(c, 25, TRC_COMPUTE, 1);
+    trc_end(c, 25, TRC_COMPUTE, 0);
     /* step 26, L0 fc1 t=1: bcast X(h=0,t=1) over row(0,0) from rank 1 */
     trc_begin(c, 26, TRC_COMM, -1);
     trc_bcast(c, TR_ROW, 1, recv_L0_fc1_x, 8);
     trc_end(c, 26, TRC_COMM, 0);
     /* step 27, L0 fc1 t=1: bcast W(t=1,j=0) over col(0,0) from rank 2 */
-    /* waits for step 25 (gemm), which reads L0_ln2_out: recv_L0_fc1_w reuses its arena bytes */
-    trc_begin(c, 27, TRC_COMM, 25);
+    trc_begin(c, 27, TRC_COMM, -1);
     trc_bcast(c, TR_COL, 1, recv_L0_fc1_w, 32);
     trc_end(c, 27, TRC_COMM, 1);
     /* step 28, L0 fc1 t=1: Y(h=0,j=0) += X(h=0,t=1) @ W(t=1,j=0)  [2x4]@[4x8] */
@@ -304,10 +301,9 @@ static void forward(struct tr_ctx *c, float *A)
     /* step 32, L0 fc2 t=0: Y(h=0,j=0) = X(h=0,t=0) @ W(t=0,j=0)  [2x8]@[8x4] */
     trc_begin(c, 32, TRC_COMPUTE, -1);
     trc_gemm(c, 2, 4, 8, L0_fc1_out, 8, w_h_0_mlp_c_proj_weight, 4, 0.0f, L0_fc2_out, 4);
-    trc_end(c, 32, TRC_COMPUTE, 1);
+    trc_end(c, 32, TRC_COMPUTE, 0);
     /* step 33, L0 fc2 t=1: bcast X(h=0,t=1) over row(0,0) from rank 1 */
-    /* waits for step 32 (gemm), which reads L0_fc1_out: recv_L0_fc2_x reuses its arena bytes */
-    trc_begin(c, 33, TRC_COMM, 32);
+    trc_begin(c, 33, TRC_COMM, -1);
     trc_bcast(c, TR_ROW, 1, recv_L0_fc2_x, 16);
     trc_end(c, 33, TRC_COMM, 0);
     /* step 34, L0 fc2 t=1: bcast W(t=1,j=0) over col(0,0) from rank 2 */
@@ -333,7 +329,7 @@ extern "C" const tr_rank_desc tr_rank_0000 = {
     .color = {0, 0, 0, 0},
     .key = {0, 0, 0, 0},
     .size = {2, 2, 1, 2},
-    .arena_elems = 368,
+    .arena_elems = 384,
     .nparams = 12,
     .params = params,
     .mode = 0,
