@@ -22,6 +22,7 @@ bool tg_emit_manifest(const tg_plan *pl, tg_sb *o, tg_err *err)
     tg_sb_jstr(o, "tessgen " TG_VERSION);
     tg_sb_puts(o, ",\n  \"spec\": ");
     tg_sb_jstr(o, s->path);
+    tg_sb_printf(o, ",\n  \"schedule_fingerprint\": \"%s\"", pl->fingerprint);
     tg_sb_puts(o, ",\n  \"name\": ");
     tg_sb_jstr(o, s->name);
     tg_sb_printf(o, ",\n  \"dtype\": \"fp32\",\n  \"backend\": \"cpu\",\n");

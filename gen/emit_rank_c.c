@@ -241,6 +241,7 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     VAR("BETA2", "%.17g", pl->spec.opt.beta2);
     VAR("ADAM_EPS", "%.17g", pl->spec.opt.eps);
     VAR("WD", "%.17g", pl->spec.opt.weight_decay);
+    VAR("FINGERPRINT", "%s", pl->fingerprint);
 #undef VAR
     vars[n++] = (tg_tvar){"EXTERNS", ext.s};
     vars[n++] = (tg_tvar){"RANKS", ranks.s};

@@ -297,6 +297,13 @@ int main(int argc, char **argv)
             ok = tg_emit_kernels_cuh(&plan, &files[fi].text, &err);
         }
     }
+    if (ok) {
+        unsigned long long h = 0xcbf29ce484222325ULL; /* FNV-1a 64 over every rank program, in rank order */
+        for (int r = 0; r < plan.mesh.p; r++)
+            for (size_t i = 0; i < files[r].text.len; i++)
+                h = (h ^ (unsigned char)files[r].text.s[i]) * 0x100000001b3ULL;
+        snprintf(plan.fingerprint, sizeof plan.fingerprint, "%016llx", h);
+    }
     struct {
         const char *name;
         int mode;
@@ -360,6 +367,7 @@ int main(int argc, char **argv)
                    4 * recv, rp->nsteps);
         }
         printf("%s\n", backends);
+        printf("schedule fingerprint %s (every run of this output prints it at start)\n", plan.fingerprint);
         printf("wrote %d of %d files in %s (the others were unchanged); next: ninja -C %s && %s/run\n", written, fi,
                outdir, outdir, outdir);
         printf("inspect: %s/schedule.html (open in a browser), %s/summary.txt (memory, bytes per layer, other "

@@ -165,6 +165,10 @@ typedef struct tg_plan {
     int Hq;   /* heads / q local heads */
     int nseq; /* batch / (d*q) local sequences */
     tg_rank_plan *ranks; /* p of them */
+    /* FNV-1a 64 of the text of every rank program (rank_XXXX.c, in rank order), as 16 hex digits:
+     * filled in by tessgen's main once those are printed, then printed by the other emitters and
+     * by the running program, so a run names exactly the schedule it executed */
+    char fingerprint[17];
 } tg_plan;
 
 /* Bake the plan of every rank. The spec must have been accepted by tg_spec_load. */

@@ -99,6 +99,7 @@ typedef struct tr_rank_desc {
 
 typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;
+    const char *fingerprint; /* of the schedule (every rank_XXXX.c), as printed by tessgen and in manifest.json */
     int q, d, p;
     int layers, hidden, heads, ffn, seq, batch;
     double eps;

@@ -71,3 +71,16 @@ asan_e2e() {
           [ $? -eq 1 ] && ! grep -q "Sanitizer" "$WORK/asan.err"; }
 }
 check "asan: mesh [2,2,2] under ASan+UBSan matches the reference; bad files exit cleanly" asan_e2e
+
+# a run names the schedule it executes: the fingerprint in its banner is the manifest's, and
+# another mesh's output has another fingerprint
+fingerprint() {
+    local want other
+    want=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["schedule_fingerprint"])' "$M/manifest.json")
+    other=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["schedule_fingerprint"])' \
+        "$WORK/e2e_1_1/manifest.json")
+    echo "manifest $want, [1,1,1] $other"
+    [ ${#want} -eq 16 ] && [ "$want" != "$other" ] &&
+        "$M/run" --weights "$W" --input "$X" | head -1 | tee /dev/stderr | grep -q "schedule $want,"
+}
+check "files: the program prints the schedule fingerprint its manifest records" fingerprint

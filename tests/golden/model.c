@@ -21,6 +21,7 @@ const tr_model_desc tr_model = {
     .name = "golden",
     .spec_path = "tests/specs/golden.lua",
     .tessgen_version = "0.1.0",
+    .fingerprint = "bbb1aa4cb8f4c92d", /* FNV-1a 64 of every rank_XXXX.c: the schedule this program runs */
     .q = 2, .d = 1, .p = 4,
     .layers = 1, .hidden = 8, .heads = 2, .ffn = 16, .seq = 2, .batch = 2,
     .eps = 1.0000000000000001e-05,
