@@ -47,7 +47,7 @@ for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
     name="bytes_q${q}_d${d}"
     spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
     bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
-    ninja -C "$B/$name" >/dev/null
+    ninja -C "$B/$name" cpu >/dev/null
     "$B/$name/run" --bytes >"$B/$name.out"
     T=$((BATCH * S))
     formula=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
@@ -69,7 +69,7 @@ say ""
 L=2 C=768 H=12 F=3072 S=256 BATCH=4 REPS=${TESS_BENCH_REPS:-5}
 spec speed_111 1 1 $L $C $H $F $S $BATCH
 bin/tessgen "$B/speed_111.lua" -o "$B/speed_111" --quiet
-ninja -C "$B/speed_111" >/dev/null
+ninja -C "$B/speed_111" cpu >/dev/null
 "$B/speed_111/run" --repeat "$REPS" >"$B/speed_111.out"
 fwd=$(sed -n 's/^forward_seconds_median=//p' "$B/speed_111.out")
 gemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_111.out")
@@ -105,7 +105,7 @@ for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
     spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
     sed -i 's/^return { /return { mode = "train", /' "$B/$name.lua"
     bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
-    ninja -C "$B/$name" >/dev/null
+    ninja -C "$B/$name" cpu >/dev/null
     "$B/$name/run" --dy "$B/dy.npy" --bytes >"$B/$name.out"
     T=$((BATCH * S)) R=$((BATCH * S / (d * q)))
     V=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
@@ -136,7 +136,7 @@ L=2 C=768 H=12 F=3072 S=256 BATCH=4
 spec speed_train_111 1 1 $L $C $H $F $S $BATCH
 sed -i 's/^return { /return { mode = "train", /' "$B/speed_train_111.lua"
 bin/tessgen "$B/speed_train_111.lua" -o "$B/speed_train_111" --quiet
-ninja -C "$B/speed_train_111" >/dev/null
+ninja -C "$B/speed_train_111" cpu >/dev/null
 "$B/speed_train_111/run" --steps "$REPS" --timing >"$B/speed_train_111.out"
 step=$(sed -n 's/^step_seconds_median=//p' "$B/speed_train_111.out")
 tgemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_train_111.out")

@@ -13,7 +13,7 @@ scripts/deps.sh
 PY=$(scripts/python.sh)
 echo "== build tessgen";          ninja bin/tessgen build/libtessrt.a
 echo "== generate $SPEC";         bin/tessgen "$SPEC" -o out/demo
-echo "== build the ranks";        ninja -C out/demo
+echo "== build the ranks";        ninja -C out/demo cpu   # the CPU program (the CUDA one, when emitted: ninja -C out/demo cuda)
 dims=$("$PY" -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]
 print("--layers %(layers)d --hidden %(hidden)d --heads %(heads)d --ffn %(ffn)d --seq %(seq)d --batch %(batch)d --eps %(eps)r" % m)' out/demo/manifest.json)
 echo "== weights and input (tests/ref/tessref.py $dims)"
@@ -30,7 +30,7 @@ echo "== check against the float64 reference"
 TSPEC=${2:-specs/gpt2-tiny-train.lua}
 echo "== training: generate and build $TSPEC"
 bin/tessgen "$TSPEC" -o out/demo-train
-ninja -C out/demo-train
+ninja -C out/demo-train cpu
 echo "== training: gradients of one backward against the float64 reference"
 "$PY" tests/ref/tessref.py dy $dims --seed 2 --out out/demo-train/dy.npy
 out/demo-train/run --weights out/demo/weights.safetensors --input out/demo/x.npy --dy out/demo-train/dy.npy \
