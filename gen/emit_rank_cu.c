@@ -17,9 +17,11 @@
  *
  * Fused kernels are called as templates with the step's shapes as literal
  * template arguments (trk::attention<NSEQ, SEQ, HEADS, HD>); kernels.cu
- * instantiates exactly the shapes that appear in the plan. Steps this backend
- * cannot run yet (training: phases other than the forward, backward kinds)
- * are refused with tg_fail naming the step kind, never emitted wrongly.
+ * instantiates exactly the shapes that appear in the plan. Training plans get
+ * one function per phase (forward, backward, optimizer), as on the CPU; each
+ * opens and closes by joining the two streams, so the wait derivation runs
+ * within a phase. A step kind this backend could not run would be refused
+ * with tg_fail naming it, never emitted wrongly; today every kind is covered.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -39,67 +41,51 @@ static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
 
 /* ---- what the CUDA backend supports ------------------------------------------------------ */
 
-/* The stream of a supported step, or -1 with err naming why it is not supported. */
+/* The stream of a supported step, or -1 with err naming why it is not supported. Every step kind of the
+ * forward, the backward and the optimizer is supported: collectives (broadcast, all-reduce, exact all-reduce,
+ * reduce) on the comm stream, GEMMs (plain or transposed), fused kernels and AdamW on the compute stream. */
 static int step_stream(const tg_rank_plan *rp, int id, tg_err *err)
 {
     const tg_step *s = &rp->steps[id];
-    const char *why = NULL;
-    int stream = -1;
-    if (s->phase != TG_PHASE_FWD) {
-        why = s->phase == TG_PHASE_BWD ? "the backward phase" : "the optimizer phase";
-    } else {
-        switch (s->kind) {
-        case TG_STEP_BCAST: stream = CU_COMM; break;
-        case TG_STEP_ALLREDUCE:
-            if (s->exact)
-                why = "an exact (reduce + bcast) all-reduce";
-            else
-                stream = CU_COMM;
-            break;
-        case TG_STEP_GEMM:
-            if (s->transa || s->transb)
-                why = "a transposed GEMM";
-            else
-                stream = CU_COMPUTE;
-            break;
-        case TG_STEP_RESID_ROWSUM:
-            if (s->buf[4] >= 0)
-                why = "an out-of-place residual add";
-            else
-                stream = CU_COMPUTE;
-            break;
-        case TG_STEP_ATTENTION:
-            /* the kernel adds the QKV bias on the fly and leaves qkv as the GEMM wrote it */
-            if (s->buf[0] >= 0 && rp->bufs[s->buf[0]].last > id)
-                why = "attention whose biased QKV is read again later";
-            else
-                stream = CU_COMPUTE;
-            break;
-        case TG_STEP_LN_ROWSUM:
-        case TG_STEP_LN_SQDEV:
-        case TG_STEP_LN_APPLY:
-        case TG_STEP_BIAS_GELU: stream = CU_COMPUTE; break;
-        default: why = "this step kind"; break;
-        }
+    switch (s->kind) {
+    case TG_STEP_BCAST:
+    case TG_STEP_ALLREDUCE:
+    case TG_STEP_REDUCE: return CU_COMM;
+    case TG_STEP_GEMM:
+    case TG_STEP_RESID_ROWSUM:
+    case TG_STEP_ATTENTION:
+    case TG_STEP_LN_ROWSUM:
+    case TG_STEP_LN_SQDEV:
+    case TG_STEP_LN_APPLY:
+    case TG_STEP_BIAS_GELU:
+    case TG_STEP_GELU_SAVE:
+    case TG_STEP_COLSUM:
+    case TG_STEP_GELU_BWD:
+    case TG_STEP_LN_BWD_SUMS:
+    case TG_STEP_LN_BWD_APPLY:
+    case TG_STEP_ATTN_BWD:
+    case TG_STEP_ADAMW: return CU_COMPUTE;
     }
-    if (stream < 0)
-        tg_fail(err, "not supported by the CUDA backend yet: %s (%s, rank %d step %d: layer %d %s)",
-                tg_step_kind_name(s->kind), why, rp->rank, id, s->layer, s->op);
-    return stream;
+    tg_fail(err, "not supported by the CUDA backend yet: %s (rank %d step %d: layer %d %s)", tg_step_kind_name(s->kind),
+            rp->rank, id, s->layer, s->op);
+    return -1;
 }
 
 static bool supported(const tg_plan *pl, tg_err *err)
 {
     for (int r = 0; r < pl->mesh.p; r++)
         for (int i = 0; i < pl->ranks[r].nsteps; i++)
-            if (pl->ranks[r].steps[i].phase != TG_PHASE_FWD)
-                return tg_fail(err, "not supported by the CUDA backend yet: training (mode = \"train\": the backward "
-                                    "and optimizer phases, and a forward that keeps activations for them)");
-    for (int r = 0; r < pl->mesh.p; r++)
-        for (int i = 0; i < pl->ranks[r].nsteps; i++)
             if (step_stream(&pl->ranks[r], i, err) < 0)
                 return false;
     return true;
+}
+
+/* Attention whose biased QKV is read again later (training: the backward reads it) writes it back: the
+ * trk::attention_keep variant adds the bias in place first, as the CPU backend does. */
+static bool attention_keeps(const tg_rank_plan *rp, int id)
+{
+    const tg_step *s = &rp->steps[id];
+    return s->kind == TG_STEP_ATTENTION && s->buf[0] >= 0 && rp->bufs[s->buf[0]].last > id;
 }
 
 /* ---- cross-stream ordering ---------------------------------------------------------------- */
@@ -163,6 +149,10 @@ static bool sched_build(const tg_rank_plan *rp, cu_sched *c, tg_err *err)
     }
     int waited[2] = {-1, -1}; /* per stream: the latest step of the other stream already waited for */
     for (int b = 0; b < rp->nsteps; b++) {
+        /* each phase function starts and ends by joining the two streams (trc_forward_begin/_end,
+         * trc_phase_begin/_end), so a wait never reaches into an earlier phase */
+        if (b > 0 && rp->steps[b].phase != rp->steps[b - 1].phase)
+            waited[0] = waited[1] = b - 1;
         c->stream[b] = step_stream(rp, b, err);
         if (c->stream[b] < 0) {
             sched_free(c);
@@ -202,6 +192,17 @@ static long long step_bytes(const tg_step *s)
     case TG_STEP_LN_APPLY: return 4 * (2 * rc + 2LL * s->rows + 2LL * s->cols);
     case TG_STEP_BIAS_GELU: return 4 * (2 * rc + s->cols);
     case TG_STEP_ATTENTION: return 4 * (3 * rc + 3LL * s->cols + rc); /* qkv + bias in, out */
+    case TG_STEP_REDUCE: return 4 * s->count;
+    case TG_STEP_GELU_SAVE: return 4 * (3 * rc + s->cols);
+    case TG_STEP_COLSUM: return 4 * (rc + s->cols);
+    case TG_STEP_GELU_BWD: return 4 * 3 * rc;
+    case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
+    case TG_STEP_LN_BWD_APPLY: return 4 * (4 * rc + 4LL * s->rows + s->cols);
+    case TG_STEP_ATTN_BWD: {
+        long long q = (long long)s->nseq * s->seq * s->heads * s->hdim; /* elements of one of Q, K, V */
+        return 4 * (3 * q + q + 3 * q);                                   /* qkv and dout in, dqkv out */
+    }
+    case TG_STEP_ADAMW: return 4 * 7 * s->count; /* param, grad, m, v in; param, m, v out */
     default: return 0;
     }
 }
@@ -209,19 +210,27 @@ static long long step_bytes(const tg_step *s)
 /* The call of one step (and the kernel instance it needs, into inst when not NULL). */
 static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_step *s)
 {
-    char line[256];
+    char line[512];
     line[0] = '\0';
+    const char *g = tg_emit_group_enum(s->group);
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
-                     s->count);
+        tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    trc_allreduce(c, %s, %s, %lld);\n", tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->exact ? "_exact" : "", g, bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_REDUCE:
+        tg_sb_printf(o, "    trc_reduce(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_GEMM:
-        tg_sb_printf(o, "    trc_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k, bn(rp, s, 0),
-                     s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
+        if (s->transa || s->transb)
+            tg_sb_printf(o, "    trc_gemm_ex(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
+                         s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
+                         bn(rp, s, 2), s->ldc);
+        else
+            tg_sb_printf(o, "    trc_gemm(c, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->m, s->n, s->k,
+                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
         break;
     case TG_STEP_LN_ROWSUM:
         tg_sb_printf(o, "    trk::ln_rowsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
@@ -229,11 +238,21 @@ static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_s
                  s->rows, s->cols);
         break;
     case TG_STEP_RESID_ROWSUM:
-        tg_sb_printf(o, "    trk::resid_rowsum<%d, %d>(S, %s, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
-                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3));
-        snprintf(line, sizeof line,
-                 "template void resid_rowsum<%d, %d>(cudaStream_t, float *, const float *, const float *, float *);\n",
-                 s->rows, s->cols);
+        if (s->buf[4] >= 0) {
+            tg_sb_printf(o, "    trk::resid_rowsum_to<%d, %d>(S, %s, %s, %s, %s, %s);\n", s->rows, s->cols,
+                         bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4));
+            snprintf(line, sizeof line,
+                     "template void resid_rowsum_to<%d, %d>(cudaStream_t, const float *, const float *, const float "
+                     "*, float *,\n                                        float *);\n",
+                     s->rows, s->cols);
+        } else {
+            tg_sb_printf(o, "    trk::resid_rowsum<%d, %d>(S, %s, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
+                         bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3));
+            snprintf(line, sizeof line,
+                     "template void resid_rowsum<%d, %d>(cudaStream_t, float *, const float *, const float *, float "
+                     "*);\n",
+                     s->rows, s->cols);
+        }
         break;
     case TG_STEP_LN_SQDEV:
         tg_sb_printf(o, "    trk::ln_sqdev<%d, %d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, s->hidden, bn(rp, s, 0),
@@ -255,14 +274,63 @@ static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_s
         snprintf(line, sizeof line, "template void bias_gelu<%d, %d>(cudaStream_t, float *, const float *);\n",
                  s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION:
-        tg_sb_printf(o, "    trk::attention<%d, %d, %d, %d>(S, %s, %s, %s);\n", s->nseq, s->seq, s->heads, s->hdim,
+    case TG_STEP_ATTENTION: {
+        const char *v = attention_keeps(rp, (int)(s - rp->steps)) ? "attention_keep" : "attention";
+        tg_sb_printf(o, "    trk::%s<%d, %d, %d, %d>(S, %s, %s, %s);\n", v, s->nseq, s->seq, s->heads, s->hdim,
                      bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2));
+        snprintf(line, sizeof line, "template void %s<%d, %d, %d, %d>(cudaStream_t, %sfloat *, const float *, float *);\n",
+                 v, s->nseq, s->seq, s->heads, s->hdim, strcmp(v, "attention") ? "" : "const ");
+        break;
+    }
+    case TG_STEP_GELU_SAVE:
+        tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2));
         snprintf(line, sizeof line,
-                 "template void attention<%d, %d, %d, %d>(cudaStream_t, const float *, const float *, float *);\n",
+                 "template void bias_gelu_save<%d, %d>(cudaStream_t, float *, const float *, float *);\n", s->rows,
+                 s->cols);
+        break;
+    case TG_STEP_COLSUM:
+        tg_sb_printf(o, "    trk::colsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void colsum<%d, %d>(cudaStream_t, const float *, float *);\n", s->rows,
+                 s->cols);
+        break;
+    case TG_STEP_GELU_BWD:
+        tg_sb_printf(o, "    trk::gelu_bwd<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void gelu_bwd<%d, %d>(cudaStream_t, float *, const float *);\n",
+                 s->rows, s->cols);
+        break;
+    case TG_STEP_LN_BWD_SUMS:
+        tg_sb_printf(o, "    trk::ln_bwd_sums<%d, %d, %d>(S, %s, %s, %s, %s, %s, %gf, %s, %s, %s);\n", s->rows, s->cols,
+                     s->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->eps,
+                     bn(rp, s, 5), bn(rp, s, 6), bn(rp, s, 7));
+        snprintf(line, sizeof line,
+                 "template void ln_bwd_sums<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
+                 "                                     const float *, const float *, float, float *, float *, float "
+                 "*);\n",
+                 s->rows, s->cols, s->hidden);
+        break;
+    case TG_STEP_LN_BWD_APPLY:
+        tg_sb_printf(o, "    trk::ln_bwd_apply<%d, %d, %d>(S, %s, %s, %s, %s, %s, %s, %gf, %s);\n", s->rows, s->cols,
+                     s->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5),
+                     s->eps, bn(rp, s, 6));
+        snprintf(line, sizeof line,
+                 "template void ln_bwd_apply<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
+                 "                                      const float *, const float *, const float *, float, float "
+                 "*);\n",
+                 s->rows, s->cols, s->hidden);
+        break;
+    case TG_STEP_ATTN_BWD:
+        tg_sb_printf(o, "    trk::attention_bwd<%d, %d, %d, %d>(S, %s, %s, %s, %s, %s);\n", s->nseq, s->seq, s->heads,
+                     s->hdim, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4));
+        snprintf(line, sizeof line,
+                 "template void attention_bwd<%d, %d, %d, %d>(cudaStream_t, const float *, const float *, float *,\n"
+                 "                                           float *, float *);\n",
                  s->nseq, s->seq, s->heads, s->hdim);
         break;
-    default: break; /* refused earlier by step_stream */
+    case TG_STEP_ADAMW:
+        tg_sb_printf(o, "    trc_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                     bn(rp, s, 3), s->count, s->decay);
+        break;
     }
     if (inst && line[0] && !strstr(inst->s ? inst->s : "", line))
         tg_sb_puts(inst, line);
@@ -292,10 +360,9 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     if (!sched_build(rp, &cs, err))
         return false;
 
-    tg_sb params, bufs, steps, info, cost, desc, summary;
+    tg_sb params, funcs, info, cost, desc, summary;
     tg_sb_init(&params);
-    tg_sb_init(&bufs);
-    tg_sb_init(&steps);
+    tg_sb_init(&funcs);
     tg_sb_init(&info);
     tg_sb_init(&cost);
     tg_sb_init(&desc);
@@ -303,41 +370,82 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
 
     tg_emit_params(&params, rp);
 
-    /* buffers named by the calls, in plan order */
+    int nwait = 0, ncoll = 0, nlate = 0, nover = 0;
+    static const char *fname[3] = {"forward", "backward", "optimizer"};
+    static const char *fwhat[3] = {
+        "the forward of every block",
+        "the backward: dL/dy in grad_x -> dL/dx in grad_x, and every weight gradient",
+        "one AdamW step on every local shard (step number in the context)",
+    };
     char *used = calloc((size_t)(rp->nbufs > 0 ? rp->nbufs : 1), 1);
     if (!used) {
         sched_free(&cs);
         return tg_fail(err, "out of memory printing rank %d", rank);
     }
-    for (int i = 0; i < rp->nsteps; i++)
-        for (int k = 0; k < TG_STEP_MAXBUF; k++)
-            if (rp->steps[i].buf[k] >= 0 && call_uses(&rp->steps[i], k))
-                used[rp->steps[i].buf[k]] = 1;
-    for (int i = 0; i < rp->nbufs; i++) {
-        const tg_buf *b = &rp->bufs[i];
-        if (used[i])
-            tg_sb_printf(&bufs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
-                         b->rows, b->cols, b->what, b->first, b->last);
+    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++) {
+        /* buffers named by this phase's calls, in plan order; S only where a fused kernel runs */
+        int any = 0, kernels = 0;
+        memset(used, 0, (size_t)(rp->nbufs > 0 ? rp->nbufs : 1));
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *s = &rp->steps[i];
+            if ((int)s->phase != ph)
+                continue;
+            any = 1;
+            kernels |= cs.stream[i] == CU_COMPUTE && s->kind != TG_STEP_GEMM && s->kind != TG_STEP_ADAMW;
+            for (int k = 0; k < TG_STEP_MAXBUF; k++)
+                if (s->buf[k] >= 0 && call_uses(s, k))
+                    used[s->buf[k]] = 1;
+        }
+        if (!any)
+            continue;
+        tg_sb_printf(&funcs, "%s/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", ph ? "\n" : "", fwhat[ph],
+                     fname[ph]);
+        tg_sb_puts(&funcs, "    /* Buffers: float offsets into this rank's device arena A, shape [rows, cols], live "
+                           "steps first..last. */\n");
+        for (int i = 0; i < rp->nbufs; i++) {
+            const tg_buf *b = &rp->bufs[i];
+            if (used[i])
+                tg_sb_printf(&funcs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name,
+                             b->offset, b->rows, b->cols, b->what, b->first, b->last);
+        }
+        tg_sb_puts(&funcs, "\n");
+        if (kernels)
+            tg_sb_puts(&funcs, "    cudaStream_t const S = trc_stream(c, TRC_COMPUTE); /* fused kernels; cuBLAS is "
+                               "bound to it too */\n");
+        if (ph == TG_PHASE_FWD)
+            tg_sb_puts(&funcs, "    trc_forward_begin(c, step_cost);\n\n");
+        else
+            tg_sb_puts(&funcs, "    trc_phase_begin(c, step_cost); /* the comm stream waits for what came before */\n\n");
+
+        int layer = -2, first = 1;
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *s = &rp->steps[i];
+            if ((int)s->phase != ph)
+                continue;
+            if (s->layer != layer) {
+                layer = s->layer;
+                if (layer >= 0)
+                    tg_sb_printf(&funcs, "%s    /* ==== layer %d ==== */\n", first ? "" : "\n", layer);
+            }
+            first = 0;
+            const char *sname = cs.stream[i] == CU_COMM ? "TRC_COMM" : "TRC_COMPUTE";
+            if (s->layer < 0)
+                tg_sb_printf(&funcs, "    /* step %d: %s */\n", i, s->what);
+            else if (s->t >= 0)
+                tg_sb_printf(&funcs, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, s->what);
+            else
+                tg_sb_printf(&funcs, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, s->what);
+            print_wait_comment(&funcs, rp, &cs, i);
+            tg_sb_printf(&funcs, "    trc_begin(c, %d, %s, %d);\n", i, sname, cs.wait[i]);
+            print_call(&funcs, NULL, rp, s);
+            tg_sb_printf(&funcs, "    trc_end(c, %d, %s, %d);\n", i, sname, cs.signal[i]);
+        }
+        tg_sb_printf(&funcs, "\n    %s(c);\n}\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");
     }
     free(used);
 
-    int layer = -1, nwait = 0, ncoll = 0, nlate = 0, nover = 0;
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
-        if (s->layer != layer) {
-            layer = s->layer;
-            tg_sb_printf(&steps, "%s    /* ==== layer %d ==== */\n", i ? "\n" : "", layer);
-        }
-        const char *sname = cs.stream[i] == CU_COMM ? "TRC_COMM" : "TRC_COMPUTE";
-        if (s->t >= 0)
-            tg_sb_printf(&steps, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, s->what);
-        else
-            tg_sb_printf(&steps, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, s->what);
-        print_wait_comment(&steps, rp, &cs, i);
-        tg_sb_printf(&steps, "    trc_begin(c, %d, %s, %d);\n", i, sname, cs.wait[i]);
-        print_call(&steps, NULL, rp, s);
-        tg_sb_printf(&steps, "    trc_end(c, %d, %s, %d);\n", i, sname, cs.signal[i]);
-
         nwait += cs.wait[i] >= 0;
         ncoll += cs.stream[i] == CU_COMM;
         /* a broadcast of SUMMA step t >= 1 overlaps step t-1's GEMM unless it must wait for it */
@@ -382,15 +490,13 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
 #undef VAR
     vars[n++] = (tg_tvar){"OVERLAP", summary.s};
     vars[n++] = (tg_tvar){"PARAMS", params.s};
-    vars[n++] = (tg_tvar){"BUFFERS", bufs.s};
-    vars[n++] = (tg_tvar){"STEPS", steps.s};
+    vars[n++] = (tg_tvar){"FUNCTIONS", funcs.s};
     vars[n++] = (tg_tvar){"STEP_INFO", info.s};
     vars[n++] = (tg_tvar){"STEP_COST", cost.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
     bool ok = tg_template_fill(out, "rank.cu.in", vars, n, err);
     tg_sb_free(&params);
-    tg_sb_free(&bufs);
-    tg_sb_free(&steps);
+    tg_sb_free(&funcs);
     tg_sb_free(&info);
     tg_sb_free(&cost);
     tg_sb_free(&desc);
@@ -458,7 +564,7 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules,
                "rule nvlink\n"
                "  command = $nvcc $cuda_arch -ccbin $mpicxx $in -o $out $cudalibs\n"
                "  description = LINK $out\n\n");
-    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_profile"};
+    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_adamw", "trc_profile"};
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
         tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
     tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n");

@@ -10,8 +10,13 @@
 #              compiler against tests/cuda/emu.cc (the CUDA runtime as loops and two emulated streams),
 #              run under three stream orders (collectives first, compute first, random) with --bytes and
 #              compared with the float64 reference: every call, shape and cross-stream wait checked
+#   training   a train spec (mode = "train") on the same meshes, its rank_XXXX.cu (forward, backward,
+#              optimizer) under the emulation: one forward + backward with --dy under the three stream
+#              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
+#              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
+#              identical) under the comm-first order
 # With nvcc (else one "ok - ... # skip" line):
-#   compile    every generated .cu of the same meshes compiled for sm_80 and sm_90 with warnings as
+#   compile    every generated .cu of the same meshes (inference and training) compiled for sm_80 and sm_90 with warnings as
 #              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
 #              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
@@ -92,6 +97,13 @@ cu_choice_arch() { # TESS_CUDA_ARCH reaches the -gencode flags, with PTX of the 
         TESS_CUDA_ARCH="sm_86, 90" build/asan/tessgen "$WORK/arch.lua" -o "$WORK/arch" --quiet &&
         grep -q "^cuda_arch = -gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90$" "$WORK/arch/build.ninja"
 }
+cu_choice_train() {
+    printf '%s\n' "$CU_OK_BODY, mode = \"train\", backends = { \"cpu\", \"cuda\" } }" >"$WORK/cu_train_ok.lua" &&
+        build/asan/tessgen "$WORK/cu_train_ok.lua" -o "$WORK/cu_train_ok" --quiet &&
+        grep -q "^static void backward(" "$WORK/cu_train_ok/rank_0000.cu" &&
+        grep -q "^static void optimizer(" "$WORK/cu_train_ok/rank_0003.cu" &&
+        grep -q "trc_allreduce_exact\|trc_reduce" "$WORK/cu_train_ok/rank_0000.cu"
+}
 if wanted "cuda: choice"; then
     check "cuda: choice: backends = { \"cuda\" } without cpu is refused" \
         cu_refused 'leaves out "cpu"' "$CU_OK_BODY, backends = { \"cuda\" } }"
@@ -105,8 +117,7 @@ if wanted "cuda: choice"; then
         cu_refused 'TESS_BACKENDS=cuda' "$CU_OK_BODY }" TESS_BACKENDS=cuda
     check "cuda: choice: a bad TESS_CUDA_ARCH is refused" \
         cu_refused 'TESS_CUDA_ARCH=ampere' "$CU_OK_BODY, backends = { \"cpu\", \"cuda\" } }" TESS_CUDA_ARCH=ampere
-    check "cuda: choice: training with backends cuda is refused (not supported by the CUDA backend yet)" \
-        cu_refused 'not supported by the CUDA backend yet' "$CU_OK_BODY, mode = \"train\", backends = { \"cpu\", \"cuda\" } }"
+    check "cuda: choice: training with backends cuda is emitted (backward and optimizer in rank_XXXX.cu)" cu_choice_train
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
@@ -121,13 +132,15 @@ cu_setup() {
         "$PY" $CU_REF forward $CU_DIMS --weights "$WORK/cu_w.safetensors" --input "$WORK/cu_x.npy" \
             --out "$WORK/cu_ref.npy"
 }
-cu_generate() { # q d -> $WORK/cu_q_d with the CUDA backend
-    local dir="$WORK/cu_$1_$2"
-    cu_spec "cu_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" },' >"$dir.lua" &&
+cu_generate() { # q d [t] -> $WORK/cu[t]_q_d with the CUDA backend (t: a training program)
+    local dir="$WORK/cu${3:-}_$1_$2" extra='backends = { "cpu", "cuda" },'
+    [ -n "${3:-}" ] && extra="$extra mode = \"train\",
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },"
+    cu_spec "cu${3:-}_q$1_d$2" "$1" "$2" "$extra" >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet
 }
-cu_emu_build() { # q d -> $WORK/cu_q_d/bin/model-emu
-    local dir="$WORK/cu_$1_$2" cxx="mpicxx -std=c++20 -O1 -g -Wall -Wextra -Werror -Itests/cuda/emu -Iruntime -Iruntime/cuda"
+cu_emu_build() { # q d [t] -> $WORK/cu[t]_q_d/bin/model-emu
+    local dir="$WORK/cu${3:-}_$1_$2" cxx="mpicxx -std=c++20 -O1 -g -Wall -Wextra -Werror -Itests/cuda/emu -Iruntime -Iruntime/cuda"
     mkdir -p "$dir/obj-emu" "$dir/bin" &&
         sed -n '/the shapes of this model.s schedule/,/^} \/\/ namespace trk/p' "$dir/kernels.cu" |
         grep -v 'namespace trk\|the shapes of' >"$dir/obj-emu/instances.inc" &&
@@ -174,6 +187,60 @@ if wanted "cuda: emulation|cuda: compile"; then
     fi
 fi
 
+# ---- training under the emulation ----------------------------------------------------------------------
+# shellcheck disable=SC2086
+cu_train_setup() {
+    [ -s "$WORK/cu_g_ref.safetensors" ] && return 0
+    cu_setup &&
+        "$PY" $CU_REF dy $CU_DIMS --seed 22 --out "$WORK/cu_dy.npy" &&
+        "$PY" $CU_REF backward $CU_DIMS --weights "$WORK/cu_w.safetensors" --input "$WORK/cu_x.npy" \
+            --dy "$WORK/cu_dy.npy" --dx-out "$WORK/cu_dx_ref.npy" --grads-out "$WORK/cu_g_ref.safetensors" &&
+        "$PY" $CU_REF input $CU_DIMS --seed 23 --out "$WORK/cu_target.npy"
+}
+cu_train_grads() { # q d order: one forward + backward
+    local dir="$WORK/cut_$1_$2" np=$(($1 * $1 * $2))
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/dx.npy" &&
+        rm -f "$dir/g.safetensors" &&
+        TESS_EMU_ORDER=$3 TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+            --input "$WORK/cu_x.npy" --dy "$WORK/cu_dy.npy" --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" \
+            --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$WORK/cu_dx_ref.npy" --got "$dir/dx.npy" --tol 1e-4 --expect-f32 \
+            --label "cuda emulation dx [$1,$1,$2] $3 first" &&
+        "$PY" $CU_REF compare-grads --ref "$WORK/cu_g_ref.safetensors" --got "$dir/g.safetensors" --tol 1e-4 \
+            --label "cuda emulation [$1,$1,$2] $3 first"
+}
+cu_train_replicas() { # q d: 5 AdamW steps, comm-first order, replicas bitwise identical
+    local dir="$WORK/cut_$1_$2" np=$(($1 * $1 * $2))
+    TESS_EMU_ORDER=comm cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+        --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cu_rep.out" &&
+        grep -q "bitwise identical" "$WORK/cu_rep.out"
+}
+if wanted "cuda: training|cuda: compile"; then
+    if cu_train_setup >"$WORK/log" 2>&1; then
+        for m in $CU_MESHES; do
+            q=${m%,*}
+            d=${m#*,}
+            if ! cu_generate "$q" "$d" t >"$WORK/log" 2>&1; then
+                notok "cuda: training: generate the train spec on [$q,$q,$d] with backends cpu, cuda" "$WORK/log"
+                continue
+            fi
+            wanted "cuda: training" || continue
+            if cu_emu_build "$q" "$d" t >"$WORK/log" 2>&1; then
+                for order in comm compute random; do
+                    check "cuda: training: rank_XXXX.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
+                        cu_train_grads "$q" "$d" "$order"
+                done
+                check "cuda: training: rank_XXXX.cu of [$q,$q,$d], 5 AdamW steps: replicas bitwise identical" \
+                    cu_train_replicas "$q" "$d"
+            else
+                notok "cuda: training: build the train rank_XXXX.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+            fi
+        done
+    else
+        notok "cuda: training: reference gradients for the CUDA tests" "$WORK/log"
+    fi
+fi
+
 # ---- compile with nvcc ------------------------------------------------------------------------------------
 cu_nvcc() {
     if [ -n "${TESS_NVCC:-}" ]; then command -v "$TESS_NVCC"; return; fi
@@ -183,8 +250,8 @@ cu_nvcc() {
     done
     return 1
 }
-cu_compile() { # q d: build bin/model-cuda; then ptxas -v of kernels.cu, no spills
-    local dir="$WORK/cu_$1_$2"
+cu_compile() { # q d [t]: build bin/model-cuda; then ptxas -v of kernels.cu, no spills
+    local dir="$WORK/cu${3:-}_$1_$2"
     ninja -C "$dir" cuda >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
     [ -x "$dir/bin/model-cuda" ] || { echo "bin/model-cuda was not linked"; return 1; }
     local cmd
@@ -193,8 +260,8 @@ cu_compile() { # q d: build bin/model-cuda; then ptxas -v of kernels.cu, no spil
     # one summary line per kernel and architecture: name, registers, shared memory, spills
     awk '/Compiling entry function/ {
              k = "?"; a = "?"
-             if (match($0, /k_[a-z_]+I(Li[0-9]+E)+E/)) {
-                 k = substr($0, RSTART, RLENGTH); sub(/I/, "<", k); gsub(/Li/, "", k); sub(/EE$/, ">", k); gsub(/E/, ",", k)
+             if (match($0, /k_[a-z_]+I(L[ib][0-9]+E)+E/)) {
+                 k = substr($0, RSTART, RLENGTH); sub(/I/, "<", k); gsub(/L[ib]/, "", k); sub(/EE$/, ">", k); gsub(/E/, ",", k)
              }
              if (match($0, /for .sm_[0-9a]+/)) a = substr($0, RSTART + 5, RLENGTH - 5)
          }
@@ -216,9 +283,12 @@ if wanted "cuda: compile"; then
         for m in $CU_MESHES; do
             q=${m%,*}
             d=${m#*,}
-            [ -f "$WORK/cu_${q}_${d}/build.ninja" ] || continue
-            check "cuda: compile: every .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
-                cu_compile "$q" "$d"
+            [ -f "$WORK/cu_${q}_${d}/build.ninja" ] &&
+                check "cuda: compile: every .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
+                    cu_compile "$q" "$d"
+            [ -f "$WORK/cut_${q}_${d}/build.ninja" ] &&
+                check "cuda: compile: every training .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
+                    cu_compile "$q" "$d" t
         done
         if [ -s "$WORK/cu_ptxas.txt" ]; then
             echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"

@@ -48,6 +48,9 @@ cudaStream_t trc_stream(struct tr_ctx *c, int stream);
 void trc_forward_begin(struct tr_ctx *c, const trc_step_cost *cost);
 /* End of a forward: the compute stream waits for the comm stream. */
 void trc_forward_end(struct tr_ctx *c);
+/* The same brackets for the training phases (backward, optimizer): no profile reference. */
+void trc_phase_begin(struct tr_ctx *c, const trc_step_cost *cost);
+void trc_phase_end(struct tr_ctx *c);
 
 /* Step `id` starts on `stream`, after step `wait` of the other stream (-1: no wait). */
 void trc_begin(struct tr_ctx *c, int id, int stream, int wait);
@@ -58,9 +61,23 @@ void trc_end(struct tr_ctx *c, int id, int stream, int signal);
 void trc_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
 /* On TRC_COMM: sum count floats at buf in place over group g. */
 void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* On TRC_COMM (training): sum count floats at buf over group g onto local member `root` (in place there;
+ * the others' buf is only read). Counted as tr_comm.c's tr_reduce: the root receives count from each other
+ * member, the others send count. */
+void trc_reduce(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
+/* On TRC_COMM (training): the exact all-reduce of tr_allreduce_exact: reduce to local member 0, then
+ * broadcast its sum, so every member holds the same bits. Counted as one all-reduce of count. */
+void trc_allreduce_exact(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMPUTE: row-major C[m,n] = beta*C + A[m,k] @ B[k,n] through cuBLAS, fp32. */
 void trc_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);
+/* On TRC_COMPUTE: C = beta*C + op(A) @ op(B), op(X) = X^T when trans; lda/ldb describe the stored matrices. */
+void trc_gemm_ex(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+/* On TRC_COMPUTE (training): one AdamW step (step number c->opt_step) on count elements, the arithmetic of
+ * tr_adamw in tr_kernels_bwd.c (hyperparameters from tr_model; bias corrections in double, then float).
+ * decay: apply weight decay. Element-wise, so every replica computes the same bits from the same bits. */
+void trc_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay);
 
 /* After a kernel launch: a launch error (bad configuration, no kernel image
  * for this GPU) aborts with the kernel's name. */

@@ -15,10 +15,15 @@
  *         keeps running the GEMMs already enqueued, so broadcasts still
  *         overlap compute. Several ranks may share one GPU this way.
  *
+ * Training adds reduce (ncclReduce in place on the root; MPI_Reduce through the staging buffer) and the
+ * exact all-reduce of replicated gradients: reduce to member 0, then broadcast from it, so every member
+ * holds member 0's bits (an ncclAllReduce or MPI_Allreduce need not give all members the same bits).
+ *
  * auto (the default) is nccl when no node has more ranks than GPUs, else mpi.
  * Counting is logical and identical to the CPU backend's tr_comm.c: a
  * broadcast counts `count` received on every member but the root and `count`
- * sent by the root; an all-reduce counts `count` reduced.
+ * sent by the root; an all-reduce (exact or not) counts `count` reduced; a reduce counts `count` from
+ * each other member received on the root and `count` sent by every other member.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +52,8 @@ bool trc_comm_init(tr_ctx *c, tr_err *err)
     }
     long long most = 1;
     for (int i = 0; i < d->nsteps; i++)
-        if ((d->steps[i].kind == TR_K_BCAST || d->steps[i].kind == TR_K_ALLREDUCE) && d->steps[i].count > most)
+        if ((d->steps[i].kind == TR_K_BCAST || d->steps[i].kind == TR_K_ALLREDUCE || d->steps[i].kind == TR_K_REDUCE) &&
+            d->steps[i].count > most)
             most = d->steps[i].count;
     cudaError_t e = cudaMallocHost((void **)&trc_g.stage, (size_t)most * sizeof(float));
     if (e != cudaSuccess)
@@ -115,6 +121,58 @@ void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             mpiCheck(MPI_Allreduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, MPI_SUM, c->comm[g]));
+            cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
+        }
+    }
+    c->allreduce[g] += count;
+}
+
+void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    cudaStream_t s = trc_g.stream[TRC_COMM];
+    int me = c->desc->key[g], size = c->desc->size[g];
+    if (size > 1) {
+        if (trc_g.use_nccl) {
+            /* in place on the root; the others' buf is only sent */
+            ncclCheck(ncclReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, root, trc_g.nccl[g], s));
+        } else {
+            check_stage(count);
+            size_t bytes = (size_t)count * sizeof(float);
+            cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            cudaCheck(cudaStreamSynchronize(s));
+            if (me == root) {
+                mpiCheck(MPI_Reduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]));
+                cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
+            } else {
+                mpiCheck(MPI_Reduce(trc_g.stage, NULL, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]));
+            }
+        }
+    }
+    if (me == root)
+        c->reduce_recv[g] += (long long)count * (size - 1);
+    else
+        c->reduce_sent[g] += count;
+}
+
+void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    cudaStream_t s = trc_g.stream[TRC_COMM];
+    int me = c->desc->key[g];
+    if (c->desc->size[g] > 1) {
+        if (trc_g.use_nccl) {
+            /* member 0's sum, then member 0's bits everywhere: both in place, in stream order */
+            ncclCheck(ncclReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, 0, trc_g.nccl[g], s));
+            ncclCheck(ncclBroadcast(buf, buf, (size_t)count, ncclFloat, 0, trc_g.nccl[g], s));
+        } else {
+            check_stage(count);
+            size_t bytes = (size_t)count * sizeof(float);
+            cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            cudaCheck(cudaStreamSynchronize(s));
+            if (me == 0)
+                mpiCheck(MPI_Reduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]));
+            else
+                mpiCheck(MPI_Reduce(trc_g.stage, NULL, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]));
+            mpiCheck(MPI_Bcast(trc_g.stage, count, MPI_FLOAT, 0, c->comm[g]));
             cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
         }
     }

@@ -8,6 +8,9 @@
  * compute stream and given a workspace allocated once at start-up, so a GEMM
  * in the step loop allocates nothing.
  *
+ * Training's transposed GEMMs (trc_gemm_ex: dX = dY W^T, dW = X^T dY) are the same call with the
+ * operation of each swapped operand set from its transpose flag.
+ *
  * Precision: CUBLAS_COMPUTE_32F (true fp32, the tests' 1e-4 tolerance against
  * the float64 reference). TESS_TF32=1 selects CUBLAS_COMPUTE_32F_FAST_TF32
  * (tensor cores, about 1e-3 relative error): a speed knob, not the default.
@@ -51,4 +54,16 @@ void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const flo
     /* column-major C^T[n,m] = B^T[n,k] @ A^T[k,m] */
     cublasCheck(cublasGemmEx(trc_g.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F,
                              lda, &beta, C, CUDA_R_32F, ldc, trc_g.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc)
+{
+    (void)c;
+    const float one = 1.0f;
+    /* column-major C^T[n,m] = op(B)^T @ op(A)^T: the stored row-major B is column-major B^T, so op(B)^T is
+     * that matrix untouched when B is not transposed and its transpose when it is (the same for A) */
+    cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                             k, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, trc_g.compute,
+                             CUBLAS_GEMM_DEFAULT));
 }

@@ -18,6 +18,9 @@
  * under some order, and a wait cycle is reported as a deadlock. The kernels
  * are plain loops with the CUDA kernels' semantics (attention reads qkv and
  * adds the bias on the fly; scores stay internal), accumulating in double.
+ * Training: backward and optimizer run the same way between trc_phase_begin
+ * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
+ * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -28,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -158,6 +162,17 @@ void trc_forward_begin(tr_ctx *c, const trc_step_cost *cost)
     std::fill(E.signal.begin(), E.signal.end(), 0);
 }
 
+/* the training phases: the same brackets (the queues run at the end) */
+void trc_phase_begin(tr_ctx *c, const trc_step_cost *cost)
+{
+    trc_forward_begin(c, cost);
+}
+
+void trc_phase_end(tr_ctx *c)
+{
+    trc_forward_end(c);
+}
+
 void trc_begin(tr_ctx *c, int id, int stream, int wait)
 {
     tr_step_mark(c, id);
@@ -230,6 +245,62 @@ void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
             emu_fail("MPI_Allreduce failed", -1);
     });
     c->allreduce[g] += count;
+}
+
+void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    bool me = c->desc->key[g] == root;
+    push(TRC_COMM, [=] {
+        if (MPI_Reduce(me ? MPI_IN_PLACE : buf, me ? buf : nullptr, count, MPI_FLOAT, MPI_SUM, root, comm) !=
+            MPI_SUCCESS)
+            emu_fail("MPI_Reduce failed", -1);
+    });
+    if (me)
+        c->reduce_recv[g] += (long long)count * (c->desc->size[g] - 1);
+    else
+        c->reduce_sent[g] += count;
+}
+
+void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    bool me = c->desc->key[g] == 0;
+    push(TRC_COMM, [=] {
+        if (MPI_Reduce(me ? MPI_IN_PLACE : buf, me ? buf : nullptr, count, MPI_FLOAT, MPI_SUM, 0, comm) !=
+                MPI_SUCCESS ||
+            MPI_Bcast(buf, count, MPI_FLOAT, 0, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Reduce + MPI_Bcast failed", -1);
+    });
+    c->allreduce[g] += count;
+}
+
+void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] {
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+                    1.0f, A, lda, B, ldb, beta, C, ldc);
+    });
+}
+
+/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation) */
+void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
+{
+    const tr_model_desc *md = &tr_model;
+    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)md->lr, eps = (float)md->adam_eps;
+    float wd = decay ? (float)md->weight_decay : 0.0f;
+    float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
+    push(TRC_COMPUTE, [=] {
+        for (long long e = 0; e < count; e++) {
+            float g = grad[e];
+            m[e] = b1 * m[e] + (1.0f - b1) * g;
+            v[e] = b2 * v[e] + (1.0f - b2) * g * g;
+            float mhat = m[e] / c1, vhat = v[e] / c2;
+            param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+        }
+    });
 }
 
 void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
@@ -325,34 +396,204 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
 }
 
 template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_ref(const float *qkv, const float *bias, float *out)
+{
+    constexpr int CQ = HEADS * HD, LD = 3 * CQ;
+    std::vector<double> p(SEQ);
+    for (int sq = 0; sq < NSEQ; sq++)
+        for (int h = 0; h < HEADS; h++)
+            for (int i = 0; i < SEQ; i++) {
+                const float *qi = qkv + ((size_t)sq * SEQ + i) * LD + h * HD;
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *kj = qkv + ((size_t)sq * SEQ + j) * LD + CQ + h * HD;
+                    double d = 0;
+                    for (int e = 0; e < HD; e++)
+                        d += (double)(qi[e] + bias[h * HD + e]) * (kj[e] + bias[CQ + h * HD + e]);
+                    p[j] = d / std::sqrt((double)HD);
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int j = 0; j <= i; j++)
+                    sum += (p[j] = std::exp(p[j] - mx));
+                for (int e = 0; e < HD; e++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++)
+                        o += p[j] * (qkv[((size_t)sq * SEQ + j) * LD + 2 * CQ + h * HD + e] +
+                                     bias[2 * CQ + h * HD + e]);
+                    out[((size_t)sq * SEQ + i) * CQ + h * HD + e] = (float)(o / sum);
+                }
+            }
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD>
 void attention(cudaStream_t s, const float *qkv, const float *bias, float *out)
+{
+    push(stream_of(s), [=] { attention_ref<NSEQ, SEQ, HEADS, HD>(qkv, bias, out); });
+}
+
+/* ---- training ---- */
+
+template <int ROWS, int COLS>
+void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            double t = 0;
+            for (int j = 0; j < COLS; j++) {
+                size_t e = (size_t)r * COLS + j;
+                y[e] = x[e] + (p[e] + bias[j]);
+                t += y[e];
+            }
+            if (rs)
+                rs[r] = (float)t;
+        }
+    });
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out)
+{
+    constexpr int LD = 3 * HEADS * HD;
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)NSEQ * SEQ * LD; i++)
+            qkv[i] += bias[i % LD];
+        const std::vector<float> zero(LD, 0.0f); /* qkv is biased now */
+        attention_ref<NSEQ, SEQ, HEADS, HD>(qkv, zero.data(), out);
+    });
+}
+
+template <int ROWS, int COLS>
+void bias_gelu_save(cudaStream_t s, float *u, const float *bias, float *g)
+{
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)ROWS * COLS; i++) {
+            u[i] += bias[i % COLS];
+            g[i] = tr_gelu(u[i]);
+        }
+    });
+}
+
+template <int ROWS, int COLS>
+void colsum(cudaStream_t s, const float *dy, float *db)
+{
+    push(stream_of(s), [=] {
+        for (int j = 0; j < COLS; j++) {
+            double t = 0;
+            for (int r = 0; r < ROWS; r++)
+                t += dy[(size_t)r * COLS + j];
+            db[j] = (float)t;
+        }
+    });
+}
+
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, float *dg, const float *u)
+{
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)ROWS * COLS; i++)
+            dg[i] *= tr_gelu_grad(u[i]);
+    });
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                 const float *gamma, float eps, float *sums, float *dgamma, float *dbeta)
+{
+    push(stream_of(s), [=] {
+        std::vector<double> dg(COLS, 0.0), db(COLS, 0.0);
+        for (int r = 0; r < ROWS; r++) {
+            float mean = rs[r] / (float)HIDDEN, rstd = 1.0f / sqrtf(vs[r] / (float)HIDDEN + eps);
+            double s1 = 0, s2 = 0;
+            for (int j = 0; j < COLS; j++) {
+                size_t e = (size_t)r * COLS + j;
+                float xhat = (x[e] - mean) * rstd, dxhat = dy[e] * gamma[j];
+                s1 += dxhat;
+                s2 += (double)dxhat * xhat;
+                dg[j] += (double)dy[e] * xhat;
+                db[j] += dy[e];
+            }
+            sums[r] = (float)s1;
+            sums[ROWS + r] = (float)s2;
+        }
+        for (int j = 0; j < COLS; j++) {
+            dgamma[j] = (float)dg[j];
+            dbeta[j] = (float)db[j];
+        }
+    });
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                  const float *gamma, const float *sums, float eps, float *g)
+{
+    push(stream_of(s), [=] {
+        float inv_n = 1.0f / (float)HIDDEN;
+        for (int r = 0; r < ROWS; r++) {
+            float mean = rs[r] * inv_n, rstd = 1.0f / sqrtf(vs[r] / (float)HIDDEN + eps);
+            float m1 = sums[r] * inv_n, m2 = sums[ROWS + r] * inv_n;
+            for (int j = 0; j < COLS; j++) {
+                size_t e = (size_t)r * COLS + j;
+                float xhat = (x[e] - mean) * rstd;
+                g[e] += rstd * (dy[e] * gamma[j] - m1 - xhat * m2);
+            }
+        }
+    });
+}
+
+/* in double, P recomputed per row; lse and dsum are the kernel's scratch: poisoned here, so that a
+ * conflict on them would show */
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *lse, float *dsum)
 {
     push(stream_of(s), [=] {
         constexpr int CQ = HEADS * HD, LD = 3 * CQ;
-        std::vector<double> p(SEQ);
+        const double scale = 1.0 / std::sqrt((double)HD);
+        for (long long i = 0; i < (long long)SEQ * SEQ; i++)
+            lse[i] = dsum[i] = NAN;
+        std::vector<double> P((size_t)SEQ * SEQ), dS((size_t)SEQ * SEQ);
         for (int sq = 0; sq < NSEQ; sq++)
-            for (int h = 0; h < HEADS; h++)
+            for (int h = 0; h < HEADS; h++) {
+                auto Q = [&](int i, int e) { return (double)qkv[((size_t)sq * SEQ + i) * LD + h * HD + e]; };
+                auto K = [&](int i, int e) { return (double)qkv[((size_t)sq * SEQ + i) * LD + CQ + h * HD + e]; };
+                auto V = [&](int i, int e) { return (double)qkv[((size_t)sq * SEQ + i) * LD + 2 * CQ + h * HD + e]; };
+                auto G = [&](int i, int e) { return (double)dout[((size_t)sq * SEQ + i) * CQ + h * HD + e]; };
                 for (int i = 0; i < SEQ; i++) {
-                    const float *qi = qkv + ((size_t)sq * SEQ + i) * LD + h * HD;
-                    double mx = -1e300, sum = 0;
+                    double mx = -1e300, sum = 0, dot = 0;
                     for (int j = 0; j <= i; j++) {
-                        const float *kj = qkv + ((size_t)sq * SEQ + j) * LD + CQ + h * HD;
                         double d = 0;
                         for (int e = 0; e < HD; e++)
-                            d += (double)(qi[e] + bias[h * HD + e]) * (kj[e] + bias[CQ + h * HD + e]);
-                        p[j] = d / std::sqrt((double)HD);
-                        mx = p[j] > mx ? p[j] : mx;
+                            d += Q(i, e) * K(j, e);
+                        P[(size_t)i * SEQ + j] = d * scale;
+                        mx = std::max(mx, d * scale);
                     }
                     for (int j = 0; j <= i; j++)
-                        sum += (p[j] = std::exp(p[j] - mx));
-                    for (int e = 0; e < HD; e++) {
-                        double o = 0;
-                        for (int j = 0; j <= i; j++)
-                            o += p[j] * (qkv[((size_t)sq * SEQ + j) * LD + 2 * CQ + h * HD + e] +
-                                         bias[2 * CQ + h * HD + e]);
-                        out[((size_t)sq * SEQ + i) * CQ + h * HD + e] = (float)(o / sum);
+                        sum += (P[(size_t)i * SEQ + j] = std::exp(P[(size_t)i * SEQ + j] - mx));
+                    for (int j = 0; j <= i; j++) {
+                        P[(size_t)i * SEQ + j] /= sum;
+                        double dp = 0;
+                        for (int e = 0; e < HD; e++)
+                            dp += G(i, e) * V(j, e);
+                        dS[(size_t)i * SEQ + j] = dp;
+                        dot += dp * P[(size_t)i * SEQ + j];
                     }
+                    for (int j = 0; j <= i; j++)
+                        dS[(size_t)i * SEQ + j] = P[(size_t)i * SEQ + j] * (dS[(size_t)i * SEQ + j] - dot);
                 }
+                for (int i = 0; i < SEQ; i++)
+                    for (int e = 0; e < HD; e++) {
+                        double dq = 0, dk = 0, dv = 0;
+                        for (int j = 0; j <= i; j++)
+                            dq += dS[(size_t)i * SEQ + j] * K(j, e);
+                        for (int r = i; r < SEQ; r++) {
+                            dk += dS[(size_t)r * SEQ + i] * Q(r, e);
+                            dv += P[(size_t)r * SEQ + i] * G(r, e);
+                        }
+                        float *o = dqkv + ((size_t)sq * SEQ + i) * LD + h * HD + e;
+                        o[0] = (float)(dq * scale);
+                        o[CQ] = (float)(dk * scale);
+                        o[2 * CQ] = (float)dv;
+                    }
+            }
     });
 }
 

@@ -11,6 +11,13 @@
  * way in, and the softmax is computed online (running max and sum), so neither the [SEQ, SEQ] scores nor the
  * biased QKV ever reach device memory. Causal: a tile of query rows reads keys up to its last row only.
  * The per-element arithmetic (GeLU, layernorm) is tr_math.h, the same code the CPU backend runs.
+ *
+ * Training adds: the forward variants that keep what the backward reads (out-of-place residual, GeLU with
+ * its pre-activation kept, attention that writes the biased QKV back), column sums in a fixed order (32
+ * columns x 8 row slices per block, partial sums added in slice order: deterministic), GeLU and layernorm
+ * backward with tr_kernels_bwd.c's float statistics and double sums, and attention backward that recomputes
+ * the probabilities from Q and K in two kernels (dQ per query row; dK and dV per key row) with the forward's
+ * thread layout, keeping only each row's log-sum-exp and dO.O in the plan's [SEQ, SEQ] scratch.
  */
 #include <math.h>
 
@@ -225,7 +232,8 @@ __global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
     float q[DPT], acc[DPT];
 #pragma unroll
     for (int d = 0; d < DPT; d++) {
-        q[d] = valid ? (blk[(size_t)row * LD + head * HD + d0 + d] + bias[head * HD + d0 + d]) * scale : 0.0f;
+        q[d] = valid ? (blk[(size_t)row * LD + head * HD + d0 + d] + (bias ? bias[head * HD + d0 + d] : 0.0f)) * scale
+                     : 0.0f;
         acc[d] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f; /* running max and sum of exp(score - m) */
@@ -237,8 +245,8 @@ __global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
             const int j = e / HD, d = e % HD, key = k0 + j;
             float kv = 0.0f, vv = 0.0f;
             if (key < SEQ) {
-                kv = blk[(size_t)key * LD + CQ + head * HD + d] + bias[CQ + head * HD + d];
-                vv = blk[(size_t)key * LD + 2 * CQ + head * HD + d] + bias[2 * CQ + head * HD + d];
+                kv = blk[(size_t)key * LD + CQ + head * HD + d] + (bias ? bias[CQ + head * HD + d] : 0.0f);
+                vv = blk[(size_t)key * LD + 2 * CQ + head * HD + d] + (bias ? bias[2 * CQ + head * HD + d] : 0.0f);
             }
             Ks[j][d] = kv;
             Vs[j][d] = vv;
@@ -269,6 +277,334 @@ __global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
 #pragma unroll
         for (int d = 0; d < DPT; d++)
             o[d] = acc[d] * inv;
+    }
+}
+
+/* ---- training: forward variants that keep what the backward reads ----------------------------------------- */
+
+template <int ROWS, int COLS>
+__global__ void __launch_bounds__(kRowThreads)
+    k_resid_rowsum_to(const float *__restrict__ x, const float *__restrict__ p, const float *__restrict__ bias,
+                      float *__restrict__ rs, float *__restrict__ y)
+{
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return;
+    const float *xr = x + (size_t)r * COLS, *pr = p + (size_t)r * COLS;
+    float *yr = y + (size_t)r * COLS;
+    double s = 0;
+    for (int j = lane; j < COLS; j += kWarp) {
+        const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
+        yr[j] = a;
+        s += (double)a;
+    }
+    s = warp_sum(s);
+    if (rs && lane == 0)
+        rs[r] = (float)s;
+}
+
+/* x[e] += bias[e % COLS] in place (the biased QKV, or the kept GeLU pre-activation with g = GeLU(x)) */
+template <int ROWS, int COLS, bool GELU>
+__global__ void __launch_bounds__(kEltThreads)
+    k_bias_add(float *__restrict__ x, const float *__restrict__ bias, float *__restrict__ g)
+{
+    (void)g; /* unused without GELU */
+    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
+    if (i >= (long long)ROWS * COLS)
+        return;
+    const float u = x[i] + bias[i % COLS];
+    x[i] = u;
+    if constexpr (GELU)
+        g[i] = tr_gelu(u);
+}
+
+/* ---- training: backward kernels ------------------------------------------------------------------------ */
+
+/* Column sums in a fixed order: block (32 columns) x (kSlices row slices); thread (c, s) sums rows s, s +
+ * kSlices, ... of its column in double, then slice 0 adds the kSlices partial sums in slice order. */
+constexpr int kSlices = 8;
+
+template <int ROWS, int COLS>
+__global__ void __launch_bounds__(kWarp *kSlices) k_colsum(const float *__restrict__ dy, float *__restrict__ db)
+{
+    __shared__ double part[kSlices][kWarp];
+    const int col = (int)blockIdx.x * kWarp + (int)threadIdx.x, sl = (int)threadIdx.y;
+    double s = 0;
+    if (col < COLS)
+        for (int r = sl; r < ROWS; r += kSlices)
+            s += (double)dy[(size_t)r * COLS + col];
+    part[sl][threadIdx.x] = s;
+    __syncthreads();
+    if (sl == 0 && col < COLS) {
+        double t = 0;
+        for (int k = 0; k < kSlices; k++)
+            t += part[k][threadIdx.x];
+        db[col] = (float)t;
+    }
+}
+
+template <int ROWS, int COLS>
+__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const float *__restrict__ u)
+{
+    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
+    if (i < (long long)ROWS * COLS)
+        dg[i] *= tr_gelu_grad(u[i]);
+}
+
+/* tr_kernels_bwd.c's float statistics of a row: mean and 1/sqrt(var + eps) */
+template <int HIDDEN>
+__device__ __forceinline__ void ln_stats(float rs, float vs, float eps, float &mean, float &rstd)
+{
+    mean = rs / (float)HIDDEN;
+    rstd = 1.0f / sqrtf(vs / (float)HIDDEN + eps);
+}
+
+/* part 1, per row (one warp): s1 = sum dy*gamma, s2 = sum dy*gamma*xhat */
+template <int ROWS, int COLS, int HIDDEN>
+__global__ void __launch_bounds__(kRowThreads)
+    k_ln_bwd_rows(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
+                  const float *__restrict__ vs, const float *__restrict__ gamma, float eps, float *__restrict__ sums)
+{
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return;
+    float mean, rstd;
+    ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
+    double s1 = 0, s2 = 0;
+    for (int j = lane; j < COLS; j += kWarp) {
+        const float xhat = (x[(size_t)r * COLS + j] - mean) * rstd;
+        const float dxhat = dy[(size_t)r * COLS + j] * gamma[j];
+        s1 += (double)dxhat;
+        s2 += (double)dxhat * xhat;
+    }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    if (lane == 0) {
+        sums[r] = (float)s1;
+        sums[ROWS + r] = (float)s2;
+    }
+}
+
+/* part 1, per column (fixed order as k_colsum): dgamma = sum_r dy*xhat, dbeta = sum_r dy */
+template <int ROWS, int COLS, int HIDDEN>
+__global__ void __launch_bounds__(kWarp *kSlices)
+    k_ln_bwd_cols(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
+                  const float *__restrict__ vs, float eps, float *__restrict__ dgamma, float *__restrict__ dbeta)
+{
+    __shared__ double pg[kSlices][kWarp], pb[kSlices][kWarp];
+    const int col = (int)blockIdx.x * kWarp + (int)threadIdx.x, sl = (int)threadIdx.y;
+    double sg = 0, sb = 0;
+    if (col < COLS)
+        for (int r = sl; r < ROWS; r += kSlices) {
+            float mean, rstd;
+            ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
+            const float xhat = (x[(size_t)r * COLS + col] - mean) * rstd, d = dy[(size_t)r * COLS + col];
+            sg += (double)d * xhat;
+            sb += (double)d;
+        }
+    pg[sl][threadIdx.x] = sg;
+    pb[sl][threadIdx.x] = sb;
+    __syncthreads();
+    if (sl == 0 && col < COLS) {
+        double tg = 0, tb = 0;
+        for (int k = 0; k < kSlices; k++) {
+            tg += pg[k][threadIdx.x];
+            tb += pb[k][threadIdx.x];
+        }
+        dgamma[col] = (float)tg;
+        dbeta[col] = (float)tb;
+    }
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+__global__ void __launch_bounds__(kEltThreads)
+    k_ln_bwd_apply(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
+                   const float *__restrict__ vs, const float *__restrict__ gamma, const float *__restrict__ sums,
+                   float eps, float *__restrict__ g)
+{
+    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
+    if (i >= (long long)ROWS * COLS)
+        return;
+    const int r = (int)(i / COLS), j = (int)(i % COLS);
+    const float inv_n = 1.0f / (float)HIDDEN;
+    float mean, rstd;
+    ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
+    const float m1 = sums[r] * inv_n, m2 = sums[ROWS + r] * inv_n;
+    const float xhat = (x[i] - mean) * rstd, dxhat = dy[i] * gamma[j];
+    g[i] += rstd * (dxhat - m1 - xhat * m2);
+}
+
+/* Attention backward, per (sequence, head) pair p of a chunk of at most SEQ pairs (blockIdx.y), with the
+ * forward's thread layout (attn_cfg: TPR threads per row, DPT dimensions each), P = softmax(scale Q K^T):
+ *   k_attn_bwd_q   per query row i: pass 1 over keys j <= i: online max/sum and O_i = P_i V; lse_i and
+ *                  D_i = dO_i . O_i (= sum_j P_ij dP_ij) into the scratch; pass 2: P_ij = exp(s_ij - lse_i),
+ *                  dP_ij = dO_i . V_j, dS_ij = P_ij (dP_ij - D_i); dQ_i = scale sum_j dS_ij K_j
+ *   k_attn_bwd_kv  per key row j, over query rows i >= j (Q, dO, lse, D tiles in shared memory):
+ *                  dV_j = sum_i P_ij dO_i, dK_j = scale sum_i dS_ij Q_i
+ * Every sum runs in a fixed order (keys or queries ascending, then a fixed shuffle tree): deterministic. */
+template <int NSEQ, int SEQ, int HEADS, int HD>
+__global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
+    k_attn_bwd_q(const float *__restrict__ qkv, const float *__restrict__ dout, float *__restrict__ dqkv,
+                 float *__restrict__ lse, float *__restrict__ dsum, int p0, float scale)
+{
+    using cfg = attn_cfg<HD>;
+    constexpr int TPR = cfg::TPR, DPT = cfg::DPT, RPB = cfg::RPB, BK = cfg::BK;
+    constexpr int CQ = HEADS * HD, LD = 3 * CQ;
+    __shared__ __align__(16) float Ks[BK][HD];
+    __shared__ __align__(16) float Vs[BK][HD];
+
+    const int pair = p0 + (int)blockIdx.y, seq = pair / HEADS, head = pair % HEADS, q0 = (int)blockIdx.x * RPB;
+    const int sub = (int)threadIdx.x % TPR, row = q0 + (int)threadIdx.x / TPR, d0 = sub * DPT;
+    const bool valid = row < SEQ;
+    const unsigned lane = threadIdx.x % kWarp;
+    const unsigned group = (TPR == kWarp ? 0xffffffffu : ((1u << TPR) - 1u) << (lane / TPR * TPR));
+    const float *blk = qkv + (size_t)seq * SEQ * LD;
+    const float *dO = dout + ((size_t)seq * SEQ + row) * CQ + head * HD + d0;
+
+    float q[DPT], go[DPT], acc[DPT];
+#pragma unroll
+    for (int d = 0; d < DPT; d++) {
+        q[d] = valid ? blk[(size_t)row * LD + head * HD + d0 + d] * scale : 0.0f;
+        go[d] = valid ? dO[d] : 0.0f;
+        acc[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int kend = min(SEQ, q0 + RPB);
+    for (int pass = 0; pass < 2; pass++) {
+        float lse_i = 0.0f, D = 0.0f;
+        if (pass == 1) {
+            float part = 0.0f;
+#pragma unroll
+            for (int d = 0; d < DPT; d++) {
+                part += go[d] * (acc[d] / l);
+                acc[d] = 0.0f; /* now dQ */
+            }
+#pragma unroll
+            for (int o = TPR / 2; o > 0; o /= 2)
+                part += __shfl_xor_sync(group, part, o, TPR);
+            lse_i = m + logf(l);
+            D = part;
+            if (valid && sub == 0) {
+                lse[(size_t)blockIdx.y * SEQ + row] = lse_i;
+                dsum[(size_t)blockIdx.y * SEQ + row] = D;
+            }
+        }
+        for (int k0 = 0; k0 < kend; k0 += BK) {
+            __syncthreads();
+            for (int e = (int)threadIdx.x; e < BK * HD; e += cfg::THREADS) {
+                const int j = e / HD, d = e % HD, key = k0 + j;
+                Ks[j][d] = key < SEQ ? blk[(size_t)key * LD + CQ + head * HD + d] : 0.0f;
+                Vs[j][d] = key < SEQ ? blk[(size_t)key * LD + 2 * CQ + head * HD + d] : 0.0f;
+            }
+            __syncthreads();
+            const int jend = valid ? min(BK, row - k0 + 1) : 0;
+            for (int j = 0; j < jend; j++) {
+                float sc = 0.0f;
+#pragma unroll
+                for (int d = 0; d < DPT; d++)
+                    sc += q[d] * Ks[j][d0 + d];
+#pragma unroll
+                for (int o = TPR / 2; o > 0; o /= 2)
+                    sc += __shfl_xor_sync(group, sc, o, TPR);
+                if (pass == 0) {
+                    const float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
+                    l = l * corr + p;
+#pragma unroll
+                    for (int d = 0; d < DPT; d++)
+                        acc[d] = acc[d] * corr + p * Vs[j][d0 + d];
+                    m = mn;
+                } else {
+                    float dp = 0.0f;
+#pragma unroll
+                    for (int d = 0; d < DPT; d++)
+                        dp += go[d] * Vs[j][d0 + d];
+#pragma unroll
+                    for (int o = TPR / 2; o > 0; o /= 2)
+                        dp += __shfl_xor_sync(group, dp, o, TPR);
+                    const float ds = expf(sc - lse_i) * (dp - D);
+#pragma unroll
+                    for (int d = 0; d < DPT; d++)
+                        acc[d] += ds * Ks[j][d0 + d];
+                }
+            }
+        }
+    }
+    if (valid) {
+        float *dq = dqkv + ((size_t)seq * SEQ + row) * LD + head * HD + d0;
+#pragma unroll
+        for (int d = 0; d < DPT; d++)
+            dq[d] = acc[d] * scale;
+    }
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD>
+__global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
+    k_attn_bwd_kv(const float *__restrict__ qkv, const float *__restrict__ dout, float *__restrict__ dqkv,
+                  const float *__restrict__ lse, const float *__restrict__ dsum, int p0, float scale)
+{
+    using cfg = attn_cfg<HD>;
+    constexpr int TPR = cfg::TPR, DPT = cfg::DPT, RPB = cfg::RPB, BK = cfg::BK;
+    constexpr int CQ = HEADS * HD, LD = 3 * CQ;
+    __shared__ __align__(16) float Qs[BK][HD];
+    __shared__ __align__(16) float Gs[BK][HD];
+    __shared__ float Ls[BK], Ds[BK];
+
+    const int pair = p0 + (int)blockIdx.y, seq = pair / HEADS, head = pair % HEADS, j0 = (int)blockIdx.x * RPB;
+    const int sub = (int)threadIdx.x % TPR, key = j0 + (int)threadIdx.x / TPR, d0 = sub * DPT;
+    const bool valid = key < SEQ;
+    const unsigned lane = threadIdx.x % kWarp;
+    const unsigned group = (TPR == kWarp ? 0xffffffffu : ((1u << TPR) - 1u) << (lane / TPR * TPR));
+    const float *blk = qkv + (size_t)seq * SEQ * LD;
+    const float *dO = dout + (size_t)seq * SEQ * CQ + head * HD;
+
+    float k[DPT], v[DPT], dk[DPT], dv[DPT];
+#pragma unroll
+    for (int d = 0; d < DPT; d++) {
+        k[d] = valid ? blk[(size_t)key * LD + CQ + head * HD + d0 + d] : 0.0f;
+        v[d] = valid ? blk[(size_t)key * LD + 2 * CQ + head * HD + d0 + d] : 0.0f;
+        dk[d] = dv[d] = 0.0f;
+    }
+    for (int i0 = j0; i0 < SEQ; i0 += BK) { /* causal: query rows i >= this tile's first key */
+        __syncthreads();
+        for (int e = (int)threadIdx.x; e < BK * HD; e += cfg::THREADS) {
+            const int ii = e / HD, d = e % HD, i = i0 + ii;
+            Qs[ii][d] = i < SEQ ? blk[(size_t)i * LD + head * HD + d] : 0.0f;
+            Gs[ii][d] = i < SEQ ? dO[(size_t)i * CQ + d] : 0.0f;
+        }
+        for (int ii = (int)threadIdx.x; ii < BK; ii += cfg::THREADS) {
+            const int i = i0 + ii;
+            Ls[ii] = i < SEQ ? lse[(size_t)blockIdx.y * SEQ + i] : 0.0f;
+            Ds[ii] = i < SEQ ? dsum[(size_t)blockIdx.y * SEQ + i] : 0.0f;
+        }
+        __syncthreads();
+        const int ibeg = valid ? max(0, key - i0) : BK, iend = min(BK, SEQ - i0);
+        for (int ii = ibeg; ii < iend; ii++) {
+            float sc = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < DPT; d++) {
+                sc += k[d] * Qs[ii][d0 + d];
+                dp += v[d] * Gs[ii][d0 + d];
+            }
+#pragma unroll
+            for (int o = TPR / 2; o > 0; o /= 2) {
+                sc += __shfl_xor_sync(group, sc, o, TPR);
+                dp += __shfl_xor_sync(group, dp, o, TPR);
+            }
+            const float p = expf(sc * scale - Ls[ii]), ds = p * (dp - Ds[ii]);
+#pragma unroll
+            for (int d = 0; d < DPT; d++) {
+                dv[d] += p * Gs[ii][d0 + d];
+                dk[d] += ds * Qs[ii][d0 + d];
+            }
+        }
+    }
+    if (valid) {
+        float *o = dqkv + ((size_t)seq * SEQ + key) * LD + head * HD + d0;
+#pragma unroll
+        for (int d = 0; d < DPT; d++) {
+            o[CQ + d] = dk[d] * scale;
+            o[2 * CQ + d] = dv[d];
+        }
     }
 }
 
@@ -340,6 +676,88 @@ void attention(cudaStream_t s, const float *qkv, const float *bias, float *out)
     const dim3 grid((unsigned)((SEQ + cfg::RPB - 1) / cfg::RPB), HEADS, NSEQ);
     k_attention<NSEQ, SEQ, HEADS, HD><<<grid, cfg::THREADS, 0, s>>>(qkv, bias, out, 1.0f / sqrtf((float)HD));
     TRC_LAUNCHED("trk::attention");
+}
+
+/* ---- training launchers ------------------------------------------------------------------------------- */
+
+template <int ROWS, int COLS>
+void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y)
+{
+    k_resid_rowsum_to<ROWS, COLS><<<row_blocks(ROWS), kRowThreads, 0, s>>>(x, p, bias, rs, y);
+    TRC_LAUNCHED("trk::resid_rowsum_to");
+}
+
+constexpr unsigned elt_blocks(long long n)
+{
+    return (unsigned)((n + kEltThreads - 1) / kEltThreads);
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out)
+{
+    constexpr int LD = 3 * HEADS * HD;
+    k_bias_add<NSEQ * SEQ, LD, false><<<elt_blocks((long long)NSEQ * SEQ * LD), kEltThreads, 0, s>>>(qkv, bias, nullptr);
+    TRC_LAUNCHED("trk::attention_keep (bias)");
+    attention<NSEQ, SEQ, HEADS, HD>(s, qkv, nullptr, out); /* qkv is biased now: no bias on the fly */
+}
+
+template <int ROWS, int COLS>
+void bias_gelu_save(cudaStream_t s, float *u, const float *bias, float *g)
+{
+    k_bias_add<ROWS, COLS, true><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(u, bias, g);
+    TRC_LAUNCHED("trk::bias_gelu_save");
+}
+
+template <int ROWS, int COLS>
+void colsum(cudaStream_t s, const float *dy, float *db)
+{
+    k_colsum<ROWS, COLS><<<(unsigned)((COLS + kWarp - 1) / kWarp), dim3(kWarp, kSlices), 0, s>>>(dy, db);
+    TRC_LAUNCHED("trk::colsum");
+}
+
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, float *dg, const float *u)
+{
+    k_gelu_bwd<ROWS, COLS><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(dg, u);
+    TRC_LAUNCHED("trk::gelu_bwd");
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                 const float *gamma, float eps, float *sums, float *dgamma, float *dbeta)
+{
+    k_ln_bwd_rows<ROWS, COLS, HIDDEN><<<row_blocks(ROWS), kRowThreads, 0, s>>>(dy, x, rs, vs, gamma, eps, sums);
+    TRC_LAUNCHED("trk::ln_bwd_sums (rows)");
+    k_ln_bwd_cols<ROWS, COLS, HIDDEN><<<(unsigned)((COLS + kWarp - 1) / kWarp), dim3(kWarp, kSlices), 0, s>>>(
+        dy, x, rs, vs, eps, dgamma, dbeta);
+    TRC_LAUNCHED("trk::ln_bwd_sums (columns)");
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                  const float *gamma, const float *sums, float eps, float *g)
+{
+    k_ln_bwd_apply<ROWS, COLS, HIDDEN><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(dy, x, rs, vs, gamma,
+                                                                                                 sums, eps, g);
+    TRC_LAUNCHED("trk::ln_bwd_apply");
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *lse, float *dsum)
+{
+    using cfg = attn_cfg<HD>;
+    constexpr int NP = NSEQ * HEADS;
+    static_assert(SEQ <= 65535, "attention backward grid: at most 65535 pairs per chunk");
+    const float scale = 1.0f / sqrtf((float)HD);
+    /* the scratch holds lse and D of SEQ rows for SEQ pairs: chunks of SEQ pairs, q then kv for each */
+    for (int p0 = 0; p0 < NP; p0 += SEQ) {
+        const int np = NP - p0 < SEQ ? NP - p0 : SEQ;
+        const dim3 grid((unsigned)((SEQ + cfg::RPB - 1) / cfg::RPB), (unsigned)np);
+        k_attn_bwd_q<NSEQ, SEQ, HEADS, HD><<<grid, cfg::THREADS, 0, s>>>(qkv, dout, dqkv, lse, dsum, p0, scale);
+        TRC_LAUNCHED("trk::attention_bwd (dq)");
+        k_attn_bwd_kv<NSEQ, SEQ, HEADS, HD><<<grid, cfg::THREADS, 0, s>>>(qkv, dout, dqkv, lse, dsum, p0, scale);
+        TRC_LAUNCHED("trk::attention_bwd (dk, dv)");
+    }
 }
 
 /* ---- the shapes of this model's schedule ------------------------------------------------------------------ */

@@ -41,6 +41,45 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias);
 template <int NSEQ, int SEQ, int HEADS, int HD>
 void attention(cudaStream_t s, const float *qkv, const float *bias, float *out);
 
+/* ---- training ---- */
+
+/* y = x + (p + bias[COLS]) out of place (x kept for the backward); rs[ROWS] = row sums of y when not NULL */
+template <int ROWS, int COLS>
+void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y);
+
+/* attention as above, but first adds the bias to qkv in place (the backward reads the biased QKV) */
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out);
+
+/* u[ROWS, COLS] += bias (kept: the pre-activation); g = GeLU(u) */
+template <int ROWS, int COLS>
+void bias_gelu_save(cudaStream_t s, float *u, const float *bias, float *g);
+
+/* db[COLS] = column sums of dy[ROWS, COLS] (a fixed summation order: deterministic) */
+template <int ROWS, int COLS>
+void colsum(cudaStream_t s, const float *dy, float *db);
+
+/* dg[ROWS, COLS] *= GeLU'(u) */
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, float *dg, const float *u);
+
+/* layernorm backward, part 1: sums[0..ROWS) = sum_j dy*gamma, sums[ROWS..2 ROWS) = sum_j dy*gamma*xhat over
+ * this rank's columns; dgamma[COLS] = sum_r dy*xhat, dbeta[COLS] = sum_r dy */
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                 const float *gamma, float eps, float *sums, float *dgamma, float *dbeta);
+
+/* part 2, sums summed over the row group: g += rstd (dy*gamma - s1/HIDDEN - xhat s2/HIDDEN) */
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                  const float *gamma, const float *sums, float eps, float *g);
+
+/* attention backward: dqkv[NSEQ*SEQ, 3*HEADS*HD] from the biased qkv and dout[NSEQ*SEQ, HEADS*HD]; the
+ * probabilities are recomputed, never stored. lse and dsum ([SEQ, SEQ] each, the plan's scratch) hold each
+ * query row's log-sum-exp and sum(dout * out) for up to SEQ (sequence, head) pairs at a time */
+template <int NSEQ, int SEQ, int HEADS, int HD>
+void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *lse, float *dsum);
+
 } // namespace trk
 
 #endif

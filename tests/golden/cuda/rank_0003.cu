@@ -10,6 +10,8 @@
  * waits for the other stream only where the plan's arena offsets make it (trc_begin's last argument, with
  * the buffers named above the call); trc_end records an event where a later step waits (last argument 1).
  * 20 collectives on the comm stream, 17 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
+ * Each phase function (forward; for training also backward and optimizer) starts and ends by joining the
+ * two streams, so waits never cross a phase.
  */
 #include "kernels.cuh"
 #include "trc.h"
