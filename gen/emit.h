@@ -17,6 +17,8 @@
 
 /* Placeholders every template shares: VERSION, SPEC, NAME, P, Q, D. Returns the count written to vars[]. */
 int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64]);
+/* The global ranks of the group of kind g holding c, in local order, between open and close: "{4,5}". */
+void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const char *open, const char *close);
 
 /* The tables every rank program carries (emit_rank_tables.c), shared by the C and CUDA emitters. */
 const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */

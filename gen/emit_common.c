@@ -20,3 +20,11 @@ int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64])
     vars[n++] = (tg_tvar){"D", store[2]};
     return n;
 }
+
+void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const char *open, const char *close)
+{
+    tg_sb_puts(o, open);
+    for (int l = 0; l < tg_group_size(m, g); l++)
+        tg_sb_printf(o, "%s%d", l ? "," : "", tg_group_member(m, g, c, l));
+    tg_sb_puts(o, close);
+}

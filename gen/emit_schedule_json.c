@@ -29,15 +29,6 @@ static void jstr(tg_sb *o, const char *s)
     tg_sb_putn(o, "\"", 1);
 }
 
-static void members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c)
-{
-    int n = tg_group_size(m, g);
-    tg_sb_puts(o, "[");
-    for (int l = 0; l < n; l++)
-        tg_sb_printf(o, "%s%d", l ? "," : "", tg_group_member(m, g, c, l));
-    tg_sb_puts(o, "]");
-}
-
 static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp)
 {
     const tg_mesh *m = &pl->mesh;
@@ -49,7 +40,7 @@ static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp)
         tg_sb_printf(o, "%s\"%s\":{\"label\":", g ? "," : "", tg_group_name((tg_group)g));
         jstr(o, lab);
         tg_sb_printf(o, ",\"local\":%d,\"members\":", tg_group_local(m, (tg_group)g, rp->c));
-        members(o, m, (tg_group)g, rp->c);
+        tg_emit_members(o, m, (tg_group)g, rp->c, "[", "]");
         tg_sb_puts(o, "}");
     }
     tg_sb_printf(o, "},\n \"arena_bytes\":%lld,\"weight_bytes\":%lld,\"flops\":%lld,\"nsteps\":%d,\n",
@@ -109,7 +100,7 @@ static void step_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp, int id
         tg_sb_printf(o, ",\"comm\":true,\"group\":\"%s\",\"group_label\":", tg_group_name(s->group));
         jstr(o, lab);
         tg_sb_printf(o, ",\"group_size\":%d,\"members\":", s->group_size);
-        members(o, m, s->group, rp->c);
+        tg_emit_members(o, m, s->group, rp->c, "[", "]");
         if (s->root_global >= 0)
             tg_sb_printf(o, ",\"root\":%d,\"root_local\":%d,\"is_root\":%s", s->root_global, s->root_local,
                          s->is_root ? "true" : "false");

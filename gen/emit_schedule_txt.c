@@ -7,15 +7,6 @@
 #include "emit.h"
 #include "version.h"
 
-static void members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c)
-{
-    int n = tg_group_size(m, g);
-    tg_sb_puts(o, "{");
-    for (int l = 0; l < n; l++)
-        tg_sb_printf(o, "%s%d", l ? "," : "", tg_group_member(m, g, c, l));
-    tg_sb_puts(o, "}");
-}
-
 bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
 {
     (void)err;
@@ -71,7 +62,7 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
                 char g[32];
                 tg_group_label(m, st->group, rp->c, g, sizeof g);
                 tg_sb_printf(o, "%s=", g);
-                members(o, m, st->group, rp->c);
+                tg_emit_members(o, m, st->group, rp->c, "{", "}");
                 if (st->kind == TG_STEP_BCAST)
                     tg_sb_printf(o, " root %d %s %lld elems %lld bytes", st->root_global,
                                  st->is_root ? "send" : "recv", st->count, 4 * st->count);

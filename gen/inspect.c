@@ -236,15 +236,6 @@ static void print_ranks(tg_sb *o, const int *r, int n)
     }
 }
 
-static void print_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c)
-{
-    int n = tg_group_size(m, g);
-    tg_sb_puts(o, "{");
-    for (int l = 0; l < n; l++)
-        tg_sb_printf(o, "%s%d", l ? "," : "", tg_group_member(m, g, c, l));
-    tg_sb_puts(o, "}");
-}
-
 static void header(tg_sb *o, const tg_plan *pl, const char *what)
 {
     const tg_spec *s = &pl->spec;
@@ -288,7 +279,7 @@ void tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o)
             char lab[32];
             tg_group_label(m, (tg_group)g, rp->c, lab, sizeof lab);
             tg_sb_printf(o, "  %s=", lab);
-            print_members(o, m, (tg_group)g, rp->c);
+            tg_emit_members(o, m, (tg_group)g, rp->c, "{", "}");
         }
         tg_sb_printf(o, "\n   arena %lld bytes (weights %lld), %lld flops, %d steps, %d shown\n", 4 * rp->arena_elems,
                      4 * rp->weight_elems, rp->flops, rp->nsteps, shown);
@@ -311,7 +302,7 @@ void tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o)
                 char lab[32];
                 tg_group_label(m, s->group, rp->c, lab, sizeof lab);
                 tg_sb_printf(o, "%s=", lab);
-                print_members(o, m, s->group, rp->c);
+                tg_emit_members(o, m, s->group, rp->c, "{", "}");
                 if (s->root_global >= 0)
                     tg_sb_printf(o, " root %d", s->root_global);
                 tg_sb_printf(o, " %s %lld elems %lld bytes\n", tg_step_dir(s), s->count, 4 * s->count);
