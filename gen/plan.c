@@ -289,6 +289,28 @@ static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g,
     return true;
 }
 
+static tg_step *gemm_step(builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
+                          int lda, int B, int ldb, int C, int ldc)
+{
+    tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
+    if (!s)
+        return NULL;
+    s->m = m;
+    s->n = n;
+    s->k = k;
+    s->lda = lda;
+    s->ldb = ldb;
+    s->ldc = ldc;
+    s->transa = ta;
+    s->transb = tb;
+    s->beta = 0.0f;
+    s->flops = 2LL * m * n * k;
+    use(s, 0, A, TG_ACC_R);
+    use(s, 1, B, TG_ACC_R);
+    use(s, 2, C, TG_ACC_W);
+    return s;
+}
+
 /* C(h,j) = sum_t A(h,t) @ W(t,j): DESIGN.md section 2, forward. a and w are
  * this rank's own blocks [R,Kq] and [Kq,Nq]; c is [R,Nq]. */
 static void summa(builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
@@ -321,20 +343,13 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
             if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, blk, ""))
                 return;
         }
-        tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
+        tg_step *s = gemm_step(b, layer, op, t, 0, 0, R, Nq, Kq, A, Kq, W, Nq, c, Nq);
         if (!s)
             return;
-        s->m = R;
-        s->n = Nq;
-        s->k = Kq;
-        s->lda = Kq;
-        s->ldb = Nq;
-        s->ldc = Nq;
-        s->beta = t == 0 ? 0.0f : 1.0f;
-        s->flops = 2LL * R * Nq * Kq;
-        use(s, 0, A, TG_ACC_R);
-        use(s, 1, W, TG_ACC_R);
-        use(s, 2, c, t == 0 ? TG_ACC_W : (TG_ACC_R | TG_ACC_W));
+        if (t > 0) { /* accumulate onto step 0's product */
+            s->beta = 1.0f;
+            s->acc[2] = TG_ACC_R | TG_ACC_W;
+        }
         snprintf(s->what, sizeof s->what, "Y(h=%d,j=%d) %s X(h=%d,t=%d) @ W(t=%d,j=%d)  [%dx%d]@[%dx%d]", h,
                  co.j, t == 0 ? "=" : "+=", h, t, t, co.j, R, Kq, Kq, Nq);
     }
@@ -508,28 +523,6 @@ static void reduce_step(builder *b, int layer, const char *op, int t, tg_group g
     s->count = count;
     use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
     snprintf(s->what, sizeof s->what, "reduce(sum) %s over %s to rank %d", what, lab, s->root_global);
-}
-
-static tg_step *gemm_step(builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
-                          int lda, int B, int ldb, int C, int ldc)
-{
-    tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
-    if (!s)
-        return NULL;
-    s->m = m;
-    s->n = n;
-    s->k = k;
-    s->lda = lda;
-    s->ldb = ldb;
-    s->ldc = ldc;
-    s->transa = ta;
-    s->transb = tb;
-    s->beta = 0.0f;
-    s->flops = 2LL * m * n * k;
-    use(s, 0, A, TG_ACC_R);
-    use(s, 1, B, TG_ACC_R);
-    use(s, 2, C, TG_ACC_W);
-    return s;
 }
 
 /* dX = dY W^T (ABT): for t: bcast W(t,j) over col from local root t; P = dY(h,j) W(t,j)^T;

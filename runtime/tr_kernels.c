@@ -18,14 +18,6 @@
 #include "tr_kernels.h"
 #include "tr_math.h"
 
-#define TIMED_BEGIN double t0_ = c->timing ? tr_now() : 0
-#define TIMED_END(kind)                                                                                             \
-    do {                                                                                                            \
-        c->calls[kind]++;                                                                                           \
-        if (c->timing)                                                                                              \
-            c->seconds[kind] += tr_now() - t0_;                                                                     \
-    } while (0)
-
 void tr_ln_rowsum(tr_ctx *c, const float *x, int rows, int cols, float *rs)
 {
     TIMED_BEGIN;
