@@ -10,12 +10,12 @@
  * reported as internal errors rather than emitted.
  */
 #include "plan.h"
+#include "place.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define TG_ALIGN_ELEMS 16 /* 64 bytes of float */
 
 typedef struct builder {
     const tg_plan *pl;
@@ -24,11 +24,6 @@ typedef struct builder {
     bool oom;
     tg_phase phase; /* phase of the steps being appended */
 } builder;
-
-static long long align_up(long long x)
-{
-    return (x + TG_ALIGN_ELEMS - 1) / TG_ALIGN_ELEMS * TG_ALIGN_ELEMS;
-}
 
 static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
@@ -792,90 +787,24 @@ static bool lifetimes(tg_rank_plan *rp, tg_err *err)
     return true;
 }
 
-static int place_order(const void *pa, const void *pb, void *ctx);
-
-typedef struct order_ctx {
-    const tg_buf *bufs;
-} order_ctx;
-
-static order_ctx g_order; /* qsort has no context argument in C11 */
-
-static int cmp_place(const void *pa, const void *pb)
-{
-    return place_order(pa, pb, &g_order);
-}
-
-static int place_order(const void *pa, const void *pb, void *ctx)
-{
-    const tg_buf *bufs = ((const order_ctx *)ctx)->bufs;
-    int a = *(const int *)pa, b = *(const int *)pb;
-    const tg_buf *x = &bufs[a], *y = &bufs[b];
-    if (x->persistent != y->persistent)
-        return y->persistent - x->persistent; /* persistent first: weights pack at the bottom */
-    if (x->persistent)
-        return a - b; /* declaration order: weights in layer order */
-    if (x->elems != y->elems)
-        return x->elems < y->elems ? 1 : -1; /* big first */
-    return a - b;
-}
-
-static bool overlap_life(const tg_buf *x, const tg_buf *y)
-{
-    return x->first <= y->last && y->first <= x->last;
-}
-
 static bool place(tg_rank_plan *rp, tg_err *err)
 {
-    int n = rp->nbufs;
-    int *order = malloc((size_t)n * sizeof *order);
-    char *placed = calloc((size_t)n, 1);
-    long long *cand = malloc((size_t)(n + 1) * sizeof *cand);
-    if (!order || !placed || !cand) {
-        free(order);
-        free(placed);
-        free(cand);
+    tg_place_item *items = malloc((size_t)(rp->nbufs > 0 ? rp->nbufs : 1) * sizeof *items);
+    if (!items)
         return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *bf = &rp->bufs[i];
+        items[i] = (tg_place_item){bf->elems, bf->first, bf->last, bf->persistent, 0};
     }
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    g_order.bufs = rp->bufs;
-    qsort(order, (size_t)n, sizeof *order, cmp_place);
-    long long top = 0;
+    bool ok = tg_place(items, rp->nbufs, rp->nsteps, &rp->arena_elems, err);
     rp->weight_elems = 0;
-    for (int oi = 0; oi < n; oi++) {
-        tg_buf *bf = &rp->bufs[order[oi]];
-        /* candidate offsets: 0 and the aligned end of every placed buffer that is live at the same time */
-        int nc = 0;
-        cand[nc++] = 0;
-        for (int pi = 0; pi < n; pi++)
-            if (placed[pi] && overlap_life(&rp->bufs[pi], bf))
-                cand[nc++] = align_up(rp->bufs[pi].offset + rp->bufs[pi].elems);
-        long long best = -1;
-        for (int ci = 0; ci < nc; ci++) {
-            long long off = cand[ci];
-            if (best >= 0 && off >= best)
-                continue;
-            bool ok = true;
-            for (int pi = 0; pi < n && ok; pi++) {
-                const tg_buf *o = &rp->bufs[pi];
-                if (placed[pi] && overlap_life(o, bf) && off < o->offset + o->elems && o->offset < off + bf->elems)
-                    ok = false;
-            }
-            if (ok)
-                best = off;
-        }
-        bf->offset = best;
-        placed[order[oi]] = 1;
-        if (align_up(best + bf->elems) > top)
-            top = align_up(best + bf->elems);
-        if (bf->persistent && bf->name[0] == 'w')
-            rp->weight_elems += bf->elems;
+    for (int i = 0; ok && i < rp->nbufs; i++) {
+        rp->bufs[i].offset = items[i].offset;
+        if (rp->bufs[i].persistent && rp->bufs[i].name[0] == 'w')
+            rp->weight_elems += rp->bufs[i].elems;
     }
-    rp->arena_elems = top;
-    free(order);
-    free(placed);
-    free(cand);
-    return true;
+    free(items);
+    return ok;
 }
 
 /* ---- totals ------------------------------------------------------------------------- */
