@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "describe.h"
 #include "plan.h"
 #include "strbuf.h"
 #include "template.h"
@@ -23,12 +24,14 @@ void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const c
 /* The tables every rank program carries (emit_rank_tables.c), shared by the C and CUDA emitters. */
 const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */
 const char *tg_emit_kind_enum(tg_step_kind k);  /* "TR_K_GEMM", ... */
-void tg_emit_params(tg_sb *o, const tg_rank_plan *rp);  /* rows of the tr_param table */
-void tg_emit_step_info(tg_sb *o, const tg_step *s);     /* one row of the tr_step_info table */
+void tg_emit_params(tg_sb *o, const tg_class_plan *cp); /* rows of the tr_param table */
+/* one row of the tr_step_info table, as rank c runs step s */
+void tg_emit_step_info(tg_sb *o, const tg_plan *pl, tg_coord c, const tg_step *s);
 /* The tr_rank_desc initialiser, every field in declaration order; null_ptr: "NULL" or "nullptr". */
-void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, int rank, const char *null_ptr);
+void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, int rank, const char *null_ptr);
 
-bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);   /* rank_XXXX.c */
+/* rank_XXXX.c: the program of rank `rank`, whose class plan is cp */
+bool tg_emit_rank_c(const tg_plan *pl, const tg_class_plan *cp, int rank, tg_sb *out, tg_err *err);
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err);            /* model.c */
 /* The CUDA backend (emit_rank_cu.c): whether it is emitted, and how build.ninja builds it. */
 typedef struct tg_cuda_opts {
@@ -42,20 +45,24 @@ typedef struct tg_cuda_opts {
 /* Which backends to emit: the spec's `backends`, else TESS_BACKENDS, else cpu and, when nvcc is found,
  * cuda. A backend the spec or TESS_BACKENDS asks for that cannot run the plan is an error; an automatic
  * one is left out. note receives the line tessgen prints ("backends: cpu, cuda (...)"). */
-bool tg_cuda_select(const tg_plan *pl, tg_cuda_opts *cu, char *note, size_t cap, tg_err *err);
-bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);  /* rank_XXXX.cu */
-bool tg_emit_kernels_cu(const tg_plan *pl, tg_sb *out, tg_err *err);         /* kernels.cu */
+bool tg_cuda_select(const tg_plan *pl, const tg_class_plan *all, tg_cuda_opts *cu, char *note, size_t cap,
+                    tg_err *err);
+bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *cp, int rank, tg_sb *out, tg_err *err); /* rank_XXXX.cu */
+/* kernels.cu: the kernel instances of every class (all[class number]) */
+bool tg_emit_kernels_cu(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);
 bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err);        /* kernels.cuh */
 /* The CUDA part of build.ninja (rules, objects, bin/model-cuda) and what it adds to `default`. */
 void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults);
 
 bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out,
                    tg_err *err); /* build.ninja */
-bool tg_emit_manifest(const tg_plan *pl, tg_sb *out, tg_err *err);          /* manifest.json */
-bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *out, tg_err *err);      /* schedule.txt */
-bool tg_emit_launcher(const tg_plan *pl, tg_sb *out, tg_err *err);          /* run */
-bool tg_emit_schedule_json(const tg_plan *pl, tg_sb *out, tg_err *err);     /* schedule.json (docs/SCHEDULE.md) */
-bool tg_emit_schedule_html(const tg_plan *pl, tg_sb *out, tg_err *err);     /* schedule.html */
-bool tg_emit_summary_txt(const tg_plan *pl, tg_sb *out, tg_err *err);       /* summary.txt (inspect.c) */
+/* The outputs that cover every rank take every class plan: all[class number] (tg_plan_all). */
+bool tg_emit_manifest(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);      /* manifest.json */
+bool tg_emit_schedule_txt(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);  /* schedule.txt */
+bool tg_emit_launcher(const tg_plan *pl, tg_sb *out, tg_err *err);                                 /* run */
+/* schedule.json (docs/SCHEDULE.md) */
+bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);
+bool tg_emit_schedule_html(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err); /* schedule.html */
+bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);   /* summary.txt */
 
 #endif

@@ -14,11 +14,11 @@
  */
 #include "emit.h"
 
-bool tg_emit_schedule_html(const tg_plan *pl, tg_sb *out, tg_err *err)
+bool tg_emit_schedule_html(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err)
 {
     tg_sb data;
     tg_sb_init(&data);
-    if (!tg_emit_schedule_json(pl, &data, err)) {
+    if (!tg_emit_schedule_json(pl, all, &data, err)) {
         tg_sb_free(&data);
         return false;
     }

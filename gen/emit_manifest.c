@@ -14,7 +14,7 @@ static void ll4(tg_sb *o, const char *key, const long long *v, int bytes)
                  f * v[1], f * v[2], f * v[3]);
 }
 
-bool tg_emit_manifest(const tg_plan *pl, tg_sb *o, tg_err *err)
+bool tg_emit_manifest(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_err *err)
 {
     (void)err;
     const tg_spec *s = &pl->spec;
@@ -39,13 +39,14 @@ bool tg_emit_manifest(const tg_plan *pl, tg_sb *o, tg_err *err)
                  pl->R, pl->Cq, pl->Fq, pl->Hq, pl->D);
     tg_sb_puts(o, "  \"ranks\": [\n");
     for (int r = 0; r < pl->mesh.p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
-        tg_sb_printf(o, "    {\"rank\": %d, \"i\": %d, \"j\": %d, \"k\": %d, \"row_block\": %d,\n", r, rp->c.i,
-                     rp->c.j, rp->c.k, tg_mesh_row_block(&pl->mesh, rp->c));
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+        tg_coord co = tg_mesh_coord(&pl->mesh, r);
+        tg_sb_printf(o, "    {\"rank\": %d, \"i\": %d, \"j\": %d, \"k\": %d, \"row_block\": %d,\n", r, co.i, co.j,
+                     co.k, tg_mesh_row_block(&pl->mesh, co));
         tg_sb_printf(o, "     \"arena_bytes\": %lld, \"weight_bytes\": %lld, \"steps\": %d, \"flops\": %lld,\n",
                      4 * rp->arena_elems, 4 * rp->weight_elems, rp->nsteps, rp->flops);
-        tg_sb_printf(o, "     \"io_block\": {\"row0\": %d, \"rows\": %d, \"col0\": %d, \"cols\": %d},\n", rp->io_r0,
-                     pl->R, rp->io_c0, pl->Cq);
+        tg_sb_printf(o, "     \"io_block\": {\"row0\": %d, \"rows\": %d, \"col0\": %d, \"cols\": %d},\n",
+                     tg_io_r0(pl, co), pl->R, tg_io_c0(pl, co), pl->Cq);
         tg_sb_puts(o, "     ");
         ll4(o, "bcast_recv_bytes", rp->bcast_recv, 1);
         tg_sb_puts(o, ",\n     ");

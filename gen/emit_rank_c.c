@@ -10,19 +10,21 @@
 
 #include "emit.h"
 
-static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
+static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
 {
     return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "NULL";
 }
 
-static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int id)
+static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s, int id)
 {
+    char what[256];
+    tg_step_text(what, sizeof what, pl, rp, co, s);
     if (s->layer < 0)
-        tg_sb_printf(o, "    TR_STEP(c, %d); /* %s */\n", id, s->what);
+        tg_sb_printf(o, "    TR_STEP(c, %d); /* %s */\n", id, what);
     else if (s->t >= 0)
-        tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s t=%d: %s */\n", id, s->layer, s->op, s->t, s->what);
+        tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s t=%d: %s */\n", id, s->layer, s->op, s->t, what);
     else
-        tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, s->what);
+        tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, what);
     switch (s->kind) {
     case TG_STEP_BCAST:
         tg_sb_printf(o, "    tr_bcast(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
@@ -103,7 +105,7 @@ static void print_step(tg_sb *o, const tg_rank_plan *rp, const tg_step *s, int i
 }
 
 /* One function per phase, declaring only the buffers its steps use. */
-static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph)
+static void print_phase(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, tg_phase ph)
 {
     static const char *names[3] = {"forward", "backward", "optimizer"};
     static const char *what[3] = {
@@ -129,9 +131,10 @@ static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph)
     tg_sb_puts(o, "    /* Buffers: float offsets into this rank's arena A, shape [rows, cols], live steps first..last. */\n");
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *b = &rp->bufs[i];
+        char bw[160];
         if (used[i])
             tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
-                         b->rows, b->cols, b->what, b->first, b->last);
+                         b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
     }
     tg_sb_puts(o, "\n");
     int layer = -2, first = 1;
@@ -144,17 +147,16 @@ static void print_phase(tg_sb *o, const tg_rank_plan *rp, tg_phase ph)
         }
         layer = s->layer;
         first = 0;
-        print_step(o, rp, s, i);
+        print_step(o, pl, rp, co, s, i);
     }
     tg_sb_puts(o, "}\n");
     free(used);
 }
 
-bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
+bool tg_emit_rank_c(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb *out, tg_err *err)
 {
-    const tg_rank_plan *rp = &pl->ranks[rank];
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = rp->c;
+    tg_coord co = tg_mesh_coord(m, rank);
     int h = tg_mesh_row_block(m, co);
 
     tg_sb params, steps, desc, bsum, info;
@@ -167,11 +169,11 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     tg_emit_params(&params, rp);
 
     for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++)
-        print_phase(&steps, rp, (tg_phase)ph);
+        print_phase(&steps, pl, rp, co, (tg_phase)ph);
     for (int i = 0; i < rp->nsteps; i++)
-        tg_emit_step_info(&info, &rp->steps[i]);
+        tg_emit_step_info(&info, pl, co, &rp->steps[i]);
 
-    tg_emit_rank_desc(&desc, pl, rank, "NULL");
+    tg_emit_rank_desc(&desc, pl, rp, rank, "NULL");
 
     long long tot = 0;
     for (int g = 0; g < TG_NGROUPS; g++)
@@ -191,8 +193,8 @@ bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
     VAR("H", "%d", h);
     VAR("T", "%d", pl->T);
     VAR("C", "%d", pl->spec.hidden);
-    VAR("ROWS", "%d..%d", rp->io_r0, rp->io_r0 + pl->R - 1);
-    VAR("COLS", "%d..%d", rp->io_c0, rp->io_c0 + pl->Cq - 1);
+    VAR("ROWS", "%d..%d", tg_io_r0(pl, co), tg_io_r0(pl, co) + pl->R - 1);
+    VAR("COLS", "%d..%d", tg_io_c0(pl, co), tg_io_c0(pl, co) + pl->Cq - 1);
     VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
     VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
     VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);

@@ -34,7 +34,7 @@
 
 enum { CU_COMPUTE = 0, CU_COMM = 1 };
 
-static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
+static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
 {
     return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "nullptr";
 }
@@ -44,7 +44,7 @@ static const char *bn(const tg_rank_plan *rp, const tg_step *s, int slot)
 /* The stream of a supported step, or -1 with err naming why it is not supported. Every step kind of the
  * forward, the backward and the optimizer is supported: collectives (broadcast, all-reduce, exact all-reduce,
  * reduce) on the comm stream, GEMMs (plain or transposed), fused kernels and AdamW on the compute stream. */
-static int step_stream(const tg_rank_plan *rp, int id, tg_err *err)
+static int step_stream(const tg_class_plan *rp, int id, tg_err *err)
 {
     const tg_step *s = &rp->steps[id];
     switch (s->kind) {
@@ -66,23 +66,23 @@ static int step_stream(const tg_rank_plan *rp, int id, tg_err *err)
     case TG_STEP_ATTN_BWD:
     case TG_STEP_ADAMW: return CU_COMPUTE;
     }
-    tg_fail(err, "not supported by the CUDA backend yet: %s (rank %d step %d: layer %d %s)", tg_step_kind_name(s->kind),
-            rp->rank, id, s->layer, s->op);
+    tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
+            tg_step_kind_name(s->kind), rp->i, rp->j, id, s->layer, s->op);
     return -1;
 }
 
-static bool supported(const tg_plan *pl, tg_err *err)
+static bool supported(const tg_plan *pl, const tg_class_plan *all, tg_err *err)
 {
-    for (int r = 0; r < pl->mesh.p; r++)
-        for (int i = 0; i < pl->ranks[r].nsteps; i++)
-            if (step_stream(&pl->ranks[r], i, err) < 0)
+    for (int c = 0; c < tg_plan_nclasses(pl); c++)
+        for (int i = 0; i < all[c].nsteps; i++)
+            if (step_stream(&all[c], i, err) < 0)
                 return false;
     return true;
 }
 
 /* Attention whose biased QKV is read again later (training: the backward reads it) writes it back: the
  * trk::attention_keep variant adds the bias in place first, as the CPU backend does. */
-static bool attention_keeps(const tg_rank_plan *rp, int id)
+static bool attention_keeps(const tg_class_plan *rp, int id)
 {
     const tg_step *s = &rp->steps[id];
     return s->kind == TG_STEP_ATTENTION && s->buf[0] >= 0 && rp->bufs[s->buf[0]].last > id;
@@ -113,7 +113,7 @@ static bool call_uses(const tg_step *s, int slot)
 }
 
 /* Do steps a and b touch common arena bytes with at least one writing? Slots in *sa, *sb. */
-static bool conflict(const tg_rank_plan *rp, const tg_step *a, const tg_step *b, int *sa, int *sb)
+static bool conflict(const tg_class_plan *rp, const tg_step *a, const tg_step *b, int *sa, int *sb)
 {
     for (int x = 0; x < TG_STEP_MAXBUF; x++) {
         if (a->buf[x] < 0 || !call_uses(a, x))
@@ -135,7 +135,7 @@ static bool conflict(const tg_rank_plan *rp, const tg_step *a, const tg_step *b,
     return false;
 }
 
-static bool sched_build(const tg_rank_plan *rp, cu_sched *c, tg_err *err)
+static bool sched_build(const tg_class_plan *rp, cu_sched *c, tg_err *err)
 {
     size_t n = (size_t)(rp->nsteps > 0 ? rp->nsteps : 1);
     c->stream = malloc(n * sizeof *c->stream);
@@ -145,7 +145,7 @@ static bool sched_build(const tg_rank_plan *rp, cu_sched *c, tg_err *err)
     c->signal = calloc(n, 1);
     if (!c->stream || !c->wait || !c->wait_a || !c->wait_b || !c->signal) {
         sched_free(c);
-        return tg_fail(err, "out of memory ordering the steps of rank %d", rp->rank);
+        return tg_fail(err, "out of memory ordering the steps of class (i=%d, j=%d)", rp->i, rp->j);
     }
     int waited[2] = {-1, -1}; /* per stream: the latest step of the other stream already waited for */
     for (int b = 0; b < rp->nsteps; b++) {
@@ -208,7 +208,7 @@ static long long step_bytes(const tg_step *s)
 }
 
 /* The call of one step (and the kernel instance it needs, into inst when not NULL). */
-static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_step *s)
+static void print_call(tg_sb *o, tg_sb *inst, const tg_class_plan *rp, const tg_step *s)
 {
     char line[512];
     line[0] = '\0';
@@ -336,7 +336,7 @@ static void print_call(tg_sb *o, tg_sb *inst, const tg_rank_plan *rp, const tg_s
         tg_sb_puts(inst, line);
 }
 
-static void print_wait_comment(tg_sb *o, const tg_rank_plan *rp, const cu_sched *cs, int id)
+static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const cu_sched *cs, int id)
 {
     int w = cs->wait[id];
     if (w < 0)
@@ -351,11 +351,10 @@ static void print_wait_comment(tg_sb *o, const tg_rank_plan *rp, const cu_sched 
                      tg_step_kind_name(ws->kind), verb, theirs, mine);
 }
 
-bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
+bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb *out, tg_err *err)
 {
-    const tg_rank_plan *rp = &pl->ranks[rank];
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = rp->c;
+    tg_coord co = tg_mesh_coord(m, rank);
     cu_sched cs;
     if (!sched_build(rp, &cs, err))
         return false;
@@ -404,9 +403,10 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
                            "steps first..last. */\n");
         for (int i = 0; i < rp->nbufs; i++) {
             const tg_buf *b = &rp->bufs[i];
+            char bw[160];
             if (used[i])
                 tg_sb_printf(&funcs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name,
-                             b->offset, b->rows, b->cols, b->what, b->first, b->last);
+                             b->offset, b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
         }
         tg_sb_puts(&funcs, "\n");
         if (kernels)
@@ -429,12 +429,14 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
             }
             first = 0;
             const char *sname = cs.stream[i] == CU_COMM ? "TRC_COMM" : "TRC_COMPUTE";
+            char what[256];
+            tg_step_text(what, sizeof what, pl, rp, co, s);
             if (s->layer < 0)
-                tg_sb_printf(&funcs, "    /* step %d: %s */\n", i, s->what);
+                tg_sb_printf(&funcs, "    /* step %d: %s */\n", i, what);
             else if (s->t >= 0)
-                tg_sb_printf(&funcs, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, s->what);
+                tg_sb_printf(&funcs, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, what);
             else
-                tg_sb_printf(&funcs, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, s->what);
+                tg_sb_printf(&funcs, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, what);
             print_wait_comment(&funcs, rp, &cs, i);
             tg_sb_printf(&funcs, "    trc_begin(c, %d, %s, %d);\n", i, sname, cs.wait[i]);
             print_call(&funcs, NULL, rp, s);
@@ -456,7 +458,7 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
             nlate++;
             nover += g >= 0 && cs.wait[i] < g;
         }
-        tg_emit_step_info(&info, s);
+        tg_emit_step_info(&info, pl, co, s);
         tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(s), s->kind == TG_STEP_GEMM ? s->m : 0,
                      s->kind == TG_STEP_GEMM ? s->n : 0, s->kind == TG_STEP_GEMM ? s->k : 0);
     }
@@ -464,7 +466,7 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
                            "steps t >= 1 overlap the GEMM of step t-1",
                  ncoll, nwait, nover, nlate);
 
-    tg_emit_rank_desc(&desc, pl, rank, "nullptr");
+    tg_emit_rank_desc(&desc, pl, rp, rank, "nullptr");
 
     long long tot = 0;
     for (int g = 0; g < TG_NGROUPS; g++)
@@ -507,16 +509,16 @@ bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err)
 
 /* ---- kernels.cu, kernels.cuh ----------------------------------------------------------------- */
 
-bool tg_emit_kernels_cu(const tg_plan *pl, tg_sb *out, tg_err *err)
+bool tg_emit_kernels_cu(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err)
 {
-    if (!supported(pl, err))
+    if (!supported(pl, all, err))
         return false;
     tg_sb inst, sink;
     tg_sb_init(&inst);
     tg_sb_init(&sink);
-    for (int r = 0; r < pl->mesh.p; r++)
-        for (int i = 0; i < pl->ranks[r].nsteps; i++)
-            print_call(&sink, &inst, &pl->ranks[r], &pl->ranks[r].steps[i]);
+    for (int c = 0; c < tg_plan_nclasses(pl); c++)
+        for (int i = 0; i < all[c].nsteps; i++)
+            print_call(&sink, &inst, &all[c], &all[c].steps[i]);
     char store[8][64];
     tg_tvar vars[12];
     int n = tg_emit_common_vars(pl, vars, store);
@@ -698,7 +700,8 @@ static unsigned parse_backends(const char *s)
     return bits;
 }
 
-bool tg_cuda_select(const tg_plan *pl, tg_cuda_opts *cu, char *note, size_t cap, tg_err *err)
+bool tg_cuda_select(const tg_plan *pl, const tg_class_plan *all, tg_cuda_opts *cu, char *note, size_t cap,
+                    tg_err *err)
 {
     memset(cu, 0, sizeof *cu);
     unsigned bits = pl->spec.backends;
@@ -733,7 +736,7 @@ bool tg_cuda_select(const tg_plan *pl, tg_cuda_opts *cu, char *note, size_t cap,
     }
     if (want) {
         tg_err e = {{0}, 0};
-        if (!supported(pl, &e)) {
+        if (!supported(pl, all, &e)) {
             if (explicit_choice)
                 return tg_fail(err, "%s: backends includes \"cuda\" (from %s), but %s; use backends = { \"cpu\" }",
                                pl->spec.path, source, e.msg);

@@ -38,7 +38,7 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     return "TR_K_GEMM";
 }
 
-void tg_emit_params(tg_sb *o, const tg_rank_plan *rp)
+void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
 {
     for (int i = 0; i < rp->nparams; i++) {
         const tg_param *p = &rp->params[i];
@@ -60,11 +60,11 @@ void tg_emit_params(tg_sb *o, const tg_rank_plan *rp)
     }
 }
 
-void tg_emit_step_info(tg_sb *o, const tg_step *s)
+void tg_emit_step_info(tg_sb *o, const tg_plan *pl, tg_coord c, const tg_step *s)
 {
     int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
     tg_sb_printf(o, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op, tg_emit_kind_enum(s->kind),
-                 coll ? tg_emit_group_enum(s->group) : "-1", s->root_global, s->count, s->flops);
+                 coll ? tg_emit_group_enum(s->group) : "-1", tg_step_root(pl, c, s), s->count, s->flops);
 }
 
 static void ll4(tg_sb *o, const char *field, const long long *v)
@@ -72,11 +72,10 @@ static void ll4(tg_sb *o, const char *field, const long long *v)
     tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
 }
 
-void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, int rank, const char *null_ptr)
+void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int rank, const char *null_ptr)
 {
-    const tg_rank_plan *rp = &pl->ranks[rank];
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = rp->c;
+    tg_coord co = tg_mesh_coord(m, rank);
     int train = pl->spec.mode == TG_TRAIN;
     tg_sb_printf(o, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
     int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
@@ -94,8 +93,8 @@ void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, int rank, const char *null_p
     tg_sb_printf(o, "    .mode = %d,\n", train);
     tg_sb_printf(o, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = %lld,\n", rp->bufs[rp->x_buf].offset,
                  rp->bufs[rp->y_buf].offset, rp->gx_buf >= 0 ? rp->bufs[rp->gx_buf].offset : -1LL);
-    tg_sb_printf(o, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", rp->io_r0, rp->io_c0, pl->R,
-                 pl->Cq);
+    tg_sb_printf(o, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", tg_io_r0(pl, co),
+                 tg_io_c0(pl, co), pl->R, pl->Cq);
     ll4(o, "plan_bcast_recv", rp->bcast_recv);
     ll4(o, "plan_bcast_sent", rp->bcast_sent);
     ll4(o, "plan_allreduce", rp->allreduce);

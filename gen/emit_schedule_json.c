@@ -29,18 +29,19 @@ static void jstr(tg_sb *o, const char *s)
     tg_sb_putn(o, "\"", 1);
 }
 
-static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp)
+static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int rank)
 {
     const tg_mesh *m = &pl->mesh;
-    tg_sb_printf(o, "{\"rank\":%d,\"i\":%d,\"j\":%d,\"k\":%d,\"row_block\":%d,\n \"groups\":{", rp->rank, rp->c.i,
-                 rp->c.j, rp->c.k, tg_mesh_row_block(m, rp->c));
+    tg_coord co = tg_mesh_coord(m, rank);
+    tg_sb_printf(o, "{\"rank\":%d,\"i\":%d,\"j\":%d,\"k\":%d,\"row_block\":%d,\n \"groups\":{", rank, co.i, co.j,
+                 co.k, tg_mesh_row_block(m, co));
     for (int g = 0; g < TG_NGROUPS; g++) {
         char lab[32];
-        tg_group_label(m, (tg_group)g, rp->c, lab, sizeof lab);
+        tg_group_label(m, (tg_group)g, co, lab, sizeof lab);
         tg_sb_printf(o, "%s\"%s\":{\"label\":", g ? "," : "", tg_group_name((tg_group)g));
         jstr(o, lab);
-        tg_sb_printf(o, ",\"local\":%d,\"members\":", tg_group_local(m, (tg_group)g, rp->c));
-        tg_emit_members(o, m, (tg_group)g, rp->c, "[", "]");
+        tg_sb_printf(o, ",\"local\":%d,\"members\":", tg_group_local(m, (tg_group)g, co));
+        tg_emit_members(o, m, (tg_group)g, co, "[", "]");
         tg_sb_puts(o, "}");
     }
     tg_sb_printf(o, "},\n \"arena_bytes\":%lld,\"weight_bytes\":%lld,\"flops\":%lld,\"nsteps\":%d,\n",
@@ -48,7 +49,8 @@ static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp)
     const tg_buf *x = &rp->bufs[rp->x_buf];
     tg_sb_puts(o, " \"io\":{\"buffer\":");
     jstr(o, x->name);
-    tg_sb_printf(o, ",\"r0\":%d,\"c0\":%d,\"rows\":%d,\"cols\":%d},\n", rp->io_r0, rp->io_c0, x->rows, x->cols);
+    tg_sb_printf(o, ",\"r0\":%d,\"c0\":%d,\"rows\":%d,\"cols\":%d},\n", tg_io_r0(pl, co), tg_io_c0(pl, co), x->rows,
+                 x->cols);
     tg_sb_puts(o, " \"buffers\":[\n");
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *b = &rp->bufs[i];
@@ -58,7 +60,8 @@ static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp)
                         "\"persistent\":%s,\"what\":",
                      b->rows, b->cols, 4 * b->offset, 4 * b->elems, b->first, b->last,
                      b->persistent ? "true" : "false");
-        jstr(o, b->what);
+        char bw[160];
+        jstr(o, tg_buf_text(bw, sizeof bw, pl, co, b));
         tg_sb_printf(o, "}%s\n", i + 1 < rp->nbufs ? "," : "");
     }
     tg_sb_puts(o, " ],\n \"params\":[\n");
@@ -79,11 +82,12 @@ static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp)
     tg_sb_puts(o, " ]}");
 }
 
-static void step_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp, int id)
+static void step_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int rank, int id)
 {
     const tg_mesh *m = &pl->mesh;
     const tg_step *s = &rp->steps[id];
-    tg_sb_printf(o, "{\"rank\":%d,\"step\":%d,\"phase\":\"%s\",\"layer\":%d,\"op\":", rp->rank, id,
+    tg_coord co = tg_mesh_coord(m, rank);
+    tg_sb_printf(o, "{\"rank\":%d,\"step\":%d,\"phase\":\"%s\",\"layer\":%d,\"op\":", rank, id,
                  tg_phase_label(s->phase), s->layer);
     jstr(o, s->op);
     if (s->t >= 0)
@@ -94,15 +98,15 @@ static void step_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp, int id
     jstr(o, tg_step_kind_name(s->kind));
     if (tg_step_is_comm(s)) {
         char lab[32];
-        tg_group_label(m, s->group, rp->c, lab, sizeof lab);
+        tg_group_label(m, s->group, co, lab, sizeof lab);
         long long rc, se, re;
         tg_step_traffic(s, &rc, &se, &re);
         tg_sb_printf(o, ",\"comm\":true,\"group\":\"%s\",\"group_label\":", tg_group_name(s->group));
         jstr(o, lab);
         tg_sb_printf(o, ",\"group_size\":%d,\"members\":", s->group_size);
-        tg_emit_members(o, m, s->group, rp->c, "[", "]");
-        if (s->root_global >= 0)
-            tg_sb_printf(o, ",\"root\":%d,\"root_local\":%d,\"is_root\":%s", s->root_global, s->root_local,
+        tg_emit_members(o, m, s->group, co, "[", "]");
+        if (tg_step_root(pl, co, s) >= 0)
+            tg_sb_printf(o, ",\"root\":%d,\"root_local\":%d,\"is_root\":%s", tg_step_root(pl, co, s), s->root_local,
                          s->is_root ? "true" : "false");
         else
             tg_sb_puts(o, ",\"root\":null,\"root_local\":null,\"is_root\":false");
@@ -145,11 +149,12 @@ static void step_obj(tg_sb *o, const tg_plan *pl, const tg_rank_plan *rp, int id
                      (s->acc[k] & TG_ACC_W) ? "w" : "", 4 * b->offset, 4 * b->elems);
     }
     tg_sb_puts(o, "],\"what\":");
-    jstr(o, s->what);
+    char what[256];
+    jstr(o, tg_step_text(what, sizeof what, pl, rp, co, s));
     tg_sb_puts(o, "}");
 }
 
-bool tg_emit_schedule_json(const tg_plan *pl, tg_sb *o, tg_err *err)
+bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_err *err)
 {
     (void)err;
     const tg_spec *s = &pl->spec;
@@ -171,16 +176,16 @@ bool tg_emit_schedule_json(const tg_plan *pl, tg_sb *o, tg_err *err)
                  pl->T, pl->R, pl->Cq, pl->Fq, pl->Hq, pl->D, pl->nseq);
     tg_sb_puts(o, "\"ranks\":[\n");
     for (int r = 0; r < m->p; r++) {
-        rank_obj(o, pl, &pl->ranks[r]);
+        rank_obj(o, pl, &all[tg_class_of(pl, r)], r);
         tg_sb_puts(o, r + 1 < m->p ? ",\n" : "\n");
     }
     tg_sb_puts(o, "],\n\"steps\":[");
     int first = 1;
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
         for (int i = 0; i < rp->nsteps; i++) {
             tg_sb_puts(o, first ? "\n" : ",\n");
-            step_obj(o, pl, rp, i);
+            step_obj(o, pl, rp, r, i);
             first = 0;
         }
     }

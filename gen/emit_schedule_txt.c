@@ -7,7 +7,7 @@
 #include "emit.h"
 #include "version.h"
 
-bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
+bool tg_emit_schedule_txt(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_err *err)
 {
     (void)err;
     const tg_mesh *m = &pl->mesh;
@@ -21,12 +21,13 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
                  pl->R, pl->Cq, pl->Hq, pl->D);
     tg_sb_puts(o, "# bytes are float32 payload; a bcast is 'recv' on every member but the root, 'send' on the root\n");
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+        tg_coord co = tg_mesh_coord(m, r);
         char lab[4][32];
         for (int g = 0; g < TG_NGROUPS; g++)
-            tg_group_label(m, (tg_group)g, rp->c, lab[g], sizeof lab[g]);
-        tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)  %s %s %s %s\n", r, rp->c.i, rp->c.j, rp->c.k, lab[0], lab[1],
-                     lab[2], lab[3]);
+            tg_group_label(m, (tg_group)g, co, lab[g], sizeof lab[g]);
+        tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)  %s %s %s %s\n", r, co.i, co.j, co.k, lab[0], lab[1], lab[2],
+                     lab[3]);
         tg_sb_printf(o, "arena %lld bytes (weights %lld bytes), %d steps, %lld flops\n", 4 * rp->arena_elems,
                      4 * rp->weight_elems, rp->nsteps, rp->flops);
         tg_sb_printf(o, "bcast recv bytes: row %lld col %lld; bcast send bytes: row %lld col %lld; "
@@ -43,8 +44,9 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
         tg_sb_puts(o, "buffers (offset and size in bytes, live steps):\n");
         for (int i = 0; i < rp->nbufs; i++) {
             const tg_buf *b = &rp->bufs[i];
+            char bw[160];
             tg_sb_printf(o, "  %-32s [%d,%d] @%lld +%lld  %d..%d  %s\n", b->name, b->rows, b->cols, 4 * b->offset,
-                         4 * b->elems, b->first, b->last, b->what);
+                         4 * b->elems, b->first, b->last, tg_buf_text(bw, sizeof bw, pl, co, b));
         }
         tg_sb_puts(o, "steps:\n");
         for (int i = 0; i < rp->nsteps; i++) {
@@ -60,14 +62,14 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
             tg_sb_printf(o, "%-12s ", tg_step_kind_name(st->kind));
             if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_ALLREDUCE || st->kind == TG_STEP_REDUCE) {
                 char g[32];
-                tg_group_label(m, st->group, rp->c, g, sizeof g);
+                tg_group_label(m, st->group, co, g, sizeof g);
                 tg_sb_printf(o, "%s=", g);
-                tg_emit_members(o, m, st->group, rp->c, "{", "}");
+                tg_emit_members(o, m, st->group, co, "{", "}");
                 if (st->kind == TG_STEP_BCAST)
-                    tg_sb_printf(o, " root %d %s %lld elems %lld bytes", st->root_global,
+                    tg_sb_printf(o, " root %d %s %lld elems %lld bytes", tg_step_root(pl, co, st),
                                  st->is_root ? "send" : "recv", st->count, 4 * st->count);
                 else if (st->kind == TG_STEP_REDUCE)
-                    tg_sb_printf(o, " root %d %s %lld elems %lld bytes", st->root_global,
+                    tg_sb_printf(o, " root %d %s %lld elems %lld bytes", tg_step_root(pl, co, st),
                                  st->is_root ? "recv-sum" : "send", st->count, 4 * st->count);
                 else
                     tg_sb_printf(o, " %lld elems %lld bytes%s", st->count, 4 * st->count,
@@ -76,7 +78,8 @@ bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *o, tg_err *err)
             } else {
                 if (st->flops)
                     tg_sb_printf(o, "%lld flops  ", st->flops);
-                tg_sb_printf(o, "%s\n", st->what);
+                char what[256];
+                tg_sb_printf(o, "%s\n", tg_step_text(what, sizeof what, pl, rp, co, st));
             }
         }
     }

@@ -8,10 +8,11 @@
  * logical byte counting lives in tg_step_traffic. Alternative meshes are
  * judged by the real spec loader (tg_spec_load_string on the same model with
  * another mesh), so "not possible" carries exactly the message a user would
- * get from tessgen, and are planned by tg_plan_build on a copy of the spec.
+ * get from tessgen, and are planned by tg_plan_all on a copy of the spec.
  * Output is deterministic: ranks, layers, buffers and tensors in plan order.
  */
 #include "inspect.h"
+#include "describe.h"
 #include "emit.h"
 
 #include <fnmatch.h>
@@ -259,7 +260,7 @@ static void step_label(tg_sb *o, const tg_step *s)
 
 /* ---- show ------------------------------------------------------------------------------ */
 
-void tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o)
+void tg_inspect_show(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, tg_sb *o)
 {
     const tg_mesh *m = &pl->mesh;
     header(o, pl, "schedule");
@@ -270,16 +271,17 @@ void tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o)
     for (int r = 0; r < m->p; r++) {
         if (!f->rank[r])
             continue;
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+        tg_coord co = tg_mesh_coord(m, r);
         int shown = 0;
         for (int i = 0; i < rp->nsteps; i++)
             shown += tg_filter_step(f, &rp->steps[i]);
-        tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)", r, rp->c.i, rp->c.j, rp->c.k);
+        tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)", r, co.i, co.j, co.k);
         for (int g = 0; g < TG_NGROUPS; g++) {
             char lab[32];
-            tg_group_label(m, (tg_group)g, rp->c, lab, sizeof lab);
+            tg_group_label(m, (tg_group)g, co, lab, sizeof lab);
             tg_sb_printf(o, "  %s=", lab);
-            tg_emit_members(o, m, (tg_group)g, rp->c, "{", "}");
+            tg_emit_members(o, m, (tg_group)g, co, "{", "}");
         }
         tg_sb_printf(o, "\n   arena %lld bytes (weights %lld), %lld flops, %d steps, %d shown\n", 4 * rp->arena_elems,
                      4 * rp->weight_elems, rp->flops, rp->nsteps, shown);
@@ -300,16 +302,17 @@ void tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o)
                          tg_step_kind_name(s->kind));
             if (tg_step_is_comm(s)) {
                 char lab[32];
-                tg_group_label(m, s->group, rp->c, lab, sizeof lab);
+                tg_group_label(m, s->group, co, lab, sizeof lab);
                 tg_sb_printf(o, "%s=", lab);
-                tg_emit_members(o, m, s->group, rp->c, "{", "}");
-                if (s->root_global >= 0)
-                    tg_sb_printf(o, " root %d", s->root_global);
+                tg_emit_members(o, m, s->group, co, "{", "}");
+                if (tg_step_root(pl, co, s) >= 0)
+                    tg_sb_printf(o, " root %d", tg_step_root(pl, co, s));
                 tg_sb_printf(o, " %s %lld elems %lld bytes\n", tg_step_dir(s), s->count, 4 * s->count);
             } else {
                 if (s->flops)
                     tg_sb_printf(o, "%lld flops  ", s->flops);
-                tg_sb_printf(o, "%s\n", s->what);
+                char what[256];
+                tg_sb_printf(o, "%s\n", tg_step_text(what, sizeof what, pl, rp, co, s));
             }
             tg_sb_puts(o, "          buffers:");
             for (int k = 0; k < TG_STEP_MAXBUF; k++) {
@@ -391,7 +394,8 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
 }
 
 /* One tensor's block map over the selected ranks. */
-static bool print_tensor(const tg_plan *pl, const tg_filter *f, int pi, tg_sb *o, tg_err *err)
+static bool print_tensor(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, int pi, tg_sb *o,
+                         tg_err *err)
 {
     const tg_mesh *m = &pl->mesh;
     int cap = 3 * m->p, n = 0;
@@ -406,7 +410,7 @@ static bool print_tensor(const tg_plan *pl, const tg_filter *f, int pi, tg_sb *o
     const char *name;
     int full0, full1, ndim;
     char local[96];
-    const tg_rank_plan *r0 = &pl->ranks[0];
+    const tg_class_plan *r0 = &all[0];
     if (pi < 0) {
         const tg_buf *x = &r0->bufs[r0->x_buf];
         name = "x";
@@ -425,10 +429,11 @@ static bool print_tensor(const tg_plan *pl, const tg_filter *f, int pi, tg_sb *o
     }
     int per_rank = 0;
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+        tg_coord co = tg_mesh_coord(m, r);
         if (pi < 0) {
             const tg_buf *x = &rp->bufs[rp->x_buf];
-            b[n++] = (blk){rp->io_r0, x->rows, rp->io_c0, x->cols, r};
+            b[n++] = (blk){tg_io_r0(pl, co), x->rows, tg_io_c0(pl, co), x->cols, r};
             per_rank = 1;
             continue;
         }
@@ -536,9 +541,10 @@ static int layer_of_name(const char *name)
     return -1;
 }
 
-bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor, tg_sb *o, tg_err *err)
+bool tg_inspect_blocks(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, const char *tensor, tg_sb *o,
+                       tg_err *err)
 {
-    const tg_rank_plan *r0 = &pl->ranks[0];
+    const tg_class_plan *r0 = &all[0];
     /* which tensors: -1 is x */
     int matched = 0;
     int *which = malloc((size_t)(r0->nparams + 1) * sizeof *which);
@@ -571,7 +577,7 @@ bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor
     print_mesh(pl, o);
     bool ok = true;
     for (int i = 0; i < matched && ok; i++)
-        ok = print_tensor(pl, f, which[i], o, err);
+        ok = print_tensor(pl, all, f, which[i], o, err);
     free(which);
     return ok;
 }
@@ -617,12 +623,12 @@ static void add_traffic(traffic *a, const traffic *b)
 }
 
 /* Which (group, direction) columns carry anything anywhere in the plan: bit 3*g + dir. */
-static unsigned columns_of(const tg_plan *pl)
+static unsigned columns_of(const tg_plan *pl, const tg_class_plan *all)
 {
     unsigned cols = 0;
-    for (int r = 0; r < pl->mesh.p; r++)
-        for (int i = 0; i < pl->ranks[r].nsteps; i++) {
-            const tg_step *s = &pl->ranks[r].steps[i];
+    for (int c = 0; c < tg_plan_nclasses(pl); c++)
+        for (int i = 0; i < all[c].nsteps; i++) {
+            const tg_step *s = &all[c].steps[i];
             long long rc, se, re;
             tg_step_traffic(s, &rc, &se, &re);
             if (!tg_step_is_comm(s) || s->group < 0 || s->group >= TG_NGROUPS)
@@ -665,7 +671,7 @@ typedef struct mem_peak {
     int top[3], ntop;
 } mem_peak;
 
-static bool memory_peak(const tg_rank_plan *rp, mem_peak *mp)
+static bool memory_peak(const tg_class_plan *rp, mem_peak *mp)
 {
     memset(mp, 0, sizeof *mp);
     mp->step = -1;
@@ -716,11 +722,11 @@ typedef struct mesh_fig {
     int steps_max;
 } mesh_fig;
 
-static void mesh_figures(const tg_plan *pl, mesh_fig *mf)
+static void mesh_figures(const tg_plan *pl, const tg_class_plan *all, mesh_fig *mf)
 {
     memset(mf, 0, sizeof *mf);
     for (int r = 0; r < pl->mesh.p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
         long long rc = 0, se = 0, re = 0;
         for (int i = 0; i < rp->nsteps; i++) {
             long long a, b, c;
@@ -759,7 +765,7 @@ static void spec_source(const tg_spec *s, int q, int d, char *buf, size_t cap)
              s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
 }
 
-static bool alternatives(const tg_plan *pl, tg_sb *o, tg_err *err)
+static bool alternatives(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_err *err)
 {
     const tg_spec *s = &pl->spec;
     int p = pl->mesh.p;
@@ -776,7 +782,7 @@ static bool alternatives(const tg_plan *pl, tg_sb *o, tg_err *err)
         snprintf(mesh, sizeof mesh, "[%d,%d,%d]", q, q, d);
         mesh_fig mf;
         if (q == pl->mesh.q && d == pl->mesh.d) {
-            mesh_figures(pl, &mf);
+            mesh_figures(pl, all, &mf);
             fig_row(o, mesh, "this spec", &mf);
             continue;
         }
@@ -801,21 +807,23 @@ static bool alternatives(const tg_plan *pl, tg_sb *o, tg_err *err)
         copy.q = q;
         copy.d = d;
         tg_plan ap;
+        tg_class_plan *aall;
         tg_err pe = {{0}, 0};
-        if (!tg_plan_build(&copy, &ap, &pe)) {
+        tg_plan_init(&copy, &ap);
+        if (!tg_plan_all(&ap, &aall, &pe)) {
             if (strstr(pe.msg, "out of memory"))
                 return tg_fail(err, "%s", pe.msg);
             tg_sb_printf(o, "  %-12s not possible: %s\n", mesh, pe.msg);
             continue;
         }
-        mesh_figures(&ap, &mf);
+        mesh_figures(&ap, aall, &mf);
         fig_row(o, mesh, "possible", &mf);
-        tg_plan_free(&ap);
+        tg_plan_all_free(&ap, aall);
     }
     return true;
 }
 
-bool tg_inspect_summary(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *err)
+bool tg_inspect_summary(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, tg_sb *o, tg_err *err)
 {
     const tg_mesh *m = &pl->mesh;
     int L = pl->spec.layers + 1, nb = NPHASE * L;
@@ -834,12 +842,13 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err 
     for (int r = 0; r < m->p; r++) {
         if (!f->rank[r])
             continue;
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+        tg_coord rc = tg_mesh_coord(m, r);
         mem_peak mp;
         if (!memory_peak(rp, &mp))
             return tg_fail(err, "out of memory");
         char co[40];
-        snprintf(co, sizeof co, "(%d,%d,%d)", rp->c.i, rp->c.j, rp->c.k);
+        snprintf(co, sizeof co, "(%d,%d,%d)", rc.i, rc.j, rc.k);
         tg_sb_printf(o, "  %5d %-11s %12lld %12lld %12lld %12lld  ", r, co, 4 * rp->arena_elems, 4 * rp->weight_elems,
                      4 * mp.persistent, 4 * mp.live);
         if (mp.step >= 0) {
@@ -853,7 +862,7 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err 
     }
 
     /* communication and flops per rank and (phase, layer) */
-    unsigned cols = columns_of(pl);
+    unsigned cols = columns_of(pl, all);
     traffic *tot = calloc((size_t)nb, sizeof *tot), *per = calloc((size_t)nb, sizeof *per);
     if (!tot || !per) {
         free(tot);
@@ -863,7 +872,7 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err 
     tg_sb_puts(o, "\ncommunication (bytes) and flops per rank, phase and layer:\n");
     traffic_header(o, cols, "   rank phase layer");
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
         memset(per, 0, (size_t)nb * sizeof *per);
         for (int i = 0; i < rp->nsteps; i++)
             add_step_traffic(&per[bucket_of(pl, &rp->steps[i])], &rp->steps[i]);
@@ -907,16 +916,16 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err 
     free(tot);
     free(per);
 
-    return alternatives(pl, o, err);
+    return alternatives(pl, all, o, err);
 }
 
 /* summary.txt: the summary of every rank and layer, as `tessgen SPEC --summary` prints it. */
-bool tg_emit_summary_txt(const tg_plan *pl, tg_sb *out, tg_err *err)
+bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err)
 {
     tg_filter f;
     if (!tg_filter_init(&f, pl, NULL, NULL, NULL, err))
         return false;
-    bool ok = tg_inspect_summary(pl, &f, out, err);
+    bool ok = tg_inspect_summary(pl, all, &f, out, err);
     tg_filter_free(&f);
     return ok;
 }

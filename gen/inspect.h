@@ -61,12 +61,14 @@ void tg_step_traffic(const tg_step *s, long long *recv, long long *sent, long lo
 const char *tg_step_dir(const tg_step *s);
 const char *tg_phase_label(int phase); /* "fwd", "bwd", "opt" */
 
-void tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o);
+/* all: every class plan of pl, indexed by class number (tg_plan_all) */
+void tg_inspect_show(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, tg_sb *o);
 /* tensor: a weight name ("h.0.attn.c_attn.weight"), a shell pattern ("h.0.*"),
  * "x" (the residual stream [batch*seq, hidden]), or NULL for every tensor. */
-bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor, tg_sb *o, tg_err *err);
+bool tg_inspect_blocks(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, const char *tensor, tg_sb *o,
+                       tg_err *err);
 /* Fails only on an internal error (out of memory); an alternative mesh that
  * the spec rules refuse is printed as not possible, with the rule. */
-bool tg_inspect_summary(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *err);
+bool tg_inspect_summary(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, tg_sb *o, tg_err *err);
 
 #endif

@@ -208,24 +208,26 @@ int main(int argc, char **argv)
     }
     if (inspect) {
         tg_plan ip;
-        if (!tg_plan_build(&spec, &ip, &err)) {
+        tg_class_plan *iall;
+        tg_plan_init(&spec, &ip);
+        if (!tg_plan_all(&ip, &iall, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
             return 70;
         }
         tg_filter flt;
         if (!tg_filter_init(&flt, &ip, f_ranks, f_layers, f_kinds, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
-            tg_plan_free(&ip);
+            tg_plan_all_free(&ip, iall);
             return 2;
         }
         tg_sb text;
         tg_sb_init(&text);
         int irc = 0;
         if (show)
-            tg_inspect_show(&ip, &flt, &text);
-        if (blocks && !tg_inspect_blocks(&ip, &flt, tensor, &text, &err))
+            tg_inspect_show(&ip, iall, &flt, &text);
+        if (blocks && !tg_inspect_blocks(&ip, iall, &flt, tensor, &text, &err))
             irc = strstr(err.msg, "out of memory") ? 70 : 2;
-        if (summary && irc == 0 && !tg_inspect_summary(&ip, &flt, &text, &err))
+        if (summary && irc == 0 && !tg_inspect_summary(&ip, iall, &flt, &text, &err))
             irc = 70;
         if (irc)
             fprintf(stderr, "tessgen: %s\n", err.msg);
@@ -233,7 +235,7 @@ int main(int argc, char **argv)
             fwrite(text.s, 1, text.len, stdout);
         tg_sb_free(&text);
         tg_filter_free(&flt);
-        tg_plan_free(&ip);
+        tg_plan_all_free(&ip, iall);
         return irc;
     }
 
@@ -255,16 +257,18 @@ int main(int argc, char **argv)
     }
 
     tg_plan plan;
-    if (!tg_plan_build(&spec, &plan, &err)) {
+    tg_class_plan *all;
+    tg_plan_init(&spec, &plan);
+    if (!tg_plan_all(&plan, &all, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
         return 70;
     }
 
     tg_cuda_opts cuda;
     char backends[1024];
-    if (!tg_cuda_select(&plan, &cuda, backends, sizeof backends, &err)) {
+    if (!tg_cuda_select(&plan, all, &cuda, backends, sizeof backends, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
-        tg_plan_free(&plan);
+        tg_plan_all_free(&plan, all);
         return 1;
     }
 
@@ -281,17 +285,17 @@ int main(int argc, char **argv)
         snprintf(files[fi].name, sizeof files[fi].name, "rank_%04d.c", r);
         files[fi].mode = 0644;
         tg_sb_init(&files[fi].text);
-        ok = tg_emit_rank_c(&plan, r, &files[fi].text, &err);
+        ok = tg_emit_rank_c(&plan, &all[tg_class_of(&plan, r)], r, &files[fi].text, &err);
     }
     for (int r = 0; cuda.enabled && r < plan.mesh.p + 2 && ok; r++, fi++) { /* rank_XXXX.cu, kernels.cu(h) */
         files[fi].mode = 0644;
         tg_sb_init(&files[fi].text);
         if (r < plan.mesh.p) {
             snprintf(files[fi].name, sizeof files[fi].name, "rank_%04d.cu", r);
-            ok = tg_emit_rank_cu(&plan, r, &files[fi].text, &err);
+            ok = tg_emit_rank_cu(&plan, &all[tg_class_of(&plan, r)], r, &files[fi].text, &err);
         } else if (r == plan.mesh.p) {
             snprintf(files[fi].name, sizeof files[fi].name, "kernels.cu");
-            ok = tg_emit_kernels_cu(&plan, &files[fi].text, &err);
+            ok = tg_emit_kernels_cu(&plan, all, &files[fi].text, &err);
         } else {
             snprintf(files[fi].name, sizeof files[fi].name, "kernels.cuh");
             ok = tg_emit_kernels_cuh(&plan, &files[fi].text, &err);
@@ -316,12 +320,12 @@ int main(int argc, char **argv)
         switch (k) {
         case 0: ok = tg_emit_model_c(&plan, &files[fi].text, &err); break;
         case 1: ok = tg_emit_ninja(&plan, root, &cuda, &files[fi].text, &err); break;
-        case 2: ok = tg_emit_manifest(&plan, &files[fi].text, &err); break;
-        case 3: ok = tg_emit_schedule_txt(&plan, &files[fi].text, &err); break;
+        case 2: ok = tg_emit_manifest(&plan, all, &files[fi].text, &err); break;
+        case 3: ok = tg_emit_schedule_txt(&plan, all, &files[fi].text, &err); break;
         case 4: ok = tg_emit_launcher(&plan, &files[fi].text, &err); break;
-        case 5: ok = tg_emit_schedule_json(&plan, &files[fi].text, &err); break;
-        case 6: ok = tg_emit_schedule_html(&plan, &files[fi].text, &err); break;
-        case 7: ok = tg_emit_summary_txt(&plan, &files[fi].text, &err); break;
+        case 5: ok = tg_emit_schedule_json(&plan, all, &files[fi].text, &err); break;
+        case 6: ok = tg_emit_schedule_html(&plan, all, &files[fi].text, &err); break;
+        case 7: ok = tg_emit_summary_txt(&plan, all, &files[fi].text, &err); break;
         }
     }
     int rc = 0;
@@ -357,12 +361,13 @@ int main(int argc, char **argv)
         printf("%-6s %-11s %14s %14s %16s %8s\n", "rank", "(i,j,k)", "arena bytes", "weight bytes", "bcast recv B",
                "steps");
         for (int r = 0; r < plan.mesh.p; r++) {
-            const tg_rank_plan *rp = &plan.ranks[r];
+            const tg_class_plan *rp = &all[tg_class_of(&plan, r)];
+            tg_coord rc = tg_mesh_coord(&plan.mesh, r);
             long long recv = 0;
             for (int g = 0; g < TG_NGROUPS; g++)
                 recv += rp->bcast_recv[g];
             char co[32];
-            snprintf(co, sizeof co, "(%d,%d,%d)", rp->c.i, rp->c.j, rp->c.k);
+            snprintf(co, sizeof co, "(%d,%d,%d)", rc.i, rc.j, rc.k);
             printf("%-6d %-11s %14lld %14lld %16lld %8d\n", r, co, 4 * rp->arena_elems, 4 * rp->weight_elems,
                    4 * recv, rp->nsteps);
         }
@@ -376,6 +381,6 @@ int main(int argc, char **argv)
     for (int k = 0; k < fi; k++)
         tg_sb_free(&files[k].text);
     free(files);
-    tg_plan_free(&plan);
+    tg_plan_all_free(&plan, all);
     return rc;
 }

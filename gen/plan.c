@@ -1,6 +1,6 @@
 /*
- * plan.c - bakes the per-rank forward schedule and its memory plan (see
- * plan.h for the step sequence of one block). Three passes per rank:
+ * plan.c - bakes the program of one rank class and its memory plan (see
+ * plan.h for the step sequence of one block). Three passes per class:
  *   1. declare the weight shards (buffers + which pieces of which tensor),
  *   2. append the steps of every layer, each naming the buffers it reads and
  *      writes, with SUMMA roots and counts taken from mesh.c,
@@ -12,15 +12,16 @@
 #include "plan.h"
 #include "place.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct builder {
     const tg_plan *pl;
-    tg_rank_plan *rp;
-    int cap_steps, cap_bufs;
+    tg_class_plan *rp;
+    tg_coord c; /* the class's (i, j), with k = 0: only i and j decide anything here */
+    int cap_steps, cap_bufs, cap_params;
     bool oom;
     tg_phase phase; /* phase of the steps being appended */
 } builder;
@@ -28,11 +29,9 @@ typedef struct builder {
 static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-#include <stdarg.h>
-
 static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
 {
-    tg_rank_plan *rp = b->rp;
+    tg_class_plan *rp = b->rp;
     if (rp->nbufs == b->cap_bufs) {
         int cap = b->cap_bufs ? 2 * b->cap_bufs : 64;
         tg_buf *nb = realloc(rp->bufs, (size_t)cap * sizeof *nb);
@@ -61,7 +60,7 @@ static int add_buf(builder *b, int rows, int cols, int persistent, const char *w
 
 static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *op, int t)
 {
-    tg_rank_plan *rp = b->rp;
+    tg_class_plan *rp = b->rp;
     if (rp->nsteps == b->cap_steps) {
         int cap = b->cap_steps ? 2 * b->cap_steps : 128;
         tg_step *ns = realloc(rp->steps, (size_t)cap * sizeof *ns);
@@ -80,7 +79,8 @@ static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *o
     s->op = op;
     s->t = t;
     s->root_local = -1;
-    s->root_global = -1;
+    s->desc = TG_D_LABEL;
+    s->label = "";
     for (int i = 0; i < TG_STEP_MAXBUF; i++)
         s->buf[i] = -1;
     s->pin[0] = s->pin[1] = -1;
@@ -97,13 +97,17 @@ static void use(tg_step *s, int slot, int buf, unsigned char acc)
 
 static int add_param(builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols)
 {
-    tg_rank_plan *rp = b->rp;
-    tg_param *np = realloc(rp->params, (size_t)(rp->nparams + 1) * sizeof *np);
-    if (!np) {
-        b->oom = true;
-        return -1;
+    tg_class_plan *rp = b->rp;
+    if (rp->nparams == b->cap_params) {
+        int cap = b->cap_params ? 2 * b->cap_params : 16;
+        tg_param *np = realloc(rp->params, (size_t)cap * sizeof *np);
+        if (!np) {
+            b->oom = true;
+            return -1;
+        }
+        rp->params = np;
+        b->cap_params = cap;
     }
-    rp->params = np;
     tg_param *p = &rp->params[rp->nparams++];
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -146,7 +150,7 @@ typedef struct layer_w {
 /* A vector parameter [n] split in q blocks; rank column j holds block j. */
 static int vec_param(builder *b, const char *name, int n)
 {
-    int q = b->pl->mesh.q, j = b->rp->c.j, nq = n / q;
+    int q = b->pl->mesh.q, j = b->c.j, nq = n / q;
     int id = add_param(b, name, 1, n, 0, 1, nq);
     add_piece(b, id, 0, 1, j * nq, nq, 0);
     return id < 0 ? -1 : b->rp->params[id].buf;
@@ -155,7 +159,7 @@ static int vec_param(builder *b, const char *name, int n)
 /* A matrix [rin, cin] split q x q; rank (i,j) holds block (i,j). */
 static int mat_param(builder *b, const char *name, int rin, int cout)
 {
-    int q = b->pl->mesh.q, i = b->rp->c.i, j = b->rp->c.j;
+    int q = b->pl->mesh.q, i = b->c.i, j = b->c.j;
     int id = add_param(b, name, 2, rin, cout, rin / q, cout / q);
     add_piece(b, id, i * (rin / q), rin / q, j * (cout / q), cout / q, 0);
     return id < 0 ? -1 : b->rp->params[id].buf;
@@ -165,7 +169,7 @@ static layer_w declare_layer_weights(builder *b, int l)
 {
     const tg_plan *pl = b->pl;
     int C = pl->spec.hidden, F = pl->spec.ffn, q = pl->mesh.q, Cq = pl->Cq;
-    int i = b->rp->c.i, j = b->rp->c.j;
+    int i = b->c.i, j = b->c.j;
     char nm[64];
     layer_w w;
     w.first_param = b->rp->nparams;
@@ -204,13 +208,12 @@ static void allreduce_row(builder *b, int layer, const char *op, int buf, long l
     tg_step *s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
     if (!s)
         return;
-    char g[32];
-    tg_group_label(&pl->mesh, TG_ROW, b->rp->c, g, sizeof g);
     s->group = TG_ROW;
     s->group_size = pl->mesh.q;
     s->count = count;
     use(s, 0, buf, TG_ACC_R | TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "all-reduce(sum) %s over %s", what, g);
+    s->desc = TG_D_ALLREDUCE;
+    s->label = what;
 }
 
 /* Layernorm of x given the local row sums already in rs: the two-pass form
@@ -231,7 +234,7 @@ static int layernorm(builder *b, int layer, const char *op, int x, int rs, int g
     use(s, 0, x, TG_ACC_R);
     use(s, 1, rs, TG_ACC_R);
     use(s, 2, vs, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "centred squares of x, local columns");
+    s->label = "centred squares of x, local columns";
     allreduce_row(b, layer, op, vs, pl->R, "squared deviations");
     s = add_step(b, TG_STEP_LN_APPLY, layer, op, -1);
     if (!s)
@@ -246,33 +249,31 @@ static int layernorm(builder *b, int layer, const char *op, int x, int rs, int g
     use(s, 3, gamma, TG_ACC_R);
     use(s, 4, beta, TG_ACC_R);
     use(s, 5, y, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "y = (x - mean) / sqrt(var + eps) * gamma + beta");
+    s->label = "y = (x - mean) / sqrt(var + eps) * gamma + beta";
     return vs;
 }
 
 /* One SUMMA broadcast of buf over group g from local root t: read on the root, written elsewhere.
- * blk names the block for the comment, e.g. "X(h=5,t=2)". */
+ * It moves X(h,t) over a row or W(t,j) over a column; why ends its description (" (for dX)"). */
 static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
-                       const char *blk, const char *why)
+                       const char *why)
 {
     const tg_mesh *m = &b->pl->mesh;
-    tg_coord co = b->rp->c;
+    tg_coord co = b->c;
     tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
     if (!s)
         return false;
-    char lab[32];
-    tg_group_label(m, g, co, lab, sizeof lab);
     s->group = g;
     s->group_size = tg_group_size(m, g);
     s->root_local = t;
-    s->root_global = tg_group_member(m, g, co, t);
     s->is_root = tg_group_local(m, g, co) == t;
     s->count = count;
     use(s, 0, buf, s->is_root ? TG_ACC_R : TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "bcast %s over %s from rank %d%s", blk, lab, s->root_global, why);
+    s->desc = TG_D_BCAST;
+    s->label = why;
     if (!s->is_root && t > 0) {
         /* keep the receive buffer off the bytes of the previous SUMMA step's GEMM operands */
-        tg_rank_plan *rp = b->rp;
+        tg_class_plan *rp = b->rp;
         for (int i = rp->nsteps - 2; i >= 0; i--) {
             tg_step *g = &rp->steps[i];
             if (g->kind == TG_STEP_GEMM && g->layer == layer && g->t == t - 1 && !strcmp(g->op, op)) {
@@ -312,8 +313,8 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
 {
     const tg_plan *pl = b->pl;
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = b->rp->c;
-    int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
+    tg_coord co = b->c;
+    int q = m->q, R = pl->R;
     /* Receive buffers. With q >= 3 a rank receives on several SUMMA steps; two buffers
      * alternate so a backend can receive step t+1 while step t's GEMM still reads the other. */
     int recv_a[2] = {-1, -1}, recv_w[2] = {-1, -1};
@@ -321,7 +322,7 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
     char what[120];
     for (int r = 0; q > 1 && r < nrecv; r++) {
         const char *sfx = nrecv == 1 ? "" : (r ? "1" : "0");
-        snprintf(what, sizeof what, "X(h=%d,t) received over row for %s", h, op);
+        snprintf(what, sizeof what, "X(h={h},t) received over row for %s", op);
         recv_a[r] = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_x%s", layer, op, sfx);
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s", co.j, op);
         recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w%s", layer, op, sfx);
@@ -330,12 +331,9 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
         int A = (co.j == t) ? a : recv_a[na++ % nrecv];
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
         if (q > 1) {
-            char blk[48];
-            snprintf(blk, sizeof blk, "X(h=%d,t=%d)", h, t);
-            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, blk, ""))
+            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, ""))
                 return;
-            snprintf(blk, sizeof blk, "W(t=%d,j=%d)", t, co.j);
-            if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, blk, ""))
+            if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, ""))
                 return;
         }
         tg_step *s = gemm_step(b, layer, op, t, 0, 0, R, Nq, Kq, A, Kq, W, Nq, c, Nq);
@@ -345,8 +343,7 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
             s->beta = 1.0f;
             s->acc[2] = TG_ACC_R | TG_ACC_W;
         }
-        snprintf(s->what, sizeof s->what, "Y(h=%d,j=%d) %s X(h=%d,t=%d) @ W(t=%d,j=%d)  [%dx%d]@[%dx%d]", h,
-                 co.j, t == 0 ? "=" : "+=", h, t, t, co.j, R, Kq, Kq, Nq);
+        s->desc = TG_D_SUMMA;
     }
 }
 
@@ -367,7 +364,7 @@ static void resid_rowsum(builder *b, int layer, const char *op, int x, int p, in
         use(s, 3, rs, TG_ACC_W);
     if (y != x)
         use(s, 4, y, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "%s", what);
+    s->label = what;
 }
 
 /* What the backward needs of one layer's forward. */
@@ -395,7 +392,7 @@ static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry
         s->cols = Cq;
         use(s, 0, x, TG_ACC_R);
         use(s, 1, rs1, TG_ACC_W);
-        snprintf(s->what, sizeof s->what, "row sums of x, local columns");
+        s->label = "row sums of x, local columns";
     }
     int a1 = add_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l);
     int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
@@ -420,8 +417,7 @@ static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry
     use(s, 1, w->qkv_b, TG_ACC_R);
     use(s, 2, att, TG_ACC_W);
     use(s, 3, sc, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "causal softmax attention, %d sequences x %d local heads", pl->nseq,
-             pl->Hq);
+    s->desc = TG_D_ATTENTION;
 
     int p1 = add_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
     summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
@@ -444,14 +440,14 @@ static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry
         use(s, 0, hh, TG_ACC_R | TG_ACC_W);
         use(s, 1, w->fc1_b, TG_ACC_R);
         use(s, 2, g, TG_ACC_W);
-        snprintf(s->what, sizeof s->what, "u = h + b1 (kept for the backward); g = GeLU(u)");
+        s->label = "u = h + b1 (kept for the backward); g = GeLU(u)";
     } else {
         s = add_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
         if (!s)
             return -1;
         use(s, 0, hh, TG_ACC_R | TG_ACC_W);
         use(s, 1, w->fc1_b, TG_ACC_R);
-        snprintf(s->what, sizeof s->what, "h = GeLU(h + b1), tanh approximation");
+        s->label = "h = GeLU(h + b1), tanh approximation";
     }
     s->rows = R;
     s->cols = Fq;
@@ -490,34 +486,30 @@ static void allreduce_exact(builder *b, int layer, const char *op, tg_group g, i
     tg_step *s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
     if (!s)
         return;
-    char lab[32];
-    tg_group_label(&pl->mesh, g, b->rp->c, lab, sizeof lab);
     s->group = g;
     s->group_size = n;
     s->exact = 1;
     s->count = count;
     use(s, 0, buf, TG_ACC_R | TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "all-reduce(sum, identical on every member) %s over %s", what, lab);
+    s->desc = TG_D_ALLREDUCE_X;
+    s->label = what;
 }
 
-static void reduce_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
-                        const char *what)
+/* Reduce P onto local root t of g: dX(h,t) over a row (ABT) or dW(t,j) over a column (ATB). */
+static void reduce_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count)
 {
     const tg_plan *pl = b->pl;
-    tg_coord co = b->rp->c;
+    tg_coord co = b->c;
     tg_step *s = add_step(b, TG_STEP_REDUCE, layer, op, t);
     if (!s)
         return;
-    char lab[32];
-    tg_group_label(&pl->mesh, g, co, lab, sizeof lab);
     s->group = g;
     s->group_size = pl->mesh.q;
     s->root_local = t;
-    s->root_global = tg_group_member(&pl->mesh, g, co, t);
     s->is_root = tg_group_local(&pl->mesh, g, co) == t;
     s->count = count;
     use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
-    snprintf(s->what, sizeof s->what, "reduce(sum) %s over %s to rank %d", what, lab, s->root_global);
+    s->desc = TG_D_REDUCE;
 }
 
 /* dX = dY W^T (ABT): for t: bcast W(t,j) over col from local root t; P = dY(h,j) W(t,j)^T;
@@ -527,14 +519,13 @@ static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, in
 {
     const tg_plan *pl = b->pl;
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = b->rp->c;
-    int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
+    tg_coord co = b->c;
+    int q = m->q, R = pl->R;
     char what[160];
     if (q == 1) {
         tg_step *s = gemm_step(b, layer, op, 0, 0, 1, R, Kq, Nq, dy, Nq, w, Nq, dx, Kq);
         if (s)
-            snprintf(s->what, sizeof s->what, "dX(h=%d,0) = dY(h=%d,0) @ W(0,0)^T  [%dx%d]@[%dx%d]^T", h, h, R, Nq,
-                     Kq, Nq);
+            s->desc = TG_D_ABT;
         return;
     }
     int nrecv = q >= 3 ? 2 : 1, nw = 0, recv_w[2] = {-1, -1};
@@ -542,22 +533,18 @@ static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, in
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s backward", co.j, op);
         recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_dx_w%s", layer, op, nrecv == 1 ? "" : (r ? "1" : "0"));
     }
-    snprintf(what, sizeof what, "partial dX(h=%d,t) for %s, reduced over row", h, op);
+    snprintf(what, sizeof what, "partial dX(h={h},t) for %s, reduced over row", op);
     int part = add_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
     for (int t = 0; t < q; t++) {
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
-        char blk[48];
-        snprintf(blk, sizeof blk, "W(t=%d,j=%d)", t, co.j);
-        if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, blk, " (for dX)"))
+        if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, " (for dX)"))
             return;
         int target = (co.j == t) ? dx : part;
         tg_step *s = gemm_step(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
         if (!s)
             return;
-        snprintf(s->what, sizeof s->what, "P = dY(h=%d,j=%d) @ W(t=%d,j=%d)^T  [%dx%d]@[%dx%d]^T%s", h, co.j, t, co.j,
-                 R, Nq, Kq, Nq, co.j == t ? ", into dX (this rank is the root)" : "");
-        snprintf(what, sizeof what, "P into dX(h=%d,t=%d)", h, t);
-        reduce_step(b, layer, op, t, TG_ROW, target, (long long)R * Kq, what);
+        s->desc = TG_D_ABT;
+        reduce_step(b, layer, op, t, TG_ROW, target, (long long)R * Kq);
     }
 }
 
@@ -569,18 +556,17 @@ static void atb(builder *b, int layer, const char *op, int x, int dy, int dw, in
 {
     const tg_plan *pl = b->pl;
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = b->rp->c;
-    int q = m->q, R = pl->R, h = tg_mesh_row_block(m, co);
+    tg_coord co = b->c;
+    int q = m->q, R = pl->R;
     char what[160];
     if (q == 1) {
         tg_step *s = gemm_step(b, layer, op, 0, 1, 0, Kq, Nq, R, x, Kq, dy, Nq, dw, Nq);
         if (s)
-            snprintf(s->what, sizeof s->what, "dW(0,0) = X(h=%d,0)^T @ dY(h=%d,0)  [%dx%d]^T@[%dx%d]", h, h, R, Kq, R,
-                     Nq);
+            s->desc = TG_D_ATB;
     } else {
         int nrecv = q >= 3 ? 2 : 1, na = 0, recv_x[2] = {-1, -1};
         for (int r = 0; r < nrecv; r++) {
-            snprintf(what, sizeof what, "X(h=%d,t) received over row for %s backward", h, op);
+            snprintf(what, sizeof what, "X(h={h},t) received over row for %s backward", op);
             recv_x[r] = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_dw_x%s", layer, op,
                                 nrecv == 1 ? "" : (r ? "1" : "0"));
         }
@@ -588,18 +574,14 @@ static void atb(builder *b, int layer, const char *op, int x, int dy, int dw, in
         int part = add_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
         for (int t = 0; t < q; t++) {
             int A = (co.j == t) ? x : recv_x[na++ % nrecv];
-            char blk[48];
-            snprintf(blk, sizeof blk, "X(h=%d,t=%d)", h, t);
-            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, blk, " (for dW)"))
+            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, " (for dW)"))
                 return;
             int target = (co.i == t) ? dw : part;
             tg_step *s = gemm_step(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
             if (!s)
                 return;
-            snprintf(s->what, sizeof s->what, "P = X(h=%d,t=%d)^T @ dY(h=%d,j=%d)  [%dx%d]^T@[%dx%d]%s", h, t, h, co.j,
-                     R, Kq, R, Nq, co.i == t ? ", into dW (this rank is the root)" : "");
-            snprintf(what, sizeof what, "P into dW(t=%d,j=%d)", t, co.j);
-            reduce_step(b, layer, op, t, TG_COL, target, (long long)Kq * Nq, what);
+            s->desc = TG_D_ATB;
+            reduce_step(b, layer, op, t, TG_COL, target, (long long)Kq * Nq);
         }
     }
     allreduce_exact(b, layer, op, TG_DEP, dw, (long long)Kq * Nq, "dW over the depth layers");
@@ -615,7 +597,7 @@ static void bias_grad(builder *b, int layer, const char *op, int dy, int cols, i
     s->cols = cols;
     use(s, 0, dy, TG_ACC_R);
     use(s, 1, db, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "db = column sums of dY, local tokens");
+    s->label = "db = column sums of dY, local tokens";
     allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
 }
 
@@ -652,14 +634,14 @@ static void ln_bwd(builder *b, int layer, const char *op, int dy, int x, int rs,
     use(s, 5, sums, TG_ACC_W);
     use(s, 6, dgamma, TG_ACC_W);
     use(s, 7, dbeta, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums");
+    s->label = "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums";
     allreduce_row(b, layer, op, sums, 2LL * R, "the two per-token sums");
     s = ln_bwd_step(b, TG_STEP_LN_BWD_APPLY, layer, op, dy, x, rs, vs, gamma);
     if (!s)
         return;
     use(s, 5, sums, TG_ACC_R);
     use(s, 6, g, TG_ACC_R | TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx");
+    s->label = "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx";
     allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
     allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
 }
@@ -688,7 +670,7 @@ static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_sav
     s->cols = Fq;
     use(s, 0, dgl, TG_ACC_R | TG_ACC_W);
     use(s, 1, sv->u, TG_ACC_R);
-    snprintf(s->what, sizeof s->what, "du = dg * GeLU'(u)");
+    s->label = "du = dg * GeLU'(u)";
     atb(b, l, "fc1", sv->a2, dgl, grad_of(b, w, P_FC1_W), Cq, Fq);
     bias_grad(b, l, "fc1", dgl, Fq, grad_of(b, w, P_FC1_B));
     int da2 = add_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
@@ -719,7 +701,7 @@ static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_sav
     use(s, 2, dqkv, TG_ACC_W);
     use(s, 3, p1, TG_ACC_W);
     use(s, 4, p2, TG_ACC_W);
-    snprintf(s->what, sizeof s->what, "attention backward, probabilities recomputed from Q and K");
+    s->label = "attention backward, probabilities recomputed from Q and K";
     atb(b, l, "qkv", sv->a1, dqkv, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
     bias_grad(b, l, "qkv", dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
     int da1 = add_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);
@@ -730,7 +712,7 @@ static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_sav
 
 static void build_optimizer(builder *b)
 {
-    tg_rank_plan *rp = b->rp;
+    tg_class_plan *rp = b->rp;
     for (int i = 0; i < rp->nparams; i++) {
         const tg_param *p = &rp->params[i];
         const tg_buf *pb = &rp->bufs[p->buf];
@@ -743,13 +725,14 @@ static void build_optimizer(builder *b)
         use(s, 1, p->grad, TG_ACC_R);
         use(s, 2, p->m, TG_ACC_R | TG_ACC_W);
         use(s, 3, p->v, TG_ACC_R | TG_ACC_W);
-        snprintf(s->what, sizeof s->what, "AdamW on %s%s", p->name, s->decay ? " (with weight decay)" : "");
+        s->desc = TG_D_ADAMW;
+        s->aux = i;
     }
 }
 
 /* ---- memory plan ------------------------------------------------------------------ */
 
-static bool lifetimes(tg_rank_plan *rp, tg_err *err)
+static bool lifetimes(tg_class_plan *rp, tg_err *err)
 {
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
@@ -762,9 +745,9 @@ static bool lifetimes(tg_rank_plan *rp, tg_err *err)
                 bf->first = s;
                 if (!bf->persistent && st->acc[k] != TG_ACC_W)
                     return tg_fail(err,
-                                   "internal planner error: rank %d buffer %s is read at step %d before "
-                                   "anything writes it",
-                                   rp->rank, bf->name, s);
+                                   "internal planner error: class (i=%d, j=%d) buffer %s is read at step %d "
+                                   "before anything writes it",
+                                   rp->i, rp->j, bf->name, s);
             }
             bf->last = s;
         }
@@ -778,7 +761,8 @@ static bool lifetimes(tg_rank_plan *rp, tg_err *err)
     for (int i = 0; i < rp->nbufs; i++) {
         tg_buf *bf = &rp->bufs[i];
         if (bf->first < 0 && !bf->persistent)
-            return tg_fail(err, "internal planner error: rank %d buffer %s is never used", rp->rank, bf->name);
+            return tg_fail(err, "internal planner error: class (i=%d, j=%d) buffer %s is never used", rp->i, rp->j,
+                           bf->name);
         if (bf->persistent) {
             bf->first = 0;
             bf->last = rp->nsteps - 1;
@@ -787,11 +771,11 @@ static bool lifetimes(tg_rank_plan *rp, tg_err *err)
     return true;
 }
 
-static bool place(tg_rank_plan *rp, tg_err *err)
+static bool place(tg_class_plan *rp, tg_err *err)
 {
     tg_place_item *items = malloc((size_t)(rp->nbufs > 0 ? rp->nbufs : 1) * sizeof *items);
     if (!items)
-        return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+        return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *bf = &rp->bufs[i];
         items[i] = (tg_place_item){bf->elems, bf->first, bf->last, bf->persistent, 0};
@@ -809,7 +793,7 @@ static bool place(tg_rank_plan *rp, tg_err *err)
 
 /* ---- totals ------------------------------------------------------------------------- */
 
-static void totals(tg_rank_plan *rp)
+static void totals(tg_class_plan *rp)
 {
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
@@ -834,9 +818,9 @@ static void totals(tg_rank_plan *rp)
     }
 }
 
-static bool build_rank(const tg_plan *pl, tg_rank_plan *rp, tg_err *err)
+static bool build_class(const tg_plan *pl, tg_class_plan *rp, tg_err *err)
 {
-    builder b = {pl, rp, 0, 0, false, TG_PHASE_FWD};
+    builder b = {pl, rp, {rp->i, rp->j, 0}, 0, 0, 0, false, TG_PHASE_FWD};
     const tg_spec *sp = &pl->spec;
     int train = sp->mode == TG_TRAIN;
     layer_w *lw = malloc((size_t)sp->layers * sizeof *lw);
@@ -844,22 +828,19 @@ static bool build_rank(const tg_plan *pl, tg_rank_plan *rp, tg_err *err)
     if (!lw || !sv) {
         free(lw);
         free(sv);
-        return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+        return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     }
     for (int l = 0; l < sp->layers; l++)
         lw[l] = declare_layer_weights(&b, l);
-    int h = tg_mesh_row_block(&pl->mesh, rp->c);
     char what[120];
-    snprintf(what, sizeof what, "residual stream block (h=%d, j=%d): input in%s", h, rp->c.j,
+    snprintf(what, sizeof what, "residual stream block (h={h}, j=%d): input in%s", rp->j,
              train ? "" : ", output out");
     rp->x_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "x");
     rp->gx_buf = -1;
     if (train) {
-        snprintf(what, sizeof what, "gradient block (h=%d, j=%d): dL/dy in, dL/dx out", h, rp->c.j);
+        snprintf(what, sizeof what, "gradient block (h={h}, j=%d): dL/dy in, dL/dx out", rp->j);
         rp->gx_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "grad_x");
     }
-    rp->io_r0 = h * pl->R;
-    rp->io_c0 = rp->c.j * pl->Cq;
     int rs_carry = -1, x = rp->x_buf;
     for (int l = 0; l < sp->layers && !b.oom; l++)
         x = build_layer(&b, l, &lw[l], x, &rs_carry, &sv[l]);
@@ -875,14 +856,14 @@ static bool build_rank(const tg_plan *pl, tg_rank_plan *rp, tg_err *err)
     free(lw);
     free(sv);
     if (b.oom)
-        return tg_fail(err, "out of memory while planning rank %d", rp->rank);
+        return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     if (!lifetimes(rp, err) || !place(rp, err))
         return false;
     totals(rp);
     return true;
 }
 
-bool tg_plan_build(const tg_spec *spec, tg_plan *out, tg_err *err)
+void tg_plan_init(const tg_spec *spec, tg_plan *out)
 {
     memset(out, 0, sizeof *out);
     out->spec = *spec;
@@ -895,31 +876,81 @@ bool tg_plan_build(const tg_spec *spec, tg_plan *out, tg_err *err)
     out->D = spec->hidden / spec->heads;
     out->Hq = spec->heads / spec->q;
     out->nseq = spec->batch / qd;
-    out->ranks = calloc((size_t)out->mesh.p, sizeof *out->ranks);
-    if (!out->ranks)
-        return tg_fail(err, "out of memory: %d ranks", out->mesh.p);
-    for (int r = 0; r < out->mesh.p; r++) {
-        out->ranks[r].rank = r;
-        out->ranks[r].c = tg_mesh_coord(&out->mesh, r);
-        if (!build_rank(out, &out->ranks[r], err)) {
-            tg_plan_free(out);
-            return false;
-        }
+}
+
+bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->i = i;
+    out->j = j;
+    if (!build_class(pl, out, err)) {
+        tg_class_free(out);
+        return false;
     }
     return true;
 }
 
-void tg_plan_free(tg_plan *plan)
+void tg_class_free(tg_class_plan *cp)
 {
-    if (!plan->ranks)
+    free(cp->steps);
+    free(cp->bufs);
+    free(cp->params);
+    cp->steps = NULL;
+    cp->bufs = NULL;
+    cp->params = NULL;
+    cp->nsteps = cp->nbufs = cp->nparams = 0;
+}
+
+int tg_plan_nclasses(const tg_plan *pl)
+{
+    return pl->mesh.q * pl->mesh.q;
+}
+
+int tg_class_of(const tg_plan *pl, int rank)
+{
+    tg_coord c = tg_mesh_coord(&pl->mesh, rank);
+    return c.i * pl->mesh.q + c.j;
+}
+
+bool tg_plan_all(const tg_plan *pl, tg_class_plan **out, tg_err *err)
+{
+    int n = tg_plan_nclasses(pl), q = pl->mesh.q;
+    tg_class_plan *all = calloc((size_t)n, sizeof *all);
+    if (!all)
+        return tg_fail(err, "out of memory: %d rank classes", n);
+    for (int c = 0; c < n; c++)
+        if (!tg_plan_class(pl, c / q, c % q, &all[c], err)) {
+            tg_plan_all_free(pl, all);
+            return false;
+        }
+    *out = all;
+    return true;
+}
+
+void tg_plan_all_free(const tg_plan *pl, tg_class_plan *all)
+{
+    if (!all)
         return;
-    for (int r = 0; r < plan->mesh.p; r++) {
-        free(plan->ranks[r].steps);
-        free(plan->ranks[r].bufs);
-        free(plan->ranks[r].params);
-    }
-    free(plan->ranks);
-    plan->ranks = NULL;
+    for (int c = 0; c < tg_plan_nclasses(pl); c++)
+        tg_class_free(&all[c]);
+    free(all);
+}
+
+int tg_io_r0(const tg_plan *pl, tg_coord c)
+{
+    return tg_mesh_row_block(&pl->mesh, c) * pl->R;
+}
+
+int tg_io_c0(const tg_plan *pl, tg_coord c)
+{
+    return c.j * pl->Cq;
+}
+
+int tg_step_root(const tg_plan *pl, tg_coord c, const tg_step *s)
+{
+    if (s->kind != TG_STEP_BCAST && s->kind != TG_STEP_REDUCE)
+        return -1;
+    return tg_group_member(&pl->mesh, s->group, c, s->root_local);
 }
 
 const char *tg_step_kind_name(tg_step_kind k)

@@ -1,17 +1,26 @@
 /*
- * plan.h - the bake stage: spec -> per-rank schedule and memory plan.
+ * plan.h - the bake stage: spec -> the program of every rank class and its
+ * memory plan.
  *
- * A tg_plan holds, for every rank, the ordered list of steps it runs (each a
- * collective, a GEMM or a fused kernel) with every operand baked to a literal:
- * group, root (local and global), element counts, shapes, leading dimensions,
- * and buffers. Buffers are blocks of one per-rank arena; the memory plan gives
- * each an offset such that buffers whose lifetimes (first..last step that
- * touches them) overlap never share bytes. Weights and the residual stream are
- * live for the whole program; everything else is placed greedily and reused.
+ * Ranks (i, j, k) that share (i, j) run the same program: the same steps on
+ * the same buffers at the same arena offsets, with the same local roots and
+ * counts. Only literals differ with k (the row block h = i + q*k, the global
+ * ranks of roots and group members), and those follow from the coordinates.
+ * So the planner bakes q*q class programs, one at a time on request
+ * (tg_plan_class), never one per rank: planning time and memory grow with
+ * q*q*layers, not with ranks, and a consumer holds one class at a time.
  *
- * This is the one source of truth: the C code, the schedule dumps, the
- * manifest and the byte counts are all printed from it by the emitters, which
- * decide nothing. Pure functions, no I/O.
+ * A class program is the ordered list of steps (each a collective, a GEMM or a
+ * fused kernel) with every operand baked to a literal: group, local root,
+ * element counts, shapes, leading dimensions, and buffers. Buffers are blocks
+ * of one arena; the memory plan (place.c) gives each an offset such that
+ * buffers whose lifetimes (first..last step that touches them) overlap never
+ * share bytes. Weights and the residual stream are live for the whole
+ * program; everything else is placed greedily and reused.
+ *
+ * This is the one source of truth: the C and CUDA code, the schedule dumps,
+ * the manifest and the byte counts are all printed from it by the emitters,
+ * which decide nothing. Pure functions, no I/O.
  *
  * Forward of one pre-LN GPT-2 block on rank (i,j,k), R = T/(d*q) rows, Cq = C/q:
  *   ln1    row sums of x -> all-reduce(row) -> centred squares -> all-reduce(row) -> apply
@@ -64,22 +73,37 @@ typedef enum tg_phase {
 #define TG_ACC_R 1 /* step reads the buffer */
 #define TG_ACC_W 2 /* step writes the buffer */
 
+/* How a step is described to people (tg_step_text in describe.c prints it from the step's fields and the
+ * rank's coordinates, so a plan holds no rank-specific text). */
+typedef enum tg_desc {
+    TG_D_LABEL,       /* the label as it is */
+    TG_D_ALLREDUCE,   /* "all-reduce(sum) <label> over <group>" */
+    TG_D_ALLREDUCE_X, /* "all-reduce(sum, identical on every member) <label> over <group>" */
+    TG_D_BCAST,       /* "bcast X(h,t) over <row>" or "bcast W(t,j) over <col>", "from rank R<label>" */
+    TG_D_REDUCE,      /* "reduce(sum) P into dX(h,t) over <row>" or "P into dW(t,j) over <col>", "to rank R" */
+    TG_D_SUMMA,       /* "Y(h,j) = X(h,t) @ W(t,j)  [RxK]@[KxN]" */
+    TG_D_ABT,         /* "P = dY(h,j) @ W(t,j)^T ..." (q = 1: "dX(h,0) = dY(h,0) @ W(0,0)^T ...") */
+    TG_D_ATB,         /* "P = X(h,t)^T @ dY(h,j) ..." (q = 1: "dW(0,0) = X(h,0)^T @ dY(h,0) ...") */
+    TG_D_ATTENTION,   /* "causal softmax attention, N sequences x H local heads" */
+    TG_D_ADAMW        /* "AdamW on <param aux>[ (with weight decay)]" */
+} tg_desc;
+
 typedef struct tg_step {
     tg_step_kind kind;
     tg_phase phase;
-    int layer;      /* transformer block, 0-based */
-    const char *op; /* "ln1", "qkv", "attn", "proj", "ln2", "fc1", "gelu", "fc2" */
+    int layer;      /* transformer block, 0-based; -1 for the optimizer */
+    const char *op; /* "ln1", "qkv", "attn", "proj", "ln2", "fc1", "gelu", "fc2", "adamw" */
     int t;          /* SUMMA step, or -1 */
 
     /* collectives */
     tg_group group;
     int group_size;
-    int root_local, root_global; /* bcast only */
-    int is_root;                 /* this rank is the bcast or reduce root */
-    int exact;                   /* allreduce: every member gets bitwise the same sum (reduce + bcast) */
-    long long count;             /* elements moved (bcast, reduce) or reduced (allreduce); adamw: elements */
+    int root_local;   /* bcast and reduce: the root's index in the group (tg_step_root gives its rank) */
+    int is_root;      /* this rank is the bcast or reduce root */
+    int exact;        /* allreduce: every member gets bitwise the same sum (reduce + bcast) */
+    long long count;  /* elements moved (bcast, reduce) or reduced (allreduce); adamw: elements */
 
-    /* operands: ids into tg_rank_plan.bufs, -1 when unused; acc = TG_ACC_* */
+    /* operands: ids into tg_class_plan.bufs, -1 when unused; acc = TG_ACC_* */
     int buf[TG_STEP_MAXBUF];
     unsigned char acc[TG_STEP_MAXBUF];
     /* buffers that must be live during this step although it does not touch them: the receive
@@ -98,7 +122,10 @@ typedef struct tg_step {
     int nseq, seq, heads, hdim; /* attention: local sequences, tokens, local heads, head dim */
 
     long long flops;
-    char what[200]; /* the block moved or computed, for comments: "bcast X(h=5,t=2) over row(1,1) from rank 14" */
+    /* description (describe.c): the form, a static phrase, and for adamw the parameter index */
+    tg_desc desc;
+    const char *label;
+    int aux;
 } tg_step;
 
 typedef struct tg_buf {
@@ -108,7 +135,7 @@ typedef struct tg_buf {
     int persistent;   /* live for the whole program (weights, optimizer state, I/O blocks) */
     int first, last;  /* lifetime in step indices (inclusive), from the schedule */
     long long offset; /* in floats from the arena start, 64-byte aligned */
-    char what[120];   /* what it holds, for comments */
+    char what[100];   /* what it holds, for comments; "{h}" stands for the rank's row block (describe.c) */
 } tg_buf;
 
 /* A rank's shard of one weight tensor is up to three rectangular pieces of the
@@ -129,9 +156,12 @@ typedef struct tg_param {
     tg_piece piece[3];
 } tg_param;
 
-typedef struct tg_rank_plan {
-    int rank;
-    tg_coord c;
+/* The program of one rank class: every rank (i, j, k), k = 0..d-1, runs exactly these steps on these
+ * buffers at these offsets. What differs with k (the row block h = i + q*k, the global ranks of roots
+ * and group members, where the input block lies) are literals the emitters compute from the rank's
+ * coordinates (mesh.c, describe.c); the plan itself holds nothing rank-specific. */
+typedef struct tg_class_plan {
+    int i, j;                  /* mesh row and column of the class */
     tg_step *steps;
     int nsteps;
     tg_buf *bufs;
@@ -141,7 +171,6 @@ typedef struct tg_rank_plan {
     int x_buf;                 /* input block [R, Cq] of the residual stream */
     int y_buf;                 /* output block [R, Cq] (x_buf itself for inference: updated in place) */
     int gx_buf;                /* training: dL/dy in, dL/dx out, [R, Cq]; else -1 */
-    int io_r0, io_c0;          /* that block's first token row and column in the [T, C] view */
     long long arena_elems;     /* peak arena size, floats */
     long long weight_elems;    /* floats held by weight shards */
     long long bcast_recv[TG_NGROUPS]; /* elements received by bcast, whole program */
@@ -152,7 +181,7 @@ typedef struct tg_rank_plan {
     long long bwd_bcast_recv[TG_NGROUPS], bwd_bcast_sent[TG_NGROUPS], bwd_allreduce[TG_NGROUPS];
     long long bwd_reduce_recv[TG_NGROUPS], bwd_reduce_sent[TG_NGROUPS];
     long long flops;
-} tg_rank_plan;
+} tg_class_plan;
 
 typedef struct tg_plan {
     tg_spec spec;
@@ -164,16 +193,30 @@ typedef struct tg_plan {
     int D;    /* head dim: hidden / heads */
     int Hq;   /* heads / q local heads */
     int nseq; /* batch / (d*q) local sequences */
-    tg_rank_plan *ranks; /* p of them */
     /* FNV-1a 64 of the text of every rank program (rank_XXXX.c, in rank order), as 16 hex digits:
      * filled in by tessgen's main once those are printed, then printed by the other emitters and
      * by the running program, so a run names exactly the schedule it executed */
     char fingerprint[17];
 } tg_plan;
 
-/* Bake the plan of every rank. The spec must have been accepted by tg_spec_load. */
-bool tg_plan_build(const tg_spec *spec, tg_plan *out, tg_err *err);
-void tg_plan_free(tg_plan *plan);
+/* The mesh and the local shapes of an accepted spec (cheap; no class is baked). */
+void tg_plan_init(const tg_spec *spec, tg_plan *out);
+/* Bake the program of class (i, j). */
+bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err);
+void tg_class_free(tg_class_plan *cp);
+
+/* Classes are numbered i*q + j; a rank's class is that of its (i, j). */
+int tg_plan_nclasses(const tg_plan *pl);
+int tg_class_of(const tg_plan *pl, int rank);
+/* Every class at once, indexed by class number (small meshes, tests). */
+bool tg_plan_all(const tg_plan *pl, tg_class_plan **out, tg_err *err);
+void tg_plan_all_free(const tg_plan *pl, tg_class_plan *all);
+
+/* Where rank c's block of the residual stream starts in the [T, C] view. */
+int tg_io_r0(const tg_plan *pl, tg_coord c);
+int tg_io_c0(const tg_plan *pl, tg_coord c);
+/* The global rank of a bcast's or reduce's root, as rank c runs the step (-1 for other steps). */
+int tg_step_root(const tg_plan *pl, tg_coord c, const tg_step *s);
 
 const char *tg_step_kind_name(tg_step_kind k); /* "bcast", "allreduce", "gemm", ... */
 

@@ -38,25 +38,26 @@ static tg_spec make_spec(int q, int d, int layers, int C, int heads, int F, int 
     return s;
 }
 
-static void check_memory(const tg_rank_plan *rp, const char *label)
+static void check_memory(const tg_class_plan *rp, const char *label)
 {
     for (int a = 0; a < rp->nbufs; a++) {
         const tg_buf *x = &rp->bufs[a];
-        TT_CHECK(x->offset % 16 == 0, "%s rank %d %s offset %lld not aligned", label, rp->rank, x->name, x->offset);
-        TT_CHECK(x->offset >= 0 && x->offset + x->elems <= rp->arena_elems, "%s rank %d %s outside arena", label,
-                 rp->rank, x->name);
+        TT_CHECK(x->offset % 16 == 0, "%s class (%d,%d) %s offset %lld not aligned", label, rp->i, rp->j, x->name,
+                 x->offset);
+        TT_CHECK(x->offset >= 0 && x->offset + x->elems <= rp->arena_elems, "%s class (%d,%d) %s outside arena",
+                 label, rp->i, rp->j, x->name);
         for (int b = a + 1; b < rp->nbufs; b++) {
             const tg_buf *y = &rp->bufs[b];
             int live_together = x->first <= y->last && y->first <= x->last;
             int share = x->offset < y->offset + y->elems && y->offset < x->offset + x->elems;
-            TT_CHECK(!(live_together && share), "%s rank %d: %s and %s are live together and overlap", label,
-                     rp->rank, x->name, y->name);
+            TT_CHECK(!(live_together && share), "%s class (%d,%d): %s and %s are live together and overlap", label,
+                     rp->i, rp->j, x->name, y->name);
         }
     }
 }
 
 /* sequence of collectives this rank issues on group kind g, as a comparable string */
-static char *coll_signature(const tg_rank_plan *rp, tg_group g)
+static char *coll_signature(const tg_class_plan *rp, tg_group g)
 {
     size_t cap = 64 + (size_t)rp->nsteps * 48, len = 0;
     char *s = malloc(cap);
@@ -72,14 +73,15 @@ static char *coll_signature(const tg_rank_plan *rp, tg_group g)
     return s;
 }
 
-static void check_plan(const tg_plan *pl, const char *label)
+static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *label)
 {
     const tg_mesh *m = &pl->mesh;
     const tg_spec *s = &pl->spec;
     long long q = m->q, d = m->d, C = s->hidden, F = s->ffn, T = (long long)s->batch * s->seq;
     long long formula = (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q));
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+        tg_coord co = tg_mesh_coord(m, r);
         check_memory(rp, label);
         long long recv = 0, sent = 0;
         for (int g = 0; g < TG_NGROUPS; g++) {
@@ -118,8 +120,8 @@ static void check_plan(const tg_plan *pl, const char *label)
         for (int g = 0; g < TG_NGROUPS; g++) {
             char *mine = coll_signature(rp, (tg_group)g);
             for (int l = 0; l < tg_group_size(m, (tg_group)g); l++) {
-                int other = tg_group_member(m, (tg_group)g, rp->c, l);
-                char *theirs = coll_signature(&pl->ranks[other], (tg_group)g);
+                int other = tg_group_member(m, (tg_group)g, co, l);
+                char *theirs = coll_signature(&all[tg_class_of(pl, other)], (tg_group)g);
                 TT_CHECK(strcmp(mine, theirs) == 0, "%s: ranks %d and %d disagree on %s collectives", label, r,
                          other, tg_group_name((tg_group)g));
                 free(theirs);
@@ -130,16 +132,19 @@ static void check_plan(const tg_plan *pl, const char *label)
             const tg_step *st = &rp->steps[i];
             if (st->kind != TG_STEP_BCAST)
                 continue;
-            int me_local = tg_group_local(m, st->group, rp->c);
+            int me_local = tg_group_local(m, st->group, co);
             TT_CHECK(st->is_root == (me_local == st->root_local), "%s rank %d step %d: root flag", label, r, i);
-            TT_CHECK(st->root_global == tg_group_member(m, st->group, rp->c, st->root_local),
-                     "%s rank %d step %d: global root", label, r, i);
+            /* the root's coordinates: the same group, local index root_local */
+            tg_coord rc = tg_mesh_coord(m, tg_step_root(pl, co, st));
+            TT_CHECK(tg_group_color(m, st->group, rc) == tg_group_color(m, st->group, co) &&
+                         tg_group_local(m, st->group, rc) == st->root_local,
+                     "%s rank %d step %d: global root %d", label, r, i, tg_step_root(pl, co, st));
         }
     }
     /* overlap: a SUMMA broadcast of step t >= 1 into a receive buffer never shares arena bytes
      * with what the GEMM of step t-1 reads or writes, so a backend can run them at once */
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
         for (int i = 0; i < rp->nsteps; i++) {
             const tg_step *st = &rp->steps[i];
             if (st->kind != TG_STEP_BCAST || st->is_root || st->t < 1)
@@ -162,19 +167,20 @@ static void check_plan(const tg_plan *pl, const char *label)
         }
     }
     /* weight shards: per tensor and depth layer, coverage exactly once */
-    const tg_rank_plan *r0 = &pl->ranks[0];
+    const tg_class_plan *r0 = &all[0];
     for (int pi = 0; pi < r0->nparams; pi++) {
         const tg_param *p0 = &r0->params[pi];
         long long rows = p0->ndim == 1 ? 1 : p0->full[0], cols = p0->ndim == 1 ? p0->full[0] : p0->full[1];
         for (int k = 0; k < m->d; k++) {
             unsigned char *cover = calloc((size_t)(rows * cols), 1);
             for (int r = 0; r < m->p; r++) {
-                const tg_rank_plan *rp = &pl->ranks[r];
-                if (rp->c.k != k)
+                const tg_class_plan *rp = &all[tg_class_of(pl, r)];
+                tg_coord co = tg_mesh_coord(m, r);
+                if (co.k != k)
                     continue;
                 const tg_param *p = &rp->params[pi];
                 TT_CHECK(strcmp(p->name, p0->name) == 0, "param order differs");
-                if (p0->ndim == 1 && rp->c.i != 0)
+                if (p0->ndim == 1 && co.i != 0)
                     continue; /* vectors are replicated over i: check one row of the mesh */
                 for (int c = 0; c < p->npieces; c++)
                     for (int a = 0; a < p->piece[c].nr; a++)
@@ -191,10 +197,10 @@ static void check_plan(const tg_plan *pl, const char *label)
     /* residual stream blocks partition [T, C] */
     unsigned char *cover = calloc((size_t)(T * C), 1);
     for (int r = 0; r < m->p; r++) {
-        const tg_rank_plan *rp = &pl->ranks[r];
+        tg_coord co = tg_mesh_coord(m, r);
         for (int a = 0; a < pl->R; a++)
             for (int b = 0; b < pl->Cq; b++)
-                cover[(rp->io_r0 + a) * C + rp->io_c0 + b]++;
+                cover[(tg_io_r0(pl, co) + a) * C + tg_io_c0(pl, co) + b]++;
     }
     int bad = 0;
     for (long long e = 0; e < T * C; e++)
@@ -213,15 +219,17 @@ int main(void)
         char label[64];
         snprintf(label, sizeof label, "mesh [%d,%d,%d]", q, q, d);
         tg_plan pl;
+        tg_class_plan *all;
         tg_err err = {{0}, 0};
         char name[96];
         snprintf(name, sizeof name, "plan properties, %s", label);
         TT_CASE(name) {
-            bool ok = tg_plan_build(&s, &pl, &err);
+            tg_plan_init(&s, &pl);
+            bool ok = tg_plan_all(&pl, &all, &err);
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
-                check_plan(&pl, label);
-                tg_plan_free(&pl);
+                check_plan(&pl, all, label);
+                tg_plan_all_free(&pl, all);
             }
         }
     }
@@ -233,67 +241,75 @@ int main(void)
         snprintf(label, sizeof label, "train mesh [%d,%d,%d]", q, q, d);
         snprintf(name, sizeof name, "plan properties with backward and AdamW, %s", label);
         tg_plan pl;
+        tg_class_plan *all;
         tg_err err = {{0}, 0};
         TT_CASE(name) {
-            bool ok = tg_plan_build(&s, &pl, &err);
+            tg_plan_init(&s, &pl);
+            bool ok = tg_plan_all(&pl, &all, &err);
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
-                check_plan(&pl, label);
+                check_plan(&pl, all, label);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */
-                const tg_rank_plan *rp = &pl.ranks[pl.mesh.p - 1];
+                const tg_class_plan *rp = &all[tg_class_of(&pl, pl.mesh.p - 1)];
                 int adam = 0;
                 for (int i = 0; i < rp->nsteps; i++)
                     adam += rp->steps[i].kind == TG_STEP_ADAMW;
                 TT_CHECK(adam == rp->nparams, "%d AdamW steps for %d params", adam, rp->nparams);
                 for (int i = 0; i < rp->nparams; i++)
                     TT_CHECK(rp->params[i].grad >= 0 && rp->params[i].m >= 0 && rp->params[i].v >= 0, "param %d", i);
-                tg_plan_free(&pl);
+                tg_plan_all_free(&pl, all);
             }
         }
     }
     TT_CASE("plan properties, uneven shapes (F != 4C, long seq, 1 layer)") {
         tg_spec s = make_spec(2, 2, 1, 40, 4, 24, 5, 8);
         tg_plan pl;
+        tg_class_plan *all;
         tg_err err = {{0}, 0};
-        bool ok = tg_plan_build(&s, &pl, &err);
+        tg_plan_init(&s, &pl);
+        bool ok = tg_plan_all(&pl, &all, &err);
         TT_CHECK(ok, "%s", err.msg);
         if (ok) {
-            check_plan(&pl, "uneven");
-            tg_plan_free(&pl);
+            check_plan(&pl, all, "uneven");
+            tg_plan_all_free(&pl, all);
         }
     }
     TT_CASE("memory plan reuses dead buffers (peak < sum of buffers)") {
         tg_spec s = make_spec(2, 1, 4, 64, 4, 256, 16, 4);
-        tg_plan pl;
+        tg_plan pl, pl1;
+        tg_class_plan c0, c1;
         tg_err err = {{0}, 0};
-        TT_CHECK(tg_plan_build(&s, &pl, &err), "%s", err.msg);
+        tg_plan_init(&s, &pl);
+        TT_CHECK(tg_plan_class(&pl, 0, 0, &c0, &err), "%s", err.msg);
         long long sum = 0;
-        for (int i = 0; i < pl.ranks[0].nbufs; i++)
-            sum += pl.ranks[0].bufs[i].elems;
-        TT_CHECK(pl.ranks[0].arena_elems < sum, "arena %lld, sum %lld", pl.ranks[0].arena_elems, sum);
+        for (int i = 0; i < c0.nbufs; i++)
+            sum += c0.bufs[i].elems;
+        TT_CHECK(c0.arena_elems < sum, "arena %lld, sum %lld", c0.arena_elems, sum);
         /* activations beyond weights and x: at most a few blocks, whatever the depth of the stack */
-        long long act = pl.ranks[0].arena_elems - pl.ranks[0].weight_elems;
+        long long act = c0.arena_elems - c0.weight_elems;
         tg_spec s1 = make_spec(2, 1, 1, 64, 4, 256, 16, 4);
-        tg_plan pl1;
-        TT_CHECK(tg_plan_build(&s1, &pl1, &err), "%s", err.msg);
-        long long act1 = pl1.ranks[0].arena_elems - pl1.ranks[0].weight_elems;
+        tg_plan_init(&s1, &pl1);
+        TT_CHECK(tg_plan_class(&pl1, 0, 0, &c1, &err), "%s", err.msg);
+        long long act1 = c1.arena_elems - c1.weight_elems;
         TT_CHECK(act == act1, "activation memory grows with layers: %lld vs %lld", act, act1);
-        tg_plan_free(&pl1);
-        tg_plan_free(&pl);
+        tg_class_free(&c1);
+        tg_class_free(&c0);
     }
     TT_CASE("the same spec bakes to the same plan") {
         tg_spec s = make_spec(3, 2, 2, 48, 12, 192, 8, 6);
-        tg_plan a, b;
+        tg_plan pl;
+        tg_class_plan *a, *b;
         tg_err err = {{0}, 0};
-        TT_CHECK(tg_plan_build(&s, &a, &err) && tg_plan_build(&s, &b, &err), "%s", err.msg);
-        for (int r = 0; r < a.mesh.p; r++) {
-            TT_CHECK(a.ranks[r].nsteps == b.ranks[r].nsteps, "steps");
-            TT_CHECK(memcmp(a.ranks[r].steps, b.ranks[r].steps, sizeof(tg_step) * (size_t)a.ranks[r].nsteps) == 0,
-                     "rank %d steps differ", r);
-            TT_CHECK(a.ranks[r].arena_elems == b.ranks[r].arena_elems, "arena");
+        tg_plan_init(&s, &pl);
+        TT_CHECK(tg_plan_all(&pl, &a, &err) && tg_plan_all(&pl, &b, &err), "%s", err.msg);
+        for (int c = 0; c < tg_plan_nclasses(&pl); c++) {
+            TT_CHECK(a[c].nsteps == b[c].nsteps, "steps");
+            TT_CHECK(memcmp(a[c].steps, b[c].steps, sizeof(tg_step) * (size_t)a[c].nsteps) == 0,
+                     "class %d steps differ", c);
+            TT_CHECK(a[c].arena_elems == b[c].arena_elems, "arena");
         }
-        tg_plan_free(&a);
-        tg_plan_free(&b);
+        tg_plan_all_free(&pl, a);
+        tg_plan_all_free(&pl, b);
     }
     TT_EXIT();
 }
