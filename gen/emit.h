@@ -21,21 +21,47 @@ int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64]);
 /* The global ranks of the group of kind g holding c, in local order, between open and close: "{4,5}". */
 void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const char *open, const char *close);
 
+/* A class program's file base name: "rank_i1_j2" (rank_i1_j2.c, rank_i1_j2.cu, bin/cpu/rank_i1_j2). */
+void tg_class_name(char *buf, size_t cap, int i, int j);
+/* Who runs a class program: "rank 3 of 4, coordinates (i=1, j=1, k=0)", or for d > 1
+ * "ranks 3+4k of 8 for k = 0..1 (3, 7), coordinates (i=1, j=1, k)". */
+void tg_class_who(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);
+
+/* A class program is printed as one C function per run of steps of one phase and one layer (fwd_L3,
+ * bwd_L3, opt_all), so a compiler never meets one function of a whole deep model, and the phase
+ * functions call them in order. */
+typedef struct tg_segment {
+    tg_phase phase;
+    int layer;       /* -1 for steps outside any layer (the optimizer) */
+    int first, last; /* step indices, inclusive */
+} tg_segment;
+int tg_segments(const tg_class_plan *cp, tg_segment **out); /* count, -1 out of memory; *out: free() it */
+void tg_segment_name(char *buf, size_t cap, const tg_segment *sg); /* "fwd_L3", "bwd_L0", "opt_all" */
+/* "float *const name = A + offset; comment" for each buffer that steps first..last name (uses, when not
+ * NULL, says which slots the printed calls name), in plan order; arena: "rank's", "device". */
+bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
+                     bool (*uses)(const tg_step *s, int slot), const char *arena);
+
 /* The tables every rank program carries (emit_rank_tables.c), shared by the C and CUDA emitters. */
 const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */
 const char *tg_emit_kind_enum(tg_step_kind k);  /* "TR_K_GEMM", ... */
 void tg_emit_params(tg_sb *o, const tg_class_plan *cp); /* rows of the tr_param table */
-/* one row of the tr_step_info table, as rank c runs step s */
-void tg_emit_step_info(tg_sb *o, const tg_plan *pl, tg_coord c, const tg_step *s);
-/* The tr_rank_desc initialiser, every field in declaration order; null_ptr: "NULL" or "nullptr". */
-void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, int rank, const char *null_ptr);
+void tg_emit_step_info(tg_sb *o, const tg_step *s);     /* one row of the tr_step_info table */
+/* The rows of the class's ranks (tr_rank_row: rank, k, io_r0, colors, keys), k = 0..d-1. */
+void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);
+/* The tr_class_desc initialiser, every field in declaration order; null_ptr: "NULL" or "nullptr". */
+void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, const char *null_ptr);
 
-/* rank_XXXX.c: the program of rank `rank`, whose class plan is cp */
-bool tg_emit_rank_c(const tg_plan *pl, const tg_class_plan *cp, int rank, tg_sb *out, tg_err *err);
+/* rank_iI_jJ.c: the program of every rank (i, j, k) of class cp */
+bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *cp, tg_sb *out, tg_err *err);
+/* The header placeholders of a class program (C and CUDA): VERSION..D of tg_emit_common_vars, then I, J, H,
+ * T, C, ROWS, COLS, ARENA_ELEMS, ARENA_BYTES, WEIGHT_BYTES, RECV_BYTES, RECV_ROW, RECV_COL, NPARAMS, NSTEPS,
+ * FINGERPRINT, FILE and WHO (its text in who). store needs 32 entries; returns the count. */
+int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *cp, tg_tvar *vars, char (*store)[64], tg_sb *who);
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err);            /* model.c */
 /* The CUDA backend (emit_rank_cu.c): whether it is emitted, and how build.ninja builds it. */
 typedef struct tg_cuda_opts {
-    int enabled;       /* emit rank_XXXX.cu, kernels.cu, kernels.cuh and bin/model-cuda */
+    int enabled;       /* emit rank_iI_jJ.cu, kernels.cu, kernels.cuh and bin/model-cuda */
     char nvcc[1024];   /* the nvcc command build.ninja runs */
     char gencode[512]; /* -gencode flags from TESS_CUDA_ARCH (default sm_80 and sm_90) */
     char archs[128];   /* "sm_80 sm_90", for messages */
@@ -43,13 +69,20 @@ typedef struct tg_cuda_opts {
 } tg_cuda_opts;
 
 /* Which backends to emit: the spec's `backends`, else TESS_BACKENDS, else cpu and, when nvcc is found,
- * cuda. A backend the spec or TESS_BACKENDS asks for that cannot run the plan is an error; an automatic
- * one is left out. note receives the line tessgen prints ("backends: cpu, cuda (...)"). */
-bool tg_cuda_select(const tg_plan *pl, const tg_class_plan *all, tg_cuda_opts *cu, char *note, size_t cap,
+ * cuda. unsupported: NULL when the CUDA backend can run every class (tg_cuda_supports), else why not. A
+ * backend the spec or TESS_BACKENDS asks for that cannot run the plan is an error; an automatic one is
+ * left out. note receives the line tessgen prints ("backends: cpu, cuda (...)"). */
+bool tg_cuda_select(const tg_plan *pl, const char *unsupported, tg_cuda_opts *cu, char *note, size_t cap,
                     tg_err *err);
-bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *cp, int rank, tg_sb *out, tg_err *err); /* rank_XXXX.cu */
-/* kernels.cu: the kernel instances of every class (all[class number]) */
-bool tg_emit_kernels_cu(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);
+bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *cp, tg_sb *out, tg_err *err); /* rank_iI_jJ.cu */
+/* The fused-kernel instances that a set of class programs calls (kernels.cu instantiates exactly these). */
+typedef struct tg_kernels tg_kernels;
+tg_kernels *tg_kernels_new(void);
+bool tg_kernels_add(tg_kernels *ks, const tg_class_plan *cp); /* false: out of memory */
+void tg_kernels_free(tg_kernels *ks);
+bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err); /* kernels.cu */
+/* Can the CUDA backend run every step of cp? Else err names the first step it cannot. */
+bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err);
 bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err);        /* kernels.cuh */
 /* The CUDA part of build.ninja (rules, objects, bin/model-cuda) and what it adds to `default`. */
 void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults);

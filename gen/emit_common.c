@@ -1,7 +1,11 @@
 /*
- * emit_common.c - the template placeholders that every emitted file shares.
+ * emit_common.c - what several emitters print alike: the template
+ * placeholders every file shares, group member lists, the name and the
+ * "who runs this" line of a class program, and its cut into one function per
+ * phase and layer with the buffer declarations of each.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "emit.h"
 #include "version.h"
@@ -27,4 +31,91 @@ void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const c
     for (int l = 0; l < tg_group_size(m, g); l++)
         tg_sb_printf(o, "%s%d", l ? "," : "", tg_group_member(m, g, c, l));
     tg_sb_puts(o, close);
+}
+
+void tg_class_name(char *buf, size_t cap, int i, int j)
+{
+    snprintf(buf, cap, "rank_i%d_j%d", i, j);
+}
+
+int tg_segments(const tg_class_plan *cp, tg_segment **out)
+{
+    int n = 0, cap = 16;
+    tg_segment *sg = malloc((size_t)cap * sizeof *sg);
+    for (int i = 0; sg && i < cp->nsteps; i++) {
+        const tg_step *s = &cp->steps[i];
+        if (n > 0 && sg[n - 1].phase == s->phase && sg[n - 1].layer == s->layer) {
+            sg[n - 1].last = i;
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            tg_segment *ns = realloc(sg, (size_t)cap * sizeof *ns);
+            if (!ns) {
+                free(sg);
+                sg = NULL;
+                break;
+            }
+            sg = ns;
+        }
+        sg[n++] = (tg_segment){s->phase, s->layer, i, i};
+    }
+    *out = sg;
+    return sg ? n : -1;
+}
+
+void tg_segment_name(char *buf, size_t cap, const tg_segment *sg)
+{
+    static const char *pre[3] = {"fwd", "bwd", "opt"};
+    const char *p = sg->phase <= TG_PHASE_OPT ? pre[sg->phase] : "phase";
+    if (sg->layer >= 0)
+        snprintf(buf, cap, "%s_L%d", p, sg->layer);
+    else
+        snprintf(buf, cap, "%s_all", p);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
+                     bool (*uses)(const tg_step *s, int slot), const char *arena)
+{
+    int *ids = malloc((size_t)(last - first + 1) * TG_STEP_MAXBUF * sizeof *ids), n = 0;
+    if (!ids)
+        return false;
+    for (int i = first; i <= last; i++)
+        for (int k = 0; k < TG_STEP_MAXBUF; k++)
+            if (cp->steps[i].buf[k] >= 0 && (!uses || uses(&cp->steps[i], k)))
+                ids[n++] = cp->steps[i].buf[k];
+    qsort(ids, (size_t)n, sizeof *ids, cmp_int); /* plan order, each once */
+    tg_sb_printf(o, "    /* Buffers: float offsets into the %s arena A, shape [rows, cols], live steps first..last. */\n",
+                 arena);
+    for (int a = 0; a < n; a++) {
+        if (a > 0 && ids[a] == ids[a - 1])
+            continue;
+        const tg_buf *b = &cp->bufs[ids[a]];
+        char bw[160];
+        tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset, b->rows,
+                     b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
+    }
+    free(ids);
+    return true;
+}
+
+void tg_class_who(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
+{
+    const tg_mesh *m = &pl->mesh;
+    tg_coord c0 = {cp->i, cp->j, 0};
+    int r0 = tg_mesh_rank(m, c0), qq = m->q * m->q;
+    if (m->d == 1) {
+        tg_sb_printf(o, "rank %d of %d, coordinates (i=%d, j=%d, k=0)", r0, m->p, cp->i, cp->j);
+        return;
+    }
+    tg_sb_printf(o, "ranks %d+%dk of %d for k = 0..%d (", r0, qq, m->p, m->d - 1);
+    for (int k = 0; k < m->d && k < 6; k++)
+        tg_sb_printf(o, "%s%d", k ? ", " : "", r0 + qq * k);
+    tg_sb_printf(o, "%s), coordinates (i=%d, j=%d, k)", m->d > 6 ? ", ..." : "", cp->i, cp->j);
 }

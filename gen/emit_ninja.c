@@ -1,44 +1,72 @@
 /*
- * emit_ninja.c - prints the output directory's build.ninja: one object per
- * rank file, the rank table, the runtime compiled from the tessgen checkout,
- * linked into bin/model (and bin/model-asan on request); with the CUDA
- * backend also bin/model-cuda (its part is printed by emit_rank_cu.c).
+ * emit_ninja.c - prints the output directory's build.ninja: the runtime
+ * compiled from the tessgen checkout into one archive per variant, bin/model
+ * (the launcher that starts each rank's program), and per rank class one
+ * object and one program, bin/cpu/rank_iI_jJ (and bin/asan/... on request);
+ * with the CUDA backend also bin/model-cuda and bin/cuda/... (its part is
+ * printed by emit_rank_cu.c).
  */
 #include <stdio.h>
 
 #include "emit.h"
 
+/* The runtime sources every CPU program links; tr_main.o is linked as an object, the rest as an archive. */
+static const char *const rt_src[] = {"tr_err",  "tr_json",  "tr_safetensors", "tr_npy",          "tr_synth",
+                                     "tr_kernels", "tr_comm", "tr_gemm",      "tr_trace",        "tr_kernels_bwd",
+                                     "tr_gather", "tr_backend_cpu"};
+
 bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out, tg_err *err)
 {
-    tg_sb builds, objs, objs_asan, cuda, defaults;
+    tg_sb rt, builds, bins, bins_asan, cuda, defaults;
+    tg_sb_init(&rt);
     tg_sb_init(&builds);
-    tg_sb_init(&objs);
-    tg_sb_init(&objs_asan);
+    tg_sb_init(&bins);
+    tg_sb_init(&bins_asan);
     tg_sb_init(&cuda);
     tg_sb_init(&defaults);
     tg_emit_ninja_cuda(pl, cu, &cuda, &defaults);
-    tg_sb_puts(&builds, "build obj/model.o: cc model.c\n  flags = $cflags\n");
-    tg_sb_puts(&builds, "build obj-asan/model.o: cc model.c\n  flags = $asanflags\n");
-    for (int r = 0; r < pl->mesh.p; r++) {
-        tg_sb_printf(&builds, "build obj/rank_%04d.o: cc rank_%04d.c\n  flags = $cflags\n", r, r);
-        tg_sb_printf(&builds, "build obj-asan/rank_%04d.o: cc rank_%04d.c\n  flags = $asanflags\n", r, r);
-        tg_sb_printf(&objs, " $\n    obj/rank_%04d.o", r);
-        tg_sb_printf(&objs_asan, " $\n    obj-asan/rank_%04d.o", r);
+    static const char *const var[2][3] = {{"obj", "$cflags", "cpu"}, {"obj-asan", "$asanflags", "asan"}};
+    size_t nrt = sizeof rt_src / sizeof rt_src[0];
+    for (int v = 0; v < 2; v++) {
+        tg_sb_printf(&rt, "build %s/rt/tr_main.o: cc $tessroot/runtime/tr_main.c\n  flags = %s\n", var[v][0], var[v][1]);
+        for (size_t k = 0; k < nrt; k++)
+            tg_sb_printf(&rt, "build %s/rt/%s.o: cc $tessroot/runtime/%s.c\n  flags = %s\n", var[v][0], rt_src[k],
+                         rt_src[k], var[v][1]);
+        tg_sb_printf(&rt, "build %s/rt/libtessrt.a: ar", var[v][0]);
+        for (size_t k = 0; k < nrt; k++)
+            tg_sb_printf(&rt, " $\n    %s/rt/%s.o", var[v][0], rt_src[k]);
+        tg_sb_puts(&rt, "\n");
     }
+    for (int i = 0; i < pl->mesh.q; i++)
+        for (int j = 0; j < pl->mesh.q; j++) {
+            char cn[32];
+            tg_class_name(cn, sizeof cn, i, j);
+            for (int v = 0; v < 2; v++) {
+                tg_sb_printf(&builds, "build %s/%s.o: cc %s.c\n  flags = %s\n", var[v][0], cn, cn, var[v][1]);
+                tg_sb_printf(&builds, "build bin/%s/%s: link %s/%s.o %s/model.o %s/rt/tr_main.o %s/rt/libtessrt.a\n",
+                             var[v][2], cn, var[v][0], cn, var[v][0], var[v][0], var[v][0]);
+                tg_sb_printf(&builds, "  flags = -g%s\n", v ? " -fsanitize=address,undefined" : "");
+                tg_sb_printf(v ? &bins_asan : &bins, " $\n    bin/%s/%s", var[v][2], cn);
+            }
+        }
     char store[8][64];
     tg_tvar vars[16];
     int n = tg_emit_common_vars(pl, vars, store);
+    snprintf(store[3], 64, "%d", tg_plan_nclasses(pl));
+    vars[n++] = (tg_tvar){"NCLASSES", store[3]};
     vars[n++] = (tg_tvar){"TESSROOT", tessroot};
-    vars[n++] = (tg_tvar){"RANK_BUILDS", builds.s};
-    vars[n++] = (tg_tvar){"RANK_OBJS", objs.s};
-    vars[n++] = (tg_tvar){"RANK_OBJS_ASAN", objs_asan.s};
+    vars[n++] = (tg_tvar){"RUNTIME", rt.s};
+    vars[n++] = (tg_tvar){"CLASS_BUILDS", builds.s};
+    vars[n++] = (tg_tvar){"CLASS_BINS", bins.s};
+    vars[n++] = (tg_tvar){"CLASS_BINS_ASAN", bins_asan.s};
     vars[n++] = (tg_tvar){"CUDA", cuda.s};
     vars[n++] = (tg_tvar){"CUDA_DEFAULT", defaults.s};
     bool ok = tg_template_fill(out, "build.ninja.in", vars, n, err);
     tg_sb_free(&cuda);
     tg_sb_free(&defaults);
+    tg_sb_free(&rt);
     tg_sb_free(&builds);
-    tg_sb_free(&objs);
-    tg_sb_free(&objs_asan);
+    tg_sb_free(&bins);
+    tg_sb_free(&bins_asan);
     return ok;
 }

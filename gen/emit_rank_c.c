@@ -1,8 +1,11 @@
 /*
- * emit_rank_c.c - prints one rank's program (rank_XXXX.c) and the rank table
- * (model.c) for the CPU backend. Each step becomes a comment naming layer, op,
- * SUMMA step and the block it moves, then one runtime call with literal
- * arguments. Buffers become named pointers at literal arena offsets.
+ * emit_rank_c.c - prints the program of one rank class (rank_iI_jJ.c) and the
+ * model descriptor (model.c) for the CPU backend. Each step becomes a comment
+ * naming layer, op, SUMMA step and the block it moves, then one runtime call
+ * with literal arguments; the steps of one phase and layer make one function.
+ * Buffers become named pointers at literal arena offsets. The file serves every
+ * rank (i, j, k) of the class: the code is the same for each k, and the
+ * comments say what k changes (h = i + q*k, the global ranks of roots).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,8 +107,8 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
     }
 }
 
-/* One function per phase, declaring only the buffers its steps use. */
-static void print_phase(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, tg_phase ph)
+/* The functions: one per segment (a phase's steps of one layer), then one per phase calling them in order. */
+static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co)
 {
     static const char *names[3] = {"forward", "backward", "optimizer"};
     static const char *what[3] = {
@@ -113,118 +116,125 @@ static void print_phase(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg
         "the backward: dL/dy in grad_x -> dL/dx in grad_x, and every weight gradient",
         "one AdamW step on every local shard (step number in the context)",
     };
-    char *used = calloc((size_t)rp->nbufs, 1);
-    int any = 0;
-    for (int i = 0; i < rp->nsteps; i++)
-        if (rp->steps[i].phase == ph) {
-            any = 1;
-            for (int k = 0; k < TG_STEP_MAXBUF; k++)
-                if (rp->steps[i].buf[k] >= 0 && used)
-                    used[rp->steps[i].buf[k]] = 1;
-        }
-    if (!any || !used) {
-        free(used);
-        return;
+    tg_segment *sg;
+    int nseg = tg_segments(rp, &sg);
+    if (nseg < 0)
+        return false;
+    bool ok = true;
+    for (int g = 0; g < nseg && ok; g++) {
+        char fn[32];
+        tg_segment_name(fn, sizeof fn, &sg[g]);
+        if (sg[g].layer >= 0)
+            tg_sb_printf(o, "/* ==== layer %d, %s ==== */\n", sg[g].layer, names[sg[g].phase]);
+        else
+            tg_sb_printf(o, "/* ==== %s ==== */\n", names[sg[g].phase]);
+        tg_sb_printf(o, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
+        ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, NULL, "rank's");
+        tg_sb_puts(o, "\n");
+        for (int i = sg[g].first; i <= sg[g].last; i++)
+            print_step(o, pl, rp, co, &rp->steps[i], i);
+        tg_sb_puts(o, "}\n\n");
     }
-    tg_sb_printf(o, "%s/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", ph ? "\n" : "", what[ph],
-                 names[ph]);
-    tg_sb_puts(o, "    /* Buffers: float offsets into this rank's arena A, shape [rows, cols], live steps first..last. */\n");
-    for (int i = 0; i < rp->nbufs; i++) {
-        const tg_buf *b = &rp->bufs[i];
-        char bw[160];
-        if (used[i])
-            tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
-                         b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
-    }
-    tg_sb_puts(o, "\n");
-    int layer = -2, first = 1;
-    for (int i = 0; i < rp->nsteps; i++) {
-        const tg_step *s = &rp->steps[i];
-        if (s->phase != ph)
+    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++) {
+        int any = 0;
+        for (int g = 0; g < nseg; g++)
+            any |= sg[g].phase == (tg_phase)ph;
+        if (!any)
             continue;
-        if (s->layer != layer && s->layer >= 0) {
-            tg_sb_printf(o, "%s    /* ==== layer %d ==== */\n", first ? "" : "\n", s->layer);
+        tg_sb_printf(o, "/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", what[ph], names[ph]);
+        for (int g = 0; g < nseg; g++) {
+            char fn[32];
+            tg_segment_name(fn, sizeof fn, &sg[g]);
+            if (sg[g].phase == (tg_phase)ph)
+                tg_sb_printf(o, "    %s(c, A);\n", fn);
         }
-        layer = s->layer;
-        first = 0;
-        print_step(o, pl, rp, co, s, i);
+        tg_sb_puts(o, "}\n\n");
     }
-    tg_sb_puts(o, "}\n");
-    free(used);
+    free(sg);
+    return ok;
 }
 
-bool tg_emit_rank_c(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb *out, tg_err *err)
+/* The header placeholders that the C and CUDA class programs share. */
+int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars, char (*store)[64], tg_sb *who)
 {
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = tg_mesh_coord(m, rank);
-    int h = tg_mesh_row_block(m, co);
+    tg_coord co = {rp->i, rp->j, m->d == 1 ? 0 : -1};
+    char h[32];
+    tg_h_text(h, sizeof h, pl, co);
+    tg_class_who(who, pl, rp);
+    long long tot = 0;
+    for (int g = 0; g < TG_NGROUPS; g++)
+        tot += rp->bcast_recv[g];
+    int n = tg_emit_common_vars(pl, vars, store);
+    int si = 3;
+#define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
+    VAR("I", "%d", rp->i);
+    VAR("J", "%d", rp->j);
+    VAR("H", "%s", h);
+    VAR("T", "%d", pl->T);
+    VAR("C", "%d", pl->spec.hidden);
+    if (m->d == 1)
+        VAR("ROWS", "%d..%d", rp->i * pl->R, rp->i * pl->R + pl->R - 1);
+    else
+        VAR("ROWS", "%d+%dk..%d+%dk", rp->i * pl->R, m->q * pl->R, rp->i * pl->R + pl->R - 1, m->q * pl->R);
+    VAR("COLS", "%d..%d", rp->j * pl->Cq, rp->j * pl->Cq + pl->Cq - 1);
+    VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
+    VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
+    VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
+    VAR("RECV_BYTES", "%lld", 4 * tot);
+    VAR("RECV_ROW", "%lld", 4 * rp->bcast_recv[TG_ROW]);
+    VAR("RECV_COL", "%lld", 4 * rp->bcast_recv[TG_COL]);
+    VAR("NPARAMS", "%d", rp->nparams);
+    VAR("NSTEPS", "%d", rp->nsteps);
+    VAR("FINGERPRINT", "%s", pl->fingerprint);
+    tg_class_name(store[si], 64, rp->i, rp->j);
+    vars[n++] = (tg_tvar){"FILE", store[si++]};
+#undef VAR
+    vars[n++] = (tg_tvar){"WHO", who->s};
+    return n;
+}
 
-    tg_sb params, steps, desc, bsum, info;
+bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
+{
+    tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
+    tg_sb params, steps, desc, info, rows, who;
     tg_sb_init(&info);
     tg_sb_init(&params);
     tg_sb_init(&steps);
     tg_sb_init(&desc);
-    tg_sb_init(&bsum);
+    tg_sb_init(&rows);
+    tg_sb_init(&who);
 
     tg_emit_params(&params, rp);
-
-    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++)
-        print_phase(&steps, pl, rp, co, (tg_phase)ph);
+    bool ok = print_functions(&steps, pl, rp, co);
     for (int i = 0; i < rp->nsteps; i++)
-        tg_emit_step_info(&info, pl, co, &rp->steps[i]);
+        tg_emit_step_info(&info, &rp->steps[i]);
+    tg_emit_rank_rows(&rows, pl, rp);
+    tg_emit_class_desc(&desc, pl, rp, "NULL");
 
-    tg_emit_rank_desc(&desc, pl, rp, rank, "NULL");
-
-    long long tot = 0;
-    for (int g = 0; g < TG_NGROUPS; g++)
-        tot += rp->bcast_recv[g];
-    tg_sb_printf(&bsum, "%lld bytes received (row %lld, col %lld)", 4 * tot, 4 * rp->bcast_recv[TG_ROW],
-                 4 * rp->bcast_recv[TG_COL]);
-
-    char store[24][64];
-    tg_tvar vars[32];
-    int n = tg_emit_common_vars(pl, vars, store);
-    int si = 3;
-#define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
-    VAR("RANK", "%d", rank);
-    VAR("I", "%d", co.i);
-    VAR("J", "%d", co.j);
-    VAR("K", "%d", co.k);
-    VAR("H", "%d", h);
-    VAR("T", "%d", pl->T);
-    VAR("C", "%d", pl->spec.hidden);
-    VAR("ROWS", "%d..%d", tg_io_r0(pl, co), tg_io_r0(pl, co) + pl->R - 1);
-    VAR("COLS", "%d..%d", tg_io_c0(pl, co), tg_io_c0(pl, co) + pl->Cq - 1);
-    VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
-    VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
-    VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
-    VAR("NPARAMS", "%d", rp->nparams);
-    VAR("NSTEPS", "%d", rp->nsteps);
-    VAR("SYM", "tr_rank_%04d", rank);
-#undef VAR
-    vars[n++] = (tg_tvar){"BCAST_SUMMARY", bsum.s};
+    char store[32][64];
+    tg_tvar vars[48];
+    int n = tg_emit_class_vars(pl, rp, vars, store, &who);
     vars[n++] = (tg_tvar){"PARAMS", params.s};
     vars[n++] = (tg_tvar){"STEPS", steps.s};
     vars[n++] = (tg_tvar){"STEP_INFO", info.s};
+    vars[n++] = (tg_tvar){"ROWS_TABLE", rows.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
-    bool ok = tg_template_fill(out, "rank.c.in", vars, n, err);
+    if (!ok)
+        ok = tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
+    else
+        ok = tg_template_fill(out, "rank.c.in", vars, n, err);
     tg_sb_free(&params);
     tg_sb_free(&steps);
     tg_sb_free(&desc);
-    tg_sb_free(&bsum);
     tg_sb_free(&info);
+    tg_sb_free(&rows);
+    tg_sb_free(&who);
     return ok;
 }
 
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
 {
-    tg_sb ext, ranks;
-    tg_sb_init(&ext);
-    tg_sb_init(&ranks);
-    for (int r = 0; r < pl->mesh.p; r++) {
-        tg_sb_printf(&ext, "extern const tr_rank_desc tr_rank_%04d;\n", r);
-        tg_sb_printf(&ranks, "    &tr_rank_%04d,\n", r);
-    }
     char store[24][64];
     tg_tvar vars[32];
     int n = tg_emit_common_vars(pl, vars, store);
@@ -244,11 +254,7 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     VAR("ADAM_EPS", "%.17g", pl->spec.opt.eps);
     VAR("WD", "%.17g", pl->spec.opt.weight_decay);
     VAR("FINGERPRINT", "%s", pl->fingerprint);
+    VAR("NCLASSES", "%d", tg_plan_nclasses(pl));
 #undef VAR
-    vars[n++] = (tg_tvar){"EXTERNS", ext.s};
-    vars[n++] = (tg_tvar){"RANKS", ranks.s};
-    bool ok = tg_template_fill(out, "model.c.in", vars, n, err);
-    tg_sb_free(&ext);
-    tg_sb_free(&ranks);
-    return ok;
+    return tg_template_fill(out, "model.c.in", vars, n, err);
 }

@@ -1,5 +1,5 @@
 /*
- * emit_rank_cu.c - the CUDA backend's printers: rank_XXXX.cu (one per rank),
+ * emit_rank_cu.c - the CUDA backend's printers: rank_iI_jJ.cu (one per rank class),
  * kernels.cu and kernels.cuh, the CUDA part of build.ninja, and the choice of
  * whether to emit them at all (tg_cuda_select).
  *
@@ -71,12 +71,11 @@ static int step_stream(const tg_class_plan *rp, int id, tg_err *err)
     return -1;
 }
 
-static bool supported(const tg_plan *pl, const tg_class_plan *all, tg_err *err)
+bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
 {
-    for (int c = 0; c < tg_plan_nclasses(pl); c++)
-        for (int i = 0; i < all[c].nsteps; i++)
-            if (step_stream(&all[c], i, err) < 0)
-                return false;
+    for (int i = 0; i < cp->nsteps; i++)
+        if (step_stream(cp, i, err) < 0)
+            return false;
     return true;
 }
 
@@ -177,7 +176,7 @@ static bool sched_build(const tg_class_plan *rp, cu_sched *c, tg_err *err)
     return true;
 }
 
-/* ---- rank_XXXX.cu ---------------------------------------------------------------------- */
+/* ---- rank_iI_jJ.cu ---------------------------------------------------------------------- */
 
 /* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
 static long long step_bytes(const tg_step *s)
@@ -207,8 +206,8 @@ static long long step_bytes(const tg_step *s)
     }
 }
 
-/* The call of one step (and the kernel instance it needs, into inst when not NULL). */
-static void print_call(tg_sb *o, tg_sb *inst, const tg_class_plan *rp, const tg_step *s)
+/* The call of one step, and the kernel instance it needs into inst[512] when not NULL ("" when none). */
+static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_step *s)
 {
     char line[512];
     line[0] = '\0';
@@ -332,8 +331,8 @@ static void print_call(tg_sb *o, tg_sb *inst, const tg_class_plan *rp, const tg_
                      bn(rp, s, 3), s->count, s->decay);
         break;
     }
-    if (inst && line[0] && !strstr(inst->s ? inst->s : "", line))
-        tg_sb_puts(inst, line);
+    if (inst && line[0])
+        snprintf(inst, 512, "%s", line);
 }
 
 static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const cu_sched *cs, int id)
@@ -351,21 +350,33 @@ static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const cu_sched
                      tg_step_kind_name(ws->kind), verb, theirs, mine);
 }
 
-bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb *out, tg_err *err)
+static bool uses_slot(const tg_step *s, int slot)
 {
-    const tg_mesh *m = &pl->mesh;
-    tg_coord co = tg_mesh_coord(m, rank);
+    return call_uses(s, slot);
+}
+
+bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
+{
+    tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
     cu_sched cs;
     if (!sched_build(rp, &cs, err))
         return false;
+    tg_segment *sg;
+    int nseg = tg_segments(rp, &sg);
+    if (nseg < 0) {
+        sched_free(&cs);
+        return tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
+    }
 
-    tg_sb params, funcs, info, cost, desc, summary;
+    tg_sb params, funcs, info, cost, desc, summary, rows, who;
     tg_sb_init(&params);
     tg_sb_init(&funcs);
     tg_sb_init(&info);
     tg_sb_init(&cost);
     tg_sb_init(&desc);
     tg_sb_init(&summary);
+    tg_sb_init(&rows);
+    tg_sb_init(&who);
 
     tg_emit_params(&params, rp);
 
@@ -376,58 +387,27 @@ bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb
         "the backward: dL/dy in grad_x -> dL/dx in grad_x, and every weight gradient",
         "one AdamW step on every local shard (step number in the context)",
     };
-    char *used = calloc((size_t)(rp->nbufs > 0 ? rp->nbufs : 1), 1);
-    if (!used) {
-        sched_free(&cs);
-        return tg_fail(err, "out of memory printing rank %d", rank);
-    }
-    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++) {
-        /* buffers named by this phase's calls, in plan order; S only where a fused kernel runs */
-        int any = 0, kernels = 0;
-        memset(used, 0, (size_t)(rp->nbufs > 0 ? rp->nbufs : 1));
-        for (int i = 0; i < rp->nsteps; i++) {
-            const tg_step *s = &rp->steps[i];
-            if ((int)s->phase != ph)
-                continue;
-            any = 1;
-            kernels |= cs.stream[i] == CU_COMPUTE && s->kind != TG_STEP_GEMM && s->kind != TG_STEP_ADAMW;
-            for (int k = 0; k < TG_STEP_MAXBUF; k++)
-                if (s->buf[k] >= 0 && call_uses(s, k))
-                    used[s->buf[k]] = 1;
-        }
-        if (!any)
-            continue;
-        tg_sb_printf(&funcs, "%s/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", ph ? "\n" : "", fwhat[ph],
-                     fname[ph]);
-        tg_sb_puts(&funcs, "    /* Buffers: float offsets into this rank's device arena A, shape [rows, cols], live "
-                           "steps first..last. */\n");
-        for (int i = 0; i < rp->nbufs; i++) {
-            const tg_buf *b = &rp->bufs[i];
-            char bw[160];
-            if (used[i])
-                tg_sb_printf(&funcs, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name,
-                             b->offset, b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
-        }
+    bool ok = true;
+    for (int g = 0; g < nseg && ok; g++) {
+        char fn[32];
+        tg_segment_name(fn, sizeof fn, &sg[g]);
+        if (sg[g].layer >= 0)
+            tg_sb_printf(&funcs, "/* ==== layer %d, %s ==== */\n", sg[g].layer, fname[sg[g].phase]);
+        else
+            tg_sb_printf(&funcs, "/* ==== %s ==== */\n", fname[sg[g].phase]);
+        tg_sb_printf(&funcs, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
+        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, uses_slot, "device");
         tg_sb_puts(&funcs, "\n");
+        /* S only where a fused kernel runs */
+        int kernels = 0;
+        for (int i = sg[g].first; i <= sg[g].last; i++)
+            kernels |= cs.stream[i] == CU_COMPUTE && rp->steps[i].kind != TG_STEP_GEMM &&
+                       rp->steps[i].kind != TG_STEP_ADAMW;
         if (kernels)
             tg_sb_puts(&funcs, "    cudaStream_t const S = trc_stream(c, TRC_COMPUTE); /* fused kernels; cuBLAS is "
-                               "bound to it too */\n");
-        if (ph == TG_PHASE_FWD)
-            tg_sb_puts(&funcs, "    trc_forward_begin(c, step_cost);\n\n");
-        else
-            tg_sb_puts(&funcs, "    trc_phase_begin(c, step_cost); /* the comm stream waits for what came before */\n\n");
-
-        int layer = -2, first = 1;
-        for (int i = 0; i < rp->nsteps; i++) {
+                               "bound to it too */\n\n");
+        for (int i = sg[g].first; i <= sg[g].last; i++) {
             const tg_step *s = &rp->steps[i];
-            if ((int)s->phase != ph)
-                continue;
-            if (s->layer != layer) {
-                layer = s->layer;
-                if (layer >= 0)
-                    tg_sb_printf(&funcs, "%s    /* ==== layer %d ==== */\n", first ? "" : "\n", layer);
-            }
-            first = 0;
             const char *sname = cs.stream[i] == CU_COMM ? "TRC_COMM" : "TRC_COMPUTE";
             char what[256];
             tg_step_text(what, sizeof what, pl, rp, co, s);
@@ -442,9 +422,28 @@ bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb
             print_call(&funcs, NULL, rp, s);
             tg_sb_printf(&funcs, "    trc_end(c, %d, %s, %d);\n", i, sname, cs.signal[i]);
         }
-        tg_sb_printf(&funcs, "\n    %s(c);\n}\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");
+        tg_sb_puts(&funcs, "}\n\n");
     }
-    free(used);
+    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT && ok; ph++) {
+        int any = 0;
+        for (int g = 0; g < nseg; g++)
+            any |= sg[g].phase == (tg_phase)ph;
+        if (!any)
+            continue;
+        tg_sb_printf(&funcs, "/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", fwhat[ph], fname[ph]);
+        if (ph == TG_PHASE_FWD)
+            tg_sb_puts(&funcs, "    trc_forward_begin(c, step_cost);\n");
+        else
+            tg_sb_puts(&funcs, "    trc_phase_begin(c, step_cost); /* the comm stream waits for what came before */\n");
+        for (int g = 0; g < nseg; g++) {
+            char fn[32];
+            tg_segment_name(fn, sizeof fn, &sg[g]);
+            if (sg[g].phase == (tg_phase)ph)
+                tg_sb_printf(&funcs, "    %s(c, A);\n", fn);
+        }
+        tg_sb_printf(&funcs, "    %s(c);\n}\n\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");
+    }
+    free(sg);
 
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
@@ -458,7 +457,7 @@ bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb
             nlate++;
             nover += g >= 0 && cs.wait[i] < g;
         }
-        tg_emit_step_info(&info, pl, co, s);
+        tg_emit_step_info(&info, s);
         tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(s), s->kind == TG_STEP_GEMM ? s->m : 0,
                      s->kind == TG_STEP_GEMM ? s->n : 0, s->kind == TG_STEP_GEMM ? s->k : 0);
     }
@@ -466,66 +465,150 @@ bool tg_emit_rank_cu(const tg_plan *pl, const tg_class_plan *rp, int rank, tg_sb
                            "steps t >= 1 overlap the GEMM of step t-1",
                  ncoll, nwait, nover, nlate);
 
-    tg_emit_rank_desc(&desc, pl, rp, rank, "nullptr");
+    tg_emit_rank_rows(&rows, pl, rp);
+    tg_emit_class_desc(&desc, pl, rp, "nullptr");
 
-    long long tot = 0;
-    for (int g = 0; g < TG_NGROUPS; g++)
-        tot += rp->bcast_recv[g];
-
-    char store[24][64];
-    tg_tvar vars[40];
-    int n = tg_emit_common_vars(pl, vars, store);
-    int si = 3;
-#define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
-    VAR("RANK", "%d", rank);
-    VAR("RANK4", "%04d", rank);
-    VAR("I", "%d", co.i);
-    VAR("J", "%d", co.j);
-    VAR("K", "%d", co.k);
-    VAR("H", "%d", tg_mesh_row_block(m, co));
-    VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
-    VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
-    VAR("RECV_BYTES", "%lld", 4 * tot);
-    VAR("NPARAMS", "%d", rp->nparams);
-    VAR("NSTEPS", "%d", rp->nsteps);
-    VAR("SYM", "tr_rank_%04d", rank);
-#undef VAR
+    char store[32][64];
+    tg_tvar vars[48];
+    int n = tg_emit_class_vars(pl, rp, vars, store, &who);
     vars[n++] = (tg_tvar){"OVERLAP", summary.s};
     vars[n++] = (tg_tvar){"PARAMS", params.s};
     vars[n++] = (tg_tvar){"FUNCTIONS", funcs.s};
     vars[n++] = (tg_tvar){"STEP_INFO", info.s};
     vars[n++] = (tg_tvar){"STEP_COST", cost.s};
+    vars[n++] = (tg_tvar){"ROWS_TABLE", rows.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
-    bool ok = tg_template_fill(out, "rank.cu.in", vars, n, err);
+    if (!ok)
+        ok = tg_fail(err, "out of memory printing the CUDA program of class (i=%d, j=%d)", rp->i, rp->j);
+    else
+        ok = tg_template_fill(out, "rank.cu.in", vars, n, err);
     tg_sb_free(&params);
     tg_sb_free(&funcs);
     tg_sb_free(&info);
     tg_sb_free(&cost);
     tg_sb_free(&desc);
     tg_sb_free(&summary);
+    tg_sb_free(&rows);
+    tg_sb_free(&who);
     sched_free(&cs);
     return ok;
 }
 
 /* ---- kernels.cu, kernels.cuh ----------------------------------------------------------------- */
 
-bool tg_emit_kernels_cu(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err)
+/* The distinct instance lines, in first-seen order, behind a hash of open addressing. */
+struct tg_kernels {
+    char **line;
+    int n, cap;
+    int *slot; /* [nslot]: index into line + 1, 0 = empty */
+    int nslot;
+    bool oom;
+};
+
+tg_kernels *tg_kernels_new(void)
 {
-    if (!supported(pl, all, err))
-        return false;
-    tg_sb inst, sink;
-    tg_sb_init(&inst);
+    tg_kernels *ks = calloc(1, sizeof *ks);
+    if (ks) {
+        ks->nslot = 256;
+        ks->slot = calloc((size_t)ks->nslot, sizeof *ks->slot);
+        if (!ks->slot) {
+            free(ks);
+            ks = NULL;
+        }
+    }
+    return ks;
+}
+
+void tg_kernels_free(tg_kernels *ks)
+{
+    if (!ks)
+        return;
+    for (int i = 0; i < ks->n; i++)
+        free(ks->line[i]);
+    free(ks->line);
+    free(ks->slot);
+    free(ks);
+}
+
+static unsigned long long fnv(const char *s)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+static void kernels_put(tg_kernels *ks, const char *line)
+{
+    unsigned long long h = fnv(line);
+    int at = (int)(h % (unsigned)ks->nslot);
+    while (ks->slot[at]) {
+        if (!strcmp(ks->line[ks->slot[at] - 1], line))
+            return;
+        at = (at + 1) % ks->nslot;
+    }
+    if (2 * (ks->n + 1) > ks->nslot || ks->n == ks->cap) { /* grow, then insert again */
+        int cap = ks->cap ? 2 * ks->cap : 32, nslot = 4 * cap;
+        char **nl = realloc(ks->line, (size_t)cap * sizeof *nl);
+        int *ns = calloc((size_t)nslot, sizeof *ns);
+        if (!nl || !ns) {
+            if (nl)
+                ks->line = nl;
+            free(ns);
+            ks->oom = true;
+            return;
+        }
+        ks->line = nl;
+        ks->cap = cap;
+        free(ks->slot);
+        ks->slot = ns;
+        ks->nslot = nslot;
+        for (int i = 0; i < ks->n; i++) {
+            int a = (int)(fnv(ks->line[i]) % (unsigned)nslot);
+            while (ns[a])
+                a = (a + 1) % nslot;
+            ns[a] = i + 1;
+        }
+        kernels_put(ks, line);
+        return;
+    }
+    char *copy = strdup(line);
+    if (!copy) {
+        ks->oom = true;
+        return;
+    }
+    ks->line[ks->n++] = copy;
+    ks->slot[at] = ks->n;
+}
+
+bool tg_kernels_add(tg_kernels *ks, const tg_class_plan *cp)
+{
+    tg_sb sink;
     tg_sb_init(&sink);
-    for (int c = 0; c < tg_plan_nclasses(pl); c++)
-        for (int i = 0; i < all[c].nsteps; i++)
-            print_call(&sink, &inst, &all[c], &all[c].steps[i]);
+    char line[512];
+    for (int i = 0; i < cp->nsteps && !ks->oom; i++) {
+        line[0] = '\0';
+        sink.len = 0;
+        print_call(&sink, line, cp, &cp->steps[i]);
+        if (line[0])
+            kernels_put(ks, line);
+    }
+    tg_sb_free(&sink);
+    return !ks->oom;
+}
+
+bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
+{
+    tg_sb inst;
+    tg_sb_init(&inst);
+    for (int i = 0; i < ks->n; i++)
+        tg_sb_puts(&inst, ks->line[i]);
     char store[8][64];
     tg_tvar vars[12];
     int n = tg_emit_common_vars(pl, vars, store);
-    vars[n++] = (tg_tvar){"INSTANCES", inst.s ? inst.s : ""};
+    vars[n++] = (tg_tvar){"INSTANCES", inst.s};
     bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
     tg_sb_free(&inst);
-    tg_sb_free(&sink);
     return ok;
 }
 
@@ -549,7 +632,8 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules,
                           "  description = NO CUDA BACKEND\nbuild cuda: nocuda\n");
         return;
     }
-    tg_sb_puts(rules, "# CUDA backend: bin/model-cuda, the same schedule as per-rank CUDA (cuBLAS, NCCL, fused kernels)\n");
+    tg_sb_puts(rules, "# CUDA backend: bin/model-cuda and bin/cuda/rank_iI_jJ, the same schedule as CUDA (cuBLAS, NCCL, fused "
+                      "kernels)\n");
     tg_sb_puts(rules, "nvcc = ");
     tg_sb_puts(rules, cu->nvcc);
     tg_sb_puts(rules, "\nmpicxx = mpicxx\ncuda_arch = ");
@@ -569,19 +653,30 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules,
     static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_adamw", "trc_profile"};
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
         tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
-    tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n");
-    for (int r = 0; r < pl->mesh.p; r++)
-        tg_sb_printf(rules, "build obj-cuda/rank_%04d.o: nvcc rank_%04d.cu\n", r, r);
-    tg_sb_puts(rules, "\n# the shared main, loaders and MPI groups are the CPU program's objects\n"
-                      "build bin/model-cuda: nvlink obj/model.o obj-cuda/kernels.o");
-    for (int r = 0; r < pl->mesh.p; r++)
-        tg_sb_printf(rules, " $\n    obj-cuda/rank_%04d.o", r);
-    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
-        tg_sb_printf(rules, " $\n    obj-cuda/rt/%s.o", rt[i]);
-    tg_sb_puts(rules, " $\n    obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
-                      "    obj/rt/tr_comm.o obj/rt/tr_main.o obj/rt/tr_trace.o obj/rt/tr_gather.o\n"
-                      "build cuda: phony bin/model-cuda\n");
-    tg_sb_puts(defaults, " bin/model-cuda");
+    tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n"
+                      "build obj-cuda/rt/tr_launch.o: cc $tessroot/runtime/tr_launch.c\n"
+                      "  flags = $cflags -DTR_LAUNCH_DIR='\"cuda\"'\n"
+                      "build bin/model-cuda: link obj-cuda/rt/tr_launch.o obj/model.o\n  flags = -g\n"
+                      "\n# each class program: its code, every kernel instance, the CUDA runtime, and the CPU program's\n"
+                      "# shared main, loaders and MPI groups\n");
+    tg_sb cls;
+    tg_sb_init(&cls);
+    for (int i = 0; i < pl->mesh.q; i++)
+        for (int j = 0; j < pl->mesh.q; j++) {
+            char cn[32];
+            tg_class_name(cn, sizeof cn, i, j);
+            tg_sb_printf(rules, "build obj-cuda/%s.o: nvcc %s.cu\n", cn, cn);
+            tg_sb_printf(rules, "build bin/cuda/%s: nvlink obj-cuda/%s.o obj/model.o obj-cuda/kernels.o", cn, cn);
+            for (size_t k = 0; k < sizeof rt / sizeof rt[0]; k++)
+                tg_sb_printf(rules, " obj-cuda/rt/%s.o", rt[k]);
+            tg_sb_puts(rules, " $\n    obj/rt/tr_main.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o "
+                              "obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
+                              "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o\n");
+            tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
+        }
+    tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);
+    tg_sb_puts(defaults, " cuda");
+    tg_sb_free(&cls);
 }
 
 /* ---- which backends ----------------------------------------------------------------------- */
@@ -700,7 +795,7 @@ static unsigned parse_backends(const char *s)
     return bits;
 }
 
-bool tg_cuda_select(const tg_plan *pl, const tg_class_plan *all, tg_cuda_opts *cu, char *note, size_t cap,
+bool tg_cuda_select(const tg_plan *pl, const char *unsupported, tg_cuda_opts *cu, char *note, size_t cap,
                     tg_err *err)
 {
     memset(cu, 0, sizeof *cu);
@@ -734,15 +829,12 @@ bool tg_cuda_select(const tg_plan *pl, const tg_class_plan *all, tg_cuda_opts *c
         if (!want)
             snprintf(cu->why, sizeof cu->why, "nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin");
     }
-    if (want) {
-        tg_err e = {{0}, 0};
-        if (!supported(pl, all, &e)) {
-            if (explicit_choice)
-                return tg_fail(err, "%s: backends includes \"cuda\" (from %s), but %s; use backends = { \"cpu\" }",
-                               pl->spec.path, source, e.msg);
-            snprintf(cu->why, sizeof cu->why, "%.400s", e.msg);
-            want = false;
-        }
+    if (want && unsupported) {
+        if (explicit_choice)
+            return tg_fail(err, "%s: backends includes \"cuda\" (from %s), but %s; use backends = { \"cpu\" }",
+                           pl->spec.path, source, unsupported);
+        snprintf(cu->why, sizeof cu->why, "%.400s", unsupported);
+        want = false;
     }
     cu->enabled = want;
     if (want)

@@ -1,7 +1,8 @@
 /*
- * emit_rank_tables.c - the data tables every rank program carries, whatever
+ * emit_rank_tables.c - the data tables every class program carries, whatever
  * its backend: the weight-shard table (tr_param rows), the step table
- * (tr_step_info rows) and the rank descriptor (tr_rank_desc). The CPU and the
+ * (tr_step_info rows), the rows of its ranks (tr_rank_row) and the class
+ * descriptor (tr_class_desc with its tr_rank_desc prototype). The CPU and the
  * CUDA emitters both print them from here, so a field added to those structs
  * is printed once, every field in declaration order (which C++ designated
  * initialisers require).
@@ -60,52 +61,65 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
     }
 }
 
-void tg_emit_step_info(tg_sb *o, const tg_plan *pl, tg_coord c, const tg_step *s)
+void tg_emit_step_info(tg_sb *o, const tg_step *s)
 {
     int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
     tg_sb_printf(o, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op, tg_emit_kind_enum(s->kind),
-                 coll ? tg_emit_group_enum(s->group) : "-1", tg_step_root(pl, c, s), s->count, s->flops);
+                 coll ? tg_emit_group_enum(s->group) : "-1", s->root_local, s->count, s->flops);
 }
 
 static void ll4(tg_sb *o, const char *field, const long long *v)
 {
-    tg_sb_printf(o, "    .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
+    tg_sb_printf(o, "        .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
 }
 
-void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int rank, const char *null_ptr)
+void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
 {
     const tg_mesh *m = &pl->mesh;
-    tg_coord co = tg_mesh_coord(m, rank);
-    int train = pl->spec.mode == TG_TRAIN;
-    tg_sb_printf(o, "    .rank = %d, .i = %d, .j = %d, .k = %d,\n", rank, co.i, co.j, co.k);
-    int color[TG_NGROUPS], key[TG_NGROUPS], size[TG_NGROUPS];
-    for (int g = 0; g < TG_NGROUPS; g++) {
-        color[g] = tg_group_color(m, (tg_group)g, co);
-        key[g] = tg_group_local(m, (tg_group)g, co);
-        size[g] = tg_group_size(m, (tg_group)g);
+    for (int k = 0; k < m->d; k++) {
+        tg_coord co = {cp->i, cp->j, k};
+        tg_sb_printf(o, "    {%d, %d, %d, {", tg_mesh_rank(m, co), k, tg_io_r0(pl, co));
+        for (int g = 0; g < TG_NGROUPS; g++)
+            tg_sb_printf(o, "%s%d", g ? ", " : "", tg_group_color(m, (tg_group)g, co));
+        tg_sb_puts(o, "}, {");
+        for (int g = 0; g < TG_NGROUPS; g++)
+            tg_sb_printf(o, "%s%d", g ? ", " : "", tg_group_local(m, (tg_group)g, co));
+        tg_sb_printf(o, "}}, /* h=%d */\n", tg_mesh_row_block(m, co));
     }
-    tg_sb_printf(o, "    /* groups: row, col, dep, coldep */\n");
-    tg_sb_printf(o, "    .color = {%d, %d, %d, %d},\n", color[0], color[1], color[2], color[3]);
-    tg_sb_printf(o, "    .key = {%d, %d, %d, %d},\n", key[0], key[1], key[2], key[3]);
-    tg_sb_printf(o, "    .size = {%d, %d, %d, %d},\n", size[0], size[1], size[2], size[3]);
-    tg_sb_printf(o, "    .arena_elems = %lld,\n", rp->arena_elems);
-    tg_sb_printf(o, "    .nparams = %d,\n    .params = params,\n", rp->nparams);
-    tg_sb_printf(o, "    .mode = %d,\n", train);
-    tg_sb_printf(o, "    .x_offset = %lld, .y_offset = %lld, .gx_offset = %lld,\n", rp->bufs[rp->x_buf].offset,
+}
+
+void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *null_ptr)
+{
+    const tg_mesh *m = &pl->mesh;
+    int train = pl->spec.mode == TG_TRAIN;
+    tg_coord co = {rp->i, rp->j, 0};
+    tg_sb_printf(o, "    .i = %d, .j = %d,\n    .fingerprint = \"%s\",\n", rp->i, rp->j, pl->fingerprint);
+    tg_sb_puts(o, "    .proto = {\n");
+    tg_sb_printf(o, "        .rank = -1, .i = %d, .j = %d, .k = -1, /* rank, k, io_r0, color, key: the rank's row */\n",
+                 rp->i, rp->j);
+    tg_sb_puts(o, "        /* groups: row, col, dep, coldep */\n");
+    tg_sb_puts(o, "        .color = {0, 0, 0, 0},\n        .key = {0, 0, 0, 0},\n");
+    tg_sb_printf(o, "        .size = {%d, %d, %d, %d},\n", tg_group_size(m, TG_ROW), tg_group_size(m, TG_COL),
+                 tg_group_size(m, TG_DEP), tg_group_size(m, TG_COLDEP));
+    tg_sb_printf(o, "        .arena_elems = %lld,\n", rp->arena_elems);
+    tg_sb_printf(o, "        .nparams = %d,\n        .params = params,\n", rp->nparams);
+    tg_sb_printf(o, "        .mode = %d,\n", train);
+    tg_sb_printf(o, "        .x_offset = %lld, .y_offset = %lld, .gx_offset = %lld,\n", rp->bufs[rp->x_buf].offset,
                  rp->bufs[rp->y_buf].offset, rp->gx_buf >= 0 ? rp->bufs[rp->gx_buf].offset : -1LL);
-    tg_sb_printf(o, "    .io_r0 = %d, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", tg_io_r0(pl, co),
-                 tg_io_c0(pl, co), pl->R, pl->Cq);
+    tg_sb_printf(o, "        .io_r0 = -1, .io_c0 = %d, .io_rows = %d, .io_cols = %d,\n", tg_io_c0(pl, co), pl->R,
+                 pl->Cq);
     ll4(o, "plan_bcast_recv", rp->bcast_recv);
     ll4(o, "plan_bcast_sent", rp->bcast_sent);
     ll4(o, "plan_allreduce", rp->allreduce);
-    tg_sb_printf(o, "    .plan_flops = %lld,\n", rp->flops);
-    tg_sb_puts(o, "    /* backward (training only) */\n");
+    tg_sb_printf(o, "        .plan_flops = %lld,\n", rp->flops);
+    tg_sb_puts(o, "        /* backward (training only) */\n");
     ll4(o, "plan_bwd_bcast_recv", rp->bwd_bcast_recv);
     ll4(o, "plan_bwd_bcast_sent", rp->bwd_bcast_sent);
     ll4(o, "plan_bwd_allreduce", rp->bwd_allreduce);
     ll4(o, "plan_bwd_reduce_recv", rp->bwd_reduce_recv);
     ll4(o, "plan_bwd_reduce_sent", rp->bwd_reduce_sent);
-    tg_sb_printf(o, "    .nsteps = %d,\n    .steps = step_info,\n", rp->nsteps);
-    tg_sb_printf(o, "    .forward = forward,\n    .backward = %s,\n    .optimizer = %s,\n",
+    tg_sb_printf(o, "        .nsteps = %d,\n        .steps = step_info,\n", rp->nsteps);
+    tg_sb_printf(o, "        .forward = forward,\n        .backward = %s,\n        .optimizer = %s,\n",
                  train ? "backward" : null_ptr, train ? "optimizer" : null_ptr);
+    tg_sb_printf(o, "    },\n    .nranks = %d,\n    .rows = rows,\n", m->d);
 }

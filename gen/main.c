@@ -1,8 +1,15 @@
 /*
  * main.c - the tessgen command line: declare (spec.c), bake (plan.c), emit
- * (emit_*.c), in that order. Every output is rendered into memory before the
- * first byte is written, so a bad spec or an internal error changes nothing on
- * disk; then each file is written atomically and only if its content changed.
+ * (emit_*.c), in that order.
+ *
+ * Generation runs in two passes over the rank classes, holding one class plan
+ * at a time. Pass 1 plans every class: the schedule fingerprint, the figures
+ * of the report, whether the CUDA backend can run it. Nothing is written
+ * until it has passed, so a rejected spec changes nothing on disk. Then the
+ * output directory is locked (outdir.c) and pass 2 plans each class again,
+ * prints its program and writes it at once (atomically, and only if its
+ * content changed, so ninja rebuilds only what changed), then the files that
+ * cover every rank.
  *
  * Exit codes: 0 success, 1 the spec or an output path was rejected (message on
  * stderr), 2 usage error, 70 internal error.
@@ -17,7 +24,9 @@
 #include <unistd.h>
 
 #include "emit.h"
+#include "fingerprint.h"
 #include "inspect.h"
+#include "outdir.h"
 #include "outfile.h"
 #include "plan.h"
 #include "spec.h"
@@ -31,9 +40,10 @@ static void usage(FILE *f)
             "       tessgen --help | --version\n"
             "\n"
             "Generates, for a GPT-2 style model spec and a [q,q,d] Tesseract mesh, the program every\n"
-            "rank runs: DIR/rank_XXXX.c (fully unrolled, literal roots and offsets), model.c,\n"
-            "build.ninja, manifest.json, schedule.txt, schedule.json, schedule.html, summary.txt and the\n"
-            "launcher DIR/run. With the CUDA backend also rank_XXXX.cu, kernels.cu and kernels.cuh: the\n"
+            "rank runs: DIR/rank_iI_jJ.c for the ranks (i, j, k) of each class (fully unrolled, literal\n"
+            "roots and offsets), model.c, build.ninja, manifest.json, schedule.txt, schedule.json,\n"
+            "schedule.html, summary.txt and the launcher DIR/run; one directory is written by one tessgen\n"
+            "at a time. With the CUDA backend also rank_iI_jJ.cu, kernels.cu and kernels.cuh: the\n"
             "spec's backends = { \"cpu\", \"cuda\" }, else TESS_BACKENDS=cpu,cuda, else when nvcc is found\n"
             "(TESS_NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin); TESS_CUDA_ARCH=80,90 sets its targets.\n"
             "\n"
@@ -88,12 +98,6 @@ static bool find_tessroot(char *root, size_t len)
     return false;
 }
 
-typedef struct out_file {
-    char name[64];
-    int mode;
-    tg_sb text;
-} out_file;
-
 /* Text that lands inside C comments and string literals must not be able to end them. */
 static bool path_is_printable(const char *p)
 {
@@ -103,28 +107,254 @@ static bool path_is_printable(const char *p)
     return !strstr(p, "*/") && !strstr(p, "@@");
 }
 
-/* Remove rank files of an earlier generation with more ranks (and CUDA files when the CUDA backend is no
- * longer emitted), so the directory holds one program. */
-static void remove_stale(const char *dir, int p, int cuda, int quiet)
+/* What tessgen prints per class, from pass 1. */
+typedef struct class_fig {
+    long long arena, weights, recv;
+    int steps;
+} class_fig;
+
+/* Write one generated file atomically if its content changed; name is relative to dir. */
+static bool put(const char *dir, const char *name, const tg_sb *text, int mode, int *written, tg_err *err)
 {
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *e;
-    while ((e = readdir(dp))) {
-        int r;
-        char tail[8];
-        int rank_c = sscanf(e->d_name, "rank_%d.%7s", &r, tail) == 2 && strcmp(tail, "c") == 0 && r >= p;
-        int rank_cu = sscanf(e->d_name, "rank_%d.%7s", &r, tail) == 2 && strcmp(tail, "cu") == 0 && (r >= p || !cuda);
-        int kernels = !cuda && (!strcmp(e->d_name, "kernels.cu") || !strcmp(e->d_name, "kernels.cuh"));
-        if (rank_c || rank_cu || kernels) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (unlink(path) == 0 && !quiet)
-                printf("removed stale %s\n", path);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    bool changed;
+    if (!tg_write_if_changed(path, text->s, text->len, mode, &changed, err))
+        return false;
+    *written += changed;
+    return true;
+}
+
+static const struct {
+    const char *name;
+    int mode;
+} index_files[] = {{"model.c", 0644},       {"build.ninja", 0644},   {"manifest.json", 0644}, {"schedule.txt", 0644},
+                   {"run", 0755},           {"schedule.json", 0644}, {"schedule.html", 0644}, {"summary.txt", 0644}};
+enum { NINDEX = sizeof index_files / sizeof index_files[0] };
+
+/* The report after writing: one line per class, or per group of classes with the same figures. */
+static void report(const tg_plan *pl, const class_fig *fig, const char *backends, const char *outdir, int written,
+                   int nfiles)
+{
+    const tg_spec *s = &pl->spec;
+    int nc = tg_plan_nclasses(pl), q = pl->mesh.q;
+    printf("tessgen %s: %s, mesh [%d,%d,%d] = %d ranks in %d rank class%s, %d layers (C=%d, heads=%d, F=%d, S=%d, "
+           "B=%d)\n",
+           TG_VERSION, s->name, s->q, s->q, s->d, pl->mesh.p, nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
+           s->ffn, s->seq, s->batch);
+    printf("%-22s %8s %14s %14s %16s %8s\n", "classes (i,j)", "ranks", "arena bytes", "weight bytes", "bcast recv B",
+           "steps");
+    char *done = calloc((size_t)nc, 1);
+    for (int c = 0; done && c < nc; c++) {
+        if (done[c])
+            continue;
+        int same = 0, last = c;
+        for (int o = c; o < nc; o++)
+            if (!done[o] && !memcmp(&fig[o], &fig[c], sizeof fig[c])) {
+                done[o] = 1;
+                same++;
+                last = o;
+            }
+        char who[96];
+        if (same == 1)
+            snprintf(who, sizeof who, "(%d,%d)", c / q, c % q);
+        else
+            snprintf(who, sizeof who, "%d classes, (%d,%d)..(%d,%d)", same, c / q, c % q, last / q, last % q);
+        printf("%-22s %8d %14lld %14lld %16lld %8d\n", who, same * pl->mesh.d, 4 * fig[c].arena, 4 * fig[c].weights,
+               4 * fig[c].recv, fig[c].steps);
+    }
+    free(done);
+    printf("%s\n", backends);
+    printf("schedule fingerprint %s (every program of this output checks it at start, and a run prints it)\n",
+           pl->fingerprint);
+    printf("wrote %d of %d files in %s (the others were unchanged); next: ninja -C %s && %s/run\n", written, nfiles,
+           outdir, outdir, outdir);
+    printf("inspect: %s/schedule.html (open in a browser), %s/summary.txt (memory, bytes per layer, other meshes), "
+           "%s/schedule.json\n",
+           outdir, outdir, outdir);
+}
+
+/* Plan every class (pass 1: fingerprint, figures, what the CUDA backend can run), then lock the output
+ * directory and print and write one class at a time (pass 2), then the files that cover every rank. */
+static int generate(const tg_spec *spec, const char *outdir, const char *root, int quiet)
+{
+    tg_err err = {{0}, 0};
+    tg_plan plan;
+    tg_plan_init(spec, &plan);
+    int nc = tg_plan_nclasses(&plan), q = plan.mesh.q, rc = 0, lockfd = -1, written = 0;
+    class_fig *fig = calloc((size_t)nc, sizeof *fig);
+    tg_kernels *kernels = NULL;
+    tg_filelist old, now;
+    tg_filelist_init(&old);
+    tg_filelist_init(&now);
+    if (!fig) {
+        fprintf(stderr, "tessgen: out of memory\n");
+        return 70;
+    }
+
+    /* pass 1 */
+    tg_fp fp;
+    tg_fp_init(&fp, spec);
+    char unsupported[600] = "";
+    for (int c = 0; c < nc; c++) {
+        tg_class_plan cp;
+        if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+            free(fig);
+            return 70;
+        }
+        tg_fp_class(&fp, &cp);
+        fig[c].arena = cp.arena_elems;
+        fig[c].weights = cp.weight_elems;
+        for (int g = 0; g < TG_NGROUPS; g++)
+            fig[c].recv += cp.bcast_recv[g];
+        fig[c].steps = cp.nsteps;
+        tg_err e = {{0}, 0};
+        if (!unsupported[0] && !tg_cuda_supports(&cp, &e))
+            snprintf(unsupported, sizeof unsupported, "%.590s", e.msg);
+        tg_class_free(&cp);
+    }
+    tg_fp_final(&fp, plan.fingerprint);
+
+    tg_cuda_opts cuda;
+    char backends[1024];
+    if (!tg_cuda_select(&plan, unsupported[0] ? unsupported : NULL, &cuda, backends, sizeof backends, &err)) {
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+        free(fig);
+        return 1;
+    }
+
+    /* the files this generation writes */
+    bool ok = true;
+    for (int k = 0; k < NINDEX && ok; k++)
+        ok = tg_filelist_add(&now, index_files[k].name);
+    for (int c = 0; c < nc && ok; c++) {
+        char cn[32], name[48];
+        tg_class_name(cn, sizeof cn, c / q, c % q);
+        snprintf(name, sizeof name, "%s.c", cn);
+        ok = tg_filelist_add(&now, name);
+        snprintf(name, sizeof name, "%s.cu", cn);
+        if (ok && cuda.enabled)
+            ok = tg_filelist_add(&now, name);
+    }
+    if (ok && cuda.enabled)
+        ok = tg_filelist_add(&now, "kernels.cu") && tg_filelist_add(&now, "kernels.cuh");
+    if (!ok) {
+        fprintf(stderr, "tessgen: out of memory\n");
+        rc = 70;
+        goto out;
+    }
+    tg_filelist_sort(&now);
+
+    /* lock, then list what may be written before writing it */
+    if (!tg_outdir_lock(outdir, &lockfd, &err) || !tg_outdir_read_list(outdir, &old, &err)) {
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+        rc = 1;
+        goto out;
+    }
+    tg_outdir_clean_tmp(outdir, &old, &now, quiet);
+    if (!tg_outdir_write_list(outdir, &old, &now, &err)) {
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+        rc = 1;
+        goto out;
+    }
+
+    /* pass 2: one class at a time */
+    kernels = cuda.enabled ? tg_kernels_new() : NULL;
+    if (cuda.enabled && !kernels) {
+        fprintf(stderr, "tessgen: out of memory\n");
+        rc = 70;
+        goto out;
+    }
+    for (int c = 0; c < nc && rc == 0; c++) {
+        tg_class_plan cp;
+        if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+            rc = 70;
+            break;
+        }
+        char cn[32], name[48];
+        tg_class_name(cn, sizeof cn, c / q, c % q);
+        tg_sb text;
+        tg_sb_init(&text);
+        if (!tg_emit_class_c(&plan, &cp, &text, &err))
+            rc = 70;
+        snprintf(name, sizeof name, "%s.c", cn);
+        if (rc == 0 && !put(outdir, name, &text, 0644, &written, &err))
+            rc = 1;
+        if (rc == 0 && cuda.enabled) {
+            text.len = 0;
+            if (!tg_emit_class_cu(&plan, &cp, &text, &err) || !tg_kernels_add(kernels, &cp))
+                rc = 70;
+            snprintf(name, sizeof name, "%s.cu", cn);
+            if (rc == 0 && !put(outdir, name, &text, 0644, &written, &err))
+                rc = 1;
+        }
+        tg_sb_free(&text);
+        tg_class_free(&cp);
+        if (rc)
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+    }
+    if (rc == 0 && cuda.enabled) {
+        tg_sb a, b;
+        tg_sb_init(&a);
+        tg_sb_init(&b);
+        if (!tg_emit_kernels_cu(&plan, kernels, &a, &err) || !tg_emit_kernels_cuh(&plan, &b, &err))
+            rc = 70;
+        else if (!put(outdir, "kernels.cu", &a, 0644, &written, &err) ||
+                 !put(outdir, "kernels.cuh", &b, 0644, &written, &err))
+            rc = 1;
+        if (rc)
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+        tg_sb_free(&a);
+        tg_sb_free(&b);
+    }
+
+    /* the files that cover every rank */
+    tg_class_plan *all = NULL;
+    if (rc == 0 && !tg_plan_all(&plan, &all, &err)) {
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+        rc = 70;
+    }
+    for (int k = 0; k < NINDEX && rc == 0; k++) {
+        tg_sb text;
+        tg_sb_init(&text);
+        switch (k) {
+        case 0: ok = tg_emit_model_c(&plan, &text, &err); break;
+        case 1: ok = tg_emit_ninja(&plan, root, &cuda, &text, &err); break;
+        case 2: ok = tg_emit_manifest(&plan, all, &text, &err); break;
+        case 3: ok = tg_emit_schedule_txt(&plan, all, &text, &err); break;
+        case 4: ok = tg_emit_launcher(&plan, &text, &err); break;
+        case 5: ok = tg_emit_schedule_json(&plan, all, &text, &err); break;
+        case 6: ok = tg_emit_schedule_html(&plan, all, &text, &err); break;
+        default: ok = tg_emit_summary_txt(&plan, all, &text, &err); break;
+        }
+        if (!ok)
+            rc = 70;
+        else if (!put(outdir, index_files[k].name, &text, index_files[k].mode, &written, &err))
+            rc = 1;
+        if (rc)
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+        tg_sb_free(&text);
+    }
+    tg_plan_all_free(&plan, all);
+
+    if (rc == 0) {
+        tg_outdir_remove_stale(outdir, &old, &now, quiet);
+        if (!tg_outdir_write_list(outdir, &now, NULL, &err)) {
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+            rc = 1;
         }
     }
-    closedir(dp);
+    if (rc == 0 && !quiet)
+        report(&plan, fig, backends, outdir, written, now.n);
+out:
+    tg_outdir_unlock(lockfd);
+    tg_kernels_free(kernels);
+    tg_filelist_free(&old);
+    tg_filelist_free(&now);
+    free(fig);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -163,8 +393,8 @@ int main(int argc, char **argv)
             const char **dst = argv[a][2] == 'r' ? &f_ranks : argv[a][2] == 'l' ? &f_layers : &f_kinds;
             *dst = argv[++a];
         } else if (!strcmp(argv[a], "-o")) {
-            if (a + 1 >= argc) {
-                fprintf(stderr, "tessgen: -o needs a directory\n");
+            if (a + 1 >= argc || !argv[a + 1][0]) {
+                fprintf(stderr, "tessgen: -o needs a directory, e.g. -o out/model (see tessgen --help)\n");
                 return 2;
             }
             outdir = argv[++a];
@@ -255,132 +485,9 @@ int main(int argc, char **argv)
         snprintf(defdir, sizeof defdir, "out/%s", spec.name);
         outdir = defdir;
     }
-
-    tg_plan plan;
-    tg_class_plan *all;
-    tg_plan_init(&spec, &plan);
-    if (!tg_plan_all(&plan, &all, &err)) {
+    if (!tg_outdir_check(outdir, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
-        return 70;
-    }
-
-    tg_cuda_opts cuda;
-    char backends[1024];
-    if (!tg_cuda_select(&plan, all, &cuda, backends, sizeof backends, &err)) {
-        fprintf(stderr, "tessgen: %s\n", err.msg);
-        tg_plan_all_free(&plan, all);
         return 1;
     }
-
-    /* render everything first */
-    int nfiles = plan.mesh.p + 8 + (cuda.enabled ? plan.mesh.p + 2 : 0);
-    out_file *files = calloc((size_t)nfiles, sizeof *files);
-    if (!files) {
-        fprintf(stderr, "tessgen: out of memory\n");
-        return 70;
-    }
-    bool ok = true;
-    int fi = 0;
-    for (int r = 0; r < plan.mesh.p && ok; r++, fi++) {
-        snprintf(files[fi].name, sizeof files[fi].name, "rank_%04d.c", r);
-        files[fi].mode = 0644;
-        tg_sb_init(&files[fi].text);
-        ok = tg_emit_rank_c(&plan, &all[tg_class_of(&plan, r)], r, &files[fi].text, &err);
-    }
-    for (int r = 0; cuda.enabled && r < plan.mesh.p + 2 && ok; r++, fi++) { /* rank_XXXX.cu, kernels.cu(h) */
-        files[fi].mode = 0644;
-        tg_sb_init(&files[fi].text);
-        if (r < plan.mesh.p) {
-            snprintf(files[fi].name, sizeof files[fi].name, "rank_%04d.cu", r);
-            ok = tg_emit_rank_cu(&plan, &all[tg_class_of(&plan, r)], r, &files[fi].text, &err);
-        } else if (r == plan.mesh.p) {
-            snprintf(files[fi].name, sizeof files[fi].name, "kernels.cu");
-            ok = tg_emit_kernels_cu(&plan, all, &files[fi].text, &err);
-        } else {
-            snprintf(files[fi].name, sizeof files[fi].name, "kernels.cuh");
-            ok = tg_emit_kernels_cuh(&plan, &files[fi].text, &err);
-        }
-    }
-    if (ok) {
-        unsigned long long h = 0xcbf29ce484222325ULL; /* FNV-1a 64 over every rank program, in rank order */
-        for (int r = 0; r < plan.mesh.p; r++)
-            for (size_t i = 0; i < files[r].text.len; i++)
-                h = (h ^ (unsigned char)files[r].text.s[i]) * 0x100000001b3ULL;
-        snprintf(plan.fingerprint, sizeof plan.fingerprint, "%016llx", h);
-    }
-    struct {
-        const char *name;
-        int mode;
-    } rest[8] = {{"model.c", 0644},       {"build.ninja", 0644},   {"manifest.json", 0644}, {"schedule.txt", 0644},
-                 {"run", 0755},           {"schedule.json", 0644}, {"schedule.html", 0644}, {"summary.txt", 0644}};
-    for (int k = 0; k < 8 && ok; k++, fi++) {
-        snprintf(files[fi].name, sizeof files[fi].name, "%s", rest[k].name);
-        files[fi].mode = rest[k].mode;
-        tg_sb_init(&files[fi].text);
-        switch (k) {
-        case 0: ok = tg_emit_model_c(&plan, &files[fi].text, &err); break;
-        case 1: ok = tg_emit_ninja(&plan, root, &cuda, &files[fi].text, &err); break;
-        case 2: ok = tg_emit_manifest(&plan, all, &files[fi].text, &err); break;
-        case 3: ok = tg_emit_schedule_txt(&plan, all, &files[fi].text, &err); break;
-        case 4: ok = tg_emit_launcher(&plan, &files[fi].text, &err); break;
-        case 5: ok = tg_emit_schedule_json(&plan, all, &files[fi].text, &err); break;
-        case 6: ok = tg_emit_schedule_html(&plan, all, &files[fi].text, &err); break;
-        case 7: ok = tg_emit_summary_txt(&plan, all, &files[fi].text, &err); break;
-        }
-    }
-    int rc = 0;
-    if (!ok) {
-        fprintf(stderr, "tessgen: %s\n", err.msg);
-        rc = 70;
-    }
-
-    /* then write */
-    int written = 0;
-    if (rc == 0 && !tg_mkdir_p(outdir, &err)) {
-        fprintf(stderr, "tessgen: %s\n", err.msg);
-        rc = 1;
-    }
-    for (int k = 0; rc == 0 && k < fi; k++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", outdir, files[k].name);
-        bool changed;
-        if (!tg_write_if_changed(path, files[k].text.s, files[k].text.len, files[k].mode, &changed, &err)) {
-            fprintf(stderr, "tessgen: %s\n", err.msg);
-            rc = 1;
-        }
-        written += changed;
-    }
-    if (rc == 0)
-        remove_stale(outdir, plan.mesh.p, cuda.enabled, quiet);
-
-    if (rc == 0 && !quiet) {
-        const tg_spec *s = &plan.spec;
-        printf("tessgen %s: %s, mesh [%d,%d,%d] = %d ranks, %d layers (C=%d, heads=%d, F=%d, S=%d, B=%d)\n",
-               TG_VERSION, s->name, s->q, s->q, s->d, plan.mesh.p, s->layers, s->hidden, s->heads, s->ffn, s->seq,
-               s->batch);
-        printf("%-6s %-11s %14s %14s %16s %8s\n", "rank", "(i,j,k)", "arena bytes", "weight bytes", "bcast recv B",
-               "steps");
-        for (int r = 0; r < plan.mesh.p; r++) {
-            const tg_class_plan *rp = &all[tg_class_of(&plan, r)];
-            tg_coord rc = tg_mesh_coord(&plan.mesh, r);
-            long long recv = 0;
-            for (int g = 0; g < TG_NGROUPS; g++)
-                recv += rp->bcast_recv[g];
-            char co[32];
-            snprintf(co, sizeof co, "(%d,%d,%d)", rc.i, rc.j, rc.k);
-            printf("%-6d %-11s %14lld %14lld %16lld %8d\n", r, co, 4 * rp->arena_elems, 4 * rp->weight_elems,
-                   4 * recv, rp->nsteps);
-        }
-        printf("%s\n", backends);
-        printf("schedule fingerprint %s (every run of this output prints it at start)\n", plan.fingerprint);
-        printf("wrote %d of %d files in %s (the others were unchanged); next: ninja -C %s && %s/run\n", written, fi,
-               outdir, outdir, outdir);
-        printf("inspect: %s/schedule.html (open in a browser), %s/summary.txt (memory, bytes per layer, other "
-               "meshes), %s/schedule.json\n", outdir, outdir, outdir);
-    }
-    for (int k = 0; k < fi; k++)
-        tg_sb_free(&files[k].text);
-    free(files);
-    tg_plan_all_free(&plan, all);
-    return rc;
+    return generate(&spec, outdir, root, quiet);
 }

@@ -14,6 +14,8 @@
 bool tg_mkdir_p(const char *dir, tg_err *err)
 {
     char tmp[4096];
+    if (!*dir)
+        return tg_fail(err, "an empty path is not a directory");
     if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp)
         return tg_fail(err, "%s: output path too long", dir);
     for (char *p = tmp + 1; *p; p++) {

@@ -193,9 +193,9 @@ typedef struct tg_plan {
     int D;    /* head dim: hidden / heads */
     int Hq;   /* heads / q local heads */
     int nseq; /* batch / (d*q) local sequences */
-    /* FNV-1a 64 of the text of every rank program (rank_XXXX.c, in rank order), as 16 hex digits:
-     * filled in by tessgen's main once those are printed, then printed by the other emitters and
-     * by the running program, so a run names exactly the schedule it executed */
+    /* the schedule fingerprint (fingerprint.h), 16 hex digits: filled in by tessgen's main after
+     * planning every class, then printed by the emitters into every program, and by the running
+     * program, so a run names exactly the schedule it executed */
     char fingerprint[17];
 } tg_plan;
 

@@ -2,15 +2,18 @@
  * tr.h - the runtime every generated binary links: what generated rank code
  * may call, and the descriptors it provides.
  *
- * A generated program is one rank_XXXX.c per rank plus model.c. Each rank file
- * defines a tr_rank_desc: its coordinates, the colors/keys of its four
- * communicator groups, its arena size, the table of weight shards it loads, the
- * block of the residual stream it holds, and its forward function, a fully
- * unrolled list of calls below whose arguments are all literals. model.c
- * defines tr_model, the table of all ranks. The runtime main (tr_main.c)
- * starts MPI, checks the world size against tr_model.p, picks
- * tr_model.ranks[rank], loads its shard of the weights and input into the
- * arena, runs forward, and gathers the output.
+ * A generated output holds model.c (tr_model: the model, the mesh and the
+ * schedule fingerprint) and one program file per rank class, rank_iI_jJ.c:
+ * every rank (I, J, k) runs the same steps, so the file holds its functions
+ * (fully unrolled lists of the calls below, every argument a literal) once and
+ * one tr_rank_desc per rank of the class (coordinates, the colors and keys of
+ * its four communicator groups, its block of the residual stream), gathered in
+ * tr_class. Each class is linked with the runtime into its own executable;
+ * bin/model (tr_launch.c) starts the right one for each rank. The runtime main
+ * (tr_main.c) starts MPI, checks the world size against tr_model.p and the
+ * fingerprints of every rank, picks its own descriptor from tr_class, loads its
+ * shard of the weights and input into the arena, runs the schedule, and
+ * gathers the output.
  *
  * Buffers are float offsets into one arena per rank. Every collective counts
  * the elements it moves, so a run can be compared with the plan.
@@ -56,7 +59,7 @@ typedef struct tr_param {
 
 struct tr_ctx;
 
-/* What the runtime knows of each step of a rank's schedule (for traces and
+/* What the runtime knows of each step of a class's schedule (for traces and
  * per-step statistics); index = the step number in schedule.txt. */
 typedef struct tr_step_info {
     int layer;         /* transformer block */
@@ -64,7 +67,7 @@ typedef struct tr_step_info {
     const char *op;    /* "ln1", "qkv", "attn", ... */
     tr_kind kind;
     int group;         /* tr_group of a collective, -1 otherwise */
-    int root;          /* global rank of a bcast root, -1 otherwise */
+    int root;          /* bcast or reduce: the root's index in the group (tr_root_rank gives its rank); else -1 */
     long long count;   /* elements moved by a collective */
     long long flops;
 } tr_step_info;
@@ -99,16 +102,38 @@ typedef struct tr_rank_desc {
 
 typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;
-    const char *fingerprint; /* of the schedule (every rank_XXXX.c), as printed by tessgen and in manifest.json */
+    const char *fingerprint; /* of the schedule, as printed by tessgen and in manifest.json */
     int q, d, p;
     int layers, hidden, heads, ffn, seq, batch;
     double eps;
     int mode;                                   /* 0 inference, 1 training */
     double lr, beta1, beta2, adam_eps, weight_decay; /* AdamW, training only */
-    const tr_rank_desc *const *ranks;
 } tr_model_desc;
 
+/* What differs between the ranks of one class: the rank, its depth, where its block of the residual stream
+ * starts, and its communicator colors and keys. */
+typedef struct tr_rank_row {
+    int rank, k, io_r0;
+    int color[TR_NGROUPS], key[TR_NGROUPS];
+} tr_rank_row;
+
+/* The ranks (i, j, 0..d-1) of one class and the schedule they all run. The runtime makes a rank's
+ * tr_rank_desc from `proto` with the fields of its row (rank, k, io_r0, color, key) put in. */
+typedef struct tr_class_desc {
+    int i, j;
+    const char *fingerprint;  /* of the schedule this file was printed for: must equal tr_model.fingerprint */
+    tr_rank_desc proto;
+    int nranks;               /* d */
+    const tr_rank_row *rows;  /* [nranks], in k order */
+} tr_class_desc;
+
 extern const tr_model_desc tr_model; /* defined by the generated model.c */
+extern const tr_class_desc tr_class; /* defined by the generated rank_iI_jJ.c this executable was linked with */
+
+/* The coordinates of global rank r in tr_model's mesh, and the rank of the root of a step as the rank
+ * with coordinates (i, j, k) runs it (-1 when the step has no root). */
+void tr_rank_coord(int r, int *i, int *j, int *k);
+int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s);
 
 /* ---- what generated forward code calls --------------------------------------- */
 

@@ -149,3 +149,26 @@ void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
 }
+
+void tr_rank_coord(int r, int *i, int *j, int *k)
+{
+    int q = tr_model.q;
+    *j = r % q;
+    *i = (r / q) % q;
+    *k = r / (q * q);
+}
+
+int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
+{
+    if (s->root < 0 || s->group < 0 || s->group >= TR_NGROUPS)
+        return -1;
+    int q = tr_model.q, i = d->i, j = d->j, k = d->k, l = s->root;
+    switch ((tr_group)s->group) {
+    case TR_ROW: j = l; break;
+    case TR_COL: i = l; break;
+    case TR_DEP: k = l; break;
+    case TR_COLDEP: i = l % q; k = l / q; break;
+    default: return -1;
+    }
+    return j + q * i + q * q * k;
+}

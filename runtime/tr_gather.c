@@ -24,30 +24,33 @@ static bool root_ok(bool ok)
 bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err)
 {
     int rank = d->rank, p = tr_model.p;
-    long blk = (long)d->io_rows * d->io_cols;
+    long blk = (long)d->io_rows * d->io_cols; /* every rank's block has this shape */
     long total = (long)tr_model.batch * tr_model.seq * tr_model.hidden;
     float *all = NULL, *full = NULL;
+    int *at = NULL, mine[2] = {d->io_r0, d->io_c0};
     bool ok = true;
     if (rank == 0) {
         all = malloc((size_t)blk * (size_t)p * sizeof *all);
         full = malloc((size_t)total * sizeof *full);
-        ok = all && full;
+        at = malloc(2 * (size_t)p * sizeof *at);
+        ok = all && full && at;
     }
     if (!root_ok(ok)) {
         free(all);
         free(full);
+        free(at);
         return tr_fail(err, "%s: out of memory gathering on rank 0", path);
     }
+    /* each rank says where its block lies (its descriptor's io_r0, io_c0), then sends it */
+    MPI_Gather(mine, 2, MPI_INT, at, 2, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Gather(block, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         for (long e = 0; e < total; e++)
             full[e] = NAN;
-        for (int r = 0; r < p; r++) {
-            const tr_rank_desc *rd = tr_model.ranks[r];
-            for (int i = 0; i < rd->io_rows; i++)
-                memcpy(full + (long)(rd->io_r0 + i) * tr_model.hidden + rd->io_c0,
-                       all + (long)r * blk + (long)i * rd->io_cols, (size_t)rd->io_cols * sizeof *full);
-        }
+        for (int r = 0; r < p; r++)
+            for (int i = 0; i < d->io_rows; i++)
+                memcpy(full + (long)(at[2 * r] + i) * tr_model.hidden + at[2 * r + 1],
+                       all + (long)r * blk + (long)i * d->io_cols, (size_t)d->io_cols * sizeof *full);
         long bad = 0;
         for (long e = 0; e < total; e++)
             bad += !isfinite(full[e]);
@@ -58,6 +61,7 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
     }
     free(all);
     free(full);
+    free(at);
     return root_ok(ok);
 }
 
@@ -80,11 +84,29 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
 {
     int rank = d->rank, p = tr_model.p;
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
+    /* where each rank's pieces go: its row and depth, then per parameter its pieces (META_PER ints) */
+    enum { META_PER = 1 + 3 * 5 };
+    int nmeta = 2 + META_PER * d->nparams, *meta = malloc((size_t)nmeta * sizeof *meta), *metas = NULL;
     float *mine = malloc((size_t)n * sizeof *mine), *all = NULL;
     float **full = NULL;
     tr_st_out *outs = NULL;
-    bool ok = mine != NULL;
+    bool ok = mine != NULL && meta != NULL;
     if (ok) {
+        memset(meta, 0, (size_t)nmeta * sizeof *meta);
+        meta[0] = d->i;
+        meta[1] = d->k;
+        for (int i = 0; i < d->nparams; i++) {
+            const tr_param *pr = &d->params[i];
+            int *m = meta + 2 + META_PER * i;
+            m[0] = pr->npieces;
+            for (int c = 0; c < pr->npieces && c < 3; c++) {
+                m[1 + 5 * c] = pr->piece[c].r0;
+                m[2 + 5 * c] = pr->piece[c].nr;
+                m[3 + 5 * c] = pr->piece[c].c0;
+                m[4 + 5 * c] = pr->piece[c].nc;
+                m[5 + 5 * c] = pr->piece[c].dst_col;
+            }
+        }
         long long o = 0;
         for (int i = 0; i < d->nparams; i++) {
             const tr_param *pr = &d->params[i];
@@ -95,9 +117,10 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
     }
     if (rank == 0 && ok) {
         all = malloc((size_t)n * (size_t)p * sizeof *all);
+        metas = malloc((size_t)nmeta * (size_t)p * sizeof *metas);
         full = calloc((size_t)d->nparams, sizeof *full);
         outs = calloc((size_t)d->nparams, sizeof *outs);
-        ok = all && full && outs;
+        ok = all && metas && full && outs;
         for (int i = 0; ok && i < d->nparams; i++) {
             const tr_param *pr = &d->params[i];
             long long e = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
@@ -112,20 +135,24 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
         ok = false;
     }
     if (ok) {
+        MPI_Gather(meta, nmeta, MPI_INT, metas, nmeta, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
         if (rank == 0) {
+            /* every rank has the same tensors in the same order with shards of one shape: rank 0's table gives
+             * names and shapes, each rank's meta where its pieces lie */
             for (int r = 0; r < p; r++) {
-                const tr_rank_desc *rd = tr_model.ranks[r];
+                const int *rm = metas + (long long)r * nmeta;
                 long long o = (long long)r * n;
-                for (int i = 0; i < rd->nparams; i++) {
-                    const tr_param *pr = &rd->params[i];
-                    int canonical = rd->k == 0 && (pr->ndim == 2 || rd->i == 0);
+                for (int i = 0; i < d->nparams; i++) {
+                    const tr_param *pr = &d->params[i];
+                    const int *m = rm + 2 + META_PER * i;
+                    int canonical = rm[1] == 0 && (pr->ndim == 2 || rm[0] == 0);
                     int full_cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
-                    for (int c = 0; canonical && c < pr->npieces; c++) {
-                        const tr_piece *pc = &pr->piece[c];
-                        for (int a = 0; a < pc->nr; a++)
-                            memcpy(full[i] + (long long)(pc->r0 + a) * full_cols + pc->c0,
-                                   all + o + (long long)a * pr->cols + pc->dst_col, (size_t)pc->nc * sizeof(float));
+                    for (int c = 0; canonical && c < m[0] && c < 3; c++) {
+                        const int *pc = m + 1 + 5 * c; /* r0, nr, c0, nc, dst_col */
+                        for (int a = 0; a < pc[1]; a++)
+                            memcpy(full[i] + (long long)(pc[0] + a) * full_cols + pc[2],
+                                   all + o + (long long)a * pr->cols + pc[4], (size_t)pc[3] * sizeof(float));
                     }
                     o += (long long)pr->rows * pr->cols;
                 }
@@ -151,6 +178,8 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
     free(outs);
     free(all);
     free(mine);
+    free(meta);
+    free(metas);
     return ok;
 }
 

@@ -11,8 +11,13 @@
  * The arena is filled with NaN before loading, so anything the schedule fails
  * to write shows up in the output.
  *
- * Exit codes: 0 ok, 1 bad input file or option, 2 wrong world size or usage,
- * 3 measured communication differs from the plan (--bytes).
+ * Before any step runs, every rank checks that it runs its own class's program
+ * and that every rank's program was printed for the same schedule (the
+ * fingerprint): a directory mixing two generations is refused, never run.
+ *
+ * Exit codes: 0 ok, 1 bad input file or option, 2 wrong world size, usage, or
+ * programs that do not belong together, 3 measured communication differs from
+ * the plan (--bytes).
  */
 #include <errno.h>
 #include <math.h>
@@ -197,13 +202,13 @@ static void shape_of(const tr_param *p, int64_t *shape)
     shape[1] = p->full[1];
 }
 
-/* Rank 0: is every tensor of the model in the file, F32, with the right shape? */
-static bool check_weights(const char *path, tr_err *err)
+/* Rank 0: is every tensor of the model in the file, F32, with the right shape? (d: rank 0's descriptor, whose
+ * table names every tensor with its full shape) */
+static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
     tr_st_file f;
     if (!tr_st_open(&f, path, err))
         return false;
-    const tr_rank_desc *d = tr_model.ranks[0];
     bool ok = true;
     int bad = 0;
     for (int i = 0; i < d->nparams; i++) {
@@ -290,6 +295,67 @@ static bool load_bsc(const tr_rank_desc *d, const char *path, const char *what, 
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", d->rank, err.msg);
         return false;
+    }
+    return true;
+}
+
+/* FNV-1a 64 of a fingerprint string, to compare them across ranks with two reductions. */
+static unsigned long long fp_hash(const char *s)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Collective, before any step of the schedule: this executable holds the program of this rank's class, it was
+ * printed for the same schedule as model.c, and every rank runs the same schedule. On success *d is this
+ * rank's descriptor; otherwise every rank returns false and the ranks at fault say why. */
+static bool this_program(int rank, tr_rank_desc *d)
+{
+    const tr_rank_row *row = NULL;
+    for (int r = 0; r < tr_class.nranks && !row; r++)
+        if (tr_class.rows[r].rank == rank)
+            row = &tr_class.rows[r];
+    int bad = 0;
+    if (!row) {
+        int i, j, k;
+        tr_rank_coord(rank, &i, &j, &k);
+        fprintf(stderr,
+                "rank %d: this process runs the program of the ranks (i=%d, j=%d, k) but rank %d is (i=%d, j=%d, "
+                "k=%d): start the ranks with DIR/run or DIR/bin/model, which start each rank's program from the "
+                "rank its launcher gives (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, "
+                "MV2_COMM_WORLD_RANK, or the variable named by TESS_RANK_VAR)\n",
+                rank, tr_class.i, tr_class.j, rank, i, j, k);
+        bad = 1;
+    } else if (strcmp(tr_class.fingerprint, tr_model.fingerprint) != 0) {
+        fprintf(stderr,
+                "rank %d: the program of ranks (i=%d, j=%d, k) was generated for schedule %s but model.c for "
+                "schedule %s: the output directory mixes two generations; run tessgen again and rebuild "
+                "(ninja -C DIR)\n",
+                rank, tr_class.i, tr_class.j, tr_class.fingerprint, tr_model.fingerprint);
+        bad = 1;
+    }
+    unsigned long long h = fp_hash(tr_model.fingerprint), lo = h, hi = h;
+    int anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (!anybad && lo != hi && rank == 0)
+        fprintf(stderr,
+                "error: the ranks run programs of different schedules (this one: %s): the executables under bin/ "
+                "were built from different generations of the output; run tessgen again and rebuild every "
+                "program (ninja -C DIR)\n",
+                tr_model.fingerprint);
+    if (anybad || lo != hi)
+        return false;
+    *d = tr_class.proto;
+    d->rank = row->rank;
+    d->k = row->k;
+    d->io_r0 = row->io_r0;
+    for (int g = 0; g < TR_NGROUPS; g++) {
+        d->color[g] = row->color[g];
+        d->key[g] = row->key[g];
     }
     return true;
 }
@@ -426,7 +492,12 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
-    const tr_rank_desc *d = tr_model.ranks[rank];
+    tr_rank_desc self;
+    if (!this_program(rank, &self)) {
+        MPI_Finalize();
+        return 2;
+    }
+    const tr_rank_desc *d = &self;
     if (rank == 0 && !o.quiet)
         printf("%s: mesh [%d,%d,%d] = %d ranks, %d layers; schedule %s, generated by tessgen %s from %s\n",
                tr_model.name, tr_model.q, tr_model.q, tr_model.d, tr_model.p, tr_model.layers, tr_model.fingerprint,
@@ -459,7 +530,7 @@ int main(int argc, char **argv)
 
     /* weights: rank 0 validates the whole file, then every rank reads its shard */
     if (o.weights) {
-        ok = rank == 0 ? check_weights(o.weights, &err) : true;
+        ok = rank == 0 ? check_weights(d, o.weights, &err) : true;
         if (!root_ok(ok)) {
             if (rank == 0)
                 fprintf(stderr, "%s\n", err.msg);

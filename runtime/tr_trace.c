@@ -9,9 +9,10 @@
  * step `id` begins, so the end of step N is the start of step N+1 and the
  * cost per step is a few arithmetic operations, no allocation, no I/O. The
  * record holds the last run of each step. Everything else happens after the
- * run: the record is gathered to rank 0, compared with the step table the
- * generator baked into the rank descriptor (tr_step_info: kind, group, root,
- * planned count), and printed or written. A step's planned elements follow
+ * run: each rank compares its record with the step table the generator baked
+ * into its descriptor (tr_step_info: kind, group, root, planned count) and
+ * renders its own part, and rank 0 gathers the parts and prints or writes
+ * them (a process holds only its own class's program, never the others'). A step's planned elements follow
  * the logical counting of tr_comm.c: a broadcast or all-reduce moves `count`
  * on each member; a reduce sends `count`, and its root receives `count` from
  * each other member. Times are relative to a barrier taken when recording
@@ -114,7 +115,7 @@ static long long planned(const tr_rank_desc *d, const tr_step_info *s)
 {
     if (s->group < 0 || s->group >= TR_NGROUPS)
         return 0;
-    if (s->kind == TR_K_REDUCE && s->root == d->rank)
+    if (s->kind == TR_K_REDUCE && s->root == d->key[s->group])
         return s->count * (d->size[s->group] - 1);
     return s->count;
 }
@@ -195,151 +196,139 @@ static void tb_jstr(tbuf *b, const char *s)
     tb_printf(b, "\"");
 }
 
-/* ---- gathering the record on rank 0 ---------------------------------------------- */
-
-typedef struct gathered {
-    int *off;          /* [p+1] first step of rank r in the arrays below */
-    double *times;     /* [2*total]: begin, end per step */
-    long long *moved;  /* [total] */
-} gathered;
-
-static void gathered_free(gathered *g)
-{
-    free(g->off);
-    free(g->times);
-    free(g->moved);
-    memset(g, 0, sizeof *g);
-}
-
-/* Collective; on rank 0 fills g (false if out of memory there). */
-static bool gather_record(tr_ctx *c, gathered *g)
-{
-    struct tr_steprec *r = c->rec;
-    int p = tr_model.p, rank = c->desc->rank;
-    memset(g, 0, sizeof *g);
-    int n = r->n;
-    double *mine = malloc((size_t)(2 * n + 1) * sizeof *mine);
-    bool ok = mine != NULL;
-    int *cnt2 = NULL, *dsp2 = NULL, *cnt = NULL, *dsp = NULL;
-    if (rank == 0) {
-        g->off = malloc((size_t)(p + 1) * sizeof *g->off);
-        cnt2 = malloc((size_t)p * sizeof *cnt2);
-        dsp2 = malloc((size_t)p * sizeof *dsp2);
-        cnt = malloc((size_t)p * sizeof *cnt);
-        dsp = malloc((size_t)p * sizeof *dsp);
-        ok = ok && g->off && cnt2 && dsp2 && cnt && dsp;
-        if (ok) {
-            g->off[0] = 0;
-            for (int q = 0; q < p; q++) {
-                const tr_rank_desc *d = tr_model.ranks[q];
-                int nq = d->steps ? d->nsteps : 0;
-                g->off[q + 1] = g->off[q] + nq;
-                cnt[q] = nq;
-                dsp[q] = g->off[q];
-                cnt2[q] = 2 * nq;
-                dsp2[q] = 2 * g->off[q];
-            }
-            size_t total = (size_t)g->off[p];
-            g->times = malloc((2 * total + 1) * sizeof *g->times);
-            g->moved = malloc((total + 1) * sizeof *g->moved);
-            ok = g->times && g->moved;
-        }
-    }
-    ok = everyone(ok);
-    if (ok) {
-        for (int i = 0; i < n; i++) {
-            mine[2 * i] = r->begin[i];
-            mine[2 * i + 1] = r->end[i];
-        }
-        MPI_Gatherv(mine, 2 * n, MPI_DOUBLE, g->times, cnt2, dsp2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        MPI_Gatherv(r->moved, n, MPI_LONG_LONG, g->moved, cnt, dsp, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    }
-    free(mine);
-    free(cnt2);
-    free(dsp2);
-    free(cnt);
-    free(dsp);
-    if (!ok)
-        gathered_free(g);
-    return ok;
-}
-
 /* ---- --trace --------------------------------------------------------------------------- */
 
-static void trace_json(tbuf *b, const gathered *g)
+/* This rank's part of the trace: its process metadata and one slice per step that ran. Each rank prints its
+ * own part from its own step table (a process holds only its class's program), rank 0 joins them. */
+static void rank_events(tbuf *b, const tr_ctx *c)
 {
-    tb_printf(b, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"model\":");
-    tb_jstr(b, tr_model.name);
-    tb_printf(b, ",\"mesh\":\"[%d,%d,%d]\",\"ranks\":%d,\"tessgen\":", tr_model.q, tr_model.q, tr_model.d,
-              tr_model.p);
-    tb_jstr(b, tr_model.tessgen_version);
-    tb_printf(b, ",\"spec\":");
-    tb_jstr(b, tr_model.spec_path);
-    tb_printf(b, ",\"note\":\"pid = rank; one X slice per step, from its TR_STEP mark to the next; ts, dur in "
-                 "microseconds from a common barrier\"},\n\"traceEvents\":[\n");
-    int first = 1;
-    for (int q = 0; q < tr_model.p; q++) {
-        const tr_rank_desc *d = tr_model.ranks[q];
-        tb_printf(b,
-                  "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d "
-                  "(%d,%d,%d)\"}},\n",
-                  first ? "" : ",\n", q, q, d->i, d->j, d->k);
-        first = 0;
-        tb_printf(b, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
-                  q, q);
-        tb_printf(b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"steps\"}}", q);
-        for (int i = 0; i < g->off[q + 1] - g->off[q]; i++) {
-            const tr_step_info *s = &d->steps[i];
-            double t0 = g->times[2 * (g->off[q] + i)], t1 = g->times[2 * (g->off[q] + i) + 1];
-            if (t0 < 0 || t1 < t0)
-                continue;
-            long long plan = planned(d, s), meas = g->moved[g->off[q] + i];
-            char name[96];
-            const char *kind = tr_kind_name(s->kind);
-            step_name(name, sizeof name, s);
-            tb_printf(b, ",\n{\"name\":");
-            tb_jstr(b, name);
-            tb_printf(b, ",\"cat\":");
-            tb_jstr(b, kind);
-            tb_printf(b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,"
-                         "\"layer\":%d,\"op\":",
-                      q, 1e6 * t0, 1e6 * (t1 - t0), i, s->layer);
-            tb_jstr(b, s->op);
-            tb_printf(b, ",\"t\":%d,\"kind\":", s->t);
-            tb_jstr(b, kind);
-            if (group_name(s->group))
-                tb_printf(b, ",\"group\":\"%s\",\"root\":%d", group_name(s->group), s->root);
-            tb_printf(b, ",\"elems\":%lld,\"bytes\":%lld,\"measured_bytes\":%lld,\"flops\":%lld}}", plan, 4 * plan,
-                      4 * meas, s->flops);
-        }
+    const tr_rank_desc *d = c->desc;
+    const struct tr_steprec *r = c->rec;
+    int q = d->rank;
+    tb_printf(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (%d,%d,%d)\"}},\n",
+              q, q, d->i, d->j, d->k);
+    tb_printf(b, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
+              q, q);
+    tb_printf(b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"steps\"}}", q);
+    for (int i = 0; r && i < r->n; i++) {
+        const tr_step_info *s = &d->steps[i];
+        double t0 = r->begin[i], t1 = r->end[i];
+        if (t0 < 0 || t1 < t0)
+            continue;
+        long long plan = planned(d, s), meas = r->moved[i];
+        char name[96];
+        const char *kind = tr_kind_name(s->kind);
+        step_name(name, sizeof name, s);
+        tb_printf(b, ",\n{\"name\":");
+        tb_jstr(b, name);
+        tb_printf(b, ",\"cat\":");
+        tb_jstr(b, kind);
+        tb_printf(b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,"
+                     "\"layer\":%d,\"op\":",
+                  q, 1e6 * t0, 1e6 * (t1 - t0), i, s->layer);
+        tb_jstr(b, s->op);
+        tb_printf(b, ",\"t\":%d,\"kind\":", s->t);
+        tb_jstr(b, kind);
+        if (group_name(s->group))
+            tb_printf(b, ",\"group\":\"%s\",\"root\":%d", group_name(s->group), tr_root_rank(d, s));
+        tb_printf(b, ",\"elems\":%lld,\"bytes\":%lld,\"measured_bytes\":%lld,\"flops\":%lld}}", plan, 4 * plan,
+                  4 * meas, s->flops);
     }
-    tb_printf(b, "\n]}\n");
 }
 
 bool tr_trace_write(tr_ctx *c, const char *path, tr_err *err)
 {
     if (!everyone(c->rec != NULL))
         return tr_fail(err, "%s: no run was recorded (out of memory for the step record)", path);
-    gathered g;
-    if (!gather_record(c, &g))
-        return tr_fail(err, "%s: out of memory gathering the trace on rank 0", path);
+    int p = tr_model.p, rank = c->desc->rank;
+    tbuf mine = {0}, all = {0};
+    rank_events(&mine, c);
+    long long len = mine.oom ? -1 : (long long)mine.len, *lens = NULL;
+    int *cnt = NULL, *dsp = NULL;
     bool ok = true;
-    if (c->desc->rank == 0) {
-        tbuf b = {0};
-        trace_json(&b, &g);
-        if (b.oom)
-            ok = tr_fail(err, "%s: out of memory rendering the trace", path);
-        else {
-            const void *parts[1] = {b.s};
-            size_t lens[1] = {b.len};
-            ok = tr_st_write_file_atomic(path, parts, lens, 1, err);
-        }
-        free(b.s);
-        gathered_free(&g);
+    if (rank == 0) {
+        lens = malloc((size_t)p * sizeof *lens);
+        cnt = malloc((size_t)p * sizeof *cnt);
+        dsp = malloc((size_t)p * sizeof *dsp);
+        ok = lens && cnt && dsp;
     }
+    if (!everyone(ok && !mine.oom)) {
+        ok = false;
+        tr_fail(err, "%s: out of memory rendering the trace", path);
+    }
+    if (ok) {
+        MPI_Gather(&len, 1, MPI_LONG_LONG, lens, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        long long total = 0;
+        if (rank == 0) {
+            for (int r = 0; r < p; r++) {
+                cnt[r] = (int)lens[r];
+                dsp[r] = (int)total;
+                total += lens[r] + 2; /* room for the ",\n" between ranks */
+            }
+            ok = total < 2000000000LL;
+            if (!ok)
+                tr_fail(err, "%s: the trace of %d ranks is %lld bytes, more than one file write of 2 GB; trace a "
+                             "smaller model or fewer steps",
+                        path, p, total);
+            else {
+                all.cap = (size_t)total + 64;
+                all.s = malloc(all.cap);
+                ok = all.s != NULL;
+                if (!ok)
+                    tr_fail(err, "%s: out of memory gathering the trace on rank 0", path);
+            }
+        }
+        if (everyone(ok))
+            MPI_Gatherv(mine.s ? mine.s : "", (int)len, MPI_CHAR, all.s, cnt, dsp, MPI_CHAR, 0, MPI_COMM_WORLD);
+        else
+            ok = false;
+    }
+    if (rank == 0 && ok) {
+        tbuf head = {0};
+        tb_printf(&head, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"model\":");
+        tb_jstr(&head, tr_model.name);
+        tb_printf(&head, ",\"mesh\":\"[%d,%d,%d]\",\"ranks\":%d,\"tessgen\":", tr_model.q, tr_model.q, tr_model.d,
+                  tr_model.p);
+        tb_jstr(&head, tr_model.tessgen_version);
+        tb_printf(&head, ",\"spec\":");
+        tb_jstr(&head, tr_model.spec_path);
+        tb_printf(&head, ",\"note\":\"pid = rank; one X slice per step, from its TR_STEP mark to the next; ts, dur in "
+                         "microseconds from a common barrier\"},\n\"traceEvents\":[\n");
+        /* the parts, in rank order, joined by ",\n" (gathered at their offsets, so joined in place) */
+        size_t nparts = 2 * (size_t)p + 2;
+        const void **parts = malloc(nparts * sizeof *parts);
+        size_t *plens = malloc(nparts * sizeof *plens);
+        ok = !head.oom && parts && plens;
+        if (ok) {
+            size_t k = 0;
+            parts[k] = head.s;
+            plens[k++] = head.len;
+            for (int r = 0; r < p; r++) {
+                if (r) {
+                    parts[k] = ",\n";
+                    plens[k++] = 2;
+                }
+                parts[k] = all.s + dsp[r];
+                plens[k++] = (size_t)cnt[r];
+            }
+            parts[k] = "\n]}\n";
+            plens[k++] = 4;
+            ok = tr_st_write_file_atomic(path, parts, plens, (int)k, err);
+        } else {
+            tr_fail(err, "%s: out of memory writing the trace", path);
+        }
+        free(parts);
+        free(plens);
+        free(head.s);
+    }
+    free(mine.s);
+    free(all.s);
+    free(lens);
+    free(cnt);
+    free(dsp);
     int v = ok ? 1 : 0;
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (!v && c->desc->rank != 0)
+    if (!v && rank != 0)
         tr_fail(err, "%s: rank 0 could not write the trace", path);
     return v == 1;
 }
@@ -354,10 +343,12 @@ enum {
     S_BAD = 3 * TR_NKINDS,      /* steps whose measured elements differ from the plan */
     S_BAD_STEP, S_BAD_MEAS, S_BAD_PLAN,
     S_ARENA, S_ARENA_PLAN, S_RSS_KIB, S_RECORDED, S_NSTEPS,
+    S_COMM_KINDS,               /* bit k: the rank's table has a collective step of kind k */
     S_N
 };
+enum { NAME_LEN = 96 }; /* the first mismatching step's name, printed by each rank from its own table */
 
-static void stats_mine(tr_ctx *c, long long *v, double *secs)
+static void stats_mine(tr_ctx *c, long long *v, double *secs, char *bad_name)
 {
     memset(v, 0, S_N * sizeof *v);
     memset(secs, 0, TR_NKINDS * sizeof *secs);
@@ -366,6 +357,10 @@ static void stats_mine(tr_ctx *c, long long *v, double *secs)
     v[S_BAD_STEP] = -1;
     v[S_RECORDED] = r != NULL;
     v[S_NSTEPS] = d->steps ? d->nsteps : 0;
+    bad_name[0] = '\0';
+    for (int i = 0; d->steps && i < d->nsteps; i++)
+        if (d->steps[i].kind >= 0 && d->steps[i].kind < TR_NKINDS && group_name(d->steps[i].group))
+            v[S_COMM_KINDS] |= 1LL << d->steps[i].kind;
     for (int i = 0; r && i < r->n; i++) {
         if (r->begin[i] < 0 || r->end[i] < r->begin[i])
             continue;
@@ -378,6 +373,7 @@ static void stats_mine(tr_ctx *c, long long *v, double *secs)
         secs[k] += r->end[i] - r->begin[i];
         if (r->moved[i] != plan) {
             if (v[S_BAD]++ == 0) {
+                step_name(bad_name, NAME_LEN, s);
                 v[S_BAD_STEP] = i;
                 v[S_BAD_MEAS] = r->moved[i];
                 v[S_BAD_PLAN] = plan;
@@ -396,28 +392,30 @@ bool tr_stats_report(tr_ctx *c, int quiet)
     int p = tr_model.p, rank = c->desc->rank;
     long long mine[S_N];
     double msecs[TR_NKINDS];
-    stats_mine(c, mine, msecs);
+    char mname[NAME_LEN];
+    stats_mine(c, mine, msecs, mname);
     long long *all = NULL;
     double *secs = NULL;
+    char *names = NULL;
     if (rank == 0) {
         all = malloc((size_t)p * sizeof mine);
         secs = malloc((size_t)p * sizeof msecs);
-        if (!all || !secs) {
+        names = malloc((size_t)p * NAME_LEN);
+        if (!all || !secs || !names) {
             fprintf(stderr, "error: --stats: out of memory on rank 0\n");
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
     MPI_Gather(mine, S_N, MPI_LONG_LONG, all, S_N, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     MPI_Gather(msecs, TR_NKINDS, MPI_DOUBLE, secs, TR_NKINDS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(mname, NAME_LEN, MPI_CHAR, names, NAME_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
     int bad = 0;
     if (rank == 0) {
         /* columns: kinds with a collective step (bytes), kinds with any step that ran (time) */
         int comm[TR_NKINDS] = {0}, used[TR_NKINDS] = {0}, unrecorded = 0;
         for (int q = 0; q < p; q++) {
-            const tr_rank_desc *d = tr_model.ranks[q];
-            for (int i = 0; d->steps && i < d->nsteps; i++)
-                if (d->steps[i].kind >= 0 && d->steps[i].kind < TR_NKINDS && group_name(d->steps[i].group))
-                    comm[d->steps[i].kind] = 1;
+            for (int k = 0; k < TR_NKINDS; k++)
+                comm[k] |= (all[q * S_N + S_COMM_KINDS] >> k) & 1;
             for (int k = 0; k < TR_NKINDS; k++)
                 used[k] |= all[q * S_N + S_RAN + k] > 0;
             unrecorded += !all[q * S_N + S_RECORDED];
@@ -453,8 +451,7 @@ bool tr_stats_report(tr_ctx *c, int quiet)
             if (!v[S_RECORDED])
                 printf("      rank %d recorded nothing (out of memory for the step record)\n", q);
             else if (v[S_BAD]) {
-                char name[96];
-                step_name(name, sizeof name, &tr_model.ranks[q]->steps[v[S_BAD_STEP]]);
+                const char *name = names + (size_t)q * NAME_LEN;
                 printf("      MISMATCH: rank %d: %lld step%s moved other than planned; the first, step %lld (%s), "
                        "moved %lld bytes, planned %lld\n",
                        q, v[S_BAD], v[S_BAD] == 1 ? "" : "s", v[S_BAD_STEP], name, 4 * v[S_BAD_MEAS],
@@ -501,6 +498,7 @@ bool tr_stats_report(tr_ctx *c, int quiet)
         }
         free(all);
         free(secs);
+        free(names);
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return !bad;

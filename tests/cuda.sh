@@ -6,11 +6,11 @@
 #   choice     the spec key backends, TESS_BACKENDS and TESS_CUDA_ARCH are validated with clear
 #              messages; a CPU-only output has no .cu files and its `ninja cuda` says why; training
 #              (not supported by the CUDA backend yet) is refused when cuda is asked for
-#   emulation  the generated rank_XXXX.cu of meshes [1,1,1] [2,2,1] [2,2,2], compiled by the host C++
+#   emulation  the generated rank_iI_jJ.cu of meshes [1,1,1] [2,2,1] [2,2,2], compiled by the host C++
 #              compiler against tests/cuda/emu.cc (the CUDA runtime as loops and two emulated streams),
 #              run under three stream orders (collectives first, compute first, random) with --bytes and
 #              compared with the float64 reference: every call, shape and cross-stream wait checked
-#   training   a train spec (mode = "train") on the same meshes, its rank_XXXX.cu (forward, backward,
+#   training   a train spec (mode = "train") on the same meshes, its rank_iI_jJ.cu (forward, backward,
 #              optimizer) under the emulation: one forward + backward with --dy under the three stream
 #              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
 #              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
@@ -57,7 +57,7 @@ cu_golden_file() {
 }
 if wanted "cuda: golden"; then
     if cu_golden_gen >"$WORK/log" 2>&1; then
-        for f in rank_0000.cu rank_0003.cu kernels.cu kernels.cuh build.ninja.cuda; do
+        for f in rank_i0_j0.cu rank_i1_j1.cu kernels.cu kernels.cuh build.ninja.cuda; do
             check "cuda: golden $f" cu_golden_file "$f"
         done
     else
@@ -100,9 +100,9 @@ cu_choice_arch() { # TESS_CUDA_ARCH reaches the -gencode flags, with PTX of the 
 cu_choice_train() {
     printf '%s\n' "$CU_OK_BODY, mode = \"train\", backends = { \"cpu\", \"cuda\" } }" >"$WORK/cu_train_ok.lua" &&
         build/asan/tessgen "$WORK/cu_train_ok.lua" -o "$WORK/cu_train_ok" --quiet &&
-        grep -q "^static void backward(" "$WORK/cu_train_ok/rank_0000.cu" &&
-        grep -q "^static void optimizer(" "$WORK/cu_train_ok/rank_0003.cu" &&
-        grep -q "trc_allreduce_exact\|trc_reduce" "$WORK/cu_train_ok/rank_0000.cu"
+        grep -q "^static void backward(" "$WORK/cu_train_ok/rank_i0_j0.cu" &&
+        grep -q "^static void optimizer(" "$WORK/cu_train_ok/rank_i1_j1.cu" &&
+        grep -q "trc_allreduce_exact\|trc_reduce" "$WORK/cu_train_ok/rank_i0_j0.cu"
 }
 if wanted "cuda: choice"; then
     check "cuda: choice: backends = { \"cuda\" } without cpu is refused" \
@@ -117,7 +117,7 @@ if wanted "cuda: choice"; then
         cu_refused 'TESS_BACKENDS=cuda' "$CU_OK_BODY }" TESS_BACKENDS=cuda
     check "cuda: choice: a bad TESS_CUDA_ARCH is refused" \
         cu_refused 'TESS_CUDA_ARCH=ampere' "$CU_OK_BODY, backends = { \"cpu\", \"cuda\" } }" TESS_CUDA_ARCH=ampere
-    check "cuda: choice: training with backends cuda is emitted (backward and optimizer in rank_XXXX.cu)" cu_choice_train
+    check "cuda: choice: training with backends cuda is emitted (backward and optimizer in rank_iI_jJ.cu)" cu_choice_train
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
@@ -147,13 +147,20 @@ cu_emu_build() { # q d [t] -> $WORK/cu[t]_q_d/bin/model-emu
         ninja -C "$dir" obj/model.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o \
             obj/rt/tr_synth.o obj/rt/tr_comm.o obj/rt/tr_main.o obj/rt/tr_trace.o obj/rt/tr_gather.o >/dev/null &&
         $cxx -I"$dir" -I"$dir/obj-emu" -c tests/cuda/emu.cc -o "$dir/obj-emu/emu.o" &&
-        for f in "$dir"/rank_*.cu; do
-            $cxx -I"$dir" -x c++ -c "$f" -o "$dir/obj-emu/$(basename "$f" .cu).o" || return 1
-        done &&
-        mpicxx -o "$dir/bin/model-emu" "$dir/obj-emu"/*.o "$dir/obj/model.o" "$dir"/obj/rt/tr_err.o \
-            "$dir"/obj/rt/tr_json.o "$dir"/obj/rt/tr_safetensors.o "$dir"/obj/rt/tr_npy.o "$dir"/obj/rt/tr_synth.o \
-            "$dir"/obj/rt/tr_comm.o "$dir"/obj/rt/tr_main.o "$dir"/obj/rt/tr_trace.o "$dir"/obj/rt/tr_gather.o \
-            -lopenblas -lm
+        mkdir -p "$dir/bin/emu" &&
+        mpicc -std=c11 -D_XOPEN_SOURCE=700 -O1 -Wall -Wextra -Werror -Iruntime -DTR_LAUNCH_DIR='"emu"' \
+            -c runtime/tr_launch.c -o "$dir/obj-emu/tr_launch.o" &&
+        mpicc -o "$dir/bin/model-emu" "$dir/obj-emu/tr_launch.o" "$dir/obj/model.o" &&
+        for f in "$dir"/rank_i*_j*.cu; do
+            # each class program is its own executable, started by bin/model-emu, as bin/cuda/... by bin/model-cuda
+            local cls
+            cls=$(basename "$f" .cu)
+            $cxx -I"$dir" -x c++ -c "$f" -o "$dir/obj-emu/$cls.o" &&
+                mpicxx -o "$dir/bin/emu/$cls" "$dir/obj-emu/$cls.o" "$dir/obj-emu/emu.o" "$dir/obj/model.o" \
+                    "$dir"/obj/rt/tr_err.o "$dir"/obj/rt/tr_json.o "$dir"/obj/rt/tr_safetensors.o \
+                    "$dir"/obj/rt/tr_npy.o "$dir"/obj/rt/tr_synth.o "$dir"/obj/rt/tr_comm.o "$dir"/obj/rt/tr_main.o \
+                    "$dir"/obj/rt/tr_trace.o "$dir"/obj/rt/tr_gather.o -lopenblas -lm || return 1
+        done
 }
 cu_emu_run() { # q d order
     local dir="$WORK/cu_$1_$2" np=$(($1 * $1 * $2))
@@ -175,11 +182,11 @@ if wanted "cuda: emulation|cuda: compile"; then
             wanted "cuda: emulation" || continue
             if cu_emu_build "$q" "$d" >"$WORK/log" 2>&1; then
                 for order in comm compute random; do
-                    check "cuda: emulation: rank_XXXX.cu of [$q,$q,$d], $order first, matches the float64 reference" \
+                    check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d], $order first, matches the float64 reference" \
                         cu_emu_run "$q" "$d" "$order"
                 done
             else
-                notok "cuda: emulation: build the rank_XXXX.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+                notok "cuda: emulation: build the rank_iI_jJ.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
             fi
         done
     else
@@ -227,13 +234,13 @@ if wanted "cuda: training|cuda: compile"; then
             wanted "cuda: training" || continue
             if cu_emu_build "$q" "$d" t >"$WORK/log" 2>&1; then
                 for order in comm compute random; do
-                    check "cuda: training: rank_XXXX.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
+                    check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
                         cu_train_grads "$q" "$d" "$order"
                 done
-                check "cuda: training: rank_XXXX.cu of [$q,$q,$d], 5 AdamW steps: replicas bitwise identical" \
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], 5 AdamW steps: replicas bitwise identical" \
                     cu_train_replicas "$q" "$d"
             else
-                notok "cuda: training: build the train rank_XXXX.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+                notok "cuda: training: build the train rank_iI_jJ.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
             fi
         done
     else

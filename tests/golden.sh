@@ -16,11 +16,11 @@ golden_file() {
 }
 if wanted "golden"; then
     if golden_gen >"$WORK/log" 2>&1; then
-        for f in rank_0000.c rank_0003.c model.c build.ninja manifest.json schedule.txt run schedule.json \
+        for f in rank_i0_j0.c rank_i1_j1.c model.c build.ninja manifest.json schedule.txt run schedule.json \
             schedule.html summary.txt; do
             check "golden: $f" golden_file "$f"
         done
-        check "golden: no other files emitted (4 ranks + 8)" test "$(ls "$WORK/golden" | wc -l)" -eq 12
+        check "golden: no other files emitted (4 class programs + 8)" test "$(ls "$WORK/golden" | wc -l)" -eq 12
     else
         notok "golden: generate tests/specs/golden.lua" "$WORK/log"
     fi

@@ -284,13 +284,15 @@ PYEOF
 inspect_stats_mismatch() {
     local dir="$WORK/inspect_run" bad="$WORK/inspect_run_bad"
     rm -rf "$bad" && cp -r "$dir" "$bad" &&
-        sed -i '0,/\(TR_K_BCAST, TR_ROW, [0-9]*, \)\([0-9]*\)/s//\1999/' "$bad/rank_0002.c" &&
-        grep -q "TR_K_BCAST, TR_ROW, [0-9]*, 999," "$bad/rank_0002.c" &&
+        sed -i '0,/\(TR_K_BCAST, TR_ROW, [0-9]*, \)\([0-9]*\)/s//\1999/' "$bad/rank_i1_j0.c" &&
+        grep -q "TR_K_BCAST, TR_ROW, [0-9]*, 999," "$bad/rank_i1_j0.c" &&
         ninja -C "$bad" >/dev/null || return 1
     "$bad/run" --stats --quiet >"$bad/out.txt" 2>&1
     local rc=$?
     cat "$bad/out.txt"
+    # rank_i1_j0.c is the program of ranks 2 and 6 (k = 0, 1): both run the edited table
     [ $rc -eq 3 ] && grep -q "MISMATCH: rank 2: 1 step moved other than planned" "$bad/out.txt" &&
+        grep -q "MISMATCH: rank 6: 1 step moved other than planned" "$bad/out.txt" &&
         grep -q "error: --stats: measured bytes differ from the plan" "$bad/out.txt"
 }
 # the recording and the reports under ASan+UBSan
