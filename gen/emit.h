@@ -89,13 +89,21 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules,
 
 bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out,
                    tg_err *err); /* build.ninja */
-/* The outputs that cover every rank take every class plan: all[class number] (tg_plan_all). */
-bool tg_emit_manifest(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);      /* manifest.json */
-bool tg_emit_schedule_txt(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);  /* schedule.txt */
-bool tg_emit_launcher(const tg_plan *pl, tg_sb *out, tg_err *err);                                 /* run */
-/* schedule.json (docs/SCHEDULE.md) */
-bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);
-bool tg_emit_schedule_html(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err); /* schedule.html */
-bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_plan *all, tg_sb *out, tg_err *err);   /* summary.txt */
+/* The schedule dumps. Per class, while its plan is held: schedule/rank_iI_jJ.txt, .json, and .js (the
+ * JSON wrapped for schedule.html: tg_emit_class_js(out, json)); its shards for the manifest and its layer-0
+ * shards for the index's block map, appended to texts that are printed at the end. */
+bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *cp, tg_sb *out, tg_err *err);
+bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *cp, tg_sb *out, tg_err *err);
+void tg_emit_class_js(tg_sb *out, const tg_sb *json);
+void tg_emit_manifest_class(const tg_plan *pl, const tg_class_plan *cp, tg_sb *classes);
+void tg_emit_blockmap_class(tg_sb *blockmap, const tg_class_plan *cp);
+/* The files that cover every rank, from every class's figures (summary.h) and the texts above. */
+struct tg_class_fig;
+bool tg_emit_manifest(const tg_plan *pl, const tg_sb *classes, tg_sb *out, tg_err *err); /* manifest.json */
+bool tg_emit_schedule_txt(const tg_plan *pl, const struct tg_class_fig *figs, tg_sb *out, tg_err *err);
+bool tg_emit_schedule_json(const tg_plan *pl, const struct tg_class_fig *figs, const tg_sb *blockmap, tg_sb *out,
+                           tg_err *err); /* schedule.json, the index (docs/SCHEDULE.md) */
+bool tg_emit_schedule_html(const tg_plan *pl, const tg_sb *index_json, tg_sb *out, tg_err *err); /* schedule.html */
+bool tg_emit_launcher(const tg_plan *pl, tg_sb *out, tg_err *err);                                /* run */
 
 #endif

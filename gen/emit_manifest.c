@@ -1,23 +1,72 @@
 /*
- * emit_manifest.c - prints manifest.json: the mesh, the model shapes, and per
- * rank its coordinates, arena bytes, residual-stream block, planned
- * communication, and weight shards (which pieces of which tensor). Keys are
- * printed in a fixed order so the file is byte-identical for the same spec.
+ * emit_manifest.c - prints manifest.json: the mesh, the model shapes, every
+ * rank with its coordinates, class and block of the residual stream, and
+ * every rank class with its arena, planned communication and weight shards
+ * (which pieces of which tensor). The classes part is printed one class at a
+ * time while tessgen writes the class programs (tg_emit_manifest_class), so
+ * no more than one class plan is ever held. Keys are printed in a fixed order
+ * so the file is byte-identical for the same spec.
  */
+#include <stdio.h>
+
 #include "emit.h"
+#include "summary.h"
 #include "version.h"
 
-static void ll4(tg_sb *o, const char *key, const long long *v, int bytes)
+static void ll4(tg_sb *o, const char *key, const long long *v)
 {
-    int f = bytes ? 4 : 1;
-    tg_sb_printf(o, "\"%s\": {\"row\": %lld, \"col\": %lld, \"dep\": %lld, \"coldep\": %lld}", key, f * v[0],
-                 f * v[1], f * v[2], f * v[3]);
+    tg_sb_printf(o, "\"%s\": {\"row\": %lld, \"col\": %lld, \"dep\": %lld, \"coldep\": %lld}", key, 4 * v[0], 4 * v[1],
+                 4 * v[2], 4 * v[3]);
 }
 
-bool tg_emit_manifest(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_err *err)
+void tg_emit_manifest_class(const tg_plan *pl, const tg_class_plan *cp, tg_sb *o)
+{
+    const tg_mesh *m = &pl->mesh;
+    char cn[32];
+    tg_class_name(cn, sizeof cn, cp->i, cp->j);
+    tg_sb_printf(o, "%s    {\"class\": %d, \"i\": %d, \"j\": %d, \"program\": \"%s.c\", \"ranks\": [", o->len ? ",\n" : "",
+                 cp->i * m->q + cp->j, cp->i, cp->j, cn);
+    for (int k = 0; k < m->d; k++)
+        tg_sb_printf(o, "%s%d", k ? ", " : "", tg_mesh_rank(m, (tg_coord){cp->i, cp->j, k}));
+    tg_sb_printf(o, "],\n     \"arena_bytes\": %lld, \"weight_bytes\": %lld, \"steps\": %d, \"flops\": %lld,\n",
+                 4 * cp->arena_elems, 4 * cp->weight_elems, cp->nsteps, cp->flops);
+    tg_sb_puts(o, "     ");
+    ll4(o, "bcast_recv_bytes", cp->bcast_recv);
+    tg_sb_puts(o, ",\n     ");
+    ll4(o, "bcast_sent_bytes", cp->bcast_sent);
+    tg_sb_puts(o, ",\n     ");
+    ll4(o, "allreduce_bytes", cp->allreduce);
+    tg_sb_puts(o, ",\n     \"shards\": [\n");
+    for (int i = 0; i < cp->nparams; i++) {
+        const tg_param *p = &cp->params[i];
+        const tg_buf *b = &cp->bufs[p->buf];
+        tg_sb_puts(o, "       {\"name\": ");
+        tg_sb_jstr(o, p->name);
+        if (p->ndim == 1)
+            tg_sb_printf(o, ", \"shape\": [%d]", p->full[0]);
+        else
+            tg_sb_printf(o, ", \"shape\": [%d, %d]", p->full[0], p->full[1]);
+        tg_sb_printf(o, ", \"local\": [%d, %d], \"arena_offset_bytes\": %lld, \"pieces\": [", b->rows, b->cols,
+                     4 * b->offset);
+        for (int k = 0; k < p->npieces; k++) {
+            const tg_piece *pc = &p->piece[k];
+            if (p->ndim == 1)
+                tg_sb_printf(o, "%s{\"cols\": [%d, %d], \"to_col\": %d}", k ? ", " : "", pc->c0, pc->c0 + pc->nc,
+                             pc->dst_col);
+            else
+                tg_sb_printf(o, "%s{\"rows\": [%d, %d], \"cols\": [%d, %d], \"to_col\": %d}", k ? ", " : "", pc->r0,
+                             pc->r0 + pc->nr, pc->c0, pc->c0 + pc->nc, pc->dst_col);
+        }
+        tg_sb_printf(o, "]}%s\n", i + 1 < cp->nparams ? "," : "");
+    }
+    tg_sb_puts(o, "     ]}");
+}
+
+bool tg_emit_manifest(const tg_plan *pl, const tg_sb *classes, tg_sb *o, tg_err *err)
 {
     (void)err;
     const tg_spec *s = &pl->spec;
+    const tg_mesh *m = &pl->mesh;
     tg_sb_puts(o, "{\n  \"generator\": ");
     tg_sb_jstr(o, "tessgen " TG_VERSION);
     tg_sb_puts(o, ",\n  \"spec\": ");
@@ -26,7 +75,8 @@ bool tg_emit_manifest(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_
     tg_sb_puts(o, ",\n  \"name\": ");
     tg_sb_jstr(o, s->name);
     tg_sb_printf(o, ",\n  \"dtype\": \"fp32\",\n  \"backend\": \"cpu\",\n");
-    tg_sb_printf(o, "  \"mesh\": {\"q\": %d, \"d\": %d, \"p\": %d},\n", pl->mesh.q, pl->mesh.d, pl->mesh.p);
+    tg_sb_printf(o, "  \"mesh\": {\"q\": %d, \"d\": %d, \"p\": %d, \"classes\": %d},\n", m->q, m->d, m->p,
+                 tg_plan_nclasses(pl));
     tg_sb_printf(o,
                  "  \"model\": {\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"ffn\": %d, \"seq\": %d, "
                  "\"batch\": %d, \"eps\": %.17g},\n",
@@ -38,46 +88,15 @@ bool tg_emit_manifest(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_
     tg_sb_printf(o, "  \"local\": {\"rows\": %d, \"hidden\": %d, \"ffn\": %d, \"heads\": %d, \"head_dim\": %d},\n",
                  pl->R, pl->Cq, pl->Fq, pl->Hq, pl->D);
     tg_sb_puts(o, "  \"ranks\": [\n");
-    for (int r = 0; r < pl->mesh.p; r++) {
-        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
-        tg_coord co = tg_mesh_coord(&pl->mesh, r);
-        tg_sb_printf(o, "    {\"rank\": %d, \"i\": %d, \"j\": %d, \"k\": %d, \"row_block\": %d,\n", r, co.i, co.j,
-                     co.k, tg_mesh_row_block(&pl->mesh, co));
-        tg_sb_printf(o, "     \"arena_bytes\": %lld, \"weight_bytes\": %lld, \"steps\": %d, \"flops\": %lld,\n",
-                     4 * rp->arena_elems, 4 * rp->weight_elems, rp->nsteps, rp->flops);
-        tg_sb_printf(o, "     \"io_block\": {\"row0\": %d, \"rows\": %d, \"col0\": %d, \"cols\": %d},\n",
-                     tg_io_r0(pl, co), pl->R, tg_io_c0(pl, co), pl->Cq);
-        tg_sb_puts(o, "     ");
-        ll4(o, "bcast_recv_bytes", rp->bcast_recv, 1);
-        tg_sb_puts(o, ",\n     ");
-        ll4(o, "bcast_sent_bytes", rp->bcast_sent, 1);
-        tg_sb_puts(o, ",\n     ");
-        ll4(o, "allreduce_bytes", rp->allreduce, 1);
-        tg_sb_puts(o, ",\n     \"shards\": [\n");
-        for (int i = 0; i < rp->nparams; i++) {
-            const tg_param *p = &rp->params[i];
-            const tg_buf *b = &rp->bufs[p->buf];
-            tg_sb_puts(o, "       {\"name\": ");
-            tg_sb_jstr(o, p->name);
-            if (p->ndim == 1)
-                tg_sb_printf(o, ", \"shape\": [%d]", p->full[0]);
-            else
-                tg_sb_printf(o, ", \"shape\": [%d, %d]", p->full[0], p->full[1]);
-            tg_sb_printf(o, ", \"local\": [%d, %d], \"arena_offset_bytes\": %lld, \"pieces\": [", b->rows, b->cols,
-                         4 * b->offset);
-            for (int k = 0; k < p->npieces; k++) {
-                const tg_piece *pc = &p->piece[k];
-                if (p->ndim == 1)
-                    tg_sb_printf(o, "%s{\"cols\": [%d, %d], \"to_col\": %d}", k ? ", " : "", pc->c0, pc->c0 + pc->nc,
-                                 pc->dst_col);
-                else
-                    tg_sb_printf(o, "%s{\"rows\": [%d, %d], \"cols\": [%d, %d], \"to_col\": %d}", k ? ", " : "",
-                                 pc->r0, pc->r0 + pc->nr, pc->c0, pc->c0 + pc->nc, pc->dst_col);
-            }
-            tg_sb_printf(o, "]}%s\n", i + 1 < rp->nparams ? "," : "");
-        }
-        tg_sb_printf(o, "     ]}%s\n", r + 1 < pl->mesh.p ? "," : "");
+    for (int r = 0; r < m->p; r++) {
+        tg_coord co = tg_mesh_coord(m, r);
+        tg_sb_printf(o, "    {\"rank\": %d, \"i\": %d, \"j\": %d, \"k\": %d, \"row_block\": %d, \"class\": %d, "
+                        "\"io_block\": {\"row0\": %d, \"rows\": %d, \"col0\": %d, \"cols\": %d}}%s\n",
+                     r, co.i, co.j, co.k, tg_mesh_row_block(m, co), tg_class_of(pl, r), tg_io_r0(pl, co), pl->R,
+                     tg_io_c0(pl, co), pl->Cq, r + 1 < m->p ? "," : "");
     }
-    tg_sb_puts(o, "  ]\n}\n");
+    tg_sb_puts(o, "  ],\n  \"classes\": [\n");
+    tg_sb_putn(o, classes->s, classes->len);
+    tg_sb_puts(o, "\n  ]\n}\n");
     return true;
 }

@@ -1,17 +1,26 @@
 /*
- * emit_schedule_json.c - prints schedule.json: the whole plan as data, one
- * object per step (format: docs/SCHEDULE.md). The same document is embedded
- * in schedule.html, so strings are written with '<', '>' and '&' escaped as
- * \u003c etc. (still plain JSON) and can never end the page's <script>.
+ * emit_schedule_json.c - the plan as data (format: docs/SCHEDULE.md, version
+ * 2): schedule.json, the index (mesh, model, every rank with its class and
+ * block, every class with its figures and files, the mesh totals per phase
+ * and layer, and the block map of x and of layer 0's tensors), and per class
+ * schedule/rank_iI_jJ.json (its buffers, shards and steps). The class file is
+ * also written as schedule/rank_iI_jJ.js, the same JSON wrapped in a call, so
+ * that schedule.html can load one class at a time from disk (a page opened
+ * from a file may load scripts, not read files).
  *
- * Like every emitter it decides nothing: each value is a plan field, a
- * product with the element size (bytes = 4 * elements) or the logical
- * traffic of a step from tg_step_traffic (inspect.c), the one place that rule
- * lives. Numbers print with fixed formats so the file is byte-identical for
- * the same spec.
+ * Strings are written with '<', '>' and '&' escaped as \u003c etc. (still
+ * plain JSON), so they can never end the page's <script>. Like every emitter
+ * it decides nothing: each value is a plan field, a product with the element
+ * size (bytes = 4 * elements), or the logical traffic of a step from
+ * tg_step_traffic (inspect.c). A class file speaks for every rank of the
+ * class: roots are local indices (root_local) and descriptions use k; the
+ * index gives what a reader needs to name the ranks: rank = j + q*i + q*q*k.
  */
+#include <string.h>
+
 #include "emit.h"
 #include "inspect.h"
+#include "summary.h"
 #include "version.h"
 
 /* A JSON string that is also safe inside an HTML <script> element. */
@@ -29,66 +38,18 @@ static void jstr(tg_sb *o, const char *s)
     tg_sb_putn(o, "\"", 1);
 }
 
-static void rank_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int rank)
+static void class_ranks(tg_sb *o, const tg_plan *pl, int i, int j)
 {
-    const tg_mesh *m = &pl->mesh;
-    tg_coord co = tg_mesh_coord(m, rank);
-    tg_sb_printf(o, "{\"rank\":%d,\"i\":%d,\"j\":%d,\"k\":%d,\"row_block\":%d,\n \"groups\":{", rank, co.i, co.j,
-                 co.k, tg_mesh_row_block(m, co));
-    for (int g = 0; g < TG_NGROUPS; g++) {
-        char lab[32];
-        tg_group_label(m, (tg_group)g, co, lab, sizeof lab);
-        tg_sb_printf(o, "%s\"%s\":{\"label\":", g ? "," : "", tg_group_name((tg_group)g));
-        jstr(o, lab);
-        tg_sb_printf(o, ",\"local\":%d,\"members\":", tg_group_local(m, (tg_group)g, co));
-        tg_emit_members(o, m, (tg_group)g, co, "[", "]");
-        tg_sb_puts(o, "}");
-    }
-    tg_sb_printf(o, "},\n \"arena_bytes\":%lld,\"weight_bytes\":%lld,\"flops\":%lld,\"nsteps\":%d,\n",
-                 4 * rp->arena_elems, 4 * rp->weight_elems, rp->flops, rp->nsteps);
-    const tg_buf *x = &rp->bufs[rp->x_buf];
-    tg_sb_puts(o, " \"io\":{\"buffer\":");
-    jstr(o, x->name);
-    tg_sb_printf(o, ",\"r0\":%d,\"c0\":%d,\"rows\":%d,\"cols\":%d},\n", tg_io_r0(pl, co), tg_io_c0(pl, co), x->rows,
-                 x->cols);
-    tg_sb_puts(o, " \"buffers\":[\n");
-    for (int i = 0; i < rp->nbufs; i++) {
-        const tg_buf *b = &rp->bufs[i];
-        tg_sb_printf(o, "  {\"id\":%d,\"name\":", i);
-        jstr(o, b->name);
-        tg_sb_printf(o, ",\"rows\":%d,\"cols\":%d,\"offset\":%lld,\"bytes\":%lld,\"first\":%d,\"last\":%d,"
-                        "\"persistent\":%s,\"what\":",
-                     b->rows, b->cols, 4 * b->offset, 4 * b->elems, b->first, b->last,
-                     b->persistent ? "true" : "false");
-        char bw[160];
-        jstr(o, tg_buf_text(bw, sizeof bw, pl, co, b));
-        tg_sb_printf(o, "}%s\n", i + 1 < rp->nbufs ? "," : "");
-    }
-    tg_sb_puts(o, " ],\n \"params\":[\n");
-    for (int i = 0; i < rp->nparams; i++) {
-        const tg_param *p = &rp->params[i];
-        tg_sb_puts(o, "  {\"name\":");
-        jstr(o, p->name);
-        if (p->ndim == 1)
-            tg_sb_printf(o, ",\"shape\":[%d]", p->full[0]);
-        else
-            tg_sb_printf(o, ",\"shape\":[%d,%d]", p->full[0], p->full[1]);
-        tg_sb_printf(o, ",\"buffer\":%d,\"pieces\":[", p->buf);
-        for (int k = 0; k < p->npieces; k++)
-            tg_sb_printf(o, "%s{\"r0\":%d,\"nr\":%d,\"c0\":%d,\"nc\":%d,\"dst_col\":%d}", k ? "," : "",
-                         p->piece[k].r0, p->piece[k].nr, p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
-        tg_sb_printf(o, "]}%s\n", i + 1 < rp->nparams ? "," : "");
-    }
-    tg_sb_puts(o, " ]}");
+    tg_sb_puts(o, "[");
+    for (int k = 0; k < pl->mesh.d; k++)
+        tg_sb_printf(o, "%s%d", k ? "," : "", tg_mesh_rank(&pl->mesh, (tg_coord){i, j, k}));
+    tg_sb_puts(o, "]");
 }
 
-static void step_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int rank, int id)
+static void step_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, int id)
 {
-    const tg_mesh *m = &pl->mesh;
     const tg_step *s = &rp->steps[id];
-    tg_coord co = tg_mesh_coord(m, rank);
-    tg_sb_printf(o, "{\"rank\":%d,\"step\":%d,\"phase\":\"%s\",\"layer\":%d,\"op\":", rank, id,
-                 tg_phase_label(s->phase), s->layer);
+    tg_sb_printf(o, "{\"step\":%d,\"phase\":\"%s\",\"layer\":%d,\"op\":", id, tg_phase_label(s->phase), s->layer);
     jstr(o, s->op);
     if (s->t >= 0)
         tg_sb_printf(o, ",\"t\":%d", s->t);
@@ -97,19 +58,13 @@ static void step_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int r
     tg_sb_puts(o, ",\"kind\":");
     jstr(o, tg_step_kind_name(s->kind));
     if (tg_step_is_comm(s)) {
-        char lab[32];
-        tg_group_label(m, s->group, co, lab, sizeof lab);
         long long rc, se, re;
         tg_step_traffic(s, &rc, &se, &re);
-        tg_sb_printf(o, ",\"comm\":true,\"group\":\"%s\",\"group_label\":", tg_group_name(s->group));
-        jstr(o, lab);
-        tg_sb_printf(o, ",\"group_size\":%d,\"members\":", s->group_size);
-        tg_emit_members(o, m, s->group, co, "[", "]");
-        if (tg_step_root(pl, co, s) >= 0)
-            tg_sb_printf(o, ",\"root\":%d,\"root_local\":%d,\"is_root\":%s", tg_step_root(pl, co, s), s->root_local,
-                         s->is_root ? "true" : "false");
+        tg_sb_printf(o, ",\"comm\":true,\"group\":\"%s\",\"group_size\":%d", tg_group_name(s->group), s->group_size);
+        if (s->kind == TG_STEP_BCAST || s->kind == TG_STEP_REDUCE)
+            tg_sb_printf(o, ",\"root_local\":%d,\"is_root\":%s", s->root_local, s->is_root ? "true" : "false");
         else
-            tg_sb_puts(o, ",\"root\":null,\"root_local\":null,\"is_root\":false");
+            tg_sb_puts(o, ",\"root_local\":null,\"is_root\":false");
         tg_sb_printf(o, ",\"dir\":\"%s\",\"elems\":%lld,\"bytes\":%lld,\"recv_bytes\":%lld,\"sent_bytes\":%lld,"
                         "\"reduced_bytes\":%lld",
                      tg_step_dir(s), s->count, 4 * s->count, 4 * rc, 4 * se, 4 * re);
@@ -139,56 +94,175 @@ static void step_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, int r
         tg_sb_puts(o, "}");
     tg_sb_puts(o, ",\"buffers\":[");
     int nb = 0;
-    for (int k = 0; k < TG_STEP_MAXBUF; k++) {
-        if (s->buf[k] < 0)
-            continue;
-        const tg_buf *b = &rp->bufs[s->buf[k]];
-        tg_sb_printf(o, "%s{\"id\":%d,\"name\":", nb++ ? "," : "", s->buf[k]);
-        jstr(o, b->name);
-        tg_sb_printf(o, ",\"access\":\"%s%s\",\"offset\":%lld,\"bytes\":%lld}", (s->acc[k] & TG_ACC_R) ? "r" : "",
-                     (s->acc[k] & TG_ACC_W) ? "w" : "", 4 * b->offset, 4 * b->elems);
-    }
+    for (int k = 0; k < TG_STEP_MAXBUF; k++)
+        if (s->buf[k] >= 0)
+            tg_sb_printf(o, "%s[%d,\"%s%s\"]", nb++ ? "," : "", s->buf[k], (s->acc[k] & TG_ACC_R) ? "r" : "",
+                         (s->acc[k] & TG_ACC_W) ? "w" : "");
     tg_sb_puts(o, "],\"what\":");
     char what[256];
     jstr(o, tg_step_text(what, sizeof what, pl, rp, co, s));
     tg_sb_puts(o, "}");
 }
 
-bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_plan *all, tg_sb *o, tg_err *err)
+bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_err *err)
+{
+    (void)err;
+    const tg_mesh *m = &pl->mesh;
+    tg_coord co = {rp->i, rp->j, m->d == 1 ? 0 : -1};
+    tg_sb_printf(o, "{\"format\":\"tessgen-schedule-class\",\"format_version\":2,\"tessgen\":\"%s\",\"generated\":",
+                 TG_VERSION);
+    jstr(o, "DO NOT EDIT: generated by tessgen; format in docs/SCHEDULE.md");
+    tg_sb_printf(o, ",\"fingerprint\":\"%s\",\n\"class\":%d,\"i\":%d,\"j\":%d,\"ranks\":", pl->fingerprint,
+                 rp->i * m->q + rp->j, rp->i, rp->j);
+    class_ranks(o, pl, rp->i, rp->j);
+    tg_sb_printf(o, ",\"arena_bytes\":%lld,\"weight_bytes\":%lld,\"flops\":%lld,\"nsteps\":%d,\n", 4 * rp->arena_elems,
+                 4 * rp->weight_elems, rp->flops, rp->nsteps);
+    const tg_buf *x = &rp->bufs[rp->x_buf];
+    tg_sb_puts(o, "\"io\":{\"buffer\":");
+    jstr(o, x->name);
+    tg_sb_printf(o, ",\"c0\":%d,\"rows\":%d,\"cols\":%d},\n", tg_io_c0(pl, (tg_coord){rp->i, rp->j, 0}), x->rows,
+                 x->cols);
+    tg_sb_puts(o, "\"buffers\":[\n");
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *b = &rp->bufs[i];
+        tg_sb_printf(o, "{\"id\":%d,\"name\":", i);
+        jstr(o, b->name);
+        tg_sb_printf(o, ",\"rows\":%d,\"cols\":%d,\"offset\":%lld,\"bytes\":%lld,\"first\":%d,\"last\":%d,"
+                        "\"persistent\":%s,\"what\":",
+                     b->rows, b->cols, 4 * b->offset, 4 * b->elems, b->first, b->last,
+                     b->persistent ? "true" : "false");
+        char bw[160];
+        jstr(o, tg_buf_text(bw, sizeof bw, pl, co, b));
+        tg_sb_printf(o, "}%s\n", i + 1 < rp->nbufs ? "," : "");
+    }
+    tg_sb_puts(o, "],\n\"params\":[\n");
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        tg_sb_puts(o, "{\"name\":");
+        jstr(o, p->name);
+        if (p->ndim == 1)
+            tg_sb_printf(o, ",\"shape\":[%d]", p->full[0]);
+        else
+            tg_sb_printf(o, ",\"shape\":[%d,%d]", p->full[0], p->full[1]);
+        tg_sb_printf(o, ",\"buffer\":%d,\"pieces\":[", p->buf);
+        for (int k = 0; k < p->npieces; k++)
+            tg_sb_printf(o, "%s{\"r0\":%d,\"nr\":%d,\"c0\":%d,\"nc\":%d,\"dst_col\":%d}", k ? "," : "",
+                         p->piece[k].r0, p->piece[k].nr, p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
+        tg_sb_printf(o, "]}%s\n", i + 1 < rp->nparams ? "," : "");
+    }
+    tg_sb_puts(o, "],\n\"steps\":[\n");
+    for (int i = 0; i < rp->nsteps; i++) {
+        step_obj(o, pl, rp, co, i);
+        tg_sb_puts(o, i + 1 < rp->nsteps ? ",\n" : "\n");
+    }
+    tg_sb_puts(o, "]}\n");
+    return true;
+}
+
+void tg_emit_class_js(tg_sb *o, const tg_sb *json)
+{
+    tg_sb_puts(o, "/* DO NOT EDIT: generated by tessgen; the JSON of the same name, for schedule.html */\n"
+                  "tessgenClass(");
+    tg_sb_putn(o, json->s, json->len);
+    tg_sb_puts(o, ");\n");
+}
+
+void tg_emit_blockmap_class(tg_sb *o, const tg_class_plan *cp)
+{
+    /* layer 0's shards of this class: every layer is split alike (params are declared layer by layer) */
+    for (int i = 0; i < cp->nparams; i++) {
+        const tg_param *p = &cp->params[i];
+        if (strncmp(p->name, "h.0.", 4) != 0)
+            continue;
+        tg_sb_puts(o, o->len ? ",\n" : "");
+        tg_sb_printf(o, "[%d,%d,", cp->i, cp->j);
+        jstr(o, p->name);
+        tg_sb_puts(o, ",[");
+        for (int k = 0; k < p->npieces; k++)
+            tg_sb_printf(o, "%s[%d,%d,%d,%d]", k ? "," : "", p->piece[k].r0, p->piece[k].nr, p->piece[k].c0,
+                         p->piece[k].nc);
+        tg_sb_puts(o, "]]");
+    }
+}
+
+bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg_sb *blockmap, tg_sb *o, tg_err *err)
 {
     (void)err;
     const tg_spec *s = &pl->spec;
     const tg_mesh *m = &pl->mesh;
-    tg_sb_printf(o, "{\"format\":\"tessgen-schedule\",\"format_version\":1,\"tessgen\":\"%s\",\"generated\":",
+    int L = s->layers + 1;
+    tg_sb_printf(o, "{\"format\":\"tessgen-schedule\",\"format_version\":2,\"tessgen\":\"%s\",\"generated\":",
                  TG_VERSION);
     jstr(o, "DO NOT EDIT: generated by tessgen; format in docs/SCHEDULE.md");
     tg_sb_puts(o, ",\n\"spec\":");
     jstr(o, s->path);
     tg_sb_puts(o, ",\"name\":");
     jstr(o, s->name);
-    tg_sb_printf(o, ",\"mode\":\"%s\",\"dtype\":\"fp32\",\"bytes_per_elem\":4,\n", s->mode == TG_TRAIN ? "train" : "infer");
-    tg_sb_printf(o, "\"mesh\":{\"q\":%d,\"d\":%d,\"p\":%d},\n", m->q, m->d, m->p);
+    tg_sb_printf(o, ",\"fingerprint\":\"%s\",\"mode\":\"%s\",\"dtype\":\"fp32\",\"bytes_per_elem\":4,\n",
+                 pl->fingerprint, s->mode == TG_TRAIN ? "train" : "infer");
+    tg_sb_printf(o, "\"mesh\":{\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d},\n", m->q, m->d, m->p, tg_plan_nclasses(pl));
     tg_sb_printf(o, "\"model\":{\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"ffn\":%d,\"seq\":%d,\"batch\":%d,"
                     "\"eps\":%.9g},\n",
                  s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps);
     tg_sb_printf(o, "\"local\":{\"tokens\":%d,\"rows\":%d,\"cols\":%d,\"ffn_cols\":%d,\"heads\":%d,\"head_dim\":%d,"
                     "\"sequences\":%d},\n",
                  pl->T, pl->R, pl->Cq, pl->Fq, pl->Hq, pl->D, pl->nseq);
-    tg_sb_puts(o, "\"ranks\":[\n");
-    for (int r = 0; r < m->p; r++) {
-        rank_obj(o, pl, &all[tg_class_of(pl, r)], r);
-        tg_sb_puts(o, r + 1 < m->p ? ",\n" : "\n");
+    tg_sb_puts(o, "\"classes\":[\n");
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+        const tg_class_fig *g = &figs[c];
+        char cn[32];
+        tg_class_name(cn, sizeof cn, g->i, g->j);
+        tg_sb_printf(o, "{\"class\":%d,\"i\":%d,\"j\":%d,\"json\":\"schedule/%s.json\",\"script\":\"schedule/%s.js\","
+                        "\"ranks\":",
+                     c, g->i, g->j, cn, cn);
+        class_ranks(o, pl, g->i, g->j);
+        tg_sb_printf(o, ",\"arena_bytes\":%lld,\"weight_bytes\":%lld,\"live_peak_bytes\":%lld,\"flops\":%lld,"
+                        "\"nsteps\":%d,\"recv_bytes\":%lld,\"sent_bytes\":%lld,\"reduced_bytes\":%lld}%s\n",
+                     4 * g->arena, 4 * g->weights, 4 * g->live, g->flops, g->nsteps, 4 * g->recv, 4 * g->sent,
+                     4 * g->red, c + 1 < tg_plan_nclasses(pl) ? "," : "");
     }
-    tg_sb_puts(o, "],\n\"steps\":[");
+    tg_sb_puts(o, "],\n\"ranks\":[\n");
+    for (int r = 0; r < m->p; r++) {
+        tg_coord c = tg_mesh_coord(m, r);
+        tg_sb_printf(o, "{\"rank\":%d,\"i\":%d,\"j\":%d,\"k\":%d,\"row_block\":%d,\"class\":%d,\"io\":{\"r0\":%d,"
+                        "\"c0\":%d}}%s\n",
+                     r, c.i, c.j, c.k, tg_mesh_row_block(m, c), tg_class_of(pl, r), tg_io_r0(pl, c), tg_io_c0(pl, c),
+                     r + 1 < m->p ? "," : "");
+    }
+    /* mesh totals per phase and layer: each class's figures times its d ranks */
+    tg_sb_puts(o, "],\n\"totals\":[");
     int first = 1;
-    for (int r = 0; r < m->p; r++) {
-        const tg_class_plan *rp = &all[tg_class_of(pl, r)];
-        for (int i = 0; i < rp->nsteps; i++) {
-            tg_sb_puts(o, first ? "\n" : ",\n");
-            step_obj(o, pl, rp, r, i);
-            first = 0;
+    for (int b = 0; b < figs[0].nbuckets; b++) {
+        tg_traffic t;
+        memset(&t, 0, sizeof t);
+        for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+            const tg_traffic *x = &figs[c].bucket[b];
+            for (int g = 0; g < TG_NGROUPS; g++) {
+                t.recv[g] += (long long)m->d * x->recv[g];
+                t.sent[g] += (long long)m->d * x->sent[g];
+                t.red[g] += (long long)m->d * x->red[g];
+            }
+            t.flops += (long long)m->d * x->flops;
+            t.used |= x->used;
         }
+        if (!t.used)
+            continue;
+        tg_sb_printf(o, "%s\n{\"phase\":\"%s\",\"layer\":%d", first ? "" : ",", tg_phase_label(b / L), b % L - 1);
+        static const char *dirs[3] = {"recv_bytes", "sent_bytes", "reduced_bytes"};
+        for (int d = 0; d < 3; d++) {
+            const long long *v = d == 0 ? t.recv : d == 1 ? t.sent : t.red;
+            tg_sb_printf(o, ",\"%s\":{", dirs[d]);
+            for (int g = 0; g < TG_NGROUPS; g++)
+                tg_sb_printf(o, "%s\"%s\":%lld", g ? "," : "", tg_group_name((tg_group)g), 4 * v[g]);
+            tg_sb_puts(o, "}");
+        }
+        tg_sb_printf(o, ",\"flops\":%lld}", t.flops);
+        first = 0;
     }
-    tg_sb_puts(o, "\n]}\n");
+    tg_sb_puts(o, "\n],\n\"blocks\":{\"note\":\"layer 0's tensors, one entry per class: [i, j, name, [[r0, nr, c0, "
+                  "nc], ...]]; every layer is split alike, and every k of a class holds the same blocks\",\n"
+                  "\"shards\":[\n");
+    tg_sb_putn(o, blockmap->s, blockmap->len);
+    tg_sb_puts(o, "\n]}}\n");
     return true;
 }

@@ -2,8 +2,8 @@
  * inspect.h - reading a baked plan back to a person: what each rank runs,
  * moves and holds, before anything is built.
  *
- * Three views, all printed from the tg_plan and nothing else (the planner
- * decides, these only select, sum and format):
+ * Three views, all printed from the plan and nothing else (the planner
+ * decides, these only select, sum and format); the summary is in summary.h:
  *   show     the steps of chosen ranks, filtered by layer and kind: layer,
  *            phase, op, SUMMA step, group and its member ranks, root as a
  *            global rank, elements and bytes, flops, buffers with offsets;
@@ -12,7 +12,7 @@
  *            bytes received/sent/reduced per phase and layer split by group
  *            kind, flops; mesh totals; and the same figures for every other
  *            [q,q,d] with the same rank count, each validated by the real spec
- *            loader and planned by tg_plan_build on a copy of the spec.
+ *            loader and planned class by class on a copy of the spec.
  *
  * Communication is counted logically, as everywhere in tessgen (see
  * docs/ARCHITECTURE.md): a broadcast is `count` received on every member but
@@ -61,14 +61,21 @@ void tg_step_traffic(const tg_step *s, long long *recv, long long *sent, long lo
 const char *tg_step_dir(const tg_step *s);
 const char *tg_phase_label(int phase); /* "fwd", "bwd", "opt" */
 
-/* all: every class plan of pl, indexed by class number (tg_plan_all) */
-void tg_inspect_show(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, tg_sb *o);
-/* tensor: a weight name ("h.0.attn.c_attn.weight"), a shell pattern ("h.0.*"),
- * "x" (the residual stream [batch*seq, hidden]), or NULL for every tensor. */
-bool tg_inspect_blocks(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, const char *tensor, tg_sb *o,
-                       tg_err *err);
-/* Fails only on an internal error (out of memory); an alternative mesh that
- * the spec rules refuse is printed as not possible, with the rule. */
-bool tg_inspect_summary(const tg_plan *pl, const tg_class_plan *all, const tg_filter *f, tg_sb *o, tg_err *err);
+/* Phases are numbered from 0; views keep figures for up to TG_NPHASE of them. */
+#define TG_NPHASE 8
+int tg_phase_of(const tg_step *s); /* the step's phase, clamped to 0..TG_NPHASE-1 */
+
+/* The small printers the views share: a compact rank list ("0-3,8,10-11"), the "# tessgen ..." header
+ * line, a step's label ("fwd L0 qkv t=1 gemm"). */
+void tg_print_ranks(tg_sb *o, const int *r, int n);
+void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what);
+void tg_step_label(tg_sb *o, const tg_step *s);
+
+/* The steps of the chosen ranks; plans only the classes of those ranks. */
+bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *err);
+/* tensor: a weight name ("h.0.attn.c_attn.weight"), a shell pattern ("h.0.*"), "x" (the residual stream
+ * [batch*seq, hidden]), or NULL: x and every tensor of the chosen layers (of layer 0 alone when no layer
+ * was chosen: every layer is split alike). Plans only the shards of each class, not its steps. */
+bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor, tg_sb *o, tg_err *err);
 
 #endif

@@ -30,6 +30,7 @@
 #include "outfile.h"
 #include "plan.h"
 #include "spec.h"
+#include "summary.h"
 #include "version.h"
 
 static void usage(FILE *f)
@@ -58,7 +59,9 @@ static void usage(FILE *f)
             "  --blocks [TENSOR]  the mesh, and which rank holds which block of TENSOR (a weight name such\n"
             "                     as h.0.attn.c_attn.weight, a pattern such as 'h.0.*', or x); default all\n"
             "  --summary          per rank memory peak, bytes per layer and group, flops; mesh totals;\n"
-            "                     the other [q,q,d] meshes with the same rank count (also DIR/summary.txt)\n"
+            "                     the other [q,q,d] meshes with the same rank count; ranks and layers with\n"
+            "                     the same figures share a line, so it fits on a screen\n"
+            "  --full             with --summary: every rank class and every layer (as DIR/summary.txt)\n"
             "  --ranks L          only these ranks, e.g. 0,5-7 (default all)\n"
             "  --layers L         only these layers, e.g. 3 or 0-1 (default all)\n"
             "  --kinds K          only these step kinds, e.g. bcast,gemm; comm = every collective,\n"
@@ -107,12 +110,6 @@ static bool path_is_printable(const char *p)
     return !strstr(p, "*/") && !strstr(p, "@@");
 }
 
-/* What tessgen prints per class, from pass 1. */
-typedef struct class_fig {
-    long long arena, weights, recv;
-    int steps;
-} class_fig;
-
 /* Write one generated file atomically if its content changed; name is relative to dir. */
 static bool put(const char *dir, const char *name, const tg_sb *text, int mode, int *written, tg_err *err)
 {
@@ -133,7 +130,7 @@ static const struct {
 enum { NINDEX = sizeof index_files / sizeof index_files[0] };
 
 /* The report after writing: one line per class, or per group of classes with the same figures. */
-static void report(const tg_plan *pl, const class_fig *fig, const char *backends, const char *outdir, int written,
+static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backends, const char *outdir, int written,
                    int nfiles)
 {
     const tg_spec *s = &pl->spec;
@@ -150,7 +147,8 @@ static void report(const tg_plan *pl, const class_fig *fig, const char *backends
             continue;
         int same = 0, last = c;
         for (int o = c; o < nc; o++)
-            if (!done[o] && !memcmp(&fig[o], &fig[c], sizeof fig[c])) {
+            if (!done[o] && fig[o].arena == fig[c].arena && fig[o].weights == fig[c].weights &&
+                fig[o].recv == fig[c].recv && fig[o].nsteps == fig[c].nsteps) {
                 done[o] = 1;
                 same++;
                 last = o;
@@ -161,7 +159,7 @@ static void report(const tg_plan *pl, const class_fig *fig, const char *backends
         else
             snprintf(who, sizeof who, "%d classes, (%d,%d)..(%d,%d)", same, c / q, c % q, last / q, last % q);
         printf("%-22s %8d %14lld %14lld %16lld %8d\n", who, same * pl->mesh.d, 4 * fig[c].arena, 4 * fig[c].weights,
-               4 * fig[c].recv, fig[c].steps);
+               4 * fig[c].recv, fig[c].nsteps);
     }
     free(done);
     printf("%s\n", backends);
@@ -182,7 +180,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     tg_plan plan;
     tg_plan_init(spec, &plan);
     int nc = tg_plan_nclasses(&plan), q = plan.mesh.q, rc = 0, lockfd = -1, written = 0;
-    class_fig *fig = calloc((size_t)nc, sizeof *fig);
+    tg_class_fig *fig = calloc((size_t)nc, sizeof *fig);
     tg_kernels *kernels = NULL;
     tg_filelist old, now;
     tg_filelist_init(&old);
@@ -200,15 +198,16 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         tg_class_plan cp;
         if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
-            free(fig);
+            tg_figures_free(&plan, fig);
             return 70;
         }
         tg_fp_class(&fp, &cp);
-        fig[c].arena = cp.arena_elems;
-        fig[c].weights = cp.weight_elems;
-        for (int g = 0; g < TG_NGROUPS; g++)
-            fig[c].recv += cp.bcast_recv[g];
-        fig[c].steps = cp.nsteps;
+        if (!tg_class_figures(&plan, &cp, &fig[c], &err)) {
+            fprintf(stderr, "tessgen: %s\n", err.msg);
+            tg_class_free(&cp);
+            tg_figures_free(&plan, fig);
+            return 70;
+        }
         tg_err e = {{0}, 0};
         if (!unsupported[0] && !tg_cuda_supports(&cp, &e))
             snprintf(unsupported, sizeof unsupported, "%.590s", e.msg);
@@ -220,7 +219,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     char backends[1024];
     if (!tg_cuda_select(&plan, unsupported[0] ? unsupported : NULL, &cuda, backends, sizeof backends, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
-        free(fig);
+        tg_figures_free(&plan, fig);
         return 1;
     }
 
@@ -236,6 +235,11 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         snprintf(name, sizeof name, "%s.cu", cn);
         if (ok && cuda.enabled)
             ok = tg_filelist_add(&now, name);
+        static const char *const sched_ext[3] = {"txt", "json", "js"};
+        for (int k = 0; k < 3 && ok; k++) {
+            snprintf(name, sizeof name, "schedule/%s.%s", cn, sched_ext[k]);
+            ok = tg_filelist_add(&now, name);
+        }
     }
     if (ok && cuda.enabled)
         ok = tg_filelist_add(&now, "kernels.cu") && tg_filelist_add(&now, "kernels.cuh");
@@ -247,7 +251,10 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     tg_filelist_sort(&now);
 
     /* lock, then list what may be written before writing it */
-    if (!tg_outdir_lock(outdir, &lockfd, &err) || !tg_outdir_read_list(outdir, &old, &err)) {
+    char subdir[4200];
+    snprintf(subdir, sizeof subdir, "%s/schedule", outdir);
+    if (!tg_outdir_lock(outdir, &lockfd, &err) || !tg_outdir_read_list(outdir, &old, &err) ||
+        !tg_mkdir_p(subdir, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
         rc = 1;
         goto out;
@@ -266,6 +273,9 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         rc = 70;
         goto out;
     }
+    tg_sb mclasses, blockmap;
+    tg_sb_init(&mclasses);
+    tg_sb_init(&blockmap);
     for (int c = 0; c < nc && rc == 0; c++) {
         tg_class_plan cp;
         if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
@@ -275,6 +285,8 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         }
         char cn[32], name[48];
         tg_class_name(cn, sizeof cn, c / q, c % q);
+        tg_emit_manifest_class(&plan, &cp, &mclasses);
+        tg_emit_blockmap_class(&blockmap, &cp);
         tg_sb text;
         tg_sb_init(&text);
         if (!tg_emit_class_c(&plan, &cp, &text, &err))
@@ -289,6 +301,27 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
             snprintf(name, sizeof name, "%s.cu", cn);
             if (rc == 0 && !put(outdir, name, &text, 0644, &written, &err))
                 rc = 1;
+        }
+        if (rc == 0) { /* the schedule of the class: text, JSON, and the JSON for schedule.html */
+            tg_sb js;
+            tg_sb_init(&js);
+            text.len = 0;
+            if (!tg_emit_class_txt(&plan, &cp, &text, &err))
+                rc = 70;
+            snprintf(name, sizeof name, "schedule/%s.txt", cn);
+            if (rc == 0 && !put(outdir, name, &text, 0644, &written, &err))
+                rc = 1;
+            text.len = 0;
+            if (rc == 0 && !tg_emit_class_json(&plan, &cp, &text, &err))
+                rc = 70;
+            snprintf(name, sizeof name, "schedule/%s.json", cn);
+            if (rc == 0 && !put(outdir, name, &text, 0644, &written, &err))
+                rc = 1;
+            tg_emit_class_js(&js, &text);
+            snprintf(name, sizeof name, "schedule/%s.js", cn);
+            if (rc == 0 && !put(outdir, name, &js, 0644, &written, &err))
+                rc = 1;
+            tg_sb_free(&js);
         }
         tg_sb_free(&text);
         tg_class_free(&cp);
@@ -310,9 +343,10 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         tg_sb_free(&b);
     }
 
-    /* the files that cover every rank */
-    tg_class_plan *all = NULL;
-    if (rc == 0 && !tg_plan_all(&plan, &all, &err)) {
+    /* the files that cover every rank, from the figures of pass 1 and the texts gathered in pass 2 */
+    tg_sb index;
+    tg_sb_init(&index);
+    if (rc == 0 && !tg_emit_schedule_json(&plan, fig, &blockmap, &index, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
         rc = 70;
     }
@@ -322,12 +356,12 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         switch (k) {
         case 0: ok = tg_emit_model_c(&plan, &text, &err); break;
         case 1: ok = tg_emit_ninja(&plan, root, &cuda, &text, &err); break;
-        case 2: ok = tg_emit_manifest(&plan, all, &text, &err); break;
-        case 3: ok = tg_emit_schedule_txt(&plan, all, &text, &err); break;
+        case 2: ok = tg_emit_manifest(&plan, &mclasses, &text, &err); break;
+        case 3: ok = tg_emit_schedule_txt(&plan, fig, &text, &err); break;
         case 4: ok = tg_emit_launcher(&plan, &text, &err); break;
-        case 5: ok = tg_emit_schedule_json(&plan, all, &text, &err); break;
-        case 6: ok = tg_emit_schedule_html(&plan, all, &text, &err); break;
-        default: ok = tg_emit_summary_txt(&plan, all, &text, &err); break;
+        case 5: tg_sb_putn(&text, index.s, index.len); break;
+        case 6: ok = tg_emit_schedule_html(&plan, &index, &text, &err); break;
+        default: ok = tg_emit_summary_txt(&plan, fig, &text, &err); break;
         }
         if (!ok)
             rc = 70;
@@ -337,7 +371,9 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
             fprintf(stderr, "tessgen: %s\n", err.msg);
         tg_sb_free(&text);
     }
-    tg_plan_all_free(&plan, all);
+    tg_sb_free(&index);
+    tg_sb_free(&mclasses);
+    tg_sb_free(&blockmap);
 
     if (rc == 0) {
         tg_outdir_remove_stale(outdir, &old, &now, quiet);
@@ -353,7 +389,7 @@ out:
     tg_kernels_free(kernels);
     tg_filelist_free(&old);
     tg_filelist_free(&now);
-    free(fig);
+    tg_figures_free(&plan, fig);
     return rc;
 }
 
@@ -361,7 +397,7 @@ int main(int argc, char **argv)
 {
     const char *spec_path = NULL, *outdir = NULL;
     int quiet = 0;
-    int show = 0, blocks = 0, summary = 0;
+    int show = 0, blocks = 0, summary = 0, full = 0;
     const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
@@ -376,6 +412,8 @@ int main(int argc, char **argv)
             show = 1;
         } else if (!strcmp(argv[a], "--summary")) {
             summary = 1;
+        } else if (!strcmp(argv[a], "--full")) {
+            full = 1;
         } else if (!strncmp(argv[a], "--blocks=", 9)) {
             blocks = 1;
             tensor = argv[a] + 9;
@@ -413,6 +451,10 @@ int main(int argc, char **argv)
         return 2;
     }
     int inspect = show || blocks || summary;
+    if (full && !summary) {
+        fprintf(stderr, "tessgen: --full selects the whole table of --summary; add --summary\n");
+        return 2;
+    }
     if (!inspect && (f_ranks || f_layers || f_kinds)) {
         fprintf(stderr, "tessgen: --ranks, --layers and --kinds select what --show, --blocks or --summary print\n");
         return 2;
@@ -438,34 +480,31 @@ int main(int argc, char **argv)
     }
     if (inspect) {
         tg_plan ip;
-        tg_class_plan *iall;
         tg_plan_init(&spec, &ip);
-        if (!tg_plan_all(&ip, &iall, &err)) {
-            fprintf(stderr, "tessgen: %s\n", err.msg);
-            return 70;
-        }
         tg_filter flt;
         if (!tg_filter_init(&flt, &ip, f_ranks, f_layers, f_kinds, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
-            tg_plan_all_free(&ip, iall);
             return 2;
         }
         tg_sb text;
         tg_sb_init(&text);
         int irc = 0;
-        if (show)
-            tg_inspect_show(&ip, iall, &flt, &text);
-        if (blocks && !tg_inspect_blocks(&ip, iall, &flt, tensor, &text, &err))
-            irc = strstr(err.msg, "out of memory") ? 70 : 2;
-        if (summary && irc == 0 && !tg_inspect_summary(&ip, iall, &flt, &text, &err))
+        if (show && !tg_inspect_show(&ip, &flt, &text, &err))
             irc = 70;
+        if (blocks && irc == 0 && !tg_inspect_blocks(&ip, &flt, tensor, &text, &err))
+            irc = strstr(err.msg, "out of memory") ? 70 : 2;
+        if (summary && irc == 0) {
+            tg_class_fig *figs = NULL;
+            if (!tg_plan_figures(&ip, &figs, &err) || !tg_inspect_summary(&ip, figs, &flt, full, &text, &err))
+                irc = 70;
+            tg_figures_free(&ip, figs);
+        }
         if (irc)
             fprintf(stderr, "tessgen: %s\n", err.msg);
         else
             fwrite(text.s, 1, text.len, stdout);
         tg_sb_free(&text);
         tg_filter_free(&flt);
-        tg_plan_all_free(&ip, iall);
         return irc;
     }
 

@@ -818,7 +818,8 @@ static void totals(tg_class_plan *rp)
     }
 }
 
-static bool build_class(const tg_plan *pl, tg_class_plan *rp, tg_err *err)
+/* shards_only: declare the weight shards and the residual stream block, no steps, no offsets */
+static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, tg_err *err)
 {
     builder b = {pl, rp, {rp->i, rp->j, 0}, 0, 0, 0, false, TG_PHASE_FWD};
     const tg_spec *sp = &pl->spec;
@@ -840,6 +841,11 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, tg_err *err)
     if (train) {
         snprintf(what, sizeof what, "gradient block (h={h}, j=%d): dL/dy in, dL/dx out", rp->j);
         rp->gx_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "grad_x");
+    }
+    if (shards_only) {
+        free(lw);
+        free(sv);
+        return b.oom ? tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j) : true;
     }
     int rs_carry = -1, x = rp->x_buf;
     for (int l = 0; l < sp->layers && !b.oom; l++)
@@ -883,7 +889,19 @@ bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *
     memset(out, 0, sizeof *out);
     out->i = i;
     out->j = j;
-    if (!build_class(pl, out, err)) {
+    if (!build_class(pl, out, false, err)) {
+        tg_class_free(out);
+        return false;
+    }
+    return true;
+}
+
+bool tg_plan_class_shards(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->i = i;
+    out->j = j;
+    if (!build_class(pl, out, true, err)) {
         tg_class_free(out);
         return false;
     }

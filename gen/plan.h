@@ -203,6 +203,8 @@ typedef struct tg_plan {
 void tg_plan_init(const tg_spec *spec, tg_plan *out);
 /* Bake the program of class (i, j). */
 bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err);
+/* Only its weight shards (params, their buffers without offsets) and residual stream block: no steps. */
+bool tg_plan_class_shards(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err);
 void tg_class_free(tg_class_plan *cp);
 
 /* Classes are numbered i*q + j; a rank's class is that of its (i, j). */

@@ -10,7 +10,7 @@ golden_gen() {
 golden_file() {
     local f=$1
     if [ -n "${TESS_UPDATE_GOLDEN:-}" ]; then
-        cp "$WORK/golden/$f" "tests/golden/$f"
+        mkdir -p "$(dirname "tests/golden/$f")" && cp "$WORK/golden/$f" "tests/golden/$f"
     fi
     diff -u "tests/golden/$f" "$WORK/golden/$f"
 }
@@ -20,7 +20,13 @@ if wanted "golden"; then
             schedule.html summary.txt; do
             check "golden: $f" golden_file "$f"
         done
-        check "golden: no other files emitted (4 class programs + 8)" test "$(ls "$WORK/golden" | wc -l)" -eq 12
+        check "golden: no other files emitted (4 class programs, 8 files, schedule/)" \
+            test "$(ls "$WORK/golden" | wc -l)" -eq 13
+        check "golden: schedule/ holds the text, JSON and script of each class" \
+            test "$(ls "$WORK/golden/schedule" | wc -l)" -eq 12
+        for f in schedule/rank_i0_j1.txt schedule/rank_i1_j1.json; do
+            check "golden: $f" golden_file "$f"
+        done
     else
         notok "golden: generate tests/specs/golden.lua" "$WORK/log"
     fi

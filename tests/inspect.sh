@@ -43,7 +43,7 @@ inspect_writes_nothing() {
 # the generated summary.txt is what --summary prints
 inspect_summary_file() {
     rm -rf "$WORK/inspect_gen" && $ITG specs/gpt2-tiny.lua -o "$WORK/inspect_gen" --quiet &&
-        $ITG specs/gpt2-tiny.lua --summary >"$WORK/inspect_summary_stdout.txt" &&
+        $ITG specs/gpt2-tiny.lua --summary --full >"$WORK/inspect_summary_stdout.txt" &&
         diff -u "$WORK/inspect_gen/summary.txt" "$WORK/inspect_summary_stdout.txt"
 }
 inspect_bad() { # EXPECTED-TEXT ARGS...: exit 2 and the message names the value
@@ -74,7 +74,9 @@ if wanted "inspect: text"; then
     check "inspect: text --summary of 16 ranks compares [4,4,1] [2,2,4] [1,1,16] (golden)" inspect_golden summary16 \
         --summary --ranks 0,15 --layers 1 --spec tests/specs/inspect16.lua
     check "inspect: text --show, --blocks, --summary print and write nothing (exit 0)" inspect_writes_nothing
-    check "inspect: text DIR/summary.txt equals tessgen --summary" inspect_summary_file
+    check "inspect: text DIR/summary.txt equals tessgen --summary --full" inspect_summary_file
+    check "inspect: text --summary --full of 16 ranks lists every class and layer (golden)" inspect_golden summary16_full \
+        --summary --full --spec tests/specs/inspect16.lua
     check "inspect: text filters select ranks, layers and kinds" inspect_filters
     check "inspect: text --ranks out of range is a usage error" inspect_bad "rank 9 is not in 0..7" --show --ranks 9
     check "inspect: text --layers bad list is a usage error" inspect_bad "--layers 1-x" --show --layers 1-x
@@ -104,22 +106,34 @@ path, q, d = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 L, C, F, S, B = 3, 72, 144, 4, 24          # the spec above, not read back from the file
 T = B * S
 want = 4 * (q - 1) * (T * (3 * C + F) // (d * q * q) + (4 * C * C + 2 * C * F) // (q * q))
+import os
 doc = json.load(open(path))
-assert doc["format"] == "tessgen-schedule" and doc["format_version"] == 1, "format"
-assert doc["mesh"] == {"q": q, "d": d, "p": q * q * d}, doc["mesh"]
+assert doc["format"] == "tessgen-schedule" and doc["format_version"] == 2, "format"
+assert doc["mesh"] == {"q": q, "d": d, "p": q * q * d, "classes": q * q}, doc["mesh"]
 p = q * q * d
 assert len(doc["ranks"]) == p, "one object per rank"
-steps = {}
-for s in doc["steps"]:
-    steps.setdefault(s["rank"], []).append(s)
+assert len(doc["classes"]) == q * q, "one object per class"
+here = os.path.dirname(path)
+cls = {}
+for c in doc["classes"]:
+    text = open(os.path.join(here, c["json"])).read()
+    C = json.loads(text)
+    js = open(os.path.join(here, c["script"])).read()
+    assert js.split("\n", 1)[1] == "tessgenClass(" + text + ");\n", "the .js of %s wraps its JSON" % c["json"]
+    assert C["format"] == "tessgen-schedule-class" and C["fingerprint"] == doc["fingerprint"], c["json"]
+    assert C["ranks"] == [c["j"] + q * c["i"] + q * q * k for k in range(d)] == c["ranks"], "ranks of %s" % c["json"]
+    cls[c["class"]] = C
 bad = []
 for r in range(p):
     R = doc["ranks"][r]
-    st = steps.get(r, [])
-    assert len(st) == R["nsteps"] and [s["step"] for s in st] == list(range(R["nsteps"])), "one object per step, rank %d" % r
-    assert (R["i"], R["j"], R["k"]) == ((r // q) % q, r % q, r // (q * q)), "coordinates of rank %d" % r
-    for b in R["buffers"]:
-        assert 0 <= b["offset"] and b["offset"] + b["bytes"] <= R["arena_bytes"], "buffer %s of rank %d" % (b["name"], r)
+    i, j, k = (r // q) % q, r % q, r // (q * q)
+    assert (R["i"], R["j"], R["k"]) == (i, j, k), "coordinates of rank %d" % r
+    C = cls[R["class"]]
+    assert (C["i"], C["j"]) == (i, j), "class of rank %d" % r
+    st = C["steps"]
+    assert [s["step"] for s in st] == list(range(C["nsteps"])), "one object per step, rank %d" % r
+    for b in C["buffers"]:
+        assert 0 <= b["offset"] and b["offset"] + b["bytes"] <= C["arena_bytes"], "buffer %s of rank %d" % (b["name"], r)
     for l in range(L):
         recv = sum(s["bytes"] for s in st if s["layer"] == l and s["phase"] == "fwd" and s["kind"] == "bcast" and not s["is_root"])
         if recv != want:
@@ -127,12 +141,15 @@ for r in range(p):
         fields = sum(s["recv_bytes"] for s in st if s["layer"] == l and s["phase"] == "fwd" and s["kind"] == "bcast")
         if fields != recv:
             bad.append("rank %d layer %d: recv_bytes fields sum to %d, bytes of received bcasts %d" % (r, l, fields, recv))
+    # the rank's index in each group (DESIGN.md section 1), independently of the generator
+    local = {"row": j, "col": i, "dep": k, "coldep": i + q * k}
+    size = {"row": q, "col": q, "dep": d, "coldep": q * d}
     for s in st:
         if s["comm"]:
-            assert r in s["members"] and len(s["members"]) == s["group_size"], "members of rank %d step %d" % (r, s["step"])
+            assert s["group_size"] == size[s["group"]], "group size of rank %d step %d" % (r, s["step"])
             assert s["bytes"] == 4 * s["elems"]
-            if s["root"] is not None:
-                assert s["root"] in s["members"] and s["is_root"] == (s["root"] == r), "root of rank %d step %d" % (r, s["step"])
+            if s["root_local"] is not None:
+                assert s["is_root"] == (s["root_local"] == local[s["group"]]), "root of rank %d step %d" % (r, s["step"])
 if bad:
     print("\n".join(bad[:20]))
     sys.exit(1)
@@ -189,12 +206,14 @@ print("\n".join(problems) or "ok: " + want)
 sys.exit(1 if problems else 0)
 PYEOF
 }
+inspect_nsteps() { # schedule.json RANK: the steps of the rank's class
+    "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["classes"][d["ranks"][int(sys.argv[2])]["class"]]["nsteps"])' "$@"
+}
 inspect_html() {
     local dir="$WORK/inspect_html"
     rm -rf "$dir" && $ITG tests/specs/golden.lua -o "$dir" --quiet || return 1
     local n0 n3
-    n0=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranks"][0]["nsteps"])' "$dir/schedule.json") &&
-        n3=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["ranks"][3]["nsteps"])' "$dir/schedule.json") &&
+    n0=$(inspect_nsteps "$dir/schedule.json" 0) && n3=$(inspect_nsteps "$dir/schedule.json" 3) &&
         inspect_chromium "file://$dir/schedule.html" "$dir/dom0.html" &&
         inspect_dom_ok "$dir/dom0.html" 4 0 "$n0" &&
         inspect_chromium "file://$dir/schedule.html#rank=3" "$dir/dom3.html" &&
@@ -257,7 +276,7 @@ inspect_trace_run() {
     grep -q "stats: every step of every rank moved exactly its planned bytes" "$dir/stats.txt" &&
         [ "$(grep -c "MISMATCH" "$dir/stats.txt")" -eq 0 ] &&
         "$PY" - "$dir/trace.json" "$dir/schedule.json" <<'PYEOF'
-import json, sys
+import json, os, sys
 trace = json.load(open(sys.argv[1]))                 # valid JSON, or this fails
 plan = json.load(open(sys.argv[2]))
 p = plan["mesh"]["p"]
@@ -265,10 +284,10 @@ ev = trace["traceEvents"]
 names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
 assert sorted(names) == list(range(p)), "one process per rank: %s" % sorted(names)
 for r in range(p):
-    R = plan["ranks"][r]
+    C = json.load(open(os.path.join(os.path.dirname(sys.argv[2]), plan["classes"][plan["ranks"][r]["class"]]["json"])))
     sl = [e for e in ev if e["ph"] == "X" and e["pid"] == r]
-    assert len(sl) == R["nsteps"], "rank %d: %d slices, %d steps" % (r, len(sl), R["nsteps"])
-    steps = [s for s in plan["steps"] if s["rank"] == r]
+    assert len(sl) == C["nsteps"], "rank %d: %d slices, %d steps" % (r, len(sl), C["nsteps"])
+    steps = C["steps"]
     for e, s in zip(sorted(sl, key=lambda e: e["args"]["step"]), steps):
         a = e["args"]
         assert a["step"] == s["step"] and a["layer"] == s["layer"] and a["op"] == s["op"], (a, s)

@@ -1,0 +1,540 @@
+/*
+ * summary.c - the figures of each class and the summary that prints them
+ * (see summary.h).
+ *
+ * Every figure is a plan field or a sum of plan fields, counted by the one
+ * rule of tg_step_traffic. Grouping only merges lines whose every printed
+ * number is equal: a group of ranks is a set of classes whose figures compare
+ * equal, and a layer range is a run of layers whose figures compare equal in
+ * every column, so the grouped summary says exactly what the full one says.
+ */
+#include "summary.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "version.h"
+
+/* ---- figures -------------------------------------------------------------------------- */
+
+static void add_step_traffic(tg_traffic *t, const tg_step *s)
+{
+    long long r, se, re;
+    tg_step_traffic(s, &r, &se, &re);
+    if (tg_step_is_comm(s) && s->group >= 0 && s->group < TG_NGROUPS) {
+        t->recv[s->group] += r;
+        t->sent[s->group] += se;
+        t->red[s->group] += re;
+    }
+    t->flops += s->flops;
+    t->used = 1;
+}
+
+static void add_traffic(tg_traffic *a, const tg_traffic *b, long long times)
+{
+    for (int g = 0; g < TG_NGROUPS; g++) {
+        a->recv[g] += times * b->recv[g];
+        a->sent[g] += times * b->sent[g];
+        a->red[g] += times * b->red[g];
+    }
+    a->flops += times * b->flops;
+    a->used |= b->used;
+}
+
+static bool same_traffic(const tg_traffic *a, const tg_traffic *b)
+{
+    return !memcmp(a->recv, b->recv, sizeof a->recv) && !memcmp(a->sent, b->sent, sizeof a->sent) &&
+           !memcmp(a->red, b->red, sizeof a->red) && a->flops == b->flops && a->used == b->used;
+}
+
+bool tg_class_figures(const tg_plan *pl, const tg_class_plan *cp, tg_class_fig *fg, tg_err *err)
+{
+    memset(fg, 0, sizeof *fg);
+    int L = pl->spec.layers + 1;
+    fg->i = cp->i;
+    fg->j = cp->j;
+    fg->nbuckets = TG_NPHASE * L;
+    fg->bucket = calloc((size_t)fg->nbuckets, sizeof *fg->bucket);
+    long long *delta = calloc((size_t)cp->nsteps + 1, sizeof *delta);
+    if (!fg->bucket || !delta) {
+        free(delta);
+        tg_class_fig_free(fg);
+        return tg_fail(err, "out of memory");
+    }
+    fg->arena = cp->arena_elems;
+    fg->weights = cp->weight_elems;
+    fg->nsteps = cp->nsteps;
+    fg->flops = cp->flops;
+    for (int i = 0; i < cp->nsteps; i++) {
+        const tg_step *s = &cp->steps[i];
+        int l = (s->layer >= 0 && s->layer < pl->spec.layers) ? s->layer + 1 : 0;
+        add_step_traffic(&fg->bucket[tg_phase_of(s) * L + l], s);
+        long long rc, se, re;
+        tg_step_traffic(s, &rc, &se, &re);
+        fg->recv += rc;
+        fg->sent += se;
+        fg->red += re;
+        if (tg_step_is_comm(s) && s->group >= 0 && s->group < TG_NGROUPS)
+            fg->cols |= (rc ? 1u : 0u) << (3 * s->group) | (se ? 1u : 0u) << (3 * s->group + 1) |
+                        (re ? 1u : 0u) << (3 * s->group + 2);
+    }
+    /* the busiest step: most elements in live buffers; the three largest temporaries then */
+    for (int i = 0; i < cp->nbufs; i++) {
+        const tg_buf *b = &cp->bufs[i];
+        if (b->persistent)
+            fg->persistent += b->elems;
+        if (b->first < 0 || b->last < b->first || b->last >= cp->nsteps)
+            continue;
+        delta[b->first] += b->elems;
+        delta[b->last + 1] -= b->elems;
+    }
+    long long cur = 0;
+    int step = -1;
+    for (int s = 0; s < cp->nsteps; s++) {
+        cur += delta[s];
+        if (cur > fg->live) {
+            fg->live = cur;
+            step = s;
+        }
+    }
+    free(delta);
+    if (step >= 0) {
+        tg_sb lab;
+        tg_sb_init(&lab);
+        tg_sb_printf(&lab, "%d ", step);
+        tg_step_label(&lab, &cp->steps[step]);
+        snprintf(fg->peak, sizeof fg->peak, "%s", lab.s);
+        tg_sb_free(&lab);
+        int top[3];
+        for (int i = 0; i < cp->nbufs; i++) {
+            const tg_buf *b = &cp->bufs[i];
+            if (b->persistent || b->first > step || b->last < step)
+                continue;
+            int at = fg->ntop;
+            while (at > 0 && cp->bufs[top[at - 1]].elems < b->elems)
+                at--;
+            if (at >= 3)
+                continue;
+            for (int k = (fg->ntop < 3 ? fg->ntop : 2); k > at; k--)
+                top[k] = top[k - 1];
+            top[at] = i;
+            if (fg->ntop < 3)
+                fg->ntop++;
+        }
+        for (int k = 0; k < fg->ntop; k++) {
+            snprintf(fg->top[k], sizeof fg->top[k], "%s", cp->bufs[top[k]].name);
+            fg->top_elems[k] = cp->bufs[top[k]].elems;
+        }
+    }
+    return true;
+}
+
+void tg_class_fig_free(tg_class_fig *fig)
+{
+    free(fig->bucket);
+    fig->bucket = NULL;
+}
+
+bool tg_plan_figures(const tg_plan *pl, tg_class_fig **out, tg_err *err)
+{
+    int nc = tg_plan_nclasses(pl), q = pl->mesh.q;
+    tg_class_fig *figs = calloc((size_t)nc, sizeof *figs);
+    if (!figs)
+        return tg_fail(err, "out of memory");
+    for (int c = 0; c < nc; c++) {
+        tg_class_plan cp;
+        bool ok = tg_plan_class(pl, c / q, c % q, &cp, err) && tg_class_figures(pl, &cp, &figs[c], err);
+        tg_class_free(&cp);
+        if (!ok) {
+            tg_figures_free(pl, figs);
+            return false;
+        }
+    }
+    *out = figs;
+    return true;
+}
+
+void tg_figures_free(const tg_plan *pl, tg_class_fig *figs)
+{
+    if (!figs)
+        return;
+    for (int c = 0; c < tg_plan_nclasses(pl); c++)
+        tg_class_fig_free(&figs[c]);
+    free(figs);
+}
+
+/* ---- printing ------------------------------------------------------------------------- */
+
+static const char *const dir_name[3] = {"recv", "sent", "reduced"};
+
+static void traffic_header(tg_sb *o, unsigned cols, const char *lead)
+{
+    tg_sb_puts(o, lead);
+    for (int c = 0; c < 3 * TG_NGROUPS; c++)
+        if (cols >> c & 1) {
+            char h[32];
+            snprintf(h, sizeof h, "%s %s", tg_group_name((tg_group)(c / 3)), dir_name[c % 3]);
+            tg_sb_printf(o, " %14s", h);
+        }
+    tg_sb_printf(o, " %16s\n", "flops");
+}
+
+static void traffic_row(tg_sb *o, unsigned cols, const tg_traffic *t)
+{
+    for (int c = 0; c < 3 * TG_NGROUPS; c++)
+        if (cols >> c & 1) {
+            const long long *v = c % 3 == 0 ? t->recv : c % 3 == 1 ? t->sent : t->red;
+            tg_sb_printf(o, " %14lld", 4 * v[c / 3]);
+        }
+    tg_sb_printf(o, " %16lld\n", t->flops);
+}
+
+/* The selected ranks of the classes marked in cls, as "all 512", "0-3,8", or its first part and a count. */
+static void rank_set(tg_sb *o, const tg_plan *pl, const tg_filter *f, const unsigned char *cls, int width)
+{
+    int *r = malloc((size_t)pl->mesh.p * sizeof *r), n = 0;
+    if (!r) {
+        tg_sb_puts(o, "?");
+        return;
+    }
+    for (int k = 0; k < pl->mesh.p; k++)
+        if (f->rank[k] && cls[tg_class_of(pl, k)])
+            r[n++] = k;
+    tg_sb t;
+    tg_sb_init(&t);
+    if (n == pl->mesh.p && n > 1)
+        tg_sb_printf(&t, "all %d", n);
+    else
+        tg_print_ranks(&t, r, n);
+    if ((int)t.len > width) {
+        char cnt[32];
+        int cl = snprintf(cnt, sizeof cnt, "..(%d)", n);
+        int keep = width - cl;
+        while (keep > 0 && t.s[keep - 1] != ',')
+            keep--;
+        tg_sb_printf(o, "%.*s%s", keep > 0 ? keep - 1 : 0, t.s, cnt);
+    } else {
+        tg_sb_puts(o, t.s);
+    }
+    tg_sb_free(&t);
+    free(r);
+}
+
+static bool same_memory(const tg_class_fig *a, const tg_class_fig *b)
+{
+    if (a->arena != b->arena || a->weights != b->weights || a->persistent != b->persistent || a->live != b->live ||
+        strcmp(a->peak, b->peak) || a->ntop != b->ntop)
+        return false;
+    for (int k = 0; k < a->ntop; k++)
+        if (strcmp(a->top[k], b->top[k]) || a->top_elems[k] != b->top_elems[k])
+            return false;
+    return true;
+}
+
+static bool bucket_shown(const tg_filter *f, int L, int b)
+{
+    int l = b % L - 1;
+    return (l >= 0 && f->layer[l]) || (l < 0 && f->other_layers);
+}
+
+static bool same_buckets(const tg_class_fig *a, const tg_class_fig *b, const tg_filter *f, int L)
+{
+    for (int k = 0; k < a->nbuckets; k++)
+        if (bucket_shown(f, L, k) && !same_traffic(&a->bucket[k], &b->bucket[k]))
+            return false;
+    return true;
+}
+
+/* Classes with a selected rank. */
+static unsigned char *selected_classes(const tg_plan *pl, const tg_filter *f)
+{
+    unsigned char *sel = calloc((size_t)tg_plan_nclasses(pl), 1);
+    for (int r = 0; sel && r < pl->mesh.p; r++)
+        if (f->rank[r])
+            sel[tg_class_of(pl, r)] = 1;
+    return sel;
+}
+
+#define MAX_GROUP_LINES 8 /* the grouped summary prints at most this many groups per table */
+
+static void memory_table(tg_sb *o, const tg_plan *pl, const tg_class_fig *figs, const tg_filter *f, int full,
+                         const unsigned char *sel)
+{
+    int nc = tg_plan_nclasses(pl), q = pl->mesh.q, lines = 0, more = 0;
+    unsigned char *done = calloc((size_t)nc, 1), *grp = calloc((size_t)nc, 1);
+    if (!done || !grp) {
+        free(done);
+        free(grp);
+        return;
+    }
+    tg_sb_puts(o, "\nmemory per rank (bytes): arena = the planned arena; live peak = bytes in buffers live at the "
+                  "busiest step, and its largest temporaries\n");
+    tg_sb_printf(o, "  %-24s %12s %12s %12s %12s  %s\n", full ? "class (i,j): ranks" : "ranks", "arena", "weights",
+                 "persistent", "live peak", "at step: largest temporaries");
+    for (int c = 0; c < nc; c++) {
+        if (done[c] || !sel[c])
+            continue;
+        memset(grp, 0, (size_t)nc);
+        for (int o2 = c; o2 < nc; o2++)
+            if (!done[o2] && sel[o2] && (o2 == c || (!full && same_memory(&figs[o2], &figs[c])))) {
+                grp[o2] = 1;
+                done[o2] = 1;
+            }
+        if (!full && lines == MAX_GROUP_LINES) {
+            more++;
+            continue;
+        }
+        const tg_class_fig *g = &figs[c];
+        tg_sb who;
+        tg_sb_init(&who);
+        if (full)
+            tg_sb_printf(&who, "(%d,%d): ", c / q, c % q);
+        rank_set(&who, pl, f, grp, 24 - (int)who.len);
+        tg_sb_printf(o, "  %-24s %12lld %12lld %12lld %12lld  %s:", who.s, 4 * g->arena, 4 * g->weights,
+                     4 * g->persistent, 4 * g->live, g->peak);
+        for (int k = 0; k < g->ntop; k++)
+            tg_sb_printf(o, "%s %s %lld", k ? "," : "", g->top[k], 4 * g->top_elems[k]);
+        tg_sb_puts(o, "\n");
+        tg_sb_free(&who);
+        lines++;
+    }
+    if (more)
+        tg_sb_printf(o, "  ... and %d more group%s of ranks with other figures (--summary --full lists every class)\n",
+                     more, more == 1 ? "" : "s");
+    free(done);
+    free(grp);
+}
+
+/* One phase of one class figure (or a total), layer by layer, runs of equal layers merged unless full. */
+static void phase_rows(tg_sb *o, const tg_traffic *bk, int L, int ph, const tg_filter *f, int full, unsigned cols,
+                       const char *who, tg_traffic *sum)
+{
+    for (int l = -1; l < L - 1; l++) {
+        int b = ph * L + l + 1;
+        if (!bk[b].used || !bucket_shown(f, L, b))
+            continue;
+        int e = l;
+        while (!full && l >= 0 && e + 1 < L - 1 && bk[b + (e - l) + 1].used && bucket_shown(f, L, b + (e - l) + 1) &&
+               same_traffic(&bk[b], &bk[b + (e - l) + 1]))
+            e++;
+        char lay[32] = "-";
+        if (l >= 0 && e > l)
+            snprintf(lay, sizeof lay, "%d-%d", l, e);
+        else if (l >= 0)
+            snprintf(lay, sizeof lay, "%d", l);
+        tg_sb_printf(o, "  %-24s %-5s %7s", who, tg_phase_label(ph), lay);
+        traffic_row(o, cols, &bk[b]);
+        add_traffic(sum, &bk[b], e - l + 1); /* the row's figures are one layer's; the range has e - l + 1 */
+        l = e;
+    }
+}
+
+static void traffic_table(tg_sb *o, const tg_plan *pl, const tg_class_fig *figs, const tg_filter *f, int full,
+                          const unsigned char *sel, unsigned cols)
+{
+    int nc = tg_plan_nclasses(pl), q = pl->mesh.q, L = pl->spec.layers + 1, groups = 0, more = 0;
+    unsigned char *done = calloc((size_t)nc, 1), *grp = calloc((size_t)nc, 1);
+    if (!done || !grp) {
+        free(done);
+        free(grp);
+        return;
+    }
+    tg_sb_printf(o, "\ncommunication (bytes) and flops per rank, phase and layer%s:\n",
+                 full ? "" : " (ranks, and runs of layers, with the same figures share a line)");
+    traffic_header(o, cols, full ? "  class (i,j): ranks        phase  layer" : "  ranks                    phase  layer");
+    for (int c = 0; c < nc; c++) {
+        if (done[c] || !sel[c])
+            continue;
+        memset(grp, 0, (size_t)nc);
+        for (int o2 = c; o2 < nc; o2++)
+            if (!done[o2] && sel[o2] && (o2 == c || (!full && same_buckets(&figs[o2], &figs[c], f, L)))) {
+                grp[o2] = 1;
+                done[o2] = 1;
+            }
+        if (!full && groups == MAX_GROUP_LINES / 2) {
+            more++;
+            continue;
+        }
+        groups++;
+        tg_sb who;
+        tg_sb_init(&who);
+        if (full)
+            tg_sb_printf(&who, "(%d,%d): ", c / q, c % q);
+        rank_set(&who, pl, f, grp, 24 - (int)who.len);
+        tg_traffic sum;
+        memset(&sum, 0, sizeof sum);
+        for (int ph = 0; ph < TG_NPHASE; ph++)
+            phase_rows(o, figs[c].bucket, L, ph, f, full, cols, who.s, &sum);
+        tg_sb_printf(o, "  %-24s %-5s %7s", who.s, "all", f->all_layers ? "all" : "shown");
+        traffic_row(o, cols, &sum);
+        tg_sb_free(&who);
+    }
+    if (more)
+        tg_sb_printf(o, "  ... and %d more group%s of ranks with other figures (--summary --full lists every class)\n",
+                     more, more == 1 ? "" : "s");
+    /* mesh totals: each class's buckets times its d ranks */
+    tg_traffic *tot = calloc((size_t)figs[0].nbuckets, sizeof *tot);
+    if (tot) {
+        for (int c = 0; c < nc; c++)
+            for (int b = 0; b < figs[c].nbuckets; b++)
+                add_traffic(&tot[b], &figs[c].bucket[b], pl->mesh.d);
+        tg_sb_printf(o, "\nmesh totals (all %d ranks) per phase and layer:\n", pl->mesh.p);
+        traffic_header(o, cols, "  mesh                     phase  layer");
+        tg_traffic grand;
+        memset(&grand, 0, sizeof grand);
+        for (int ph = 0; ph < TG_NPHASE; ph++)
+            phase_rows(o, tot, L, ph, f, full, cols, "", &grand);
+        tg_sb_printf(o, "  %-24s %-5s %7s", "", "all", f->all_layers ? "all" : "shown");
+        traffic_row(o, cols, &grand);
+        free(tot);
+    }
+    free(done);
+    free(grp);
+}
+
+/* Whole-plan figures for comparing meshes. */
+typedef struct mesh_fig {
+    long long arena_max, weights_max, recv_max, sent_max, red_max, recv_total, flops_max;
+    int steps_max;
+} mesh_fig;
+
+static void fold(mesh_fig *mf, const tg_class_fig *g, int d)
+{
+#define MAX(fld, v)                                                                                                    \
+    if ((v) > mf->fld)                                                                                                 \
+    mf->fld = (v)
+    MAX(arena_max, g->arena);
+    MAX(weights_max, g->weights);
+    MAX(recv_max, g->recv);
+    MAX(sent_max, g->sent);
+    MAX(red_max, g->red);
+    MAX(flops_max, g->flops);
+    MAX(steps_max, g->nsteps);
+#undef MAX
+    mf->recv_total += (long long)d * g->recv;
+}
+
+static void fig_row(tg_sb *o, const char *mesh, const char *status, const mesh_fig *mf)
+{
+    tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %15lld %16lld %9d\n", mesh, status,
+                 4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,
+                 4 * mf->recv_total, mf->flops_max, mf->steps_max);
+}
+
+/* The spec's model on mesh [q,q,d], as Lua source for the real validator. */
+static void spec_source(const tg_spec *s, int q, int d, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
+             "ffn = %d, seq = %d, batch = %d, eps = %.17g }%s }",
+             s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps,
+             s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
+}
+
+static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, tg_sb *o, tg_err *err)
+{
+    const tg_spec *s = &pl->spec;
+    int p = pl->mesh.p;
+    tg_sb_printf(o, "\nmeshes with %d ranks for the same model (bytes and flops per %s; max over ranks, total over "
+                    "the mesh):\n",
+                 p, s->mode == TG_TRAIN ? "training step" : "forward");
+    tg_sb_printf(o, "  %-12s %-9s %13s %13s %13s %13s %13s %15s %16s %9s\n", "mesh", "status", "arena max", "weights max",
+                 "recv max", "sent max", "reduced max", "recv total", "flops max", "steps max");
+    for (int q = p; q >= 1; q--) {
+        if (p % (q * q))
+            continue;
+        int d = p / (q * q);
+        char mesh[48];
+        snprintf(mesh, sizeof mesh, "[%d,%d,%d]", q, q, d);
+        mesh_fig mf;
+        memset(&mf, 0, sizeof mf);
+        if (q == pl->mesh.q && d == pl->mesh.d) {
+            for (int c = 0; c < tg_plan_nclasses(pl); c++)
+                fold(&mf, &figs[c], d);
+            fig_row(o, mesh, "this spec", &mf);
+            continue;
+        }
+        char src[512], chunk[1200];
+        spec_source(s, q, d, src, sizeof src);
+        snprintf(chunk, sizeof chunk, "%s as [%d,%d,%d]", s->path, q, q, d);
+        tg_spec alt;
+        tg_err e = {{0}, 0};
+        if (!tg_spec_load_string(chunk, src, &alt, &e)) {
+            tg_sb_printf(o, "  %-12s not possible:%s", mesh, full ? "\n" : "");
+            for (const char *line = e.msg; *line;) {
+                size_t len = strcspn(line, "\n");
+                if (full)
+                    tg_sb_printf(o, "      %.*s\n", (int)len, line);
+                else { /* the first rule, without the "FILE as [q,q,d]: " it starts with */
+                    const char *rest = strstr(line, ": ");
+                    rest = rest && (size_t)(rest - line) < len ? rest + 2 : line;
+                    size_t rl = len - (size_t)(rest - line);
+                    tg_sb_printf(o, " %.*s%s\n", (int)(rl > 150 ? 150 : rl), rest, rl > 150 ? " [...]" : "");
+                }
+                if (!full)
+                    break;
+                line += len;
+                if (*line)
+                    line++;
+            }
+            continue;
+        }
+        /* the user's spec, every field kept, on the other mesh, class by class */
+        tg_spec copy = *s;
+        copy.q = q;
+        copy.d = d;
+        tg_plan ap;
+        tg_plan_init(&copy, &ap);
+        bool ok = true;
+        for (int c = 0; c < tg_plan_nclasses(&ap) && ok; c++) {
+            tg_class_plan cp;
+            tg_class_fig g;
+            tg_err pe = {{0}, 0};
+            ok = tg_plan_class(&ap, c / q, c % q, &cp, &pe) && tg_class_figures(&ap, &cp, &g, &pe);
+            tg_class_free(&cp);
+            if (ok) {
+                fold(&mf, &g, d);
+                tg_class_fig_free(&g);
+            } else if (strstr(pe.msg, "out of memory")) {
+                return tg_fail(err, "%s", pe.msg);
+            } else {
+                tg_sb_printf(o, "  %-12s not possible: %s\n", mesh, pe.msg);
+            }
+        }
+        if (ok)
+            fig_row(o, mesh, "possible", &mf);
+    }
+    return true;
+}
+
+bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_filter *f, int full, tg_sb *o,
+                        tg_err *err)
+{
+    tg_inspect_header(o, pl, "summary");
+    if (!f->all_ranks || !f->all_layers)
+        tg_sb_printf(o, "# showing %s\n", f->desc);
+    tg_sb_puts(o, "# bytes are float32 payload, counted logically: a broadcast is received by every member but the "
+                  "root and sent once by the root;\n# a reduce is sent by every member but the root and received "
+                  "from each of them by the root; an all-reduce is 'reduced' on every member\n");
+    unsigned char *sel = selected_classes(pl, f);
+    if (!sel)
+        return tg_fail(err, "out of memory");
+    unsigned cols = 0;
+    for (int c = 0; c < tg_plan_nclasses(pl); c++)
+        cols |= figs[c].cols;
+    memory_table(o, pl, figs, f, full, sel);
+    traffic_table(o, pl, figs, f, full, sel, cols);
+    free(sel);
+    return alternatives(pl, figs, full, o, err);
+}
+
+bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_fig *figs, tg_sb *out, tg_err *err)
+{
+    tg_filter f;
+    if (!tg_filter_init(&f, pl, NULL, NULL, NULL, err))
+        return false;
+    bool ok = tg_inspect_summary(pl, figs, &f, 1, out, err);
+    tg_filter_free(&f);
+    return ok;
+}
