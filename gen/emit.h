@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "build_settings.h"
 #include "err.h"
 #include "plan.h"
 #include "strbuf.h"
@@ -30,7 +31,7 @@ void tg_emit_rank_desc(tg_sb *o, const tg_plan *pl, int rank, const char *null_p
 
 bool tg_emit_rank_c(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);   /* rank_XXXX.c */
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err);            /* model.c */
-/* The CUDA backend (emit_rank_cu.c): whether it is emitted, and how build.ninja builds it. */
+/* The CUDA backend (emit_rank_cu.c): whether it is emitted, and with which nvcc and targets. */
 typedef struct tg_cuda_opts {
     int enabled;       /* emit rank_XXXX.cu, kernels.cu, kernels.cuh and bin/model-cuda */
     char nvcc[1024];   /* the nvcc command build.ninja runs */
@@ -46,11 +47,13 @@ bool tg_cuda_select(const tg_plan *pl, tg_cuda_opts *cu, char *note, size_t cap,
 bool tg_emit_rank_cu(const tg_plan *pl, int rank, tg_sb *out, tg_err *err);  /* rank_XXXX.cu */
 bool tg_emit_kernels_cu(const tg_plan *pl, tg_sb *out, tg_err *err);         /* kernels.cu */
 bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err);        /* kernels.cuh */
-/* The CUDA part of build.ninja (rules, objects, bin/model-cuda) and what it adds to `default`. */
-void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults);
+/* The CUDA part of build.ninja (emit_ninja_cuda.c: settings, rules, objects, bin/model-cuda) and what it adds
+ * to `default`. */
+void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_build_settings *bs, tg_sb *rules,
+                        tg_sb *defaults);
 
-bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out,
-                   tg_err *err); /* build.ninja */
+/* build.ninja, with the build settings of build_settings.h read from the environment */
+bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out, tg_err *err);
 bool tg_emit_manifest(const tg_plan *pl, tg_sb *out, tg_err *err);          /* manifest.json */
 bool tg_emit_schedule_txt(const tg_plan *pl, tg_sb *out, tg_err *err);      /* schedule.txt */
 bool tg_emit_launcher(const tg_plan *pl, tg_sb *out, tg_err *err);          /* run */

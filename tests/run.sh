@@ -27,7 +27,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # tessgen's default backends depend on the machine (cuda when nvcc is found): the suite fixes them to the
 # CPU, so every output is the same everywhere; tests/cuda.sh asks for the CUDA backend explicitly
 export TESS_BACKENDS=cpu
-unset TESS_CUDA_ARCH
+unset TESS_CUDA_ARCH TESS_MPICC TESS_CUDA_CCBIN TESS_MPI_CFLAGS TESS_MPI_LIBS TESS_NCCL_HOME TESS_CUDA_LDFLAGS TESS_WERROR
 if ! ninja >/tmp/tessgen-build.log 2>&1; then
     cat /tmp/tessgen-build.log
     echo "0 passed, 1 failed"
