@@ -132,7 +132,7 @@ void trc_profile_report(tr_ctx *c)
         const tr_step_info *s = &d->steps[i];
         if (s->layer != 0)
             continue;
-        double ms = trc_g.prof_ms[i] / runs;
+        double ms = trc_g.prof_ms[i] / runs, ref_ms = 0;
         char t[16], rate[32] = "-", ref[48] = "-", ratio[16] = "";
         if (s->t >= 0)
             snprintf(t, sizeof t, "%d", s->t);
@@ -155,6 +155,7 @@ void trc_profile_report(tr_ctx *c)
             snprintf(rate, sizeof rate, "%.2f TFLOP/s", fl / (ms * 1e-3) / 1e12);
             snprintf(ref, sizeof ref, "cuBLAS alone %.2f TFLOP/s", fl / (rms * 1e-3) / 1e12);
             snprintf(ratio, sizeof ratio, "%5.0f%%", 100.0 * rms / ms);
+            ref_ms = rms;
         } else if (is_collective(s->kind)) {
             snprintf(rate, sizeof rate, "%.2f GB/s", cost[i].bytes / (ms * 1e-3) / 1e9);
         } else if (cost[i].bytes > 0) {
@@ -173,9 +174,13 @@ void trc_profile_report(tr_ctx *c)
             snprintf(rate, sizeof rate, "%.1f GB/s", cost[i].bytes / (ms * 1e-3) / 1e9);
             snprintf(ref, sizeof ref, "D2D copy %.1f GB/s", cost[i].bytes / (rms * 1e-3) / 1e9);
             snprintf(ratio, sizeof ratio, "%5.0f%%", 100.0 * rms / ms);
+            ref_ms = rms;
         }
         printf("%5d %-5s %2s %-10s %10.4f %16s   %-32s %6s\n", i, s->op, t, tr_kind_name(s->kind), ms, rate, ref,
                ratio);
+        /* the same, for scripts (tests/gpu/bench_report.py): ref_ms is cuBLAS alone or the copy, 0 for none */
+        printf("profile_step id=%d op=%s t=%d kind=%s ms=%.6f bytes=%lld m=%d n=%d k=%d ref_ms=%.6f\n", i, s->op, s->t,
+               tr_kind_name(s->kind), ms, cost[i].bytes, cost[i].m, cost[i].n, cost[i].k, ref_ms);
     }
     printf("per layer: wall = first step start .. last step end over both streams; parts = sum of its steps\n");
     for (int l = 0; l < trc_g.nlayers; l++) {
