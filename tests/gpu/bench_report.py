@@ -86,9 +86,12 @@ def main():
     out = [f"# tessgen CUDA backend on {a.device}", "",
            "Written by tests/gpu/bench.sh (tests/gpu/bench_report.py); every figure below is from one run on that "
            "device.", ""]
+    if "STAND-IN" in a.device:
+        out += ["**STAND-IN run: no GPU; the tessgen figures are the CPU emulation's (tests/cuda/emu.cc) and say "
+                "nothing about a GPU.**", ""]
     for prec in ("fp32", "tf32"):
         steps = profile(os.path.join(d, f"profile_{prec}.txt"))
-        out += [f"## Layer 0 of GPT-2 small's block, {prec.upper() if prec == 'tf32' else prec}: L={pL}, C={pC}, "
+        out += [f"## Layer 0 of {pL} blocks, {prec.upper() if prec == 'tf32' else prec}: C={pC}, "
                 f"{pH} heads, F={pF}, {pB} x {pS} tokens, mesh [1,1,1], TESS_PROFILE=1 --repeat 20", ""]
         if steps is None:
             out += [f"missing: no profile_step lines in profile_{prec}.txt", ""]
