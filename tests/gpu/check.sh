@@ -179,7 +179,7 @@ sanitizer_bin() {
     return 1
 }
 sanitize() { # tool mode q d: the tiny model under compute-sanitizer --tool TOOL, every rank
-    local tool=$1 mode=$2 q=$3 d=$4 np dir san flags=""
+    local tool=$1 mode=$2 q=$3 d=$4 np dir san flags="" TG_TIMEOUT=360 # the sanitizer slows the tiny model down
     np=$((q * q * d))
     dir=$(tg_dir tiny "$mode" "$q" "$d")
     san=$(sanitizer_bin) || { echo "compute-sanitizer not found"; return 1; }
@@ -189,7 +189,7 @@ sanitize() { # tool mode q d: the tiny model under compute-sanitizer --tool TOOL
     if [ "$mode" = infer ]; then
         # shellcheck disable=SC2046
         tg_poison "$dir/y.npy" $(tg_bsc tiny) &&
-            TG_TIMEOUT=480 TESS_LAUNCHER=$launcher tg_run tiny infer "$q" "$d" --weights "$TG_WORK/ref_tiny/w.safetensors" \
+            TESS_LAUNCHER=$launcher tg_run tiny infer "$q" "$d" --weights "$TG_WORK/ref_tiny/w.safetensors" \
                 --input "$TG_WORK/ref_tiny/x.npy" --output "$dir/y.npy" &&
             "$PY" "$REF" compare --ref "$TG_WORK/ref_tiny/y.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
                 --label "tiny [$q,$q,$d] forward under $tool"

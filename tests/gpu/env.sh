@@ -6,7 +6,8 @@
 #   Open MPI    the carried .deb files unpacked into $TESS_GPU_MPI_ROOT (default /tmp/tessgen-mpi; dpkg-deb -x,
 #               or tests/gpu/unpack_deb.py without dpkg) and made relocatable: OPAL_PREFIX, PMIX_PREFIX/
 #               DATADIR/LIBDIR, PATH, LD_LIBRARY_PATH; one node, no ssh (plm isolated), shared memory only
-#               (btl self,vader; pml ob1). TESS_GPU_SYSTEM_MPI=1 uses the machine's own mpicc/mpirun instead.
+#               (btl self,vader; pml ob1), no binding. TESS_GPU_SYSTEM_MPI=1 uses the machine's own
+#               mpicc/mpirun instead.
 #   tessgen     build/gpu-carry/bin/tessgen (TESSGEN_ROOT = this checkout), refused when it was built from
 #               other sources than this tree's (tests/gpu/srchash.sh)
 #   nvcc        TESS_NVCC, PATH, $CUDA_HOME/bin or /usr/local/cuda/bin; its lib64 becomes an rpath of
@@ -109,7 +110,9 @@ tg_mpi_setup() {
     # one node, started by fork (no ssh), shared memory between the ranks; the settings Debian keeps in
     # /etc/openmpi/openmpi-mca-params.conf, which a relocated root does not read
     export OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx,pt2pt
+    # no binding: the ranks share one GPU and a virtual machine may not let hwloc bind
     export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    export OMPI_MCA_hwloc_base_binding_policy=none
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     TG_MPI_ROOT=$root
 }

@@ -131,7 +131,13 @@ if [ "$CUDA" = 1 ]; then
 fi
 
 if [ ${#STANDIN[@]} -gt 0 ]; then
-    standin() { TESS_GPU_STANDIN=1 tests/gpu/check.sh "${STANDIN[@]}"; }
+    standin() {
+        TESS_GPU_OUT=$SCRATCH/out-standin TESS_GPU_STANDIN=1 tests/gpu/check.sh "${STANDIN[@]}"
+        local rc=$?
+        echo "standin: check.sh ${STANDIN[*]}: $(tail -1 "$SCRATCH/out-standin/check.txt")"
+        return $rc
+    }
+    TG_SHOW='^standin:'
     tg_check "rehearsal: tests/gpu/check.sh ${STANDIN[*]} with TESS_GPU_STANDIN=1 in the namespace" standin
 fi
 tg_summary
