@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "build_settings.h"
 #include "err.h"
 #include "describe.h"
 #include "plan.h"
@@ -59,7 +60,7 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *cp, tg_sb *out, tg_
  * FINGERPRINT, FILE and WHO (its text in who). store needs 32 entries; returns the count. */
 int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *cp, tg_tvar *vars, char (*store)[64], tg_sb *who);
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err);            /* model.c */
-/* The CUDA backend (emit_rank_cu.c): whether it is emitted, and how build.ninja builds it. */
+/* The CUDA backend (emit_rank_cu.c): whether it is emitted, and with which nvcc and targets. */
 typedef struct tg_cuda_opts {
     int enabled;       /* emit rank_iI_jJ.cu, kernels.cu, kernels.cuh and bin/model-cuda */
     char nvcc[1024];   /* the nvcc command build.ninja runs */
@@ -84,11 +85,13 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
 /* Can the CUDA backend run every step of cp? Else err names the first step it cannot. */
 bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err);
 bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err);        /* kernels.cuh */
-/* The CUDA part of build.ninja (rules, objects, bin/model-cuda) and what it adds to `default`. */
-void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults);
+/* The CUDA part of build.ninja (emit_ninja_cuda.c: settings, rules, objects, bin/model-cuda) and what it adds
+ * to `default`. */
+void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_build_settings *bs, tg_sb *rules,
+                        tg_sb *defaults);
 
-bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out,
-                   tg_err *err); /* build.ninja */
+/* build.ninja, with the build settings of build_settings.h read from the environment */
+bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out, tg_err *err);
 /* The schedule dumps. Per class, while its plan is held: schedule/rank_iI_jJ.txt, .json, and .js (the
  * JSON wrapped for schedule.html: tg_emit_class_js(out, json)); its shards for the manifest and its layer-0
  * shards for the index's block map, appended to texts that are printed at the end. */

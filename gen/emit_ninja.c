@@ -4,7 +4,9 @@
  * (the launcher that starts each rank's program), and per rank class one
  * object and one program, bin/cpu/rank_iI_jJ (and bin/asan/... on request);
  * with the CUDA backend also bin/model-cuda and bin/cuda/... (its part is
- * printed by emit_rank_cu.c).
+ * printed by emit_ninja_cuda.c). The compiler, MPI flags and warnings-as-errors
+ * choice come from the build settings (build_settings.h), printed as variables
+ * at the top.
  */
 #include <stdio.h>
 
@@ -17,6 +19,14 @@ static const char *const rt_src[] = {"tr_err",  "tr_json",  "tr_safetensors", "t
 
 bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out, tg_err *err)
 {
+    tg_build_settings bs;
+    if (!tg_build_settings_read(&bs, err))
+        return false;
+    /* template lines are "name =@@VALUE@@": a non-empty value brings its own leading blank */
+    char mpicc[600], mpi_cflags[2100], mpi_libs[2100];
+    snprintf(mpicc, sizeof mpicc, " %s", bs.mpicc);
+    snprintf(mpi_cflags, sizeof mpi_cflags, "%s%s", *bs.mpi_cflags ? " " : "", bs.mpi_cflags);
+    snprintf(mpi_libs, sizeof mpi_libs, "%s%s", *bs.mpi_libs ? " " : "", bs.mpi_libs);
     tg_sb rt, builds, bins, bins_asan, cuda, defaults;
     tg_sb_init(&rt);
     tg_sb_init(&builds);
@@ -24,7 +34,7 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
     tg_sb_init(&bins_asan);
     tg_sb_init(&cuda);
     tg_sb_init(&defaults);
-    tg_emit_ninja_cuda(pl, cu, &cuda, &defaults);
+    tg_emit_ninja_cuda(pl, cu, &bs, &cuda, &defaults);
     static const char *const var[2][3] = {{"obj", "$cflags", "cpu"}, {"obj-asan", "$asanflags", "asan"}};
     size_t nrt = sizeof rt_src / sizeof rt_src[0];
     for (int v = 0; v < 2; v++) {
@@ -50,7 +60,7 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
             }
         }
     char store[8][64];
-    tg_tvar vars[16];
+    tg_tvar vars[24];
     int n = tg_emit_common_vars(pl, vars, store);
     snprintf(store[3], 64, "%d", tg_plan_nclasses(pl));
     vars[n++] = (tg_tvar){"NCLASSES", store[3]};
@@ -61,6 +71,10 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
     vars[n++] = (tg_tvar){"CLASS_BINS_ASAN", bins_asan.s};
     vars[n++] = (tg_tvar){"CUDA", cuda.s};
     vars[n++] = (tg_tvar){"CUDA_DEFAULT", defaults.s};
+    vars[n++] = (tg_tvar){"MPICC", mpicc};
+    vars[n++] = (tg_tvar){"MPI_CFLAGS", mpi_cflags};
+    vars[n++] = (tg_tvar){"MPI_LIBS", mpi_libs};
+    vars[n++] = (tg_tvar){"WERROR", bs.werror ? " -Werror" : ""};
     bool ok = tg_template_fill(out, "build.ninja.in", vars, n, err);
     tg_sb_free(&cuda);
     tg_sb_free(&defaults);

@@ -1,7 +1,7 @@
 /*
- * emit_rank_cu.c - the CUDA backend's printers: rank_iI_jJ.cu (one per rank class),
- * kernels.cu and kernels.cuh, the CUDA part of build.ninja, and the choice of
- * whether to emit them at all (tg_cuda_select).
+ * emit_rank_cu.c - the CUDA backend's printers: rank_iI_jJ.cu (one per rank
+ * class), kernels.cu and kernels.cuh, and the choice of whether to emit them
+ * at all (tg_cuda_select). The CUDA part of build.ninja is emit_ninja_cuda.c's.
  *
  * The schedule is the CPU backend's: the same tg_plan, the same steps in the
  * same order, the same literal roots, counts, shapes and arena offsets. What
@@ -618,65 +618,6 @@ bool tg_emit_kernels_cuh(const tg_plan *pl, tg_sb *out, tg_err *err)
     tg_tvar vars[8];
     int n = tg_emit_common_vars(pl, vars, store);
     return tg_template_fill(out, "kernels.cuh.in", vars, n, err);
-}
-
-/* ---- build.ninja ------------------------------------------------------------------------- */
-
-void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, tg_sb *rules, tg_sb *defaults)
-{
-    if (!cu->enabled) {
-        tg_sb_puts(rules, "# CUDA backend: not emitted (");
-        tg_sb_puts(rules, cu->why[0] ? cu->why : "not selected");
-        tg_sb_puts(rules, ")\nrule nocuda\n  command = echo 'this output has no CUDA backend: regenerate with "
-                          "backends = { \"cpu\", \"cuda\" } in the spec' >&2; false\n"
-                          "  description = NO CUDA BACKEND\nbuild cuda: nocuda\n");
-        return;
-    }
-    tg_sb_puts(rules, "# CUDA backend: bin/model-cuda and bin/cuda/rank_iI_jJ, the same schedule as CUDA (cuBLAS, NCCL, fused "
-                      "kernels)\n");
-    tg_sb_puts(rules, "nvcc = ");
-    tg_sb_puts(rules, cu->nvcc);
-    tg_sb_puts(rules, "\nmpicxx = mpicxx\ncuda_arch = ");
-    tg_sb_puts(rules, cu->gencode);
-    tg_sb_puts(rules,
-               "\nnvccflags = -std=c++20 -O3 -g -lineinfo $cuda_arch -ccbin $mpicxx -Xcompiler -Wall,-Wextra,-Werror $\n"
-               "    -Werror all-warnings -Xptxas -warn-spills -I. -I$tessroot/runtime -I$tessroot/runtime/cuda\n"
-               "cudalibs = -lcublas -lnccl -lm\n\n"
-               "rule nvcc\n"
-               "  command = $nvcc $nvccflags -MD -MF $out.d -c $in -o $out\n"
-               "  depfile = $out.d\n"
-               "  deps = gcc\n"
-               "  description = NVCC $out\n\n"
-               "rule nvlink\n"
-               "  command = $nvcc $cuda_arch -ccbin $mpicxx $in -o $out $cudalibs\n"
-               "  description = LINK $out\n\n");
-    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_adamw", "trc_profile"};
-    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
-        tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
-    tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n"
-                      "build obj-cuda/rt/tr_launch.o: cc $tessroot/runtime/tr_launch.c\n"
-                      "  flags = $cflags -DTR_LAUNCH_DIR='\"cuda\"'\n"
-                      "build bin/model-cuda: link obj-cuda/rt/tr_launch.o obj/model.o\n  flags = -g\n"
-                      "\n# each class program: its code, every kernel instance, the CUDA runtime, and the CPU program's\n"
-                      "# shared main, loaders and MPI groups\n");
-    tg_sb cls;
-    tg_sb_init(&cls);
-    for (int i = 0; i < pl->mesh.q; i++)
-        for (int j = 0; j < pl->mesh.q; j++) {
-            char cn[32];
-            tg_class_name(cn, sizeof cn, i, j);
-            tg_sb_printf(rules, "build obj-cuda/%s.o: nvcc %s.cu\n", cn, cn);
-            tg_sb_printf(rules, "build bin/cuda/%s: nvlink obj-cuda/%s.o obj/model.o obj-cuda/kernels.o", cn, cn);
-            for (size_t k = 0; k < sizeof rt / sizeof rt[0]; k++)
-                tg_sb_printf(rules, " obj-cuda/rt/%s.o", rt[k]);
-            tg_sb_puts(rules, " $\n    obj/rt/tr_main.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o "
-                              "obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
-                              "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o\n");
-            tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
-        }
-    tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);
-    tg_sb_puts(defaults, " cuda");
-    tg_sb_free(&cls);
 }
 
 /* ---- which backends ----------------------------------------------------------------------- */

@@ -524,7 +524,8 @@ int main(int argc, char **argv)
         snprintf(defdir, sizeof defdir, "out/%s", spec.name);
         outdir = defdir;
     }
-    if (!tg_outdir_check(outdir, &err)) {
+    tg_build_settings bs; /* read again by the build.ninja emitter; checked here, before any work */
+    if (!tg_outdir_check(outdir, &err) || !tg_build_settings_read(&bs, &err)) {
         fprintf(stderr, "tessgen: %s\n", err.msg);
         return 1;
     }

@@ -139,28 +139,8 @@ cu_generate() { # q d [t] -> $WORK/cu[t]_q_d with the CUDA backend (t: a trainin
     cu_spec "cu${3:-}_q$1_d$2" "$1" "$2" "$extra" >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet
 }
-cu_emu_build() { # q d [t] -> $WORK/cu[t]_q_d/bin/model-emu
-    local dir="$WORK/cu${3:-}_$1_$2" cxx="mpicxx -std=c++20 -O1 -g -Wall -Wextra -Werror -Itests/cuda/emu -Iruntime -Iruntime/cuda"
-    mkdir -p "$dir/obj-emu" "$dir/bin" &&
-        sed -n '/the shapes of this model.s schedule/,/^} \/\/ namespace trk/p' "$dir/kernels.cu" |
-        grep -v 'namespace trk\|the shapes of' >"$dir/obj-emu/instances.inc" &&
-        ninja -C "$dir" obj/model.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o \
-            obj/rt/tr_synth.o obj/rt/tr_comm.o obj/rt/tr_main.o obj/rt/tr_trace.o obj/rt/tr_gather.o >/dev/null &&
-        $cxx -I"$dir" -I"$dir/obj-emu" -c tests/cuda/emu.cc -o "$dir/obj-emu/emu.o" &&
-        mkdir -p "$dir/bin/emu" &&
-        mpicc -std=c11 -D_XOPEN_SOURCE=700 -O1 -Wall -Wextra -Werror -Iruntime -DTR_LAUNCH_DIR='"emu"' \
-            -c runtime/tr_launch.c -o "$dir/obj-emu/tr_launch.o" &&
-        mpicc -o "$dir/bin/model-emu" "$dir/obj-emu/tr_launch.o" "$dir/obj/model.o" &&
-        for f in "$dir"/rank_i*_j*.cu; do
-            # each class program is its own executable, started by bin/model-emu, as bin/cuda/... by bin/model-cuda
-            local cls
-            cls=$(basename "$f" .cu)
-            $cxx -I"$dir" -x c++ -c "$f" -o "$dir/obj-emu/$cls.o" &&
-                mpicxx -o "$dir/bin/emu/$cls" "$dir/obj-emu/$cls.o" "$dir/obj-emu/emu.o" "$dir/obj/model.o" \
-                    "$dir"/obj/rt/tr_err.o "$dir"/obj/rt/tr_json.o "$dir"/obj/rt/tr_safetensors.o \
-                    "$dir"/obj/rt/tr_npy.o "$dir"/obj/rt/tr_synth.o "$dir"/obj/rt/tr_comm.o "$dir"/obj/rt/tr_main.o \
-                    "$dir"/obj/rt/tr_trace.o "$dir"/obj/rt/tr_gather.o -lopenblas -lm || return 1
-        done
+cu_emu_build() { # q d [t] -> $WORK/cu[t]_q_d/bin/model-emu, starting bin/emu/rank_iI_jJ
+    tests/cuda/emu_build.sh "$WORK/cu${3:-}_$1_$2" emu model-emu
 }
 cu_emu_run() { # q d order
     local dir="$WORK/cu_$1_$2" np=$(($1 * $1 * $2))

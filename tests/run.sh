@@ -15,6 +15,9 @@
 #   cuda      the CUDA backend without a GPU: golden text, backend choice, the generated CUDA rank
 #             code run on the CPU under an emulation of its two streams, and (with nvcc) every .cu
 #             compiled for sm_80 and sm_90 with warnings as errors and no register spills
+#   gpu       the GPU check without a GPU (tests/gpu.sh): build settings (pip's NCCL layout, -Werror off), the
+#             carry (tests/gpu/prepare.sh), its rehearsal with the system's Open MPI and Lua hidden, the check
+#             flows on the CPU emulation, the benchmark report
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
@@ -27,7 +30,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # tessgen's default backends depend on the machine (cuda when nvcc is found): the suite fixes them to the
 # CPU, so every output is the same everywhere; tests/cuda.sh asks for the CUDA backend explicitly
 export TESS_BACKENDS=cpu
-unset TESS_CUDA_ARCH
+unset TESS_CUDA_ARCH TESS_MPICC TESS_CUDA_CCBIN TESS_MPI_CFLAGS TESS_MPI_LIBS TESS_NCCL_HOME TESS_CUDA_LDFLAGS TESS_WERROR
 if ! ninja >/tmp/tessgen-build.log 2>&1; then
     cat /tmp/tessgen-build.log
     echo "0 passed, 1 failed"
@@ -93,6 +96,7 @@ done
 . tests/inspect.sh
 . tests/e2e.sh
 . tests/cuda.sh
+. tests/gpu.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"

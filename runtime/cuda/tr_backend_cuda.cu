@@ -10,7 +10,13 @@
  * here, once: the step loop allocates nothing. The device arena is one
  * cudaMalloc of the plan's peak size; the shared main loads weights and input
  * into the host arena with the same offsets and tr_backend_arena copies it,
- * NaN poison included, to the device.
+ * NaN poison included, to the device: on the compute stream, waited for before
+ * it returns. (A plain cudaMemcpy would go to the legacy default stream, which
+ * orders nothing against the two non-blocking streams, and from pageable
+ * memory it may return before the copy has landed.)
+ *
+ * Every host wait on a stream goes through trc_wait_stream (trc_comm.cu), which
+ * under NCCL watches the communicators instead of blocking blind.
  *
  * Timing (--repeat): trc_begin/trc_end record events around every step and
  * tr_backend_sync turns them into seconds per step kind (steps on the two
@@ -39,7 +45,7 @@ static int world_rank(void)
     return r;
 }
 
-static void print_step(void)
+void trc_print_step(void)
 {
     if (!g_ctx || !g_ctx->desc || g_ctx->cur_step < 0 || g_ctx->cur_step >= g_ctx->desc->nsteps)
         return;
@@ -49,8 +55,9 @@ static void print_step(void)
             g_ctx->cur_step, s->layer, s->op, s->t >= 0 ? " t=" : "", s->t >= 0 ? s->t : 0, tr_kind_name(s->kind));
 }
 
-static void die(void)
+void trc_die(void)
 {
+    fflush(stdout);
     fflush(stderr);
     int init = 0;
     MPI_Initialized(&init);
@@ -88,8 +95,8 @@ void trc_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
 {
     fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\nhint: %s\n", world_rank(), file, line, call,
             cudaGetErrorName(e), cudaGetErrorString(e), cuda_hint(e));
-    print_step();
-    die();
+    trc_print_step();
+    trc_die();
 }
 
 void trc_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line)
@@ -105,8 +112,8 @@ void trc_cublas_fail(cublasStatus_t s, const char *call, const char *file, int l
     }
     fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\nhint: %s\n", world_rank(), file, line, call,
             cublasGetStatusName(s), cublasGetStatusString(s), hint);
-    print_step();
-    die();
+    trc_print_step();
+    trc_die();
 }
 
 void trc_nccl_fail(ncclResult_t r, const char *call, const char *file, int line)
@@ -123,8 +130,8 @@ void trc_nccl_fail(ncclResult_t r, const char *call, const char *file, int line)
     }
     fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\nhint: %s\n", world_rank(), file, line, call,
             ncclGetErrorString(r), ncclGetLastError(NULL), hint);
-    print_step();
-    die();
+    trc_print_step();
+    trc_die();
 }
 
 void trc_mpi_fail(int rc, const char *call, const char *file, int line)
@@ -136,8 +143,8 @@ void trc_mpi_fail(int rc, const char *call, const char *file, int line)
     fprintf(stderr, "rank %d: %s:%d: %s failed: %s\nhint: every rank must run the same generated program; "
                     "rebuild all ranks from one tessgen output\n",
             world_rank(), file, line, call, msg);
-    print_step();
-    die();
+    trc_print_step();
+    trc_die();
 }
 
 void trc_launch_check(const char *kernel, const char *file, int line)
@@ -157,7 +164,7 @@ void trc_check_aligned(const void *p, const char *what, const char *file, int li
     fprintf(stderr, "rank %d: %s:%d: internal error: %s at %p is not 16-byte aligned (plan buffers are 64-byte "
                     "aligned in a 256-byte aligned arena)\n",
             world_rank(), file, line, what, p);
-    die();
+    trc_die();
 }
 
 /* ---- tr_backend.h --------------------------------------------------------------------- */
@@ -198,6 +205,18 @@ static bool init_device(tr_err *err)
 /* sharing: how many ranks of this node use this rank's GPU (itself included) */
 static bool pick_comm(int sharing, tr_err *err)
 {
+    const char *t = getenv("TESS_COMM_TIMEOUT");
+    trc_g.comm_timeout = 600;
+    if (t && *t) {
+        char *end;
+        double v = strtod(t, &end);
+        if (*end || !(v >= 0) || v > 1e9)
+            return tr_fail(err, "TESS_COMM_TIMEOUT=%s is not a number of seconds: use e.g. TESS_COMM_TIMEOUT=600 "
+                                "(how long a rank waits for NCCL work that makes no progress before it ends the "
+                                "job), or 0 to wait forever",
+                           t);
+        trc_g.comm_timeout = v;
+    }
     const char *m = getenv("TESS_COMM");
     bool fits = sharing == 1;
     if (!m || !*m || !strcmp(m, "auto")) {
@@ -221,6 +240,7 @@ static bool pick_comm(int sharing, tr_err *err)
 extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
 {
     memset(&trc_g, 0, sizeof trc_g);
+    trc_g.last_comm_step = -1;
     g_ctx = c;
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->desc->rank, MPI_INFO_NULL, &node));
@@ -240,7 +260,7 @@ extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
     char *all_bus = (char *)calloc((size_t)trc_g.local_size, BUS);
     if (!all_bus) {
         fprintf(stderr, "rank %d: out of host memory\n", c->desc->rank);
-        die();
+        trc_die();
     }
     mpiCheck(MPI_Allgather(bus, BUS, MPI_CHAR, all_bus, BUS, MPI_CHAR, node));
     int sharing = 0;
@@ -281,7 +301,7 @@ extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
                            !trc_g.layer_lo || !trc_g.layer_hi))) {
         /* past the agreement above: the other ranks go on into NCCL's initialisation, so stop them all */
         fprintf(stderr, "rank %d: out of host memory for %d step events\n", c->desc->rank, trc_g.nsteps);
-        die();
+        trc_die();
     }
     for (int s = 0; s < TRC_NSTREAMS; s++)
         cudaCheck(cudaStreamCreateWithFlags(&trc_g.stream[s], cudaStreamNonBlocking));
@@ -324,7 +344,11 @@ extern "C" float *tr_backend_arena(tr_ctx *c, float *H, long long elems, tr_err 
                 total_b >> 20);
         return NULL;
     }
-    cudaCheck(cudaMemcpy(A, H, bytes, cudaMemcpyHostToDevice)); /* weights, input, and NaN everywhere else */
+    /* weights, input, and NaN everywhere else: on the compute stream (pageable source, so the copy is staged),
+     * then waited for, so the first forward's kernels (compute stream) and collectives (comm stream, which
+     * trc_forward_begin orders after compute) read the uploaded arena */
+    cudaCheck(cudaMemcpyAsync(A, H, bytes, cudaMemcpyHostToDevice, trc_g.stream[TRC_COMPUTE]));
+    trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (arena upload)");
     return A;
 }
 
@@ -335,7 +359,7 @@ extern "C" void tr_backend_upload(tr_ctx *c, float *dst_run, const float *src_ho
         return;
     cudaCheck(cudaMemcpyAsync(dst_run, src_host, (size_t)elems * sizeof(float), cudaMemcpyHostToDevice,
                               trc_g.stream[TRC_COMPUTE]));
-    cudaCheck(cudaStreamSynchronize(trc_g.stream[TRC_COMPUTE]));
+    trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (upload)");
 }
 
 extern "C" void tr_backend_download(tr_ctx *c, float *dst_host, const float *src_run, long long elems)
@@ -345,7 +369,7 @@ extern "C" void tr_backend_download(tr_ctx *c, float *dst_host, const float *src
     tr_backend_sync(c);
     cudaCheck(cudaMemcpyAsync(dst_host, src_run, (size_t)elems * sizeof(float), cudaMemcpyDeviceToHost,
                               trc_g.stream[TRC_COMPUTE]));
-    cudaCheck(cudaStreamSynchronize(trc_g.stream[TRC_COMPUTE]));
+    trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (download)");
 }
 
 /* Turn this forward's timing events into seconds per step kind (and the profile). */
@@ -397,16 +421,16 @@ extern "C" void tr_backend_sync(tr_ctx *c)
 {
     if (!trc_g.inited || !trc_g.stream[0])
         return;
-    for (int s = 0; s < TRC_NSTREAMS; s++)
-        cudaCheck(cudaStreamSynchronize(trc_g.stream[s]));
+    trc_wait_stream(trc_g.stream[TRC_COMM], "comm");
+    trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute");
     harvest(c);
 }
 
 extern "C" void tr_backend_free(tr_ctx *c, float *run_arena, float *H)
 {
     if (trc_g.inited && trc_g.stream[0]) {
-        for (int s = 0; s < TRC_NSTREAMS; s++)
-            cudaCheck(cudaStreamSynchronize(trc_g.stream[s]));
+        trc_wait_stream(trc_g.stream[TRC_COMM], "comm");
+        trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute");
         if (trc_g.profile)
             trc_profile_report(c);
     }

@@ -20,20 +20,71 @@
  * holds member 0's bits (an ncclAllReduce or MPI_Allreduce need not give all members the same bits).
  *
  * auto (the default) is nccl when no node has more ranks than GPUs, else mpi.
+ *
+ * Under NCCL the host never blocks blind on a stream: trc_wait_stream polls
+ * the stream and every communicator's asynchronous error (ncclCommGetAsyncError,
+ * as NCCL's guide does it), and gives up after TESS_COMM_TIMEOUT seconds (600
+ * by default) without the stream finishing. Either way it aborts the
+ * communicators (ncclCommAbort) and the job, naming this rank, the communicator
+ * (group, coordinates, member ranks) and the last collective issued. At exit
+ * every rank finalizes (ncclCommFinalize: outstanding work flushed) and then
+ * destroys its communicators in the same order.
  * Counting is logical and identical to the CPU backend's tr_comm.c: a
  * broadcast counts `count` received on every member but the root and `count`
  * sent by the root; an all-reduce (exact or not) counts `count` reduced; a reduce counts `count` from
  * each other member received on the root and `count` sent by every other member.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trc_internal.h"
+
+/* "row(i=1,k=0) ranks {2,3}": the group, this rank's coordinates in its name, and its members' world ranks */
+static void describe_group(tr_ctx *c, int g)
+{
+    const tr_rank_desc *d = c->desc;
+    char *o = trc_g.group_desc[g];
+    const size_t cap = sizeof trc_g.group_desc[g];
+    int n = 0;
+    switch (g) {
+    case TR_ROW: n = snprintf(o, cap, "row(i=%d,k=%d)", d->i, d->k); break;
+    case TR_COL: n = snprintf(o, cap, "col(j=%d,k=%d)", d->j, d->k); break;
+    case TR_DEP: n = snprintf(o, cap, "dep(i=%d,j=%d)", d->i, d->j); break;
+    default: n = snprintf(o, cap, "coldep(j=%d)", d->j); break;
+    }
+    int size = d->size[g];
+    int *local = (int *)malloc((size_t)size * sizeof(int)), *world = (int *)malloc((size_t)size * sizeof(int));
+    MPI_Group gg, gw;
+    if (!local || !world || MPI_Comm_group(c->comm[g], &gg) != MPI_SUCCESS) {
+        free(local);
+        free(world);
+        return;
+    }
+    MPI_Comm_group(MPI_COMM_WORLD, &gw);
+    for (int r = 0; r < size; r++)
+        local[r] = r;
+    if (MPI_Group_translate_ranks(gg, size, local, gw, world) == MPI_SUCCESS) {
+        n += snprintf(o + n, cap - (size_t)n, " ranks {");
+        for (int r = 0; r < size && (size_t)n + 16 < cap; r++)
+            n += snprintf(o + n, cap - (size_t)n, "%s%d", r ? "," : "", world[r]);
+        snprintf(o + n, cap - (size_t)n, "%s}", (size_t)n + 16 < cap ? "" : ",...");
+    }
+    MPI_Group_free(&gg);
+    MPI_Group_free(&gw);
+    free(local);
+    free(world);
+}
 
 bool trc_comm_init(tr_ctx *c, tr_err *err)
 {
     const tr_rank_desc *d = c->desc;
+    trc_g.steps = d->steps;
+    for (int g = 0; g < TR_NGROUPS; g++)
+        if (d->size[g] > 1)
+            describe_group(c, g);
     if (trc_g.use_nccl) {
         for (int g = 0; g < TR_NGROUPS; g++) {
             int used = 0;
@@ -65,14 +116,98 @@ bool trc_comm_init(tr_ctx *c, tr_err *err)
 
 void trc_comm_free(void)
 {
+    /* every rank of a communicator finalizes it (flushing what is outstanding), in the same group order on
+     * every rank, then frees it */
+    for (int g = 0; g < TR_NGROUPS; g++)
+        if (trc_g.nccl[g])
+            ncclCheck(ncclCommFinalize(trc_g.nccl[g]));
     for (int g = 0; g < TR_NGROUPS; g++)
         if (trc_g.nccl[g]) {
-            ncclCommDestroy(trc_g.nccl[g]);
+            ncclCheck(ncclCommDestroy(trc_g.nccl[g]));
             trc_g.nccl[g] = NULL;
         }
     if (trc_g.stage)
         cudaFreeHost(trc_g.stage);
     trc_g.stage = NULL;
+}
+
+/* the last collective this rank issued, after a failure message */
+static void print_last_collective(void)
+{
+    int id = trc_g.last_comm_step;
+    if (id < 0 || !trc_g.steps)
+        return;
+    const tr_step_info *st = &trc_g.steps[id];
+    fprintf(stderr, "  (last collective issued: step %d, layer %d %s%s%d, %s over %s)\n", id, st->layer, st->op,
+            st->t >= 0 ? " t=" : "", st->t >= 0 ? st->t : 0, tr_kind_name(st->kind),
+            st->group >= 0 && st->group < TR_NGROUPS ? trc_g.group_desc[st->group] : "?");
+}
+
+[[noreturn]] static void comm_give_up(void)
+{
+    for (int g = 0; g < TR_NGROUPS; g++)
+        if (trc_g.nccl[g]) {
+            ncclCommAbort(trc_g.nccl[g]); /* stops this rank's NCCL kernels, so the process can exit */
+            trc_g.nccl[g] = NULL;
+        }
+    print_last_collective();
+    trc_print_step();
+    trc_die();
+}
+
+void trc_wait_stream(cudaStream_t s, const char *what)
+{
+    int any = 0;
+    for (int g = 0; g < TR_NGROUPS; g++)
+        any |= trc_g.nccl[g] != NULL;
+    if (!any) {
+        cudaCheck(cudaStreamSynchronize(s));
+        return;
+    }
+    const double t0 = tr_now();
+    for (unsigned spin = 0;; spin++) {
+        cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess)
+            return;
+        if (e != cudaErrorNotReady)
+            trc_cuda_fail(e, "cudaStreamQuery (waiting for the streams)", __FILE__, __LINE__);
+        for (int g = 0; g < TR_NGROUPS; g++) {
+            if (!trc_g.nccl[g])
+                continue;
+            ncclResult_t ae = ncclSuccess;
+            ncclCheck(ncclCommGetAsyncError(trc_g.nccl[g], &ae));
+            if (ae != ncclSuccess && ae != ncclInProgress) {
+                int r = -1;
+                MPI_Comm_rank(MPI_COMM_WORLD, &r);
+                fprintf(stderr,
+                        "rank %d: the NCCL communicator of %s failed while this rank waited for its %s stream: %s "
+                        "(%s)\nhint: a member rank died or its GPU or network failed (NCCL_DEBUG=WARN says which); "
+                        "every rank is stopped\n",
+                        r, trc_g.group_desc[g], what, ncclGetErrorString(ae), ncclGetLastError(trc_g.nccl[g]));
+                comm_give_up();
+            }
+        }
+        if (trc_g.comm_timeout > 0 && (spin & 255) == 0 && tr_now() - t0 > trc_g.comm_timeout) {
+            int r = -1;
+            MPI_Comm_rank(MPI_COMM_WORLD, &r);
+            fprintf(stderr,
+                    "rank %d: waited %.0f s for its %s stream with NCCL collectives pending and no progress; no "
+                    "communicator reported an error. A member rank is stuck or gone; its communicators:",
+                    r, trc_g.comm_timeout, what);
+            for (int g = 0; g < TR_NGROUPS; g++)
+                if (trc_g.nccl[g])
+                    fprintf(stderr, " %s;", trc_g.group_desc[g]);
+            fprintf(stderr, "\nhint: raise TESS_COMM_TIMEOUT (seconds; 0 waits forever) if the work is just slow; "
+                            "every rank is stopped\n");
+            comm_give_up();
+        }
+        if (spin < 4096) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000}; /* 20 us: past the first few ms, do not burn a core */
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 static void check_stage(int count)
@@ -86,6 +221,7 @@ static void check_stage(int count)
 
 void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
 {
+    trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     int me = c->desc->key[g];
     if (c->desc->size[g] > 1) {
@@ -111,6 +247,7 @@ void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
 
 void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
 {
+    trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     if (c->desc->size[g] > 1) {
         if (trc_g.use_nccl) {
@@ -129,6 +266,7 @@ void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
 
 void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
 {
+    trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     int me = c->desc->key[g], size = c->desc->size[g];
     if (size > 1) {
@@ -156,6 +294,7 @@ void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
 
 void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
 {
+    trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     int me = c->desc->key[g];
     if (c->desc->size[g] > 1) {

@@ -9,6 +9,9 @@
  * failed call inside a collective schedule cannot be recovered on one rank.
  * Initialisation failures that every rank can agree on first (no device, bad
  * TESS_COMM) return false with a tr_err instead, like the rest of the runtime.
+ * The host never blocks on a stream that may hold NCCL work without watching
+ * NCCL: trc_wait_stream polls the communicators' asynchronous errors and a
+ * timeout, so a dead or stuck peer ends the job with a message, not a hang.
  */
 #ifndef TRC_INTERNAL_H
 #define TRC_INTERNAL_H
@@ -41,6 +44,10 @@ typedef struct trc_state {
     void *blas_ws;               /* cuBLAS workspace, allocated once */
     size_t blas_ws_bytes;
     ncclComm_t nccl[TR_NGROUPS]; /* NULL for groups of one and in MPI mode */
+    char group_desc[TR_NGROUPS][160]; /* "col(j=1,k=0) ranks {1,3}", for messages */
+    int last_comm_step;          /* the last collective issued (-1: none), for messages */
+    const tr_step_info *steps;   /* the rank's step table, for messages */
+    double comm_timeout;         /* TESS_COMM_TIMEOUT seconds without progress before giving up; 0: never */
     float *stage;                /* MPI mode: pinned host staging buffer */
     long long stage_elems;
     /* per step of the rank's schedule (desc->nsteps) */
@@ -68,6 +75,10 @@ void trc_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
 void trc_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line);
 void trc_nccl_fail(ncclResult_t r, const char *call, const char *file, int line);
 void trc_mpi_fail(int rc, const char *call, const char *file, int line);
+/* Print the last step issued (after a failure message). */
+void trc_print_step(void);
+/* Abort every rank with TRC_EXIT_DEVICE. */
+[[noreturn]] void trc_die(void);
 
 #define cudaCheck(call)                                                                                             \
     do {                                                                                                            \
@@ -96,7 +107,12 @@ void trc_mpi_fail(int rc, const char *call, const char *file, int line);
 
 /* trc_comm.cu */
 bool trc_comm_init(tr_ctx *c, tr_err *err);
+/* Finalize and destroy the NCCL communicators (every rank, in the same order), free the staging buffer. */
 void trc_comm_free(void);
+/* Wait until stream s has finished its work. Under NCCL, polls: an asynchronous error of a communicator or
+ * TESS_COMM_TIMEOUT seconds without the stream finishing aborts the communicators and the job with a message
+ * naming this rank, the communicator and the last step. Under MPI staging, cudaStreamSynchronize. */
+void trc_wait_stream(cudaStream_t s, const char *what);
 /* trc_gemm.cu */
 bool trc_gemm_init(tr_err *err);
 void trc_gemm_free(void);

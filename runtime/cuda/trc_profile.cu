@@ -69,6 +69,11 @@ static double ref_copy(long long bytes, char *src, char *dst)
     return ms / PROF_REPS;
 }
 
+static bool is_collective(int kind)
+{
+    return kind == TR_K_BCAST || kind == TR_K_ALLREDUCE || kind == TR_K_REDUCE;
+}
+
 void trc_profile_report(tr_ctx *c)
 {
     const tr_rank_desc *d = c->desc;
@@ -91,7 +96,7 @@ void trc_profile_report(tr_ctx *c)
             amax = m * k > amax ? m * k : amax;
             bmax = k * n > bmax ? k * n : bmax;
             cmax = m * n > cmax ? m * n : cmax;
-        } else if (d->steps[i].kind != TR_K_BCAST && d->steps[i].kind != TR_K_ALLREDUCE) {
+        } else if (!is_collective(d->steps[i].kind)) {
             copymax = cost[i].bytes > copymax ? cost[i].bytes : copymax;
         }
     }
@@ -102,10 +107,13 @@ void trc_profile_report(tr_ctx *c)
     cudaCheck(cudaMalloc((void **)&C, (size_t)cmax * sizeof(float)));
     cudaCheck(cudaMalloc((void **)&src, (size_t)copymax / 2 + 16));
     cudaCheck(cudaMalloc((void **)&dst, (size_t)copymax / 2 + 16));
-    cudaCheck(cudaMemset(A, 0x3c, (size_t)amax * sizeof(float))); /* 0x3c3c3c3c = 0.0115f */
-    cudaCheck(cudaMemset(B, 0x3c, (size_t)bmax * sizeof(float)));
-    cudaCheck(cudaMemset(C, 0, (size_t)cmax * sizeof(float)));
-    cudaCheck(cudaMemset(src, 0x3c, (size_t)copymax / 2 + 16));
+    /* on the compute stream, which the references use: a plain cudaMemset runs on the legacy default stream,
+     * which orders nothing against the non-blocking streams */
+    cudaStream_t cs = trc_g.stream[TRC_COMPUTE];
+    cudaCheck(cudaMemsetAsync(A, 0x3c, (size_t)amax * sizeof(float), cs)); /* 0x3c3c3c3c = 0.0115f */
+    cudaCheck(cudaMemsetAsync(B, 0x3c, (size_t)bmax * sizeof(float), cs));
+    cudaCheck(cudaMemsetAsync(C, 0, (size_t)cmax * sizeof(float), cs));
+    cudaCheck(cudaMemsetAsync(src, 0x3c, (size_t)copymax / 2 + 16, cs));
 
     struct {
         long long key[4];
@@ -124,7 +132,7 @@ void trc_profile_report(tr_ctx *c)
         const tr_step_info *s = &d->steps[i];
         if (s->layer != 0)
             continue;
-        double ms = trc_g.prof_ms[i] / runs;
+        double ms = trc_g.prof_ms[i] / runs, ref_ms = 0;
         char t[16], rate[32] = "-", ref[48] = "-", ratio[16] = "";
         if (s->t >= 0)
             snprintf(t, sizeof t, "%d", s->t);
@@ -147,7 +155,8 @@ void trc_profile_report(tr_ctx *c)
             snprintf(rate, sizeof rate, "%.2f TFLOP/s", fl / (ms * 1e-3) / 1e12);
             snprintf(ref, sizeof ref, "cuBLAS alone %.2f TFLOP/s", fl / (rms * 1e-3) / 1e12);
             snprintf(ratio, sizeof ratio, "%5.0f%%", 100.0 * rms / ms);
-        } else if (s->kind == TR_K_BCAST || s->kind == TR_K_ALLREDUCE) {
+            ref_ms = rms;
+        } else if (is_collective(s->kind)) {
             snprintf(rate, sizeof rate, "%.2f GB/s", cost[i].bytes / (ms * 1e-3) / 1e9);
         } else if (cost[i].bytes > 0) {
             long long key[4] = {1, cost[i].bytes, 0, 0};
@@ -165,9 +174,13 @@ void trc_profile_report(tr_ctx *c)
             snprintf(rate, sizeof rate, "%.1f GB/s", cost[i].bytes / (ms * 1e-3) / 1e9);
             snprintf(ref, sizeof ref, "D2D copy %.1f GB/s", cost[i].bytes / (rms * 1e-3) / 1e9);
             snprintf(ratio, sizeof ratio, "%5.0f%%", 100.0 * rms / ms);
+            ref_ms = rms;
         }
         printf("%5d %-5s %2s %-10s %10.4f %16s   %-32s %6s\n", i, s->op, t, tr_kind_name(s->kind), ms, rate, ref,
                ratio);
+        /* the same, for scripts (tests/gpu/bench_report.py): ref_ms is cuBLAS alone or the copy, 0 for none */
+        printf("profile_step id=%d op=%s t=%d kind=%s ms=%.6f bytes=%lld m=%d n=%d k=%d ref_ms=%.6f\n", i, s->op, s->t,
+               tr_kind_name(s->kind), ms, cost[i].bytes, cost[i].m, cost[i].n, cost[i].k, ref_ms);
     }
     printf("per layer: wall = first step start .. last step end over both streams; parts = sum of its steps\n");
     for (int l = 0; l < trc_g.nlayers; l++) {

@@ -1,0 +1,85 @@
+/*
+ * emit_ninja_cuda.c - the CUDA part of the output's build.ninja: how
+ * bin/model-cuda and the class programs bin/cuda/rank_iI_jJ are compiled and
+ * linked (nvcc, its host compiler, the MPI, cuBLAS and NCCL flags), the
+ * objects of rank_iI_jJ.cu, kernels.cu and the CUDA runtime, and the links,
+ * which reuse the backend-neutral objects of the CPU programs. Every machine-dependent choice is a ninja variable at the top of
+ * this part, printed from tg_build_settings (build_settings.h: the TESS_*
+ * environment when tessgen runs), so a machine whose NCCL comes from a pip
+ * wheel or whose host compiler is new to this code is served by regenerating
+ * with different settings, not by editing rules. When the CUDA backend is not
+ * emitted, `ninja cuda` fails with a message saying how to get it.
+ */
+#include <stdio.h>
+
+#include "emit.h"
+
+/* "name = value", or "name =" for an empty value (no trailing blank) */
+static void var(tg_sb *o, const char *name, const char *value)
+{
+    tg_sb_printf(o, "%s =%s%s\n", name, *value ? " " : "", value);
+}
+
+void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_build_settings *bs, tg_sb *rules,
+                        tg_sb *defaults)
+{
+    if (!cu->enabled) {
+        tg_sb_puts(rules, "# CUDA backend: not emitted (");
+        tg_sb_puts(rules, cu->why[0] ? cu->why : "not selected");
+        tg_sb_puts(rules, ")\nrule nocuda\n  command = echo 'this output has no CUDA backend: regenerate with "
+                          "backends = { \"cpu\", \"cuda\" } in the spec' >&2; false\n"
+                          "  description = NO CUDA BACKEND\nbuild cuda: nocuda\n");
+        return;
+    }
+    tg_sb_puts(rules, "# CUDA backend: bin/model-cuda and bin/cuda/rank_iI_jJ, the same schedule as CUDA (cuBLAS, NCCL,\n"
+                      "# fused kernels)\n"
+                      "# Settings, from the environment when tessgen ran (docs/CUDA.md): nvcc (TESS_NVCC), its host\n"
+                      "# compiler (TESS_CUDA_CCBIN), NCCL (TESS_NCCL_HOME: -I, -L, the library, rpath), extra link\n"
+                      "# flags (TESS_CUDA_LDFLAGS), warnings as errors (TESS_WERROR); MPI flags as above.\n");
+    var(rules, "nvcc", cu->nvcc);
+    var(rules, "ccbin", bs->ccbin);
+    var(rules, "cuda_arch", cu->gencode);
+    var(rules, "nccl_cflags", bs->nccl_cflags);
+    var(rules, "nccl_libs", bs->nccl_libs);
+    var(rules, "cuda_ldflags", bs->cuda_ldflags);
+    var(rules, "cuda_werror", bs->werror ? "-Xcompiler -Werror -Werror all-warnings" : "");
+    tg_sb_puts(rules,
+               "nvccflags = -std=c++20 -O3 -g -lineinfo $cuda_arch -ccbin $ccbin -Xcompiler -Wall,-Wextra $cuda_werror $\n"
+               "    -Xptxas -warn-spills -I. -I$tessroot/runtime -I$tessroot/runtime/cuda $mpi_cflags $nccl_cflags\n"
+               "cudalibs = -lcublas -lm\n\n"
+               "rule nvcc\n"
+               "  command = $nvcc $nvccflags -MD -MF $out.d -c $in -o $out\n"
+               "  depfile = $out.d\n"
+               "  deps = gcc\n"
+               "  description = NVCC $out\n\n"
+               "rule nvlink\n"
+               "  command = $nvcc $cuda_arch -ccbin $ccbin $in -o $out $mpi_libs $cudalibs $nccl_libs $cuda_ldflags\n"
+               "  description = LINK $out\n\n");
+    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_adamw", "trc_profile"};
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+        tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
+    tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n"
+                      "build obj-cuda/rt/tr_launch.o: cc $tessroot/runtime/tr_launch.c\n"
+                      "  flags = $cflags -DTR_LAUNCH_DIR='\"cuda\"'\n"
+                      "build bin/model-cuda: link obj-cuda/rt/tr_launch.o obj/model.o\n  flags = -g\n"
+                      "\n# each class program: its code, every kernel instance, the CUDA runtime, and the CPU program's\n"
+                      "# shared main, loaders and MPI groups\n");
+    tg_sb cls;
+    tg_sb_init(&cls);
+    for (int i = 0; i < pl->mesh.q; i++)
+        for (int j = 0; j < pl->mesh.q; j++) {
+            char cn[32];
+            tg_class_name(cn, sizeof cn, i, j);
+            tg_sb_printf(rules, "build obj-cuda/%s.o: nvcc %s.cu\n", cn, cn);
+            tg_sb_printf(rules, "build bin/cuda/%s: nvlink obj-cuda/%s.o obj/model.o obj-cuda/kernels.o", cn, cn);
+            for (size_t k = 0; k < sizeof rt / sizeof rt[0]; k++)
+                tg_sb_printf(rules, " obj-cuda/rt/%s.o", rt[k]);
+            tg_sb_puts(rules, " $\n    obj/rt/tr_main.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o "
+                              "obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
+                              "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o\n");
+            tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
+        }
+    tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);
+    tg_sb_puts(defaults, " cuda");
+    tg_sb_free(&cls);
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# tests/gpu/bench.sh [tessgen] [torch] [report] - what the CUDA backend achieves on this GPU, side by side with
+# cuBLAS alone, the device's copy bandwidth and PyTorch on the same GPU at the same shapes (set up as check.sh
+# is: tests/gpu/env.sh, from build/gpu-carry). With no argument: all three parts, in one run.
+#
+#   tessgen  1. TESS_PROFILE=1 --repeat 20 of GPT-2 small's block (C=768, 12 heads, F=3072, 8 x 1024 tokens,
+#               2 layers) on [1,1,1], fp32 and TF32: per GEMM of layer 0 its time and the time of cuBLAS alone
+#               at the same shape (the fraction: cuBLAS alone / in the schedule); per fused kernel its time and
+#               that of a device-to-device copy moving as many bytes (the fraction of copy bandwidth)
+#            2. 12 GPT-2 small blocks on [1,1,1]: the forward (--repeat 20, median) and a training step
+#               (--steps 10 --timing, median: forward, loss and dL/dy on the host, backward, AdamW), fp32 and TF32
+#   torch    tests/gpu/torch_bench.py: the same 12 blocks and shapes in PyTorch, eager and torch.compile, fp32
+#            and TF32, forward and training step (after checking in float64 that it computes tessgen's function)
+#   report   tests/gpu/bench_report.py: one markdown file, $OUT/bench.md, every figure with the device named
+#
+# Files in $OUT: bench.md, profile_fp32.txt, profile_tf32.txt, tessgen_timing.txt, torch.json, bench.log. Each part
+# also keeps its results in $TESS_GPU_WORK/bench, so the parts may run as separate commands on one machine.
+# TESS_BENCH_SMALL=1 swaps in small shapes (for checking the flow without a GPU: TESS_GPU_STANDIN=1).
+set -u
+# shellcheck source=tests/gpu/env.sh
+. "$(dirname "$0")/env.sh"
+parts=("$@")
+[ $# -eq 0 ] && parts=(tessgen torch report)
+B=$TG_WORK/bench
+mkdir -p "$B"
+TG_LOG=$TG_OUT/bench.log
+export TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-300}
+P2=gpt2s2 P12=gpt2s
+if [ "${TESS_BENCH_SMALL:-0}" = 1 ]; then
+    P2=tiny P12=m64
+fi
+
+if ! tg_setup >"$TG_OUT/setup.log" 2>&1; then
+    cat "$TG_OUT/setup.log"
+    tg_notok "set up the machine from build/gpu-carry (tests/gpu/env.sh)" "$TG_OUT/setup.log"
+    tg_summary
+    exit 1
+fi
+tg_say "# bench.sh ${parts[*]}: $TG_GPU; sm_$TESS_CUDA_ARCH$([ "$TG_STANDIN" = 1 ] && echo "; STAND-IN: no GPU code runs")"
+
+value() { sed -n "s/^$1=//p" "$2" | tail -1; } # key file
+
+bench_profile() { # prec: TESS_PROFILE report of the 2-layer block
+    local prec=$1 tf=0
+    [ "$prec" = tf32 ] && tf=1
+    TESS_TF32=$tf TESS_PROFILE=1 tg_run "$P2" infer 1 1 --repeat 20 >"$B/profile_$prec.txt" 2>&1 &&
+        grep -q "^profile_step " "$B/profile_$prec.txt" && cp "$B/profile_$prec.txt" "$TG_OUT/"
+}
+bench_forward() { # prec
+    local prec=$1 tf=0
+    [ "$prec" = tf32 ] && tf=1
+    TESS_TF32=$tf tg_run "$P12" infer 1 1 --repeat 20 >"$B/forward_$prec.txt" 2>&1 &&
+        [ -n "$(value forward_seconds_median "$B/forward_$prec.txt")" ]
+}
+bench_step() { # prec
+    local prec=$1 tf=0
+    [ "$prec" = tf32 ] && tf=1
+    TESS_TF32=$tf tg_run "$P12" train 1 1 --steps 10 --timing >"$B/step_$prec.txt" 2>&1 &&
+        [ -n "$(value step_seconds_median "$B/step_$prec.txt")" ]
+}
+
+part_tessgen() {
+    local prec log
+    for spec in "$P2 infer" "$P12 infer" "$P12 train"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        log=$B/build_$1_$2.log
+        if ! tg_build "$1" "$2" 1 1 >"$log" 2>&1; then
+            tg_notok "build $1 ($2) [1,1,1]" "$log"
+            return
+        fi
+    done
+    for prec in fp32 tf32; do
+        if [ "$TG_STANDIN" = 1 ]; then
+            tg_ok "tessgen: TESS_PROFILE report, $P2, $prec # skip stand-in: the CUDA emulation has no profile"
+        else
+            tg_check "tessgen: TESS_PROFILE report, $P2 [1,1,1], $prec (GEMMs vs cuBLAS alone, kernels vs copy)" \
+                bench_profile "$prec"
+        fi
+        tg_check "tessgen: $P12 forward [1,1,1], $prec, --repeat 20" bench_forward "$prec"
+        tg_check "tessgen: $P12 training step [1,1,1], $prec, --steps 10" bench_step "$prec"
+    done
+    (cd "$B" && tail -n +1 forward_*.txt step_*.txt) >"$TG_OUT/tessgen_timing.txt" 2>&1
+}
+
+part_torch() {
+    local L C H F S Bt
+    read -r L C H F S Bt <<<"$(tg_dims "$P12")"
+    tg_check "torch: $P12 in PyTorch (check vs tessref in float64; eager and torch.compile, fp32 and TF32)" \
+        timeout -k 10 540 "$PY" "$TG_REPO/tests/gpu/torch_bench.py" --layers "$L" --hidden "$C" --heads "$H" \
+        --ffn "$F" --seq "$S" --batch "$Bt" --out "$B/torch.json"
+    [ -f "$B/torch.json" ] && cp "$B/torch.json" "$TG_OUT/"
+}
+
+part_report() {
+    tg_check "report: $TG_OUT/bench.md" "$PY" "$TG_REPO/tests/gpu/bench_report.py" --dir "$B" --device "$TG_GPU" \
+        --shape "$(tg_dims "$P12")" --profile-shape "$(tg_dims "$P2")" --out "$TG_OUT/bench.md"
+    [ -f "$TG_OUT/bench.md" ] && cat "$TG_OUT/bench.md"
+}
+
+for p in "${parts[@]}"; do
+    case "$p" in
+    tessgen) part_tessgen ;;
+    torch) part_torch ;;
+    report) part_report ;;
+    *) echo "bench.sh: unknown part $p (tessgen, torch, report)" >&2; exit 2 ;;
+    esac
+done
+tg_summary

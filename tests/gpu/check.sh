@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# tests/gpu/check.sh STAGE... - the CUDA backend's correctness on a machine with one NVIDIA GPU, as the device
+# machines are (nvcc, cuBLAS, python3 with numpy; no Open MPI, no Lua): tests/gpu/env.sh sets it up from
+# build/gpu-carry (tests/gpu/prepare.sh). Every comparison is against the float64 numpy reference
+# tests/ref/tessref.py, relative Frobenius error; several ranks share the GPU through MPI-staged collectives.
+#
+#   env        what is there (GPU, driver, nvcc, host compiler, NCCL, MPI, Python); a 2-rank MPI program; the
+#              tiny model built and run on [1,1,1] against the reference
+#   inference  head dim 64 (m64: C=256, 4 heads, seq 100) and 128 (m128: C=512, 4 heads, seq 72; neither seq a
+#              multiple of the kernels' tiles) on [1,1,1], [2,2,1], [2,2,2]: output within 1e-4, bytes as planned
+#   training   the same models and meshes, mode = "train": one forward + backward with --dy, dL/dx and all weight
+#              gradients within 1e-4, bytes as planned; 5 AdamW steps with --replica-check (bitwise identical
+#              replicas); m64's 20-step losses equal on the three meshes (1e-4), within 1e-3 of float64, falling
+#   races      runs repeated, and repeated under CUDA_LAUNCH_BLOCKING=1 (every launch serialised): outputs,
+#              gradients and trained weights bitwise identical (a missing stream wait shows up as a difference)
+#   sanitizer  compute-sanitizer memcheck, racecheck, initcheck and synccheck on the tiny model, inference and
+#              forward + backward, [1,1,1] and (memcheck, racecheck) [2,2,1]: no error, output still correct
+#   tf32       TESS_TF32=1: m64 forward on [1,1,1] and [2,2,1] within 5e-3, gradients on [2,2,1] within 1e-2 of
+#              float64 (TF32 rounds GEMM inputs to 10 mantissa bits, about 5e-4 each); the fp32 error beside it
+#   all        every stage above, in this order
+#
+# Output: ok / not ok lines, "N passed, N failed, N skipped" last, exit 0 when none failed; the same lines in
+# $OUT/check.txt and every log in $OUT/logs.tar.gz. Each stage ends well inside the device tool's 10 minutes
+# on an H100 (builds for this GPU's architecture only, 16 cores); runs are limited to 240 s each.
+set -u
+# shellcheck source=tests/gpu/env.sh
+. "$(dirname "$0")/env.sh"
+[ $# -ge 1 ] || { sed -n '2,27p' "$0"; exit 2; }
+stages=("$@")
+[ "$*" = all ] && stages=(env inference training races sanitizer tf32)
+for s in "${stages[@]}"; do
+    case "$s" in env | inference | training | races | sanitizer | tf32) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
+done
+TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-240}
+REF=$TG_REPO/tests/ref/tessref.py
+MESHES="1,1 2,1 2,2"
+
+if ! tg_setup >"$TG_OUT/setup.log" 2>&1; then
+    cat "$TG_OUT/setup.log"
+    tg_notok "set up the machine from build/gpu-carry (tests/gpu/env.sh)" "$TG_OUT/setup.log"
+    tg_summary
+    exit 1
+fi
+tg_say "# check.sh ${stages[*]}: $TG_GPU; sm_$TESS_CUDA_ARCH; $("$TG_NVCC" --version | tail -1)$([ "$TG_STANDIN" = 1 ] && echo "; STAND-IN: no GPU code runs")"
+
+# run with the per-run time limit (a hang must not eat the device tool's 10 minutes)
+run() { timeout -k 10 "$TG_TIMEOUT" "$@"; }
+
+# ---- checks ------------------------------------------------------------------------------------------------
+forward_ok() { # model q d tol [env...]: output vs the float64 forward, bytes as planned
+    local m=$1 q=$2 d=$3 tol=$4 dir
+    shift 4
+    dir=$(tg_dir "$m" infer "$q" "$d")
+    # shellcheck disable=SC2046
+    tg_poison "$dir/y.npy" $(tg_bsc "$m") &&
+        run env "$@" TESS_BACKEND=cuda TESS_COMM="$(comm_of "$q" "$d")" "$dir/run" \
+            --weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" --output "$dir/y.npy" --bytes &&
+        "$PY" "$REF" compare --ref "$TG_WORK/ref_$m/y.npy" --got "$dir/y.npy" --tol "$tol" --expect-f32 \
+            --label "$m [$q,$q,$d] forward${*:+ ($*)}"
+}
+comm_of() { [ $(($1 * $1 * $2)) -gt 1 ] && echo mpi || echo auto; }
+
+grads_ok() { # model q d tol [env...]: dL/dx and every weight gradient vs the float64 backward, bytes as planned
+    local m=$1 q=$2 d=$3 tol=$4 dir
+    shift 4
+    dir=$(tg_dir "$m" train "$q" "$d")
+    # shellcheck disable=SC2046
+    tg_poison "$dir/dx.npy" $(tg_bsc "$m") && rm -f "$dir/g.safetensors" &&
+        run env "$@" TESS_BACKEND=cuda TESS_COMM="$(comm_of "$q" "$d")" "$dir/run" \
+            --weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" --dy "$TG_WORK/ref_$m/dy.npy" \
+            --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes &&
+        "$PY" "$REF" compare --ref "$TG_WORK/ref_$m/dx.npy" --got "$dir/dx.npy" --tol "$tol" --expect-f32 \
+            --label "$m [$q,$q,$d] dL/dx${*:+ ($*)}" &&
+        "$PY" "$REF" compare-grads --ref "$TG_WORK/ref_$m/g.safetensors" --got "$dir/g.safetensors" --tol "$tol" \
+            --label "$m [$q,$q,$d]${*:+ ($*)}"
+}
+
+replicas_ok() { # model q d: 5 AdamW steps, every replicated shard bitwise identical
+    local dir
+    dir=$(tg_dir "$1" train "$2" "$3")
+    tg_run "$1" train "$2" "$3" --weights "$TG_WORK/ref_$1/w.safetensors" --input "$TG_WORK/ref_$1/x.npy" \
+        --target "$TG_WORK/ref_$1/target.npy" --steps 5 --replica-check | tee "$dir/replicas.out" &&
+        grep -q "bitwise identical" "$dir/replicas.out"
+}
+
+losses_ok() { # model: 20 steps on the three meshes, equal, falling, close to float64
+    local m=$1 q d
+    for qd in $MESHES; do
+        q=${qd%,*} d=${qd#*,}
+        tg_run "$m" train "$q" "$d" --weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" \
+            --target "$TG_WORK/ref_$m/target.npy" --steps 20 | grep '^step ' >"$TG_WORK/loss_${m}_${q}_$d.txt" ||
+            return 1
+    done
+    "$PY" - "$TG_WORK" "$m" <<'PYEOF'
+import sys
+w, m = sys.argv[1], sys.argv[2]
+def losses(f):
+    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
+ref = losses(f"{w}/ref_{m}/loss.txt")
+runs = {qd: losses(f"{w}/loss_{m}_{qd}.txt") for qd in ("1_1", "2_1", "2_2")}
+ok = len(ref) == 20 and all(len(v) == 20 for v in runs.values())
+base = runs["1_1"]
+worst_mesh = worst_ref = 0.0
+for qd, v in runs.items():
+    for k in range(min(20, len(v))):
+        a = abs(v[k] - base[k]) / abs(base[k]); worst_mesh = max(worst_mesh, a)
+        b = abs(v[k] - ref[k]) / abs(ref[k]); worst_ref = max(worst_ref, b)
+        if a > 1e-4:
+            print(f"mesh {qd} step {k + 1}: loss {v[k]:.9g} vs [1,1,1] {base[k]:.9g} (rel {a:.2e} > 1e-4)"); ok = False
+        if b > 1e-3:
+            print(f"mesh {qd} step {k + 1}: loss {v[k]:.9g} vs float64 {ref[k]:.9g} (rel {b:.2e} > 1e-3)"); ok = False
+    if not (len(v) == 20 and v[-1] < v[0] and all(b < a for a, b in zip(v, v[1:]))):
+        print(f"mesh {qd}: loss does not fall at every step: {v}"); ok = False
+print(f"losses: worst rel difference between meshes {worst_mesh:.2e} (tol 1e-4), to float64 {worst_ref:.2e} "
+      f"(tol 1e-3); step 1 {base[0]:.6g}, step 20 {base[-1]:.6g}")
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+# ---- races: bitwise identical outputs, with and without serialised launches --------------------------------
+same_bits() { # label file...: every file equals the first, byte for byte
+    local label=$1 first=$2 f
+    shift 2
+    for f in "$@"; do
+        cmp -s "$first" "$f" || { echo "$label: $f differs from $first"; cmp "$first" "$f" | head -3; return 1; }
+    done
+    echo "$label: $(($# + 1)) runs bitwise identical ($(wc -c <"$first") bytes)"
+}
+race_infer() { # model q d
+    local m=$1 q=$2 d=$3 dir k
+    dir=$(tg_dir "$m" infer "$q" "$d")
+    for k in a b c; do
+        # shellcheck disable=SC2046
+        tg_poison "$dir/y_$k.npy" $(tg_bsc "$m") || return 1
+        local clb=0
+        [ $k = c ] && clb=1
+        CUDA_LAUNCH_BLOCKING=$clb TESS_MPIRUN_ARGS="-x CUDA_LAUNCH_BLOCKING" tg_run "$m" infer "$q" "$d" \
+            --weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" --output "$dir/y_$k.npy" \
+            --quiet || return 1
+    done
+    same_bits "$m [$q,$q,$d] forward (c: CUDA_LAUNCH_BLOCKING=1)" "$dir/y_a.npy" "$dir/y_b.npy" "$dir/y_c.npy"
+}
+race_grads() { # model q d
+    local m=$1 q=$2 d=$3 dir k
+    dir=$(tg_dir "$m" train "$q" "$d")
+    for k in a b c; do
+        local clb=0
+        [ $k = c ] && clb=1
+        rm -f "$dir/dx_$k.npy" "$dir/g_$k.safetensors"
+        CUDA_LAUNCH_BLOCKING=$clb TESS_MPIRUN_ARGS="-x CUDA_LAUNCH_BLOCKING" tg_run "$m" train "$q" "$d" \
+            --weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" --dy "$TG_WORK/ref_$m/dy.npy" \
+            --dx-out "$dir/dx_$k.npy" --grads-out "$dir/g_$k.safetensors" --quiet || return 1
+    done
+    same_bits "$m [$q,$q,$d] dL/dx" "$dir/dx_a.npy" "$dir/dx_b.npy" "$dir/dx_c.npy" &&
+        same_bits "$m [$q,$q,$d] weight gradients" "$dir/g_a.safetensors" "$dir/g_b.safetensors" "$dir/g_c.safetensors"
+}
+race_steps() { # model q d: 5 AdamW steps, the trained weights
+    local m=$1 q=$2 d=$3 dir k
+    dir=$(tg_dir "$m" train "$q" "$d")
+    for k in a b c; do
+        local clb=0
+        [ $k = c ] && clb=1
+        rm -f "$dir/w_$k.safetensors"
+        CUDA_LAUNCH_BLOCKING=$clb TESS_MPIRUN_ARGS="-x CUDA_LAUNCH_BLOCKING" tg_run "$m" train "$q" "$d" \
+            --weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" \
+            --target "$TG_WORK/ref_$m/target.npy" --steps 5 --weights-out "$dir/w_$k.safetensors" --quiet || return 1
+    done
+    same_bits "$m [$q,$q,$d] weights after 5 AdamW steps" "$dir/w_a.safetensors" "$dir/w_b.safetensors" \
+        "$dir/w_c.safetensors"
+}
+
+# ---- sanitizer --------------------------------------------------------------------------------------------
+sanitizer_bin() {
+    command -v compute-sanitizer 2>/dev/null && return
+    local c
+    for c in "$(dirname "$TG_NVCC")/compute-sanitizer" "$(dirname "$TG_NVCC")/../compute-sanitizer/compute-sanitizer"; do
+        [ -x "$c" ] && { echo "$c"; return; }
+    done
+    return 1
+}
+sanitize() { # tool mode q d: the tiny model under compute-sanitizer --tool TOOL, every rank
+    local tool=$1 mode=$2 q=$3 d=$4 np dir san flags="" TG_TIMEOUT=360 # the sanitizer slows the tiny model down
+    np=$((q * q * d))
+    dir=$(tg_dir tiny "$mode" "$q" "$d")
+    san=$(sanitizer_bin) || { echo "compute-sanitizer not found"; return 1; }
+    [ "$(id -u)" = 0 ] && flags="--allow-run-as-root"
+    local launcher="mpirun $flags --oversubscribe --bind-to none -np $np $san --tool $tool --error-exitcode 86 --print-limit 20"
+    [ "$tool" = racecheck ] && launcher="$launcher --racecheck-report all"
+    if [ "$mode" = infer ]; then
+        # shellcheck disable=SC2046
+        tg_poison "$dir/y.npy" $(tg_bsc tiny) &&
+            TESS_LAUNCHER=$launcher tg_run tiny infer "$q" "$d" --weights "$TG_WORK/ref_tiny/w.safetensors" \
+                --input "$TG_WORK/ref_tiny/x.npy" --output "$dir/y.npy" &&
+            "$PY" "$REF" compare --ref "$TG_WORK/ref_tiny/y.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
+                --label "tiny [$q,$q,$d] forward under $tool"
+    else
+        # shellcheck disable=SC2046
+        tg_poison "$dir/dx.npy" $(tg_bsc tiny) &&
+            TESS_LAUNCHER=$launcher tg_run tiny train "$q" "$d" --weights "$TG_WORK/ref_tiny/w.safetensors" \
+                --input "$TG_WORK/ref_tiny/x.npy" --dy "$TG_WORK/ref_tiny/dy.npy" --dx-out "$dir/dx.npy" &&
+            "$PY" "$REF" compare --ref "$TG_WORK/ref_tiny/dx.npy" --got "$dir/dx.npy" --tol 1e-4 --expect-f32 \
+                --label "tiny [$q,$q,$d] dL/dx under $tool"
+    fi
+}
+
+# ---- stages -----------------------------------------------------------------------------------------------
+build_check() { # model mode q d: one check line when the build fails, silence when it works
+    tg_built "$@" && [ "${TESS_GPU_REBUILD:-0}" != 1 ] && return 0
+    local log=$TG_WORK/build_$1_$2_$3_$4.log
+    if tg_build "$@" >"$log" 2>&1; then
+        grep -h "compiler warning lines" "$log" | sed 's/^/# /' | tee -a "$TG_LOG"
+        return 0
+    fi
+    tg_notok "build $1 ($2) [$3,$3,$4]: bin/model-cuda" "$log"
+    return 1
+}
+ref_check() { # model
+    tg_refdata "$1" >"$TG_WORK/ref_$1.log" 2>&1 && return 0
+    tg_notok "float64 reference data for $1 (tests/ref/tessref.py)" "$TG_WORK/ref_$1.log"
+    return 1
+}
+mpi_hello() {
+    local d=$TG_WORK/hello
+    mkdir -p "$d" && cat >"$d/hello.c" <<'EOF'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    int r, s, sum = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    MPI_Allreduce(&r, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d: sum of ranks %d\n", r, s, sum);
+    MPI_Finalize();
+    return sum == s * (s - 1) / 2 ? 0 : 1;
+}
+EOF
+    command -v mpicc mpirun && mpicc "$d/hello.c" -o "$d/hello" && ldd "$d/hello" | grep -E "libmpi|open-(rte|pal)" &&
+        run mpirun --oversubscribe -np 2 "$d/hello"
+}
+
+stage_env() {
+    {
+        echo "GPU:      $TG_GPU (sm_$TESS_CUDA_ARCH)"
+        echo "nvcc:     $TG_NVCC ($("$TG_NVCC" --version | tail -1))"
+        echo "host c++: $(g++ --version 2>/dev/null | head -1 || echo 'g++ not found')"
+        echo "cuBLAS:   ${TG_CUDALIB:-not found next to nvcc} (rpath: ${TESS_CUDA_LDFLAGS:-none})"
+        echo "NCCL:     ${TESS_NCCL_HOME:-none set: the compiler search paths} $(sed -n 's/^#define NCCL_VERSION_CODE *//p' "${TESS_NCCL_HOME:-/nonexistent}/include/nccl.h" 2>/dev/null)"
+        echo "MPI:      ${TG_MPI_ROOT:-system} ($(mpirun --version 2>&1 | head -1))"
+        echo "python:   $PY ($("$PY" -c 'import numpy, sys; print(sys.version.split()[0], "numpy", numpy.__version__)'))"
+        echo "torch:    $("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null || echo 'not installed')"
+        echo "tessgen:  $TG_TESSGEN ($("$TG_TESSGEN" --version 2>&1 | head -1))"
+        echo "sanitizer: $(sanitizer_bin || echo 'not found')"
+    } | tee "$TG_OUT/env.txt" | sed 's/^/# /' | tee -a "$TG_LOG"
+    tg_check "env: Open MPI from the carried packages compiles and runs a 2-rank program" mpi_hello
+    ref_check tiny || return
+    build_check tiny infer 1 1 || return
+    tg_check "env: tiny [1,1,1] built with nvcc, cuBLAS, NCCL; its forward matches the float64 reference (1e-4)" \
+        forward_ok tiny 1 1 1e-4
+}
+
+stage_inference() {
+    local m qd q d
+    for m in m64 m128; do
+        ref_check "$m" || continue
+        for qd in $MESHES; do
+            q=${qd%,*} d=${qd#*,}
+            build_check "$m" infer "$q" "$d" || continue
+            tg_check "inference: $m [$q,$q,$d] ($(tg_dims "$m" | awk '{print "head dim " $2/$3 ", seq " $5}'); $((q * q * d)) rank(s), $(comm_of "$q" "$d")): output within 1e-4 of float64, bytes as planned" \
+                forward_ok "$m" "$q" "$d" 1e-4
+        done
+    done
+}
+
+stage_training() {
+    local m qd q d
+    for m in m64 m128; do
+        ref_check "$m" || continue
+        for qd in $MESHES; do
+            q=${qd%,*} d=${qd#*,}
+            build_check "$m" train "$q" "$d" || continue
+            tg_check "training: $m [$q,$q,$d]: dL/dx and every weight gradient within 1e-4 of float64, bytes as planned" \
+                grads_ok "$m" "$q" "$d" 1e-4
+            tg_check "training: $m [$q,$q,$d]: 5 AdamW steps, replicas bitwise identical" replicas_ok "$m" "$q" "$d"
+        done
+    done
+    if tg_built m64 train 1 1 && tg_built m64 train 2 1 && tg_built m64 train 2 2; then
+        tg_check "training: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-4), falling, within 1e-3 of float64" \
+            losses_ok m64
+    fi
+}
+
+stage_races() {
+    ref_check m64 && ref_check m128 || return
+    build_check m64 infer 2 2 && tg_check "races: m64 [2,2,2] forward: 3 runs bitwise identical, one under CUDA_LAUNCH_BLOCKING=1" \
+        race_infer m64 2 2
+    build_check m128 infer 1 1 && tg_check "races: m128 [1,1,1] forward: 3 runs bitwise identical, one under CUDA_LAUNCH_BLOCKING=1" \
+        race_infer m128 1 1
+    build_check m64 train 2 2 && tg_check "races: m64 [2,2,2] forward + backward: dL/dx and gradients bitwise identical over 3 runs, one serialised" \
+        race_grads m64 2 2
+    build_check m128 train 1 1 && tg_check "races: m128 [1,1,1] forward + backward: dL/dx and gradients bitwise identical over 3 runs, one serialised" \
+        race_grads m128 1 1
+    build_check m64 train 2 1 && tg_check "races: m64 [2,2,1] 5 AdamW steps: weights bitwise identical over 3 runs, one serialised" \
+        race_steps m64 2 1
+}
+
+stage_sanitizer() {
+    ref_check tiny || return
+    if ! sanitizer_bin >/dev/null; then
+        tg_ok "sanitizer: compute-sanitizer # skip not found next to nvcc or on PATH"
+        return
+    fi
+    local t
+    build_check tiny infer 1 1 && build_check tiny train 1 1 &&
+        for t in memcheck racecheck initcheck synccheck; do
+            tg_check "sanitizer: $t, tiny [1,1,1] forward: no error, output within 1e-4" sanitize "$t" infer 1 1
+            tg_check "sanitizer: $t, tiny [1,1,1] forward + backward: no error, dL/dx within 1e-4" sanitize "$t" train 1 1
+        done
+    build_check tiny infer 2 1 && build_check tiny train 2 1 &&
+        for t in memcheck racecheck; do
+            tg_check "sanitizer: $t, tiny [2,2,1] (4 ranks on the GPU) forward: no error, output within 1e-4" sanitize "$t" infer 2 1
+            tg_check "sanitizer: $t, tiny [2,2,1] forward + backward: no error, dL/dx within 1e-4" sanitize "$t" train 2 1
+        done
+}
+
+tf32_forward() { # q d: the fp32 error, then TF32's
+    forward_ok m64 "$1" "$2" 1e-4 && forward_ok m64 "$1" "$2" 5e-3 TESS_TF32=1
+}
+stage_tf32() {
+    ref_check m64 || return
+    local qd q d
+    for qd in 1,1 2,1; do
+        q=${qd%,*} d=${qd#*,}
+        build_check m64 infer "$q" "$d" || continue
+        tg_check "tf32: m64 [$q,$q,$d] forward, TESS_TF32=1: within 5e-3 of float64 (after the fp32 run, within 1e-4)" \
+            tf32_forward "$q" "$d"
+    done
+    build_check m64 train 2 1 &&
+        tg_check "tf32: m64 [2,2,1] forward + backward, TESS_TF32=1: dL/dx and every weight gradient within 1e-2 of float64" \
+            grads_ok m64 2 1 1e-2 TESS_TF32=1
+}
+
+for s in "${stages[@]}"; do
+    tg_say "# stage $s"
+    "stage_$s"
+done
+(cd "$TG_WORK" && find . -maxdepth 2 -name '*.log' -print0 | tar -czf "$TG_OUT/logs.tar.gz" --null -T -) 2>/dev/null
+tg_summary

@@ -1,0 +1,272 @@
+# shellcheck shell=bash disable=SC2034 # the TG_* variables are read by the scripts that source this file
+# tests/gpu/env.sh - sourced by tests/gpu/check.sh, bench.sh and rehearse.sh: makes a machine with an NVIDIA
+# GPU, nvcc, cuBLAS and Python but no Open MPI and no Lua ready to build and run tessgen's CUDA backend, from
+# what tests/gpu/prepare.sh put in build/gpu-carry/, and defines the helpers the checks share.
+#
+#   Open MPI    the carried .deb files unpacked into $TESS_GPU_MPI_ROOT (default /tmp/tessgen-mpi; dpkg-deb -x,
+#               or tests/gpu/unpack_deb.py without dpkg) and made relocatable: OPAL_PREFIX, PMIX_PREFIX/
+#               DATADIR/LIBDIR, PATH, LD_LIBRARY_PATH; one node, no ssh (plm isolated), shared memory only
+#               (btl self,vader; pml ob1), no binding. TESS_GPU_SYSTEM_MPI=1 uses the machine's own
+#               mpicc/mpirun instead.
+#   tessgen     build/gpu-carry/bin/tessgen (TESSGEN_ROOT = this checkout), refused when it was built from
+#               other sources than this tree's (tests/gpu/srchash.sh)
+#   nvcc        TESS_NVCC, PATH, $CUDA_HOME/bin or /usr/local/cuda/bin; its lib64 becomes an rpath of
+#               bin/model-cuda (TESS_CUDA_LDFLAGS) so cuBLAS loads without LD_LIBRARY_PATH
+#   NCCL        TESS_NCCL_HOME, else the nvidia-nccl wheel of python3 (site-packages/nvidia/nccl), else the
+#               compiler's own paths
+#   GPU         nvidia-smi: name, compute capability -> TESS_CUDA_ARCH (build for this GPU only)
+#   warnings    TESS_WERROR=0 unless set: a warning of a host compiler this code never met is reported, not fatal
+#
+# TESS_GPU_STANDIN=1 (for checking these scripts on a machine without a GPU): tests/gpu/standin/ provides
+# nvidia-smi and compute-sanitizer stand-ins, and bin/model-cuda is the generated rank_XXXX.cu compiled
+# against the CPU emulation tests/cuda/emu.cc (as tests/cuda.sh does): the flows run, no GPU code does.
+#
+# Results: $OUT (the device tool's folder) or $TESS_GPU_OUT (default /tmp/tessgen-gpu-out); generated outputs
+# and builds: $TESS_GPU_WORK (default build/gpu-work, kept between commands while the machine stays up).
+
+TG_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TG_CARRY=${TESS_GPU_CARRY:-$TG_REPO/build/gpu-carry}
+TG_WORK=${TESS_GPU_WORK:-$TG_REPO/build/gpu-work}
+TG_OUT=${OUT:-${TESS_GPU_OUT:-/tmp/tessgen-gpu-out}}
+TG_STANDIN=${TESS_GPU_STANDIN:-0}
+mkdir -p "$TG_WORK" "$TG_OUT"
+TG_PASS=0
+TG_FAIL=0
+TG_SKIP=0
+TG_LOG="$TG_OUT/check.txt" # every ok/not ok line, with the tail of a failing command's log
+
+tg_say() { echo "$*" | tee -a "$TG_LOG"; }
+tg_ok() {
+    case "$1" in
+    *"# skip"*) TG_SKIP=$((TG_SKIP + 1)) ;;
+    *) TG_PASS=$((TG_PASS + 1)) ;;
+    esac
+    tg_say "ok - $1"
+}
+tg_notok() {
+    TG_FAIL=$((TG_FAIL + 1))
+    tg_say "not ok - $1"
+    [ -n "${2:-}" ] && [ -f "$2" ] && tail -40 "$2" | sed 's/^/    # /' | tee -a "$TG_LOG"
+    return 0
+}
+# tg_check NAME CMD...: passes when CMD exits 0; its output goes to $TG_WORK/logs/<n>.log and is shown on failure
+tg_check() {
+    local name=$1 n
+    shift
+    mkdir -p "$TG_WORK/logs"
+    n=$(printf '%03d' $((TG_PASS + TG_FAIL + TG_SKIP + 1)))
+    if "$@" >"$TG_WORK/logs/$n.log" 2>&1; then
+        tg_ok "$name"
+        grep -hE "${TG_SHOW:-rel_err=|worst|runs bitwise|compiler warning}" "$TG_WORK/logs/$n.log" | head -"${TG_SHOW_LINES:-8}" |
+            sed 's/^/    # /' | tee -a "$TG_LOG"
+    else
+        tg_notok "$name" "$TG_WORK/logs/$n.log"
+    fi
+}
+tg_summary() {
+    tg_say "$TG_PASS passed, $TG_FAIL failed, $TG_SKIP skipped"
+    [ "$TG_FAIL" -eq 0 ]
+}
+
+# ---- Open MPI from the carried packages ----------------------------------------------------------------------
+tg_mpi_setup() {
+    if [ "${TESS_GPU_SYSTEM_MPI:-0}" = 1 ]; then
+        if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+            echo "env: TESS_GPU_SYSTEM_MPI=1 but mpicc/mpirun are not on PATH" >&2
+            return 1
+        fi
+        return 0
+    fi
+    local root=${TESS_GPU_MPI_ROOT:-/tmp/tessgen-mpi} debs stamp
+    debs=$(ls "$TG_CARRY"/debs/*.deb 2>/dev/null) || {
+        echo "env: no packages in $TG_CARRY/debs: run tests/gpu/prepare.sh on the build machine and carry" \
+            "build/gpu-carry (docs/CUDA.md)" >&2
+        return 1
+    }
+    stamp=$(echo "$debs" | xargs -n1 basename | sha256sum | cut -c1-16)
+    if [ "$(cat "$root/.tessgen-stamp" 2>/dev/null)" != "$stamp" ]; then
+        rm -rf "$root" && mkdir -p "$root" || return 1
+        local d
+        for d in $debs; do
+            if command -v dpkg-deb >/dev/null && [ "${TESS_GPU_UNPACK:-dpkg}" = dpkg ]; then
+                dpkg-deb -x "$d" "$root" || return 1
+            else
+                python3 "$TG_REPO/tests/gpu/unpack_deb.py" "$d" "$root" || return 1
+            fi
+        done
+        # what Debian's alternatives system would have made
+        local t
+        for t in mpicc mpicxx mpirun mpiexec; do ln -sf "$t.openmpi" "$root/usr/bin/$t"; done
+        local psm
+        psm=$(find "$root/usr/lib/libpsm1" -name 'libpsm_infinipath.so.1.*' | head -1)
+        [ -n "$psm" ] && ln -sf "$(basename "$psm")" "$root/usr/lib/libpsm1/libpsm_infinipath.so.1"
+        echo "$stamp" >"$root/.tessgen-stamp"
+    fi
+    local pmix=$root/usr/lib/x86_64-linux-gnu/pmix2
+    export OPAL_PREFIX=$root/usr
+    export PMIX_PREFIX=$pmix PMIX_DATADIR=$pmix/share PMIX_LIBDIR=$pmix/lib
+    export PATH=$root/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu/openmpi/lib:$root/usr/lib/libpsm1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # one node, started by fork (no ssh), shared memory between the ranks; the settings Debian keeps in
+    # /etc/openmpi/openmpi-mca-params.conf, which a relocated root does not read
+    export OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx,pt2pt
+    # no binding: the ranks share one GPU and a virtual machine may not let hwloc bind
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    export OMPI_MCA_hwloc_base_binding_policy=none
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    TG_MPI_ROOT=$root
+}
+
+# ---- the toolchain ---------------------------------------------------------------------------------------------
+tg_toolchain() {
+    # tessgen: the carried build, from the same sources as this tree
+    TG_TESSGEN=$TG_CARRY/bin/tessgen
+    [ -x "$TG_TESSGEN" ] || TG_TESSGEN=$TG_REPO/bin/tessgen
+    if ! [ -x "$TG_TESSGEN" ]; then
+        echo "env: no tessgen: carry build/gpu-carry (tests/gpu/prepare.sh) or build it (ninja)" >&2
+        return 1
+    fi
+    local want have
+    want=$(sed -n 's/^sources //p' "$TG_CARRY/MANIFEST" 2>/dev/null)
+    have=$("$TG_REPO/tests/gpu/srchash.sh")
+    if [ "$TG_TESSGEN" = "$TG_CARRY/bin/tessgen" ] && [ "$want" != "$have" ]; then
+        echo "env: $TG_TESSGEN was built from sources $want, this tree has $have: run tests/gpu/prepare.sh again" >&2
+        return 1
+    fi
+    export TESSGEN_ROOT=$TG_REPO
+    PY=$("$TG_REPO/scripts/python.sh") || return 1
+    command -v ninja >/dev/null || {
+        echo "env: no ninja (the carried ninja-build is unpacked with Open MPI; TESS_GPU_SYSTEM_MPI=1 needs one)" >&2
+        return 1
+    }
+    # nvcc, and the rpath that lets bin/model-cuda find cuBLAS
+    local nvcc=${TESS_NVCC:-}
+    [ -n "$nvcc" ] || nvcc=$(command -v nvcc 2>/dev/null) || true
+    if [ -z "$nvcc" ]; then
+        local h
+        for h in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+            [ -n "$h" ] && [ -x "$h/bin/nvcc" ] && { nvcc=$h/bin/nvcc; break; }
+        done
+    fi
+    [ -n "$nvcc" ] || { echo "env: nvcc not found (TESS_NVCC, PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)" >&2; return 1; }
+    TG_NVCC=$(readlink -f "$(command -v "$nvcc")")
+    export TESS_NVCC=$TG_NVCC
+    local cudalib="" d
+    for d in "$(dirname "$TG_NVCC")/../lib64" "$(dirname "$TG_NVCC")/../lib" "$(dirname "$TG_NVCC")/../targets/x86_64-linux/lib"; do
+        if ls "$d"/libcublas.so* >/dev/null 2>&1; then cudalib=$(cd "$d" && pwd); break; fi
+    done
+    [ -n "$cudalib" ] && [ -z "${TESS_CUDA_LDFLAGS:-}" ] && export TESS_CUDA_LDFLAGS="-Xlinker -rpath=$cudalib"
+    TG_CUDALIB=$cudalib
+    # NCCL: the wheel PyTorch uses, when there is no TESS_NCCL_HOME
+    if [ -z "${TESS_NCCL_HOME:-}" ]; then
+        local w
+        w=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) || w=""
+        [ -n "$w" ] && [ -f "$w/include/nccl.h" ] && export TESS_NCCL_HOME=$w
+    fi
+    export TESS_WERROR=${TESS_WERROR:-0}
+    export TESS_BACKENDS=cpu,cuda
+    # the GPU
+    if [ "$TG_STANDIN" = 1 ]; then
+        export PATH=$TG_REPO/tests/gpu/standin:$PATH
+    fi
+    command -v nvidia-smi >/dev/null || { echo "env: nvidia-smi not found: no NVIDIA driver here" >&2; return 1; }
+    TG_GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
+    local cc
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+    [ -n "$cc" ] || { echo "env: nvidia-smi reports no GPU" >&2; return 1; }
+    export TESS_CUDA_ARCH=${TESS_CUDA_ARCH:-$cc}
+}
+
+tg_setup() {
+    tg_mpi_setup && tg_toolchain
+}
+
+# ---- models, references, builds, runs --------------------------------------------------------------------------
+# name -> "layers hidden heads ffn seq batch"; seq is on purpose no multiple of the attention kernels' tiles
+# (64 keys and 16 query rows per block at head dim 64, 32 and 16 at head dim 128)
+tg_dims() {
+    case "$1" in
+    m64) echo "2 256 4 1024 100 8" ;;   # head dim 64 (GPT-2's)
+    m128) echo "2 512 4 2048 72 4" ;;   # head dim 128
+    tiny) echo "1 128 2 256 20 4" ;;    # the sanitizer's
+    gpt2s2) echo "2 768 12 3072 1024 8" ;;  # GPT-2 small's block, 2 layers (profile)
+    gpt2s) echo "12 768 12 3072 1024 8" ;;  # GPT-2 small's 12 blocks
+    *) echo "tg_dims: unknown model $1" >&2; return 1 ;;
+    esac
+}
+tg_refargs() { # model -> tessref's dimension options
+    local L C H F S B
+    read -r L C H F S B <<<"$(tg_dims "$1")"
+    echo "--layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $B"
+}
+# tg_refdata MODEL: weights, input, forward output; dy, dx, gradients; target and 20-step losses (float64)
+tg_refdata() {
+    local m=$1 d=$TG_WORK/ref_$1 args
+    args=$(tg_refargs "$m")
+    [ -s "$d/loss.txt" ] && return 0
+    mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$PY" "$TG_REPO/tests/ref/tessref.py" weights $args --seed 7 --out "$d/w.safetensors" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" input $args --seed 7 --out "$d/x.npy" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" forward $args --weights "$d/w.safetensors" --input "$d/x.npy" \
+            --out "$d/y.npy" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" dy $args --seed 8 --out "$d/dy.npy" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" backward $args --weights "$d/w.safetensors" --input "$d/x.npy" \
+            --dy "$d/dy.npy" --dx-out "$d/dx.npy" --grads-out "$d/g.safetensors" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" input $args --seed 9 --out "$d/target.npy" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" train $args --weights "$d/w.safetensors" --input "$d/x.npy" \
+            --target "$d/target.npy" --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 \
+            --weight-decay 0.01 >"$d/loss.txt"
+}
+# tg_gen MODEL MODE q d -> prints the output folder (generated there; MODE infer or train)
+tg_dir() { echo "$TG_WORK/$1_$2_$3_$4"; }
+tg_gen() {
+    local m=$1 mode=$2 q=$3 dd=$4 dir L C H F S B
+    dir=$(tg_dir "$m" "$mode" "$q" "$dd")
+    read -r L C H F S B <<<"$(tg_dims "$m")"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "${m}_${mode}_q${q}_d${dd}",
+  mesh = { q = $q, d = $dd },
+  model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $B },
+  mode = "$mode",
+  backends = { "cpu", "cuda" },
+}
+SPEC
+    "$TG_TESSGEN" "$dir.lua" -o "$dir" --quiet
+}
+# tg_build MODEL MODE q d: generate and build bin/model-cuda (the emulated one under TESS_GPU_STANDIN=1)
+tg_build() {
+    local dir
+    dir=$(tg_dir "$@")
+    tg_gen "$@" || return 1
+    if [ "$TG_STANDIN" != 1 ]; then
+        ninja -C "$dir" cuda >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; return 1; }
+        local w
+        w=$(grep -c "warning" "$dir.build.log")
+        [ "$w" -eq 0 ] || echo "build of $dir: $w compiler warning lines (TESS_WERROR=$TESS_WERROR): $dir.build.log"
+        return 0
+    fi
+    # stand-in: the class programs against the CPU emulation of the CUDA runtime, as bin/cuda/... behind
+    # bin/model-cuda, so the generated launcher runs them as it would the real ones
+    "$TG_REPO/tests/cuda/emu_build.sh" "$dir" cuda model-cuda
+}
+tg_built() { [ -x "$(tg_dir "$@")/bin/model-cuda" ]; }
+# tg_run MODEL MODE q d ARGS...: run bin/model-cuda through the generated launcher, at most $TG_TIMEOUT seconds
+# (default 240); several ranks share the one GPU, so their collectives go through MPI with host staging
+# (TESS_COMM=mpi; NCCL refuses a shared GPU)
+tg_run() {
+    local dir comm=auto
+    dir=$(tg_dir "$1" "$2" "$3" "$4")
+    [ $(($3 * $3 * $4)) -gt 1 ] && comm=mpi
+    shift 4
+    timeout -k 10 "${TG_TIMEOUT:-240}" env TESS_BACKEND=cuda TESS_COMM="${TESS_COMM:-$comm}" "$dir/run" "$@"
+}
+tg_poison() { # FILE B S C: a NaN-filled float32 .npy, so a program that writes nothing fails the comparison
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full(tuple(map(int, sys.argv[2:])), np.nan, np.float32))" "$@"
+}
+tg_bsc() { # model -> "B S C"
+    local L C H F S B
+    read -r L C H F S B <<<"$(tg_dims "$1")"
+    echo "$B $S $C"
+}
