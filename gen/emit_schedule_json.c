@@ -16,6 +16,7 @@
  * class: roots are local indices (root_local) and descriptions use k; the
  * index gives what a reader needs to name the ranks: rank = j + q*i + q*q*k.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
@@ -46,67 +47,125 @@ static void class_ranks(tg_sb *o, const tg_plan *pl, int i, int j)
     tg_sb_puts(o, "]");
 }
 
-static void step_obj(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, int id)
+/* The distinct descriptions of a class's steps, each printed once in "texts": a 96-layer class has tens
+ * of thousands of steps but a few hundred different descriptions. Open addressing over indices. */
+typedef struct texts {
+    char **s;
+    int n, cap;
+    int *slot, nslot;
+} texts;
+
+static unsigned long long fnv(const char *s)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* index of s in t, added if new; -1 when out of memory */
+static int text_id(texts *t, const char *s)
+{
+    if (2 * (t->n + 1) > t->nslot) {
+        int nslot = t->nslot ? 2 * t->nslot : 1024;
+        int *ns = calloc((size_t)nslot, sizeof *ns);
+        if (!ns)
+            return -1;
+        for (int i = 0; i < t->n; i++) {
+            int a = (int)(fnv(t->s[i]) % (unsigned)nslot);
+            while (ns[a])
+                a = (a + 1) % nslot;
+            ns[a] = i + 1;
+        }
+        free(t->slot);
+        t->slot = ns;
+        t->nslot = nslot;
+    }
+    int a = (int)(fnv(s) % (unsigned)t->nslot);
+    while (t->slot[a]) {
+        if (!strcmp(t->s[t->slot[a] - 1], s))
+            return t->slot[a] - 1;
+        a = (a + 1) % t->nslot;
+    }
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 256;
+        char **nn = realloc(t->s, (size_t)cap * sizeof *nn);
+        if (!nn)
+            return -1;
+        t->s = nn;
+        t->cap = cap;
+    }
+    if (!(t->s[t->n] = strdup(s)))
+        return -1;
+    t->slot[a] = ++t->n;
+    return t->n - 1;
+}
+
+static void texts_free(texts *t)
+{
+    for (int i = 0; i < t->n; i++)
+        free(t->s[i]);
+    free(t->s);
+    free(t->slot);
+}
+
+/* One step as an array, in the order of STEP_FIELDS; false when out of memory. */
+#define STEP_FIELDS                                                                                                    \
+    "[\"step\",\"phase\",\"layer\",\"op\",\"t\",\"kind\",\"flops\",\"buffers\",\"what\",\"comm\",\"gemm\",\"shape\"]"
+#define COMM_FIELDS                                                                                                    \
+    "[\"group\",\"group_size\",\"root_local\",\"is_root\",\"dir\",\"elems\",\"recv_bytes\",\"sent_bytes\","        \
+    "\"reduced_bytes\"]"
+#define GEMM_FIELDS "[\"m\",\"n\",\"k\",\"lda\",\"ldb\",\"ldc\",\"beta\",\"transa\",\"transb\"]"
+#define SHAPE_FIELDS "[\"rows\",\"cols\",\"hidden\",\"nseq\",\"seq\",\"heads\",\"hdim\",\"eps\"]"
+
+static bool step_row(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, int id, texts *tx)
 {
     const tg_step *s = &rp->steps[id];
-    tg_sb_printf(o, "{\"step\":%d,\"phase\":\"%s\",\"layer\":%d,\"op\":", id, tg_phase_label(s->phase), s->layer);
+    char what[256];
+    int w = text_id(tx, tg_step_text(what, sizeof what, pl, rp, co, s));
+    if (w < 0)
+        return false;
+    tg_sb_printf(o, "[%d,\"%s\",%d,", id, tg_phase_label(s->phase), s->layer);
     jstr(o, s->op);
     if (s->t >= 0)
-        tg_sb_printf(o, ",\"t\":%d", s->t);
+        tg_sb_printf(o, ",%d,", s->t);
     else
-        tg_sb_puts(o, ",\"t\":null");
-    tg_sb_puts(o, ",\"kind\":");
+        tg_sb_puts(o, ",null,");
     jstr(o, tg_step_kind_name(s->kind));
-    if (tg_step_is_comm(s)) {
-        long long rc, se, re;
-        tg_step_traffic(s, &rc, &se, &re);
-        tg_sb_printf(o, ",\"comm\":true,\"group\":\"%s\",\"group_size\":%d", tg_group_name(s->group), s->group_size);
-        if (s->kind == TG_STEP_BCAST || s->kind == TG_STEP_REDUCE)
-            tg_sb_printf(o, ",\"root_local\":%d,\"is_root\":%s", s->root_local, s->is_root ? "true" : "false");
-        else
-            tg_sb_puts(o, ",\"root_local\":null,\"is_root\":false");
-        tg_sb_printf(o, ",\"dir\":\"%s\",\"elems\":%lld,\"bytes\":%lld,\"recv_bytes\":%lld,\"sent_bytes\":%lld,"
-                        "\"reduced_bytes\":%lld",
-                     tg_step_dir(s), s->count, 4 * s->count, 4 * rc, 4 * se, 4 * re);
-    } else {
-        tg_sb_puts(o, ",\"comm\":false");
-    }
-    tg_sb_printf(o, ",\"flops\":%lld", s->flops);
-    if (s->kind == TG_STEP_GEMM)
-        tg_sb_printf(o, ",\"gemm\":{\"m\":%d,\"n\":%d,\"k\":%d,\"lda\":%d,\"ldb\":%d,\"ldc\":%d,\"beta\":%g,"
-                        "\"transa\":%d,\"transb\":%d}",
-                     s->m, s->n, s->k, s->lda, s->ldb, s->ldc, (double)s->beta, s->transa, s->transb);
-    /* kernel shape fields, whichever the step sets */
-    struct {
-        const char *key;
-        int v;
-    } sh[] = {{"rows", s->rows}, {"cols", s->cols}, {"hidden", s->hidden}, {"nseq", s->nseq},
-              {"seq", s->seq},   {"heads", s->heads}, {"hdim", s->hdim}};
-    int any = 0;
-    for (size_t k = 0; k < sizeof sh / sizeof sh[0]; k++)
-        if (sh[k].v) {
-            tg_sb_printf(o, "%s\"%s\":%d", any ? "," : ",\"shape\":{", sh[k].key, sh[k].v);
-            any = 1;
-        }
-    if (s->eps != 0)
-        tg_sb_printf(o, "%s\"eps\":%.9g", any ? "," : ",\"shape\":{", s->eps), any = 1;
-    if (any)
-        tg_sb_puts(o, "}");
-    tg_sb_puts(o, ",\"buffers\":[");
+    tg_sb_printf(o, ",%lld,[", s->flops);
     int nb = 0;
     for (int k = 0; k < TG_STEP_MAXBUF; k++)
         if (s->buf[k] >= 0)
             tg_sb_printf(o, "%s[%d,\"%s%s\"]", nb++ ? "," : "", s->buf[k], (s->acc[k] & TG_ACC_R) ? "r" : "",
                          (s->acc[k] & TG_ACC_W) ? "w" : "");
-    tg_sb_puts(o, "],\"what\":");
-    char what[256];
-    jstr(o, tg_step_text(what, sizeof what, pl, rp, co, s));
-    tg_sb_puts(o, "}");
+    tg_sb_printf(o, "],%d,", w);
+    if (tg_step_is_comm(s)) {
+        long long rc, se, re;
+        tg_step_traffic(s, &rc, &se, &re);
+        tg_sb_printf(o, "[\"%s\",%d,", tg_group_name(s->group), s->group_size);
+        if (s->kind == TG_STEP_BCAST || s->kind == TG_STEP_REDUCE)
+            tg_sb_printf(o, "%d,%d", s->root_local, s->is_root);
+        else
+            tg_sb_puts(o, "null,0");
+        tg_sb_printf(o, ",\"%s\",%lld,%lld,%lld,%lld],", tg_step_dir(s), s->count, 4 * rc, 4 * se, 4 * re);
+    } else {
+        tg_sb_puts(o, "null,");
+    }
+    if (s->kind == TG_STEP_GEMM)
+        tg_sb_printf(o, "[%d,%d,%d,%d,%d,%d,%g,%d,%d],", s->m, s->n, s->k, s->lda, s->ldb, s->ldc, (double)s->beta,
+                     s->transa, s->transb);
+    else
+        tg_sb_puts(o, "null,");
+    if (s->rows || s->nseq)
+        tg_sb_printf(o, "[%d,%d,%d,%d,%d,%d,%d,%.9g]]", s->rows, s->cols, s->hidden, s->nseq, s->seq, s->heads,
+                     s->hdim, s->eps);
+    else
+        tg_sb_puts(o, "null]");
+    return true;
 }
 
 bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_err *err)
 {
-    (void)err;
     const tg_mesh *m = &pl->mesh;
     tg_coord co = {rp->i, rp->j, m->d == 1 ? 0 : -1};
     tg_sb_printf(o, "{\"format\":\"tessgen-schedule-class\",\"format_version\":2,\"tessgen\":\"%s\",\"generated\":",
@@ -122,20 +181,19 @@ bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg
     jstr(o, x->name);
     tg_sb_printf(o, ",\"c0\":%d,\"rows\":%d,\"cols\":%d},\n", tg_io_c0(pl, (tg_coord){rp->i, rp->j, 0}), x->rows,
                  x->cols);
-    tg_sb_puts(o, "\"buffers\":[\n");
+    tg_sb_puts(o, "\"buffers\":{\"fields\":[\"name\",\"rows\",\"cols\",\"offset\",\"bytes\",\"first\",\"last\","
+                  "\"persistent\",\"what\"],\"rows\":[\n");
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *b = &rp->bufs[i];
-        tg_sb_printf(o, "{\"id\":%d,\"name\":", i);
+        tg_sb_puts(o, "[");
         jstr(o, b->name);
-        tg_sb_printf(o, ",\"rows\":%d,\"cols\":%d,\"offset\":%lld,\"bytes\":%lld,\"first\":%d,\"last\":%d,"
-                        "\"persistent\":%s,\"what\":",
-                     b->rows, b->cols, 4 * b->offset, 4 * b->elems, b->first, b->last,
-                     b->persistent ? "true" : "false");
+        tg_sb_printf(o, ",%d,%d,%lld,%lld,%d,%d,%d,", b->rows, b->cols, 4 * b->offset, 4 * b->elems, b->first,
+                     b->last, b->persistent);
         char bw[160];
         jstr(o, tg_buf_text(bw, sizeof bw, pl, co, b));
-        tg_sb_printf(o, "}%s\n", i + 1 < rp->nbufs ? "," : "");
+        tg_sb_printf(o, "]%s\n", i + 1 < rp->nbufs ? "," : "");
     }
-    tg_sb_puts(o, "],\n\"params\":[\n");
+    tg_sb_puts(o, "]},\n\"params\":[\n");
     for (int i = 0; i < rp->nparams; i++) {
         const tg_param *p = &rp->params[i];
         tg_sb_puts(o, "{\"name\":");
@@ -150,13 +208,22 @@ bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg
                          p->piece[k].r0, p->piece[k].nr, p->piece[k].c0, p->piece[k].nc, p->piece[k].dst_col);
         tg_sb_printf(o, "]}%s\n", i + 1 < rp->nparams ? "," : "");
     }
-    tg_sb_puts(o, "],\n\"steps\":[\n");
-    for (int i = 0; i < rp->nsteps; i++) {
-        step_obj(o, pl, rp, co, i);
+    tg_sb_puts(o, "],\n\"steps\":{\"fields\":" STEP_FIELDS ",\"comm_fields\":" COMM_FIELDS ",\"gemm_fields\":"
+                  GEMM_FIELDS ",\"shape_fields\":" SHAPE_FIELDS ",\"rows\":[\n");
+    texts tx = {0};
+    bool ok = true;
+    for (int i = 0; i < rp->nsteps && ok; i++) {
+        ok = step_row(o, pl, rp, co, i, &tx);
         tg_sb_puts(o, i + 1 < rp->nsteps ? ",\n" : "\n");
     }
+    tg_sb_puts(o, "]},\n\"texts\":[\n");
+    for (int i = 0; i < tx.n; i++) {
+        jstr(o, tx.s[i]);
+        tg_sb_puts(o, i + 1 < tx.n ? ",\n" : "\n");
+    }
     tg_sb_puts(o, "]}\n");
-    return true;
+    texts_free(&tx);
+    return ok ? true : tg_fail(err, "out of memory printing the schedule of class (i=%d, j=%d)", rp->i, rp->j);
 }
 
 void tg_emit_class_js(tg_sb *o, const tg_sb *json)

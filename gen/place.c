@@ -30,13 +30,58 @@ typedef struct ivlist {
     int n, cap;
 } ivlist;
 
+/* Lists take their storage from chunks that are freed together: a list that grows moves to a block twice
+ * its size and leaves the old one behind, so at most half of what is taken is waste, and one placement
+ * makes a few large allocations instead of one per list. */
+#define POOL_CHUNK (1 << 16) /* intervals */
+
+typedef struct pool {
+    ivl **chunk;
+    int nchunks, cap;
+    size_t used; /* in the last chunk */
+    size_t size; /* of the last chunk */
+} pool;
+
+static ivl *pool_take(pool *p, size_t n)
+{
+    if (p->nchunks == 0 || p->used + n > p->size) {
+        if (p->nchunks == p->cap) {
+            int cap = p->cap ? 2 * p->cap : 16;
+            ivl **nc = realloc(p->chunk, (size_t)cap * sizeof *nc);
+            if (!nc)
+                return NULL;
+            p->chunk = nc;
+            p->cap = cap;
+        }
+        size_t size = n > POOL_CHUNK ? n : POOL_CHUNK;
+        ivl *c = malloc(size * sizeof *c);
+        if (!c)
+            return NULL;
+        p->chunk[p->nchunks++] = c;
+        p->used = 0;
+        p->size = size;
+    }
+    ivl *v = p->chunk[p->nchunks - 1] + p->used;
+    p->used += n;
+    return v;
+}
+
+static void pool_free(pool *p)
+{
+    for (int i = 0; i < p->nchunks; i++)
+        free(p->chunk[i]);
+    free(p->chunk);
+}
+
 typedef struct tree {
+    pool mem;         /* every list's intervals */
     int size;         /* leaves, a power of two >= steps */
     ivlist *cover;    /* [2*size] */
     ivlist *sub;      /* [2*size] */
     unsigned *stamp;  /* [2*size]: marks nodes already visited by the current operation */
     unsigned now;
     int *nodes;       /* scratch: canonical nodes, then ancestors */
+    int *cursor;      /* scratch: one position per list of a query */
     const ivlist **lists; /* scratch: the lists of one query */
     bool oom;
 } tree;
@@ -44,20 +89,6 @@ typedef struct tree {
 static long long align_up(long long x)
 {
     return (x + TG_ALIGN_ELEMS - 1) / TG_ALIGN_ELEMS * TG_ALIGN_ELEMS;
-}
-
-/* Index of the first interval whose end is above x (ends are increasing: the list is disjoint and sorted). */
-static int first_above(const ivlist *L, long long x)
-{
-    int lo = 0, hi = L->n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (L->v[mid].b > x)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
 }
 
 /* Add [a,b) to L, merging with every interval it touches or overlaps. */
@@ -83,11 +114,13 @@ static void list_add(tree *t, ivlist *L, long long a, long long b)
     if (j == i) { /* nothing merged: insert at i */
         if (L->n == L->cap) {
             int cap = L->cap ? 2 * L->cap : 4;
-            ivl *nv = realloc(L->v, (size_t)cap * sizeof *nv);
+            ivl *nv = pool_take(&t->mem, (size_t)cap);
             if (!nv) {
                 t->oom = true;
                 return;
             }
+            if (L->n)
+                memcpy(nv, L->v, (size_t)L->n * sizeof *nv);
             L->v = nv;
             L->cap = cap;
         }
@@ -126,20 +159,19 @@ static bool tree_init(tree *t, int steps)
     t->stamp = calloc(nn, sizeof *t->stamp);
     t->nodes = malloc(256 * sizeof *t->nodes);
     t->lists = malloc(256 * sizeof *t->lists);
-    return t->cover && t->sub && t->stamp && t->nodes && t->lists;
+    t->cursor = malloc(256 * sizeof *t->cursor);
+    return t->cover && t->sub && t->stamp && t->nodes && t->lists && t->cursor;
 }
 
 static void tree_free(tree *t)
 {
-    for (size_t i = 0; t->cover && t->sub && i < 2 * (size_t)t->size; i++) {
-        free(t->cover[i].v);
-        free(t->sub[i].v);
-    }
+    pool_free(&t->mem);
     free(t->cover);
     free(t->sub);
     free(t->stamp);
     free(t->nodes);
     free(t->lists);
+    free(t->cursor);
 }
 
 /* Lowest aligned offset where s elements fit during steps [f,l]. */
@@ -157,14 +189,38 @@ static long long tree_query(tree *t, int f, int l, long long s)
                 t->lists[nl++] = &t->cover[x];
         }
     }
+    /* cur only grows: each list keeps a cursor at its first interval ending above cur */
     long long cur = 0;
+    int *at = t->cursor;
+    for (int i = 0; i < nl; i++)
+        at[i] = 0;
     for (bool moved = true; moved;) {
         moved = false;
         for (int i = 0; i < nl; i++) {
             const ivlist *L = t->lists[i];
-            int k = first_above(L, cur);
+            int k = at[i];
+            if (k < L->n && L->v[k].b <= cur) { /* gallop, then bisect: lists can hold hundreds of intervals */
+                int step = 1, hi = k + 1;
+                while (hi < L->n && L->v[hi].b <= cur) {
+                    k = hi;
+                    step *= 2;
+                    hi = k + step;
+                }
+                if (hi > L->n)
+                    hi = L->n;
+                int lo = k + 1; /* L->v[k].b <= cur; the answer is in (k, hi] */
+                while (lo < hi) {
+                    int mid = lo + (hi - lo) / 2;
+                    if (L->v[mid].b <= cur)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                k = lo;
+            }
+            at[i] = k;
             if (k < L->n && L->v[k].a < cur + s) {
-                cur = align_up(L->v[k].b);
+                cur = L->v[k].b; /* ends are stored aligned (tg_place) */
                 moved = true;
             }
         }
@@ -223,7 +279,9 @@ bool tg_place(tg_place_item *items, int n, int nsteps, long long *arena, tg_err 
         tg_place_item *it = &items[ord[k].idx];
         long long off = tree_query(&t, it->first, it->last, it->elems);
         it->offset = off;
-        tree_insert(&t, it->first, it->last, off, off + it->elems);
+        /* stored up to the aligned end: nothing can start in the pad (offsets are aligned), so collisions are
+         * the same, and neighbours merge into one interval */
+        tree_insert(&t, it->first, it->last, off, align_up(off + it->elems));
         if (align_up(off + it->elems) > top)
             top = align_up(off + it->elems);
     }

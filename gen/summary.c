@@ -415,11 +415,16 @@ static void fold(mesh_fig *mf, const tg_class_fig *g, int d)
     mf->recv_total += (long long)d * g->recv;
 }
 
-static void fig_row(tg_sb *o, const char *mesh, const char *status, const mesh_fig *mf)
+static void fig_row(tg_sb *o, const char *mesh, const char *status, const mesh_fig *mf, int full)
 {
-    tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %15lld %16lld %9d\n", mesh, status,
-                 4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,
-                 4 * mf->recv_total, mf->flops_max, mf->steps_max);
+    if (full)
+        tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %15lld %16lld %9d\n", mesh, status,
+                     4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,
+                     4 * mf->recv_total, mf->flops_max, mf->steps_max);
+    else
+        tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %16lld %9d\n", mesh, status,
+                     4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,
+                     mf->flops_max, mf->steps_max);
 }
 
 /* The spec's model on mesh [q,q,d], as Lua source for the real validator. */
@@ -436,11 +441,21 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
 {
     const tg_spec *s = &pl->spec;
     int p = pl->mesh.p;
-    tg_sb_printf(o, "\nmeshes with %d ranks for the same model (bytes and flops per %s; max over ranks, total over "
-                    "the mesh):\n",
-                 p, s->mode == TG_TRAIN ? "training step" : "forward");
-    tg_sb_printf(o, "  %-12s %-9s %13s %13s %13s %13s %13s %15s %16s %9s\n", "mesh", "status", "arena max", "weights max",
-                 "recv max", "sent max", "reduced max", "recv total", "flops max", "steps max");
+    if (full) {
+        tg_sb_printf(o, "\nmeshes with %d ranks for the same model (bytes and flops per %s; max over ranks, total over "
+                        "the mesh):\n",
+                     p, s->mode == TG_TRAIN ? "training step" : "forward");
+        tg_sb_printf(o, "  %-12s %-9s %13s %13s %13s %13s %13s %15s %16s %9s\n", "mesh", "status", "arena max",
+                     "weights max", "recv max", "sent max", "reduced max", "recv total", "flops max", "steps max");
+    } else {
+        /* one class per mesh keeps this bounded: every class of a mesh runs the same collectives and GEMMs (each
+         * is the root once per SUMMA), only its arena can differ a little; --full plans every class */
+        tg_sb_printf(o, "\nmeshes with %d ranks for the same model (bytes and flops per %s of a rank of class (0,0); "
+                        "--summary --full: max and total over every rank):\n",
+                     p, s->mode == TG_TRAIN ? "training step" : "forward");
+        tg_sb_printf(o, "  %-12s %-9s %13s %13s %13s %13s %13s %16s %9s\n", "mesh", "status", "arena", "weights",
+                     "recv", "sent", "reduced", "flops", "steps");
+    }
     for (int q = p; q >= 1; q--) {
         if (p % (q * q))
             continue;
@@ -450,9 +465,9 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
         mesh_fig mf;
         memset(&mf, 0, sizeof mf);
         if (q == pl->mesh.q && d == pl->mesh.d) {
-            for (int c = 0; c < tg_plan_nclasses(pl); c++)
+            for (int c = 0; c < (full ? tg_plan_nclasses(pl) : 1); c++)
                 fold(&mf, &figs[c], d);
-            fig_row(o, mesh, "this spec", &mf);
+            fig_row(o, mesh, "this spec", &mf, full);
             continue;
         }
         char src[512], chunk[1200];
@@ -487,7 +502,7 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
         tg_plan ap;
         tg_plan_init(&copy, &ap);
         bool ok = true;
-        for (int c = 0; c < tg_plan_nclasses(&ap) && ok; c++) {
+        for (int c = 0; c < (full ? tg_plan_nclasses(&ap) : 1) && ok; c++) {
             tg_class_plan cp;
             tg_class_fig g;
             tg_err pe = {{0}, 0};
@@ -503,7 +518,7 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
             }
         }
         if (ok)
-            fig_row(o, mesh, "possible", &mf);
+            fig_row(o, mesh, "possible", &mf, full);
     }
     return true;
 }

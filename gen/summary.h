@@ -15,7 +15,8 @@
  * share one line ("0-95"). The full form (--summary --full, summary.txt)
  * lists every class and every layer. Either ends with every other [q,q,d]
  * with the same rank count, each judged by the real spec loader and planned
- * class by class, or "not possible" with the rule it breaks.
+ * (every class in the full form, rank 0's class in the grouped one), or "not
+ * possible" with the rule it breaks.
  */
 #ifndef TG_SUMMARY_H
 #define TG_SUMMARY_H

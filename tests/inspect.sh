@@ -114,12 +114,14 @@ p = q * q * d
 assert len(doc["ranks"]) == p, "one object per rank"
 assert len(doc["classes"]) == q * q, "one object per class"
 here = os.path.dirname(path)
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+from schedule_class import load_class
 cls = {}
 for c in doc["classes"]:
     text = open(os.path.join(here, c["json"])).read()
-    C = json.loads(text)
     js = open(os.path.join(here, c["script"])).read()
     assert js.split("\n", 1)[1] == "tessgenClass(" + text + ");\n", "the .js of %s wraps its JSON" % c["json"]
+    C = load_class(path, c)
     assert C["format"] == "tessgen-schedule-class" and C["fingerprint"] == doc["fingerprint"], c["json"]
     assert C["ranks"] == [c["j"] + q * c["i"] + q * q * k for k in range(d)] == c["ranks"], "ranks of %s" % c["json"]
     cls[c["class"]] = C
@@ -277,6 +279,8 @@ inspect_trace_run() {
         [ "$(grep -c "MISMATCH" "$dir/stats.txt")" -eq 0 ] &&
         "$PY" - "$dir/trace.json" "$dir/schedule.json" <<'PYEOF'
 import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+from schedule_class import load_class
 trace = json.load(open(sys.argv[1]))                 # valid JSON, or this fails
 plan = json.load(open(sys.argv[2]))
 p = plan["mesh"]["p"]
@@ -284,7 +288,7 @@ ev = trace["traceEvents"]
 names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
 assert sorted(names) == list(range(p)), "one process per rank: %s" % sorted(names)
 for r in range(p):
-    C = json.load(open(os.path.join(os.path.dirname(sys.argv[2]), plan["classes"][plan["ranks"][r]["class"]]["json"])))
+    C = load_class(sys.argv[2], plan["classes"][plan["ranks"][r]["class"]])
     sl = [e for e in ev if e["ph"] == "X" and e["pid"] == r]
     assert len(sl) == C["nsteps"], "rank %d: %d slices, %d steps" % (r, len(sl), C["nsteps"])
     steps = C["steps"]

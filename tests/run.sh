@@ -24,6 +24,7 @@
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+export ROOT
 scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 PY=$(scripts/python.sh) || { echo "0 passed, 1 failed"; exit 1; }
 export OMPI_MCA_rmaps_base_oversubscribe=1

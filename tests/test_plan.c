@@ -194,6 +194,22 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
             free(cover);
         }
     }
+    /* every class runs the same collectives and GEMMs (each is a root once per SUMMA): the same elements
+     * moved per group kind and direction, the same flops and steps; the grouped --summary relies on it */
+    for (int c = 1; c < tg_plan_nclasses(pl); c++) {
+        const tg_class_plan *a = &all[0], *b = &all[c];
+        TT_CHECK(a->nsteps == b->nsteps && a->flops == b->flops, "%s: class %d: %d steps %lld flops, class 0: %d %lld",
+                 label, c, b->nsteps, b->flops, a->nsteps, a->flops);
+        TT_CHECK(!memcmp(a->bcast_recv, b->bcast_recv, sizeof a->bcast_recv) &&
+                     !memcmp(a->bcast_sent, b->bcast_sent, sizeof a->bcast_sent) &&
+                     !memcmp(a->allreduce, b->allreduce, sizeof a->allreduce) &&
+                     !memcmp(a->bwd_bcast_recv, b->bwd_bcast_recv, sizeof a->bwd_bcast_recv) &&
+                     !memcmp(a->bwd_bcast_sent, b->bwd_bcast_sent, sizeof a->bwd_bcast_sent) &&
+                     !memcmp(a->bwd_allreduce, b->bwd_allreduce, sizeof a->bwd_allreduce) &&
+                     !memcmp(a->bwd_reduce_recv, b->bwd_reduce_recv, sizeof a->bwd_reduce_recv) &&
+                     !memcmp(a->bwd_reduce_sent, b->bwd_reduce_sent, sizeof a->bwd_reduce_sent),
+                 "%s: class %d moves other elements than class 0", label, c);
+    }
     /* residual stream blocks partition [T, C] */
     unsigned char *cover = calloc((size_t)(T * C), 1);
     for (int r = 0; r < m->p; r++) {
