@@ -198,6 +198,13 @@ static void quote(char *out, size_t cap, const char *s, size_t stored, size_t le
     out[o] = '\0';
 }
 
+/* Is v the string lit, byte for byte? Lengths are compared, so "train\0x" is not "train". */
+static bool str_is(const raw_val *v, const char *lit)
+{
+    size_t n = strlen(lit);
+    return v->type == LUA_TSTRING && v->slen == n && n < sizeof v->s && memcmp(v->s, lit, n) == 0;
+}
+
 /* Bytes of a string value kept in v->s. */
 static size_t stored_len(const raw_val *v) { return v->slen < sizeof v->s - 1 ? v->slen : sizeof v->s - 1; }
 
@@ -849,7 +856,7 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
         fail(c, "dtype must be a string such as \"fp32\", got %s", shown);
         return;
     }
-    if (v->slen == 4 && strcmp(v->s, "fp32") == 0)
+    if (str_is(v, "fp32"))
         return;
     quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
     fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
@@ -862,9 +869,9 @@ static void check_mode(spec_ctx *c, tg_spec *s)
     s->mode = TG_INFER;
     if (v->type == LUA_TNONE)
         return;
-    if (v->type == LUA_TSTRING && strcmp(v->s, "infer") == 0)
+    if (str_is(v, "infer"))
         return;
-    if (v->type == LUA_TSTRING && strcmp(v->s, "train") == 0) {
+    if (str_is(v, "train")) {
         s->mode = TG_TRAIN;
         return;
     }
@@ -952,9 +959,9 @@ static void check_backends(spec_ctx *c, tg_spec *s)
     for (int k = 0; k < c->nlist; k++) {
         const raw_val *v = &c->list[k];
         unsigned bit = 0;
-        if (v->type == LUA_TSTRING && strcmp(v->s, "cpu") == 0 && v->slen == 3)
+        if (str_is(v, "cpu"))
             bit = TG_BACKEND_CPU;
-        else if (v->type == LUA_TSTRING && strcmp(v->s, "cuda") == 0 && v->slen == 4)
+        else if (str_is(v, "cuda"))
             bit = TG_BACKEND_CUDA;
         if (!bit) {
             describe(shown, sizeof shown, v);

@@ -567,6 +567,28 @@ int main(void)
                  E.msg);
     }
 
+    TT_CASE("issue 12.7: a string value with an embedded NUL is refused, whatever its prefix") {
+        static const struct {
+            const char *field, *want;
+        } cases[] = {
+            {"mode = 'train\\0x'", "specs/x.lua: mode = string \"train\\x00x\" is not a mode"},
+            {"mode = 'infer\\0'", "specs/x.lua: mode = string \"infer\\x00\" is not a mode"},
+            {"dtype = 'fp32\\0x'", "specs/x.lua: dtype = \"fp32\\x00x\" is not supported yet"},
+            {"name = 'ok\\0x'", "specs/x.lua: name = \"ok\\x00x\" is not a valid name"},
+            {"backends = { 'cpu\\0x' }", "specs/x.lua: backends[1] = string \"cpu\\x00x\" is not a backend"},
+            {"backends = { 'cpu', 'cuda\\0' }", "specs/x.lua: backends[2] = string \"cuda\\x00\" is not a backend"},
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            char src[512];
+            snprintf(src, sizeof src, "return { %s, " OK_TAIL " }", cases[k].field);
+            TT_CHECK(!load(src), "%s accepted", cases[k].field);
+            TT_CHECK(E.count == 1 && has(cases[k].want), "%s: %.400s", cases[k].field, E.msg);
+        }
+        TT_CHECK(load("return { mode = 'train', dtype = 'fp32', backends = { 'cpu', 'cuda' }, " OK_TAIL " }") &&
+                     S.mode == TG_TRAIN,
+                 "%.400s", E.msg);
+    }
+
     /* ---- the sandbox ---------------------------------------------------------- */
 
     TT_CASE("sandbox: os.execute is absent and nothing runs") {
