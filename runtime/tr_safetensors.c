@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,17 +295,22 @@ static bool json_uint(const tr_json_node *n, uint64_t *out)
     return true;
 }
 
-/* Describe a JSON value that should have been a non-negative integer. */
+/* Describe a JSON value that should have been a non-negative integer. Only
+ * comparisons touch the double: converting one outside int64 is undefined. */
 static const char *describe_bad_uint(const tr_json_node *n, char *buf, size_t cap)
 {
     if (n->type != TR_JSON_NUMBER)
         snprintf(buf, cap, "a %s", tr_json_type_name(n->type));
     else if (n->is_int && n->ival < 0)
         snprintf(buf, cap, "%lld (negative)", (long long)n->ival);
-    else if (!n->is_int && n->num == (double)(int64_t)n->num && n->num < 9.2e18 && n->num > -9.2e18)
-        snprintf(buf, cap, "%g written as a non-integer literal", n->num);
-    else if (!n->is_int && n->num >= 9.2e18)
+    else if (n->is_int)
+        snprintf(buf, cap, "%lld", (long long)n->ival); /* not reached: json_uint accepts it */
+    else if (n->num < 0)
+        snprintf(buf, cap, "%g (negative)", n->num);
+    else if (n->num >= 9.2e18)
         snprintf(buf, cap, "%g (too large)", n->num);
+    else if (floor(n->num) == n->num)
+        snprintf(buf, cap, "%g written as a non-integer literal", n->num);
     else
         snprintf(buf, cap, "%g (not an integer)", n->num);
     return buf;
