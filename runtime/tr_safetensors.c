@@ -719,6 +719,19 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
                     path, i, t->name ? t->name : "(null)");
             goto out;
         }
+        size_t bad_at = tr_json_utf8_check(t->name, strlen(t->name));
+        if (bad_at < strlen(t->name)) {
+            char shown[TR_ST_NAME_CAP * 4];
+            size_t o = 0;
+            for (const unsigned char *c = (const unsigned char *)t->name; *c; c++) {
+                bool plain = *c >= 0x20 && *c < 0x7f && *c != '\\';
+                o += (size_t)snprintf(shown + o, sizeof shown - o, plain ? "%c" : "\\x%02x", *c);
+            }
+            tr_fail(err, "%s: tensor name \"%s\" is not valid UTF-8 (byte %zu): a safetensors header is JSON text, "
+                         "which is UTF-8; rename the tensor",
+                    path, shown, bad_at);
+            goto out;
+        }
         if (t->ndim < 0 || t->ndim > 4) {
             tr_fail(err, "%s: tensor %s: ndim %d is outside 0..4", path, t->name, t->ndim);
             goto out;

@@ -86,7 +86,8 @@ typedef struct tr_st_out {
 /* Write tensors[0..n) to path atomically (path.tmp.<pid>, fsync, rename; on
  * any failure the temp file is removed and path is untouched). Header keys
  * sorted by name, data contiguous in that order, header padded with spaces to
- * a multiple of 8. Names must be non-empty, unique, < 160 bytes, and not
+ * a multiple of 8. Names must be non-empty, unique, < 160 bytes, valid UTF-8
+ * (the header is JSON; the reader refuses anything else), and not
  * "__metadata__". */
 bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_err *err);
 

@@ -717,6 +717,33 @@ static void test_atomic(void)
         TT_CHECK(count_temps(g_dir) == 0, "temp file left");
     }
 
+    TT_CASE("st write: issue 12.7, a name that is not UTF-8 is refused; UTF-8 and control bytes round-trip") {
+        static const char *const bad_names[] = {"h.0\xff", "h.\xc3", "\xed\xa0\x80x" /* a surrogate */,
+                                                "\xc0\xae" /* overlong */};
+        const char *path = P("names.safetensors");
+        for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+            tr_st_out t = {bad_names[i], 1, {4}, x};
+            tr_err e = {{0}};
+            TT_CHECK(!tr_st_write_atomic(path, &t, 1, &e), "name %zu written", i);
+            TT_CHECK(starts(e.msg, path) && has(e.msg, "not valid UTF-8") && has(e.msg, "\\x"), "name %zu: msg=%.300s",
+                     i, e.msg);
+            TT_CHECK(access(path, F_OK) != 0, "name %zu created the file", i);
+        }
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left");
+        tr_st_out good[2] = {{"h.0.\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 1, {4}, x}, {"tab\there \"q\" \\", 1, {4}, x}};
+        tr_err e = {{0}};
+        TT_CHECK(tr_st_write_atomic(path, good, 2, &e), "msg=%.300s", e.msg);
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "the reader refuses what the writer wrote: %.300s", e2.msg);
+        if (ok) {
+            TT_CHECK(tr_st_find(&f, good[0].name) && tr_st_find(&f, good[1].name), "names changed on the way");
+            tr_st_close(&f);
+        }
+        unlink(path);
+    }
+
     TT_CASE("atomic: path is a directory -> fails, temp removed, directory intact") {
         const char *dir = P("isdir.safetensors");
         mkdir(dir, 0700);
