@@ -5,14 +5,17 @@
  * input (or deterministic synthetic ones), runs the generated forward, and
  * gathers the output on rank 0, which writes it atomically.
  *
- * Input files are validated once, on rank 0 (every tensor present, F32, with
- * the expected shape; the input's shape), and the verdict is broadcast, so a
- * bad file gives one clear message and every rank exits with the same code.
- * The arena is filled with NaN before loading, so anything the schedule fails
- * to write shows up in the output.
+ * Every output path is checked on rank 0 before any work (a temp file is
+ * created and removed where the output will go), and input files are
+ * validated once, on rank 0 (every tensor present, F32, with the expected
+ * shape; the input's shape); the verdict is broadcast, so a bad path or file
+ * gives one clear message and every rank exits with the same code. The arena
+ * is filled with NaN before loading, so anything the schedule fails to write
+ * shows up in the output.
  *
- * Exit codes: 0 ok, 1 bad input file or option, 2 wrong world size or usage,
- * 3 measured communication differs from the plan (--bytes).
+ * Exit codes: 0 ok, 1 bad input file, option value or output path, 2 wrong
+ * world size or usage, 3 measured communication differs from the plan
+ * (--bytes), 4 replicas differ (--replica-check).
  */
 #include <errno.h>
 #include <math.h>
@@ -73,6 +76,42 @@ static void usage(FILE *f, const char *prog)
             tr_model.seq, tr_model.hidden);
 }
 
+/* The option of each output path, in the order check_outputs and parse_args list them. */
+static const char *const out_option[5] = {"--output", "--trace", "--weights-out", "--grads-out", "--dx-out"};
+
+/* A file name given to option opt: refuse one that looks like an option ("run --output --quiet"
+ * would otherwise write a file named --quiet and run without --quiet). */
+static bool file_value_ok(const char *opt, const char *val, tr_err *err)
+{
+    if (val[0] != '-')
+        return true;
+    tr_fail(err, "%s needs a file name, not the option %s (see --help); to name a file that starts with '-', write "
+                 "./%s",
+            opt, val, val);
+    return false;
+}
+
+/* Do a and b name the same file as far as the text says ("d/./y.npy" and "d//y.npy" are "d/y.npy")? */
+static bool same_name(const char *a, const char *b)
+{
+    char n[2][4096];
+    const char *src[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        size_t o = 0;
+        for (const char *p = src[k]; *p && o + 1 < sizeof n[k];) {
+            if (*p == '/' && o > 0 && n[k][o - 1] == '/') { /* "//" */
+                p++;
+            } else if (p[0] == '.' && p[1] == '/' && (o == 0 || n[k][o - 1] == '/')) { /* "./" */
+                p += 2;
+            } else {
+                n[k][o++] = *p++;
+            }
+        }
+        n[k][o] = '\0';
+    }
+    return strcmp(n[0], n[1]) == 0;
+}
+
 /* 0: run, 1: --help printed, -1: error in err */
 static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
 {
@@ -93,6 +132,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 tr_fail(err, "--trace needs a file name (see --help)");
                 return -1;
             }
+            if (!file_value_ok(s, val, err))
+                return -1;
             o->trace = argv[++a];
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
@@ -108,6 +149,9 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 tr_fail(err, "%s needs a value (see --help)", s);
                 return -1;
             }
+            bool numeric = !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--steps");
+            if (!numeric && !file_value_ok(s, val, err))
+                return -1;
             a++;
             if (!strcmp(s, "--weights"))
                 o->weights = val;
@@ -173,6 +217,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;
     }
+    const char *outs[5] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out};
+    for (int i = 0; i < 5; i++)
+        for (int k = i + 1; k < 5; k++)
+            if (outs[i] && outs[k] && same_name(outs[i], outs[k])) {
+                tr_fail(err, "%s and %s name the same file (%s): give each output its own path", out_option[i],
+                        out_option[k], outs[k]);
+                return -1;
+            }
     return 0;
 }
 
@@ -195,6 +247,19 @@ static void shape_of(const tr_param *p, int64_t *shape)
 {
     shape[0] = p->full[0];
     shape[1] = p->full[1];
+}
+
+/* Rank 0, before any work: can every output be written? */
+static bool check_outputs(const tr_opts *o, tr_err *err)
+{
+    const char *outs[5] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out};
+    bool ok = true;
+    for (int i = 0; i < 5; i++)
+        if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
+            ok = false;
+    if (!ok)
+        tr_fail(err, "nothing was run");
+    return ok;
 }
 
 /* Rank 0: is every tensor of the model in the file, F32, with the right shape? */
@@ -426,6 +491,15 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
+    /* every output can be written, or nothing runs */
+    bool ok = rank == 0 ? check_outputs(&o, &err) : true;
+    if (!root_ok(ok)) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        MPI_Finalize();
+        return 1;
+    }
+
     const tr_rank_desc *d = tr_model.ranks[rank];
     if (rank == 0 && !o.quiet)
         printf("%s: mesh [%d,%d,%d] = %d ranks, %d layers; schedule %s, generated by tessgen %s from %s\n",
@@ -434,7 +508,7 @@ int main(int argc, char **argv)
 
     int rc = 0;
     tr_ctx ctx;
-    bool ok = tr_ctx_init(&ctx, d, &err);
+    ok = tr_ctx_init(&ctx, d, &err);
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "%s\n", err.msg);

@@ -101,6 +101,17 @@ train_infer_refuses() {
     [ $rc -eq 2 ] && grep -q 'mode = "train"' "$WORK/tr.err"
 }
 
+# issue 12.4: training outputs are checked before step 1
+train_outputs_first() { # OPTION PATH WANT ARGS...
+    local opt=$1 path=$2 want=$3
+    shift 3
+    "$WORK/train_2_2/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" "$@" "$opt" "$path" \
+        >"$WORK/tof.out" 2>"$WORK/tof.err"
+    local rc=$?
+    cat "$WORK/tof.out" "$WORK/tof.err"
+    [ $rc -eq 1 ] && grep -qF -- "$opt $path: $want" "$WORK/tof.err" && ! grep -q "^step 1 " "$WORK/tof.out"
+}
+
 if train_setup >"$WORK/log" 2>&1; then
     ok "train: float64 reference gradients and losses"
     for m in $TRAIN_MESHES; do
@@ -119,6 +130,15 @@ if train_setup >"$WORK/log" 2>&1; then
         check "train: the replica check catches a replica one ulp off" train_replica_check_fails
     fi
     check "train: an inference program refuses --dy and names mode = \"train\"" train_infer_refuses
+    if [ -x "$WORK/train_2_2/bin/model" ] && [ -f "$WORK/train_2_1.lua" ]; then
+        check "train: issue 12.4, --weights-out into a missing directory is refused before step 1" \
+            train_outputs_first --weights-out "$WORK/nodir/w.safetensors" "directory $WORK/nodir does not exist" \
+            --steps 10
+        check "train: issue 12.4, --grads-out naming a directory is refused before the backward" \
+            train_outputs_first --grads-out "$WORK" "is a directory" --dy "$WORK/dy.npy"
+        check "train: issue 12.4, --dx-out into a missing directory is refused before the backward" \
+            train_outputs_first --dx-out "$WORK/nodir/dx.npy" "directory $WORK/nodir does not exist" --dy "$WORK/dy.npy"
+    fi
     if [ -x "$WORK/train_2_2/bin/model" ]; then
         M="$WORK/train_2_2"
         check "train: dy of the wrong shape is refused" refused 1 "dy" --weights "$W" --input "$X" --dy "$WORK/x_b6.npy"
