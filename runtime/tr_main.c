@@ -8,16 +8,20 @@
  * Every output path is checked on rank 0 before any work (a temp file is
  * created and removed where the output will go), and input files are
  * validated once, on rank 0 (every tensor present, F32, with the expected
- * shape; the input's shape); the verdict is broadcast, so a bad path or file
- * gives one clear message and every rank exits with the same code. The arena
- * is filled with NaN before loading, so anything the schedule fails to write
- * shows up in the output.
+ * shape, no block beyond the model's layers; the input's shape); the verdict
+ * is broadcast, so a bad path or file gives one clear message and every rank
+ * exits with the same code. Each rank then checks that the values it loaded
+ * are finite (weights and every .npy input, in every mode: a NaN or an
+ * infinity can only give non-finite results). The arena is filled with NaN
+ * before loading, so anything the schedule fails to write shows up in the
+ * output.
  *
  * Exit codes: 0 ok, 1 bad input file, option value or output path, 2 wrong
  * world size or usage, 3 measured communication differs from the plan
  * (--bytes), 4 replicas differ (--replica-check).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,7 +266,23 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
     return ok;
 }
 
-/* Rank 0: is every tensor of the model in the file, F32, with the right shape? */
+/* The block of a name "h.<l>.<rest>" (l without leading zeros), or -1. */
+static long block_of(const char *name)
+{
+    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9' || (name[2] == '0' && name[3] != '.'))
+        return -1;
+    long l = 0;
+    const char *p = name + 2;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (l > (LONG_MAX - 9) / 10)
+            return -1;
+        l = l * 10 + (*p - '0');
+    }
+    return *p == '.' ? l : -1;
+}
+
+/* Rank 0: is every tensor of the model in the file, F32, with the right shape, and is there no
+ * block beyond the model's layers (a deeper checkpoint would otherwise be cut silently)? */
 static bool check_weights(const char *path, tr_err *err)
 {
     tr_st_file f;
@@ -283,8 +303,71 @@ static bool check_weights(const char *path, tr_err *err)
     }
     if (bad > 8)
         tr_fail(err, "%s: ... and %d more tensor problems", path, bad - 8);
+    const char *extra = NULL;
+    long extra_block = -1, deepest = -1;
+    for (int i = 0; i < f.ntensors; i++) { /* sorted by name: the first extra one is the first listed */
+        long l = block_of(f.tensors[i].name);
+        if (l < tr_model.layers)
+            continue;
+        if (!extra) {
+            extra = f.tensors[i].name;
+            extra_block = l;
+        }
+        if (l > deepest)
+            deepest = l;
+    }
+    if (extra) {
+        ok = false;
+        tr_fail(err, "%s: tensor %s belongs to block %ld, but the model has %d layers (h.0 to h.%d): the file holds a "
+                     "deeper model, with blocks up to h.%ld; regenerate with layers = %ld, or export only the first "
+                     "%d blocks",
+                path, extra, extra_block, tr_model.layers, tr_model.layers - 1, deepest, deepest + 1, tr_model.layers);
+    }
     tr_st_close(&f);
     return ok;
+}
+
+/* "[3, 5]" for a row-major index into a tensor of shape dims[0..ndim) */
+static const char *fmt_index(char *buf, size_t cap, long long at, int ndim, const long long *dims)
+{
+    long long idx[4];
+    for (int k = ndim - 1; k >= 0; k--) {
+        idx[k] = dims[k] > 0 ? at % dims[k] : 0;
+        at = dims[k] > 0 ? at / dims[k] : 0;
+    }
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < ndim && o < cap; k++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", k ? ", " : "", idx[k]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+    return buf;
+}
+
+/* What tr_gather_nonfinite found in parameter idx: "tensor X holds N non-finite values (NaN or inf), the
+ * first at [r, c]". */
+static void describe_nonfinite(char *buf, size_t cap, const tr_param *p, long long count, long long first)
+{
+    long long dims[2] = {p->full[0], p->full[1]};
+    char at[64];
+    snprintf(buf, cap, "tensor %s holds %lld non-finite value%s (NaN or inf), the first at %s", p->name, count,
+             count == 1 ? "" : "s", fmt_index(at, sizeof at, first, p->ndim, dims));
+}
+
+/* All ranks: are the weights just loaded from path finite? Rank 0 prints why not. */
+static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path)
+{
+    long long count, first;
+    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    if (idx < 0)
+        return true;
+    if (d->rank == 0) {
+        char what[512];
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "%s: %s: every weight must be finite (a NaN or an infinity reaches every output); repair "
+                        "the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
+                path, what);
+    }
+    return false;
 }
 
 static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_err *err)
@@ -356,7 +439,29 @@ static bool load_bsc(const tr_rank_desc *d, const char *path, const char *what, 
             fprintf(stderr, "rank %d: %s\n", d->rank, err.msg);
         return false;
     }
-    return true;
+    /* every value finite: a NaN or an infinity in one token reaches the loss, every gradient and
+     * (through attention) the later tokens of its sequence */
+    long long bad = 0, first = LLONG_MAX, all_bad = 0, all_first = 0;
+    for (int r = 0; r < d->io_rows; r++)
+        for (int c = 0; c < d->io_cols; c++)
+            if (!isfinite(dst[(long)r * d->io_cols + c])) {
+                long long at = (long long)(d->io_r0 + r) * tr_model.hidden + d->io_c0 + c;
+                bad++;
+                if (at < first)
+                    first = at;
+            }
+    MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&first, &all_first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    if (all_bad == 0)
+        return true;
+    if (d->rank == 0) {
+        long long dims[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
+        char at[96];
+        fprintf(stderr, "%s: %s holds %lld non-finite value%s (NaN or inf), the first at %s (batch, seq, hidden): "
+                        "every %s value must be finite; repair the file or pass another one\n",
+                path, what, all_bad, all_bad == 1 ? "" : "s", fmt_index(at, sizeof at, all_first, 3, dims), what);
+    }
+    return false;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -545,6 +650,10 @@ int main(int argc, char **argv)
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, err.msg);
+        rc = 1;
+        goto out;
+    }
+    if (o.weights && !weights_finite(d, H, o.weights)) {
         rc = 1;
         goto out;
     }

@@ -90,6 +90,23 @@ stale_temp() {
 }
 check "files: issue 12.7, a temp file left by a killed run is removed by the next write" stale_temp
 
+"$PY" tests/ref/tessref.py weights --layers 3 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12 --seed 1 \
+    --out "$WORK/deeper.st"
+check "files: issue 12.7, weights with more blocks than the model are refused" refused 1 \
+    "tensor h.2.attn.c_attn.bias belongs to block 2, but the model has 2 layers" --weights "$WORK/deeper.st" --input "$X"
+$MK nan "$W" "$WORK/wnan.st" h.1.mlp.c_fc.weight nan 3 5
+$MK nan "$W" "$WORK/winf.st" h.0.ln_2.bias -inf 40
+$MK npy-nan "$X" "$WORK/xinf.npy" inf 2 3 4
+check "files: issue 12.7, a NaN weight is refused naming the tensor and the element" refused 1 \
+    "tensor h.1.mlp.c_fc.weight holds 1 non-finite value (NaN or inf), the first at [3, 5]" --weights "$WORK/wnan.st" \
+    --input "$X"
+check "files: issue 12.7, an infinite bias is refused" refused 1 \
+    "tensor h.0.ln_2.bias holds 1 non-finite value (NaN or inf), the first at [40]" --weights "$WORK/winf.st" \
+    --input "$X"
+check "files: issue 12.7, an infinite input is refused naming the element" refused 1 \
+    "xinf.npy: input holds 1 non-finite value (NaN or inf), the first at [2, 3, 4]" --weights "$W" \
+    --input "$WORK/xinf.npy"
+
 world_size() {
     local flags=""
     [ "$(id -u)" = 0 ] && flags="--allow-run-as-root"

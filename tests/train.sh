@@ -138,6 +138,15 @@ if train_setup >"$WORK/log" 2>&1; then
             train_outputs_first --grads-out "$WORK" "is a directory" --dy "$WORK/dy.npy"
         check "train: issue 12.4, --dx-out into a missing directory is refused before the backward" \
             train_outputs_first --dx-out "$WORK/nodir/dx.npy" "directory $WORK/nodir does not exist" --dy "$WORK/dy.npy"
+        M="$WORK/train_2_2"
+        $MK npy-nan "$WORK/target.npy" "$WORK/tnan.npy" nan 11 7 47
+        check "train: issue 12.7, a NaN target is refused before step 1" refused 1 \
+            "tnan.npy: target holds 1 non-finite value (NaN or inf), the first at [11, 7, 47]" --weights "$W" \
+            --input "$X" --steps 2 --target "$WORK/tnan.npy"
+        $MK npy-nan "$WORK/dy.npy" "$WORK/dynan.npy" -inf 0 0 0
+        check "train: issue 12.7, a non-finite dy is refused" refused 1 \
+            "dynan.npy: dy holds 1 non-finite value (NaN or inf), the first at [0, 0, 0]" --weights "$W" \
+            --input "$X" --dy "$WORK/dynan.npy"
     fi
     if [ -x "$WORK/train_2_2/bin/model" ]; then
         M="$WORK/train_2_2"
