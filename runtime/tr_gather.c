@@ -238,3 +238,25 @@ int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long l
         MPI_Allreduce(&n, count, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     return idx;
 }
+
+int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max)
+{
+    struct {
+        double v;
+        int idx;
+    } mine = {-1.0, 0}, all;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        long long e = (long long)pr->rows * pr->cols;
+        for (long long k = 0; k < e; k++) {
+            double a = fabs((double)H[pr->offset + k]);
+            if (a > mine.v) {
+                mine.v = a;
+                mine.idx = i;
+            }
+        }
+    }
+    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    *max = all.v;
+    return all.idx;
+}

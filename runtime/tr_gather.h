@@ -31,4 +31,8 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H);
  * Collective over MPI_COMM_WORLD; every rank gets the same answer. */
 int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long long *count, long long *first);
 
+/* The parameter holding the largest magnitude |value| over all ranks (its index, lowest on a
+ * tie) and that magnitude in *max. Collective over MPI_COMM_WORLD. */
+int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max);
+
 #endif

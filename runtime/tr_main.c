@@ -14,11 +14,13 @@
  * are finite (weights and every .npy input, in every mode: a NaN or an
  * infinity can only give non-finite results). The arena is filled with NaN
  * before loading, so anything the schedule fails to write shows up in the
- * output.
+ * output. Training stops at the first non-finite loss or gradient, naming the
+ * step and the first tensor affected, and writes nothing.
  *
  * Exit codes: 0 ok, 1 bad input file, option value or output path, 2 wrong
  * world size or usage, 3 measured communication differs from the plan
- * (--bytes), 4 replicas differ (--replica-check).
+ * (--bytes), 4 replicas differ (--replica-check), 5 training diverged
+ * (non-finite loss, gradient or weights; nothing written).
  */
 #include <errno.h>
 #include <limits.h>
@@ -544,6 +546,96 @@ static double mse(const tr_rank_desc *d, const float *y, const float *target, fl
     return sum / total_n;
 }
 
+/* ---- training divergence: stop at the first non-finite loss or gradient, write nothing ---- */
+
+static const char *const nothing_written =
+    "nothing was written (--weights-out and every other output keep their previous content)";
+
+static const char *fmt_loss(char *buf, size_t cap, double loss)
+{
+    snprintf(buf, cap, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+    return buf;
+}
+
+/* Bring the parameters (grads = 0) or their gradients from the run arena into H (no-op on the CPU). */
+static void download_params(tr_ctx *c, float *H, const float *A, int grads)
+{
+    const tr_rank_desc *d = c->desc;
+    for (int i = 0; i < d->nparams; i++) {
+        long long off = grads ? d->params[i].grad_offset : d->params[i].offset;
+        tr_backend_download(c, H + off, A + off, (long long)d->params[i].rows * d->params[i].cols);
+    }
+}
+
+/* The loss before the update of step k is not finite (k = steps + 1: after the last step). Name the first
+ * non-finite weight, or, when every weight is finite, the largest one: the forward overflowed. */
+static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double loss)
+{
+    const tr_rank_desc *d = c->desc;
+    char ls[16], what[512], when[64];
+    long long count, first;
+    tr_backend_sync(c);
+    download_params(c, H, A, 0);
+    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    double max = 0;
+    int big = idx < 0 ? tr_gather_max_abs(d, H, &max) : 0;
+    if (d->rank != 0)
+        return;
+    if (k == 1)
+        snprintf(when, sizeof when, "as loaded");
+    else
+        snprintf(when, sizeof when, "after the update of step %d", k - 1);
+    if (idx >= 0) {
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "error: training stopped at step %d: the loss is %s; the weights are not finite %s: %s "
+                        "(the first such tensor in model order); lower optimizer.lr (now %g) or check the inputs; "
+                        "%s\n",
+                k, fmt_loss(ls, sizeof ls, loss), when, what, tr_model.lr, nothing_written);
+    } else {
+        fprintf(stderr, "error: training stopped at step %d: the loss is %s although every weight is finite: the "
+                        "forward overflowed; the largest weight is %s with |w| = %g %s; lower optimizer.lr (now %g); "
+                        "%s\n",
+                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr, nothing_written);
+    }
+}
+
+/* After the backward of step k: every gradient finite? If not, name the first such tensor and stop before the
+ * update, so the weights stay those after step k-1. */
+static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss)
+{
+    const tr_rank_desc *d = c->desc;
+    long long count, first;
+    tr_backend_sync(c);
+    download_params(c, H, A, 1);
+    int idx = tr_gather_nonfinite(d, H, 1, &count, &first);
+    if (idx < 0)
+        return true;
+    if (d->rank == 0) {
+        char what[512];
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "error: training stopped at step %d: the loss %.9g is finite but the gradient is not: the "
+                        "gradient of %s (the first such tensor in model order); the backward overflowed; lower "
+                        "optimizer.lr (now %g) or check the inputs; %s\n",
+                k, loss, what, tr_model.lr, nothing_written);
+    }
+    return false;
+}
+
+/* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
+static bool weights_out_finite(const tr_rank_desc *d, const float *H)
+{
+    long long count, first;
+    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    if (idx < 0)
+        return true;
+    if (d->rank == 0) {
+        char what[512];
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, nothing_written);
+    }
+    return false;
+}
+
 static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
 {
     qsort(reps, (size_t)n, sizeof *reps, cmp_double);
@@ -733,8 +825,21 @@ int main(int argc, char **argv)
             d->forward(&ctx, A);
             tr_backend_download(&ctx, yh, A + d->y_offset, xn);
             double loss = mse(d, yh, th, gh);
+            if (!isfinite(loss)) {
+                diverged_loss(&ctx, H, A, k, loss);
+                free(reps);
+                free(th);
+                rc = 5;
+                goto out;
+            }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
             d->backward(&ctx, A);
+            if (!grads_finite(&ctx, H, A, k, loss)) {
+                free(reps);
+                free(th);
+                rc = 5;
+                goto out;
+            }
             ctx.opt_step = k;
             d->optimizer(&ctx, A);
             tr_backend_sync(&ctx);
@@ -752,9 +857,14 @@ int main(int argc, char **argv)
         d->forward(&ctx, A);
         tr_backend_download(&ctx, yh, A + d->y_offset, xn);
         double loss = mse(d, yh, th, gh);
+        free(th);
+        if (!isfinite(loss)) {
+            diverged_loss(&ctx, H, A, o.steps + 1, loss);
+            rc = 5;
+            goto out;
+        }
         if (rank == 0 && !o.quiet)
             printf("after step %d: loss %.9g\n", o.steps, loss);
-        free(th);
     } else {
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
@@ -784,6 +894,10 @@ int main(int argc, char **argv)
         printf("wrote %s (Chrome trace: chrome://tracing or ui.perfetto.dev)\n", o.trace);
     }
     tr_backend_download(&ctx, H, A, d->arena_elems);
+    if (o.weights_out && !weights_out_finite(d, H)) {
+        rc = 5;
+        goto out;
+    }
     if (o.output) {
         if (!tr_gather_block_npy(d, o.output, yh, &err)) {
             if (rank == 0)

@@ -101,6 +101,26 @@ train_infer_refuses() {
     [ $rc -eq 2 ] && grep -q 'mode = "train"' "$WORK/tr.err"
 }
 
+# issue 12.3: a diverging run stops at the first non-finite loss or gradient, exit 5, and writes nothing
+train_diverge() {
+    local dir="$WORK/train_div"
+    sed 's/lr = 1e-3/lr = 1e30/; s/name = "train_q2_d1"/name = "train_div"/' "$WORK/train_2_1.lua" >"$WORK/train_div.lua" &&
+        bin/tessgen "$WORK/train_div.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null || return 1
+    cp "$WORK/w.safetensors" "$WORK/wdiv.st"
+    "$dir/run" --weights "$WORK/wdiv.st" --input "$WORK/x.npy" --target "$WORK/target.npy" --steps 10 \
+        --weights-out "$WORK/wdiv.st" --output "$WORK/ydiv.npy" >"$WORK/div.out" 2>"$WORK/div.err"
+    local rc=$?
+    cat "$WORK/div.out" "$WORK/div.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -Eq "^error: training stopped at step [0-9]+: the loss is (nan|inf|-inf)" "$WORK/div.err" ||
+        { echo "no 'training stopped at step N: the loss is ...' message"; return 1; }
+    grep -Eq "h\.[0-9]+\.[a-z_0-9.]+" "$WORK/div.err" || { echo "no tensor named"; return 1; }
+    grep -q "nothing was written" "$WORK/div.err" || { echo "message does not say nothing was written"; return 1; }
+    cmp "$WORK/w.safetensors" "$WORK/wdiv.st" || { echo "the previous weights file was replaced"; return 1; }
+    [ ! -e "$WORK/ydiv.npy" ] || { echo "an output was written"; return 1; }
+    ! ls "$WORK"/wdiv.st.tmp.* >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
+}
+
 # issue 12.4: training outputs are checked before step 1
 train_outputs_first() { # OPTION PATH WANT ARGS...
     local opt=$1 path=$2 want=$3
@@ -131,6 +151,8 @@ if train_setup >"$WORK/log" 2>&1; then
     fi
     check "train: an inference program refuses --dy and names mode = \"train\"" train_infer_refuses
     if [ -x "$WORK/train_2_2/bin/model" ] && [ -f "$WORK/train_2_1.lua" ]; then
+        check "train: issue 12.3, lr = 1e30 stops at the first non-finite loss (exit 5), the previous weights kept" \
+            train_diverge
         check "train: issue 12.4, --weights-out into a missing directory is refused before step 1" \
             train_outputs_first --weights-out "$WORK/nodir/w.safetensors" "directory $WORK/nodir does not exist" \
             --steps 10
