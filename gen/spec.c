@@ -59,8 +59,12 @@
 
 #define SPEC_MAX_FILE_BYTES (1L << 20)         /* a spec file larger than this is refused */
 #define SPEC_MAX_MEMORY ((size_t)64 << 20)     /* bytes the Lua state may hold */
+#ifndef SPEC_MAX_INSTRUCTIONS                  /* the fuzz build (tests/fuzz) lowers these two */
 #define SPEC_MAX_INSTRUCTIONS 10000000LL       /* Lua VM instructions the chunk may run */
+#endif
+#ifndef SPEC_MAX_SECONDS
 #define SPEC_MAX_SECONDS 2.0                   /* wall-clock time the chunk may run */
+#endif
 #define SPEC_HOOK_EVERY 100                    /* count-hook granularity */
 #define SPEC_MAX_CALL_BYTES SPEC_MAX_MEMORY    /* string bytes one call may receive as arguments */
 #define SPEC_MAX_SEQUENCE ((long long)(SPEC_MAX_MEMORY / 16)) /* #t a table in the cap can have: 16-byte slots */
@@ -1224,6 +1228,11 @@ static bool load_source(const char *path, const char *src, size_t len, tg_spec *
 bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, tg_err *err)
 {
     return load_source(chunkname, src, strlen(src), out, err);
+}
+
+bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_spec *out, tg_err *err)
+{
+    return load_source(chunkname, src, len, out, err);
 }
 
 bool tg_spec_load(const char *path, tg_spec *out, tg_err *err)

@@ -15,6 +15,7 @@
 #   cuda      the CUDA backend without a GPU: golden text, backend choice, the generated CUDA rank
 #             code run on the CPU under an emulation of its two streams, and (with nvcc) every .cu
 #             compiled for sm_80 and sm_90 with warnings as errors and no register spills
+#   fuzz      each libFuzzer harness (tests/fuzz) for a few seconds under ASan+UBSan (tests/fuzz.sh)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
@@ -93,6 +94,7 @@ done
 . tests/inspect.sh
 . tests/e2e.sh
 . tests/cuda.sh
+. tests/fuzz.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"
