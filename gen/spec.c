@@ -24,8 +24,8 @@
  * Removed: setmetatable (__gc finalizers run with hooks off), xpcall (message
  * handlers), string.find/match/gmatch/gsub (backtracking patterns), table.move
  * (a C loop over any index range), table.sort (n log n string comparisons in
- * C, none of them a call) and print (output is tessgen's); string.rep is
- * wrapped so that an empty result is not built by looping. Each remaining
+ * C, none of them a call), print and warn (output is tessgen's); string.rep
+ * is wrapped so that an empty result is not built by looping. Each remaining
  * function then costs at most linear time in its arguments and in memory the
  * cap bounds, and so does each VM instruction; the hook checks the clock every
  * SPEC_HOOK_EVERY instructions and at every call.
@@ -574,7 +574,7 @@ static int spec_main(lua_State *L)
     }
     static const char *const banned[] = {"dofile",  "loadfile", "load",         "require",
                                          "collectgarbage", "os", "io", "package", "debug",
-                                         "setmetatable", "xpcall", "print"};
+                                         "setmetatable", "xpcall", "print", "warn"};
     for (size_t k = 0; k < sizeof banned / sizeof banned[0]; k++) {
         lua_pushnil(L);
         lua_setglobal(L, banned[k]);
