@@ -134,6 +134,16 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                     o += (long long)pr->rows * pr->cols;
                 }
             }
+            long long bad = 0, total = 0;
+            for (int i = 0; i < d->nparams; i++) {
+                const tr_param *pr = &d->params[i];
+                long long e = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+                for (long long k = 0; k < e; k++)
+                    bad += !isfinite(full[i][k]);
+                total += e;
+            }
+            if (bad)
+                fprintf(stderr, "warning: %s has %lld non-finite values of %lld\n", path, bad, total);
             for (int i = 0; i < d->nparams; i++) {
                 const tr_param *pr = &d->params[i];
                 outs[i].name = pr->name;
