@@ -121,6 +121,22 @@ train_diverge() {
     ! ls "$WORK"/wdiv.st.tmp.* >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
 }
 
+# issue 12.3: a non-finite gradient with a finite loss stops before that step's update (the hook puts a
+# NaN into the last element of rank 3's shard of the last gradient, h.1.mlp.c_proj.bias, at step 3)
+train_nan_gradient() {
+    local dir="$WORK/train_2_2"
+    cp "$WORK/w.safetensors" "$WORK/wgrad.st"
+    TESS_TEST_NAN_GRADIENT=3,3 "$dir/run" --weights "$WORK/wgrad.st" --input "$WORK/x.npy" \
+        --target "$WORK/target.npy" --steps 6 --weights-out "$WORK/wgrad.st" >"$WORK/grad.out" 2>"$WORK/grad.err"
+    local rc=$?
+    cat "$WORK/grad.out" "$WORK/grad.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -q "^error: training stopped at step 3: the loss [0-9.e+-]* is finite but the gradient is not: the gradient of tensor h.1.mlp.c_proj.bias holds 1 non-finite value" "$WORK/grad.err" ||
+        { echo "message does not name step 3 and h.1.mlp.c_proj.bias"; return 1; }
+    [ "$(grep -c '^step ' "$WORK/grad.out")" = 2 ] || { echo "want the losses of steps 1 and 2 only"; return 1; }
+    cmp "$WORK/w.safetensors" "$WORK/wgrad.st" || { echo "the previous weights file was replaced"; return 1; }
+}
+
 # issue 12.4: training outputs are checked before step 1
 train_outputs_first() { # OPTION PATH WANT ARGS...
     local opt=$1 path=$2 want=$3
@@ -153,6 +169,8 @@ if train_setup >"$WORK/log" 2>&1; then
     if [ -x "$WORK/train_2_2/bin/model" ] && [ -f "$WORK/train_2_1.lua" ]; then
         check "train: issue 12.3, lr = 1e30 stops at the first non-finite loss (exit 5), the previous weights kept" \
             train_diverge
+        check "train: issue 12.3, a non-finite gradient stops before its update, naming step and tensor" \
+            train_nan_gradient
         check "train: issue 12.4, --weights-out into a missing directory is refused before step 1" \
             train_outputs_first --weights-out "$WORK/nodir/w.safetensors" "directory $WORK/nodir does not exist" \
             --steps 10
@@ -160,6 +178,8 @@ if train_setup >"$WORK/log" 2>&1; then
             train_outputs_first --grads-out "$WORK" "is a directory" --dy "$WORK/dy.npy"
         check "train: issue 12.4, --dx-out into a missing directory is refused before the backward" \
             train_outputs_first --dx-out "$WORK/nodir/dx.npy" "directory $WORK/nodir does not exist" --dy "$WORK/dy.npy"
+    fi
+    if [ -x "$WORK/train_2_2/bin/model" ] && declare -F refused >/dev/null; then # refused, $MK: tests/files.sh
         M="$WORK/train_2_2"
         $MK npy-nan "$WORK/target.npy" "$WORK/tnan.npy" nan 11 7 47
         check "train: issue 12.7, a NaN target is refused before step 1" refused 1 \
