@@ -12,15 +12,23 @@
  * SPEC_MAX_INSTRUCTIONS or SPEC_MAX_SECONDS. A hostile or broken spec yields
  * an error message, never a crash, a hang or a side effect.
  *
- * The hook cannot see time spent inside C library functions, and Lua turns
- * hooks off in finalizers and in a message handler called for an error the
- * hook raised. So the sandbox also drops what could run unbounded there:
- * setmetatable (__gc finalizers, __close), xpcall (message handlers),
- * string.find/match/gmatch/gsub (backtracking patterns), table.move (a C loop
- * over any index range) and print (output is tessgen's); string.rep is
- * wrapped so that an empty result is not built by looping. Every other
- * library call costs at most linear time in memory the cap already bounds,
- * and the hook checks the clock every SPEC_HOOK_EVERY instructions.
+ * The count hook cannot see time spent inside C library functions, so every C
+ * function left in the sandbox must be bounded by the size limits, or removed
+ * (docs/RELIABILITY.md lists each one and its bound). A call hook gates every
+ * call: it checks the clock, refuses a call whose string arguments add up to
+ * more than SPEC_MAX_CALL_BYTES (a C function may read each argument once, so
+ * this bounds calls like math.max(table.unpack(t)) over many references to one
+ * huge string), and refuses table.insert/table.remove on a table whose length
+ * #t (any border, for a table with holes) is more than a table in the memory
+ * cap can hold, since they shift every element above the position in C.
+ * Removed: setmetatable (__gc finalizers run with hooks off), xpcall (message
+ * handlers), string.find/match/gmatch/gsub (backtracking patterns), table.move
+ * (a C loop over any index range), table.sort (n log n string comparisons in
+ * C, none of them a call), print and warn (output is tessgen's); string.rep
+ * is wrapped so that an empty result is not built by looping. Each remaining
+ * function then costs at most linear time in its arguments and in memory the
+ * cap bounds, and so does each VM instruction; the hook checks the clock every
+ * SPEC_HOOK_EVERY instructions and at every call.
  *
  * The work is in two halves. run_lua() executes the chunk and copies the
  * returned table, with raw accesses only (no metamethod runs, nothing is
@@ -51,9 +59,15 @@
 
 #define SPEC_MAX_FILE_BYTES (1L << 20)         /* a spec file larger than this is refused */
 #define SPEC_MAX_MEMORY ((size_t)64 << 20)     /* bytes the Lua state may hold */
+#ifndef SPEC_MAX_INSTRUCTIONS                  /* the fuzz build (tests/fuzz) lowers these two */
 #define SPEC_MAX_INSTRUCTIONS 10000000LL       /* Lua VM instructions the chunk may run */
+#endif
+#ifndef SPEC_MAX_SECONDS
 #define SPEC_MAX_SECONDS 2.0                   /* wall-clock time the chunk may run */
+#endif
 #define SPEC_HOOK_EVERY 100                    /* count-hook granularity */
+#define SPEC_MAX_CALL_BYTES SPEC_MAX_MEMORY    /* string bytes one call may receive as arguments */
+#define SPEC_MAX_SEQUENCE ((long long)(SPEC_MAX_MEMORY / 16)) /* #t a table in the cap can have: 16-byte slots */
 #define SPEC_MAX_DIM (1LL << 20)               /* hidden, heads, ffn, seq, batch */
 #define SPEC_MAX_MESH 4096LL                   /* q and d */
 #define SPEC_MAX_LAYERS 10000LL
@@ -108,8 +122,11 @@ typedef struct spec_ctx {
     /* Lua sandbox */
     size_t mem_used;
     long long instructions;
-    int instr_exceeded;
-    int time_exceeded;
+    int stop;           /* why the chunk was stopped (STOP_*), 0 while it runs */
+    char stop_call[64]; /* STOP_CALL_BYTES, STOP_SEQUENCE: the function called */
+    char stop_where[300]; /* and "<file>:<line>" of the Lua code that called it */
+    long long stop_value; /* STOP_CALL_BYTES: the bytes; STOP_SEQUENCE: #t */
+    lua_CFunction tinsert, tremove; /* table.insert and table.remove, for the call gate */
     struct timespec start;
     const char *src;
     size_t src_len;
@@ -183,6 +200,13 @@ static void quote(char *out, size_t cap, const char *s, size_t stored, size_t le
     }
     out[o++] = '"';
     out[o] = '\0';
+}
+
+/* Is v the string lit, byte for byte? Lengths are compared, so "train\0x" is not "train". */
+static bool str_is(const raw_val *v, const char *lit)
+{
+    size_t n = strlen(lit);
+    return v->type == LUA_TSTRING && v->slen == n && n < sizeof v->s && memcmp(v->s, lit, n) == 0;
 }
 
 /* Bytes of a string value kept in v->s. */
@@ -331,24 +355,78 @@ static int spec_rep(lua_State *L)
     return 1;
 }
 
+enum { STOP_INSTRUCTIONS = 1, STOP_TIME, STOP_CALL_BYTES, STOP_SEQUENCE };
+
+static void spec_hook(lua_State *L, lua_Debug *ar);
+
+/* Stop the chunk for good: from now on every instruction raises, so pcall in the
+ * spec cannot swallow the stop. The message comes from c->stop. */
+static void spec_stop(lua_State *L, spec_ctx *c, int why)
+{
+    if (!c->stop)
+        c->stop = why;
+    lua_sethook(L, spec_hook, LUA_MASKCOUNT, 1);
+    lua_pushliteral(L, "spec stopped");
+    lua_error(L);
+}
+
+/* The call gate, before a C function runs: the bytes of its string arguments, and
+ * #t for table.insert/table.remove (see the top of the file). */
+static void gate_c_call(lua_State *L, lua_Debug *ar, spec_ctx *c)
+{
+    size_t bytes = 0;
+    for (int n = 1; lua_getlocal(L, ar, n); n++) { /* a C function's locals are its arguments */
+        if (lua_type(L, -1) == LUA_TSTRING)
+            bytes += lua_rawlen(L, -1);
+        lua_pop(L, 1);
+    }
+    long long len = 0;
+    int over = 0;
+    if (bytes > SPEC_MAX_CALL_BYTES) {
+        over = STOP_CALL_BYTES;
+    } else if (lua_getinfo(L, "f", ar)) {
+        lua_CFunction f = lua_tocfunction(L, -1);
+        lua_pop(L, 1);
+        if ((f == c->tinsert || f == c->tremove) && lua_getlocal(L, ar, 1)) {
+            if (lua_type(L, -1) == LUA_TTABLE)
+                len = (long long)lua_rawlen(L, -1);
+            lua_pop(L, 1);
+            if (len > SPEC_MAX_SEQUENCE)
+                over = STOP_SEQUENCE;
+        }
+    }
+    if (!over)
+        return;
+    const char *name = lua_getinfo(L, "n", ar) && ar->name ? ar->name : "?";
+    snprintf(c->stop_call, sizeof c->stop_call, "%s", name);
+    lua_Debug at;
+    snprintf(c->stop_where, sizeof c->stop_where, "%s", c->path);
+    for (int level = 1; lua_getstack(L, level, &at); level++) /* the nearest Lua caller */
+        if (lua_getinfo(L, "Sl", &at) && at.currentline > 0) {
+            snprintf(c->stop_where, sizeof c->stop_where, "%s:%d", at.short_src, at.currentline);
+            break;
+        }
+    c->stop_value = over == STOP_CALL_BYTES ? (long long)bytes : len;
+    spec_stop(L, c, over);
+}
+
 static void spec_hook(lua_State *L, lua_Debug *ar)
 {
-    (void)ar;
     void *ud;
     lua_getallocf(L, &ud);
     spec_ctx *c = ud;
-    c->instructions += SPEC_HOOK_EVERY;
-    if (c->instructions > SPEC_MAX_INSTRUCTIONS)
-        c->instr_exceeded = 1;
-    if (!c->instr_exceeded && !c->time_exceeded && seconds_since(&c->start) > SPEC_MAX_SECONDS)
-        c->time_exceeded = 1;
-    if (c->instr_exceeded || c->time_exceeded) {
-        /* From now on every instruction raises, so pcall in the spec cannot
-         * swallow the stop. */
-        lua_sethook(L, spec_hook, LUA_MASKCOUNT, 1);
-        lua_pushliteral(L, "spec stopped"); /* the message comes from the flags */
-        lua_error(L);
+    if (ar->event == LUA_HOOKCOUNT) {
+        c->instructions += SPEC_HOOK_EVERY;
+        if (c->instructions > SPEC_MAX_INSTRUCTIONS)
+            spec_stop(L, c, STOP_INSTRUCTIONS);
     }
+    if (c->stop)
+        spec_stop(L, c, c->stop);
+    if (seconds_since(&c->start) > SPEC_MAX_SECONDS)
+        spec_stop(L, c, STOP_TIME);
+    if ((ar->event == LUA_HOOKCALL || ar->event == LUA_HOOKTAILCALL) && lua_getinfo(L, "S", ar) &&
+        ar->what[0] == 'C')
+        gate_c_call(L, ar, c);
 }
 
 /* Message handler: make sure the message is a string that names file and line. */
@@ -496,7 +574,7 @@ static int spec_main(lua_State *L)
     }
     static const char *const banned[] = {"dofile",  "loadfile", "load",         "require",
                                          "collectgarbage", "os", "io", "package", "debug",
-                                         "setmetatable", "xpcall", "print"};
+                                         "setmetatable", "xpcall", "print", "warn"};
     for (size_t k = 0; k < sizeof banned / sizeof banned[0]; k++) {
         lua_pushnil(L);
         lua_setglobal(L, banned[k]);
@@ -514,7 +592,13 @@ static int spec_main(lua_State *L)
     lua_getglobal(L, LUA_TABLIBNAME);
     lua_pushnil(L);
     lua_setfield(L, -2, "move");
-    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "sort");
+    lua_getfield(L, -1, "insert");
+    c->tinsert = lua_tocfunction(L, -1);
+    lua_getfield(L, -2, "remove");
+    c->tremove = lua_tocfunction(L, -1);
+    lua_pop(L, 3);
 
     lua_pushcfunction(L, spec_msgh);
     int msgh = lua_gettop(L);
@@ -530,17 +614,30 @@ static int spec_main(lua_State *L)
         return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &c->start);
-    lua_sethook(L, spec_hook, LUA_MASKCOUNT, SPEC_HOOK_EVERY);
+    lua_sethook(L, spec_hook, LUA_MASKCOUNT | LUA_MASKCALL, SPEC_HOOK_EVERY);
     st = lua_pcall(L, 0, 1, msgh);
     lua_sethook(L, NULL, 0, 0);
     lua_gc(L, LUA_GCSTOP); /* no finalizer may run while the table is read */
 
-    if (c->instr_exceeded) {
+    if (c->stop == STOP_INSTRUCTIONS) {
         fail(c, "the spec ran more than %lld Lua instructions: a spec is a table of numbers; "
                 "remove loops that do not end", SPEC_MAX_INSTRUCTIONS);
-    } else if (c->time_exceeded) {
+    } else if (c->stop == STOP_TIME) {
         fail(c, "the spec ran for more than %g seconds: a spec is a table of numbers; remove loops "
                 "that do not end and work on huge strings or tables", SPEC_MAX_SECONDS);
+    } else if (c->stop == STOP_CALL_BYTES) {
+        tg_fail(c->err, "%s: a call of '%s' received %lld MiB of strings (at most %zu MiB: a library function may "
+                        "read each argument once, so this bounds its time); a spec is a table of numbers: pass "
+                        "fewer or shorter strings",
+                c->stop_where, c->stop_call, c->stop_value >> 20, (size_t)SPEC_MAX_CALL_BYTES >> 20);
+        c->nfail++;
+    } else if (c->stop == STOP_SEQUENCE) {
+        tg_fail(c->err, "%s: table.%s on a table with #t = %lld: no table within the %zu MiB memory cap has more "
+                        "than %lld elements (#t of a table with holes may be any border, and %s shifts every "
+                        "element above the position); use a table without holes",
+                c->stop_where, c->stop_call, c->stop_value, SPEC_MAX_MEMORY >> 20, SPEC_MAX_SEQUENCE,
+                c->stop_call);
+        c->nfail++;
     } else if (st == LUA_ERRMEM) {
         fail(c, "the spec used more than %zu MiB of memory: a spec is a table of numbers; "
                 "remove code that builds huge strings or tables", SPEC_MAX_MEMORY >> 20);
@@ -763,7 +860,7 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
         fail(c, "dtype must be a string such as \"fp32\", got %s", shown);
         return;
     }
-    if (v->slen == 4 && strcmp(v->s, "fp32") == 0)
+    if (str_is(v, "fp32"))
         return;
     quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
     fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
@@ -776,9 +873,9 @@ static void check_mode(spec_ctx *c, tg_spec *s)
     s->mode = TG_INFER;
     if (v->type == LUA_TNONE)
         return;
-    if (v->type == LUA_TSTRING && strcmp(v->s, "infer") == 0)
+    if (str_is(v, "infer"))
         return;
-    if (v->type == LUA_TSTRING && strcmp(v->s, "train") == 0) {
+    if (str_is(v, "train")) {
         s->mode = TG_TRAIN;
         return;
     }
@@ -866,9 +963,9 @@ static void check_backends(spec_ctx *c, tg_spec *s)
     for (int k = 0; k < c->nlist; k++) {
         const raw_val *v = &c->list[k];
         unsigned bit = 0;
-        if (v->type == LUA_TSTRING && strcmp(v->s, "cpu") == 0 && v->slen == 3)
+        if (str_is(v, "cpu"))
             bit = TG_BACKEND_CPU;
-        else if (v->type == LUA_TSTRING && strcmp(v->s, "cuda") == 0 && v->slen == 4)
+        else if (str_is(v, "cuda"))
             bit = TG_BACKEND_CUDA;
         if (!bit) {
             describe(shown, sizeof shown, v);
@@ -1131,6 +1228,11 @@ static bool load_source(const char *path, const char *src, size_t len, tg_spec *
 bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, tg_err *err)
 {
     return load_source(chunkname, src, strlen(src), out, err);
+}
+
+bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_spec *out, tg_err *err)
+{
+    return load_source(chunkname, src, len, out, err);
 }
 
 bool tg_spec_load(const char *path, tg_spec *out, tg_err *err)

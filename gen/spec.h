@@ -21,6 +21,7 @@
 #define TG_SPEC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "err.h"
 
@@ -57,5 +58,8 @@ bool tg_spec_load(const char *path, tg_spec *out, tg_err *err);
 
 /* Same, from a string (chunkname is used as the file name in messages). */
 bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, tg_err *err);
+
+/* Same, from len bytes that may contain NULs (as a file may; the fuzz harness uses it). */
+bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_spec *out, tg_err *err);
 
 #endif

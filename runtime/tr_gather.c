@@ -1,10 +1,14 @@
 /*
- * tr_gather.c - results to rank 0 and the replica check (see tr_gather.h).
- * Rank 0 fills its assembly buffers with NaN first, so a block that no rank
- * sent shows up as NaN in the file instead of as plausible zeros.
+ * tr_gather.c - results to rank 0, the replica check and the non-finite
+ * checks of parameter shards (see tr_gather.h). Rank 0 fills its assembly
+ * buffers with NaN first, so a block that no rank sent shows up as NaN in the
+ * file instead of as plausible zeros. Whatever is counted once per element of
+ * a full tensor uses the canonical copy (depth 0, and row 0 for vectors), the
+ * copy tr_gather_params writes.
  */
 #include "tr_gather.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +161,16 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                     o += (long long)pr->rows * pr->cols;
                 }
             }
+            long long bad = 0, total = 0;
+            for (int i = 0; i < d->nparams; i++) {
+                const tr_param *pr = &d->params[i];
+                long long e = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+                for (long long k = 0; k < e; k++)
+                    bad += !isfinite(full[i][k]);
+                total += e;
+            }
+            if (bad)
+                fprintf(stderr, "warning: %s has %lld non-finite values of %lld\n", path, bad, total);
             for (int i = 0; i < d->nparams; i++) {
                 const tr_param *pr = &d->params[i];
                 outs[i].name = pr->name;
@@ -206,4 +220,82 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H)
     long long all = 0;
     MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     return all;
+}
+
+/* Is this rank's shard of pr the copy of the full tensor that is written (and counted)? */
+static int canonical(const tr_rank_desc *d, const tr_param *pr)
+{
+    return d->k == 0 && (pr->ndim == 2 || d->i == 0);
+}
+
+/* Non-finite elements of pr's local shard (at off in H): how many and the smallest full-tensor index. */
+static long long scan_nonfinite(const tr_param *pr, const float *H, long long off, long long *first)
+{
+    long long n = 0, full_cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
+    *first = LLONG_MAX;
+    for (int c = 0; c < pr->npieces; c++) {
+        const tr_piece *pc = &pr->piece[c];
+        for (int a = 0; a < pc->nr; a++) {
+            const float *row = H + off + (long long)a * pr->cols + pc->dst_col;
+            for (int b = 0; b < pc->nc; b++) {
+                if (isfinite(row[b]))
+                    continue;
+                long long at = (long long)(pc->r0 + a) * full_cols + pc->c0 + b;
+                n++;
+                if (at < *first)
+                    *first = at;
+            }
+        }
+    }
+    return n;
+}
+
+int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long long *count, long long *first)
+{
+    int mine = d->nparams, idx = d->nparams;
+    for (int i = 0; i < d->nparams && mine == d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        const float *v = H + (grads ? pr->grad_offset : pr->offset);
+        long long e = (long long)pr->rows * pr->cols;
+        for (long long k = 0; k < e; k++)
+            if (!isfinite(v[k])) {
+                mine = i;
+                break;
+            }
+    }
+    MPI_Allreduce(&mine, &idx, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    *count = 0;
+    *first = -1;
+    if (idx >= d->nparams)
+        return -1;
+    const tr_param *pr = &d->params[idx];
+    long long at, n = scan_nonfinite(pr, H, grads ? pr->grad_offset : pr->offset, &at);
+    long long cn = canonical(d, pr) ? n : 0;
+    MPI_Allreduce(&cn, count, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&at, first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    if (*count == 0) /* only a replica holds them (the replica check tells which) */
+        MPI_Allreduce(&n, count, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return idx;
+}
+
+int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max)
+{
+    struct {
+        double v;
+        int idx;
+    } mine = {-1.0, 0}, all;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        long long e = (long long)pr->rows * pr->cols;
+        for (long long k = 0; k < e; k++) {
+            double a = fabs((double)H[pr->offset + k]);
+            if (a > mine.v) {
+                mine.v = a;
+                mine.idx = i;
+            }
+        }
+    }
+    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    *max = all.v;
+    return all.idx;
 }

@@ -24,4 +24,15 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
  * all ranks (0 on every rank when all replicas are identical). */
 long long tr_gather_replica_check(tr_ctx *c, const float *H);
 
+/* The first parameter, in the model's order (the same on every rank), whose values (grads = 0)
+ * or gradients (grads = 1) in the host arena H hold a NaN or an infinity on any rank; -1 if
+ * none. *count gets how many elements of the full tensor are non-finite (each counted once:
+ * replicas are skipped) and *first the smallest row-major index of one in the full tensor.
+ * Collective over MPI_COMM_WORLD; every rank gets the same answer. */
+int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long long *count, long long *first);
+
+/* The parameter holding the largest magnitude |value| over all ranks (its index, lowest on a
+ * tie) and that magnitude in *max. Collective over MPI_COMM_WORLD. */
+int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max);
+
 #endif

@@ -137,6 +137,18 @@ static size_t utf8_len(const unsigned char *s, size_t avail)
     return n;
 }
 
+size_t tr_json_utf8_check(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_len((const unsigned char *)s + i, len - i);
+        if (n == 0)
+            return i;
+        i += n;
+    }
+    return len;
+}
+
 static void put_utf8(char *out, size_t *o, unsigned cp)
 {
     if (cp < 0x80) {

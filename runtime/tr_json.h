@@ -67,6 +67,10 @@ const tr_json_node *tr_json_first(const tr_json_doc *doc, const tr_json_node *n)
 const tr_json_node *tr_json_next(const tr_json_doc *doc, const tr_json_node *n);
 /* First member of object `obj` with key `key` (a C string), NULL if absent or obj is not an object. */
 const tr_json_node *tr_json_get(const tr_json_doc *doc, const tr_json_node *obj, const char *key);
+/* The offset of the first byte of s[0..len) that does not start a valid UTF-8 sequence (the
+ * same rule the parser applies: no overlongs, surrogates or code points above U+10FFFF); len
+ * when all of it is valid. Writers use it to refuse text the parser would refuse. */
+size_t tr_json_utf8_check(const char *s, size_t len);
 /* "object", "array", "string", "number", "true", "false" or "null". */
 const char *tr_json_type_name(tr_json_type t);
 

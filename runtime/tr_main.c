@@ -5,21 +5,30 @@
  * input (or deterministic synthetic ones), runs the generated forward, and
  * gathers the output on rank 0, which writes it atomically.
  *
- * Input files are validated once, on rank 0 (every tensor present, F32, with
- * the expected shape; the input's shape), and the verdict is broadcast, so a
- * bad file gives one clear message and every rank exits with the same code.
- * The arena is filled with NaN before loading, so anything the schedule fails
- * to write shows up in the output.
+ * Every output path is checked on rank 0 before any work (a temp file is
+ * created and removed where the output will go), and input files are
+ * validated once, on rank 0 (every tensor present, F32, with the expected
+ * shape, no block beyond the model's layers; the input's shape); the verdict
+ * is broadcast, so a bad path or file gives one clear message and every rank
+ * exits with the same code. Each rank then checks that the values it loaded
+ * are finite (weights and every .npy input, in every mode: a NaN or an
+ * infinity can only give non-finite results). The arena is filled with NaN
+ * before loading, so anything the schedule fails to write shows up in the
+ * output. Training stops at the first non-finite loss or gradient, naming the
+ * step and the first tensor affected, and writes nothing.
  *
  * Before any step runs, every rank checks that it runs its own class's program
  * and that every rank's program was printed for the same schedule (the
  * fingerprint): a directory mixing two generations is refused, never run.
  *
- * Exit codes: 0 ok, 1 bad input file or option, 2 wrong world size, usage, or
- * programs that do not belong together, 3 measured communication differs from
- * the plan (--bytes).
+ * Exit codes: 0 ok, 1 bad input file, option value or output path, 2 wrong
+ * world size, usage, or programs that do not belong together, 3 measured
+ * communication differs from the plan (--bytes), 4 replicas differ
+ * (--replica-check), 5 training diverged (non-finite loss, gradient or weights;
+ * nothing written).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +87,42 @@ static void usage(FILE *f, const char *prog)
             tr_model.seq, tr_model.hidden);
 }
 
+/* The option of each output path, in the order check_outputs and parse_args list them. */
+static const char *const out_option[5] = {"--output", "--trace", "--weights-out", "--grads-out", "--dx-out"};
+
+/* A file name given to option opt: refuse one that looks like an option ("run --output --quiet"
+ * would otherwise write a file named --quiet and run without --quiet). */
+static bool file_value_ok(const char *opt, const char *val, tr_err *err)
+{
+    if (val[0] != '-')
+        return true;
+    tr_fail(err, "%s needs a file name, not the option %s (see --help); to name a file that starts with '-', write "
+                 "./%s",
+            opt, val, val);
+    return false;
+}
+
+/* Do a and b name the same file as far as the text says ("d/./y.npy" and "d//y.npy" are "d/y.npy")? */
+static bool same_name(const char *a, const char *b)
+{
+    char n[2][4096];
+    const char *src[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        size_t o = 0;
+        for (const char *p = src[k]; *p && o + 1 < sizeof n[k];) {
+            if (*p == '/' && o > 0 && n[k][o - 1] == '/') { /* "//" */
+                p++;
+            } else if (p[0] == '.' && p[1] == '/' && (o == 0 || n[k][o - 1] == '/')) { /* "./" */
+                p += 2;
+            } else {
+                n[k][o++] = *p++;
+            }
+        }
+        n[k][o] = '\0';
+    }
+    return strcmp(n[0], n[1]) == 0;
+}
+
 /* 0: run, 1: --help printed, -1: error in err */
 static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
 {
@@ -98,6 +143,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 tr_fail(err, "--trace needs a file name (see --help)");
                 return -1;
             }
+            if (!file_value_ok(s, val, err))
+                return -1;
             o->trace = argv[++a];
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
@@ -113,6 +160,9 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 tr_fail(err, "%s needs a value (see --help)", s);
                 return -1;
             }
+            bool numeric = !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--steps");
+            if (!numeric && !file_value_ok(s, val, err))
+                return -1;
             a++;
             if (!strcmp(s, "--weights"))
                 o->weights = val;
@@ -178,6 +228,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;
     }
+    const char *outs[5] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out};
+    for (int i = 0; i < 5; i++)
+        for (int k = i + 1; k < 5; k++)
+            if (outs[i] && outs[k] && same_name(outs[i], outs[k])) {
+                tr_fail(err, "%s and %s name the same file (%s): give each output its own path", out_option[i],
+                        out_option[k], outs[k]);
+                return -1;
+            }
     return 0;
 }
 
@@ -202,8 +260,37 @@ static void shape_of(const tr_param *p, int64_t *shape)
     shape[1] = p->full[1];
 }
 
-/* Rank 0: is every tensor of the model in the file, F32, with the right shape? (d: rank 0's descriptor, whose
- * table names every tensor with its full shape) */
+/* Rank 0, before any work: can every output be written? */
+static bool check_outputs(const tr_opts *o, tr_err *err)
+{
+    const char *outs[5] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out};
+    bool ok = true;
+    for (int i = 0; i < 5; i++)
+        if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
+            ok = false;
+    if (!ok)
+        tr_fail(err, "nothing was run");
+    return ok;
+}
+
+/* The block of a name "h.<l>.<rest>" (l without leading zeros), or -1. */
+static long block_of(const char *name)
+{
+    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9' || (name[2] == '0' && name[3] != '.'))
+        return -1;
+    long l = 0;
+    const char *p = name + 2;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (l > (LONG_MAX - 9) / 10)
+            return -1;
+        l = l * 10 + (*p - '0');
+    }
+    return *p == '.' ? l : -1;
+}
+
+/* Rank 0: is every tensor of the model in the file, F32, with the right shape, and is there no
+ * block beyond the model's layers (a deeper checkpoint would otherwise be cut silently)? (d: rank 0's
+ * descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
     tr_st_file f;
@@ -223,8 +310,71 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
     }
     if (bad > 8)
         tr_fail(err, "%s: ... and %d more tensor problems", path, bad - 8);
+    const char *extra = NULL;
+    long extra_block = -1, deepest = -1;
+    for (int i = 0; i < f.ntensors; i++) { /* sorted by name: the first extra one is the first listed */
+        long l = block_of(f.tensors[i].name);
+        if (l < tr_model.layers)
+            continue;
+        if (!extra) {
+            extra = f.tensors[i].name;
+            extra_block = l;
+        }
+        if (l > deepest)
+            deepest = l;
+    }
+    if (extra) {
+        ok = false;
+        tr_fail(err, "%s: tensor %s belongs to block %ld, but the model has %d layers (h.0 to h.%d): the file holds a "
+                     "deeper model, with blocks up to h.%ld; regenerate with layers = %ld, or export only the first "
+                     "%d blocks",
+                path, extra, extra_block, tr_model.layers, tr_model.layers - 1, deepest, deepest + 1, tr_model.layers);
+    }
     tr_st_close(&f);
     return ok;
+}
+
+/* "[3, 5]" for a row-major index into a tensor of shape dims[0..ndim) */
+static const char *fmt_index(char *buf, size_t cap, long long at, int ndim, const long long *dims)
+{
+    long long idx[4];
+    for (int k = ndim - 1; k >= 0; k--) {
+        idx[k] = dims[k] > 0 ? at % dims[k] : 0;
+        at = dims[k] > 0 ? at / dims[k] : 0;
+    }
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < ndim && o < cap; k++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", k ? ", " : "", idx[k]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+    return buf;
+}
+
+/* What tr_gather_nonfinite found in parameter idx: "tensor X holds N non-finite values (NaN or inf), the
+ * first at [r, c]". */
+static void describe_nonfinite(char *buf, size_t cap, const tr_param *p, long long count, long long first)
+{
+    long long dims[2] = {p->full[0], p->full[1]};
+    char at[64];
+    snprintf(buf, cap, "tensor %s holds %lld non-finite value%s (NaN or inf), the first at %s", p->name, count,
+             count == 1 ? "" : "s", fmt_index(at, sizeof at, first, p->ndim, dims));
+}
+
+/* All ranks: are the weights just loaded from path finite? Rank 0 prints why not. */
+static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path)
+{
+    long long count, first;
+    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    if (idx < 0)
+        return true;
+    if (d->rank == 0) {
+        char what[512];
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "%s: %s: every weight must be finite (a NaN or an infinity reaches every output); repair "
+                        "the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
+                path, what);
+    }
+    return false;
 }
 
 static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_err *err)
@@ -296,7 +446,29 @@ static bool load_bsc(const tr_rank_desc *d, const char *path, const char *what, 
             fprintf(stderr, "rank %d: %s\n", d->rank, err.msg);
         return false;
     }
-    return true;
+    /* every value finite: a NaN or an infinity in one token reaches the loss, every gradient and
+     * (through attention) the later tokens of its sequence */
+    long long bad = 0, first = LLONG_MAX, all_bad = 0, all_first = 0;
+    for (int r = 0; r < d->io_rows; r++)
+        for (int c = 0; c < d->io_cols; c++)
+            if (!isfinite(dst[(long)r * d->io_cols + c])) {
+                long long at = (long long)(d->io_r0 + r) * tr_model.hidden + d->io_c0 + c;
+                bad++;
+                if (at < first)
+                    first = at;
+            }
+    MPI_Allreduce(&bad, &all_bad, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&first, &all_first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    if (all_bad == 0)
+        return true;
+    if (d->rank == 0) {
+        long long dims[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
+        char at[96];
+        fprintf(stderr, "%s: %s holds %lld non-finite value%s (NaN or inf), the first at %s (batch, seq, hidden): "
+                        "every %s value must be finite; repair the file or pass another one\n",
+                path, what, all_bad, all_bad == 1 ? "" : "s", fmt_index(at, sizeof at, all_first, 3, dims), what);
+    }
+    return false;
 }
 
 /* FNV-1a 64 of a fingerprint string, to compare them across ranks with two reductions. */
@@ -440,6 +612,102 @@ static double mse(const tr_rank_desc *d, const float *y, const float *target, fl
     return sum / total_n;
 }
 
+/* ---- training divergence: stop at the first non-finite loss or gradient, write nothing ---- */
+
+static const char *const nothing_written =
+    "nothing was written (--weights-out and every other output keep their previous content)";
+
+static const char *fmt_loss(char *buf, size_t cap, double loss)
+{
+    snprintf(buf, cap, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+    return buf;
+}
+
+/* Bring the parameters (grads = 0) or their gradients from the run arena into H (no-op on the CPU). */
+static void download_params(tr_ctx *c, float *H, const float *A, int grads)
+{
+    const tr_rank_desc *d = c->desc;
+    for (int i = 0; i < d->nparams; i++) {
+        long long off = grads ? d->params[i].grad_offset : d->params[i].offset;
+        tr_backend_download(c, H + off, A + off, (long long)d->params[i].rows * d->params[i].cols);
+    }
+}
+
+/* The loss before the update of step k is not finite (k = steps + 1: after the last step). Name the first
+ * non-finite weight, or, when every weight is finite, the largest one: the forward overflowed. */
+static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double loss)
+{
+    const tr_rank_desc *d = c->desc;
+    char ls[16], what[512], when[64];
+    long long count, first;
+    tr_backend_sync(c);
+    download_params(c, H, A, 0);
+    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    double max = 0;
+    int big = idx < 0 ? tr_gather_max_abs(d, H, &max) : 0;
+    if (d->rank != 0)
+        return;
+    if (k == 1)
+        snprintf(when, sizeof when, "as loaded");
+    else
+        snprintf(when, sizeof when, "after the update of step %d", k - 1);
+    if (idx >= 0) {
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "error: training stopped at step %d: the loss is %s; the weights are not finite %s: %s "
+                        "(the first such tensor in model order); lower optimizer.lr (now %g) or check the inputs; "
+                        "%s\n",
+                k, fmt_loss(ls, sizeof ls, loss), when, what, tr_model.lr, nothing_written);
+    } else {
+        fprintf(stderr, "error: training stopped at step %d: the loss is %s although every weight is finite: the "
+                        "forward overflowed; the largest weight is %s with |w| = %g %s; lower optimizer.lr (now %g); "
+                        "%s\n",
+                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr, nothing_written);
+    }
+}
+
+/* After the backward of step k: every gradient finite? If not, name the first such tensor and stop before the
+ * update, so the weights stay those after step k-1. */
+static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss)
+{
+    const tr_rank_desc *d = c->desc;
+    long long count, first;
+    tr_backend_sync(c);
+    download_params(c, H, A, 1);
+    const char *poison = getenv("TESS_TEST_NAN_GRADIENT"); /* test hook "STEP,RANK": proves the check can fail */
+    int ps, pr;
+    if (poison && sscanf(poison, "%d,%d", &ps, &pr) == 2 && ps == k && pr == d->rank && d->nparams > 0) {
+        const tr_param *p = &d->params[d->nparams - 1];
+        H[p->grad_offset + (long long)p->rows * p->cols - 1] = NAN;
+    }
+    int idx = tr_gather_nonfinite(d, H, 1, &count, &first);
+    if (idx < 0)
+        return true;
+    if (d->rank == 0) {
+        char what[512];
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "error: training stopped at step %d: the loss %.9g is finite but the gradient is not: the "
+                        "gradient of %s (the first such tensor in model order); the backward overflowed; lower "
+                        "optimizer.lr (now %g) or check the inputs; %s\n",
+                k, loss, what, tr_model.lr, nothing_written);
+    }
+    return false;
+}
+
+/* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
+static bool weights_out_finite(const tr_rank_desc *d, const float *H)
+{
+    long long count, first;
+    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    if (idx < 0)
+        return true;
+    if (d->rank == 0) {
+        char what[512];
+        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+        fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, nothing_written);
+    }
+    return false;
+}
+
 static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
 {
     qsort(reps, (size_t)n, sizeof *reps, cmp_double);
@@ -492,6 +760,15 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
+    /* every output can be written, or nothing runs */
+    bool ok = rank == 0 ? check_outputs(&o, &err) : true;
+    if (!root_ok(ok)) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        MPI_Finalize();
+        return 1;
+    }
+
     tr_rank_desc self;
     if (!this_program(rank, &self)) {
         MPI_Finalize();
@@ -505,7 +782,7 @@ int main(int argc, char **argv)
 
     int rc = 0;
     tr_ctx ctx;
-    bool ok = tr_ctx_init(&ctx, d, &err);
+    ok = tr_ctx_init(&ctx, d, &err);
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "%s\n", err.msg);
@@ -542,6 +819,10 @@ int main(int argc, char **argv)
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, err.msg);
+        rc = 1;
+        goto out;
+    }
+    if (o.weights && !weights_finite(d, H, o.weights)) {
         rc = 1;
         goto out;
     }
@@ -621,8 +902,21 @@ int main(int argc, char **argv)
             d->forward(&ctx, A);
             tr_backend_download(&ctx, yh, A + d->y_offset, xn);
             double loss = mse(d, yh, th, gh);
+            if (!isfinite(loss)) {
+                diverged_loss(&ctx, H, A, k, loss);
+                free(reps);
+                free(th);
+                rc = 5;
+                goto out;
+            }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
             d->backward(&ctx, A);
+            if (!grads_finite(&ctx, H, A, k, loss)) {
+                free(reps);
+                free(th);
+                rc = 5;
+                goto out;
+            }
             ctx.opt_step = k;
             d->optimizer(&ctx, A);
             tr_backend_sync(&ctx);
@@ -640,9 +934,14 @@ int main(int argc, char **argv)
         d->forward(&ctx, A);
         tr_backend_download(&ctx, yh, A + d->y_offset, xn);
         double loss = mse(d, yh, th, gh);
+        free(th);
+        if (!isfinite(loss)) {
+            diverged_loss(&ctx, H, A, o.steps + 1, loss);
+            rc = 5;
+            goto out;
+        }
         if (rank == 0 && !o.quiet)
             printf("after step %d: loss %.9g\n", o.steps, loss);
-        free(th);
     } else {
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
@@ -672,6 +971,10 @@ int main(int argc, char **argv)
         printf("wrote %s (Chrome trace: chrome://tracing or ui.perfetto.dev)\n", o.trace);
     }
     tr_backend_download(&ctx, H, A, d->arena_elems);
+    if (o.weights_out && !weights_out_finite(d, H)) {
+        rc = 5;
+        goto out;
+    }
     if (o.output) {
         if (!tr_gather_block_npy(d, o.output, yh, &err)) {
             if (rank == 0)

@@ -13,8 +13,10 @@
  */
 #include "tr_safetensors.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +187,112 @@ static void fsync_parent_dir(const char *path)
     }
 }
 
+/* dir and base name of path ("y.npy" -> ".", "y.npy"; "/y" -> "/", "y"); false if too long */
+static bool split_path(const char *path, char *dir, size_t dcap, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 1;
+    if (slash && n == 0)
+        n = 1; /* "/file" -> "/" */
+    if (n >= dcap)
+        return false;
+    memcpy(dir, slash ? path : ".", n);
+    dir[n] = '\0';
+    *base = slash ? slash + 1 : path;
+    return true;
+}
+
+/* Is entry "<base>.tmp.<digits>", the name the atomic writer gives its temp file? */
+static bool is_temp_of(const char *entry, const char *base)
+{
+    size_t lb = strlen(base);
+    if (lb == 0 || strncmp(entry, base, lb) != 0 || strncmp(entry + lb, ".tmp.", 5) != 0)
+        return false;
+    const char *d = entry + lb + 5;
+    if (!*d)
+        return false;
+    for (; *d; d++)
+        if (*d < '0' || *d > '9')
+            return false;
+    return true;
+}
+
+int tr_st_clean_stale_temps(const char *path)
+{
+    char dir[4096], full[8300];
+    const char *base;
+    if (!split_path(path, dir, sizeof dir, &base) || !*base)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_temp_of(e->d_name, base))
+            continue;
+        int n = snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        if (n < 0 || (size_t)n >= sizeof full)
+            continue;
+        /* no symlinks, no FIFOs (O_NONBLOCK), only our own regular files */
+        int fd = open(full, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st, now;
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            fcntl(fd, F_SETLK, &l) == 0 /* no live writer holds it */ && lstat(full, &now) == 0 &&
+            now.st_dev == st.st_dev && now.st_ino == st.st_ino && unlink(full) == 0)
+            removed++;
+        close(fd); /* releases the lock */
+    }
+    closedir(d);
+    return removed;
+}
+
+bool tr_st_check_output(const char *path, const char *what, tr_err *err)
+{
+    if (!path[0])
+        return tr_fail(err, "%s: an empty file name: name the file to write", what);
+    size_t len = strlen(path);
+    if (path[len - 1] == '/')
+        return tr_fail(err, "%s %s: is a directory name (it ends in '/'): name the file to write in it, e.g. "
+                            "%sout",
+                       what, path, path);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return tr_fail(err, "%s %s: is a directory: name the file to write in it, e.g. %s/out", what, path,
+                           path);
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return tr_fail(err, "%s %s: exists and is not a regular file (a device, pipe or socket): outputs are "
+                                "written to a temp file that is renamed over the path; choose another path",
+                           what, path);
+    } else if (errno != ENOENT) {
+        int e = errno;
+        return tr_fail(err, "%s %s: cannot write there: %s%s", what, path, strerror(e),
+                       e == ENOTDIR ? " (a component of the path is not a directory)" : "");
+    }
+    char dir[4096], tmp[4200];
+    const char *base;
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (!split_path(path, dir, sizeof dir, &base) || n < 0 || (size_t)n >= sizeof tmp)
+        return tr_fail(err, "%s %.200s...: path too long (%zu bytes)", what, path, len);
+    tr_st_clean_stale_temps(path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return tr_fail(err, "%s %s: directory %s does not exist: create it first (mkdir -p %s) or choose "
+                                "another path",
+                           what, path, dir, dir);
+        return tr_fail(err, "%s %s: cannot create a file in directory %s: %s; choose a writable directory", what,
+                       path, dir, strerror(e));
+    }
+    close(fd);
+    unlink(tmp);
+    return true;
+}
+
 bool tr_st_write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts,
                              tr_err *err)
 {
@@ -192,42 +300,42 @@ bool tr_st_write_file_atomic(const char *path, const void *const *parts, const s
     int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     if (n < 0 || (size_t)n >= sizeof tmp)
         return tr_fail(err, "%.200s...: path too long (%zu bytes)", path, strlen(path));
+    tr_st_clean_stale_temps(path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
         return tr_fail(err, "%s: cannot create temp file %s: %s%s", path, tmp, strerror(e),
-                       e == EEXIST ? " (another writer of this file in this process, or a stale file from a "
-                                     "crash: remove it)"
+                       e == EEXIST ? " (another writer of this file holds it)"
                                    : " (is the directory there and writable?)");
     }
+    /* Held until the rename: tr_st_clean_stale_temps removes only temps nobody holds. Best
+     * effort (a file system without locks leaves the temp of a killed run in place). */
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    (void)fcntl(fd, F_SETLK, &lock);
     for (int i = 0; i < nparts; i++) {
         if (lens[i] > 0 && !write_all(fd, parts[i], lens[i])) {
             int e = errno;
-            close(fd);
             unlink(tmp);
+            close(fd);
             return tr_fail(err, "%s: writing temp file %s failed: %s (disk full or quota?); %s left unchanged",
                            path, tmp, strerror(e), path);
         }
     }
     if (fsync(fd) != 0) {
         int e = errno;
+        unlink(tmp);
         close(fd);
-        unlink(tmp);
         return tr_fail(err, "%s: fsync of temp file %s failed: %s; %s left unchanged", path, tmp, strerror(e),
-                       path);
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return tr_fail(err, "%s: closing temp file %s failed: %s; %s left unchanged", path, tmp, strerror(e),
                        path);
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
+        close(fd);
         return tr_fail(err, "%s: cannot rename %s onto it: %s%s; %s left unchanged", path, tmp, strerror(e),
                        e == EISDIR ? " (the path is a directory)" : "", path);
     }
+    close(fd); /* the data is on disk (fsync above), so close has nothing left to report */
     fsync_parent_dir(path);
     return true;
 }
@@ -294,17 +402,22 @@ static bool json_uint(const tr_json_node *n, uint64_t *out)
     return true;
 }
 
-/* Describe a JSON value that should have been a non-negative integer. */
+/* Describe a JSON value that should have been a non-negative integer. Only
+ * comparisons touch the double: converting one outside int64 is undefined. */
 static const char *describe_bad_uint(const tr_json_node *n, char *buf, size_t cap)
 {
     if (n->type != TR_JSON_NUMBER)
         snprintf(buf, cap, "a %s", tr_json_type_name(n->type));
     else if (n->is_int && n->ival < 0)
         snprintf(buf, cap, "%lld (negative)", (long long)n->ival);
-    else if (!n->is_int && n->num == (double)(int64_t)n->num && n->num < 9.2e18 && n->num > -9.2e18)
-        snprintf(buf, cap, "%g written as a non-integer literal", n->num);
-    else if (!n->is_int && n->num >= 9.2e18)
+    else if (n->is_int)
+        snprintf(buf, cap, "%lld", (long long)n->ival); /* not reached: json_uint accepts it */
+    else if (n->num < 0)
+        snprintf(buf, cap, "%g (negative)", n->num);
+    else if (n->num >= 9.2e18)
         snprintf(buf, cap, "%g (too large)", n->num);
+    else if (floor(n->num) == n->num)
+        snprintf(buf, cap, "%g written as a non-integer literal", n->num);
     else
         snprintf(buf, cap, "%g (not an integer)", n->num);
     return buf;
@@ -711,6 +824,19 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
             tr_fail(err, "%s: tensor %d has an invalid name \"%.60s\" (must be non-empty, < 160 bytes, not "
                          "__metadata__)",
                     path, i, t->name ? t->name : "(null)");
+            goto out;
+        }
+        size_t bad_at = tr_json_utf8_check(t->name, strlen(t->name));
+        if (bad_at < strlen(t->name)) {
+            char shown[TR_ST_NAME_CAP * 4];
+            size_t o = 0;
+            for (const unsigned char *c = (const unsigned char *)t->name; *c; c++) {
+                bool plain = *c >= 0x20 && *c < 0x7f && *c != '\\';
+                o += (size_t)snprintf(shown + o, sizeof shown - o, plain ? "%c" : "\\x%02x", *c);
+            }
+            tr_fail(err, "%s: tensor name \"%s\" is not valid UTF-8 (byte %zu): a safetensors header is JSON text, "
+                         "which is UTF-8; rename the tensor",
+                    path, shown, bad_at);
             goto out;
         }
         if (t->ndim < 0 || t->ndim > 4) {

@@ -15,10 +15,13 @@
  *
  * Writing: tr_st_write_atomic() writes F32 tensors to path.tmp.<pid>, fsyncs,
  * renames over path; on any failure the temp file is removed and path is
- * untouched.
+ * untouched. Temps left by a killed writer are removed by the next write of
+ * the same path; tr_st_check_output() tells before a run whether a path can
+ * be written.
  *
- * The low-level helpers at the end (map a file, write a file atomically, copy
- * a block out of a row-major F32 matrix) are shared with tr_npy.c.
+ * The low-level helpers at the end (map a file, write a file atomically, check
+ * an output path, copy a block out of a row-major F32 matrix) are shared with
+ * tr_npy.c, tr_trace.c and tr_main.c.
  */
 #ifndef TR_SAFETENSORS_H
 #define TR_SAFETENSORS_H
@@ -86,7 +89,8 @@ typedef struct tr_st_out {
 /* Write tensors[0..n) to path atomically (path.tmp.<pid>, fsync, rename; on
  * any failure the temp file is removed and path is untouched). Header keys
  * sorted by name, data contiguous in that order, header padded with spaces to
- * a multiple of 8. Names must be non-empty, unique, < 160 bytes, and not
+ * a multiple of 8. Names must be non-empty, unique, < 160 bytes, valid UTF-8
+ * (the header is JSON; the reader refuses anything else), and not
  * "__metadata__". */
 bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_err *err);
 
@@ -102,10 +106,23 @@ bool tr_st_map_file(const char *path, const char *kind, int *fd, uint64_t *size,
                     tr_err *err);
 
 /* Write the concatenation of parts[0..nparts) (lens[i] bytes each) to path
- * atomically: path.tmp.<pid>, fsync, rename, fsync the directory. On failure
- * the temp file is removed and path is untouched. */
+ * atomically: path.tmp.<pid>, held with an fcntl write lock, fsync, rename,
+ * fsync the directory. On failure the temp file is removed and path is
+ * untouched. Stale temps of path are removed first (tr_st_clean_stale_temps). */
 bool tr_st_write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int nparts,
                              tr_err *err);
+
+/* Remove the temp files a killed writer left for path: entries "<base>.tmp.<digits>" in its
+ * directory that are regular files of this user and that no process holds locked (every
+ * writer holds its temp locked until the rename, so an unlocked one has no live writer; on a
+ * file system without fcntl locks nothing is removed). Returns how many were removed. */
+int tr_st_clean_stale_temps(const char *path);
+
+/* Can tr_st_write_file_atomic write path? For checking every output before a run does any
+ * work: the name is not empty and not a directory, nothing but a regular file or a symlink is
+ * there, and a temp file can be created (and is removed again) in its directory. `what` names
+ * the option ("--output"); the message names it, the path, the reason and the fix. */
+bool tr_st_check_output(const char *path, const char *what, tr_err *err);
 
 /* Copy block rows [r0,r0+nr) x cols [c0,c0+nc) out of src, a row-major
  * [rows, cols] little-endian F32 matrix (any alignment), into dst with leading

@@ -5,10 +5,14 @@
 #   scripts/deps.sh                what building and testing need
 #   scripts/deps.sh --test-extras  optional test tools only (chromium, for the schedule.html test);
 #                                  tests skip what needs them when they cannot be installed
+#   scripts/deps.sh --fuzz         clang and its libFuzzer runtime, for ninja fuzz and the suite's
+#                                  short fuzz runs (skipped when they cannot be installed)
 set -u
 pkgs="gcc libc6-dev liblua5.4-dev libopenmpi-dev openmpi-bin libopenblas-dev ninja-build python3-numpy"
 if [ "${1:-}" = "--test-extras" ]; then
     pkgs="chromium"
+elif [ "${1:-}" = "--fuzz" ]; then
+    pkgs="clang libclang-rt-dev"
 fi
 missing=""
 for p in $pkgs; do

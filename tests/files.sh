@@ -50,6 +50,63 @@ check "files: truncated input" refused 1 "xtrunc.npy" --weights "$W" --input "$W
 check "files: unknown run option" refused 2 "--bogus" --bogus
 check "files: output into a missing directory fails cleanly" refused 1 "nodir" --weights "$W" --input "$X" --output "$WORK/nodir/y.npy"
 
+# issue 12: option values, output paths checked before the run, weights of a deeper model, non-finite inputs
+opt_value_is_option() {
+    local d="$WORK/optdir"
+    rm -rf "$d" && mkdir -p "$d" && cd "$d" || return 1
+    "$M/run" --weights "$W" --input "$X" --output --quiet >"$WORK/opt.out" 2>&1
+    local rc=$?
+    cd "$ROOT" || return 1
+    cat "$WORK/opt.out"
+    [ $rc -eq 2 ] && grep -q -- "--output needs a file name, not the option --quiet" "$WORK/opt.out" &&
+        [ -z "$(ls -A "$d")" ]
+}
+check "files: issue 12.7, an option value that is an option is refused (run --output --quiet)" opt_value_is_option
+
+# every output is checked before anything runs: --repeat prints its timing only after running
+outputs_first() { # OPTION PATH WANT
+    mkdir -p "$WORK/adir"
+    "$M/run" --weights "$W" --input "$X" --repeat 2 "$1" "$2" >"$WORK/of.out" 2>"$WORK/of.err"
+    local rc=$?
+    cat "$WORK/of.out" "$WORK/of.err"
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1"; return 1; }
+    grep -qF -- "$1 $2: $3" "$WORK/of.err" || { echo "message lacks: $1 $2: $3"; return 1; }
+    ! grep -q "median" "$WORK/of.out" || { echo "the forward ran before the output was checked"; return 1; }
+}
+check "files: issue 12.4, --output naming a directory is refused before the run" \
+    outputs_first --output "$WORK/adir" "is a directory"
+check "files: issue 12.4, --trace into a missing directory is refused before the run" \
+    outputs_first --trace "$WORK/nodir/t.json" "directory $WORK/nodir does not exist"
+check "files: issue 12.4, --weights-out into a missing directory is refused before the run" \
+    outputs_first --weights-out "$WORK/nodir/w.safetensors" "directory $WORK/nodir does not exist"
+check "files: two outputs naming one file are refused" refused 2 "--output and --trace name the same file" \
+    --weights "$W" --input "$X" --trace "$WORK/./never.npy"
+
+# a killed run's temp file is removed by the next write of the same output
+stale_temp() {
+    rm -f "$WORK/ys.npy" && echo partial >"$WORK/ys.npy.tmp.4194303" &&
+        "$M/run" --weights "$W" --input "$X" --output "$WORK/ys.npy" --quiet &&
+        [ -s "$WORK/ys.npy" ] && [ ! -e "$WORK/ys.npy.tmp.4194303" ]
+}
+check "files: issue 12.7, a temp file left by a killed run is removed by the next write" stale_temp
+
+"$PY" tests/ref/tessref.py weights --layers 3 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12 --seed 1 \
+    --out "$WORK/deeper.st"
+check "files: issue 12.7, weights with more blocks than the model are refused" refused 1 \
+    "tensor h.2.attn.c_attn.bias belongs to block 2, but the model has 2 layers" --weights "$WORK/deeper.st" --input "$X"
+$MK nan "$W" "$WORK/wnan.st" h.1.mlp.c_fc.weight nan 3 5
+$MK nan "$W" "$WORK/winf.st" h.0.ln_2.bias -inf 40
+$MK npy-nan "$X" "$WORK/xinf.npy" inf 2 3 4
+check "files: issue 12.7, a NaN weight is refused naming the tensor and the element" refused 1 \
+    "tensor h.1.mlp.c_fc.weight holds 1 non-finite value (NaN or inf), the first at [3, 5]" --weights "$WORK/wnan.st" \
+    --input "$X"
+check "files: issue 12.7, an infinite bias is refused" refused 1 \
+    "tensor h.0.ln_2.bias holds 1 non-finite value (NaN or inf), the first at [40]" --weights "$WORK/winf.st" \
+    --input "$X"
+check "files: issue 12.7, an infinite input is refused naming the element" refused 1 \
+    "xinf.npy: input holds 1 non-finite value (NaN or inf), the first at [2, 3, 4]" --weights "$W" \
+    --input "$WORK/xinf.npy"
+
 world_size() {
     local flags=""
     [ "$(id -u)" = 0 ] && flags="--allow-run-as-root"

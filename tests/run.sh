@@ -18,6 +18,7 @@
 #   gpu       the GPU check without a GPU (tests/gpu.sh): build settings (pip's NCCL layout, -Werror off), the
 #             carry (tests/gpu/prepare.sh), its rehearsal with the system's Open MPI and Lua hidden, the check
 #             flows on the CPU emulation, the benchmark report
+#   fuzz      each libFuzzer harness (tests/fuzz) for a few seconds under ASan+UBSan (tests/fuzz.sh)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
@@ -98,6 +99,7 @@ done
 . tests/e2e.sh
 . tests/cuda.sh
 . tests/gpu.sh
+. tests/fuzz.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"

@@ -580,6 +580,15 @@ static void test_st_bad(void)
         {"st bad: data_offsets beyond int64",
          "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}", 8, "too large",
          "data_offsets[1]"},
+        {"st bad: issue 12.6, shape 1e300 (no UB converting it)",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", 4, "shape[0] is 1e+300 (too large)",
+         "tensor a"},
+        {"st bad: shape -1e300 (no UB converting it)",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1e300],\"data_offsets\":[0,4]}}", 4, "shape[0] is -1e+300 (negative)",
+         "tensor a"},
+        {"st bad: data_offsets 9.3e18 and -9.3e18 written as floats",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-9.3e18,9.3e18]}}", 4,
+         "data_offsets[0] is -9.3e+18 (negative)", "tensor a"},
         {"st bad: header lies about the size", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}",
          16, "header lies", "needs 16 bytes"},
         {"st bad: truncated data", "{\"w.a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
@@ -708,6 +717,33 @@ static void test_atomic(void)
         TT_CHECK(count_temps(g_dir) == 0, "temp file left");
     }
 
+    TT_CASE("st write: issue 12.7, a name that is not UTF-8 is refused; UTF-8 and control bytes round-trip") {
+        static const char *const bad_names[] = {"h.0\xff", "h.\xc3", "\xed\xa0\x80x" /* a surrogate */,
+                                                "\xc0\xae" /* overlong */};
+        const char *path = P("names.safetensors");
+        for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+            tr_st_out t = {bad_names[i], 1, {4}, x};
+            tr_err e = {{0}};
+            TT_CHECK(!tr_st_write_atomic(path, &t, 1, &e), "name %zu written", i);
+            TT_CHECK(starts(e.msg, path) && has(e.msg, "not valid UTF-8") && has(e.msg, "\\x"), "name %zu: msg=%.300s",
+                     i, e.msg);
+            TT_CHECK(access(path, F_OK) != 0, "name %zu created the file", i);
+        }
+        TT_CHECK(count_temps(g_dir) == 0, "temp file left");
+        tr_st_out good[2] = {{"h.0.\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 1, {4}, x}, {"tab\there \"q\" \\", 1, {4}, x}};
+        tr_err e = {{0}};
+        TT_CHECK(tr_st_write_atomic(path, good, 2, &e), "msg=%.300s", e.msg);
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "the reader refuses what the writer wrote: %.300s", e2.msg);
+        if (ok) {
+            TT_CHECK(tr_st_find(&f, good[0].name) && tr_st_find(&f, good[1].name), "names changed on the way");
+            tr_st_close(&f);
+        }
+        unlink(path);
+    }
+
     TT_CASE("atomic: path is a directory -> fails, temp removed, directory intact") {
         const char *dir = P("isdir.safetensors");
         mkdir(dir, 0700);
@@ -792,6 +828,142 @@ static void test_atomic(void)
             tr_st_close(&f);
         TT_CHECK(count_temps(g_dir) == 0, "temp file left");
         unlink(path);
+    }
+}
+
+/* ---- stale temp files and the output check ------------------------------------------ */
+
+/* A child process that holds an fcntl write lock on path (as a live writer holds its temp
+ * file) until *release is closed; -1 if it could not start. */
+static pid_t hold_lock(const char *path, int *release)
+{
+    int ready[2], go[2];
+    if (pipe(ready) != 0 || pipe(go) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        int fd = open(path, O_WRONLY);
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char c = (fd >= 0 && fcntl(fd, F_SETLK, &l) == 0) ? 1 : 0;
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    char c = 0;
+    if (read(ready[0], &c, 1) != 1 || !c) {
+        close(go[1]);
+        waitpid(pid, NULL, 0);
+        pid = -1;
+    }
+    close(ready[0]);
+    *release = go[1];
+    return pid;
+}
+
+static void test_outputs(void)
+{
+    TT_CASE("atomic: issue 12.7, a write removes stale temps of its path; locked, foreign and odd names stay") {
+        static const float x[4] = {1, 2, 3, 4};
+        int64_t sh[1] = {4};
+        static const char *const stale_names[] = {"st.npy.tmp.4194301", "st.npy.tmp.1"};
+        static const char *const keep_names[] = {"st.npy.tmp.77",  "st.npy.tmp.x1",     "st.npy.tmp.",
+                                                 "other.npy.tmp.5", "st.npy.tmp.5.bak", "st.npy.tmpx.6"};
+        char stale[2][512], keep[6][512];
+        for (int k = 0; k < 2; k++)
+            snprintf(stale[k], sizeof stale[k], "%s", P(stale_names[k]));
+        for (int k = 0; k < 6; k++)
+            snprintf(keep[k], sizeof keep[k], "%s", P(keep_names[k]));
+        for (int k = 0; k < 2; k++)
+            TT_CHECK(write_bytes(stale[k], "partial", 7), "create %s", stale[k]);
+        for (int k = 0; k < 6; k++)
+            TT_CHECK(write_bytes(keep[k], "keep", 4), "create %s", keep[k]);
+        TT_CHECK(symlink(keep[3], P("st.npy.tmp.8")) == 0, "symlink");
+        int release = -1;
+        pid_t holder = hold_lock(keep[0], &release); /* a live writer's temp */
+        TT_CHECK(holder > 0, "lock holder did not start");
+        tr_err e = {{0}};
+        TT_CHECK(tr_npy_write_atomic(P("st.npy"), 1, sh, x, &e), "%.300s", e.msg);
+        for (int k = 0; k < 2; k++)
+            TT_CHECK(access(stale[k], F_OK) != 0, "stale %s is still there", stale[k]);
+        for (int k = 0; k < 6; k++)
+            TT_CHECK(file_is(keep[k], "keep"), "%s was touched", keep[k]);
+        struct stat st;
+        TT_CHECK(lstat(P("st.npy.tmp.8"), &st) == 0 && S_ISLNK(st.st_mode), "a symlink named like a temp was removed");
+        if (holder > 0) {
+            close(release);
+            waitpid(holder, NULL, 0);
+        }
+        tr_npy f;
+        tr_err e2 = {{0}};
+        bool ok = tr_npy_open(&f, P("st.npy"), &e2);
+        TT_CHECK(ok, "%.300s", e2.msg);
+        if (ok)
+            tr_npy_close(&f);
+        for (int k = 0; k < 6; k++)
+            unlink(keep[k]);
+        unlink(P("st.npy.tmp.8"));
+    }
+
+    TT_CASE("output check: a writable path passes and leaves nothing; existing content is untouched") {
+        tr_err e = {{0}};
+        TT_CHECK(tr_st_check_output(P("new.npy"), "--output", &e), "%.300s", e.msg);
+        TT_CHECK(access(P("new.npy"), F_OK) != 0, "the check created the file");
+        TT_CHECK(write_bytes(P("old.npy"), "old content", 11), "write old");
+        TT_CHECK(tr_st_check_output(P("old.npy"), "--output", &e), "%.300s", e.msg);
+        TT_CHECK(file_is(P("old.npy"), "old content"), "existing file changed");
+        TT_CHECK(count_temps(g_dir) == 0, "temp left");
+    }
+
+    TT_CASE("output check: each unwritable path is refused with the option, the path and the fix") {
+        mkdir(P("adir"), 0700);
+        static const struct {
+            const char *name, *want;
+        } cases[] = {
+            {"", "--weights-out: an empty file name"},
+            {"nodir/w.safetensors", "does not exist"},
+            {"adir", "is a directory"},
+            {"adir/", "is a directory"},
+            {"old.npy/x.npy", "is not a directory"},
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            char path[600];
+            if (cases[k].name[0])
+                snprintf(path, sizeof path, "%s", P(cases[k].name));
+            else
+                path[0] = '\0';
+            tr_err e = {{0}};
+            TT_CHECK(!tr_st_check_output(path, "--weights-out", &e), "%s accepted", path);
+            TT_CHECK(starts(e.msg, "--weights-out") && has(e.msg, cases[k].want) && has(e.msg, path),
+                     "%s: msg=%.300s", path, e.msg);
+        }
+        tr_err e = {{0}};
+        TT_CHECK(!tr_st_check_output("/dev/null", "--trace", &e) && has(e.msg, "not a regular file"), "msg=%.300s",
+                 e.msg);
+        char longname[600];
+        memset(longname, 'n', 300);
+        longname[300] = '\0';
+        tr_err e2 = {{0}};
+        TT_CHECK(!tr_st_check_output(P(longname), "--output", &e2) && has(e2.msg, "File name too long"),
+                 "msg=%.300s", e2.msg);
+        TT_CHECK(count_temps(P("adir")) == 0, "temp left");
+    }
+
+    if (geteuid() == 0) {
+        printf("ok - output check: a directory without write permission is refused # skip running as root "
+               "(permissions are not enforced)\n");
+    } else {
+        TT_CASE("output check: a directory without write permission is refused") {
+            mkdir(P("ro2"), 0500);
+            tr_err e = {{0}};
+            TT_CHECK(!tr_st_check_output(P("ro2/y.npy"), "--output", &e) && has(e.msg, "Permission denied"),
+                     "msg=%.300s", e.msg);
+            chmod(P("ro2"), 0700);
+        }
     }
 }
 
@@ -1142,6 +1314,7 @@ int main(void)
     test_st_mixed();
     test_st_bad();
     test_atomic();
+    test_outputs();
     test_npy();
     test_numpy();
     rm_tree(g_dir);

@@ -101,6 +101,53 @@ train_infer_refuses() {
     [ $rc -eq 2 ] && grep -q 'mode = "train"' "$WORK/tr.err"
 }
 
+# issue 12.3: a diverging run stops at the first non-finite loss or gradient, exit 5, and writes nothing
+train_diverge() {
+    local dir="$WORK/train_div"
+    sed 's/lr = 1e-3/lr = 1e30/; s/name = "train_q2_d1"/name = "train_div"/' "$WORK/train_2_1.lua" >"$WORK/train_div.lua" &&
+        bin/tessgen "$WORK/train_div.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null || return 1
+    cp "$WORK/w.safetensors" "$WORK/wdiv.st"
+    "$dir/run" --weights "$WORK/wdiv.st" --input "$WORK/x.npy" --target "$WORK/target.npy" --steps 10 \
+        --weights-out "$WORK/wdiv.st" --output "$WORK/ydiv.npy" >"$WORK/div.out" 2>"$WORK/div.err"
+    local rc=$?
+    cat "$WORK/div.out" "$WORK/div.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -Eq "^error: training stopped at step [0-9]+: the loss is (nan|inf|-inf)" "$WORK/div.err" ||
+        { echo "no 'training stopped at step N: the loss is ...' message"; return 1; }
+    grep -Eq "h\.[0-9]+\.[a-z_0-9.]+" "$WORK/div.err" || { echo "no tensor named"; return 1; }
+    grep -q "nothing was written" "$WORK/div.err" || { echo "message does not say nothing was written"; return 1; }
+    cmp "$WORK/w.safetensors" "$WORK/wdiv.st" || { echo "the previous weights file was replaced"; return 1; }
+    [ ! -e "$WORK/ydiv.npy" ] || { echo "an output was written"; return 1; }
+    ! ls "$WORK"/wdiv.st.tmp.* >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
+}
+
+# issue 12.3: a non-finite gradient with a finite loss stops before that step's update (the hook puts a
+# NaN into the last element of rank 3's shard of the last gradient, h.1.mlp.c_proj.bias, at step 3)
+train_nan_gradient() {
+    local dir="$WORK/train_2_2"
+    cp "$WORK/w.safetensors" "$WORK/wgrad.st"
+    TESS_TEST_NAN_GRADIENT=3,3 "$dir/run" --weights "$WORK/wgrad.st" --input "$WORK/x.npy" \
+        --target "$WORK/target.npy" --steps 6 --weights-out "$WORK/wgrad.st" >"$WORK/grad.out" 2>"$WORK/grad.err"
+    local rc=$?
+    cat "$WORK/grad.out" "$WORK/grad.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -q "^error: training stopped at step 3: the loss [0-9.e+-]* is finite but the gradient is not: the gradient of tensor h.1.mlp.c_proj.bias holds 1 non-finite value" "$WORK/grad.err" ||
+        { echo "message does not name step 3 and h.1.mlp.c_proj.bias"; return 1; }
+    [ "$(grep -c '^step ' "$WORK/grad.out")" = 2 ] || { echo "want the losses of steps 1 and 2 only"; return 1; }
+    cmp "$WORK/w.safetensors" "$WORK/wgrad.st" || { echo "the previous weights file was replaced"; return 1; }
+}
+
+# issue 12.4: training outputs are checked before step 1
+train_outputs_first() { # OPTION PATH WANT ARGS...
+    local opt=$1 path=$2 want=$3
+    shift 3
+    "$WORK/train_2_2/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" "$@" "$opt" "$path" \
+        >"$WORK/tof.out" 2>"$WORK/tof.err"
+    local rc=$?
+    cat "$WORK/tof.out" "$WORK/tof.err"
+    [ $rc -eq 1 ] && grep -qF -- "$opt $path: $want" "$WORK/tof.err" && ! grep -q "^step 1 " "$WORK/tof.out"
+}
+
 if train_setup >"$WORK/log" 2>&1; then
     ok "train: float64 reference gradients and losses"
     for m in $TRAIN_MESHES; do
@@ -119,6 +166,30 @@ if train_setup >"$WORK/log" 2>&1; then
         check "train: the replica check catches a replica one ulp off" train_replica_check_fails
     fi
     check "train: an inference program refuses --dy and names mode = \"train\"" train_infer_refuses
+    if [ -x "$WORK/train_2_2/bin/model" ] && [ -f "$WORK/train_2_1.lua" ]; then
+        check "train: issue 12.3, lr = 1e30 stops at the first non-finite loss (exit 5), the previous weights kept" \
+            train_diverge
+        check "train: issue 12.3, a non-finite gradient stops before its update, naming step and tensor" \
+            train_nan_gradient
+        check "train: issue 12.4, --weights-out into a missing directory is refused before step 1" \
+            train_outputs_first --weights-out "$WORK/nodir/w.safetensors" "directory $WORK/nodir does not exist" \
+            --steps 10
+        check "train: issue 12.4, --grads-out naming a directory is refused before the backward" \
+            train_outputs_first --grads-out "$WORK" "is a directory" --dy "$WORK/dy.npy"
+        check "train: issue 12.4, --dx-out into a missing directory is refused before the backward" \
+            train_outputs_first --dx-out "$WORK/nodir/dx.npy" "directory $WORK/nodir does not exist" --dy "$WORK/dy.npy"
+    fi
+    if [ -x "$WORK/train_2_2/bin/model" ] && declare -F refused >/dev/null; then # refused, $MK: tests/files.sh
+        M="$WORK/train_2_2"
+        $MK npy-nan "$WORK/target.npy" "$WORK/tnan.npy" nan 11 7 47
+        check "train: issue 12.7, a NaN target is refused before step 1" refused 1 \
+            "tnan.npy: target holds 1 non-finite value (NaN or inf), the first at [11, 7, 47]" --weights "$W" \
+            --input "$X" --steps 2 --target "$WORK/tnan.npy"
+        $MK npy-nan "$WORK/dy.npy" "$WORK/dynan.npy" -inf 0 0 0
+        check "train: issue 12.7, a non-finite dy is refused" refused 1 \
+            "dynan.npy: dy holds 1 non-finite value (NaN or inf), the first at [0, 0, 0]" --weights "$W" \
+            --input "$X" --dy "$WORK/dynan.npy"
+    fi
     if [ -x "$WORK/train_2_2/bin/model" ]; then
         M="$WORK/train_2_2"
         check "train: dy of the wrong shape is refused" refused 1 "dy" --weights "$W" --input "$X" --dy "$WORK/x_b6.npy"

@@ -8,6 +8,8 @@ runtime's error-path tests (tests/files.sh). Standard library and numpy only.
   mkbad.py badjson IN OUT           header is not JSON
   mkbad.py npy-f64 IN OUT           the .npy as float64
   mkbad.py npy-fortran IN OUT       the .npy in Fortran order
+  mkbad.py nan IN OUT NAME V I...   set element [I...] of tensor NAME to V (nan, inf, -inf)
+  mkbad.py npy-nan IN OUT V I...    set element [I...] of the .npy to V
 """
 import json
 import struct
@@ -74,6 +76,19 @@ def main(argv):
         raw = open(src, "rb").read()
         (n,) = struct.unpack("<Q", raw[:8])
         open(dst, "wb").write(raw[:8] + b"{not json" + b" " * (n - 9) + raw[8 + n:])
+    elif cmd == "nan":
+        ts = []
+        for name, dt, shape, blob in tensors_of(src):
+            if name == argv[4]:
+                a = np.frombuffer(blob, "<f4").reshape(shape).copy()
+                a[tuple(int(i) for i in argv[6:])] = float(argv[5])
+                blob = a.tobytes()
+            ts.append((name, dt, shape, blob))
+        write_st(dst, ts)
+    elif cmd == "npy-nan":
+        a = np.load(src)
+        a[tuple(int(i) for i in argv[5:])] = float(argv[4])
+        np.save(dst, a)
     elif cmd == "npy-f64":
         np.save(dst, np.load(src).astype(np.float64))
     elif cmd == "npy-fortran":
