@@ -26,6 +26,7 @@
 #include "emit.h"
 #include "fingerprint.h"
 #include "inspect.h"
+#include "limits.h"
 #include "outdir.h"
 #include "outfile.h"
 #include "plan.h"
@@ -179,6 +180,10 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     tg_err err = {{0}, 0};
     tg_plan plan;
     tg_plan_init(spec, &plan);
+    if (!tg_limits_check(&plan, &err)) {
+        fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
+        return 1;
+    }
     int nc = tg_plan_nclasses(&plan), q = plan.mesh.q, rc = 0, lockfd = -1, written = 0;
     tg_class_fig *fig = calloc((size_t)nc, sizeof *fig);
     tg_kernels *kernels = NULL;
@@ -214,6 +219,11 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         tg_class_free(&cp);
     }
     tg_fp_final(&fp, plan.fingerprint);
+    if (!tg_budget_check(&plan, fig, &err)) {
+        fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
+        tg_figures_free(&plan, fig);
+        return 1;
+    }
 
     tg_cuda_opts cuda;
     char backends[1024];
@@ -481,6 +491,10 @@ int main(int argc, char **argv)
     if (inspect) {
         tg_plan ip;
         tg_plan_init(&spec, &ip);
+        if (!tg_limits_check(&ip, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
         tg_filter flt;
         if (!tg_filter_init(&flt, &ip, f_ranks, f_layers, f_kinds, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);

@@ -80,18 +80,18 @@
 /* ---- the key schema ------------------------------------------------------ */
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
-enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_COUNT };
+enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
 
-#define MAX_KEYS 7
+#define MAX_KEYS 8
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
-    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends"},
+    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib"},
     {"q", "d"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
     {"lr", "beta1", "beta2", "eps", "weight_decay"},
@@ -933,6 +933,29 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
     }
 }
 
+/* memory_gib = 80: the memory of one rank (GPU or process), in GiB; every rank's arena must fit in it. */
+static void check_memory(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_TOP][TOP_MEMORY];
+    char shown[256];
+    s->memory_gib = TG_MEMORY_GIB_DEFAULT;
+    if (v->type == LUA_TNONE)
+        return;
+    if (v->type != LUA_TNUMBER) {
+        describe(shown, sizeof shown, v);
+        fail(c, "memory_gib must be a number of GiB such as 80 (an H100's memory), got %s", shown);
+        return;
+    }
+    double g = v->is_int ? (double)v->i : v->n;
+    if (!isfinite(g) || !(g > 0) || g > 1048576) {
+        show_number(shown, sizeof shown, v);
+        fail(c, "memory_gib = %s is out of range: the memory of one rank in GiB, > 0 and at most 1048576; "
+                "use e.g. memory_gib = 80 for an 80 GB GPU", shown);
+        return;
+    }
+    s->memory_gib = g;
+}
+
 /* backends = { "cpu", "cuda" }: which per-rank programs to emit; "cpu" always among them. */
 static void check_backends(spec_ctx *c, tg_spec *s)
 {
@@ -1062,6 +1085,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_mode(c, s);
     check_optimizer(c, s);
     check_backends(c, s);
+    check_memory(c, s);
 
     /* unknown keys, sorted so that messages do not depend on Lua's hash order */
     for (int a = 1; a < c->nbad; a++) {

@@ -15,6 +15,7 @@
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
  *     backends = { "cpu", "cuda" },        -- optional; default: TESS_BACKENDS, else cpu (+ cuda if nvcc found)
+ *     memory_gib = 80,                     -- optional; the memory of one rank: every arena must fit
  *   }
  */
 #ifndef TG_SPEC_H
@@ -50,7 +51,10 @@ typedef struct tg_spec {
     tg_mode mode;    /* "infer" (default) or "train" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */
     unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */
+    double memory_gib; /* memory of one rank, GiB: every rank's arena must fit (default TG_MEMORY_GIB_DEFAULT) */
 } tg_spec;
+
+#define TG_MEMORY_GIB_DEFAULT 80.0 /* an 80 GB H100 or A100 */
 
 /* Run the spec file at path in the sandbox and validate it. On failure err
  * holds one line per problem found (all of them, not only the first). */

@@ -9,6 +9,7 @@
  * every column, so the grouped summary says exactly what the full one says.
  */
 #include "summary.h"
+#include "limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -532,6 +533,9 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_fi
     tg_sb_puts(o, "# bytes are float32 payload, counted logically: a broadcast is received by every member but the "
                   "root and sent once by the root;\n# a reduce is sent by every member but the root and received "
                   "from each of them by the root; an all-reduce is 'reduced' on every member\n");
+    char budget[256];
+    tg_budget_line(budget, sizeof budget, pl, figs);
+    tg_sb_printf(o, "# %s\n", budget);
     unsigned char *sel = selected_classes(pl, f);
     if (!sel)
         return tg_fail(err, "out of memory");

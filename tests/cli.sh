@@ -41,3 +41,48 @@ check "cli: unknown option is named (exit 2)" cli_unknown_option
 check "cli: missing spec file is named, nothing written (exit 1)" cli_missing_spec
 check "cli: output is deterministic and rewritten only when changed" cli_deterministic
 check "cli: regenerating with fewer ranks removes the stale class programs, and no file of the user's" cli_stale_ranks
+
+# ---- the output directory (issue 12, items 5 and 7) ------------------------------------------
+# -o "" is a usage error, not a failed mkdir
+cli_empty_outdir() {
+    $TG specs/gpt2-tiny.lua -o "" >"$WORK/out" 2>&1
+    local rc=$?
+    cat "$WORK/out"
+    [ $rc -eq 2 ] && grep -q -- "-o needs a directory" "$WORK/out"
+}
+# a dangling symlink as -o is named as such, with its target
+cli_dangling_outdir() {
+    rm -f "$WORK/dangling" && ln -s "$WORK/no/such/target" "$WORK/dangling" &&
+        { $TG specs/gpt2-tiny.lua -o "$WORK/dangling" >"$WORK/out" 2>&1; local rc=$?; cat "$WORK/out"; [ $rc -eq 1 ]; } &&
+        grep -q "a symbolic link to $WORK/no/such/target, which does not exist" "$WORK/out" &&
+        [ ! -e "$WORK/no" ]
+}
+# a second tessgen on a directory that one is writing stops at once, names the first, writes nothing
+cli_locked_outdir() {
+    rm -rf "$WORK/locked" && mkdir -p "$WORK/locked" && echo 12345 >"$WORK/locked/.tessgen.lock" &&
+        flock "$WORK/locked/.tessgen.lock" sleep 20 &
+    local holder=$!
+    sleep 0.5
+    $TG specs/gpt2-tiny.lua -o "$WORK/locked" >"$WORK/out" 2>&1
+    local rc=$?
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+    cat "$WORK/out"
+    [ $rc -eq 1 ] && grep -q "another tessgen (pid 12345) is writing this output directory" "$WORK/out" &&
+        [ "$(ls "$WORK/locked")" = "" ]
+}
+# temporary files of a killed tessgen next to its files are removed; other files that look alike are kept
+cli_stale_tmp() {
+    rm -rf "$WORK/tmps" && $TG specs/gpt2-tiny.lua -o "$WORK/tmps" --quiet &&
+        local dead=999999 &&
+        while kill -0 "$dead" 2>/dev/null; do dead=$((dead - 1)); done &&
+        echo half >"$WORK/tmps/model.c.tmp.$dead" && echo half >"$WORK/tmps/schedule/rank_i0_j0.txt.tmp.$dead" &&
+        echo mine >"$WORK/tmps/notes.tmp.$dead" && echo live >"$WORK/tmps/run.tmp.$$" &&
+        $TG specs/gpt2-tiny.lua -o "$WORK/tmps" --quiet &&
+        [ ! -e "$WORK/tmps/model.c.tmp.$dead" ] && [ ! -e "$WORK/tmps/schedule/rank_i0_j0.txt.tmp.$dead" ] &&
+        [ -e "$WORK/tmps/notes.tmp.$dead" ] && [ -e "$WORK/tmps/run.tmp.$$" ]
+}
+check "cli: -o \"\" is a usage error (exit 2)" cli_empty_outdir
+check "cli: -o naming a dangling symbolic link says so, with its target (exit 1)" cli_dangling_outdir
+check "cli: a second tessgen on a locked output directory stops at once, naming the first (exit 1)" cli_locked_outdir
+check "cli: temporary files a killed tessgen left next to its files are removed, others kept" cli_stale_tmp

@@ -141,3 +141,27 @@ fingerprint() {
         "$M/run" --weights "$W" --input "$X" | head -1 | tee /dev/stderr | grep -q "schedule $want,"
 }
 check "files: the program prints the schedule fingerprint its manifest records" fingerprint
+
+# issue 12.5: a directory that mixes two generations is refused at start, before any step runs. The other
+# generation: the same mesh with a wider MLP (every class program differs), into a copy of the output.
+mixed_setup() {
+    local mix="$WORK/e2e_mix"
+    rm -rf "$mix" && cp -r "$M" "$mix" && rm -f "$mix/.tessgen.lock" &&
+        sed 's/ffn *= *[0-9]*/ffn = 384/' "$WORK/e2e_2_2.lua" >"$WORK/e2e_mix_other.lua" &&
+        ! cmp -s "$WORK/e2e_2_2.lua" "$WORK/e2e_mix_other.lua" &&
+        bin/tessgen "$WORK/e2e_mix_other.lua" -o "$WORK/e2e_mix_other" --quiet
+}
+mixed_class_file() { # one class file of the other generation: its program refuses to start
+    local mix="$WORK/e2e_mix"
+    mixed_setup && cp "$WORK/e2e_mix_other/rank_i0_j1.c" "$mix/rank_i0_j1.c" && ninja -C "$mix" >/dev/null &&
+        M="$mix" refused 2 "the output directory mixes two generations" --weights "$W" --input "$X" &&
+        grep -q "rank 1: the program of ranks (i=0, j=1, k) was generated for schedule" "$WORK/run.err"
+}
+mixed_programs() { # programs built from two generations (one rebuilt after a regeneration): refused
+    local mix="$WORK/e2e_mix"
+    mixed_setup && ninja -C "$mix" >/dev/null &&
+        bin/tessgen "$WORK/e2e_mix_other.lua" -o "$mix" --quiet && ninja -C "$mix" bin/cpu/rank_i1_j1 >/dev/null &&
+        M="$mix" refused 2 "the ranks run programs of different schedules" --weights "$W" --input "$X"
+}
+check "files: issue 12.5, a class program of another generation is refused before any step" mixed_class_file
+check "files: issue 12.5, programs built from two generations are refused before any step" mixed_programs

@@ -1,6 +1,8 @@
 # tests/spec_errors.sh - sourced by tests/run.sh: every spec in tests/specs/bad
-# must be refused by tessgen (ASan build) with exit 1, a message containing the
-# text on its first line ("-- expect: ..."), and no output directory created.
+# (refused by the spec loader) and in tests/specs/limits (valid specs beyond
+# tessgen's work limits or their memory budget, refused before any output) must
+# be refused by tessgen (ASan build) with exit 1, a message containing the text
+# on its first line ("-- expect: ..."), and no output directory created.
 bad_spec() {
     local f=$1 want out
     want=$(sed -n '1s/^-- expect: //p' "$f")
@@ -14,6 +16,6 @@ bad_spec() {
     grep -qF -- "$want" "$WORK/bad.err" || { echo "message lacks: $want"; return 1; }
     [ ! -e "$out" ] || { echo "$out was created"; return 1; }
 }
-for f in tests/specs/bad/*.lua; do
+for f in tests/specs/bad/*.lua tests/specs/limits/*.lua; do
     check "spec: $(basename "$f") refused with its message" bad_spec "$f"
 done
