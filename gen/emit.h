@@ -66,6 +66,8 @@ typedef struct tg_cuda_opts {
     char nvcc[1024];   /* the nvcc command build.ninja runs */
     char gencode[512]; /* -gencode flags from TESS_CUDA_ARCH (default sm_80 and sm_90) */
     char archs[128];   /* "sm_80 sm_90", for messages */
+    char include[1024]; /* the CUDA headers (cuda_runtime.h) for compiling the class programs with the host
+                         * compiler alone (they hold no device code); "" when not found: nvcc compiles them */
     char why[512];     /* when not enabled: why not */
 } tg_cuda_opts;
 

@@ -43,6 +43,9 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
     var(rules, "nccl_libs", bs->nccl_libs);
     var(rules, "cuda_ldflags", bs->cuda_ldflags);
     var(rules, "cuda_werror", bs->werror ? "-Xcompiler -Werror -Werror all-warnings" : "");
+    var(rules, "cuda_include", cu->include);
+    if (cu->include[0])
+        var(rules, "hostcxx_werror", bs->werror ? "-Werror" : "");
     tg_sb_puts(rules,
                "nvccflags = -std=c++20 -O3 -g -lineinfo $cuda_arch -ccbin $ccbin -Xcompiler -Wall,-Wextra $cuda_werror $\n"
                "    -Xptxas -warn-spills -I. -I$tessroot/runtime -I$tessroot/runtime/cuda $mpi_cflags $nccl_cflags\n"
@@ -55,6 +58,14 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                "rule nvlink\n"
                "  command = $nvcc $cuda_arch -ccbin $ccbin $in -o $out $mpi_libs $cudalibs $nccl_libs $cuda_ldflags\n"
                "  description = LINK $out\n\n");
+    if (cu->include[0])
+        tg_sb_puts(rules, "rule hostcxx\n"
+                          "  command = $ccbin -std=c++20 -O2 -g -Wall -Wextra $hostcxx_werror -x c++ -I. $\n"
+                          "    -I$tessroot/runtime -I$tessroot/runtime/cuda -I$cuda_include $mpi_cflags $nccl_cflags $\n"
+                          "    -MD -MF $out.d -c $in -o $out\n"
+                          "  depfile = $out.d\n"
+                          "  deps = gcc\n"
+                          "  description = CXX $out\n\n");
     static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_adamw", "trc_profile"};
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
         tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
@@ -64,13 +75,18 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                       "build bin/model-cuda: link obj-cuda/rt/tr_launch.o obj/model.o\n  flags = -g\n"
                       "\n# each class program: its code, every kernel instance, the CUDA runtime, and the CPU program's\n"
                       "# shared main, loaders and MPI groups\n");
+    tg_sb_puts(rules, cu->include[0]
+                          ? "# rank_iI_jJ.cu holds host code only (its kernels are in kernels.cu): the host compiler\n"
+                            "# builds it at -O2 with the CUDA headers of $cuda_include, faster than nvcc's passes\n"
+                          : "# rank_iI_jJ.cu holds host code only, but no CUDA include directory was found beside nvcc\n"
+                            "# (TESS_CUDA_INCLUDE): nvcc compiles it\n");
     tg_sb cls;
     tg_sb_init(&cls);
     for (int i = 0; i < pl->mesh.q; i++)
         for (int j = 0; j < pl->mesh.q; j++) {
             char cn[32];
             tg_class_name(cn, sizeof cn, i, j);
-            tg_sb_printf(rules, "build obj-cuda/%s.o: nvcc %s.cu\n", cn, cn);
+            tg_sb_printf(rules, "build obj-cuda/%s.o: %s %s.cu\n", cn, cu->include[0] ? "hostcxx" : "nvcc", cn);
             tg_sb_printf(rules, "build bin/cuda/%s: nvlink obj-cuda/%s.o obj/model.o obj-cuda/kernels.o", cn, cn);
             for (size_t k = 0; k < sizeof rt / sizeof rt[0]; k++)
                 tg_sb_printf(rules, " obj-cuda/rt/%s.o", rt[k]);

@@ -26,7 +26,7 @@
 #include "emit.h"
 #include "fingerprint.h"
 #include "inspect.h"
-#include "limits.h"
+#include "bounds.h"
 #include "outdir.h"
 #include "outfile.h"
 #include "plan.h"
@@ -180,7 +180,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     tg_err err = {{0}, 0};
     tg_plan plan;
     tg_plan_init(spec, &plan);
-    if (!tg_limits_check(&plan, &err)) {
+    if (!tg_bounds_work(&plan, &err)) {
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         return 1;
     }
@@ -219,7 +219,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         tg_class_free(&cp);
     }
     tg_fp_final(&fp, plan.fingerprint);
-    if (!tg_budget_check(&plan, fig, &err)) {
+    if (!tg_bounds_memory(&plan, fig, &err)) {
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         tg_figures_free(&plan, fig);
         return 1;
@@ -491,7 +491,7 @@ int main(int argc, char **argv)
     if (inspect) {
         tg_plan ip;
         tg_plan_init(&spec, &ip);
-        if (!tg_limits_check(&ip, &err)) {
+        if (!tg_bounds_work(&ip, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
         }

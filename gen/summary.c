@@ -9,7 +9,7 @@
  * every column, so the grouped summary says exactly what the full one says.
  */
 #include "summary.h"
-#include "limits.h"
+#include "bounds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,7 +534,7 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_fi
                   "root and sent once by the root;\n# a reduce is sent by every member but the root and received "
                   "from each of them by the root; an all-reduce is 'reduced' on every member\n");
     char budget[256];
-    tg_budget_line(budget, sizeof budget, pl, figs);
+    tg_bounds_line(budget, sizeof budget, pl, figs);
     tg_sb_printf(o, "# %s\n", budget);
     unsigned char *sel = selected_classes(pl, f);
     if (!sel)

@@ -49,7 +49,8 @@ cu_golden_gen() {
         env -u TESS_CUDA_ARCH -u TESS_NVCC TESS_BACKENDS=cpu,cuda build/asan/tessgen tests/specs/golden.lua \
             -o "$WORK/golden_cuda" --quiet &&
         sed -n '/^# CUDA backend/,$p' "$WORK/golden_cuda/build.ninja" |
-        sed -e "s#$ROOT#@TESSROOT@#g" -e 's#^nvcc = .*#nvcc = @NVCC@#' >"$WORK/golden_cuda/build.ninja.cuda"
+        sed -e "s#$ROOT#@TESSROOT@#g" -e 's#^nvcc = .*#nvcc = @NVCC@#' \
+            -e 's#^cuda_include = /.*#cuda_include = @CUDA_INCLUDE@#' >"$WORK/golden_cuda/build.ninja.cuda"
 }
 cu_golden_file() {
     [ -n "${TESS_UPDATE_GOLDEN:-}" ] && mkdir -p tests/golden/cuda && cp "$WORK/golden_cuda/$1" "tests/golden/cuda/$1"
@@ -104,7 +105,30 @@ cu_choice_train() {
         grep -q "^static void optimizer(" "$WORK/cu_train_ok/rank_i1_j1.cu" &&
         grep -q "trc_allreduce_exact\|trc_reduce" "$WORK/cu_train_ok/rank_i0_j0.cu"
 }
+cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
+    local fake="$WORK/fakecuda" spec="$WORK/inc.lua"
+    rm -rf "$fake" && mkdir -p "$fake/cuda-9.9/bin" "$fake/cuda-9.9/include" "$fake/bare/bin" "$fake/usr/bin" &&
+        printf '#!/bin/sh\nexit 0\n' >"$fake/cuda-9.9/bin/nvcc" && chmod +x "$fake/cuda-9.9/bin/nvcc" &&
+        cp "$fake/cuda-9.9/bin/nvcc" "$fake/bare/bin/nvcc" && touch "$fake/cuda-9.9/include/cuda_runtime.h" &&
+        ln -s ../../cuda-9.9/bin/nvcc "$fake/usr/bin/nvcc" &&
+        cu_spec inc 1 1 'backends = { "cpu", "cuda" },' >"$spec" || return 1
+    # nvcc on PATH through a symlink: the headers beside its real path; the host compiler builds the classes
+    env -u TESS_NVCC -u TESS_CUDA_INCLUDE PATH="$fake/usr/bin:$PATH" build/asan/tessgen "$spec" -o "$WORK/inc1" --quiet &&
+        grep -qx "cuda_include = $fake/cuda-9.9/include" "$WORK/inc1/build.ninja" &&
+        grep -qx "build obj-cuda/rank_i0_j0.o: hostcxx rank_i0_j0.cu" "$WORK/inc1/build.ninja" || return 1
+    # an nvcc with no include/ beside it: nvcc compiles the classes, and no hostcxx rule is printed
+    TESS_NVCC="$fake/bare/bin/nvcc" env -u TESS_CUDA_INCLUDE build/asan/tessgen "$spec" -o "$WORK/inc2" --quiet &&
+        grep -qx "cuda_include =" "$WORK/inc2/build.ninja" && ! grep -q "hostcxx" "$WORK/inc2/build.ninja" &&
+        grep -qx "build obj-cuda/rank_i0_j0.o: nvcc rank_i0_j0.cu" "$WORK/inc2/build.ninja" || return 1
+    # TESS_CUDA_INCLUDE decides; one that build.ninja cannot hold unquoted is refused
+    TESS_NVCC="$fake/bare/bin/nvcc" TESS_CUDA_INCLUDE=/opt/cu/include build/asan/tessgen "$spec" -o "$WORK/inc3" --quiet &&
+        grep -qx "cuda_include = /opt/cu/include" "$WORK/inc3/build.ninja" || return 1
+    ! TESS_CUDA_INCLUDE='/opt/my cuda' build/asan/tessgen "$spec" -o "$WORK/inc4" >"$WORK/inc4.log" 2>&1 &&
+        grep -q "TESS_CUDA_INCLUDE" "$WORK/inc4.log" && [ ! -e "$WORK/inc4" ]
+}
 if wanted "cuda: choice"; then
+    check "cuda: choice: rank_iI_jJ.cu compiles with the host compiler and the CUDA headers beside the real nvcc, else with nvcc" \
+        cu_choice_include
     check "cuda: choice: backends = { \"cuda\" } without cpu is refused" \
         cu_refused 'leaves out "cpu"' "$CU_OK_BODY, backends = { \"cuda\" } }"
     check "cuda: choice: an unknown backend is refused" \

@@ -1,10 +1,10 @@
 /*
- * limits.c - the work and memory limits (see limits.h). Every figure in a
+ * bounds.c - the work and memory bounds (see bounds.h). Every figure in a
  * message comes from planning: the steps of class (0,0) at one and two layers,
  * the arenas of every class, and for "what fits", the plan at the depth or on
  * the mesh it proposes, planned and checked before it is proposed.
  */
-#include "limits.h"
+#include "bounds.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -66,7 +66,7 @@ static bool arena_max(const tg_spec *spec, int q, int d, int layers, long long *
     return true;
 }
 
-long long tg_class_steps(const tg_plan *pl, tg_err *err)
+long long tg_bounds_class_steps(const tg_plan *pl, tg_err *err)
 {
     long long s1, s2;
     if (!class0_steps(&pl->spec, 1, &s1, err) || !class0_steps(&pl->spec, 2, &s2, err))
@@ -74,7 +74,7 @@ long long tg_class_steps(const tg_plan *pl, tg_err *err)
     return s1 + (long long)(pl->spec.layers - 1) * (s2 - s1);
 }
 
-bool tg_limits_check(const tg_plan *pl, tg_err *err)
+bool tg_bounds_work(const tg_plan *pl, tg_err *err)
 {
     const tg_spec *s = &pl->spec;
     long long s1, s2;
@@ -99,7 +99,7 @@ bool tg_limits_check(const tg_plan *pl, tg_err *err)
                    s->path, s->layers, s->q, s->q, s->d, nc, steps, steps * nc, TG_MAX_CLASS_STEPS, TG_MAX_STEPS, fix);
 }
 
-void tg_budget_line(char *buf, size_t cap, const tg_plan *pl, const tg_class_fig *figs)
+void tg_bounds_line(char *buf, size_t cap, const tg_plan *pl, const tg_class_fig *figs)
 {
     long long a = 0;
     int at = 0;
@@ -115,7 +115,7 @@ void tg_budget_line(char *buf, size_t cap, const tg_plan *pl, const tg_class_fig
              fits ? "fits" : "does NOT fit: tessgen refuses to generate this spec");
 }
 
-bool tg_budget_check(const tg_plan *pl, const tg_class_fig *figs, tg_err *err)
+bool tg_bounds_memory(const tg_plan *pl, const tg_class_fig *figs, tg_err *err)
 {
     const tg_spec *s = &pl->spec;
     long long budget = budget_elems(s), worst = 0;
@@ -172,7 +172,7 @@ bool tg_budget_check(const tg_plan *pl, const tg_class_fig *figs, tg_err *err)
         tg_plan ap;
         tg_plan_init(&copy, &ap);
         long long a;
-        if (!tg_limits_check(&ap, &ae) || !arena_max(s, q2, d2, s->layers, &a, NULL, &ae) || a > budget)
+        if (!tg_bounds_work(&ap, &ae) || !arena_max(s, q2, d2, s->layers, &a, NULL, &ae) || a > budget)
             continue;
         char sz[32];
         o += (size_t)snprintf(fits + o, sizeof fits - o, "%smesh [%d,%d,%d] (%s)", o ? ", or " : "", q2, q2, d2,
