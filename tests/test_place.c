@@ -1,78 +1,23 @@
 /*
  * test_place.c - gen/place.c against a direct statement of the greedy rule.
  *
- * The reference below is the rule written the obvious way (persistent first
- * in order, then largest first; each buffer at the lowest offset among 0 and
- * the aligned ends of placed buffers live at the same time that collides with
- * none of them), at O(B^2) per buffer. tg_place must give exactly its offsets
- * and arena on random instances of many shapes: few and many distinct sizes,
- * short and long lifetimes, persistent buffers, one step, many steps. Every
- * result is also checked for soundness on its own (no two buffers live
- * together share bytes, offsets aligned) and against the lower bound (the
- * arena is at least the aligned bytes live at the busiest step).
+ * The reference (place_ref.c) is the rule written the obvious way, at O(B^2)
+ * per buffer. tg_place must give exactly its offsets and arena on random
+ * instances of many shapes: few and many distinct sizes, short and long
+ * lifetimes, persistent buffers, one step, many steps; and on the buffers of
+ * real class plans (inference and training, several meshes), where the
+ * offsets the planner stored must be the reference's. Every result is also
+ * checked for soundness on its own (no two buffers live together share
+ * bytes, offsets aligned) and against the lower bound (the arena is at least
+ * the aligned bytes live at the busiest step).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "place.h"
+#include "plan.h"
+#include "place_ref.h"
 #include "tt.h"
-
-static long long align_up(long long x)
-{
-    return (x + TG_ALIGN_ELEMS - 1) / TG_ALIGN_ELEMS * TG_ALIGN_ELEMS;
-}
-
-static int live_together(const tg_place_item *x, const tg_place_item *y)
-{
-    return x->first <= y->last && y->first <= x->last;
-}
-
-/* The greedy rule, directly. */
-static long long reference(tg_place_item *it, int n)
-{
-    int *ord = malloc((size_t)n * sizeof *ord), *placed = malloc((size_t)n * sizeof *placed);
-    int np = 0;
-    for (int i = 0; i < n; i++)
-        ord[i] = i;
-    for (int a = 1; a < n; a++) /* stable insertion sort by (persistent first, then size desc) */
-        for (int b = a; b > 0; b--) {
-            const tg_place_item *x = &it[ord[b - 1]], *y = &it[ord[b]];
-            int swap = (!x->persistent && y->persistent) ||
-                       (!x->persistent && !y->persistent && x->elems < y->elems);
-            if (!swap)
-                break;
-            int t = ord[b - 1];
-            ord[b - 1] = ord[b];
-            ord[b] = t;
-        }
-    long long top = 0;
-    for (int k = 0; k < n; k++) {
-        tg_place_item *bf = &it[ord[k]];
-        long long best = -1;
-        for (int c = -1; c < np; c++) {
-            long long off = c < 0 ? 0 : align_up(it[placed[c]].offset + it[placed[c]].elems);
-            if (c >= 0 && !live_together(&it[placed[c]], bf))
-                continue;
-            if (best >= 0 && off >= best)
-                continue;
-            int ok = 1;
-            for (int o = 0; o < np && ok; o++) {
-                const tg_place_item *y = &it[placed[o]];
-                if (live_together(y, bf) && off < y->offset + y->elems && y->offset < off + bf->elems)
-                    ok = 0;
-            }
-            if (ok)
-                best = off;
-        }
-        bf->offset = best;
-        placed[np++] = ord[k];
-        if (align_up(best + bf->elems) > top)
-            top = align_up(best + bf->elems);
-    }
-    free(ord);
-    free(placed);
-    return top;
-}
 
 static unsigned long long rng = 88172645463325252ULL;
 static unsigned rnd(unsigned n)
@@ -112,9 +57,9 @@ static void check_sound(const tg_place_item *it, int n, int steps, long long are
                  it[i].offset);
         TT_CHECK(it[i].offset + it[i].elems <= arena, "%s: item %d ends past the arena", label, i);
         for (int s = it[i].first; s <= it[i].last; s++)
-            live[s] += align_up(it[i].elems);
+            live[s] += tt_align_up(it[i].elems);
         for (int j = i + 1; j < n; j++)
-            TT_CHECK(!(live_together(&it[i], &it[j]) && it[i].offset < it[j].offset + it[j].elems &&
+            TT_CHECK(!(tt_live_together(&it[i], &it[j]) && it[i].offset < it[j].offset + it[j].elems &&
                        it[j].offset < it[i].offset + it[i].elems),
                      "%s: items %d and %d are live together and share bytes", label, i, j);
     }
@@ -144,7 +89,7 @@ int main(void)
                 tg_place_item *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
                 make(a, n, steps, kinds[k].nsizes, kinds[k].maxlen, kinds[k].pers);
                 memcpy(b, a, (size_t)n * sizeof *a);
-                long long ref = reference(a, n), arena = -1;
+                long long ref = tt_place_reference(a, n), arena = -1;
                 tg_err err = {{0}, 0};
                 TT_CHECK(tg_place(b, n, steps, &arena, &err), "tg_place failed: %s", err.msg);
                 TT_CHECK(arena == ref, "rep %d: arena %lld, the rule gives %lld", rep, arena, ref);
@@ -155,6 +100,47 @@ int main(void)
                 free(a);
                 free(b);
             }
+        }
+    }
+    /* real plans: every class of a few meshes, inference and training */
+    static const int meshes[][3] = {{1, 1, 0}, {2, 1, 0}, {2, 2, 1}, {3, 1, 1}, {4, 2, 0}, {2, 3, 1}};
+    for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++) {
+        int q = meshes[m][0], d = meshes[m][1], train = meshes[m][2];
+        char name[128];
+        snprintf(name, sizeof name, "place: the planner's offsets equal the greedy rule, every class of [%d,%d,%d] %s",
+                 q, q, d, train ? "training" : "inference");
+        TT_CASE(name) {
+            tg_spec s;
+            memset(&s, 0, sizeof s);
+            snprintf(s.path, sizeof s.path, "test.lua");
+            snprintf(s.name, sizeof s.name, "t");
+            s.q = q, s.d = d, s.layers = 3, s.hidden = 48, s.heads = 12, s.ffn = 192, s.seq = 8, s.batch = 2 * q * d;
+            s.eps = 1e-5;
+            s.mode = train ? TG_TRAIN : TG_INFER;
+            s.opt = (tg_adamw){1e-3, 0.9, 0.999, 1e-8, 0.0};
+            tg_plan pl;
+            tg_plan_init(&s, &pl);
+            for (int i = 0; i < q && !tt_case_failed; i++)
+                for (int j = 0; j < q && !tt_case_failed; j++) {
+                    tg_class_plan cp;
+                    tg_err err = {{0}, 0};
+                    TT_CHECK(tg_plan_class(&pl, i, j, &cp, &err), "plan (%d,%d): %s", i, j, err.msg);
+                    if (tt_case_failed)
+                        break;
+                    tg_place_item *it = malloc((size_t)cp.nbufs * sizeof *it + 1);
+                    for (int b = 0; b < cp.nbufs; b++)
+                        it[b] = (tg_place_item){cp.bufs[b].elems, cp.bufs[b].first, cp.bufs[b].last,
+                                                cp.bufs[b].persistent, -1};
+                    long long ref = tt_place_reference(it, cp.nbufs);
+                    TT_CHECK(ref == cp.arena_elems, "class (%d,%d): arena %lld elements, the rule gives %lld", i, j,
+                             cp.arena_elems, ref);
+                    for (int b = 0; b < cp.nbufs && !tt_case_failed; b++)
+                        TT_CHECK(it[b].offset == cp.bufs[b].offset, "class (%d,%d): %s at %lld, the rule puts it at %lld",
+                                 i, j, cp.bufs[b].name, cp.bufs[b].offset, it[b].offset);
+                    check_sound(it, cp.nbufs, cp.nsteps, ref, name);
+                    free(it);
+                    tg_class_free(&cp);
+                }
         }
     }
     TT_CASE("place: no buffers gives an empty arena") {
