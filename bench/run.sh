@@ -12,6 +12,14 @@
 #    its GEMMs alone (the runtime's per-kind timers) and against a plain numpy
 #    float32 implementation of the same blocks (tests/ref/tessref.py bench),
 #    both on the same OpenBLAS and the same cores.
+# 3. Training bytes per rank per layer against docs/TRAINING.md's formulas,
+#    and a training step on [1,1,1] against its GEMMs and the forward.
+# 4. Production scale (bench/scale.sh): tessgen's time, memory and output on
+#    GPT-3 sized blocks on 64 to 4096 ranks, compile time of a 96-layer class
+#    program, process start, schedule.html load, memory placement old vs new.
+#
+# TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), scale
+# (4); default all. The report names the OpenBLAS kernels that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -22,6 +30,9 @@ mkdir -p "$B"
 REPORT="$B/report.md"
 : >"$REPORT"
 say() { echo "$@" | tee -a "$REPORT"; }
+PARTS=${TESS_BENCH_PARTS:-comm speed scale}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 spec() { # name q d layers C heads F S batch
     cat >"$B/$1.lua" <<SPEC
@@ -34,118 +45,136 @@ say "# tessgen benchmark report"
 say ""
 say "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -m), tessgen $(bin/tessgen --version | cut -d' ' -f2)"
 say ""
-say "## Broadcast bytes per rank per layer: measured vs DESIGN.md formula"
-say ""
-say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24 (T = 192 tokens)."
-say ""
-say "| mesh | ranks | formula B/layer | measured B/layer (min..max over ranks) | planned B/layer | equal |"
-say "|---|---|---|---|---|---|"
-L=2 C=96 H=12 F=384 S=8 BATCH=24
-for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
-    q=${m%,*}
-    d=${m#*,}
-    name="bytes_q${q}_d${d}"
-    spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
-    bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
-    ninja -C "$B/$name" cpu >/dev/null
-    "$B/$name/run" --bytes >"$B/$name.out"
-    T=$((BATCH * S))
-    formula=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
-    # per rank: bcast recv row + col, measured/planned, from the --bytes table
-    read -r mmin mmax pmin pmax < <(awk -v L=$L '$1 ~ /^[0-9]+$/ {
-            split($2, a, "/"); split($3, b, "/");
-            m = (a[1] + b[1]) / L; p = (a[2] + b[2]) / L;
-            if (n == 0 || m < mmin) mmin = m; if (n == 0 || m > mmax) mmax = m;
-            if (n == 0 || p < pmin) pmin = p; if (n == 0 || p > pmax) pmax = p; n++ }
-            END { printf "%d %d %d %d\n", mmin, mmax, pmin, pmax }' "$B/$name.out")
-    eq=no
-    [ "$mmin" = "$formula" ] && [ "$mmax" = "$formula" ] && [ "$pmin" = "$formula" ] && [ "$pmax" = "$formula" ] && eq=yes
-    say "| [$q,$q,$d] | $((q * q * d)) | $formula | $mmin..$mmax | $pmin..$pmax | $eq |"
-done
+say "BLAS: $("$PY" -c 'import ctypes; b = ctypes.CDLL("libopenblas.so.0")
+for f in ("openblas_get_config", "openblas_get_corename"): getattr(b, f).restype = ctypes.c_char_p
+print("%s; kernels for %s" % (b.openblas_get_config().decode(), b.openblas_get_corename().decode()))' 2>/dev/null ||
+    echo "OpenBLAS not identified")${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}."
+say "The generated CPU programs and numpy $("$PY" -c 'import numpy; print(numpy.__version__)') call this library."
+if part comm; then
+    say ""
+    say "## Broadcast bytes per rank per layer: measured vs DESIGN.md formula"
+    say ""
+    say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24 (T = 192 tokens)."
+    say ""
+    say "| mesh | ranks | formula B/layer | measured B/layer (min..max over ranks) | planned B/layer | equal |"
+    say "|---|---|---|---|---|---|"
+    L=2 C=96 H=12 F=384 S=8 BATCH=24
+    for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
+        q=${m%,*}
+        d=${m#*,}
+        name="bytes_q${q}_d${d}"
+        spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
+        bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
+        ninja -C "$B/$name" cpu >/dev/null
+        "$B/$name/run" --bytes >"$B/$name.out"
+        T=$((BATCH * S))
+        formula=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
+        # per rank: bcast recv row + col, measured/planned, from the --bytes table
+        read -r mmin mmax pmin pmax < <(awk -v L=$L '$1 ~ /^[0-9]+$/ {
+                split($2, a, "/"); split($3, b, "/");
+                m = (a[1] + b[1]) / L; p = (a[2] + b[2]) / L;
+                if (n == 0 || m < mmin) mmin = m; if (n == 0 || m > mmax) mmax = m;
+                if (n == 0 || p < pmin) pmin = p; if (n == 0 || p > pmax) pmax = p; n++ }
+                END { printf "%d %d %d %d\n", mmin, mmax, pmin, pmax }' "$B/$name.out")
+        eq=no
+        [ "$mmin" = "$formula" ] && [ "$mmax" = "$formula" ] && [ "$pmin" = "$formula" ] && [ "$pmax" = "$formula" ] && eq=yes
+        say "| [$q,$q,$d] | $((q * q * d)) | $formula | $mmin..$mmax | $pmin..$pmax | $eq |"
+    done
+fi
 
-say ""
-say "## Forward on [1,1,1]: generated program vs its GEMMs alone vs numpy float32"
-say ""
-L=2 C=768 H=12 F=3072 S=256 BATCH=4 REPS=${TESS_BENCH_REPS:-5}
-spec speed_111 1 1 $L $C $H $F $S $BATCH
-bin/tessgen "$B/speed_111.lua" -o "$B/speed_111" --quiet
-ninja -C "$B/speed_111" cpu >/dev/null
-"$B/speed_111/run" --repeat "$REPS" >"$B/speed_111.out"
-fwd=$(sed -n 's/^forward_seconds_median=//p' "$B/speed_111.out")
-gemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_111.out")
-attn=$(sed -n 's/^attention_seconds=//p' "$B/speed_111.out")
-"$PY" tests/ref/tessref.py bench --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH \
-    --reps "$REPS" >"$B/numpy.out"
-np=$(sed -n 's/^numpy_f32_forward_seconds=//p' "$B/numpy.out")
-say "Model: layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH; median of $REPS runs each, one run of this script."
-say ""
-say "| ratio | value |"
-say "|---|---|"
-say "| generated forward / its GEMMs alone | $(awk -v a="$fwd" -v b="$gemm" 'BEGIN{printf "%.2f", a/b}') |"
-say "| attention kernel / generated forward | $(awk -v a="$attn" -v b="$fwd" 'BEGIN{printf "%.2f", a/b}') |"
-say "| generated forward / numpy float32 forward | $(awk -v a="$fwd" -v b="$np" 'BEGIN{printf "%.2f", a/b}') |"
-say ""
-say "(CPU timings, for ratios only; raw lines: $B/speed_111.out, $B/numpy.out)"
+if part speed; then
+    say ""
+    say "## Forward on [1,1,1]: generated program vs its GEMMs alone vs numpy float32"
+    say ""
+    L=2 C=768 H=12 F=3072 S=256 BATCH=4 REPS=${TESS_BENCH_REPS:-5}
+    spec speed_111 1 1 $L $C $H $F $S $BATCH
+    bin/tessgen "$B/speed_111.lua" -o "$B/speed_111" --quiet
+    ninja -C "$B/speed_111" cpu >/dev/null
+    "$B/speed_111/run" --repeat "$REPS" >"$B/speed_111.out"
+    fwd=$(sed -n 's/^forward_seconds_median=//p' "$B/speed_111.out")
+    gemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_111.out")
+    attn=$(sed -n 's/^attention_seconds=//p' "$B/speed_111.out")
+    "$PY" tests/ref/tessref.py bench --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH \
+        --reps "$REPS" >"$B/numpy.out"
+    np=$(sed -n 's/^numpy_f32_forward_seconds=//p' "$B/numpy.out")
+    say "Model: layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH; median of $REPS runs each, one run of this script."
+    say ""
+    say "| ratio | value |"
+    say "|---|---|"
+    say "| generated forward / its GEMMs alone | $(ratio "$fwd" "$gemm") |"
+    say "| attention kernel / generated forward | $(ratio "$attn" "$fwd") |"
+    say "| generated forward / numpy float32 forward | $(ratio "$fwd" "$np") |"
+    say ""
+    say "(CPU timings, for ratios only; raw lines: $B/speed_111.out, $B/numpy.out)"
+fi
 
-say ""
-say "## Training: forward + backward bytes per rank per layer, measured vs docs/TRAINING.md"
-say ""
-say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24; one forward and backward (--dy)."
-say "V is the forward broadcast formula above; all columns in bytes per layer, measured (min..max over ranks) / formula."
-say ""
-say "| mesh | bcast recv (2V) | reduce sent (V) | reduce recv (V) | all-reduce dep+coldep | all-reduce row (8R) | equal |"
-say "|---|---|---|---|---|---|---|"
-L=2 C=96 H=12 F=384 S=8 BATCH=24
-"$PY" tests/ref/tessref.py dy --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH --seed 1 \
-    --out "$B/dy.npy"
-for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
-    q=${m%,*}
-    d=${m#*,}
-    name="train_q${q}_d${d}"
-    spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
-    sed -i 's/^return { /return { mode = "train", /' "$B/$name.lua"
-    bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
-    ninja -C "$B/$name" cpu >/dev/null
-    "$B/$name/run" --dy "$B/dy.npy" --bytes >"$B/$name.out"
-    T=$((BATCH * S)) R=$((BATCH * S / (d * q)))
-    V=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
-    dep=0; [ "$d" -gt 1 ] && dep=$(( 4 * (4 * C * C + 2 * C * F) / (q * q) ))
-    coldep=0; [ $((q * d)) -gt 1 ] && coldep=$(( 4 * (9 * C + F) / q ))
-    row=0; [ "$q" -gt 1 ] && row=$(( 4 * 8 * R ))
-    row_out=$(awk -v L=$L -v b=$((2 * V)) -v rs=$V -v rr=$V -v ad=$((dep + coldep)) -v ar=$row '
-        function mm(k, v) { if (!(k in lo) || v < lo[k]) lo[k] = v; if (!(k in hi) || v > hi[k]) hi[k] = v }
-        $1 ~ /^[0-9]+$/ {
-            split($2, a, "/"); split($3, c, "/"); mm("b", (a[1] + c[1]) / L)
-            split($9, a, "/"); mm("rs", a[1] / L)
-            split($8, a, "/"); mm("rr", a[1] / L)
-            split($7, a, "/"); mm("ad", a[1] / L)
-            split($6, a, "/"); mm("ar", a[1] / L) }
-        END {
-            eq = (lo["b"] == b && hi["b"] == b && lo["rs"] == rs && hi["rs"] == rs && lo["rr"] == rr && hi["rr"] == rr &&
-                  lo["ad"] == ad && hi["ad"] == ad && lo["ar"] == ar && hi["ar"] == ar) ? "yes" : "no"
-            printf "| %d..%d / %d | %d..%d / %d | %d..%d / %d | %d..%d / %d | %d..%d / %d | %s |\n",
-                lo["b"], hi["b"], b, lo["rs"], hi["rs"], rs, lo["rr"], hi["rr"], rr, lo["ad"], hi["ad"], ad,
-                lo["ar"], hi["ar"], ar, eq }' "$B/$name.out")
-    say "| [$q,$q,$d] $row_out"
-done
+if part comm; then
+    say ""
+    say "## Training: forward + backward bytes per rank per layer, measured vs docs/TRAINING.md"
+    say ""
+    say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24; one forward and backward (--dy)."
+    say "V is the forward broadcast formula above; all columns in bytes per layer, measured (min..max over ranks) / formula."
+    say ""
+    say "| mesh | bcast recv (2V) | reduce sent (V) | reduce recv (V) | all-reduce dep+coldep | all-reduce row (8R) | equal |"
+    say "|---|---|---|---|---|---|---|"
+    L=2 C=96 H=12 F=384 S=8 BATCH=24
+    "$PY" tests/ref/tessref.py dy --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH --seed 1 \
+        --out "$B/dy.npy"
+    for m in 1,1 2,1 2,2 2,3 3,1 3,2 4,1; do
+        q=${m%,*}
+        d=${m#*,}
+        name="train_q${q}_d${d}"
+        spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
+        sed -i 's/^return { /return { mode = "train", /' "$B/$name.lua"
+        bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
+        ninja -C "$B/$name" cpu >/dev/null
+        "$B/$name/run" --dy "$B/dy.npy" --bytes >"$B/$name.out"
+        T=$((BATCH * S)) R=$((BATCH * S / (d * q)))
+        V=$(( 4 * (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q)) ))
+        dep=0; [ "$d" -gt 1 ] && dep=$(( 4 * (4 * C * C + 2 * C * F) / (q * q) ))
+        coldep=0; [ $((q * d)) -gt 1 ] && coldep=$(( 4 * (9 * C + F) / q ))
+        row=0; [ "$q" -gt 1 ] && row=$(( 4 * 8 * R ))
+        row_out=$(awk -v L=$L -v b=$((2 * V)) -v rs=$V -v rr=$V -v ad=$((dep + coldep)) -v ar=$row '
+            function mm(k, v) { if (!(k in lo) || v < lo[k]) lo[k] = v; if (!(k in hi) || v > hi[k]) hi[k] = v }
+            $1 ~ /^[0-9]+$/ {
+                split($2, a, "/"); split($3, c, "/"); mm("b", (a[1] + c[1]) / L)
+                split($9, a, "/"); mm("rs", a[1] / L)
+                split($8, a, "/"); mm("rr", a[1] / L)
+                split($7, a, "/"); mm("ad", a[1] / L)
+                split($6, a, "/"); mm("ar", a[1] / L) }
+            END {
+                eq = (lo["b"] == b && hi["b"] == b && lo["rs"] == rs && hi["rs"] == rs && lo["rr"] == rr && hi["rr"] == rr &&
+                      lo["ad"] == ad && hi["ad"] == ad && lo["ar"] == ar && hi["ar"] == ar) ? "yes" : "no"
+                printf "| %d..%d / %d | %d..%d / %d | %d..%d / %d | %d..%d / %d | %d..%d / %d | %s |\n",
+                    lo["b"], hi["b"], b, lo["rs"], hi["rs"], rs, lo["rr"], hi["rr"], rr, lo["ad"], hi["ad"], ad,
+                    lo["ar"], hi["ar"], ar, eq }' "$B/$name.out")
+        say "| [$q,$q,$d] $row_out"
+    done
+fi
 
-say ""
-say "## Training step on [1,1,1]: step vs its GEMMs alone vs the forward"
-say ""
-L=2 C=768 H=12 F=3072 S=256 BATCH=4
-spec speed_train_111 1 1 $L $C $H $F $S $BATCH
-sed -i 's/^return { /return { mode = "train", /' "$B/speed_train_111.lua"
-bin/tessgen "$B/speed_train_111.lua" -o "$B/speed_train_111" --quiet
-ninja -C "$B/speed_train_111" cpu >/dev/null
-"$B/speed_train_111/run" --steps "$REPS" --timing >"$B/speed_train_111.out"
-step=$(sed -n 's/^step_seconds_median=//p' "$B/speed_train_111.out")
-tgemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_train_111.out")
-say "Model: layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH; median of $REPS AdamW steps (forward, loss, backward, AdamW)."
-say ""
-say "| ratio | value |"
-say "|---|---|"
-say "| training step / its GEMMs alone | $(awk -v a="$step" -v b="$tgemm" 'BEGIN{printf "%.2f", a/b}') |"
-say "| training step / inference forward (same model, section above) | $(awk -v a="$step" -v b="$fwd" 'BEGIN{printf "%.2f", a/b}') |"
-say ""
-say "(raw lines: $B/speed_train_111.out)"
+if part speed; then
+    say ""
+    say "## Training step on [1,1,1]: step vs its GEMMs alone vs the forward"
+    say ""
+    L=2 C=768 H=12 F=3072 S=256 BATCH=4
+    spec speed_train_111 1 1 $L $C $H $F $S $BATCH
+    sed -i 's/^return { /return { mode = "train", /' "$B/speed_train_111.lua"
+    bin/tessgen "$B/speed_train_111.lua" -o "$B/speed_train_111" --quiet
+    ninja -C "$B/speed_train_111" cpu >/dev/null
+    "$B/speed_train_111/run" --steps "$REPS" --timing >"$B/speed_train_111.out"
+    step=$(sed -n 's/^step_seconds_median=//p' "$B/speed_train_111.out")
+    tgemm=$(sed -n 's/^gemm_seconds=//p' "$B/speed_train_111.out")
+    say "Model: layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH; median of $REPS AdamW steps (forward, loss, backward, AdamW)."
+    say ""
+    say "| ratio | value |"
+    say "|---|---|"
+    say "| training step / its GEMMs alone | $(ratio "$step" "$tgemm") |"
+    say "| training step / inference forward (same model, section above) | $(ratio "$step" "$fwd") |"
+    say ""
+    say "(raw lines: $B/speed_train_111.out)"
+fi
+
+if part scale; then
+    bench/scale.sh "$REPORT"
+fi
 echo "report: $REPORT"

@@ -18,7 +18,7 @@
 #   warnings    TESS_WERROR=0 unless set: a warning of a host compiler this code never met is reported, not fatal
 #
 # TESS_GPU_STANDIN=1 (for checking these scripts on a machine without a GPU): tests/gpu/standin/ provides
-# nvidia-smi and compute-sanitizer stand-ins, and bin/model-cuda is the generated rank_XXXX.cu compiled
+# nvidia-smi and compute-sanitizer stand-ins, and bin/model-cuda starts the generated rank_iI_jJ.cu compiled
 # against the CPU emulation tests/cuda/emu.cc (as tests/cuda.sh does): the flows run, no GPU code does.
 #
 # Results: $OUT (the device tool's folder) or $TESS_GPU_OUT (default /tmp/tessgen-gpu-out); generated outputs
