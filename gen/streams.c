@@ -18,7 +18,9 @@
  * "the latest on a range" a range-max: a segment tree over the elementary
  * address intervals between the sorted distinct buffer starts and ends,
  * iterative, with per-node max-below and max-applied-to-the-whole-node
- * values, so neither operation pushes anything down.
+ * values, so neither operation pushes anything down. A buffer whose bytes no
+ * other buffer shares (most of a training plan's: weights, gradients,
+ * moments) keeps its latest steps itself and stays out of the trees.
  *
  * The pair of slots behind a wait (for the generated comment) is then the
  * first conflicting (slot of b, slot of the waited step) pair in slot order,
@@ -29,6 +31,7 @@
 #include "streams.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int tg_streams_of(tg_step_kind kind)
 {
@@ -118,7 +121,29 @@ static int tree_latest(const tree *t, int l, int r)
     return v;
 }
 
-/* ---- the pass ---------------------------------------------------------------------------- */
+/* ---- the latest writer and accessor of every address, per stream ------------------------------- */
+
+/* Buffers whose bytes no other buffer shares (weights, gradients, moments: most of a training plan's) are
+ * only touched through themselves, so their latest steps are kept per buffer; the trees cover the elementary
+ * intervals between the starts and ends of the others. Record r: 0, 1 = W[compute], W[comm]; 2, 3 = A[...]. */
+typedef struct latest {
+    int *lo, *hi; /* per buffer: its leaves [lo, hi) in the trees; lo = -1: private */
+    int *own;     /* private buffers: own[r * nbufs + id] */
+    int nbufs;
+    tree t[4];
+    int *store;
+} latest;
+
+typedef struct span {
+    long long a, b; /* [a, b) */
+    int id;
+} span;
+
+static int cmp_span(const void *x, const void *y)
+{
+    const span *p = x, *q = y;
+    return (p->a > q->a) - (p->a < q->a);
+}
 
 static int cmp_ll(const void *a, const void *b)
 {
@@ -139,6 +164,87 @@ static int coord_index(const long long *c, int n, long long v)
     }
     return lo;
 }
+
+static void latest_free(latest *L)
+{
+    free(L->lo);
+    free(L->hi);
+    free(L->own);
+    free(L->store);
+}
+
+static bool latest_init(latest *L, const tg_class_plan *cp)
+{
+    int nb = cp->nbufs > 0 ? cp->nbufs : 1, n = 1, nd = 0;
+    memset(L, 0, sizeof *L);
+    L->nbufs = cp->nbufs;
+    L->lo = malloc((size_t)nb * sizeof *L->lo);
+    L->hi = malloc((size_t)nb * sizeof *L->hi);
+    L->own = malloc(4 * (size_t)nb * sizeof *L->own);
+    span *sp = malloc((size_t)nb * sizeof *sp);
+    long long *coord = malloc(2 * (size_t)nb * sizeof *coord);
+    if (!L->lo || !L->hi || !L->own || !sp || !coord)
+        goto fail;
+    for (int i = 0; i < cp->nbufs; i++)
+        sp[i] = (span){cp->bufs[i].offset, cp->bufs[i].offset + cp->bufs[i].elems, i};
+    qsort(sp, (size_t)cp->nbufs, sizeof *sp, cmp_span);
+    long long before = 0; /* the largest end of the buffers sorted before */
+    int nc = 0;
+    for (int k = 0; k < cp->nbufs; k++) {
+        int alone = (k == 0 || before <= sp[k].a) && (k + 1 == cp->nbufs || sp[k].b <= sp[k + 1].a);
+        L->lo[sp[k].id] = alone ? -1 : 0;
+        if (!alone) {
+            coord[nc++] = sp[k].a;
+            coord[nc++] = sp[k].b;
+        }
+        if (k == 0 || sp[k].b > before)
+            before = sp[k].b;
+    }
+    qsort(coord, (size_t)nc, sizeof *coord, cmp_ll);
+    for (int i = 0; i < nc; i++)
+        if (nd == 0 || coord[i] != coord[nd - 1])
+            coord[nd++] = coord[i];
+    for (int i = 0; i < cp->nbufs; i++)
+        if (L->lo[i] >= 0) {
+            L->lo[i] = coord_index(coord, nd, cp->bufs[i].offset);
+            L->hi[i] = coord_index(coord, nd, cp->bufs[i].offset + cp->bufs[i].elems);
+        }
+    while (n < nd)
+        n *= 2;
+    L->store = malloc(4 * 4 * (size_t)n * sizeof *L->store);
+    if (!L->store)
+        goto fail;
+    for (size_t i = 0; i < 4 * 4 * (size_t)n; i++)
+        L->store[i] = -1;
+    for (int r = 0; r < 4; r++)
+        L->t[r] = (tree){n, L->store + (size_t)r * 4 * n, L->store + (size_t)r * 4 * n + 2 * (size_t)n};
+    for (size_t i = 0; i < 4 * (size_t)nb; i++)
+        L->own[i] = -1;
+    free(sp);
+    free(coord);
+    return true;
+fail:
+    free(sp);
+    free(coord);
+    latest_free(L);
+    return false;
+}
+
+/* the latest step in record r on buffer id's bytes, -1 if none */
+static int latest_get(const latest *L, int r, int id)
+{
+    return L->lo[id] < 0 ? L->own[r * L->nbufs + id] : tree_latest(&L->t[r], L->lo[id], L->hi[id]);
+}
+
+static void latest_put(latest *L, int r, int id, int step)
+{
+    if (L->lo[id] < 0)
+        L->own[r * L->nbufs + id] = step;
+    else
+        tree_record(&L->t[r], L->lo[id], L->hi[id], step);
+}
+
+/* ---- the pass ---------------------------------------------------------------------------- */
 
 /* The first (slot of b, slot of a) pair, in slot order, whose buffers share arena bytes with one of the two
  * writing. The caller knows there is one. */
@@ -169,47 +275,9 @@ bool tg_streams_plan(tg_class_plan *cp, tg_err *err)
         if (cp->bufs[i].elems <= 0)
             return tg_fail(err, "internal planner error: class (i=%d, j=%d) buffer %s has %lld elements", cp->i,
                            cp->j, cp->bufs[i].name, cp->bufs[i].elems);
-    /* elementary address intervals: between the sorted distinct starts and ends of the buffers */
-    int nb = cp->nbufs > 0 ? cp->nbufs : 1;
-    long long *coord = malloc(2 * (size_t)nb * sizeof *coord);
-    int *lo = malloc((size_t)nb * sizeof *lo), *hi = malloc((size_t)nb * sizeof *hi);
-    if (!coord || !lo || !hi) {
-        free(coord);
-        free(lo);
-        free(hi);
+    latest L;
+    if (!latest_init(&L, cp))
         return tg_fail(err, "out of memory ordering the steps of class (i=%d, j=%d)", cp->i, cp->j);
-    }
-    int nc = 0;
-    for (int i = 0; i < cp->nbufs; i++) {
-        coord[nc++] = cp->bufs[i].offset;
-        coord[nc++] = cp->bufs[i].offset + cp->bufs[i].elems;
-    }
-    qsort(coord, (size_t)nc, sizeof *coord, cmp_ll);
-    int nd = 0;
-    for (int i = 0; i < nc; i++)
-        if (nd == 0 || coord[i] != coord[nd - 1])
-            coord[nd++] = coord[i];
-    for (int i = 0; i < cp->nbufs; i++) {
-        lo[i] = coord_index(coord, nd, cp->bufs[i].offset);
-        hi[i] = coord_index(coord, nd, cp->bufs[i].offset + cp->bufs[i].elems);
-    }
-    free(coord);
-    int n = 1;
-    while (n < nd)
-        n *= 2;
-    /* W[s] = t[s], A[s] = t[2 + s]: latest writer, latest reader or writer */
-    tree t[4];
-    int *store = malloc(4 * 2 * 2 * (size_t)n * sizeof *store);
-    if (!store) {
-        free(lo);
-        free(hi);
-        return tg_fail(err, "out of memory ordering the steps of class (i=%d, j=%d)", cp->i, cp->j);
-    }
-    for (size_t i = 0; i < 4 * 2 * 2 * (size_t)n; i++)
-        store[i] = -1;
-    for (int k = 0; k < 4; k++)
-        t[k] = (tree){n, store + (size_t)k * 4 * n, store + (size_t)k * 4 * n + 2 * (size_t)n};
-
     int waited[2] = {-1, -1}; /* per stream: the latest step of the other stream it already waited for */
     int last_gemm = -1;
     for (int b = 0; b < cp->nsteps; b++) {
@@ -222,25 +290,22 @@ bool tg_streams_plan(tg_class_plan *cp, tg_err *err)
         s->signal = 0;
         if (s->stream == TG_STREAM_NONE)
             continue;
-        int me = s->stream, other = 1 - me, latest = -1;
+        int me = s->stream, other = 1 - me, hit = -1;
         for (int x = 0; x < TG_STEP_MAXBUF; x++)
-            if (tg_streams_slot_used(s, x)) {
-                const tree *q = (s->acc[x] & TG_ACC_W) ? &t[2 + other] : &t[other];
-                latest = imax(latest, tree_latest(q, lo[s->buf[x]], hi[s->buf[x]]));
-            }
-        if (latest > waited[me]) {
-            s->wait = latest;
-            conflict_slots(cp, s, &cp->steps[latest], &s->wait_slot, &s->wait_other_slot);
-            cp->steps[latest].signal = 1;
-            waited[me] = latest;
+            if (tg_streams_slot_used(s, x))
+                hit = imax(hit, latest_get(&L, (s->acc[x] & TG_ACC_W) ? 2 + other : other, s->buf[x]));
+        if (hit > waited[me]) {
+            s->wait = hit;
+            conflict_slots(cp, s, &cp->steps[hit], &s->wait_slot, &s->wait_other_slot);
+            cp->steps[hit].signal = 1;
+            waited[me] = hit;
             cp->waits++;
         }
         for (int x = 0; x < TG_STEP_MAXBUF; x++)
             if (tg_streams_slot_used(s, x)) {
-                int id = s->buf[x];
-                tree_record(&t[2 + me], lo[id], hi[id], b);
+                latest_put(&L, 2 + me, s->buf[x], b);
                 if (s->acc[x] & TG_ACC_W)
-                    tree_record(&t[me], lo[id], hi[id], b);
+                    latest_put(&L, me, s->buf[x], b);
             }
         cp->comm_steps += me == TG_STREAM_COMM;
         /* a bcast of SUMMA step t >= 1 runs beside the GEMM before it unless it must wait for it */
@@ -254,8 +319,6 @@ bool tg_streams_plan(tg_class_plan *cp, tg_err *err)
         if (s->kind == TG_STEP_GEMM)
             last_gemm = b;
     }
-    free(store);
-    free(lo);
-    free(hi);
+    latest_free(&L);
     return true;
 }
