@@ -57,6 +57,11 @@ int tg_streams_of(tg_step_kind kind)
     return TG_STREAM_NONE;
 }
 
+const char *tg_stream_name(int stream)
+{
+    return stream == TG_STREAM_COMM ? "comm" : stream == TG_STREAM_COMPUTE ? "compute" : "none";
+}
+
 bool tg_streams_slot_used(const tg_step *s, int slot)
 {
     return s->buf[slot] >= 0 && !(s->kind == TG_STEP_ATTENTION && slot == 3);

@@ -4,10 +4,14 @@
 #             against tests/golden/inspect_*.txt (TESS_UPDATE_GOLDEN=1 rewrites;
 #             review the diff first); they print, write nothing, exit 0; bad
 #             filter values are usage errors naming the value
-#   json      schedule.json for a matrix of meshes: valid, one object per step,
-#             and per rank per layer the broadcast bytes received equal the
-#             DESIGN.md formula 4*(q-1)*(T*(3C+F)/(d*q*q) + (4C^2+2CF)/(q*q)),
-#             computed here from the test's own model dimensions
+#   json      schedule.json for a matrix of meshes (inference, and training on
+#             some): valid, one object per step, and per rank per layer the
+#             broadcast bytes received equal the DESIGN.md formula
+#             4*(q-1)*(T*(3C+F)/(d*q*q) + (4C^2+2CF)/(q*q)), computed here from
+#             the test's own model dimensions; every step's stream, wait,
+#             wait_buffers, signal and overlaps equal tests/ref/streams_rule.py's
+#             recomputation from the buffers' offsets and access modes, and a
+#             class file with one wait changed is caught
 #   html      schedule.html rendered by headless Chromium: the page reports the
 #             rank count and lists the selected rank's steps, with no script
 #             error; a page with a script error is caught; a screenshot is kept
@@ -19,6 +23,7 @@
 #             a step table that disagrees with what ran is reported (exit 3)
 ITG=build/asan/tessgen
 INSPECT_MESHES=${TESS_INSPECT_MESHES:-"1,1 1,2 2,1 2,2 2,3 3,1 3,2 4,1 3,4"}
+INSPECT_TRAIN_MESHES=${TESS_INSPECT_TRAIN_MESHES:-"1,1 2,1 2,2 3,2"}
 
 # ---- text views, golden --------------------------------------------------------------
 inspect_golden() { # NAME ARGS... [--spec FILE]: tessgen golden.lua (or FILE) ARGS vs tests/golden/inspect_NAME.txt
@@ -90,13 +95,14 @@ if wanted "inspect: text"; then
 fi
 
 # ---- schedule.json against the DESIGN.md formula, mesh matrix ------------------------------
-inspect_json_mesh() { # q d
-    local dir="$WORK/inspect_json_$1_$2"
+inspect_json_mesh() { # q d [train]
+    local dir="$WORK/inspect_json_$1_$2${3:+_$3}"
     cat >"$dir.lua" <<SPEC
 return {
   name = "json_q$1_d$2",
   mesh = { q = $1, d = $2 },
   model = { layers = 3, hidden = 72, heads = 12, ffn = 144, seq = 4, batch = 24 },
+  ${3:+mode = "train",}
 }
 SPEC
     bin/tessgen "$dir.lua" -o "$dir" --quiet || return 1
@@ -116,6 +122,7 @@ assert len(doc["classes"]) == q * q, "one object per class"
 here = os.path.dirname(path)
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
 from schedule_class import load_class
+import streams_rule
 cls = {}
 for c in doc["classes"]:
     text = open(os.path.join(here, c["json"])).read()
@@ -152,19 +159,53 @@ for r in range(p):
             assert s["bytes"] == 4 * s["elems"]
             if s["root_local"] is not None:
                 assert s["is_root"] == (s["root_local"] == local[s["group"]]), "root of rank %d step %d" % (r, s["step"])
+# the CUDA program's streams and waits, recomputed from the buffers (tests/ref/streams_rule.py)
+nwait = nover = 0
+for c, C in sorted(cls.items()):
+    bad += streams_rule.check(C, "class %d" % c)
+    nwait += sum(s["wait"] is not None for s in C["steps"])
+    nover += sum(s["overlaps"] is not None for s in C["steps"])
+if q > 1 and not (nwait and nover):
+    bad.append("%d waits, %d overlapping broadcasts: the stream check compared too little" % (nwait, nover))
 if bad:
     print("\n".join(bad[:20]))
     sys.exit(1)
 print("mesh [%d,%d,%d]: %d ranks x %d layers receive %d bytes each, as the formula says" % (q, q, d, p, L, want))
+print("%d waits and %d overlapping broadcasts as tests/ref/streams_rule.py says" % (nwait, nover))
+PYEOF
+}
+# the stream check can fail: a class file with one wait moved one step earlier is caught
+inspect_json_streams_caught() {
+    local dir="$WORK/inspect_json_2_2_train"
+    "$PY" - "$dir/schedule.json" <<'PYEOF'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+from schedule_class import load_class
+import streams_rule
+doc = json.load(open(sys.argv[1]))
+C = load_class(sys.argv[1], doc["classes"][0])
+assert not streams_rule.check(C, "as written"), "the class file itself fails"
+s = next(s for s in C["steps"] if s["wait"] is not None and s["wait"] > 0)
+s["wait"] -= 1
+bad = streams_rule.check(C, "edited")
+print("\n".join(bad))
+sys.exit(0 if bad and ("step %d " % s["step"]) in bad[0] else 1)
 PYEOF
 }
 if wanted "inspect: json"; then
     for m in $INSPECT_MESHES; do
         q=${m%,*}
         d=${m#*,}
-        check "inspect: json mesh [$q,$q,$d]: one object per step, bcast bytes per rank and layer = DESIGN.md formula" \
+        check "inspect: json mesh [$q,$q,$d]: one object per step, bcast bytes per rank and layer = DESIGN.md formula, streams = the rule" \
             inspect_json_mesh "$q" "$d"
     done
+    for m in $INSPECT_TRAIN_MESHES; do
+        q=${m%,*}
+        d=${m#*,}
+        check "inspect: json training mesh [$q,$q,$d]: forward bcast bytes = DESIGN.md formula, streams = the rule" \
+            inspect_json_mesh "$q" "$d" train
+    done
+    check "inspect: json a class file with one wait changed fails the stream check" inspect_json_streams_caught
 fi
 
 # ---- schedule.html in headless Chromium ---------------------------------------------------------
