@@ -14,7 +14,9 @@
 #             class file with one wait changed is caught
 #   html      schedule.html rendered by headless Chromium: the page reports the
 #             rank count and lists the selected rank's steps, with no script
-#             error; a page with a script error is caught; a screenshot is kept
+#             error, each with the stream, wait and overlap of the class file,
+#             and one tick under the memory plot per overlapping broadcast; a
+#             page with a script error is caught; a screenshot is kept
 #             (path printed). Chromium comes from scripts/deps.sh --test-extras;
 #             without it (not root, no network) the check is skipped
 #   trace     a generated program run with --trace --stats --bytes: the trace is
@@ -221,10 +223,11 @@ inspect_chromium() { # URL OUT.html: the DOM after the page's script ran; consol
     timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
         --enable-logging=stderr --v=0 --virtual-time-budget=10000 --dump-dom "$1" >"$2" 2>"$2.log"
 }
-# the rendered DOM: status and title name the rank count and the steps listed, one row per step, no error
-inspect_dom_ok() { # OUT.html RANKS RANK NSTEPS
+# the rendered DOM: status and title name the rank count and the steps listed, one row per step, no error;
+# with schedule.json: each row's stream, wait and overlap are the class file's, one memory tick per overlap
+inspect_dom_ok() { # OUT.html RANKS RANK NSTEPS [schedule.json]
     "$PY" - "$@" <<'PYEOF'
-import re, sys
+import json, os, re, sys
 html = open(sys.argv[1]).read()
 log = open(sys.argv[1] + ".log", errors="replace").read()
 p, rank, n = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -245,6 +248,27 @@ if [int(x) for x in rows] != list(range(n)):
 for line in log.splitlines():
     if "Uncaught" in line or ('CONSOLE' in line and 'Error' in line):
         problems.append("console: " + line)
+if len(sys.argv) > 5:
+    sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+    from schedule_class import load_class
+    doc = json.load(open(sys.argv[5]))
+    C = load_class(sys.argv[5], doc["classes"][doc["ranks"][rank]["class"]])
+    cells = re.findall(r'<tr class="step([^"]*)"><td class="num">(\d+)</td>.*?<td class="stream">([a-z]*)</td>'
+                       r'<td class="num wait"[^>]*>(\d*)</td><td class="ovl">([^<]*)</td>', html)
+    got = [(int(n), st, int(w) if w else None, int(o[5:]) if o else None, "over" in cl.split())
+           for cl, n, st, w, o in cells]
+    exp = [(x["step"], x["stream"], x["wait"], x["overlaps"], x["overlaps"] is not None) for x in C["steps"]]
+    if got != exp:
+        diff = [(g, e) for g, e in zip(got, exp) if g != e][:3]
+        problems.append("stream cells differ from the class file (%d rows, %d steps): %s" % (len(got), len(exp), diff))
+    ticks = len(re.findall(r'<rect class="ovl" x="[0-9.]+"', html))
+    if ticks != sum(e[4] for e in exp) or not ticks:
+        problems.append("%d overlap ticks under the memory plot, %d overlapping broadcasts" % (ticks, sum(e[4] for e in exp)))
+    line = "CUDA streams: %d collectives on the comm stream, %d cross-stream waits; %d of %d broadcasts" % (
+        sum(x["stream"] == "comm" for x in C["steps"]), sum(x["wait"] is not None for x in C["steps"]),
+        sum(e[4] for e in exp), sum(x["kind"] == "bcast" and (x["t"] or 0) >= 1 for x in C["steps"]))
+    if line not in html:
+        problems.append("no line %r" % line)
 print("\n".join(problems) or "ok: " + want)
 sys.exit(1 if problems else 0)
 PYEOF
@@ -258,9 +282,9 @@ inspect_html() {
     local n0 n3
     n0=$(inspect_nsteps "$dir/schedule.json" 0) && n3=$(inspect_nsteps "$dir/schedule.json" 3) &&
         inspect_chromium "file://$dir/schedule.html" "$dir/dom0.html" &&
-        inspect_dom_ok "$dir/dom0.html" 4 0 "$n0" &&
+        inspect_dom_ok "$dir/dom0.html" 4 0 "$n0" "$dir/schedule.json" &&
         inspect_chromium "file://$dir/schedule.html#rank=3" "$dir/dom3.html" &&
-        inspect_dom_ok "$dir/dom3.html" 4 3 "$n3"
+        inspect_dom_ok "$dir/dom3.html" 4 3 "$n3" "$dir/schedule.json"
 }
 # the check can fail: a page whose script throws is reported
 inspect_html_error_caught() {
@@ -270,6 +294,16 @@ inspect_html_error_caught() {
         inspect_chromium "file://$dir/broken.html" "$dir/dombroken.html" &&
         ! inspect_dom_ok "$dir/dombroken.html" 4 0 1000 >"$dir/broken.out" &&
         grep -q "script errors: .*boom" "$dir/broken.out"
+}
+# the stream check can fail: a page that prints every wait one step later is reported
+inspect_html_streams_caught() {
+    local dir="$WORK/inspect_html"
+    sed 's|+ s.wait + "</td>";|+ (s.wait + 1) + "</td>";|' "$dir/schedule.html" >"$dir/badwait.html" &&
+        grep -q "(s.wait + 1)" "$dir/badwait.html" &&
+        inspect_chromium "file://$dir/badwait.html" "$dir/dombadwait.html" &&
+        ! inspect_dom_ok "$dir/dombadwait.html" 4 0 "$(inspect_nsteps "$dir/schedule.json" 0)" "$dir/schedule.json" \
+            >"$dir/badwait.out" &&
+        grep -q "stream cells differ" "$dir/badwait.out"
 }
 inspect_screenshot() {
     local dir="$WORK/inspect_html" shots=${TESS_SCREENSHOT_DIR:-/tmp/tessgen-screenshots}
@@ -288,8 +322,9 @@ if wanted "inspect: html"; then
     if [ -z "$CHROMIUM" ]; then
         ok "inspect: html schedule.html renders in headless Chromium # skip chromium is not installed (as root: scripts/deps.sh --test-extras)"
     else
-        check "inspect: html schedule.html renders in headless Chromium: rank count, step list, no script error" \
+        check "inspect: html schedule.html renders in headless Chromium: rank count, step list with streams and waits, no script error" \
             inspect_html
+        check "inspect: html a page that shows other waits than the class file is caught" inspect_html_streams_caught
         check "inspect: html a page whose script fails is caught" inspect_html_error_caught
         if inspect_screenshot >"$WORK/shot.log" 2>&1; then
             ok "inspect: html screenshot"
