@@ -4,24 +4,21 @@
  * at all (tg_cuda_select). The CUDA part of build.ninja is emit_ninja_cuda.c's.
  *
  * The schedule is the CPU backend's: the same tg_plan, the same steps in the
- * same order, the same literal roots, counts, shapes and arena offsets. What
- * the CUDA printer adds is where each step runs and what it waits for. GEMMs
- * and fused kernels go on the compute stream, collectives on the comm stream;
- * both are issued in schedule order. A step waits for the latest earlier step
- * of the other stream whose buffers share arena bytes with its own where
- * either writes (read-after-write, write-after-read, write-after-write),
- * which is a pure function of the plan's offsets and access modes. Nothing
- * else is ordered, so a SUMMA broadcast of step t+1 runs while step t's GEMM
- * computes whenever the memory plan gave them disjoint bytes; where it did
- * not, the wait is printed with the buffers that share bytes.
+ * same order, the same literal roots, counts, shapes and arena offsets. Where
+ * each step runs and what it waits for is the plan's too (streams.c: GEMMs and
+ * fused kernels on the compute stream, collectives on the comm stream, each
+ * step waiting for the latest conflicting step of the other stream); this
+ * printer turns tg_step's stream, wait and signal into trc_begin/trc_end
+ * arguments, the wait's slots into a comment naming the buffers that share
+ * bytes, and the class's stream totals into the overlap line at the top.
  *
  * Fused kernels are called as templates with the step's shapes as literal
  * template arguments (trk::attention<NSEQ, SEQ, HEADS, HD>); kernels.cu
  * instantiates exactly the shapes that appear in the plan. Training plans get
  * one function per phase (forward, backward, optimizer), as on the CPU; each
- * opens and closes by joining the two streams, so the wait derivation runs
- * within a phase. A step kind this backend could not run would be refused
- * with tg_fail naming it, never emitted wrongly; today every kind is covered.
+ * opens and closes by joining the two streams, which is why the plan's waits
+ * stay within a phase. A step kind without a stream would be refused with
+ * tg_fail naming it, never emitted wrongly; today every kind has one.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -32,8 +29,7 @@
 #include <unistd.h>
 
 #include "emit.h"
-
-enum { CU_COMPUTE = 0, CU_COMM = 1 };
+#include "streams.h"
 
 static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
 {
@@ -42,41 +38,16 @@ static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
 
 /* ---- what the CUDA backend supports ------------------------------------------------------ */
 
-/* The stream of a supported step, or -1 with err naming why it is not supported. Every step kind of the
- * forward, the backward and the optimizer is supported: collectives (broadcast, all-reduce, exact all-reduce,
- * reduce) on the comm stream, GEMMs (plain or transposed), fused kernels and AdamW on the compute stream. */
-static int step_stream(const tg_class_plan *rp, int id, tg_err *err)
-{
-    const tg_step *s = &rp->steps[id];
-    switch (s->kind) {
-    case TG_STEP_BCAST:
-    case TG_STEP_ALLREDUCE:
-    case TG_STEP_REDUCE: return CU_COMM;
-    case TG_STEP_GEMM:
-    case TG_STEP_RESID_ROWSUM:
-    case TG_STEP_ATTENTION:
-    case TG_STEP_LN_ROWSUM:
-    case TG_STEP_LN_SQDEV:
-    case TG_STEP_LN_APPLY:
-    case TG_STEP_BIAS_GELU:
-    case TG_STEP_GELU_SAVE:
-    case TG_STEP_COLSUM:
-    case TG_STEP_GELU_BWD:
-    case TG_STEP_LN_BWD_SUMS:
-    case TG_STEP_LN_BWD_APPLY:
-    case TG_STEP_ATTN_BWD:
-    case TG_STEP_ADAMW: return CU_COMPUTE;
-    }
-    tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
-            tg_step_kind_name(s->kind), rp->i, rp->j, id, s->layer, s->op);
-    return -1;
-}
-
+/* Every step kind of the forward, the backward and the optimizer has a stream (streams.c); a kind without one
+ * would be refused here, naming it, never emitted wrongly. */
 bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
 {
-    for (int i = 0; i < cp->nsteps; i++)
-        if (step_stream(cp, i, err) < 0)
-            return false;
+    for (int i = 0; i < cp->nsteps; i++) {
+        const tg_step *s = &cp->steps[i];
+        if (s->stream == TG_STREAM_NONE)
+            return tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
+                           tg_step_kind_name(s->kind), cp->i, cp->j, i, s->layer, s->op);
+    }
     return true;
 }
 
@@ -86,95 +57,6 @@ static bool attention_keeps(const tg_class_plan *rp, int id)
 {
     const tg_step *s = &rp->steps[id];
     return s->kind == TG_STEP_ATTENTION && s->buf[0] >= 0 && rp->bufs[s->buf[0]].last > id;
-}
-
-/* ---- cross-stream ordering ---------------------------------------------------------------- */
-
-typedef struct cu_sched {
-    int *stream;            /* per step: CU_COMPUTE or CU_COMM */
-    int *wait;              /* per step: the step of the other stream it waits for, or -1 */
-    int *wait_a, *wait_b;   /* the buffers behind that wait: slot of this step, slot of the waited step */
-    unsigned char *signal;  /* per step: a later step waits for it */
-} cu_sched;
-
-static void sched_free(cu_sched *c)
-{
-    free(c->stream);
-    free(c->wait);
-    free(c->wait_a);
-    free(c->wait_b);
-    free(c->signal);
-}
-
-/* The buffers a step's call names (attention's scores scratch is not: the kernel keeps scores on chip). */
-static bool call_uses(const tg_step *s, int slot)
-{
-    return !(s->kind == TG_STEP_ATTENTION && slot == 3);
-}
-
-/* Do steps a and b touch common arena bytes with at least one writing? Slots in *sa, *sb. */
-static bool conflict(const tg_class_plan *rp, const tg_step *a, const tg_step *b, int *sa, int *sb)
-{
-    for (int x = 0; x < TG_STEP_MAXBUF; x++) {
-        if (a->buf[x] < 0 || !call_uses(a, x))
-            continue;
-        const tg_buf *ba = &rp->bufs[a->buf[x]];
-        for (int y = 0; y < TG_STEP_MAXBUF; y++) {
-            if (b->buf[y] < 0 || !call_uses(b, y))
-                continue;
-            const tg_buf *bb = &rp->bufs[b->buf[y]];
-            if (!((a->acc[x] | b->acc[y]) & TG_ACC_W))
-                continue;
-            if (ba->offset < bb->offset + bb->elems && bb->offset < ba->offset + ba->elems) {
-                *sa = x;
-                *sb = y;
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
-static bool sched_build(const tg_class_plan *rp, cu_sched *c, tg_err *err)
-{
-    size_t n = (size_t)(rp->nsteps > 0 ? rp->nsteps : 1);
-    c->stream = malloc(n * sizeof *c->stream);
-    c->wait = malloc(n * sizeof *c->wait);
-    c->wait_a = malloc(n * sizeof *c->wait_a);
-    c->wait_b = malloc(n * sizeof *c->wait_b);
-    c->signal = calloc(n, 1);
-    if (!c->stream || !c->wait || !c->wait_a || !c->wait_b || !c->signal) {
-        sched_free(c);
-        return tg_fail(err, "out of memory ordering the steps of class (i=%d, j=%d)", rp->i, rp->j);
-    }
-    int waited[2] = {-1, -1}; /* per stream: the latest step of the other stream already waited for */
-    for (int b = 0; b < rp->nsteps; b++) {
-        /* each phase function starts and ends by joining the two streams (trc_forward_begin/_end,
-         * trc_phase_begin/_end), so a wait never reaches into an earlier phase */
-        if (b > 0 && rp->steps[b].phase != rp->steps[b - 1].phase)
-            waited[0] = waited[1] = b - 1;
-        c->stream[b] = step_stream(rp, b, err);
-        if (c->stream[b] < 0) {
-            sched_free(c);
-            return false;
-        }
-        c->wait[b] = -1;
-        int me = c->stream[b];
-        /* the latest conflicting step of the other stream; older ones are covered by
-         * stream order, and nothing at or before waited[me] needs a new wait */
-        for (int a = b - 1; a > waited[me]; a--) {
-            int sa, sb;
-            if (c->stream[a] != me && conflict(rp, &rp->steps[b], &rp->steps[a], &sa, &sb)) {
-                c->wait[b] = a;
-                c->wait_a[b] = sa;
-                c->wait_b[b] = sb;
-                c->signal[a] = 1;
-                waited[me] = a;
-                break;
-            }
-        }
-    }
-    return true;
 }
 
 /* ---- rank_iI_jJ.cu ---------------------------------------------------------------------- */
@@ -336,38 +218,29 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         snprintf(inst, 512, "%s", line);
 }
 
-static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const cu_sched *cs, int id)
+/* "waits for step W (kind), which writes B": the buffers behind the step's wait, as the plan names them */
+static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const tg_step *s)
 {
-    int w = cs->wait[id];
-    if (w < 0)
+    if (s->wait < 0)
         return;
-    const tg_step *s = &rp->steps[id], *ws = &rp->steps[w];
-    const char *mine = rp->bufs[s->buf[cs->wait_a[id]]].name, *theirs = rp->bufs[ws->buf[cs->wait_b[id]]].name;
-    const char *verb = (ws->acc[cs->wait_b[id]] & TG_ACC_W) ? "writes" : "reads";
+    const tg_step *ws = &rp->steps[s->wait];
+    const char *mine = rp->bufs[s->buf[s->wait_slot]].name, *theirs = rp->bufs[ws->buf[s->wait_other_slot]].name;
+    const char *verb = (ws->acc[s->wait_other_slot] & TG_ACC_W) ? "writes" : "reads";
     if (!strcmp(mine, theirs))
-        tg_sb_printf(o, "    /* waits for step %d (%s), which %s %s */\n", w, tg_step_kind_name(ws->kind), verb, mine);
+        tg_sb_printf(o, "    /* waits for step %d (%s), which %s %s */\n", s->wait, tg_step_kind_name(ws->kind), verb,
+                     mine);
     else
-        tg_sb_printf(o, "    /* waits for step %d (%s), which %s %s: %s reuses its arena bytes */\n", w,
+        tg_sb_printf(o, "    /* waits for step %d (%s), which %s %s: %s reuses its arena bytes */\n", s->wait,
                      tg_step_kind_name(ws->kind), verb, theirs, mine);
-}
-
-static bool uses_slot(const tg_step *s, int slot)
-{
-    return call_uses(s, slot);
 }
 
 bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
 {
     tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
-    cu_sched cs;
-    if (!sched_build(rp, &cs, err))
-        return false;
     tg_segment *sg;
     int nseg = tg_segments(rp, &sg);
-    if (nseg < 0) {
-        sched_free(&cs);
+    if (nseg < 0)
         return tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
-    }
 
     tg_sb params, funcs, info, cost, desc, summary, rows, who;
     tg_sb_init(&params);
@@ -381,7 +254,6 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
 
     tg_emit_params(&params, rp);
 
-    int nwait = 0, ncoll = 0, nlate = 0, nover = 0;
     static const char *fname[3] = {"forward", "backward", "optimizer"};
     static const char *fwhat[3] = {
         "the forward of every block",
@@ -397,19 +269,19 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         else
             tg_sb_printf(&funcs, "/* ==== %s ==== */\n", fname[sg[g].phase]);
         tg_sb_printf(&funcs, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
-        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, uses_slot, "device");
+        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, tg_streams_slot_used, "device");
         tg_sb_puts(&funcs, "\n");
         /* S only where a fused kernel runs */
         int kernels = 0;
         for (int i = sg[g].first; i <= sg[g].last; i++)
-            kernels |= cs.stream[i] == CU_COMPUTE && rp->steps[i].kind != TG_STEP_GEMM &&
+            kernels |= rp->steps[i].stream == TG_STREAM_COMPUTE && rp->steps[i].kind != TG_STEP_GEMM &&
                        rp->steps[i].kind != TG_STEP_ADAMW;
         if (kernels)
             tg_sb_puts(&funcs, "    cudaStream_t const S = trc_stream(c, TRC_COMPUTE); /* fused kernels; cuBLAS is "
                                "bound to it too */\n\n");
         for (int i = sg[g].first; i <= sg[g].last; i++) {
             const tg_step *s = &rp->steps[i];
-            const char *sname = cs.stream[i] == CU_COMM ? "TRC_COMM" : "TRC_COMPUTE";
+            const char *sname = s->stream == TG_STREAM_COMM ? "TRC_COMM" : "TRC_COMPUTE";
             char what[256];
             tg_step_text(what, sizeof what, pl, rp, co, s);
             if (s->layer < 0)
@@ -418,10 +290,10 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
                 tg_sb_printf(&funcs, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, what);
             else
                 tg_sb_printf(&funcs, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, what);
-            print_wait_comment(&funcs, rp, &cs, i);
-            tg_sb_printf(&funcs, "    trc_begin(c, %d, %s, %d);\n", i, sname, cs.wait[i]);
+            print_wait_comment(&funcs, rp, s);
+            tg_sb_printf(&funcs, "    trc_begin(c, %d, %s, %d);\n", i, sname, s->wait);
             print_call(&funcs, NULL, rp, s);
-            tg_sb_printf(&funcs, "    trc_end(c, %d, %s, %d);\n", i, sname, cs.signal[i]);
+            tg_sb_printf(&funcs, "    trc_end(c, %d, %s, %d);\n", i, sname, s->signal);
         }
         tg_sb_puts(&funcs, "}\n\n");
     }
@@ -448,23 +320,13 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
 
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
-        nwait += cs.wait[i] >= 0;
-        ncoll += cs.stream[i] == CU_COMM;
-        /* a broadcast of SUMMA step t >= 1 overlaps step t-1's GEMM unless it must wait for it */
-        if (s->kind == TG_STEP_BCAST && s->t >= 1) {
-            int g = i - 1;
-            while (g >= 0 && rp->steps[g].kind != TG_STEP_GEMM)
-                g--;
-            nlate++;
-            nover += g >= 0 && cs.wait[i] < g;
-        }
         tg_emit_step_info(&info, s);
         tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(s), s->kind == TG_STEP_GEMM ? s->m : 0,
                      s->kind == TG_STEP_GEMM ? s->n : 0, s->kind == TG_STEP_GEMM ? s->k : 0);
     }
     tg_sb_printf(&summary, "%d collectives on the comm stream, %d cross-stream waits; %d of %d broadcasts of SUMMA "
                            "steps t >= 1 overlap the GEMM of step t-1",
-                 ncoll, nwait, nover, nlate);
+                 rp->comm_steps, rp->waits, rp->overlapped_bcasts, rp->late_bcasts);
 
     tg_emit_rank_rows(&rows, pl, rp);
     tg_emit_class_desc(&desc, pl, rp, "nullptr");
@@ -491,7 +353,6 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     tg_sb_free(&summary);
     tg_sb_free(&rows);
     tg_sb_free(&who);
-    sched_free(&cs);
     return ok;
 }
 

@@ -21,6 +21,7 @@
 
 #include "emit.h"
 #include "inspect.h"
+#include "streams.h"
 #include "summary.h"
 #include "version.h"
 
@@ -111,7 +112,8 @@ static void texts_free(texts *t)
 
 /* One step as an array, in the order of STEP_FIELDS; false when out of memory. */
 #define STEP_FIELDS                                                                                                    \
-    "[\"step\",\"phase\",\"layer\",\"op\",\"t\",\"kind\",\"flops\",\"buffers\",\"what\",\"comm\",\"gemm\",\"shape\"]"
+    "[\"step\",\"phase\",\"layer\",\"op\",\"t\",\"kind\",\"flops\",\"buffers\",\"what\",\"comm\",\"gemm\",\"shape\","   \
+    "\"stream\",\"wait\",\"wait_buffers\",\"signal\",\"overlaps\"]"
 #define COMM_FIELDS                                                                                                    \
     "[\"group\",\"group_size\",\"root_local\",\"is_root\",\"dir\",\"elems\",\"recv_bytes\",\"sent_bytes\","        \
     "\"reduced_bytes\"]"
@@ -157,8 +159,19 @@ static bool step_row(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_co
     else
         tg_sb_puts(o, "null,");
     if (s->rows || s->nseq)
-        tg_sb_printf(o, "[%d,%d,%d,%d,%d,%d,%d,%.9g]]", s->rows, s->cols, s->hidden, s->nseq, s->seq, s->heads,
+        tg_sb_printf(o, "[%d,%d,%d,%d,%d,%d,%d,%.9g],", s->rows, s->cols, s->hidden, s->nseq, s->seq, s->heads,
                      s->hdim, s->eps);
+    else
+        tg_sb_puts(o, "null,");
+    /* streams (streams.c): the wait, the buffers behind it (this step's, the waited step's), the overlap */
+    tg_sb_printf(o, "\"%s\",", tg_stream_name(s->stream));
+    if (s->wait >= 0)
+        tg_sb_printf(o, "%d,[%d,%d],", s->wait, s->buf[s->wait_slot], rp->steps[s->wait].buf[s->wait_other_slot]);
+    else
+        tg_sb_puts(o, "null,null,");
+    tg_sb_printf(o, "%d,", s->signal);
+    if (s->overlaps >= 0)
+        tg_sb_printf(o, "%d]", s->overlaps);
     else
         tg_sb_puts(o, "null]");
     return true;

@@ -4,12 +4,15 @@
  * its ranks and their groups, its memory plan (every buffer with shape,
  * offset, bytes and lifetime), its communication totals, and every step with
  * layer, op, SUMMA step, group and its member ranks, root as a global rank,
- * elements and bytes. A class file speaks for every rank of the class: where
- * a number changes with the depth k it is written in terms of k ("2+16k").
+ * elements and bytes, and the stream it runs on in the CUDA program with the
+ * step it waits for (streams.c). A class file speaks for every rank of the
+ * class: where a number changes with the depth k it is written in terms of k
+ * ("2+16k").
  */
 #include <stdio.h>
 
 #include "emit.h"
+#include "streams.h"
 #include "summary.h"
 #include "version.h"
 
@@ -77,6 +80,9 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
     tg_sb_printf(o, "# per rank: %d token rows x %d columns of the residual stream, %d local heads of dim %d\n", pl->R,
                  pl->Cq, pl->Hq, pl->D);
     tg_sb_puts(o, "# bytes are float32 payload; a bcast is 'recv' on every member but the root, 'send' on the root\n");
+    tg_sb_puts(o, "# stream: where the CUDA program runs a step (compute, comm); 'wait N': it first waits for step N of "
+                  "the other stream\n# (the latest one whose buffers share arena bytes with its own, one of the two "
+                  "writing); 'overlaps gemm N':\n# a SUMMA broadcast that runs while GEMM N computes\n");
     if (m->d > 1)
         tg_sb_printf(o, "# every rank below runs these steps on these offsets; k is its depth: rank = %d + %dk\n",
                      tg_mesh_rank(m, (tg_coord){rp->i, rp->j, 0}), m->q * m->q);
@@ -111,7 +117,11 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
             tg_sb_printf(o, "t=%d ", st->t);
         else
             tg_sb_puts(o, "    ");
-        tg_sb_printf(o, "%-12s ", tg_step_kind_name(st->kind));
+        tg_sb_printf(o, "%-12s %-7s ", tg_step_kind_name(st->kind), tg_stream_name(st->stream));
+        char wait[24] = "";
+        if (st->wait >= 0)
+            snprintf(wait, sizeof wait, "wait %d", st->wait);
+        tg_sb_printf(o, "%-10s ", wait);
         if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_ALLREDUCE || st->kind == TG_STEP_REDUCE) {
             char g[32], r[32];
             tg_sb_printf(o, "%s=", tg_group_text(g, sizeof g, pl, co, st->group));
@@ -136,7 +146,10 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
             else
                 tg_sb_printf(o, " %lld elems %lld bytes%s", st->count, 4 * st->count,
                              st->exact ? " (reduce+bcast: identical on every member)" : "");
-            tg_sb_printf(o, " buf %s\n", rp->bufs[st->buf[0]].name);
+            tg_sb_printf(o, " buf %s", rp->bufs[st->buf[0]].name);
+            if (st->overlaps >= 0)
+                tg_sb_printf(o, "; overlaps gemm %d", st->overlaps);
+            tg_sb_puts(o, "\n");
         } else {
             if (st->flops)
                 tg_sb_printf(o, "%lld flops  ", st->flops);

@@ -5,7 +5,8 @@
  * It is a 64-bit FNV-style hash over tessgen's version, the text of every template it
  * prints from, every value of the spec that shapes the schedule (the spec's
  * path and name do not), and every class program in class order: each step's
- * kind, operands, shapes and literals, each buffer's name, shape, offset and
+ * kind, operands, shapes and literals, its stream, cross-stream wait and
+ * signal (what the CUDA program orders), each buffer's name, shape, offset and
  * lifetime, each weight shard's pieces. The same spec through the same tessgen
  * gives the same fingerprint; a different schedule, or the same schedule
  * printed differently, gives another. Every generated program carries it: the

@@ -16,6 +16,7 @@
 #include "inspect.h"
 #include "describe.h"
 #include "emit.h"
+#include "streams.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -288,8 +289,10 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
             ok = tg_plan_class(pl, c / m->q, c % m->q, &cls[c], err);
     tg_inspect_header(o, pl, "schedule");
     tg_sb_printf(o, "# showing %s\n", f->desc);
-    tg_sb_puts(o, "# per step: index, phase, layer, op, SUMMA step, kind; collectives: group={member ranks}, root "
-                  "(global rank), what this rank does, elements, bytes;\n# others: flops and what is computed. "
+    tg_sb_puts(o, "# per step: index, phase, layer, op, SUMMA step, kind, stream of the CUDA program (compute, comm) "
+                  "and 'wait N' when it first waits for step N of the other stream;\n# collectives: group={member "
+                  "ranks}, root (global rank), what this rank does, elements, bytes, 'overlaps gemm N' when a SUMMA "
+                  "broadcast runs while GEMM N computes;\n# others: flops and what is computed. "
                   "Buffers: name:access@offset+bytes (offsets and sizes in bytes of the rank's arena)\n");
     for (int r = 0; r < m->p && ok; r++) {
         if (!f->rank[r])
@@ -321,8 +324,11 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
                 snprintf(tt, sizeof tt, "t=%d", s->t);
             else
                 tt[0] = '\0';
-            tg_sb_printf(o, "  %5d %-3s %-3s %-5s %-4s %-12s ", i, tg_phase_label(s->phase), lay, s->op, tt,
-                         tg_step_kind_name(s->kind));
+            char wait[24] = "";
+            if (s->wait >= 0)
+                snprintf(wait, sizeof wait, "wait %d", s->wait);
+            tg_sb_printf(o, "  %5d %-3s %-3s %-5s %-4s %-12s %-7s %-10s ", i, tg_phase_label(s->phase), lay, s->op,
+                         tt, tg_step_kind_name(s->kind), tg_stream_name(s->stream), wait);
             if (tg_step_is_comm(s)) {
                 char lab[32];
                 tg_group_label(m, s->group, co, lab, sizeof lab);
@@ -330,7 +336,10 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
                 tg_emit_members(o, m, s->group, co, "{", "}");
                 if (tg_step_root(pl, co, s) >= 0)
                     tg_sb_printf(o, " root %d", tg_step_root(pl, co, s));
-                tg_sb_printf(o, " %s %lld elems %lld bytes\n", tg_step_dir(s), s->count, 4 * s->count);
+                tg_sb_printf(o, " %s %lld elems %lld bytes", tg_step_dir(s), s->count, 4 * s->count);
+                if (s->overlaps >= 0)
+                    tg_sb_printf(o, "; overlaps gemm %d", s->overlaps);
+                tg_sb_puts(o, "\n");
             } else {
                 if (s->flops)
                     tg_sb_printf(o, "%lld flops  ", s->flops);

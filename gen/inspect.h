@@ -6,7 +6,8 @@
  * decides, these only select, sum and format); the summary is in summary.h:
  *   show     the steps of chosen ranks, filtered by layer and kind: layer,
  *            phase, op, SUMMA step, group and its member ranks, root as a
- *            global rank, elements and bytes, flops, buffers with offsets;
+ *            global rank, elements and bytes, flops, buffers with offsets,
+ *            and the CUDA program's stream and cross-stream wait (streams.h);
  *   blocks   the mesh, and for any tensor which rank holds which block;
  *   summary  per rank the peak arena and the buffers live at the busiest step,
  *            bytes received/sent/reduced per phase and layer split by group

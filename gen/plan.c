@@ -4,13 +4,15 @@
  *   1. declare the weight shards (buffers + which pieces of which tensor),
  *   2. append the steps of every layer, each naming the buffers it reads and
  *      writes, with SUMMA roots and counts taken from mesh.c,
- *   3. derive lifetimes from the steps and place buffers in the arena.
+ *   3. derive lifetimes from the steps and place buffers in the arena,
+ *   4. decide each step's stream and cross-stream wait (streams.c).
  * Invariants that would make the generated program wrong (a buffer read
  * before it is written, two live buffers sharing bytes) are checked here and
  * reported as internal errors rather than emitted.
  */
 #include "plan.h"
 #include "place.h"
+#include "streams.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -900,7 +902,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
     if (!lifetimes(rp, err) || !place(rp, err))
         return false;
     totals(rp);
-    return true;
+    return tg_streams_plan(rp, err);
 }
 
 void tg_plan_init(const tg_spec *spec, tg_plan *out)

@@ -70,6 +70,13 @@ typedef enum tg_phase {
 } tg_phase;
 
 #define TG_STEP_MAXBUF 8
+
+/* Where a backend with two streams (the CUDA backend) runs a step (streams.c). */
+typedef enum tg_stream {
+    TG_STREAM_NONE = -1,   /* a kind no two-stream backend can run (none today) */
+    TG_STREAM_COMPUTE = 0, /* GEMMs, fused kernels, AdamW */
+    TG_STREAM_COMM = 1     /* collectives */
+} tg_stream;
 #define TG_ACC_R 1 /* step reads the buffer */
 #define TG_ACC_W 2 /* step writes the buffer */
 
@@ -122,6 +129,17 @@ typedef struct tg_step {
     int nseq, seq, heads, hdim; /* attention: local sequences, tokens, local heads, head dim */
 
     long long flops;
+
+    /* streams (streams.c, the last pass): where a two-stream backend runs the step and what it waits for;
+     * the CPU backend runs the steps in order and ignores them */
+    int stream;          /* tg_stream */
+    int wait;            /* the latest earlier step of the other stream it must wait for, or -1 */
+    int wait_slot;       /* with a wait: the slot of this step and the slot of the waited step whose */
+    int wait_other_slot; /* buffers share arena bytes, one of the two writing (the first such pair); else -1 */
+    int signal;          /* a later step waits for this one */
+    int overlaps;        /* a SUMMA bcast of step t >= 1: the GEMM before it, which it need not wait for and
+                          * so runs beside; else -1 */
+
     /* description (describe.c): the form, a static phrase, and for adamw the parameter index */
     tg_desc desc;
     const char *label;
@@ -181,6 +199,9 @@ typedef struct tg_class_plan {
     long long bwd_bcast_recv[TG_NGROUPS], bwd_bcast_sent[TG_NGROUPS], bwd_allreduce[TG_NGROUPS];
     long long bwd_reduce_recv[TG_NGROUPS], bwd_reduce_sent[TG_NGROUPS];
     long long flops;
+    /* streams.c's totals: steps on the comm stream, steps that wait for the other stream, SUMMA bcasts of
+     * step t >= 1, and how many of those overlap the GEMM before them */
+    int comm_steps, waits, late_bcasts, overlapped_bcasts;
 } tg_class_plan;
 
 typedef struct tg_plan {

@@ -4,13 +4,19 @@
 #             against tests/golden/inspect_*.txt (TESS_UPDATE_GOLDEN=1 rewrites;
 #             review the diff first); they print, write nothing, exit 0; bad
 #             filter values are usage errors naming the value
-#   json      schedule.json for a matrix of meshes: valid, one object per step,
-#             and per rank per layer the broadcast bytes received equal the
-#             DESIGN.md formula 4*(q-1)*(T*(3C+F)/(d*q*q) + (4C^2+2CF)/(q*q)),
-#             computed here from the test's own model dimensions
+#   json      schedule.json for a matrix of meshes (inference, and training on
+#             some): valid, one object per step, and per rank per layer the
+#             broadcast bytes received equal the DESIGN.md formula
+#             4*(q-1)*(T*(3C+F)/(d*q*q) + (4C^2+2CF)/(q*q)), computed here from
+#             the test's own model dimensions; every step's stream, wait,
+#             wait_buffers, signal and overlaps equal tests/ref/streams_rule.py's
+#             recomputation from the buffers' offsets and access modes, and a
+#             class file with one wait changed is caught
 #   html      schedule.html rendered by headless Chromium: the page reports the
 #             rank count and lists the selected rank's steps, with no script
-#             error; a page with a script error is caught; a screenshot is kept
+#             error, each with the stream, wait and overlap of the class file,
+#             and one tick under the memory plot per overlapping broadcast; a
+#             page with a script error is caught; a screenshot is kept
 #             (path printed). Chromium comes from scripts/deps.sh --test-extras;
 #             without it (not root, no network) the check is skipped
 #   trace     a generated program run with --trace --stats --bytes: the trace is
@@ -19,6 +25,7 @@
 #             a step table that disagrees with what ran is reported (exit 3)
 ITG=build/asan/tessgen
 INSPECT_MESHES=${TESS_INSPECT_MESHES:-"1,1 1,2 2,1 2,2 2,3 3,1 3,2 4,1 3,4"}
+INSPECT_TRAIN_MESHES=${TESS_INSPECT_TRAIN_MESHES:-"1,1 2,1 2,2 3,2"}
 
 # ---- text views, golden --------------------------------------------------------------
 inspect_golden() { # NAME ARGS... [--spec FILE]: tessgen golden.lua (or FILE) ARGS vs tests/golden/inspect_NAME.txt
@@ -90,13 +97,14 @@ if wanted "inspect: text"; then
 fi
 
 # ---- schedule.json against the DESIGN.md formula, mesh matrix ------------------------------
-inspect_json_mesh() { # q d
-    local dir="$WORK/inspect_json_$1_$2"
+inspect_json_mesh() { # q d [train]
+    local dir="$WORK/inspect_json_$1_$2${3:+_$3}"
     cat >"$dir.lua" <<SPEC
 return {
   name = "json_q$1_d$2",
   mesh = { q = $1, d = $2 },
   model = { layers = 3, hidden = 72, heads = 12, ffn = 144, seq = 4, batch = 24 },
+  ${3:+mode = "train",}
 }
 SPEC
     bin/tessgen "$dir.lua" -o "$dir" --quiet || return 1
@@ -116,6 +124,7 @@ assert len(doc["classes"]) == q * q, "one object per class"
 here = os.path.dirname(path)
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
 from schedule_class import load_class
+import streams_rule
 cls = {}
 for c in doc["classes"]:
     text = open(os.path.join(here, c["json"])).read()
@@ -152,19 +161,53 @@ for r in range(p):
             assert s["bytes"] == 4 * s["elems"]
             if s["root_local"] is not None:
                 assert s["is_root"] == (s["root_local"] == local[s["group"]]), "root of rank %d step %d" % (r, s["step"])
+# the CUDA program's streams and waits, recomputed from the buffers (tests/ref/streams_rule.py)
+nwait = nover = 0
+for c, C in sorted(cls.items()):
+    bad += streams_rule.check(C, "class %d" % c)
+    nwait += sum(s["wait"] is not None for s in C["steps"])
+    nover += sum(s["overlaps"] is not None for s in C["steps"])
+if q > 1 and not (nwait and nover):
+    bad.append("%d waits, %d overlapping broadcasts: the stream check compared too little" % (nwait, nover))
 if bad:
     print("\n".join(bad[:20]))
     sys.exit(1)
 print("mesh [%d,%d,%d]: %d ranks x %d layers receive %d bytes each, as the formula says" % (q, q, d, p, L, want))
+print("%d waits and %d overlapping broadcasts as tests/ref/streams_rule.py says" % (nwait, nover))
+PYEOF
+}
+# the stream check can fail: a class file with one wait moved one step earlier is caught
+inspect_json_streams_caught() {
+    local dir="$WORK/inspect_json_2_2_train"
+    "$PY" - "$dir/schedule.json" <<'PYEOF'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+from schedule_class import load_class
+import streams_rule
+doc = json.load(open(sys.argv[1]))
+C = load_class(sys.argv[1], doc["classes"][0])
+assert not streams_rule.check(C, "as written"), "the class file itself fails"
+s = next(s for s in C["steps"] if s["wait"] is not None and s["wait"] > 0)
+s["wait"] -= 1
+bad = streams_rule.check(C, "edited")
+print("\n".join(bad))
+sys.exit(0 if bad and ("step %d " % s["step"]) in bad[0] else 1)
 PYEOF
 }
 if wanted "inspect: json"; then
     for m in $INSPECT_MESHES; do
         q=${m%,*}
         d=${m#*,}
-        check "inspect: json mesh [$q,$q,$d]: one object per step, bcast bytes per rank and layer = DESIGN.md formula" \
+        check "inspect: json mesh [$q,$q,$d]: one object per step, bcast bytes per rank and layer = DESIGN.md formula, streams = the rule" \
             inspect_json_mesh "$q" "$d"
     done
+    for m in $INSPECT_TRAIN_MESHES; do
+        q=${m%,*}
+        d=${m#*,}
+        check "inspect: json training mesh [$q,$q,$d]: forward bcast bytes = DESIGN.md formula, streams = the rule" \
+            inspect_json_mesh "$q" "$d" train
+    done
+    check "inspect: json a class file with one wait changed fails the stream check" inspect_json_streams_caught
 fi
 
 # ---- schedule.html in headless Chromium ---------------------------------------------------------
@@ -180,10 +223,11 @@ inspect_chromium() { # URL OUT.html: the DOM after the page's script ran; consol
     timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
         --enable-logging=stderr --v=0 --virtual-time-budget=10000 --dump-dom "$1" >"$2" 2>"$2.log"
 }
-# the rendered DOM: status and title name the rank count and the steps listed, one row per step, no error
-inspect_dom_ok() { # OUT.html RANKS RANK NSTEPS
+# the rendered DOM: status and title name the rank count and the steps listed, one row per step, no error;
+# with schedule.json: each row's stream, wait and overlap are the class file's, one memory tick per overlap
+inspect_dom_ok() { # OUT.html RANKS RANK NSTEPS [schedule.json]
     "$PY" - "$@" <<'PYEOF'
-import re, sys
+import json, os, re, sys
 html = open(sys.argv[1]).read()
 log = open(sys.argv[1] + ".log", errors="replace").read()
 p, rank, n = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -204,6 +248,27 @@ if [int(x) for x in rows] != list(range(n)):
 for line in log.splitlines():
     if "Uncaught" in line or ('CONSOLE' in line and 'Error' in line):
         problems.append("console: " + line)
+if len(sys.argv) > 5:
+    sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+    from schedule_class import load_class
+    doc = json.load(open(sys.argv[5]))
+    C = load_class(sys.argv[5], doc["classes"][doc["ranks"][rank]["class"]])
+    cells = re.findall(r'<tr class="step([^"]*)"><td class="num">(\d+)</td>.*?<td class="stream">([a-z]*)</td>'
+                       r'<td class="num wait"[^>]*>(\d*)</td><td class="ovl">([^<]*)</td>', html)
+    got = [(int(n), st, int(w) if w else None, int(o[5:]) if o else None, "over" in cl.split())
+           for cl, n, st, w, o in cells]
+    exp = [(x["step"], x["stream"], x["wait"], x["overlaps"], x["overlaps"] is not None) for x in C["steps"]]
+    if got != exp:
+        diff = [(g, e) for g, e in zip(got, exp) if g != e][:3]
+        problems.append("stream cells differ from the class file (%d rows, %d steps): %s" % (len(got), len(exp), diff))
+    ticks = len(re.findall(r'<rect class="ovl" x="[0-9.]+"', html))
+    if ticks != sum(e[4] for e in exp) or not ticks:
+        problems.append("%d overlap ticks under the memory plot, %d overlapping broadcasts" % (ticks, sum(e[4] for e in exp)))
+    line = "CUDA streams: %d collectives on the comm stream, %d cross-stream waits; %d of %d broadcasts" % (
+        sum(x["stream"] == "comm" for x in C["steps"]), sum(x["wait"] is not None for x in C["steps"]),
+        sum(e[4] for e in exp), sum(x["kind"] == "bcast" and (x["t"] or 0) >= 1 for x in C["steps"]))
+    if line not in html:
+        problems.append("no line %r" % line)
 print("\n".join(problems) or "ok: " + want)
 sys.exit(1 if problems else 0)
 PYEOF
@@ -217,9 +282,9 @@ inspect_html() {
     local n0 n3
     n0=$(inspect_nsteps "$dir/schedule.json" 0) && n3=$(inspect_nsteps "$dir/schedule.json" 3) &&
         inspect_chromium "file://$dir/schedule.html" "$dir/dom0.html" &&
-        inspect_dom_ok "$dir/dom0.html" 4 0 "$n0" &&
+        inspect_dom_ok "$dir/dom0.html" 4 0 "$n0" "$dir/schedule.json" &&
         inspect_chromium "file://$dir/schedule.html#rank=3" "$dir/dom3.html" &&
-        inspect_dom_ok "$dir/dom3.html" 4 3 "$n3"
+        inspect_dom_ok "$dir/dom3.html" 4 3 "$n3" "$dir/schedule.json"
 }
 # issue 13's size: 512 ranks x 96 layers (tiny dims; the page's work is the step count, not the shapes). The
 # index page loads, then one class file per selected rank; the load time is printed, not asserted.
@@ -251,6 +316,16 @@ inspect_html_error_caught() {
         ! inspect_dom_ok "$dir/dombroken.html" 4 0 1000 >"$dir/broken.out" &&
         grep -q "script errors: .*boom" "$dir/broken.out"
 }
+# the stream check can fail: a page that prints every wait one step later is reported
+inspect_html_streams_caught() {
+    local dir="$WORK/inspect_html"
+    sed 's|+ s.wait + "</td>";|+ (s.wait + 1) + "</td>";|' "$dir/schedule.html" >"$dir/badwait.html" &&
+        grep -q "(s.wait + 1)" "$dir/badwait.html" &&
+        inspect_chromium "file://$dir/badwait.html" "$dir/dombadwait.html" &&
+        ! inspect_dom_ok "$dir/dombadwait.html" 4 0 "$(inspect_nsteps "$dir/schedule.json" 0)" "$dir/schedule.json" \
+            >"$dir/badwait.out" &&
+        grep -q "stream cells differ" "$dir/badwait.out"
+}
 inspect_screenshot() {
     local dir="$WORK/inspect_html" shots=${TESS_SCREENSHOT_DIR:-/tmp/tessgen-screenshots}
     mkdir -p "$shots" && rm -f "$dir/schedule.png" &&
@@ -268,8 +343,9 @@ if wanted "inspect: html"; then
     if [ -z "$CHROMIUM" ]; then
         ok "inspect: html schedule.html renders in headless Chromium # skip chromium is not installed (as root: scripts/deps.sh --test-extras)"
     else
-        check "inspect: html schedule.html renders in headless Chromium: rank count, step list, no script error" \
+        check "inspect: html schedule.html renders in headless Chromium: rank count, step list with streams and waits, no script error" \
             inspect_html
+        check "inspect: html a page that shows other waits than the class file is caught" inspect_html_streams_caught
         check "inspect: html a page whose script fails is caught" inspect_html_error_caught
         if inspect_html_scale >"$WORK/scale.log" 2>&1; then
             ok "inspect: html at 512 ranks x 96 layers: rank 0 and rank 511 render, one class file each"
