@@ -88,6 +88,19 @@ for q in $meshes; do
 done
 
 say ""
+say "### The other views, on [8,8,8] x 96 layers of training"
+say ""
+say "| command | wall s | peak RSS MB | lines printed |"
+say "|---|---|---|---|"
+f=$(spec 8 96 train '"cpu"')
+for v in "--show --ranks 0" "--show --ranks 511 --layers 95 --kinds comm" "--blocks h.0.attn.c_attn.weight" \
+    "--summary --full"; do
+    # shellcheck disable=SC2086 # $v is the options, split on purpose
+    m=$(measure_best --out "$S/view.txt" -- bin/tessgen "$f" $v)
+    say "| \`tessgen SPEC $v\` | $(field wall_s "$m") | $(field peak_rss_mb "$m") | $(wc -l <"$S/view.txt") |"
+done
+
+say ""
 say "### Full emission: every class program, schedules, build files"
 say ""
 say "Wall and CPU (user + system) seconds of tessgen: the difference is mostly waiting for the kernel to write"
