@@ -17,6 +17,7 @@
 #include "place.h"
 #include "place_ref.h"
 #include "plan.h"
+#include "tt_spec.h"
 
 static double now(void)
 {
@@ -31,16 +32,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: place_compare q d layers hidden heads ffn seq batch infer|train\n");
         return 2;
     }
-    tg_spec s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.path, sizeof s.path, "place_compare");
-    snprintf(s.name, sizeof s.name, "place_compare");
-    int *f[8] = {&s.q, &s.d, &s.layers, &s.hidden, &s.heads, &s.ffn, &s.seq, &s.batch};
+    int v[8];
     for (int k = 0; k < 8; k++)
-        *f[k] = atoi(argv[1 + k]);
-    s.eps = 1e-5;
-    s.mode = strcmp(argv[9], "train") ? TG_INFER : TG_TRAIN;
-    s.opt = (tg_adamw){1e-3, 0.9, 0.999, 1e-8, 0.0};
+        v[k] = atoi(argv[1 + k]);
+    tg_spec s = tt_spec(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], !strcmp(argv[9], "train"));
     tg_plan pl;
     tg_plan_init(&s, &pl);
     tg_class_plan cp;

@@ -157,18 +157,10 @@ bool tg_bounds_memory(const tg_plan *pl, const tg_class_fig *figs, tg_err *err)
         if (p % (q2 * q2) || q2 == q)
             continue;
         int d2 = p / (q2 * q2);
-        char src[512];
-        snprintf(src, sizeof src,
-                 "return { mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, ffn = %d, "
-                 "seq = %d, batch = %d } }",
-                 q2, d2, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch);
-        tg_spec alt;
+        tg_spec copy;
         tg_err ae = {{0}, 0};
-        if (!tg_spec_load_string(s->path, src, &alt, &ae))
+        if (!tg_spec_on_mesh(s, q2, d2, &copy, &ae))
             continue;
-        tg_spec copy = *s;
-        copy.q = q2;
-        copy.d = d2;
         tg_plan ap;
         tg_plan_init(&copy, &ap);
         long long a;

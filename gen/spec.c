@@ -1259,6 +1259,24 @@ bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_
     return load_source(chunkname, src, len, out, err);
 }
 
+bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
+{
+    char src[512], chunk[sizeof s->path + 64];
+    snprintf(src, sizeof src,
+             "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
+             "ffn = %d, seq = %d, batch = %d, eps = %.17g }%s }",
+             s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps,
+             s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
+    snprintf(chunk, sizeof chunk, "%s as [%d,%d,%d]", s->path, q, q, d);
+    tg_spec alt;
+    if (!load_source(chunk, src, strlen(src), &alt, err))
+        return false;
+    *out = *s;
+    out->q = q;
+    out->d = d;
+    return true;
+}
+
 bool tg_spec_load(const char *path, tg_spec *out, tg_err *err)
 {
     FILE *f = fopen(path, "rb");

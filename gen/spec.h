@@ -63,6 +63,11 @@ bool tg_spec_load(const char *path, tg_spec *out, tg_err *err);
 /* Same, from a string (chunkname is used as the file name in messages). */
 bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, tg_err *err);
 
+/* The validated spec s on another mesh [q,q,d]: its model (and mode) run through the same loader and
+ * rules, so a mesh they refuse gets the same messages, each starting "PATH as [q,q,d]: ". On success
+ * *out is s with q and d replaced (every other field kept). */
+bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err);
+
 /* Same, from len bytes that may contain NULs (as a file may; the fuzz harness uses it). */
 bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_spec *out, tg_err *err);
 

@@ -428,16 +428,6 @@ static void fig_row(tg_sb *o, const char *mesh, const char *status, const mesh_f
                      mf->flops_max, mf->steps_max);
 }
 
-/* The spec's model on mesh [q,q,d], as Lua source for the real validator. */
-static void spec_source(const tg_spec *s, int q, int d, char *buf, size_t cap)
-{
-    snprintf(buf, cap,
-             "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
-             "ffn = %d, seq = %d, batch = %d, eps = %.17g }%s }",
-             s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps,
-             s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
-}
-
 static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, tg_sb *o, tg_err *err)
 {
     const tg_spec *s = &pl->spec;
@@ -471,12 +461,9 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
             fig_row(o, mesh, "this spec", &mf, full);
             continue;
         }
-        char src[512], chunk[1200];
-        spec_source(s, q, d, src, sizeof src);
-        snprintf(chunk, sizeof chunk, "%s as [%d,%d,%d]", s->path, q, q, d);
-        tg_spec alt;
+        tg_spec copy;
         tg_err e = {{0}, 0};
-        if (!tg_spec_load_string(chunk, src, &alt, &e)) {
+        if (!tg_spec_on_mesh(s, q, d, &copy, &e)) {
             tg_sb_printf(o, "  %-12s not possible:%s", mesh, full ? "\n" : "");
             for (const char *line = e.msg; *line;) {
                 size_t len = strcspn(line, "\n");
@@ -497,9 +484,6 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
             continue;
         }
         /* the user's spec, every field kept, on the other mesh, class by class */
-        tg_spec copy = *s;
-        copy.q = q;
-        copy.d = d;
         tg_plan ap;
         tg_plan_init(&copy, &ap);
         bool ok = true;

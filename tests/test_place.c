@@ -18,6 +18,7 @@
 #include "plan.h"
 #include "place_ref.h"
 #include "tt.h"
+#include "tt_spec.h"
 
 static unsigned long long rng = 88172645463325252ULL;
 static unsigned rnd(unsigned n)
@@ -110,14 +111,7 @@ int main(void)
         snprintf(name, sizeof name, "place: the planner's offsets equal the greedy rule, every class of [%d,%d,%d] %s",
                  q, q, d, train ? "training" : "inference");
         TT_CASE(name) {
-            tg_spec s;
-            memset(&s, 0, sizeof s);
-            snprintf(s.path, sizeof s.path, "test.lua");
-            snprintf(s.name, sizeof s.name, "t");
-            s.q = q, s.d = d, s.layers = 3, s.hidden = 48, s.heads = 12, s.ffn = 192, s.seq = 8, s.batch = 2 * q * d;
-            s.eps = 1e-5;
-            s.mode = train ? TG_TRAIN : TG_INFER;
-            s.opt = (tg_adamw){1e-3, 0.9, 0.999, 1e-8, 0.0};
+            tg_spec s = tt_spec(q, d, 3, 48, 12, 192, 8, 2 * q * d, train);
             tg_plan pl;
             tg_plan_init(&s, &pl);
             for (int i = 0; i < q && !tt_case_failed; i++)

@@ -19,24 +19,7 @@
 
 #include "plan.h"
 #include "tt.h"
-
-static tg_spec make_spec(int q, int d, int layers, int C, int heads, int F, int S, int B)
-{
-    tg_spec s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.path, sizeof s.path, "test.lua");
-    snprintf(s.name, sizeof s.name, "t");
-    s.q = q;
-    s.d = d;
-    s.layers = layers;
-    s.hidden = C;
-    s.heads = heads;
-    s.ffn = F;
-    s.seq = S;
-    s.batch = B;
-    s.eps = 1e-5;
-    return s;
-}
+#include "tt_spec.h"
 
 static void check_memory(const tg_class_plan *rp, const char *label)
 {
@@ -231,7 +214,7 @@ int main(void)
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
         int q = meshes[mi][0], d = meshes[mi][1];
         /* heads = 12 divides by q in {1,2,3,4}; batch a multiple of q*d */
-        tg_spec s = make_spec(q, d, 3, 48, 12, 192, 8, 2 * q * d);
+        tg_spec s = tt_spec(q, d, 3, 48, 12, 192, 8, 2 * q * d, 0);
         char label[64];
         snprintf(label, sizeof label, "mesh [%d,%d,%d]", q, q, d);
         tg_plan pl;
@@ -251,8 +234,7 @@ int main(void)
     }
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
         int q = meshes[mi][0], d = meshes[mi][1];
-        tg_spec s = make_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d);
-        s.mode = TG_TRAIN;
+        tg_spec s = tt_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d, 1);
         char label[64], name[96];
         snprintf(label, sizeof label, "train mesh [%d,%d,%d]", q, q, d);
         snprintf(name, sizeof name, "plan properties with backward and AdamW, %s", label);
@@ -278,7 +260,7 @@ int main(void)
         }
     }
     TT_CASE("plan properties, uneven shapes (F != 4C, long seq, 1 layer)") {
-        tg_spec s = make_spec(2, 2, 1, 40, 4, 24, 5, 8);
+        tg_spec s = tt_spec(2, 2, 1, 40, 4, 24, 5, 8, 0);
         tg_plan pl;
         tg_class_plan *all;
         tg_err err = {{0}, 0};
@@ -291,7 +273,7 @@ int main(void)
         }
     }
     TT_CASE("memory plan reuses dead buffers (peak < sum of buffers)") {
-        tg_spec s = make_spec(2, 1, 4, 64, 4, 256, 16, 4);
+        tg_spec s = tt_spec(2, 1, 4, 64, 4, 256, 16, 4, 0);
         tg_plan pl, pl1;
         tg_class_plan c0, c1;
         tg_err err = {{0}, 0};
@@ -303,7 +285,7 @@ int main(void)
         TT_CHECK(c0.arena_elems < sum, "arena %lld, sum %lld", c0.arena_elems, sum);
         /* activations beyond weights and x: at most a few blocks, whatever the depth of the stack */
         long long act = c0.arena_elems - c0.weight_elems;
-        tg_spec s1 = make_spec(2, 1, 1, 64, 4, 256, 16, 4);
+        tg_spec s1 = tt_spec(2, 1, 1, 64, 4, 256, 16, 4, 0);
         tg_plan_init(&s1, &pl1);
         TT_CHECK(tg_plan_class(&pl1, 0, 0, &c1, &err), "%s", err.msg);
         long long act1 = c1.arena_elems - c1.weight_elems;
@@ -312,7 +294,7 @@ int main(void)
         tg_class_free(&c0);
     }
     TT_CASE("the same spec bakes to the same plan") {
-        tg_spec s = make_spec(3, 2, 2, 48, 12, 192, 8, 6);
+        tg_spec s = tt_spec(3, 2, 2, 48, 12, 192, 8, 6, 0);
         tg_plan pl;
         tg_class_plan *a, *b;
         tg_err err = {{0}, 0};

@@ -28,6 +28,7 @@
 #include "plan.h"
 #include "streams.h"
 #include "tt.h"
+#include "tt_spec.h"
 
 /* ---- the reference: the direct scan ------------------------------------------------------ */
 
@@ -173,25 +174,6 @@ static void compare(const tg_class_plan *cp, const char *label)
 
 /* ---- real plans --------------------------------------------------------------------------- */
 
-static tg_spec make_spec(int q, int d, int layers, int C, int heads, int F, int S, int B, int train)
-{
-    tg_spec s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.path, sizeof s.path, "test.lua");
-    snprintf(s.name, sizeof s.name, "t");
-    s.q = q;
-    s.d = d;
-    s.layers = layers;
-    s.hidden = C;
-    s.heads = heads;
-    s.ffn = F;
-    s.seq = S;
-    s.batch = B;
-    s.eps = 1e-5;
-    s.mode = train ? TG_TRAIN : TG_INFER;
-    return s;
-}
-
 static void real_plan(const tg_spec *s, const char *label, int *waits)
 {
     tg_plan pl;
@@ -279,7 +261,7 @@ int main(void)
     TT_CASE("streams = the direct scan on every class of the test meshes' inference plans") {
         for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
             int q = meshes[mi][0], d = meshes[mi][1];
-            tg_spec s = make_spec(q, d, 3, 48, 12, 192, 8, 2 * q * d, 0);
+            tg_spec s = tt_spec(q, d, 3, 48, 12, 192, 8, 2 * q * d, 0);
             char label[64];
             snprintf(label, sizeof label, "mesh [%d,%d,%d]", q, q, d);
             real_plan(&s, label, &waits);
@@ -289,18 +271,18 @@ int main(void)
     TT_CASE("streams = the direct scan on every class of the test meshes' training plans") {
         for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
             int q = meshes[mi][0], d = meshes[mi][1];
-            tg_spec s = make_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d, 1);
+            tg_spec s = tt_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d, 1);
             char label[64];
             snprintf(label, sizeof label, "train mesh [%d,%d,%d]", q, q, d);
             real_plan(&s, label, &waits);
         }
-        tg_spec u = make_spec(2, 2, 1, 40, 4, 24, 5, 8, 0);
+        tg_spec u = tt_spec(2, 2, 1, 40, 4, 24, 5, 8, 0);
         real_plan(&u, "uneven", &waits);
         u.mode = TG_TRAIN;
         real_plan(&u, "uneven train", &waits);
     }
     TT_CASE("streams = the direct scan on a class of a 48-layer training plan on [4,4,1]") {
-        tg_spec s = make_spec(4, 1, 48, 64, 8, 256, 8, 8, 1);
+        tg_spec s = tt_spec(4, 1, 48, 64, 8, 256, 8, 8, 1);
         tg_plan pl;
         tg_class_plan cp;
         tg_err err = {{0}, 0};
