@@ -45,4 +45,4 @@ out/demo-train/run --weights out/demo/weights.safetensors --input out/demo/x.npy
     --weights-out out/demo-train/trained.safetensors | tee out/demo-train/train.log
 awk '/^step / { l[n++] = $4 } END { if (n != 20 || !(l[19] < l[0])) { print "demo: loss did not fall"; exit 1 } }' \
     out/demo-train/train.log
-echo "demo: OK (read out/demo/schedule.txt and out/demo-train/schedule.txt for what each rank ran)"
+echo "demo: OK (what each rank ran: out/demo/schedule/rank_iI_jJ.txt, out/demo-train/schedule/; open out/demo/schedule.html)"
