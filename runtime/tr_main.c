@@ -350,26 +350,30 @@ static const char *fmt_index(char *buf, size_t cap, long long at, int ndim, cons
     return buf;
 }
 
-/* What tr_gather_nonfinite found in parameter idx: "tensor X holds N non-finite values (NaN or inf), the
- * first at [r, c]". */
-static void describe_nonfinite(char *buf, size_t cap, const tr_param *p, long long count, long long first)
+/* Collective: the first parameter (in model order) whose weights (grads = 0) or gradients (grads = 1) in H
+ * hold a NaN or an infinity on any rank, or -1. On rank 0 what then reads "tensor X holds N non-finite values
+ * (NaN or inf), the first at [r, c]". */
+static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char *what, size_t cap)
 {
-    long long dims[2] = {p->full[0], p->full[1]};
-    char at[64];
-    snprintf(buf, cap, "tensor %s holds %lld non-finite value%s (NaN or inf), the first at %s", p->name, count,
-             count == 1 ? "" : "s", fmt_index(at, sizeof at, first, p->ndim, dims));
+    long long count, first;
+    int idx = tr_gather_nonfinite(d, H, grads, &count, &first);
+    if (idx >= 0 && d->rank == 0) {
+        const tr_param *p = &d->params[idx];
+        long long dims[2] = {p->full[0], p->full[1]};
+        char at[64];
+        snprintf(what, cap, "tensor %s holds %lld non-finite value%s (NaN or inf), the first at %s", p->name, count,
+                 count == 1 ? "" : "s", fmt_index(at, sizeof at, first, p->ndim, dims));
+    }
+    return idx;
 }
 
 /* All ranks: are the weights just loaded from path finite? Rank 0 prints why not. */
 static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path)
 {
-    long long count, first;
-    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
-    if (idx < 0)
+    char what[512];
+    if (find_nonfinite(d, H, 0, what, sizeof what) < 0)
         return true;
     if (d->rank == 0) {
-        char what[512];
-        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
         fprintf(stderr, "%s: %s: every weight must be finite (a NaN or an infinity reaches every output); repair "
                         "the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
                 path, what);
@@ -639,10 +643,9 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
 {
     const tr_rank_desc *d = c->desc;
     char ls[16], what[512], when[64];
-    long long count, first;
     tr_backend_sync(c);
     download_params(c, H, A, 0);
-    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
+    int idx = find_nonfinite(d, H, 0, what, sizeof what);
     double max = 0;
     int big = idx < 0 ? tr_gather_max_abs(d, H, &max) : 0;
     if (d->rank != 0)
@@ -652,7 +655,6 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
     else
         snprintf(when, sizeof when, "after the update of step %d", k - 1);
     if (idx >= 0) {
-        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
         fprintf(stderr, "error: training stopped at step %d: the loss is %s; the weights are not finite %s: %s "
                         "(the first such tensor in model order); lower optimizer.lr (now %g) or check the inputs; "
                         "%s\n",
@@ -670,7 +672,6 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
 static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss)
 {
     const tr_rank_desc *d = c->desc;
-    long long count, first;
     tr_backend_sync(c);
     download_params(c, H, A, 1);
     const char *poison = getenv("TESS_TEST_NAN_GRADIENT"); /* test hook "STEP,RANK": proves the check can fail */
@@ -679,12 +680,10 @@ static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss
         const tr_param *p = &d->params[d->nparams - 1];
         H[p->grad_offset + (long long)p->rows * p->cols - 1] = NAN;
     }
-    int idx = tr_gather_nonfinite(d, H, 1, &count, &first);
-    if (idx < 0)
+    char what[512];
+    if (find_nonfinite(d, H, 1, what, sizeof what) < 0)
         return true;
     if (d->rank == 0) {
-        char what[512];
-        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
         fprintf(stderr, "error: training stopped at step %d: the loss %.9g is finite but the gradient is not: the "
                         "gradient of %s (the first such tensor in model order); the backward overflowed; lower "
                         "optimizer.lr (now %g) or check the inputs; %s\n",
@@ -696,15 +695,11 @@ static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss
 /* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
 static bool weights_out_finite(const tr_rank_desc *d, const float *H)
 {
-    long long count, first;
-    int idx = tr_gather_nonfinite(d, H, 0, &count, &first);
-    if (idx < 0)
+    char what[512];
+    if (find_nonfinite(d, H, 0, what, sizeof what) < 0)
         return true;
-    if (d->rank == 0) {
-        char what[512];
-        describe_nonfinite(what, sizeof what, &d->params[idx], count, first);
+    if (d->rank == 0)
         fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, nothing_written);
-    }
     return false;
 }
 
