@@ -255,6 +255,10 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     VAR("WD", "%.17g", pl->spec.opt.weight_decay);
     VAR("FINGERPRINT", "%s", pl->fingerprint);
     VAR("NCLASSES", "%d", tg_plan_nclasses(pl));
+    VAR("PLACEMENT", "%s", tg_placement_name(pl->mesh.placement));
+    VAR("SI", "%d", pl->mesh.si);
+    VAR("SJ", "%d", pl->mesh.sj);
+    VAR("SK", "%d", pl->mesh.sk);
 #undef VAR
     return tg_template_fill(out, "model.c.in", vars, n, err);
 }

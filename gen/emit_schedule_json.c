@@ -14,7 +14,8 @@
  * size (bytes = 4 * elements), or the logical traffic of a step from
  * tg_step_traffic (inspect.c). A class file speaks for every rank of the
  * class: roots are local indices (root_local) and descriptions use k; the
- * index gives what a reader needs to name the ranks: rank = j + q*i + q*q*k.
+ * index gives what a reader needs to name the ranks: the mesh's placement and
+ * its strides, rank = i*si + j*sj + k*sk (mesh.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +281,11 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
     jstr(o, s->name);
     tg_sb_printf(o, ",\"fingerprint\":\"%s\",\"mode\":\"%s\",\"dtype\":\"fp32\",\"bytes_per_elem\":4,\n",
                  pl->fingerprint, s->mode == TG_TRAIN ? "train" : "infer");
-    tg_sb_printf(o, "\"mesh\":{\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d},\n", m->q, m->d, m->p, tg_plan_nclasses(pl));
+    tg_sb_printf(o,
+                 "\"mesh\":{\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d,\"placement\":\"%s\",\"strides\":{\"i\":%d,"
+                 "\"j\":%d,\"k\":%d},\"rank_formula\":\"%s\"},\n",
+                 m->q, m->d, m->p, tg_plan_nclasses(pl), tg_placement_name(m->placement), m->si, m->sj, m->sk,
+                 tg_mesh_rank_formula(m));
     tg_sb_printf(o, "\"model\":{\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"ffn\":%d,\"seq\":%d,\"batch\":%d,"
                     "\"eps\":%.9g},\n",
                  s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps);

@@ -44,7 +44,7 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
     fp->h = 0xcbf29ce484222325ULL;
     str(fp, "tessgen " TG_VERSION);
     fp->h = tg_templates_hash(fp->h);
-    long long v[] = {s->q, s->d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->dtype, s->mode};
+    long long v[] = {s->q, s->d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->dtype, s->mode, s->placement};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         num(fp, v[i]);
     real(fp, s->eps);

@@ -413,8 +413,8 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
     int jw = snprintf(lab, sizeof lab, "j=%d", m->q - 1);
     if (jw > cw)
         cw = jw;
-    tg_sb_printf(o, "mesh [%d,%d,%d] = %d ranks; rank = j + q*i + q*q*k (i: row, j: column, k: depth)\n", m->q, m->q,
-                 m->d, m->p);
+    tg_sb_printf(o, "mesh [%d,%d,%d] = %d ranks; %s (i: row, j: column, k: depth; placement \"%s\")\n", m->q,
+                 m->q, m->d, m->p, tg_mesh_rank_formula(m), tg_placement_name(m->placement));
     for (int k = 0; k < m->d; k++) {
         snprintf(lab, sizeof lab, "depth k=%d:", k);
         tg_sb_printf(o, "  %-*s", lw, lab);

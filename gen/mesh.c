@@ -6,23 +6,42 @@
 
 #include <stdio.h>
 
-tg_mesh tg_mesh_make(int q, int d)
+tg_mesh tg_mesh_make(int q, int d, tg_placement placement)
 {
-    tg_mesh m = {q, d, q * q * d};
+    tg_mesh m = {q, d, q * q * d, placement, 0, 0, 0};
+    switch (placement) {
+    case TG_PLACE_COL:
+        m.si = 1, m.sj = q, m.sk = q * q;
+        break;
+    case TG_PLACE_DEP:
+        m.sk = 1, m.sj = d, m.si = d * q;
+        break;
+    default:
+        m.placement = TG_PLACE_ROW;
+        m.sj = 1, m.si = q, m.sk = q * q;
+        break;
+    }
     return m;
 }
 
 int tg_mesh_rank(const tg_mesh *m, tg_coord c)
 {
-    return c.j + m->q * c.i + m->q * m->q * c.k;
+    return c.i * m->si + c.j * m->sj + c.k * m->sk;
+}
+
+const char *tg_mesh_rank_formula(const tg_mesh *m)
+{
+    return m->placement == TG_PLACE_COL   ? "rank = i + q*j + q*q*k"
+           : m->placement == TG_PLACE_DEP ? "rank = k + d*j + d*q*i"
+                                          : "rank = j + q*i + q*q*k";
 }
 
 tg_coord tg_mesh_coord(const tg_mesh *m, int rank)
 {
     tg_coord c;
-    c.j = rank % m->q;
-    c.i = (rank / m->q) % m->q;
-    c.k = rank / (m->q * m->q);
+    c.i = (rank / m->si) % m->q;
+    c.j = (rank / m->sj) % m->q;
+    c.k = (rank / m->sk) % m->d;
     return c;
 }
 

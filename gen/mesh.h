@@ -7,7 +7,14 @@
  * colors/keys that the runtime passes to MPI_Comm_split, so the generator is
  * the only place this arithmetic lives.
  *
- *   global rank   r = j + q*i + q*q*k
+ *   global rank   r = i*si + j*sj + k*sk, the strides set by the placement:
+ *     "row" (default)  r = j + q*i + q*q*k   row groups numbered consecutively
+ *     "col"            r = i + q*j + q*q*k   column groups numbered consecutively
+ *     "dep"            r = k + d*j + d*q*i   depth groups numbered consecutively
+ *   A launcher fills nodes in rank order (mpirun --map-by slot, srun's block
+ *   distribution), so the placement decides which group stays inside a node
+ *   when its size divides the ranks per node: the cost model (cost.c) and the
+ *   advisor read it from here, and the generated tables carry the strides.
  *   row(i,k)      members (i,*,k)  local index j   color i + q*k
  *   col(j,k)      members (*,j,k)  local index i   color j + q*k
  *   dep(i,j)      members (i,j,*)  local index k   color j + q*i
@@ -16,9 +23,24 @@
 #ifndef TG_MESH_H
 #define TG_MESH_H
 
+typedef enum tg_placement {
+    TG_PLACE_ROW = 0, /* r = j + q*i + q*q*k */
+    TG_PLACE_COL = 1, /* r = i + q*j + q*q*k */
+    TG_PLACE_DEP = 2, /* r = k + d*j + d*q*i */
+    TG_NPLACEMENTS = 3
+} tg_placement;
+
+/* "row", "col", "dep": the spec's mesh.placement values (inline: spec.c uses it without linking mesh.c) */
+static inline const char *tg_placement_name(tg_placement p)
+{
+    return p == TG_PLACE_ROW ? "row" : p == TG_PLACE_COL ? "col" : p == TG_PLACE_DEP ? "dep" : "?";
+}
+
 typedef struct tg_mesh {
-    int q, d; /* mesh [q,q,d] */
-    int p;    /* q*q*d ranks */
+    int q, d;              /* mesh [q,q,d] */
+    int p;                 /* q*q*d ranks */
+    tg_placement placement;
+    int si, sj, sk;        /* rank = i*si + j*sj + k*sk */
 } tg_mesh;
 
 typedef struct tg_coord {
@@ -33,8 +55,10 @@ typedef enum tg_group {
     TG_NGROUPS = 4
 } tg_group;
 
-tg_mesh tg_mesh_make(int q, int d);
+tg_mesh tg_mesh_make(int q, int d, tg_placement placement);
 int tg_mesh_rank(const tg_mesh *m, tg_coord c);
+/* "rank = j + q*i + q*q*k" (or the placement's formula), for people. */
+const char *tg_mesh_rank_formula(const tg_mesh *m);
 tg_coord tg_mesh_coord(const tg_mesh *m, int rank);
 
 const char *tg_group_name(tg_group g);            /* "row", "col", "dep", "coldep" */

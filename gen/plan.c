@@ -909,7 +909,7 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
 {
     memset(out, 0, sizeof *out);
     out->spec = *spec;
-    out->mesh = tg_mesh_make(spec->q, spec->d);
+    out->mesh = tg_mesh_make(spec->q, spec->d, spec->placement);
     int qd = spec->q * spec->d;
     out->T = spec->batch * spec->seq;
     out->R = out->T / qd;

@@ -81,7 +81,7 @@
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_COUNT };
-enum { MESH_Q, MESH_D, MESH_COUNT };
+enum { MESH_Q, MESH_D, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
@@ -92,7 +92,7 @@ static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "opti
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib"},
-    {"q", "d"},
+    {"q", "d", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
     {"lr", "beta1", "beta2", "eps", "weight_decay"},
 };
@@ -742,7 +742,8 @@ static const char *field_hint(int level, int k)
 {
     if (level == LVL_MESH)
         return k == MESH_Q ? "the mesh is [q,q,d] with q*q ranks per depth layer"
-                           : "the depth of the [q,q,d] mesh";
+               : k == MESH_D ? "the depth of the [q,q,d] mesh"
+                             : "the group whose ranks are numbered consecutively";
     switch (k) {
     case MODEL_LAYERS: return "the number of transformer blocks";
     case MODEL_HIDDEN: return "the model width C";
@@ -864,6 +865,31 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
         return;
     quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
     fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
+}
+
+/* mesh.placement: which group's ranks get consecutive numbers, so that a launcher that fills nodes in rank
+ * order keeps that group inside a node (mesh.h). */
+static void check_placement(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_MESH][MESH_PLACEMENT];
+    char shown[256];
+    s->placement = TG_PLACE_ROW;
+    if (v->type == LUA_TNONE)
+        return;
+    if (v->type == LUA_TSTRING) {
+        for (int p = 0; p < TG_NPLACEMENTS; p++)
+            if (str_is(v, tg_placement_name((tg_placement)p))) {
+                s->placement = (tg_placement)p;
+                return;
+            }
+        quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
+    } else {
+        describe(shown, sizeof shown, v);
+    }
+    fail(c, "mesh.placement = %s is not a placement: it names the group whose ranks are numbered consecutively "
+            "(and so share a node when the launcher fills nodes in rank order); use \"row\" (the default: "
+            "rank = j + q*i + q*q*k), \"col\" (rank = i + q*j + q*q*k) or \"dep\" (rank = k + d*j + d*q*i)",
+         shown);
 }
 
 static void check_mode(spec_ctx *c, tg_spec *s)
@@ -1124,6 +1150,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     if (have_mesh) {
         ok_q = check_int(c, LVL_MESH, MESH_Q, SPEC_MAX_MESH, &s->q);
         ok_d = check_int(c, LVL_MESH, MESH_D, SPEC_MAX_MESH, &s->d);
+        check_placement(c, s);
     }
     if (have_model) {
         ok_layers = check_int(c, LVL_MODEL, MODEL_LAYERS, SPEC_MAX_LAYERS, &s->layers);

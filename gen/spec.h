@@ -8,7 +8,8 @@
  * The spec file returns a table:
  *   return {
  *     name  = "gpt2-tiny",                 -- optional, default: file stem; [A-Za-z0-9_.-]+
- *     mesh  = { q = 2, d = 2 },            -- q required, d optional (default 1)
+ *     mesh  = { q = 2, d = 2 },            -- q required, d optional (default 1),
+ *                                          -- placement optional: "row" (default), "col" or "dep" (mesh.h)
  *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
  *               seq = 16, batch = 4, eps = 1e-5 },   -- eps optional (default 1e-5)
  *     dtype = "fp32",                      -- optional, default "fp32"
@@ -25,6 +26,7 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "mesh.h"
 
 typedef enum tg_dtype { TG_FP32 = 0 } tg_dtype;
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
@@ -40,6 +42,7 @@ typedef struct tg_spec {
     char path[1024]; /* the spec file as given on the command line */
     char name[128];  /* model name, [A-Za-z0-9_.-]+ */
     int q, d;        /* mesh [q,q,d] */
+    tg_placement placement; /* mesh.placement: which group's ranks are consecutive (mesh.h); default "row" */
     int layers;      /* transformer blocks */
     int hidden;      /* C */
     int heads;       /* attention heads; hidden % heads == 0, heads % q == 0 */

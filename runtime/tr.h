@@ -104,6 +104,7 @@ typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;
     const char *fingerprint; /* of the schedule, as printed by tessgen and in manifest.json */
     int q, d, p;
+    int si, sj, sk; /* rank = i*si + j*sj + k*sk (the spec's mesh.placement; gen/mesh.h) */
     int layers, hidden, heads, ffn, seq, batch;
     double eps;
     int mode;                                   /* 0 inference, 1 training */

@@ -152,10 +152,9 @@ void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
 
 void tr_rank_coord(int r, int *i, int *j, int *k)
 {
-    int q = tr_model.q;
-    *j = r % q;
-    *i = (r / q) % q;
-    *k = r / (q * q);
+    *i = (r / tr_model.si) % tr_model.q;
+    *j = (r / tr_model.sj) % tr_model.q;
+    *k = (r / tr_model.sk) % tr_model.d;
 }
 
 int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
@@ -170,5 +169,5 @@ int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
     case TR_COLDEP: i = l % q; k = l / q; break;
     default: return -1;
     }
-    return j + q * i + q * q * k;
+    return i * tr_model.si + j * tr_model.sj + k * tr_model.sk;
 }

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     }
     if (rank < 0)
         rank = 0; /* no launcher: one process, which the program itself checks against the mesh */
-    int q = tr_model.q, i = (int)((rank / q) % q), j = (int)(rank % q);
+    int q = tr_model.q, i = (int)((rank / tr_model.si) % q), j = (int)((rank / tr_model.sj) % q);
 
     char exe[PATH_MAX], path[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

@@ -9,14 +9,16 @@
 # if any rank moved other than the planned bytes), compare (relative
 # Frobenius error < 1e-4, NaN fails).
 E2E_MESHES=${TESS_E2E_MESHES:-"1,1 1,2 2,1 2,2 2,3 3,1 3,2 4,1"}
+# meshes run again with another mesh.placement (rank numbering; mesh.h): q,d,placement
+E2E_PLACED=${TESS_E2E_PLACED:-"2,2,col 2,3,dep 3,2,dep"}
 DIMS="--layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12"
 REF=tests/ref/tessref.py
 
-e2e_spec() { # q d -> spec file on stdout
+e2e_spec() { # q d [placement] -> spec file on stdout
     cat <<SPEC
 return {
   name = "e2e_q$1_d$2",
-  mesh = { q = $1, d = $2 },
+  mesh = { q = $1, d = $2${3:+, placement = \"$3\"} },
   model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 12, eps = 1e-5 },
 }
 SPEC
@@ -34,15 +36,15 @@ e2e_setup() {
         "$PY" $REF forward $DIMS --weights "$WORK/ws.safetensors" --input "$WORK/xs.npy" --out "$WORK/ref_synth.npy"
 }
 
-e2e_build() { # q d -> $WORK/e2e_q_d built
-    local dir="$WORK/e2e_$1_$2"
-    e2e_spec "$1" "$2" >"$WORK/e2e_$1_$2.lua" &&
-        bin/tessgen "$WORK/e2e_$1_$2.lua" -o "$dir" --quiet &&
+e2e_build() { # q d [placement] -> $WORK/e2e_q_d[_placement] built
+    local dir="$WORK/e2e_$1_$2${3:+_$3}"
+    e2e_spec "$1" "$2" "${3:-}" >"$dir.lua" &&
+        bin/tessgen "$dir.lua" -o "$dir" --quiet &&
         ninja -C "$dir" >/dev/null
 }
 
-e2e_mesh() {
-    local dir="$WORK/e2e_$1_$2"
+e2e_mesh() { # q d [placement]
+    local dir="$WORK/e2e_$1_$2${3:+_$3}"
     poison "$dir/y.npy" &&
         "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --output "$dir/y.npy" --bytes --quiet &&
         "$PY" $REF compare --ref "$WORK/ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 --label "[$1,$1,$2]"
@@ -67,6 +69,16 @@ if wanted "e2e|files|asan|train"; then
                 check "e2e: mesh [$q,$q,$d] matches the float64 reference, planned bytes" e2e_mesh "$q" "$d"
             else
                 notok "e2e: mesh [$q,$q,$d] generate and build" "$WORK/log"
+            fi
+        done
+        for m in $E2E_PLACED; do
+            IFS=, read -r q d pl <<<"$m"
+            wanted "e2e: mesh \[$q,$q,$d\] placement|files|asan" || continue
+            if e2e_build "$q" "$d" "$pl" >"$WORK/log" 2>&1; then
+                check "e2e: mesh [$q,$q,$d] placement $pl matches the float64 reference, planned bytes" \
+                    e2e_mesh "$q" "$d" "$pl"
+            else
+                notok "e2e: mesh [$q,$q,$d] placement $pl generate and build" "$WORK/log"
             fi
         done
         if [ -x "$WORK/e2e_2_2/bin/model" ]; then

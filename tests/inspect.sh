@@ -117,7 +117,8 @@ want = 4 * (q - 1) * (T * (3 * C + F) // (d * q * q) + (4 * C * C + 2 * C * F) /
 import os
 doc = json.load(open(path))
 assert doc["format"] == "tessgen-schedule" and doc["format_version"] == 2, "format"
-assert doc["mesh"] == {"q": q, "d": d, "p": q * q * d, "classes": q * q}, doc["mesh"]
+assert doc["mesh"] == {"q": q, "d": d, "p": q * q * d, "classes": q * q, "placement": "row",
+                       "strides": {"i": q, "j": 1, "k": q * q}, "rank_formula": "rank = j + q*i + q*q*k"}, doc["mesh"]
 p = q * q * d
 assert len(doc["ranks"]) == p, "one object per rank"
 assert len(doc["classes"]) == q * q, "one object per class"

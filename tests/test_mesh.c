@@ -3,7 +3,8 @@
  * brute force from the definitions of DESIGN.md section 1 (not against the
  * formulas in mesh.c): every rank <-> coordinate round trip, every group's
  * membership and ordering, colors that identify groups, and the SUMMA roots
- * DESIGN.md gives as literals (row root t + q*i + q*q*k, col root j + q*t + q*q*k).
+ * DESIGN.md gives as literals (row root t + q*i + q*q*k, col root j + q*t + q*q*k)
+ * for the default placement, and the rank formulas of the other placements.
  */
 #include <stdlib.h>
 
@@ -27,7 +28,7 @@ int main(void)
     TT_CASE("rank <-> coordinates, q,d in 1..8") {
         for (int q = 1; q <= 8; q++)
             for (int d = 1; d <= 8; d++) {
-                tg_mesh m = tg_mesh_make(q, d);
+                tg_mesh m = tg_mesh_make(q, d, TG_PLACE_ROW);
                 TT_CHECK(m.p == q * q * d, "p=%d", m.p);
                 int r = 0;
                 /* enumerate in the order r = j + q*i + q*q*k grows: k outer, i, then j */
@@ -45,10 +46,45 @@ int main(void)
             }
     }
 
-    TT_CASE("groups: members, local order, sizes, colors, q,d in 1..8") {
+    TT_CASE("placements: the rank formulas of mesh.h, a bijection, the named group consecutive, q,d in 1..6") {
+        for (int pl = 0; pl < TG_NPLACEMENTS; pl++)
+            for (int q = 1; q <= 6; q++)
+                for (int d = 1; d <= 6; d++) {
+                    tg_mesh m = tg_mesh_make(q, d, (tg_placement)pl);
+                    char *seen = calloc((size_t)m.p, 1);
+                    for (int k = 0; k < d; k++)
+                        for (int i = 0; i < q; i++)
+                            for (int j = 0; j < q; j++) {
+                                tg_coord c = {i, j, k};
+                                int want = pl == TG_PLACE_ROW   ? j + q * i + q * q * k
+                                           : pl == TG_PLACE_COL ? i + q * j + q * q * k
+                                                                : k + d * j + d * q * i;
+                                int r = tg_mesh_rank(&m, c);
+                                TT_CHECK(r == want, "%s q=%d d=%d (%d,%d,%d) -> %d, want %d",
+                                         tg_placement_name((tg_placement)pl), q, d, i, j, k, r, want);
+                                if (r >= 0 && r < m.p) {
+                                    TT_CHECK(!seen[r], "rank %d twice", r);
+                                    seen[r] = 1;
+                                }
+                                tg_coord b = tg_mesh_coord(&m, want);
+                                TT_CHECK(b.i == i && b.j == j && b.k == k, "%s q=%d d=%d coord(%d)",
+                                         tg_placement_name((tg_placement)pl), q, d, want);
+                                /* the named group: members 0..n-1 are consecutive ranks */
+                                tg_group g = pl == TG_PLACE_ROW ? TG_ROW : pl == TG_PLACE_COL ? TG_COL : TG_DEP;
+                                int r0 = tg_group_member(&m, g, c, 0);
+                                for (int l = 0; l < tg_group_size(&m, g); l++)
+                                    TT_CHECK(tg_group_member(&m, g, c, l) == r0 + l, "%s group not consecutive",
+                                             tg_placement_name((tg_placement)pl));
+                            }
+                    free(seen);
+                }
+    }
+
+    TT_CASE("groups: members, local order, sizes, colors, q,d in 1..8, every placement") {
+        for (int pl = 0; pl < TG_NPLACEMENTS; pl++)
         for (int q = 1; q <= 8; q++)
             for (int d = 1; d <= 8; d++) {
-                tg_mesh m = tg_mesh_make(q, d);
+                tg_mesh m = tg_mesh_make(q, d, (tg_placement)pl);
                 for (int g = 0; g < TG_NGROUPS; g++) {
                     for (int a = 0; a < m.p; a++) {
                         tg_coord ca = tg_mesh_coord(&m, a);
@@ -93,7 +129,7 @@ int main(void)
     TT_CASE("coldep local index is i + q*k (DESIGN.md table)") {
         for (int q = 1; q <= 8; q++)
             for (int d = 1; d <= 8; d++) {
-                tg_mesh m = tg_mesh_make(q, d);
+                tg_mesh m = tg_mesh_make(q, d, TG_PLACE_ROW);
                 for (int r = 0; r < m.p; r++) {
                     tg_coord c = tg_mesh_coord(&m, r);
                     TT_CHECK(tg_group_local(&m, TG_COLDEP, c) == c.i + q * c.k, "coldep local");
@@ -107,7 +143,7 @@ int main(void)
     TT_CASE("SUMMA roots as DESIGN.md section 2 gives them, q,d in 1..8") {
         for (int q = 1; q <= 8; q++)
             for (int d = 1; d <= 8; d++) {
-                tg_mesh m = tg_mesh_make(q, d);
+                tg_mesh m = tg_mesh_make(q, d, TG_PLACE_ROW);
                 for (int r = 0; r < m.p; r++) {
                     tg_coord c = tg_mesh_coord(&m, r);
                     for (int t = 0; t < q; t++) {
@@ -123,7 +159,7 @@ int main(void)
     }
 
     TT_CASE("group labels") {
-        tg_mesh m = tg_mesh_make(2, 2);
+        tg_mesh m = tg_mesh_make(2, 2, TG_PLACE_ROW);
         char b[32];
         tg_coord c = {1, 0, 1};
         tg_group_label(&m, TG_ROW, c, b, sizeof b);

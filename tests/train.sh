@@ -11,11 +11,11 @@
 #              1e-4 relative, falling, and within 1e-3 of the float64 reference
 TRAIN_MESHES=${TESS_TRAIN_MESHES:-$E2E_MESHES}
 
-train_spec() {
+train_spec() { # q d [placement]
     cat <<SPEC
 return {
   name = "train_q$1_d$2", mode = "train",
-  mesh = { q = $1, d = $2 },
+  mesh = { q = $1, d = $2${3:+, placement = \"$3\"} },
   model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 12, eps = 1e-5 },
   optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
 }
@@ -32,15 +32,15 @@ train_setup() {
             >"$WORK/loss_ref.txt"
 }
 
-train_build() {
-    local dir="$WORK/train_$1_$2"
-    train_spec "$1" "$2" >"$WORK/train_$1_$2.lua" &&
-        bin/tessgen "$WORK/train_$1_$2.lua" -o "$dir" --quiet &&
+train_build() { # q d [placement]
+    local dir="$WORK/train_$1_$2${3:+_$3}"
+    train_spec "$1" "$2" "${3:-}" >"$dir.lua" &&
+        bin/tessgen "$dir.lua" -o "$dir" --quiet &&
         ninja -C "$dir" >/dev/null
 }
 
-train_grads() {
-    local dir="$WORK/train_$1_$2"
+train_grads() { # q d [placement]
+    local dir="$WORK/train_$1_$2${3:+_$3}"
     poison "$dir/dx.npy" && rm -f "$dir/g.safetensors" &&
         "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --dy "$WORK/dy.npy" \
             --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes --quiet &&
@@ -49,8 +49,8 @@ train_grads() {
             --label "[$1,$1,$2]"
 }
 
-train_replicas() {
-    local dir="$WORK/train_$1_$2"
+train_replicas() { # q d [placement]
+    local dir="$WORK/train_$1_$2${3:+_$3}"
     "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --target "$WORK/target.npy" --steps 5 \
         --replica-check | tee "$WORK/rep.out" && grep -q "bitwise identical" "$WORK/rep.out"
 }
@@ -161,6 +161,17 @@ if train_setup >"$WORK/log" 2>&1; then
             notok "train: mesh [$q,$q,$d] generate and build" "$WORK/log"
         fi
     done
+    for m in $E2E_PLACED; do
+        IFS=, read -r q d pl <<<"$m"
+        if train_build "$q" "$d" "$pl" >"$WORK/log" 2>&1; then
+            check "train: mesh [$q,$q,$d] placement $pl dL/dx and 24 weight gradients match the float64 reference" \
+                train_grads "$q" "$d" "$pl"
+            check "train: mesh [$q,$q,$d] placement $pl replicas bitwise identical after 5 AdamW steps" \
+                train_replicas "$q" "$d" "$pl"
+        else
+            notok "train: mesh [$q,$q,$d] placement $pl generate and build" "$WORK/log"
+        fi
+    done
     if [ -x "$WORK/train_1_1/bin/model" ] && [ -x "$WORK/train_2_1/bin/model" ] && [ -x "$WORK/train_2_2/bin/model" ]; then
         check "train: 20-step losses equal on [1,1,1] [2,2,1] [2,2,2], falling, match float64" train_losses
         check "train: the replica check catches a replica one ulp off" train_replica_check_fails
@@ -190,7 +201,7 @@ if train_setup >"$WORK/log" 2>&1; then
             "dynan.npy: dy holds 1 non-finite value (NaN or inf), the first at [0, 0, 0]" --weights "$W" \
             --input "$X" --dy "$WORK/dynan.npy"
     fi
-    if [ -x "$WORK/train_2_2/bin/model" ]; then
+    if [ -x "$WORK/train_2_2/bin/model" ] && declare -F refused >/dev/null; then
         M="$WORK/train_2_2"
         check "train: dy of the wrong shape is refused" refused 1 "dy" --weights "$W" --input "$X" --dy "$WORK/x_b6.npy"
     fi

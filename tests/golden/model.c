@@ -11,8 +11,9 @@ const tr_model_desc tr_model = {
     .name = "golden",
     .spec_path = "tests/specs/golden.lua",
     .tessgen_version = "0.1.0",
-    .fingerprint = "15c985c52696df06", /* the schedule this output runs (manifest.json, schedule.txt) */
+    .fingerprint = "876977ba0e6126ea", /* the schedule this output runs (manifest.json, schedule.txt) */
     .q = 2, .d = 1, .p = 4,
+    .si = 2, .sj = 1, .sk = 4, /* placement "row": rank = i*si + j*sj + k*sk */
     .layers = 1, .hidden = 8, .heads = 2, .ffn = 16, .seq = 2, .batch = 2,
     .eps = 1.0000000000000001e-05,
     .mode = 0, /* 1: training (forward, backward, AdamW) */
