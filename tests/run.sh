@@ -86,7 +86,7 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_plan test_streams test_place test_io; do
+for t in test_mesh test_spec test_plan test_streams test_place test_cost test_io; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done

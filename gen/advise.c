@@ -1,0 +1,263 @@
+/*
+ * advise.c - the mesh advisor of advise.h: enumerate the layouts of a model
+ * on P ranks, judge each with the spec rules and the work bound, plan its
+ * class (0,0) for inference and for training, cost both (cost.c), and rank.
+ *
+ * Planning one class per layout and mode keeps the advisor's work to a few
+ * class plans per divisor of P, whatever the rank count. Every class of a
+ * Tesseract mesh runs the same steps on the same shapes (only roots and
+ * members differ), and the ranks of a Megatron group all do the same, so
+ * class (0,0) stands for the mesh; its group members, placed on nodes, decide
+ * which links it crosses.
+ */
+#include "advise.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bounds.h"
+#include "plan.h"
+
+/* Plan class (0,0) of spec s and cost it; false with why filled when the bound or the planner refuses. */
+static bool cost_layout(const tg_spec *s, const tg_machine *mc, tg_cost *cost, char *why, size_t cap)
+{
+    tg_plan pl;
+    tg_plan_init(s, &pl);
+    tg_err e = {{0}, 0};
+    tg_class_plan cp;
+    if (!tg_bounds_work(&pl, &e) || !tg_plan_class(&pl, 0, 0, &cp, &e)) {
+        snprintf(why, cap, "%s", e.msg);
+        why[strcspn(why, "\n")] = '\0';
+        return false;
+    }
+    bool ok = tg_cost_class(&pl, &cp, mc, cost, &e);
+    if (!ok)
+        snprintf(why, cap, "%s", e.msg);
+    tg_class_free(&cp);
+    return ok;
+}
+
+/* Judge and time one layout; c holds its mesh and placement. */
+static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
+{
+    tg_spec s;
+    tg_err e = {{0}, 0};
+    bool ok = tg_spec_on_mesh(spec, c->q, c->d, &s, &e);
+    if (!ok) {
+        /* the first rule, without the "FILE as [q,q,d]: " it starts with */
+        const char *rest = strstr(e.msg, ": ");
+        snprintf(c->why, sizeof c->why, "%s", rest ? rest + 2 : e.msg);
+        c->why[strcspn(c->why, "\n")] = '\0';
+        return;
+    }
+    s.placement = c->placement;
+    tg_spec si = s, st = s;
+    si.mode = TG_INFER;
+    st.mode = TG_TRAIN;
+    tg_cost ci, ct;
+    if (!cost_layout(&si, mc, &ci, c->why, sizeof c->why))
+        return;
+    if (!cost_layout(&st, mc, &ct, c->why, sizeof c->why)) {
+        tg_cost_free(&ci);
+        return;
+    }
+    c->possible = 1;
+    c->fwd = ci.phase[TG_PHASE_FWD];
+    memcpy(c->train, ct.phase, sizeof c->train);
+    c->forward_s = ci.phase[TG_PHASE_FWD].streams_s;
+    c->train_step_s = ct.phase[0].streams_s + ct.phase[1].streams_s + ct.phase[2].streams_s;
+    c->peak_bytes = spec->mode == TG_TRAIN ? ct.peak_bytes : ci.peak_bytes;
+    c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
+    c->nodes = ci.nodes;
+    if (!c->fits)
+        snprintf(c->why, sizeof c->why,
+                 "the arena of one rank, %.2f GiB, does not fit in the machine's memory_gib = %g; use more "
+                 "ranks, a deeper mesh or fewer layers",
+                 (double)c->peak_bytes / (double)(1LL << 30), mc->memory_gib);
+    tg_cost_free(&ci);
+    tg_cost_free(&ct);
+}
+
+static int cmp_candidate(const void *a, const void *b)
+{
+    const tg_candidate *x = a, *y = b;
+    if (x->possible != y->possible)
+        return y->possible - x->possible;
+    if (x->possible && x->forward_s != y->forward_s)
+        return x->forward_s < y->forward_s ? -1 : 1;
+    if (x->possible && x->train_step_s != y->train_step_s)
+        return x->train_step_s < y->train_step_s ? -1 : 1;
+    if (x->megatron != y->megatron) /* ties and the impossible ones: in mesh order */
+        return x->megatron - y->megatron;
+    if (x->q != y->q)
+        return y->q - x->q;
+    return (int)x->placement - (int)y->placement;
+}
+
+bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidate **out, int *n, tg_err *err)
+{
+    int P = ranks > 0 ? ranks : spec->q * spec->q * spec->d;
+    int cap = 8, cnt = 0;
+    tg_candidate *c = malloc((size_t)cap * sizeof *c);
+    if (!c)
+        return tg_fail(err, "--advise: out of memory");
+    for (int q = 1; q * q <= P; q++) {
+        if (P % (q * q) != 0)
+            continue;
+        int d = P / (q * q);
+        for (int pl = 0; pl < TG_NPLACEMENTS; pl++) {
+            /* a placement that numbers the ranks as an earlier one does is the same candidate */
+            tg_mesh m = tg_mesh_make(q, d, (tg_placement)pl);
+            bool dup = false;
+            for (int e = 0; e < pl && !dup; e++) {
+                tg_mesh o = tg_mesh_make(q, d, (tg_placement)e);
+                dup = o.si == m.si && o.sj == m.sj && o.sk == m.sk;
+            }
+            if (dup)
+                continue;
+            if (cnt == cap) {
+                tg_candidate *nc = realloc(c, (size_t)(cap *= 2) * sizeof *nc);
+                if (!nc) {
+                    free(c);
+                    return tg_fail(err, "--advise: out of memory");
+                }
+                c = nc;
+            }
+            tg_candidate *x = &c[cnt++];
+            memset(x, 0, sizeof *x);
+            x->q = q, x->d = d, x->p = P, x->placement = (tg_placement)pl;
+            judge(spec, mc, x);
+        }
+    }
+    qsort(c, (size_t)cnt, sizeof *c, cmp_candidate);
+    *out = c;
+    *n = cnt;
+    return true;
+}
+
+void tg_advise_dominant(const tg_cost_phase *ph, char *buf, size_t cap)
+{
+    double part[4] = {ph->gemm_s, ph->compute_s - ph->gemm_s, ph->comm_s - ph->comm_inter_s, ph->comm_inter_s};
+    static const char *const name[4] = {"GEMM", "fused kernels", "comm inside nodes", "comm across nodes"};
+    double busy = ph->compute_s + ph->comm_s;
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (part[k] > part[best])
+            best = k;
+    snprintf(buf, cap, "%s %.0f%%", name[best], busy > 0 ? 100.0 * part[best] / busy : 0.0);
+}
+
+static void layout_name(const tg_candidate *c, char *buf, size_t cap)
+{
+    if (c->megatron)
+        snprintf(buf, cap, "megatron [%d]", c->p);
+    else
+        snprintf(buf, cap, "[%d,%d,%d] %s", c->q, c->q, c->d, tg_placement_name(c->placement));
+}
+
+void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
+{
+    int P = ranks > 0 ? ranks : spec->q * spec->q * spec->d;
+    tg_sb_printf(o,
+                 "%s on %d ranks of %s (%d per node; inside a node %g GB/s, %g us; between nodes %g GB/s per node, "
+                 "%g us)\n",
+                 spec->name, P, mc->name, mc->ranks_per_node, mc->intra.bandwidth_gbs, mc->intra.latency_us,
+                 mc->inter.bandwidth_gbs, mc->inter.latency_us);
+    tg_sb_printf(o, "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, batch %d; predicted by the cost model "
+                    "(docs/COST.md), two streams as the CUDA backend runs\n",
+                 spec->layers, spec->hidden, spec->heads, spec->ffn, spec->seq, spec->batch);
+    tg_sb_printf(o, "\n  %-4s %-22s %11s %13s %10s  %-5s %s\n", "#", "layout", "forward (s)", "train step (s)",
+                 "peak GiB", "fits", "forward dominated by");
+    int shown = 0;
+    double best = 0;
+    for (int k = 0; k < n; k++) {
+        if (!c[k].possible)
+            continue;
+        char name[64], dom[64];
+        layout_name(&c[k], name, sizeof name);
+        tg_advise_dominant(&c[k].fwd, dom, sizeof dom);
+        if (c[k].fits && best == 0)
+            best = c[k].forward_s;
+        tg_sb_printf(o, "  %-4d %-22s %11.4g %13.4g %10.2f  %-5s %s", ++shown, name, c[k].forward_s,
+                     c[k].train_step_s, (double)c[k].peak_bytes / (double)(1LL << 30), c[k].fits ? "yes" : "NO", dom);
+        if (c[k].fits && best > 0 && c[k].forward_s > best)
+            tg_sb_printf(o, "  (%.2fx)", c[k].forward_s / best);
+        tg_sb_puts(o, "\n");
+    }
+    for (int k = 0; k < n; k++) {
+        if (c[k].possible && c[k].fits)
+            continue;
+        char name[64];
+        layout_name(&c[k], name, sizeof name);
+        tg_sb_printf(o, "  %s %s: %s\n", c[k].possible ? "refused (memory)" : "not possible", name, c[k].why);
+    }
+}
+
+static void json_num(tg_sb *o, double v)
+{
+    tg_sb_printf(o, "%.6g", v);
+}
+
+void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
+{
+    int P = ranks > 0 ? ranks : spec->q * spec->q * spec->d;
+    tg_sb_puts(o, "{\"spec\":");
+    tg_sb_jstr(o, spec->path);
+    tg_sb_puts(o, ",\"machine\":");
+    tg_sb_jstr(o, mc->path);
+    tg_sb_printf(o, ",\"ranks\":%d,\n\"candidates\":[", P);
+    int first = 1;
+    for (int k = 0; k < n; k++) {
+        if (!c[k].possible)
+            continue;
+        char dom[64];
+        tg_advise_dominant(&c[k].fwd, dom, sizeof dom);
+        tg_sb_printf(o, "%s\n {\"scheme\":\"%s\",", first ? "" : ",", c[k].megatron ? "megatron" : "tesseract");
+        if (c[k].megatron)
+            tg_sb_printf(o, "\"mesh\":[%d],\"placement\":null,", c[k].p);
+        else
+            tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":\"%s\",", c[k].q, c[k].q, c[k].d,
+                         tg_placement_name(c[k].placement));
+        tg_sb_puts(o, "\"forward_s\":");
+        json_num(o, c[k].forward_s);
+        tg_sb_puts(o, ",\"train_step_s\":");
+        json_num(o, c[k].train_step_s);
+        tg_sb_printf(o, ",\"peak_bytes\":%lld,\"fits\":%s,\"nodes\":%d,\"dominant\":", c[k].peak_bytes,
+                     c[k].fits ? "true" : "false", c[k].nodes);
+        tg_sb_jstr(o, dom);
+        tg_sb_puts(o, ",\"forward\":{\"compute_s\":");
+        json_num(o, c[k].fwd.compute_s);
+        tg_sb_puts(o, ",\"gemm_s\":");
+        json_num(o, c[k].fwd.gemm_s);
+        tg_sb_puts(o, ",\"comm_s\":");
+        json_num(o, c[k].fwd.comm_s);
+        tg_sb_puts(o, ",\"comm_inter_s\":");
+        json_num(o, c[k].fwd.comm_inter_s);
+        tg_sb_puts(o, ",\"serial_s\":");
+        json_num(o, c[k].fwd.serial_s);
+        tg_sb_puts(o, "}");
+        if (!c[k].fits) {
+            tg_sb_puts(o, ",\"why\":");
+            tg_sb_jstr(o, c[k].why);
+        }
+        tg_sb_puts(o, "}");
+        first = 0;
+    }
+    tg_sb_puts(o, "\n],\n\"refused\":[");
+    first = 1;
+    for (int k = 0; k < n; k++) {
+        if (c[k].possible)
+            continue;
+        tg_sb_printf(o, "%s\n {\"scheme\":\"%s\",", first ? "" : ",", c[k].megatron ? "megatron" : "tesseract");
+        if (c[k].megatron)
+            tg_sb_printf(o, "\"mesh\":[%d],\"placement\":null,\"why\":", c[k].p);
+        else
+            tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":\"%s\",\"why\":", c[k].q, c[k].q, c[k].d,
+                         tg_placement_name(c[k].placement));
+        tg_sb_jstr(o, c[k].why);
+        tg_sb_puts(o, "}");
+        first = 0;
+    }
+    tg_sb_puts(o, "\n]}\n");
+}

@@ -1,0 +1,51 @@
+/*
+ * advise.h - which mesh? Every layout of a spec's model on P ranks, each
+ * placed on the machine's nodes and timed by the cost model (cost.h).
+ *
+ * Candidates are every [q,q,d] with q*q*d = P (Optimus 2-D is d = 1) in each
+ * placement that numbers the ranks differently (mesh.h), and Megatron-LM 1-D
+ * over P (scheme "megatron"). Each is judged by the spec loader's own rules
+ * (a layout they refuse is listed with their message, not timed) and by the
+ * work bound, then its class (0,0) is planned for inference and for training
+ * and costed: forward_s is the inference forward, train_step_s forward +
+ * backward + AdamW, both on the two-stream timeline of the CUDA backend.
+ * peak_bytes is the arena of the spec's mode; a candidate fits when it is
+ * within the machine's memory_gib.
+ */
+#ifndef TG_ADVISE_H
+#define TG_ADVISE_H
+
+#include <stdbool.h>
+
+#include "cost.h"
+#include "machine.h"
+#include "spec.h"
+#include "strbuf.h"
+
+typedef struct tg_candidate {
+    int megatron;          /* 0: Tesseract [q,q,d]; 1: Megatron-LM 1-D over p */
+    int q, d, p;
+    tg_placement placement;
+    int possible;          /* the spec rules and the work bound accept it; else why says which rule */
+    char why[1024];
+    double forward_s, train_step_s;
+    long long peak_bytes;
+    int fits;              /* peak_bytes <= machine memory_gib */
+    tg_cost_phase fwd;     /* the inference forward, for "what dominates" */
+    tg_cost_phase train[3]; /* the training step's phases */
+    int nodes;
+} tg_candidate;
+
+/* Every candidate for spec's model on `ranks` ranks (0: the spec's own count), sorted by forward_s (the
+ * impossible ones last, in mesh order). *out is malloc'd. */
+bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidate **out, int *n, tg_err *err);
+
+/* The ranking as a table for people, and as {"candidates": [...], "refused": [...]}. */
+void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o);
+void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o);
+
+/* "bcast inter-node 61%": the largest share of the forward's busy time (GEMM, kernels, comm in a node, comm
+ * across nodes). */
+void tg_advise_dominant(const tg_cost_phase *ph, char *buf, size_t cap);
+
+#endif

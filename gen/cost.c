@@ -1,0 +1,231 @@
+/*
+ * cost.c - the cost model of cost.h over one class plan: a time per step from
+ * its flops, bytes and the link its group crosses, then the two timelines a
+ * backend runs (in order; or on two streams with the plan's waits).
+ *
+ * It reads only plan facts (kinds, counts, flops, buffers and their shapes,
+ * groups through mesh.c, streams.c's waits) and the machine file, so the
+ * prediction and the generated program cannot disagree about what runs.
+ * Pure functions, no I/O.
+ */
+#include "cost.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(TG_STEP_ADAMW + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+
+static bool is_collective(tg_step_kind k)
+{
+    return k == TG_STEP_BCAST || k == TG_STEP_ALLREDUCE || k == TG_STEP_REDUCE;
+}
+
+/* Bytes a compute step reads and writes: each operand once per access (a read-write operand twice). */
+static double step_bytes(const tg_class_plan *cp, const tg_step *s)
+{
+    if (s->kind == TG_STEP_ADAMW) /* param, m, v read and written; grad read: over count elements */
+        return 4.0 * 7.0 * (double)s->count;
+    double b = 0;
+    for (int k = 0; k < TG_STEP_MAXBUF; k++) {
+        if (s->buf[k] < 0)
+            continue;
+        int n = ((s->acc[k] & TG_ACC_R) ? 1 : 0) + ((s->acc[k] & TG_ACC_W) ? 1 : 0);
+        b += 4.0 * (double)cp->bufs[s->buf[k]].elems * (n ? n : 1);
+    }
+    return b;
+}
+
+/* The link of the group that rank c's step s runs over: latency (s), bandwidth (bytes/s); *inter: crosses nodes. */
+static void group_link(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s, const tg_machine *mc,
+                       double *lat, double *bw, int *inter)
+{
+    const tg_mesh *m = &pl->mesh;
+    tg_coord c = {cp->i, cp->j, 0};
+    int rpn = mc->ranks_per_node, me = tg_mesh_rank(m, c) / rpn, on_mine = 0, g = s->group_size;
+    bool crosses = false;
+    for (int l = 0; l < g; l++) {
+        int node = tg_group_member(m, s->group, c, l) / rpn;
+        if (node == me)
+            on_mine++;
+        else
+            crosses = true;
+    }
+    *inter = crosses;
+    if (!crosses) {
+        *lat = mc->intra.latency_us * 1e-6;
+        *bw = mc->intra.bandwidth_gbs * 1e9;
+        return;
+    }
+    /* every rank of the node runs this step at once, each in its own group of this kind: the node's
+     * network link is shared by (ranks on the node) / (members of one group on the node) groups */
+    int used = m->p < rpn ? m->p : rpn;
+    double share = (double)(on_mine > 0 ? on_mine : 1) / (double)used;
+    double b = mc->inter.bandwidth_gbs * 1e9 * share;
+    double intra = mc->intra.bandwidth_gbs * 1e9;
+    *lat = mc->inter.latency_us * 1e-6;
+    *bw = b < intra ? b : intra;
+}
+
+static double gemm_rate(const tg_plan *pl, const tg_machine *mc)
+{
+    (void)pl; /* fp32 is the only dtype today: its GEMMs run at the fp32 rate, or tf32 when the machine says */
+    double r = mc->fp32_uses_tf32 && mc->gemm_tflops_tf32 > 0 ? mc->gemm_tflops_tf32 : mc->gemm_tflops_fp32;
+    return r * 1e12;
+}
+
+double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s, const tg_machine *mc, int *inter)
+{
+    int x = 0;
+    double t;
+    if (is_collective(s->kind)) {
+        double n = 4.0 * (double)s->count, g = s->group_size, lat, bw;
+        if (s->group_size <= 1) {
+            t = 0;
+        } else {
+            group_link(pl, cp, s, mc, &lat, &bw, &x);
+            if (s->kind == TG_STEP_ALLREDUCE && !s->exact)
+                t = 2 * (g - 1) * lat + 2 * (g - 1) / g * n / bw;
+            else if (s->kind == TG_STEP_ALLREDUCE) /* reduce onto one member, then bcast from it */
+                t = 2 * ((g - 1) * lat + n / bw);
+            else
+                t = (g - 1) * lat + n / bw;
+            t += mc->launch_us * 1e-6;
+        }
+    } else {
+        double tf = (double)s->flops / gemm_rate(pl, mc);
+        double tb = step_bytes(cp, s) / (mc->memory_bandwidth_gbs * 1e9);
+        t = (tf > tb ? tf : tb) + mc->launch_us * 1e-6;
+    }
+    if (inter)
+        *inter = x;
+    return t;
+}
+
+bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine *mc, tg_cost *out, tg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int L = pl->spec.layers;
+    double *end = malloc((size_t)(cp->nsteps > 0 ? cp->nsteps : 1) * sizeof *end);
+    out->layer_s = calloc((size_t)3 * (size_t)L, sizeof *out->layer_s);
+    if (!end || !out->layer_s) {
+        free(end);
+        free(out->layer_s);
+        out->layer_s = NULL;
+        return tg_fail(err, "cost model: out of memory for %d steps", cp->nsteps);
+    }
+    out->layers = L;
+    out->peak_bytes = 4 * cp->arena_elems;
+    out->nodes = (pl->mesh.p + mc->ranks_per_node - 1) / mc->ranks_per_node;
+
+    double clock[2] = {0, 0}; /* the two streams, within the current phase */
+    double phase_start = 0, layer_mark = 0;
+    int cur_phase = -1, cur_layer = -2;
+    for (int i = 0; i < cp->nsteps; i++) {
+        const tg_step *s = &cp->steps[i];
+        if ((int)s->phase != cur_phase) { /* a phase starts with both streams joined */
+            double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
+            if (cur_phase >= 0)
+                out->phase[cur_phase].streams_s = t0 - phase_start;
+            clock[0] = clock[1] = phase_start = layer_mark = t0;
+            cur_phase = (int)s->phase;
+            cur_layer = -2;
+        }
+        int inter = 0;
+        double t = tg_cost_step(pl, cp, s, mc, &inter);
+        tg_cost_phase *ph = &out->phase[s->phase];
+        ph->serial_s += t;
+        ph->nsteps++;
+        ph->kind_s[s->kind] += t;
+        if (is_collective(s->kind)) {
+            ph->comm_s += t;
+            if (inter)
+                ph->comm_inter_s += t;
+            if (s->group_size > 1)
+                *(inter ? &ph->inter_bytes : &ph->intra_bytes) += 4.0 * (double)s->count;
+        } else {
+            ph->compute_s += t;
+            if (s->kind == TG_STEP_GEMM)
+                ph->gemm_s += t;
+        }
+        int st = s->stream == TG_STREAM_COMM ? 1 : 0;
+        double start = clock[st];
+        if (s->wait >= 0 && end[s->wait] > start)
+            start = end[s->wait];
+        end[i] = start + t;
+        clock[st] = end[i];
+        if (s->layer != cur_layer) {
+            layer_mark = start < layer_mark ? layer_mark : start;
+            cur_layer = s->layer;
+        }
+        if (s->layer >= 0 && s->layer < L) { /* a layer's time: from where it starts to its last step's end */
+            double *ls = &out->layer_s[(size_t)s->phase * (size_t)L + (size_t)s->layer];
+            double span = end[i] - layer_mark;
+            if (span > *ls)
+                *ls = span;
+        }
+    }
+    if (cur_phase >= 0) {
+        double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
+        out->phase[cur_phase].streams_s = t0 - phase_start;
+    }
+    free(end);
+    return true;
+}
+
+void tg_cost_free(tg_cost *c)
+{
+    free(c->layer_s);
+    c->layer_s = NULL;
+}
+
+static const char *const phase_name[3] = {"forward", "backward", "optimizer"};
+
+void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o)
+{
+    const tg_mesh *m = &pl->mesh;
+    tg_sb_printf(o, "%s, mesh [%d,%d,%d] placement \"%s\" (%s) = %d ranks on %d node%s of %s (%d ranks per node)\n",
+                 pl->spec.name, m->q, m->q, m->d, tg_placement_name(m->placement), tg_mesh_rank_formula(m), m->p,
+                 c->nodes, c->nodes == 1 ? "" : "s", mc->name, mc->ranks_per_node);
+    tg_sb_printf(o, "predicted for class (0,0) by the cost model (docs/COST.md); arena %.3f GiB\n\n",
+                 (double)c->peak_bytes / (double)(1LL << 30));
+    tg_sb_printf(o, "  %-10s %12s %12s %12s %12s %12s %14s %14s\n", "phase", "streams (s)", "serial (s)", "compute (s)",
+                 "gemm (s)", "comm (s)", "comm in node B", "comm across B");
+    for (int p = 0; p < 3; p++) {
+        const tg_cost_phase *ph = &c->phase[p];
+        if (!ph->nsteps)
+            continue;
+        tg_sb_printf(o, "  %-10s %12.4g %12.4g %12.4g %12.4g %12.4g %14.4g %14.4g\n", phase_name[p], ph->streams_s,
+                     ph->serial_s, ph->compute_s, ph->gemm_s, ph->comm_s, ph->intra_bytes, ph->inter_bytes);
+    }
+    tg_sb_puts(o, "\n  busy time per step kind (s):\n");
+    for (int p = 0; p < 3; p++) {
+        const tg_cost_phase *ph = &c->phase[p];
+        if (!ph->nsteps)
+            continue;
+        tg_sb_printf(o, "  %-10s", phase_name[p]);
+        for (int k = 0; k < TG_COST_NKINDS; k++)
+            if (ph->kind_s[k] > 0)
+                tg_sb_printf(o, " %s %.4g", tg_step_kind_name((tg_step_kind)k), ph->kind_s[k]);
+        tg_sb_puts(o, "\n");
+    }
+    /* per layer: consecutive layers with the same time (to 4 digits) share a line */
+    tg_sb_puts(o, "\n  per layer, streams (s):\n");
+    for (int p = 0; p < 2; p++) {
+        if (!c->phase[p].nsteps)
+            continue;
+        const double *ls = c->layer_s + (size_t)p * (size_t)c->layers;
+        for (int a = 0; a < c->layers;) {
+            int b = a;
+            char x[32], y[32];
+            snprintf(x, sizeof x, "%.4g", ls[a]);
+            while (b + 1 < c->layers && (snprintf(y, sizeof y, "%.4g", ls[b + 1]), !strcmp(x, y)))
+                b++;
+            if (a == b)
+                tg_sb_printf(o, "  %-10s layer %d: %s\n", phase_name[p], a, x);
+            else
+                tg_sb_printf(o, "  %-10s layers %d-%d: %s each\n", phase_name[p], a, b, x);
+            a = b + 1;
+        }
+    }
+}

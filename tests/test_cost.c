@@ -1,0 +1,143 @@
+/*
+ * test_cost.c - the cost model (gen/cost.c) against figures derived here from
+ * the model's definition (docs/COST.md) and DESIGN.md's step counts, not from
+ * the plan: GEMM time = the forward's GEMM flops (2 T/(dq) (4C^2 + 2CF)/q per
+ * layer) over the rate; broadcast time = the bytes every rank takes part in
+ * broadcasting (q SUMMA steps of an A block [T/(dq), K/q] over the row and a
+ * B block [K/q, N/q] over the column, for each of the four GEMMs) over the
+ * link of the group, which depends on the placement: inside a node the rank's
+ * link, across nodes the node's link shared by the groups that cross it;
+ * latencies alone give (g-1) a per broadcast; the two-stream timeline lies
+ * between the busiest stream and the serial sum.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "tt.h"
+#include "tt_spec.h"
+
+static tg_machine machine(int rpn, double intra_gbs, double inter_gbs, double lat_us, double tflops, double mem_gbs)
+{
+    tg_machine m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "test");
+    m.ranks_per_node = rpn;
+    m.intra = (tg_link){intra_gbs, lat_us};
+    m.inter = (tg_link){inter_gbs, lat_us};
+    m.gemm_tflops_fp32 = tflops;
+    m.memory_bandwidth_gbs = mem_gbs;
+    m.memory_gib = 80;
+    return m;
+}
+
+static bool cost_of(tg_spec s, const tg_machine *mc, tg_cost *c)
+{
+    tg_plan pl;
+    tg_plan_init(&s, &pl);
+    tg_class_plan cp;
+    tg_err e = {{0}, 0};
+    if (!tg_plan_class(&pl, 0, 0, &cp, &e))
+        return false;
+    bool ok = tg_cost_class(&pl, &cp, mc, c, &e);
+    tg_class_free(&cp);
+    return ok;
+}
+
+static bool close_to(double got, double want) { return fabs(got - want) <= 1e-9 * fabs(want) + 1e-15; }
+
+int main(void)
+{
+    const int L = 2, C = 48, H = 12, F = 192, S = 8, B = 12, T = B * S;
+
+    TT_CASE("GEMM time is the forward's GEMM flops over the rate, every mesh") {
+        static const int meshes[][2] = {{1, 1}, {2, 1}, {2, 2}, {3, 2}, {2, 3}};
+        for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++) {
+            int q = meshes[m][0], d = meshes[m][1];
+            tg_machine mc = machine(1024, 100, 10, 0, 1.0, 1e12);
+            tg_cost c;
+            TT_CHECK(cost_of(tt_spec(q, d, L, C, H, F, S, B, 0), &mc, &c), "plan [%d,%d,%d]", q, q, d);
+            double flops = (double)L * 2.0 * T / (d * q) * (4.0 * C * C + 2.0 * C * F) / q;
+            TT_CHECK(close_to(c.phase[0].kind_s[TG_STEP_GEMM], flops / 1e12), "[%d,%d,%d] gemm %.9g s, want %.9g s", q,
+                     q, d, c.phase[0].kind_s[TG_STEP_GEMM], flops / 1e12);
+            TT_CHECK(close_to(c.phase[0].gemm_s, c.phase[0].kind_s[TG_STEP_GEMM]), "gemm_s");
+            tg_cost_free(&c);
+        }
+    }
+
+    /* bytes each rank broadcasts or receives per layer, split by group: rows carry the A blocks, columns the B */
+    TT_CASE("broadcast time: bytes over the link, inside a node and across nodes by placement") {
+        int q = 2, d = 2;
+        double Rr = (double)T / (d * q);
+        double row_bytes = 4.0 * L * Rr * (3.0 * C + F);            /* q steps x A blocks [Rr, K/q] */
+        double col_bytes = 4.0 * L * (4.0 * C * C + 2.0 * C * F) / q; /* q steps x B blocks [K/q, N/q] */
+        double intra = 100e9, inter = 10e9;
+        /* 4 ranks per node, placement row: rows and columns of a depth layer share a node */
+        tg_machine mc = machine(4, 100, 10, 0, 1e6, 1e12);
+        tg_spec s = tt_spec(q, d, L, C, H, F, S, B, 0);
+        tg_cost c;
+        TT_CHECK(cost_of(s, &mc, &c), "plan");
+        double want = (row_bytes + col_bytes) / intra;
+        TT_CHECK(close_to(c.phase[0].kind_s[TG_STEP_BCAST], want), "row placement: %.9g, want %.9g",
+                 c.phase[0].kind_s[TG_STEP_BCAST], want);
+        TT_CHECK(c.phase[0].inter_bytes == 0 && c.phase[0].comm_inter_s == 0, "row placement crosses no node");
+        tg_cost_free(&c);
+        /* placement dep: rank = k + 2j + 4i; node 0 holds i = 0: rows stay inside, columns cross with one
+         * member per node, so each shares the node's link with the 4 ranks' column groups */
+        s.placement = TG_PLACE_DEP;
+        TT_CHECK(cost_of(s, &mc, &c), "plan");
+        want = row_bytes / intra + col_bytes / (inter / 4);
+        TT_CHECK(close_to(c.phase[0].kind_s[TG_STEP_BCAST], want), "dep placement: %.9g, want %.9g",
+                 c.phase[0].kind_s[TG_STEP_BCAST], want);
+        TT_CHECK(close_to(c.phase[0].inter_bytes, col_bytes), "bytes across nodes %.9g, want %.9g",
+                 c.phase[0].inter_bytes, col_bytes);
+        tg_cost_free(&c);
+        /* placement col: rank = i + 2j + 4k: columns inside, rows inside too (a node is a depth layer) */
+        s.placement = TG_PLACE_COL;
+        TT_CHECK(cost_of(s, &mc, &c), "plan");
+        TT_CHECK(c.phase[0].inter_bytes == 0, "col placement with 4 ranks per node crosses no node");
+        tg_cost_free(&c);
+        /* 2 ranks per node, placement col: columns inside, rows cross with one member per node */
+        tg_machine m2 = machine(2, 100, 10, 0, 1e6, 1e12);
+        TT_CHECK(cost_of(s, &m2, &c), "plan");
+        want = row_bytes / (inter / 2) + col_bytes / intra;
+        TT_CHECK(close_to(c.phase[0].kind_s[TG_STEP_BCAST], want), "col placement, 2 per node: %.9g, want %.9g",
+                 c.phase[0].kind_s[TG_STEP_BCAST], want);
+        tg_cost_free(&c);
+    }
+
+    TT_CASE("latency alone: (g-1) a per broadcast, 2 q per GEMM") {
+        int q = 3, d = 1;
+        tg_machine mc = machine(1024, 1e9, 1e9, 7.0, 1e9, 1e12);
+        tg_cost c;
+        TT_CHECK(cost_of(tt_spec(q, d, L, C, H, F, 8, 9, 0), &mc, &c), "plan");
+        double want = L * 4.0 * (2.0 * q) * (q - 1) * 7e-6;
+        TT_CHECK(fabs(c.phase[0].kind_s[TG_STEP_BCAST] - want) < 1e-9 * want + 1e-12, "%.9g, want %.9g",
+                 c.phase[0].kind_s[TG_STEP_BCAST], want);
+        tg_cost_free(&c);
+    }
+
+    TT_CASE("timelines: busiest stream <= streams <= serial; training has three phases") {
+        tg_machine mc = machine(4, 50, 5, 3, 10, 500);
+        for (int train = 0; train <= 1; train++) {
+            tg_cost c;
+            TT_CHECK(cost_of(tt_spec(2, 2, L, C, H, F, S, B, train), &mc, &c), "plan");
+            for (int p = 0; p < (train ? 3 : 1); p++) {
+                const tg_cost_phase *ph = &c.phase[p];
+                double busiest = ph->compute_s > ph->comm_s ? ph->compute_s : ph->comm_s;
+                TT_CHECK(ph->nsteps > 0, "phase %d has steps", p);
+                TT_CHECK(ph->streams_s >= busiest * (1 - 1e-12), "phase %d: streams %.9g < busiest %.9g", p,
+                         ph->streams_s, busiest);
+                TT_CHECK(ph->streams_s <= ph->serial_s * (1 + 1e-12), "phase %d: streams %.9g > serial %.9g", p,
+                         ph->streams_s, ph->serial_s);
+                TT_CHECK(close_to(ph->serial_s, ph->compute_s + ph->comm_s), "serial = compute + comm");
+            }
+            TT_CHECK(train ? c.phase[1].nsteps > 0 && c.phase[2].nsteps > 0 : c.phase[1].nsteps == 0,
+                     "phases of mode %d", train);
+            tg_cost_free(&c);
+        }
+    }
+    TT_EXIT();
+}
