@@ -19,6 +19,16 @@
 #include "bounds.h"
 #include "plan.h"
 
+/* The first line of a message into buf (messages are one line each; a long one is cut). */
+static void first_line(char *buf, size_t cap, const char *msg)
+{
+    size_t n = strcspn(msg, "\n");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, msg, n);
+    buf[n] = '\0';
+}
+
 /* Plan class (0,0) of spec s and cost it; false with why filled when the bound or the planner refuses. */
 static bool cost_layout(const tg_spec *s, const tg_machine *mc, tg_cost *cost, char *why, size_t cap)
 {
@@ -27,13 +37,12 @@ static bool cost_layout(const tg_spec *s, const tg_machine *mc, tg_cost *cost, c
     tg_err e = {{0}, 0};
     tg_class_plan cp;
     if (!tg_bounds_work(&pl, &e) || !tg_plan_class(&pl, 0, 0, &cp, &e)) {
-        snprintf(why, cap, "%s", e.msg);
-        why[strcspn(why, "\n")] = '\0';
+        first_line(why, cap, e.msg);
         return false;
     }
     bool ok = tg_cost_class(&pl, &cp, mc, cost, &e);
     if (!ok)
-        snprintf(why, cap, "%s", e.msg);
+        first_line(why, cap, e.msg);
     tg_class_free(&cp);
     return ok;
 }
@@ -47,8 +56,7 @@ static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
     if (!ok) {
         /* the first rule, without the "FILE as [q,q,d]: " it starts with */
         const char *rest = strstr(e.msg, ": ");
-        snprintf(c->why, sizeof c->why, "%s", rest ? rest + 2 : e.msg);
-        c->why[strcspn(c->why, "\n")] = '\0';
+        first_line(c->why, sizeof c->why, rest && rest < e.msg + strcspn(e.msg, "\n") ? rest + 2 : e.msg);
         return;
     }
     s.placement = c->placement;

@@ -23,10 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "advise.h"
+#include "cost.h"
 #include "emit.h"
 #include "fingerprint.h"
 #include "inspect.h"
 #include "bounds.h"
+#include "machine.h"
 #include "outdir.h"
 #include "outfile.h"
 #include "plan.h"
@@ -39,6 +42,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tessgen SPEC.lua [-o DIR] [--quiet]\n"
             "       tessgen SPEC.lua --show | --blocks [TENSOR] | --summary  [--ranks L] [--layers L] [--kinds K]\n"
+            "       tessgen SPEC.lua --advise --machine M.lua [--ranks P] [--json]\n"
+            "       tessgen SPEC.lua --cost --machine M.lua [--json]\n"
             "       tessgen --help | --version\n"
             "\n"
             "Generates, for a GPT-2 style model spec and a [q,q,d] Tesseract mesh, the program every\n"
@@ -69,6 +74,15 @@ static void usage(FILE *f)
             "  --layers L         only these layers, e.g. 3 or 0-1 (default all)\n"
             "  --kinds K          only these step kinds, e.g. bcast,gemm; comm = every collective,\n"
             "                     compute = every other step (--show)\n"
+            "\n"
+            "Which mesh? (docs/COST.md; machine files: specs/machines/)\n"
+            "  --advise           rank every layout of the model on P ranks (every [q,q,d] and placement,\n"
+            "                     Megatron-LM 1-D) by predicted time per forward and per training step on\n"
+            "                     the machine, with memory per rank and what dominates; P: --ranks P, else\n"
+            "                     the spec's mesh\n"
+            "  --cost             the predicted time of the spec's own mesh: phases, step kinds, layers\n"
+            "  --machine M.lua    the cluster: ranks per node, links, GEMM rates, memory\n"
+            "  --json             with --advise: {\"candidates\": [...], \"refused\": [...]}\n"
             "\n"
             "Then:  ninja -C DIR  &&  DIR/run [--weights W.safetensors] [--input X.npy] [--output Y.npy]\n"
             "Spec keys and run options: README.md. Exit: 0 ok, 1 rejected spec/output, 2 usage, 70 internal.\n");
@@ -405,11 +419,83 @@ out:
     return rc;
 }
 
+/* --advise and --cost: load the spec and the machine, print to stdout, write nothing. */
+static int advise_main(const char *spec_path, const char *machine_path, int advise, int cost, int json, int other,
+                       const char *f_ranks, int filters)
+{
+    if (advise + cost != 1 || !machine_path || other || filters || (cost && (json || f_ranks))) {
+        fprintf(stderr, "tessgen: use --advise --machine M.lua [--ranks P] [--json], or --cost --machine M.lua, alone "
+                        "(see tessgen --help)\n");
+        return 2;
+    }
+    int ranks = 0;
+    if (f_ranks) {
+        char *end;
+        long v = strtol(f_ranks, &end, 10);
+        if (*end || v < 1 || v > 65536) {
+            fprintf(stderr, "tessgen: --ranks %s: with --advise, --ranks is the number of ranks P, 1..65536\n",
+                    f_ranks);
+            return 2;
+        }
+        ranks = (int)v;
+    }
+    tg_err err = {{0}, 0};
+    tg_spec spec;
+    tg_machine mc;
+    bool spec_ok = tg_spec_load(spec_path, &spec, &err);
+    bool mc_ok = tg_machine_load(machine_path, &mc, &err);
+    if (!spec_ok || !mc_ok) {
+        fprintf(stderr, "%s\ntessgen: %d problem%s; nothing was printed\n", err.msg, err.count,
+                err.count == 1 ? "" : "s");
+        return 1;
+    }
+    tg_sb text;
+    tg_sb_init(&text);
+    int rc = 0;
+    if (advise) {
+        tg_candidate *c = NULL;
+        int n = 0;
+        if (!tg_advise(&spec, &mc, ranks, &c, &n, &err)) {
+            rc = 70;
+        } else if (json) {
+            tg_advise_json(&spec, &mc, ranks, c, n, &text);
+        } else {
+            tg_advise_text(&spec, &mc, ranks, c, n, &text);
+        }
+        free(c);
+    } else {
+        tg_plan pl;
+        tg_plan_init(&spec, &pl);
+        tg_class_plan cp;
+        tg_cost cs;
+        if (!tg_bounds_work(&pl, &err)) {
+            rc = 1;
+        } else if (!tg_plan_class(&pl, 0, 0, &cp, &err)) {
+            rc = 70;
+        } else {
+            if (tg_cost_class(&pl, &cp, &mc, &cs, &err)) {
+                tg_cost_text(&pl, &cs, &mc, &text);
+                tg_cost_free(&cs);
+            } else {
+                rc = 70;
+            }
+            tg_class_free(&cp);
+        }
+    }
+    if (rc)
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+    else
+        fwrite(text.s, 1, text.len, stdout);
+    tg_sb_free(&text);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *spec_path = NULL, *outdir = NULL;
     int quiet = 0;
-    int show = 0, blocks = 0, summary = 0, full = 0;
+    int show = 0, blocks = 0, summary = 0, full = 0, advise = 0, cost = 0, json = 0;
+    const char *machine_path = NULL;
     const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
@@ -426,6 +512,18 @@ int main(int argc, char **argv)
             summary = 1;
         } else if (!strcmp(argv[a], "--full")) {
             full = 1;
+        } else if (!strcmp(argv[a], "--advise")) {
+            advise = 1;
+        } else if (!strcmp(argv[a], "--cost")) {
+            cost = 1;
+        } else if (!strcmp(argv[a], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[a], "--machine")) {
+            if (a + 1 >= argc || !argv[a + 1][0]) {
+                fprintf(stderr, "tessgen: --machine needs a machine file, e.g. --machine specs/machines/h100x8.lua\n");
+                return 2;
+            }
+            machine_path = argv[++a];
         } else if (!strncmp(argv[a], "--blocks=", 9)) {
             blocks = 1;
             tensor = argv[a] + 9;
@@ -462,6 +560,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (advise || cost || machine_path || json)
+        return advise_main(spec_path, machine_path, advise, cost, json, show || blocks || summary || full || outdir,
+                           f_ranks, f_layers || f_kinds);
     int inspect = show || blocks || summary;
     if (full && !summary) {
         fprintf(stderr, "tessgen: --full selects the whole table of --summary; add --summary\n");
