@@ -11,7 +11,7 @@
  * The work is in two halves. run_lua() executes the chunk in the sandbox and
  * copies the returned table, with raw accesses only (no metamethod runs,
  * nothing is allocated), into plain C values (raw_val), noting unknown keys.
- * It is the only code here that touches Lua. validate() then checks those values in plain C:
+ * Only it touches Lua here; validate() then checks those values in plain C:
  * types and ranges, every divisibility rule of DESIGN.md, and the int32
  * overflow guards for per-rank element counts. All validation of user input
  * lives here; downstream stages may assume a tg_spec that tg_spec_load
