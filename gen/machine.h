@@ -22,6 +22,7 @@
 #define TG_MACHINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "err.h"
 
@@ -49,5 +50,7 @@ typedef struct tg_machine {
 bool tg_machine_load(const char *path, tg_machine *out, tg_err *err);
 /* Same, from a string (chunkname is used as the file name in messages). */
 bool tg_machine_load_string(const char *chunkname, const char *src, tg_machine *out, tg_err *err);
+/* Same, from len bytes that may contain NULs (as a file may; the fuzz harness uses it). */
+bool tg_machine_load_buffer(const char *chunkname, const char *src, size_t len, tg_machine *out, tg_err *err);
 
 #endif

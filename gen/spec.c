@@ -3,37 +3,15 @@
  * and turn it into a validated tg_spec.
  *
  * A spec is a Lua chunk that returns a table of numbers and names (see spec.h).
- * Lua gives users comments, arithmetic and local helpers, but a spec file is
- * also code that tessgen runs, so it runs in a sandbox: only the base, string,
- * table, math and utf8 libraries are opened, and dofile, loadfile, load,
- * require and collectgarbage are removed (there is no os, io, package or
- * debug); only text chunks load (no bytecode); a custom allocator caps the
- * state's memory at SPEC_MAX_MEMORY and a count hook stops the chunk after
- * SPEC_MAX_INSTRUCTIONS or SPEC_MAX_SECONDS. A hostile or broken spec yields
- * an error message, never a crash, a hang or a side effect.
+ * It is code that tessgen runs, so it runs in the Lua sandbox of sandbox.c
+ * (bounded memory, instructions and time; no way out of the state): a hostile
+ * or broken spec yields an error message, never a crash, a hang or a side
+ * effect.
  *
- * The count hook cannot see time spent inside C library functions, so every C
- * function left in the sandbox must be bounded by the size limits, or removed
- * (docs/RELIABILITY.md lists each one and its bound). A call hook gates every
- * call: it checks the clock, refuses a call whose string arguments add up to
- * more than SPEC_MAX_CALL_BYTES (a C function may read each argument once, so
- * this bounds calls like math.max(table.unpack(t)) over many references to one
- * huge string), and refuses table.insert/table.remove on a table whose length
- * #t (any border, for a table with holes) is more than a table in the memory
- * cap can hold, since they shift every element above the position in C.
- * Removed: setmetatable (__gc finalizers run with hooks off), xpcall (message
- * handlers), string.find/match/gmatch/gsub (backtracking patterns), table.move
- * (a C loop over any index range), table.sort (n log n string comparisons in
- * C, none of them a call), print and warn (output is tessgen's); string.rep
- * is wrapped so that an empty result is not built by looping. Each remaining
- * function then costs at most linear time in its arguments and in memory the
- * cap bounds, and so does each VM instruction; the hook checks the clock every
- * SPEC_HOOK_EVERY instructions and at every call.
- *
- * The work is in two halves. run_lua() executes the chunk and copies the
- * returned table, with raw accesses only (no metamethod runs, nothing is
- * allocated), into plain C values (raw_val), noting unknown keys. It is the
- * only code that touches Lua. validate() then checks those values in plain C:
+ * The work is in two halves. run_lua() executes the chunk in the sandbox and
+ * copies the returned table, with raw accesses only (no metamethod runs,
+ * nothing is allocated), into plain C values (raw_val), noting unknown keys.
+ * Only it touches Lua here; validate() then checks those values in plain C:
  * types and ranges, every divisibility rule of DESIGN.md, and the int32
  * overflow guards for per-rank element counts. All validation of user input
  * lives here; downstream stages may assume a tg_spec that tg_spec_load
@@ -51,23 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
+
+#include "sandbox.h"
 
 #define SPEC_MAX_FILE_BYTES (1L << 20)         /* a spec file larger than this is refused */
-#define SPEC_MAX_MEMORY ((size_t)64 << 20)     /* bytes the Lua state may hold */
-#ifndef SPEC_MAX_INSTRUCTIONS                  /* the fuzz build (tests/fuzz) lowers these two */
-#define SPEC_MAX_INSTRUCTIONS 10000000LL       /* Lua VM instructions the chunk may run */
-#endif
-#ifndef SPEC_MAX_SECONDS
-#define SPEC_MAX_SECONDS 2.0                   /* wall-clock time the chunk may run */
-#endif
-#define SPEC_HOOK_EVERY 100                    /* count-hook granularity */
-#define SPEC_MAX_CALL_BYTES SPEC_MAX_MEMORY    /* string bytes one call may receive as arguments */
-#define SPEC_MAX_SEQUENCE ((long long)(SPEC_MAX_MEMORY / 16)) /* #t a table in the cap can have: 16-byte slots */
 #define SPEC_MAX_DIM (1LL << 20)               /* hidden, heads, ffn, seq, batch */
 #define SPEC_MAX_MESH 4096LL                   /* q and d */
 #define SPEC_MAX_LAYERS 10000LL
@@ -119,15 +86,6 @@ typedef struct spec_ctx {
     const char *path;   /* file name used in every message */
     tg_err *err;
     int nfail;
-    /* Lua sandbox */
-    size_t mem_used;
-    long long instructions;
-    int stop;           /* why the chunk was stopped (STOP_*), 0 while it runs */
-    char stop_call[64]; /* STOP_CALL_BYTES, STOP_SEQUENCE: the function called */
-    char stop_where[300]; /* and "<file>:<line>" of the Lua code that called it */
-    long long stop_value; /* STOP_CALL_BYTES: the bytes; STOP_SEQUENCE: #t */
-    lua_CFunction tinsert, tremove; /* table.insert and table.remove, for the call gate */
-    struct timespec start;
     const char *src;
     size_t src_len;
     /* what the chunk returned */
@@ -153,25 +111,6 @@ static void fail(spec_ctx *c, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     tg_fail(c->err, "%s: %s", c->path, buf);
-    c->nfail++;
-}
-
-/* Record a message from Lua, which usually already starts with "<path>:<line>:".
- * Control characters are flattened so it stays one line. */
-static void fail_lua(spec_ctx *c, const char *msg)
-{
-    char buf[1024];
-    size_t n = 0;
-    for (; msg[n] && n + 1 < sizeof buf; n++)
-        buf[n] = ((unsigned char)msg[n] < 0x20 || msg[n] == 0x7f) ? ' ' : msg[n];
-    buf[n] = '\0';
-    if (msg[n] && n > 4)
-        memcpy(buf + n - 3, "...", 3);
-    size_t plen = strlen(c->path);
-    if (strncmp(buf, c->path, plen) == 0 && buf[plen] == ':')
-        tg_fail(c->err, "%s", buf);
-    else
-        tg_fail(c->err, "%s: %s", c->path, buf);
     c->nfail++;
 }
 
@@ -311,147 +250,6 @@ static bool suggest_key(int level, const char *key, char *out, size_t cap)
 
 /* ---- the Lua half ---------------------------------------------------------- */
 
-static void *spec_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
-{
-    spec_ctx *c = ud;
-    size_t old = ptr ? osize : 0; /* ptr == NULL: osize is a type tag */
-    if (nsize == 0) {
-        free(ptr);
-        c->mem_used -= old;
-        return NULL;
-    }
-    if (nsize > old && (c->mem_used >= SPEC_MAX_MEMORY ||
-                        nsize - old > SPEC_MAX_MEMORY - c->mem_used))
-        return NULL; /* Lua raises LUA_ERRMEM */
-    void *p = realloc(ptr, nsize);
-    if (!p)
-        return NULL;
-    c->mem_used = c->mem_used - old + nsize;
-    return p;
-}
-
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
-}
-
-/* string.rep without the C loop that builds an empty result n times. */
-static int spec_rep(lua_State *L)
-{
-    size_t l, lsep;
-    luaL_checklstring(L, 1, &l);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    luaL_optlstring(L, 3, "", &lsep);
-    if (n <= 0 || l + lsep == 0) {
-        lua_pushliteral(L, "");
-        return 1;
-    }
-    int nargs = lua_gettop(L);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, nargs, 1);
-    return 1;
-}
-
-enum { STOP_INSTRUCTIONS = 1, STOP_TIME, STOP_CALL_BYTES, STOP_SEQUENCE };
-
-static void spec_hook(lua_State *L, lua_Debug *ar);
-
-/* Stop the chunk for good: from now on every instruction raises, so pcall in the
- * spec cannot swallow the stop. The message comes from c->stop. */
-static void spec_stop(lua_State *L, spec_ctx *c, int why)
-{
-    if (!c->stop)
-        c->stop = why;
-    lua_sethook(L, spec_hook, LUA_MASKCOUNT, 1);
-    lua_pushliteral(L, "spec stopped");
-    lua_error(L);
-}
-
-/* The call gate, before a C function runs: the bytes of its string arguments, and
- * #t for table.insert/table.remove (see the top of the file). */
-static void gate_c_call(lua_State *L, lua_Debug *ar, spec_ctx *c)
-{
-    size_t bytes = 0;
-    for (int n = 1; lua_getlocal(L, ar, n); n++) { /* a C function's locals are its arguments */
-        if (lua_type(L, -1) == LUA_TSTRING)
-            bytes += lua_rawlen(L, -1);
-        lua_pop(L, 1);
-    }
-    long long len = 0;
-    int over = 0;
-    if (bytes > SPEC_MAX_CALL_BYTES) {
-        over = STOP_CALL_BYTES;
-    } else if (lua_getinfo(L, "f", ar)) {
-        lua_CFunction f = lua_tocfunction(L, -1);
-        lua_pop(L, 1);
-        if ((f == c->tinsert || f == c->tremove) && lua_getlocal(L, ar, 1)) {
-            if (lua_type(L, -1) == LUA_TTABLE)
-                len = (long long)lua_rawlen(L, -1);
-            lua_pop(L, 1);
-            if (len > SPEC_MAX_SEQUENCE)
-                over = STOP_SEQUENCE;
-        }
-    }
-    if (!over)
-        return;
-    const char *name = lua_getinfo(L, "n", ar) && ar->name ? ar->name : "?";
-    snprintf(c->stop_call, sizeof c->stop_call, "%s", name);
-    lua_Debug at;
-    snprintf(c->stop_where, sizeof c->stop_where, "%s", c->path);
-    for (int level = 1; lua_getstack(L, level, &at); level++) /* the nearest Lua caller */
-        if (lua_getinfo(L, "Sl", &at) && at.currentline > 0) {
-            snprintf(c->stop_where, sizeof c->stop_where, "%s:%d", at.short_src, at.currentline);
-            break;
-        }
-    c->stop_value = over == STOP_CALL_BYTES ? (long long)bytes : len;
-    spec_stop(L, c, over);
-}
-
-static void spec_hook(lua_State *L, lua_Debug *ar)
-{
-    void *ud;
-    lua_getallocf(L, &ud);
-    spec_ctx *c = ud;
-    if (ar->event == LUA_HOOKCOUNT) {
-        c->instructions += SPEC_HOOK_EVERY;
-        if (c->instructions > SPEC_MAX_INSTRUCTIONS)
-            spec_stop(L, c, STOP_INSTRUCTIONS);
-    }
-    if (c->stop)
-        spec_stop(L, c, c->stop);
-    if (seconds_since(&c->start) > SPEC_MAX_SECONDS)
-        spec_stop(L, c, STOP_TIME);
-    if ((ar->event == LUA_HOOKCALL || ar->event == LUA_HOOKTAILCALL) && lua_getinfo(L, "S", ar) &&
-        ar->what[0] == 'C')
-        gate_c_call(L, ar, c);
-}
-
-/* Message handler: make sure the message is a string that names file and line. */
-static int spec_msgh(lua_State *L)
-{
-    const char *msg;
-    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
-        msg = lua_tostring(L, 1);
-    else
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    lua_Debug ar;
-    for (int level = 0; lua_getstack(L, level, &ar); level++) {
-        if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
-            continue;
-        size_t n = strlen(ar.short_src);
-        if (strncmp(msg, ar.short_src, n) != 0 || msg[n] != ':')
-            lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg);
-        else
-            lua_pushstring(L, msg);
-        return 1;
-    }
-    lua_pushstring(L, msg);
-    return 1;
-}
-
 static void store_value(lua_State *L, int idx, raw_val *v)
 {
     memset(v, 0, sizeof *v);
@@ -558,94 +356,13 @@ static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
     }
 }
 
-/* Runs in protected mode: set up the sandbox, run the chunk, collect its table.
- * Returns 1 value: true when the table was collected. */
-static int spec_main(lua_State *L)
+/* Copy what the chunk returned into c->val (tg_sandbox_collect): it must be a table. */
+static void collect_returned(lua_State *L, int idx, void *ud)
 {
-    spec_ctx *c = lua_touserdata(L, 1);
-    static const luaL_Reg libs[] = {
-        {"_G", luaopen_base},        {LUA_STRLIBNAME, luaopen_string},
-        {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-        {LUA_UTF8LIBNAME, luaopen_utf8},
-    };
-    for (size_t k = 0; k < sizeof libs / sizeof libs[0]; k++) {
-        luaL_requiref(L, libs[k].name, libs[k].func, 1);
-        lua_pop(L, 1);
-    }
-    static const char *const banned[] = {"dofile",  "loadfile", "load",         "require",
-                                         "collectgarbage", "os", "io", "package", "debug",
-                                         "setmetatable", "xpcall", "print", "warn"};
-    for (size_t k = 0; k < sizeof banned / sizeof banned[0]; k++) {
-        lua_pushnil(L);
-        lua_setglobal(L, banned[k]);
-    }
-    static const char *const banned_string[] = {"find", "match", "gmatch", "gsub"};
-    lua_getglobal(L, LUA_STRLIBNAME);
-    for (size_t k = 0; k < sizeof banned_string / sizeof banned_string[0]; k++) {
-        lua_pushnil(L);
-        lua_setfield(L, -2, banned_string[k]);
-    }
-    lua_getfield(L, -1, "rep");
-    lua_pushcclosure(L, spec_rep, 1);
-    lua_setfield(L, -2, "rep");
-    lua_pop(L, 1);
-    lua_getglobal(L, LUA_TABLIBNAME);
-    lua_pushnil(L);
-    lua_setfield(L, -2, "move");
-    lua_pushnil(L);
-    lua_setfield(L, -2, "sort");
-    lua_getfield(L, -1, "insert");
-    c->tinsert = lua_tocfunction(L, -1);
-    lua_getfield(L, -2, "remove");
-    c->tremove = lua_tocfunction(L, -1);
-    lua_pop(L, 3);
-
-    lua_pushcfunction(L, spec_msgh);
-    int msgh = lua_gettop(L);
-    lua_pushfstring(L, "@%s", c->path);
-    const char *chunkname = lua_tostring(L, -1);
-    int st = luaL_loadbufferx(L, c->src, c->src_len, chunkname, "t");
-    if (st != LUA_OK) {
-        if (st == LUA_ERRMEM)
-            fail(c, "the spec is too large to load: a spec is a table of numbers");
-        else
-            fail_lua(c, lua_isstring(L, -1) ? lua_tostring(L, -1) : "cannot load the spec");
-        lua_pushboolean(L, 0);
-        return 1;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &c->start);
-    lua_sethook(L, spec_hook, LUA_MASKCOUNT | LUA_MASKCALL, SPEC_HOOK_EVERY);
-    st = lua_pcall(L, 0, 1, msgh);
-    lua_sethook(L, NULL, 0, 0);
-    lua_gc(L, LUA_GCSTOP); /* no finalizer may run while the table is read */
-
-    if (c->stop == STOP_INSTRUCTIONS) {
-        fail(c, "the spec ran more than %lld Lua instructions: a spec is a table of numbers; "
-                "remove loops that do not end", SPEC_MAX_INSTRUCTIONS);
-    } else if (c->stop == STOP_TIME) {
-        fail(c, "the spec ran for more than %g seconds: a spec is a table of numbers; remove loops "
-                "that do not end and work on huge strings or tables", SPEC_MAX_SECONDS);
-    } else if (c->stop == STOP_CALL_BYTES) {
-        tg_fail(c->err, "%s: a call of '%s' received %lld MiB of strings (at most %zu MiB: a library function may "
-                        "read each argument once, so this bounds its time); a spec is a table of numbers: pass "
-                        "fewer or shorter strings",
-                c->stop_where, c->stop_call, c->stop_value >> 20, (size_t)SPEC_MAX_CALL_BYTES >> 20);
-        c->nfail++;
-    } else if (c->stop == STOP_SEQUENCE) {
-        tg_fail(c->err, "%s: table.%s on a table with #t = %lld: no table within the %zu MiB memory cap has more "
-                        "than %lld elements (#t of a table with holes may be any border, and %s shifts every "
-                        "element above the position); use a table without holes",
-                c->stop_where, c->stop_call, c->stop_value, SPEC_MAX_MEMORY >> 20, SPEC_MAX_SEQUENCE,
-                c->stop_call);
-        c->nfail++;
-    } else if (st == LUA_ERRMEM) {
-        fail(c, "the spec used more than %zu MiB of memory: a spec is a table of numbers; "
-                "remove code that builds huge strings or tables", SPEC_MAX_MEMORY >> 20);
-    } else if (st != LUA_OK) {
-        fail_lua(c, lua_isstring(L, -1) ? lua_tostring(L, -1) : "the spec raised an error");
-    } else if (lua_type(L, -1) != LUA_TTABLE) {
+    spec_ctx *c = ud;
+    if (lua_type(L, idx) != LUA_TTABLE) {
         raw_val v;
-        store_value(L, -1, &v);
+        store_value(L, idx, &v);
         char d[200];
         if (v.type == LUA_TNIL)
             snprintf(d, sizeof d, "nothing");
@@ -653,41 +370,19 @@ static int spec_main(lua_State *L)
             describe(d, sizeof d, &v);
         fail(c, "the spec must return a table, got %s; end the file with "
                 "return { mesh = { q = ... }, model = { ... } }", d);
-    } else {
-        collect(c, L, lua_gettop(L), LVL_TOP);
-        lua_pushboolean(L, 1);
-        return 1;
+        return;
     }
-    lua_pushboolean(L, 0);
-    return 1;
+    collect(c, L, idx, LVL_TOP);
 }
 
-/* Run the chunk; true when c->val holds what it returned. */
+/* Run the chunk in the sandbox (sandbox.c); true when c->val holds the table it returned. */
 static bool run_lua(spec_ctx *c)
 {
     for (int l = 0; l < LVL_COUNT; l++)
         for (int k = 0; k < MAX_KEYS; k++)
             c->val[l][k].type = LUA_TNONE;
-    lua_State *L = lua_newstate(spec_alloc, c);
-    if (!L) {
-        fail(c, "cannot create the Lua state for the spec: out of memory");
-        return false;
-    }
-    lua_pushcfunction(L, spec_main);
-    lua_pushlightuserdata(L, c);
-    int st = lua_pcall(L, 1, 1, 0);
-    bool ok = false;
-    if (st == LUA_OK) {
-        ok = lua_toboolean(L, -1);
-    } else if (st == LUA_ERRMEM) {
-        fail(c, "the spec used more than %zu MiB of memory: a spec is a table of numbers; "
-                "remove code that builds huge strings or tables", SPEC_MAX_MEMORY >> 20);
-    } else {
-        fail_lua(c, lua_isstring(L, -1) ? lua_tostring(L, -1) : "the Lua sandbox failed");
-    }
-    lua_gc(L, LUA_GCRESTART);
-    lua_close(L);
-    return ok;
+    return tg_sandbox_run(c->path, "spec", c->src, c->src_len, collect_returned, c, c->err, &c->nfail) &&
+           c->nfail == 0;
 }
 
 /* ---- the C half: validation ------------------------------------------------ */

@@ -2,7 +2,7 @@
 # tests/run.sh - the whole test suite, one command on a fresh machine:
 # installs missing Debian packages (scripts/deps.sh), builds tessgen, the
 # runtime and the unit tests (normal and ASan+UBSan), then runs
-#   unit      mesh, spec, plan, streams, placement and file-I/O unit tests, both builds
+#   unit      mesh, spec, machine, plan, streams, placement and file-I/O unit tests, both builds
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
@@ -86,7 +86,7 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_plan test_streams test_place test_cost test_io; do
+for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done

@@ -1,9 +1,9 @@
 /*
  * fuzz_spec.c - libFuzzer harness for the spec loader (gen/spec.c): the input
- * is a spec file run in the Lua sandbox and validated. Crashes, leaks and
- * undefined behaviour are what ASan+UBSan report; a spec that escapes the
+ * is a spec file run in the Lua sandbox (gen/sandbox.c) and validated.
+ * Crashes, leaks and undefined behaviour are what ASan+UBSan report; a spec that escapes the
  * sandbox's time bound shows as a libFuzzer timeout (the fuzz build lowers
- * the bound to SPEC_MAX_SECONDS = 0.25 s, so -timeout=10 is a wide margin).
+ * the bound to SANDBOX_MAX_SECONDS = 0.25 s, so -timeout=10 is a wide margin).
  * Properties: a refused spec has at least one message and each message line
  * starts with the file name; an accepted spec satisfies the rules that
  * downstream code assumes (positive sizes, divisibility, mesh size).
