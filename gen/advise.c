@@ -118,9 +118,9 @@ bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidat
             /* a placement that numbers the ranks as an earlier one does is the same candidate */
             tg_mesh m = tg_mesh_make(q, d, (tg_placement)pl);
             bool dup = false;
-            for (int e = 0; e < pl && !dup; e++) {
+            for (int e = 0; e < pl && !dup; e++) { /* an axis of extent 1 has no stride that matters */
                 tg_mesh o = tg_mesh_make(q, d, (tg_placement)e);
-                dup = o.si == m.si && o.sj == m.sj && o.sk == m.sk;
+                dup = (q == 1 || (o.si == m.si && o.sj == m.sj)) && (d == 1 || o.sk == m.sk);
             }
             if (dup)
                 continue;
@@ -136,6 +136,8 @@ bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidat
             memset(x, 0, sizeof *x);
             x->q = q, x->d = d, x->p = P, x->placement = (tg_placement)pl;
             judge(spec, mc, x);
+            if (!x->possible && pl == 0 && !x->peak_bytes) /* the rules refuse the mesh: one line, any placement */
+                break;
         }
     }
     qsort(c, (size_t)cnt, sizeof *c, cmp_candidate);
@@ -198,6 +200,8 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
             continue;
         char name[64];
         layout_name(&c[k], name, sizeof name);
+        if (!c[k].possible && !c[k].megatron) /* refused by the spec rules: the mesh, whatever the placement */
+            snprintf(name, sizeof name, "[%d,%d,%d]", c[k].q, c[k].q, c[k].d);
         tg_sb_printf(o, "  %s %s: %s\n", c[k].possible ? "refused (memory)" : "not possible", name, c[k].why);
     }
 }
@@ -261,8 +265,7 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         if (c[k].megatron)
             tg_sb_printf(o, "\"mesh\":[%d],\"placement\":null,\"why\":", c[k].p);
         else
-            tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":\"%s\",\"why\":", c[k].q, c[k].q, c[k].d,
-                         tg_placement_name(c[k].placement));
+            tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":null,\"why\":", c[k].q, c[k].q, c[k].d);
         tg_sb_jstr(o, c[k].why);
         tg_sb_puts(o, "}");
         first = 0;

@@ -229,3 +229,35 @@ void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
         }
     }
 }
+
+void tg_cost_json(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o)
+{
+    const tg_mesh *m = &pl->mesh;
+    tg_sb_puts(o, "{\"spec\":");
+    tg_sb_jstr(o, pl->spec.path);
+    tg_sb_puts(o, ",\"machine\":");
+    tg_sb_jstr(o, mc->path);
+    tg_sb_printf(o, ",\"mesh\":[%d,%d,%d],\"placement\":\"%s\",\"nodes\":%d,\"peak_bytes\":%lld,\"phases\":{", m->q,
+                 m->q, m->d, tg_placement_name(m->placement), c->nodes, c->peak_bytes);
+    int first = 1;
+    for (int p = 0; p < 3; p++) {
+        const tg_cost_phase *ph = &c->phase[p];
+        if (!ph->nsteps)
+            continue;
+        tg_sb_printf(o,
+                     "%s\n \"%s\":{\"streams_s\":%.6g,\"serial_s\":%.6g,\"compute_s\":%.6g,\"gemm_s\":%.6g,"
+                     "\"comm_s\":%.6g,\"comm_inter_s\":%.6g,\"intra_bytes\":%.0f,\"inter_bytes\":%.0f,\"steps\":%d,"
+                     "\"kinds\":{",
+                     first ? "" : ",", phase_name[p], ph->streams_s, ph->serial_s, ph->compute_s, ph->gemm_s,
+                     ph->comm_s, ph->comm_inter_s, ph->intra_bytes, ph->inter_bytes, ph->nsteps);
+        int kf = 1;
+        for (int k = 0; k < TG_COST_NKINDS; k++)
+            if (ph->kind_s[k] > 0) {
+                tg_sb_printf(o, "%s\"%s\":%.6g", kf ? "" : ",", tg_step_kind_name((tg_step_kind)k), ph->kind_s[k]);
+                kf = 0;
+            }
+        tg_sb_puts(o, "}}");
+        first = 0;
+    }
+    tg_sb_puts(o, "\n}}\n");
+}

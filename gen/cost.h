@@ -59,5 +59,7 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
 void tg_cost_free(tg_cost *c);
 /* The phase totals, the busy time per step kind and the per-layer times, for people (tessgen --cost). */
 void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o);
+/* The same as {"mesh", "placement", "nodes", "peak_bytes", "phases": {"forward": {...}, ...}} (--cost --json). */
+void tg_cost_json(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o);
 
 #endif

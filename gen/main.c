@@ -82,7 +82,8 @@ static void usage(FILE *f)
             "                     the spec's mesh\n"
             "  --cost             the predicted time of the spec's own mesh: phases, step kinds, layers\n"
             "  --machine M.lua    the cluster: ranks per node, links, GEMM rates, memory\n"
-            "  --json             with --advise: {\"candidates\": [...], \"refused\": [...]}\n"
+            "  --json             with --advise: {\"candidates\": [...], \"refused\": [...]}; with --cost:\n"
+            "                     {\"phases\": {\"forward\": {...}, ...}}\n"
             "\n"
             "Then:  ninja -C DIR  &&  DIR/run [--weights W.safetensors] [--input X.npy] [--output Y.npy]\n"
             "Spec keys and run options: README.md. Exit: 0 ok, 1 rejected spec/output, 2 usage, 70 internal.\n");
@@ -423,7 +424,7 @@ out:
 static int advise_main(const char *spec_path, const char *machine_path, int advise, int cost, int json, int other,
                        const char *f_ranks, int filters)
 {
-    if (advise + cost != 1 || !machine_path || other || filters || (cost && (json || f_ranks))) {
+    if (advise + cost != 1 || !machine_path || other || filters || (cost && f_ranks)) {
         fprintf(stderr, "tessgen: use --advise --machine M.lua [--ranks P] [--json], or --cost --machine M.lua, alone "
                         "(see tessgen --help)\n");
         return 2;
@@ -474,7 +475,7 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
             rc = 70;
         } else {
             if (tg_cost_class(&pl, &cp, &mc, &cs, &err)) {
-                tg_cost_text(&pl, &cs, &mc, &text);
+                (json ? tg_cost_json : tg_cost_text)(&pl, &cs, &mc, &text);
                 tg_cost_free(&cs);
             } else {
                 rc = 70;

@@ -94,6 +94,7 @@ done
 # ---- cli ---------------------------------------------------------------------------
 . tests/cli.sh
 . tests/spec_errors.sh
+. tests/advise.sh
 . tests/golden.sh
 . tests/inspect.sh
 . tests/e2e.sh
