@@ -10,6 +10,7 @@
  */
 #include "cost.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,8 @@ void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
                 tg_sb_printf(o, " %s %.4g", tg_step_kind_name((tg_step_kind)k), ph->kind_s[k]);
         tg_sb_puts(o, "\n");
     }
-    /* per layer: consecutive layers with the same time (to 4 digits) share a line */
+    /* per layer: consecutive layers within 1% of the first of their run share a line (the first and last
+     * layers differ a little: no previous layer to overlap with, the output) */
     tg_sb_puts(o, "\n  per layer, streams (s):\n");
     for (int p = 0; p < 2; p++) {
         if (!c->phase[p].nsteps)
@@ -217,14 +219,15 @@ void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
         const double *ls = c->layer_s + (size_t)p * (size_t)c->layers;
         for (int a = 0; a < c->layers;) {
             int b = a;
-            char x[32], y[32];
-            snprintf(x, sizeof x, "%.4g", ls[a]);
-            while (b + 1 < c->layers && (snprintf(y, sizeof y, "%.4g", ls[b + 1]), !strcmp(x, y)))
+            double hi = ls[a];
+            while (b + 1 < c->layers && fabs(ls[b + 1] - ls[a]) <= 0.01 * ls[a]) {
                 b++;
+                hi = ls[b] > hi ? ls[b] : hi;
+            }
             if (a == b)
-                tg_sb_printf(o, "  %-10s layer %d: %s\n", phase_name[p], a, x);
+                tg_sb_printf(o, "  %-10s layer %d: %.4g\n", phase_name[p], a, ls[a]);
             else
-                tg_sb_printf(o, "  %-10s layers %d-%d: %s each\n", phase_name[p], a, b, x);
+                tg_sb_printf(o, "  %-10s layers %d-%d: %.4g each (at most)\n", phase_name[p], a, b, hi);
             a = b + 1;
         }
     }
