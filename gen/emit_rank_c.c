@@ -166,7 +166,7 @@ int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars
     for (int g = 0; g < TG_NGROUPS; g++)
         tot += rp->bcast_recv[g];
     int n = tg_emit_common_vars(pl, vars, store);
-    int si = 3;
+    int si = TG_EMIT_COMMON_STORE;
 #define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
     VAR("I", "%d", rp->i);
     VAR("J", "%d", rp->j);
@@ -238,7 +238,7 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     char store[24][64];
     tg_tvar vars[32];
     int n = tg_emit_common_vars(pl, vars, store);
-    int si = 3;
+    int si = TG_EMIT_COMMON_STORE;
 #define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
     VAR("LAYERS", "%d", pl->spec.layers);
     VAR("C", "%d", pl->spec.hidden);

@@ -332,8 +332,9 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
         for (int d = 0; d < 3; d++) {
             const long long *v = d == 0 ? t.recv : d == 1 ? t.sent : t.red;
             tg_sb_printf(o, ",\"%s\":{", dirs[d]);
-            for (int g = 0; g < TG_NGROUPS; g++)
-                tg_sb_printf(o, "%s\"%s\":%lld", g ? "," : "", tg_group_name((tg_group)g), 4 * v[g]);
+            for (int g = 0, n = 0; g < TG_NGROUPS; g++)
+                if (tg_group_used(m, (tg_group)g))
+                    tg_sb_printf(o, "%s\"%s\":%lld", n++ ? "," : "", tg_group_name((tg_group)g), 4 * v[g]);
             tg_sb_puts(o, "}");
         }
         tg_sb_printf(o, ",\"flops\":%lld}", t.flops);

@@ -19,7 +19,7 @@
 
 static const char *group_name(tr_group g)
 {
-    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep"};
+    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep", "world"};
     return n[g];
 }
 
@@ -153,6 +153,11 @@ void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
 void tr_rank_coord(int r, int *i, int *j, int *k)
 {
     int q = tr_model.q;
+    if (tr_model.scheme == 1) {
+        *i = r;
+        *j = *k = 0;
+        return;
+    }
     *j = r % q;
     *i = (r / q) % q;
     *k = r / (q * q);
@@ -168,6 +173,7 @@ int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
     case TR_COL: i = l; break;
     case TR_DEP: k = l; break;
     case TR_COLDEP: i = l % q; k = l / q; break;
+    case TR_WORLD: return l;
     default: return -1;
     }
     return j + q * i + q * q * k;

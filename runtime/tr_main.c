@@ -574,23 +574,27 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
             printf("bytes per %s (float32 payload), measured / planned:\n"
                    "%5s %23s %23s %23s %23s %23s %23s %23s %23s\n",
                    bwd ? "forward + backward" : "forward", "rank", "bcast recv row", "bcast recv col",
-                   "bcast sent row", "bcast sent col", "allreduce row", "allreduce dep+coldep", "reduce recv",
-                   "reduce sent");
+                   "bcast sent row", "bcast sent col", tr_model.scheme == 1 ? "allreduce world" : "allreduce row",
+                   "allreduce dep+coldep", "reduce recv", "reduce sent");
         for (int r = 0; r < tr_model.p; r++) {
             long long *v = all + 2 * NV * r, *pv = v + NV;
             int bad = 0;
             for (int k = 0; k < NV; k++)
                 bad |= v[k] != pv[k];
             mismatch |= bad;
-#define SUMK(a, k) ((a)[(k) * TR_NGROUPS + 0] + (a)[(k) * TR_NGROUPS + 1] + (a)[(k) * TR_NGROUPS + 2] + \
-                    (a)[(k) * TR_NGROUPS + 3])
+#define AT(a, k, g) ((a)[(k) * TR_NGROUPS + (g)])
+#define SUMK(a, k) (AT(a, k, TR_ROW) + AT(a, k, TR_COL) + AT(a, k, TR_DEP) + AT(a, k, TR_COLDEP) + AT(a, k, TR_WORLD))
+            /* the all-reduce column: over row (tesseract) or world (megatron; the other is 0) */
             if (!quiet || bad)
                 printf("%5d %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld "
                        "%11lld/%-11lld %11lld/%-11lld %11lld/%-11lld%s\n",
-                       r, 4 * v[0], 4 * pv[0], 4 * v[1], 4 * pv[1], 4 * v[4], 4 * pv[4], 4 * v[5], 4 * pv[5],
-                       4 * v[8], 4 * pv[8], 4 * (v[10] + v[11]), 4 * (pv[10] + pv[11]), 4 * SUMK(v, 3),
-                       4 * SUMK(pv, 3), 4 * SUMK(v, 4), 4 * SUMK(pv, 4), bad ? "  MISMATCH" : "");
+                       r, 4 * AT(v, 0, TR_ROW), 4 * AT(pv, 0, TR_ROW), 4 * AT(v, 0, TR_COL), 4 * AT(pv, 0, TR_COL),
+                       4 * AT(v, 1, TR_ROW), 4 * AT(pv, 1, TR_ROW), 4 * AT(v, 1, TR_COL), 4 * AT(pv, 1, TR_COL),
+                       4 * (AT(v, 2, TR_ROW) + AT(v, 2, TR_WORLD)), 4 * (AT(pv, 2, TR_ROW) + AT(pv, 2, TR_WORLD)),
+                       4 * (AT(v, 2, TR_DEP) + AT(v, 2, TR_COLDEP)), 4 * (AT(pv, 2, TR_DEP) + AT(pv, 2, TR_COLDEP)),
+                       4 * SUMK(v, 3), 4 * SUMK(pv, 3), 4 * SUMK(v, 4), 4 * SUMK(pv, 4), bad ? "  MISMATCH" : "");
 #undef SUMK
+#undef AT
         }
         if (mismatch)
             fprintf(stderr, "error: measured communication differs from the plan (MISMATCH rows above)\n");

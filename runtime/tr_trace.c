@@ -129,7 +129,7 @@ static bool everyone(bool mine)
 
 static const char *group_name(int g)
 {
-    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep"};
+    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep", "world"};
     return (g >= 0 && g < TR_NGROUPS) ? n[g] : NULL;
 }
 

@@ -11,8 +11,9 @@ const tr_model_desc tr_model = {
     .name = "golden",
     .spec_path = "tests/specs/golden.lua",
     .tessgen_version = "0.1.0",
-    .fingerprint = "15c985c52696df06", /* the schedule this output runs (manifest.json, schedule.txt) */
+    .fingerprint = "9f8851d186aee145", /* the schedule this output runs (manifest.json, schedule.txt) */
     .q = 2, .d = 1, .p = 4,
+    .scheme = 0, /* 0: tesseract [q,q,d]; 1: megatron 1-D over p ranks */
     .layers = 1, .hidden = 8, .heads = 2, .ffn = 16, .seq = 2, .batch = 2,
     .eps = 1.0000000000000001e-05,
     .mode = 0, /* 1: training (forward, backward, AdamW) */
