@@ -136,6 +136,8 @@ extern const tr_class_desc tr_class; /* defined by the generated rank_iI_jJ.c th
 /* The coordinates of global rank r in tr_model's mesh, and the rank of the root of a step as the rank
  * with coordinates (i, j, k) runs it (-1 when the step has no root). */
 void tr_rank_coord(int r, int *i, int *j, int *k);
+/* tr_model's mesh as people read it: "[2,2,1]" or "megatron p=4" (a static buffer). */
+const char *tr_mesh_text(void);
 int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s);
 
 /* ---- what generated forward code calls --------------------------------------- */

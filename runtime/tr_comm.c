@@ -163,6 +163,16 @@ void tr_rank_coord(int r, int *i, int *j, int *k)
     *k = r / (q * q);
 }
 
+const char *tr_mesh_text(void)
+{
+    static char buf[64];
+    if (tr_model.scheme == 1)
+        snprintf(buf, sizeof buf, "megatron p=%d", tr_model.p);
+    else
+        snprintf(buf, sizeof buf, "[%d,%d,%d]", tr_model.q, tr_model.q, tr_model.d);
+    return buf;
+}
+
 int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
 {
     if (s->root < 0 || s->group < 0 || s->group >= TR_NGROUPS)

@@ -52,17 +52,28 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
     if (rank == 0) {
         for (long e = 0; e < total; e++)
             full[e] = NAN;
-        for (int r = 0; r < p; r++)
+        /* ranks that hold the same block (the megatron scheme: every rank holds all of it) must agree bitwise */
+        for (int r = 1; r < p && ok; r++)
+            for (int s = 0; s < r && ok; s++)
+                if (at[2 * r] == at[2 * s] && at[2 * r + 1] == at[2 * s + 1]) {
+                    if (memcmp(all + (long)r * blk, all + (long)s * blk, (size_t)blk * sizeof *all) != 0)
+                        ok = tr_fail(err, "%s: rank %d's copy of the output differs from rank %d's: the replicas "
+                                          "diverged (a collective that is not bitwise identical on every member?); "
+                                          "nothing written", path, r, s);
+                    break;
+                }
+        for (int r = 0; ok && r < p; r++)
             for (int i = 0; i < d->io_rows; i++)
                 memcpy(full + (long)(at[2 * r] + i) * tr_model.hidden + at[2 * r + 1],
                        all + (long)r * blk + (long)i * d->io_cols, (size_t)d->io_cols * sizeof *full);
         long bad = 0;
         for (long e = 0; e < total; e++)
             bad += !isfinite(full[e]);
-        if (bad)
+        if (ok && bad)
             fprintf(stderr, "warning: %s has %ld non-finite values of %ld\n", path, bad, total);
         int64_t shape[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
-        ok = tr_npy_write_atomic(path, 3, shape, full, err);
+        if (ok)
+            ok = tr_npy_write_atomic(path, 3, shape, full, err);
     }
     free(all);
     free(full);
