@@ -617,7 +617,9 @@ static double mse(const tr_rank_desc *d, const float *y, const float *target, fl
         dy[e] = (float)(2.0 * diff / total_n);
     }
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    return sum / total_n;
+    /* each element of y is held by `copies` ranks: 1 on the [q,q,d] mesh, p for the megatron scheme */
+    double copies = (double)tr_model.p * (double)n / total_n;
+    return sum / copies / total_n;
 }
 
 /* ---- training divergence: stop at the first non-finite loss or gradient, write nothing ---- */

@@ -10,6 +10,8 @@
 #             headless Chromium, --trace and --stats of a run (tests/inspect.sh)
 #   e2e       the generated programs for a matrix of meshes against the float64 numpy
 #             reference (tests/ref/tessref.py), outputs poisoned first, bytes checked against the plan
+#   megatron  the Megatron-LM 1-D scheme on p = 1..4: output, gradients, replicas, losses against the
+#             Tesseract meshes and the float64 reference, bytes against the docs/MEGATRON.md formula
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
 #   cuda      the CUDA backend without a GPU: golden text, backend choice, the generated CUDA rank
@@ -97,6 +99,7 @@ done
 . tests/golden.sh
 . tests/inspect.sh
 . tests/e2e.sh
+. tests/megatron.sh
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh
