@@ -14,7 +14,7 @@
 #             Tesseract meshes and the float64 reference, bytes against the docs/MEGATRON.md formula
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
-#   cuda      the CUDA backend without a GPU: golden text, backend choice, the generated CUDA rank
+#   cuda      the CUDA backend without a GPU (and one megatron spec): golden text, backend choice, the generated CUDA rank
 #             code run on the CPU under an emulation of its two streams, and (with nvcc) every .cu
 #             compiled for sm_80 and sm_90 with warnings as errors and no register spills
 #   gpu       the GPU check without a GPU (tests/gpu.sh): build settings (pip's NCCL layout, -Werror off), the
