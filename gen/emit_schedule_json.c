@@ -280,7 +280,8 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
     jstr(o, s->name);
     tg_sb_printf(o, ",\"fingerprint\":\"%s\",\"mode\":\"%s\",\"dtype\":\"fp32\",\"bytes_per_elem\":4,\n",
                  pl->fingerprint, s->mode == TG_TRAIN ? "train" : "infer");
-    tg_sb_printf(o, "\"mesh\":{\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d},\n", m->q, m->d, m->p, tg_plan_nclasses(pl));
+    tg_sb_printf(o, "\"mesh\":{\"scheme\":\"%s\",\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d},\n",
+                 m->scheme == TG_SCHEME_MEGATRON ? "megatron" : "tesseract", m->q, m->d, m->p, tg_plan_nclasses(pl));
     tg_sb_printf(o, "\"model\":{\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"ffn\":%d,\"seq\":%d,\"batch\":%d,"
                     "\"eps\":%.9g},\n",
                  s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps);

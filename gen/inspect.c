@@ -418,6 +418,10 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
     int jw = snprintf(lab, sizeof lab, "j=%d", m->q - 1);
     if (jw > cw)
         cw = jw;
+    if (m->scheme == TG_SCHEME_MEGATRON) {
+        tg_sb_printf(o, "mesh megatron p=%d = %d ranks; rank r = (i=r, j=0, k=0), one group: world\n", m->p, m->p);
+        return;
+    }
     tg_sb_printf(o, "mesh [%d,%d,%d] = %d ranks; rank = j + q*i + q*q*k (i: row, j: column, k: depth)\n", m->q, m->q,
                  m->d, m->p);
     for (int k = 0; k < m->d; k++) {
