@@ -173,11 +173,17 @@ int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars
     VAR("H", "%s", h);
     VAR("T", "%d", pl->T);
     VAR("C", "%d", pl->spec.hidden);
-    if (m->d == 1)
+    if (m->scheme == TG_SCHEME_MEGATRON)
+        VAR("ROWS", "0..%d", pl->T - 1);
+    else if (m->d == 1)
         VAR("ROWS", "%d..%d", rp->i * pl->R, rp->i * pl->R + pl->R - 1);
     else
         VAR("ROWS", "%d+%dk..%d+%dk", rp->i * pl->R, m->q * pl->R, rp->i * pl->R + pl->R - 1, m->q * pl->R);
     VAR("COLS", "%d..%d", rp->j * pl->Cq, rp->j * pl->Cq + pl->Cq - 1);
+    if (m->scheme == TG_SCHEME_MEGATRON)
+        VAR("WBLOCKS", "rank %d's pieces of every weight (docs/MEGATRON.md)", rp->i);
+    else
+        VAR("WBLOCKS", "weight blocks (i=%d, j=%d) of every matrix", rp->i, rp->j);
     VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
     VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
     VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
