@@ -8,9 +8,9 @@
  *   4. decide each step's stream and cross-stream wait (streams.c).
  * Invariants that would make the generated program wrong (a buffer read
  * before it is written, two live buffers sharing bytes) are checked here and
- * reported as internal errors rather than emitted. Pass 2 of the megatron
- * scheme is plan_megatron.c; both use the primitives of plan_builder.h and
- * share passes 1's machinery, 3 and 4.
+ * reported as internal errors rather than emitted. For the megatron scheme,
+ * passes 1 and 2 are plan_megatron.c's; both schemes build with the
+ * primitives of plan_builder.h and share passes 3 and 4.
  */
 #include "plan.h"
 #include "plan_builder.h"
