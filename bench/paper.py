@@ -23,7 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.environ.get("TESS_BENCH_WORK", os.path.join(ROOT, "out", "bench", "paper"))
 MACHINE = os.path.join(ROOT, "specs", "machines", "meluxina.lua")
-SEQS = [int(x) for x in os.environ.get("TESS_PAPER_SEQ", "512 1024 2048").split()]
+SEQS = [int(x) for x in os.environ.get("TESS_PAPER_SEQ", "128 256 512 1024 2048").split()]
 LAYERS = 24
 
 # Table 1, forward time per batch (s)

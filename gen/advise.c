@@ -52,14 +52,15 @@ static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
 {
     tg_spec s;
     tg_err e = {{0}, 0};
-    bool ok = tg_spec_on_mesh(spec, c->q, c->d, &s, &e);
+    bool ok = c->megatron ? tg_spec_on_megatron(spec, c->p, &s, &e) : tg_spec_on_mesh(spec, c->q, c->d, &s, &e);
     if (!ok) {
         /* the first rule, without the "FILE as [q,q,d]: " it starts with */
         const char *rest = strstr(e.msg, ": ");
         first_line(c->why, sizeof c->why, rest && rest < e.msg + strcspn(e.msg, "\n") ? rest + 2 : e.msg);
         return;
     }
-    s.placement = c->placement;
+    if (!c->megatron)
+        s.placement = c->placement;
     tg_spec si = s, st = s;
     si.mode = TG_INFER;
     st.mode = TG_TRAIN;
@@ -105,7 +106,7 @@ static int cmp_candidate(const void *a, const void *b)
 
 bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidate **out, int *n, tg_err *err)
 {
-    int P = ranks > 0 ? ranks : spec->q * spec->q * spec->d;
+    int P = ranks > 0 ? ranks : spec->p;
     int cap = 8, cnt = 0;
     tg_candidate *c = malloc((size_t)cap * sizeof *c);
     if (!c)
@@ -140,6 +141,19 @@ bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidat
                 break;
         }
     }
+    /* Megatron-LM 1-D over all P ranks (its one group is every rank, whatever the numbering) */
+    if (cnt == cap) {
+        tg_candidate *nc = realloc(c, (size_t)(cap += 1) * sizeof *nc);
+        if (!nc) {
+            free(c);
+            return tg_fail(err, "--advise: out of memory");
+        }
+        c = nc;
+    }
+    tg_candidate *x = &c[cnt++];
+    memset(x, 0, sizeof *x);
+    x->megatron = 1, x->q = 1, x->d = 1, x->p = P;
+    judge(spec, mc, x);
     qsort(c, (size_t)cnt, sizeof *c, cmp_candidate);
     *out = c;
     *n = cnt;
@@ -168,7 +182,7 @@ static void layout_name(const tg_candidate *c, char *buf, size_t cap)
 
 void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
-    int P = ranks > 0 ? ranks : spec->q * spec->q * spec->d;
+    int P = ranks > 0 ? ranks : spec->p;
     tg_sb_printf(o,
                  "%s on %d ranks of %s (%d per node; inside a node %g GB/s, %g us; between nodes %g GB/s per node, "
                  "%g us)\n",
@@ -213,7 +227,7 @@ static void json_num(tg_sb *o, double v)
 
 void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
-    int P = ranks > 0 ? ranks : spec->q * spec->q * spec->d;
+    int P = ranks > 0 ? ranks : spec->p;
     tg_sb_puts(o, "{\"spec\":");
     tg_sb_jstr(o, spec->path);
     tg_sb_puts(o, ",\"machine\":");

@@ -85,18 +85,20 @@ bool tg_bounds_work(const tg_plan *pl, tg_err *err)
         return true;
     long long cap = TG_MAX_CLASS_STEPS < TG_MAX_STEPS / nc ? TG_MAX_CLASS_STEPS : TG_MAX_STEPS / nc;
     long long fit = cap < s1 ? 0 : (cap - s1) / (per > 0 ? per : 1) + 1;
-    char fix[256];
+    char fix[256], mt[48];
+    int mg = pl->mesh.scheme == TG_SCHEME_MEGATRON;
     if (fit >= 1)
-        snprintf(fix, sizeof fix, "use layers = %lld or fewer on this mesh, or a mesh with a smaller q (fewer rank "
-                                  "programs)", fit);
+        snprintf(fix, sizeof fix, "use layers = %lld or fewer on this mesh, or a mesh with a smaller %s (fewer rank "
+                                  "programs)", fit, mg ? "p" : "q");
     else
-        snprintf(fix, sizeof fix, "no depth fits on this mesh: use a mesh with a smaller q (fewer rank programs, "
-                                  "fewer steps each)");
+        snprintf(fix, sizeof fix, "no depth fits on this mesh: use a mesh with a smaller %s (fewer rank programs, "
+                                  "fewer steps each)", mg ? "p" : "q");
+    tg_mesh_text(&pl->mesh, mt, sizeof mt);
     return tg_fail(err,
-                   "%s: model.layers = %d on mesh [%d,%d,%d]: each of the %lld rank programs would have %lld steps "
+                   "%s: model.layers = %d on mesh %s: each of the %lld rank programs would have %lld steps "
                    "(%lld in all), beyond tessgen's limits of %lld steps per program and %lld in all, which bound "
                    "its time, its memory and what it writes; %s",
-                   s->path, s->layers, s->q, s->q, s->d, nc, steps, steps * nc, TG_MAX_CLASS_STEPS, TG_MAX_STEPS, fix);
+                   s->path, s->layers, mt, nc, steps, steps * nc, TG_MAX_CLASS_STEPS, TG_MAX_STEPS, fix);
 }
 
 void tg_bounds_line(char *buf, size_t cap, const tg_plan *pl, const tg_class_fig *figs)
@@ -154,7 +156,7 @@ bool tg_bounds_memory(const tg_plan *pl, const tg_class_fig *figs, tg_err *err)
     /* the other meshes with as many ranks whose every arena fits */
     int p = pl->mesh.p;
     for (int q2 = p; q2 >= 1; q2--) {
-        if (p % (q2 * q2) || q2 == q)
+        if (p % (q2 * q2) || (q2 == q && pl->mesh.scheme == TG_SCHEME_TESSERACT))
             continue;
         int d2 = p / (q2 * q2);
         tg_spec copy;
@@ -164,7 +166,7 @@ bool tg_bounds_memory(const tg_plan *pl, const tg_class_fig *figs, tg_err *err)
         tg_plan ap;
         tg_plan_init(&copy, &ap);
         long long a;
-        if (!tg_bounds_work(&ap, &ae) || !arena_max(s, q2, d2, s->layers, &a, NULL, &ae) || a > budget)
+        if (!tg_bounds_work(&ap, &ae) || !arena_max(&copy, q2, d2, s->layers, &a, NULL, &ae) || a > budget)
             continue;
         char sz[32];
         o += (size_t)snprintf(fits + o, sizeof fits - o, "%smesh [%d,%d,%d] (%s)", o ? ", or " : "", q2, q2, d2,

@@ -17,7 +17,11 @@
 #include "strbuf.h"
 #include "template.h"
 
-/* Placeholders every template shares: VERSION, SPEC, NAME, P, Q, D. Returns the count written to vars[]. */
+/* Placeholders every template shares: VERSION, SPEC, NAME, P, Q, D, MESH ("[q,q,d]" or "megatron p=N"), SCHEME
+ * (0 tesseract, 1 megatron). Returns the count written to vars[] (TG_EMIT_COMMON_VARS); it fills store[0] ..
+ * store[TG_EMIT_COMMON_STORE - 1], so a caller's own values start at store[TG_EMIT_COMMON_STORE]. */
+#define TG_EMIT_COMMON_VARS 8
+#define TG_EMIT_COMMON_STORE 5
 int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64]);
 /* The global ranks of the group of kind g holding c, in local order, between open and close: "{4,5}". */
 void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const char *open, const char *close);

@@ -22,6 +22,10 @@ int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64])
     vars[n++] = (tg_tvar){"Q", store[1]};
     snprintf(store[2], 64, "%d", pl->mesh.d);
     vars[n++] = (tg_tvar){"D", store[2]};
+    tg_mesh_text(&pl->mesh, store[3], 64);
+    vars[n++] = (tg_tvar){"MESH", store[3]};
+    snprintf(store[4], 64, "%d", pl->mesh.scheme);
+    vars[n++] = (tg_tvar){"SCHEME", store[4]};
     return n;
 }
 

@@ -75,7 +75,8 @@ bool tg_emit_manifest(const tg_plan *pl, const tg_sb *classes, tg_sb *o, tg_err 
     tg_sb_puts(o, ",\n  \"name\": ");
     tg_sb_jstr(o, s->name);
     tg_sb_printf(o, ",\n  \"dtype\": \"fp32\",\n  \"backend\": \"cpu\",\n");
-    tg_sb_printf(o, "  \"mesh\": {\"q\": %d, \"d\": %d, \"p\": %d, \"classes\": %d},\n", m->q, m->d, m->p,
+    tg_sb_printf(o, "  \"mesh\": {\"scheme\": \"%s\", \"q\": %d, \"d\": %d, \"p\": %d, \"classes\": %d},\n",
+                 m->scheme == TG_SCHEME_MEGATRON ? "megatron" : "tesseract", m->q, m->d, m->p,
                  tg_plan_nclasses(pl));
     tg_sb_printf(o,
                  "  \"model\": {\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"ffn\": %d, \"seq\": %d, "

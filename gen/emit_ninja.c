@@ -47,8 +47,8 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
             tg_sb_printf(&rt, " $\n    %s/rt/%s.o", var[v][0], rt_src[k]);
         tg_sb_puts(&rt, "\n");
     }
-    for (int i = 0; i < pl->mesh.q; i++)
-        for (int j = 0; j < pl->mesh.q; j++) {
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) { /* class c is (c / q, c % q) */
+            int i = c / pl->mesh.q, j = c % pl->mesh.q;
             char cn[32];
             tg_class_name(cn, sizeof cn, i, j);
             for (int v = 0; v < 2; v++) {
@@ -62,8 +62,8 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
     char store[8][64];
     tg_tvar vars[24];
     int n = tg_emit_common_vars(pl, vars, store);
-    snprintf(store[3], 64, "%d", tg_plan_nclasses(pl));
-    vars[n++] = (tg_tvar){"NCLASSES", store[3]};
+    snprintf(store[TG_EMIT_COMMON_STORE], 64, "%d", tg_plan_nclasses(pl));
+    vars[n++] = (tg_tvar){"NCLASSES", store[TG_EMIT_COMMON_STORE]};
     vars[n++] = (tg_tvar){"TESSROOT", tessroot};
     vars[n++] = (tg_tvar){"RUNTIME", rt.s};
     vars[n++] = (tg_tvar){"CLASS_BUILDS", builds.s};

@@ -82,8 +82,8 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                             "# (TESS_CUDA_INCLUDE): nvcc compiles it\n");
     tg_sb cls;
     tg_sb_init(&cls);
-    for (int i = 0; i < pl->mesh.q; i++)
-        for (int j = 0; j < pl->mesh.q; j++) {
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) { /* class c is (c / q, c % q) */
+            int i = c / pl->mesh.q, j = c % pl->mesh.q;
             char cn[32];
             tg_class_name(cn, sizeof cn, i, j);
             tg_sb_printf(rules, "build obj-cuda/%s.o: %s %s.cu\n", cn, cu->include[0] ? "hostcxx" : "nvcc", cn);

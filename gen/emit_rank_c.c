@@ -166,18 +166,24 @@ int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars
     for (int g = 0; g < TG_NGROUPS; g++)
         tot += rp->bcast_recv[g];
     int n = tg_emit_common_vars(pl, vars, store);
-    int si = 3;
+    int si = TG_EMIT_COMMON_STORE;
 #define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
     VAR("I", "%d", rp->i);
     VAR("J", "%d", rp->j);
     VAR("H", "%s", h);
     VAR("T", "%d", pl->T);
     VAR("C", "%d", pl->spec.hidden);
-    if (m->d == 1)
+    if (m->scheme == TG_SCHEME_MEGATRON)
+        VAR("ROWS", "0..%d", pl->T - 1);
+    else if (m->d == 1)
         VAR("ROWS", "%d..%d", rp->i * pl->R, rp->i * pl->R + pl->R - 1);
     else
         VAR("ROWS", "%d+%dk..%d+%dk", rp->i * pl->R, m->q * pl->R, rp->i * pl->R + pl->R - 1, m->q * pl->R);
     VAR("COLS", "%d..%d", rp->j * pl->Cq, rp->j * pl->Cq + pl->Cq - 1);
+    if (m->scheme == TG_SCHEME_MEGATRON)
+        VAR("WBLOCKS", "rank %d's pieces of every weight (docs/MEGATRON.md)", rp->i);
+    else
+        VAR("WBLOCKS", "weight blocks (i=%d, j=%d) of every matrix", rp->i, rp->j);
     VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
     VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
     VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
@@ -235,10 +241,10 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_
 
 bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
 {
-    char store[24][64];
-    tg_tvar vars[32];
+    char store[32][64];
+    tg_tvar vars[40];
     int n = tg_emit_common_vars(pl, vars, store);
-    int si = 3;
+    int si = TG_EMIT_COMMON_STORE;
 #define VAR(key, ...) (snprintf(store[si], 64, __VA_ARGS__), vars[n++] = (tg_tvar){key, store[si++]})
     VAR("LAYERS", "%d", pl->spec.layers);
     VAR("C", "%d", pl->spec.hidden);

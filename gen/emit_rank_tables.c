@@ -11,7 +11,7 @@
 
 const char *tg_emit_group_enum(tg_group g)
 {
-    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP"};
+    static const char *e[TG_NGROUPS] = {"TR_ROW", "TR_COL", "TR_DEP", "TR_COLDEP", "TR_WORLD"};
     return (g >= 0 && g < TG_NGROUPS) ? e[g] : "-1";
 }
 
@@ -57,7 +57,7 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
                          rp->bufs[p->v].offset);
         else
             tg_sb_puts(o, ", -1, -1, -1");
-        tg_sb_puts(o, "},\n");
+        tg_sb_printf(o, ", %s},\n", tg_emit_group_enum((tg_group)p->replica));
     }
 }
 
@@ -70,7 +70,7 @@ void tg_emit_step_info(tg_sb *o, const tg_step *s)
 
 static void ll4(tg_sb *o, const char *field, const long long *v)
 {
-    tg_sb_printf(o, "        .%s = {%lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3]);
+    tg_sb_printf(o, "        .%s = {%lld, %lld, %lld, %lld, %lld},\n", field, v[0], v[1], v[2], v[3], v[4]);
 }
 
 void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
@@ -97,10 +97,10 @@ void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, co
     tg_sb_puts(o, "    .proto = {\n");
     tg_sb_printf(o, "        .rank = -1, .i = %d, .j = %d, .k = -1, /* rank, k, io_r0, color, key: the rank's row */\n",
                  rp->i, rp->j);
-    tg_sb_puts(o, "        /* groups: row, col, dep, coldep */\n");
-    tg_sb_puts(o, "        .color = {0, 0, 0, 0},\n        .key = {0, 0, 0, 0},\n");
-    tg_sb_printf(o, "        .size = {%d, %d, %d, %d},\n", tg_group_size(m, TG_ROW), tg_group_size(m, TG_COL),
-                 tg_group_size(m, TG_DEP), tg_group_size(m, TG_COLDEP));
+    tg_sb_puts(o, "        /* groups: row, col, dep, coldep, world */\n");
+    tg_sb_puts(o, "        .color = {0, 0, 0, 0, 0},\n        .key = {0, 0, 0, 0, 0},\n");
+    tg_sb_printf(o, "        .size = {%d, %d, %d, %d, %d},\n", tg_group_size(m, TG_ROW), tg_group_size(m, TG_COL),
+                 tg_group_size(m, TG_DEP), tg_group_size(m, TG_COLDEP), tg_group_size(m, TG_WORLD));
     tg_sb_printf(o, "        .arena_elems = %lld,\n", rp->arena_elems);
     tg_sb_printf(o, "        .nparams = %d,\n        .params = params,\n", rp->nparams);
     tg_sb_printf(o, "        .mode = %d,\n", train);

@@ -282,9 +282,10 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
     tg_sb_printf(o, ",\"fingerprint\":\"%s\",\"mode\":\"%s\",\"dtype\":\"fp32\",\"bytes_per_elem\":4,\n",
                  pl->fingerprint, s->mode == TG_TRAIN ? "train" : "infer");
     tg_sb_printf(o,
-                 "\"mesh\":{\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d,\"placement\":\"%s\",\"strides\":{\"i\":%d,"
+                 "\"mesh\":{\"scheme\":\"%s\",\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d,\"placement\":\"%s\",\"strides\":{\"i\":%d,"
                  "\"j\":%d,\"k\":%d},\"rank_formula\":\"%s\"},\n",
-                 m->q, m->d, m->p, tg_plan_nclasses(pl), tg_placement_name(m->placement), m->si, m->sj, m->sk,
+                 m->scheme == TG_SCHEME_MEGATRON ? "megatron" : "tesseract", m->q, m->d, m->p,
+                 tg_plan_nclasses(pl), tg_placement_name(m->placement), m->si, m->sj, m->sk,
                  tg_mesh_rank_formula(m));
     tg_sb_printf(o, "\"model\":{\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"ffn\":%d,\"seq\":%d,\"batch\":%d,"
                     "\"eps\":%.9g},\n",
@@ -337,8 +338,9 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
         for (int d = 0; d < 3; d++) {
             const long long *v = d == 0 ? t.recv : d == 1 ? t.sent : t.red;
             tg_sb_printf(o, ",\"%s\":{", dirs[d]);
-            for (int g = 0; g < TG_NGROUPS; g++)
-                tg_sb_printf(o, "%s\"%s\":%lld", g ? "," : "", tg_group_name((tg_group)g), 4 * v[g]);
+            for (int g = 0, n = 0; g < TG_NGROUPS; g++)
+                if (tg_group_used(m, (tg_group)g))
+                    tg_sb_printf(o, "%s\"%s\":%lld", n++ ? "," : "", tg_group_name((tg_group)g), 4 * v[g]);
             tg_sb_puts(o, "}");
         }
         tg_sb_printf(o, ",\"flops\":%lld}", t.flops);

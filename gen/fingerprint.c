@@ -47,6 +47,11 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
     long long v[] = {s->q, s->d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->dtype, s->mode, s->placement};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         num(fp, v[i]);
+    if (s->scheme != TG_SCHEME_TESSERACT) { /* only then, so tesseract fingerprints are what they were */
+        str(fp, "scheme");
+        num(fp, s->scheme);
+        num(fp, s->p);
+    }
     real(fp, s->eps);
     real(fp, s->opt.lr);
     real(fp, s->opt.beta1);

@@ -140,8 +140,9 @@ bool tg_filter_init(tg_filter *f, const tg_plan *pl, const char *ranks, const ch
         tg_filter_free(f);
         return tg_fail(err, "out of memory");
     }
-    char ctx[96];
-    snprintf(ctx, sizeof ctx, "mesh [%d,%d,%d] has %d ranks", pl->mesh.q, pl->mesh.q, pl->mesh.d, pl->mesh.p);
+    char ctx[96], mt[48];
+    tg_mesh_text(&pl->mesh, mt, sizeof mt);
+    snprintf(ctx, sizeof ctx, "mesh %s has %d ranks", mt, pl->mesh.p);
     f->all_ranks = !ranks || !strcmp(ranks, "all");
     if (!parse_set("--ranks", ranks ? ranks : "all", "rank", f->p, ctx, f->rank, err)) {
         tg_filter_free(f);
@@ -248,9 +249,11 @@ void tg_print_ranks(tg_sb *o, const int *r, int n)
 void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
 {
     const tg_spec *s = &pl->spec;
-    tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh [%d,%d,%d] = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
+    char mt[48];
+    tg_mesh_text(&pl->mesh, mt, sizeof mt);
+    tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
                     "S=%d, B=%d)%s\n",
-                 TG_VERSION, what, s->name, s->path, pl->mesh.q, pl->mesh.q, pl->mesh.d, pl->mesh.p, s->layers,
+                 TG_VERSION, what, s->name, s->path, mt, pl->mesh.p, s->layers,
                  s->layers == 1 ? "" : "s", s->hidden, s->heads, s->ffn, s->seq, s->batch,
                  s->mode == TG_TRAIN ? ", training" : "");
 }
@@ -305,6 +308,8 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
         tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)", r, co.i, co.j, co.k);
         for (int g = 0; g < TG_NGROUPS; g++) {
             char lab[32];
+            if (!tg_group_used(m, (tg_group)g))
+                continue;
             tg_group_label(m, (tg_group)g, co, lab, sizeof lab);
             tg_sb_printf(o, "  %s=", lab);
             tg_emit_members(o, m, (tg_group)g, co, "{", "}");
@@ -413,6 +418,10 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
     int jw = snprintf(lab, sizeof lab, "j=%d", m->q - 1);
     if (jw > cw)
         cw = jw;
+    if (m->scheme == TG_SCHEME_MEGATRON) {
+        tg_sb_printf(o, "mesh megatron p=%d = %d ranks; rank r = (i=r, j=0, k=0), one group: world\n", m->p, m->p);
+        return;
+    }
     tg_sb_printf(o, "mesh [%d,%d,%d] = %d ranks; %s (i: row, j: column, k: depth; placement \"%s\")\n", m->q,
                  m->q, m->d, m->p, tg_mesh_rank_formula(m), tg_placement_name(m->placement));
     for (int k = 0; k < m->d; k++) {

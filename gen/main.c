@@ -153,9 +153,11 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
 {
     const tg_spec *s = &pl->spec;
     int nc = tg_plan_nclasses(pl), q = pl->mesh.q;
-    printf("tessgen %s: %s, mesh [%d,%d,%d] = %d ranks in %d rank class%s, %d layers (C=%d, heads=%d, F=%d, S=%d, "
+    char mt[48];
+    tg_mesh_text(&pl->mesh, mt, sizeof mt);
+    printf("tessgen %s: %s, mesh %s = %d ranks in %d rank class%s, %d layers (C=%d, heads=%d, F=%d, S=%d, "
            "B=%d)\n",
-           TG_VERSION, s->name, s->q, s->q, s->d, pl->mesh.p, nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
+           TG_VERSION, s->name, mt, pl->mesh.p, nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
            s->ffn, s->seq, s->batch);
     printf("%-22s %8s %14s %14s %16s %8s\n", "classes (i,j)", "ranks", "arena bytes", "weight bytes", "bcast recv B",
            "steps");

@@ -8,9 +8,12 @@
  *   4. decide each step's stream and cross-stream wait (streams.c).
  * Invariants that would make the generated program wrong (a buffer read
  * before it is written, two live buffers sharing bytes) are checked here and
- * reported as internal errors rather than emitted.
+ * reported as internal errors rather than emitted. For the megatron scheme,
+ * passes 1 and 2 are plan_megatron.c's; both schemes build with the
+ * primitives of plan_builder.h and share passes 3 and 4.
  */
 #include "plan.h"
+#include "plan_builder.h"
 #include "place.h"
 #include "streams.h"
 
@@ -18,18 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct builder {
-    const tg_plan *pl;
-    tg_class_plan *rp;
-    tg_coord c; /* the class's (i, j), with k = 0: only i and j decide anything here */
-    int cap_steps, cap_bufs, cap_params;
-    bool oom;
-    tg_phase phase; /* phase of the steps being appended */
-} builder;
-
-static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
 
 /* vsnprintf for buffer names, which use only %d and %s: a plan names thousands of buffers per class, and
  * the C library's formatter was a tenth of the planning time. Truncates at cap - 1 characters. */
@@ -61,7 +52,7 @@ static void name_fmt(char *dst, size_t cap, const char *fmt, va_list ap)
     dst[n] = '\0';
 }
 
-static int add_buf(builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
+int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
 {
     tg_class_plan *rp = b->rp;
     if (rp->nbufs == b->cap_bufs) {
@@ -94,7 +85,7 @@ static int add_buf(builder *b, int rows, int cols, int persistent, const char *w
     return rp->nbufs++;
 }
 
-static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *op, int t)
+tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int t)
 {
     tg_class_plan *rp = b->rp;
     if (rp->nsteps == b->cap_steps) {
@@ -123,7 +114,7 @@ static tg_step *add_step(builder *b, tg_step_kind kind, int layer, const char *o
     return s;
 }
 
-static void use(tg_step *s, int slot, int buf, unsigned char acc)
+void tg_pb_use(tg_step *s, int slot, int buf, unsigned char acc)
 {
     s->buf[slot] = buf;
     s->acc[slot] = acc;
@@ -131,7 +122,7 @@ static void use(tg_step *s, int slot, int buf, unsigned char acc)
 
 /* ---- weight shards ---------------------------------------------------------- */
 
-static int add_param(builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols)
+int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols)
 {
     tg_class_plan *rp = b->rp;
     if (rp->nparams == b->cap_params) {
@@ -156,20 +147,22 @@ static int add_param(builder *b, const char *name, int ndim, int full0, int full
         ident[n++] = (*c == '.') ? '_' : *c;
     ident[n] = '\0';
     snprintf(what, sizeof what, "shard of %s", name);
-    p->buf = add_buf(b, rows, cols, 1, what, "w_%s", ident);
+    p->buf = tg_pb_buf(b, rows, cols, 1, what, "w_%s", ident);
     p->grad = p->m = p->v = -1;
+    /* tesseract: a weight block is repeated on every depth, a vector block on every (i, k) */
+    p->replica = ndim == 2 ? TG_DEP : TG_COLDEP;
     if (b->pl->spec.mode == TG_TRAIN) {
         snprintf(what, sizeof what, "gradient of the shard of %s", name);
-        p->grad = add_buf(b, rows, cols, 0, what, "g_%s", ident);
+        p->grad = tg_pb_buf(b, rows, cols, 0, what, "g_%s", ident);
         snprintf(what, sizeof what, "AdamW first moment of the shard of %s", name);
-        p->m = add_buf(b, rows, cols, 1, what, "m_%s", ident);
+        p->m = tg_pb_buf(b, rows, cols, 1, what, "m_%s", ident);
         snprintf(what, sizeof what, "AdamW second moment of the shard of %s", name);
-        p->v = add_buf(b, rows, cols, 1, what, "v_%s", ident);
+        p->v = tg_pb_buf(b, rows, cols, 1, what, "v_%s", ident);
     }
     return rp->nparams - 1;
 }
 
-static void add_piece(builder *b, int param, int r0, int nr, int c0, int nc, int dst_col)
+void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int dst_col)
 {
     if (param < 0)
         return;
@@ -184,24 +177,24 @@ typedef struct layer_w {
 } layer_w;
 
 /* A vector parameter [n] split in q blocks; rank column j holds block j. */
-static int vec_param(builder *b, const char *name, int n)
+static int vec_param(tg_builder *b, const char *name, int n)
 {
     int q = b->pl->mesh.q, j = b->c.j, nq = n / q;
-    int id = add_param(b, name, 1, n, 0, 1, nq);
-    add_piece(b, id, 0, 1, j * nq, nq, 0);
+    int id = tg_pb_param(b, name, 1, n, 0, 1, nq);
+    tg_pb_piece(b, id, 0, 1, j * nq, nq, 0);
     return id < 0 ? -1 : b->rp->params[id].buf;
 }
 
 /* A matrix [rin, cin] split q x q; rank (i,j) holds block (i,j). */
-static int mat_param(builder *b, const char *name, int rin, int cout)
+static int mat_param(tg_builder *b, const char *name, int rin, int cout)
 {
     int q = b->pl->mesh.q, i = b->c.i, j = b->c.j;
-    int id = add_param(b, name, 2, rin, cout, rin / q, cout / q);
-    add_piece(b, id, i * (rin / q), rin / q, j * (cout / q), cout / q, 0);
+    int id = tg_pb_param(b, name, 2, rin, cout, rin / q, cout / q);
+    tg_pb_piece(b, id, i * (rin / q), rin / q, j * (cout / q), cout / q, 0);
     return id < 0 ? -1 : b->rp->params[id].buf;
 }
 
-static layer_w declare_layer_weights(builder *b, int l)
+static layer_w declare_layer_weights(tg_builder *b, int l)
 {
     const tg_plan *pl = b->pl;
     int C = pl->spec.hidden, F = pl->spec.ffn, q = pl->mesh.q, Cq = pl->Cq;
@@ -214,13 +207,13 @@ static layer_w declare_layer_weights(builder *b, int l)
     w.ln1_b = vec_param(b, NAME("ln_1.bias"), C);
     /* c_attn: HF order is all Q | all K | all V; block j takes the Q, K and V
      * columns of head group j, side by side (DESIGN.md section 3). */
-    int id = add_param(b, NAME("attn.c_attn.weight"), 2, C, 3 * C, C / q, 3 * Cq);
+    int id = tg_pb_param(b, NAME("attn.c_attn.weight"), 2, C, 3 * C, C / q, 3 * Cq);
     for (int s = 0; s < 3; s++)
-        add_piece(b, id, i * Cq, Cq, s * C + j * Cq, Cq, s * Cq);
+        tg_pb_piece(b, id, i * Cq, Cq, s * C + j * Cq, Cq, s * Cq);
     w.qkv_w = id < 0 ? -1 : b->rp->params[id].buf;
-    id = add_param(b, NAME("attn.c_attn.bias"), 1, 3 * C, 0, 1, 3 * Cq);
+    id = tg_pb_param(b, NAME("attn.c_attn.bias"), 1, 3 * C, 0, 1, 3 * Cq);
     for (int s = 0; s < 3; s++)
-        add_piece(b, id, 0, 1, s * C + j * Cq, Cq, s * Cq);
+        tg_pb_piece(b, id, 0, 1, s * C + j * Cq, Cq, s * Cq);
     w.qkv_b = id < 0 ? -1 : b->rp->params[id].buf;
     w.o_w = mat_param(b, NAME("attn.c_proj.weight"), C, C);
     w.o_b = vec_param(b, NAME("attn.c_proj.bias"), C);
@@ -236,67 +229,67 @@ static layer_w declare_layer_weights(builder *b, int l)
 
 /* ---- steps -------------------------------------------------------------------- */
 
-static void allreduce_row(builder *b, int layer, const char *op, int buf, long long count, const char *what)
+static void allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what)
 {
     const tg_plan *pl = b->pl;
     if (pl->mesh.q == 1)
         return; /* a group of one: nothing to sum */
-    tg_step *s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+    tg_step *s = tg_pb_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
     if (!s)
         return;
     s->group = TG_ROW;
     s->group_size = pl->mesh.q;
     s->count = count;
-    use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
     s->desc = TG_D_ALLREDUCE;
     s->label = what;
 }
 
 /* Layernorm of x given the local row sums already in rs: the two-pass form
  * (mean, then centred squares), each statistic summed over the row group. */
-static int layernorm(builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
+static int layernorm(tg_builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
 {
     const tg_plan *pl = b->pl;
     char nm[48];
     allreduce_row(b, layer, op, rs, pl->R, "row sums of x");
     snprintf(nm, sizeof nm, "L%d_%s_sqdev", layer, op);
-    int vs = add_buf(b, 1, pl->R, 0, "per-token sum of squared deviations", "%s", nm);
-    tg_step *s = add_step(b, TG_STEP_LN_SQDEV, layer, op, -1);
+    int vs = tg_pb_buf(b, 1, pl->R, 0, "per-token sum of squared deviations", "%s", nm);
+    tg_step *s = tg_pb_step(b, TG_STEP_LN_SQDEV, layer, op, -1);
     if (!s)
         return vs;
     s->rows = pl->R;
     s->cols = pl->Cq;
     s->hidden = pl->spec.hidden;
-    use(s, 0, x, TG_ACC_R);
-    use(s, 1, rs, TG_ACC_R);
-    use(s, 2, vs, TG_ACC_W);
+    tg_pb_use(s, 0, x, TG_ACC_R);
+    tg_pb_use(s, 1, rs, TG_ACC_R);
+    tg_pb_use(s, 2, vs, TG_ACC_W);
     s->label = "centred squares of x, local columns";
     allreduce_row(b, layer, op, vs, pl->R, "squared deviations");
-    s = add_step(b, TG_STEP_LN_APPLY, layer, op, -1);
+    s = tg_pb_step(b, TG_STEP_LN_APPLY, layer, op, -1);
     if (!s)
         return vs;
     s->rows = pl->R;
     s->cols = pl->Cq;
     s->hidden = pl->spec.hidden;
     s->eps = pl->spec.eps;
-    use(s, 0, x, TG_ACC_R);
-    use(s, 1, rs, TG_ACC_R);
-    use(s, 2, vs, TG_ACC_R);
-    use(s, 3, gamma, TG_ACC_R);
-    use(s, 4, beta, TG_ACC_R);
-    use(s, 5, y, TG_ACC_W);
+    tg_pb_use(s, 0, x, TG_ACC_R);
+    tg_pb_use(s, 1, rs, TG_ACC_R);
+    tg_pb_use(s, 2, vs, TG_ACC_R);
+    tg_pb_use(s, 3, gamma, TG_ACC_R);
+    tg_pb_use(s, 4, beta, TG_ACC_R);
+    tg_pb_use(s, 5, y, TG_ACC_W);
     s->label = "y = (x - mean) / sqrt(var + eps) * gamma + beta";
     return vs;
 }
 
 /* One SUMMA broadcast of buf over group g from local root t: read on the root, written elsewhere.
  * It moves X(h,t) over a row or W(t,j) over a column; why ends its description (" (for dX)"). */
-static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
+static bool bcast_step(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
                        const char *why)
 {
     const tg_mesh *m = &b->pl->mesh;
     tg_coord co = b->c;
-    tg_step *s = add_step(b, TG_STEP_BCAST, layer, op, t);
+    tg_step *s = tg_pb_step(b, TG_STEP_BCAST, layer, op, t);
     if (!s)
         return false;
     s->group = g;
@@ -304,7 +297,7 @@ static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g,
     s->root_local = t;
     s->is_root = tg_group_local(m, g, co) == t;
     s->count = count;
-    use(s, 0, buf, s->is_root ? TG_ACC_R : TG_ACC_W);
+    tg_pb_use(s, 0, buf, s->is_root ? TG_ACC_R : TG_ACC_W);
     s->desc = TG_D_BCAST;
     s->label = why;
     if (!s->is_root && t > 0) {
@@ -321,10 +314,10 @@ static bool bcast_step(builder *b, int layer, const char *op, int t, tg_group g,
     return true;
 }
 
-static tg_step *gemm_step(builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
+tg_step *tg_pb_gemm(tg_builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
                           int lda, int B, int ldb, int C, int ldc)
 {
-    tg_step *s = add_step(b, TG_STEP_GEMM, layer, op, t);
+    tg_step *s = tg_pb_step(b, TG_STEP_GEMM, layer, op, t);
     if (!s)
         return NULL;
     s->m = m;
@@ -337,15 +330,15 @@ static tg_step *gemm_step(builder *b, int layer, const char *op, int t, int ta, 
     s->transb = tb;
     s->beta = 0.0f;
     s->flops = 2LL * m * n * k;
-    use(s, 0, A, TG_ACC_R);
-    use(s, 1, B, TG_ACC_R);
-    use(s, 2, C, TG_ACC_W);
+    tg_pb_use(s, 0, A, TG_ACC_R);
+    tg_pb_use(s, 1, B, TG_ACC_R);
+    tg_pb_use(s, 2, C, TG_ACC_W);
     return s;
 }
 
 /* C(h,j) = sum_t A(h,t) @ W(t,j): DESIGN.md section 2, forward. a and w are
  * this rank's own blocks [R,Kq] and [Kq,Nq]; c is [R,Nq]. */
-static void summa(builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
+static void summa(tg_builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
 {
     const tg_plan *pl = b->pl;
     const tg_mesh *m = &pl->mesh;
@@ -359,9 +352,9 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
     for (int r = 0; q > 1 && r < nrecv; r++) {
         const char *sfx = nrecv == 1 ? "" : (r ? "1" : "0");
         snprintf(what, sizeof what, "X(h={h},t) received over row for %s", op);
-        recv_a[r] = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_x%s", layer, op, sfx);
+        recv_a[r] = tg_pb_buf(b, R, Kq, 0, what, "recv_L%d_%s_x%s", layer, op, sfx);
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s", co.j, op);
-        recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w%s", layer, op, sfx);
+        recv_w[r] = tg_pb_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w%s", layer, op, sfx);
     }
     for (int t = 0; t < q; t++) {
         int A = (co.j == t) ? a : recv_a[na++ % nrecv];
@@ -372,7 +365,7 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
             if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, ""))
                 return;
         }
-        tg_step *s = gemm_step(b, layer, op, t, 0, 0, R, Nq, Kq, A, Kq, W, Nq, c, Nq);
+        tg_step *s = tg_pb_gemm(b, layer, op, t, 0, 0, R, Nq, Kq, A, Kq, W, Nq, c, Nq);
         if (!s)
             return;
         if (t > 0) { /* accumulate onto step 0's product */
@@ -384,22 +377,22 @@ static void summa(builder *b, int layer, const char *op, int a, int w, int c, in
 }
 
 /* y = x + p + bias (in place when y == x), with the row sums of y for the next layernorm when rs >= 0. */
-static void resid_rowsum(builder *b, int layer, const char *op, int x, int p, int bias, int rs, int y,
+static void resid_rowsum(tg_builder *b, int layer, const char *op, int x, int p, int bias, int rs, int y,
                          const char *what)
 {
     const tg_plan *pl = b->pl;
-    tg_step *s = add_step(b, TG_STEP_RESID_ROWSUM, layer, op, -1);
+    tg_step *s = tg_pb_step(b, TG_STEP_RESID_ROWSUM, layer, op, -1);
     if (!s)
         return;
     s->rows = pl->R;
     s->cols = pl->Cq;
-    use(s, 0, x, TG_ACC_R | (y == x ? TG_ACC_W : 0));
-    use(s, 1, p, TG_ACC_R);
-    use(s, 2, bias, TG_ACC_R);
+    tg_pb_use(s, 0, x, TG_ACC_R | (y == x ? TG_ACC_W : 0));
+    tg_pb_use(s, 1, p, TG_ACC_R);
+    tg_pb_use(s, 2, bias, TG_ACC_R);
     if (rs >= 0)
-        use(s, 3, rs, TG_ACC_W);
+        tg_pb_use(s, 3, rs, TG_ACC_W);
     if (y != x)
-        use(s, 4, y, TG_ACC_W);
+        tg_pb_use(s, 4, y, TG_ACC_W);
     s->label = what;
 }
 
@@ -411,7 +404,7 @@ typedef struct layer_saved {
 /* Forward of one block. Inference updates the residual stream x in place; training writes
  * each residual into a new buffer so the backward finds every layernorm input. Returns the
  * block's output buffer. */
-static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry, layer_saved *sv)
+static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_carry, layer_saved *sv)
 {
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq, Fq = pl->Fq;
@@ -420,26 +413,26 @@ static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry
     /* ln1: the row sums come from the previous block's final residual step */
     int rs1 = *rs_carry;
     if (rs1 < 0) {
-        rs1 = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l);
-        tg_step *s = add_step(b, TG_STEP_LN_ROWSUM, l, "ln1", -1);
+        rs1 = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l);
+        tg_step *s = tg_pb_step(b, TG_STEP_LN_ROWSUM, l, "ln1", -1);
         if (!s)
             return -1;
         s->rows = R;
         s->cols = Cq;
-        use(s, 0, x, TG_ACC_R);
-        use(s, 1, rs1, TG_ACC_W);
+        tg_pb_use(s, 0, x, TG_ACC_R);
+        tg_pb_use(s, 1, rs1, TG_ACC_W);
         s->label = "row sums of x, local columns";
     }
-    int a1 = add_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l);
+    int a1 = tg_pb_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l);
     int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
 
-    int qkv = add_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
+    int qkv = tg_pb_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
     summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
 
-    int att = add_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l);
-    int sc = add_buf(b, pl->spec.seq, pl->spec.seq, 0, "attention scores of one (sequence, head)",
+    int att = tg_pb_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l);
+    int sc = tg_pb_buf(b, pl->spec.seq, pl->spec.seq, 0, "attention scores of one (sequence, head)",
                      "L%d_scores", l);
-    tg_step *s = add_step(b, TG_STEP_ATTENTION, l, "attn", -1);
+    tg_step *s = tg_pb_step(b, TG_STEP_ATTENTION, l, "attn", -1);
     if (!s)
         return -1;
     s->rows = R;
@@ -449,56 +442,56 @@ static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry
     s->heads = pl->Hq;
     s->hdim = pl->D;
     s->flops = 4LL * pl->nseq * pl->Hq * pl->spec.seq * pl->spec.seq * pl->D;
-    use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
-    use(s, 1, w->qkv_b, TG_ACC_R);
-    use(s, 2, att, TG_ACC_W);
-    use(s, 3, sc, TG_ACC_W);
+    tg_pb_use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, w->qkv_b, TG_ACC_R);
+    tg_pb_use(s, 2, att, TG_ACC_W);
+    tg_pb_use(s, 3, sc, TG_ACC_W);
     s->desc = TG_D_ATTENTION;
 
-    int p1 = add_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
+    int p1 = tg_pb_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
     summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
 
-    int rs2 = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln2_sum", l);
-    int xm = train ? add_buf(b, R, Cq, 0, "residual stream after attention (h, j)", "L%d_x_mid", l) : x;
+    int rs2 = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln2_sum", l);
+    int xm = train ? tg_pb_buf(b, R, Cq, 0, "residual stream after attention (h, j)", "L%d_x_mid", l) : x;
     resid_rowsum(b, l, "ln2", x, p1, w->o_b, rs2, xm,
                  train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
-    int a2 = add_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l);
+    int a2 = tg_pb_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l);
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
-    int hh = add_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
+    int hh = tg_pb_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
     summa(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
     int g = hh;
     if (train) {
-        g = add_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l);
-        s = add_step(b, TG_STEP_GELU_SAVE, l, "gelu", -1);
+        g = tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l);
+        s = tg_pb_step(b, TG_STEP_GELU_SAVE, l, "gelu", -1);
         if (!s)
             return -1;
-        use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-        use(s, 1, w->fc1_b, TG_ACC_R);
-        use(s, 2, g, TG_ACC_W);
+        tg_pb_use(s, 0, hh, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 1, w->fc1_b, TG_ACC_R);
+        tg_pb_use(s, 2, g, TG_ACC_W);
         s->label = "u = h + b1 (kept for the backward); g = GeLU(u)";
     } else {
-        s = add_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
+        s = tg_pb_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
         if (!s)
             return -1;
-        use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-        use(s, 1, w->fc1_b, TG_ACC_R);
+        tg_pb_use(s, 0, hh, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 1, w->fc1_b, TG_ACC_R);
         s->label = "h = GeLU(h + b1), tanh approximation";
     }
     s->rows = R;
     s->cols = Fq;
 
-    int p2 = add_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
+    int p2 = tg_pb_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
     summa(b, l, "fc2", g, w->fc2_w, p2, Fq, Cq);
     int rs_next = -1;
     if (!last)
-        rs_next = add_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l + 1);
+        rs_next = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l + 1);
     int xo = xm;
     if (train) {
         if (last)
-            xo = add_buf(b, R, Cq, 1, "output block (h, j) of the last layer", "y");
+            xo = tg_pb_buf(b, R, Cq, 1, "output block (h, j) of the last layer", "y");
         else
-            xo = add_buf(b, R, Cq, 0, "residual stream after the block (h, j)", "L%d_x_out", l);
+            xo = tg_pb_buf(b, R, Cq, 0, "residual stream after the block (h, j)", "L%d_x_out", l);
     }
     resid_rowsum(b, l, "fc2", xm, p2, w->fc2_b, rs_next, xo,
                  last ? (train ? "y = x_mid + mlp + bias (block output)" : "x += mlp + bias (block output)")
@@ -512,31 +505,31 @@ static int build_layer(builder *b, int l, const layer_w *w, int x, int *rs_carry
 
 /* ---- backward (DESIGN.md section 2) ----------------------------------------------- */
 
-static void allreduce_exact(builder *b, int layer, const char *op, tg_group g, int buf, long long count,
+void tg_pb_allreduce_exact(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
                             const char *what)
 {
     const tg_plan *pl = b->pl;
     int n = tg_group_size(&pl->mesh, g);
     if (n == 1)
         return;
-    tg_step *s = add_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+    tg_step *s = tg_pb_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
     if (!s)
         return;
     s->group = g;
     s->group_size = n;
     s->exact = 1;
     s->count = count;
-    use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
     s->desc = TG_D_ALLREDUCE_X;
     s->label = what;
 }
 
 /* Reduce P onto local root t of g: dX(h,t) over a row (ABT) or dW(t,j) over a column (ATB). */
-static void reduce_step(builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count)
+static void reduce_step(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count)
 {
     const tg_plan *pl = b->pl;
     tg_coord co = b->c;
-    tg_step *s = add_step(b, TG_STEP_REDUCE, layer, op, t);
+    tg_step *s = tg_pb_step(b, TG_STEP_REDUCE, layer, op, t);
     if (!s)
         return;
     s->group = g;
@@ -544,14 +537,14 @@ static void reduce_step(builder *b, int layer, const char *op, int t, tg_group g
     s->root_local = t;
     s->is_root = tg_group_local(&pl->mesh, g, co) == t;
     s->count = count;
-    use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
+    tg_pb_use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
     s->desc = TG_D_REDUCE;
 }
 
 /* dX = dY W^T (ABT): for t: bcast W(t,j) over col from local root t; P = dY(h,j) W(t,j)^T;
  * reduce P over row to local root t, so dX(h,t) lands on (i,t,k). The root computes its P
  * straight into dX and reduces in place. dy [R,Nq], w own [Kq,Nq], dx [R,Kq]. */
-static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, int Kq, int Nq)
+static void abt(tg_builder *b, int layer, const char *op, int dy, int w, int dx, int Kq, int Nq)
 {
     const tg_plan *pl = b->pl;
     const tg_mesh *m = &pl->mesh;
@@ -559,7 +552,7 @@ static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, in
     int q = m->q, R = pl->R;
     char what[160];
     if (q == 1) {
-        tg_step *s = gemm_step(b, layer, op, 0, 0, 1, R, Kq, Nq, dy, Nq, w, Nq, dx, Kq);
+        tg_step *s = tg_pb_gemm(b, layer, op, 0, 0, 1, R, Kq, Nq, dy, Nq, w, Nq, dx, Kq);
         if (s)
             s->desc = TG_D_ABT;
         return;
@@ -567,16 +560,16 @@ static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, in
     int nrecv = q >= 3 ? 2 : 1, nw = 0, recv_w[2] = {-1, -1};
     for (int r = 0; r < nrecv; r++) {
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s backward", co.j, op);
-        recv_w[r] = add_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_dx_w%s", layer, op, nrecv == 1 ? "" : (r ? "1" : "0"));
+        recv_w[r] = tg_pb_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_dx_w%s", layer, op, nrecv == 1 ? "" : (r ? "1" : "0"));
     }
     snprintf(what, sizeof what, "partial dX(h={h},t) for %s, reduced over row", op);
-    int part = add_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
+    int part = tg_pb_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
     for (int t = 0; t < q; t++) {
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
         if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, " (for dX)"))
             return;
         int target = (co.j == t) ? dx : part;
-        tg_step *s = gemm_step(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
+        tg_step *s = tg_pb_gemm(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
         if (!s)
             return;
         s->desc = TG_D_ABT;
@@ -588,7 +581,7 @@ static void abt(builder *b, int layer, const char *op, int dy, int w, int dx, in
  * reduce P over col to local root t, so the depth layer's sum of dW(t,j) lands on (t,j,k);
  * then all-reduce over dep(i,j): every depth layer saw different tokens. x own [R,Kq],
  * dy [R,Nq], dw [Kq,Nq]. */
-static void atb(builder *b, int layer, const char *op, int x, int dy, int dw, int Kq, int Nq)
+static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw, int Kq, int Nq)
 {
     const tg_plan *pl = b->pl;
     const tg_mesh *m = &pl->mesh;
@@ -596,99 +589,99 @@ static void atb(builder *b, int layer, const char *op, int x, int dy, int dw, in
     int q = m->q, R = pl->R;
     char what[160];
     if (q == 1) {
-        tg_step *s = gemm_step(b, layer, op, 0, 1, 0, Kq, Nq, R, x, Kq, dy, Nq, dw, Nq);
+        tg_step *s = tg_pb_gemm(b, layer, op, 0, 1, 0, Kq, Nq, R, x, Kq, dy, Nq, dw, Nq);
         if (s)
             s->desc = TG_D_ATB;
     } else {
         int nrecv = q >= 3 ? 2 : 1, na = 0, recv_x[2] = {-1, -1};
         for (int r = 0; r < nrecv; r++) {
             snprintf(what, sizeof what, "X(h={h},t) received over row for %s backward", op);
-            recv_x[r] = add_buf(b, R, Kq, 0, what, "recv_L%d_%s_dw_x%s", layer, op,
+            recv_x[r] = tg_pb_buf(b, R, Kq, 0, what, "recv_L%d_%s_dw_x%s", layer, op,
                                 nrecv == 1 ? "" : (r ? "1" : "0"));
         }
         snprintf(what, sizeof what, "partial dW(t,j=%d) for %s, reduced over col", co.j, op);
-        int part = add_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
+        int part = tg_pb_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
         for (int t = 0; t < q; t++) {
             int A = (co.j == t) ? x : recv_x[na++ % nrecv];
             if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, " (for dW)"))
                 return;
             int target = (co.i == t) ? dw : part;
-            tg_step *s = gemm_step(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
+            tg_step *s = tg_pb_gemm(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
             if (!s)
                 return;
             s->desc = TG_D_ATB;
             reduce_step(b, layer, op, t, TG_COL, target, (long long)Kq * Nq);
         }
     }
-    allreduce_exact(b, layer, op, TG_DEP, dw, (long long)Kq * Nq, "dW over the depth layers");
+    tg_pb_allreduce_exact(b, layer, op, TG_DEP, dw, (long long)Kq * Nq, "dW over the depth layers");
 }
 
 /* db = column sums of dY over this rank's tokens, summed over every (i,k) holding column block j. */
-static void bias_grad(builder *b, int layer, const char *op, int dy, int cols, int db)
+static void bias_grad(tg_builder *b, int layer, const char *op, int dy, int cols, int db)
 {
-    tg_step *s = add_step(b, TG_STEP_COLSUM, layer, op, -1);
+    tg_step *s = tg_pb_step(b, TG_STEP_COLSUM, layer, op, -1);
     if (!s)
         return;
     s->rows = b->pl->R;
     s->cols = cols;
-    use(s, 0, dy, TG_ACC_R);
-    use(s, 1, db, TG_ACC_W);
+    tg_pb_use(s, 0, dy, TG_ACC_R);
+    tg_pb_use(s, 1, db, TG_ACC_W);
     s->label = "db = column sums of dY, local tokens";
-    allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
+    tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
 }
 
 /* A layernorm-backward step reading dy, x, its statistics and gamma (slots 0..4). */
-static tg_step *ln_bwd_step(builder *b, tg_step_kind kind, int layer, const char *op, int dy, int x, int rs, int vs,
+static tg_step *ln_bwd_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int dy, int x, int rs, int vs,
                             int gamma)
 {
     const tg_plan *pl = b->pl;
-    tg_step *s = add_step(b, kind, layer, op, -1);
+    tg_step *s = tg_pb_step(b, kind, layer, op, -1);
     if (!s)
         return NULL;
     s->rows = pl->R;
     s->cols = pl->Cq;
     s->hidden = pl->spec.hidden;
     s->eps = pl->spec.eps;
-    use(s, 0, dy, TG_ACC_R);
-    use(s, 1, x, TG_ACC_R);
-    use(s, 2, rs, TG_ACC_R);
-    use(s, 3, vs, TG_ACC_R);
-    use(s, 4, gamma, TG_ACC_R);
+    tg_pb_use(s, 0, dy, TG_ACC_R);
+    tg_pb_use(s, 1, x, TG_ACC_R);
+    tg_pb_use(s, 2, rs, TG_ACC_R);
+    tg_pb_use(s, 3, vs, TG_ACC_R);
+    tg_pb_use(s, 4, gamma, TG_ACC_R);
     return s;
 }
 
 /* Layernorm backward: g += dx for y = LN(x) given dy; dgamma, dbeta as column sums. */
-static void ln_bwd(builder *b, int layer, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
+static void ln_bwd(tg_builder *b, int layer, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
                    int dbeta)
 {
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq;
-    int sums = add_buf(b, 2, R, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", layer, op);
+    int sums = tg_pb_buf(b, 2, R, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", layer, op);
     tg_step *s = ln_bwd_step(b, TG_STEP_LN_BWD_SUMS, layer, op, dy, x, rs, vs, gamma);
     if (!s)
         return;
-    use(s, 5, sums, TG_ACC_W);
-    use(s, 6, dgamma, TG_ACC_W);
-    use(s, 7, dbeta, TG_ACC_W);
+    tg_pb_use(s, 5, sums, TG_ACC_W);
+    tg_pb_use(s, 6, dgamma, TG_ACC_W);
+    tg_pb_use(s, 7, dbeta, TG_ACC_W);
     s->label = "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums";
     allreduce_row(b, layer, op, sums, 2LL * R, "the two per-token sums");
     s = ln_bwd_step(b, TG_STEP_LN_BWD_APPLY, layer, op, dy, x, rs, vs, gamma);
     if (!s)
         return;
-    use(s, 5, sums, TG_ACC_R);
-    use(s, 6, g, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 5, sums, TG_ACC_R);
+    tg_pb_use(s, 6, g, TG_ACC_R | TG_ACC_W);
     s->label = "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx";
-    allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
-    allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
+    tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
+    tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
 }
 
-static int grad_of(builder *b, const layer_w *w, int k)
+static int grad_of(tg_builder *b, const layer_w *w, int k)
 {
     return b->rp->params[w->first_param + k].grad;
 }
 
 /* Backward of one block: g holds dL/d(block output) and becomes dL/d(block input). */
-static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_saved *sv, int g)
+static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_saved *sv, int g)
 {
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq, Fq = pl->Fq, S = pl->spec.seq;
@@ -697,19 +690,19 @@ static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_sav
     /* MLP: y = x_mid + GeLU(LN2(x_mid) W1 + b1) W2 + b2 */
     atb(b, l, "fc2", sv->g, g, grad_of(b, w, P_FC2_W), Fq, Cq);
     bias_grad(b, l, "fc2", g, Cq, grad_of(b, w, P_FC2_B));
-    int dgl = add_buf(b, R, Fq, 0, "dL/d(GeLU output), then dL/du", "L%d_gelu_dout", l);
+    int dgl = tg_pb_buf(b, R, Fq, 0, "dL/d(GeLU output), then dL/du", "L%d_gelu_dout", l);
     abt(b, l, "fc2", g, w->fc2_w, dgl, Fq, Cq);
-    tg_step *s = add_step(b, TG_STEP_GELU_BWD, l, "gelu", -1);
+    tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, l, "gelu", -1);
     if (!s)
         return;
     s->rows = R;
     s->cols = Fq;
-    use(s, 0, dgl, TG_ACC_R | TG_ACC_W);
-    use(s, 1, sv->u, TG_ACC_R);
+    tg_pb_use(s, 0, dgl, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, sv->u, TG_ACC_R);
     s->label = "du = dg * GeLU'(u)";
     atb(b, l, "fc1", sv->a2, dgl, grad_of(b, w, P_FC1_W), Cq, Fq);
     bias_grad(b, l, "fc1", dgl, Fq, grad_of(b, w, P_FC1_B));
-    int da2 = add_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
+    int da2 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
     abt(b, l, "fc1", dgl, w->fc1_w, da2, Cq, Fq);
     ln_bwd(b, l, "ln2", da2, sv->x_mid, sv->rs2, sv->vs2, w->ln2_g, g, grad_of(b, w, P_LN2_G),
            grad_of(b, w, P_LN2_B));
@@ -717,12 +710,12 @@ static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_sav
     /* attention: x_mid = x + Attn(LN1(x) Wqkv + bqkv) Wo + bo */
     atb(b, l, "proj", sv->att, g, grad_of(b, w, P_O_W), Cq, Cq);
     bias_grad(b, l, "proj", g, Cq, grad_of(b, w, P_O_B));
-    int datt = add_buf(b, R, Cq, 0, "dL/d(attention output)", "L%d_att_dout", l);
+    int datt = tg_pb_buf(b, R, Cq, 0, "dL/d(attention output)", "L%d_att_dout", l);
     abt(b, l, "proj", g, w->o_w, datt, Cq, Cq);
-    int dqkv = add_buf(b, R, 3 * Cq, 0, "dL/d[Q|K|V] of head group j", "L%d_qkv_dout", l);
-    int p1 = add_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", l);
-    int p2 = add_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", l);
-    s = add_step(b, TG_STEP_ATTN_BWD, l, "attn", -1);
+    int dqkv = tg_pb_buf(b, R, 3 * Cq, 0, "dL/d[Q|K|V] of head group j", "L%d_qkv_dout", l);
+    int p1 = tg_pb_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", l);
+    int p2 = tg_pb_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", l);
+    s = tg_pb_step(b, TG_STEP_ATTN_BWD, l, "attn", -1);
     if (!s)
         return;
     s->rows = R;
@@ -732,35 +725,35 @@ static void build_layer_bwd(builder *b, int l, const layer_w *w, const layer_sav
     s->heads = pl->Hq;
     s->hdim = pl->D;
     s->flops = 10LL * pl->nseq * pl->Hq * S * S * pl->D;
-    use(s, 0, sv->qkv, TG_ACC_R);
-    use(s, 1, datt, TG_ACC_R);
-    use(s, 2, dqkv, TG_ACC_W);
-    use(s, 3, p1, TG_ACC_W);
-    use(s, 4, p2, TG_ACC_W);
+    tg_pb_use(s, 0, sv->qkv, TG_ACC_R);
+    tg_pb_use(s, 1, datt, TG_ACC_R);
+    tg_pb_use(s, 2, dqkv, TG_ACC_W);
+    tg_pb_use(s, 3, p1, TG_ACC_W);
+    tg_pb_use(s, 4, p2, TG_ACC_W);
     s->label = "attention backward, probabilities recomputed from Q and K";
     atb(b, l, "qkv", sv->a1, dqkv, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
     bias_grad(b, l, "qkv", dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
-    int da1 = add_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);
+    int da1 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);
     abt(b, l, "qkv", dqkv, w->qkv_w, da1, Cq, 3 * Cq);
     ln_bwd(b, l, "ln1", da1, sv->x_in, sv->rs1, sv->vs1, w->ln1_g, g, grad_of(b, w, P_LN1_G),
            grad_of(b, w, P_LN1_B));
 }
 
-static void build_optimizer(builder *b)
+void tg_pb_optimizer(tg_builder *b)
 {
     tg_class_plan *rp = b->rp;
     for (int i = 0; i < rp->nparams; i++) {
         const tg_param *p = &rp->params[i];
         const tg_buf *pb = &rp->bufs[p->buf];
-        tg_step *s = add_step(b, TG_STEP_ADAMW, -1, "adamw", -1);
+        tg_step *s = tg_pb_step(b, TG_STEP_ADAMW, -1, "adamw", -1);
         if (!s)
             return;
         s->count = pb->elems;
         s->decay = p->ndim == 2;
-        use(s, 0, p->buf, TG_ACC_R | TG_ACC_W);
-        use(s, 1, p->grad, TG_ACC_R);
-        use(s, 2, p->m, TG_ACC_R | TG_ACC_W);
-        use(s, 3, p->v, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 0, p->buf, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 1, p->grad, TG_ACC_R);
+        tg_pb_use(s, 2, p->m, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 3, p->v, TG_ACC_R | TG_ACC_W);
         s->desc = TG_D_ADAMW;
         s->aux = i;
     }
@@ -857,9 +850,20 @@ static void totals(tg_class_plan *rp)
 /* shards_only: declare the weight shards and the residual stream block, no steps, no offsets */
 static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, tg_err *err)
 {
-    builder b = {pl, rp, {rp->i, rp->j, 0}, 0, 0, 0, false, TG_PHASE_FWD};
+    tg_builder b = {pl, rp, {rp->i, rp->j, 0}, 0, 0, 0, false, TG_PHASE_FWD};
     const tg_spec *sp = &pl->spec;
     int train = sp->mode == TG_TRAIN;
+    if (pl->mesh.scheme == TG_SCHEME_MEGATRON) {
+        tg_plan_megatron(&b, shards_only);
+        if (b.oom)
+            return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
+        if (shards_only)
+            return true;
+        if (!lifetimes(rp, err) || !place(rp, err))
+            return false;
+        totals(rp);
+        return tg_streams_plan(rp, err);
+    }
     layer_w *lw = malloc((size_t)sp->layers * sizeof *lw);
     layer_saved *sv = malloc((size_t)sp->layers * sizeof *sv);
     if (!lw || !sv) {
@@ -872,11 +876,11 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
     char what[120];
     snprintf(what, sizeof what, "residual stream block (h={h}, j=%d): input in%s", rp->j,
              train ? "" : ", output out");
-    rp->x_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "x");
+    rp->x_buf = tg_pb_buf(&b, pl->R, pl->Cq, 1, what, "x");
     rp->gx_buf = -1;
     if (train) {
         snprintf(what, sizeof what, "gradient block (h={h}, j=%d): dL/dy in, dL/dx out", rp->j);
-        rp->gx_buf = add_buf(&b, pl->R, pl->Cq, 1, what, "grad_x");
+        rp->gx_buf = tg_pb_buf(&b, pl->R, pl->Cq, 1, what, "grad_x");
     }
     if (shards_only) {
         free(lw);
@@ -893,7 +897,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
             build_layer_bwd(&b, l, &lw[l], &sv[l], rp->gx_buf);
         b.phase = TG_PHASE_OPT;
         if (!b.oom)
-            build_optimizer(&b);
+            tg_pb_optimizer(&b);
     }
     free(lw);
     free(sv);
@@ -909,6 +913,17 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
 {
     memset(out, 0, sizeof *out);
     out->spec = *spec;
+    out->T = spec->batch * spec->seq;
+    out->D = spec->hidden / spec->heads;
+    if (spec->scheme == TG_SCHEME_MEGATRON) {
+        out->mesh = tg_mesh_make_megatron(spec->p);
+        out->R = out->T;
+        out->Cq = spec->hidden;
+        out->Fq = spec->ffn / spec->p;
+        out->Hq = spec->heads / spec->p;
+        out->nseq = spec->batch;
+        return;
+    }
     out->mesh = tg_mesh_make(spec->q, spec->d, spec->placement);
     int qd = spec->q * spec->d;
     out->T = spec->batch * spec->seq;
@@ -957,11 +972,15 @@ void tg_class_free(tg_class_plan *cp)
 
 int tg_plan_nclasses(const tg_plan *pl)
 {
+    if (pl->mesh.scheme == TG_SCHEME_MEGATRON)
+        return pl->mesh.p;
     return pl->mesh.q * pl->mesh.q;
 }
 
 int tg_class_of(const tg_plan *pl, int rank)
 {
+    if (pl->mesh.scheme == TG_SCHEME_MEGATRON)
+        return rank;
     tg_coord c = tg_mesh_coord(&pl->mesh, rank);
     return c.i * pl->mesh.q + c.j;
 }

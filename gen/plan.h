@@ -30,6 +30,13 @@
  *   ln2    x += p + bo fused with the row sums, then as ln1
  *   fc1    SUMMA -> h [R, F/q];  gelu: h = GeLU(h + b1)
  *   fc2    SUMMA -> p;  x += p + b2 fused with the next layer's ln1 row sums
+ *
+ * The megatron scheme (plan_megatron.c, docs/MEGATRON.md) plans p classes
+ * (r, 0), one per rank, on the same structures: x [T, C] whole on every rank,
+ * column-parallel QKV and fc1, row-parallel projections, two all-reduces over
+ * world per block forward and two backward. Its tg_plan has R = T, Cq = C
+ * (the residual stream block is the whole [T, C]), Fq = F/p, Hq = H/p and
+ * nseq = batch.
  */
 #ifndef TG_PLAN_H
 #define TG_PLAN_H
@@ -172,6 +179,8 @@ typedef struct tg_param {
     int grad, m, v; /* training: gradient and AdamW moment buffers of the same shape, else -1 */
     int npieces;
     tg_piece piece[3];
+    int replica;   /* tg_group whose members hold bitwise-identical copies of this shard (member 0's is the
+                    * canonical copy written to files), or -1 when no other rank holds it */
 } tg_param;
 
 /* The program of one rank class: every rank (i, j, k), k = 0..d-1, runs exactly these steps on these
@@ -208,12 +217,12 @@ typedef struct tg_plan {
     tg_spec spec;
     tg_mesh mesh;
     int T;    /* batch * seq tokens */
-    int R;    /* T / (d*q) token rows per rank */
-    int Cq;   /* hidden / q */
-    int Fq;   /* ffn / q */
+    int R;    /* T / (d*q) token rows per rank (megatron: T) */
+    int Cq;   /* hidden / q (megatron: hidden) */
+    int Fq;   /* ffn / q (megatron: ffn / p) */
     int D;    /* head dim: hidden / heads */
-    int Hq;   /* heads / q local heads */
-    int nseq; /* batch / (d*q) local sequences */
+    int Hq;   /* heads / q local heads (megatron: heads / p) */
+    int nseq; /* batch / (d*q) local sequences (megatron: batch) */
     /* the schedule fingerprint (fingerprint.h), 16 hex digits: filled in by tessgen's main after
      * planning every class, then printed by the emitters into every program, and by the running
      * program, so a run names exactly the schedule it executed */
@@ -228,7 +237,8 @@ bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *
 bool tg_plan_class_shards(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err);
 void tg_class_free(tg_class_plan *cp);
 
-/* Classes are numbered i*q + j; a rank's class is that of its (i, j). */
+/* Classes are numbered i*q + j; a rank's class is that of its (i, j). Megatron: p classes (r, 0), class r
+ * is rank r. */
 int tg_plan_nclasses(const tg_plan *pl);
 int tg_class_of(const tg_plan *pl, int rank);
 /* Every class at once, indexed by class number (small meshes, tests). */

@@ -47,19 +47,20 @@
 /* ---- the key schema ------------------------------------------------------ */
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
-enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_COUNT };
-enum { MESH_Q, MESH_D, MESH_PLACEMENT, MESH_COUNT };
+enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
+       TOP_COUNT };
+enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
 
-#define MAX_KEYS 8
+#define MAX_KEYS 9
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
-    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib"},
-    {"q", "d", "placement"},
+    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme"},
+    {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
     {"lr", "beta1", "beta2", "eps", "weight_decay"},
 };
@@ -436,8 +437,9 @@ static void fmt_set(char *out, size_t cap, const long long *v, int n, long long 
 static const char *field_hint(int level, int k)
 {
     if (level == LVL_MESH)
-        return k == MESH_Q ? "the mesh is [q,q,d] with q*q ranks per depth layer"
+        return k == MESH_Q   ? "the mesh is [q,q,d] with q*q ranks per depth layer"
                : k == MESH_D ? "the depth of the [q,q,d] mesh"
+               : k == MESH_P ? "the ranks of the megatron scheme's 1-D mesh"
                              : "the group whose ranks are numbered consecutively";
     switch (k) {
     case MODEL_LAYERS: return "the number of transformer blocks";
@@ -585,6 +587,51 @@ static void check_placement(spec_ctx *c, tg_spec *s)
             "(and so share a node when the launcher fills nodes in rank order); use \"row\" (the default: "
             "rank = j + q*i + q*q*k), \"col\" (rank = i + q*j + q*q*k) or \"dep\" (rank = k + d*j + d*q*i)",
          shown);
+}
+
+static void check_scheme(spec_ctx *c, tg_spec *s)
+{
+    const raw_val *v = &c->val[LVL_TOP][TOP_SCHEME];
+    char shown[256];
+    s->scheme = TG_SCHEME_TESSERACT;
+    if (v->type == LUA_TNONE || str_is(v, "tesseract"))
+        return;
+    if (str_is(v, "megatron")) {
+        s->scheme = TG_SCHEME_MEGATRON;
+        return;
+    }
+    describe(shown, sizeof shown, v);
+    fail(c, "scheme = %s is not a scheme: use scheme = \"tesseract\" (the [q,q,d] mesh, the default) or "
+            "scheme = \"megatron\" (Megatron-LM 1-D tensor parallelism, mesh = { p = N })", shown);
+}
+
+/* The mesh of the scheme: tesseract takes q (and d), megatron takes p; a key of the other scheme is refused. */
+static void check_mesh(spec_ctx *c, tg_spec *s, bool *ok_q, bool *ok_d, bool *ok_p)
+{
+    const raw_val *v = c->val[LVL_MESH];
+    if (s->scheme == TG_SCHEME_MEGATRON) {
+        for (int k = MESH_Q; k <= MESH_D; k++)
+            if (v[k].type != LUA_TNONE)
+                fail(c, "mesh.%s is not a key of the megatron scheme: it splits the model over p ranks in one "
+                        "dimension; write mesh = { p = N } (or drop scheme = \"megatron\" for the [q,q,d] mesh)",
+                     level_keys[LVL_MESH][k]);
+        if (v[MESH_PLACEMENT].type != LUA_TNONE)
+            fail(c, "mesh.placement is a key of the tesseract mesh only: the megatron scheme's p ranks form one "
+                    "group, numbered in order; drop mesh.placement");
+        *ok_p = check_int(c, LVL_MESH, MESH_P, SPEC_MAX_RANKS, &s->p);
+        s->q = s->d = 1;
+        *ok_q = *ok_d = *ok_p && v[MESH_Q].type == LUA_TNONE && v[MESH_D].type == LUA_TNONE;
+        return;
+    }
+    if (v[MESH_P].type != LUA_TNONE)
+        fail(c, "mesh.p is a key of the megatron scheme only: the tesseract mesh is [q,q,d] with p = q*q*d "
+                "ranks; write mesh = { q = ..., d = ... }, or add scheme = \"megatron\" for a 1-D mesh of p ranks");
+    *ok_q = check_int(c, LVL_MESH, MESH_Q, SPEC_MAX_MESH, &s->q);
+    *ok_d = check_int(c, LVL_MESH, MESH_D, SPEC_MAX_MESH, &s->d);
+    check_placement(c, s);
+    *ok_p = *ok_q && *ok_d && v[MESH_P].type == LUA_TNONE;
+    if (*ok_p)
+        s->p = s->q * s->q * s->d;
 }
 
 static void check_mode(spec_ctx *c, tg_spec *s)
@@ -804,6 +851,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     }
     check_dtype(c, s);
     check_mode(c, s);
+    check_scheme(c, s);
     check_optimizer(c, s);
     check_backends(c, s);
     check_memory(c, s);
@@ -841,12 +889,9 @@ static void validate(spec_ctx *c, tg_spec *s)
 
     /* integers: q, d, layers, hidden, heads, ffn, seq, batch */
     bool ok_q = false, ok_d = false, ok_layers = false, ok_hidden = false, ok_heads = false;
-    bool ok_ffn = false, ok_seq = false, ok_batch = false;
-    if (have_mesh) {
-        ok_q = check_int(c, LVL_MESH, MESH_Q, SPEC_MAX_MESH, &s->q);
-        ok_d = check_int(c, LVL_MESH, MESH_D, SPEC_MAX_MESH, &s->d);
-        check_placement(c, s);
-    }
+    bool ok_ffn = false, ok_seq = false, ok_batch = false, ok_p = false;
+    if (have_mesh)
+        check_mesh(c, s, &ok_q, &ok_d, &ok_p);
     if (have_model) {
         ok_layers = check_int(c, LVL_MODEL, MODEL_LAYERS, SPEC_MAX_LAYERS, &s->layers);
         ok_hidden = check_int(c, LVL_MODEL, MODEL_HIDDEN, SPEC_MAX_DIM, &s->hidden);
@@ -883,6 +928,39 @@ static void validate(spec_ctx *c, tg_spec *s)
             fmt_set(set, sizeof set, all, na, H);
         fail(c, "model.hidden = %lld is not divisible by model.heads = %lld: each head takes "
                 "hidden/heads columns; use heads in %s", C, H, set);
+    }
+    /* megatron: heads and the MLP columns are split across the p ranks (hidden % p follows) */
+    if (s->scheme == TG_SCHEME_MEGATRON && ok_p) {
+        long long p = s->p;
+        if (ok_heads && H % p != 0) {
+            n = divisors(H, SPEC_MAX_RANKS, div, 512);
+            fmt_set(set, sizeof set, div, n, p);
+            fail(c, "model.heads = %lld is not divisible by mesh.p = %lld: the megatron scheme splits the heads "
+                    "across the p ranks; use p in %s", H, p, set);
+        }
+        if (ok_ffn && F % p != 0) {
+            n = divisors(F, SPEC_MAX_RANKS, div, 512);
+            fmt_set(set, sizeof set, div, n, p);
+            long long lo = F / p * p;
+            fail(c, "model.ffn = %lld is not divisible by mesh.p = %lld: the megatron scheme splits the MLP "
+                    "columns across the p ranks; use ffn = %lld, or p in %s", F, p, lo > 0 ? lo + p : p, set);
+        }
+        if (ok_batch && ok_seq && ok_hidden && ok_ffn) {
+            long long wide = (3 * C > F ? 3 * C : F) / p;
+            check_count(c, "the per-rank activation block", "(batch*seq)*max(hidden, max(3*hidden, ffn)/p)",
+                        sat_mul(B * S, wide > C ? wide : C), "use a smaller batch or seq");
+            check_count(c, "the per-rank MLP weight block", "hidden*(ffn/p)", sat_mul(C, ceil_div(F, p)),
+                        "use a smaller hidden or ffn, or a larger p");
+        }
+        if (ok_hidden)
+            check_count(c, "the per-rank QKV weight block", "hidden*(3*hidden/p)", sat_mul(C, ceil_div(3 * C, p)),
+                        "use a smaller hidden or a larger p");
+        if (ok_batch && ok_heads && ok_seq)
+            check_count(c, "the per-rank attention scores", "batch*(heads/p)*seq*seq",
+                        sat_mul(sat_mul(sat_mul(B, ceil_div(H, p)), S), S), "use a smaller seq or batch");
+        if (ok_batch && ok_seq)
+            check_count(c, "the token count", "batch*seq", B * S, "use a smaller batch or seq");
+        return;
     }
     /* heads % q: heads are split across the q columns */
     if (ok_heads && ok_q && H % q != 0) {
@@ -994,8 +1072,29 @@ bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
     if (!load_source(chunk, src, strlen(src), &alt, err))
         return false;
     *out = *s;
+    out->scheme = TG_SCHEME_TESSERACT;
     out->q = q;
     out->d = d;
+    out->p = q * q * d;
+    return true;
+}
+
+bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
+{
+    char src[512], chunk[sizeof s->path + 64];
+    snprintf(src, sizeof src,
+             "return { name = \"%s\", scheme = \"megatron\", mesh = { p = %d }, model = { layers = %d, hidden = %d, "
+             "heads = %d, ffn = %d, seq = %d, batch = %d, eps = %.17g }%s }",
+             s->name, p, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps,
+             s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
+    snprintf(chunk, sizeof chunk, "%s as megatron p=%d", s->path, p);
+    tg_spec alt;
+    if (!load_source(chunk, src, strlen(src), &alt, err))
+        return false;
+    *out = *s;
+    out->scheme = TG_SCHEME_MEGATRON;
+    out->q = out->d = 1;
+    out->p = p;
     return true;
 }
 

@@ -8,8 +8,10 @@
  * The spec file returns a table:
  *   return {
  *     name  = "gpt2-tiny",                 -- optional, default: file stem; [A-Za-z0-9_.-]+
- *     mesh  = { q = 2, d = 2 },            -- q required, d optional (default 1),
+ *     scheme = "tesseract",                -- optional: "tesseract" (default) or "megatron"
+ *     mesh  = { q = 2, d = 2 },            -- tesseract: q required, d optional (default 1),
  *                                          -- placement optional: "row" (default), "col" or "dep" (mesh.h)
+ *                                          -- megatron: mesh = { p = 4 } (q and d refused)
  *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
  *               seq = 16, batch = 4, eps = 1e-5 },   -- eps optional (default 1e-5)
  *     dtype = "fp32",                      -- optional, default "fp32"
@@ -41,12 +43,14 @@ typedef struct tg_adamw {
 typedef struct tg_spec {
     char path[1024]; /* the spec file as given on the command line */
     char name[128];  /* model name, [A-Za-z0-9_.-]+ */
-    int q, d;        /* mesh [q,q,d] */
+    tg_scheme scheme; /* "tesseract" (default) or "megatron" */
+    int q, d;        /* mesh [q,q,d]; megatron: 1 and 1 (unused) */
+    int p;           /* ranks: q*q*d, or megatron's mesh.p */
     tg_placement placement; /* mesh.placement: which group's ranks are consecutive (mesh.h); default "row" */
     int layers;      /* transformer blocks */
     int hidden;      /* C */
-    int heads;       /* attention heads; hidden % heads == 0, heads % q == 0 */
-    int ffn;         /* F, MLP width */
+    int heads;       /* attention heads; hidden % heads == 0, heads % q == 0 (megatron: heads % p == 0) */
+    int ffn;         /* F, MLP width; ffn % q == 0 (megatron: ffn % p == 0) */
     int seq;         /* S, tokens per sequence */
     int batch;       /* B, sequences; batch % (q*d) == 0 */
     double eps;      /* layernorm epsilon, > 0 */
@@ -68,8 +72,11 @@ bool tg_spec_load_string(const char *chunkname, const char *src, tg_spec *out, t
 
 /* The validated spec s on another mesh [q,q,d]: its model (and mode) run through the same loader and
  * rules, so a mesh they refuse gets the same messages, each starting "PATH as [q,q,d]: ". On success
- * *out is s with q and d replaced (every other field kept). */
+ * *out is s with q and d replaced (every other field kept); a megatron spec becomes a tesseract one. */
 bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err);
+/* The same for the megatron scheme on p ranks ("PATH as megatron p=N: "); a tesseract spec becomes a
+ * megatron one (q = d = 1). */
+bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err);
 
 /* Same, from len bytes that may contain NULs (as a file may; the fuzz harness uses it). */
 bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_spec *out, tg_err *err);

@@ -505,6 +505,15 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
         if (ok)
             fig_row(o, mesh, "possible", &mf, full);
     }
+    if (pl->mesh.scheme == TG_SCHEME_MEGATRON) { /* this spec is none of the [q,q,d] above */
+        char mesh[48];
+        mesh_fig mf;
+        memset(&mf, 0, sizeof mf);
+        tg_mesh_text(&pl->mesh, mesh, sizeof mesh);
+        for (int c = 0; c < (full ? tg_plan_nclasses(pl) : 1); c++)
+            fold(&mf, &figs[c], 1);
+        fig_row(o, mesh, "this spec", &mf, full);
+    }
     return true;
 }
 

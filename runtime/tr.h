@@ -24,7 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum tr_group { TR_ROW = 0, TR_COL = 1, TR_DEP = 2, TR_COLDEP = 3, TR_NGROUPS = 4 } tr_group;
+/* TR_WORLD: every rank (the megatron scheme's all-reduces); the same numbering as the generator's tg_group */
+typedef enum tr_group { TR_ROW = 0, TR_COL = 1, TR_DEP = 2, TR_COLDEP = 3, TR_WORLD = 4, TR_NGROUPS = 5 } tr_group;
 
 /* Step kinds, for timing (the same list as the generator's tg_step_kind). */
 typedef enum tr_kind {
@@ -55,6 +56,7 @@ typedef struct tr_param {
     int npieces;
     tr_piece piece[3];
     long long grad_offset, m_offset, v_offset; /* training: gradient and AdamW moments, same shape; else -1 */
+    int replica; /* tr_group whose members hold identical copies (member 0's is written to files), or -1: none */
 } tr_param;
 
 struct tr_ctx;
@@ -104,6 +106,7 @@ typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;
     const char *fingerprint; /* of the schedule, as printed by tessgen and in manifest.json */
     int q, d, p;
+    int scheme; /* 0 tesseract [q,q,d]; 1 megatron 1-D over p ranks (q = d = 1, rank r is (i=r, j=0, k=0)) */
     int si, sj, sk; /* rank = i*si + j*sj + k*sk (the spec's mesh.placement; gen/mesh.h) */
     int layers, hidden, heads, ffn, seq, batch;
     double eps;
@@ -134,6 +137,8 @@ extern const tr_class_desc tr_class; /* defined by the generated rank_iI_jJ.c th
 /* The coordinates of global rank r in tr_model's mesh, and the rank of the root of a step as the rank
  * with coordinates (i, j, k) runs it (-1 when the step has no root). */
 void tr_rank_coord(int r, int *i, int *j, int *k);
+/* tr_model's mesh as people read it: "[2,2,1]" or "megatron p=4" (a static buffer). */
+const char *tr_mesh_text(void);
 int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s);
 
 /* ---- what generated forward code calls --------------------------------------- */

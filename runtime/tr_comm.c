@@ -19,7 +19,7 @@
 
 static const char *group_name(tr_group g)
 {
-    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep"};
+    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep", "world"};
     return n[g];
 }
 
@@ -152,9 +152,24 @@ void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
 
 void tr_rank_coord(int r, int *i, int *j, int *k)
 {
+    if (tr_model.scheme == 1) {
+        *i = r;
+        *j = *k = 0;
+        return;
+    }
     *i = (r / tr_model.si) % tr_model.q;
     *j = (r / tr_model.sj) % tr_model.q;
     *k = (r / tr_model.sk) % tr_model.d;
+}
+
+const char *tr_mesh_text(void)
+{
+    static char buf[64];
+    if (tr_model.scheme == 1)
+        snprintf(buf, sizeof buf, "megatron p=%d", tr_model.p);
+    else
+        snprintf(buf, sizeof buf, "[%d,%d,%d]", tr_model.q, tr_model.q, tr_model.d);
+    return buf;
 }
 
 int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
@@ -167,6 +182,7 @@ int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
     case TR_COL: i = l; break;
     case TR_DEP: k = l; break;
     case TR_COLDEP: i = l % q; k = l / q; break;
+    case TR_WORLD: return l;
     default: return -1;
     }
     return i * tr_model.si + j * tr_model.sj + k * tr_model.sk;

@@ -3,8 +3,9 @@
  * checks of parameter shards (see tr_gather.h). Rank 0 fills its assembly
  * buffers with NaN first, so a block that no rank sent shows up as NaN in the
  * file instead of as plausible zeros. Whatever is counted once per element of
- * a full tensor uses the canonical copy (depth 0, and row 0 for vectors), the
- * copy tr_gather_params writes.
+ * a full tensor uses the canonical copy (member 0 of the parameter's replica
+ * group: depth 0, and row 0 for vectors, on the [q,q,d] mesh; rank 0 for the
+ * megatron scheme's whole tensors), the copy tr_gather_params writes.
  */
 #include "tr_gather.h"
 
@@ -51,17 +52,28 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
     if (rank == 0) {
         for (long e = 0; e < total; e++)
             full[e] = NAN;
-        for (int r = 0; r < p; r++)
+        /* ranks that hold the same block (the megatron scheme: every rank holds all of it) must agree bitwise */
+        for (int r = 1; r < p && ok; r++)
+            for (int s = 0; s < r && ok; s++)
+                if (at[2 * r] == at[2 * s] && at[2 * r + 1] == at[2 * s + 1]) {
+                    if (memcmp(all + (long)r * blk, all + (long)s * blk, (size_t)blk * sizeof *all) != 0)
+                        ok = tr_fail(err, "%s: rank %d's copy of the output differs from rank %d's: the replicas "
+                                          "diverged (a collective that is not bitwise identical on every member?); "
+                                          "nothing written", path, r, s);
+                    break;
+                }
+        for (int r = 0; ok && r < p; r++)
             for (int i = 0; i < d->io_rows; i++)
                 memcpy(full + (long)(at[2 * r] + i) * tr_model.hidden + at[2 * r + 1],
                        all + (long)r * blk + (long)i * d->io_cols, (size_t)d->io_cols * sizeof *full);
         long bad = 0;
         for (long e = 0; e < total; e++)
             bad += !isfinite(full[e]);
-        if (bad)
+        if (ok && bad)
             fprintf(stderr, "warning: %s has %ld non-finite values of %ld\n", path, bad, total);
         int64_t shape[3] = {tr_model.batch, tr_model.seq, tr_model.hidden};
-        ok = tr_npy_write_atomic(path, 3, shape, full, err);
+        if (ok)
+            ok = tr_npy_write_atomic(path, 3, shape, full, err);
     }
     free(all);
     free(full);
@@ -76,6 +88,13 @@ static bool all_ok_world(bool ok)
     return all == 1;
 }
 
+/* Is this rank's shard of pr the copy of the full tensor that is written (and counted)? Member 0 of the group
+ * that holds its replicas (every shard is canonical when no other rank holds it). */
+static int canonical(const tr_rank_desc *d, const tr_param *pr)
+{
+    return pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0;
+}
+
 static long long shard_elems(const tr_rank_desc *d)
 {
     long long n = 0;
@@ -88,8 +107,9 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
 {
     int rank = d->rank, p = tr_model.p;
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
-    /* where each rank's pieces go: its row and depth, then per parameter its pieces (META_PER ints) */
-    enum { META_PER = 1 + 3 * 5 };
+    /* where each rank's pieces go: its row and depth, then per parameter its pieces and whether its copy is the
+     * canonical one (META_PER ints) */
+    enum { META_PER = 1 + 3 * 5 + 1 };
     int nmeta = 2 + META_PER * d->nparams, *meta = malloc((size_t)nmeta * sizeof *meta), *metas = NULL;
     float *mine = malloc((size_t)n * sizeof *mine), *all = NULL;
     float **full = NULL;
@@ -110,6 +130,7 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                 m[4 + 5 * c] = pr->piece[c].nc;
                 m[5 + 5 * c] = pr->piece[c].dst_col;
             }
+            m[META_PER - 1] = canonical(d, pr);
         }
         long long o = 0;
         for (int i = 0; i < d->nparams; i++) {
@@ -150,9 +171,8 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                 for (int i = 0; i < d->nparams; i++) {
                     const tr_param *pr = &d->params[i];
                     const int *m = rm + 2 + META_PER * i;
-                    int canonical = rm[1] == 0 && (pr->ndim == 2 || rm[0] == 0);
                     int full_cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
-                    for (int c = 0; canonical && c < m[0] && c < 3; c++) {
+                    for (int c = 0; m[META_PER - 1] && c < m[0] && c < 3; c++) {
                         const int *pc = m + 1 + 5 * c; /* r0, nr, c0, nc, dst_col */
                         for (int a = 0; a < pc[1]; a++)
                             memcpy(full[i] + (long long)(pc[0] + a) * full_cols + pc[2],
@@ -203,7 +223,9 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H)
     long long bad = 0;
     for (int i = 0; i < d->nparams; i++) {
         const tr_param *pr = &d->params[i];
-        tr_group g = pr->ndim == 2 ? TR_DEP : TR_COLDEP;
+        if (pr->replica < 0 || pr->replica >= TR_NGROUPS)
+            continue; /* no other rank holds this shard */
+        tr_group g = (tr_group)pr->replica;
         int n = pr->rows * pr->cols;
         float *ref = malloc((size_t)n * sizeof *ref);
         if (!ref)
@@ -213,19 +235,13 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H)
         if (memcmp(ref, H + pr->offset, (size_t)n * sizeof *ref) != 0) {
             bad++;
             fprintf(stderr, "rank %d: %s differs from its replica on member 0 of its %s group\n", d->rank, pr->name,
-                    g == TR_DEP ? "dep" : "coldep");
+                    g == TR_DEP ? "dep" : g == TR_COLDEP ? "coldep" : g == TR_WORLD ? "world" : "row or col");
         }
         free(ref);
     }
     long long all = 0;
     MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     return all;
-}
-
-/* Is this rank's shard of pr the copy of the full tensor that is written (and counted)? */
-static int canonical(const tr_rank_desc *d, const tr_param *pr)
-{
-    return d->k == 0 && (pr->ndim == 2 || d->i == 0);
 }
 
 /* Non-finite elements of pr's local shard (at off in H): how many and the smallest full-tensor index. */

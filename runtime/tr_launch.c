@@ -67,6 +67,10 @@ int main(int argc, char **argv)
     if (rank < 0)
         rank = 0; /* no launcher: one process, which the program itself checks against the mesh */
     int q = tr_model.q, i = (int)((rank / tr_model.si) % q), j = (int)((rank / tr_model.sj) % q);
+    if (tr_model.scheme == 1) { /* megatron: rank r runs class (r, 0); an out-of-range rank: the program says so */
+        i = (int)(rank % tr_model.p);
+        j = 0;
+    }
 
     char exe[PATH_MAX], path[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

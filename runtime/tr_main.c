@@ -63,7 +63,7 @@ static void usage(FILE *f, const char *prog)
             "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
             "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
             "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
-            "Runs %s (mesh [%d,%d,%d], %d ranks; start it with the generated ./run or mpirun -np %d).\n"
+            "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
             "  --weights F   Hugging Face GPT-2 names, F32 safetensors; each rank reads only its shard\n"
             "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
             "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
@@ -83,7 +83,7 @@ static void usage(FILE *f, const char *prog)
             "  --weights-out F  write the weights after the run (F32 safetensors)\n"
             "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
             "  --timing      with --steps: median time per training step and per step kind\n",
-            prog, tr_model.name, tr_model.q, tr_model.q, tr_model.d, tr_model.p, tr_model.p, tr_model.batch,
+            prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
             tr_model.seq, tr_model.hidden);
 }
 
@@ -574,23 +574,27 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
             printf("bytes per %s (float32 payload), measured / planned:\n"
                    "%5s %23s %23s %23s %23s %23s %23s %23s %23s\n",
                    bwd ? "forward + backward" : "forward", "rank", "bcast recv row", "bcast recv col",
-                   "bcast sent row", "bcast sent col", "allreduce row", "allreduce dep+coldep", "reduce recv",
-                   "reduce sent");
+                   "bcast sent row", "bcast sent col", tr_model.scheme == 1 ? "allreduce world" : "allreduce row",
+                   "allreduce dep+coldep", "reduce recv", "reduce sent");
         for (int r = 0; r < tr_model.p; r++) {
             long long *v = all + 2 * NV * r, *pv = v + NV;
             int bad = 0;
             for (int k = 0; k < NV; k++)
                 bad |= v[k] != pv[k];
             mismatch |= bad;
-#define SUMK(a, k) ((a)[(k) * TR_NGROUPS + 0] + (a)[(k) * TR_NGROUPS + 1] + (a)[(k) * TR_NGROUPS + 2] + \
-                    (a)[(k) * TR_NGROUPS + 3])
+#define AT(a, k, g) ((a)[(k) * TR_NGROUPS + (g)])
+#define SUMK(a, k) (AT(a, k, TR_ROW) + AT(a, k, TR_COL) + AT(a, k, TR_DEP) + AT(a, k, TR_COLDEP) + AT(a, k, TR_WORLD))
+            /* the all-reduce column: over row (tesseract) or world (megatron; the other is 0) */
             if (!quiet || bad)
                 printf("%5d %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld "
                        "%11lld/%-11lld %11lld/%-11lld %11lld/%-11lld%s\n",
-                       r, 4 * v[0], 4 * pv[0], 4 * v[1], 4 * pv[1], 4 * v[4], 4 * pv[4], 4 * v[5], 4 * pv[5],
-                       4 * v[8], 4 * pv[8], 4 * (v[10] + v[11]), 4 * (pv[10] + pv[11]), 4 * SUMK(v, 3),
-                       4 * SUMK(pv, 3), 4 * SUMK(v, 4), 4 * SUMK(pv, 4), bad ? "  MISMATCH" : "");
+                       r, 4 * AT(v, 0, TR_ROW), 4 * AT(pv, 0, TR_ROW), 4 * AT(v, 0, TR_COL), 4 * AT(pv, 0, TR_COL),
+                       4 * AT(v, 1, TR_ROW), 4 * AT(pv, 1, TR_ROW), 4 * AT(v, 1, TR_COL), 4 * AT(pv, 1, TR_COL),
+                       4 * (AT(v, 2, TR_ROW) + AT(v, 2, TR_WORLD)), 4 * (AT(pv, 2, TR_ROW) + AT(pv, 2, TR_WORLD)),
+                       4 * (AT(v, 2, TR_DEP) + AT(v, 2, TR_COLDEP)), 4 * (AT(pv, 2, TR_DEP) + AT(pv, 2, TR_COLDEP)),
+                       4 * SUMK(v, 3), 4 * SUMK(pv, 3), 4 * SUMK(v, 4), 4 * SUMK(pv, 4), bad ? "  MISMATCH" : "");
 #undef SUMK
+#undef AT
         }
         if (mismatch)
             fprintf(stderr, "error: measured communication differs from the plan (MISMATCH rows above)\n");
@@ -613,7 +617,9 @@ static double mse(const tr_rank_desc *d, const float *y, const float *target, fl
         dy[e] = (float)(2.0 * diff / total_n);
     }
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    return sum / total_n;
+    /* each element of y is held by `copies` ranks: 1 on the [q,q,d] mesh, p for the megatron scheme */
+    double copies = (double)tr_model.p * (double)n / total_n;
+    return sum / copies / total_n;
 }
 
 /* ---- training divergence: stop at the first non-finite loss or gradient, write nothing ---- */
@@ -732,10 +738,10 @@ int main(int argc, char **argv)
     if (size != tr_model.p) {
         if (rank == 0)
             fprintf(stderr,
-                    "%s: this program was built for mesh [%d,%d,%d] = %d ranks but was started with %d rank%s.\n"
+                    "%s: this program was built for mesh %s = %d ranks but was started with %d rank%s.\n"
                     "Run it with %d ranks: the generated ./run next to bin/, or mpirun -np %d %s ..., or srun -n %d "
                     "%s ...;\nfor %d ranks, regenerate with a mesh of %d ranks (tessgen spec.lua).\n",
-                    prog, tr_model.q, tr_model.q, tr_model.d, tr_model.p, size, size == 1 ? "" : "s", tr_model.p,
+                    prog, tr_mesh_text(), tr_model.p, size, size == 1 ? "" : "s", tr_model.p,
                     tr_model.p, prog, tr_model.p, prog, size, size);
         MPI_Finalize();
         return 2;
@@ -771,8 +777,8 @@ int main(int argc, char **argv)
     }
     const tr_rank_desc *d = &self;
     if (rank == 0 && !o.quiet)
-        printf("%s: mesh [%d,%d,%d] = %d ranks, %d layers; schedule %s, generated by tessgen %s from %s\n",
-               tr_model.name, tr_model.q, tr_model.q, tr_model.d, tr_model.p, tr_model.layers, tr_model.fingerprint,
+        printf("%s: mesh %s = %d ranks, %d layers; schedule %s, generated by tessgen %s from %s\n",
+               tr_model.name, tr_mesh_text(), tr_model.p, tr_model.layers, tr_model.fingerprint,
                tr_model.tessgen_version, tr_model.spec_path);
 
     int rc = 0;

@@ -129,7 +129,7 @@ static bool everyone(bool mine)
 
 static const char *group_name(int g)
 {
-    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep"};
+    static const char *n[TR_NGROUPS] = {"row", "col", "dep", "coldep", "world"};
     return (g >= 0 && g < TR_NGROUPS) ? n[g] : NULL;
 }
 
@@ -287,8 +287,7 @@ bool tr_trace_write(tr_ctx *c, const char *path, tr_err *err)
         tbuf head = {0};
         tb_printf(&head, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"model\":");
         tb_jstr(&head, tr_model.name);
-        tb_printf(&head, ",\"mesh\":\"[%d,%d,%d]\",\"ranks\":%d,\"tessgen\":", tr_model.q, tr_model.q, tr_model.d,
-                  tr_model.p);
+        tb_printf(&head, ",\"mesh\":\"%s\",\"ranks\":%d,\"tessgen\":", tr_mesh_text(), tr_model.p);
         tb_jstr(&head, tr_model.tessgen_version);
         tb_printf(&head, ",\"spec\":");
         tb_jstr(&head, tr_model.spec_path);

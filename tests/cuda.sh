@@ -209,7 +209,7 @@ cu_train_setup() {
         "$PY" $CU_REF input $CU_DIMS --seed 23 --out "$WORK/cu_target.npy"
 }
 cu_train_grads() { # q d order: one forward + backward
-    local dir="$WORK/cut_$1_$2" np=$(($1 * $1 * $2))
+    local dir="$WORK/cut_$1_$2" np=${CU_NP:-$(($1 * $1 * $2))} # CU_NP: the megatron block's rank count
     "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/dx.npy" &&
         rm -f "$dir/g.safetensors" &&
         TESS_EMU_ORDER=$3 TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
@@ -221,7 +221,7 @@ cu_train_grads() { # q d order: one forward + backward
             --label "cuda emulation [$1,$1,$2] $3 first"
 }
 cu_train_replicas() { # q d: 5 AdamW steps, comm-first order, replicas bitwise identical
-    local dir="$WORK/cut_$1_$2" np=$(($1 * $1 * $2))
+    local dir="$WORK/cut_$1_$2" np=${CU_NP:-$(($1 * $1 * $2))} # CU_NP: the megatron block's rank count
     TESS_EMU_ORDER=comm cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cu_rep.out" &&
         grep -q "bitwise identical" "$WORK/cu_rep.out"
@@ -308,5 +308,53 @@ if wanted "cuda: compile"; then
     else
         pass=$((pass + 1))
         ok "cuda: compile: every generated .cu with nvcc for sm_80 and sm_90 # skip nvcc not found"
+    fi
+fi
+
+# ---- the megatron scheme: the same CUDA emitter and runtime -----------------------------------------------
+# One spec on mesh { p = 2 } (the CUDA tests' model: heads 2, head dim 64), inference and training: emulated in
+# the three stream orders against the float64 reference with --bytes, replicas after 5 AdamW steps, and with
+# nvcc every .cu compiled and linked as above.
+cu_mg_generate() { # [t] -> $WORK/cu[t]_mg_2
+    local dir="$WORK/cu${1:-}_mg_2" extra='backends = { "cpu", "cuda" },'
+    [ -n "${1:-}" ] && extra="$extra mode = \"train\","
+    sed 's/^  mesh = .*/  scheme = "megatron", mesh = { p = 2 },/' <(cu_spec "cu${1:-}_mg_2" 1 1 "$extra") >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet
+}
+cu_mg_run() { # order
+    local dir="$WORK/cu_mg_2"
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/y.npy" &&
+        TESS_EMU_ORDER=$1 TESS_EMU_SEED=3 cu_mpirun 2 "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+            --input "$WORK/cu_x.npy" --output "$dir/y.npy" --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$WORK/cu_ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
+            --label "cuda emulation megatron p=2 $1 first"
+}
+if wanted "cuda: megatron"; then
+    if cu_train_setup >"$WORK/log" 2>&1 && cu_mg_generate >"$WORK/log" 2>&1 && cu_mg_generate t >>"$WORK/log" 2>&1; then
+        if cu_emu_build mg 2 >"$WORK/log" 2>&1 && cu_emu_build mg 2 t >>"$WORK/log" 2>&1; then
+            CU_NP=2
+            for order in comm compute random; do
+                check "cuda: megatron: rank_iI_j0.cu of p=2, $order first, matches the float64 reference" \
+                    cu_mg_run "$order"
+                check "cuda: megatron: training rank_iI_j0.cu of p=2, --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
+                    cu_train_grads mg 2 "$order"
+            done
+            check "cuda: megatron: training rank_iI_j0.cu of p=2, 5 AdamW steps: replicas bitwise identical" \
+                cu_train_replicas mg 2
+            unset CU_NP
+        else
+            notok "cuda: megatron: build the rank_iI_j0.cu of p=2 against tests/cuda/emu.cc" "$WORK/log"
+        fi
+        if cu_nvcc >/dev/null; then
+            check "cuda: megatron: compile: every .cu of p=2 for sm_80 and sm_90, -Werror, linked; no kernel spills" \
+                cu_compile mg 2
+            check "cuda: megatron: compile: every training .cu of p=2 for sm_80 and sm_90, -Werror, linked; no kernel spills" \
+                cu_compile mg 2 t
+        else
+            pass=$((pass + 1))
+            ok "cuda: megatron: compile: every generated .cu with nvcc # skip nvcc not found"
+        fi
+    else
+        notok "cuda: megatron: reference inputs and generate p=2 with backends cpu, cuda" "$WORK/log"
     fi
 fi

@@ -117,7 +117,7 @@ want = 4 * (q - 1) * (T * (3 * C + F) // (d * q * q) + (4 * C * C + 2 * C * F) /
 import os
 doc = json.load(open(path))
 assert doc["format"] == "tessgen-schedule" and doc["format_version"] == 2, "format"
-assert doc["mesh"] == {"q": q, "d": d, "p": q * q * d, "classes": q * q, "placement": "row",
+assert doc["mesh"] == {"scheme": "tesseract", "q": q, "d": d, "p": q * q * d, "classes": q * q, "placement": "row",
                        "strides": {"i": q, "j": 1, "k": q * q}, "rank_formula": "rank = j + q*i + q*q*k"}, doc["mesh"]
 p = q * q * d
 assert len(doc["ranks"]) == p, "one object per rank"
@@ -287,6 +287,15 @@ inspect_html() {
         inspect_chromium "file://$dir/schedule.html#rank=3" "$dir/dom3.html" &&
         inspect_dom_ok "$dir/dom3.html" 4 3 "$n3" "$dir/schedule.json"
 }
+# the megatron scheme's page: 4 ranks, one class each, rank 3 selectable and its steps listed, no script error
+inspect_html_megatron() {
+    local dir="$WORK/inspect_html_mg" n3
+    rm -rf "$dir" && $ITG specs/gpt2-tiny-megatron.lua -o "$dir" --quiet || return 1
+    n3=$(inspect_nsteps "$dir/schedule.json" 3) &&
+        inspect_chromium "file://$dir/schedule.html#rank=3" "$dir/dom3.html" &&
+        inspect_dom_ok "$dir/dom3.html" 4 3 "$n3" && grep -q "mesh megatron p=4 = 4 ranks" "$dir/dom3.html" &&
+        grep -q "world={0,1,2,3}" "$dir/dom3.html"
+}
 # issue 13's size: 512 ranks x 96 layers (tiny dims; the page's work is the step count, not the shapes). The
 # index page loads, then one class file per selected rank; the load time is printed, not asserted.
 inspect_html_scale() {
@@ -346,6 +355,7 @@ if wanted "inspect: html"; then
     else
         check "inspect: html schedule.html renders in headless Chromium: rank count, step list with streams and waits, no script error" \
             inspect_html
+        check "inspect: html the megatron scheme's page (specs/gpt2-tiny-megatron.lua), rank 3 of 4" inspect_html_megatron
         check "inspect: html a page that shows other waits than the class file is caught" inspect_html_streams_caught
         check "inspect: html a page whose script fails is caught" inspect_html_error_caught
         if inspect_html_scale >"$WORK/scale.log" 2>&1; then

@@ -10,9 +10,11 @@
 #             headless Chromium, --trace and --stats of a run (tests/inspect.sh)
 #   e2e       the generated programs for a matrix of meshes against the float64 numpy
 #             reference (tests/ref/tessref.py), outputs poisoned first, bytes checked against the plan
+#   megatron  the Megatron-LM 1-D scheme on p = 1..4: output, gradients, replicas, losses against the
+#             Tesseract meshes and the float64 reference, bytes against the docs/MEGATRON.md formula
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
-#   cuda      the CUDA backend without a GPU: golden text, backend choice, the generated CUDA rank
+#   cuda      the CUDA backend without a GPU (and one megatron spec): golden text, backend choice, the generated CUDA rank
 #             code run on the CPU under an emulation of its two streams, and (with nvcc) every .cu
 #             compiled for sm_80 and sm_90 with warnings as errors and no register spills
 #   gpu       the GPU check without a GPU (tests/gpu.sh): build settings (pip's NCCL layout, -Werror off), the
@@ -98,6 +100,7 @@ done
 . tests/golden.sh
 . tests/inspect.sh
 . tests/e2e.sh
+. tests/megatron.sh
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh

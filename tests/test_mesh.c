@@ -19,6 +19,7 @@ static int same_group(tg_group g, tg_coord ca, tg_coord cb)
     case TG_COL: return ca.j == cb.j && ca.k == cb.k;
     case TG_DEP: return ca.i == cb.i && ca.j == cb.j;
     case TG_COLDEP: return ca.j == cb.j;
+    case TG_WORLD: return 1;
     default: return 0;
     }
 }
@@ -124,6 +125,26 @@ int main(void)
                     }
                 }
             }
+    }
+
+    TT_CASE("megatron mesh, p in 1..16: rank r = (r, 0, 0), world holds every rank in rank order, other groups of one") {
+        for (int p = 1; p <= 16; p++) {
+            tg_mesh m = tg_mesh_make_megatron(p);
+            TT_CHECK(m.p == p && m.q == 1 && m.d == 1 && m.scheme == TG_SCHEME_MEGATRON, "p=%d", p);
+            for (int r = 0; r < p; r++) {
+                tg_coord c = tg_mesh_coord(&m, r);
+                TT_CHECK(c.i == r && c.j == 0 && c.k == 0 && tg_mesh_rank(&m, c) == r, "p=%d rank %d", p, r);
+                TT_CHECK(tg_group_size(&m, TG_WORLD) == p && tg_group_local(&m, TG_WORLD, c) == r &&
+                             tg_group_color(&m, TG_WORLD, c) == 0 && tg_group_used(&m, TG_WORLD),
+                         "p=%d world of rank %d", p, r);
+                for (int l = 0; l < p; l++)
+                    TT_CHECK(tg_group_member(&m, TG_WORLD, c, l) == l, "p=%d world member %d", p, l);
+                for (int g = TG_ROW; g <= TG_COLDEP; g++)
+                    TT_CHECK(tg_group_size(&m, (tg_group)g) == 1 && tg_group_local(&m, (tg_group)g, c) == 0 &&
+                                 tg_group_member(&m, (tg_group)g, c, 0) == r && !tg_group_used(&m, (tg_group)g),
+                             "p=%d rank %d %s", p, r, tg_group_name((tg_group)g));
+            }
+        }
     }
 
     TT_CASE("coldep local index is i + q*k (DESIGN.md table)") {

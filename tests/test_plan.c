@@ -208,8 +208,81 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
     free(cover);
 }
 
+/* The megatron scheme: p classes, one per rank; every sharded tensor covered exactly once by the ranks' pieces and
+ * every whole one held by every rank; the same all-reduces over world on every rank, 2 per block forward and 2
+ * backward, each of T*C elements and exact; no other collective. */
+static void check_megatron(int p, int train)
+{
+    int L = 2, C = 48, F = 192, T = 8 * 6;
+    tg_spec s = tt_spec_megatron(p, L, C, 12, F, 8, 6, train);
+    tg_plan pl;
+    tg_class_plan *all;
+    tg_err err = {{0}, 0};
+    tg_plan_init(&s, &pl);
+    TT_CHECK(tg_plan_nclasses(&pl) == p && pl.mesh.p == p, "%d classes for p = %d", tg_plan_nclasses(&pl), p);
+    bool ok = tg_plan_all(&pl, &all, &err);
+    TT_CHECK(ok, "plan failed: %s", err.msg);
+    if (!ok)
+        return;
+    for (int r = 0; r < p; r++) {
+        tg_coord co = tg_mesh_coord(&pl.mesh, r);
+        TT_CHECK(tg_class_of(&pl, r) == r && co.i == r && co.j == 0 && co.k == 0 && tg_mesh_rank(&pl.mesh, co) == r,
+                 "rank %d: class %d, (%d,%d,%d)", r, tg_class_of(&pl, r), co.i, co.j, co.k);
+        TT_CHECK(tg_group_size(&pl.mesh, TG_WORLD) == p && tg_group_local(&pl.mesh, TG_WORLD, co) == r &&
+                     tg_group_member(&pl.mesh, TG_WORLD, co, p - 1) == p - 1,
+                 "world group of rank %d", r);
+        const tg_class_plan *rp = &all[r];
+        int ar[2] = {0, 0};
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *st = &rp->steps[i];
+            if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_REDUCE)
+                TT_CHECK(0, "p=%d rank %d step %d: a %s", p, r, i, tg_step_kind_name(st->kind));
+            if (st->kind != TG_STEP_ALLREDUCE)
+                continue;
+            TT_CHECK(st->group == TG_WORLD && st->group_size == p && st->exact && st->count == (long long)T * C,
+                     "p=%d rank %d step %d: group %d size %d exact %d count %lld", p, r, i, st->group, st->group_size,
+                     st->exact, st->count);
+            ar[st->phase == TG_PHASE_BWD]++;
+        }
+        int want = p > 1 ? 2 * L : 0;
+        TT_CHECK(ar[0] == want && ar[1] == (train ? want : 0), "p=%d rank %d: %d forward, %d backward all-reduces",
+                 p, r, ar[0], ar[1]);
+        TT_CHECK(rp->allreduce[TG_WORLD] == (long long)want * T * C, "p=%d planned forward elements %lld", p,
+                 rp->allreduce[TG_WORLD]);
+        TT_CHECK(rp->nsteps == all[0].nsteps && rp->flops == all[0].flops, "p=%d rank %d: other steps or flops", p, r);
+    }
+    for (int pi = 0; pi < all[0].nparams; pi++) {
+        const tg_param *p0 = &all[0].params[pi];
+        long long rows = p0->ndim == 1 ? 1 : p0->full[0], cols = p0->ndim == 1 ? p0->full[0] : p0->full[1];
+        unsigned char *cover = calloc((size_t)(rows * cols), 1);
+        for (int r = 0; r < p; r++) {
+            const tg_param *pr = &all[r].params[pi];
+            TT_CHECK(strcmp(pr->name, p0->name) == 0 && pr->replica == p0->replica, "param order differs");
+            for (int c = 0; c < pr->npieces; c++)
+                for (int a = 0; a < pr->piece[c].nr; a++)
+                    for (int b = 0; b < pr->piece[c].nc; b++)
+                        cover[(pr->piece[c].r0 + a) * cols + pr->piece[c].c0 + b]++;
+        }
+        int want = p0->replica == TG_WORLD ? p : 1, bad = 0;
+        for (long long e = 0; e < rows * cols; e++)
+            bad += cover[e] != want;
+        TT_CHECK(bad == 0, "p=%d %s: %d elements not covered %d times", p, p0->name, bad, want);
+        free(cover);
+    }
+    tg_plan_all_free(&pl, all);
+}
+
 int main(void)
 {
+    for (int p = 1; p <= 4; p++)
+        for (int train = 0; train < 2; train++) {
+            char name[96];
+            snprintf(name, sizeof name, "megatron p=%d%s: classes, shards, world all-reduces", p,
+                     train ? " training" : "");
+            TT_CASE(name) {
+                check_megatron(p, train);
+            }
+        }
     static const int meshes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {4, 1}, {4, 2}, {2, 4}};
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
         int q = meshes[mi][0], d = meshes[mi][1];

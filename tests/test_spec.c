@@ -539,7 +539,7 @@ int main(void)
 
     TT_CASE("unknown key without a close match lists the keys") {
         TT_CHECK(!load("return { mesh = { q = 1, topology = 'ring' }, " OK_MODEL " }"), "accepted");
-        TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.topology is not a known key; the keys of mesh are q, d, placement") == 0,
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.topology is not a known key; the keys of mesh are q, d, p, placement") == 0,
                  "%.400s", E.msg);
     }
 
@@ -969,6 +969,48 @@ int main(void)
                          E.msg);
             }
         }
+    }
+
+    TT_CASE("megatron: scheme and mesh.p accepted; q = d = 1, p kept") {
+        TT_CHECK(load("return { scheme = 'megatron', mesh = { p = 4 }, model = { layers = 1, hidden = 48, heads = 12, "
+                      "ffn = 192, seq = 8, batch = 3 } }"),
+                 "%.400s", E.msg);
+        TT_CHECK(S.scheme == TG_SCHEME_MEGATRON && S.p == 4 && S.q == 1 && S.d == 1, "scheme %d p %d q %d d %d",
+                 S.scheme, S.p, S.q, S.d);
+        TT_CHECK(load("return { " OK_TAIL " }"), "%.400s", E.msg);
+        TT_CHECK(S.scheme == TG_SCHEME_TESSERACT && S.p == 1, "scheme %d p %d", S.scheme, S.p);
+    }
+
+    TT_CASE("megatron: every problem reported, each naming file and field") {
+        TT_CHECK(!load("return { scheme = 'megatron', mesh = { q = 2, d = 2, p = 5 }, model = { layers = 1, "
+                       "hidden = 48, heads = 12, ffn = 191, seq = 8, batch = 3 } }"),
+                 "accepted");
+        TT_CHECK(E.count == 4, "want 4 problems (q, d, heads, ffn), got %d: %.600s", E.count, E.msg);
+        TT_CHECK(strstr(E.msg, "specs/x.lua: mesh.q is not a key of the megatron scheme") &&
+                     strstr(E.msg, "specs/x.lua: mesh.d is not a key of the megatron scheme"),
+                 "%.600s", E.msg);
+    }
+
+    TT_CASE("tg_spec_on_megatron and tg_spec_on_mesh convert between the schemes with the same rules") {
+        tg_spec t, m, back;
+        TT_CHECK(load("return { mode = 'train', mesh = { q = 2 }, model = { layers = 2, hidden = 48, heads = 12, "
+                      "ffn = 192, seq = 8, batch = 4 } }"),
+                 "%.400s", E.msg);
+        t = S;
+        tg_err_clear(&E);
+        TT_CHECK(tg_spec_on_megatron(&t, 3, &m, &E), "%.400s", E.msg);
+        TT_CHECK(m.scheme == TG_SCHEME_MEGATRON && m.p == 3 && m.q == 1 && m.d == 1 && m.mode == TG_TRAIN &&
+                     m.layers == 2 && m.batch == 4,
+                 "scheme %d p %d q %d d %d", m.scheme, m.p, m.q, m.d);
+        tg_err_clear(&E);
+        TT_CHECK(!tg_spec_on_megatron(&t, 5, &m, &E), "p = 5 accepted for 12 heads");
+        TT_CHECK(strstr(E.msg, "specs/x.lua as megatron p=5: model.heads = 12 is not divisible by mesh.p = 5") != NULL,
+                 "%.400s", E.msg);
+        tg_err_clear(&E);
+        TT_CHECK(tg_spec_on_megatron(&t, 4, &m, &E), "%.400s", E.msg);
+        TT_CHECK(tg_spec_on_mesh(&m, 2, 2, &back, &E), "%.400s", E.msg);
+        TT_CHECK(back.scheme == TG_SCHEME_TESSERACT && back.q == 2 && back.d == 2 && back.p == 8, "scheme %d q %d d %d p %d",
+                 back.scheme, back.q, back.d, back.p);
     }
 
     TT_CASE("sandbox fixtures had no effect") {

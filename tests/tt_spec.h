@@ -17,8 +17,10 @@ static inline tg_spec tt_spec(int q, int d, int layers, int C, int heads, int F,
     memset(&s, 0, sizeof s);
     snprintf(s.path, sizeof s.path, "test.lua");
     snprintf(s.name, sizeof s.name, "t");
+    s.scheme = TG_SCHEME_TESSERACT;
     s.q = q;
     s.d = d;
+    s.p = q * q * d;
     s.layers = layers;
     s.hidden = C;
     s.heads = heads;
@@ -29,6 +31,15 @@ static inline tg_spec tt_spec(int q, int d, int layers, int C, int heads, int F,
     s.mode = train ? TG_TRAIN : TG_INFER;
     s.opt = (tg_adamw){1e-3, 0.9, 0.999, 1e-8, 0.01};
     s.memory_gib = TG_MEMORY_GIB_DEFAULT;
+    return s;
+}
+
+/* The same model on the megatron scheme over p ranks (q = d = 1, as the loader sets them). */
+static inline tg_spec tt_spec_megatron(int p, int layers, int C, int heads, int F, int S, int B, int train)
+{
+    tg_spec s = tt_spec(1, 1, layers, C, heads, F, S, B, train);
+    s.scheme = TG_SCHEME_MEGATRON;
+    s.p = p;
     return s;
 }
 

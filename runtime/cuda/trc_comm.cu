@@ -53,6 +53,7 @@ static void describe_group(tr_ctx *c, int g)
     case TR_ROW: n = snprintf(o, cap, "row(i=%d,k=%d)", d->i, d->k); break;
     case TR_COL: n = snprintf(o, cap, "col(j=%d,k=%d)", d->j, d->k); break;
     case TR_DEP: n = snprintf(o, cap, "dep(i=%d,j=%d)", d->i, d->j); break;
+    case TR_WORLD: n = snprintf(o, cap, "world"); break;
     default: n = snprintf(o, cap, "coldep(j=%d)", d->j); break;
     }
     int size = d->size[g];

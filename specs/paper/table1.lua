@@ -3,7 +3,7 @@
 -- print the depth), MLP width 4 x hidden, on 64 ranks as [4,4,4]. The paper ran batch 12 on every
 -- layout except [4,4,4] (batch 16, for batch % (q*d) == 0); tessgen needs batch % (q*d) == 0 on every
 -- Tesseract layout, so all layouts use batch 16 here. The paper does not state the sequence length:
--- TESS_PAPER_SEQ (bench/paper.sh) sets it; 512 by default.
+-- bench/paper.py tries 128 to 2048 (TESS_PAPER_SEQ); this file says 512.
 local seq = 512
 return {
   name = "paper-table1",
