@@ -18,8 +18,12 @@
 #    GPT-3 sized blocks on 64 to 4096 ranks, compile time of a 96-layer class
 #    program, process start, schedule.html load, memory placement old vs new.
 #
-# TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), scale
-# (4); default all. The report names the OpenBLAS kernels that ran.
+# 5. The cost model (docs/COST.md) against --stats on CPU meshes
+#    (bench/cost_cpu.py), and the mesh advisor against the Tesseract paper's
+#    Tables 1 and 2 (bench/paper.py).
+#
+# TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), cost and
+# paper (5), scale (4); default all. The report names the OpenBLAS kernels that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -30,7 +34,7 @@ mkdir -p "$B"
 REPORT="$B/report.md"
 : >"$REPORT"
 say() { echo "$@" | tee -a "$REPORT"; }
-PARTS=${TESS_BENCH_PARTS:-comm speed scale}
+PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
@@ -172,6 +176,16 @@ if part speed; then
     say "| training step / inference forward (same model, section above) | $(ratio "$step" "$fwd") |"
     say ""
     say "(raw lines: $B/speed_train_111.out)"
+fi
+
+if part cost; then
+    say ""
+    "$PY" bench/cost_cpu.py | tee -a "$REPORT"
+fi
+
+if part paper; then
+    say ""
+    "$PY" bench/paper.py | tee -a "$REPORT"
 fi
 
 if part scale; then
