@@ -185,9 +185,13 @@ static const char *const phase_name[3] = {"forward", "backward", "optimizer"};
 void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o)
 {
     const tg_mesh *m = &pl->mesh;
-    tg_sb_printf(o, "%s, mesh [%d,%d,%d] placement \"%s\" (%s) = %d ranks on %d node%s of %s (%d ranks per node)\n",
-                 pl->spec.name, m->q, m->q, m->d, tg_placement_name(m->placement), tg_mesh_rank_formula(m), m->p,
-                 c->nodes, c->nodes == 1 ? "" : "s", mc->name, mc->ranks_per_node);
+    char mesh[64], place[96] = "";
+    tg_mesh_text(m, mesh, sizeof mesh);
+    if (m->scheme != TG_SCHEME_MEGATRON)
+        snprintf(place, sizeof place, " placement \"%s\" (%s)", tg_placement_name(m->placement),
+                 tg_mesh_rank_formula(m));
+    tg_sb_printf(o, "%s, mesh %s%s = %d ranks on %d node%s of %s (%d ranks per node)\n", pl->spec.name, mesh, place,
+                 m->p, c->nodes, c->nodes == 1 ? "" : "s", mc->name, mc->ranks_per_node);
     tg_sb_printf(o, "predicted for class (0,0) by the cost model (docs/COST.md); arena %.3f GiB\n\n",
                  (double)c->peak_bytes / (double)(1LL << 30));
     tg_sb_printf(o, "  %-10s %12s %12s %12s %12s %12s %14s %14s\n", "phase", "streams (s)", "serial (s)", "compute (s)",
@@ -240,8 +244,12 @@ void tg_cost_json(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
     tg_sb_jstr(o, pl->spec.path);
     tg_sb_puts(o, ",\"machine\":");
     tg_sb_jstr(o, mc->path);
-    tg_sb_printf(o, ",\"mesh\":[%d,%d,%d],\"placement\":\"%s\",\"nodes\":%d,\"peak_bytes\":%lld,\"phases\":{", m->q,
-                 m->q, m->d, tg_placement_name(m->placement), c->nodes, c->peak_bytes);
+    if (m->scheme == TG_SCHEME_MEGATRON)
+        tg_sb_printf(o, ",\"scheme\":\"megatron\",\"mesh\":[%d],\"placement\":null", m->p);
+    else
+        tg_sb_printf(o, ",\"scheme\":\"tesseract\",\"mesh\":[%d,%d,%d],\"placement\":\"%s\"", m->q, m->q, m->d,
+                     tg_placement_name(m->placement));
+    tg_sb_printf(o, ",\"nodes\":%d,\"peak_bytes\":%lld,\"phases\":{", c->nodes, c->peak_bytes);
     int first = 1;
     for (int p = 0; p < 3; p++) {
         const tg_cost_phase *ph = &c->phase[p];

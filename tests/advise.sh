@@ -29,6 +29,7 @@ seen = {tuple(c["mesh"]) for c in cands if c["scheme"] == "tesseract"} | {tuple(
 assert meshes <= seen, "missing meshes: %s" % (meshes - seen)
 f = [c["forward_s"] for c in cands]
 assert f == sorted(f), "not sorted by forward_s: %s" % f
+assert [c for c in cands + refused if c["scheme"] == "megatron" and c["mesh"] == [P]], "no megatron [P] candidate"
 keys = [(c["scheme"], tuple(c["mesh"]), c["placement"]) for c in cands]
 assert len(keys) == len(set(keys)), "a candidate twice"
 for c in cands:
@@ -92,5 +93,28 @@ adv_profiles() {
 check "advise: --json lists every [q,q,d] of P = 16, timed or refused, sorted by forward_s" adv_json
 check "advise: a machine too small: fits false, the memory rule named" adv_small_memory
 check "advise: cost model payload bytes = measured (--stats); placement dep sends the column bcasts across nodes" adv_bytes
+# the same for the megatron scheme: its world all-reduces, counted by the model and measured
+adv_bytes_megatron() {
+    local dir="$WORK/adv_meg"
+    printf 'return { name = "adv_meg", scheme = "megatron", mesh = { p = 4 },\n  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16 } }\n' >"$dir.lua" &&
+        adv_machine 2 80 >"$WORK/m2.lua" &&
+        $TG "$dir.lua" --cost --json --machine "$WORK/m2.lua" >"$WORK/costm.json" &&
+        $TG "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
+        "$dir/run" --stats >"$WORK/statsm.txt" &&
+        "$PY" - "$WORK/costm.json" "$WORK/statsm.txt" <<'PYEOF'
+import json, sys
+cost = json.load(open(sys.argv[1]))["phases"]["forward"]
+lines = open(sys.argv[2]).read().splitlines()
+k = next(i for i, l in enumerate(lines) if l.startswith("stats: bytes per collective kind"))
+measured = int(lines[k + 2].split()[-1].split("/")[0])
+model = cost["intra_bytes"] + cost["inter_bytes"]
+assert model == measured, "cost model %d bytes, measured %d" % (model, measured)
+T, C, L = 16 * 8, 48, 2                # two all-reduces of [T, C] per layer, all 4 ranks on 2 nodes
+assert model == 4 * 2 * L * T * C and cost["inter_bytes"] == model, cost
+print("forward payload", model, "bytes, all across nodes")
+PYEOF
+}
+
+check "advise: megatron: cost model payload bytes = measured (--stats) = 2 all-reduces of [T,C] per layer" adv_bytes_megatron
 check "advise: a bad machine file is exit 1 naming file and field; misuse exit 2" adv_errors
 check "advise: both shipped machine profiles rank and cost" adv_profiles
