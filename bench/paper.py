@@ -23,6 +23,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.environ.get("TESS_BENCH_WORK", os.path.join(ROOT, "out", "bench", "paper"))
 MACHINE = os.path.join(ROOT, "specs", "machines", "meluxina.lua")
+# the same cluster with fp32 GEMMs on the tensor cores (TF32): the paper does not say which math ran, and
+# Table 2's times are beyond the A100's FP32 peak (see implied rates below)
+MACHINE_TF32 = os.path.join(WORK, "meluxina-tf32.lua")
 SEQS = [int(x) for x in os.environ.get("TESS_PAPER_SEQ", "128 256 512 1024 2048").split()]
 LAYERS = 24
 
@@ -61,15 +64,16 @@ def spec(name, layout, scheme, batch, hidden, heads, seq, placement="row"):
     return path
 
 
-def table1():
-    print("#### Table 1: strong scaling on 64 ranks (hidden 3072, 64 heads, %d layers, batch 16)\n" % LAYERS)
+def table1(machine, label):
+    print("#### Table 1: strong scaling on 64 ranks (hidden 3072, 64 heads, %d layers, batch 16), %s\n"
+          % (LAYERS, label))
     print("| seq | layout (placement) | predicted forward s | predicted train step s | forward dominated by | "
           "paper forward s |")
     print("|---|---|---|---|---|---|")
     summary = []
     for seq in SEQS:
         s = spec("t1_s%d" % seq, (4, 4, 4), "tesseract", 16, 3072, 64, seq)
-        adv = json.loads(tessgen(s, "--advise", "--json", "--machine", MACHINE, "--ranks", "64"))
+        adv = json.loads(tessgen(s, "--advise", "--json", "--machine", machine, "--ranks", "64"))
         best = {}
         for c in adv["candidates"]:
             key = (c["scheme"], tuple(c["mesh"]))
@@ -97,12 +101,13 @@ def table1():
     print()
 
 
-def table2():
+def table2(machine, label):
     for seq in SEQS[:1]:
-        print("#### Table 2: weak scaling (seq %d, %d layers; placement: the best the advisor finds)\n" % (seq, LAYERS))
+        print("#### Table 2: weak scaling (seq %d, %d layers; placement: the best the advisor finds), %s\n"
+              % (seq, LAYERS, label))
         print("| scheme | layout | batch | hidden | heads | predicted forward s | vs first of scheme | paper s | "
-              "paper vs first |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "paper vs first | GEMM TFLOPS the paper's time implies |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         first = {}
         for scheme, layout, batch, hidden, heads, paper in T2:
             sch = "megatron" if scheme == "megatron" else "tesseract"
@@ -111,7 +116,7 @@ def table2():
                 name = "t2_%s_%s_%s" % (scheme, "x".join(map(str, layout)), pl)
                 s = spec(name, layout, sch, batch, hidden, heads, seq, pl)
                 try:
-                    cost = json.loads(tessgen(s, "--cost", "--json", "--machine", MACHINE))
+                    cost = json.loads(tessgen(s, "--cost", "--json", "--machine", machine))
                 except RuntimeError as e:
                     best = best or (None, str(e).splitlines()[0][:120])
                     continue
@@ -123,8 +128,17 @@ def table2():
                                                                                heads, best[1], paper))
                 continue
             f = first.setdefault(scheme, (best[0], paper))
-            print("| %s | %s %s | %d | %d | %d | %.4f | %.2f | %.4f | %.2f |" % (
-                scheme, list(layout), best[1], batch, hidden, heads, best[0], best[0] / f[0], paper, paper / f[1]))
+            p = 1
+            for x in layout:
+                p *= x
+            if sch == "tesseract":
+                p = layout[0] * layout[0] * layout[2]
+            # the forward's GEMM flops per rank (24 layers of 2 T (12 C^2) / p) over the paper's time
+            T = batch * seq
+            implied = LAYERS * 2.0 * T * 12.0 * hidden * hidden / p / paper / 1e12
+            print("| %s | %s %s | %d | %d | %d | %.4f | %.2f | %.4f | %.2f | %.0f |" % (
+                scheme, list(layout), best[1], batch, hidden, heads, best[0], best[0] / f[0], paper, paper / f[1],
+                implied))
         print()
 
 
@@ -134,8 +148,15 @@ def main():
     print("### The advisor against the Tesseract paper (specs/machines/meluxina.lua)\n")
     print("Command: `python3 bench/paper.py` (part of `ninja bench`); sequence lengths %s (the paper does not "
           "state it).\n" % SEQS)
-    table1()
-    table2()
+    with open(MACHINE) as f:
+        text = f.read()
+    with open(MACHINE_TF32, "w") as f:
+        f.write(text.replace('fp32_gemm = "fp32"', 'fp32_gemm = "tf32"').replace('name = "meluxina"',
+                                                                                 'name = "meluxina-tf32"'))
+    table1(MACHINE, "fp32 GEMMs (meluxina.lua)")
+    table1(MACHINE_TF32, "TF32 GEMMs (meluxina.lua with fp32_gemm = \"tf32\")")
+    table2(MACHINE, "fp32 GEMMs")
+    table2(MACHINE_TF32, "TF32 GEMMs")
 
 
 if __name__ == "__main__":
