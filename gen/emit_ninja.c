@@ -55,7 +55,7 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
                 tg_sb_printf(&builds, "build %s/%s.o: cc %s.c\n  flags = %s\n", var[v][0], cn, cn, var[v][1]);
                 tg_sb_printf(&builds, "build bin/%s/%s: link %s/%s.o %s/model.o %s/rt/tr_main.o %s/rt/libtessrt.a\n",
                              var[v][2], cn, var[v][0], cn, var[v][0], var[v][0], var[v][0]);
-                tg_sb_printf(&builds, "  flags = -g%s\n", v ? " -fsanitize=address,undefined" : "");
+                tg_sb_printf(&builds, "  flags = -g%s\n", v ? " -fsanitize=address,undefined,float-cast-overflow" : "");
                 tg_sb_printf(v ? &bins_asan : &bins, " $\n    bin/%s/%s", var[v][2], cn);
             }
         }
