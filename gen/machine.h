@@ -2,7 +2,8 @@
  * machine.h - the declare stage for a cluster: a machine description file,
  * run in the same Lua sandbox as a spec (sandbox.c) and validated into a
  * plain C struct that the cost model (cost.c) and the mesh advisor
- * (advise.c) read. All validation of a machine file lives in machine.c.
+ * (advise.c) read. All validation of a machine file lives in machine.c (the
+ * name key's rule, shared with specs, in luaval.c).
  *
  * A machine file returns a table (numbers are per rank unless they say node):
  *   return {

@@ -10,14 +10,18 @@
  *
  * The work is in two halves. run_lua() executes the chunk in the sandbox and
  * copies the returned table, with raw accesses only (no metamethod runs,
- * nothing is allocated), into plain C values (raw_val), noting unknown keys.
+ * nothing is allocated), into plain C values (tg_lval), noting unknown keys.
  * Only it touches Lua here; validate() then checks those values in plain C:
  * types and ranges, every divisibility rule of DESIGN.md, and the int32
  * overflow guards for per-rank element counts. All validation of user input
- * lives here; downstream stages may assume a tg_spec that tg_spec_load
- * accepted is consistent. Every problem found is reported (one tg_fail line
+ * lives here (the name key's rule, shared with machine files, in luaval.c);
+ * downstream stages may assume a tg_spec that tg_spec_load accepted is
+ * consistent. Every problem found is reported (one tg_fail line
  * each, "<file>: <field> = <value> <rule>: <why>; <fix>"), except that a field
  * that fails its own type or range check is left out of the rules that use it.
+ * The key schema, the walk over the table and the rules are here; what spec.c
+ * shares with machine.c is in luaval.c: the value copy and how messages show
+ * it, the unknown-key report with its "did you mean", and the name key.
  */
 #include "spec.h"
 
@@ -32,6 +36,7 @@
 
 #include <lua.h>
 
+#include "luaval.h"
 #include "sandbox.h"
 
 #define SPEC_MAX_FILE_BYTES (1L << 20)         /* a spec file larger than this is refused */
@@ -39,8 +44,6 @@
 #define SPEC_MAX_MESH 4096LL                   /* q and d */
 #define SPEC_MAX_LAYERS 10000LL
 #define SPEC_MAX_RANKS 65536LL                 /* q*q*d */
-#define SPEC_MAX_NAME 100
-#define SPEC_MAX_UNKNOWN 32                    /* unknown keys listed one by one */
 #define SPEC_SET_SHOWN 12                      /* values listed in a "use q in {...}" fix */
 #define SPEC_MAX_LIST 8                        /* entries of a list value (backends) kept */
 
@@ -54,259 +57,44 @@ enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATC
        MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
 
-#define MAX_KEYS 9
-
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
+/* The optimizer table is "model" in unknown-key messages: so it has always read; kept to keep them unchanged. */
+static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "model"};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
-static const char *const level_keys[LVL_COUNT][MAX_KEYS] = {
+static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
     {"lr", "beta1", "beta2", "eps", "weight_decay"},
 };
-
-/* One value copied out of the spec table. type is a LUA_T* code, LUA_TNONE if absent. */
-typedef struct raw_val {
-    int type;
-    int is_int;         /* numbers: a Lua integer */
-    long long i;        /* numbers, when is_int */
-    double n;           /* numbers, when !is_int */
-    int b;              /* booleans */
-    size_t slen;        /* strings: full length */
-    char s[128];        /* strings: the first bytes, NUL-terminated */
-} raw_val;
-
-/* A key that is not in the schema (or not a string), for sorted reporting. */
-typedef struct bad_key {
-    int level;
-    int not_name;       /* the key is not a string */
-    char shown[96];     /* printable form */
-} bad_key;
+static const tg_lval_schema schema = {LVL_COUNT, level_prefix, level_table, level_nkeys, level_keys, false};
 
 typedef struct spec_ctx {
-    const char *path;   /* file name used in every message */
-    tg_err *err;
-    int nfail;
+    tg_lval_report rep; /* the file name, the messages and their count */
     const char *src;
     size_t src_len;
     /* what the chunk returned */
-    raw_val val[LVL_COUNT][MAX_KEYS];
-    bad_key bad[SPEC_MAX_UNKNOWN];
+    tg_lval val[LVL_COUNT][TG_LVAL_MAX_KEYS];
+    tg_lval_unknown unknown;
     /* the backends list: its entries in order, and whether its keys were 1..n */
-    raw_val list[SPEC_MAX_LIST];
+    tg_lval list[SPEC_MAX_LIST];
     int nlist;          /* entries found (may exceed SPEC_MAX_LIST) */
     int list_keyed;     /* an entry had a key other than 1..n */
-    int nbad;           /* stored in bad[] */
-    int nbad_total;     /* found, including those not stored */
 } spec_ctx;
 
 /* ---- messages ------------------------------------------------------------ */
 
-/* Record "<path>: <formatted>". */
+/* Record "<path>: <formatted>" (luaval.c). */
 __attribute__((format(printf, 2, 3)))
 static void fail(spec_ctx *c, const char *fmt, ...)
 {
-    char buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    tg_lval_vfail(&c->rep, fmt, ap);
     va_end(ap);
-    tg_fail(c->err, "%s: %s", c->path, buf);
-    c->nfail++;
-}
-
-/* Quote s (len bytes, of which the first stored ones are in s) for a message. */
-static void quote(char *out, size_t cap, const char *s, size_t stored, size_t len)
-{
-    size_t o = 0;
-    const size_t shown = 40;
-    if (cap < 16)
-        return;
-    out[o++] = '"';
-    for (size_t k = 0; k < stored && k < shown && o + 8 < cap; k++) {
-        unsigned char ch = (unsigned char)s[k];
-        if (ch == '"' || ch == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)ch;
-        } else if (ch >= 0x20 && ch < 0x7f) {
-            out[o++] = (char)ch;
-        } else {
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-        }
-    }
-    if (len > shown && o + 5 < cap) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-}
-
-/* Is v the string lit, byte for byte? Lengths are compared, so "train\0x" is not "train". */
-static bool str_is(const raw_val *v, const char *lit)
-{
-    size_t n = strlen(lit);
-    return v->type == LUA_TSTRING && v->slen == n && n < sizeof v->s && memcmp(v->s, lit, n) == 0;
-}
-
-/* Bytes of a string value kept in v->s. */
-static size_t stored_len(const raw_val *v) { return v->slen < sizeof v->s - 1 ? v->slen : sizeof v->s - 1; }
-
-/* The value itself, for "<field> = <value>". */
-static void show_number(char *out, size_t cap, const raw_val *v)
-{
-    if (v->is_int)
-        snprintf(out, cap, "%lld", v->i);
-    else
-        snprintf(out, cap, "%.14g", v->n);
-}
-
-/* The value with its type, for "..., got <what>". */
-static void describe(char *out, size_t cap, const raw_val *v)
-{
-    char q[256];
-    switch (v->type) {
-    case LUA_TNUMBER:
-        show_number(out, cap, v);
-        break;
-    case LUA_TSTRING:
-        quote(q, sizeof q, v->s, stored_len(v), v->slen);
-        snprintf(out, cap, "string %.200s", q);
-        break;
-    case LUA_TBOOLEAN:
-        snprintf(out, cap, "boolean %s", v->b ? "true" : "false");
-        break;
-    case LUA_TTABLE:
-        snprintf(out, cap, "a table");
-        break;
-    case LUA_TFUNCTION:
-        snprintf(out, cap, "a function");
-        break;
-    default:
-        snprintf(out, cap, "a value of type %s",
-                 v->type == LUA_TUSERDATA || v->type == LUA_TLIGHTUSERDATA ? "userdata"
-                 : v->type == LUA_TTHREAD                                 ? "thread"
-                                                                          : "nil");
-        break;
-    }
-}
-
-/* ---- edit distance for "did you mean" ------------------------------------ */
-
-/* Optimal string alignment distance (Levenshtein plus adjacent transpositions). */
-static int edit_distance(const char *a, const char *b)
-{
-    enum { N = 33 };
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la >= N || lb >= N)
-        return 99;
-    int d[N][N];
-    for (int i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (int j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (int i = 1; i <= la; i++) {
-        for (int j = 1; j <= lb; j++) {
-            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            int best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < best)
-                best = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb];
-}
-
-/* The closest known key for an unknown one: same level within distance 2, else
- * the same name at another level (model.q -> mesh.q). Writes "mesh.q" to out. */
-static bool suggest_key(int level, const char *key, char *out, size_t cap)
-{
-    int best = 3, best_k = -1;
-    for (int k = 0; k < level_nkeys[level]; k++) {
-        int dist = edit_distance(key, level_keys[level][k]);
-        if (dist < best) {
-            best = dist;
-            best_k = k;
-        }
-    }
-    if (best_k >= 0) {
-        snprintf(out, cap, "%s%s", level_prefix[level], level_keys[level][best_k]);
-        return true;
-    }
-    for (int l = 0; l < LVL_COUNT; l++) {
-        for (int k = 0; l != level && k < level_nkeys[l]; k++) {
-            if (strcmp(key, level_keys[l][k]) == 0) {
-                snprintf(out, cap, "%s%s", level_prefix[l], level_keys[l][k]);
-                return true;
-            }
-        }
-    }
-    return false;
 }
 
 /* ---- the Lua half ---------------------------------------------------------- */
-
-static void store_value(lua_State *L, int idx, raw_val *v)
-{
-    memset(v, 0, sizeof *v);
-    v->type = lua_type(L, idx);
-    switch (v->type) {
-    case LUA_TNUMBER:
-        v->is_int = lua_isinteger(L, idx);
-        if (v->is_int)
-            v->i = (long long)lua_tointeger(L, idx);
-        else
-            v->n = (double)lua_tonumber(L, idx);
-        break;
-    case LUA_TSTRING: {
-        size_t len;
-        const char *s = lua_tolstring(L, idx, &len); /* a string already: no conversion */
-        size_t keep = len < sizeof v->s - 1 ? len : sizeof v->s - 1;
-        memcpy(v->s, s, keep);
-        v->s[keep] = '\0';
-        v->slen = len;
-        break;
-    }
-    case LUA_TBOOLEAN:
-        v->b = lua_toboolean(L, idx);
-        break;
-    default:
-        break;
-    }
-}
-
-static void note_bad_key(spec_ctx *c, lua_State *L, int level, int kidx)
-{
-    c->nbad_total++;
-    if (c->nbad >= SPEC_MAX_UNKNOWN)
-        return;
-    bad_key *b = &c->bad[c->nbad++];
-    b->level = level;
-    b->not_name = lua_type(L, kidx) != LUA_TSTRING;
-    if (!b->not_name) {
-        size_t len;
-        const char *s = lua_tolstring(L, kidx, &len);
-        size_t o = 0;
-        for (size_t k = 0; k < len && o + 4 < sizeof b->shown; k++) {
-            unsigned char ch = (unsigned char)s[k];
-            b->shown[o++] = (ch > 0x20 && ch < 0x7f) ? (char)ch : '?';
-        }
-        if (len > sizeof b->shown - 4)
-            memcpy(b->shown + o - 3, "...", 3);
-        b->shown[o] = '\0';
-    } else {
-        raw_val v;
-        store_value(L, kidx, &v);
-        char d[80];
-        describe(d, sizeof d, &v);
-        snprintf(b->shown, sizeof b->shown, "[%s]", d);
-    }
-}
 
 /* Copy a list value (backends = { "cpu", "cuda" }) into c->list, raw accesses only. */
 static void collect_list(spec_ctx *c, lua_State *L, int tidx)
@@ -321,7 +109,7 @@ static void collect_list(spec_ctx *c, lua_State *L, int tidx)
     c->nlist = n > 1000 ? 1000 : (int)n;
     for (lua_Integer k = 1; k <= n && k <= SPEC_MAX_LIST; k++) {
         lua_rawgeti(L, tidx, k);
-        store_value(L, -1, &c->list[k - 1]);
+        tg_lval_store(L, -1, &c->list[k - 1]);
         lua_pop(L, 1);
     }
 }
@@ -331,28 +119,12 @@ static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
 {
     lua_pushnil(L);
     while (lua_next(L, tidx)) {
-        int slot = -1;
-        if (lua_type(L, -2) == LUA_TSTRING) {
-            const char *k = lua_tostring(L, -2);
-            for (int s = 0; s < level_nkeys[level]; s++)
-                if (strcmp(k, level_keys[level][s]) == 0)
-                    slot = s;
-            size_t klen;
-            lua_tolstring(L, -2, &klen);
-            if (klen != strlen(k))
-                slot = -1; /* embedded NUL */
-        }
-        if (slot < 0) {
-            note_bad_key(c, L, level, lua_absindex(L, -2));
-        } else {
-            store_value(L, -1, &c->val[level][slot]);
-            if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL || slot == TOP_OPT) &&
-                lua_type(L, -1) == LUA_TTABLE)
-                collect(c, L, lua_absindex(L, -1),
-                        slot == TOP_MESH ? LVL_MESH : slot == TOP_MODEL ? LVL_MODEL : LVL_OPT);
-            else if (level == LVL_TOP && slot == TOP_BACKENDS && lua_type(L, -1) == LUA_TTABLE)
-                collect_list(c, L, lua_absindex(L, -1));
-        }
+        int slot = tg_lval_take(&schema, L, level, c->val[level], &c->unknown);
+        if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL || slot == TOP_OPT) &&
+            lua_type(L, -1) == LUA_TTABLE)
+            collect(c, L, lua_absindex(L, -1), slot == TOP_MESH ? LVL_MESH : slot == TOP_MODEL ? LVL_MODEL : LVL_OPT);
+        else if (level == LVL_TOP && slot == TOP_BACKENDS && lua_type(L, -1) == LUA_TTABLE)
+            collect_list(c, L, lua_absindex(L, -1));
         lua_pop(L, 1);
     }
 }
@@ -362,13 +134,8 @@ static void collect_returned(lua_State *L, int idx, void *ud)
 {
     spec_ctx *c = ud;
     if (lua_type(L, idx) != LUA_TTABLE) {
-        raw_val v;
-        store_value(L, idx, &v);
         char d[200];
-        if (v.type == LUA_TNIL)
-            snprintf(d, sizeof d, "nothing");
-        else
-            describe(d, sizeof d, &v);
+        tg_lval_describe_returned(L, idx, d, sizeof d);
         fail(c, "the spec must return a table, got %s; end the file with "
                 "return { mesh = { q = ... }, model = { ... } }", d);
         return;
@@ -380,10 +147,11 @@ static void collect_returned(lua_State *L, int idx, void *ud)
 static bool run_lua(spec_ctx *c)
 {
     for (int l = 0; l < LVL_COUNT; l++)
-        for (int k = 0; k < MAX_KEYS; k++)
+        for (int k = 0; k < TG_LVAL_MAX_KEYS; k++)
             c->val[l][k].type = LUA_TNONE;
-    return tg_sandbox_run(c->path, "spec", c->src, c->src_len, collect_returned, c, c->err, &c->nfail) &&
-           c->nfail == 0;
+    return tg_sandbox_run(c->rep.path, "spec", c->src, c->src_len, collect_returned, c, c->rep.err,
+                          &c->rep.nfail) &&
+           c->rep.nfail == 0;
 }
 
 /* ---- the C half: validation ------------------------------------------------ */
@@ -455,7 +223,7 @@ static const char *field_hint(int level, int k)
 /* Check that c->val[level][k] is an integer in 1..max; store it in *out. */
 static bool check_int(spec_ctx *c, int level, int k, long long max, int *out)
 {
-    const raw_val *v = &c->val[level][k];
+    const tg_lval *v = &c->val[level][k];
     const char *key = level_keys[level][k];
     const char *pre = level_prefix[level];
     char got[256];
@@ -471,12 +239,12 @@ static bool check_int(spec_ctx *c, int level, int k, long long max, int *out)
     bool integral = v->type == LUA_TNUMBER &&
                     (v->is_int || (isfinite(v->n) && floor(v->n) == v->n));
     if (!integral) {
-        describe(got, sizeof got, v);
+        tg_lval_describe(got, sizeof got, v);
         fail(c, "%s%s must be a positive integer, got %s", pre, key, got);
         return false;
     }
-    double x = v->is_int ? (double)v->i : v->n;
-    show_number(got, sizeof got, v);
+    double x = tg_lval_num(v);
+    tg_lval_show_number(got, sizeof got, v);
     if (v->is_int ? v->i < 1 : x < 1) {
         fail(c, "%s%s = %s is not a positive integer (%s); use %s >= 1", pre, key, got,
              field_hint(level, k), key);
@@ -490,77 +258,21 @@ static bool check_int(spec_ctx *c, int level, int k, long long max, int *out)
     return true;
 }
 
-static bool name_ok(const char *s, size_t len)
-{
-    if (len < 1 || len > SPEC_MAX_NAME || strlen(s) != len)
-        return false;
-    bool all_dots = true;
-    for (size_t k = 0; k < len; k++) {
-        char ch = s[k];
-        bool good = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-                    (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
-        if (!good)
-            return false;
-        if (ch != '.')
-            all_dots = false;
-    }
-    return !all_dots; /* "." and ".." would be directories when the name makes paths */
-}
-
-#define NAME_RULE "use 1 to 100 characters from A-Z a-z 0-9 _ . - (not only dots)"
-
-static void check_name(spec_ctx *c, tg_spec *s)
-{
-    const raw_val *v = &c->val[LVL_TOP][TOP_NAME];
-    char shown[256];
-    if (v->type == LUA_TNONE) {
-        const char *base = strrchr(c->path, '/');
-        base = base ? base + 1 : c->path;
-        size_t len = strlen(base);
-        if (len > 4 && strcmp(base + len - 4, ".lua") == 0)
-            len -= 4;
-        char stem[256];
-        if (len >= sizeof stem)
-            len = sizeof stem - 1;
-        memcpy(stem, base, len);
-        stem[len] = '\0';
-        if (!name_ok(stem, len)) {
-            quote(shown, sizeof shown, stem, len, len);
-            fail(c, "the file stem %s is not a valid model name (the spec sets no name): " NAME_RULE
-                    "; add name = \"...\" to the spec", shown);
-            return;
-        }
-        memcpy(s->name, stem, len + 1);
-        return;
-    }
-    if (v->type != LUA_TSTRING) {
-        describe(shown, sizeof shown, v);
-        fail(c, "name must be a string such as \"gpt2-small\", got %s", shown);
-        return;
-    }
-    if (!name_ok(v->s, v->slen)) {
-        quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
-        fail(c, "name = %s is not a valid name: " NAME_RULE, shown);
-        return;
-    }
-    memcpy(s->name, v->s, v->slen + 1);
-}
-
 static void check_dtype(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *v = &c->val[LVL_TOP][TOP_DTYPE];
+    const tg_lval *v = &c->val[LVL_TOP][TOP_DTYPE];
     char shown[256];
     s->dtype = TG_FP32;
     if (v->type == LUA_TNONE)
         return;
     if (v->type != LUA_TSTRING) {
-        describe(shown, sizeof shown, v);
+        tg_lval_describe(shown, sizeof shown, v);
         fail(c, "dtype must be a string such as \"fp32\", got %s", shown);
         return;
     }
-    if (str_is(v, "fp32"))
+    if (tg_lval_str_is(v, "fp32"))
         return;
-    quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
+    tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
     fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
 }
 
@@ -568,20 +280,20 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
  * order keeps that group inside a node (mesh.h). */
 static void check_placement(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *v = &c->val[LVL_MESH][MESH_PLACEMENT];
+    const tg_lval *v = &c->val[LVL_MESH][MESH_PLACEMENT];
     char shown[256];
     s->placement = TG_PLACE_ROW;
     if (v->type == LUA_TNONE)
         return;
     if (v->type == LUA_TSTRING) {
         for (int p = 0; p < TG_NPLACEMENTS; p++)
-            if (str_is(v, tg_placement_name((tg_placement)p))) {
+            if (tg_lval_str_is(v, tg_placement_name((tg_placement)p))) {
                 s->placement = (tg_placement)p;
                 return;
             }
-        quote(shown, sizeof shown, v->s, stored_len(v), v->slen);
+        tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
     } else {
-        describe(shown, sizeof shown, v);
+        tg_lval_describe(shown, sizeof shown, v);
     }
     fail(c, "mesh.placement = %s is not a placement: it names the group whose ranks are numbered consecutively "
             "(and so share a node when the launcher fills nodes in rank order); use \"row\" (the default: "
@@ -591,16 +303,16 @@ static void check_placement(spec_ctx *c, tg_spec *s)
 
 static void check_scheme(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *v = &c->val[LVL_TOP][TOP_SCHEME];
+    const tg_lval *v = &c->val[LVL_TOP][TOP_SCHEME];
     char shown[256];
     s->scheme = TG_SCHEME_TESSERACT;
-    if (v->type == LUA_TNONE || str_is(v, "tesseract"))
+    if (v->type == LUA_TNONE || tg_lval_str_is(v, "tesseract"))
         return;
-    if (str_is(v, "megatron")) {
+    if (tg_lval_str_is(v, "megatron")) {
         s->scheme = TG_SCHEME_MEGATRON;
         return;
     }
-    describe(shown, sizeof shown, v);
+    tg_lval_describe(shown, sizeof shown, v);
     fail(c, "scheme = %s is not a scheme: use scheme = \"tesseract\" (the [q,q,d] mesh, the default) or "
             "scheme = \"megatron\" (Megatron-LM 1-D tensor parallelism, mesh = { p = N })", shown);
 }
@@ -608,7 +320,7 @@ static void check_scheme(spec_ctx *c, tg_spec *s)
 /* The mesh of the scheme: tesseract takes q (and d), megatron takes p; a key of the other scheme is refused. */
 static void check_mesh(spec_ctx *c, tg_spec *s, bool *ok_q, bool *ok_d, bool *ok_p)
 {
-    const raw_val *v = c->val[LVL_MESH];
+    const tg_lval *v = c->val[LVL_MESH];
     if (s->scheme == TG_SCHEME_MEGATRON) {
         for (int k = MESH_Q; k <= MESH_D; k++)
             if (v[k].type != LUA_TNONE)
@@ -636,18 +348,18 @@ static void check_mesh(spec_ctx *c, tg_spec *s, bool *ok_q, bool *ok_d, bool *ok
 
 static void check_mode(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *v = &c->val[LVL_TOP][TOP_MODE];
+    const tg_lval *v = &c->val[LVL_TOP][TOP_MODE];
     char shown[256];
     s->mode = TG_INFER;
     if (v->type == LUA_TNONE)
         return;
-    if (str_is(v, "infer"))
+    if (tg_lval_str_is(v, "infer"))
         return;
-    if (str_is(v, "train")) {
+    if (tg_lval_str_is(v, "train")) {
         s->mode = TG_TRAIN;
         return;
     }
-    describe(shown, sizeof shown, v);
+    tg_lval_describe(shown, sizeof shown, v);
     fail(c, "mode = %s is not a mode: use mode = \"infer\" (forward only) or mode = \"train\" (forward, "
             "backward and AdamW)", shown);
 }
@@ -666,25 +378,25 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
     double *dst[OPT_COUNT] = {&s->opt.lr, &s->opt.beta1, &s->opt.beta2, &s->opt.eps, &s->opt.weight_decay};
     for (int k = 0; k < OPT_COUNT; k++)
         *dst[k] = defaults[k];
-    const raw_val *t = &c->val[LVL_TOP][TOP_OPT];
+    const tg_lval *t = &c->val[LVL_TOP][TOP_OPT];
     char shown[256];
     if (t->type == LUA_TNONE)
         return;
     if (t->type != LUA_TTABLE) {
-        describe(shown, sizeof shown, t);
+        tg_lval_describe(shown, sizeof shown, t);
         fail(c, "optimizer must be a table such as { lr = 1e-3, weight_decay = 0.01 }, got %s", shown);
         return;
     }
     for (int k = 0; k < OPT_COUNT; k++) {
-        const raw_val *v = &c->val[LVL_OPT][k];
+        const tg_lval *v = &c->val[LVL_OPT][k];
         if (v->type == LUA_TNONE)
             continue;
         if (v->type != LUA_TNUMBER) {
-            describe(shown, sizeof shown, v);
+            tg_lval_describe(shown, sizeof shown, v);
             fail(c, "optimizer.%s must be a number, got %s", level_keys[LVL_OPT][k], shown);
             continue;
         }
-        double x = v->is_int ? (double)v->i : v->n;
+        double x = tg_lval_num(v);
         bool ok = isfinite(x);
         if (k == OPT_LR || k == OPT_EPS)
             ok = ok && x > 0;
@@ -693,7 +405,7 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
         else
             ok = ok && x >= 0 && x < 1;
         if (!ok) {
-            show_number(shown, sizeof shown, v);
+            tg_lval_show_number(shown, sizeof shown, v);
             fail(c, "optimizer.%s = %s is out of range: %s", level_keys[LVL_OPT][k], shown, rule[k]);
             continue;
         }
@@ -704,19 +416,19 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
 /* memory_gib = 80: the memory of one rank (GPU or process), in GiB; every rank's arena must fit in it. */
 static void check_memory(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *v = &c->val[LVL_TOP][TOP_MEMORY];
+    const tg_lval *v = &c->val[LVL_TOP][TOP_MEMORY];
     char shown[256];
     s->memory_gib = TG_MEMORY_GIB_DEFAULT;
     if (v->type == LUA_TNONE)
         return;
     if (v->type != LUA_TNUMBER) {
-        describe(shown, sizeof shown, v);
+        tg_lval_describe(shown, sizeof shown, v);
         fail(c, "memory_gib must be a number of GiB such as 80 (an H100's memory), got %s", shown);
         return;
     }
-    double g = v->is_int ? (double)v->i : v->n;
+    double g = tg_lval_num(v);
     if (!isfinite(g) || !(g > 0) || g > 1048576) {
-        show_number(shown, sizeof shown, v);
+        tg_lval_show_number(shown, sizeof shown, v);
         fail(c, "memory_gib = %s is out of range: the memory of one rank in GiB, > 0 and at most 1048576; "
                 "use e.g. memory_gib = 80 for an 80 GB GPU", shown);
         return;
@@ -727,13 +439,13 @@ static void check_memory(spec_ctx *c, tg_spec *s)
 /* backends = { "cpu", "cuda" }: which per-rank programs to emit; "cpu" always among them. */
 static void check_backends(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *t = &c->val[LVL_TOP][TOP_BACKENDS];
+    const tg_lval *t = &c->val[LVL_TOP][TOP_BACKENDS];
     char shown[256];
     s->backends = 0;
     if (t->type == LUA_TNONE)
         return;
     if (t->type != LUA_TTABLE) {
-        describe(shown, sizeof shown, t);
+        tg_lval_describe(shown, sizeof shown, t);
         fail(c, "backends must be a list such as { \"cpu\", \"cuda\" }, got %s", shown);
         return;
     }
@@ -752,14 +464,14 @@ static void check_backends(spec_ctx *c, tg_spec *s)
     unsigned bits = 0;
     bool ok = true;
     for (int k = 0; k < c->nlist; k++) {
-        const raw_val *v = &c->list[k];
+        const tg_lval *v = &c->list[k];
         unsigned bit = 0;
-        if (str_is(v, "cpu"))
+        if (tg_lval_str_is(v, "cpu"))
             bit = TG_BACKEND_CPU;
-        else if (str_is(v, "cuda"))
+        else if (tg_lval_str_is(v, "cuda"))
             bit = TG_BACKEND_CUDA;
         if (!bit) {
-            describe(shown, sizeof shown, v);
+            tg_lval_describe(shown, sizeof shown, v);
             fail(c, "backends[%d] = %s is not a backend: use \"cpu\" or \"cuda\"", k + 1, shown);
             ok = false;
         } else if (bits & bit) {
@@ -779,19 +491,19 @@ static void check_backends(spec_ctx *c, tg_spec *s)
 
 static bool check_eps(spec_ctx *c, tg_spec *s)
 {
-    const raw_val *v = &c->val[LVL_MODEL][MODEL_EPS];
+    const tg_lval *v = &c->val[LVL_MODEL][MODEL_EPS];
     char shown[256];
     s->eps = 1e-5;
     if (v->type == LUA_TNONE)
         return true;
     if (v->type != LUA_TNUMBER) {
-        describe(shown, sizeof shown, v);
+        tg_lval_describe(shown, sizeof shown, v);
         fail(c, "model.eps must be a number such as 1e-5, got %s", shown);
         return false;
     }
-    double e = v->is_int ? (double)v->i : v->n;
+    double e = tg_lval_num(v);
     if (!isfinite(e) || !(e > 0) || !(e < 1)) {
-        show_number(shown, sizeof shown, v);
+        tg_lval_show_number(shown, sizeof shown, v);
         fail(c, "model.eps = %s is out of range: the layernorm epsilon must be > 0 and < 1; "
                 "use eps = 1e-5", shown);
         return false;
@@ -827,12 +539,12 @@ static long long sat_mul(long long a, long long b)
 
 static void validate(spec_ctx *c, tg_spec *s)
 {
-    check_name(c, s);
+    tg_lval_name(&c->rep, &c->val[LVL_TOP][TOP_NAME], "model", "spec", "spec", "gpt2-small", s->name);
 
     /* mesh and model tables */
     bool have_mesh = false, have_model = false;
     for (int t = TOP_MESH; t <= TOP_MODEL; t++) {
-        const raw_val *v = &c->val[LVL_TOP][t];
+        const tg_lval *v = &c->val[LVL_TOP][t];
         const char *key = level_keys[LVL_TOP][t];
         const char *example = t == TOP_MESH ? "{ q = 2, d = 1 }"
                                             : "{ layers = 12, hidden = 768, heads = 12, ffn = 3072, "
@@ -841,7 +553,7 @@ static void validate(spec_ctx *c, tg_spec *s)
         if (v->type == LUA_TNONE) {
             fail(c, "%s is missing: add %s = %s", key, key, example);
         } else if (v->type != LUA_TTABLE) {
-            describe(got, sizeof got, v);
+            tg_lval_describe(got, sizeof got, v);
             fail(c, "%s must be a table such as %s, got %s", key, example, got);
         } else if (t == TOP_MESH) {
             have_mesh = true;
@@ -857,35 +569,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_memory(c, s);
 
     /* unknown keys, sorted so that messages do not depend on Lua's hash order */
-    for (int a = 1; a < c->nbad; a++) {
-        bad_key tmp = c->bad[a];
-        int b = a - 1;
-        while (b >= 0 && (c->bad[b].level > tmp.level ||
-                          (c->bad[b].level == tmp.level && strcmp(c->bad[b].shown, tmp.shown) > 0))) {
-            c->bad[b + 1] = c->bad[b];
-            b--;
-        }
-        c->bad[b + 1] = tmp;
-    }
-    for (int a = 0; a < c->nbad; a++) {
-        const bad_key *b = &c->bad[a];
-        char known[128] = "", sugg[64];
-        size_t o = 0;
-        for (int k = 0; k < level_nkeys[b->level]; k++)
-            o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", k ? ", " : "",
-                                  level_keys[b->level][k]);
-        const char *table = b->level == LVL_TOP ? "the spec table" : b->level == LVL_MESH ? "mesh" : "model";
-        if (b->not_name)
-            fail(c, "%s has an entry with key %s: write fields as name = value; the keys of %s are %s",
-                 table, b->shown, table, known);
-        else if (suggest_key(b->level, b->shown, sugg, sizeof sugg))
-            fail(c, "%s%s is not a known key; did you mean %s?", level_prefix[b->level], b->shown, sugg);
-        else
-            fail(c, "%s%s is not a known key; the keys of %s are %s", level_prefix[b->level], b->shown,
-                 table, known);
-    }
-    if (c->nbad_total > c->nbad)
-        fail(c, "%d more unknown keys not listed", c->nbad_total - c->nbad);
+    tg_lval_report_unknown(&c->rep, &schema, &c->unknown);
 
     /* integers: q, d, layers, hidden, heads, ffn, seq, batch */
     bool ok_q = false, ok_d = false, ok_layers = false, ok_hidden = false, ok_heads = false;
@@ -1028,8 +712,8 @@ static bool load_source(const char *path, const char *src, size_t len, tg_spec *
     spec_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return tg_fail(err, "%s: cannot read spec: out of memory", path);
-    c->path = path;
-    c->err = err;
+    c->rep.path = path;
+    c->rep.err = err;
     c->src = src;
     c->src_len = len;
     tg_spec s;
@@ -1042,7 +726,7 @@ static bool load_source(const char *path, const char *src, size_t len, tg_spec *
         memcpy(s.path, path, strlen(path) + 1);
         validate(c, &s);
     }
-    bool ok = c->nfail == 0;
+    bool ok = c->rep.nfail == 0;
     if (ok)
         *out = s;
     free(c);

@@ -1,7 +1,8 @@
 /*
  * spec.h - the declare stage: a model spec file, run in a sandboxed Lua state
  * and copied into a plain C struct. All validation of user input lives in
- * spec.c; everything downstream (mesh, plan, emitters) may assume a tg_spec
+ * spec.c (the name key's rule, shared with machine files, in luaval.c);
+ * everything downstream (mesh, plan, emitters) may assume a tg_spec
  * that tg_spec_load accepted is consistent: every divisibility rule of
  * DESIGN.md holds and every per-rank element count fits in an int.
  *
