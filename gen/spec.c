@@ -58,8 +58,7 @@ enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATC
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
-/* The optimizer table is "model" in unknown-key messages: so it has always read; kept to keep them unchanged. */
-static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "model"};
+static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer"};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme"},

@@ -537,6 +537,14 @@ int main(void)
         TT_CHECK(has("mesh.heads is not a known key; did you mean model.heads?"), "%.400s", E.msg);
     }
 
+    TT_CASE("an unknown optimizer key lists the optimizer's keys, naming its table") {
+        TT_CHECK(!load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { momentum = 0.9 } }"),
+                 "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: optimizer.momentum is not a known key; the keys of optimizer are lr, "
+                               "beta1, beta2, eps, weight_decay") == 0,
+                 "%.400s", E.msg);
+    }
+
     TT_CASE("unknown key without a close match lists the keys") {
         TT_CHECK(!load("return { mesh = { q = 1, topology = 'ring' }, " OK_MODEL " }"), "accepted");
         TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.topology is not a known key; the keys of mesh are q, d, p, placement") == 0,
