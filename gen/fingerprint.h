@@ -2,8 +2,8 @@
  * fingerprint.h - the schedule fingerprint: 16 hex digits that name exactly
  * the schedule an output runs.
  *
- * It is a 64-bit FNV-style hash over tessgen's version, the text of every template it
- * prints from, every value of the spec that shapes the schedule (the spec's
+ * It is a 64-bit FNV-style hash over tessgen's version, the text of every template the
+ * programs and their build are printed from (not the schedule.html viewer), every value of the spec that shapes the schedule (the spec's
  * path and name do not), and every class program in class order: each step's
  * kind, operands, shapes and literals, its stream, cross-stream wait and
  * signal (what the CUDA program orders), each buffer's name, shape, offset and

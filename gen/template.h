@@ -23,7 +23,8 @@ typedef struct tg_tvar {
 
 bool tg_template_fill(tg_sb *out, const char *name, const tg_tvar *vars, int nvars, tg_err *err);
 
-/* h, continued (FNV-1a 64) over the name and text of every embedded template. */
+/* h, continued (FNV-1a 64) over the name and text of every embedded template the generated programs and their
+ * build are printed from (all but the schedule.html viewer, whose changes need no rebuild). */
 unsigned long long tg_templates_hash(unsigned long long h);
 
 #endif
