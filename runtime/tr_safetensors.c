@@ -9,7 +9,10 @@
  * table is sorted by name (binary search, duplicate detection) and a copy
  * sorted by offset finds overlaps. After that, reads need only check the
  * request: every byte a valid request can reach lies inside the mapping.
- * Data is copied with memcpy, so unaligned offsets are fine.
+ * F32 data is copied with memcpy and BF16 data widened byte by byte
+ * (tr_bf16.h), so unaligned offsets are fine. BF16 output is converted into
+ * a temporary array per tensor, after every value was checked to round to a
+ * finite bf16, so a refusal happens before any file is created.
  */
 #include "tr_safetensors.h"
 
