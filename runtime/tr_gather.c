@@ -103,7 +103,8 @@ static long long shard_elems(const tr_rank_desc *d)
     return n;
 }
 
-bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_err *err)
+bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
+                      tr_err *err)
 {
     int rank = d->rank, p = tr_model.p;
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
@@ -199,7 +200,7 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                 outs[i].shape[1] = pr->full[1];
                 outs[i].data = full[i];
             }
-            ok = tr_st_write_atomic(path, outs, d->nparams, err);
+            ok = tr_st_write_atomic_as(path, outs, d->nparams, dtype, err);
         }
         ok = root_ok(ok);
     } else if (rank == 0) {

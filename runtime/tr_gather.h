@@ -10,14 +10,17 @@
 #define TR_GATHER_H
 
 #include "tr_ctx.h"
+#include "tr_safetensors.h"
 
 /* Gather each rank's [io_rows, io_cols] block (host memory) and write [batch, seq, hidden] to path. */
 bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err);
 
 /* Gather every parameter (grads = 0) or its gradient (grads = 1) from the host arena H and write
- * the full tensors to path as F32 safetensors. The copy of depth 0 (and row 0 for vectors) is
- * written; tr_gather_replica_check says whether the others agree. */
-bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_err *err);
+ * the full tensors to path as safetensors of dtype (TR_ST_F32 or TR_ST_BF16, tr_safetensors.h). The
+ * copy of depth 0 (and row 0 for vectors) is written; tr_gather_replica_check says whether the
+ * others agree. */
+bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
+                      tr_err *err);
 
 /* Compare every parameter shard bitwise with the same block on member 0 of its replica group
  * (dep(i,j) for matrices, coldep(j) for vectors). Returns the number of mismatching shards over

@@ -7,7 +7,7 @@
  *
  * Every output path is checked on rank 0 before any work (a temp file is
  * created and removed where the output will go), and input files are
- * validated once, on rank 0 (every tensor present, F32, with the expected
+ * validated once, on rank 0 (every tensor present, F32 or BF16, with the expected
  * shape, no block beyond the model's layers; the input's shape); the verdict
  * is broadcast, so a bad path or file gives one clear message and every rank
  * exits with the same code. Each rank then checks that the values it loaded
@@ -52,6 +52,8 @@ typedef struct tr_opts {
     int replica_check;
     int timing; /* --timing: with --steps, report time per training step and per step kind */
     int quiet;
+    int out_dtype;     /* --out-dtype: TR_ST_F32 or TR_ST_BF16, for --weights-out and --grads-out */
+    int out_dtype_set; /* --out-dtype was given */
     const char *trace; /* --trace FILE (tr_trace.c) */
     int stats;         /* --stats (tr_trace.c) */
 } tr_opts;
@@ -63,8 +65,10 @@ static void usage(FILE *f, const char *prog)
             "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
             "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
             "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
+            "          [--out-dtype f32|bf16]\n"
             "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
-            "  --weights F   Hugging Face GPT-2 names, F32 safetensors; each rank reads only its shard\n"
+            "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened\n"
+            "                exactly to float32); each rank reads only its shard\n"
             "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
             "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
@@ -77,10 +81,12 @@ static void usage(FILE *f, const char *prog)
             "  --quiet       print only errors\n"
             "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
             "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
-            "  --grads-out F with --dy: write every weight gradient (F32 safetensors, the weights' names)\n"
+            "  --grads-out F with --dy: write every weight gradient (safetensors, the weights' names)\n"
             "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
             "  --target F    the target [batch, seq, hidden] (default: synthetic \"target\" from --seed)\n"
-            "  --weights-out F  write the weights after the run (F32 safetensors)\n"
+            "  --weights-out F  write the weights after the run (safetensors)\n"
+            "  --out-dtype T f32 (default) or bf16: the dtype of --weights-out and --grads-out (bf16: rounded\n"
+            "                to nearest, ties to even; a finite value that would round to inf is refused)\n"
             "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
             "  --timing      with --steps: median time per training step and per step kind\n",
             prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
@@ -152,6 +158,15 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             o->timing = 1;
         } else if (!strcmp(s, "--quiet")) {
             o->quiet = 1;
+        } else if (!strcmp(s, "--out-dtype")) {
+            if (!val || (strcmp(val, "f32") != 0 && strcmp(val, "bf16") != 0)) {
+                tr_fail(err, "--out-dtype %s: expected f32 or bf16 (the dtype of --weights-out and --grads-out)",
+                        val ? val : "(missing)");
+                return -1;
+            }
+            o->out_dtype = strcmp(val, "bf16") == 0 ? TR_ST_BF16 : TR_ST_F32;
+            o->out_dtype_set = 1;
+            a++;
         } else if (!strcmp(s, "--weights") || !strcmp(s, "--input") || !strcmp(s, "--output") ||
                    !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--dy") ||
                    !strcmp(s, "--dx-out") || !strcmp(s, "--grads-out") || !strcmp(s, "--target") ||
@@ -218,6 +233,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     if ((o->dx_out || o->grads_out) && !o->dy) {
         tr_fail(err, "--dx-out and --grads-out write the gradients of one backward: give the upstream gradient "
                      "with --dy DY.npy");
+        return -1;
+    }
+    if (o->out_dtype_set && !o->weights_out && !o->grads_out) {
+        tr_fail(err, "--out-dtype sets the dtype of --weights-out and --grads-out; give one of them, or drop "
+                     "--out-dtype");
         return -1;
     }
     if (o->target && !o->steps) {
@@ -288,7 +308,7 @@ static long block_of(const char *name)
     return *p == '.' ? l : -1;
 }
 
-/* Rank 0: is every tensor of the model in the file, F32, with the right shape, and is there no
+/* Rank 0: is every tensor of the model in the file, F32 or BF16, with the right shape, and is there no
  * block beyond the model's layers (a deeper checkpoint would otherwise be cut silently)? (d: rank 0's
  * descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
@@ -302,7 +322,7 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
         int64_t shape[2];
         shape_of(&d->params[i], shape);
         tr_err e = {{0}};
-        if (!tr_st_expect_f32(&f, d->params[i].name, d->params[i].ndim, shape, &e)) {
+        if (!tr_st_expect_float(&f, d->params[i].name, d->params[i].ndim, shape, &e)) {
             ok = false;
             if (bad++ < 8)
                 tr_fail(err, "%s", e.msg);
@@ -993,13 +1013,15 @@ int main(int argc, char **argv)
         if (!outs[k].path)
             continue;
         bool wrote = outs[k].kind == 0 ? tr_gather_block_npy(d, outs[k].path, H + d->gx_offset, &err)
-                                       : tr_gather_params(d, H, outs[k].kind == 1, outs[k].path, &err);
+                                       : tr_gather_params(d, H, outs[k].kind == 1, outs[k].path,
+                                                          (tr_st_dtype)o.out_dtype, &err);
         if (!wrote) {
             if (rank == 0)
                 fprintf(stderr, "%s\n", err.msg);
             rc = 1;
         } else if (rank == 0 && !o.quiet) {
-            printf("wrote %s (%s)\n", outs[k].path, outs[k].what);
+            printf("wrote %s (%s%s)\n", outs[k].path, outs[k].what,
+                   outs[k].kind != 0 && o.out_dtype == TR_ST_BF16 ? ", BF16" : "");
         }
     }
     if (o.replica_check) {

@@ -9,7 +9,10 @@
  * table is sorted by name (binary search, duplicate detection) and a copy
  * sorted by offset finds overlaps. After that, reads need only check the
  * request: every byte a valid request can reach lies inside the mapping.
- * Data is copied with memcpy, so unaligned offsets are fine.
+ * F32 data is copied with memcpy and BF16 data widened byte by byte
+ * (tr_bf16.h), so unaligned offsets are fine. BF16 output is converted into
+ * a temporary array per tensor, after every value was checked to round to a
+ * finite bf16, so a refusal happens before any file is created.
  */
 #include "tr_safetensors.h"
 
@@ -24,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tr_bf16.h"
 #include "tr_json.h"
 
 typedef unsigned long long ull;
@@ -340,11 +344,14 @@ bool tr_st_write_file_atomic(const char *path, const void *const *parts, const s
     return true;
 }
 
-bool tr_st_copy_block(const unsigned char *src, int64_t rows, int64_t cols, int64_t r0, int64_t nr, int64_t c0,
-                      int64_t nc, float *dst, int64_t ldd, const char *path, const char *name, tr_err *err)
+/* The checks and the copy of tr_st_copy_block for elements of esize bytes (4: F32, 2: BF16, widened). */
+static bool copy_block(const unsigned char *src, int esize, int64_t rows, int64_t cols, int64_t r0, int64_t nr,
+                       int64_t c0, int64_t nc, float *dst, int64_t ldd, const char *path, const char *name,
+                       tr_err *err)
 {
     uint64_t bytes;
-    if (rows < 0 || cols < 0 || !mul_u64((uint64_t)rows, (uint64_t)cols, &bytes) || !mul_u64(bytes, 4, &bytes))
+    if (rows < 0 || cols < 0 || !mul_u64((uint64_t)rows, (uint64_t)cols, &bytes) ||
+        !mul_u64(bytes, (uint64_t)esize, &bytes))
         return tr_fail(err, "%s: %s: bad matrix view [%lld, %lld]", path, name, (long long)rows, (long long)cols);
     if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 > rows || nr > rows - r0 || c0 > cols || nc > cols - c0)
         return tr_fail(err,
@@ -365,12 +372,25 @@ bool tr_st_copy_block(const unsigned char *src, int64_t rows, int64_t cols, int6
                        (long long)nr, (long long)ldd);
     if (!dst)
         return tr_fail(err, "%s: %s: destination buffer is NULL", path, name);
-    /* offsets below are < rows*cols*4, which was checked to fit */
+    /* offsets below are < rows*cols*esize, which was checked to fit */
     for (int64_t r = 0; r < nr; r++) {
-        uint64_t off = ((uint64_t)(r0 + r) * (uint64_t)cols + (uint64_t)c0) * 4u;
-        memcpy(dst + (size_t)r * (size_t)ldd, src + off, (size_t)nc * sizeof(float));
+        uint64_t off = ((uint64_t)(r0 + r) * (uint64_t)cols + (uint64_t)c0) * (uint64_t)esize;
+        float *d = dst + (size_t)r * (size_t)ldd;
+        if (esize == 4) {
+            memcpy(d, src + off, (size_t)nc * sizeof(float));
+        } else { /* BF16, little-endian: low byte first; any alignment */
+            const unsigned char *s = src + off;
+            for (int64_t c = 0; c < nc; c++)
+                d[c] = tr_bf16_to_f32((uint16_t)(s[2 * c] | (s[2 * c + 1] << 8)));
+        }
     }
     return true;
+}
+
+bool tr_st_copy_block(const unsigned char *src, int64_t rows, int64_t cols, int64_t r0, int64_t nr, int64_t c0,
+                      int64_t nc, float *dst, int64_t ldd, const char *path, const char *name, tr_err *err)
+{
+    return copy_block(src, 4, rows, cols, r0, nr, c0, nc, dst, ldd, path, name, err);
 }
 
 /* ---- reading ---------------------------------------------------------------- */
@@ -678,21 +698,22 @@ static bool not_found(const tr_st_file *f, const char *name, tr_err *err)
                    f->ntensors ? f->tensors[0].name : "");
 }
 
-static bool check_f32(const tr_st_file *f, const tr_st_tensor *t, tr_err *err)
+/* F32 and BF16 are read (BF16 widened exactly to float32); any other dtype is refused. */
+static bool check_float(const tr_st_file *f, const tr_st_tensor *t, tr_err *err)
 {
-    if (strcmp(t->dtype, "F32") == 0)
+    if (strcmp(t->dtype, "F32") == 0 || strcmp(t->dtype, "BF16") == 0)
         return true;
-    return tr_fail(err, "%s: tensor %s has dtype %s; only F32 is supported: convert the checkpoint to float32 "
-                        "(e.g. save_file({k: v.float() for k, v in sd.items()}, path))",
+    return tr_fail(err, "%s: tensor %s has dtype %s; only F32 and BF16 are accepted (each tensor may be either): "
+                        "convert the checkpoint (e.g. save_file({k: v.float() for k, v in sd.items()}, path))",
                    f->path, t->name, t->dtype);
 }
 
-bool tr_st_expect_f32(const tr_st_file *f, const char *name, int ndim, const int64_t *shape, tr_err *err)
+bool tr_st_expect_float(const tr_st_file *f, const char *name, int ndim, const int64_t *shape, tr_err *err)
 {
     const tr_st_tensor *t = tr_st_find(f, name);
     if (!t)
         return not_found(f, name, err);
-    if (!check_f32(f, t, err))
+    if (!check_float(f, t, err))
         return false;
     bool same = t->ndim == ndim && ndim <= 4;
     for (int i = 0; same && i < ndim; i++)
@@ -712,7 +733,7 @@ bool tr_st_read_block(const tr_st_file *f, const char *name, int64_t r0, int64_t
     const tr_st_tensor *t = tr_st_find(f, name);
     if (!t)
         return not_found(f, name, err);
-    if (!check_f32(f, t, err))
+    if (!check_float(f, t, err))
         return false;
     if (t->ndim > 4)
         return tr_fail(err, "%s: tensor %s has %d dimensions; at most 4 are supported", f->path, name, t->ndim);
@@ -722,8 +743,8 @@ bool tr_st_read_block(const tr_st_file *f, const char *name, int64_t r0, int64_t
     for (int i = 0; i + 1 < t->ndim; i++)
         if (!mul_u64(rows, (uint64_t)t->shape[i], &rows) || rows > INT64_MAX)
             return tr_fail(err, "%s: tensor %s: too many rows to address", f->path, name);
-    return tr_st_copy_block(f->map + f->data_start + t->begin, (int64_t)rows, cols, r0, nr, c0, nc, dst, ldd,
-                            f->path, name, err);
+    return copy_block(f->map + f->data_start + t->begin, strcmp(t->dtype, "BF16") == 0 ? 2 : 4, (int64_t)rows,
+                      cols, r0, nr, c0, nc, dst, ldd, f->path, name, err);
 }
 
 void tr_st_close(tr_st_file *f)
@@ -801,19 +822,57 @@ static int cmp_out(const void *a, const void *b)
     return strcmp(((const out_order *)a)->name, ((const out_order *)b)->name);
 }
 
+/* The bf16 bits of t's ne values into a new *bits (NULL when ne is 0; the host is little-endian, so the array is
+ * the file's bytes). A finite value that would round to an infinity is refused, naming the element: the file
+ * would otherwise hold a value the model never had, which --weights then refuses. */
+static bool to_bf16(const char *path, const tr_st_out *t, uint64_t ne, uint16_t **bits, tr_err *err)
+{
+    *bits = NULL;
+    for (uint64_t e = 0; e < ne; e++)
+        if (tr_bf16_overflows(t->data[e])) {
+            int64_t idx[4] = {0, 0, 0, 0};
+            uint64_t at = e;
+            for (int d = t->ndim - 1; d >= 0; d--) {
+                idx[d] = t->shape[d] > 0 ? (int64_t)(at % (uint64_t)t->shape[d]) : 0;
+                at = t->shape[d] > 0 ? at / (uint64_t)t->shape[d] : 0;
+            }
+            char ib[128];
+            return tr_fail(err, "%s: tensor %s: element %s = %.9g is finite but rounds past the largest finite bf16 "
+                                "(3.3895e+38) to an infinity; BF16 output refuses that rather than change the value: "
+                                "nothing written; write F32 (--out-dtype f32)",
+                           path, t->name, fmt_shape(ib, sizeof ib, t->ndim, idx), (double)t->data[e]);
+        }
+    if (ne == 0)
+        return true;
+    *bits = malloc((size_t)ne * sizeof **bits);
+    if (!*bits)
+        return tr_fail(err, "%s: tensor %s: out of memory converting to BF16", path, t->name);
+    for (uint64_t e = 0; e < ne; e++)
+        (*bits)[e] = tr_f32_to_bf16(t->data[e]);
+    return true;
+}
+
 bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_err *err)
+{
+    return tr_st_write_atomic_as(path, tensors, n, TR_ST_F32, err);
+}
+
+bool tr_st_write_atomic_as(const char *path, const tr_st_out *tensors, int n, tr_st_dtype dtype, tr_err *err)
 {
     if (!tr_st_host_le(path, err))
         return false;
     if (n < 0 || (n > 0 && !tensors))
         return tr_fail(err, "%s: bad tensor list (n=%d)", path, n);
+    if (dtype != TR_ST_F32 && dtype != TR_ST_BF16)
+        return tr_fail(err, "%s: unknown output dtype %d (TR_ST_F32 or TR_ST_BF16)", path, (int)dtype);
     out_order *order = calloc((size_t)(n > 0 ? n : 1), sizeof *order);
     uint64_t *bytes = calloc((size_t)(n > 0 ? n : 1), sizeof *bytes); /* [n] data bytes per tensor */
     const void **parts = calloc((size_t)n + 2, sizeof *parts);        /* [n+2] length, header, data... */
+    uint16_t **conv = calloc((size_t)(n > 0 ? n : 1), sizeof *conv);  /* [n] the BF16 tensors' bits, else NULL */
     size_t *lens = calloc((size_t)n + 2, sizeof *lens);
     sbuf hb = {0};
     bool ok = false;
-    if (!order || !bytes || !parts || !lens) {
+    if (!order || !bytes || !parts || !lens || !conv) {
         tr_fail(err, "%s: out of memory", path);
         goto out;
     }
@@ -852,7 +911,7 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
                 goto out;
             }
         }
-        if (!mul_u64(ne, 4, &bytes[i]) || bytes[i] > SIZE_MAX) {
+        if (!mul_u64(ne, dtype == TR_ST_BF16 ? 2 : 4, &bytes[i]) || bytes[i] > SIZE_MAX) {
             tr_fail(err, "%s: tensor %s: too large", path, t->name);
             goto out;
         }
@@ -861,6 +920,8 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
             goto out;
         }
         order[i] = (out_order){t->name, i};
+        if (dtype == TR_ST_BF16 && !to_bf16(path, t, ne, &conv[i], err))
+            goto out;
     }
     qsort(order, (size_t)n, sizeof *order, cmp_out);
     for (int i = 1; i < n; i++)
@@ -877,7 +938,7 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
         if (k)
             sb_puts(&hb, ",");
         sb_json_string(&hb, t->name);
-        sb_puts(&hb, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_puts(&hb, dtype == TR_ST_BF16 ? ":{\"dtype\":\"BF16\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) {
             snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->shape[d]);
             sb_puts(&hb, num);
@@ -889,7 +950,7 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (ull)offset, (ull)end);
         sb_puts(&hb, num);
-        parts[k + 2] = t->data;
+        parts[k + 2] = conv[order[k].idx] ? (const void *)conv[order[k].idx] : (const void *)t->data;
         lens[k + 2] = (size_t)bytes[order[k].idx];
         offset = end;
     }
@@ -909,6 +970,9 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
     lens[1] = hb.len;
     ok = tr_st_write_file_atomic(path, parts, lens, n + 2, err);
 out:
+    for (int i = 0; conv && i < n; i++)
+        free(conv[i]);
+    free(conv);
     free(hb.p);
     free(order);
     free(bytes);

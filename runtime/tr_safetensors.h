@@ -9,11 +9,15 @@
  * Reading: tr_st_open() maps the whole file read-only and validates the header
  * completely (JSON, types, integer shapes, size = prod(shape) * itemsize,
  * bounds, overlaps, duplicates), so later calls only check the request.
- * Tensors of any known dtype may be present; only F32 can be requested.
- * tr_st_read_block() copies one 2-D block through the mapping, so a rank
- * touches only the pages of its own shard. Host must be little-endian (checked).
+ * Tensors of any known dtype may be present; F32 and BF16 ones can be
+ * requested (each tensor may be either), BF16 widened exactly to float32
+ * (tr_bf16.h). tr_st_read_block() copies one 2-D block through the mapping,
+ * so a rank touches only the pages of its own shard. Host must be
+ * little-endian (checked).
  *
- * Writing: tr_st_write_atomic() writes F32 tensors to path.tmp.<pid>, fsyncs,
+ * Writing: tr_st_write_atomic() writes F32 or BF16 tensors (BF16 rounded to
+ * nearest, ties to even; a finite value that would round to an infinity is
+ * refused, nothing written) to path.tmp.<pid>, fsyncs,
  * renames over path; on any failure the temp file is removed and path is
  * untouched. Temps left by a killed writer are removed by the next write of
  * the same path; tr_st_check_output() tells before a run whether a path can
@@ -63,12 +67,12 @@ bool tr_st_open(tr_st_file *f, const char *path, tr_err *err);
 /* The tensor called `name`, or NULL. Binary search. */
 const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name);
 
-/* Check tensor `name` exists, is F32 and has exactly shape[0..ndim); the
- * message names file, tensor, found vs expected shape, and the fix. */
-bool tr_st_expect_f32(const tr_st_file *f, const char *name, int ndim, const int64_t *shape, tr_err *err);
+/* Check tensor `name` exists, is F32 or BF16 and has exactly shape[0..ndim);
+ * the message names file, tensor, found vs expected dtype or shape, and the fix. */
+bool tr_st_expect_float(const tr_st_file *f, const char *name, int ndim, const int64_t *shape, tr_err *err);
 
-/* Copy the 2-D block rows [r0, r0+nr) x cols [c0, c0+nc) of F32 tensor `name`
- * into dst (dst[r*ldd + c], r < nr, c < nc; ldd >= nc floats). The tensor is
+/* Copy the 2-D block rows [r0, r0+nr) x cols [c0, c0+nc) of F32 or BF16
+ * tensor `name` (BF16 widened exactly) into dst (dst[r*ldd + c], r < nr, c < nc; ldd >= nc floats). The tensor is
  * viewed as 2-D [prod(shape[:-1]), shape[-1]]: a 1-D tensor [n] is [1, n], a
  * scalar is [1, 1]. Only these bytes of the file are touched. */
 bool tr_st_read_block(const tr_st_file *f, const char *name, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
@@ -77,7 +81,7 @@ bool tr_st_read_block(const tr_st_file *f, const char *name, int64_t r0, int64_t
 /* Unmap and close; safe on a closed or failed-to-open file. */
 void tr_st_close(tr_st_file *f);
 
-/* One F32 tensor to write: data is [prod(shape[0..ndim))] row-major floats
+/* One tensor to write: data is [prod(shape[0..ndim))] row-major floats
  * (may be NULL when that product is 0). ndim in 0..4. */
 typedef struct tr_st_out {
     const char *name;
@@ -86,13 +90,22 @@ typedef struct tr_st_out {
     const float *data;
 } tr_st_out;
 
+/* The dtype a file is written in: TR_ST_F32 stores the floats as they are,
+ * TR_ST_BF16 each rounded to nearest, ties to even (tr_bf16.h). */
+typedef enum tr_st_dtype { TR_ST_F32 = 0, TR_ST_BF16 = 1 } tr_st_dtype;
+
 /* Write tensors[0..n) to path atomically (path.tmp.<pid>, fsync, rename; on
  * any failure the temp file is removed and path is untouched). Header keys
  * sorted by name, data contiguous in that order, header padded with spaces to
  * a multiple of 8. Names must be non-empty, unique, < 160 bytes, valid UTF-8
  * (the header is JSON; the reader refuses anything else), and not
- * "__metadata__". */
+ * "__metadata__". Every tensor is stored as F32. */
 bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_err *err);
+
+/* tr_st_write_atomic with every tensor stored as dtype. With TR_ST_BF16 a
+ * finite value that rounds past the largest finite bf16 is refused (the
+ * message names the tensor and the element) before any file is created. */
+bool tr_st_write_atomic_as(const char *path, const tr_st_out *tensors, int n, tr_st_dtype dtype, tr_err *err);
 
 /* Bytes per element of a safetensors dtype name, 0 if unknown; *bits gets the
  * bits per element (sub-byte types F4/F6_* have itemsize 0 and bits 4/6). */

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tr_bf16.h"
 #include "tr_json.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
@@ -305,7 +306,7 @@ static void test_st_roundtrip(void)
             TT_CHECK(f.data_start + at == f.file_size, "data not contiguous to the end");
             for (int i = 0; i < nout; i++) {
                 tr_err e3 = {{0}};
-                TT_CHECK(tr_st_expect_f32(&f, outs[i].name, outs[i].ndim, outs[i].shape, &e3), "%.300s: %.300s",
+                TT_CHECK(tr_st_expect_float(&f, outs[i].name, outs[i].ndim, outs[i].shape, &e3), "%.300s: %.300s",
                          outs[i].name, e3.msg);
                 const tr_st_tensor *t = tr_st_find(&f, outs[i].name);
                 TT_CHECK(t && t->ndim == outs[i].ndim, "%.300s ndim", outs[i].name);
@@ -436,20 +437,20 @@ static void test_st_roundtrip(void)
         if (ok) {
             int64_t want[2] = {6, 18};
             tr_err e3 = {{0}};
-            TT_CHECK(!tr_st_expect_f32(&f, "h.0.attn.c_attn.weight", 2, want, &e3) && starts(e3.msg, path) &&
+            TT_CHECK(!tr_st_expect_float(&f, "h.0.attn.c_attn.weight", 2, want, &e3) && starts(e3.msg, path) &&
                          has(e3.msg, "h.0.attn.c_attn.weight has shape [6,9], expected [6,18]") &&
                          has(e3.msg, "regenerate"),
                      "msg=%.300s", e3.msg);
             int64_t flat[1] = {54};
             tr_err e4 = {{0}};
-            TT_CHECK(!tr_st_expect_f32(&f, "h.0.attn.c_attn.weight", 1, flat, &e4) && has(e4.msg, "expected [54]"),
+            TT_CHECK(!tr_st_expect_float(&f, "h.0.attn.c_attn.weight", 1, flat, &e4) && has(e4.msg, "expected [54]"),
                      "msg=%.300s", e4.msg);
             tr_err e5 = {{0}};
-            TT_CHECK(!tr_st_expect_f32(&f, "h.1.ln_1.bias", 1, flat, &e5) &&
+            TT_CHECK(!tr_st_expect_float(&f, "h.1.ln_1.bias", 1, flat, &e5) &&
                          has(e5.msg, "no tensor named h.1.ln_1.bias"),
                      "msg=%.300s", e5.msg);
             tr_err e6 = {{0}};
-            TT_CHECK(!tr_st_expect_f32(&f, "transformer.h.0.ln_1.bias", 1, flat, &e6) && has(e6.msg, "prefix") &&
+            TT_CHECK(!tr_st_expect_float(&f, "transformer.h.0.ln_1.bias", 1, flat, &e6) && has(e6.msg, "prefix") &&
                          has(e6.msg, "there is h.0.ln_1.bias"),
                      "msg=%.300s", e6.msg);
             tr_st_close(&f);
@@ -486,8 +487,8 @@ static void test_st_mixed(void)
                      "g: %.300s %g %g", e.msg, d[0], d[1]);
             int64_t sh[1] = {2};
             tr_err e2 = {{0}};
-            TT_CHECK(!tr_st_expect_f32(&f, "f", 1, sh, &e2) && has(e2.msg, "dtype F16") &&
-                         has(e2.msg, "only F32") && starts(e2.msg, path) && has(e2.msg, "tensor f "),
+            TT_CHECK(!tr_st_expect_float(&f, "f", 1, sh, &e2) && has(e2.msg, "dtype F16") &&
+                         has(e2.msg, "only F32 and BF16") && starts(e2.msg, path) && has(e2.msg, "tensor f "),
                      "msg=%.300s", e2.msg);
             tr_err e3 = {{0}};
             TT_CHECK(!tr_st_read_block(&f, "b", 0, 1, 0, 1, d, 1, &e3) && has(e3.msg, "dtype I8"), "msg=%.300s",
@@ -507,7 +508,7 @@ static void test_st_mixed(void)
         TT_CHECK(ok && f.ntensors == 0, "open: %.300s", e.msg);
         if (ok) {
             tr_err e2 = {{0}};
-            TT_CHECK(!tr_st_expect_f32(&f, "a", 0, NULL, &e2) && has(e2.msg, "no tensor named a"), "msg=%.300s",
+            TT_CHECK(!tr_st_expect_float(&f, "a", 0, NULL, &e2) && has(e2.msg, "no tensor named a"), "msg=%.300s",
                      e2.msg);
             tr_st_close(&f);
         }
@@ -524,7 +525,7 @@ static void test_st_mixed(void)
             tr_err e4 = {{0}}, e5 = {{0}};
             TT_CHECK(!tr_st_read_block(&f, "t", 0, 1, 0, 1, d, 1, &e4) && has(e4.msg, "5 dimensions"), "msg=%.300s",
                      e4.msg);
-            TT_CHECK(!tr_st_expect_f32(&f, "t", 4, sh, &e5) && has(e5.msg, "(5 dims)"), "msg=%.300s", e5.msg);
+            TT_CHECK(!tr_st_expect_float(&f, "t", 4, sh, &e5) && has(e5.msg, "(5 dims)"), "msg=%.300s", e5.msg);
             tr_st_close(&f);
         }
     }
@@ -1302,6 +1303,267 @@ static void test_numpy(void)
     }
 }
 
+/* ---- bf16: conversion and BF16 files --------------------------------------------- */
+
+/* The float32 with these bits, and back: written here, not taken from tr_bf16.h. */
+static float f_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* Round-to-nearest-even of float32 bits to bf16, for non-NaN u, the textbook way: compare the
+ * dropped half with one half of the kept ulp (0x8000); above it round up, on a tie keep an even
+ * last kept bit. A carry out of the fraction moves into the exponent, as it should. */
+static uint16_t ref_rne(uint32_t u)
+{
+    uint32_t keep = u >> 16, drop = u & 0xffffu;
+    if (drop > 0x8000u || (drop == 0x8000u && (keep & 1u)))
+        keep++;
+    return (uint16_t)keep;
+}
+
+static bool bf16_is_nan(uint16_t h)
+{
+    return (h & 0x7f80u) == 0x7f80u && (h & 0x007fu) != 0;
+}
+
+static void test_bf16(void)
+{
+    TT_CASE("bf16: f32 -> bf16 rounds to nearest, ties to even (both ways), subnormals, largest finite, inf, NaN") {
+        static const struct {
+            uint32_t f;
+            uint16_t want;
+            int overflows;
+            const char *what;
+        } cases[] = {
+            {0x3f800000u, 0x3f80, 0, "1.0 exact"},
+            {0x3f808000u, 0x3f80, 0, "1 + 2^-8: tie, kept bit even: down"},
+            {0x3f818000u, 0x3f82, 0, "tie, kept bit odd: up"},
+            {0x3f808001u, 0x3f81, 0, "just above the tie: up"},
+            {0x3f807fffu, 0x3f80, 0, "just below the tie: down"},
+            {0xbf808000u, 0xbf80, 0, "negative tie, even: toward zero"},
+            {0xbf818000u, 0xbf82, 0, "negative tie, odd: away from zero"},
+            {0x3fff8000u, 0x4000, 0, "tie carrying into the exponent (1.9921875+ -> 2.0)"},
+            {0x00000000u, 0x0000, 0, "+0"},
+            {0x80000000u, 0x8000, 0, "-0"},
+            {0x00010000u, 0x0001, 0, "smallest bf16 subnormal, exact"},
+            {0x00008000u, 0x0000, 0, "subnormal tie, even: to +0"},
+            {0x00018000u, 0x0002, 0, "subnormal tie, odd: up"},
+            {0x80018000u, 0x8002, 0, "negative subnormal tie, odd"},
+            {0x00000001u, 0x0000, 0, "smallest f32 subnormal: to +0"},
+            {0x80000001u, 0x8000, 0, "smallest negative f32 subnormal: to -0"},
+            {0x007fffffu, 0x0080, 0, "largest f32 subnormal: up to the smallest normal"},
+            {0x7f7f0000u, 0x7f7f, 0, "largest finite bf16, exact"},
+            {0x7f7f7fffu, 0x7f7f, 0, "just below the overflow tie: stays finite"},
+            {0x7f7f8000u, 0x7f80, 1, "overflow tie (kept bit odd): inf"},
+            {0x7f7fffffu, 0x7f80, 1, "FLT_MAX: inf"},
+            {0xff7f8000u, 0xff80, 1, "negative overflow: -inf"},
+            {0x7f800000u, 0x7f80, 0, "+inf stays"},
+            {0xff800000u, 0xff80, 0, "-inf stays"},
+            {0x7fc00000u, 0x7fc0, 0, "quiet NaN"},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            float x = f_of(cases[i].f);
+            uint16_t got = tr_f32_to_bf16(x);
+            TT_CHECK(got == cases[i].want, "%s: 0x%08x -> 0x%04x, want 0x%04x", cases[i].what, cases[i].f, got,
+                     cases[i].want);
+            TT_CHECK(tr_bf16_overflows(x) == (cases[i].overflows != 0), "%s: overflows() says %d", cases[i].what,
+                     (int)tr_bf16_overflows(x));
+        }
+        /* NaN stays NaN with its sign, even a signalling one whose payload lies only in the dropped bits */
+        const uint32_t nans[] = {0x7f800001u, 0xff800001u, 0x7fbfffffu, 0xffffffffu, 0x7f80ffffu};
+        for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
+            uint16_t got = tr_f32_to_bf16(f_of(nans[i]));
+            TT_CHECK(bf16_is_nan(got) && (got >> 15) == (nans[i] >> 31), "NaN 0x%08x -> 0x%04x", nans[i], got);
+            TT_CHECK(!tr_bf16_overflows(f_of(nans[i])), "NaN 0x%08x counted as an overflow", nans[i]);
+        }
+    }
+
+    TT_CASE("bf16: f32 -> bf16 equals the textbook rounding on every tie and 2^22 other bit patterns") {
+        uint64_t s = 0x9e3779b97f4a7c15ull, n = 0, bad = 0;
+        uint32_t first = 0;
+        for (uint32_t k = 0; k < (1u << 22) + (1u << 16); k++) {
+            uint32_t u;
+            if (k < (1u << 16)) {
+                u = (k << 16) | 0x8000u; /* every kept pattern with a dropped half of exactly one half */
+            } else {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
+                u = (uint32_t)(s >> 32);
+            }
+            if ((u & 0x7fffffffu) > 0x7f800000u)
+                continue; /* NaN: the case above */
+            n++;
+            uint16_t want = ref_rne(u);
+            bool want_over = (u & 0x7fffffffu) < 0x7f800000u && (want & 0x7fffu) == 0x7f80u;
+            if (tr_f32_to_bf16(f_of(u)) != want || tr_bf16_overflows(f_of(u)) != want_over) {
+                if (!bad)
+                    first = u;
+                bad++;
+            }
+        }
+        TT_CHECK(bad == 0, "%llu of %llu differ, the first 0x%08x", (unsigned long long)bad, (unsigned long long)n,
+                 first);
+    }
+
+    TT_CASE("bf16: bf16 -> f32 is exact for all 65536 patterns, and f32 -> bf16 gives them back") {
+        int bad = -1, badrt = -1;
+        for (uint32_t h = 0; h < 65536u; h++) {
+            float x = tr_bf16_to_f32((uint16_t)h);
+            if (bits_of(x) != h << 16 && bad < 0)
+                bad = (int)h;
+            uint16_t back = tr_f32_to_bf16(x);
+            if ((bf16_is_nan((uint16_t)h) ? !bf16_is_nan(back) : back != h) && badrt < 0)
+                badrt = (int)h;
+        }
+        TT_CHECK(bad < 0, "0x%04x widens to 0x%08x, not its bits shifted up", bad,
+                 bad < 0 ? 0u : bits_of(tr_bf16_to_f32((uint16_t)bad)));
+        TT_CHECK(badrt < 0, "0x%04x does not survive the round trip", badrt);
+    }
+
+    /* bits of the BF16 tensor "b" [2, 3] below, and what each must read as (float32 bits shifted up) */
+    static const uint16_t hb[6] = {0x3f80, 0xc049, 0x0001, 0x7f7f, 0x8080, 0x3eaa};
+
+    TT_CASE("st: BF16 tensors are read widened exactly, unaligned, next to F32 ones (mixed file)") {
+        /* i: I8 [1] at [0,1); b: BF16 [2,3] at [1,13) (odd offset); g: F32 [2] at [13,21) */
+        const char *hdr = "{\"i\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                          "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[1,13]},"
+                          "\"g\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[13,21]}}";
+        unsigned char data[21] = {7};
+        for (int k = 0; k < 6; k++) { /* little-endian */
+            data[1 + 2 * k] = (unsigned char)(hb[k] & 0xff);
+            data[2 + 2 * k] = (unsigned char)(hb[k] >> 8);
+        }
+        float g[2] = {1.5f, -2.0f};
+        memcpy(data + 13, g, 8);
+        const char *path = P("bf16mixed.safetensors");
+        TT_CHECK(write_st_raw(path, hdr, data, sizeof data), "write");
+        tr_st_file f;
+        tr_err e = {{0}};
+        bool ok = tr_st_open(&f, path, &e);
+        TT_CHECK(ok, "open: %.300s", e.msg);
+        if (ok) {
+            int64_t sb[2] = {2, 3}, sg[1] = {2};
+            TT_CHECK(tr_st_expect_float(&f, "b", 2, sb, &e) && tr_st_expect_float(&f, "g", 1, sg, &e), "%.300s",
+                     e.msg);
+            float d[8];
+            for (int k = 0; k < 8; k++)
+                d[k] = -777.0f;
+            TT_CHECK(tr_st_read_block(&f, "b", 0, 2, 0, 3, d, 3, &e), "%.300s", e.msg);
+            for (int k = 0; k < 6; k++)
+                TT_CHECK(bits_of(d[k]) == (uint32_t)hb[k] << 16, "b[%d]: bits 0x%08x, want 0x%04x0000", k,
+                         bits_of(d[k]), hb[k]);
+            float blk[4] = {-777.0f, -777.0f, -777.0f, -777.0f};
+            TT_CHECK(tr_st_read_block(&f, "b", 0, 2, 1, 2, blk, 2, &e), "%.300s", e.msg); /* cols 1..2 */
+            TT_CHECK(bits_of(blk[0]) == 0xc0490000u && bits_of(blk[1]) == 0x00010000u &&
+                         bits_of(blk[2]) == 0x80800000u && bits_of(blk[3]) == 0x3eaa0000u,
+                     "block: %08x %08x %08x %08x", bits_of(blk[0]), bits_of(blk[1]), bits_of(blk[2]),
+                     bits_of(blk[3]));
+            float dg[2] = {0, 0};
+            TT_CHECK(tr_st_read_block(&f, "g", 0, 1, 0, 2, dg, 2, &e) && dg[0] == 1.5f && dg[1] == -2.0f,
+                     "g: %.300s", e.msg);
+            tr_err e2 = {{0}};
+            TT_CHECK(!tr_st_read_block(&f, "b", 1, 2, 0, 3, d, 3, &e2) && has(e2.msg, "outside"), "msg=%.300s",
+                     e2.msg);
+            tr_st_close(&f);
+        }
+    }
+
+    TT_CASE("st: a BF16 tensor whose data_offsets span 4 bytes per element is refused (header lies)") {
+        const char *path = P("bf16span.safetensors");
+        TT_CHECK(write_st_raw(path, "{\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,12]}}", NULL, 12),
+                 "write");
+        tr_st_file f;
+        tr_err e = {{0}};
+        TT_CHECK(!tr_st_open(&f, path, &e) && starts(e.msg, path) && has(e.msg, "tensor b") &&
+                     has(e.msg, "span 12 bytes") && has(e.msg, "of BF16 needs 6 bytes"),
+                 "msg=%.300s", e.msg);
+    }
+
+    TT_CASE("st: F16 and F64 tensors are refused naming the tensor, its dtype and what is accepted") {
+        const char *path = P("f16.safetensors");
+        TT_CHECK(write_st_raw(path, "{\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+                                    "\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[4,12]}}",
+                              NULL, 12),
+                 "write");
+        tr_st_file f;
+        tr_err e = {{0}};
+        bool ok = tr_st_open(&f, path, &e);
+        TT_CHECK(ok, "open: %.300s", e.msg);
+        if (ok) {
+            int64_t sh[1] = {2};
+            float d[2];
+            tr_err e2 = {{0}}, e3 = {{0}};
+            TT_CHECK(!tr_st_expect_float(&f, "h", 1, sh, &e2) && starts(e2.msg, path) && has(e2.msg, "tensor h ") &&
+                         has(e2.msg, "dtype F16") && has(e2.msg, "only F32 and BF16 are accepted"),
+                     "msg=%.300s", e2.msg);
+            TT_CHECK(!tr_st_read_block(&f, "d", 0, 1, 0, 1, d, 1, &e3) && has(e3.msg, "dtype F64") &&
+                         has(e3.msg, "F32 and BF16"),
+                     "msg=%.300s", e3.msg);
+            tr_st_close(&f);
+        }
+    }
+
+    TT_CASE("st write BF16: header dtype BF16, 2 bytes per element, bits = the rounding of each value") {
+        /* values with ties both ways, a subnormal, the largest finite bf16, a negative */
+        const uint32_t wb[6] = {0x3f808000u, 0x3f818000u, 0x00018000u, 0x7f7f7fffu, 0xc0490fdbu, 0x3eaaaaabu};
+        float w[6], v[2] = {f_of(0xbf808000u), 0.1f};
+        for (int k = 0; k < 6; k++)
+            w[k] = f_of(wb[k]);
+        tr_st_out outs[3] = {{"w", 2, {2, 3}, w}, {"v", 1, {2}, v}, {"e", 1, {0}, NULL}};
+        const char *path = P("out_bf16.safetensors");
+        tr_err e = {{0}};
+        TT_CHECK(tr_st_write_atomic_as(path, outs, 3, TR_ST_BF16, &e), "%.300s", e.msg);
+        char buf[1024];
+        long n = read_small(path, buf, sizeof buf);
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0 && n >= 8; i--)
+            hl = (hl << 8) | (unsigned char)buf[i];
+        TT_CHECK(n == (long)(8 + hl + 16), "file %ld bytes, header %llu: want 16 data bytes", n,
+                 (unsigned long long)hl);
+        if (n == (long)(8 + hl + 16)) {
+            char h[512];
+            snprintf(h, sizeof h, "%.*s", (int)hl, buf + 8);
+            TT_CHECK(has(h, "\"e\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[0,0]}") &&
+                         has(h, "\"v\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}") &&
+                         has(h, "\"w\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[4,16]}") &&
+                         !has(h, "F32"),
+                     "header %s", h);
+            const unsigned char *dd = (const unsigned char *)buf + 8 + hl;
+            for (int k = 0; k < 8; k++) { /* v then w, by name */
+                uint16_t want = ref_rne(k < 2 ? bits_of(v[k]) : wb[k - 2]);
+                uint16_t got = (uint16_t)(dd[2 * k] | (dd[2 * k + 1] << 8));
+                TT_CHECK(got == want, "element %d: 0x%04x, want 0x%04x", k, got, want);
+            }
+        }
+        TT_CHECK(count_temps(g_dir) == 0, "temp left");
+    }
+
+    TT_CASE("st write BF16: a finite value that rounds to inf is refused naming it; the old file is kept") {
+        const char *path = P("over_bf16.safetensors");
+        TT_CHECK(write_bytes(path, "old", 3), "write old");
+        float w[6] = {1, 2, 3, 4, 5, f_of(0xff7f8000u)}, ok4[4] = {1, 2, 3, 4};
+        tr_st_out outs[2] = {{"a", 1, {4}, ok4}, {"h.0.mlp.c_fc.weight", 2, {2, 3}, w}};
+        tr_err e = {{0}};
+        TT_CHECK(!tr_st_write_atomic_as(path, outs, 2, TR_ST_BF16, &e) && starts(e.msg, path) &&
+                     has(e.msg, "tensor h.0.mlp.c_fc.weight: element [1,2]") && has(e.msg, "largest finite bf16") &&
+                     has(e.msg, "--out-dtype f32") && has(e.msg, "nothing written"),
+                 "msg=%.300s", e.msg);
+        TT_CHECK(file_is(path, "old"), "old file changed");
+        TT_CHECK(count_temps(g_dir) == 0, "temp left");
+        tr_err e2 = {{0}}; /* the same values as F32 are written */
+        TT_CHECK(tr_st_write_atomic_as(path, outs, 2, TR_ST_F32, &e2), "F32: %.300s", e2.msg);
+    }
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/tessgen_test_io.XXXXXX");
@@ -1313,6 +1575,7 @@ int main(void)
     test_st_roundtrip();
     test_st_mixed();
     test_st_bad();
+    test_bf16();
     test_atomic();
     test_outputs();
     test_npy();

@@ -4,6 +4,9 @@ runtime's error-path tests (tests/files.sh). Standard library and numpy only.
   mkbad.py truncate IN OUT N        drop the last N bytes
   mkbad.py drop IN OUT NAME         remove tensor NAME from a safetensors file
   mkbad.py f64 IN OUT NAME          store tensor NAME as F64 (valid file, wrong dtype)
+  mkbad.py f16 IN OUT NAME          store tensor NAME as F16 (valid file, a dtype --weights refuses)
+  mkbad.py bf16-span IN OUT NAME    header says NAME is BF16 but its data_offsets keep the F32 span
+                                    (4 bytes per element, twice what BF16 needs)
   mkbad.py lie IN OUT NAME          header claims a shape that does not match NAME's byte range
   mkbad.py badjson IN OUT           header is not JSON
   mkbad.py npy-f64 IN OUT           the .npy as float64
@@ -65,6 +68,19 @@ def main(argv):
                 blob = np.frombuffer(blob, "<f4").astype("<f8").tobytes()
                 dt = "F64"
             ts.append((name, dt, shape, blob))
+        write_st(dst, ts)
+    elif cmd == "f16":
+        ts = []
+        for name, dt, shape, blob in tensors_of(src):
+            if name == argv[4]:
+                blob = np.frombuffer(blob, "<f4").astype("<f2").tobytes()
+                dt = "F16"
+            ts.append((name, dt, shape, blob))
+        write_st(dst, ts)
+    elif cmd == "bf16-span":
+        ts = [(n, "BF16" if n == argv[4] else dt, shape, blob) for n, dt, shape, blob in tensors_of(src)]
+        if not any(n == argv[4] for n, *_ in ts):
+            sys.exit("mkbad.py: no tensor " + argv[4])
         write_st(dst, ts)
     elif cmd == "lie":
         header, data = read_st(src)

@@ -124,6 +124,22 @@ train     --dims... --weights W.safetensors --input X.npy
     --weights-out the final weights are written as F32 safetensors in the
     weights' order.
 
+bf16      --in W.safetensors --out W16.safetensors [--only NAME...]
+          [--f32-out W32.safetensors]
+    Rewrite the tensors of W (F32, F64 or BF16), all or only the names
+    given, as BF16 (the others as F32): bfloat16 is the high half of the
+    float32 bits, rounded to nearest, ties to even, with integer arithmetic
+    on the bits (numpy has no bfloat16; bf16_bits below): round up when the
+    dropped 16 bits exceed 0x8000, or equal it and the kept bits are odd.
+    NaN stays NaN, inf stays inf, a finite value that would round to an
+    infinity is an error.  --f32-out writes the same values, widened back,
+    as F32: the file a BF16-reading program must treat exactly alike.
+
+same-bits A.safetensors B.safetensors
+    The same tensor names, with the same dtype, shape and data bytes in each
+    file (header layout and order may differ).  One line per difference,
+    then  same-bits: N tensors (DTYPES), K differ OK|FAIL; exits 1 on any.
+
 synth-selftest
     Print the first 4 values (and raw z in hex) of the synthetic generator
     for "h.0.attn.c_attn.weight" seed 1 and "input" seed 7, so the C
@@ -298,21 +314,54 @@ def synth_scalar_py(name, seed, e):
 # safetensors (own writer / parser)
 # ----------------------------------------------------------------------------
 
-_ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2")}
+_ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2"),
+              "BF16": np.dtype("<u2")}  # BF16: the raw 16 bits; read_safetensors widens them
 
 
-def write_safetensors(path, tensors, dtype="F32"):
+def bf16_bits(arr):
+    """bfloat16 bits (uint16) of float32 values, rounded to nearest, ties to
+    even, from the float32 bit patterns with integer arithmetic (numpy has no
+    bfloat16): keep the high 16 bits; round up when the dropped low 16 bits
+    exceed half a kept ulp (0x8000), or equal it and the kept bits are odd.
+    NaN stays NaN (sign kept, quiet bit set); +-inf stays +-inf.  A finite
+    value that rounds to an infinity raises ValueError: the runtime refuses to
+    write it (docs/TRAINING.md, "File dtypes")."""
+    u = np.ascontiguousarray(arr, dtype="<f4").view("<u4").astype(np.uint64)
+    keep, drop = u >> np.uint64(16), u & np.uint64(0xFFFF)
+    up = (drop > 0x8000) | ((drop == 0x8000) & ((keep & np.uint64(1)) == 1))
+    r = keep + up.astype(np.uint64)
+    mag = u & np.uint64(0x7FFFFFFF)
+    nan = mag > 0x7F800000
+    r = np.where(nan, keep | np.uint64(0x40), r)
+    over = (mag < 0x7F800000) & ((r & np.uint64(0x7FFF)) == 0x7F80)
+    if over.any():
+        i = int(np.argmax(over.ravel()))
+        raise ValueError(f"bf16_bits: finite value {np.asarray(arr).ravel()[i]!r} rounds to an infinity")
+    return r.astype("<u2")
+
+
+def bf16_widen(bits):
+    """float32 values of bfloat16 bits: the 16 bits are the high half (exact)."""
+    return (np.asarray(bits, dtype="<u2").astype("<u4") << np.uint32(16)).view("<f4")
+
+
+def write_safetensors(path, tensors, dtype="F32", dtypes=None):
     """tensors: list of (name, array) in the order to store them, all stored
-    as `dtype` ("F32" or "F64")."""
-    if dtype not in ("F32", "F64"):
-        raise ValueError(f"write_safetensors: unsupported dtype {dtype}")
+    as `dtype` ("F32", "F64" or "BF16", rounded by bf16_bits), except the
+    names in the dict `dtypes`, stored as the dtype it gives."""
     header = {}
     off = 0
     blobs = []
     for name, arr in tensors:
-        a = np.ascontiguousarray(arr, dtype=_ST_DTYPES[dtype])
+        dt = (dtypes or {}).get(name, dtype)
+        if dt not in ("F32", "F64", "BF16"):
+            raise ValueError(f"write_safetensors: unsupported dtype {dt}")
+        if dt == "BF16":
+            a = bf16_bits(arr)
+        else:
+            a = np.ascontiguousarray(arr, dtype=_ST_DTYPES[dt])
         nb = a.nbytes
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + nb]}
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + nb]}
         off += nb
         blobs.append(a)
     hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -347,7 +396,19 @@ def read_safetensors(path):
         if b - a != n * dt.itemsize or base + b > len(raw):
             raise ValueError(f"{path}: {name}: bad data_offsets {a},{b} for shape {shape}")
         out[name] = np.frombuffer(raw, dtype=dt, count=n, offset=base + a).reshape(shape)
+        if meta["dtype"] == "BF16":
+            out[name] = bf16_widen(out[name])
     return out
+
+
+def read_safetensors_raw(path):
+    """{name: (dtype string, shape tuple, data bytes)} without interpreting the data."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hlen].decode("utf-8"))
+    return {n: (m["dtype"], tuple(m["shape"]), raw[8 + hlen + m["data_offsets"][0]:8 + hlen + m["data_offsets"][1]])
+            for n, m in header.items() if n != "__metadata__"}
 
 
 # ----------------------------------------------------------------------------
@@ -846,6 +907,38 @@ def cmd_train(a):
     return 0
 
 
+def cmd_bf16(a):
+    w = read_safetensors(a.inp)
+    only = set(a.only) if a.only else set(w)
+    missing = only - set(w)
+    if missing:
+        sys.exit(f"tessref: {a.inp}: no tensor {sorted(missing)[0]}")
+    names = list(w)
+    write_safetensors(a.out, [(n, w[n]) for n in names], "F32", {n: "BF16" for n in only})
+    if a.f32_out:
+        write_safetensors(a.f32_out, [(n, bf16_widen(bf16_bits(w[n])) if n in only else w[n]) for n in names], "F32")
+    return 0
+
+
+def cmd_same_bits(a):
+    x, y = read_safetensors_raw(a.a), read_safetensors_raw(a.b)
+    bad = 0
+    for n in sorted(set(x) | set(y)):
+        if n not in x or n not in y:
+            print(f"{n}: only in {a.a if n in x else a.b} FAIL")
+            bad += 1
+        elif x[n][:2] != y[n][:2]:
+            print(f"{n}: {x[n][0]} {list(x[n][1])} vs {y[n][0]} {list(y[n][1])} FAIL")
+            bad += 1
+        elif x[n][2] != y[n][2]:
+            k = next(i for i in range(len(x[n][2])) if x[n][2][i] != y[n][2][i])
+            print(f"{n}: data differ, first at byte {k} FAIL")
+            bad += 1
+    dts = sorted({v[0] for v in x.values()})
+    print(f"same-bits: {len(x)} tensors ({' '.join(dts)}), {bad} differ {'FAIL' if bad or not x else 'OK'}")
+    return 1 if bad or not x else 0
+
+
 def cmd_synth_selftest(a):
     for name, seed in (("h.0.attn.c_attn.weight", 1), ("input", 7)):
         z = synth_z(name, seed, np.arange(4, dtype=_U64))
@@ -1014,6 +1107,35 @@ def cmd_selftest(a):
                   and np.array_equal(back[nm], t) for nm, t in tl))
         check("safetensors names/shapes",
               [(nm, tuple(hdr[nm]["shape"])) for nm, _ in tl] == tensor_specs(L, C, F))
+        p16 = os.path.join(td, "w16.safetensors")
+        write_safetensors(p16, tl, "F32", {tl[0][0]: "BF16"})
+        b16 = read_safetensors(p16)
+        r16 = read_safetensors_raw(p16)
+        check("safetensors BF16: 2 bytes per element, widened values within half a bf16 ulp, others F32 bitwise",
+              r16[tl[0][0]][0] == "BF16" and len(r16[tl[0][0]][2]) == 2 * tl[0][1].size
+              and r16[tl[1][0]][0] == "F32" and np.array_equal(b16[tl[1][0]], tl[1][1])
+              and bool(np.all(np.abs(b16[tl[0][0]].astype(np.float64) - tl[0][1])
+                              <= np.abs(tl[0][1].astype(np.float64)) * 2.0 ** -8)))
+
+    # bf16 rounding: hand-picked float32 bit patterns (ties both ways, carry, subnormals, largest finite),
+    # and for random values, no bf16 neighbour is nearer than the rounded one (float64 distances)
+    cases = {0x3F808000: 0x3F80, 0x3F818000: 0x3F82, 0x3F808001: 0x3F81, 0x3F807FFF: 0x3F80,
+             0xBF818000: 0xBF82, 0x3FFF8000: 0x4000, 0x00018000: 0x0002, 0x00008000: 0x0000,
+             0x007FFFFF: 0x0080, 0x7F7F7FFF: 0x7F7F, 0x7F800000: 0x7F80, 0xFF800000: 0xFF80}
+    got = bf16_bits(np.array(list(cases), dtype=np.uint32).view(np.float32))
+    check("bf16 rounding of hand-picked bit patterns", [int(g) for g in got] == list(cases.values()),
+          str([hex(int(g)) for g in got]))
+    nan16 = bf16_bits(np.array([0x7F800001, 0xFFC00000], dtype=np.uint32).view(np.float32))
+    check("bf16 keeps NaN a NaN", bool(np.all(np.isnan(bf16_widen(nan16)))))
+    try:
+        bf16_bits(np.array([0x7F7F8000], dtype=np.uint32).view(np.float32))
+        check("bf16 refuses a finite value that rounds to inf", False)
+    except ValueError:
+        check("bf16 refuses a finite value that rounds to inf", True)
+    xs = (rng.standard_normal(20000) * 10.0 ** rng.integers(-30, 30, 20000)).astype(np.float32)
+    hb = bf16_bits(xs).astype(np.int64)
+    dist = [np.abs(bf16_widen((hb + k).astype(np.uint16)).astype(np.float64) - xs) for k in (-1, 0, 1)]
+    check("bf16 rounding is to the nearest representable value", bool(np.all(dist[1] <= np.minimum(dist[0], dist[2]))))
 
     # Synthetic generator: vectorised uint64 == pure-Python integers, bit for bit.
     ok = True
@@ -1300,6 +1422,18 @@ def main(argv=None):
     p.add_argument("--weights-out", default=None)
     p.add_argument("--losses-out", default=None)
     p.set_defaults(fn=cmd_train)
+
+    p = sp.add_parser("bf16", help="store a safetensors file's tensors (or some) as BF16")
+    p.add_argument("--in", dest="inp", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", nargs="+", default=None)
+    p.add_argument("--f32-out", default=None)
+    p.set_defaults(fn=cmd_bf16)
+
+    p = sp.add_parser("same-bits", help="two safetensors files hold the same tensors bit for bit")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.set_defaults(fn=cmd_same_bits)
 
     p = sp.add_parser("synth-selftest", help="print synthetic generator check values")
     p.set_defaults(fn=cmd_synth_selftest)
