@@ -37,7 +37,8 @@ static bool cost_layout(const tg_spec *s, const tg_machine *mc, tg_cost *cost, c
     tg_err e = {{0}, 0};
     tg_class_plan cp;
     if (!tg_bounds_work(&pl, &e) || !tg_plan_class(&pl, 0, 0, &cp, &e)) {
-        first_line(why, cap, e.msg);
+        size_t n = strlen(s->path); /* the rule, without the "FILE: " the bound's message starts with */
+        first_line(why, cap, !strncmp(e.msg, s->path, n) && !strncmp(e.msg + n, ": ", 2) ? e.msg + n + 2 : e.msg);
         return false;
     }
     bool ok = tg_cost_class(&pl, &cp, mc, cost, &e);
@@ -209,6 +210,8 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
             tg_sb_printf(o, "  (%.2fx)", c[k].forward_s / best);
         tg_sb_puts(o, "\n");
     }
+    if (shown == 0)
+        tg_sb_printf(o, "  (no layout of this model is possible on %d ranks; each rule is below)\n", P);
     for (int k = 0; k < n; k++) {
         if (c[k].possible && c[k].fits)
             continue;
