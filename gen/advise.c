@@ -108,8 +108,11 @@ static int cmp_candidate(const void *a, const void *b)
 bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidate **out, int *n, tg_err *err)
 {
     int P = ranks > 0 ? ranks : spec->p;
-    int cap = 8, cnt = 0;
-    tg_candidate *c = malloc((size_t)cap * sizeof *c);
+    int meshes = 0, cnt = 0;
+    for (int q = 1; q * q <= P; q++)
+        meshes += P % (q * q) == 0;
+    /* at most every placement of every [q,q,d], and Megatron */
+    tg_candidate *c = calloc((size_t)(meshes * TG_NPLACEMENTS + 1), sizeof *c);
     if (!c)
         return tg_fail(err, "--advise: out of memory");
     for (int q = 1; q * q <= P; q++) {
@@ -126,16 +129,7 @@ bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidat
             }
             if (dup)
                 continue;
-            if (cnt == cap) {
-                tg_candidate *nc = realloc(c, (size_t)(cap *= 2) * sizeof *nc);
-                if (!nc) {
-                    free(c);
-                    return tg_fail(err, "--advise: out of memory");
-                }
-                c = nc;
-            }
             tg_candidate *x = &c[cnt++];
-            memset(x, 0, sizeof *x);
             x->q = q, x->d = d, x->p = P, x->placement = (tg_placement)pl;
             judge(spec, mc, x);
             if (!x->possible && pl == 0 && !x->peak_bytes) /* the rules refuse the mesh: one line, any placement */
@@ -143,16 +137,7 @@ bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidat
         }
     }
     /* Megatron-LM 1-D over all P ranks (its one group is every rank, whatever the numbering) */
-    if (cnt == cap) {
-        tg_candidate *nc = realloc(c, (size_t)(cap += 1) * sizeof *nc);
-        if (!nc) {
-            free(c);
-            return tg_fail(err, "--advise: out of memory");
-        }
-        c = nc;
-    }
     tg_candidate *x = &c[cnt++];
-    memset(x, 0, sizeof *x);
     x->megatron = 1, x->q = 1, x->d = 1, x->p = P;
     judge(spec, mc, x);
     qsort(c, (size_t)cnt, sizeof *c, cmp_candidate);
