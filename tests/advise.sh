@@ -48,28 +48,46 @@ adv_small_memory() {
         $TG "$ADV_SPEC" --advise --machine "$WORK/mtiny.lua" | grep -q "refused (memory)"
 }
 
-# the model's payload bytes = the runtime's measured bytes; placement dep: the column broadcasts cross nodes
-adv_bytes() {
-    local dir="$WORK/adv_dep"
-    sed 's/q = 2, d = 2/q = 2, d = 2, placement = "dep"/' "$ADV_SPEC" >"$dir.lua" &&
-        adv_machine 4 80 >"$WORK/m4.lua" &&
-        $TG "$dir.lua" --cost --json --machine "$WORK/m4.lua" >"$WORK/cost.json" &&
+# Generate, build and run DIR.lua with --stats; the forward payload the cost model counts for class (0,0) on
+# the machine file must equal what rank 0 measured. Prints "total inter" (bytes) on stdout.
+adv_model_vs_measured() { # dir machine
+    local dir=$1
+    $TG "$dir.lua" --cost --json --machine "$2" >"$dir.cost.json" &&
         $TG "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
-        "$dir/run" --stats >"$WORK/stats.txt" &&
-        "$PY" - "$WORK/cost.json" "$WORK/stats.txt" <<'PYEOF'
+        "$dir/run" --stats >"$dir.stats.txt" &&
+        "$PY" - "$dir.cost.json" "$dir.stats.txt" <<'PYEOF'
 import json, sys
 cost = json.load(open(sys.argv[1]))["phases"]["forward"]
 lines = open(sys.argv[2]).read().splitlines()
 k = next(i for i, l in enumerate(lines) if l.startswith("stats: bytes per collective kind"))
-row0 = lines[k + 2].split()           # rank 0 (class (0,0), the class the model costs)
-measured = int(row0[-1].split("/")[0])
+measured = int(lines[k + 2].split()[-1].split("/")[0])   # rank 0: class (0,0), the class the model costs
 model = cost["intra_bytes"] + cost["inter_bytes"]
-assert model == measured, "cost model %d bytes, measured %d" % (model, measured)
-L, C, F, q = 2, 48, 192, 2             # tests/specs/good/advise.lua
-want = 4 * L * (4 * C * C + 2 * C * F) // q
-assert cost["inter_bytes"] == want, "across nodes %d, want %d" % (cost["inter_bytes"], want)
-print("forward payload", model, "bytes, across nodes", want)
+if model != measured:
+    sys.exit("cost model %d bytes, measured %d" % (model, measured))
+print(int(model), int(cost["inter_bytes"]))
 PYEOF
+}
+
+# placement dep on 4 ranks per node: exactly the column broadcasts (B blocks, 4 L (4C^2 + 2CF) / q bytes) cross
+adv_bytes() {
+    local dir="$WORK/adv_dep" got
+    sed 's/q = 2, d = 2/q = 2, d = 2, placement = "dep"/' "$ADV_SPEC" >"$dir.lua" &&
+        adv_machine 4 80 >"$WORK/m4.lua" &&
+        got=$(adv_model_vs_measured "$dir" "$WORK/m4.lua") || return 1
+    local L=2 C=48 F=192 q=2 # tests/specs/good/advise.lua
+    echo "forward payload, across nodes: $got"
+    [ "${got#* }" -eq $((4 * L * (4 * C * C + 2 * C * F) / q)) ]
+}
+
+# megatron, 4 ranks on 2 nodes: two all-reduces of [T, C] per layer, every one across nodes
+adv_bytes_megatron() {
+    local dir="$WORK/adv_meg" got
+    printf 'return { name = "adv_meg", scheme = "megatron", mesh = { p = 4 },\n  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16 } }\n' >"$dir.lua" &&
+        adv_machine 2 80 >"$WORK/m2.lua" &&
+        got=$(adv_model_vs_measured "$dir" "$WORK/m2.lua") || return 1
+    local T=$((16 * 8)) C=48 L=2
+    echo "forward payload, across nodes: $got"
+    [ "$got" = "$((4 * 2 * L * T * C)) $((4 * 2 * L * T * C))" ]
 }
 
 adv_errors() {
@@ -93,28 +111,6 @@ adv_profiles() {
 check "advise: --json lists every [q,q,d] of P = 16, timed or refused, sorted by forward_s" adv_json
 check "advise: a machine too small: fits false, the memory rule named" adv_small_memory
 check "advise: cost model payload bytes = measured (--stats); placement dep sends the column bcasts across nodes" adv_bytes
-# the same for the megatron scheme: its world all-reduces, counted by the model and measured
-adv_bytes_megatron() {
-    local dir="$WORK/adv_meg"
-    printf 'return { name = "adv_meg", scheme = "megatron", mesh = { p = 4 },\n  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16 } }\n' >"$dir.lua" &&
-        adv_machine 2 80 >"$WORK/m2.lua" &&
-        $TG "$dir.lua" --cost --json --machine "$WORK/m2.lua" >"$WORK/costm.json" &&
-        $TG "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
-        "$dir/run" --stats >"$WORK/statsm.txt" &&
-        "$PY" - "$WORK/costm.json" "$WORK/statsm.txt" <<'PYEOF'
-import json, sys
-cost = json.load(open(sys.argv[1]))["phases"]["forward"]
-lines = open(sys.argv[2]).read().splitlines()
-k = next(i for i, l in enumerate(lines) if l.startswith("stats: bytes per collective kind"))
-measured = int(lines[k + 2].split()[-1].split("/")[0])
-model = cost["intra_bytes"] + cost["inter_bytes"]
-assert model == measured, "cost model %d bytes, measured %d" % (model, measured)
-T, C, L = 16 * 8, 48, 2                # two all-reduces of [T, C] per layer, all 4 ranks on 2 nodes
-assert model == 4 * 2 * L * T * C and cost["inter_bytes"] == model, cost
-print("forward payload", model, "bytes, all across nodes")
-PYEOF
-}
-
 check "advise: megatron: cost model payload bytes = measured (--stats) = 2 all-reduces of [T,C] per layer" adv_bytes_megatron
 check "advise: a bad machine file is exit 1 naming file and field; misuse exit 2" adv_errors
 check "advise: both shipped machine profiles rank and cost" adv_profiles
