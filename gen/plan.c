@@ -10,7 +10,9 @@
  * before it is written, two live buffers sharing bytes) are checked here and
  * reported as internal errors rather than emitted. For the megatron scheme,
  * passes 1 and 2 are plan_megatron.c's; both schemes build with the
- * primitives of plan_builder.h and share passes 3 and 4.
+ * primitives of plan_builder.h (the steps that do not depend on the scheme
+ * are plan_steps.c's: this file adds SUMMA and the Tesseract collectives)
+ * and share passes 3 and 4.
  */
 #include "plan.h"
 #include "plan_builder.h"
@@ -249,37 +251,8 @@ static void allreduce_row(tg_builder *b, int layer, const char *op, int buf, lon
  * (mean, then centred squares), each statistic summed over the row group. */
 static int layernorm(tg_builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
 {
-    const tg_plan *pl = b->pl;
-    char nm[48];
-    allreduce_row(b, layer, op, rs, pl->R, "row sums of x");
-    snprintf(nm, sizeof nm, "L%d_%s_sqdev", layer, op);
-    int vs = tg_pb_buf(b, 1, pl->R, 0, "per-token sum of squared deviations", "%s", nm);
-    tg_step *s = tg_pb_step(b, TG_STEP_LN_SQDEV, layer, op, -1);
-    if (!s)
-        return vs;
-    s->rows = pl->R;
-    s->cols = pl->Cq;
-    s->hidden = pl->spec.hidden;
-    tg_pb_use(s, 0, x, TG_ACC_R);
-    tg_pb_use(s, 1, rs, TG_ACC_R);
-    tg_pb_use(s, 2, vs, TG_ACC_W);
-    s->label = "centred squares of x, local columns";
-    allreduce_row(b, layer, op, vs, pl->R, "squared deviations");
-    s = tg_pb_step(b, TG_STEP_LN_APPLY, layer, op, -1);
-    if (!s)
-        return vs;
-    s->rows = pl->R;
-    s->cols = pl->Cq;
-    s->hidden = pl->spec.hidden;
-    s->eps = pl->spec.eps;
-    tg_pb_use(s, 0, x, TG_ACC_R);
-    tg_pb_use(s, 1, rs, TG_ACC_R);
-    tg_pb_use(s, 2, vs, TG_ACC_R);
-    tg_pb_use(s, 3, gamma, TG_ACC_R);
-    tg_pb_use(s, 4, beta, TG_ACC_R);
-    tg_pb_use(s, 5, y, TG_ACC_W);
-    s->label = "y = (x - mean) / sqrt(var + eps) * gamma + beta";
-    return vs;
+    return tg_pb_layernorm(b, layer, op, b->pl->R, b->pl->Cq, x, rs, gamma, beta, y,
+                           "centred squares of x, local columns", allreduce_row);
 }
 
 /* One SUMMA broadcast of buf over group g from local root t: read on the root, written elsewhere.
@@ -376,26 +349,6 @@ static void summa(tg_builder *b, int layer, const char *op, int a, int w, int c,
     }
 }
 
-/* y = x + p + bias (in place when y == x), with the row sums of y for the next layernorm when rs >= 0. */
-static void resid_rowsum(tg_builder *b, int layer, const char *op, int x, int p, int bias, int rs, int y,
-                         const char *what)
-{
-    const tg_plan *pl = b->pl;
-    tg_step *s = tg_pb_step(b, TG_STEP_RESID_ROWSUM, layer, op, -1);
-    if (!s)
-        return;
-    s->rows = pl->R;
-    s->cols = pl->Cq;
-    tg_pb_use(s, 0, x, TG_ACC_R | (y == x ? TG_ACC_W : 0));
-    tg_pb_use(s, 1, p, TG_ACC_R);
-    tg_pb_use(s, 2, bias, TG_ACC_R);
-    if (rs >= 0)
-        tg_pb_use(s, 3, rs, TG_ACC_W);
-    if (y != x)
-        tg_pb_use(s, 4, y, TG_ACC_W);
-    s->label = what;
-}
-
 /* What the backward needs of one layer's forward. */
 typedef struct layer_saved {
     int x_in, rs1, vs1, a1, qkv, att, x_mid, rs2, vs2, a2, u, g;
@@ -414,14 +367,8 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int rs1 = *rs_carry;
     if (rs1 < 0) {
         rs1 = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l);
-        tg_step *s = tg_pb_step(b, TG_STEP_LN_ROWSUM, l, "ln1", -1);
-        if (!s)
+        if (!tg_pb_ln_rowsum(b, l, R, Cq, x, rs1, "row sums of x, local columns"))
             return -1;
-        s->rows = R;
-        s->cols = Cq;
-        tg_pb_use(s, 0, x, TG_ACC_R);
-        tg_pb_use(s, 1, rs1, TG_ACC_W);
-        s->label = "row sums of x, local columns";
     }
     int a1 = tg_pb_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l);
     int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
@@ -430,56 +377,24 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
 
     int att = tg_pb_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l);
-    int sc = tg_pb_buf(b, pl->spec.seq, pl->spec.seq, 0, "attention scores of one (sequence, head)",
-                     "L%d_scores", l);
-    tg_step *s = tg_pb_step(b, TG_STEP_ATTENTION, l, "attn", -1);
-    if (!s)
+    if (!tg_pb_attention(b, l, R, Cq, qkv, w->qkv_b, att))
         return -1;
-    s->rows = R;
-    s->cols = Cq;
-    s->nseq = pl->nseq;
-    s->seq = pl->spec.seq;
-    s->heads = pl->Hq;
-    s->hdim = pl->D;
-    s->flops = 4LL * pl->nseq * pl->Hq * pl->spec.seq * pl->spec.seq * pl->D;
-    tg_pb_use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
-    tg_pb_use(s, 1, w->qkv_b, TG_ACC_R);
-    tg_pb_use(s, 2, att, TG_ACC_W);
-    tg_pb_use(s, 3, sc, TG_ACC_W);
-    s->desc = TG_D_ATTENTION;
 
     int p1 = tg_pb_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
     summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
 
     int rs2 = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln2_sum", l);
     int xm = train ? tg_pb_buf(b, R, Cq, 0, "residual stream after attention (h, j)", "L%d_x_mid", l) : x;
-    resid_rowsum(b, l, "ln2", x, p1, w->o_b, rs2, xm,
-                 train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
+    tg_pb_resid(b, l, "ln2", R, Cq, x, p1, w->o_b, rs2, xm,
+                train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
     int a2 = tg_pb_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l);
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
     int hh = tg_pb_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
     summa(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
-    int g = hh;
-    if (train) {
-        g = tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l);
-        s = tg_pb_step(b, TG_STEP_GELU_SAVE, l, "gelu", -1);
-        if (!s)
-            return -1;
-        tg_pb_use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-        tg_pb_use(s, 1, w->fc1_b, TG_ACC_R);
-        tg_pb_use(s, 2, g, TG_ACC_W);
-        s->label = "u = h + b1 (kept for the backward); g = GeLU(u)";
-    } else {
-        s = tg_pb_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
-        if (!s)
-            return -1;
-        tg_pb_use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-        tg_pb_use(s, 1, w->fc1_b, TG_ACC_R);
-        s->label = "h = GeLU(h + b1), tanh approximation";
-    }
-    s->rows = R;
-    s->cols = Fq;
+    int g = train ? tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l) : hh;
+    if (!tg_pb_gelu(b, l, R, Fq, hh, w->fc1_b, g))
+        return -1;
 
     int p2 = tg_pb_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
     summa(b, l, "fc2", g, w->fc2_w, p2, Fq, Cq);
@@ -493,10 +408,10 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
         else
             xo = tg_pb_buf(b, R, Cq, 0, "residual stream after the block (h, j)", "L%d_x_out", l);
     }
-    resid_rowsum(b, l, "fc2", xm, p2, w->fc2_b, rs_next, xo,
-                 last ? (train ? "y = x_mid + mlp + bias (block output)" : "x += mlp + bias (block output)")
-                      : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
-                               : "x += mlp + bias; row sums of x for the next ln1"));
+    tg_pb_resid(b, l, "fc2", R, Cq, xm, p2, w->fc2_b, rs_next, xo,
+                last ? (train ? "y = x_mid + mlp + bias (block output)" : "x += mlp + bias (block output)")
+                     : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
+                              : "x += mlp + bias; row sums of x for the next ln1"));
     *rs_carry = rs_next;
     layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
     *sv = out;
@@ -619,58 +534,17 @@ static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw,
 /* db = column sums of dY over this rank's tokens, summed over every (i,k) holding column block j. */
 static void bias_grad(tg_builder *b, int layer, const char *op, int dy, int cols, int db)
 {
-    tg_step *s = tg_pb_step(b, TG_STEP_COLSUM, layer, op, -1);
-    if (!s)
-        return;
-    s->rows = b->pl->R;
-    s->cols = cols;
-    tg_pb_use(s, 0, dy, TG_ACC_R);
-    tg_pb_use(s, 1, db, TG_ACC_W);
-    s->label = "db = column sums of dY, local tokens";
-    tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
+    if (tg_pb_colsum(b, layer, op, b->pl->R, cols, dy, db, "db = column sums of dY, local tokens"))
+        tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
 }
 
-/* A layernorm-backward step reading dy, x, its statistics and gamma (slots 0..4). */
-static tg_step *ln_bwd_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int dy, int x, int rs, int vs,
-                            int gamma)
-{
-    const tg_plan *pl = b->pl;
-    tg_step *s = tg_pb_step(b, kind, layer, op, -1);
-    if (!s)
-        return NULL;
-    s->rows = pl->R;
-    s->cols = pl->Cq;
-    s->hidden = pl->spec.hidden;
-    s->eps = pl->spec.eps;
-    tg_pb_use(s, 0, dy, TG_ACC_R);
-    tg_pb_use(s, 1, x, TG_ACC_R);
-    tg_pb_use(s, 2, rs, TG_ACC_R);
-    tg_pb_use(s, 3, vs, TG_ACC_R);
-    tg_pb_use(s, 4, gamma, TG_ACC_R);
-    return s;
-}
-
-/* Layernorm backward: g += dx for y = LN(x) given dy; dgamma, dbeta as column sums. */
+/* Layernorm backward: g += dx for y = LN(x) given dy; dgamma, dbeta as column sums over every row block. */
 static void ln_bwd(tg_builder *b, int layer, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
                    int dbeta)
 {
-    const tg_plan *pl = b->pl;
-    int R = pl->R, Cq = pl->Cq;
-    int sums = tg_pb_buf(b, 2, R, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", layer, op);
-    tg_step *s = ln_bwd_step(b, TG_STEP_LN_BWD_SUMS, layer, op, dy, x, rs, vs, gamma);
-    if (!s)
+    int R = b->pl->R, Cq = b->pl->Cq;
+    if (!tg_pb_ln_bwd(b, layer, op, R, Cq, dy, x, rs, vs, gamma, g, dgamma, dbeta, allreduce_row))
         return;
-    tg_pb_use(s, 5, sums, TG_ACC_W);
-    tg_pb_use(s, 6, dgamma, TG_ACC_W);
-    tg_pb_use(s, 7, dbeta, TG_ACC_W);
-    s->label = "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums";
-    allreduce_row(b, layer, op, sums, 2LL * R, "the two per-token sums");
-    s = ln_bwd_step(b, TG_STEP_LN_BWD_APPLY, layer, op, dy, x, rs, vs, gamma);
-    if (!s)
-        return;
-    tg_pb_use(s, 5, sums, TG_ACC_R);
-    tg_pb_use(s, 6, g, TG_ACC_R | TG_ACC_W);
-    s->label = "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx";
     tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
     tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
 }
@@ -684,7 +558,7 @@ static int grad_of(tg_builder *b, const layer_w *w, int k)
 static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_saved *sv, int g)
 {
     const tg_plan *pl = b->pl;
-    int R = pl->R, Cq = pl->Cq, Fq = pl->Fq, S = pl->spec.seq;
+    int R = pl->R, Cq = pl->Cq, Fq = pl->Fq;
     enum { P_LN1_G, P_LN1_B, P_QKV_W, P_QKV_B, P_O_W, P_O_B, P_LN2_G, P_LN2_B, P_FC1_W, P_FC1_B, P_FC2_W, P_FC2_B };
 
     /* MLP: y = x_mid + GeLU(LN2(x_mid) W1 + b1) W2 + b2 */
@@ -692,14 +566,8 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
     bias_grad(b, l, "fc2", g, Cq, grad_of(b, w, P_FC2_B));
     int dgl = tg_pb_buf(b, R, Fq, 0, "dL/d(GeLU output), then dL/du", "L%d_gelu_dout", l);
     abt(b, l, "fc2", g, w->fc2_w, dgl, Fq, Cq);
-    tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, l, "gelu", -1);
-    if (!s)
+    if (!tg_pb_gelu_bwd(b, l, R, Fq, dgl, sv->u))
         return;
-    s->rows = R;
-    s->cols = Fq;
-    tg_pb_use(s, 0, dgl, TG_ACC_R | TG_ACC_W);
-    tg_pb_use(s, 1, sv->u, TG_ACC_R);
-    s->label = "du = dg * GeLU'(u)";
     atb(b, l, "fc1", sv->a2, dgl, grad_of(b, w, P_FC1_W), Cq, Fq);
     bias_grad(b, l, "fc1", dgl, Fq, grad_of(b, w, P_FC1_B));
     int da2 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
@@ -713,24 +581,8 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
     int datt = tg_pb_buf(b, R, Cq, 0, "dL/d(attention output)", "L%d_att_dout", l);
     abt(b, l, "proj", g, w->o_w, datt, Cq, Cq);
     int dqkv = tg_pb_buf(b, R, 3 * Cq, 0, "dL/d[Q|K|V] of head group j", "L%d_qkv_dout", l);
-    int p1 = tg_pb_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", l);
-    int p2 = tg_pb_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", l);
-    s = tg_pb_step(b, TG_STEP_ATTN_BWD, l, "attn", -1);
-    if (!s)
+    if (!tg_pb_attention_bwd(b, l, R, Cq, sv->qkv, datt, dqkv))
         return;
-    s->rows = R;
-    s->cols = Cq;
-    s->nseq = pl->nseq;
-    s->seq = S;
-    s->heads = pl->Hq;
-    s->hdim = pl->D;
-    s->flops = 10LL * pl->nseq * pl->Hq * S * S * pl->D;
-    tg_pb_use(s, 0, sv->qkv, TG_ACC_R);
-    tg_pb_use(s, 1, datt, TG_ACC_R);
-    tg_pb_use(s, 2, dqkv, TG_ACC_W);
-    tg_pb_use(s, 3, p1, TG_ACC_W);
-    tg_pb_use(s, 4, p2, TG_ACC_W);
-    s->label = "attention backward, probabilities recomputed from Q and K";
     atb(b, l, "qkv", sv->a1, dqkv, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
     bias_grad(b, l, "qkv", dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
     int da1 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);

@@ -8,6 +8,9 @@
  * naming the buffers it reads and writes (tg_pb_use). Allocation failure sets
  * `oom` and the caller reports it once. Lifetimes, placement, totals and
  * streams are computed afterwards by plan.c for either scheme alike.
+ * plan_steps.c builds the steps that are the same in both schemes (layernorm,
+ * residual, GeLU, attention and their backward) on a block [rows, cols] of
+ * this rank's tokens x columns given by the scheme.
  */
 #ifndef TG_PLAN_BUILDER_H
 #define TG_PLAN_BUILDER_H
@@ -42,6 +45,36 @@ void tg_pb_allreduce_exact(tg_builder *b, int layer, const char *op, tg_group g,
                            const char *what);
 /* One AdamW step per parameter shard. */
 void tg_pb_optimizer(tg_builder *b);
+
+/* ---- plan_steps.c: functions returning bool return false on oom --------------------------------------- */
+
+/* Sums a per-token statistic buf [count] over the ranks that share the tokens' rows (Tesseract's row group). */
+typedef void (*tg_pb_sum_fn)(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
+
+/* The "ln1" row sums rs of x [rows, cols] (the first block; later ones get them from the residual step). */
+bool tg_pb_ln_rowsum(tg_builder *b, int layer, int rows, int cols, int x, int rs, const char *label);
+/* y = LN(x) given the row sums rs: centred squares (labelled sqdev_label) then the normalisation, with sum
+ * called on rs and on the squares before each use when rows are split (NULL: whole rows). Returns the squares'
+ * buffer. */
+int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int gamma, int beta,
+                    int y, const char *sqdev_label, tg_pb_sum_fn sum);
+/* y = x + p + bias (in place when y == x), with the row sums of y for the next layernorm into rs when rs >= 0. */
+void tg_pb_resid(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int p, int bias, int rs, int y,
+                 const char *label);
+/* Attention of the class's heads: qkv [rows, 3 cols] (+ bias, in place) -> att [rows, cols]. */
+bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att);
+/* GeLU(h + bias) [rows, cols]: in place when g == h (inference), else u = h + bias kept in h and g = GeLU(u). */
+bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g);
+/* db [cols] = column sums of dy [rows, cols] (local: the caller sums over the ranks). */
+bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label);
+/* dg [rows, cols] *= GeLU'(u), in place. */
+bool tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u);
+/* g += dx of y = LN(x) given dy; local dgamma, dbeta (the caller sums them over the ranks); sum as for
+ * tg_pb_layernorm, on the two per-token sums. */
+bool tg_pb_ln_bwd(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int x, int rs, int vs,
+                  int gamma, int g, int dgamma, int dbeta, tg_pb_sum_fn sum);
+/* dqkv [rows, 3 cols] from qkv and datt [rows, cols], the probabilities recomputed. */
+bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, int datt, int dqkv);
 
 /* plan_megatron.c: the shards of the megatron class (0, j) and, unless shards_only, its steps. */
 void tg_plan_megatron(tg_builder *b, bool shards_only);

@@ -112,52 +112,15 @@ static void allreduce(tg_builder *b, int l, const char *op, int buf, const char 
 /* Layernorm over whole rows of x [T, C], row sums in rs: no collective. Returns the sum of squared deviations. */
 static int layernorm(tg_builder *b, int l, const char *op, int x, int rs, int gamma, int beta, int y)
 {
-    const tg_plan *pl = b->pl;
-    int T = pl->T, C = pl->spec.hidden;
-    int vs = tg_pb_buf(b, 1, T, 0, "per-token sum of squared deviations", "L%d_%s_sqdev", l, op);
-    tg_step *s = tg_pb_step(b, TG_STEP_LN_SQDEV, l, op, -1);
-    if (!s)
-        return vs;
-    s->rows = T;
-    s->cols = C;
-    s->hidden = C;
-    tg_pb_use(s, 0, x, TG_ACC_R);
-    tg_pb_use(s, 1, rs, TG_ACC_R);
-    tg_pb_use(s, 2, vs, TG_ACC_W);
-    s->label = "centred squares of x, whole rows";
-    s = tg_pb_step(b, TG_STEP_LN_APPLY, l, op, -1);
-    if (!s)
-        return vs;
-    s->rows = T;
-    s->cols = C;
-    s->hidden = C;
-    s->eps = pl->spec.eps;
-    tg_pb_use(s, 0, x, TG_ACC_R);
-    tg_pb_use(s, 1, rs, TG_ACC_R);
-    tg_pb_use(s, 2, vs, TG_ACC_R);
-    tg_pb_use(s, 3, gamma, TG_ACC_R);
-    tg_pb_use(s, 4, beta, TG_ACC_R);
-    tg_pb_use(s, 5, y, TG_ACC_W);
-    s->label = "y = (x - mean) / sqrt(var + eps) * gamma + beta";
-    return vs;
+    return tg_pb_layernorm(b, l, op, b->pl->T, b->pl->spec.hidden, x, rs, gamma, beta, y,
+                           "centred squares of x, whole rows", NULL);
 }
 
-/* y = x + p + bias (in place when y == x), row sums of y into rs when rs >= 0. */
-static void resid(tg_builder *b, int l, const char *op, int x, int p, int bias, int rs, int y, const char *what)
+/* g += dx of y = LN(x) given dy (whole rows: the per-token sums need no collective); dgamma, dbeta whole. */
+static void ln_bwd(tg_builder *b, int l, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
+                   int dbeta)
 {
-    tg_step *s = tg_pb_step(b, TG_STEP_RESID_ROWSUM, l, op, -1);
-    if (!s)
-        return;
-    s->rows = b->pl->T;
-    s->cols = b->pl->spec.hidden;
-    tg_pb_use(s, 0, x, TG_ACC_R | (y == x ? TG_ACC_W : 0));
-    tg_pb_use(s, 1, p, TG_ACC_R);
-    tg_pb_use(s, 2, bias, TG_ACC_R);
-    if (rs >= 0)
-        tg_pb_use(s, 3, rs, TG_ACC_W);
-    if (y != x)
-        tg_pb_use(s, 4, y, TG_ACC_W);
-    s->label = what;
+    tg_pb_ln_bwd(b, l, op, b->pl->T, b->pl->spec.hidden, dy, x, rs, vs, gamma, g, dgamma, dbeta, NULL);
 }
 
 static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry, mg_saved *sv)
@@ -165,19 +128,12 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
     const tg_plan *pl = b->pl;
     int T = pl->T, C = pl->spec.hidden, Cp = pl->Hq * pl->D, Fp = pl->Fq;
     int last = l == pl->spec.layers - 1, train = pl->spec.mode == TG_TRAIN;
-    tg_step *s;
 
     int rs1 = *rs_carry;
     if (rs1 < 0) {
         rs1 = tg_pb_buf(b, 1, T, 0, "per-token row sums of x", "L%d_ln1_sum", l);
-        s = tg_pb_step(b, TG_STEP_LN_ROWSUM, l, "ln1", -1);
-        if (!s)
+        if (!tg_pb_ln_rowsum(b, l, T, C, x, rs1, "row sums of x, whole rows"))
             return -1;
-        s->rows = T;
-        s->cols = C;
-        tg_pb_use(s, 0, x, TG_ACC_R);
-        tg_pb_use(s, 1, rs1, TG_ACC_W);
-        s->label = "row sums of x, whole rows";
     }
     int a1 = tg_pb_buf(b, T, C, 0, "LN1(x), every token", "L%d_ln1_out", l);
     int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
@@ -187,22 +143,8 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
          "[Q|K|V] = LN1(x) @ Wqkv(:, heads of this rank), column-parallel");
 
     int att = tg_pb_buf(b, T, Cp, 0, "attention output of this rank's heads", "L%d_att", l);
-    int sc = tg_pb_buf(b, pl->spec.seq, pl->spec.seq, 0, "attention scores of one (sequence, head)", "L%d_scores", l);
-    s = tg_pb_step(b, TG_STEP_ATTENTION, l, "attn", -1);
-    if (!s)
+    if (!tg_pb_attention(b, l, T, Cp, qkv, w->qkv_b, att))
         return -1;
-    s->rows = T;
-    s->cols = Cp;
-    s->nseq = pl->nseq;
-    s->seq = pl->spec.seq;
-    s->heads = pl->Hq;
-    s->hdim = pl->D;
-    s->flops = 4LL * pl->nseq * pl->Hq * pl->spec.seq * pl->spec.seq * pl->D;
-    tg_pb_use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
-    tg_pb_use(s, 1, w->qkv_b, TG_ACC_R);
-    tg_pb_use(s, 2, att, TG_ACC_W);
-    tg_pb_use(s, 3, sc, TG_ACC_W);
-    s->desc = TG_D_ATTENTION;
 
     int p1 = tg_pb_buf(b, T, C, 0, "attention projection, partial then summed", "L%d_proj", l);
     gemm(b, l, "proj", 0, 0, T, C, Cp, att, Cp, w->o_w, C, p1, C,
@@ -211,34 +153,17 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
 
     int rs2 = tg_pb_buf(b, 1, T, 0, "per-token row sums of x", "L%d_ln2_sum", l);
     int xm = train ? tg_pb_buf(b, T, C, 0, "residual stream after attention", "L%d_x_mid", l) : x;
-    resid(b, l, "ln2", x, p1, w->o_b, rs2, xm,
-          train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
+    tg_pb_resid(b, l, "ln2", T, C, x, p1, w->o_b, rs2, xm,
+                train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
     int a2 = tg_pb_buf(b, T, C, 0, "LN2(x), every token", "L%d_ln2_out", l);
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
     int hh = tg_pb_buf(b, T, Fp, 0, "MLP hidden columns of this rank", "L%d_fc1_out", l);
     gemm(b, l, "fc1", 0, 0, T, Fp, C, a2, C, w->fc1_w, Fp, hh, Fp,
          "h = LN2(x) @ W1(:, columns of this rank), column-parallel");
-    int g = hh;
-    if (train) {
-        g = tg_pb_buf(b, T, Fp, 0, "GeLU output, this rank's columns", "L%d_gelu_out", l);
-        s = tg_pb_step(b, TG_STEP_GELU_SAVE, l, "gelu", -1);
-        if (!s)
-            return -1;
-        tg_pb_use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-        tg_pb_use(s, 1, w->fc1_b, TG_ACC_R);
-        tg_pb_use(s, 2, g, TG_ACC_W);
-        s->label = "u = h + b1 (kept for the backward); g = GeLU(u)";
-    } else {
-        s = tg_pb_step(b, TG_STEP_BIAS_GELU, l, "gelu", -1);
-        if (!s)
-            return -1;
-        tg_pb_use(s, 0, hh, TG_ACC_R | TG_ACC_W);
-        tg_pb_use(s, 1, w->fc1_b, TG_ACC_R);
-        s->label = "h = GeLU(h + b1), tanh approximation";
-    }
-    s->rows = T;
-    s->cols = Fp;
+    int g = train ? tg_pb_buf(b, T, Fp, 0, "GeLU output, this rank's columns", "L%d_gelu_out", l) : hh;
+    if (!tg_pb_gelu(b, l, T, Fp, hh, w->fc1_b, g))
+        return -1;
 
     int p2 = tg_pb_buf(b, T, C, 0, "MLP output, partial then summed", "L%d_fc2_out", l);
     gemm(b, l, "fc2", 0, 0, T, C, Fp, g, Fp, w->fc2_w, C, p2, C,
@@ -249,89 +174,32 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
     if (train)
         xo = last ? tg_pb_buf(b, T, C, 1, "output of the last layer, every token", "y")
                   : tg_pb_buf(b, T, C, 0, "residual stream after the block", "L%d_x_out", l);
-    resid(b, l, "fc2", xm, p2, w->fc2_b, rs_next, xo,
-          last ? (train ? "y = x_mid + mlp + bias (block output)" : "x += mlp + bias (block output)")
-               : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
-                        : "x += mlp + bias; row sums of x for the next ln1"));
+    tg_pb_resid(b, l, "fc2", T, C, xm, p2, w->fc2_b, rs_next, xo,
+                last ? (train ? "y = x_mid + mlp + bias (block output)" : "x += mlp + bias (block output)")
+                     : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
+                              : "x += mlp + bias; row sums of x for the next ln1"));
     *rs_carry = rs_next;
     mg_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
     *sv = out;
     return xo;
 }
 
-static void colsum(tg_builder *b, int l, const char *op, int dy, int cols, int db, const char *label)
-{
-    tg_step *s = tg_pb_step(b, TG_STEP_COLSUM, l, op, -1);
-    if (!s)
-        return;
-    s->rows = b->pl->T;
-    s->cols = cols;
-    tg_pb_use(s, 0, dy, TG_ACC_R);
-    tg_pb_use(s, 1, db, TG_ACC_W);
-    s->label = label;
-}
-
-static tg_step *ln_bwd_step(tg_builder *b, tg_step_kind kind, int l, const char *op, int dy, int x, int rs, int vs,
-                            int gamma)
-{
-    const tg_plan *pl = b->pl;
-    tg_step *s = tg_pb_step(b, kind, l, op, -1);
-    if (!s)
-        return NULL;
-    s->rows = pl->T;
-    s->cols = pl->spec.hidden;
-    s->hidden = pl->spec.hidden;
-    s->eps = pl->spec.eps;
-    tg_pb_use(s, 0, dy, TG_ACC_R);
-    tg_pb_use(s, 1, x, TG_ACC_R);
-    tg_pb_use(s, 2, rs, TG_ACC_R);
-    tg_pb_use(s, 3, vs, TG_ACC_R);
-    tg_pb_use(s, 4, gamma, TG_ACC_R);
-    return s;
-}
-
-/* g += dx of y = LN(x) given dy (whole rows: the per-token sums need no collective); dgamma, dbeta whole. */
-static void ln_bwd(tg_builder *b, int l, const char *op, int dy, int x, int rs, int vs, int gamma, int g, int dgamma,
-                   int dbeta)
-{
-    int sums = tg_pb_buf(b, 2, b->pl->T, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", l, op);
-    tg_step *s = ln_bwd_step(b, TG_STEP_LN_BWD_SUMS, l, op, dy, x, rs, vs, gamma);
-    if (!s)
-        return;
-    tg_pb_use(s, 5, sums, TG_ACC_W);
-    tg_pb_use(s, 6, dgamma, TG_ACC_W);
-    tg_pb_use(s, 7, dbeta, TG_ACC_W);
-    s->label = "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums";
-    s = ln_bwd_step(b, TG_STEP_LN_BWD_APPLY, l, op, dy, x, rs, vs, gamma);
-    if (!s)
-        return;
-    tg_pb_use(s, 5, sums, TG_ACC_R);
-    tg_pb_use(s, 6, g, TG_ACC_R | TG_ACC_W);
-    s->label = "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx";
-}
-
 static void build_layer_bwd(tg_builder *b, int l, const mg_w *w, const mg_saved *sv, int g)
 {
     const tg_plan *pl = b->pl;
-    int T = pl->T, C = pl->spec.hidden, Cp = pl->Hq * pl->D, Fp = pl->Fq, S = pl->spec.seq;
+    int T = pl->T, C = pl->spec.hidden, Cp = pl->Hq * pl->D, Fp = pl->Fq;
     enum { P_LN1_G, P_LN1_B, P_QKV_W, P_QKV_B, P_O_W, P_O_B, P_LN2_G, P_LN2_B, P_FC1_W, P_FC1_B, P_FC2_W, P_FC2_B };
 #define GRAD(k) (b->rp->params[w->first_param + (k)].grad)
 
     /* MLP: y = x_mid + GeLU(LN2(x_mid) W1 + b1) W2 + b2; g = dL/dy, whole on every rank */
     gemm(b, l, "fc2", 1, 0, Fp, C, T, sv->g, Fp, g, C, GRAD(P_FC2_W), C, "dW2(this rank's rows) = GeLU(u)^T @ dy");
-    colsum(b, l, "fc2", g, C, GRAD(P_FC2_B), "db2 = column sums of dy (whole)");
+    tg_pb_colsum(b, l, "fc2", T, C, g, GRAD(P_FC2_B), "db2 = column sums of dy (whole)");
     int dgl = tg_pb_buf(b, T, Fp, 0, "dL/d(GeLU output), then dL/du, this rank's columns", "L%d_gelu_dout", l);
     gemm(b, l, "fc2", 0, 1, T, Fp, C, g, C, w->fc2_w, C, dgl, Fp, "dg = dy @ W2(this rank's rows, :)^T");
-    tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, l, "gelu", -1);
-    if (!s)
+    if (!tg_pb_gelu_bwd(b, l, T, Fp, dgl, sv->u))
         return;
-    s->rows = T;
-    s->cols = Fp;
-    tg_pb_use(s, 0, dgl, TG_ACC_R | TG_ACC_W);
-    tg_pb_use(s, 1, sv->u, TG_ACC_R);
-    s->label = "du = dg * GeLU'(u)";
     gemm(b, l, "fc1", 1, 0, C, Fp, T, sv->a2, C, dgl, Fp, GRAD(P_FC1_W), Fp, "dW1(:, this rank's columns) = LN2^T @ du");
-    colsum(b, l, "fc1", dgl, Fp, GRAD(P_FC1_B), "db1 = column sums of du, this rank's columns");
+    tg_pb_colsum(b, l, "fc1", T, Fp, dgl, GRAD(P_FC1_B), "db1 = column sums of du, this rank's columns");
     int da2 = tg_pb_buf(b, T, C, 0, "dL/d(LN2 output), partial then summed", "L%d_ln2_dout", l);
     gemm(b, l, "fc1", 0, 1, T, C, Fp, dgl, Fp, w->fc1_w, Fp, da2, C, "partial dLN2 = du @ W1(:, this rank's columns)^T");
     allreduce(b, l, "fc1", da2, "the dL/d(LN2 output) partials");
@@ -339,31 +207,15 @@ static void build_layer_bwd(tg_builder *b, int l, const mg_w *w, const mg_saved 
 
     /* attention: x_mid = x + Attn(LN1(x) Wqkv + bqkv) Wo + bo; g = dL/dx_mid */
     gemm(b, l, "proj", 1, 0, Cp, C, T, sv->att, Cp, g, C, GRAD(P_O_W), C, "dWo(this rank's rows) = att^T @ dx_mid");
-    colsum(b, l, "proj", g, C, GRAD(P_O_B), "dbo = column sums of dx_mid (whole)");
+    tg_pb_colsum(b, l, "proj", T, C, g, GRAD(P_O_B), "dbo = column sums of dx_mid (whole)");
     int datt = tg_pb_buf(b, T, Cp, 0, "dL/d(attention output), this rank's heads", "L%d_att_dout", l);
     gemm(b, l, "proj", 0, 1, T, Cp, C, g, C, w->o_w, C, datt, Cp, "datt = dx_mid @ Wo(this rank's rows, :)^T");
     int dqkv = tg_pb_buf(b, T, 3 * Cp, 0, "dL/d[Q|K|V] of this rank's heads", "L%d_qkv_dout", l);
-    int pr = tg_pb_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", l);
-    int ds = tg_pb_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", l);
-    s = tg_pb_step(b, TG_STEP_ATTN_BWD, l, "attn", -1);
-    if (!s)
+    if (!tg_pb_attention_bwd(b, l, T, Cp, sv->qkv, datt, dqkv))
         return;
-    s->rows = T;
-    s->cols = Cp;
-    s->nseq = pl->nseq;
-    s->seq = S;
-    s->heads = pl->Hq;
-    s->hdim = pl->D;
-    s->flops = 10LL * pl->nseq * pl->Hq * S * S * pl->D;
-    tg_pb_use(s, 0, sv->qkv, TG_ACC_R);
-    tg_pb_use(s, 1, datt, TG_ACC_R);
-    tg_pb_use(s, 2, dqkv, TG_ACC_W);
-    tg_pb_use(s, 3, pr, TG_ACC_W);
-    tg_pb_use(s, 4, ds, TG_ACC_W);
-    s->label = "attention backward, probabilities recomputed from Q and K";
     gemm(b, l, "qkv", 1, 0, C, 3 * Cp, T, sv->a1, C, dqkv, 3 * Cp, GRAD(P_QKV_W), 3 * Cp,
          "dWqkv(:, this rank's heads) = LN1^T @ dqkv");
-    colsum(b, l, "qkv", dqkv, 3 * Cp, GRAD(P_QKV_B), "dbqkv = column sums of dqkv, this rank's heads");
+    tg_pb_colsum(b, l, "qkv", T, 3 * Cp, dqkv, GRAD(P_QKV_B), "dbqkv = column sums of dqkv, this rank's heads");
     int da1 = tg_pb_buf(b, T, C, 0, "dL/d(LN1 output), partial then summed", "L%d_ln1_dout", l);
     gemm(b, l, "qkv", 0, 1, T, C, 3 * Cp, dqkv, 3 * Cp, w->qkv_w, 3 * Cp, da1, C,
          "partial dLN1 = dqkv @ Wqkv(:, this rank's heads)^T");

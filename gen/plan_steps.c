@@ -1,0 +1,217 @@
+/*
+ * plan_steps.c - the steps both schemes build alike (plan_builder.h): the
+ * layernorm, residual, GeLU and attention steps and their backward, each on
+ * this rank's block [rows, cols] of tokens x columns ([R, C/q] for Tesseract,
+ * [T, C] or the local heads' or MLP columns for Megatron-LM). A scheme passes
+ * the shapes and the labels that differ; where the statistics of a layernorm
+ * need summing over the ranks that share a token's row (Tesseract), it passes
+ * the all-reduce as `sum`, called between the two steps; NULL when rows are
+ * whole. Collectives of the scheme, SUMMA and the choice of groups stay in
+ * plan.c and plan_megatron.c.
+ */
+#include "plan_builder.h"
+
+bool tg_pb_ln_rowsum(tg_builder *b, int layer, int rows, int cols, int x, int rs, const char *label)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_LN_ROWSUM, layer, "ln1", -1);
+    if (!s)
+        return false;
+    s->rows = rows;
+    s->cols = cols;
+    tg_pb_use(s, 0, x, TG_ACC_R);
+    tg_pb_use(s, 1, rs, TG_ACC_W);
+    s->label = label;
+    return true;
+}
+
+/* A layernorm step on [rows, cols] whose statistics divide by the full hidden size; eps only where it is used. */
+static tg_step *ln_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int rows, int cols, bool eps)
+{
+    tg_step *s = tg_pb_step(b, kind, layer, op, -1);
+    if (!s)
+        return NULL;
+    s->rows = rows;
+    s->cols = cols;
+    s->hidden = b->pl->spec.hidden;
+    if (eps)
+        s->eps = b->pl->spec.eps;
+    return s;
+}
+
+int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int gamma, int beta,
+                    int y, const char *sqdev_label, tg_pb_sum_fn sum)
+{
+    if (sum)
+        sum(b, layer, op, rs, rows, "row sums of x");
+    int vs = tg_pb_buf(b, 1, rows, 0, "per-token sum of squared deviations", "L%d_%s_sqdev", layer, op);
+    tg_step *s = ln_step(b, TG_STEP_LN_SQDEV, layer, op, rows, cols, false);
+    if (!s)
+        return vs;
+    tg_pb_use(s, 0, x, TG_ACC_R);
+    tg_pb_use(s, 1, rs, TG_ACC_R);
+    tg_pb_use(s, 2, vs, TG_ACC_W);
+    s->label = sqdev_label;
+    if (sum)
+        sum(b, layer, op, vs, rows, "squared deviations");
+    s = ln_step(b, TG_STEP_LN_APPLY, layer, op, rows, cols, true);
+    if (!s)
+        return vs;
+    tg_pb_use(s, 0, x, TG_ACC_R);
+    tg_pb_use(s, 1, rs, TG_ACC_R);
+    tg_pb_use(s, 2, vs, TG_ACC_R);
+    tg_pb_use(s, 3, gamma, TG_ACC_R);
+    tg_pb_use(s, 4, beta, TG_ACC_R);
+    tg_pb_use(s, 5, y, TG_ACC_W);
+    s->label = "y = (x - mean) / sqrt(var + eps) * gamma + beta";
+    return vs;
+}
+
+void tg_pb_resid(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int p, int bias, int rs, int y,
+                 const char *label)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_RESID_ROWSUM, layer, op, -1);
+    if (!s)
+        return;
+    s->rows = rows;
+    s->cols = cols;
+    tg_pb_use(s, 0, x, TG_ACC_R | (y == x ? TG_ACC_W : 0));
+    tg_pb_use(s, 1, p, TG_ACC_R);
+    tg_pb_use(s, 2, bias, TG_ACC_R);
+    if (rs >= 0)
+        tg_pb_use(s, 3, rs, TG_ACC_W);
+    if (y != x)
+        tg_pb_use(s, 4, y, TG_ACC_W);
+    s->label = label;
+}
+
+/* The attention steps' shape: nseq sequences of seq tokens, the class's Hq heads of D columns. */
+static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows, int cols, long long flops_per)
+{
+    const tg_plan *pl = b->pl;
+    tg_step *s = tg_pb_step(b, kind, layer, "attn", -1);
+    if (!s)
+        return NULL;
+    s->rows = rows;
+    s->cols = cols;
+    s->nseq = pl->nseq;
+    s->seq = pl->spec.seq;
+    s->heads = pl->Hq;
+    s->hdim = pl->D;
+    s->flops = flops_per * pl->nseq * pl->Hq * pl->spec.seq * pl->spec.seq * pl->D;
+    return s;
+}
+
+bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att)
+{
+    int S = b->pl->spec.seq;
+    int sc = tg_pb_buf(b, S, S, 0, "attention scores of one (sequence, head)", "L%d_scores", layer);
+    tg_step *s = attn_step(b, TG_STEP_ATTENTION, layer, rows, cols, 4);
+    if (!s)
+        return false;
+    tg_pb_use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, qkv_bias, TG_ACC_R);
+    tg_pb_use(s, 2, att, TG_ACC_W);
+    tg_pb_use(s, 3, sc, TG_ACC_W);
+    s->desc = TG_D_ATTENTION;
+    return true;
+}
+
+bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g)
+{
+    tg_step *s = tg_pb_step(b, g != h ? TG_STEP_GELU_SAVE : TG_STEP_BIAS_GELU, layer, "gelu", -1);
+    if (!s)
+        return false;
+    tg_pb_use(s, 0, h, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, bias, TG_ACC_R);
+    if (g != h) {
+        tg_pb_use(s, 2, g, TG_ACC_W);
+        s->label = "u = h + b1 (kept for the backward); g = GeLU(u)";
+    } else {
+        s->label = "h = GeLU(h + b1), tanh approximation";
+    }
+    s->rows = rows;
+    s->cols = cols;
+    return true;
+}
+
+/* ---- backward ------------------------------------------------------------------ */
+
+bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_COLSUM, layer, op, -1);
+    if (!s)
+        return false;
+    s->rows = rows;
+    s->cols = cols;
+    tg_pb_use(s, 0, dy, TG_ACC_R);
+    tg_pb_use(s, 1, db, TG_ACC_W);
+    s->label = label;
+    return true;
+}
+
+bool tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, layer, "gelu", -1);
+    if (!s)
+        return false;
+    s->rows = rows;
+    s->cols = cols;
+    tg_pb_use(s, 0, dg, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, u, TG_ACC_R);
+    s->label = "du = dg * GeLU'(u)";
+    return true;
+}
+
+/* A layernorm-backward step reading dy, x, its statistics and gamma (slots 0..4). */
+static tg_step *ln_bwd_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int rows, int cols, int dy,
+                            int x, int rs, int vs, int gamma)
+{
+    tg_step *s = ln_step(b, kind, layer, op, rows, cols, true);
+    if (!s)
+        return NULL;
+    tg_pb_use(s, 0, dy, TG_ACC_R);
+    tg_pb_use(s, 1, x, TG_ACC_R);
+    tg_pb_use(s, 2, rs, TG_ACC_R);
+    tg_pb_use(s, 3, vs, TG_ACC_R);
+    tg_pb_use(s, 4, gamma, TG_ACC_R);
+    return s;
+}
+
+bool tg_pb_ln_bwd(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int x, int rs, int vs,
+                  int gamma, int g, int dgamma, int dbeta, tg_pb_sum_fn sum)
+{
+    int sums = tg_pb_buf(b, 2, rows, 0, "per-token sums of dxhat and dxhat*xhat", "L%d_%s_bwd_sums", layer, op);
+    tg_step *s = ln_bwd_step(b, TG_STEP_LN_BWD_SUMS, layer, op, rows, cols, dy, x, rs, vs, gamma);
+    if (!s)
+        return false;
+    tg_pb_use(s, 5, sums, TG_ACC_W);
+    tg_pb_use(s, 6, dgamma, TG_ACC_W);
+    tg_pb_use(s, 7, dbeta, TG_ACC_W);
+    s->label = "per-token sums of dxhat, dxhat*xhat; dgamma, dbeta column sums";
+    if (sum)
+        sum(b, layer, op, sums, 2LL * rows, "the two per-token sums");
+    s = ln_bwd_step(b, TG_STEP_LN_BWD_APPLY, layer, op, rows, cols, dy, x, rs, vs, gamma);
+    if (!s)
+        return false;
+    tg_pb_use(s, 5, sums, TG_ACC_R);
+    tg_pb_use(s, 6, g, TG_ACC_R | TG_ACC_W);
+    s->label = "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx";
+    return true;
+}
+
+bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, int datt, int dqkv)
+{
+    int S = b->pl->spec.seq;
+    int pr = tg_pb_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", layer);
+    int ds = tg_pb_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", layer);
+    tg_step *s = attn_step(b, TG_STEP_ATTN_BWD, layer, rows, cols, 10);
+    if (!s)
+        return false;
+    tg_pb_use(s, 0, qkv, TG_ACC_R);
+    tg_pb_use(s, 1, datt, TG_ACC_R);
+    tg_pb_use(s, 2, dqkv, TG_ACC_W);
+    tg_pb_use(s, 3, pr, TG_ACC_W);
+    tg_pb_use(s, 4, ds, TG_ACC_W);
+    s->label = "attention backward, probabilities recomputed from Q and K";
+    return true;
+}
