@@ -51,12 +51,13 @@ forward   --dims... --weights W.safetensors --input X.npy --out Y.npy
     no final ln_f.  Y is written as a float64 .npy of shape [B, S, C].
 
 hf-dir    --dims... --seed N --out DIR [--vocab V] [--n-positions P]
-          [--unprefixed] [--old-buffers] [--set KEY=JSON ...]
+          [--unprefixed] [--old-buffers] [--set KEY=JSON ...] [--drop KEY ...]
     Write what Hugging Face's GPT2LMHeadModel.save_pretrained writes for this
     stack (tied LM head, so no lm_head.weight): DIR/config.json with GPT-2's
     keys (model_type "gpt2", activation_function "gelu_new", dropouts 0.1,
     layer_norm_epsilon = --eps, n_inner null when F = 4C, vocab_size V,
-    n_positions and n_ctx P, ...; --set overrides or adds a key, JSON value)
+    n_positions and n_ctx P, ...; --set overrides or adds a key, JSON value;
+    --drop removes one)
     and DIR/model.safetensors: transformer.wte.weight [V,C] and
     transformer.wpe.weight [P,C] (normal(0, 0.02)), the blocks of `weights`
     (same seed, same values) as transformer.h.*, transformer.ln_f.weight and
@@ -773,6 +774,8 @@ def cmd_hf_dir(a):
     for kv in a.set or []:
         k, _, v = kv.partition("=")
         cfg[k] = json.loads(v)
+    for k in a.drop or []:
+        cfg.pop(k, None)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
@@ -1437,6 +1440,7 @@ def main(argv=None):
     p.add_argument("--unprefixed", action="store_true")
     p.add_argument("--old-buffers", action="store_true")
     p.add_argument("--set", action="append", metavar="KEY=JSON")
+    p.add_argument("--drop", action="append", metavar="KEY")
     p.set_defaults(fn=cmd_hf_dir)
 
     p = sp.add_parser("compare", help="relative Frobenius error check")
