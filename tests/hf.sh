@@ -9,7 +9,8 @@
 # with layer_norm_epsilon 1e-6 and an input whose variance is near 1e-6 shows
 # the eps is read: the run matches the reference at 1e-6 and not at 1e-5.
 # Then every config value tessgen refuses (one case per rule), a weights file
-# mixing the two name forms, and the command line's misuse.
+# mixing the two name forms, and the command line's misuse. The block runs when
+# TESS_TEST_FILTER (if set) matches the text "hf:".
 HF_TG=build/asan/tessgen
 HF_DIMS="--layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12"
 HF_REF=tests/ref/tessref.py
