@@ -398,8 +398,9 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
         for (const tr_json_node *o = tr_json_first(&doc, root); o != m; o = tr_json_next(&doc, o))
             if (o->key_len == m->key_len && !memcmp(o->key, m->key, m->key_len)) {
                 h.len = 0;
+                tg_sb_puts(&h, "\"");
                 put_text(&h, m->key, m->key_len);
-                tg_fail(err, "%s: key \"%s\" appears twice: which value holds is not defined; keep one", path, h.s);
+                tg_fail(err, "%s: key %s\" appears twice: which value holds is not defined; keep one", path, h.s);
                 break;
             }
         int k = 0;

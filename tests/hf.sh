@@ -193,6 +193,12 @@ if wanted "hf:"; then
             hf_refused 1 'key "n_layer" appears twice' --from-hf "$WORK/hf/dupkey" --mesh 1 --seq 8 --batch 12
     }
     check "hf: refused: a key given twice" hf_dup_key
+    hf_dup_empty_key() { # an empty key, twice: named as "" (the message never prints a NULL)
+        mkdir -p "$WORK/hf/dupempty" &&
+            printf '{"": 1, "model_type": "gpt2", "": 2}\n' >"$WORK/hf/dupempty/config.json" &&
+            hf_refused 1 'key "" appears twice' --from-hf "$WORK/hf/dupempty" --mesh 1 --seq 8 --batch 12
+    }
+    check "hf: refused: an empty key given twice" hf_dup_empty_key
     hf_unknown_key() { # accepted, and listed as not known
         "$PY" $HF_REF hf-dir $HF_DIMS --seed 1 --out "$WORK/hf/unknown" --set 'frobnicate=7' &&
             $HF_TG --from-hf "$WORK/hf/unknown" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/unknown.lua" &&
