@@ -447,22 +447,28 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
     return idx;
 }
 
-/* All ranks: are the weights just loaded from path finite? Rank 0 prints why not. */
-static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path)
+/* All ranks: are the weights just loaded from path finite? Rank 0 prints why not, with the tensor's name in
+ * the file when its block names carry a prefix. */
+static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path, const char *prefix)
 {
     char what[512];
-    if (find_nonfinite(d, H, 0, what, sizeof what) < 0)
+    int idx = find_nonfinite(d, H, 0, what, sizeof what);
+    if (idx < 0)
         return true;
     if (d->rank == 0) {
-        fprintf(stderr, "%s: %s: every weight must be finite (a NaN or an infinity reaches every output); repair "
-                        "the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
-                path, what);
+        fprintf(stderr, "%s: %s%s%s%s%s: every weight must be finite (a NaN or an infinity reaches every output); "
+                        "repair the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
+                path, what, prefix[0] ? " (in the file: " : "", prefix, prefix[0] ? d->params[idx].name : "",
+                prefix[0] ? ")" : "");
     }
     return false;
 }
 
-static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_err *err)
+/* Load this rank's shards from o->weights (synthetic ones without it); *prefix gets the file's block name
+ * prefix (names_prefix), "" for synthetic weights. */
+static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, const char **prefix, tr_err *err)
 {
+    *prefix = "";
     if (!o->weights) {
         for (int i = 0; i < d->nparams; i++) {
             const tr_param *p = &d->params[i];
@@ -478,12 +484,11 @@ static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_e
     tr_st_file f;
     if (!tr_st_open(&f, o->weights, err))
         return false;
-    const char *prefix;
-    bool ok = names_prefix(&f, &prefix, err);
+    bool ok = names_prefix(&f, prefix, err);
     for (int i = 0; i < d->nparams && ok; i++) {
         const tr_param *p = &d->params[i];
         char name[TR_ST_NAME_CAP + 32];
-        prefixed(name, sizeof name, prefix, p->name);
+        prefixed(name, sizeof name, *prefix, p->name);
         for (int k = 0; k < p->npieces && ok; k++) {
             const tr_piece *pc = &p->piece[k];
             ok = tr_st_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col, p->cols,
@@ -899,14 +904,15 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    ok = load_weights(d, &o, H, &err);
+    const char *wprefix = "";
+    ok = load_weights(d, &o, H, &wprefix, &err);
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, err.msg);
         rc = 1;
         goto out;
     }
-    if (o.weights && !weights_finite(d, H, o.weights)) {
+    if (o.weights && !weights_finite(d, H, o.weights, wprefix)) {
         rc = 1;
         goto out;
     }

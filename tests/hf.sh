@@ -91,6 +91,16 @@ hf_mixed() { # want mkbad-op tensor-args...
     [ $rc -eq 1 ] && grep -qF -- "$want" "$WORK/hf/mixed.err" && [ ! -e "$WORK/hf/never.npy" ]
 }
 
+hf_nan_named() { # a NaN in a transformer.* file: the message names the tensor and its name in the file
+    hf_have_1_1 &&
+        "$PY" tests/ref/mkbad.py nan "$WORK/hf/gpt2-hf/model.safetensors" "$WORK/hf/nan.st" \
+            transformer.h.1.mlp.c_fc.weight nan 3 5 || return 1
+    "$WORK/hf/s_1_1/run" --weights "$WORK/hf/nan.st" --input "$WORK/hf/x.npy" --quiet >/dev/null 2>"$WORK/hf/nan.err"
+    local rc=$?
+    cat "$WORK/hf/nan.err"
+    [ $rc -eq 1 ] && grep -qF "tensor h.1.mlp.c_fc.weight holds 1 non-finite value (NaN or inf), the first at [3, 5] (in the file: transformer.h.1.mlp.c_fc.weight)" "$WORK/hf/nan.err"
+}
+
 hf_train_names() { # a training run from a transformer.* file writes --weights-out with tessgen's names (h.*)
     local out="$WORK/hf/t_1_1"
     hf_build "$WORK/hf/gpt2-hf" 1,1 "$out" --mode train 2>"$WORK/hf/train.err" &&
@@ -147,6 +157,7 @@ if wanted "hf:"; then
         check "hf: mixed weights: one tensor under both names is refused naming both" hf_mixed \
             "holds both h.0.mlp.c_fc.weight and transformer.h.0.mlp.c_fc.weight" \
             dup transformer.h.0.mlp.c_fc.weight h.0.mlp.c_fc.weight
+        check "hf: a NaN weight in a transformer.* file is named as the file names it" hf_nan_named
         check "hf: --mode train prints mode train, warns about dropout; --weights-out keeps tessgen's names h.*" \
             hf_train_names
         check "hf: --scheme megatron --mesh P prints a megatron spec the loader accepts" hf_megatron
