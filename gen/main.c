@@ -27,6 +27,7 @@
 #include "cost.h"
 #include "emit.h"
 #include "fingerprint.h"
+#include "hf_config.h"
 #include "inspect.h"
 #include "bounds.h"
 #include "machine.h"
@@ -44,6 +45,8 @@ static void usage(FILE *f)
             "       tessgen SPEC.lua --show | --blocks [TENSOR] | --summary  [--ranks L] [--layers L] [--kinds K]\n"
             "       tessgen SPEC.lua --advise --machine M.lua [--ranks P] [--json]\n"
             "       tessgen SPEC.lua --cost --machine M.lua [--json]\n"
+            "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B [--mode train]  (> SPEC.lua)\n"
+            "       tessgen --from-hf DIR --scheme megatron --mesh P --seq S --batch B [--mode train]\n"
             "       tessgen --help | --version\n"
             "\n"
             "Generates, for a GPT-2 style model spec and a [q,q,d] Tesseract mesh, the program every\n"
@@ -84,6 +87,21 @@ static void usage(FILE *f)
             "  --machine M.lua    the cluster: ranks per node, links, GEMM rates, memory\n"
             "  --json             with --advise: {\"candidates\": [...], \"refused\": [...]}; with --cost:\n"
             "                     {\"phases\": {\"forward\": {...}, ...}}\n"
+            "\n"
+            "From Hugging Face (README.md, \"From Hugging Face\"):\n"
+            "  --from-hf DIR      print to stdout a spec for the GPT-2 model that save_pretrained wrote in DIR:\n"
+            "                     layers, hidden, heads, ffn, eps from DIR/config.json, name from DIR; refuses,\n"
+            "                     naming the key, every config value tessgen does not compute (activation other\n"
+            "                     than gelu_new/gelu_pytorch_tanh, scale_attn_weights false, scale_attn_by_\n"
+            "                     inverse_layer_idx true, add_cross_attention true, model_type other than gpt2,\n"
+            "                     pruned_heads, auto_map, quantization_config) and seq > n_positions. The spec\n"
+            "                     is checked by the same loader as SPEC.lua. Only the blocks are computed:\n"
+            "                     wte, wpe, ln_f and the LM head are not (yet). Run the program with\n"
+            "                     --weights DIR/model.safetensors\n"
+            "  --mesh Q,D | Q     the Tesseract mesh [Q,Q,D] (D default 1); with --scheme megatron, P ranks\n"
+            "  --scheme S         tesseract (default) or megatron\n"
+            "  --seq S, --batch B tokens per sequence (at most n_positions), sequences\n"
+            "  --mode M           infer (default) or train\n"
             "\n"
             "Then:  ninja -C DIR  &&  DIR/run [--weights W.safetensors] [--input X.npy] [--output Y.npy]\n"
             "Spec keys and run options: README.md. Exit: 0 ok, 1 rejected spec/output, 2 usage, 70 internal.\n");
@@ -493,6 +511,87 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
     return rc;
 }
 
+/* A positive int option value, else a usage message. */
+static bool opt_count(const char *opt, const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < 1 || x > 1 << 30) {
+        fprintf(stderr, "tessgen: %s %s: a positive integer is needed (see tessgen --help)\n", opt, v);
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
+/* --from-hf: print a spec for a save_pretrained directory (hf_config.c), write nothing. */
+static int hf_main(const char *dir, const char *mesh, const char *scheme, const char *seq, const char *batch,
+                   const char *mode, int other)
+{
+    if (other) {
+        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch and --mode, and no spec file; "
+                        "it prints a spec to stdout (see tessgen --help)\n");
+        return 2;
+    }
+    if (!dir[0] || !mesh || !seq || !batch) {
+        fprintf(stderr, "tessgen: --from-hf needs %s (e.g. tessgen --from-hf out/gpt2 --mesh 2,2 --seq 64 --batch 8)\n",
+                !dir[0] ? "a directory" : !mesh ? "--mesh" : !seq ? "--seq" : "--batch");
+        return 2;
+    }
+    tg_hf_request r = {.dir = dir, .scheme = TG_SCHEME_TESSERACT, .q = 1, .d = 1, .p = 1, .mode = TG_INFER};
+    if (scheme && !strcmp(scheme, "megatron")) {
+        r.scheme = TG_SCHEME_MEGATRON;
+    } else if (scheme && strcmp(scheme, "tesseract") != 0) {
+        fprintf(stderr, "tessgen: --scheme %s: use tesseract (default) or megatron\n", scheme);
+        return 2;
+    }
+    if (mode && !strcmp(mode, "train")) {
+        r.mode = TG_TRAIN;
+    } else if (mode && strcmp(mode, "infer") != 0) {
+        fprintf(stderr, "tessgen: --mode %s: use infer (default) or train\n", mode);
+        return 2;
+    }
+    if (!opt_count("--seq", seq, &r.seq) || !opt_count("--batch", batch, &r.batch))
+        return 2;
+    const char *comma = strchr(mesh, ',');
+    if (r.scheme == TG_SCHEME_MEGATRON) {
+        if (comma) {
+            fprintf(stderr, "tessgen: --mesh %s: with --scheme megatron, --mesh is the rank count P, e.g. --mesh 4\n",
+                    mesh);
+            return 2;
+        }
+        if (!opt_count("--mesh", mesh, &r.p))
+            return 2;
+    } else {
+        char qs[32];
+        snprintf(qs, sizeof qs, "%.*s", comma ? (int)(comma - mesh) : 31, mesh);
+        if (!opt_count("--mesh", qs, &r.q) || (comma && !opt_count("--mesh", comma + 1, &r.d)))
+            return 2;
+    }
+    tg_err err = {{0}, 0};
+    tg_sb spec, warn;
+    tg_sb_init(&spec);
+    tg_sb_init(&warn);
+    int rc = 0;
+    if (!tg_hf_spec(&r, &spec, &warn, &err)) {
+        fprintf(stderr, "%s\ntessgen: %d problem%s; nothing was printed\n", err.msg, err.count,
+                err.count == 1 ? "" : "s");
+        rc = 1;
+    } else {
+        if (warn.len)
+            fputs(warn.s, stderr);
+        fwrite(spec.s, 1, spec.len, stdout);
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "tessgen: cannot write the spec to stdout: %s\n", strerror(errno));
+            rc = 1;
+        }
+    }
+    tg_sb_free(&spec);
+    tg_sb_free(&warn);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *spec_path = NULL, *outdir = NULL;
@@ -500,6 +599,7 @@ int main(int argc, char **argv)
     int show = 0, blocks = 0, summary = 0, full = 0, advise = 0, cost = 0, json = 0;
     const char *machine_path = NULL;
     const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
+    const char *hf_dir = NULL, *hf_mesh = NULL, *hf_scheme = NULL, *hf_seq = NULL, *hf_batch = NULL, *hf_mode = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
@@ -536,6 +636,20 @@ int main(int argc, char **argv)
             size_t n = a + 1 < argc ? strlen(argv[a + 1]) : 0;
             if (n && argv[a + 1][0] != '-' && !(n > 4 && !strcmp(argv[a + 1] + n - 4, ".lua")))
                 tensor = argv[++a];
+        } else if (!strcmp(argv[a], "--from-hf") || !strcmp(argv[a], "--mesh") || !strcmp(argv[a], "--scheme") ||
+                   !strcmp(argv[a], "--seq") || !strcmp(argv[a], "--batch") || !strcmp(argv[a], "--mode")) {
+            if (a + 1 >= argc) {
+                fprintf(stderr, "tessgen: %s needs a value (see tessgen --help)\n", argv[a]);
+                return 2;
+            }
+            const char *o = argv[a] + 2;
+            const char **dst = !strcmp(o, "from-hf") ? &hf_dir
+                               : !strcmp(o, "mesh")  ? &hf_mesh
+                               : !strcmp(o, "scheme") ? &hf_scheme
+                               : !strcmp(o, "seq")   ? &hf_seq
+                               : !strcmp(o, "batch") ? &hf_batch
+                                                     : &hf_mode;
+            *dst = argv[++a];
         } else if (!strcmp(argv[a], "--ranks") || !strcmp(argv[a], "--layers") || !strcmp(argv[a], "--kinds")) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "tessgen: %s needs a value (see tessgen --help)\n", argv[a]);
@@ -558,6 +672,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "tessgen: one spec file at a time (got %s and %s)\n", spec_path, argv[a]);
             return 2;
         }
+    }
+    if (hf_dir)
+        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode,
+                       spec_path || outdir || quiet || show || blocks || summary || full || advise || cost || json ||
+                           machine_path || f_ranks || f_layers || f_kinds);
+    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode) {
+        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch and --mode go with --from-hf DIR; a spec file says "
+                        "them itself\n");
+        return 2;
     }
     if (!spec_path) {
         usage(stderr);

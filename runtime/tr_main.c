@@ -68,7 +68,9 @@ static void usage(FILE *f, const char *prog)
             "          [--out-dtype f32|bf16]\n"
             "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
             "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened\n"
-            "                exactly to float32); each rank reads only its shard\n"
+            "                exactly to float32); each rank reads only its shard. A save_pretrained\n"
+            "                model.safetensors as it is: block names h.<l>.* (GPT2Model) or\n"
+            "                transformer.h.<l>.* (GPT2LMHeadModel); wte, wpe, ln_f, lm_head are not used\n"
             "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
             "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
@@ -81,10 +83,11 @@ static void usage(FILE *f, const char *prog)
             "  --quiet       print only errors\n"
             "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
             "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
-            "  --grads-out F with --dy: write every weight gradient (safetensors, the weights' names)\n"
+            "  --grads-out F with --dy: write every weight gradient (safetensors, names h.<l>.*)\n"
             "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
             "  --target F    the target [batch, seq, hidden] (default: synthetic \"target\" from --seed)\n"
-            "  --weights-out F  write the weights after the run (safetensors)\n"
+            "  --weights-out F  write the weights after the run (safetensors; names h.<l>.*, whichever form\n"
+            "                --weights had)\n"
             "  --out-dtype T f32 (default) or bf16: the dtype of --weights-out and --grads-out (bf16: rounded\n"
             "                to nearest, ties to even; a finite value that would round to inf is refused)\n"
             "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
@@ -308,21 +311,78 @@ static long block_of(const char *name)
     return *p == '.' ? l : -1;
 }
 
+/* The Hugging Face name conventions of a weights file: GPT2Model.save_pretrained writes the blocks as
+ * "h.<l>.<rest>" (tessgen's own names), GPT2LMHeadModel.save_pretrained as "transformer.h.<l>.<rest>". */
+#define HF_LM_PREFIX "transformer."
+
+/* The block of a tensor name under the file's prefix ("" or HF_LM_PREFIX), or -1. */
+static long block_under(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(name, prefix, n) == 0 ? block_of(name + n) : -1;
+}
+
+/* Which convention does file f use for its block tensors? *prefix gets "" or HF_LM_PREFIX. A file with
+ * block tensors of both forms is refused, naming a tensor stored both ways if there is one, else one of
+ * each form (tensors outside the blocks, such as wte, wpe, ln_f or lm_head, do not count). */
+static bool names_prefix(const tr_st_file *f, const char **prefix, tr_err *err)
+{
+    const char *plain = NULL, *lm = NULL, *both = NULL;
+    for (int i = 0; i < f->ntensors; i++) {
+        const char *n = f->tensors[i].name;
+        if (block_of(n) >= 0 && !plain)
+            plain = n;
+        if (block_under(n, HF_LM_PREFIX) >= 0) {
+            if (!lm)
+                lm = n;
+            if (!both && tr_st_find(f, n + strlen(HF_LM_PREFIX)))
+                both = n;
+        }
+    }
+    *prefix = lm ? HF_LM_PREFIX : "";
+    if (!plain || !lm)
+        return true;
+    if (both)
+        return tr_fail(err, "%s: holds both %s and %s: a file is read either with GPT2LMHeadModel names "
+                            "(transformer.h.<l>.*) or with GPT2Model names (h.<l>.*), and this one has the same tensor "
+                            "under both; keep one form (e.g. export again with save_pretrained)",
+                       f->path, both + strlen(HF_LM_PREFIX), both);
+    return tr_fail(err, "%s: mixes block tensor names with and without the \"transformer.\" prefix (e.g. %s and %s): "
+                        "a file is read either with GPT2LMHeadModel names (transformer.h.<l>.*) or with GPT2Model "
+                        "names (h.<l>.*); rename the tensors to one form (e.g. export again with save_pretrained)",
+                   f->path, lm, plain);
+}
+
+/* prefix + name into buf (names are shorter than TR_ST_NAME_CAP, the prefix is short) */
+static const char *prefixed(char *buf, size_t cap, const char *prefix, const char *name)
+{
+    snprintf(buf, cap, "%s%s", prefix, name);
+    return buf;
+}
+
 /* Rank 0: is every tensor of the model in the file, F32 or BF16, with the right shape, and is there no
- * block beyond the model's layers (a deeper checkpoint would otherwise be cut silently)? (d: rank 0's
- * descriptor, whose table names every tensor with its full shape) */
+ * block beyond the model's layers (a deeper checkpoint would otherwise be cut silently)? Block names
+ * may carry the "transformer." prefix of GPT2LMHeadModel, all or none of them (names_prefix). (d: rank
+ * 0's descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
     tr_st_file f;
     if (!tr_st_open(&f, path, err))
         return false;
+    const char *prefix;
+    if (!names_prefix(&f, &prefix, err)) {
+        tr_st_close(&f);
+        return false;
+    }
     bool ok = true;
     int bad = 0;
     for (int i = 0; i < d->nparams; i++) {
         int64_t shape[2];
         shape_of(&d->params[i], shape);
         tr_err e = {{0}};
-        if (!tr_st_expect_float(&f, d->params[i].name, d->params[i].ndim, shape, &e)) {
+        char name[TR_ST_NAME_CAP + 32];
+        if (!tr_st_expect_float(&f, prefixed(name, sizeof name, prefix, d->params[i].name), d->params[i].ndim, shape,
+                                &e)) {
             ok = false;
             if (bad++ < 8)
                 tr_fail(err, "%s", e.msg);
@@ -333,7 +393,7 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
     const char *extra = NULL;
     long extra_block = -1, deepest = -1;
     for (int i = 0; i < f.ntensors; i++) { /* sorted by name: the first extra one is the first listed */
-        long l = block_of(f.tensors[i].name);
+        long l = block_under(f.tensors[i].name, prefix);
         if (l < tr_model.layers)
             continue;
         if (!extra) {
@@ -387,22 +447,28 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
     return idx;
 }
 
-/* All ranks: are the weights just loaded from path finite? Rank 0 prints why not. */
-static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path)
+/* All ranks: are the weights just loaded from path finite? Rank 0 prints why not, with the tensor's name in
+ * the file when its block names carry a prefix. */
+static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path, const char *prefix)
 {
     char what[512];
-    if (find_nonfinite(d, H, 0, what, sizeof what) < 0)
+    int idx = find_nonfinite(d, H, 0, what, sizeof what);
+    if (idx < 0)
         return true;
     if (d->rank == 0) {
-        fprintf(stderr, "%s: %s: every weight must be finite (a NaN or an infinity reaches every output); repair "
-                        "the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
-                path, what);
+        fprintf(stderr, "%s: %s%s%s%s%s: every weight must be finite (a NaN or an infinity reaches every output); "
+                        "repair the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
+                path, what, prefix[0] ? " (in the file: " : "", prefix, prefix[0] ? d->params[idx].name : "",
+                prefix[0] ? ")" : "");
     }
     return false;
 }
 
-static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_err *err)
+/* Load this rank's shards from o->weights (synthetic ones without it); *prefix gets the file's block name
+ * prefix (names_prefix), "" for synthetic weights. */
+static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, const char **prefix, tr_err *err)
 {
+    *prefix = "";
     if (!o->weights) {
         for (int i = 0; i < d->nparams; i++) {
             const tr_param *p = &d->params[i];
@@ -418,12 +484,14 @@ static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, tr_e
     tr_st_file f;
     if (!tr_st_open(&f, o->weights, err))
         return false;
-    bool ok = true;
+    bool ok = names_prefix(&f, prefix, err);
     for (int i = 0; i < d->nparams && ok; i++) {
         const tr_param *p = &d->params[i];
+        char name[TR_ST_NAME_CAP + 32];
+        prefixed(name, sizeof name, *prefix, p->name);
         for (int k = 0; k < p->npieces && ok; k++) {
             const tr_piece *pc = &p->piece[k];
-            ok = tr_st_read_block(&f, p->name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col, p->cols,
+            ok = tr_st_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col, p->cols,
                                   err);
         }
     }
@@ -836,14 +904,15 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    ok = load_weights(d, &o, H, &err);
+    const char *wprefix = "";
+    ok = load_weights(d, &o, H, &wprefix, &err);
     if (!all_ok(ok)) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", rank, err.msg);
         rc = 1;
         goto out;
     }
-    if (o.weights && !weights_finite(d, H, o.weights)) {
+    if (o.weights && !weights_finite(d, H, o.weights, wprefix)) {
         rc = 1;
         goto out;
     }

@@ -12,6 +12,8 @@
 #             reference (tests/ref/tessref.py), outputs poisoned first, bytes checked against the plan
 #   megatron  the Megatron-LM 1-D scheme on p = 1..4: output, gradients, replicas, losses against the
 #             Tesseract meshes and the float64 reference, bytes against the docs/MEGATRON.md formula
+#   hf        Hugging Face in (tests/hf.sh): tessgen --from-hf on a save_pretrained directory written by
+#             the reference, run on two meshes against it; every refused config value; mixed weight names
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
 #   cuda      the CUDA backend without a GPU (and one megatron spec): golden text, backend choice, the generated CUDA rank
@@ -101,6 +103,7 @@ done
 . tests/inspect.sh
 . tests/e2e.sh
 . tests/megatron.sh
+. tests/hf.sh
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh

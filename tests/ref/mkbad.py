@@ -13,6 +13,8 @@ runtime's error-path tests (tests/files.sh). Standard library and numpy only.
   mkbad.py npy-fortran IN OUT       the .npy in Fortran order
   mkbad.py nan IN OUT NAME V I...   set element [I...] of tensor NAME to V (nan, inf, -inf)
   mkbad.py npy-nan IN OUT V I...    set element [I...] of the .npy to V
+  mkbad.py rename IN OUT OLD NEW    store tensor OLD under the name NEW (e.g. mix name conventions)
+  mkbad.py dup IN OUT NAME NEW      add a copy of tensor NAME under the name NEW as well
 """
 import json
 import struct
@@ -105,6 +107,15 @@ def main(argv):
         a = np.load(src)
         a[tuple(int(i) for i in argv[5:])] = float(argv[4])
         np.save(dst, a)
+    elif cmd in ("rename", "dup"):
+        ts = tensors_of(src)
+        if not any(t[0] == argv[4] for t in ts):
+            sys.exit("mkbad.py: no tensor " + argv[4])
+        if cmd == "rename":
+            ts = [(argv[5] if n == argv[4] else n, dt, shape, blob) for n, dt, shape, blob in ts]
+        else:
+            ts += [(argv[5], dt, shape, blob) for n, dt, shape, blob in ts if n == argv[4]]
+        write_st(dst, ts)
     elif cmd == "npy-f64":
         np.save(dst, np.load(src).astype(np.float64))
     elif cmd == "npy-fortran":

@@ -50,6 +50,23 @@ forward   --dims... --weights W.safetensors --input X.npy --out Y.npy
     approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).  There is
     no final ln_f.  Y is written as a float64 .npy of shape [B, S, C].
 
+hf-dir    --dims... --seed N --out DIR [--vocab V] [--n-positions P]
+          [--unprefixed] [--old-buffers] [--set KEY=JSON ...] [--drop KEY ...]
+    Write what Hugging Face's GPT2LMHeadModel.save_pretrained writes for this
+    stack (tied LM head, so no lm_head.weight): DIR/config.json with GPT-2's
+    keys (model_type "gpt2", activation_function "gelu_new", dropouts 0.1,
+    layer_norm_epsilon = --eps, n_inner null when F = 4C, vocab_size V,
+    n_positions and n_ctx P, ...; --set overrides or adds a key, JSON value;
+    --drop removes one)
+    and DIR/model.safetensors: transformer.wte.weight [V,C] and
+    transformer.wpe.weight [P,C] (normal(0, 0.02)), the blocks of `weights`
+    (same seed, same values) as transformer.h.*, transformer.ln_f.weight and
+    .bias [C].  --unprefixed writes GPT2Model's names (no "transformer.");
+    --old-buffers adds the causal-mask buffers older versions saved,
+    h.{l}.attn.bias [1,1,P,P] and h.{l}.attn.masked_bias [].  `forward`
+    reads either form: a file whose blocks are named transformer.h.* is
+    read with that prefix removed.
+
 compare   --ref REF.npy --got GOT.npy --tol 1e-4 [--label TEXT] [--expect-f32]
     Relative Frobenius error ||got - ref|| / ||ref|| in float64.  Prints
         LABEL: rel_err=1.234e-07 tol=1e-04 OK      (or FAIL)
@@ -726,7 +743,7 @@ def cmd_input(a):
 def cmd_forward(a):
     check_dims(a)
     L, C, F = a.layers, a.hidden, a.ffn
-    w = read_safetensors(a.weights)
+    w = hf_blocks(read_safetensors(a.weights))
     for n, s in tensor_specs(L, C, F):
         if n not in w:
             sys.exit(f"tessref: {a.weights}: missing tensor {n}")
@@ -738,6 +755,51 @@ def cmd_forward(a):
     y = forward(x, w, L, a.heads, a.eps, np.float64)
     np.save(a.out, np.ascontiguousarray(y, dtype=np.float64))
     return 0
+
+
+def cmd_hf_dir(a):
+    check_dims(a)
+    L, C, H, F, V, P = a.layers, a.hidden, a.heads, a.ffn, a.vocab, a.n_positions
+    cfg = {
+        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+        "bos_token_id": V - 1, "embd_pdrop": 0.1, "eos_token_id": V - 1, "initializer_range": 0.02,
+        "layer_norm_epsilon": a.eps, "model_type": "gpt2", "n_ctx": P, "n_embd": C, "n_head": H,
+        "n_inner": None if F == 4 * C else F, "n_layer": L, "n_positions": P, "reorder_and_upcast_attn": False,
+        "resid_pdrop": 0.1, "scale_attn_by_inverse_layer_idx": False, "scale_attn_weights": True,
+        "summary_activation": None, "summary_first_dropout": 0.1, "summary_proj_to_labels": True,
+        "summary_type": "cls_index", "summary_use_proj": True,
+        "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
+        "torch_dtype": "float32", "transformers_version": "4.40.0", "use_cache": True, "vocab_size": V,
+    }
+    for kv in a.set or []:
+        k, _, v = kv.partition("=")
+        cfg[k] = json.loads(v)
+    for k in a.drop or []:
+        cfg.pop(k, None)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    pre = "" if a.unprefixed else "transformer."
+    rng = np.random.default_rng(a.seed + 7)
+    ts = [(pre + "wte.weight", rng.normal(0.0, 0.02, (V, C)).astype(np.float32)),
+          (pre + "wpe.weight", rng.normal(0.0, 0.02, (P, C)).astype(np.float32))]
+    ts += [(pre + n, t) for n, t in make_weights(L, C, F, a.seed, False)]
+    if a.old_buffers:
+        mask = np.tril(np.ones((P, P), np.float32)).reshape(1, 1, P, P)
+        for l in range(L):
+            ts += [(f"{pre}h.{l}.attn.bias", mask), (f"{pre}h.{l}.attn.masked_bias", np.array(-1e4, np.float32))]
+    ts += [(pre + "ln_f.weight", np.ones(C, np.float32)), (pre + "ln_f.bias", np.zeros(C, np.float32))]
+    write_safetensors(os.path.join(a.out, "model.safetensors"), ts)
+    return 0
+
+
+def hf_blocks(w):
+    """The block tensors of a weights dict, with GPT2LMHeadModel's "transformer." prefix removed if the
+    file uses it."""
+    if any(n.startswith("transformer.h.") for n in w):
+        return {n[len("transformer."):]: t for n, t in w.items() if n.startswith("transformer.")}
+    return w
 
 
 def cmd_compare(a):
@@ -1368,6 +1430,18 @@ def main(argv=None):
     p.add_argument("--input", required=True)
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_forward)
+
+    p = sp.add_parser("hf-dir", help="write a save_pretrained-style directory (config.json, model.safetensors)")
+    add_dims(p)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--vocab", type=int, default=96)
+    p.add_argument("--n-positions", type=int, default=32)
+    p.add_argument("--unprefixed", action="store_true")
+    p.add_argument("--old-buffers", action="store_true")
+    p.add_argument("--set", action="append", metavar="KEY=JSON")
+    p.add_argument("--drop", action="append", metavar="KEY")
+    p.set_defaults(fn=cmd_hf_dir)
 
     p = sp.add_parser("compare", help="relative Frobenius error check")
     p.add_argument("--ref", required=True)
