@@ -39,19 +39,29 @@ const char *tg_group_text(char *buf, size_t cap, const tg_plan *pl, tg_coord c, 
     return buf;
 }
 
+const char *tg_k_ranks_text(char *buf, size_t cap, const tg_mesh *m, int r0)
+{
+    char step[16] = "";
+    if (m->sk != 1)
+        snprintf(step, sizeof step, "%d", m->sk);
+    if (r0 == 0)
+        snprintf(buf, cap, "%sk", step);
+    else
+        snprintf(buf, cap, "%d+%sk", r0, step);
+    return buf;
+}
+
 /* The global rank of a root as c sees it: "14", or "2+16k" for every k. */
 static const char *root_text(char *buf, size_t cap, const tg_plan *pl, tg_coord c, const tg_step *s)
 {
     tg_coord k0 = c;
     if (k0.k < 0)
         k0.k = 0;
-    int r = tg_step_root(pl, k0, s), qq = pl->mesh.q * pl->mesh.q;
+    int r = tg_step_root(pl, k0, s);
     if (c.k >= 0 || pl->mesh.d == 1)
         snprintf(buf, cap, "%d", r);
-    else if (r == 0)
-        snprintf(buf, cap, "%dk", qq);
     else
-        snprintf(buf, cap, "%d+%dk", r, qq);
+        tg_k_ranks_text(buf, cap, &pl->mesh, r);
     return buf;
 }
 

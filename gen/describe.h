@@ -26,5 +26,7 @@ const char *tg_buf_text(char *buf, size_t cap, const tg_plan *pl, tg_coord c, co
 const char *tg_group_text(char *buf, size_t cap, const tg_plan *pl, tg_coord c, tg_group g);
 /* The row block of c: "5", or "1+2k" with c.k < 0; returns buf. */
 const char *tg_h_text(char *buf, size_t cap, const tg_plan *pl, tg_coord c);
+/* The global ranks r0 + sk*k of the depths k, sk the mesh's depth stride (its placement): "5+4k", "4k", "2+k", "k". */
+const char *tg_k_ranks_text(char *buf, size_t cap, const tg_mesh *m, int r0);
 
 #endif

@@ -113,13 +113,14 @@ void tg_class_who(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
 {
     const tg_mesh *m = &pl->mesh;
     tg_coord c0 = {cp->i, cp->j, 0};
-    int r0 = tg_mesh_rank(m, c0), qq = m->q * m->q;
+    int r0 = tg_mesh_rank(m, c0);
+    char kr[48];
     if (m->d == 1) {
         tg_sb_printf(o, "rank %d of %d, coordinates (i=%d, j=%d, k=0)", r0, m->p, cp->i, cp->j);
         return;
     }
-    tg_sb_printf(o, "ranks %d+%dk of %d for k = 0..%d (", r0, qq, m->p, m->d - 1);
+    tg_sb_printf(o, "ranks %s of %d for k = 0..%d (", tg_k_ranks_text(kr, sizeof kr, m, r0), m->p, m->d - 1);
     for (int k = 0; k < m->d && k < 6; k++)
-        tg_sb_printf(o, "%s%d", k ? ", " : "", r0 + qq * k);
+        tg_sb_printf(o, "%s%d", k ? ", " : "", r0 + m->sk * k);
     tg_sb_printf(o, "%s), coordinates (i=%d, j=%d, k)", m->d > 6 ? ", ..." : "", cp->i, cp->j);
 }

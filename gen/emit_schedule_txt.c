@@ -21,7 +21,7 @@
 static void members_text(tg_sb *o, const tg_plan *pl, tg_coord c, tg_group g)
 {
     const tg_mesh *m = &pl->mesh;
-    int n = tg_group_size(m, g), qq = m->q * m->q;
+    int n = tg_group_size(m, g);
     int by_k = c.k < 0 && m->d > 1 && (g == TG_ROW || g == TG_COL);
     tg_coord k0 = c;
     if (k0.k < 0)
@@ -34,10 +34,9 @@ static void members_text(tg_sb *o, const tg_plan *pl, tg_coord c, tg_group g)
             continue;
         }
         int r = tg_group_member(m, g, k0, l);
-        if (by_k && r)
-            tg_sb_printf(o, "%s%d+%dk", l ? "," : "", r, qq);
-        else if (by_k)
-            tg_sb_printf(o, "%s%dk", l ? "," : "", qq);
+        char kr[48];
+        if (by_k)
+            tg_sb_printf(o, "%s%s", l ? "," : "", tg_k_ranks_text(kr, sizeof kr, m, r));
         else
             tg_sb_printf(o, "%s%d", l ? "," : "", r);
     }
@@ -89,9 +88,11 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
     tg_sb_puts(o, "# stream: where the CUDA program runs a step (compute, comm); 'wait N': it first waits for step N of "
                   "the other stream\n# (the latest one whose buffers share arena bytes with its own, one of the two "
                   "writing); 'overlaps gemm N':\n# a SUMMA broadcast that runs while GEMM N computes\n");
-    if (m->d > 1)
-        tg_sb_printf(o, "# every rank below runs these steps on these offsets; k is its depth: rank = %d + %dk\n",
-                     tg_mesh_rank(m, (tg_coord){rp->i, rp->j, 0}), m->q * m->q);
+    if (m->d > 1) {
+        char kr[48];
+        tg_sb_printf(o, "# every rank below runs these steps on these offsets; k is its depth: rank = %s\n",
+                     tg_k_ranks_text(kr, sizeof kr, m, tg_mesh_rank(m, (tg_coord){rp->i, rp->j, 0})));
+    }
     tg_sb_puts(o, "ranks:\n");
     class_ranks(o, pl, rp);
     tg_sb_printf(o, "arena %lld bytes (weights %lld bytes), %d steps, %lld flops\n", 4 * rp->arena_elems,
@@ -137,10 +138,8 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
                 k0.k = 0;
             int root = tg_step_root(pl, k0, st), byk = co.k < 0 && m->d > 1 &&
                                                      (st->group == TG_ROW || st->group == TG_COL);
-            if (byk && root)
-                snprintf(r, sizeof r, "%d+%dk", root, m->q * m->q);
-            else if (byk)
-                snprintf(r, sizeof r, "%dk", m->q * m->q);
+            if (byk)
+                tg_k_ranks_text(r, sizeof r, m, root);
             else
                 snprintf(r, sizeof r, "%d", root);
             if (st->kind == TG_STEP_BCAST)
@@ -193,7 +192,10 @@ bool tg_emit_schedule_txt(const tg_plan *pl, const tg_class_fig *figs, tg_sb *o,
         if (m->d == 1)
             snprintf(ranks, sizeof ranks, "%d", r0);
         else
-            snprintf(ranks, sizeof ranks, "%d+%dk, k=0..%d", r0, m->q * m->q, m->d - 1);
+        {
+            char kr[48];
+            snprintf(ranks, sizeof ranks, "%s, k=0..%d", tg_k_ranks_text(kr, sizeof kr, m, r0), m->d - 1);
+        }
         tg_sb_printf(o, "%-24s %-26s %14lld %14lld %8d %16lld\n", file, ranks, 4 * g->arena, 4 * g->weights,
                      g->nsteps, g->flops);
     }

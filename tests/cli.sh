@@ -86,3 +86,16 @@ check "cli: -o \"\" is a usage error (exit 2)" cli_empty_outdir
 check "cli: -o naming a dangling symbolic link says so, with its target (exit 1)" cli_dangling_outdir
 check "cli: a second tessgen on a locked output directory stops at once, naming the first (exit 1)" cli_locked_outdir
 check "cli: temporary files a killed tessgen left next to its files are removed, others kept" cli_stale_tmp
+
+# the texts that name a class's ranks follow mesh.placement: with "dep" on [2,2,2] (rank = k + 2j + 4i) class
+# (0,1) is ranks 2 and 3, i.e. 2+k; with "col" (rank = i + 2j + 4k) class (1,0) is ranks 1 and 5, i.e. 1+4k
+cli_placement_texts() {
+    sed 's/q = 2, d = 2/q = 2, d = 2, placement = "dep"/' specs/gpt2-tiny.lua >"$WORK/pdep.lua" &&
+        sed 's/q = 2, d = 2/q = 2, d = 2, placement = "col"/' specs/gpt2-tiny.lua >"$WORK/pcol.lua" &&
+        $TG "$WORK/pdep.lua" -o "$WORK/pdep" --quiet && $TG "$WORK/pcol.lua" -o "$WORK/pcol" --quiet &&
+        grep -q "^schedule/rank_i0_j1.txt  2+k, k=0..1 " "$WORK/pdep/schedule.txt" &&
+        grep -q "ranks 2+k of 8 for k = 0..1 (2, 3)" "$WORK/pdep/rank_i0_j1.c" &&
+        grep -q "^schedule/rank_i1_j0.txt  1+4k, k=0..1 " "$WORK/pcol/schedule.txt" &&
+        grep -q "ranks 1+4k of 8 for k = 0..1 (1, 5)" "$WORK/pcol/rank_i1_j0.c"
+}
+check "cli: class rank texts follow mesh.placement (dep: 2+k; col: 1+4k)" cli_placement_texts
