@@ -37,6 +37,7 @@
 #include "tr_backend.h"
 #include "tr_ctx.h"
 #include "tr_gather.h"
+#include "tr_hfnames.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
 #include "tr_synth.h"
@@ -296,73 +297,9 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
     return ok;
 }
 
-/* The block of a name "h.<l>.<rest>" (l without leading zeros), or -1. */
-static long block_of(const char *name)
-{
-    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9' || (name[2] == '0' && name[3] != '.'))
-        return -1;
-    long l = 0;
-    const char *p = name + 2;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (l > (LONG_MAX - 9) / 10)
-            return -1;
-        l = l * 10 + (*p - '0');
-    }
-    return *p == '.' ? l : -1;
-}
-
-/* The Hugging Face name conventions of a weights file: GPT2Model.save_pretrained writes the blocks as
- * "h.<l>.<rest>" (tessgen's own names), GPT2LMHeadModel.save_pretrained as "transformer.h.<l>.<rest>". */
-#define HF_LM_PREFIX "transformer."
-
-/* The block of a tensor name under the file's prefix ("" or HF_LM_PREFIX), or -1. */
-static long block_under(const char *name, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    return strncmp(name, prefix, n) == 0 ? block_of(name + n) : -1;
-}
-
-/* Which convention does file f use for its block tensors? *prefix gets "" or HF_LM_PREFIX. A file with
- * block tensors of both forms is refused, naming a tensor stored both ways if there is one, else one of
- * each form (tensors outside the blocks, such as wte, wpe, ln_f or lm_head, do not count). */
-static bool names_prefix(const tr_st_file *f, const char **prefix, tr_err *err)
-{
-    const char *plain = NULL, *lm = NULL, *both = NULL;
-    for (int i = 0; i < f->ntensors; i++) {
-        const char *n = f->tensors[i].name;
-        if (block_of(n) >= 0 && !plain)
-            plain = n;
-        if (block_under(n, HF_LM_PREFIX) >= 0) {
-            if (!lm)
-                lm = n;
-            if (!both && tr_st_find(f, n + strlen(HF_LM_PREFIX)))
-                both = n;
-        }
-    }
-    *prefix = lm ? HF_LM_PREFIX : "";
-    if (!plain || !lm)
-        return true;
-    if (both)
-        return tr_fail(err, "%s: holds both %s and %s: a file is read either with GPT2LMHeadModel names "
-                            "(transformer.h.<l>.*) or with GPT2Model names (h.<l>.*), and this one has the same tensor "
-                            "under both; keep one form (e.g. export again with save_pretrained)",
-                       f->path, both + strlen(HF_LM_PREFIX), both);
-    return tr_fail(err, "%s: mixes block tensor names with and without the \"transformer.\" prefix (e.g. %s and %s): "
-                        "a file is read either with GPT2LMHeadModel names (transformer.h.<l>.*) or with GPT2Model "
-                        "names (h.<l>.*); rename the tensors to one form (e.g. export again with save_pretrained)",
-                   f->path, lm, plain);
-}
-
-/* prefix + name into buf (names are shorter than TR_ST_NAME_CAP, the prefix is short) */
-static const char *prefixed(char *buf, size_t cap, const char *prefix, const char *name)
-{
-    snprintf(buf, cap, "%s%s", prefix, name);
-    return buf;
-}
-
 /* Rank 0: is every tensor of the model in the file, F32 or BF16, with the right shape, and is there no
  * block beyond the model's layers (a deeper checkpoint would otherwise be cut silently)? Block names
- * may carry the "transformer." prefix of GPT2LMHeadModel, all or none of them (names_prefix). (d: rank
+ * may carry the "transformer." prefix of GPT2LMHeadModel, all or none of them (tr_hf_prefix). (d: rank
  * 0's descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
@@ -370,7 +307,7 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
     if (!tr_st_open(&f, path, err))
         return false;
     const char *prefix;
-    if (!names_prefix(&f, &prefix, err)) {
+    if (!tr_hf_prefix(&f, &prefix, err)) {
         tr_st_close(&f);
         return false;
     }
@@ -381,7 +318,7 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
         shape_of(&d->params[i], shape);
         tr_err e = {{0}};
         char name[TR_ST_NAME_CAP + 32];
-        if (!tr_st_expect_float(&f, prefixed(name, sizeof name, prefix, d->params[i].name), d->params[i].ndim, shape,
+        if (!tr_st_expect_float(&f, tr_hf_prefixed(name, sizeof name, prefix, d->params[i].name), d->params[i].ndim, shape,
                                 &e)) {
             ok = false;
             if (bad++ < 8)
@@ -393,7 +330,7 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
     const char *extra = NULL;
     long extra_block = -1, deepest = -1;
     for (int i = 0; i < f.ntensors; i++) { /* sorted by name: the first extra one is the first listed */
-        long l = block_under(f.tensors[i].name, prefix);
+        long l = tr_hf_block_under(f.tensors[i].name, prefix);
         if (l < tr_model.layers)
             continue;
         if (!extra) {
@@ -465,7 +402,7 @@ static bool weights_finite(const tr_rank_desc *d, const float *H, const char *pa
 }
 
 /* Load this rank's shards from o->weights (synthetic ones without it); *prefix gets the file's block name
- * prefix (names_prefix), "" for synthetic weights. */
+ * prefix (tr_hf_prefix), "" for synthetic weights. */
 static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, const char **prefix, tr_err *err)
 {
     *prefix = "";
@@ -484,11 +421,11 @@ static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, cons
     tr_st_file f;
     if (!tr_st_open(&f, o->weights, err))
         return false;
-    bool ok = names_prefix(&f, prefix, err);
+    bool ok = tr_hf_prefix(&f, prefix, err);
     for (int i = 0; i < d->nparams && ok; i++) {
         const tr_param *p = &d->params[i];
         char name[TR_ST_NAME_CAP + 32];
-        prefixed(name, sizeof name, *prefix, p->name);
+        tr_hf_prefixed(name, sizeof name, *prefix, p->name);
         for (int k = 0; k < p->npieces && ok; k++) {
             const tr_piece *pc = &p->piece[k];
             ok = tr_st_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col, p->cols,

@@ -1,0 +1,71 @@
+/*
+ * tr_hfnames.c - the Hugging Face name conventions of a GPT-2 weights file
+ * (tr_hfnames.h): which one a file uses, and the block index in a name. The
+ * loader reads every block tensor under the file's one prefix; tensors outside
+ * the blocks (wte, wpe, ln_f, lm_head) are not looked at.
+ */
+#include "tr_hfnames.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The block of a name "h.<l>.<rest>" (l without leading zeros), or -1. */
+long tr_hf_block_of(const char *name)
+{
+    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9' || (name[2] == '0' && name[3] != '.'))
+        return -1;
+    long l = 0;
+    const char *p = name + 2;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (l > (LONG_MAX - 9) / 10)
+            return -1;
+        l = l * 10 + (*p - '0');
+    }
+    return *p == '.' ? l : -1;
+}
+
+/* The block of a tensor name under the file's prefix ("" or TR_HF_LM_PREFIX), or -1. */
+long tr_hf_block_under(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(name, prefix, n) == 0 ? tr_hf_block_of(name + n) : -1;
+}
+
+/* Which convention does file f use for its block tensors? *prefix gets "" or TR_HF_LM_PREFIX. A file with
+ * block tensors of both forms is refused, naming a tensor stored both ways if there is one, else one of
+ * each form (tensors outside the blocks, such as wte, wpe, ln_f or lm_head, do not count). */
+bool tr_hf_prefix(const tr_st_file *f, const char **prefix, tr_err *err)
+{
+    const char *plain = NULL, *lm = NULL, *both = NULL;
+    for (int i = 0; i < f->ntensors; i++) {
+        const char *n = f->tensors[i].name;
+        if (tr_hf_block_of(n) >= 0 && !plain)
+            plain = n;
+        if (tr_hf_block_under(n, TR_HF_LM_PREFIX) >= 0) {
+            if (!lm)
+                lm = n;
+            if (!both && tr_st_find(f, n + strlen(TR_HF_LM_PREFIX)))
+                both = n;
+        }
+    }
+    *prefix = lm ? TR_HF_LM_PREFIX : "";
+    if (!plain || !lm)
+        return true;
+    if (both)
+        return tr_fail(err, "%s: holds both %s and %s: a file is read either with GPT2LMHeadModel names "
+                            "(transformer.h.<l>.*) or with GPT2Model names (h.<l>.*), and this one has the same tensor "
+                            "under both; keep one form (e.g. export again with save_pretrained)",
+                       f->path, both + strlen(TR_HF_LM_PREFIX), both);
+    return tr_fail(err, "%s: mixes block tensor names with and without the \"transformer.\" prefix (e.g. %s and %s): "
+                        "a file is read either with GPT2LMHeadModel names (transformer.h.<l>.*) or with GPT2Model "
+                        "names (h.<l>.*); rename the tensors to one form (e.g. export again with save_pretrained)",
+                   f->path, lm, plain);
+}
+
+/* prefix + name into buf (names are shorter than TR_ST_NAME_CAP, the prefix is short) */
+const char *tr_hf_prefixed(char *buf, size_t cap, const char *prefix, const char *name)
+{
+    snprintf(buf, cap, "%s%s", prefix, name);
+    return buf;
+}

@@ -1,0 +1,28 @@
+/*
+ * tr_hfnames.h - the Hugging Face name conventions of a GPT-2 weights file:
+ * GPT2Model.save_pretrained writes the blocks as "h.<l>.<rest>" (tessgen's own
+ * names), GPT2LMHeadModel.save_pretrained as "transformer.h.<l>.<rest>". A file
+ * is read under one of the two; outputs are always written with the plain names.
+ */
+#ifndef TR_HFNAMES_H
+#define TR_HFNAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tr_err.h"
+#include "tr_safetensors.h"
+
+#define TR_HF_LM_PREFIX "transformer."
+
+/* The block of a name "h.<l>.<rest>" (l without leading zeros), or -1. */
+long tr_hf_block_of(const char *name);
+/* The block of a tensor name under a prefix ("" or TR_HF_LM_PREFIX), or -1. */
+long tr_hf_block_under(const char *name, const char *prefix);
+/* Which convention file f uses for its block tensors: *prefix gets "" or TR_HF_LM_PREFIX. A file with block
+ * tensors of both forms is refused, naming a tensor stored both ways if there is one, else one of each form. */
+bool tr_hf_prefix(const tr_st_file *f, const char **prefix, tr_err *err);
+/* prefix + name into buf (names are shorter than TR_ST_NAME_CAP, the prefix is short). */
+const char *tr_hf_prefixed(char *buf, size_t cap, const char *prefix, const char *name);
+
+#endif
