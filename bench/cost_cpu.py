@@ -115,7 +115,8 @@ def main():
           "GFLOP/s, fused kernels %.3g GB/s; and on [1,1,2] (no collective in its forward): the %d cores run "
           "%.2f ranks' work at once, so with p ranks each gets min(1, %.2f/p) of the rates and of the link.\n"
           % (", ".join("%s %d" % kv for kv in MODEL.items()), lat_us, bw_gbs, tflops * 1e3, mem_gbs, CORES, eff, eff))
-    print("| mesh | ranks | kind | predicted ms | measured ms | measured / predicted |")
+    # ratios only (no absolute CPU times): each kind as a share of its forward, and measured over predicted
+    print("| mesh | ranks | kind | predicted share of the forward | measured share | measured / predicted |")
     print("|---|---|---|---|---|---|")
     rows = []
     for q, d in MESHES:
@@ -131,7 +132,7 @@ def main():
                 continue
             ratio = me[k] / pr[k] if pr[k] > 0 else float("inf")
             print("| [%d,%d,%d] | %d | %s | %.3f | %.3f | %.2f |" % (q, q, d, p, k if k != "all" else "**forward**",
-                                                                   pr[k] * 1e3, me[k] * 1e3, ratio))
+                                                                   pr[k] / pr["all"], me[k] / me["all"], ratio))
             rows.append(dict(mesh=[q, q, d], kind=k, predicted_s=pr[k], measured_s=me[k]))
     with open(os.path.join(WORK, "cost_cpu.json"), "w") as f:
         json.dump(dict(link=dict(latency_us=lat_us, bandwidth_gbs=bw_gbs), gemm_tflops=tflops,
