@@ -6,9 +6,9 @@
  * sorted here), then opens each shard: the first bytes tell a .npy from a
  * .bin; a .npy header is validated by tr_npy_open_i32 (which maps the file
  * only to parse its header and is closed at once), a .bin header is read with
- * one pread of 1024 bytes. Each shard keeps one read-only descriptor; batches
- * are read with pread into a scratch buffer of one global batch, widened to
- * int32 and range-checked. Sizes are int64 and every product is bounded at
+ * one pread of 12 bytes; each shard is closed again after its check. Reading
+ * opens the current shard (closing the previous one) and preads into a scratch
+ * buffer of one global batch; tokens are widened to int32 and range-checked. Sizes are int64 and every product is bounded at
  * open (B*S+1 < 2^31), so no offset computation can overflow.
  */
 #include "tr_data.h"
@@ -230,14 +230,14 @@ static bool open_npy(tr_data_shard *sh, uint64_t size, tr_err *err)
     return true;
 }
 
-static bool open_bin(tr_data_shard *sh, uint64_t size, tr_err *err)
+static bool open_bin(tr_data_shard *sh, int fd, uint64_t size, tr_err *err)
 {
     if (size < TR_DATA_BIN_HEADER)
         return tr_fail(err, "%s: truncated: %llu bytes, shorter than the %d-byte header of an llm.c .bin shard (256 "
                             "int32): write the shard again (scripts/mkshard.py)",
                        sh->path, (unsigned long long)size, TR_DATA_BIN_HEADER);
     unsigned char h[12];
-    if (!pread_all(sh->fd, h, sizeof h, 0))
+    if (!pread_all(fd, h, sizeof h, 0))
         return tr_fail(err, "%s: cannot read the header (%s)", sh->path, errno ? strerror(errno) : "end of file");
     uint32_t magic = le32(h), version = le32(h + 4);
     int32_t n = (int32_t)le32(h + 8);
@@ -273,19 +273,40 @@ static bool open_bin(tr_data_shard *sh, uint64_t size, tr_err *err)
     return true;
 }
 
-static bool open_shard(tr_data_shard *sh, int64_t need, tr_err *err)
+/* Open path read-only and check it is still the regular file of `size` bytes
+ * it was (size UINT64_MAX: any size, stored in *size_out). Returns the fd or -1. */
+static int open_checked(const char *path, uint64_t size, uint64_t *size_out, tr_err *err)
 {
-    sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-    if (sh->fd < 0)
-        return tr_fail(err, "%s: cannot open (%s)", sh->path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tr_fail(err, "%s: cannot open (%s)", path, strerror(errno));
+        return -1;
+    }
     struct stat st;
-    if (fstat(sh->fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return tr_fail(err, "%s: not a regular file", sh->path);
-    uint64_t size = (uint64_t)st.st_size;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        tr_fail(err, "%s: not a regular file", path);
+        return -1;
+    }
+    if (size != UINT64_MAX && (uint64_t)st.st_size != size) {
+        close(fd);
+        tr_fail(err, "%s: the file changed since the data was opened (%llu bytes, now %llu): a shard must not be "
+                     "rewritten during a run",
+                path, (unsigned long long)size, (unsigned long long)st.st_size);
+        return -1;
+    }
+    if (size_out)
+        *size_out = (uint64_t)st.st_size;
+    return fd;
+}
+
+static bool check_shard(tr_data_shard *sh, int fd, int64_t need, tr_err *err)
+{
+    uint64_t size = sh->size;
     unsigned char m[6] = {0};
-    if (size >= 6 && !pread_all(sh->fd, m, 6, 0))
+    if (size >= 6 && !pread_all(fd, m, 6, 0))
         return tr_fail(err, "%s: cannot read (%s)", sh->path, errno ? strerror(errno) : "end of file");
-    bool ok = size >= 6 && memcmp(m, "\x93NUMPY", 6) == 0 ? open_npy(sh, size, err) : open_bin(sh, size, err);
+    bool ok = size >= 6 && memcmp(m, "\x93NUMPY", 6) == 0 ? open_npy(sh, size, err) : open_bin(sh, fd, size, err);
     if (!ok)
         return false;
     if (sh->ntok < need)
@@ -293,6 +314,16 @@ static bool open_shard(tr_data_shard *sh, int64_t need, tr_err *err)
                             "sequence length, or merge this shard with another",
                        sh->path, (ll)sh->ntok, (ll)need);
     return true;
+}
+
+static bool open_shard(tr_data_shard *sh, int64_t need, tr_err *err)
+{
+    int fd = open_checked(sh->path, UINT64_MAX, &sh->size, err);
+    if (fd < 0)
+        return false;
+    bool ok = check_shard(sh, fd, need, err);
+    close(fd);
+    return ok;
 }
 
 /* ---- open, close, position -------------------------------------------------------- */
@@ -342,7 +373,6 @@ static bool data_open(tr_data *dl, const char *pattern, int64_t B, int64_t S, in
     }
     for (int i = 0; i < pl.n; i++) {
         dl->shards[i].path = pl.v[i];
-        dl->shards[i].fd = -1;
         pl.v[i] = NULL;
     }
     dl->nshards = pl.n;
@@ -362,6 +392,7 @@ static bool data_open(tr_data *dl, const char *pattern, int64_t B, int64_t S, in
 bool tr_data_open(tr_data *dl, const char *pattern, int64_t B, int64_t S, int64_t vocab, tr_err *err)
 {
     memset(dl, 0, sizeof *dl);
+    dl->fd = -1;
     if (data_open(dl, pattern, B, S, vocab, err))
         return true;
     tr_data_close(dl);
@@ -370,15 +401,15 @@ bool tr_data_open(tr_data *dl, const char *pattern, int64_t B, int64_t S, int64_
 
 void tr_data_close(tr_data *dl)
 {
-    for (int i = 0; i < dl->nshards; i++) {
-        if (dl->shards[i].fd >= 0)
-            close(dl->shards[i].fd);
+    if (dl->fd >= 0)
+        close(dl->fd);
+    for (int i = 0; i < dl->nshards; i++)
         free(dl->shards[i].path);
-    }
     free(dl->shards);
     free(dl->pattern);
     free(dl->scratch);
     memset(dl, 0, sizeof *dl);
+    dl->fd = -1;
 }
 
 void tr_data_reset(tr_data *dl)
@@ -427,8 +458,16 @@ bool tr_data_read(tr_data *dl, int64_t b0, int64_t nb, int32_t *inputs, int32_t 
     if (first + count > sh->ntok) /* only a restore could do this, and it checks: kept as a guard */
         return tr_fail(err, "%s: tokens %lld..%lld are beyond its %lld tokens", sh->path, (ll)first,
                        (ll)(first + count - 1), (ll)sh->ntok);
+    if (dl->fd < 0 || dl->fd_shard != dl->pos.shard) {
+        if (dl->fd >= 0)
+            close(dl->fd);
+        dl->fd = open_checked(sh->path, sh->size, NULL, err);
+        dl->fd_shard = (int)dl->pos.shard;
+        if (dl->fd < 0)
+            return false;
+    }
     unsigned char *raw = dl->scratch; /* [count * elem] bytes */
-    if (!pread_all(sh->fd, raw, (size_t)(count * sh->elem), sh->data_off + (uint64_t)first * (uint64_t)sh->elem))
+    if (!pread_all(dl->fd, raw, (size_t)(count * sh->elem), sh->data_off + (uint64_t)first * (uint64_t)sh->elem))
         return tr_fail(err, "%s: cannot read tokens %lld..%lld (%s): was the file changed after it was opened?",
                        sh->path, (ll)first, (ll)(first + count - 1), errno ? strerror(errno) : "end of file");
     for (int64_t i = 0; i < count; i++) {

@@ -16,7 +16,9 @@
  * not by the name. Every shard is validated at open (header, count against
  * size, dtype and shape, at least one batch of B*S+1 tokens); nothing after
  * the headers is read until a batch is asked for, and then only with pread of
- * exactly the bytes of the sequences asked for (no whole-file read, no mmap).
+ * exactly the bytes of the sequences asked for (no whole-file read). Only the
+ * shard being read is held open (one descriptor per loader, however many
+ * shards), and it is checked to have kept its size when it is opened again.
  * Every token read is checked: 0 <= id < vocab.
  *
  * The batch rule (llm.c's). The position is (shard, offset): a global batch
@@ -68,7 +70,7 @@ typedef enum tr_data_kind { TR_DATA_BIN = 1, TR_DATA_NPY = 2 } tr_data_kind;
 typedef struct tr_data_shard {
     char *path;           /* as named by the pattern (directory + "/" + name for a directory entry) */
     tr_data_kind kind;
-    int fd;               /* open read-only for pread; -1 when closed */
+    uint64_t size;        /* file size in bytes when validated */
     uint64_t data_off;    /* byte offset of token 0 in the file */
     int elem;             /* bytes per token: 2 (.bin, uint16) or 4 (.npy, int32) */
     int64_t ntok;         /* tokens in the shard */
@@ -92,6 +94,8 @@ typedef struct tr_data {
     int64_t vocab;          /* token ids must be in [0, vocab) */
     uint64_t fingerprint;
     tr_data_pos pos;
+    int fd;                 /* the shard being read, open read-only for pread; -1: none */
+    int fd_shard;           /* which shard fd is */
     unsigned char *scratch; /* [(B*S+1) * 4] raw bytes of one pread */
 } tr_data;
 

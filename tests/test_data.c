@@ -403,6 +403,78 @@ static void test_dir(void)
     free(r.stream);
 }
 
+/* Open file descriptors of this process. */
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the DIR's own */
+}
+
+static void test_files(void)
+{
+    TT_CASE("files: 20 shards in a directory hold at most one descriptor while every batch is read, none after close")
+    {
+        bool ok = mkdir(P("many"), 0700) == 0;
+        int64_t t[30];
+        for (int f = 0; f < 20 && ok; f++) {
+            char name[64];
+            snprintf(name, sizeof name, "many/s%02d.bin", f);
+            for (int i = 0; i < 30; i++)
+                t[i] = tokval(f, i, 65536);
+            ok = write_bin(P(name), t, 30);
+        }
+        TT_CHECK(ok, "writing failed");
+        int before = count_fds(), most = 0;
+        tr_data dl;
+        tr_err e = {{0}};
+        bool o = ok && tr_data_open(&dl, P("many"), 2, 7, 65536, &e); /* 2 batches per shard */
+        TT_CHECK(o, "%.300s", e.msg);
+        TT_CHECK(count_fds() == before, "open holds %d descriptors", count_fds() - before);
+        for (int k = 0; o && k < 45 && !tt_case_failed; k++) {
+            int32_t in[14], tg[14];
+            TT_CHECK(tr_data_read(&dl, 0, 2, in, tg, &e), "%.300s", e.msg);
+            int f = (k / 2) % 20;
+            TT_CHECK(in[0] == tokval(f, (k % 2) * 14, 65536), "batch %d is not from shard %d", k, f);
+            int n = count_fds() - before;
+            most = n > most ? n : most;
+            tr_data_next(&dl);
+        }
+        TT_CHECK(most == 1, "held up to %d descriptors", most);
+        tr_data_close(&dl);
+        TT_CHECK(count_fds() == before, "close left %d descriptors", count_fds() - before);
+    }
+
+    TT_CASE("files: a shard rewritten with another size after the open is refused at the next read, naming it")
+    {
+        int64_t t[40];
+        for (int i = 0; i < 40; i++)
+            t[i] = i;
+        bool ok = write_bin(P("grow0.bin"), t, 40) && write_bin(P("grow1.bin"), t, 40);
+        char pat[1200];
+        snprintf(pat, sizeof pat, "%s,%s", P("grow0.bin"), P("grow1.bin"));
+        tr_data dl;
+        tr_err e = {{0}};
+        bool o = ok && tr_data_open(&dl, pat, 1, 20, 256, &e);
+        TT_CHECK(o, "%.300s", e.msg);
+        TT_CHECK(o && write_bin(P("grow1.bin"), t, 39), "rewrite");
+        int32_t in[20], tg[20];
+        TT_CHECK(o && tr_data_read(&dl, 0, 1, in, tg, &e), "shard 0: %.300s", e.msg);
+        if (o)
+            tr_data_next(&dl);
+        tr_err e2 = {{0}};
+        TT_CHECK(o && !tr_data_read(&dl, 0, 1, in, tg, &e2) && has(e2.msg, P("grow1.bin")) &&
+                     has(e2.msg, "changed since"),
+                 "msg: %.300s", e2.msg);
+        tr_data_close(&dl);
+    }
+}
+
 /* open must fail with a message containing every word in want[] (NULL-terminated). */
 static void refused(const char *name, const char *pattern, int64_t B, int64_t S, int64_t vocab,
                     const char *const *want)
@@ -697,6 +769,7 @@ int main(void)
     }
     test_batches();
     test_dir();
+    test_files();
     test_refused();
     test_shipped();
     rm_tree(g_dir);
