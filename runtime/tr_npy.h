@@ -40,6 +40,11 @@ typedef struct tr_npy {
  * On failure *f is left closed (tr_npy_close is a no-op). */
 bool tr_npy_open(tr_npy *f, const char *path, tr_err *err);
 
+/* tr_npy_open for a '<i4' (little-endian int32) array instead of '<f4', with
+ * the same checks (token ids: runtime/tr_data.c); tr_npy_read_block does not
+ * apply to it (it converts float32): read the bytes at data_off. */
+bool tr_npy_open_i32(tr_npy *f, const char *path, tr_err *err);
+
 /* Check the array has exactly shape[0..ndim). `what` names the array ("input";
  * NULL: "array"), `dims_names` names the dimensions without parentheses
  * ("batch, seq, hidden"; NULL: omitted). Message e.g.

@@ -23,6 +23,7 @@
 #             carry (tests/gpu/prepare.sh), its rehearsal with the system's Open MPI and Lua hidden, the check
 #             flows on the CPU emulation, the benchmark report
 #   fuzz      each libFuzzer harness (tests/fuzz) for a few seconds under ASan+UBSan (tests/fuzz.sh)
+#   data      scripts/mkshard.py rewrites the shipped corpus data/tiny byte for byte (tests/data.sh)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
@@ -90,7 +91,7 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io; do
+for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done
@@ -107,6 +108,7 @@ done
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh
+. tests/data.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"
