@@ -33,13 +33,15 @@ hio_setup() {
 }
 
 # hio_shards Q D: the sharded checkpoint (as the index and as the directory) gives the single file's output
+# (also read as its directory)
 hio_shards() {
     local w=$WORK/hfio out=$WORK/hfio/s_$1_$2
     hio_build "$w/sh3" "$1,$2" "$out" && grep -q "model.safetensors.index.json (sharded)" "$out.lua" &&
         "$out/run" --weights "$w/one/model.safetensors" --input "$w/x.npy" --output "$out/y1.npy" --bytes --quiet &&
         "$out/run" --weights "$w/sh3/model.safetensors.index.json" --input "$w/x.npy" --output "$out/y3.npy" --quiet &&
         "$out/run" --weights "$w/sh3" --input "$w/x.npy" --output "$out/yd.npy" --quiet &&
-        cmp "$out/y1.npy" "$out/y3.npy" && cmp "$out/y1.npy" "$out/yd.npy" &&
+        "$out/run" --weights "$w/one/" --input "$w/x.npy" --output "$out/y1d.npy" --quiet &&
+        cmp "$out/y1.npy" "$out/y3.npy" && cmp "$out/y1.npy" "$out/yd.npy" && cmp "$out/y1.npy" "$out/y1d.npy" &&
         "$PY" -c "import numpy as np, sys; y = np.load(sys.argv[1]); sys.exit(not np.isfinite(y).all())" "$out/y1.npy"
 }
 
@@ -213,7 +215,7 @@ if wanted "hf:"; then
     rm -rf "$WORK/hfio" && mkdir -p "$WORK/hfio"
     if hio_setup >"$WORK/log" 2>&1; then
         ok "hf: reference model as one file and as 3 shards with an index"
-        check "hf: sharded: [1,1,1] from the index and from the directory, output equal byte for byte to the single file" \
+        check "hf: sharded: [1,1,1] from the index and from the directory, output equal byte for byte to the single file (file and its directory)" \
             hio_shards 1 1
         check "hf: sharded: [2,2,2] from the index and from the directory, output equal byte for byte to the single file" \
             hio_shards 2 2

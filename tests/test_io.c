@@ -1836,6 +1836,25 @@ static void test_hfout_dir(void)
         TT_CHECK(!strcmp(before, after), "the previous config.json changed");
         TT_CHECK(count_named(g_dir, "exp.") == 0 && count_named(g_dir, "exp_new") == 0, "temp left");
     }
+    TT_CASE("hfout: a temp directory a killed export left (mark not locked) is removed by the next export") {
+        char d[600], f[700];
+        snprintf(d, sizeof d, "%s.tmp.99999999", P("exp"));
+        mkdir(d, 0755);
+        snprintf(f, sizeof f, "%s/" TR_HFOUT_MARK, d);
+        TT_CHECK(write_bytes(f, "x", 1), "setup");
+        snprintf(f, sizeof f, "%s/config.json", d);
+        TT_CHECK(write_bytes(f, "{}", 2), "setup");
+        char keep[600]; /* not an export's temp: another file in it, so it is kept */
+        snprintf(keep, sizeof keep, "%s.tmp.99999998", P("exp"));
+        mkdir(keep, 0755);
+        snprintf(f, sizeof f, "%s/notes.txt", keep);
+        TT_CHECK(write_bytes(f, "x", 1), "setup");
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(access(d, F_OK) != 0, "the stale temp directory is still there");
+        TT_CHECK(access(keep, F_OK) == 0, "a directory with another file was removed");
+        rm_tree(keep);
+    }
     TT_CASE("hfout: a directory with other files, or without the mark, is refused and kept") {
         char d[600], f[700];
         snprintf(d, sizeof d, "%s", P("foreign"));
