@@ -406,13 +406,16 @@ out_free:
 
 bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_st_dtype dtype, tr_err *err)
 {
-    tr_hfout_model m;
-    bool ok = tr_hfout_model_of(&m, err); /* checked before the run; the same answer here */
+    /* every rank gathers (collective); only rank 0 asks what the model is (tr_hfout_check said so before the
+     * run, on rank 0: the other ranks' environment need not carry the test hook) and writes */
     tr_st_out *full = NULL;
-    if (ok && !tr_gather_params_full(d, H, 0, &full, err))
+    if (!tr_gather_params_full(d, H, 0, &full, err))
         return false;
-    if (d->rank == 0 && ok)
-        ok = tr_hfout_write_dir(dir, &m, full, d->nparams, dtype, err);
+    bool ok = true;
+    if (d->rank == 0) {
+        tr_hfout_model m;
+        ok = tr_hfout_model_of(&m, err) && tr_hfout_write_dir(dir, &m, full, d->nparams, dtype, err);
+    }
     tr_gather_params_free(full, d->nparams);
     int v = ok ? 1 : 0;
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);

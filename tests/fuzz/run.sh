@@ -17,12 +17,12 @@ jobs=${TESS_FUZZ_JOBS:-1}
 arts=build/fuzz/artifacts
 mkdir -p "$arts"
 status=0
-for h in ${TESS_FUZZ_HARNESSES:-json safetensors npy roundtrip spec machine}; do
+for h in ${TESS_FUZZ_HARNESSES:-json safetensors npy roundtrip spec machine stindex}; do
     bin=build/fuzz/fuzz_$h
     [ -x "$bin" ] || { echo "fuzz: $bin is not built (ninja fuzz-build)"; status=1; continue; }
     dict=""
     case $h in
-    json | safetensors) dict=-dict=tests/fuzz/json.dict ;;
+    json | safetensors | stindex) dict=-dict=tests/fuzz/json.dict ;;
     npy) dict=-dict=tests/fuzz/npy.dict ;;
     spec) dict=-dict=tests/fuzz/spec.dict ;;
     machine) dict=-dict=tests/fuzz/machine.dict ;;
