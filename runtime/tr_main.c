@@ -257,8 +257,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         return -1;
     }
     if (o->out_dtype_set && !o->weights_out && !o->grads_out && !o->hf_out) {
-        tr_fail(err, "--out-dtype sets the dtype of --weights-out, --grads-out and --hf-out; give one of them, or "
-                     "drop --out-dtype");
+        tr_fail(err, "--out-dtype sets the dtype of --weights-out and --grads-out (and --hf-out); give one of them, "
+                     "or drop --out-dtype");
         return -1;
     }
     if (o->target && !o->steps) {
