@@ -6,7 +6,7 @@
 # TESS_FUZZ_SECONDS (tests/fuzz/README.md). Where clang with libFuzzer cannot be had (not root,
 # and not installed) each harness prints "ok - ... # skip"; scripts/deps.sh --fuzz installs it.
 FUZZ_SECONDS=${TESS_FUZZ_SUITE_SECONDS:-4}
-FUZZ_HARNESSES="json safetensors npy roundtrip spec machine data"
+FUZZ_HARNESSES="json safetensors npy roundtrip spec machine data stindex"
 
 fuzz_available() {
     command -v clang >/dev/null 2>&1 &&

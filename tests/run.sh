@@ -14,6 +14,7 @@
 #             Tesseract meshes and the float64 reference, bytes against the docs/MEGATRON.md formula
 #   hf        Hugging Face in (tests/hf.sh): tessgen --from-hf on a save_pretrained directory written by
 #             the reference, run on two meshes against it; every refused config value; mixed weight names
+#             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
 #   cuda      the CUDA backend without a GPU (and one megatron spec): golden text, backend choice, the generated CUDA rank
@@ -105,6 +106,7 @@ done
 . tests/e2e.sh
 . tests/megatron.sh
 . tests/hf.sh
+. tests/hf_io.sh
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh
