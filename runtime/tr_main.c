@@ -17,6 +17,11 @@
  * output. Training stops at the first non-finite loss or gradient, naming the
  * step and the first tensor affected, and writes nothing.
  *
+ * Training steps take the learning rate of the spec's schedule (tr_sched.h), clip
+ * the gradients by their global norm when the spec asks (tr_clip.h), print one
+ * log line each, and write and resume checkpoints (tr_ckpt.h); the logic lives
+ * in those files, the loop only calls it.
+ *
  * Before any step runs, every rank checks that it runs its own class's program
  * and that every rank's program was printed for the same schedule (the
  * fingerprint): a directory mixing two generations is refused, never run.
