@@ -375,8 +375,8 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
         "eps must be > 0 and finite; use eps = 1e-8",
         "weight_decay must be >= 0 and finite; use weight_decay = 0.01 (0 turns it off)",
         "warmup is a number of steps, an integer in 0..1000000000; use warmup = 100 (0: no warmup)",
-        "decay_steps is a number of steps, an integer in 0..1000000000; use decay_steps = 10000 (0: constant lr "
-        "after the warmup)",
+        ("decay_steps is a number of steps, an integer in 0..1000000000; use decay_steps = 10000 (0: constant lr "
+         "after the warmup)"),
         "lr_min must be >= 0 and finite; use lr_min = 0 (or lr/10)",
         "clip is the largest global gradient norm, >= 0 and finite; use clip = 1.0 (0 turns clipping off)",
     };

@@ -184,6 +184,16 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
         return tr_fail(err, "%s: out of memory", path);
     built_meta(m);
     bool ok = true;
+    /* the optimizer: the build's settings are used; a difference is noted, not refused (a schedule may be
+     * extended, a rate lowered, on resume) */
+    size_t nn = 0;
+    st->note[0] = '\0';
+    for (int k = META_MODEL; k < META_MODEL + META_OPT; k++)
+        if (tr_st_metadata(f, m->key[k], w, sizeof w) && strcmp(w, m->val[k]) != 0 && nn + 1 < sizeof st->note)
+            nn += (size_t)snprintf(st->note + nn, sizeof st->note - nn, "%s%s = %s in the checkpoint, %s here",
+                                   nn ? "; " : "", m->key[k], w, m->val[k]);
+    if (!tr_st_metadata(f, "mesh", st->mesh, sizeof st->mesh))
+        st->mesh[0] = '\0';
     /* the model: every dimension named at once */
     for (int k = 0; k < META_MODEL; k++) {
         if (!tr_st_metadata(f, m->key[k], w, sizeof w))
@@ -321,11 +331,10 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float 
     unsigned long long seed = 0;
     if (ok && d->rank == 0) {
         tr_st_file f;
-        tr_ckpt_state s = {0, 0};
-        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, &s, pos, err);
+        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, st, pos, err);
         tr_st_close(&f);
-        step = s.step;
-        seed = s.seed;
+        step = st->step;
+        seed = st->seed;
     }
     int v = ok ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -364,11 +373,10 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float 
                 !isfinite(H[pr->v_offset + x]))
                 first = i;
     }
-    int all[2] = {ok ? 0 : 1, first}, red[2];
-    MPI_Allreduce(all, red, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD); /* any rank failed */
-    int firsts = first;
+    int failed = ok ? 0 : 1, anyfailed = 0, firsts = first;
+    MPI_Allreduce(&failed, &anyfailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&first, &firsts, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (red[0]) {
+    if (anyfailed) {
         if (!ok)
             fprintf(stderr, "rank %d: %s\n", d->rank, e.msg);
         if (d->rank == 0)

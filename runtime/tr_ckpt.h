@@ -45,6 +45,8 @@ bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long
 typedef struct tr_ckpt_state {
     long long step; /* AdamW steps done */
     uint64_t seed;  /* the --seed of the run that wrote it */
+    char mesh[64];  /* the mesh that wrote it ("[2,2,1]"), for a note when it differs (--reshard) */
+    char note[512]; /* the optimizer settings that differ from the build's, "" when none */
 } tr_ckpt_state;
 
 /* Collective: validate path on rank 0 (reshard: accept a checkpoint of another mesh), then load this

@@ -801,17 +801,24 @@ static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *s
                     st->step, o->steps);
         return false;
     }
-    if (d->rank == 0 && !o->quiet)
-        printf("resumed from %s after step %lld (seed %llu%s)\n", o->resume, st->step,
+    if (d->rank == 0 && !o->quiet) {
+        printf("resumed from %s after step %lld (seed %llu%s%s%s)\n", o->resume, st->step,
                (unsigned long long)(o->seed_set ? o->seed : st->seed),
-               o->seed_set && o->seed != st->seed ? ", from --seed: the checkpoint's run used another" : "");
+               o->seed_set && o->seed != st->seed ? ", from --seed: the checkpoint's run used another" : "",
+               strcmp(st->mesh, tr_mesh_text()) != 0 ? "; re-sharded from mesh " : "",
+               strcmp(st->mesh, tr_mesh_text()) != 0 ? st->mesh : "");
+        if (st->note[0])
+            printf("note: this build's optimizer settings differ from the checkpoint's, and are used: %s\n",
+                   st->note);
+    }
     if (!o->seed_set)
         o->seed = st->seed;
     return true;
 }
 
-/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write. */
-static bool write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step)
+/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write. Returns
+ * 0, 1 (not written) or 5 (non-finite weights: diverged, not written). */
+static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step)
 {
     const tr_rank_desc *d = c->desc;
     tr_err err = {{0}};
@@ -824,15 +831,15 @@ static bool write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float 
         tr_backend_download(c, H + p->v_offset, A + p->v_offset, n);
     }
     if (!weights_out_finite(d, H))
-        return false;
+        return 5;
     if (!tr_ckpt_write(d, H, o->checkpoint_out, step, o->seed, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
-        return false;
+        return 1;
     }
     if (d->rank == 0 && !o->quiet)
         printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
-    return true;
+    return 0;
 }
 
 static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
@@ -954,7 +961,7 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    tr_ckpt_state resumed = {0, o.seed}; /* steps done before this run */
+    tr_ckpt_state resumed = {.step = 0, .seed = o.seed}; /* steps done before this run */
     if (o.resume && !resume(d, &o, H, &resumed)) {
         rc = 1;
         goto out;
@@ -1065,11 +1072,10 @@ int main(int argc, char **argv)
                 printf(" tok/s %.1f\n", (double)tr_model.batch * tr_model.seq / dt);
                 fflush(stdout);
             }
-            if (o.checkpoint_every && k % o.checkpoint_every == 0 && k < step0 + o.steps &&
-                !write_checkpoint(&ctx, &o, H, A, k)) { /* the last step's is written after the run */
+            if (o.checkpoint_every && k % o.checkpoint_every == 0 && k < step0 + o.steps && /* the last: after */
+                (rc = write_checkpoint(&ctx, &o, H, A, k)) != 0) {
                 free(reps);
                 free(th);
-                rc = 1;
                 goto out;
             }
         }
@@ -1151,8 +1157,10 @@ int main(int argc, char **argv)
                    outs[k].kind != 0 && o.out_dtype == TR_ST_BF16 ? ", BF16" : "");
         }
     }
-    if (o.checkpoint_out && !write_checkpoint(&ctx, &o, H, A, step0 + o.steps))
-        rc = 1;
+    if (o.checkpoint_out) {
+        int crc = write_checkpoint(&ctx, &o, H, A, step0 + o.steps);
+        rc = rc ? rc : crc;
+    }
     if (o.replica_check) {
         const char *perturb = getenv("TESS_TEST_PERTURB_REPLICA"); /* test hook: proves the check can fail */
         if (perturb && atoi(perturb) == rank && d->nparams > 0)
