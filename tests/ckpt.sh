@@ -188,3 +188,42 @@ ck_asan() {
 if [ -f "$WORK/ck_flip.st" ]; then
     check "ckpt: ASan+UBSan build: --checkpoint-every, --resume and a refused checkpoint run clean" ck_asan
 fi
+
+# the CUDA backend's host code under the CPU emulation of its streams (tests/cuda/emu.cc), [2,2,1] with the
+# schedule and clipping: each step's lr printed alike, loss and norm within 1e-6 of the CPU program (measured
+# 2e-8: the emulated kernels round like the CPU ones but sum in other orders), replicas identical, and
+# 3 + checkpoint + resume 3 bitwise equal to 6 steps (the moments and weights come back from the run arena)
+ck_cuda_emu() {
+    local dir="$WORK/ck_cu" np=4 flags="--oversubscribe --bind-to none"
+    [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
+    sched_spec 2 1 | sed 's/name = "sched_q2_d1"/name = "ck_cu", backends = { "cpu", "cuda" }/' >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH TESS_BACKENDS=cpu,cuda bin/tessgen "$dir.lua" -o "$dir" --quiet &&
+        tests/cuda/emu_build.sh "$dir" emu model-emu >/dev/null || return 1
+    local run="mpirun $flags -np $np $dir/bin/model-emu"
+    # shellcheck disable=SC2086
+    TESS_EMU_ORDER=comm $run --weights "$WORK/w.safetensors" "${CK_DATA[@]}" --steps 6 --replica-check \
+        --weights-out "$dir.w6.st" >"$dir.a.out" &&
+        TESS_EMU_ORDER=comm $run --weights "$WORK/w.safetensors" "${CK_DATA[@]}" --steps 3 \
+            --checkpoint-out "$dir.ck3.st" >"$dir.b.out" &&
+        TESS_EMU_ORDER=comm $run --resume "$dir.ck3.st" "${CK_DATA[@]}" --steps 3 --weights-out "$dir.w6r.st" \
+            >"$dir.c.out" || return 1
+    cat "$dir.a.out" "$dir.c.out"
+    grep -q "bitwise identical" "$dir.a.out" || return 1
+    cmp "$dir.w6.st" "$dir.w6r.st" || { echo "the resumed emulated run differs"; return 1; }
+    { ck_steps "$dir.b.out"; ck_steps "$dir.c.out"; } | diff <(ck_steps "$dir.a.out") - || return 1
+    "$PY" - "$dir.a.out" "$WORK/ck_2_1.a.out" <<'PYEOF'
+import sys
+def parse(f):
+    return [dict(zip(l.split()[0::2], l.split()[1::2])) for l in open(f) if l.startswith("step ")]
+emu, cpu = parse(sys.argv[1]), parse(sys.argv[2])
+ok = len(emu) == len(cpu) == 6
+for e, c in zip(emu, cpu):
+    rel = {f: abs(float(e[f]) - float(c[f])) / abs(float(c[f])) for f in ("loss", "norm")}
+    print("step %s: lr %s / %s, loss rel %.1e, norm rel %.1e" % (e["step"], e["lr"], c["lr"], rel["loss"], rel["norm"]))
+    ok = ok and e["lr"] == c["lr"] and max(rel.values()) <= 1e-6
+sys.exit(0 if ok else 1)
+PYEOF
+}
+if [ -f "$WORK/ck_2_1.a.out" ] && command -v mpicxx >/dev/null; then
+    check "ckpt: CUDA emulation [2,2,1]: schedule and clipping as the CPU program's (1e-6), resume bitwise" ck_cuda_emu
+fi
