@@ -166,6 +166,17 @@ bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long
 
 /* ---- resuming ---- */
 
+/* The metadata value of key as a decimal integer >= 0 (digits only). */
+static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *out)
+{
+    char v[META_VAL], *end;
+    if (!tr_st_metadata(f, key, v, sizeof v) || v[0] < '0' || v[0] > '9')
+        return false;
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
 /* Rank 0: the checks on the open file f, in the order a user fixes them. */
 static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, tr_ckpt_state *st,
                        char *pos, tr_err *err)
@@ -226,16 +237,14 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
     if (!ok)
         return false;
     /* step, seed, data position */
-    char *end;
-    if (!tr_st_metadata(f, "step", w, sizeof w) || (errno = 0, st->step = strtoll(w, &end, 10), errno) || *end ||
-        !w[0] || st->step < 0 || st->step > INT_MAX)
+    unsigned long long step, seed;
+    if (!meta_uint(f, "step", &step) || step > INT_MAX)
         return tr_fail(err, "%s: the checkpoint's \"step\" is missing or not an integer in 0..%d: corrupt "
                             "checkpoint", path, INT_MAX);
-    unsigned long long sd;
-    if (!tr_st_metadata(f, "seed", w, sizeof w) || (errno = 0, sd = strtoull(w, &end, 10), errno) || *end ||
-        !w[0] || w[0] == '-')
+    if (!meta_uint(f, "seed", &seed))
         return tr_fail(err, "%s: the checkpoint's \"seed\" is missing or not an integer: corrupt checkpoint", path);
-    st->seed = sd;
+    st->step = (long long)step;
+    st->seed = seed;
     if (!tr_st_metadata(f, "data_pos", pos, TR_CKPT_DATA_POS_CAP))
         return tr_fail(err, "%s: the checkpoint's \"data_pos\" is missing or longer than %d bytes: corrupt "
                             "checkpoint", path, TR_CKPT_DATA_POS_CAP - 1);

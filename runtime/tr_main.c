@@ -262,9 +262,9 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         return -1;
     }
     if (!tr_model.mode && (o->resume || o->checkpoint_out || o->checkpoint_every || o->reshard)) {
-        tr_fail(err, "--resume, --reshard, --checkpoint-out and --checkpoint-every need a training program (a checkpoint "
-                     "holds the AdamW moments): this one was generated with mode = \"infer\"; to run trained weights, "
-                     "pass them with --weights");
+        tr_fail(err, "--resume, --reshard, --checkpoint-out and --checkpoint-every need a training program (a "
+                     "checkpoint holds the AdamW moments): this one was generated with mode = \"infer\"; to run "
+                     "trained weights, pass them with --weights");
         return -1;
     }
     if (o->resume && o->weights) {

@@ -10,8 +10,10 @@
 #               resume within 1e-4 relative (the cross-mesh tolerance of tests/train.sh: float32 sums in
 #               other orders)
 #   refusals    another model's checkpoint, a truncated one, one with a flipped data bit, one without a
-#               moment tensor, a weights file, another mesh without --reshard, --resume with --weights:
+#               moment tensor, one whose step is not a number, a weights file, another mesh without --reshard,
+#               --resume with --weights:
 #               each refused with its message, and the output files given are left as they were
+#   asan, cuda  the sanitizer build of [2,2,1] on checkpoints; the CUDA host code under the CPU emulation
 CK_MESHES=${TESS_CKPT_MESHES:-$SC_MESHES}
 CK_DATA=(--input "$WORK/x.npy" --target "$WORK/sc_target.npy")
 
@@ -169,6 +171,9 @@ if [ -f "$WORK/ck_2_1.ck3.st" ] && [ -f "$WORK/ck_2_1.ck6.st" ]; then
     check "ckpt: a [2,2,1] checkpoint on [1,1,2] without --reshard is refused naming both meshes; outputs untouched" \
         ck_refused_on_1_1_2 1 "ck_2_1.ck3.st: the checkpoint was written on mesh [2,2,1] (rank strides i,j,k = 2,1,4), this program runs mesh [1,1,2]" \
         --resume "$CK"
+    "$PY" tests/ref/mkbad.py meta "$CK" "$WORK/ck_step.st" step 3x
+    check "ckpt: a checkpoint whose step is not an integer is refused; outputs untouched" \
+        ck_refused 1 "ck_step.st: the checkpoint's \"step\" is missing or not an integer" --resume "$WORK/ck_step.st"
     check "ckpt: --resume with --weights is refused (exit 2); outputs untouched" \
         ck_refused 2 "--resume and --weights exclude each other" --resume "$CK" --weights "$WORK/w.safetensors"
 fi
