@@ -258,7 +258,16 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     VAR("BETA1", "%.17g", pl->spec.opt.beta1);
     VAR("BETA2", "%.17g", pl->spec.opt.beta2);
     VAR("ADAM_EPS", "%.17g", pl->spec.opt.eps);
-    VAR("WD", "%.17g", pl->spec.opt.weight_decay);
+    /* the schedule and clipping fields follow weight_decay only when the spec sets them (the others are 0 in
+     * tr_model, their defaults), so model.c of every other spec is what it was */
+    const tg_adamw *op = &pl->spec.opt;
+    char wd[300];
+    int wn = snprintf(wd, sizeof wd, "%.17g", op->weight_decay);
+    if (op->warmup || op->decay_steps || op->lr_min != 0 || op->clip != 0)
+        snprintf(wd + wn, sizeof wd - (size_t)wn,
+                 ",\n    .warmup = %lld, .decay_steps = %lld, .lr_min = %.17g, /* lr schedule */\n    .clip = %.17g",
+                 op->warmup, op->decay_steps, op->lr_min, op->clip);
+    vars[n++] = (tg_tvar){"WD", wd};
     VAR("FINGERPRINT", "%s", pl->fingerprint);
     VAR("NCLASSES", "%d", tg_plan_nclasses(pl));
     VAR("PLACEMENT", "%s", tg_placement_name(pl->mesh.placement));

@@ -58,6 +58,14 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
     real(fp, s->opt.beta2);
     real(fp, s->opt.eps);
     real(fp, s->opt.weight_decay);
+    /* the schedule and clipping only when a spec sets them, so other fingerprints are what they were */
+    if (s->opt.warmup || s->opt.decay_steps || s->opt.lr_min != 0 || s->opt.clip != 0) {
+        str(fp, "schedule");
+        num(fp, s->opt.warmup);
+        num(fp, s->opt.decay_steps);
+        real(fp, s->opt.lr_min);
+        real(fp, s->opt.clip);
+    }
 }
 
 void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)

@@ -55,7 +55,7 @@ enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_COUNT };
-enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_COUNT };
+enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_COUNT };
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
 static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer"};
@@ -64,7 +64,7 @@ static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
-    {"lr", "beta1", "beta2", "eps", "weight_decay"},
+    {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
 };
 static const tg_lval_schema schema = {LVL_COUNT, level_prefix, level_table, level_nkeys, level_keys, false};
 
@@ -363,53 +363,73 @@ static void check_mode(spec_ctx *c, tg_spec *s)
             "backward and AdamW)", shown);
 }
 
-/* optimizer = { lr, beta1, beta2, eps, weight_decay }: AdamW, every key optional. */
+/* optimizer = { lr, beta1, beta2, eps, weight_decay, warmup, decay_steps, lr_min, clip }: AdamW, its
+ * learning-rate schedule and gradient clipping, every key optional. */
 static void check_optimizer(spec_ctx *c, tg_spec *s)
 {
-    static const double defaults[OPT_COUNT] = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+    static const double defaults[OPT_COUNT] = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0, 0};
     static const char *const rule[OPT_COUNT] = {
         "the learning rate must be > 0 and finite; use lr = 1e-3",
         "beta1 must be >= 0 and < 1; use beta1 = 0.9",
         "beta2 must be >= 0 and < 1; use beta2 = 0.999",
         "eps must be > 0 and finite; use eps = 1e-8",
         "weight_decay must be >= 0 and finite; use weight_decay = 0.01 (0 turns it off)",
+        "warmup is a number of steps, an integer in 0..1000000000; use warmup = 100 (0: no warmup)",
+        ("decay_steps is a number of steps, an integer in 0..1000000000; use decay_steps = 10000 (0: constant lr "
+         "after the warmup)"),
+        "lr_min must be >= 0 and finite; use lr_min = 0 (or lr/10)",
+        "clip is the largest global gradient norm, >= 0 and finite; use clip = 1.0 (0 turns clipping off)",
     };
-    double *dst[OPT_COUNT] = {&s->opt.lr, &s->opt.beta1, &s->opt.beta2, &s->opt.eps, &s->opt.weight_decay};
+    double val[OPT_COUNT];
     for (int k = 0; k < OPT_COUNT; k++)
-        *dst[k] = defaults[k];
+        val[k] = defaults[k];
     const tg_lval *t = &c->val[LVL_TOP][TOP_OPT];
     char shown[256];
-    if (t->type == LUA_TNONE)
-        return;
-    if (t->type != LUA_TTABLE) {
+    if (t->type == LUA_TTABLE) {
+        for (int k = 0; k < OPT_COUNT; k++) {
+            const tg_lval *v = &c->val[LVL_OPT][k];
+            if (v->type == LUA_TNONE)
+                continue;
+            if (v->type != LUA_TNUMBER) {
+                tg_lval_describe(shown, sizeof shown, v);
+                fail(c, "optimizer.%s must be a number, got %s", level_keys[LVL_OPT][k], shown);
+                continue;
+            }
+            double x = tg_lval_num(v);
+            bool ok = isfinite(x);
+            if (k == OPT_LR || k == OPT_EPS)
+                ok = ok && x > 0;
+            else if (k == OPT_WD || k == OPT_LR_MIN || k == OPT_CLIP)
+                ok = ok && x >= 0;
+            else if (k == OPT_WARMUP || k == OPT_DECAY)
+                ok = ok && x >= 0 && x <= 1e9 && floor(x) == x;
+            else
+                ok = ok && x >= 0 && x < 1;
+            if (!ok) {
+                tg_lval_show_number(shown, sizeof shown, v);
+                fail(c, "optimizer.%s = %s is out of range: %s", level_keys[LVL_OPT][k], shown, rule[k]);
+                continue;
+            }
+            val[k] = x;
+        }
+        const tg_lval *vmin = &c->val[LVL_OPT][OPT_LR_MIN];
+        if (val[OPT_LR_MIN] > val[OPT_LR]) {
+            tg_lval_show_number(shown, sizeof shown, vmin);
+            fail(c, "optimizer.lr_min = %s is larger than optimizer.lr = %.17g: the cosine decays from lr down to "
+                    "lr_min; use lr_min <= lr (e.g. lr_min = lr/10)", shown, val[OPT_LR]);
+        } else if (vmin->type != LUA_TNONE && val[OPT_DECAY] == 0) {
+            tg_lval_show_number(shown, sizeof shown, vmin);
+            fail(c, "optimizer.lr_min = %s has no effect without optimizer.decay_steps: lr stays constant after the "
+                    "warmup; add decay_steps = <steps of the cosine decay>, or drop lr_min", shown);
+        }
+    } else if (t->type != LUA_TNONE) {
         tg_lval_describe(shown, sizeof shown, t);
         fail(c, "optimizer must be a table such as { lr = 1e-3, weight_decay = 0.01 }, got %s", shown);
-        return;
     }
-    for (int k = 0; k < OPT_COUNT; k++) {
-        const tg_lval *v = &c->val[LVL_OPT][k];
-        if (v->type == LUA_TNONE)
-            continue;
-        if (v->type != LUA_TNUMBER) {
-            tg_lval_describe(shown, sizeof shown, v);
-            fail(c, "optimizer.%s must be a number, got %s", level_keys[LVL_OPT][k], shown);
-            continue;
-        }
-        double x = tg_lval_num(v);
-        bool ok = isfinite(x);
-        if (k == OPT_LR || k == OPT_EPS)
-            ok = ok && x > 0;
-        else if (k == OPT_WD)
-            ok = ok && x >= 0;
-        else
-            ok = ok && x >= 0 && x < 1;
-        if (!ok) {
-            tg_lval_show_number(shown, sizeof shown, v);
-            fail(c, "optimizer.%s = %s is out of range: %s", level_keys[LVL_OPT][k], shown, rule[k]);
-            continue;
-        }
-        *dst[k] = x;
-    }
+    s->opt = (tg_adamw){.lr = val[OPT_LR], .beta1 = val[OPT_BETA1], .beta2 = val[OPT_BETA2], .eps = val[OPT_EPS],
+                        .weight_decay = val[OPT_WD], .warmup = (long long)val[OPT_WARMUP],
+                        .decay_steps = (long long)val[OPT_DECAY], .lr_min = val[OPT_LR_MIN],
+                        .clip = val[OPT_CLIP]};
 }
 
 /* memory_gib = 80: the memory of one rank (GPU or process), in GiB; every rank's arena must fit in it. */

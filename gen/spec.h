@@ -17,7 +17,8 @@
  *               seq = 16, batch = 4, eps = 1e-5 },   -- eps optional (default 1e-5)
  *     dtype = "fp32",                      -- optional, default "fp32"
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
- *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+ *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
+ *                   warmup = 0, decay_steps = 0, lr_min = 0, clip = 0 },  -- every key optional
  *     backends = { "cpu", "cuda" },        -- optional; default: TESS_BACKENDS, else cpu (+ cuda if nvcc found)
  *     memory_gib = 80,                     -- optional; the memory of one rank: every arena must fit
  *   }
@@ -36,9 +37,14 @@ typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
 /* Backends to emit (spec key backends), as bits; "cpu" is always among them when the key is given. */
 enum { TG_BACKEND_CPU = 1, TG_BACKEND_CUDA = 2 };
 
-/* AdamW hyperparameters (spec key optimizer = {...}); weight decay applies to 2-D weights only. */
+/* AdamW hyperparameters (spec key optimizer = {...}); weight decay applies to 2-D weights only. The
+ * learning-rate schedule and clipping (docs/TRAINING.md): warmup steps of linear warmup, then a cosine
+ * from lr to lr_min over decay_steps (0: constant lr); clip the largest global gradient norm (0: off). */
 typedef struct tg_adamw {
     double lr, beta1, beta2, eps, weight_decay;
+    long long warmup, decay_steps; /* steps, >= 0; default 0 */
+    double lr_min;                 /* 0 <= lr_min <= lr; default 0 */
+    double clip;                   /* >= 0; default 0 (off) */
 } tg_adamw;
 
 typedef struct tg_spec {

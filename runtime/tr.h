@@ -112,6 +112,10 @@ typedef struct tr_model_desc {
     double eps;
     int mode;                                   /* 0 inference, 1 training */
     double lr, beta1, beta2, adam_eps, weight_decay; /* AdamW, training only */
+    /* the learning-rate schedule (tr_sched.h) and gradient clipping (tr_clip.h): 0 = off, the default; model.c
+     * sets them only when the spec does */
+    long long warmup, decay_steps;
+    double lr_min, clip;
 } tr_model_desc;
 
 /* What differs between the ranks of one class: the rank, its depth, where its block of the residual stream
@@ -202,7 +206,8 @@ void tr_ln_bwd_apply(struct tr_ctx *c, const float *dy, const float *x, const fl
  * [seq, seq] are scratch. */
 void tr_attention_bwd(struct tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
                       float *dscores, int nseq, int seq, int heads, int hdim);
-/* One AdamW step (step number c->opt_step, from 1) on n elements; decay: apply weight decay. */
+/* One AdamW step (step number c->opt_step, from 1, learning rate c->lr: the schedule's for the step) on n
+ * elements; decay: apply weight decay. */
 void tr_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay);
 
 #endif

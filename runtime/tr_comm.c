@@ -51,6 +51,7 @@ bool tr_ctx_init(tr_ctx *c, const tr_rank_desc *desc, tr_err *err)
 {
     memset(c, 0, sizeof *c);
     c->desc = desc;
+    c->lr = tr_model.lr;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     for (int g = 0; g < TR_NGROUPS; g++) {
         int rc = MPI_Comm_split(MPI_COMM_WORLD, desc->color[g], desc->key[g], &c->comm[g]);

@@ -103,9 +103,25 @@ static long long shard_elems(const tr_rank_desc *d)
     return n;
 }
 
-bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_st_out **full_out, tr_err *err)
+/* The arena offset of pr's `which` array (TR_GATHER_*). */
+static long long which_offset(const tr_param *pr, int which)
 {
-    *full_out = NULL;
+    return which == TR_GATHER_GRADS ? pr->grad_offset
+           : which == TR_GATHER_ADAM_M ? pr->m_offset
+           : which == TR_GATHER_ADAM_V ? pr->v_offset
+                                       : pr->offset;
+}
+
+void tr_gather_full_free(const tr_rank_desc *d, float **full)
+{
+    if (full)
+        for (int i = 0; i < d->nparams; i++)
+            free(full[i]);
+    free(full);
+}
+
+bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***out, tr_err *err)
+{
     int rank = d->rank, p = tr_model.p;
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
     /* where each rank's pieces go: its row and depth, then per parameter its pieces and whether its copy is the
@@ -114,8 +130,10 @@ bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_
     int nmeta = 2 + META_PER * d->nparams, *meta = malloc((size_t)nmeta * sizeof *meta), *metas = NULL;
     float *mine = malloc((size_t)n * sizeof *mine), *all = NULL;
     float **full = NULL;
-    tr_st_out *outs = NULL;
+    *out = NULL;
     bool ok = mine != NULL && meta != NULL;
+    for (int i = 0; ok && i < d->nparams; i++)
+        ok = which_offset(&d->params[i], which) >= 0; /* moments exist in training programs only */
     if (ok) {
         memset(meta, 0, (size_t)nmeta * sizeof *meta);
         meta[0] = d->i;
@@ -136,8 +154,8 @@ bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_
         long long o = 0;
         for (int i = 0; i < d->nparams; i++) {
             const tr_param *pr = &d->params[i];
-            long long off = grads ? pr->grad_offset : pr->offset, e = (long long)pr->rows * pr->cols;
-            memcpy(mine + o, H + off, (size_t)e * sizeof *mine);
+            long long e = (long long)pr->rows * pr->cols;
+            memcpy(mine + o, H + which_offset(pr, which), (size_t)e * sizeof *mine);
             o += e;
         }
     }
@@ -145,8 +163,7 @@ bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_
         all = malloc((size_t)n * (size_t)p * sizeof *all);
         metas = malloc((size_t)nmeta * (size_t)p * sizeof *metas);
         full = calloc((size_t)d->nparams, sizeof *full);
-        outs = calloc((size_t)d->nparams, sizeof *outs);
-        ok = all && metas && full && outs;
+        ok = all && metas && full;
         for (int i = 0; ok && i < d->nparams; i++) {
             const tr_param *pr = &d->params[i];
             long long e = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
@@ -156,10 +173,7 @@ bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_
                 full[i][k] = NAN;
         }
     }
-    if (!all_ok_world(ok)) {
-        /* fall through to cleanup */
-        ok = false;
-    }
+    ok = all_ok_world(ok);
     if (ok) {
         MPI_Gather(meta, nmeta, MPI_INT, metas, nmeta, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -182,26 +196,13 @@ bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_
                     o += (long long)pr->rows * pr->cols;
                 }
             }
-            for (int i = 0; i < d->nparams; i++) {
-                const tr_param *pr = &d->params[i];
-                outs[i].name = pr->name;
-                outs[i].ndim = pr->ndim;
-                outs[i].shape[0] = pr->full[0];
-                outs[i].shape[1] = pr->full[1];
-                outs[i].data = full[i];
-                full[i] = NULL; /* owned by outs now */
-            }
-            *full_out = outs;
-            outs = NULL;
+            *out = full;
+            full = NULL;
         }
-    } else if (rank == 0) {
+    } else {
         tr_fail(err, "out of memory gathering the parameters on rank 0");
     }
-    if (full)
-        for (int i = 0; i < d->nparams; i++)
-            free(full[i]);
-    free(full);
-    free(outs);
+    tr_gather_full_free(d, full);
     free(all);
     free(mine);
     free(meta);
@@ -209,36 +210,42 @@ bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_
     return ok;
 }
 
-void tr_gather_params_free(tr_st_out *full, int n)
-{
-    for (int i = 0; full && i < n; i++)
-        free((void *)full[i].data);
-    free(full);
-}
-
 bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
                       tr_err *err)
 {
-    tr_st_out *full = NULL;
-    if (!tr_gather_params_full(d, H, grads, &full, err)) {
+    float **full = NULL;
+    tr_err e = {{0}};
+    if (!tr_gather_full(d, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &full, &e)) {
         if (d->rank == 0)
-            tr_fail(err, "%s: nothing written", path);
+            tr_fail(err, "%s: %s", path, e.msg);
         return false;
     }
     bool ok = true;
     if (d->rank == 0) {
+        tr_st_out *outs = calloc((size_t)(d->nparams > 0 ? d->nparams : 1), sizeof *outs);
         long long bad = 0, total = 0;
         for (int i = 0; i < d->nparams; i++) {
-            long long e = full[i].ndim == 1 ? full[i].shape[0] : full[i].shape[0] * full[i].shape[1];
-            for (long long k = 0; k < e; k++)
-                bad += !isfinite(full[i].data[k]);
-            total += e;
+            const tr_param *pr = &d->params[i];
+            long long n = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+            for (long long k = 0; k < n; k++)
+                bad += !isfinite(full[i][k]);
+            total += n;
         }
         if (bad)
             fprintf(stderr, "warning: %s has %lld non-finite values of %lld\n", path, bad, total);
-        ok = tr_st_write_atomic_as(path, full, d->nparams, dtype, err);
-        tr_gather_params_free(full, d->nparams);
+        if (!outs) {
+            ok = tr_fail(err, "%s: out of memory", path);
+        } else {
+            for (int i = 0; i < d->nparams; i++) {
+                const tr_param *pr = &d->params[i];
+                outs[i] = (tr_st_out){.name = pr->name, .ndim = pr->ndim, .shape = {pr->full[0], pr->full[1]},
+                                      .data = full[i]};
+            }
+            ok = tr_st_write_atomic_as(path, outs, d->nparams, dtype, err);
+        }
+        free(outs);
     }
+    tr_gather_full_free(d, full);
     return root_ok(ok);
 }
 

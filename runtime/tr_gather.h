@@ -22,11 +22,15 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
 bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
                       tr_err *err);
 
-/* The gather of tr_gather_params without the file: on rank 0, *full gets d->nparams tensors (names, shapes and
- * the canonical copy's values, malloc'ed; free with tr_gather_params_free), NULL on the other ranks. Collective;
- * false on every rank (message on rank 0) when rank 0 runs out of memory. */
-bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_st_out **full, tr_err *err);
-void tr_gather_params_free(tr_st_out *full, int n);
+/* Which per-parameter array of the arena tr_gather_full gathers. */
+enum { TR_GATHER_WEIGHTS = 0, TR_GATHER_GRADS = 1, TR_GATHER_ADAM_M = 2, TR_GATHER_ADAM_V = 3 };
+
+/* Collective: the full tensors of every parameter's `which` array in the host arena H, from the canonical
+ * copies (as tr_gather_params writes them). On rank 0 *full gets d->nparams malloc'd arrays, [full[0]] or
+ * [full[0], full[1]] row-major each, to free with tr_gather_full_free; elsewhere NULL. False on every rank
+ * when rank 0 runs out of memory (or a training array is asked of an inference program). */
+bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***full, tr_err *err);
+void tr_gather_full_free(const tr_rank_desc *d, float **full);
 
 /* Compare every parameter shard bitwise with the same block on member 0 of its replica group
  * (dep(i,j) for matrices, coldep(j) for vectors). Returns the number of mismatching shards over

@@ -9,7 +9,7 @@
  * writes; the LM head is tied to wte, so no lm_head.weight. config.json is
  * printed from tr_model through tr_hfout_model_of, the one place that knows
  * where the vocabulary and the positions come from. The gather is
- * tr_gather_params_full's (the canonical copy of each shard, as --weights-out);
+ * tr_gather_full's (the canonical copy of each shard, as --weights-out);
  * only rank 0 touches the file system.
  *
  * The directory is built as DIR.tmp.<pid> beside DIR: the mark first (created
@@ -408,15 +408,26 @@ bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_s
 {
     /* every rank gathers (collective); only rank 0 asks what the model is (tr_hfout_check said so before the
      * run, on rank 0: the other ranks' environment need not carry the test hook) and writes */
-    tr_st_out *full = NULL;
-    if (!tr_gather_params_full(d, H, 0, &full, err))
+    float **full = NULL;
+    if (!tr_gather_full(d, H, TR_GATHER_WEIGHTS, &full, err))
         return false;
     bool ok = true;
     if (d->rank == 0) {
+        tr_st_out *outs = calloc((size_t)(d->nparams > 0 ? d->nparams : 1), sizeof *outs);
         tr_hfout_model m;
-        ok = tr_hfout_model_of(&m, err) && tr_hfout_write_dir(dir, &m, full, d->nparams, dtype, err);
+        if (!outs) {
+            ok = tr_fail(err, "--hf-out %s: out of memory", dir);
+        } else {
+            for (int i = 0; i < d->nparams; i++) {
+                const tr_param *pr = &d->params[i];
+                outs[i] = (tr_st_out){.name = pr->name, .ndim = pr->ndim, .shape = {pr->full[0], pr->full[1]},
+                                      .data = full[i]};
+            }
+            ok = tr_hfout_model_of(&m, err) && tr_hfout_write_dir(dir, &m, outs, d->nparams, dtype, err);
+        }
+        free(outs);
     }
-    tr_gather_params_free(full, d->nparams);
+    tr_gather_full_free(d, full);
     int v = ok ? 1 : 0;
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return v == 1;

@@ -170,7 +170,7 @@ void tr_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, in
 {
     TIMED_BEGIN;
     const tr_model_desc *md = &tr_model;
-    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)md->lr, eps = (float)md->adam_eps;
+    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
     float wd = decay ? (float)md->weight_decay : 0.0f;
     float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
     for (int e = 0; e < n; e++) {

@@ -17,6 +17,11 @@
  * output. Training stops at the first non-finite loss or gradient, naming the
  * step and the first tensor affected, and writes nothing.
  *
+ * Training steps take the learning rate of the spec's schedule (tr_sched.h), clip
+ * the gradients by their global norm when the spec asks (tr_clip.h), print one
+ * log line each, and write and resume checkpoints (tr_ckpt.h); the logic lives
+ * in those files, the loop only calls it.
+ *
  * Before any step runs, every rank checks that it runs its own class's program
  * and that every rank's program was printed for the same schedule (the
  * fingerprint): a directory mixing two generations is refused, never run.
@@ -35,12 +40,15 @@
 #include <string.h>
 
 #include "tr_backend.h"
+#include "tr_ckpt.h"
+#include "tr_clip.h"
 #include "tr_ctx.h"
 #include "tr_gather.h"
 #include "tr_hfnames.h"
 #include "tr_hfout.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
+#include "tr_sched.h"
 #include "tr_stset.h"
 #include "tr_synth.h"
 #include "tr_trace.h"
@@ -60,6 +68,10 @@ typedef struct tr_opts {
     const char *trace; /* --trace FILE (tr_trace.c) */
     const char *hf_out; /* --hf-out DIR (tr_hfout.c) */
     int stats;         /* --stats (tr_trace.c) */
+    int seed_set;      /* --seed was given (else a resumed run takes the checkpoint's) */
+    const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
+    int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
+    int reshard;                         /* --reshard: resume a checkpoint of another mesh */
 } tr_opts;
 
 static void usage(FILE *f, const char *prog)
@@ -69,7 +81,7 @@ static void usage(FILE *f, const char *prog)
             "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
             "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
             "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
-            "          [--out-dtype f32|bf16]\n"
+            "          [--out-dtype f32|bf16] [--checkpoint-out C] [--checkpoint-every N] [--resume C [--reshard]]\n"
             "   every program: [--hf-out DIR]\n"
             "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
             "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened\n"
@@ -101,13 +113,18 @@ static void usage(FILE *f, const char *prog)
             "                model.safetensors (transformer.* names, F32 or --out-dtype), atomically; needs\n"
             "                the whole model (spec keys model.vocab and model.positions)\n"
             "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
-            "  --timing      with --steps: median time per training step and per step kind\n",
+            "  --timing      with --steps: median time per training step and per step kind\n"
+            "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
+            "  --checkpoint-every N  with --steps: also write it every N steps (each write replaces the last)\n"
+            "  --resume C    continue from checkpoint C: weights, moments and the step counter (not with --weights)\n"
+            "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n",
             prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
             tr_model.seq, tr_model.hidden);
 }
 
 /* The option of each output path, in the order check_outputs and parse_args list them. */
-static const char *const out_option[5] = {"--output", "--trace", "--weights-out", "--grads-out", "--dx-out"};
+static const char *const out_option[6] = {"--output",    "--trace",  "--weights-out",
+                                          "--grads-out", "--dx-out", "--checkpoint-out"};
 
 /* A file name given to option opt: refuse one that looks like an option ("run --output --quiet"
  * would otherwise write a file named --quiet and run without --quiet). */
@@ -173,6 +190,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             if (!file_value_ok(s, val, err))
                 return -1;
             o->hf_out = argv[++a];
+        } else if (!strcmp(s, "--reshard")) {
+            o->reshard = 1;
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
         } else if (!strcmp(s, "--timing")) {
@@ -191,12 +210,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         } else if (!strcmp(s, "--weights") || !strcmp(s, "--input") || !strcmp(s, "--output") ||
                    !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--dy") ||
                    !strcmp(s, "--dx-out") || !strcmp(s, "--grads-out") || !strcmp(s, "--target") ||
-                   !strcmp(s, "--weights-out") || !strcmp(s, "--steps")) {
+                   !strcmp(s, "--weights-out") || !strcmp(s, "--steps") || !strcmp(s, "--checkpoint-out") ||
+                   !strcmp(s, "--checkpoint-every") || !strcmp(s, "--resume")) {
             if (!val) {
                 tr_fail(err, "%s needs a value (see --help)", s);
                 return -1;
             }
-            bool numeric = !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--steps");
+            bool numeric = !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--steps") ||
+                           !strcmp(s, "--checkpoint-every");
             if (!numeric && !file_value_ok(s, val, err))
                 return -1;
             a++;
@@ -216,6 +237,10 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 o->target = val;
             else if (!strcmp(s, "--weights-out"))
                 o->weights_out = val;
+            else if (!strcmp(s, "--checkpoint-out"))
+                o->checkpoint_out = val;
+            else if (!strcmp(s, "--resume"))
+                o->resume = val;
             else {
                 char *end;
                 errno = 0;
@@ -224,8 +249,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                     tr_fail(err, "%s %s: expected a non-negative integer", s, val);
                     return -1;
                 }
-                if (!strcmp(s, "--seed"))
+                if (!strcmp(s, "--seed")) {
                     o->seed = v;
+                    o->seed_set = 1;
+                } else if (!strcmp(s, "--checkpoint-every") && (v < 1 || v > 100000000)) {
+                    tr_fail(err, "--checkpoint-every %s: expected 1..100000000 (steps between checkpoints)", val);
+                    return -1;
+                } else if (!strcmp(s, "--checkpoint-every"))
+                    o->checkpoint_every = (int)v;
                 else if (!strcmp(s, "--steps") && (v < 1 || v > 100000000)) {
                     tr_fail(err, "--steps %s: expected 1..100000000", val);
                     return -1;
@@ -245,6 +276,27 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     if (!tr_model.mode && (o->dy || o->dx_out || o->grads_out || o->steps || o->target || o->replica_check)) {
         tr_fail(err, "--dy, --dx-out, --grads-out, --steps, --target and --replica-check need a training program: "
                      "this one was generated with mode = \"infer\"; add mode = \"train\" to the spec and regenerate");
+        return -1;
+    }
+    if (!tr_model.mode && (o->resume || o->checkpoint_out || o->checkpoint_every || o->reshard)) {
+        tr_fail(err, "--resume, --reshard, --checkpoint-out and --checkpoint-every need a training program (a "
+                     "checkpoint holds the AdamW moments): this one was generated with mode = \"infer\"; to run "
+                     "trained weights, pass them with --weights");
+        return -1;
+    }
+    if (o->resume && o->weights) {
+        tr_fail(err, "--resume and --weights exclude each other: the checkpoint holds the weights to continue from "
+                     "(with the AdamW moments and the step); give --resume C to continue a run, or --weights W to "
+                     "start one");
+        return -1;
+    }
+    if (o->reshard && !o->resume) {
+        tr_fail(err, "--reshard re-shards the checkpoint given to --resume; add --resume C, or drop --reshard");
+        return -1;
+    }
+    if (o->checkpoint_every && (!o->checkpoint_out || !o->steps)) {
+        tr_fail(err, "--checkpoint-every N writes --checkpoint-out every N of the --steps: give both "
+                     "--checkpoint-out C and --steps");
         return -1;
     }
     if (o->dy && o->steps) {
@@ -269,9 +321,9 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;
     }
-    const char *outs[5] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out};
-    for (int i = 0; i < 5; i++)
-        for (int k = i + 1; k < 5; k++)
+    const char *outs[6] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out};
+    for (int i = 0; i < 6; i++)
+        for (int k = i + 1; k < 6; k++)
             if (outs[i] && outs[k] && same_name(outs[i], outs[k])) {
                 tr_fail(err, "%s and %s name the same file (%s): give each output its own path", out_option[i],
                         out_option[k], outs[k]);
@@ -304,9 +356,9 @@ static void shape_of(const tr_param *p, int64_t *shape)
 /* Rank 0, before any work: can every output be written? */
 static bool check_outputs(const tr_opts *o, tr_err *err)
 {
-    const char *outs[5] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out};
+    const char *outs[6] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out};
     bool ok = true;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
             ok = false;
     if (ok && o->hf_out && !tr_hfout_check(o->hf_out, err))
@@ -753,6 +805,62 @@ static bool weights_out_finite(const tr_rank_desc *d, const float *H)
     return false;
 }
 
+/* --resume: the checkpoint's weights and moments into H (tr_ckpt.c), its step and (without --seed) its seed. */
+static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *st)
+{
+    tr_err err = {{0}};
+    if (!tr_ckpt_resume(d, o->resume, o->reshard, H, st, &err)) {
+        if (d->rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        return false;
+    }
+    if (st->step > INT_MAX - o->steps) {
+        if (d->rank == 0)
+            fprintf(stderr, "%s: step %lld of the checkpoint and --steps %d overflow the step counter\n", o->resume,
+                    st->step, o->steps);
+        return false;
+    }
+    if (d->rank == 0 && !o->quiet) {
+        printf("resumed from %s after step %lld (seed %llu%s%s%s)\n", o->resume, st->step,
+               (unsigned long long)(o->seed_set ? o->seed : st->seed),
+               o->seed_set && o->seed != st->seed ? ", from --seed: the checkpoint's run used another" : "",
+               strcmp(st->mesh, tr_mesh_text()) != 0 ? "; re-sharded from mesh " : "",
+               strcmp(st->mesh, tr_mesh_text()) != 0 ? st->mesh : "");
+        if (st->note[0])
+            printf("note: this build's optimizer settings differ from the checkpoint's, and are used: %s\n",
+                   st->note);
+    }
+    if (!o->seed_set)
+        o->seed = st->seed;
+    return true;
+}
+
+/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write. Returns
+ * 0, 1 (not written) or 5 (non-finite weights: diverged, not written). */
+static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step)
+{
+    const tr_rank_desc *d = c->desc;
+    tr_err err = {{0}};
+    tr_backend_sync(c);
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *p = &d->params[i];
+        long long n = (long long)p->rows * p->cols;
+        tr_backend_download(c, H + p->offset, A + p->offset, n);
+        tr_backend_download(c, H + p->m_offset, A + p->m_offset, n);
+        tr_backend_download(c, H + p->v_offset, A + p->v_offset, n);
+    }
+    if (!weights_out_finite(d, H))
+        return 5;
+    if (!tr_ckpt_write(d, H, o->checkpoint_out, step, o->seed, &err)) {
+        if (d->rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (d->rank == 0 && !o->quiet)
+        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
+    return 0;
+}
+
 static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
 {
     qsort(reps, (size_t)n, sizeof *reps, cmp_double);
@@ -872,6 +980,12 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    tr_ckpt_state resumed = {.step = 0, .seed = o.seed}; /* steps done before this run */
+    if (o.resume && !resume(d, &o, H, &resumed)) {
+        rc = 1;
+        goto out;
+    }
+    const int step0 = (int)resumed.step;
     float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
     if (o.input) {
         if (!load_bsc(d, o.input, "input", xh)) {
@@ -881,8 +995,8 @@ int main(int argc, char **argv)
     } else {
         tr_synth_block("input", o.seed, tr_model.hidden, d->io_r0, d->io_rows, d->io_c0, d->io_cols, xh, d->io_cols);
     }
-    /* AdamW moments start at zero (the rest of the arena stays poisoned until written) */
-    for (int i = 0; i < d->nparams; i++)
+    /* AdamW moments start at zero, or the checkpoint's (the rest of the arena stays poisoned until written) */
+    for (int i = 0; i < d->nparams && !o.resume; i++)
         if (d->params[i].m_offset >= 0)
             for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
                 H[d->params[i].m_offset + e] = H[d->params[i].v_offset + e] = 0.0f;
@@ -942,7 +1056,7 @@ int main(int argc, char **argv)
         if (!reps)
             MPI_Abort(MPI_COMM_WORLD, 1);
         ctx.timing = 1;
-        for (int k = 1; k <= o.steps; k++) {
+        for (int k = step0 + 1; k <= step0 + o.steps; k++) { /* k: the step number, continued from a checkpoint */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
             d->forward(&ctx, A);
@@ -964,12 +1078,25 @@ int main(int argc, char **argv)
                 goto out;
             }
             ctx.opt_step = k;
+            ctx.lr = tr_sched_lr(tr_model.lr, tr_model.lr_min, tr_model.warmup, tr_model.decay_steps, k);
+            double norm = tr_model.clip > 0 ? tr_clip_apply(&ctx, H, A, tr_model.clip) : -1.0;
             d->optimizer(&ctx, A);
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
-            reps[k - 1] = tr_now() - t0;
-            if (rank == 0 && !o.quiet)
-                printf("step %d loss %.9g\n", k, loss);
+            double dt = reps[k - step0 - 1] = tr_now() - t0;
+            if (rank == 0 && !o.quiet) { /* the log line (docs/TRAINING.md): norm only when clipping computes it */
+                printf("step %d loss %.9g lr %.9g", k, loss, ctx.lr);
+                if (norm >= 0)
+                    printf(" norm %.9g", norm);
+                printf(" tok/s %.1f\n", (double)tr_model.batch * tr_model.seq / dt);
+                fflush(stdout);
+            }
+            if (o.checkpoint_every && k % o.checkpoint_every == 0 && k < step0 + o.steps && /* the last: after */
+                (rc = write_checkpoint(&ctx, &o, H, A, k)) != 0) {
+                free(reps);
+                free(th);
+                goto out;
+            }
         }
         ctx.timing = 0;
         if (o.timing)
@@ -982,12 +1109,12 @@ int main(int argc, char **argv)
         double loss = mse(d, yh, th, gh);
         free(th);
         if (!isfinite(loss)) {
-            diverged_loss(&ctx, H, A, o.steps + 1, loss);
+            diverged_loss(&ctx, H, A, step0 + o.steps + 1, loss);
             rc = 5;
             goto out;
         }
         if (rank == 0 && !o.quiet)
-            printf("after step %d: loss %.9g\n", o.steps, loss);
+            printf("after step %d: loss %.9g\n", step0 + o.steps, loss);
     } else {
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
@@ -1017,7 +1144,7 @@ int main(int argc, char **argv)
         printf("wrote %s (Chrome trace: chrome://tracing or ui.perfetto.dev)\n", o.trace);
     }
     tr_backend_download(&ctx, H, A, d->arena_elems);
-    if ((o.weights_out || o.hf_out) && !weights_out_finite(d, H)) {
+    if ((o.weights_out || o.hf_out || o.checkpoint_out) && !weights_out_finite(d, H)) {
         rc = 5;
         goto out;
     }
@@ -1057,6 +1184,10 @@ int main(int argc, char **argv)
         } else if (rank == 0 && !o.quiet) {
             printf("wrote %s (GPT2LMHeadModel directory%s)\n", o.hf_out, o.out_dtype == TR_ST_BF16 ? ", BF16" : "");
         }
+    }
+    if (o.checkpoint_out) {
+        int crc = write_checkpoint(&ctx, &o, H, A, step0 + o.steps);
+        rc = rc ? rc : crc;
     }
     if (o.replica_check) {
         const char *perturb = getenv("TESS_TEST_PERTURB_REPLICA"); /* test hook: proves the check can fail */

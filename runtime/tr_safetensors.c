@@ -859,6 +859,12 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
 
 bool tr_st_write_atomic_as(const char *path, const tr_st_out *tensors, int n, tr_st_dtype dtype, tr_err *err)
 {
+    return tr_st_write_atomic_meta(path, tensors, n, dtype, NULL, 0, err);
+}
+
+bool tr_st_write_atomic_meta(const char *path, const tr_st_out *tensors, int n, tr_st_dtype dtype,
+                             const char *const *meta, int nmeta, tr_err *err)
+{
     if (!tr_st_host_le(path, err))
         return false;
     if (n < 0 || (n > 0 && !tensors))
@@ -930,8 +936,29 @@ bool tr_st_write_atomic_as(const char *path, const tr_st_out *tensors, int n, tr
             goto out;
         }
 
+    if (nmeta < 0 || (nmeta > 0 && !meta)) {
+        tr_fail(err, "%s: bad metadata list (nmeta=%d)", path, nmeta);
+        goto out;
+    }
+    for (int k = 0; k < 2 * nmeta; k++)
+        if (!meta[k] || tr_json_utf8_check(meta[k], strlen(meta[k])) < strlen(meta[k])) {
+            tr_fail(err, "%s: metadata %s %d is not a valid UTF-8 string: the header is JSON text", path,
+                    k % 2 ? "value" : "key", k / 2);
+            goto out;
+        }
     uint64_t offset = 0;
     sb_puts(&hb, "{");
+    if (nmeta > 0) { /* first, as Hugging Face writes it; readers skip it */
+        sb_puts(&hb, "\"__metadata__\":{");
+        for (int k = 0; k < nmeta; k++) {
+            if (k)
+                sb_puts(&hb, ",");
+            sb_json_string(&hb, meta[2 * k]);
+            sb_puts(&hb, ":");
+            sb_json_string(&hb, meta[2 * k + 1]);
+        }
+        sb_puts(&hb, n > 0 ? "}," : "}");
+    }
     for (int k = 0; k < n; k++) {
         const tr_st_out *t = &tensors[order[k].idx];
         char num[64];
@@ -978,5 +1005,23 @@ out:
     free(bytes);
     free(parts);
     free(lens);
+    return ok;
+}
+
+bool tr_st_metadata(const tr_st_file *f, const char *key, char *out, size_t cap)
+{
+    if (cap == 0 || !f->map || f->data_start < 8)
+        return false;
+    out[0] = '\0';
+    tr_json_doc doc;
+    tr_err e = {{0}};
+    if (!tr_json_parse(&doc, (const char *)f->map + 8, (size_t)(f->data_start - 8), f->path, &e))
+        return false; /* not reached for a file tr_st_open accepted */
+    const tr_json_node *m = tr_json_get(&doc, tr_json_root(&doc), "__metadata__");
+    const tr_json_node *v = m ? tr_json_get(&doc, m, key) : NULL;
+    bool ok = v && v->type == TR_JSON_STRING && v->str_len < cap && strlen(v->str) == v->str_len;
+    if (ok)
+        memcpy(out, v->str, v->str_len + 1);
+    tr_json_free(&doc);
     return ok;
 }

@@ -3,7 +3,7 @@
  *
  * Format: u64 little-endian header length N, then N bytes of JSON
  *   {"name": {"dtype": "F32", "shape": [r, c], "data_offsets": [begin, end]}, ...,
- *    "__metadata__": {"key": "string", ...}}     (metadata optional, ignored)
+ *    "__metadata__": {"key": "string", ...}}     (metadata optional; tr_st_metadata reads it)
  * then the data; offsets are relative to the data start 8 + N.
  *
  * Reading: tr_st_open() maps the whole file read-only and validates the header
@@ -106,6 +106,15 @@ bool tr_st_write_atomic(const char *path, const tr_st_out *tensors, int n, tr_er
  * finite value that rounds past the largest finite bf16 is refused (the
  * message names the tensor and the element) before any file is created. */
 bool tr_st_write_atomic_as(const char *path, const tr_st_out *tensors, int n, tr_st_dtype dtype, tr_err *err);
+
+/* tr_st_write_atomic_as with a __metadata__ object of string values: meta[2k] is key k, meta[2k+1]
+ * its value (UTF-8, else refused), k < nmeta; written first in the header. */
+bool tr_st_write_atomic_meta(const char *path, const tr_st_out *tensors, int n, tr_st_dtype dtype,
+                             const char *const *meta, int nmeta, tr_err *err);
+
+/* The __metadata__ value of key in the open file f into out (cap bytes, NUL-terminated); false when the
+ * file has no such key, or its value has a NUL or does not fit. */
+bool tr_st_metadata(const tr_st_file *f, const char *key, char *out, size_t cap);
 
 /* Bytes per element of a safetensors dtype name, 0 if unknown; *bits gets the
  * bits per element (sub-byte types F4/F6_* have itemsize 0 and bits 4/6). */

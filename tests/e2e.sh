@@ -58,7 +58,7 @@ e2e_synthetic() {
         "$PY" $REF compare --ref "$WORK/ref_synth.npy" --got "$dir/ys.npy" --tol 1e-4 --expect-f32
 }
 
-if wanted "e2e|files|asan|train|bf16"; then
+if wanted "e2e|files|asan|train|bf16|sched|ckpt"; then
     if e2e_setup >"$WORK/log" 2>&1; then
         ok "e2e: float64 reference selftest and inputs"
         for m in $E2E_MESHES; do
@@ -87,6 +87,8 @@ if wanted "e2e|files|asan|train|bf16"; then
         fi
         wanted "train" && . tests/train.sh
         wanted "bf16" && . tests/bf16.sh
+        wanted "sched|ckpt" && . tests/sched.sh # ckpt.sh uses its builds
+        wanted "ckpt" && . tests/ckpt.sh
     else
         notok "e2e: float64 reference selftest and inputs" "$WORK/log"
     fi

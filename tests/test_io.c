@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "tr_json.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
+#include "tr_sched.h"
 #include "tr_stset.h"
 #include "tt.h"
 
@@ -1874,6 +1876,56 @@ static void test_hfout_dir(void)
     }
 }
 
+/* Checkpoint metadata (__metadata__ written and read back) and the learning-rate schedule. */
+static void test_meta_sched(void)
+{
+    float w[2 * 3];
+    fill(w, 2, 3);
+    tr_st_out outs[] = {{"w", 2, {2, 3}, w}};
+    const char *kv[] = {"format", "tessgen-checkpoint-1", "step", "42", "esc", "a\"b\\c\n", "empty", ""};
+    const char *path = P("meta.safetensors");
+    tr_err e = {{0}};
+    TT_CASE("st meta: written first, read back by key; absent keys and plain files say so; tensors intact") {
+        TT_CHECK(tr_st_write_atomic_meta(path, outs, 1, TR_ST_F32, kv, 4, &e), "%.300s", e.msg);
+        tr_st_file f;
+        tr_err e2 = {{0}};
+        bool ok = tr_st_open(&f, path, &e2);
+        TT_CHECK(ok, "open: %.300s", e2.msg);
+        if (ok) {
+            char v[64];
+            TT_CHECK(f.ntensors == 1, "ntensors %d", f.ntensors);
+            for (int k = 0; k < 4; k++)
+                TT_CHECK(tr_st_metadata(&f, kv[2 * k], v, sizeof v) && strcmp(v, kv[2 * k + 1]) == 0, "%s: %s",
+                         kv[2 * k], v);
+            TT_CHECK(!tr_st_metadata(&f, "absent", v, sizeof v), "absent key found");
+            TT_CHECK(!tr_st_metadata(&f, "format", v, 5), "a value longer than the buffer was accepted");
+            float back[6];
+            TT_CHECK(tr_st_read_block(&f, "w", 0, 2, 0, 3, back, 3, &e2) && memcmp(back, w, sizeof w) == 0,
+                     "tensor changed: %.300s", e2.msg);
+            tr_st_close(&f);
+        }
+        TT_CHECK(tr_st_write_atomic(P("plain.safetensors"), outs, 1, &e), "%.300s", e.msg);
+        ok = tr_st_open(&f, P("plain.safetensors"), &e2);
+        char v[8];
+        TT_CHECK(ok && !tr_st_metadata(&f, "format", v, sizeof v), "metadata found in a file without it");
+        tr_st_close(&f);
+        const char *bad[] = {"k", "\xff"};
+        TT_CHECK(!tr_st_write_atomic_meta(P("bad.safetensors"), outs, 1, TR_ST_F32, bad, 1, &e) &&
+                     access(P("bad.safetensors"), F_OK) != 0,
+                 "a value that is not UTF-8 was written");
+    }
+    TT_CASE("sched: warmup linear from lr/warmup, cosine through the midpoint to lr_min, constant without keys") {
+        TT_CHECK(tr_sched_lr(1e-3, 0, 0, 0, 1) == 1e-3 && tr_sched_lr(1e-3, 0, 0, 0, 1000000) == 1e-3,
+                 "constant lr changed");
+        TT_CHECK(tr_sched_lr(1.0, 0.1, 4, 10, 1) == 0.25 && tr_sched_lr(1.0, 0.1, 4, 10, 4) == 1.0, "warmup");
+        double mid = tr_sched_lr(1.0, 0.1, 4, 10, 9); /* 5 of 10 decay steps: (lr + lr_min) / 2 */
+        TT_CHECK(fabs(mid - 0.55) < 1e-15, "midpoint %.17g", mid);
+        TT_CHECK(tr_sched_lr(1.0, 0.1, 4, 10, 14) == 0.1 && tr_sched_lr(1.0, 0.1, 4, 10, 99) == 0.1, "after decay");
+        TT_CHECK(tr_sched_lr(1.0, 0.1, 0, 10, 1) < 1.0 && tr_sched_lr(1.0, 0.1, 3, 0, 50) == 1.0,
+                 "no warmup / no decay");
+    }
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/tessgen_test_io.XXXXXX");
@@ -1892,6 +1944,7 @@ int main(void)
     test_numpy();
     test_stset();
     test_hfout_dir();
+    test_meta_sched();
     rm_tree(g_dir);
     TT_EXIT();
 }

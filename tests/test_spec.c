@@ -541,8 +541,49 @@ int main(void)
         TT_CHECK(!load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { momentum = 0.9 } }"),
                  "accepted");
         TT_CHECK(strcmp(E.msg, "specs/x.lua: optimizer.momentum is not a known key; the keys of optimizer are lr, "
-                               "beta1, beta2, eps, weight_decay") == 0,
+                               "beta1, beta2, eps, weight_decay, warmup, decay_steps, lr_min, clip") == 0,
                  "%.400s", E.msg);
+    }
+
+    TT_CASE("optimizer schedule and clip: defaults 0 (off), values kept") {
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train' }"), "%s", E.msg);
+        TT_CHECK(S.opt.warmup == 0 && S.opt.decay_steps == 0 && S.opt.lr_min == 0 && S.opt.clip == 0,
+                 "defaults %lld %lld %g %g", S.opt.warmup, S.opt.decay_steps, S.opt.lr_min, S.opt.clip);
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { lr = 1e-3, "
+                      "warmup = 10, decay_steps = 1000, lr_min = 1e-4, clip = 1.0 } }"),
+                 "%s", E.msg);
+        TT_CHECK(S.opt.warmup == 10 && S.opt.decay_steps == 1000 && S.opt.lr_min == 1e-4 && S.opt.clip == 1.0,
+                 "kept %lld %lld %g %g", S.opt.warmup, S.opt.decay_steps, S.opt.lr_min, S.opt.clip);
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { lr_min = 1e-3, "
+                      "decay_steps = 5 } }"),
+                 "lr_min = lr is allowed: %s", E.msg);
+    }
+
+    TT_CASE("optimizer schedule and clip: each bad value refused with its rule and fix") {
+        static const struct {
+            const char *opt, *want;
+        } cases[] = {
+            {"warmup = -1", "optimizer.warmup = -1 is out of range: warmup is a number of steps, an integer in "
+                            "0..1000000000; use warmup = 100 (0: no warmup)"},
+            {"warmup = 2.5", "optimizer.warmup = 2.5 is out of range"},
+            {"decay_steps = 1e10", "optimizer.decay_steps = 10000000000 is out of range"},
+            {"clip = -1", "optimizer.clip = -1 is out of range: clip is the largest global gradient norm, >= 0 and "
+                          "finite; use clip = 1.0 (0 turns clipping off)"},
+            {"clip = 1/0", "optimizer.clip = inf is out of range"},
+            {"lr_min = -1e-5, decay_steps = 4", "optimizer.lr_min = -1e-05 is out of range"},
+            {"lr = 1e-3, lr_min = 2e-3, decay_steps = 4",
+             "optimizer.lr_min = 0.002 is larger than optimizer.lr = 0.001: the cosine decays from lr down to "
+             "lr_min; use lr_min <= lr"},
+            {"lr_min = 1e-5", "optimizer.lr_min = 1e-05 has no effect without optimizer.decay_steps"},
+            {"warmup = 'x'", "optimizer.warmup must be a number, got"},
+        };
+        char src[512];
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            snprintf(src, sizeof src, "return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { %s } }",
+                     cases[k].opt);
+            TT_CHECK(!load(src), "%s accepted", cases[k].opt);
+            TT_CHECK(strstr(E.msg, cases[k].want) != NULL, "%s: %.400s", cases[k].opt, E.msg);
+        }
     }
 
     TT_CASE("unknown key without a close match lists the keys") {

@@ -75,7 +75,8 @@ void trc_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, co
 void trc_gemm_ex(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc);
 /* On TRC_COMPUTE (training): one AdamW step (step number c->opt_step) on count elements, the arithmetic of
- * tr_adamw in tr_kernels_bwd.c (hyperparameters from tr_model; bias corrections in double, then float).
+ * tr_adamw in tr_kernels_bwd.c (hyperparameters from tr_model, the learning rate c->lr; bias corrections in
+ * double, then float).
  * decay: apply weight decay. Element-wise, so every replica computes the same bits from the same bits. */
 void trc_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay);
 

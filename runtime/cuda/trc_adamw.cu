@@ -3,7 +3,8 @@
  * shard, on the compute stream.
  *
  * The arithmetic is tr_adamw's (runtime/tr_kernels_bwd.c), operation by
- * operation: hyperparameters from tr_model rounded to float, the bias
+ * operation: hyperparameters from tr_model (the learning rate c->lr, the
+ * schedule's for the step) rounded to float, the bias
  * corrections 1 - beta^t computed in double with pow on the host and rounded
  * to float, then per element
  *   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g;
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(kAdamThreads)
 void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
 {
     const tr_model_desc *md = &tr_model;
-    const float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)md->lr, eps = (float)md->adam_eps;
+    const float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
     const float wd = decay ? (float)md->weight_decay : 0.0f;
     const float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
     if (count <= 0)

@@ -285,11 +285,11 @@ void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const f
     });
 }
 
-/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation) */
+/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr (c->lr) */
 void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
 {
     const tr_model_desc *md = &tr_model;
-    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)md->lr, eps = (float)md->adam_eps;
+    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
     float wd = decay ? (float)md->weight_decay : 0.0f;
     float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
     push(TRC_COMPUTE, [=] {

@@ -2,7 +2,9 @@
 runtime's error-path tests (tests/files.sh). Standard library and numpy only.
 
   mkbad.py truncate IN OUT N        drop the last N bytes
-  mkbad.py drop IN OUT NAME         remove tensor NAME from a safetensors file
+  mkbad.py drop IN OUT NAME         remove tensor NAME from a safetensors file (its __metadata__ kept)
+  mkbad.py meta IN OUT KEY VALUE    set __metadata__ KEY to the string VALUE (tensors kept byte for byte)
+  mkbad.py flip IN OUT N            flip the lowest bit of the byte N bytes before the end (in the data)
   mkbad.py f64 IN OUT NAME          store tensor NAME as F64 (valid file, wrong dtype)
   mkbad.py f16 IN OUT NAME          store tensor NAME as F16 (valid file, a dtype --weights refuses)
   mkbad.py bf16-span IN OUT NAME    header says NAME is BF16 but its data_offsets keep the F32 span
@@ -62,7 +64,17 @@ def main(argv):
         raw = open(src, "rb").read()
         open(dst, "wb").write(raw[: len(raw) - int(argv[4])])
     elif cmd == "drop":
-        write_st(dst, [t for t in tensors_of(src) if t[0] != argv[4]])
+        if not any(t[0] == argv[4] for t in tensors_of(src)):
+            sys.exit("mkbad.py: no tensor " + argv[4])
+        write_st(dst, [t for t in tensors_of(src) if t[0] != argv[4]], read_st(src)[0].get("__metadata__"))
+    elif cmd == "meta":
+        meta = dict(read_st(src)[0].get("__metadata__") or {})
+        meta[argv[4]] = argv[5]
+        write_st(dst, tensors_of(src), meta)
+    elif cmd == "flip":
+        raw = bytearray(open(src, "rb").read())
+        raw[len(raw) - int(argv[4])] ^= 1
+        open(dst, "wb").write(bytes(raw))
     elif cmd == "f64":
         ts = []
         for name, dt, shape, blob in tensors_of(src):

@@ -672,9 +672,32 @@ def adamw_step(w, grads, m, v, k, lr, b1, b2, adam_eps, wd):
         w[n] = w[n] - lr * upd
 
 
-def train(x, w, target, L, H, eps, steps, lr, b1, b2, adam_eps, wd, on_step=None):
-    """Full-batch AdamW training in float64.  Returns (final float64 weights,
-    [loss before step k for k = 1..steps])."""
+def sched_lr(lr, lr_min, warmup, decay_steps, k):
+    """Learning rate of step k (from 1): linear warmup over `warmup` steps, then a
+    cosine from lr to lr_min over `decay_steps` steps (lr_min after them; constant
+    lr when decay_steps == 0).  Written from docs/TRAINING.md, not from the C."""
+    if warmup > 0 and k <= warmup:
+        return lr * k / warmup
+    if decay_steps <= 0:
+        return lr
+    t = k - max(warmup, 0)
+    if t >= decay_steps:
+        return lr_min
+    return lr_min + 0.5 * (1.0 + math.cos(math.pi * t / decay_steps)) * (lr - lr_min)
+
+
+def global_norm(grads):
+    """L2 norm of all gradients together, float64."""
+    return math.sqrt(sum(float(np.sum(np.asarray(g, dtype=np.float64) ** 2)) for g in grads.values()))
+
+
+def train(x, w, target, L, H, eps, steps, lr, b1, b2, adam_eps, wd, on_step=None,
+          clip=0.0, warmup=0, decay_steps=0, lr_min=0.0):
+    """Full-batch AdamW training in float64, with the learning-rate schedule and
+    clipping by global norm (scale min(1, clip/(norm + 1e-6)); clip = 0: off).
+    Returns (final float64 weights, [loss before step k for k = 1..steps]).
+    on_step(k, loss, lr_k, norm) is called before each update (norm None
+    without clipping)."""
     w = to_f64(w)
     x = np.asarray(x, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
@@ -684,9 +707,15 @@ def train(x, w, target, L, H, eps, steps, lr, b1, b2, adam_eps, wd, on_step=None
     for k in range(1, steps + 1):
         loss, grads = mse_loss_grads(x, w, target, L, H, eps)
         losses.append(loss)
+        lr_k = sched_lr(lr, lr_min, warmup, decay_steps, k)
+        norm = None
+        if clip > 0:
+            norm = global_norm(grads)
+            scale = min(1.0, clip / (norm + 1e-6))
+            grads = {n: g * scale for n, g in grads.items()}
         if on_step is not None:
-            on_step(k, loss)
-        adamw_step(w, grads, m, v, k, lr, b1, b2, adam_eps, wd)
+            on_step(k, loss, lr_k, norm)
+        adamw_step(w, grads, m, v, k, lr_k, b1, b2, adam_eps, wd)
     return w, losses
 
 
@@ -1033,18 +1062,30 @@ def cmd_train(a):
         target = synth_tensor("target", a.target_seed, (B, S, C))
     lines = []
 
-    def on_step(k, loss):
+    sched = a.clip or a.warmup or a.decay_steps or a.lr_min
+    if a.clip < 0 or a.warmup < 0 or a.decay_steps < 0 or not 0 <= a.lr_min <= a.lr:
+        sys.exit("tessref: need --clip >= 0, --warmup >= 0, --decay-steps >= 0, 0 <= --lr-min <= --lr")
+
+    def on_step(k, loss, lr_k, norm):
         line = f"step {k} loss {loss:.17g}"
+        if sched:  # the runtime's log line: lr, and norm when clipping computes it
+            line += f" lr {lr_k:.17g}" + (f" norm {norm:.17g}" if norm is not None else "")
         lines.append(line)
         print(line, flush=True)
 
     wf, _ = train(x, w, target, L, a.heads, a.eps, a.steps, a.lr, a.beta1, a.beta2,
-                  a.adam_eps, a.weight_decay, on_step)
+                  a.adam_eps, a.weight_decay, on_step, clip=a.clip, warmup=a.warmup,
+                  decay_steps=a.decay_steps, lr_min=a.lr_min)
     if a.losses_out:
         with open(a.losses_out, "w") as f:
             f.write("".join(line + "\n" for line in lines))
     if a.weights_out:
         write_safetensors(a.weights_out, [(n, wf[n]) for n, _ in tensor_specs(L, C, F)], "F32")
+    return 0
+
+
+def cmd_grad_norm(a):
+    print(f"{global_norm(read_safetensors(a.grads)):.17g}")
     return 0
 
 
@@ -1411,6 +1452,22 @@ def cmd_selftest(a):
             ok = False
             print(f"    adamw {n}[{i}]: step1 diff {d1:.1e}, step2 diff {d2:.1e}")
     check("AdamW two steps == scalar hand computation (decay on matrices only)", ok)
+
+    # The schedule at its landmarks, and clipping: one clipped step equals one step with gradients
+    # scaled by hand (clip = half the norm).
+    sl = [sched_lr(1.0, 0.1, 4, 10, k) for k in (1, 4, 5, 9, 14, 15, 99)]
+    want = [0.25, 1.0, 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 10)), 0.55, 0.1, 0.1, 0.1]
+    check("lr schedule: warmup linear, cosine through (lr+lr_min)/2 to lr_min",
+          all(abs(a - b) < 1e-15 for a, b in zip(sl, want)) and sched_lr(2.0, 0.0, 0, 0, 7) == 2.0, f"{sl}")
+    n0 = global_norm(lg)
+    wc, _ = train(xg, wg, tg, Lg, Hg, eps, 1, lr, b1, b2, ae, wdc, clip=0.5 * n0)
+    ws = {n: np.array(t, dtype=np.float64) for n, t in wg.items()}
+    adamw_step(ws, {n: g * (0.5 * n0 / (n0 + 1e-6)) for n, g in lg.items()},
+               {n: np.zeros_like(t) for n, t in ws.items()}, {n: np.zeros_like(t) for n, t in ws.items()},
+               1, lr, b1, b2, ae, wdc)
+    check("clipping: a clipped step == a step on gradients scaled by clip/(norm + 1e-6)",
+          all(np.array_equal(wc[n], ws[n]) for n in ws) and
+          abs(n0 - math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in lg.values()))) == 0.0)
     check("AdamW step 1 moves a bias by lr (mhat/sqrt(vhat) = sign g)",
           abs(abs(float(w1["h.0.attn.c_attn.bias"][3] - wg["h.0.attn.c_attn.bias"][3])) - lr) < 1e-8)
 
@@ -1582,7 +1639,15 @@ def main(argv=None):
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--weights-out", default=None)
     p.add_argument("--losses-out", default=None)
+    p.add_argument("--clip", type=float, default=0.0, help="largest global gradient norm (0: off)")
+    p.add_argument("--warmup", type=int, default=0, help="steps of linear warmup")
+    p.add_argument("--decay-steps", type=int, default=0, help="steps of cosine decay after the warmup (0: constant)")
+    p.add_argument("--lr-min", type=float, default=0.0, help="the learning rate at the end of the decay")
     p.set_defaults(fn=cmd_train)
+
+    p = sp.add_parser("grad-norm", help="global L2 norm of a gradients safetensors file")
+    p.add_argument("grads")
+    p.set_defaults(fn=cmd_grad_norm)
 
     p = sp.add_parser("bf16", help="store a safetensors file's tensors (or some) as BF16")
     p.add_argument("--in", dest="inp", required=True)

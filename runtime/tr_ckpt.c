@@ -1,0 +1,403 @@
+/*
+ * tr_ckpt.c - training checkpoints (tr_ckpt.h): the metadata a checkpoint records, its writer (the full
+ * tensors gathered on rank 0, one atomic safetensors write) and resume (rank 0 validates, every rank
+ * reads its pieces). The refusals name the file, the field, the checkpoint's value and the built
+ * model's, and the fix; a refused checkpoint loads nothing.
+ */
+#include "tr_ckpt.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tr_gather.h"
+#include "tr_json.h"
+#include "tr_safetensors.h"
+
+static char tr_ckpt_pos[TR_CKPT_DATA_POS_CAP]; /* the data loader's position, "" until set */
+
+bool tr_ckpt_set_data_pos(const char *pos)
+{
+    size_t n = pos ? strlen(pos) : 0;
+    if (n >= sizeof tr_ckpt_pos || (pos && tr_json_utf8_check(pos, n) < n))
+        return false;
+    memcpy(tr_ckpt_pos, pos ? pos : "", n + 1);
+    return true;
+}
+
+const char *tr_ckpt_data_pos(void)
+{
+    return tr_ckpt_pos;
+}
+
+/* ---- the metadata: what the built program is, as strings (the checkpoint stores the same) ---- */
+
+enum { META_MODEL = 7, META_OPT = 9, META_MAX = 32, META_VAL = 160 };
+
+typedef struct meta_list {
+    int n;
+    const char *key[META_MAX];
+    char val[META_MAX][META_VAL];
+} meta_list;
+
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    m->key[m->n] = key;
+    vsnprintf(m->val[m->n], META_VAL, fmt, ap);
+    va_end(ap);
+    m->n++;
+}
+
+/* The model's dimensions (META_MODEL entries, first), the optimizer (META_OPT), then the mesh. */
+static void built_meta(meta_list *m)
+{
+    m->n = 0;
+    meta_add(m, "model.layers", "%d", tr_model.layers);
+    meta_add(m, "model.hidden", "%d", tr_model.hidden);
+    meta_add(m, "model.heads", "%d", tr_model.heads);
+    meta_add(m, "model.ffn", "%d", tr_model.ffn);
+    meta_add(m, "model.seq", "%d", tr_model.seq);
+    meta_add(m, "model.batch", "%d", tr_model.batch);
+    meta_add(m, "model.eps", "%.17g", tr_model.eps);
+    meta_add(m, "optimizer.lr", "%.17g", tr_model.lr);
+    meta_add(m, "optimizer.beta1", "%.17g", tr_model.beta1);
+    meta_add(m, "optimizer.beta2", "%.17g", tr_model.beta2);
+    meta_add(m, "optimizer.eps", "%.17g", tr_model.adam_eps);
+    meta_add(m, "optimizer.weight_decay", "%.17g", tr_model.weight_decay);
+    meta_add(m, "optimizer.warmup", "%lld", tr_model.warmup);
+    meta_add(m, "optimizer.decay_steps", "%lld", tr_model.decay_steps);
+    meta_add(m, "optimizer.lr_min", "%.17g", tr_model.lr_min);
+    meta_add(m, "optimizer.clip", "%.17g", tr_model.clip);
+    meta_add(m, "mesh", "%s", tr_mesh_text());
+    meta_add(m, "mesh.strides", "%d,%d,%d", tr_model.si, tr_model.sj, tr_model.sk);
+    meta_add(m, "fingerprint", "%s", tr_model.fingerprint);
+    meta_add(m, "name", "%s", tr_model.name);
+    meta_add(m, "tessgen", "%s", tr_model.tessgen_version);
+}
+
+/* FNV-1a 64 over n floats' bytes (little-endian F32, as the file stores them). */
+static uint64_t fnv(uint64_t h, const float *v, long long n)
+{
+    const unsigned char *b = (const unsigned char *)v;
+    for (long long e = 0; e < n * (long long)sizeof(float); e++)
+        h = (h ^ b[e]) * 0x100000001b3ULL;
+    return h;
+}
+
+static long long full_elems(const tr_param *pr)
+{
+    return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+}
+
+/* "adam_m.<name>" (kind 1), "adam_v.<name>" (kind 2) or the name (kind 0) into buf. */
+static const char *tensor_name(char *buf, size_t cap, const tr_param *pr, int kind)
+{
+    static const char *const pre[3] = {"", "adam_m.", "adam_v."};
+    snprintf(buf, cap, "%s%s", pre[kind], pr->name);
+    return buf;
+}
+
+/* ---- writing ---- */
+
+bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
+                   tr_err *err)
+{
+    static const int which[3] = {TR_GATHER_WEIGHTS, TR_GATHER_ADAM_M, TR_GATHER_ADAM_V};
+    float **full[3] = {NULL, NULL, NULL}; /* rank 0: [3][nparams] full tensors */
+    tr_err e = {{0}};
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; k++)
+        ok = tr_gather_full(d, H, which[k], &full[k], &e);
+    if (!ok && d->rank == 0)
+        tr_fail(err, "%s: %s; the checkpoint was not written", path, e.msg);
+    if (ok && d->rank == 0) {
+        int n = 3 * d->nparams;
+        tr_st_out *outs = calloc((size_t)(n > 0 ? n : 1), sizeof *outs);
+        char (*names)[TR_ST_NAME_CAP] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+        meta_list *m = calloc(1, sizeof *m);
+        const char *kv[2 * (META_MAX + 8)];
+        if (!outs || !names || !m) {
+            ok = tr_fail(err, "%s: out of memory writing the checkpoint; nothing written", path);
+        } else {
+            uint64_t h = 0xcbf29ce484222325ULL;
+            for (int i = 0; i < d->nparams; i++) {
+                const tr_param *pr = &d->params[i];
+                for (int k = 0; k < 3; k++) {
+                    int t = 3 * i + k;
+                    outs[t] = (tr_st_out){.name = tensor_name(names[t], sizeof names[t], pr, k), .ndim = pr->ndim,
+                                          .shape = {pr->full[0], pr->full[1]}, .data = full[k][i]};
+                    h = fnv(h, full[k][i], full_elems(pr));
+                }
+            }
+            built_meta(m);
+            meta_add(m, "format", "%s", TR_CKPT_FORMAT);
+            meta_add(m, "step", "%lld", step);
+            meta_add(m, "seed", "%" PRIu64, seed);
+            meta_add(m, "checksum", "fnv1a64:%016" PRIx64, h);
+            int nkv = 0;
+            for (int k = 0; k < m->n; k++) {
+                kv[2 * nkv] = m->key[k];
+                kv[2 * nkv + 1] = m->val[k];
+                nkv++;
+            }
+            kv[2 * nkv] = "data_pos";
+            kv[2 * nkv + 1] = tr_ckpt_pos;
+            nkv++;
+            ok = tr_st_write_atomic_meta(path, outs, n, TR_ST_F32, kv, nkv, err);
+        }
+        free(outs);
+        free(names);
+        free(m);
+    }
+    for (int k = 0; k < 3; k++)
+        tr_gather_full_free(d, full[k]);
+    int v = ok ? 1 : 0;
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return v == 1;
+}
+
+/* ---- resuming ---- */
+
+/* The metadata value of key as a decimal integer >= 0 (digits only). */
+static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *out)
+{
+    char v[META_VAL], *end;
+    if (!tr_st_metadata(f, key, v, sizeof v) || v[0] < '0' || v[0] > '9')
+        return false;
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+/* Rank 0: the checks on the open file f, in the order a user fixes them. */
+static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, tr_ckpt_state *st,
+                       char *pos, tr_err *err)
+{
+    char v[TR_CKPT_DATA_POS_CAP], w[META_VAL];
+    if (!tr_st_metadata(f, "format", v, sizeof v))
+        return tr_fail(err, "%s: not a tessgen checkpoint: its __metadata__ has no \"format\" (a checkpoint says "
+                            "\"%s\"); to start from a weights file use --weights, not --resume",
+                       path, TR_CKPT_FORMAT);
+    if (strcmp(v, TR_CKPT_FORMAT) != 0)
+        return tr_fail(err, "%s: checkpoint format \"%.100s\", but this program reads \"%s\": write it again "
+                            "with this tessgen, or resume it with the tessgen that wrote it",
+                       path, v, TR_CKPT_FORMAT);
+    meta_list *m = calloc(1, sizeof *m);
+    if (!m)
+        return tr_fail(err, "%s: out of memory", path);
+    built_meta(m);
+    bool ok = true;
+    /* the optimizer: the build's settings are used; a difference is noted, not refused (a schedule may be
+     * extended, a rate lowered, on resume) */
+    size_t nn = 0;
+    st->note[0] = '\0';
+    for (int k = META_MODEL; k < META_MODEL + META_OPT; k++)
+        if (tr_st_metadata(f, m->key[k], w, sizeof w) && strcmp(w, m->val[k]) != 0 && nn + 1 < sizeof st->note)
+            nn += (size_t)snprintf(st->note + nn, sizeof st->note - nn, "%s%s = %s in the checkpoint, %s here",
+                                   nn ? "; " : "", m->key[k], w, m->val[k]);
+    if (!tr_st_metadata(f, "mesh", st->mesh, sizeof st->mesh))
+        st->mesh[0] = '\0';
+    /* the model: every dimension named at once */
+    for (int k = 0; k < META_MODEL; k++) {
+        if (!tr_st_metadata(f, m->key[k], w, sizeof w))
+            ok = tr_fail(err, "%s: the checkpoint's __metadata__ has no \"%s\": not a complete tessgen checkpoint",
+                         path, m->key[k]);
+        else if (strcmp(w, m->val[k]) != 0)
+            ok = tr_fail(err, "%s: the checkpoint is of another model: %s = %s in the checkpoint, %s in this "
+                              "program (%s, from %s); resume it with a program generated for its model",
+                         path, m->key[k], w, m->val[k], tr_model.name, tr_model.spec_path);
+    }
+    /* the mesh (placement included): the same, or --reshard */
+    for (int k = META_MODEL + META_OPT; ok && k < META_MODEL + META_OPT + 2; k++) {
+        if (!tr_st_metadata(f, m->key[k], w, sizeof w)) {
+            ok = tr_fail(err, "%s: the checkpoint's __metadata__ has no \"%s\": not a complete tessgen checkpoint",
+                         path, m->key[k]);
+        } else if (strcmp(w, m->val[k]) != 0 && !reshard) {
+            char mw[META_VAL], sw[META_VAL];
+            if (!tr_st_metadata(f, "mesh", mw, sizeof mw))
+                mw[0] = '\0';
+            if (!tr_st_metadata(f, "mesh.strides", sw, sizeof sw))
+                sw[0] = '\0';
+            ok = tr_fail(err, "%s: the checkpoint was written on mesh %s (rank strides i,j,k = %s), this program "
+                              "runs mesh %s (strides %s): add --reshard to re-shard it on load (every rank reads "
+                              "its pieces of the full tensors; the run continues on this mesh, within rounding of "
+                              "the original mesh's run, not bitwise), or resume with a program of mesh %s",
+                         path, mw, sw, tr_mesh_text(), m->val[META_MODEL + META_OPT + 1], mw);
+        }
+    }
+    free(m);
+    if (!ok)
+        return false;
+    /* step, seed, data position */
+    unsigned long long step, seed;
+    if (!meta_uint(f, "step", &step) || step > INT_MAX)
+        return tr_fail(err, "%s: the checkpoint's \"step\" is missing or not an integer in 0..%d: corrupt "
+                            "checkpoint", path, INT_MAX);
+    if (!meta_uint(f, "seed", &seed))
+        return tr_fail(err, "%s: the checkpoint's \"seed\" is missing or not an integer: corrupt checkpoint", path);
+    st->step = (long long)step;
+    st->seed = seed;
+    if (!tr_st_metadata(f, "data_pos", pos, TR_CKPT_DATA_POS_CAP))
+        return tr_fail(err, "%s: the checkpoint's \"data_pos\" is missing or longer than %d bytes: corrupt "
+                            "checkpoint", path, TR_CKPT_DATA_POS_CAP - 1);
+    /* every tensor: present, F32, the full shape; nothing else */
+    int bad = 0, expected = 3 * d->nparams;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        int64_t shape[2] = {pr->full[0], pr->full[1]};
+        for (int k = 0; k < 3; k++) {
+            char name[TR_ST_NAME_CAP + 8];
+            tensor_name(name, sizeof name, pr, k);
+            const tr_st_tensor *t = tr_st_find(f, name);
+            tr_err e = {{0}};
+            bool good = true;
+            if (!t) {
+                good = tr_fail(&e, "%s: tensor %s is missing: a checkpoint holds every parameter and its two AdamW "
+                                   "moments (adam_m.<name>, adam_v.<name>); the file is incomplete, or of another "
+                                   "model", path, name);
+            } else if (!tr_st_expect_float(f, name, pr->ndim, shape, &e)) {
+                good = false;
+            } else if (strcmp(t->dtype, "F32") != 0) {
+                good = tr_fail(&e, "%s: tensor %s is %s: a checkpoint stores F32 (the moments and weights exactly); "
+                                   "it was not written by tessgen's --checkpoint-out", path, name, t->dtype);
+            }
+            if (!good && bad++ < 8)
+                tr_fail(err, "%s", e.msg);
+        }
+    }
+    if (bad > 8)
+        tr_fail(err, "%s: ... and %d more tensor problems", path, bad - 8);
+    if (bad)
+        return false;
+    if (f->ntensors != expected) { /* all expected ones are present: the rest are foreign */
+        for (int t = 0; t < f->ntensors; t++) {
+            const char *n = f->tensors[t].name;
+            const char *base = strncmp(n, "adam_m.", 7) == 0 || strncmp(n, "adam_v.", 7) == 0 ? n + 7 : n;
+            int known = 0;
+            for (int i = 0; i < d->nparams && !known; i++)
+                known = strcmp(base, d->params[i].name) == 0;
+            if (!known)
+                return tr_fail(err, "%s: tensor %s is not a parameter of this model (%s) nor a moment of one: the "
+                                    "checkpoint is of another model; resume it with a program generated for it",
+                               path, n, tr_model.name);
+        }
+    }
+    /* the checksum over every tensor's bytes, in the writer's order */
+    if (!tr_st_metadata(f, "checksum", w, sizeof w))
+        return tr_fail(err, "%s: the checkpoint's __metadata__ has no \"checksum\": not a complete tessgen checkpoint",
+                       path);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        long long rows = pr->ndim == 1 ? 1 : pr->full[0], cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
+        float *buf = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *buf); /* [rows, cols] */
+        if (!buf)
+            return tr_fail(err, "%s: out of memory checking the checkpoint", path);
+        for (int k = 0; k < 3; k++) {
+            char name[TR_ST_NAME_CAP + 8];
+            if (!tr_st_read_block(f, tensor_name(name, sizeof name, pr, k), 0, rows, 0, cols, buf, cols, err)) {
+                free(buf);
+                return false;
+            }
+            h = fnv(h, buf, rows * cols);
+        }
+        free(buf);
+    }
+    char want[40];
+    snprintf(want, sizeof want, "fnv1a64:%016" PRIx64, h);
+    if (strcmp(w, want) != 0)
+        return tr_fail(err, "%s: the tensors' checksum is %s but the checkpoint recorded %.40s: the file was "
+                            "changed or damaged after it was written; use an intact copy (an earlier "
+                            "--checkpoint-every file)", path, want, w);
+    return true;
+}
+
+/* This rank's pieces of tensor `name` of the open file into H at off (the shard layout of pr). */
+static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name, float *H, long long off,
+                       tr_err *err)
+{
+    bool ok = true;
+    for (int k = 0; k < pr->npieces && ok; k++) {
+        const tr_piece *pc = &pr->piece[k];
+        ok = tr_st_read_block(f, name, pc->r0, pc->nr, pc->c0, pc->nc, H + off + pc->dst_col, pr->cols, err);
+    }
+    return ok;
+}
+
+bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float *H, tr_ckpt_state *st, tr_err *err)
+{
+    char *pos = calloc(TR_CKPT_DATA_POS_CAP, 1);
+    bool ok = pos != NULL;
+    long long step = 0;
+    unsigned long long seed = 0;
+    if (ok && d->rank == 0) {
+        tr_st_file f;
+        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, st, pos, err);
+        tr_st_close(&f);
+        step = st->step;
+        seed = st->seed;
+    }
+    int v = ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!v) {
+        free(pos);
+        return false;
+    }
+    MPI_Bcast(&step, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    MPI_Bcast(pos, TR_CKPT_DATA_POS_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
+    st->step = step;
+    st->seed = seed;
+    tr_ckpt_set_data_pos(pos);
+    free(pos);
+
+    /* every rank: its pieces of the weights and both moments, as --weights reads its pieces */
+    tr_st_file f;
+    tr_err e = {{0}};
+    ok = tr_st_open(&f, path, &e);
+    for (int i = 0; i < d->nparams && ok; i++) {
+        const tr_param *pr = &d->params[i];
+        const long long off[3] = {pr->offset, pr->m_offset, pr->v_offset};
+        for (int k = 0; k < 3 && ok; k++) {
+            char name[TR_ST_NAME_CAP + 8];
+            ok = read_shard(&f, pr, tensor_name(name, sizeof name, pr, k), H, off[k], &e);
+        }
+    }
+    tr_st_close(&f);
+    /* finite weights and moments, v >= 0: the first offending tensor in model order */
+    int first = d->nparams;
+    for (int i = 0; i < d->nparams && ok && first == d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        long long n = (long long)pr->rows * pr->cols;
+        for (long long x = 0; x < n && first == d->nparams; x++)
+            if (!isfinite(H[pr->offset + x]) || !isfinite(H[pr->m_offset + x]) || !(H[pr->v_offset + x] >= 0.0f) ||
+                !isfinite(H[pr->v_offset + x]))
+                first = i;
+    }
+    int failed = ok ? 0 : 1, anyfailed = 0, firsts = first;
+    MPI_Allreduce(&failed, &anyfailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&first, &firsts, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (anyfailed) {
+        if (!ok)
+            fprintf(stderr, "rank %d: %s\n", d->rank, e.msg);
+        if (d->rank == 0)
+            tr_fail(err, "%s: a rank could not read its pieces of the checkpoint (above); nothing was run", path);
+        return false;
+    }
+    if (firsts < d->nparams) {
+        if (d->rank == 0)
+            tr_fail(err, "%s: tensor %s (or its adam_m./adam_v. moment) holds a NaN or an infinity (or adam_v a "
+                         "negative value): a checkpoint of a diverged run, or damaged; use an earlier checkpoint",
+                    path, d->params[firsts].name);
+        return false;
+    }
+    return true;
+}

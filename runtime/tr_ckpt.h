@@ -1,0 +1,58 @@
+/*
+ * tr_ckpt.h - training checkpoints: write them (--checkpoint-out, --checkpoint-every) and resume from
+ * one (--resume, --reshard). docs/TRAINING.md "Checkpoints" is the user's description.
+ *
+ * Format: one safetensors file with the full tensors, gathered from the canonical shards as
+ * --weights-out gathers them (tr_gather_full): every parameter under its name, its AdamW moments as
+ * adam_m.<name> and adam_v.<name>, all F32, and a __metadata__ object of strings: "format"
+ * (TR_CKPT_FORMAT), "step" (AdamW steps done), "seed", "data_pos" (the data loader's position,
+ * tr_ckpt_set_data_pos), "model.*" (layers, hidden, heads, ffn, seq, batch, eps), "optimizer.*" (the
+ * AdamW settings, the schedule and clip), "mesh" and "mesh.strides" (tr_mesh_text; si,sj,sk of the
+ * placement), "fingerprint", "name", "tessgen", and "checksum" (FNV-1a 64 over the tensors' bytes in
+ * model order: each parameter, then its two moments). Written by rank 0 atomically (temp file, fsync,
+ * rename): a failed or killed write leaves the previous checkpoint as it was.
+ *
+ * Resume: rank 0 validates the whole file first (the reader's checks, the format tag, the model's
+ * dimensions, the mesh unless reshard, every tensor present as F32 of its full shape and no other, the
+ * checksum) and shares the verdict; then every rank copies its pieces of the full tensors, exactly as
+ * --weights does, so a checkpoint of another mesh re-shards on load. Weights and moments are restored
+ * bitwise; the step continues from the checkpoint's (AdamW's bias correction and the learning-rate
+ * schedule with it). Generic over the rank's parameter list.
+ */
+#ifndef TR_CKPT_H
+#define TR_CKPT_H
+
+#include <stdint.h>
+
+#include "tr_ctx.h"
+
+#define TR_CKPT_FORMAT "tessgen-checkpoint-1"
+#define TR_CKPT_DATA_POS_CAP 1024 /* bytes of the data position, with its NUL */
+
+/* The data loader's position, stored in the next checkpoint written ("" until set) and set from the
+ * checkpoint by tr_ckpt_resume. An opaque string (UTF-8, at most TR_CKPT_DATA_POS_CAP - 1 bytes; false
+ * if longer or not UTF-8, the position is then unchanged). The same on every rank. */
+bool tr_ckpt_set_data_pos(const char *pos);
+const char *tr_ckpt_data_pos(void);
+
+/* Collective over MPI_COMM_WORLD: write the weights and AdamW moments of the host arena H, with `step`
+ * steps done and `seed`, to path (rank 0, atomically). False on every rank on failure, with the message
+ * in rank 0's err. */
+bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
+                   tr_err *err);
+
+/* What a checkpoint tells the loop besides the tensors. */
+typedef struct tr_ckpt_state {
+    long long step; /* AdamW steps done */
+    uint64_t seed;  /* the --seed of the run that wrote it */
+    char mesh[64];  /* the mesh that wrote it ("[2,2,1]"), for a note when it differs (--reshard) */
+    char note[512]; /* the optimizer settings that differ from the build's, "" when none */
+} tr_ckpt_state;
+
+/* Collective: validate path on rank 0 (reshard: accept a checkpoint of another mesh), then load this
+ * rank's pieces of every parameter and both moments into H and check them finite (v >= 0). False on
+ * every rank when refused; the message is in rank 0's err, nothing loaded is used. */
+bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float *H, tr_ckpt_state *st,
+                    tr_err *err);
+
+#endif
