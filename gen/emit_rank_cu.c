@@ -213,6 +213,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
                      bn(rp, s, 3), s->count, s->decay);
         break;
+    default: /* the language model's steps: no CUDA kernels yet; tg_emit_class_cu refuses such plans */
+        break;
     }
     if (inst && line[0])
         snprintf(inst, 512, "%s", line);
@@ -236,6 +238,10 @@ static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const tg_step 
 
 bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
 {
+    if (pl->V > 0)
+        return tg_fail(err, "%s: model.vocab: the CUDA backend has no kernels yet for the embedding, the LM head and "
+                            "the loss (docs/MODEL.md); generate the CPU backend only (backends = { \"cpu\" } or "
+                            "TESS_BACKENDS=cpu)", pl->spec.path);
     tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
     tg_segment *sg;
     int nseg = tg_segments(rp, &sg);

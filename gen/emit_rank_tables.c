@@ -35,6 +35,14 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_ATTN_BWD: return "TR_K_ATTENTION";
     case TG_STEP_REDUCE: return "TR_K_REDUCE";
     case TG_STEP_ADAMW: return "TR_K_OPTIMIZER";
+    case TG_STEP_EMBED:
+    case TG_STEP_POS_ADD:
+    case TG_STEP_EMBED_BWD:
+    case TG_STEP_POS_BWD: return "TR_K_RESID";
+    case TG_STEP_LM_ROWMAX:
+    case TG_STEP_LM_SUMS:
+    case TG_STEP_LM_LOSS:
+    case TG_STEP_LM_DLOGITS: return "TR_K_LN";
     }
     return "TR_K_GEMM";
 }
@@ -121,5 +129,14 @@ void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, co
     tg_sb_printf(o, "        .nsteps = %d,\n        .steps = step_info,\n", rp->nsteps);
     tg_sb_printf(o, "        .forward = forward,\n        .backward = %s,\n        .optimizer = %s,\n",
                  train ? "backward" : null_ptr, train ? "optimizer" : null_ptr);
+    if (pl->V > 0) {
+        tg_sb_puts(o, "        /* the language model (docs/MODEL.md) */\n");
+        ll4(o, "plan_reduce_recv", rp->reduce_recv);
+        ll4(o, "plan_reduce_sent", rp->reduce_sent);
+        tg_sb_printf(o, "        .vocab = %d, .vq = %d,\n", pl->V, pl->Vq);
+        tg_sb_printf(o, "        .tok_offset = %lld, .tgt_offset = %lld, .logits_offset = %lld, .loss_offset = %lld,\n",
+                     rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
+                     rp->bufs[rp->loss_buf].offset);
+    }
     tg_sb_printf(o, "    },\n    .nranks = %d,\n    .rows = rows,\n", m->d);
 }

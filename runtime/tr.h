@@ -100,6 +100,14 @@ typedef struct tr_rank_desc {
     void (*forward)(struct tr_ctx *c, float *A);
     void (*backward)(struct tr_ctx *c, float *A);  /* training only, else NULL */
     void (*optimizer)(struct tr_ctx *c, float *A); /* training only: one AdamW step (step number in the ctx) */
+    /* the language model (tr_model.vocab > 0; docs/MODEL.md), else all 0: the forward's reductions (the
+     * embedding), the vocabulary and its block rows Vq, and where the token ids of the q row blocks of this
+     * rank's depth [q*io_rows] int32, the targets of its row block [io_rows] int32, its logits [io_rows, vq]
+     * (vocab block j) and its per-token loss [io_rows] lie in the arena */
+    long long plan_reduce_recv[TR_NGROUPS];
+    long long plan_reduce_sent[TR_NGROUPS];
+    int vocab, vq;
+    long long tok_offset, tgt_offset, logits_offset, loss_offset;
 } tr_rank_desc;
 
 typedef struct tr_model_desc {
@@ -112,6 +120,7 @@ typedef struct tr_model_desc {
     double eps;
     int mode;                                   /* 0 inference, 1 training */
     double lr, beta1, beta2, adam_eps, weight_decay; /* AdamW, training only */
+    int vocab, positions; /* the language model (docs/MODEL.md); 0: the block stack alone */
 } tr_model_desc;
 
 /* What differs between the ranks of one class: the rank, its depth, where its block of the residual stream
@@ -204,5 +213,31 @@ void tr_attention_bwd(struct tr_ctx *c, const float *qkv, const float *dout, flo
                       float *dscores, int nseq, int seq, int heads, int hdim);
 /* One AdamW step (step number c->opt_step, from 1) on n elements; decay: apply weight decay. */
 void tr_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay);
+
+/* ---- the language model's steps (tr_kernels_lm.c; docs/MODEL.md) --------------------------------------- */
+
+/* Maximum of count floats at buf in place over group g (every member gets the same value). */
+void tr_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* out [rows, cols]: row r = E [nvalid, cols] row tok[r] - v0 when v0 <= tok[r] < v0 + nvalid, else zero. */
+void tr_embed_rows(struct tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols,
+                   float *out);
+/* x [rows, cols] += wpe [P, cols] row (r mod seq): rows hold whole sequences. */
+void tr_pos_add(struct tr_ctx *c, float *x, const float *wpe, int rows, int cols, int seq);
+/* mx[r] = max of L[r, 0..nvalid) (L [rows, cols]); -inf when nvalid = 0. */
+void tr_lm_rowmax(struct tr_ctx *c, const float *L, int rows, int cols, int nvalid, float *mx);
+/* s[r] = sum over c < nvalid of exp(L[r,c] - mx[r]); s[rows + r] = L[r, tgt[r] - v0] when the target is in
+ * [v0, v0 + nvalid), else 0. */
+void tr_lm_sums(struct tr_ctx *c, const float *L, const float *mx, const int32_t *tgt, int v0, int rows, int cols,
+                int nvalid, float *s);
+/* loss[r] = log(s[r]) + mx[r] - s[rows + r], with s summed over the row group. */
+void tr_lm_loss(struct tr_ctx *c, const float *mx, const float *s, int rows, float *loss);
+/* dl [rows, cols] = (exp(L - mx) / s - onehot(tgt - v0)) * scale on the nvalid first columns, 0 on the rest. */
+void tr_lm_dlogits(struct tr_ctx *c, const float *L, const float *mx, const float *s, const int32_t *tgt, int v0,
+                   int rows, int cols, int nvalid, float scale, float *dl);
+/* dE [nvalid.., cols] row tok[r] - v0 += g row r, for the tokens in [v0, v0 + nvalid), in row order. */
+void tr_embed_rows_bwd(struct tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,
+                       float *dE);
+/* dwpe [npos, cols] = 0, then row (r mod seq) += g row r. */
+void tr_pos_bwd(struct tr_ctx *c, const float *g, int rows, int cols, int seq, int npos, float *dwpe);
 
 #endif

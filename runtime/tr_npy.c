@@ -304,7 +304,12 @@ static bool parse_header(tr_npy *f, const char *h, size_t hlen, tr_err *err)
         return tr_fail(err, "%s: descr is %s (a structured or compound dtype); only '<f4' (little-endian float32) "
                             "is supported: save a plain float32 array, arr.astype(np.float32)",
                        path, py_kind_name(descr.kind));
-    if (!str_is(&descr, "<f4"))
+    if (f->want_i32 && !str_is(&descr, "<i4"))
+        return tr_fail(err, "%s: descr is '%.*s' (%s); token ids must be '<i4' (little-endian int32): convert with "
+                            "arr.astype(np.int32) before np.save",
+                       path, (int)(descr.slen > 20 ? 20 : descr.slen), descr.s,
+                       str_is(&descr, "<f4") ? "float32" : descr_meaning(&descr));
+    if (!f->want_i32 && !str_is(&descr, "<f4"))
         return tr_fail(err, "%s: descr is '%.*s' (%s); only '<f4' (little-endian float32) is supported: convert "
                             "with %s before np.save",
                        path, (int)(descr.slen > 20 ? 20 : descr.slen), descr.s, descr_meaning(&descr),
@@ -406,6 +411,17 @@ bool tr_npy_open(tr_npy *f, const char *path, tr_err *err)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
+    if (npy_open(f, path, err))
+        return true;
+    tr_npy_close(f);
+    return false;
+}
+
+bool tr_npy_open_i32(tr_npy *f, const char *path, tr_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->want_i32 = 1;
     if (npy_open(f, path, err))
         return true;
     tr_npy_close(f);
