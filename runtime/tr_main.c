@@ -884,6 +884,8 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (tr_model.vocab)
+        tr_lm_zero_pad(d, H); /* the pad rows of wte (ids >= vocab): zero, never in a file */
     if (o.weights && !weights_finite(d, H, o.weights, wprefix)) {
         rc = 1;
         goto out;
@@ -891,7 +893,6 @@ int main(int argc, char **argv)
     float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
     if (tr_model.vocab) {
         /* the language model: the embedding writes x; its inputs are token ids (tr_tokens.c) */
-        tr_lm_zero_pad(d, H);
         if (!tr_lm_load_ids(d, &o.lm, o.seed, H)) {
             rc = 1;
             goto out;
