@@ -296,11 +296,6 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
     VAR("SI", "%d", pl->mesh.si);
     VAR("SJ", "%d", pl->mesh.sj);
     VAR("SK", "%d", pl->mesh.sk);
-    if (pl->V > 0)
-        VAR("LM", "\n    .vocab = %d, .positions = %d, /* docs/MODEL.md */", pl->V,
-            pl->spec.positions);
-    else
-        vars[n++] = (tg_tvar){"LM", ""};
 #undef VAR
     return tg_template_fill(out, "model.c.in", vars, n, err);
 }

@@ -120,7 +120,6 @@ typedef struct tr_model_desc {
     double eps;
     int mode;                                   /* 0 inference, 1 training */
     double lr, beta1, beta2, adam_eps, weight_decay; /* AdamW, training only */
-    int vocab, positions; /* the language model (docs/MODEL.md); 0: the block stack alone */
 } tr_model_desc;
 
 /* What differs between the ranks of one class: the rank, its depth, where its block of the residual stream

@@ -248,13 +248,13 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     }
     if (!tr_lm_check_opts(&o->lm, err))
         return -1;
-    if (tr_model.vocab && (o->input || o->target || o->dy || o->dx_out)) {
+    if (tr_lm_vocab() && (o->input || o->target || o->dy || o->dx_out)) {
         tr_fail(err, "--input, --target, --dy and --dx-out are for a stack of blocks on hidden states; this program is a "
                      "language model (model.vocab = %d): give --tokens T.npy and --targets Y.npy (int32 [batch, seq]); "
-                     "--grads-out alone runs one backward of the loss", tr_model.vocab);
+                     "--grads-out alone runs one backward of the loss", tr_lm_vocab());
         return -1;
     }
-    if ((o->dx_out || o->grads_out) && !o->dy && !tr_model.vocab) {
+    if ((o->dx_out || o->grads_out) && !o->dy && !tr_lm_vocab()) {
         tr_fail(err, "--dx-out and --grads-out write the gradients of one backward: give the upstream gradient "
                      "with --dy DY.npy");
         return -1;
@@ -673,7 +673,7 @@ static double objective(tr_ctx *c, float *H, const float *A, const float *target
 {
     const tr_rank_desc *d = c->desc;
     long long xn = (long long)d->io_rows * d->io_cols;
-    if (tr_model.vocab) {
+    if (tr_lm_vocab()) {
         tr_backend_download(c, H + d->loss_offset, A + d->loss_offset, d->io_rows);
         memset(gh, 0, (size_t)xn * sizeof *gh);
         return tr_lm_mean_loss(d, H);
@@ -884,14 +884,14 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (tr_model.vocab)
+    if (tr_lm_vocab())
         tr_lm_zero_pad(d, H); /* the pad rows of wte (ids >= vocab): zero, never in a file */
     if (o.weights && !weights_finite(d, H, o.weights, wprefix)) {
         rc = 1;
         goto out;
     }
     float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
-    if (tr_model.vocab) {
+    if (tr_lm_vocab()) {
         /* the language model: the embedding writes x; its inputs are token ids (tr_tokens.c) */
         if (!tr_lm_load_ids(d, &o.lm, o.seed, H)) {
             rc = 1;
@@ -947,13 +947,13 @@ int main(int argc, char **argv)
     }
 
     float *yh = H + d->y_offset;
-    int lm_bwd = tr_model.vocab && tr_model.mode && !o.steps && o.grads_out; /* one backward of the LM loss */
+    int lm_bwd = tr_lm_vocab() && tr_model.mode && !o.steps && o.grads_out; /* one backward of the LM loss */
     if (o.steps > 0) {
         /* training: forward, loss and dL/dy, backward, AdamW; the loss printed is the one before the step */
         float *th = malloc((size_t)xn * sizeof *th), *gh = H + d->gx_offset;
         if (!th)
             MPI_Abort(MPI_COMM_WORLD, 1);
-        if (tr_model.vocab) {
+        if (tr_lm_vocab()) {
             /* the loss reads the target ids loaded above */
         } else if (o.target) {
             if (!load_bsc(d, o.target, "target", th)) {
@@ -1052,7 +1052,7 @@ int main(int argc, char **argv)
         rc = 5;
         goto out;
     }
-    if (tr_model.vocab && !o.steps) {
+    if (tr_lm_vocab() && !o.steps) {
         double loss = tr_lm_mean_loss(d, H);
         if (rank == 0 && !o.quiet && o.lm.targets)
             printf("loss %.9g\n", loss);
@@ -1063,7 +1063,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s\n", err.msg);
             rc = 1;
         } else if (rank == 0 && !o.quiet) {
-            printf("wrote %s [%d, %d, %d]\n", o.lm.logits_out, tr_model.batch, tr_model.seq, tr_model.vocab);
+            printf("wrote %s [%d, %d, %d]\n", o.lm.logits_out, tr_model.batch, tr_model.seq, tr_lm_vocab());
         }
     }
     if (o.output) {

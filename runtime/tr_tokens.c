@@ -21,6 +21,11 @@
 #include "tr_safetensors.h"
 #include "tr_synth.h"
 
+int tr_lm_vocab(void)
+{
+    return tr_class.proto.vocab;
+}
+
 int tr_lm_parse_arg(tr_lm_opts *o, int argc, char **argv, int *a, tr_err *err)
 {
     const char *s = argv[*a];
@@ -45,7 +50,7 @@ int tr_lm_parse_arg(tr_lm_opts *o, int argc, char **argv, int *a, tr_err *err)
 
 bool tr_lm_check_opts(const tr_lm_opts *o, tr_err *err)
 {
-    if (tr_model.vocab == 0 && (o->tokens || o->targets || o->logits_out)) {
+    if (tr_lm_vocab() == 0 && (o->tokens || o->targets || o->logits_out)) {
         tr_fail(err, "--tokens, --targets and --logits-out need a language model: this program was generated "
                      "without model.vocab (a stack of blocks on hidden states; use --input); add vocab and positions "
                      "to the spec's model table and regenerate (docs/MODEL.md)");
@@ -85,10 +90,10 @@ static bool check_ids(const char *path, const char *what, tr_err *err)
         for (long long e = 0; e < n; e++) {
             int32_t v;
             memcpy(&v, p + 4 * e, 4);
-            if (v < 0 || v >= tr_model.vocab) {
+            if (v < 0 || v >= tr_lm_vocab()) {
                 tr_fail(err, "%s: %s[%lld, %lld] = %d is not a token id: every id must be in [0, %d) (model.vocab = "
                              "%d); nothing was run",
-                        path, what, e / tr_model.seq, e % tr_model.seq, (int)v, tr_model.vocab, tr_model.vocab);
+                        path, what, e / tr_model.seq, e % tr_model.seq, (int)v, tr_lm_vocab(), tr_lm_vocab());
                 ok = false;
                 break;
             }
@@ -109,8 +114,8 @@ static bool read_ids(const char *path, const char *name, uint64_t seed, long lon
         /* row-major over [batch*seq, 1]: element e = token index */
         tr_synth_block(name, seed, 1, r0, n, 0, 1, u, 1);
         for (int e = 0; e < n; e++) {
-            long long id = (long long)floor(((double)u[e] + 1.0) * 0.5 * tr_model.vocab);
-            dst[e] = (int32_t)(id < 0 ? 0 : id >= tr_model.vocab ? tr_model.vocab - 1 : id);
+            long long id = (long long)floor(((double)u[e] + 1.0) * 0.5 * tr_lm_vocab());
+            dst[e] = (int32_t)(id < 0 ? 0 : id >= tr_lm_vocab() ? tr_lm_vocab() - 1 : id);
         }
         free(u);
         return true;
@@ -159,7 +164,7 @@ double tr_lm_mean_loss(const tr_rank_desc *d, const float *H)
 
 bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H, tr_err *err)
 {
-    int R = d->io_rows, vq = d->vq, V = tr_model.vocab, p = tr_model.p;
+    int R = d->io_rows, vq = d->vq, V = tr_lm_vocab(), p = tr_model.p;
     long long blk = (long long)R * vq, T = (long long)tr_model.batch * tr_model.seq;
     int where[2] = {d->io_r0, d->j}, *wall = NULL;
     float *all = NULL, *out = NULL;

@@ -19,6 +19,9 @@ typedef struct tr_lm_opts {
     const char *tokens, *targets, *logits_out;
 } tr_lm_opts;
 
+/* The vocabulary of this program's model (its class descriptor; 0: a stack of blocks without one). */
+int tr_lm_vocab(void);
+
 /* argv[*a] is one of --tokens, --targets, --logits-out: store its value and advance *a (1); another option (0);
  * an error in err (-1). */
 int tr_lm_parse_arg(tr_lm_opts *o, int argc, char **argv, int *a, tr_err *err);
