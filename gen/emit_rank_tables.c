@@ -96,6 +96,22 @@ void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
     }
 }
 
+void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp)
+{
+    if (pl->V <= 0)
+        return;
+    tg_sb_puts(o, "/* The language model's part of this program (docs/MODEL.md): the forward's reductions, the vocabulary,\n"
+                  " * and the token, target, logits and loss buffers the runtime fills and reads. */\n");
+    tg_sb_puts(o, "const tr_lm_desc tr_lm_class = {\n");
+    ll4(o, "plan_reduce_recv", rp->reduce_recv);
+    ll4(o, "plan_reduce_sent", rp->reduce_sent);
+    tg_sb_printf(o, "        .vocab = %d, .vq = %d,\n", pl->V, pl->Vq);
+    tg_sb_printf(o, "        .tok_offset = %lld, .tgt_offset = %lld, .logits_offset = %lld, .loss_offset = %lld,\n",
+                 rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
+                 rp->bufs[rp->loss_buf].offset);
+    tg_sb_puts(o, "};\n\n");
+}
+
 void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *null_ptr)
 {
     const tg_mesh *m = &pl->mesh;
@@ -129,14 +145,5 @@ void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, co
     tg_sb_printf(o, "        .nsteps = %d,\n        .steps = step_info,\n", rp->nsteps);
     tg_sb_printf(o, "        .forward = forward,\n        .backward = %s,\n        .optimizer = %s,\n",
                  train ? "backward" : null_ptr, train ? "optimizer" : null_ptr);
-    if (pl->V > 0) {
-        tg_sb_puts(o, "        /* the language model (docs/MODEL.md) */\n");
-        ll4(o, "plan_reduce_recv", rp->reduce_recv);
-        ll4(o, "plan_reduce_sent", rp->reduce_sent);
-        tg_sb_printf(o, "        .vocab = %d, .vq = %d,\n", pl->V, pl->Vq);
-        tg_sb_printf(o, "        .tok_offset = %lld, .tgt_offset = %lld, .logits_offset = %lld, .loss_offset = %lld,\n",
-                     rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
-                     rp->bufs[rp->loss_buf].offset);
-    }
     tg_sb_printf(o, "    },\n    .nranks = %d,\n    .rows = rows,\n", m->d);
 }

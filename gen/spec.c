@@ -757,6 +757,15 @@ static void validate(spec_ctx *c, tg_spec *s)
     if (ok_hidden && ok_ffn && ok_q)
         check_count(c, "the per-rank MLP weight block", "(hidden/q)*(ffn/q)",
                     ceil_div(C, q) * ceil_div(F, q), "use a smaller hidden or ffn, or a larger q");
+    if (s->vocab > 0 && ok_q && ok_d && ok_hidden && ok_batch && ok_seq) { /* the language model's blocks */
+        long long Vq = ceil_div(s->vocab, q);
+        check_count(c, "the per-rank logits block", "(batch*seq/(q*d))*ceil(vocab/q)",
+                    sat_mul(ceil_div(B * S, q * d), Vq), "use a smaller batch, seq or vocab, or a larger q or d");
+        check_count(c, "the per-rank token embedding block", "ceil(vocab/q)*(hidden/q)", sat_mul(Vq, ceil_div(C, q)),
+                    "use a smaller vocab or hidden, or a larger q");
+        check_count(c, "the per-rank position embedding block", "positions*(hidden/q)",
+                    sat_mul(s->positions, ceil_div(C, q)), "use fewer positions or a larger q");
+    }
     if (ok_batch && ok_heads && ok_seq && ok_q && ok_d)
         check_count(c, "the per-rank attention scores", "(batch/(q*d))*(heads/q)*seq*seq",
                     sat_mul(sat_mul(sat_mul(ceil_div(B, q * d), ceil_div(H, q)), S), S),

@@ -100,15 +100,21 @@ typedef struct tr_rank_desc {
     void (*forward)(struct tr_ctx *c, float *A);
     void (*backward)(struct tr_ctx *c, float *A);  /* training only, else NULL */
     void (*optimizer)(struct tr_ctx *c, float *A); /* training only: one AdamW step (step number in the ctx) */
-    /* the language model (tr_model.vocab > 0; docs/MODEL.md), else all 0: the forward's reductions (the
-     * embedding), the vocabulary and its block rows Vq, and where the token ids of the q row blocks of this
-     * rank's depth [q*io_rows] int32, the targets of its row block [io_rows] int32, its logits [io_rows, vq]
-     * (vocab block j) and its per-token loss [io_rows] lie in the arena */
+} tr_rank_desc;
+
+/* The language model's part of a class program (model.vocab; docs/MODEL.md): the forward's reductions (the
+ * embedding), the vocabulary and its block rows Vq, and where the token ids of the q row blocks of the rank's depth
+ * [q*io_rows] int32, the targets of its row block [io_rows] int32, its logits [io_rows, vq] (vocab block j) and its
+ * per-token loss [io_rows] lie in the arena (the same offsets for every rank of the class). */
+typedef struct tr_lm_desc {
     long long plan_reduce_recv[TR_NGROUPS];
     long long plan_reduce_sent[TR_NGROUPS];
     int vocab, vq;
     long long tok_offset, tgt_offset, logits_offset, loss_offset;
-} tr_rank_desc;
+} tr_lm_desc;
+/* Defined by the class program of a language model only. A weak reference: the programs of a block stack (and
+ * their goldens) stay as they were, link without it and see &tr_lm_class == NULL (tr_tokens.c: tr_lm()). */
+extern const tr_lm_desc tr_lm_class __attribute__((weak));
 
 typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;

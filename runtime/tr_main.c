@@ -602,8 +602,8 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
             d->plan_bcast_recv[g] + (bwd ? d->plan_bwd_bcast_recv[g] : 0),
             d->plan_bcast_sent[g] + (bwd ? d->plan_bwd_bcast_sent[g] : 0),
             d->plan_allreduce[g] + (bwd ? d->plan_bwd_allreduce[g] : 0),
-            d->plan_reduce_recv[g] + (bwd ? d->plan_bwd_reduce_recv[g] : 0),
-            d->plan_reduce_sent[g] + (bwd ? d->plan_bwd_reduce_sent[g] : 0),
+            tr_lm()->plan_reduce_recv[g] + (bwd ? d->plan_bwd_reduce_recv[g] : 0),
+            tr_lm()->plan_reduce_sent[g] + (bwd ? d->plan_bwd_reduce_sent[g] : 0),
         };
         for (int k = 0; k < NK; k++) {
             mine[k * TR_NGROUPS + g] = meas[k];
@@ -674,7 +674,7 @@ static double objective(tr_ctx *c, float *H, const float *A, const float *target
     const tr_rank_desc *d = c->desc;
     long long xn = (long long)d->io_rows * d->io_cols;
     if (tr_lm_vocab()) {
-        tr_backend_download(c, H + d->loss_offset, A + d->loss_offset, d->io_rows);
+        tr_backend_download(c, H + tr_lm()->loss_offset, A + tr_lm()->loss_offset, d->io_rows);
         memset(gh, 0, (size_t)xn * sizeof *gh);
         return tr_lm_mean_loss(d, H);
     }

@@ -21,9 +21,15 @@
 #include "tr_safetensors.h"
 #include "tr_synth.h"
 
+const tr_lm_desc *tr_lm(void)
+{
+    static const tr_lm_desc none; /* a block stack: vocab 0, no reductions in the forward */
+    return &tr_lm_class ? &tr_lm_class : &none;
+}
+
 int tr_lm_vocab(void)
 {
-    return tr_class.proto.vocab;
+    return tr_lm()->vocab;
 }
 
 int tr_lm_parse_arg(tr_lm_opts *o, int argc, char **argv, int *a, tr_err *err)
@@ -142,8 +148,8 @@ bool tr_lm_load_ids(const tr_rank_desc *d, const tr_lm_opts *o, uint64_t seed, f
         return false;
     }
     int R = d->io_rows, q = tr_model.q;
-    ok = read_ids(o->tokens, "tokens", seed, (long long)q * d->k * R, q * R, (int32_t *)(H + d->tok_offset), &err) &&
-         read_ids(o->targets, "targets", seed, d->io_r0, R, (int32_t *)(H + d->tgt_offset), &err);
+    ok = read_ids(o->tokens, "tokens", seed, (long long)q * d->k * R, q * R, (int32_t *)(H + tr_lm()->tok_offset), &err) &&
+         read_ids(o->targets, "targets", seed, d->io_r0, R, (int32_t *)(H + tr_lm()->tgt_offset), &err);
     int all = 0;
     v = ok;
     MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -157,14 +163,14 @@ double tr_lm_mean_loss(const tr_rank_desc *d, const float *H)
     double local = 0, sum = 0;
     if (d->j == 0) /* ranks (i, 0, k) hold every row block once */
         for (int r = 0; r < d->io_rows; r++)
-            local += H[d->loss_offset + r];
+            local += H[tr_lm()->loss_offset + r];
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return sum / ((double)tr_model.batch * tr_model.seq);
 }
 
 bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H, tr_err *err)
 {
-    int R = d->io_rows, vq = d->vq, V = tr_lm_vocab(), p = tr_model.p;
+    int R = d->io_rows, vq = tr_lm()->vq, V = tr_lm_vocab(), p = tr_model.p;
     long long blk = (long long)R * vq, T = (long long)tr_model.batch * tr_model.seq;
     int where[2] = {d->io_r0, d->j}, *wall = NULL;
     float *all = NULL, *out = NULL;
@@ -183,7 +189,7 @@ bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H,
         return tr_fail(err, "%s: out of memory gathering the logits on rank 0 (%lld x %d floats)", path, T, V);
     }
     MPI_Gather(where, 2, MPI_INT, wall, 2, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Gather(H + d->logits_offset, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Gather(H + tr_lm()->logits_offset, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
     bool ok = true;
     if (d->rank == 0) {
         for (int r = 0; r < p; r++) {

@@ -19,7 +19,8 @@ typedef struct tr_lm_opts {
     const char *tokens, *targets, *logits_out;
 } tr_lm_opts;
 
-/* The vocabulary of this program's model (its class descriptor; 0: a stack of blocks without one). */
+/* This program's language model part (all zero for a stack of blocks) and its vocabulary (0: none). */
+const tr_lm_desc *tr_lm(void);
 int tr_lm_vocab(void);
 
 /* argv[*a] is one of --tokens, --targets, --logits-out: store its value and advance *a (1); another option (0);
