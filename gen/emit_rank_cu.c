@@ -44,6 +44,10 @@ bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
 {
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
+        if (s->kind >= TG_STEP_EMBED) /* the language model's steps (plan.h): CPU only for now, docs/MODEL.md */
+            return tg_fail(err, "the CUDA backend has no kernels yet for the language model's embedding, head and "
+                                "loss (model.vocab, docs/MODEL.md; first: %s, class (i=%d, j=%d) step %d)",
+                           tg_step_kind_name(s->kind), cp->i, cp->j, i);
         if (s->stream == TG_STREAM_NONE)
             return tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
                            tg_step_kind_name(s->kind), cp->i, cp->j, i, s->layer, s->op);

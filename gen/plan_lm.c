@@ -143,6 +143,7 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
     lm->xf = tg_pb_buf(b, R, Cq, 0, "ln_f(y) block (h, j)", "lnf_out");
     if (!tg_pb_ln_rowsum(b, L, R, Cq, y, lm->rs, "row sums of y, local columns"))
         return;
+    rp->steps[rp->nsteps - 1].op = "ln_f"; /* plan_steps.c names the first layernorm's row sums "ln1" */
     lm->vs = tg_pb_layernorm(b, L, "ln_f", R, Cq, y, lm->rs, lm->lnf_g, lm->lnf_b, lm->xf,
                              "centred squares of y, local columns", tg_pb_allreduce_row);
     /* logits(h, vocab block t) = sum_j xf(h, j) @ E(t, j)^T: bcast E over col, reduce over row to root t */
