@@ -185,6 +185,30 @@ lm_refused() { # OPTION FILE WANT
     [ ! -e "$WORK/lm/never.npy" ] && ! ls "$WORK/lm"/never.npy.* >/dev/null 2>&1 || { echo "an output was written"; return 1; }
 }
 
+# the LM program of [2,2,2] built with ASan+UBSan: gradients against the reference, bytes, --stats, a bad token
+# file refused cleanly
+lm_asan() {
+    local W="$WORK/lm" M="$WORK/lm/train_2_2"
+    ninja -C "$M" asan >/dev/null && rm -f "$M/ga.st" &&
+        TESS_VARIANT=asan "$M/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out \
+            "$M/ga.st" --bytes --stats >"$W/asan.out" 2>"$W/asan.err" &&
+        grep -q "every step of every rank moved exactly its planned bytes" "$W/asan.out" &&
+        "$PY" $LM_REF compare-grads --ref "$W/g_ref.st" --got "$M/ga.st" --tol 1e-4 --label "asan [2,2,2]" &&
+        { TESS_VARIANT=asan "$M/run" --weights "$W/w.st" --tokens "$W/tok_big.npy" --quiet 2>"$W/asan.err"
+          [ $? -eq 1 ] && ! grep -q "Sanitizer" "$W/asan.err"; }
+}
+
+# options of the other kind of program are refused with exit 2 and a message that says what to do
+lm_wrong_options() {
+    local W="$WORK/lm"
+    "$W/train_2_1_novocab/run" --tokens "$W/tok.npy" --quiet 2>"$W/opt.err"
+    [ $? -eq 2 ] && grep -q "need a language model: this program was generated without model.vocab" "$W/opt.err" ||
+        { cat "$W/opt.err"; return 1; }
+    "$W/train_2_1/run" --input "$W/tok.npy" --quiet 2>"$W/opt.err"
+    [ $? -eq 2 ] && grep -q "this program is a language model (model.vocab = 49): give --tokens" "$W/opt.err" ||
+        { cat "$W/opt.err"; return 1; }
+}
+
 lm_bad_files() {
     "$PY" - "$WORK/lm" <<'PYEOF'
 import sys, numpy as np
@@ -217,6 +241,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
             check "lm: mesh [${m%,*},${m%,*},${m#*,}] measured bytes of embedding, head and loss equal docs/MODEL.md" \
                 lm_bytes_formula "${m%,*}" "${m#*,}"
         done
+        [ -x "$WORK/lm/train_2_1_novocab/bin/model" ] &&
+            check "lm: --tokens refused by a block stack, --input by a language model" lm_wrong_options
         check "lm: an inference program prints the loss and writes the reference logits" lm_infer
         check "lm: synthetic tokens from --seed are deterministic" lm_synthetic
         if lm_bad_files >"$WORK/log" 2>&1; then
@@ -228,6 +254,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
                 "token ids must be '<i4' (little-endian int32)"
             check "lm: token ids of the wrong shape are refused" lm_refused --tokens "$WORK/lm/tok_shape.npy" \
                 "expected (batch, seq) = (12, 4)"
+            [ -x "$WORK/lm/train_2_2/bin/model" ] &&
+                check "lm: mesh [2,2,2] under ASan+UBSan: gradients, bytes, --stats; a bad token file exits cleanly" lm_asan
         else
             notok "lm: bad token files" "$WORK/log"
         fi
