@@ -446,9 +446,15 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     tg_sb_printf(&text_out, "ffn = %s, eps = layer_norm_epsilon;\n",
                  md.n_inner ? "n_inner" : "4 * n_embd (n_inner is null)");
     tg_sb_puts(&text_out, "-- mesh, seq, batch and mode from the command line.\n");
+    /* the weights: model.safetensors, or a sharded checkpoint's index (the runtime reads either, or the directory) */
+    char one[4300], index[4300];
+    const char *sep = r->dir[strlen(r->dir) - 1] == '/' ? "" : "/";
+    snprintf(one, sizeof one, "%s%smodel.safetensors", r->dir, sep);
+    snprintf(index, sizeof index, "%s%smodel.safetensors.index.json", r->dir, sep);
+    bool sharded = stat(one, &st) != 0 && stat(index, &st) == 0;
     tg_sb_puts(&text_out, "-- Then: tessgen THIS.lua -o OUT && ninja -C OUT && OUT/run --weights ");
     put_text(&text_out, r->dir, strlen(r->dir));
-    tg_sb_puts(&text_out, "/model.safetensors\n");
+    tg_sb_puts(&text_out, sharded ? "/model.safetensors.index.json (sharded)\n" : "/model.safetensors\n");
     tg_sb_puts(&text_out, "-- Computed: the blocks only. Not computed yet: wte, wpe, ln_f and the LM head (their "
                           "tensors are ignored).\n");
     if (md.reorder)

@@ -103,9 +103,9 @@ static long long shard_elems(const tr_rank_desc *d)
     return n;
 }
 
-bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
-                      tr_err *err)
+bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_st_out **full_out, tr_err *err)
 {
+    *full_out = NULL;
     int rank = d->rank, p = tr_model.p;
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
     /* where each rank's pieces go: its row and depth, then per parameter its pieces and whether its copy is the
@@ -182,16 +182,6 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                     o += (long long)pr->rows * pr->cols;
                 }
             }
-            long long bad = 0, total = 0;
-            for (int i = 0; i < d->nparams; i++) {
-                const tr_param *pr = &d->params[i];
-                long long e = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
-                for (long long k = 0; k < e; k++)
-                    bad += !isfinite(full[i][k]);
-                total += e;
-            }
-            if (bad)
-                fprintf(stderr, "warning: %s has %lld non-finite values of %lld\n", path, bad, total);
             for (int i = 0; i < d->nparams; i++) {
                 const tr_param *pr = &d->params[i];
                 outs[i].name = pr->name;
@@ -199,12 +189,13 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
                 outs[i].shape[0] = pr->full[0];
                 outs[i].shape[1] = pr->full[1];
                 outs[i].data = full[i];
+                full[i] = NULL; /* owned by outs now */
             }
-            ok = tr_st_write_atomic_as(path, outs, d->nparams, dtype, err);
+            *full_out = outs;
+            outs = NULL;
         }
-        ok = root_ok(ok);
     } else if (rank == 0) {
-        tr_fail(err, "%s: out of memory gathering the parameters on rank 0", path);
+        tr_fail(err, "out of memory gathering the parameters on rank 0");
     }
     if (full)
         for (int i = 0; i < d->nparams; i++)
@@ -216,6 +207,39 @@ bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const ch
     free(meta);
     free(metas);
     return ok;
+}
+
+void tr_gather_params_free(tr_st_out *full, int n)
+{
+    for (int i = 0; full && i < n; i++)
+        free((void *)full[i].data);
+    free(full);
+}
+
+bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
+                      tr_err *err)
+{
+    tr_st_out *full = NULL;
+    if (!tr_gather_params_full(d, H, grads, &full, err)) {
+        if (d->rank == 0)
+            tr_fail(err, "%s: nothing written", path);
+        return false;
+    }
+    bool ok = true;
+    if (d->rank == 0) {
+        long long bad = 0, total = 0;
+        for (int i = 0; i < d->nparams; i++) {
+            long long e = full[i].ndim == 1 ? full[i].shape[0] : full[i].shape[0] * full[i].shape[1];
+            for (long long k = 0; k < e; k++)
+                bad += !isfinite(full[i].data[k]);
+            total += e;
+        }
+        if (bad)
+            fprintf(stderr, "warning: %s has %lld non-finite values of %lld\n", path, bad, total);
+        ok = tr_st_write_atomic_as(path, full, d->nparams, dtype, err);
+        tr_gather_params_free(full, d->nparams);
+    }
+    return root_ok(ok);
 }
 
 long long tr_gather_replica_check(tr_ctx *c, const float *H)

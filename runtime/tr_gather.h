@@ -22,6 +22,12 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
 bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
                       tr_err *err);
 
+/* The gather of tr_gather_params without the file: on rank 0, *full gets d->nparams tensors (names, shapes and
+ * the canonical copy's values, malloc'ed; free with tr_gather_params_free), NULL on the other ranks. Collective;
+ * false on every rank (message on rank 0) when rank 0 runs out of memory. */
+bool tr_gather_params_full(const tr_rank_desc *d, const float *H, int grads, tr_st_out **full, tr_err *err);
+void tr_gather_params_free(tr_st_out *full, int n);
+
 /* Compare every parameter shard bitwise with the same block on member 0 of its replica group
  * (dep(i,j) for matrices, coldep(j) for vectors). Returns the number of mismatching shards over
  * all ranks (0 on every rank when all replicas are identical). */

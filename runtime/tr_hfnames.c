@@ -35,17 +35,17 @@ long tr_hf_block_under(const char *name, const char *prefix)
 /* Which convention does file f use for its block tensors? *prefix gets "" or TR_HF_LM_PREFIX. A file with
  * block tensors of both forms is refused, naming a tensor stored both ways if there is one, else one of
  * each form (tensors outside the blocks, such as wte, wpe, ln_f or lm_head, do not count). */
-bool tr_hf_prefix(const tr_st_file *f, const char **prefix, tr_err *err)
+bool tr_hf_prefix(const tr_stset *f, const char **prefix, tr_err *err)
 {
     const char *plain = NULL, *lm = NULL, *both = NULL;
     for (int i = 0; i < f->ntensors; i++) {
-        const char *n = f->tensors[i].name;
+        const char *n = tr_stset_name(f, i);
         if (tr_hf_block_of(n) >= 0 && !plain)
             plain = n;
         if (tr_hf_block_under(n, TR_HF_LM_PREFIX) >= 0) {
             if (!lm)
                 lm = n;
-            if (!both && tr_st_find(f, n + strlen(TR_HF_LM_PREFIX)))
+            if (!both && tr_stset_has(f, n + strlen(TR_HF_LM_PREFIX)))
                 both = n;
         }
     }

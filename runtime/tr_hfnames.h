@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "tr_err.h"
-#include "tr_safetensors.h"
+#include "tr_stset.h"
 
 #define TR_HF_LM_PREFIX "transformer."
 
@@ -19,9 +19,10 @@
 long tr_hf_block_of(const char *name);
 /* The block of a tensor name under a prefix ("" or TR_HF_LM_PREFIX), or -1. */
 long tr_hf_block_under(const char *name, const char *prefix);
-/* Which convention file f uses for its block tensors: *prefix gets "" or TR_HF_LM_PREFIX. A file with block
- * tensors of both forms is refused, naming a tensor stored both ways if there is one, else one of each form. */
-bool tr_hf_prefix(const tr_st_file *f, const char **prefix, tr_err *err);
+/* Which convention the weights f (one file or a sharded checkpoint) use for their block tensors: *prefix gets ""
+ * or TR_HF_LM_PREFIX. Weights with block tensors of both forms are refused, naming a tensor stored both ways if
+ * there is one, else one of each form. */
+bool tr_hf_prefix(const tr_stset *f, const char **prefix, tr_err *err);
 /* prefix + name into buf (names are shorter than TR_ST_NAME_CAP, the prefix is short). */
 const char *tr_hf_prefixed(char *buf, size_t cap, const char *prefix, const char *name);
 

@@ -38,8 +38,10 @@
 #include "tr_ctx.h"
 #include "tr_gather.h"
 #include "tr_hfnames.h"
+#include "tr_hfout.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
+#include "tr_stset.h"
 #include "tr_synth.h"
 #include "tr_tokens.h"
 #include "tr_trace.h"
@@ -57,6 +59,7 @@ typedef struct tr_opts {
     int out_dtype;     /* --out-dtype: TR_ST_F32 or TR_ST_BF16, for --weights-out and --grads-out */
     int out_dtype_set; /* --out-dtype was given */
     const char *trace; /* --trace FILE (tr_trace.c) */
+    const char *hf_out; /* --hf-out DIR (tr_hfout.c) */
     int stats;         /* --stats (tr_trace.c) */
     tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
 } tr_opts;
@@ -64,16 +67,19 @@ typedef struct tr_opts {
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
-            "usage: %s [--weights W.safetensors] [--input X.npy] [--output Y.npy] [--seed N]\n"
+            "usage: %s [--weights W.safetensors|INDEX.json|DIR] [--input X.npy] [--output Y.npy] [--seed N]\n"
             "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
             "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
             "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
             "          [--out-dtype f32|bf16]\n"
+            "   every program: [--hf-out DIR]\n"
             "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
             "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened\n"
             "                exactly to float32); each rank reads only its shard. A save_pretrained\n"
             "                model.safetensors as it is: block names h.<l>.* (GPT2Model) or\n"
-            "                transformer.h.<l>.* (GPT2LMHeadModel); wte, wpe, ln_f, lm_head are not used\n"
+            "                transformer.h.<l>.* (GPT2LMHeadModel); wte, wpe, ln_f, lm_head are not used.\n"
+            "                A sharded checkpoint: F = its model.safetensors.index.json; or F = the directory\n"
+            "                holding model.safetensors or that index\n"
             "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
             "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
@@ -98,6 +104,9 @@ static void usage(FILE *f, const char *prog)
             "                --weights had)\n"
             "  --out-dtype T f32 (default) or bf16: the dtype of --weights-out and --grads-out (bf16: rounded\n"
             "                to nearest, ties to even; a finite value that would round to inf is refused)\n"
+            "  --hf-out DIR  after the run, write DIR for GPT2LMHeadModel.from_pretrained: config.json and\n"
+            "                model.safetensors (transformer.* names, F32 or --out-dtype), atomically; needs\n"
+            "                the whole model (spec keys model.vocab and model.positions)\n"
             "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
             "  --timing      with --steps: median time per training step and per step kind\n",
             prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
@@ -168,6 +177,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             if (!file_value_ok(s, val, err))
                 return -1;
             o->trace = argv[++a];
+        } else if (!strcmp(s, "--hf-out")) {
+            if (!val) {
+                tr_fail(err, "--hf-out needs a directory name (see --help)");
+                return -1;
+            }
+            if (!file_value_ok(s, val, err))
+                return -1;
+            o->hf_out = argv[++a];
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
         } else if (!strcmp(s, "--timing")) {
@@ -259,9 +276,9 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                      "with --dy DY.npy");
         return -1;
     }
-    if (o->out_dtype_set && !o->weights_out && !o->grads_out) {
-        tr_fail(err, "--out-dtype sets the dtype of --weights-out and --grads-out; give one of them, or drop "
-                     "--out-dtype");
+    if (o->out_dtype_set && !o->weights_out && !o->grads_out && !o->hf_out) {
+        tr_fail(err, "--out-dtype sets the dtype of --weights-out and --grads-out (and --hf-out); give one of them, "
+                     "or drop --out-dtype");
         return -1;
     }
     if (o->target && !o->steps) {
@@ -312,6 +329,8 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
     for (int i = 0; i < 5; i++)
         if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
             ok = false;
+    if (ok && o->hf_out && !tr_hfout_check(o->hf_out, err))
+        return false; /* its message says nothing was run */
     if (!ok)
         tr_fail(err, "nothing was run");
     return ok;
@@ -323,12 +342,12 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
  * 0's descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
-    tr_st_file f;
-    if (!tr_st_open(&f, path, err))
+    tr_stset f; /* one file or a sharded checkpoint, every shard checked against its index */
+    if (!tr_stset_open(&f, path, true, err))
         return false;
     const char *prefix;
     if (!tr_hf_prefix(&f, &prefix, err)) {
-        tr_st_close(&f);
+        tr_stset_close(&f);
         return false;
     }
     bool ok = true;
@@ -338,7 +357,7 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
         shape_of(&d->params[i], shape);
         tr_err e = {{0}};
         char name[TR_ST_NAME_CAP + 32];
-        if (!tr_st_expect_float(&f, tr_hf_prefixed(name, sizeof name, prefix, d->params[i].name), d->params[i].ndim, shape,
+        if (!tr_stset_expect_float(&f, tr_hf_prefixed(name, sizeof name, prefix, d->params[i].name), d->params[i].ndim, shape,
                                 &e)) {
             ok = false;
             if (bad++ < 8)
@@ -350,11 +369,11 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
     const char *extra = NULL;
     long extra_block = -1, deepest = -1;
     for (int i = 0; i < f.ntensors; i++) { /* sorted by name: the first extra one is the first listed */
-        long l = tr_hf_block_under(f.tensors[i].name, prefix);
+        long l = tr_hf_block_under(tr_stset_name(&f, i), prefix);
         if (l < tr_model.layers)
             continue;
         if (!extra) {
-            extra = f.tensors[i].name;
+            extra = tr_stset_name(&f, i);
             extra_block = l;
         }
         if (l > deepest)
@@ -365,9 +384,9 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
         tr_fail(err, "%s: tensor %s belongs to block %ld, but the model has %d layers (h.0 to h.%d): the file holds a "
                      "deeper model, with blocks up to h.%ld; regenerate with layers = %ld, or export only the first "
                      "%d blocks",
-                path, extra, extra_block, tr_model.layers, tr_model.layers - 1, deepest, deepest + 1, tr_model.layers);
+                f.path, extra, extra_block, tr_model.layers, tr_model.layers - 1, deepest, deepest + 1, tr_model.layers);
     }
-    tr_st_close(&f);
+    tr_stset_close(&f);
     return ok;
 }
 
@@ -438,8 +457,8 @@ static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, cons
         }
         return true;
     }
-    tr_st_file f;
-    if (!tr_st_open(&f, o->weights, err))
+    tr_stset f; /* rank 0 checked the index against the shards: here each shard is mapped when first needed */
+    if (!tr_stset_open(&f, o->weights, false, err))
         return false;
     bool ok = tr_hf_prefix(&f, prefix, err);
     for (int i = 0; i < d->nparams && ok; i++) {
@@ -448,11 +467,11 @@ static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, cons
         tr_hf_prefixed(name, sizeof name, *prefix, p->name);
         for (int k = 0; k < p->npieces && ok; k++) {
             const tr_piece *pc = &p->piece[k];
-            ok = tr_st_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col, p->cols,
-                                  err);
+            ok = tr_stset_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col,
+                                     p->cols, err);
         }
     }
-    tr_st_close(&f);
+    tr_stset_close(&f);
     return ok;
 }
 
@@ -1048,7 +1067,7 @@ int main(int argc, char **argv)
         printf("wrote %s (Chrome trace: chrome://tracing or ui.perfetto.dev)\n", o.trace);
     }
     tr_backend_download(&ctx, H, A, d->arena_elems);
-    if (o.weights_out && !weights_out_finite(d, H)) {
+    if ((o.weights_out || o.hf_out) && !weights_out_finite(d, H)) {
         rc = 5;
         goto out;
     }
@@ -1092,6 +1111,15 @@ int main(int argc, char **argv)
         } else if (rank == 0 && !o.quiet) {
             printf("wrote %s (%s%s)\n", outs[k].path, outs[k].what,
                    outs[k].kind != 0 && o.out_dtype == TR_ST_BF16 ? ", BF16" : "");
+        }
+    }
+    if (o.hf_out) {
+        if (!tr_hfout_write(d, H, o.hf_out, (tr_st_dtype)o.out_dtype, &err)) {
+            if (rank == 0)
+                fprintf(stderr, "%s\n", err.msg);
+            rc = 1;
+        } else if (rank == 0 && !o.quiet) {
+            printf("wrote %s (GPT2LMHeadModel directory%s)\n", o.hf_out, o.out_dtype == TR_ST_BF16 ? ", BF16" : "");
         }
     }
     if (o.replica_check) {

@@ -223,13 +223,22 @@ static const char *descr_meaning(const pyval *d)
         {"<f8", "float64"}, {"<f2", "float16"}, {"<i8", "int64"},   {"<i4", "int32"},  {"<i2", "int16"},
         {"|i1", "int8"},    {"|u1", "uint8"},   {"<u4", "uint32"},  {"<u8", "uint64"}, {"|b1", "bool"},
         {"<c8", "complex64"}, {">f4", "big-endian float32"},        {">f8", "big-endian float64"},
+        {"<u2", "uint16"},  {">i4", "big-endian int32"},  {"<f4", "float32"},
         {"<V2", "bfloat16 or other raw 2-byte type"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (str_is(d, known[i].descr))
             return known[i].meaning;
-    return "not float32";
+    return "another dtype";
 }
+
+/* The descr a reader accepts: the literal, its meaning, the numpy conversion that fixes a file. */
+typedef struct npy_want {
+    const char *descr, *meaning, *name, *numpy;
+} npy_want;
+
+static const npy_want npy_f4 = {"<f4", "little-endian float32", "float32", "np.float32"};
+static const npy_want npy_i4 = {"<i4", "little-endian int32", "int32", "np.int32"};
 
 /* ---- header ------------------------------------------------------------------- */
 
@@ -242,7 +251,7 @@ static void fmt_tuple(char *buf, size_t cap, int ndim, const int64_t *shape)
         snprintf(buf + o, cap - o, "%s)", ndim == 1 ? "," : "");
 }
 
-static bool parse_header(tr_npy *f, const char *h, size_t hlen, tr_err *err)
+static bool parse_header(tr_npy *f, const char *h, size_t hlen, const npy_want *want, tr_err *err)
 {
     const char *path = f->path;
     pyparser p = {h, hlen, 0, path, err};
@@ -301,19 +310,16 @@ static bool parse_header(tr_npy *f, const char *h, size_t hlen, tr_err *err)
                        !have_descr ? "descr" : !have_fo ? "fortran_order" : "shape");
 
     if (descr.kind != PY_STR)
-        return tr_fail(err, "%s: descr is %s (a structured or compound dtype); only '<f4' (little-endian float32) "
-                            "is supported: save a plain float32 array, arr.astype(np.float32)",
-                       path, py_kind_name(descr.kind));
-    if (f->want_i32 && !str_is(&descr, "<i4"))
-        return tr_fail(err, "%s: descr is '%.*s' (%s); token ids must be '<i4' (little-endian int32): convert with "
-                            "arr.astype(np.int32) before np.save",
-                       path, (int)(descr.slen > 20 ? 20 : descr.slen), descr.s,
-                       str_is(&descr, "<f4") ? "float32" : descr_meaning(&descr));
-    if (!f->want_i32 && !str_is(&descr, "<f4"))
-        return tr_fail(err, "%s: descr is '%.*s' (%s); only '<f4' (little-endian float32) is supported: convert "
-                            "with %s before np.save",
-                       path, (int)(descr.slen > 20 ? 20 : descr.slen), descr.s, descr_meaning(&descr),
-                       str_is(&descr, ">f4") ? "arr.astype('<f4')" : "arr.astype(np.float32)");
+        return tr_fail(err, "%s: descr is %s (a structured or compound dtype); only '%s' (%s) "
+                            "is supported: save a plain %s array, arr.astype(%s)",
+                       path, py_kind_name(descr.kind), want->descr, want->meaning, want->name, want->numpy);
+    if (!str_is(&descr, want->descr)) {
+        bool swapped = descr.slen == 3 && descr.s[0] == '>' && memcmp(descr.s + 1, want->descr + 1, 2) == 0;
+        return tr_fail(err, "%s: descr is '%.*s' (%s); only '%s' (%s) is supported: convert "
+                            "with arr.astype(%s%s%s) before np.save",
+                       path, (int)(descr.slen > 20 ? 20 : descr.slen), descr.s, descr_meaning(&descr), want->descr,
+                       want->meaning, swapped ? "'" : "", swapped ? want->descr : want->numpy, swapped ? "'" : "");
+    }
     if (fo.kind != PY_BOOL)
         return tr_fail(err, "%s: fortran_order is %s, expected True or False", path, py_kind_name(fo.kind));
     if (fo.b)
@@ -335,7 +341,7 @@ static bool parse_header(tr_npy *f, const char *h, size_t hlen, tr_err *err)
     return true;
 }
 
-static bool npy_open(tr_npy *f, const char *path, tr_err *err)
+static bool npy_open(tr_npy *f, const char *path, const npy_want *want, tr_err *err)
 {
     if (strlen(path) >= sizeof f->path)
         return tr_fail(err, "%.200s...: path too long (%zu bytes, at most %zu)", path, strlen(path),
@@ -373,7 +379,7 @@ static bool npy_open(tr_npy *f, const char *path, tr_err *err)
         return tr_fail(err, "%s: header length %llu is larger than the rest of the file (%llu bytes): truncated "
                             "file",
                        path, (ull)hlen, (ull)(f->file_size - hstart));
-    if (!parse_header(f, (const char *)m + hstart, (size_t)hlen, err))
+    if (!parse_header(f, (const char *)m + hstart, (size_t)hlen, want, err))
         return false;
     f->data_off = hstart + hlen;
     uint64_t nelem = 1, need;
@@ -397,9 +403,9 @@ static bool npy_open(tr_npy *f, const char *path, tr_err *err)
     need = nelem * 4;
     uint64_t have = f->file_size - f->data_off;
     if (have < need)
-        return tr_fail(err, "%s: truncated data: shape %s of float32 needs %llu bytes after the header but the "
+        return tr_fail(err, "%s: truncated data: shape %s of %s needs %llu bytes after the header but the "
                             "file has only %llu (incomplete write or copy? save it again)",
-                       path, sb, (ull)need, (ull)have);
+                       path, sb, want->name, (ull)need, (ull)have);
     if (have > need)
         return tr_fail(err, "%s: %llu unexpected bytes after the array data of shape %s: not a plain .npy file "
                             "(np.save writes exactly the data)",
@@ -407,25 +413,24 @@ static bool npy_open(tr_npy *f, const char *path, tr_err *err)
     return true;
 }
 
-bool tr_npy_open(tr_npy *f, const char *path, tr_err *err)
+static bool npy_open_as(tr_npy *f, const char *path, const npy_want *want, tr_err *err)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    if (npy_open(f, path, err))
+    if (npy_open(f, path, want, err))
         return true;
     tr_npy_close(f);
     return false;
 }
 
+bool tr_npy_open(tr_npy *f, const char *path, tr_err *err)
+{
+    return npy_open_as(f, path, &npy_f4, err);
+}
+
 bool tr_npy_open_i32(tr_npy *f, const char *path, tr_err *err)
 {
-    memset(f, 0, sizeof *f);
-    f->fd = -1;
-    f->want_i32 = 1;
-    if (npy_open(f, path, err))
-        return true;
-    tr_npy_close(f);
-    return false;
+    return npy_open_as(f, path, &npy_i4, err);
 }
 
 bool tr_npy_expect_shape(const tr_npy *f, int ndim, const int64_t *shape, const char *what, const char *dims_names,

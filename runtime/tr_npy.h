@@ -33,7 +33,6 @@ typedef struct tr_npy {
     int ndim;                  /* 0..8 */
     int64_t shape[TR_NPY_MAX_NDIM];
     const unsigned char *map;  /* [file_size] mmap of whole file, read-only */
-    int want_i32;              /* opened by tr_npy_open_i32: descr '<i4', data at map + data_off */
 } tr_npy;
 
 /* Open a .npy v1.0/2.0/3.0 file; requires descr '<f4' and fortran_order
@@ -41,7 +40,9 @@ typedef struct tr_npy {
  * On failure *f is left closed (tr_npy_close is a no-op). */
 bool tr_npy_open(tr_npy *f, const char *path, tr_err *err);
 
-/* The same for a '<i4' (int32) array (token ids); the data is read from f->map + f->data_off. */
+/* tr_npy_open for a '<i4' (little-endian int32) array instead of '<f4', with
+ * the same checks (token ids: runtime/tr_data.c); tr_npy_read_block does not
+ * apply to it (it converts float32): read the bytes at data_off. */
 bool tr_npy_open_i32(tr_npy *f, const char *path, tr_err *err);
 
 /* Check the array has exactly shape[0..ndim). `what` names the array ("input";

@@ -278,7 +278,7 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
             check "lm: a negative target id is refused" lm_refused --targets "$WORK/lm/tok_neg.npy" \
                 "tok_neg.npy: targets[0, 1] = -1 is not a token id"
             check "lm: float32 token ids are refused (int32 only)" lm_refused --tokens "$WORK/lm/tok_f32.npy" \
-                "token ids must be '<i4' (little-endian int32)"
+                "only '<i4' (little-endian int32) is supported"
             check "lm: token ids of the wrong shape are refused" lm_refused --tokens "$WORK/lm/tok_shape.npy" \
                 "expected (batch, seq) = (12, 4)"
             [ -x "$WORK/lm/train_2_2/bin/model" ] &&

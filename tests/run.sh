@@ -17,6 +17,7 @@
 #             docs/MODEL.md byte formula, bad token files
 #   hf        Hugging Face in (tests/hf.sh): tessgen --from-hf on a save_pretrained directory written by
 #             the reference, run on two meshes against it; every refused config value; mixed weight names
+#             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
 #   cuda      the CUDA backend without a GPU (and one megatron spec): golden text, backend choice, the generated CUDA rank
@@ -26,6 +27,7 @@
 #             carry (tests/gpu/prepare.sh), its rehearsal with the system's Open MPI and Lua hidden, the check
 #             flows on the CPU emulation, the benchmark report
 #   fuzz      each libFuzzer harness (tests/fuzz) for a few seconds under ASan+UBSan (tests/fuzz.sh)
+#   data      scripts/mkshard.py rewrites the shipped corpus data/tiny byte for byte (tests/data.sh)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
@@ -93,7 +95,7 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io; do
+for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done
@@ -108,9 +110,11 @@ done
 . tests/megatron.sh
 . tests/lm.sh
 . tests/hf.sh
+. tests/hf_io.sh
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh
+. tests/data.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"

@@ -8,7 +8,8 @@
  * with the path and names the culprit. Block reads are checked against values
  * computed from the element's coordinates, never against the reader itself.
  * Interop with NumPy runs /usr/bin/python3 when it has numpy, else the case
- * prints "ok - ... # skip".
+ * prints "ok - ... # skip". Also the sharded view (tr_stset) and the
+ * Hugging Face directory writer (tr_hfout_write_dir), which need no MPI.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,9 +25,11 @@
 #include <unistd.h>
 
 #include "tr_bf16.h"
+#include "tr_hfout.h"
 #include "tr_json.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
+#include "tr_stset.h"
 #include "tt.h"
 
 static char g_dir[64]; /* the mkdtemp directory */
@@ -1564,6 +1567,313 @@ static void test_bf16(void)
     }
 }
 
+
+/* ---- sharded checkpoints (tr_stset) ------------------------------------------ */
+
+/* tr_hfout.o and tr_gather.o, linked through the archive, refer to the generated model */
+const tr_model_desc tr_model = {.name = "test_io", .layers = 1, .hidden = 4, .heads = 1, .ffn = 16, .eps = 1e-5};
+
+/* dir d (under g_dir) with shards s1 = {a [2,3], b [3]} and s2 = {c [4,2]} and the index text ix */
+static bool make_sharded(const char *d, const char *ix)
+{
+    static float a[6], b[3], c[8];
+    fill(a, 2, 3);
+    fill(b, 1, 3);
+    fill(c, 4, 2);
+    tr_st_out s1[2] = {{"a", 2, {2, 3}, a}, {"b", 1, {3}, b}}, s2[1] = {{"c", 2, {4, 2}, c}};
+    char f[600];
+    tr_err e = {{0}};
+    mkdir(d, 0755);
+    snprintf(f, sizeof f, "%s/s1.safetensors", d);
+    bool ok = tr_st_write_atomic(f, s1, 2, &e);
+    snprintf(f, sizeof f, "%s/s2.safetensors", d);
+    ok = ok && tr_st_write_atomic(f, s2, 1, &e);
+    snprintf(f, sizeof f, "%s/model.safetensors.index.json", d);
+    return ok && write_bytes(f, ix, strlen(ix));
+}
+
+static const char *good_ix = "{\"metadata\": {\"total_size\": 68}, \"weight_map\": {\"a\": \"s1.safetensors\", "
+                             "\"b\": \"s1.safetensors\", \"c\": \"s2.safetensors\"}}";
+
+/* the index at dir d is refused with a message starting with its path and holding want */
+static void bad_index(const char *name, const char *ix, const char *want, void (*spoil)(const char *d))
+{
+    TT_CASE(name) {
+        char d[600], ixp[700];
+        snprintf(d, sizeof d, "%s", P("badix"));
+        rm_tree(d);
+        TT_CHECK(make_sharded(d, ix), "setup");
+        if (spoil)
+            spoil(d);
+        snprintf(ixp, sizeof ixp, "%s/model.safetensors.index.json", d);
+        tr_stset s;
+        tr_err e = {{0}};
+        bool ok = tr_stset_open(&s, ixp, true, &e);
+        TT_CHECK(!ok, "accepted");
+        TT_CHECK(starts(e.msg, ixp) || strstr(e.msg, ixp), "message does not name the index: %.300s", e.msg);
+        TT_CHECK(strstr(e.msg, want) != NULL, "message lacks \"%s\": %.400s", want, e.msg);
+        TT_CHECK(s.ntensors == 0 && s.shards == NULL, "a refused set is not left closed");
+        tr_stset_close(&s);
+        rm_tree(d);
+    }
+}
+
+static void spoil_missing(const char *d)
+{
+    char f[700];
+    snprintf(f, sizeof f, "%s/s2.safetensors", d);
+    unlink(f);
+}
+
+static void spoil_twice(const char *d) /* s2 also holds a */
+{
+    static float a[6], c[8];
+    fill(a, 2, 3);
+    fill(c, 4, 2);
+    tr_st_out s2[2] = {{"a", 2, {2, 3}, a}, {"c", 2, {4, 2}, c}};
+    char f[700];
+    tr_err e = {{0}};
+    snprintf(f, sizeof f, "%s/s2.safetensors", d);
+    tr_st_write_atomic(f, s2, 2, &e);
+}
+
+static void test_stset(void)
+{
+    TT_CASE("stset: index of 2 shards: names, shapes, blocks from the right shard; a directory; lazy opening") {
+        char d[600], ixp[700];
+        snprintf(d, sizeof d, "%s", P("sharded"));
+        TT_CHECK(make_sharded(d, good_ix), "setup");
+        snprintf(ixp, sizeof ixp, "%s/model.safetensors.index.json", d);
+        for (int mode = 0; mode < 3; mode++) { /* index validated, directory validated, index lazy */
+            tr_stset s;
+            tr_err e = {{0}};
+            TT_CHECK(tr_stset_open(&s, mode == 1 ? d : ixp, mode != 2, &e), "mode %d: %.300s", mode, e.msg);
+            if (tt_case_failed)
+                break;
+            TT_CHECK(s.sharded && s.ntensors == 3 && s.nshards == 2, "mode %d: %d tensors %d shards", mode,
+                     s.ntensors, s.nshards);
+            TT_CHECK(!strcmp(tr_stset_name(&s, 0), "a") && !strcmp(tr_stset_name(&s, 2), "c"), "names not sorted");
+            TT_CHECK(tr_stset_has(&s, "b") && !tr_stset_has(&s, "d"), "has");
+            TT_CHECK(s.shards[0].map == NULL && s.shards[1].map == NULL, "mode %d: a shard is open before use", mode);
+            int64_t sc[2] = {4, 2}, sb[1] = {3};
+            TT_CHECK(tr_stset_expect_float(&s, "c", 2, sc, &e) && tr_stset_expect_float(&s, "b", 1, sb, &e),
+                     "expect: %.300s", e.msg);
+            float blk[2] = {0, 0};
+            TT_CHECK(tr_stset_read_block(&s, "c", 2, 2, 1, 1, blk, 1, &e), "read: %.300s", e.msg);
+            TT_CHECK(blk[0] == val(2, 1) && blk[1] == val(3, 1), "c[2..4, 1] = %g %g", blk[0], blk[1]);
+            tr_err e2 = {{0}};
+            TT_CHECK(!tr_stset_read_block(&s, "zz", 0, 1, 0, 1, blk, 1, &e2) &&
+                         strstr(e2.msg, "no tensor named zz in the index's weight_map"),
+                     "unknown name: %.300s", e2.msg);
+            tr_stset_close(&s);
+        }
+        rm_tree(d);
+    }
+    TT_CASE("stset: a single file is a set of one shard with the file's messages") {
+        static float a[6];
+        fill(a, 2, 3);
+        tr_st_out o[1] = {{"h.0.x", 2, {2, 3}, a}};
+        tr_err e = {{0}};
+        TT_CHECK(tr_st_write_atomic(P("single.st"), o, 1, &e), "%.300s", e.msg);
+        tr_stset s;
+        TT_CHECK(tr_stset_open(&s, P("single.st"), true, &e), "%.300s", e.msg);
+        TT_CHECK(!s.sharded && s.ntensors == 1 && !strcmp(tr_stset_name(&s, 0), "h.0.x"), "table");
+        int64_t sh[2] = {2, 4};
+        TT_CHECK(!tr_stset_expect_float(&s, "h.0.x", 2, sh, &e) && strstr(e.msg, "has shape [2,3], expected [2,4]"),
+                 "shape message: %.300s", e.msg);
+        tr_stset_close(&s);
+        tr_stset_close(&s); /* twice is harmless */
+    }
+    TT_CASE("stset: a directory with both model.safetensors and the index, or neither, is refused") {
+        char d[600], f[700];
+        snprintf(d, sizeof d, "%s", P("both"));
+        TT_CHECK(make_sharded(d, good_ix), "setup");
+        tr_stset s;
+        tr_err e = {{0}};
+        mkdir(P("neither"), 0755);
+        bool ok = tr_stset_open(&s, P("neither"), true, &e);
+        TT_CHECK(!ok && strstr(e.msg, "without model.safetensors or"), "neither: %.300s", e.msg);
+        if (ok)
+            tr_stset_close(&s);
+        rmdir(P("neither"));
+        snprintf(f, sizeof f, "%s/model.safetensors", d);
+        TT_CHECK(write_bytes(f, "x", 1), "setup");
+        tr_err e2 = {{0}};
+        ok = tr_stset_open(&s, d, true, &e2);
+        if (ok)
+            tr_stset_close(&s);
+        TT_CHECK(!ok && strstr(e2.msg, "holds both model.safetensors and"),
+                 "both: %.300s", e2.msg);
+        rm_tree(d);
+    }
+    /* the index directory holds model.safetensors.index.json, so these name it */
+    bad_index("stset refused: not JSON", "{\"weight_map\": {", "is not valid JSON", NULL);
+    bad_index("stset refused: top level not an object", "[1]", "the top level is a JSON array", NULL);
+    bad_index("stset refused: no weight_map", "{\"metadata\": {}}", "has no \"weight_map\"", NULL);
+    bad_index("stset refused: weight_map empty", "{\"weight_map\": {}}", "\"weight_map\" is empty", NULL);
+    bad_index("stset refused: shard with '/'",
+              "{\"weight_map\": {\"a\": \"../s1.safetensors\", \"b\": \"s1.safetensors\", \"c\": \"s2.safetensors\"}}",
+              "weight_map gives tensor a the shard \"../s1.safetensors\"", NULL);
+    bad_index("stset refused: shard not a string",
+              "{\"weight_map\": {\"a\": 3, \"b\": \"s1.safetensors\", \"c\": \"s2.safetensors\"}}",
+              "the shard a JSON number", NULL);
+    bad_index("stset refused: a tensor twice in weight_map",
+              "{\"weight_map\": {\"a\": \"s1.safetensors\", \"b\": \"s1.safetensors\", \"c\": \"s2.safetensors\", "
+              "\"a\": \"s1.safetensors\"}}",
+              "tensor a appears twice in weight_map", NULL);
+    bad_index("stset refused: a missing shard names a tensor and the shard", good_ix,
+              "maps tensor c (and every other tensor of that shard) to the shard s2.safetensors, which cannot be read",
+              spoil_missing);
+    bad_index("stset refused: a tensor mapped to the wrong shard",
+              "{\"weight_map\": {\"a\": \"s1.safetensors\", \"b\": \"s2.safetensors\", \"c\": \"s2.safetensors\"}}",
+              "maps tensor b to shard s2.safetensors, but shard s1.safetensors holds it", NULL);
+    bad_index("stset refused: a tensor in two shards", good_ix, "tensor a is in two shards, s1.safetensors and s2",
+              spoil_twice);
+    bad_index("stset refused: a tensor the map does not list",
+              "{\"weight_map\": {\"a\": \"s1.safetensors\", \"c\": \"s2.safetensors\"}}",
+              "shard s1.safetensors holds tensor b, which the index's weight_map does not list", NULL);
+    bad_index("stset refused: a mapped tensor no shard holds",
+              "{\"weight_map\": {\"a\": \"s1.safetensors\", \"b\": \"s1.safetensors\", \"c\": \"s2.safetensors\", "
+              "\"d\": \"s2.safetensors\"}}",
+              "maps tensor d to shard s2.safetensors, which does not hold it", NULL);
+}
+
+/* ---- the Hugging Face directory writer (tr_hfout_write_dir) ------------------- */
+
+static int count_named(const char *dir, const char *part)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, part))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void test_hfout_dir(void)
+{
+    static float w[6], bias[3];
+    fill(w, 2, 3);
+    fill(bias, 1, 3);
+    tr_st_out t[2] = {{"h.0.attn.c_proj.weight", 2, {2, 3}, w}, {"h.0.attn.c_proj.bias", 1, {3}, bias}};
+    tr_hfout_model m = {.vocab = 50, .positions = 16, .layers = 1, .hidden = 4, .heads = 2, .ffn = 16, .eps = 1e-6};
+    TT_CASE("hfout: the directory: transformer.* names with the values, config.json, the mark; nothing beside it") {
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        tr_st_file f;
+        char p[600];
+        snprintf(p, sizeof p, "%s/model.safetensors", P("exp"));
+        TT_CHECK(tr_st_open(&f, p, &e), "%.300s", e.msg);
+        if (!tt_case_failed) {
+            float blk[3];
+            TT_CHECK(f.ntensors == 2 && tr_st_find(&f, "transformer.h.0.attn.c_proj.weight") &&
+                         tr_st_read_block(&f, "transformer.h.0.attn.c_proj.bias", 0, 1, 0, 3, blk, 3, &e) &&
+                         blk[2] == val(0, 2),
+                     "tensors: %.300s", e.msg);
+            tr_st_close(&f);
+        }
+        snprintf(p, sizeof p, "%s/config.json", P("exp"));
+        FILE *fp = fopen(p, "rb");
+        char text[4096] = {0};
+        size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+        if (fp)
+            fclose(fp);
+        tr_json_doc doc;
+        TT_CHECK(n > 0 && tr_json_parse(&doc, text, n, p, &e), "config.json: %.300s", e.msg);
+        if (!tt_case_failed) {
+            const tr_json_node *r = tr_json_root(&doc), *ni = tr_json_get(&doc, r, "n_inner"),
+                               *eps = tr_json_get(&doc, r, "layer_norm_epsilon"), *v = tr_json_get(&doc, r, "vocab_size");
+            TT_CHECK(ni && ni->type == TR_JSON_NULL && eps && eps->num == 1e-6 && v && v->ival == 50,
+                     "config values");
+            tr_json_free(&doc);
+        }
+        snprintf(p, sizeof p, "%s/" TR_HFOUT_MARK, P("exp"));
+        TT_CHECK(access(p, F_OK) == 0, "no mark");
+        TT_CHECK(count_named(g_dir, "exp.") == 0, "a temp or old directory beside the export");
+    }
+    TT_CASE("hfout: a second export replaces the first (BF16), nothing left beside it") {
+        tr_err e = {{0}};
+        m.ffn = 12;
+        TT_CHECK(tr_hfout_write_dir(P("exp/"), &m, t, 2, TR_ST_BF16, &e), "%.300s", e.msg);
+        char p[600];
+        snprintf(p, sizeof p, "%s/config.json", P("exp"));
+        FILE *fp = fopen(p, "rb");
+        char text[4096] = {0};
+        if (fp) {
+            TT_CHECK(fread(text, 1, sizeof text - 1, fp) > 0, "empty config");
+            fclose(fp);
+        }
+        TT_CHECK(strstr(text, "\"n_inner\": 12,") && strstr(text, "\"torch_dtype\": \"bfloat16\""), "config: %.200s",
+                 text);
+        TT_CHECK(count_named(g_dir, "exp.") == 0, "a temp or old directory beside the export");
+    }
+    TT_CASE("hfout: a failure before the rename keeps the previous export and leaves no temp") {
+        char p[600], before[4096] = {0}, after[4096] = {0};
+        snprintf(p, sizeof p, "%s/config.json", P("exp"));
+        FILE *fp = fopen(p, "rb");
+        if (fp) {
+            TT_CHECK(fread(before, 1, sizeof before - 1, fp) > 0, "read");
+            fclose(fp);
+        }
+        setenv("TESS_TEST_HFOUT_FAIL", "1", 1);
+        tr_err e = {{0}};
+        m.ffn = 20;
+        TT_CHECK(!tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e) &&
+                     strstr(e.msg, "the previous export is kept as it was"),
+                 "%.300s", e.msg);
+        tr_err e2 = {{0}};
+        TT_CHECK(!tr_hfout_write_dir(P("exp_new"), &m, t, 2, TR_ST_F32, &e2) && access(P("exp_new"), F_OK) != 0,
+                 "a failed new export left its directory");
+        unsetenv("TESS_TEST_HFOUT_FAIL");
+        fp = fopen(p, "rb");
+        if (fp) {
+            TT_CHECK(fread(after, 1, sizeof after - 1, fp) > 0, "read");
+            fclose(fp);
+        }
+        TT_CHECK(!strcmp(before, after), "the previous config.json changed");
+        TT_CHECK(count_named(g_dir, "exp.") == 0 && count_named(g_dir, "exp_new") == 0, "temp left");
+    }
+    TT_CASE("hfout: a temp directory a killed export left (mark not locked) is removed by the next export") {
+        char d[600], f[700];
+        snprintf(d, sizeof d, "%s.tmp.99999999", P("exp"));
+        mkdir(d, 0755);
+        snprintf(f, sizeof f, "%s/" TR_HFOUT_MARK, d);
+        TT_CHECK(write_bytes(f, "x", 1), "setup");
+        snprintf(f, sizeof f, "%s/config.json", d);
+        TT_CHECK(write_bytes(f, "{}", 2), "setup");
+        char keep[600]; /* not an export's temp: another file in it, so it is kept */
+        snprintf(keep, sizeof keep, "%s.tmp.99999998", P("exp"));
+        mkdir(keep, 0755);
+        snprintf(f, sizeof f, "%s/notes.txt", keep);
+        TT_CHECK(write_bytes(f, "x", 1), "setup");
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(access(d, F_OK) != 0, "the stale temp directory is still there");
+        TT_CHECK(access(keep, F_OK) == 0, "a directory with another file was removed");
+        rm_tree(keep);
+    }
+    TT_CASE("hfout: a directory with other files, or without the mark, is refused and kept") {
+        char d[600], f[700];
+        snprintf(d, sizeof d, "%s", P("foreign"));
+        mkdir(d, 0755);
+        snprintf(f, sizeof f, "%s/tokenizer.json", d);
+        TT_CHECK(write_bytes(f, "{}", 2), "setup");
+        tr_err e = {{0}};
+        TT_CHECK(!tr_hfout_write_dir(d, &m, t, 2, TR_ST_F32, &e) && strstr(e.msg, "is not a tessgen export"),
+                 "%.300s", e.msg);
+        TT_CHECK(access(f, F_OK) == 0, "the foreign file is gone");
+        snprintf(f, sizeof f, "%s/" TR_HFOUT_MARK, d);
+        TT_CHECK(write_bytes(f, "x", 1), "setup");
+        tr_err e2 = {{0}};
+        TT_CHECK(!tr_hfout_write_dir(d, &m, t, 2, TR_ST_F32, &e2) && strstr(e2.msg, "tokenizer.json"),
+                 "mark plus a foreign file: %.300s", e2.msg);
+        rm_tree(d);
+    }
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/tessgen_test_io.XXXXXX");
@@ -1580,6 +1890,8 @@ int main(void)
     test_outputs();
     test_npy();
     test_numpy();
+    test_stset();
+    test_hfout_dir();
     rm_tree(g_dir);
     TT_EXIT();
 }

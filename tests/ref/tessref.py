@@ -52,6 +52,7 @@ forward   --dims... --weights W.safetensors --input X.npy --out Y.npy
 
 hf-dir    --dims... --seed N --out DIR [--vocab V] [--n-positions P]
           [--unprefixed] [--old-buffers] [--set KEY=JSON ...] [--drop KEY ...]
+          [--shards N]
     Write what Hugging Face's GPT2LMHeadModel.save_pretrained writes for this
     stack (tied LM head, so no lm_head.weight): DIR/config.json with GPT-2's
     keys (model_type "gpt2", activation_function "gelu_new", dropouts 0.1,
@@ -65,7 +66,18 @@ hf-dir    --dims... --seed N --out DIR [--vocab V] [--n-positions P]
     --old-buffers adds the causal-mask buffers older versions saved,
     h.{l}.attn.bias [1,1,P,P] and h.{l}.attn.masked_bias [].  `forward`
     reads either form: a file whose blocks are named transformer.h.* is
-    read with that prefix removed.
+    read with that prefix removed.  --shards N (N >= 2) writes Hugging
+    Face's sharded layout instead of model.safetensors: the same tensors,
+    in order, in N contiguous groups model-0000k-of-0000N.safetensors, and
+    model.safetensors.index.json {"metadata": {"total_size": bytes},
+    "weight_map": {tensor: shard file}}.
+
+lm-forward --dims... --dir DIR --tokens T.npy --out LOGITS.npy
+    The whole GPT2LMHeadModel of a save_pretrained directory (model.safetensors
+    or the shards of its index) in float64: x = wte[T] + wpe[0..S), the block
+    stack of `forward`, ln_f, logits = x @ wte^T (tied head).  T: integer
+    token ids [B, S]; LOGITS: float64 [B, S, V].  (For checking transformers
+    itself: tests/ref/hf_load.py.)
 
 compare   --ref REF.npy --got GOT.npy --tol 1e-4 [--label TEXT] [--expect-f32]
     Relative Frobenius error ||got - ref|| / ||ref|| in float64.  Prints
@@ -956,7 +968,74 @@ def cmd_hf_dir(a):
         for l in range(L):
             ts += [(f"{pre}h.{l}.attn.bias", mask), (f"{pre}h.{l}.attn.masked_bias", np.array(-1e4, np.float32))]
     ts += [(pre + "ln_f.weight", np.ones(C, np.float32)), (pre + "ln_f.bias", np.zeros(C, np.float32))]
-    write_safetensors(os.path.join(a.out, "model.safetensors"), ts)
+    if a.shards and a.shards > 1:
+        write_shards(a.out, ts, a.shards)
+    else:
+        write_safetensors(os.path.join(a.out, "model.safetensors"), ts)
+    return 0
+
+
+def write_shards(out, ts, n):
+    """Hugging Face's sharded layout: the tensors in n contiguous groups, shard k (1-based) in
+    model-0000k-of-0000n.safetensors, and model.safetensors.index.json =
+    {"metadata": {"total_size": bytes of all tensors}, "weight_map": {tensor: shard file}}."""
+    if n > len(ts):
+        sys.exit(f"tessref: --shards {n}: only {len(ts)} tensors")
+    per = -(-len(ts) // n)
+    wmap, total = {}, 0
+    for k in range(n):
+        part = ts[k * per:(k + 1) * per]
+        fname = f"model-{k + 1:05d}-of-{n:05d}.safetensors"
+        write_safetensors(os.path.join(out, fname), part)
+        for name, t in part:
+            wmap[name] = fname
+            total += np.asarray(t, np.float32).nbytes
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(wmap.items()))}, f, indent=2)
+        f.write("\n")
+
+
+# ----------------------------------------------------------------------------
+# The whole GPT2LMHeadModel forward, for checking transformers itself on an
+# hf-dir directory (tests/hf_io.sh, tests/ref/hf_load.py). Kept apart from the
+# block stack above on purpose: the whole-model work of issue 10 may bring its
+# own; the two are to be reconciled into one.
+# ----------------------------------------------------------------------------
+
+def read_hf_dir_weights(d):
+    """All tensors of a save_pretrained directory: model.safetensors, or every shard its index names."""
+    one = os.path.join(d, "model.safetensors")
+    if os.path.exists(one):
+        return read_safetensors(one)
+    ix = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+    w = {}
+    for shard in sorted(set(ix["weight_map"].values())):
+        w.update(read_safetensors(os.path.join(d, shard)))
+    return w
+
+
+def lm_forward_hfout(tokens, w, L, H, eps):
+    """GPT2LMHeadModel's logits in float64: x = wte[tokens] + wpe[0..S), the blocks, ln_f, x @ wte^T (tied)."""
+    w = {k: np.asarray(v, np.float64) for k, v in hf_blocks_all(w).items()}
+    S = tokens.shape[1]
+    x = w["wte.weight"][tokens] + w["wpe.weight"][np.arange(S)][None, :, :]
+    x = forward(x, w, L, H, eps, np.float64)
+    x = layernorm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
+    return x @ w["wte.weight"].T
+
+
+def hf_blocks_all(w):
+    """Every tensor with GPT2LMHeadModel's "transformer." prefix removed (lm_head kept as it is)."""
+    return {(n[len("transformer."):] if n.startswith("transformer.") else n): t for n, t in w.items()}
+
+
+def cmd_lm_forward(a):
+    check_dims(a)
+    tokens = np.load(a.tokens)
+    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+        sys.exit(f"tessref: {a.tokens}: expected integer token ids [B, S], got {tokens.dtype} {list(tokens.shape)}")
+    y = lm_forward_hfout(tokens, read_hf_dir_weights(a.dir), a.layers, a.heads, a.eps)
+    np.save(a.out, np.ascontiguousarray(y, dtype=np.float64))
     return 0
 
 
@@ -1605,9 +1684,17 @@ def main(argv=None):
     p.add_argument("--n-positions", type=int, default=32)
     p.add_argument("--unprefixed", action="store_true")
     p.add_argument("--old-buffers", action="store_true")
+    p.add_argument("--shards", type=int, default=0)
     p.add_argument("--set", action="append", metavar="KEY=JSON")
     p.add_argument("--drop", action="append", metavar="KEY")
     p.set_defaults(fn=cmd_hf_dir)
+
+    p = sp.add_parser("lm-forward", help="float64 GPT2LMHeadModel logits of a save_pretrained directory")
+    add_dims(p)
+    p.add_argument("--dir", required=True)
+    p.add_argument("--tokens", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_lm_forward)
 
     p = sp.add_parser("compare", help="relative Frobenius error check")
     p.add_argument("--ref", required=True)

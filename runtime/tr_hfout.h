@@ -1,0 +1,51 @@
+/*
+ * tr_hfout.h - `run --hf-out DIR`: the weights after the run as a directory
+ * that transformers' GPT2LMHeadModel.from_pretrained(DIR) loads:
+ * DIR/config.json (GPT-2's keys, from the built model) and DIR/model.safetensors
+ * (every parameter under GPT2LMHeadModel's name, "transformer." + tessgen's
+ * name; F32, or BF16 with --out-dtype bf16; tied LM head, so no lm_head.weight),
+ * plus DIR/.tessgen-hf-export, the mark of a tessgen export.
+ *
+ * Atomic: everything is written into the sibling DIR.tmp.<pid>, which then
+ * replaces DIR in one rename (an exchange where the kernel has one). DIR may be
+ * absent or a previous tessgen export (a directory holding the mark and only the
+ * files an export writes); anything else is refused before the run, so a
+ * directory with other files (a tokenizer, notes) is never replaced. A failing
+ * export removes its temp directory and leaves DIR as it was.
+ */
+#ifndef TR_HFOUT_H
+#define TR_HFOUT_H
+
+#include <stdbool.h>
+
+#include "tr_ctx.h"
+#include "tr_err.h"
+#include "tr_safetensors.h"
+
+#define TR_HFOUT_MARK ".tessgen-hf-export"
+
+/* The model as config.json describes it. vocab and positions are 0 while the model has no embeddings. */
+typedef struct tr_hfout_model {
+    int vocab, positions;
+    int layers, hidden, heads, ffn;
+    double eps;
+} tr_hfout_model;
+
+/* The built model (tr_model) as config.json describes it; refused (naming the spec keys to add) when it has
+ * no embeddings, since transformers cannot load a model without them. */
+bool tr_hfout_model_of(tr_hfout_model *m, tr_err *err);
+
+/* Rank 0, before any work: can --hf-out dir be written? The model has what an export needs, the parent
+ * directory exists and is writable, and dir is absent or a previous tessgen export. */
+bool tr_hfout_check(const char *dir, tr_err *err);
+
+/* Write dir atomically from the full tensors[0..n) (tessgen's names; each gets the "transformer." prefix)
+ * and m. No MPI. On failure nothing is left behind and dir is unchanged. */
+bool tr_hfout_write_dir(const char *dir, const tr_hfout_model *m, const tr_st_out *tensors, int n,
+                        tr_st_dtype dtype, tr_err *err);
+
+/* Collective: gather every parameter from the host arena H to rank 0 and write dir there. The verdict is
+ * shared; the message is on rank 0. */
+bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_st_dtype dtype, tr_err *err);
+
+#endif
