@@ -105,7 +105,7 @@ void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp)
     tg_sb_puts(o, "const tr_lm_desc tr_lm_class = {\n");
     ll4(o, "plan_reduce_recv", rp->reduce_recv);
     ll4(o, "plan_reduce_sent", rp->reduce_sent);
-    tg_sb_printf(o, "        .vocab = %d, .vq = %d,\n", pl->V, pl->Vq);
+    tg_sb_printf(o, "        .vocab = %d, .vq = %d, .positions = %d,\n", pl->V, pl->Vq, pl->spec.positions);
     tg_sb_printf(o, "        .tok_offset = %lld, .tgt_offset = %lld, .logits_offset = %lld, .loss_offset = %lld,\n",
                  rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
                  rp->bufs[rp->loss_buf].offset);

@@ -109,7 +109,7 @@ typedef struct tr_rank_desc {
 typedef struct tr_lm_desc {
     long long plan_reduce_recv[TR_NGROUPS];
     long long plan_reduce_sent[TR_NGROUPS];
-    int vocab, vq;
+    int vocab, vq, positions;
     long long tok_offset, tgt_offset, logits_offset, loss_offset;
 } tr_lm_desc;
 /* Defined by the class program of a language model only. A weak reference: the programs of a block stack (and

@@ -234,6 +234,31 @@ PYEOF
     [ -n "$a" ] && [ "$a" = "$b" ]
 }
 
+# --hf-out of a language model: a GPT2LMHeadModel directory with transformer.wte/wpe/ln_f (wte without its pad
+# rows) holding the tensors --weights-out wrote, and config.json's vocab_size and n_positions
+lm_hf_out() {
+    local W="$WORK/lm" dir="$WORK/lm/train_2_1"
+    rm -rf "$W/hfout"
+    "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 2 --weights-out "$W/w2.st" \
+        --hf-out "$W/hfout" --quiet || return 1
+    "$PY" - "$W/w2.st" "$W/hfout" <<'PYEOF'
+import json, sys
+import numpy as np
+sys.path.insert(0, "tests/ref")
+import tessref
+w = tessref.read_safetensors(sys.argv[1])
+h = tessref.read_safetensors(sys.argv[2] + "/model.safetensors")
+cfg = json.load(open(sys.argv[2] + "/config.json"))
+ok = cfg.get("vocab_size") == 49 and cfg.get("n_positions") == 6 and "lm_head.weight" not in h
+for n, t in w.items():
+    g = h.get("transformer." + n)
+    if g is None or g.shape != t.shape or not np.array_equal(g, t):
+        print("transformer.%s differs from --weights-out's %s" % (n, n)); ok = False
+print("tensors", len(h), "of", len(w), "vocab_size", cfg.get("vocab_size"), "n_positions", cfg.get("n_positions"))
+sys.exit(0 if ok and len(h) == len(w) else 1)
+PYEOF
+}
+
 lm_bad_files() {
     "$PY" - "$WORK/lm" <<'PYEOF'
 import sys, numpy as np
@@ -272,6 +297,7 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
         check "lm: transformer.-prefixed names load (lm_head unread); --weights-out read back gives the same loss" \
             lm_hf_roundtrip
         check "lm: synthetic tokens from --seed are deterministic" lm_synthetic
+        check "lm: --hf-out writes wte, wpe, ln_f as transformer.* with vocab_size and n_positions" lm_hf_out
         if lm_bad_files >"$WORK/log" 2>&1; then
             check "lm: a token id >= vocab is refused naming file, index and value" lm_refused --tokens \
                 "$WORK/lm/tok_big.npy" "tok_big.npy: tokens[3, 2] = 49 is not a token id: every id must be in [0, 49)"

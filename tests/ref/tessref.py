@@ -815,7 +815,7 @@ def cmd_tokens(a):
     return 0
 
 
-def cmd_lm_forward(a):
+def cmd_lm_forward_weights(a):
     w, tok, tgt = lm_load(a)
     logits, loss, _ = lm_forward(tok, tgt, w, a.layers, a.heads, a.eps)
     np.save(a.logits_out, np.ascontiguousarray(logits))
@@ -1037,6 +1037,17 @@ def cmd_lm_forward(a):
     y = lm_forward_hfout(tokens, read_hf_dir_weights(a.dir), a.layers, a.heads, a.eps)
     np.save(a.out, np.ascontiguousarray(y, dtype=np.float64))
     return 0
+
+
+def cmd_lm_forward_any(a):
+    """lm-forward: the save_pretrained-directory form (--dir, --out) or the weights-file form (docs/MODEL.md)."""
+    if a.dir is not None:
+        if a.out is None or a.weights is not None:
+            sys.exit("tessref: lm-forward --dir needs --out (and no --weights)")
+        return cmd_lm_forward(a)
+    if a.weights is None or a.vocab is None or a.positions is None or a.logits_out is None:
+        sys.exit("tessref: lm-forward needs --dir DIR --out F, or --weights W --vocab V --positions P --logits-out F")
+    return cmd_lm_forward_weights(a)
 
 
 def hf_blocks(w):
@@ -1689,12 +1700,19 @@ def main(argv=None):
     p.add_argument("--drop", action="append", metavar="KEY")
     p.set_defaults(fn=cmd_hf_dir)
 
-    p = sp.add_parser("lm-forward", help="float64 GPT2LMHeadModel logits of a save_pretrained directory")
+    p = sp.add_parser("lm-forward", help="float64 GPT2LMHeadModel logits: of a save_pretrained directory (--dir, "
+                      "--out), or of a weights file with the mean loss (--weights, --vocab, --positions, --logits-out, "
+                      "--targets)")
     add_dims(p)
-    p.add_argument("--dir", required=True)
+    p.add_argument("--dir", default=None)
     p.add_argument("--tokens", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(fn=cmd_lm_forward)
+    p.add_argument("--out", default=None)
+    p.add_argument("--weights", default=None)
+    p.add_argument("--vocab", type=int, default=None)
+    p.add_argument("--positions", type=int, default=None)
+    p.add_argument("--targets", default=None)
+    p.add_argument("--logits-out", default=None)
+    p.set_defaults(fn=cmd_lm_forward_any)
 
     p = sp.add_parser("compare", help="relative Frobenius error check")
     p.add_argument("--ref", required=True)
@@ -1776,16 +1794,13 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_tokens)
 
-    for name, fn, hlp in (("lm-forward", cmd_lm_forward, "float64 LM forward: logits [B,S,V] and the mean loss"),
-                          ("lm-backward", cmd_lm_backward, "float64 LM backward: every gradient"),
+    for name, fn, hlp in (("lm-backward", cmd_lm_backward, "float64 LM backward: every gradient"),
                           ("lm-train", cmd_lm_train, "float64 AdamW steps on the LM loss")):
         p = sp.add_parser(name, help=hlp)
         add_lm_dims(p)
         p.add_argument("--weights", required=True)
         p.add_argument("--tokens", required=True)
-        p.add_argument("--targets", required=(name != "lm-forward"))
-        if name == "lm-forward":
-            p.add_argument("--logits-out", required=True)
+        p.add_argument("--targets", required=True)
         if name == "lm-backward":
             p.add_argument("--grads-out", required=True)
         if name == "lm-train":
