@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(TG_STEP_ADAMW + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+_Static_assert(TG_STEP_POS_BWD + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
 {

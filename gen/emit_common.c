@@ -74,6 +74,10 @@ void tg_segment_name(char *buf, size_t cap, const tg_segment *sg)
     const char *p = sg->phase <= TG_PHASE_OPT ? pre[sg->phase] : "phase";
     if (sg->layer >= 0)
         snprintf(buf, cap, "%s_L%d", p, sg->layer);
+    else if (sg->layer == TG_LAYER_EMBED)
+        snprintf(buf, cap, "%s_embed", p);
+    else if (sg->layer == TG_LAYER_HEAD)
+        snprintf(buf, cap, "%s_head", p);
     else
         snprintf(buf, cap, "%s_all", p);
 }
@@ -102,8 +106,13 @@ bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_co
             continue;
         const tg_buf *b = &cp->bufs[ids[a]];
         char bw[160];
-        tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset, b->rows,
-                     b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
+        if (b->dtype == TG_BUF_I32)
+            tg_sb_printf(o, "    int32_t *const %s = (int32_t *)(A + %lld); /* [%d,%d] int32 %s; live %d..%d */\n",
+                         b->name, b->offset, b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first,
+                         b->last);
+        else
+            tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
+                         b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
     }
     free(ids);
     return true;

@@ -34,8 +34,39 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                      s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->exact ? "_exact" : "", tg_emit_group_enum(s->group),
-                     bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "",
+                     tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_EMBED:
+        tg_sb_printf(o, "    tr_embed_rows(c, %s + %d, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->boff, bn(rp, s, 1),
+                     s->vocab0, s->nvalid, s->rows, s->cols, bn(rp, s, 2));
+        break;
+    case TG_STEP_POS_ADD:
+        tg_sb_printf(o, "    tr_pos_add(c, %s, %s, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols, s->seq);
+        break;
+    case TG_STEP_LM_ROWMAX:
+        tg_sb_printf(o, "    tr_lm_rowmax(c, %s, %d, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, s->nvalid,
+                     bn(rp, s, 1));
+        break;
+    case TG_STEP_LM_SUMS:
+        tg_sb_printf(o, "    tr_lm_sums(c, %s, %s, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                     s->vocab0, s->rows, s->cols, s->nvalid, bn(rp, s, 3));
+        break;
+    case TG_STEP_LM_LOSS:
+        tg_sb_printf(o, "    tr_lm_loss(c, %s, %s, %d, %s);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, bn(rp, s, 2));
+        break;
+    case TG_STEP_LM_DLOGITS:
+        tg_sb_printf(o, "    tr_lm_dlogits(c, %s, %s, %s, %s, %d, %d, %d, %d, %.9gf, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), bn(rp, s, 3), s->vocab0, s->rows, s->cols, s->nvalid, (double)s->scale,
+                     bn(rp, s, 4));
+        break;
+    case TG_STEP_EMBED_BWD:
+        tg_sb_printf(o, "    tr_embed_rows_bwd(c, %s + %d, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->boff,
+                     bn(rp, s, 1), s->vocab0, s->nvalid, s->rows, s->cols, bn(rp, s, 2));
+        break;
+    case TG_STEP_POS_BWD:
+        tg_sb_printf(o, "    tr_pos_bwd(c, %s, %d, %d, %d, %lld, %s);\n", bn(rp, s, 0), s->rows, s->cols, s->seq,
+                     s->count / (s->cols > 0 ? s->cols : 1), bn(rp, s, 1));
         break;
     case TG_STEP_REDUCE:
         tg_sb_printf(o, "    tr_reduce(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
@@ -213,6 +244,7 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_
 
     tg_emit_params(&params, rp);
     bool ok = print_functions(&steps, pl, rp, co);
+    tg_emit_lm_desc(&steps, pl, rp);
     for (int i = 0; i < rp->nsteps; i++)
         tg_emit_step_info(&info, &rp->steps[i]);
     tg_emit_rank_rows(&rows, pl, rp);

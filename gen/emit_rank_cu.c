@@ -44,6 +44,10 @@ bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
 {
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
+        if (s->kind >= TG_STEP_EMBED) /* the language model's steps (plan.h): CPU only for now, docs/MODEL.md */
+            return tg_fail(err, "the CUDA backend has no kernels yet for the language model's embedding, head and "
+                                "loss (model.vocab, docs/MODEL.md; first: %s, class (i=%d, j=%d) step %d)",
+                           tg_step_kind_name(s->kind), cp->i, cp->j, i);
         if (s->stream == TG_STREAM_NONE)
             return tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
                            tg_step_kind_name(s->kind), cp->i, cp->j, i, s->layer, s->op);
@@ -213,6 +217,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
                      bn(rp, s, 3), s->count, s->decay);
         break;
+    default: /* the language model's steps: no CUDA kernels yet; tg_emit_class_cu refuses such plans */
+        break;
     }
     if (inst && line[0])
         snprintf(inst, 512, "%s", line);
@@ -236,6 +242,10 @@ static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const tg_step 
 
 bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
 {
+    if (pl->V > 0)
+        return tg_fail(err, "%s: model.vocab: the CUDA backend has no kernels yet for the embedding, the LM head and "
+                            "the loss (docs/MODEL.md); generate the CPU backend only (backends = { \"cpu\" } or "
+                            "TESS_BACKENDS=cpu)", pl->spec.path);
     tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
     tg_segment *sg;
     int nseg = tg_segments(rp, &sg);

@@ -35,6 +35,14 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_ATTN_BWD: return "TR_K_ATTENTION";
     case TG_STEP_REDUCE: return "TR_K_REDUCE";
     case TG_STEP_ADAMW: return "TR_K_OPTIMIZER";
+    case TG_STEP_EMBED:
+    case TG_STEP_POS_ADD:
+    case TG_STEP_EMBED_BWD:
+    case TG_STEP_POS_BWD: return "TR_K_RESID";
+    case TG_STEP_LM_ROWMAX:
+    case TG_STEP_LM_SUMS:
+    case TG_STEP_LM_LOSS:
+    case TG_STEP_LM_DLOGITS: return "TR_K_LN";
     }
     return "TR_K_GEMM";
 }
@@ -86,6 +94,22 @@ void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
             tg_sb_printf(o, "%s%d", g ? ", " : "", tg_group_local(m, (tg_group)g, co));
         tg_sb_printf(o, "}}, /* h=%d */\n", tg_mesh_row_block(m, co));
     }
+}
+
+void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp)
+{
+    if (pl->V <= 0)
+        return;
+    tg_sb_puts(o, "/* The language model's part of this program (docs/MODEL.md): the forward's reductions, the vocabulary,\n"
+                  " * and the token, target, logits and loss buffers the runtime fills and reads. */\n");
+    tg_sb_puts(o, "const tr_lm_desc tr_lm_class = {\n");
+    ll4(o, "plan_reduce_recv", rp->reduce_recv);
+    ll4(o, "plan_reduce_sent", rp->reduce_sent);
+    tg_sb_printf(o, "        .vocab = %d, .vq = %d, .positions = %d,\n", pl->V, pl->Vq, pl->spec.positions);
+    tg_sb_printf(o, "        .tok_offset = %lld, .tgt_offset = %lld, .logits_offset = %lld, .loss_offset = %lld,\n",
+                 rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
+                 rp->bufs[rp->loss_buf].offset);
+    tg_sb_puts(o, "};\n\n");
 }
 
 void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *null_ptr)

@@ -52,6 +52,11 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
         num(fp, s->scheme);
         num(fp, s->p);
     }
+    if (s->vocab > 0) { /* only then, so fingerprints of block stacks are what they were */
+        str(fp, "lm");
+        num(fp, s->vocab);
+        num(fp, s->positions);
+    }
     real(fp, s->eps);
     real(fp, s->opt.lr);
     real(fp, s->opt.beta1);

@@ -73,6 +73,14 @@ int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *wha
     va_start(ap, fmt);
     name_fmt(x->name, sizeof x->name, fmt, ap);
     va_end(ap);
+    /* the LM's pseudo-layers (plan.h) name their shared-step buffers "L-2_..." and "L-3_...": make identifiers */
+    static const char *const pseudo[2][2] = {{"L-2_", "embed_"}, {"L-3_", "head_"}};
+    for (int k = 0; k < 2; k++)
+        if (!strncmp(x->name, pseudo[k][0], 4)) {
+            char tmp[sizeof x->name];
+            snprintf(tmp, sizeof tmp, "%s%s", pseudo[k][1], x->name + 4);
+            memcpy(x->name, tmp, sizeof tmp);
+        }
     size_t wl = strlen(what);
     if (wl >= sizeof x->what)
         wl = sizeof x->what - 1;
@@ -231,7 +239,7 @@ static layer_w declare_layer_weights(tg_builder *b, int l)
 
 /* ---- steps -------------------------------------------------------------------- */
 
-static void allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what)
+void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what)
 {
     const tg_plan *pl = b->pl;
     if (pl->mesh.q == 1)
@@ -252,19 +260,19 @@ static void allreduce_row(tg_builder *b, int layer, const char *op, int buf, lon
 static int layernorm(tg_builder *b, int layer, const char *op, int x, int rs, int gamma, int beta, int y)
 {
     return tg_pb_layernorm(b, layer, op, b->pl->R, b->pl->Cq, x, rs, gamma, beta, y,
-                           "centred squares of x, local columns", allreduce_row);
+                           "centred squares of x, local columns", tg_pb_allreduce_row);
 }
 
 /* One SUMMA broadcast of buf over group g from local root t: read on the root, written elsewhere.
  * It moves X(h,t) over a row or W(t,j) over a column; why ends its description (" (for dX)"). */
-static bool bcast_step(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
-                       const char *why)
+tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
+                     const char *why)
 {
     const tg_mesh *m = &b->pl->mesh;
     tg_coord co = b->c;
     tg_step *s = tg_pb_step(b, TG_STEP_BCAST, layer, op, t);
     if (!s)
-        return false;
+        return NULL;
     s->group = g;
     s->group_size = tg_group_size(m, g);
     s->root_local = t;
@@ -284,7 +292,7 @@ static bool bcast_step(tg_builder *b, int layer, const char *op, int t, tg_group
             }
         }
     }
-    return true;
+    return s;
 }
 
 tg_step *tg_pb_gemm(tg_builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
@@ -333,9 +341,9 @@ static void summa(tg_builder *b, int layer, const char *op, int a, int w, int c,
         int A = (co.j == t) ? a : recv_a[na++ % nrecv];
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
         if (q > 1) {
-            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, ""))
+            if (!tg_pb_bcast(b, layer, op, t, TG_ROW, A, (long long)R * Kq, ""))
                 return;
-            if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, ""))
+            if (!tg_pb_bcast(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, ""))
                 return;
         }
         tg_step *s = tg_pb_gemm(b, layer, op, t, 0, 0, R, Nq, Kq, A, Kq, W, Nq, c, Nq);
@@ -440,13 +448,13 @@ void tg_pb_allreduce_exact(tg_builder *b, int layer, const char *op, tg_group g,
 }
 
 /* Reduce P onto local root t of g: dX(h,t) over a row (ABT) or dW(t,j) over a column (ATB). */
-static void reduce_step(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count)
+tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count)
 {
     const tg_plan *pl = b->pl;
     tg_coord co = b->c;
     tg_step *s = tg_pb_step(b, TG_STEP_REDUCE, layer, op, t);
     if (!s)
-        return;
+        return NULL;
     s->group = g;
     s->group_size = pl->mesh.q;
     s->root_local = t;
@@ -454,6 +462,7 @@ static void reduce_step(tg_builder *b, int layer, const char *op, int t, tg_grou
     s->count = count;
     tg_pb_use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
     s->desc = TG_D_REDUCE;
+    return s;
 }
 
 /* dX = dY W^T (ABT): for t: bcast W(t,j) over col from local root t; P = dY(h,j) W(t,j)^T;
@@ -481,14 +490,14 @@ static void abt(tg_builder *b, int layer, const char *op, int dy, int w, int dx,
     int part = tg_pb_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
     for (int t = 0; t < q; t++) {
         int W = (co.i == t) ? w : recv_w[nw++ % nrecv];
-        if (!bcast_step(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, " (for dX)"))
+        if (!tg_pb_bcast(b, layer, op, t, TG_COL, W, (long long)Kq * Nq, " (for dX)"))
             return;
         int target = (co.j == t) ? dx : part;
         tg_step *s = tg_pb_gemm(b, layer, op, t, 0, 1, R, Kq, Nq, dy, Nq, W, Nq, target, Kq);
         if (!s)
             return;
         s->desc = TG_D_ABT;
-        reduce_step(b, layer, op, t, TG_ROW, target, (long long)R * Kq);
+        tg_pb_reduce(b, layer, op, t, TG_ROW, target, (long long)R * Kq);
     }
 }
 
@@ -518,14 +527,14 @@ static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw,
         int part = tg_pb_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
         for (int t = 0; t < q; t++) {
             int A = (co.j == t) ? x : recv_x[na++ % nrecv];
-            if (!bcast_step(b, layer, op, t, TG_ROW, A, (long long)R * Kq, " (for dW)"))
+            if (!tg_pb_bcast(b, layer, op, t, TG_ROW, A, (long long)R * Kq, " (for dW)"))
                 return;
             int target = (co.i == t) ? dw : part;
             tg_step *s = tg_pb_gemm(b, layer, op, t, 1, 0, Kq, Nq, R, A, Kq, dy, Nq, target, Nq);
             if (!s)
                 return;
             s->desc = TG_D_ATB;
-            reduce_step(b, layer, op, t, TG_COL, target, (long long)Kq * Nq);
+            tg_pb_reduce(b, layer, op, t, TG_COL, target, (long long)Kq * Nq);
         }
     }
     tg_pb_allreduce_exact(b, layer, op, TG_DEP, dw, (long long)Kq * Nq, "dW over the depth layers");
@@ -543,7 +552,7 @@ static void ln_bwd(tg_builder *b, int layer, const char *op, int dy, int x, int 
                    int dbeta)
 {
     int R = b->pl->R, Cq = b->pl->Cq;
-    if (!tg_pb_ln_bwd(b, layer, op, R, Cq, dy, x, rs, vs, gamma, g, dgamma, dbeta, allreduce_row))
+    if (!tg_pb_ln_bwd(b, layer, op, R, Cq, dy, x, rs, vs, gamma, g, dgamma, dbeta, tg_pb_allreduce_row))
         return;
     tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
     tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
@@ -691,10 +700,12 @@ static void totals(tg_class_plan *rp)
         } else if (st->kind == TG_STEP_ALLREDUCE) {
             ar[st->group] += st->count;
         } else if (st->kind == TG_STEP_REDUCE) {
+            long long *rr = bwd ? rp->bwd_reduce_recv : rp->reduce_recv;
+            long long *rs = bwd ? rp->bwd_reduce_sent : rp->reduce_sent;
             if (st->is_root)
-                rp->bwd_reduce_recv[st->group] += st->count * (st->group_size - 1);
+                rr[st->group] += st->count * (st->group_size - 1);
             else
-                rp->bwd_reduce_sent[st->group] += st->count;
+                rs[st->group] += st->count;
         }
     }
 }
@@ -723,8 +734,14 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
         free(sv);
         return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     }
+    tg_lm lm;
+    rp->tok_buf = rp->tgt_buf = rp->logits_buf = rp->loss_buf = -1;
+    if (pl->V > 0)
+        tg_lm_declare_embedding(&b, &lm);
     for (int l = 0; l < sp->layers; l++)
         lw[l] = declare_layer_weights(&b, l);
+    if (pl->V > 0)
+        tg_lm_declare_final(&b, &lm);
     char what[120];
     snprintf(what, sizeof what, "residual stream block (h={h}, j=%d): input in%s", rp->j,
              train ? "" : ", output out");
@@ -739,14 +756,22 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
         free(sv);
         return b.oom ? tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j) : true;
     }
+    if (pl->V > 0)
+        tg_lm_embed(&b, &lm, rp->x_buf);
     int rs_carry = -1, x = rp->x_buf;
     for (int l = 0; l < sp->layers && !b.oom; l++)
         x = build_layer(&b, l, &lw[l], x, &rs_carry, &sv[l]);
     rp->y_buf = x;
+    if (pl->V > 0 && !b.oom)
+        tg_lm_head(&b, &lm, x);
     if (train) {
         b.phase = TG_PHASE_BWD;
+        if (pl->V > 0 && !b.oom)
+            tg_lm_head_bwd(&b, &lm, rp->gx_buf);
         for (int l = sp->layers - 1; l >= 0 && !b.oom; l--)
             build_layer_bwd(&b, l, &lw[l], &sv[l], rp->gx_buf);
+        if (pl->V > 0 && !b.oom)
+            tg_lm_embed_bwd(&b, &lm, rp->gx_buf);
         b.phase = TG_PHASE_OPT;
         if (!b.oom)
             tg_pb_optimizer(&b);
@@ -785,6 +810,8 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->D = spec->hidden / spec->heads;
     out->Hq = spec->heads / spec->q;
     out->nseq = spec->batch / qd;
+    out->V = spec->vocab;
+    out->Vq = spec->vocab > 0 ? (spec->vocab + spec->q - 1) / spec->q : 0;
 }
 
 bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err)
@@ -898,6 +925,14 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_LN_BWD_APPLY: return "ln_bwd_apply";
     case TG_STEP_ATTN_BWD: return "attention_bwd";
     case TG_STEP_ADAMW: return "adamw";
+    case TG_STEP_EMBED: return "embed";
+    case TG_STEP_POS_ADD: return "pos_add";
+    case TG_STEP_LM_ROWMAX: return "lm_rowmax";
+    case TG_STEP_LM_SUMS: return "lm_sums";
+    case TG_STEP_LM_LOSS: return "lm_loss";
+    case TG_STEP_LM_DLOGITS: return "lm_dlogits";
+    case TG_STEP_EMBED_BWD: return "embed_bwd";
+    case TG_STEP_POS_BWD: return "pos_bwd";
     }
     return "?";
 }

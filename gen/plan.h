@@ -67,8 +67,24 @@ typedef enum tg_step_kind {
     TG_STEP_LN_BWD_APPLY, /* buf[0] dy, buf[1] x, buf[2] rs, buf[3] vs, buf[4] gamma, buf[5] s -> buf[6] g += dx */
     TG_STEP_ATTN_BWD,     /* buf[0] qkv (post-bias), buf[1] dout [rows,cols] -> buf[2] dqkv [rows,3*cols];
                            * buf[3], buf[4]: [seq,seq] scratch */
-    TG_STEP_ADAMW         /* buf[0] param, buf[1] grad, buf[2] m, buf[3] v: [count] elements */
+    TG_STEP_ADAMW,        /* buf[0] param, buf[1] grad, buf[2] m, buf[3] v: [count] elements */
+    /* the language model (plan_lm.c, docs/MODEL.md); vocab0: first vocab id of the block, nvalid: its ids < V */
+    TG_STEP_EMBED,        /* buf[0] tok [rows] i32, buf[1] E [cols of Vq rows] -> buf[2] out [rows,cols]: E row of each
+                           * token in [vocab0, vocab0+nvalid), zero otherwise */
+    TG_STEP_POS_ADD,      /* buf[0] x [rows,cols] += buf[1] wpe [P,cols] row (r % seq) */
+    TG_STEP_LM_ROWMAX,    /* buf[0] logits [rows,cols] -> buf[1] mx [rows] = max over the nvalid first columns */
+    TG_STEP_LM_SUMS,      /* buf[0] logits, buf[1] mx, buf[2] tgt [rows] i32 -> buf[3] s [2,rows]: sum exp(l - mx),
+                           * target logit (0 when the target is not in this vocab block) */
+    TG_STEP_LM_LOSS,      /* buf[0] mx, buf[1] s (summed over the row) -> buf[2] loss [rows] per token */
+    TG_STEP_LM_DLOGITS,   /* buf[0] logits, buf[1] mx, buf[2] s, buf[3] tgt -> buf[4] dl [rows,cols] =
+                           * (softmax - onehot) * scale, pad columns 0 */
+    TG_STEP_EMBED_BWD,    /* buf[0] tok [rows] i32, buf[1] g [rows,cols] -> buf[2] dE [Vq,cols] += g rows of its tokens */
+    TG_STEP_POS_BWD       /* buf[0] g [rows,cols] -> buf[1] dwpe [P,cols] = sum of g rows by position (written) */
 } tg_step_kind;
+
+/* Pseudo-layers of the language model's steps (each its own function in the generated code). */
+#define TG_LAYER_EMBED (-2) /* token and position embedding (forward), their gradients (backward) */
+#define TG_LAYER_HEAD (-3)  /* ln_f, the tied LM head and the loss (forward), their backward */
 
 typedef enum tg_phase {
     TG_PHASE_FWD = 0, /* forward(): the whole stack */
@@ -115,6 +131,7 @@ typedef struct tg_step {
     int root_local;   /* bcast and reduce: the root's index in the group (tg_step_root gives its rank) */
     int is_root;      /* this rank is the bcast or reduce root */
     int exact;        /* allreduce: every member gets bitwise the same sum (reduce + bcast) */
+    int maxop;        /* allreduce: the maximum instead of the sum (MPI_MAX; the LM loss's row maxima) */
     long long count;  /* elements moved (bcast, reduce) or reduced (allreduce); adamw: elements */
 
     /* operands: ids into tg_class_plan.bufs, -1 when unused; acc = TG_ACC_* */
@@ -134,6 +151,9 @@ typedef struct tg_step {
     int hidden;                 /* LN: full C (the divisor of the statistics) */
     double eps;                 /* LN */
     int nseq, seq, heads, hdim; /* attention: local sequences, tokens, local heads, head dim */
+    int vocab0, nvalid;         /* LM steps: first vocab id of the local block, ids of it below V */
+    int boff;                   /* EMBED, EMBED_BWD: element offset into buf[0] (one row block's token ids) */
+    float scale;                /* LM_DLOGITS: 1 / (batch*seq) */
 
     long long flops;
 
@@ -161,7 +181,11 @@ typedef struct tg_buf {
     int first, last;  /* lifetime in step indices (inclusive), from the schedule */
     long long offset; /* in floats from the arena start, 64-byte aligned */
     char what[100];   /* what it holds, for comments; "{h}" stands for the rank's row block (describe.c) */
+    int dtype;        /* tg_buf_dtype: the element type (4 bytes each: an arena slot is a float's) */
 } tg_buf;
+
+/* The element type of a buffer; every type is 4 bytes today, so offsets stay in floats. */
+typedef enum tg_buf_dtype { TG_BUF_F32 = 0, TG_BUF_I32 = 1 } tg_buf_dtype;
 
 /* A rank's shard of one weight tensor is up to three rectangular pieces of the
  * full tensor (three for c_attn: its Q, K and V column blocks), copied side by
@@ -207,6 +231,11 @@ typedef struct tg_class_plan {
      * from each other member, the others send count */
     long long bwd_bcast_recv[TG_NGROUPS], bwd_bcast_sent[TG_NGROUPS], bwd_allreduce[TG_NGROUPS];
     long long bwd_reduce_recv[TG_NGROUPS], bwd_reduce_sent[TG_NGROUPS];
+    /* the forward's reductions (the LM's embedding; 0 without a vocabulary) */
+    long long reduce_recv[TG_NGROUPS], reduce_sent[TG_NGROUPS];
+    /* the language model (spec vocab > 0), else -1: token ids of the q row blocks q*k..q*k+q-1 [1, q*R] i32,
+     * targets of row block h [1, R] i32, logits(h, vocab block j) [R, Vq], per-token loss [1, R] */
+    int tok_buf, tgt_buf, logits_buf, loss_buf;
     long long flops;
     /* streams.c's totals: steps on the comm stream, steps that wait for the other stream, SUMMA bcasts of
      * step t >= 1, and how many of those overlap the GEMM before them */
@@ -223,6 +252,8 @@ typedef struct tg_plan {
     int D;    /* head dim: hidden / heads */
     int Hq;   /* heads / q local heads (megatron: heads / p) */
     int nseq; /* batch / (d*q) local sequences (megatron: batch) */
+    int V;    /* vocabulary (0: the block stack alone) */
+    int Vq;   /* ceil(V / q): rows of a vocab block; Vp = q*Vq rows of the padded embedding */
     /* the schedule fingerprint (fingerprint.h), 16 hex digits: filled in by tessgen's main after
      * planning every class, then printed by the emitters into every program, and by the running
      * program, so a run names exactly the schedule it executed */

@@ -43,6 +43,13 @@ tg_step *tg_pb_gemm(tg_builder *b, int layer, const char *op, int t, int ta, int
 /* All-reduce with bitwise the same sum on every member of g; nothing for a group of one. */
 void tg_pb_allreduce_exact(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
                            const char *what);
+/* plan.c's Tesseract collectives: a SUMMA-style broadcast of buf over g from local root t (desc TG_D_BCAST, why
+ * ends it), a reduce(sum) onto local root t of g, and the all-reduce of a per-token statistic over the row. NULL on
+ * oom. */
+tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
+                     const char *why);
+tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count);
+void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
 /* One AdamW step per parameter shard. */
 void tg_pb_optimizer(tg_builder *b);
 
@@ -75,6 +82,26 @@ bool tg_pb_ln_bwd(tg_builder *b, int layer, const char *op, int rows, int cols, 
                   int gamma, int g, int dgamma, int dbeta, tg_pb_sum_fn sum);
 /* dqkv [rows, 3 cols] from qkv and datt [rows, cols], the probabilities recomputed. */
 bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, int datt, int dqkv);
+
+/* ---- plan_lm.c: the language model around the blocks (docs/MODEL.md) -------------------------------------- */
+
+typedef struct tg_lm {
+    int wte, wpe, lnf_g, lnf_b;         /* shard buffers */
+    int p_wte, p_wpe, p_lnf_g, p_lnf_b; /* their param indices */
+    int y, rs, vs, xf, mx, sums;        /* what the head's backward needs of its forward */
+} tg_lm;
+
+/* wte and wpe (before the blocks' params), ln_f (after them); the token, target, logits and loss buffers. */
+void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm);
+void tg_lm_declare_final(tg_builder *b, tg_lm *lm);
+/* x [R, Cq] = wte rows of the tokens + wpe rows of their positions */
+void tg_lm_embed(tg_builder *b, tg_lm *lm, int x);
+/* ln_f of the last block's output y, the tied head's logits and the vocab-parallel loss */
+void tg_lm_head(tg_builder *b, tg_lm *lm, int y);
+/* the loss's backward through the head and ln_f into g (which the runtime zeroes before the backward) */
+void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g);
+/* g = dL/dx of the embedding output: the wte and wpe gradients, then their all-reduces */
+void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g);
 
 /* plan_megatron.c: the shards of the megatron class (0, j) and, unless shards_only, its steps. */
 void tg_plan_megatron(tg_builder *b, bool shards_only);

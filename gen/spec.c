@@ -40,7 +40,8 @@
 #include "sandbox.h"
 
 #define SPEC_MAX_FILE_BYTES (1L << 20)         /* a spec file larger than this is refused */
-#define SPEC_MAX_DIM (1LL << 20)               /* hidden, heads, ffn, seq, batch */
+#define SPEC_MAX_DIM (1LL << 20)               /* hidden, heads, ffn, seq, batch, positions */
+#define SPEC_MAX_VOCAB (1LL << 24)             /* vocab */
 #define SPEC_MAX_MESH 4096LL                   /* q and d */
 #define SPEC_MAX_LAYERS 10000LL
 #define SPEC_MAX_RANKS 65536LL                 /* q*q*d */
@@ -54,7 +55,7 @@ enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS
        TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
-       MODEL_COUNT };
+       MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_COUNT };
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
@@ -63,7 +64,7 @@ static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, O
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme"},
     {"q", "d", "p", "placement"},
-    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps"},
+    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
 };
 static const tg_lval_schema schema = {LVL_COUNT, level_prefix, level_table, level_nkeys, level_keys, false};
@@ -215,6 +216,8 @@ static const char *field_hint(int level, int k)
     case MODEL_FFN: return "the MLP width F, usually 4*hidden";
     case MODEL_SEQ: return "the tokens per sequence S";
     case MODEL_BATCH: return "the sequences per step B";
+    case MODEL_VOCAB: return "the vocabulary size V";
+    case MODEL_POSITIONS: return "the learned positions P, at least seq";
     default: return "";
     }
 }
@@ -556,6 +559,61 @@ static long long sat_mul(long long a, long long b)
     return a * b;
 }
 
+/* model.vocab, model.positions, model.tie (docs/MODEL.md): the whole GPT-2 with embedding, ln_f and the tied
+ * LM head; absent vocab means the block stack alone. */
+static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
+{
+    const tg_lval *vv = &c->val[LVL_MODEL][MODEL_VOCAB], *pv = &c->val[LVL_MODEL][MODEL_POSITIONS];
+    const tg_lval *tv = &c->val[LVL_MODEL][MODEL_TIE];
+    char shown[256];
+    s->vocab = s->positions = 0;
+    if (vv->type == LUA_TNONE) {
+        if (pv->type != LUA_TNONE)
+            fail(c, "model.positions is given without model.vocab: positions belong to the token embedding; add "
+                    "vocab = <V> (e.g. 50257) or drop positions");
+        if (tv->type != LUA_TNONE)
+            fail(c, "model.tie is given without model.vocab: the LM head exists only with a vocabulary; add vocab = "
+                    "<V> or drop tie");
+        return;
+    }
+    bool ok_v = check_int(c, LVL_MODEL, MODEL_VOCAB, SPEC_MAX_VOCAB, &s->vocab);
+    if (ok_v && s->vocab < 2) {
+        fail(c, "model.vocab = %d is too small: a language model predicts one of at least 2 tokens; use vocab >= 2",
+             s->vocab);
+        ok_v = false;
+    }
+    bool ok_p = false;
+    if (pv->type == LUA_TNONE)
+        fail(c, "model.positions is missing (the learned positions P, at least seq); add positions = <P> to model "
+                "(GPT-2: 1024)");
+    else
+        ok_p = check_int(c, LVL_MODEL, MODEL_POSITIONS, SPEC_MAX_DIM, &s->positions);
+    if (ok_p && ok_seq && s->positions < s->seq) {
+        fail(c, "model.positions = %d is smaller than model.seq = %d: every token position needs a learned "
+                "embedding; use positions >= %d", s->positions, s->seq, s->seq);
+        ok_p = false;
+    }
+    if (tv->type != LUA_TNONE) {
+        if (tv->type != LUA_TBOOLEAN) {
+            tg_lval_describe(shown, sizeof shown, tv);
+            fail(c, "model.tie must be true or false, got %s; use tie = true (the LM head is the token embedding)",
+                 shown);
+        } else if (!tv->b) {
+            fail(c, "model.tie = false is not supported: only the tied LM head is supported (lm_head.weight = "
+                    "wte.weight, as in GPT-2); drop tie or use tie = true");
+        }
+    }
+    if (s->scheme == TG_SCHEME_MEGATRON)
+        fail(c, "model.vocab with scheme = \"megatron\" is not supported yet: the embedding, ln_f and the "
+                "vocab-parallel LM head are planned for the tesseract mesh only; use mesh = { q = ..., d = ... } or "
+                "drop vocab");
+    if (!ok_v || !ok_p) {
+        s->vocab = s->positions = 0;
+        if (c->rep.nfail == 0)
+            fail(c, "model.vocab: internal: refused without a message");
+    }
+}
+
 static void validate(spec_ctx *c, tg_spec *s)
 {
     tg_lval_name(&c->rep, &c->val[LVL_TOP][TOP_NAME], "model", "spec", "spec", "gpt2-small", s->name);
@@ -603,6 +661,7 @@ static void validate(spec_ctx *c, tg_spec *s)
         ok_seq = check_int(c, LVL_MODEL, MODEL_SEQ, SPEC_MAX_DIM, &s->seq);
         ok_batch = check_int(c, LVL_MODEL, MODEL_BATCH, SPEC_MAX_DIM, &s->batch);
         check_eps(c, s);
+        check_lm(c, s, ok_seq);
     }
     (void)ok_layers;
 
@@ -718,6 +777,15 @@ static void validate(spec_ctx *c, tg_spec *s)
     if (ok_hidden && ok_ffn && ok_q)
         check_count(c, "the per-rank MLP weight block", "(hidden/q)*(ffn/q)",
                     ceil_div(C, q) * ceil_div(F, q), "use a smaller hidden or ffn, or a larger q");
+    if (s->vocab > 0 && ok_q && ok_d && ok_hidden && ok_batch && ok_seq) { /* the language model's blocks */
+        long long Vq = ceil_div(s->vocab, q);
+        check_count(c, "the per-rank logits block", "(batch*seq/(q*d))*ceil(vocab/q)",
+                    sat_mul(ceil_div(B * S, q * d), Vq), "use a smaller batch, seq or vocab, or a larger q or d");
+        check_count(c, "the per-rank token embedding block", "ceil(vocab/q)*(hidden/q)", sat_mul(Vq, ceil_div(C, q)),
+                    "use a smaller vocab or hidden, or a larger q");
+        check_count(c, "the per-rank position embedding block", "positions*(hidden/q)",
+                    sat_mul(s->positions, ceil_div(C, q)), "use fewer positions or a larger q");
+    }
     if (ok_batch && ok_heads && ok_seq && ok_q && ok_d)
         check_count(c, "the per-rank attention scores", "(batch/(q*d))*(heads/q)*seq*seq",
                     sat_mul(sat_mul(sat_mul(ceil_div(B, q * d), ceil_div(H, q)), S), S),
@@ -762,13 +830,23 @@ bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_
     return load_source(chunkname, src, len, out, err);
 }
 
+/* ", vocab = V, positions = P" of a spec with a vocabulary, else "" */
+static const char *lm_keys(char *buf, size_t cap, const tg_spec *s)
+{
+    buf[0] = '\0';
+    if (s->vocab > 0)
+        snprintf(buf, cap, ", vocab = %d, positions = %d", s->vocab, s->positions);
+    return buf;
+}
+
 bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
 {
-    char src[512], chunk[sizeof s->path + 64];
+    char src[600], chunk[sizeof s->path + 64], lm[80];
+    lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
              "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
-             "ffn = %d, seq = %d, batch = %d, eps = %.17g }%s }",
-             s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps,
+             "ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s }",
+             s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps, lm,
              s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
     snprintf(chunk, sizeof chunk, "%s as [%d,%d,%d]", s->path, q, q, d);
     tg_spec alt;
@@ -784,11 +862,12 @@ bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
 
 bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
 {
-    char src[512], chunk[sizeof s->path + 64];
+    char src[600], chunk[sizeof s->path + 64], lm[80];
+    lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
              "return { name = \"%s\", scheme = \"megatron\", mesh = { p = %d }, model = { layers = %d, hidden = %d, "
-             "heads = %d, ffn = %d, seq = %d, batch = %d, eps = %.17g }%s }",
-             s->name, p, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps,
+             "heads = %d, ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s }",
+             s->name, p, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps, lm,
              s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
     snprintf(chunk, sizeof chunk, "%s as megatron p=%d", s->path, p);
     tg_spec alt;

@@ -14,7 +14,9 @@
  *                                          -- placement optional: "row" (default), "col" or "dep" (mesh.h)
  *                                          -- megatron: mesh = { p = 4 } (q and d refused)
  *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
- *               seq = 16, batch = 4, eps = 1e-5 },   -- eps optional (default 1e-5)
+ *               seq = 16, batch = 4, eps = 1e-5,     -- eps optional (default 1e-5)
+ *               vocab = 50257, positions = 1024 },   -- optional: the whole GPT-2 (docs/MODEL.md);
+ *                                          -- tie = true optional (false refused: only the tied head)
  *     dtype = "fp32",                      -- optional, default "fp32"
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
@@ -61,6 +63,9 @@ typedef struct tg_spec {
     int seq;         /* S, tokens per sequence */
     int batch;       /* B, sequences; batch % (q*d) == 0 */
     double eps;      /* layernorm epsilon, > 0 */
+    int vocab;       /* model.vocab V: token embedding, ln_f and the tied LM head with a vocab-parallel
+                      * cross-entropy (docs/MODEL.md); 0: the block stack alone, as before */
+    int positions;   /* model.positions P >= seq, learned positions (with vocab; else 0) */
     tg_dtype dtype;
     tg_mode mode;    /* "infer" (default) or "train" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */

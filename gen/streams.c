@@ -52,7 +52,15 @@ int tg_streams_of(tg_step_kind kind)
     case TG_STEP_LN_BWD_SUMS:
     case TG_STEP_LN_BWD_APPLY:
     case TG_STEP_ATTN_BWD:
-    case TG_STEP_ADAMW: return TG_STREAM_COMPUTE;
+    case TG_STEP_ADAMW:
+    case TG_STEP_EMBED:
+    case TG_STEP_POS_ADD:
+    case TG_STEP_LM_ROWMAX:
+    case TG_STEP_LM_SUMS:
+    case TG_STEP_LM_LOSS:
+    case TG_STEP_LM_DLOGITS:
+    case TG_STEP_EMBED_BWD:
+    case TG_STEP_POS_BWD: return TG_STREAM_COMPUTE;
     }
     return TG_STREAM_NONE;
 }

@@ -102,6 +102,20 @@ typedef struct tr_rank_desc {
     void (*optimizer)(struct tr_ctx *c, float *A); /* training only: one AdamW step (step number in the ctx) */
 } tr_rank_desc;
 
+/* The language model's part of a class program (model.vocab; docs/MODEL.md): the forward's reductions (the
+ * embedding), the vocabulary and its block rows Vq, and where the token ids of the q row blocks of the rank's depth
+ * [q*io_rows] int32, the targets of its row block [io_rows] int32, its logits [io_rows, vq] (vocab block j) and its
+ * per-token loss [io_rows] lie in the arena (the same offsets for every rank of the class). */
+typedef struct tr_lm_desc {
+    long long plan_reduce_recv[TR_NGROUPS];
+    long long plan_reduce_sent[TR_NGROUPS];
+    int vocab, vq, positions;
+    long long tok_offset, tgt_offset, logits_offset, loss_offset;
+} tr_lm_desc;
+/* Defined by the class program of a language model only. A weak reference: the programs of a block stack (and
+ * their goldens) stay as they were, link without it and see &tr_lm_class == NULL (tr_tokens.c: tr_lm()). */
+extern const tr_lm_desc tr_lm_class __attribute__((weak));
+
 typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;
     const char *fingerprint; /* of the schedule, as printed by tessgen and in manifest.json */
@@ -209,5 +223,31 @@ void tr_attention_bwd(struct tr_ctx *c, const float *qkv, const float *dout, flo
 /* One AdamW step (step number c->opt_step, from 1, learning rate c->lr: the schedule's for the step) on n
  * elements; decay: apply weight decay. */
 void tr_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay);
+
+/* ---- the language model's steps (tr_kernels_lm.c; docs/MODEL.md) --------------------------------------- */
+
+/* Maximum of count floats at buf in place over group g (every member gets the same value). */
+void tr_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* out [rows, cols]: row r = E [nvalid, cols] row tok[r] - v0 when v0 <= tok[r] < v0 + nvalid, else zero. */
+void tr_embed_rows(struct tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols,
+                   float *out);
+/* x [rows, cols] += wpe [P, cols] row (r mod seq): rows hold whole sequences. */
+void tr_pos_add(struct tr_ctx *c, float *x, const float *wpe, int rows, int cols, int seq);
+/* mx[r] = max of L[r, 0..nvalid) (L [rows, cols]); -inf when nvalid = 0. */
+void tr_lm_rowmax(struct tr_ctx *c, const float *L, int rows, int cols, int nvalid, float *mx);
+/* s[r] = sum over c < nvalid of exp(L[r,c] - mx[r]); s[rows + r] = L[r, tgt[r] - v0] when the target is in
+ * [v0, v0 + nvalid), else 0. */
+void tr_lm_sums(struct tr_ctx *c, const float *L, const float *mx, const int32_t *tgt, int v0, int rows, int cols,
+                int nvalid, float *s);
+/* loss[r] = log(s[r]) + mx[r] - s[rows + r], with s summed over the row group. */
+void tr_lm_loss(struct tr_ctx *c, const float *mx, const float *s, int rows, float *loss);
+/* dl [rows, cols] = (exp(L - mx) / s - onehot(tgt - v0)) * scale on the nvalid first columns, 0 on the rest. */
+void tr_lm_dlogits(struct tr_ctx *c, const float *L, const float *mx, const float *s, const int32_t *tgt, int v0,
+                   int rows, int cols, int nvalid, float scale, float *dl);
+/* dE [nvalid.., cols] row tok[r] - v0 += g row r, for the tokens in [v0, v0 + nvalid), in row order. */
+void tr_embed_rows_bwd(struct tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,
+                       float *dE);
+/* dwpe [npos, cols] = 0, then row (r mod seq) += g row r. */
+void tr_pos_bwd(struct tr_ctx *c, const float *g, int rows, int cols, int seq, int npos, float *dwpe);
 
 #endif

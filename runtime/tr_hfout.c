@@ -37,6 +37,7 @@
 
 #include "tr_gather.h"
 #include "tr_hfnames.h"
+#include "tr_tokens.h"
 
 /* The files an export holds: nothing else may be in a directory that --hf-out replaces. */
 static const char *const hfout_files[] = {TR_HFOUT_MARK, "config.json", "model.safetensors"};
@@ -50,18 +51,16 @@ bool tr_hfout_model_of(tr_hfout_model *m, tr_err *err)
     m->heads = tr_model.heads;
     m->ffn = tr_model.ffn;
     m->eps = tr_model.eps;
-    /* THE place the embeddings' sizes come from. The whole-model work (spec keys model.vocab and
-     * model.positions, issue 10 item 4) adds them to tr_model_desc; when it lands, replace the two lines
-     * below with
-     *     m->vocab = tr_model.vocab;  m->positions = tr_model.positions;
-     * (0 for a spec without them, which keeps the refusal below), drop the test hook, and the exporter needs
-     * nothing else: wte.weight, wpe.weight, ln_f.weight and ln_f.bias arrive through the rank descriptors'
-     * parameter list like the blocks and get the "transformer." prefix the same way.
-     * TESS_TEST_HFOUT_EMBED="V,P" is a test hook until then: it pretends vocab V and positions P so the
-     * writer's names, values, config.json and atomicity can be tested on a blocks-only model (the directory
-     * then lacks wte, wpe and ln_f, which transformers would report as missing). */
+    /* THE place the embeddings' sizes come from: a language model's class descriptor (model.vocab and
+     * model.positions, docs/MODEL.md; tr_tokens.c). wte.weight, wpe.weight, ln_f.weight and ln_f.bias arrive
+     * through the rank descriptors' parameter list like the blocks and get the "transformer." prefix the same way.
+     * TESS_TEST_HFOUT_EMBED="V,P" is a test hook for a blocks-only model: it pretends vocab V and positions P so
+     * the writer's names, values, config.json and atomicity can be tested there (the directory then lacks wte, wpe
+     * and ln_f, which transformers would report as missing). */
+    m->vocab = tr_lm_vocab();
+    m->positions = tr_lm()->positions;
     const char *hook = getenv("TESS_TEST_HFOUT_EMBED");
-    if (hook && sscanf(hook, "%d,%d", &m->vocab, &m->positions) != 2)
+    if (m->vocab == 0 && hook && sscanf(hook, "%d,%d", &m->vocab, &m->positions) != 2)
         m->vocab = m->positions = 0;
     if (m->vocab > 0 && m->positions > 0)
         return true;

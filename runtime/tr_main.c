@@ -51,6 +51,7 @@
 #include "tr_sched.h"
 #include "tr_stset.h"
 #include "tr_synth.h"
+#include "tr_tokens.h"
 #include "tr_trace.h"
 
 typedef struct tr_opts {
@@ -72,6 +73,7 @@ typedef struct tr_opts {
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
     int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
     int reshard;                         /* --reshard: resume a checkpoint of another mesh */
+    tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
 } tr_opts;
 
 static void usage(FILE *f, const char *prog)
@@ -100,6 +102,11 @@ static void usage(FILE *f, const char *prog)
             "  --stats       per rank: measured bytes per collective kind against the plan (exit 3 if any\n"
             "                step differs), time per step kind, arena bytes and peak RSS\n"
             "  --quiet       print only errors\n"
+            "  language models (model.vocab; docs/MODEL.md):\n"
+            "  --tokens F    token ids, int32 .npy [batch, seq], every id in [0, vocab) (default: synthetic from --seed)\n"
+            "  --targets F   target ids, the same form; with them inference prints the mean loss, and --steps trains on\n"
+            "                it; --grads-out alone (training programs) runs one backward of the loss\n"
+            "  --logits-out F  the logits, float32 [batch, seq, vocab], gathered to rank 0, written atomically\n"
             "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
             "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
             "  --grads-out F with --dy: write every weight gradient (safetensors, names h.<l>.*)\n"
@@ -170,6 +177,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         const char *val = (a + 1 < argc) ? argv[a + 1] : NULL;
         if (!strcmp(s, "--help") || !strcmp(s, "-h"))
             return 1;
+        int lm = tr_lm_parse_arg(&o->lm, argc, argv, &a, err);
+        if (lm < 0)
+            return -1;
+        if (lm > 0)
+            continue;
         if (!strcmp(s, "--bytes")) {
             o->bytes = 1;
         } else if (!strcmp(s, "--stats")) {
@@ -303,7 +315,15 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--dy (one backward with a given gradient) and --steps (training on a loss) exclude each other");
         return -1;
     }
-    if ((o->dx_out || o->grads_out) && !o->dy) {
+    if (!tr_lm_check_opts(&o->lm, err))
+        return -1;
+    if (tr_lm_vocab() && (o->input || o->target || o->dy || o->dx_out)) {
+        tr_fail(err, "--input, --target, --dy and --dx-out are for a stack of blocks on hidden states; this program is a "
+                     "language model (model.vocab = %d): give --tokens T.npy and --targets Y.npy (int32 [batch, seq]); "
+                     "--grads-out alone runs one backward of the loss", tr_lm_vocab());
+        return -1;
+    }
+    if ((o->dx_out || o->grads_out) && !o->dy && !tr_lm_vocab()) {
         tr_fail(err, "--dx-out and --grads-out write the gradients of one backward: give the upstream gradient "
                      "with --dy DY.npy");
         return -1;
@@ -653,8 +673,8 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
             d->plan_bcast_recv[g] + (bwd ? d->plan_bwd_bcast_recv[g] : 0),
             d->plan_bcast_sent[g] + (bwd ? d->plan_bwd_bcast_sent[g] : 0),
             d->plan_allreduce[g] + (bwd ? d->plan_bwd_allreduce[g] : 0),
-            bwd ? d->plan_bwd_reduce_recv[g] : 0,
-            bwd ? d->plan_bwd_reduce_sent[g] : 0,
+            tr_lm()->plan_reduce_recv[g] + (bwd ? d->plan_bwd_reduce_recv[g] : 0),
+            tr_lm()->plan_reduce_sent[g] + (bwd ? d->plan_bwd_reduce_sent[g] : 0),
         };
         for (int k = 0; k < NK; k++) {
             mine[k * TR_NGROUPS + g] = meas[k];
@@ -716,6 +736,21 @@ static double mse(const tr_rank_desc *d, const float *y, const float *target, fl
     /* each element of y is held by `copies` ranks: 1 on the [q,q,d] mesh, p for the megatron scheme */
     double copies = (double)tr_model.p * (double)n / total_n;
     return sum / copies / total_n;
+}
+
+/* The training objective after a forward: the LM's mean cross-entropy (its gradient comes from the loss steps
+ * of the backward, so dL/dy is zero) or mean((y - target)^2) with dL/dy into gh. */
+static double objective(tr_ctx *c, float *H, const float *A, const float *target, float *gh)
+{
+    const tr_rank_desc *d = c->desc;
+    long long xn = (long long)d->io_rows * d->io_cols;
+    if (tr_lm_vocab()) {
+        tr_backend_download(c, H + tr_lm()->loss_offset, A + tr_lm()->loss_offset, d->io_rows);
+        memset(gh, 0, (size_t)xn * sizeof *gh);
+        return tr_lm_mean_loss(d, H);
+    }
+    tr_backend_download(c, H + d->y_offset, A + d->y_offset, xn);
+    return mse(d, H + d->y_offset, target, gh);
 }
 
 /* ---- training divergence: stop at the first non-finite loss or gradient, write nothing ---- */
@@ -914,7 +949,7 @@ int main(int argc, char **argv)
     }
 
     /* every output can be written, or nothing runs */
-    bool ok = rank == 0 ? check_outputs(&o, &err) : true;
+    bool ok = rank == 0 ? check_outputs(&o, &err) && tr_lm_check_outputs(&o.lm, &err) : true;
     if (!root_ok(ok)) {
         if (rank == 0)
             fprintf(stderr, "%s\n", err.msg);
@@ -976,6 +1011,8 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (tr_lm_vocab())
+        tr_lm_zero_pad(d, H); /* the pad rows of wte (ids >= vocab): zero, never in a file */
     if (o.weights && !weights_finite(d, H, o.weights, wprefix)) {
         rc = 1;
         goto out;
@@ -987,7 +1024,13 @@ int main(int argc, char **argv)
     }
     const int step0 = (int)resumed.step;
     float *xh = H + d->x_offset; /* [io_rows, io_cols], host side */
-    if (o.input) {
+    if (tr_lm_vocab()) {
+        /* the language model: the embedding writes x; its inputs are token ids (tr_tokens.c) */
+        if (!tr_lm_load_ids(d, &o.lm, o.seed, H)) {
+            rc = 1;
+            goto out;
+        }
+    } else if (o.input) {
         if (!load_bsc(d, o.input, "input", xh)) {
             rc = 1;
             goto out;
@@ -1037,12 +1080,15 @@ int main(int argc, char **argv)
     }
 
     float *yh = H + d->y_offset;
+    int lm_bwd = tr_lm_vocab() && tr_model.mode && !o.steps && o.grads_out; /* one backward of the LM loss */
     if (o.steps > 0) {
         /* training: forward, loss and dL/dy, backward, AdamW; the loss printed is the one before the step */
         float *th = malloc((size_t)xn * sizeof *th), *gh = H + d->gx_offset;
         if (!th)
             MPI_Abort(MPI_COMM_WORLD, 1);
-        if (o.target) {
+        if (tr_lm_vocab()) {
+            /* the loss reads the target ids loaded above */
+        } else if (o.target) {
             if (!load_bsc(d, o.target, "target", th)) {
                 free(th);
                 rc = 1;
@@ -1060,8 +1106,7 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
             d->forward(&ctx, A);
-            tr_backend_download(&ctx, yh, A + d->y_offset, xn);
-            double loss = mse(d, yh, th, gh);
+            double loss = objective(&ctx, H, A, th, gh);
             if (!isfinite(loss)) {
                 diverged_loss(&ctx, H, A, k, loss);
                 free(reps);
@@ -1105,8 +1150,7 @@ int main(int argc, char **argv)
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
         d->forward(&ctx, A);
-        tr_backend_download(&ctx, yh, A + d->y_offset, xn);
-        double loss = mse(d, yh, th, gh);
+        double loss = objective(&ctx, H, A, th, gh);
         free(th);
         if (!isfinite(loss)) {
             diverged_loss(&ctx, H, A, step0 + o.steps + 1, loss);
@@ -1128,11 +1172,17 @@ int main(int argc, char **argv)
             }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
             d->backward(&ctx, A);
+        } else if (lm_bwd) {
+            /* one backward of the LM loss: dL/dy = 0 (the loss reads ln_f(y), not y) */
+            float *gh = H + d->gx_offset;
+            memset(gh, 0, (size_t)xn * sizeof *gh);
+            tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
+            d->backward(&ctx, A);
         }
     }
     tr_backend_sync(&ctx);
     tr_step_mark(&ctx, -1); /* closes the last step's slice once the backend has really finished it */
-    if (o.bytes && !report_bytes(&ctx, o.dy != NULL, o.quiet))
+    if (o.bytes && !report_bytes(&ctx, o.dy != NULL || lm_bwd, o.quiet))
         rc = 3;
     if (o.stats && !tr_stats_report(&ctx, o.quiet))
         rc = 3;
@@ -1147,6 +1197,20 @@ int main(int argc, char **argv)
     if ((o.weights_out || o.hf_out || o.checkpoint_out) && !weights_out_finite(d, H)) {
         rc = 5;
         goto out;
+    }
+    if (tr_lm_vocab() && !o.steps) {
+        double loss = tr_lm_mean_loss(d, H);
+        if (rank == 0 && !o.quiet && o.lm.targets)
+            printf("loss %.9g\n", loss);
+    }
+    if (o.lm.logits_out) {
+        if (!tr_lm_write_logits(d, o.lm.logits_out, H, &err)) {
+            if (rank == 0)
+                fprintf(stderr, "%s\n", err.msg);
+            rc = 1;
+        } else if (rank == 0 && !o.quiet) {
+            printf("wrote %s [%d, %d, %d]\n", o.lm.logits_out, tr_model.batch, tr_model.seq, tr_lm_vocab());
+        }
     }
     if (o.output) {
         if (!tr_gather_block_npy(d, o.output, yh, &err)) {

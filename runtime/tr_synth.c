@@ -24,8 +24,8 @@ void tr_synth_block(const char *name, uint64_t seed, int64_t full_cols, int64_t 
 {
     const uint64_t golden = 0x9E3779B97F4A7C15ULL;
     uint64_t key = fnv1a(name) ^ (seed * golden);
-    int ln_w = ends_with(name, ".ln_1.weight") || ends_with(name, ".ln_2.weight");
-    int ln_b = ends_with(name, ".ln_1.bias") || ends_with(name, ".ln_2.bias");
+    int ln_w = ends_with(name, ".ln_1.weight") || ends_with(name, ".ln_2.weight") || strcmp(name, "ln_f.weight") == 0;
+    int ln_b = ends_with(name, ".ln_1.bias") || ends_with(name, ".ln_2.bias") || strcmp(name, "ln_f.bias") == 0;
     int input = strcmp(name, "input") == 0 || strcmp(name, "target") == 0;
     for (int64_t r = 0; r < nr; r++)
         for (int64_t cc = 0; cc < nc; cc++) {

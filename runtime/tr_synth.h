@@ -6,7 +6,8 @@
  *   fnv = FNV-1a-64(N); key = fnv ^ (s * 0x9E3779B97F4A7C15)
  *   z = splitmix64-finalise(key + (e + 1) * 0x9E3779B97F4A7C15)
  *   v = 2 * float(z >> 40) * 2^-24 - 1            (float32, exact, in [-1, 1))
- *   ln_{1,2}.weight: 1 + v/8   ln_{1,2}.bias: v/8   other weights/biases: v/16   "input", "target": v
+ *   ln_{1,2,f}.weight: 1 + v/8   ln_{1,2,f}.bias: v/8   other weights/biases: v/16   "input", "target": v
+ * Synthetic token ids (tr_tokens.c): id = floor((v + 1) / 2 * V) of the tensor "tokens" or "targets" [B, S].
  * tests/ref/tessref.py implements the same formula independently.
  */
 #ifndef TR_SYNTH_H

@@ -12,6 +12,9 @@
 #             reference (tests/ref/tessref.py), outputs poisoned first, bytes checked against the plan
 #   megatron  the Megatron-LM 1-D scheme on p = 1..4: output, gradients, replicas, losses against the
 #             Tesseract meshes and the float64 reference, bytes against the docs/MEGATRON.md formula
+#   lm        the whole GPT-2 (model.vocab: embedding, ln_f, tied head, vocab-parallel loss; tests/lm.sh) on five
+#             meshes against the float64 reference: logits, loss, every gradient, replicas, 20-step losses, the
+#             docs/MODEL.md byte formula, bad token files
 #   hf        Hugging Face in (tests/hf.sh): tessgen --from-hf on a save_pretrained directory written by
 #             the reference, run on two meshes against it; every refused config value; mixed weight names
 #             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable
@@ -105,6 +108,7 @@ done
 . tests/inspect.sh
 . tests/e2e.sh
 . tests/megatron.sh
+. tests/lm.sh
 . tests/hf.sh
 . tests/hf_io.sh
 . tests/cuda.sh

@@ -366,6 +366,66 @@ int main(void)
         tg_class_free(&c1);
         tg_class_free(&c0);
     }
+    for (int lmc = 0; lmc < 3; lmc++) {
+        static const int lmq[3] = {1, 2, 3}, lmd[3] = {2, 2, 1};
+        int q = lmq[lmc], d = lmd[lmc], V = 49, P = 6, L = 2, C = 24;
+        char name[96];
+        snprintf(name, sizeof name, "language model [%d,%d,%d], V = %d: shards, padding, int32 ids, LM bytes", q, q, d,
+                 V);
+        TT_CASE(name) {
+            tg_spec s = tt_spec(q, d, L, C, 6, 48, 4, 12, 1), s0 = s;
+            s.vocab = V;
+            s.positions = P;
+            tg_plan pl, pl0;
+            tg_plan_init(&s, &pl);
+            tg_plan_init(&s0, &pl0);
+            tg_err err = {{0}, 0};
+            int R = pl.R, Cq = pl.Cq, Vq = pl.Vq;
+            TT_CHECK(Vq == (V + q - 1) / q, "Vq %d", Vq);
+            for (int c = 0; c < q * q; c++) {
+                tg_class_plan a, b;
+                int i = c / q, j = c % q;
+                if (!tg_plan_class(&pl, i, j, &a, &err) || !tg_plan_class(&pl0, i, j, &b, &err)) {
+                    TT_CHECK(0, "%s", err.msg);
+                    break;
+                }
+                check_memory(&a, name);
+                TT_CHECK(a.nparams == b.nparams + 4 && !strcmp(a.params[0].name, "wte.weight") &&
+                             !strcmp(a.params[1].name, "wpe.weight") && !strcmp(a.params[a.nparams - 1].name, "ln_f.bias"),
+                         "class (%d,%d): params", i, j);
+                const tg_param *wte = &a.params[0], *wpe = &a.params[1];
+                int real = V - i * Vq < Vq ? V - i * Vq : Vq;
+                TT_CHECK(a.bufs[wte->buf].rows == Vq && a.bufs[wte->buf].cols == Cq && wte->replica == TG_DEP &&
+                             (real > 0 ? wte->npieces == 1 && wte->piece[0].r0 == i * Vq && wte->piece[0].nr == real
+                                       : wte->npieces == 0),
+                         "class (%d,%d): wte shard", i, j);
+                TT_CHECK(wpe->replica == TG_COLDEP && wpe->piece[0].nr == P && wpe->piece[0].c0 == j * Cq,
+                         "class (%d,%d): wpe shard", i, j);
+                TT_CHECK(a.bufs[a.tok_buf].dtype == TG_BUF_I32 && a.bufs[a.tok_buf].elems == (long long)q * R &&
+                             a.bufs[a.tgt_buf].dtype == TG_BUF_I32 && a.bufs[a.tgt_buf].elems == R &&
+                             a.bufs[a.logits_buf].rows == R && a.bufs[a.logits_buf].cols == Vq,
+                         "class (%d,%d): token, target and logits buffers", i, j);
+                /* docs/MODEL.md's table: the LM's elements on top of the blocks' */
+                long long qm = q - 1, one = q > 1;
+                TT_CHECK(a.reduce_recv[TG_COL] + a.reduce_recv[TG_ROW] == qm * R * (Cq + Vq) &&
+                             a.reduce_sent[TG_COL] + a.reduce_sent[TG_ROW] == qm * R * (Cq + Vq),
+                         "class (%d,%d): forward reduces", i, j);
+                TT_CHECK(a.bcast_recv[TG_COL] - b.bcast_recv[TG_COL] == qm * Vq * Cq &&
+                             a.bcast_sent[TG_COL] - b.bcast_sent[TG_COL] == one * Vq * Cq &&
+                             a.allreduce[TG_ROW] - b.allreduce[TG_ROW] == one * 5 * R,
+                         "class (%d,%d): forward bcasts and all-reduces", i, j);
+                long long cold = (q * d > 1) * (2LL * Cq + (long long)P * Cq), dep = (d > 1) * (long long)Vq * Cq;
+                TT_CHECK(a.bwd_allreduce[TG_COLDEP] - b.bwd_allreduce[TG_COLDEP] == cold &&
+                             a.bwd_allreduce[TG_DEP] - b.bwd_allreduce[TG_DEP] == dep &&
+                             a.bwd_bcast_recv[TG_ROW] - b.bwd_bcast_recv[TG_ROW] == qm * R * Vq &&
+                             a.bwd_bcast_recv[TG_COL] - b.bwd_bcast_recv[TG_COL] == qm * (Vq * Cq + (long long)R * Cq) &&
+                             a.bwd_reduce_recv[TG_COL] - b.bwd_reduce_recv[TG_COL] == qm * Vq * Cq,
+                         "class (%d,%d): backward", i, j);
+                tg_class_free(&a);
+                tg_class_free(&b);
+            }
+        }
+    }
     TT_CASE("the same spec bakes to the same plan") {
         tg_spec s = tt_spec(3, 2, 2, 48, 12, 192, 8, 6, 0);
         tg_plan pl;

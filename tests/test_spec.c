@@ -206,6 +206,14 @@ int main(void)
         TT_CHECK(strcmp(S.name, "minimal") == 0 && S.d == 1, "name %s d %d", S.name, S.d);
         TT_CHECK(strcmp(S.path, "tests/specs/good/minimal.lua") == 0, "path %.300s", S.path);
     }
+    TT_CASE("model.vocab and positions load; absent, the block stack (vocab 0)") {
+        tg_err_clear(&E);
+        TT_CHECK(tg_spec_load("tests/specs/good/gpt2_lm.lua", &S, &E), "%.400s", E.msg);
+        TT_CHECK(S.vocab == 50257 && S.positions == 1024, "vocab %d positions %d", S.vocab, S.positions);
+        tg_err_clear(&E);
+        TT_CHECK(tg_spec_load("tests/specs/good/minimal.lua", &S, &E) && S.vocab == 0 && S.positions == 0,
+                 "vocab %d", S.vocab);
+    }
 
     /* ---- divisibility rules --------------------------------------------- */
 

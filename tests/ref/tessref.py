@@ -747,6 +747,172 @@ def make_input(B, S, C, seed, synthetic):
     return rng.normal(0.0, 1.0, size=(B, S, C)).astype(np.float32)
 
 
+
+# ----------------------------------------------------------------------------
+# The whole GPT-2 (model.vocab; docs/MODEL.md): token + position embedding, the
+# blocks, ln_f, the LM head tied to wte, mean cross-entropy over all B*S tokens.
+# float64, every derivative by hand; checked against central finite differences
+# by `lm-fdcheck`. Nothing here knows the Tesseract layout or the padding.
+# ----------------------------------------------------------------------------
+
+LM_DECAY = ("wte.weight", "wpe.weight")  # AdamW decays every 2-D weight: the embeddings too
+
+
+def lm_tensor_specs(L, C, F, V, P):
+    """[(name, shape)] of the language model, in file order."""
+    return ([("wte.weight", (V, C)), ("wpe.weight", (P, C))] + tensor_specs(L, C, F)
+            + [("ln_f.weight", (C,)), ("ln_f.bias", (C,))])
+
+
+def make_lm_weights(L, C, F, V, P, seed):
+    out = make_weights(L, C, F, seed, False)
+    rng = np.random.default_rng(seed + 7_000_001)
+    out = [("wte.weight", rng.normal(0.0, 0.3, size=(V, C)).astype(np.float32)),
+           ("wpe.weight", rng.normal(0.0, 0.1, size=(P, C)).astype(np.float32))] + out
+    out.append(("ln_f.weight", (1.0 + rng.normal(0.0, 0.1, size=(C,))).astype(np.float32)))
+    out.append(("ln_f.bias", rng.normal(0.0, 0.1, size=(C,)).astype(np.float32)))
+    return out
+
+
+def lm_forward(tok, tgt, w, L, H, eps):
+    """-> (logits [B,S,V], mean loss, cache) in float64."""
+    B, S = tok.shape
+    x = w["wte.weight"][tok] + w["wpe.weight"][np.arange(S)][None, :, :]
+    y, caches = forward_cached(x, w, L, H, eps)
+    xf, lnc = layernorm_fwd(y, w["ln_f.weight"], w["ln_f.bias"], eps)
+    logits = xf @ w["wte.weight"].T
+    m = logits.max(axis=-1, keepdims=True)
+    e = np.exp(logits - m)
+    z = e.sum(axis=-1, keepdims=True)
+    loss = None
+    if tgt is not None:
+        lt = np.take_along_axis(logits, tgt[..., None], axis=-1)
+        loss = float(np.mean(np.log(z) + m - lt))
+    return logits, loss, (caches, xf, lnc, e / z)
+
+
+def lm_loss_grads(tok, tgt, w, L, H, eps):
+    """-> (mean loss, {name: dloss/dparam}) for every tensor of lm_tensor_specs."""
+    B, S = tok.shape
+    V, C = w["wte.weight"].shape
+    logits, loss, (caches, xf, lnc, p) = lm_forward(tok, tgt, w, L, H, eps)
+    dl = p.copy()
+    np.put_along_axis(dl, tgt[..., None], np.take_along_axis(dl, tgt[..., None], axis=-1) - 1.0, axis=-1)
+    dl /= B * S
+    g = {}
+    g["wte.weight"] = dl.reshape(-1, V).T @ xf.reshape(-1, C)             # the head: logits = xf wte^T
+    dxf = dl @ w["wte.weight"]
+    dy, g["ln_f.weight"], g["ln_f.bias"] = layernorm_bwd(dxf, lnc, w["ln_f.weight"])
+    dx, gb = backward(dy, caches, w, L)
+    g.update(gb)
+    np.add.at(g["wte.weight"], tok.reshape(-1), dx.reshape(-1, C))        # the embedding
+    g["wpe.weight"] = np.zeros_like(w["wpe.weight"])
+    g["wpe.weight"][:S] = dx.sum(axis=0)
+    return loss, g
+
+
+def load_ids(path, B, S, V):
+    t = np.load(path)
+    if t.shape != (B, S) or t.dtype != np.int32:
+        sys.exit(f"tessref: {path}: {t.dtype} {list(t.shape)}, expected int32 {[B, S]}")
+    if t.min() < 0 or t.max() >= V:
+        sys.exit(f"tessref: {path}: ids outside [0, {V})")
+    return t.astype(np.int64)
+
+
+def lm_load(a):
+    check_dims(a)
+    L, C, F, V, P = a.layers, a.hidden, a.ffn, a.vocab, a.positions
+    w = read_safetensors(a.weights)
+    for n, shp in lm_tensor_specs(L, C, F, V, P):
+        if n not in w or tuple(w[n].shape) != tuple(shp):
+            sys.exit(f"tessref: {a.weights}: {n} missing or not of shape {list(shp)}")
+    tok = load_ids(a.tokens, a.batch, a.seq, V)
+    tgt = load_ids(a.targets, a.batch, a.seq, V) if getattr(a, "targets", None) else None
+    return to_f64(w), tok, tgt
+
+
+def cmd_lm_weights(a):
+    check_dims(a)
+    write_safetensors(a.out, make_lm_weights(a.layers, a.hidden, a.ffn, a.vocab, a.positions, a.seed))
+    return 0
+
+
+def cmd_tokens(a):
+    rng = np.random.default_rng(a.seed + 5_000_011)
+    np.save(a.out, rng.integers(0, a.vocab, size=(a.batch, a.seq)).astype(np.int32))
+    return 0
+
+
+def cmd_lm_forward_weights(a):
+    w, tok, tgt = lm_load(a)
+    logits, loss, _ = lm_forward(tok, tgt, w, a.layers, a.heads, a.eps)
+    np.save(a.logits_out, np.ascontiguousarray(logits))
+    if loss is not None:
+        print(f"loss {loss:.17g}")
+    return 0
+
+
+def cmd_lm_backward(a):
+    w, tok, tgt = lm_load(a)
+    loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps)
+    specs = lm_tensor_specs(a.layers, a.hidden, a.ffn, a.vocab, a.positions)
+    write_safetensors(a.grads_out, [(n, g[n]) for n, _ in specs], "F64")
+    print(f"loss {loss:.17g}")
+    return 0
+
+
+def cmd_lm_train(a):
+    w, tok, tgt = lm_load(a)
+    m = {n: np.zeros_like(t) for n, t in w.items()}
+    v = {n: np.zeros_like(t) for n, t in w.items()}
+    for k in range(1, a.steps + 1):
+        loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps)
+        print(f"step {k} loss {loss:.17g}", flush=True)
+        bc1, bc2 = 1.0 - a.beta1 ** k, 1.0 - a.beta2 ** k
+        for n in w:
+            m[n] = a.beta1 * m[n] + (1.0 - a.beta1) * g[n]
+            v[n] = a.beta2 * v[n] + (1.0 - a.beta2) * g[n] * g[n]
+            upd = (m[n] / bc1) / (np.sqrt(v[n] / bc2) + a.adam_eps)
+            if n.endswith(DECAY_SUFFIXES) or n in LM_DECAY:
+                upd = upd + a.weight_decay * w[n]
+            w[n] = w[n] - a.lr * upd
+    return 0
+
+
+def cmd_lm_fdcheck(a):
+    """The reference's own LM backward against central differences (float64, a tiny model)."""
+    L, C, F, H, V, P, B, S = 2, 8, 16, 2, 11, 6, 2, 5
+    w = to_f64(dict(make_lm_weights(L, C, F, V, P, 3)))
+    rng = np.random.default_rng(9)
+    tok = rng.integers(0, V, size=(B, S))
+    tgt = rng.integers(0, V, size=(B, S))
+    _, g = lm_loss_grads(tok, tgt, w, L, H, 1e-5)
+    worst, h = 0.0, 1e-5
+    for n, t in w.items():
+        for _ in range(4):
+            idx = tuple(int(rng.integers(0, d)) for d in t.shape)
+            old = t[idx]
+            t[idx] = old + h
+            lp = lm_forward(tok, tgt, w, L, H, 1e-5)[1]
+            t[idx] = old - h
+            lm_ = lm_forward(tok, tgt, w, L, H, 1e-5)[1]
+            t[idx] = old
+            fd = (lp - lm_) / (2 * h)
+            err = abs(fd - g[n][idx]) / max(abs(fd), abs(g[n][idx]), 1e-6)
+            worst = max(worst, err)
+            if err > 1e-5:
+                print(f"{n}{list(idx)}: analytic {g[n][idx]:.12g} vs central difference {fd:.12g} (rel {err:.2e}) FAIL")
+    print(f"lm-fdcheck: {len(w)} tensors x 4 entries, worst relative difference {worst:.2e} "
+          f"{'OK' if worst <= 1e-5 else 'FAIL'}")
+    return 0 if worst <= 1e-5 else 1
+
+
+def add_lm_dims(p):
+    add_dims(p)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--positions", type=int, required=True)
+
 # ----------------------------------------------------------------------------
 # Subcommands
 # ----------------------------------------------------------------------------
@@ -900,6 +1066,17 @@ def cmd_lm_forward(a):
     y = lm_forward_hfout(tokens, read_hf_dir_weights(a.dir), a.layers, a.heads, a.eps)
     np.save(a.out, np.ascontiguousarray(y, dtype=np.float64))
     return 0
+
+
+def cmd_lm_forward_any(a):
+    """lm-forward: the save_pretrained-directory form (--dir, --out) or the weights-file form (docs/MODEL.md)."""
+    if a.dir is not None:
+        if a.out is None or a.weights is not None:
+            sys.exit("tessref: lm-forward --dir needs --out (and no --weights)")
+        return cmd_lm_forward(a)
+    if a.weights is None or a.vocab is None or a.positions is None or a.logits_out is None:
+        sys.exit("tessref: lm-forward needs --dir DIR --out F, or --weights W --vocab V --positions P --logits-out F")
+    return cmd_lm_forward_weights(a)
 
 
 def hf_blocks(w):
@@ -1580,12 +1757,19 @@ def main(argv=None):
     p.add_argument("--drop", action="append", metavar="KEY")
     p.set_defaults(fn=cmd_hf_dir)
 
-    p = sp.add_parser("lm-forward", help="float64 GPT2LMHeadModel logits of a save_pretrained directory")
+    p = sp.add_parser("lm-forward", help="float64 GPT2LMHeadModel logits: of a save_pretrained directory (--dir, "
+                      "--out), or of a weights file with the mean loss (--weights, --vocab, --positions, --logits-out, "
+                      "--targets)")
     add_dims(p)
-    p.add_argument("--dir", required=True)
+    p.add_argument("--dir", default=None)
     p.add_argument("--tokens", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(fn=cmd_lm_forward)
+    p.add_argument("--out", default=None)
+    p.add_argument("--weights", default=None)
+    p.add_argument("--vocab", type=int, default=None)
+    p.add_argument("--positions", type=int, default=None)
+    p.add_argument("--targets", default=None)
+    p.add_argument("--logits-out", default=None)
+    p.set_defaults(fn=cmd_lm_forward_any)
 
     p = sp.add_parser("compare", help="relative Frobenius error check")
     p.add_argument("--ref", required=True)
@@ -1660,6 +1844,41 @@ def main(argv=None):
     p.add_argument("a")
     p.add_argument("b")
     p.set_defaults(fn=cmd_same_bits)
+
+    p = sp.add_parser("lm-weights", help="write a language model's safetensors (wte, wpe, blocks, ln_f)")
+    add_lm_dims(p)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_lm_weights)
+
+    p = sp.add_parser("tokens", help="write int32 [B,S] token ids")
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_tokens)
+
+    for name, fn, hlp in (("lm-backward", cmd_lm_backward, "float64 LM backward: every gradient"),
+                          ("lm-train", cmd_lm_train, "float64 AdamW steps on the LM loss")):
+        p = sp.add_parser(name, help=hlp)
+        add_lm_dims(p)
+        p.add_argument("--weights", required=True)
+        p.add_argument("--tokens", required=True)
+        p.add_argument("--targets", required=True)
+        if name == "lm-backward":
+            p.add_argument("--grads-out", required=True)
+        if name == "lm-train":
+            p.add_argument("--steps", type=int, required=True)
+            p.add_argument("--lr", type=float, default=1e-3)
+            p.add_argument("--beta1", type=float, default=0.9)
+            p.add_argument("--beta2", type=float, default=0.999)
+            p.add_argument("--adam-eps", type=float, default=1e-8)
+            p.add_argument("--weight-decay", type=float, default=0.01)
+        p.set_defaults(fn=fn)
+
+    p = sp.add_parser("lm-fdcheck", help="check the LM backward against central finite differences")
+    p.set_defaults(fn=cmd_lm_fdcheck)
 
     p = sp.add_parser("synth-selftest", help="print synthetic generator check values")
     p.set_defaults(fn=cmd_synth_selftest)

@@ -1,0 +1,345 @@
+/*
+ * plan_lm.c - the language model around the block stack (spec model.vocab;
+ * docs/MODEL.md): token and position embedding, ln_f, the LM head tied to the
+ * token embedding and a vocab-parallel cross-entropy, forward and backward,
+ * on the Tesseract layout. No rank ever holds a [tokens, vocab] array: rank
+ * (i,j,k) holds logits(h, vocab block j) [R, Vq].
+ *
+ * wte [V, C] is padded to Vp = q*Vq rows (Vq = ceil(V/q)) and split like any
+ * matrix: block E(a,b) [Vq, Cq] on ranks (a, b, every k), replica group dep;
+ * its pad rows are zero (the runtime sets them at load, their gradient is
+ * zero). wpe [P, C] is split by columns like a vector: [P, Cq] on (*, j, *),
+ * replica group coldep. The embedding is a sum of partial rows reduced over
+ * the column group; the head is the ABT pattern of the backward (bcast E over
+ * col, P = x E^T, reduce over row); the loss needs an all-reduce(max) and one
+ * of [2, R] sums over the row. The backward reuses the same broadcasts: one of
+ * dlogits over row and of E over col per step t serve dX (SUMMA form) and dE
+ * (ATB form, reduced over col). The steps that do not depend on the layout
+ * are plan_steps.c's layernorm; everything else is here.
+ */
+#include "plan_builder.h"
+
+#include <stdio.h>
+
+/* ---- shards ------------------------------------------------------------------------------------------------ */
+
+void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
+{
+    const tg_plan *pl = b->pl;
+    int C = pl->spec.hidden, Cq = pl->Cq, Vq = pl->Vq, V = pl->V, P = pl->spec.positions;
+    int i = b->c.i, j = b->c.j;
+    /* E(i, j): vocab rows i*Vq.. (those below V come from the file, the rest are zero pad), columns j*Cq.. */
+    lm->p_wte = tg_pb_param(b, "wte.weight", 2, V, C, Vq, Cq);
+    int nr = V - i * Vq < Vq ? V - i * Vq : Vq;
+    if (nr > 0)
+        tg_pb_piece(b, lm->p_wte, i * Vq, nr, j * Cq, Cq, 0);
+    lm->wte = lm->p_wte < 0 ? -1 : b->rp->params[lm->p_wte].buf;
+    /* wpe column block j: every position, on every (i, k) */
+    lm->p_wpe = tg_pb_param(b, "wpe.weight", 2, P, C, P, Cq);
+    tg_pb_piece(b, lm->p_wpe, 0, P, j * Cq, Cq, 0);
+    if (lm->p_wpe >= 0)
+        b->rp->params[lm->p_wpe].replica = TG_COLDEP;
+    lm->wpe = lm->p_wpe < 0 ? -1 : b->rp->params[lm->p_wpe].buf;
+}
+
+static int lm_vec(tg_builder *b, const char *name, int *param)
+{
+    int C = b->pl->spec.hidden, Cq = b->pl->Cq;
+    *param = tg_pb_param(b, name, 1, C, 0, 1, Cq);
+    tg_pb_piece(b, *param, 0, 1, b->c.j * Cq, Cq, 0);
+    return *param < 0 ? -1 : b->rp->params[*param].buf;
+}
+
+void tg_lm_declare_final(tg_builder *b, tg_lm *lm)
+{
+    const tg_plan *pl = b->pl;
+    tg_class_plan *rp = b->rp;
+    int q = pl->mesh.q, R = pl->R, Vq = pl->Vq, j = b->c.j;
+    char what[100];
+    lm->lnf_g = lm_vec(b, "ln_f.weight", &lm->p_lnf_g);
+    lm->lnf_b = lm_vec(b, "ln_f.bias", &lm->p_lnf_b);
+    rp->tok_buf = tg_pb_buf(b, 1, q * R, 1, "token ids of row blocks q*k..q*k+q-1 (int32, the runtime fills them)",
+                            "tokens");
+    rp->tgt_buf = tg_pb_buf(b, 1, R, 1, "target ids of row block {h} (int32, the runtime fills them)", "targets");
+    if (rp->tok_buf >= 0)
+        rp->bufs[rp->tok_buf].dtype = TG_BUF_I32;
+    if (rp->tgt_buf >= 0)
+        rp->bufs[rp->tgt_buf].dtype = TG_BUF_I32;
+    snprintf(what, sizeof what, "logits(h={h}, vocab block j=%d): ids %d..%d", j, j * Vq, j * Vq + Vq - 1);
+    rp->logits_buf = tg_pb_buf(b, R, Vq, 1, what, "logits");
+    rp->loss_buf = tg_pb_buf(b, 1, R, 1, "per-token loss of row block {h} (the same on every j)", "token_loss");
+}
+
+/* ---- forward ----------------------------------------------------------------------------------------------- */
+
+/* Columns of vocab block `blk` that are real ids (< V): Vq but for the last blocks. */
+static int nvalid_of(const tg_plan *pl, int blk)
+{
+    int n = pl->V - blk * pl->Vq;
+    return n < 0 ? 0 : n > pl->Vq ? pl->Vq : n;
+}
+
+/* The previous SUMMA-style step's recv buffers: two alternate when q >= 3, as plan.c's SUMMA does. */
+static void recv_pair(tg_builder *b, int rows, int cols, const char *what, const char *name, int *out)
+{
+    int q = b->pl->mesh.q, n = q >= 3 ? 2 : 1;
+    out[0] = out[1] = -1;
+    for (int r = 0; q > 1 && r < n; r++)
+        out[r] = tg_pb_buf(b, rows, cols, 0, what, "%s%s", name, n == 1 ? "" : (r ? "1" : "0"));
+}
+
+void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
+{
+    const tg_plan *pl = b->pl;
+    int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i;
+    const int L = TG_LAYER_EMBED;
+    int part = q > 1 ? tg_pb_buf(b, R, Cq, 0, "partial embedding rows of row block h' (this rank's vocab block)",
+                                 "embed_part")
+                     : -1;
+    for (int t = 0; t < q; t++) {
+        /* rows of row block h' = t + q*k: wte rows of the tokens in vocab block i, zero for the others */
+        int target = (i == t) ? x : part;
+        tg_step *s = tg_pb_step(b, TG_STEP_EMBED, L, "embed", t);
+        if (!s)
+            return;
+        tg_pb_use(s, 0, b->rp->tok_buf, TG_ACC_R);
+        tg_pb_use(s, 1, lm->wte, TG_ACC_R);
+        tg_pb_use(s, 2, target, TG_ACC_W);
+        s->boff = t * R;
+        s->rows = R;
+        s->cols = Cq;
+        s->vocab0 = i * Vq;
+        s->nvalid = nvalid_of(pl, i);
+        s->label = q > 1 ? "partial x(h'=t+q*k, j) = wte rows of its tokens in vocab block i, zero elsewhere"
+                         : "x(h, 0) = wte rows of the tokens";
+        if (q > 1) {
+            s = tg_pb_reduce(b, L, "embed", t, TG_COL, target, (long long)R * Cq);
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "reduce(sum) partial embedding rows over col to local root t: x(h'=t+q*k, j)";
+        }
+    }
+    tg_step *s = tg_pb_step(b, TG_STEP_POS_ADD, L, "pos", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, x, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, lm->wpe, TG_ACC_R);
+    s->rows = R;
+    s->cols = Cq;
+    s->seq = pl->spec.seq;
+    s->label = "x += wpe rows of the token positions (r mod seq)";
+}
+
+void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
+{
+    const tg_plan *pl = b->pl;
+    tg_class_plan *rp = b->rp;
+    int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, j = b->c.j;
+    const int L = TG_LAYER_HEAD;
+    lm->y = y;
+    /* ln_f */
+    lm->rs = tg_pb_buf(b, 1, R, 0, "per-token local row sums of y", "lnf_sum");
+    lm->xf = tg_pb_buf(b, R, Cq, 0, "ln_f(y) block (h, j)", "lnf_out");
+    if (!tg_pb_ln_rowsum(b, L, R, Cq, y, lm->rs, "row sums of y, local columns"))
+        return;
+    rp->steps[rp->nsteps - 1].op = "ln_f"; /* plan_steps.c names the first layernorm's row sums "ln1" */
+    lm->vs = tg_pb_layernorm(b, L, "ln_f", R, Cq, y, lm->rs, lm->lnf_g, lm->lnf_b, lm->xf,
+                             "centred squares of y, local columns", tg_pb_allreduce_row);
+    /* logits(h, vocab block t) = sum_j xf(h, j) @ E(t, j)^T: bcast E over col, reduce over row to root t */
+    int recv_e[2], nr = q >= 3 ? 2 : 1, ne = 0;
+    char what[100];
+    snprintf(what, sizeof what, "E(t, j=%d) received over col for the head", j);
+    recv_pair(b, Vq, Cq, what, "recv_head_e", recv_e);
+    int part = q > 1 ? tg_pb_buf(b, R, Vq, 0, "partial logits(h={h}, vocab block t), reduced over row", "head_part")
+                     : -1;
+    for (int t = 0; t < q; t++) {
+        int E = (i == t) ? lm->wte : recv_e[ne++ % nr];
+        if (q > 1) {
+            tg_step *s = tg_pb_bcast(b, L, "head", t, TG_COL, E, (long long)Vq * Cq, "");
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "bcast E(t, j) (wte vocab block t, columns j) over col from local root t";
+        }
+        int target = (j == t) ? rp->logits_buf : part;
+        tg_step *s = tg_pb_gemm(b, L, "head", t, 0, 1, R, Vq, Cq, lm->xf, Cq, E, Cq, target, Vq);
+        if (!s)
+            return;
+        s->label = "P = ln_f(y)(h, j) @ E(t, j)^T: partial logits of vocab block t";
+        if (q > 1) {
+            s = tg_pb_reduce(b, L, "head", t, TG_ROW, target, (long long)R * Vq);
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "reduce(sum) P over row to local root t: logits(h, vocab block t)";
+        }
+    }
+    /* the loss: max, then (sum of exponentials, target logit), each over the row */
+    lm->mx = tg_pb_buf(b, 1, R, 0, "per-token max logit (over the row: all of V)", "lm_max");
+    tg_step *s = tg_pb_step(b, TG_STEP_LM_ROWMAX, L, "loss", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_W);
+    s->rows = R;
+    s->cols = Vq;
+    s->vocab0 = j * Vq;
+    s->nvalid = nvalid_of(pl, j);
+    s->label = "per-token max of the local logits (pad columns excluded)";
+    if (q > 1) {
+        s = tg_pb_step(b, TG_STEP_ALLREDUCE, L, "loss", -1);
+        if (!s)
+            return;
+        s->group = TG_ROW;
+        s->group_size = q;
+        s->maxop = 1;
+        s->count = R;
+        tg_pb_use(s, 0, lm->mx, TG_ACC_R | TG_ACC_W);
+        s->label = "all-reduce(max) of the per-token max over row";
+    }
+    lm->sums = tg_pb_buf(b, 2, R, 0, "per token: sum of exp(logit - max); the target's logit", "lm_sums");
+    s = tg_pb_step(b, TG_STEP_LM_SUMS, L, "loss", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 2, rp->tgt_buf, TG_ACC_R);
+    tg_pb_use(s, 3, lm->sums, TG_ACC_W);
+    s->rows = R;
+    s->cols = Vq;
+    s->vocab0 = j * Vq;
+    s->nvalid = nvalid_of(pl, j);
+    s->label = "local sums of exp(logit - max), the target logit where vocab block j holds it";
+    tg_pb_allreduce_row(b, L, "loss", lm->sums, 2LL * R, "sums of exp, target logits");
+    s = tg_pb_step(b, TG_STEP_LM_LOSS, L, "loss", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 1, lm->sums, TG_ACC_R);
+    tg_pb_use(s, 2, rp->loss_buf, TG_ACC_W);
+    s->rows = R;
+    s->label = "per-token loss = log(sum of exp) + max - target logit";
+}
+
+/* ---- backward ---------------------------------------------------------------------------------------------- */
+
+void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g)
+{
+    const tg_plan *pl = b->pl;
+    tg_class_plan *rp = b->rp;
+    int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, j = b->c.j;
+    const int L = TG_LAYER_HEAD;
+    int gwte = rp->params[lm->p_wte].grad;
+    int dl = tg_pb_buf(b, R, Vq, 0, "dL/dlogits(h={h}, vocab block j)", "lm_dlogits");
+    tg_step *s = tg_pb_step(b, TG_STEP_LM_DLOGITS, L, "loss", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 2, lm->sums, TG_ACC_R);
+    tg_pb_use(s, 3, rp->tgt_buf, TG_ACC_R);
+    tg_pb_use(s, 4, dl, TG_ACC_W);
+    s->rows = R;
+    s->cols = Vq;
+    s->vocab0 = j * Vq;
+    s->nvalid = nvalid_of(pl, j);
+    s->scale = 1.0f / (float)pl->T;
+    s->label = "dlogits = (softmax - onehot(target)) / (batch*seq), pad columns 0";
+
+    int dxf = tg_pb_buf(b, R, Cq, 0, "dL/d(ln_f output) (h, j)", "lnf_dout");
+    int recv_d[2], recv_e[2], nr = q >= 3 ? 2 : 1, nd = 0, ne = 0;
+    char what[100];
+    recv_pair(b, R, Vq, "dlogits(h={h}, vocab block t) received over row", "recv_head_dl", recv_d);
+    snprintf(what, sizeof what, "E(t, j=%d) received over col for the head backward", j);
+    recv_pair(b, Vq, Cq, what, "recv_head_de", recv_e);
+    int part = q > 1 ? tg_pb_buf(b, Vq, Cq, 0, "partial dE(t, j), reduced over col", "head_de_part") : -1;
+    for (int t = 0; t < q; t++) {
+        int D = (j == t) ? dl : recv_d[nd++ % nr];
+        int E = (i == t) ? lm->wte : recv_e[ne++ % nr];
+        if (q > 1) {
+            s = tg_pb_bcast(b, L, "head", t, TG_ROW, D, (long long)R * Vq, "");
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "bcast dlogits(h, vocab block t) over row from local root t";
+            s = tg_pb_bcast(b, L, "head", t, TG_COL, E, (long long)Vq * Cq, "");
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "bcast E(t, j) over col from local root t";
+        }
+        s = tg_pb_gemm(b, L, "head", t, 0, 0, R, Cq, Vq, D, Vq, E, Cq, dxf, Cq);
+        if (!s)
+            return;
+        if (t > 0) {
+            s->beta = 1.0f;
+            s->acc[2] = TG_ACC_R | TG_ACC_W;
+        }
+        s->label = "dX(h, j) += dlogits(h, t) @ E(t, j)";
+        int target = (i == t) ? gwte : part;
+        s = tg_pb_gemm(b, L, "head", t, 1, 0, Vq, Cq, R, D, Vq, lm->xf, Cq, target, Cq);
+        if (!s)
+            return;
+        s->label = "P = dlogits(h, t)^T @ ln_f(y)(h, j): partial dE(t, j)";
+        if (q > 1) {
+            s = tg_pb_reduce(b, L, "head", t, TG_COL, target, (long long)Vq * Cq);
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "reduce(sum) P over col to local root t: dE(t, j) of this depth";
+        }
+    }
+    /* ln_f backward into g (zero before the backward: the loss does not read y) */
+    int ggam = rp->params[lm->p_lnf_g].grad, gbet = rp->params[lm->p_lnf_b].grad;
+    if (!tg_pb_ln_bwd(b, L, "ln_f", R, Cq, dxf, lm->y, lm->rs, lm->vs, lm->lnf_g, g, ggam, gbet, tg_pb_allreduce_row))
+        return;
+    tg_pb_allreduce_exact(b, L, "ln_f", TG_COLDEP, ggam, Cq, "dgamma over every row block");
+    tg_pb_allreduce_exact(b, L, "ln_f", TG_COLDEP, gbet, Cq, "dbeta over every row block");
+}
+
+void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
+{
+    const tg_plan *pl = b->pl;
+    tg_class_plan *rp = b->rp;
+    int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, P = pl->spec.positions;
+    const int L = TG_LAYER_EMBED;
+    int gwte = rp->params[lm->p_wte].grad, gwpe = rp->params[lm->p_wpe].grad;
+    int recv_g[2], nr = q >= 3 ? 2 : 1, ng = 0;
+    recv_pair(b, R, Cq, "dL/dx(h'=t+q*k, j) received over col", "recv_embed_g", recv_g);
+    for (int t = 0; t < q; t++) {
+        int G = (i == t) ? g : recv_g[ng++ % nr];
+        tg_step *s;
+        if (q > 1) {
+            s = tg_pb_bcast(b, L, "embed", t, TG_COL, G, (long long)R * Cq, "");
+            if (!s)
+                return;
+            s->desc = TG_D_LABEL;
+            s->label = "bcast dL/dx(h'=t+q*k, j) over col from local root t";
+        }
+        s = tg_pb_step(b, TG_STEP_EMBED_BWD, L, "embed", t);
+        if (!s)
+            return;
+        tg_pb_use(s, 0, rp->tok_buf, TG_ACC_R);
+        tg_pb_use(s, 1, G, TG_ACC_R);
+        tg_pb_use(s, 2, gwte, TG_ACC_R | TG_ACC_W);
+        s->boff = t * R;
+        s->rows = R;
+        s->cols = Cq;
+        s->vocab0 = i * Vq;
+        s->nvalid = nvalid_of(pl, i);
+        s->label = "dE(i, j) += dL/dx rows of the tokens of row block h' in vocab block i";
+    }
+    tg_step *s = tg_pb_step(b, TG_STEP_POS_BWD, L, "pos", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, g, TG_ACC_R);
+    tg_pb_use(s, 1, gwpe, TG_ACC_W);
+    s->rows = R;
+    s->cols = Cq;
+    s->seq = pl->spec.seq;
+    s->count = (long long)P * Cq;
+    s->label = "dwpe(:, j) = dL/dx rows of this rank's tokens summed by position";
+    tg_pb_allreduce_exact(b, L, "pos", TG_COLDEP, gwpe, (long long)P * Cq, "dwpe over every row block");
+    tg_pb_allreduce_exact(b, L, "embed", TG_DEP, gwte, (long long)Vq * Cq, "dE (head and embedding) over the depth layers");
+}

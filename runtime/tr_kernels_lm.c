@@ -1,0 +1,142 @@
+/*
+ * tr_kernels_lm.c - the CPU backend's steps of the language model
+ * (docs/MODEL.md): the embedding gather and its scatter-add backward, the
+ * learned positions and their backward, and the three local parts of the
+ * vocab-parallel cross-entropy (row max, sums of exponentials with the target
+ * logit, the per-token loss) and its gradient. Every rank holds one vocab
+ * block of Vq columns of which `nvalid` are real ids (< V); pad columns never
+ * enter a max, a sum or a gradient. Token ids are int32 in the arena.
+ * Sums accumulate in double; every loop runs in a fixed order, so results
+ * are deterministic. tr_allreduce_max is the loss's one new collective.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tr_ctx.h"
+#include "tr_kernels.h"
+
+void tr_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_MAX, c->comm[g]);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "rank %d: MPI_Allreduce(MPI_MAX) over group %d failed (code %d)\n", c->desc->rank, (int)g, rc);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    c->allreduce[g] += count;
+    c->calls[TR_K_ALLREDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
+}
+
+void tr_embed_rows(tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols, float *out)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        int id = tok[r] - v0;
+        float *o = out + (long)r * cols;
+        if (id >= 0 && id < nvalid)
+            memcpy(o, E + (long)id * cols, (size_t)cols * sizeof *o);
+        else
+            memset(o, 0, (size_t)cols * sizeof *o);
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_pos_add(tr_ctx *c, float *x, const float *wpe, int rows, int cols, int seq)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *p = wpe + (long)(r % seq) * cols;
+        float *xr = x + (long)r * cols;
+        for (int k = 0; k < cols; k++)
+            xr[k] += p[k];
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_lm_rowmax(tr_ctx *c, const float *L, int rows, int cols, int nvalid, float *mx)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *l = L + (long)r * cols;
+        float m = -INFINITY;
+        for (int k = 0; k < nvalid; k++)
+            m = l[k] > m ? l[k] : m;
+        mx[r] = m;
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_lm_sums(tr_ctx *c, const float *L, const float *mx, const int32_t *tgt, int v0, int rows, int cols, int nvalid,
+                float *s)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *l = L + (long)r * cols;
+        double e = 0;
+        for (int k = 0; k < nvalid; k++)
+            e += exp((double)l[k] - (double)mx[r]);
+        s[r] = (float)e;
+        int t = tgt[r] - v0;
+        s[rows + r] = (t >= 0 && t < nvalid) ? l[t] : 0.0f;
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_lm_loss(tr_ctx *c, const float *mx, const float *s, int rows, float *loss)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++)
+        loss[r] = (float)(log((double)s[r]) + (double)mx[r] - (double)s[rows + r]);
+    TIMED_END(TR_K_LN);
+}
+
+void tr_lm_dlogits(tr_ctx *c, const float *L, const float *mx, const float *s, const int32_t *tgt, int v0, int rows,
+                   int cols, int nvalid, float scale, float *dl)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *l = L + (long)r * cols;
+        float *d = dl + (long)r * cols;
+        double inv = 1.0 / (double)s[r];
+        for (int k = 0; k < nvalid; k++)
+            d[k] = (float)(exp((double)l[k] - (double)mx[r]) * inv * scale);
+        for (int k = nvalid; k < cols; k++)
+            d[k] = 0.0f;
+        int t = tgt[r] - v0;
+        if (t >= 0 && t < nvalid)
+            d[t] -= scale;
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_embed_rows_bwd(tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,
+                       float *dE)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        int id = tok[r] - v0;
+        if (id < 0 || id >= nvalid)
+            continue;
+        const float *gr = g + (long)r * cols;
+        float *e = dE + (long)id * cols;
+        for (int k = 0; k < cols; k++)
+            e[k] += gr[k];
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_pos_bwd(tr_ctx *c, const float *g, int rows, int cols, int seq, int npos, float *dwpe)
+{
+    TIMED_BEGIN;
+    memset(dwpe, 0, (size_t)npos * (size_t)cols * sizeof *dwpe);
+    for (int r = 0; r < rows; r++) {
+        const float *gr = g + (long)r * cols;
+        float *p = dwpe + (long)(r % seq) * cols;
+        for (int k = 0; k < cols; k++)
+            p[k] += gr[k];
+    }
+    TIMED_END(TR_K_RESID);
+}

@@ -1,0 +1,318 @@
+# tests/lm.sh - sourced by tests/run.sh when the filter names "lm" (or is empty): the whole GPT-2 (model.vocab,
+# docs/MODEL.md) against the independent float64 reference (tests/ref/tessref.py lm-*).
+#
+# One model: 2 layers, hidden 24, 6 heads, ffn 48, seq 4, batch 12, vocab 49, positions 6. vocab 49 is padded on
+# every mesh with q > 1 (q = 2: Vq = 25, one pad row; q = 3: Vq = 17, two pad rows), and positions > seq leaves
+# wpe rows without gradient. For each mesh of LM_MESHES (a training program: it also runs the forward alone):
+#   logits   poisoned first; --logits-out [B,S,V] within 1e-5 (relative Frobenius) of lm-forward, the printed
+#            loss within 1e-6, measured bytes of the forward equal to the plan (--bytes)
+#   grads    --grads-out (one backward of the loss): every tensor (wte, wpe, ln_f, the blocks) within 1e-4 of
+#            lm-backward, measured bytes of forward + backward equal to the plan
+#   replicas after 3 AdamW steps every shard is bitwise identical to its replicas (wte over dep, wpe over coldep)
+# then: 20-step losses equal across the meshes and tracking lm-train; the docs/MODEL.md byte formula of the
+# embedding, head and loss equals the measured difference between this model and the same stack without vocab;
+# an inference program prints the loss and writes the same logits; synthetic tokens are deterministic; bad token
+# files (id >= V, negative, float32, wrong shape) are refused naming file, index and value, nothing written.
+LM_MESHES=${TESS_LM_MESHES:-"1,1 1,2 2,1 2,2 3,1"}
+LM_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
+LM_REF=tests/ref/tessref.py
+
+lm_spec() { # q d mode [novocab]
+    local lm=", vocab = 49, positions = 6"
+    [ -n "${4:-}" ] && lm=""
+    cat <<SPEC
+return {
+  name = "lm_q$1_d$2_$3", mode = "$3",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 2, hidden = 24, heads = 6, ffn = 48, seq = 4, batch = 12, eps = 1e-5$lm },
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+}
+SPEC
+}
+
+lm_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 4, 49), np.nan, np.float32))" "$1"; }
+
+lm_setup() {
+    local W="$WORK/lm"
+    mkdir -p "$W" &&
+        "$PY" $LM_REF lm-fdcheck &&
+        "$PY" $LM_REF lm-weights $LM_DIMS --seed 21 --out "$W/w.st" &&
+        "$PY" $LM_REF tokens --batch 12 --seq 4 --vocab 49 --seed 1 --out "$W/tok.npy" &&
+        "$PY" $LM_REF tokens --batch 12 --seq 4 --vocab 49 --seed 2 --out "$W/tgt.npy" &&
+        "$PY" $LM_REF lm-forward $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
+            --logits-out "$W/logits_ref.npy" >"$W/loss_ref.txt" &&
+        "$PY" $LM_REF lm-backward $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
+            --grads-out "$W/g_ref.st" >/dev/null &&
+        "$PY" $LM_REF lm-train $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
+            --steps 20 --lr 1e-3 >"$W/train_ref.txt"
+}
+
+lm_build() { # q d mode [novocab]
+    local dir="$WORK/lm/$3_$1_$2${4:+_novocab}"
+    lm_spec "$@" >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+
+lm_logits() { # q d [mode]
+    local W="$WORK/lm" dir="$WORK/lm/${3:-train}_$1_$2"
+    lm_poison "$dir/logits.npy" &&
+        "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --logits-out "$dir/logits.npy" \
+            --bytes >"$dir/fwd.out" &&
+        "$PY" $LM_REF compare --ref "$W/logits_ref.npy" --got "$dir/logits.npy" --tol 1e-5 --label "logits [$1,$1,$2]" &&
+        "$PY" - "$W/loss_ref.txt" "$dir/fwd.out" <<'PYEOF'
+import sys
+ref = float(open(sys.argv[1]).read().split()[1])
+got = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("loss ")]
+rel = abs(got[0] - ref) / ref if got else 1.0
+print("loss", got, "reference", ref, "rel %.2e" % rel)
+sys.exit(0 if got and rel <= 1e-6 else 1)
+PYEOF
+}
+
+lm_grads() { # q d
+    local W="$WORK/lm" dir="$WORK/lm/train_$1_$2"
+    rm -f "$dir/g.st"
+    "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out "$dir/g.st" --bytes \
+        --quiet >"$dir/bwd.out" &&
+        "$PY" $LM_REF compare-grads --ref "$W/g_ref.st" --got "$dir/g.st" --tol 1e-4 --label "[$1,$1,$2]"
+}
+
+lm_replicas() { # q d
+    local W="$WORK/lm" dir="$WORK/lm/train_$1_$2"
+    "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 --replica-check |
+        tee "$W/rep.out" && grep -q "bitwise identical" "$W/rep.out"
+}
+
+# 20 steps: every mesh within 2e-5 of [1,1,1] and within 1e-4 of the float64 reference at every step (the loss
+# falls from 4.74 to 2.36). Why: the meshes differ only in the order of float32 sums (SUMMA partial products,
+# reductions over row and col), measured <= 6e-8 relative over the 20 steps on [3,3,1] and [2,2,2]; float32 against
+# float64 drifts to 3.6e-6 by step 20 (the AdamW updates of lr 1e-3 amplify rounding). 2e-5 and 1e-4 leave factors
+# of ~300 and ~25 while a wrong gradient (even one tensor off by a few percent) moves the losses by far more.
+lm_losses() {
+    local W="$WORK/lm" m
+    for m in $LM_MESHES; do
+        "$WORK/lm/train_${m%,*}_${m#*,}/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
+            --steps 20 | grep '^step ' >"$W/loss_${m%,*}_${m#*,}.txt" || return 1
+    done
+    "$PY" - "$W" $LM_MESHES <<'PYEOF'
+import sys
+w = sys.argv[1]
+def losses(f):
+    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
+ref = losses(w + "/train_ref.txt")
+runs = {m: losses("%s/loss_%s.txt" % (w, m.replace(",", "_"))) for m in sys.argv[2:]}
+base = runs["1,1"]
+ok = len(ref) == 20 and all(len(v) == 20 for v in runs.values())
+worst_mesh = worst_ref = 0.0
+for m, v in runs.items():
+    for k in range(min(20, len(v))):
+        a = abs(v[k] - base[k]) / abs(base[k]); b = abs(v[k] - ref[k]) / abs(ref[k])
+        worst_mesh, worst_ref = max(worst_mesh, a), max(worst_ref, b)
+        if a > 2e-5:
+            print("mesh %s step %d: loss %.9g vs [1,1,1] %.9g (rel %.2e > 2e-5)" % (m, k + 1, v[k], base[k], a)); ok = False
+        if b > 1e-4:
+            print("mesh %s step %d: loss %.9g vs float64 %.9g (rel %.2e > 1e-4)" % (m, k + 1, v[k], ref[k], b)); ok = False
+    if not v or not v[-1] < v[0]:
+        print("mesh %s: the loss does not fall: %s" % (m, v)); ok = False
+print("step 1 and 20:", {m: (v[0], v[-1]) for m, v in runs.items()}, "reference", (ref[0], ref[-1]))
+print("worst relative difference: between meshes %.2e, against float64 %.2e" % (worst_mesh, worst_ref))
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+# docs/MODEL.md's per-rank elements of the embedding, head and loss (forward) and their backward, against what
+# --bytes measured for this model minus what it measured for the same stack without vocab (forward + backward)
+lm_bytes_formula() { # q d
+    local W="$WORK/lm" q=$1 d=$2 lmdir="$WORK/lm/train_$1_$2" bdir="$WORK/lm/train_$1_$2_novocab"
+    lm_build "$q" "$d" train novocab || return 1
+    "$PY" $LM_REF dy --layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --seed 3 --out "$W/dy.npy" &&
+        "$bdir/run" --dy "$W/dy.npy" --bytes >"$W/bytes_blocks.txt" &&
+        "$lmdir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out "$W/gb.st" --bytes \
+            >"$W/bytes_lm.txt" || return 1
+    "$PY" - "$W/bytes_blocks.txt" "$W/bytes_lm.txt" "$q" "$d" <<'PYEOF'
+import sys
+def table(f):
+    rows = {}
+    for l in open(f):
+        t = l.split()
+        if t and t[0].isdigit() and "/" in l:
+            rows[int(t[0])] = [int(x.split("/")[0]) for x in t[1:9]]
+    return rows
+blocks, lm = table(sys.argv[1]), table(sys.argv[2])
+q, d = int(sys.argv[3]), int(sys.argv[4])
+B, S, C, V, P = 12, 4, 24, 49, 6
+R, Cq, Vq = B * S // (d * q), C // q, -(-V // q)
+one = q > 1
+# columns: bcast recv row, bcast recv col, bcast sent row, bcast sent col, allreduce row, allreduce dep+coldep,
+# reduce recv, reduce sent (elements; the table prints bytes = 4 x elements)
+fwd = [0, (q - 1) * Vq * Cq, 0, Vq * Cq if one else 0, 5 * R if one else 0, 0,
+       (q - 1) * (R * Cq + R * Vq), (q - 1) * (R * Cq + R * Vq)]
+bwd = [(q - 1) * R * Vq, (q - 1) * (Vq * Cq + R * Cq), R * Vq if one else 0, (Vq * Cq + R * Cq) if one else 0,
+       2 * R if one else 0, (2 * Cq + P * Cq if q * d > 1 else 0) + (Vq * Cq if d > 1 else 0),
+       (q - 1) * Vq * Cq, (q - 1) * Vq * Cq]
+want = [4 * (a + b) for a, b in zip(fwd, bwd)]
+ok = len(lm) == q * q * d and len(blocks) == len(lm)
+for r in sorted(lm):
+    got = [a - b for a, b in zip(lm[r], blocks.get(r, [0] * 8))]
+    if got != want:
+        print("rank %d: measured LM bytes %s, docs/MODEL.md formula %s" % (r, got, want)); ok = False
+print("LM bytes per rank (fwd + bwd):", want, "OK" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+# an inference program prints the loss and writes the same logits (no backward, no optimizer state)
+lm_infer() {
+    lm_build 2 1 infer && lm_logits 2 1 infer && grep -q "^loss " "$WORK/lm/infer_2_1/fwd.out"
+}
+
+# without --tokens/--targets: synthetic ids from --seed, deterministic, different for another seed
+lm_synthetic() {
+    local dir="$WORK/lm/train_2_1"
+    "$dir/run" --seed 3 --logits-out "$WORK/lm/s3a.npy" --quiet && "$dir/run" --seed 3 --logits-out "$WORK/lm/s3b.npy" --quiet &&
+        "$dir/run" --seed 4 --logits-out "$WORK/lm/s4.npy" --quiet && cmp "$WORK/lm/s3a.npy" "$WORK/lm/s3b.npy" &&
+        ! cmp -s "$WORK/lm/s3a.npy" "$WORK/lm/s4.npy"
+}
+
+lm_refused() { # OPTION FILE WANT
+    local dir="$WORK/lm/train_2_1"
+    rm -f "$WORK/lm/never.npy"
+    "$dir/run" --weights "$WORK/lm/w.st" --tokens "$WORK/lm/tok.npy" --targets "$WORK/lm/tgt.npy" "$1" "$2" \
+        --logits-out "$WORK/lm/never.npy" --quiet >"$WORK/lm/bad.out" 2>"$WORK/lm/bad.err"
+    local rc=$?
+    cat "$WORK/lm/bad.err"
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1"; return 1; }
+    grep -qF -- "$3" "$WORK/lm/bad.err" || { echo "message lacks: $3"; return 1; }
+    [ ! -e "$WORK/lm/never.npy" ] && ! ls "$WORK/lm"/never.npy.* >/dev/null 2>&1 || { echo "an output was written"; return 1; }
+}
+
+# the LM program of [2,2,2] built with ASan+UBSan: gradients against the reference, bytes, --stats, a bad token
+# file refused cleanly
+lm_asan() {
+    local W="$WORK/lm" M="$WORK/lm/train_2_2"
+    ninja -C "$M" asan >/dev/null && rm -f "$M/ga.st" &&
+        TESS_VARIANT=asan "$M/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out \
+            "$M/ga.st" --bytes --stats >"$W/asan.out" 2>"$W/asan.err" &&
+        grep -q "every step of every rank moved exactly its planned bytes" "$W/asan.out" &&
+        "$PY" $LM_REF compare-grads --ref "$W/g_ref.st" --got "$M/ga.st" --tol 1e-4 --label "asan [2,2,2]" &&
+        { TESS_VARIANT=asan "$M/run" --weights "$W/w.st" --tokens "$W/tok_big.npy" --quiet 2>"$W/asan.err"
+          [ $? -eq 1 ] && ! grep -q "Sanitizer" "$W/asan.err"; }
+}
+
+# options of the other kind of program are refused with exit 2 and a message that says what to do
+lm_wrong_options() {
+    local W="$WORK/lm"
+    "$W/train_2_1_novocab/run" --tokens "$W/tok.npy" --quiet 2>"$W/opt.err"
+    [ $? -eq 2 ] && grep -q "need a language model: this program was generated without model.vocab" "$W/opt.err" ||
+        { cat "$W/opt.err"; return 1; }
+    "$W/train_2_1/run" --input "$W/tok.npy" --quiet 2>"$W/opt.err"
+    [ $? -eq 2 ] && grep -q "this program is a language model (model.vocab = 49): give --tokens" "$W/opt.err" ||
+        { cat "$W/opt.err"; return 1; }
+}
+
+# a GPT2LMHeadModel-style file (transformer. prefix on every name, an lm_head.weight that is not read) gives the
+# same logits; --weights-out after 3 steps, read back, gives the loss printed after step 3
+lm_hf_roundtrip() {
+    local W="$WORK/lm" dir="$WORK/lm/train_2_1"
+    "$PY" - "$W/w.st" "$W/w_hf.st" <<'PYEOF' || return 1
+import sys
+sys.path.insert(0, "tests/ref")
+import tessref
+w = tessref.read_safetensors(sys.argv[1])
+out = [("transformer." + n, t) for n, t in sorted(w.items())] + [("lm_head.weight", w["wte.weight"] * 0 + 7)]
+tessref.write_safetensors(sys.argv[2], out)
+PYEOF
+    lm_poison "$dir/logits_hf.npy" &&
+        "$dir/run" --weights "$W/w_hf.st" --tokens "$W/tok.npy" --logits-out "$dir/logits_hf.npy" --quiet &&
+        "$PY" $LM_REF compare --ref "$W/logits_ref.npy" --got "$dir/logits_hf.npy" --tol 1e-5 --label "transformer. names" &&
+        "$dir/run" --weights "$W/w_hf.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 \
+            --weights-out "$W/w3.st" >"$W/s3.out" &&
+        "$dir/run" --weights "$W/w3.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" >"$W/s3b.out" || return 1
+    local a b
+    a=$(sed -n 's/^after step 3: loss //p' "$W/s3.out")
+    b=$(sed -n 's/^loss //p' "$W/s3b.out")
+    echo "after step 3: $a; read back: $b"
+    [ -n "$a" ] && [ "$a" = "$b" ]
+}
+
+# --hf-out of a language model: a GPT2LMHeadModel directory with transformer.wte/wpe/ln_f (wte without its pad
+# rows) holding the tensors --weights-out wrote, and config.json's vocab_size and n_positions
+lm_hf_out() {
+    local W="$WORK/lm" dir="$WORK/lm/train_2_1"
+    rm -rf "$W/hfout"
+    "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 2 --weights-out "$W/w2.st" \
+        --hf-out "$W/hfout" --quiet || return 1
+    "$PY" - "$W/w2.st" "$W/hfout" <<'PYEOF'
+import json, sys
+import numpy as np
+sys.path.insert(0, "tests/ref")
+import tessref
+w = tessref.read_safetensors(sys.argv[1])
+h = tessref.read_safetensors(sys.argv[2] + "/model.safetensors")
+cfg = json.load(open(sys.argv[2] + "/config.json"))
+ok = cfg.get("vocab_size") == 49 and cfg.get("n_positions") == 6 and "lm_head.weight" not in h
+for n, t in w.items():
+    g = h.get("transformer." + n)
+    if g is None or g.shape != t.shape or not np.array_equal(g, t):
+        print("transformer.%s differs from --weights-out's %s" % (n, n)); ok = False
+print("tensors", len(h), "of", len(w), "vocab_size", cfg.get("vocab_size"), "n_positions", cfg.get("n_positions"))
+sys.exit(0 if ok and len(h) == len(w) else 1)
+PYEOF
+}
+
+lm_bad_files() {
+    "$PY" - "$WORK/lm" <<'PYEOF'
+import sys, numpy as np
+w = sys.argv[1]
+t = np.load(w + "/tok.npy")
+a = t.copy(); a[3, 2] = 49; np.save(w + "/tok_big.npy", a)
+a = t.copy(); a[0, 1] = -1; np.save(w + "/tok_neg.npy", a)
+np.save(w + "/tok_f32.npy", t.astype(np.float32))
+np.save(w + "/tok_shape.npy", t[:6])
+PYEOF
+}
+
+if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the filter names lm
+    if lm_setup >"$WORK/log" 2>&1; then
+        ok "lm: float64 reference (its backward checked against central differences), weights and tokens"
+        for m in $LM_MESHES; do
+            q=${m%,*}
+            d=${m#*,}
+            if lm_build "$q" "$d" train >"$WORK/log" 2>&1; then
+                check "lm: mesh [$q,$q,$d] logits and loss match the float64 reference, planned bytes" lm_logits "$q" "$d"
+                check "lm: mesh [$q,$q,$d] every gradient (wte, wpe, ln_f, blocks) matches lm-backward, planned bytes" \
+                    lm_grads "$q" "$d"
+                check "lm: mesh [$q,$q,$d] replicas bitwise identical after 3 AdamW steps" lm_replicas "$q" "$d"
+            else
+                notok "lm: mesh [$q,$q,$d] generate and build" "$WORK/log"
+            fi
+        done
+        check "lm: 20-step losses equal across meshes, falling, tracking the float64 reference" lm_losses
+        for m in 2,1 2,2 3,1; do
+            check "lm: mesh [${m%,*},${m%,*},${m#*,}] measured bytes of embedding, head and loss equal docs/MODEL.md" \
+                lm_bytes_formula "${m%,*}" "${m#*,}"
+        done
+        [ -x "$WORK/lm/train_2_1_novocab/bin/model" ] &&
+            check "lm: --tokens refused by a block stack, --input by a language model" lm_wrong_options
+        check "lm: an inference program prints the loss and writes the reference logits" lm_infer
+        check "lm: transformer.-prefixed names load (lm_head unread); --weights-out read back gives the same loss" \
+            lm_hf_roundtrip
+        check "lm: synthetic tokens from --seed are deterministic" lm_synthetic
+        check "lm: --hf-out writes wte, wpe, ln_f as transformer.* with vocab_size and n_positions" lm_hf_out
+        if lm_bad_files >"$WORK/log" 2>&1; then
+            check "lm: a token id >= vocab is refused naming file, index and value" lm_refused --tokens \
+                "$WORK/lm/tok_big.npy" "tok_big.npy: tokens[3, 2] = 49 is not a token id: every id must be in [0, 49)"
+            check "lm: a negative target id is refused" lm_refused --targets "$WORK/lm/tok_neg.npy" \
+                "tok_neg.npy: targets[0, 1] = -1 is not a token id"
+            check "lm: float32 token ids are refused (int32 only)" lm_refused --tokens "$WORK/lm/tok_f32.npy" \
+                "only '<i4' (little-endian int32) is supported"
+            check "lm: token ids of the wrong shape are refused" lm_refused --tokens "$WORK/lm/tok_shape.npy" \
+                "expected (batch, seq) = (12, 4)"
+            [ -x "$WORK/lm/train_2_2/bin/model" ] &&
+                check "lm: mesh [2,2,2] under ASan+UBSan: gradients, bytes, --stats; a bad token file exits cleanly" lm_asan
+        else
+            notok "lm: bad token files" "$WORK/log"
+        fi
+    else
+        notok "lm: float64 reference (its backward checked against central differences), weights and tokens" "$WORK/log"
+    fi
+fi
