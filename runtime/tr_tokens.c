@@ -77,8 +77,11 @@ void tr_lm_zero_pad(const tr_rank_desc *d, float *H)
         if (strcmp(pr->name, "wte.weight") != 0)
             continue;
         int real = pr->npieces > 0 ? pr->piece[0].nr : 0; /* rows of this vocab block below vocab */
-        for (long long r = real; r < pr->rows; r++)
-            memset(H + pr->offset + r * pr->cols, 0, (size_t)pr->cols * sizeof(float));
+        /* the weights and, in training, the AdamW moments: a resumed run loads only the real rows of both */
+        long long offs[3] = {pr->offset, tr_model.mode ? pr->m_offset : -1, tr_model.mode ? pr->v_offset : -1};
+        for (int w = 0; w < 3; w++)
+            for (long long r = real; r < pr->rows && offs[w] >= 0; r++)
+                memset(H + offs[w] + r * pr->cols, 0, (size_t)pr->cols * sizeof(float));
     }
 }
 

@@ -30,7 +30,7 @@ int tr_lm_parse_arg(tr_lm_opts *o, int argc, char **argv, int *a, tr_err *err);
 bool tr_lm_check_opts(const tr_lm_opts *o, tr_err *err);
 /* Rank 0, before any work: can --logits-out be written? */
 bool tr_lm_check_outputs(const tr_lm_opts *o, tr_err *err);
-/* Zero the pad rows of this rank's wte shard (ids >= vocab) in H. */
+/* Zero the pad rows of this rank's wte shard (ids >= vocab) in H, and of its AdamW moments in training. */
 void tr_lm_zero_pad(const tr_rank_desc *d, float *H);
 /* Collective: fill the token and target buffers in H from the files (rank 0 validates them first, one message,
  * the same verdict everywhere) or synthetic ids from seed. False (message printed) on a bad file. */
