@@ -94,7 +94,7 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                               "obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
                               "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o obj/rt/tr_hfnames.o obj/rt/tr_stset.o $\n"
                               "    obj/rt/tr_hfout.o obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o $\n"
-                              "    obj/rt/tr_tokens.o\n");
+                              "    obj/rt/tr_tokens.o obj/rt/tr_lmdata.o\n");
             tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
         }
     tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);

@@ -46,6 +46,7 @@
 #include "tr_gather.h"
 #include "tr_hfnames.h"
 #include "tr_hfout.h"
+#include "tr_lmdata.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
 #include "tr_sched.h"
@@ -74,6 +75,7 @@ typedef struct tr_opts {
     int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
     int reshard;                         /* --reshard: resume a checkpoint of another mesh */
     tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
+    tr_lmdata_opts data; /* --data, --val-data, --val-every, --val-batches (tr_lmdata.c) */
 } tr_opts;
 
 static void usage(FILE *f, const char *prog)
@@ -107,7 +109,10 @@ static void usage(FILE *f, const char *prog)
             "  --targets F   target ids, the same form; with them inference prints the mean loss, and --steps trains on\n"
             "                it; --grads-out alone (training programs) runs one backward of the loss\n"
             "  --logits-out F  the logits, float32 [batch, seq, vocab], gathered to rank 0, written atomically\n"
-            "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
+            "  --data P      with --steps: train on token shards (llm.c .bin or int32 .npy; a file, a comma list or a\n"
+            "                directory), each step the next batch of batch*seq+1 tokens (docs/TRAINING.md)\n"
+            "  --val-data P  validation shards: the mean loss of the first --val-batches M (default 4) batches before\n"
+            "                the first step, every --val-every N steps and after the last, printed as 'val step N loss L'\n"            "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
             "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
             "  --grads-out F with --dy: write every weight gradient (safetensors, names h.<l>.*)\n"
             "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
@@ -181,6 +186,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         if (lm < 0)
             return -1;
         if (lm > 0)
+            continue;
+        int dt = tr_lmdata_parse_arg(&o->data, argc, argv, &a, err);
+        if (dt < 0)
+            return -1;
+        if (dt > 0)
             continue;
         if (!strcmp(s, "--bytes")) {
             o->bytes = 1;
@@ -315,7 +325,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--dy (one backward with a given gradient) and --steps (training on a loss) exclude each other");
         return -1;
     }
-    if (!tr_lm_check_opts(&o->lm, err))
+    if (!tr_lm_check_opts(&o->lm, err) ||
+        !tr_lmdata_check_opts(&o->data, o->steps, o->lm.tokens || o->lm.targets, err))
         return -1;
     if (tr_lm_vocab() && (o->input || o->target || o->dy || o->dx_out)) {
         tr_fail(err, "--input, --target, --dy and --dx-out are for a stack of blocks on hidden states; this program is a "
@@ -753,6 +764,23 @@ static double objective(tr_ctx *c, float *H, const float *A, const float *target
     return mse(d, H + d->y_offset, target, gh);
 }
 
+/* --val-data: the mean loss of the first ld->val_batches validation batches, the weights unchanged; false (every
+ * rank) when a batch is refused. */
+static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, float *th, float *gh, double *loss)
+{
+    double sum = 0;
+    tr_data_reset(&ld->val);
+    for (int b = 0; b < ld->val_batches; b++) {
+        if (!tr_lmdata_fill(c, &ld->val, H, A))
+            return false;
+        c->desc->forward(c, A);
+        sum += objective(c, H, A, th, gh);
+        tr_data_next(&ld->val);
+    }
+    *loss = sum / ld->val_batches;
+    return true;
+}
+
 /* ---- training divergence: stop at the first non-finite loss or gradient, write nothing ---- */
 
 static const char *const nothing_written =
@@ -935,6 +963,7 @@ int main(int argc, char **argv)
     }
 
     tr_opts o;
+    tr_lmdata ld = {0}; /* --data, --val-data: the token-shard loaders (tr_lmdata.h) */
     tr_err err = {{0}};
     int pa = parse_args(argc, argv, &o, &err);
     if (pa != 0) {
@@ -1052,6 +1081,24 @@ int main(int argc, char **argv)
     }
     float *x = A + d->x_offset; /* the same block in the run arena */
     long long xn = (long long)d->io_rows * d->io_cols;
+    if (o.data.data) {
+        char ckpos[TR_CKPT_DATA_POS_CAP]; /* the resumed checkpoint's position, before the open resets it */
+        snprintf(ckpos, sizeof ckpos, "%s", tr_ckpt_data_pos());
+        if (!tr_lmdata_open(&ld, &o.data, d) || (o.resume && !tr_lmdata_resume(&ld, ckpos, d, o.quiet))) {
+            rc = 1;
+            goto out;
+        }
+        if (rank == 0 && !o.quiet) {
+            char line[512];
+            tr_data_describe(&ld.train, line, sizeof line);
+            printf("data: %s\n", line);
+            if (ld.have_val) {
+                tr_data_describe(&ld.val, line, sizeof line);
+                printf("val-data: %s; %d batch%s per validation\n", line, ld.val_batches,
+                       ld.val_batches == 1 ? "" : "es");
+            }
+        }
+    }
 
     if (o.repeat > 0) {
         /* inference updates x in place: restore the input block from the host arena before each run */
@@ -1101,8 +1148,25 @@ int main(int argc, char **argv)
         double *reps = malloc((size_t)o.steps * sizeof *reps);
         if (!reps)
             MPI_Abort(MPI_COMM_WORLD, 1);
+        double vloss;
+        if (ld.have_val) { /* where validation starts from */
+            if (!validate(&ctx, &ld, H, A, th, gh, &vloss)) {
+                free(reps);
+                free(th);
+                rc = 1;
+                goto out;
+            }
+            if (rank == 0 && !o.quiet)
+                printf("val step %d loss %.9g\n", step0, vloss);
+        }
         ctx.timing = 1;
         for (int k = step0 + 1; k <= step0 + o.steps; k++) { /* k: the step number, continued from a checkpoint */
+            if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* this step's batch */
+                free(reps);
+                free(th);
+                rc = 1;
+                goto out;
+            }
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
             d->forward(&ctx, A);
@@ -1129,12 +1193,24 @@ int main(int argc, char **argv)
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             double dt = reps[k - step0 - 1] = tr_now() - t0;
+            if (ld.have_train)
+                tr_lmdata_next(&ld); /* the next batch; a checkpoint written now continues from it */
             if (rank == 0 && !o.quiet) { /* the log line (docs/TRAINING.md): norm only when clipping computes it */
                 printf("step %d loss %.9g lr %.9g", k, loss, ctx.lr);
                 if (norm >= 0)
                     printf(" norm %.9g", norm);
                 printf(" tok/s %.1f\n", (double)tr_model.batch * tr_model.seq / dt);
                 fflush(stdout);
+            }
+            if (ld.have_val && ((o.data.val_every && k % o.data.val_every == 0) || k == step0 + o.steps)) {
+                if (!validate(&ctx, &ld, H, A, th, gh, &vloss)) {
+                    free(reps);
+                    free(th);
+                    rc = 1;
+                    goto out;
+                }
+                if (rank == 0 && !o.quiet)
+                    printf("val step %d loss %.9g\n", k, vloss);
             }
             if (o.checkpoint_every && k % o.checkpoint_every == 0 && k < step0 + o.steps && /* the last: after */
                 (rc = write_checkpoint(&ctx, &o, H, A, k)) != 0) {
@@ -1147,6 +1223,11 @@ int main(int argc, char **argv)
         if (o.timing)
             report_timing(&ctx, reps, o.steps, "step");
         free(reps);
+        if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* --data: the loss of the next batch */
+            free(th);
+            rc = 1;
+            goto out;
+        }
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
         d->forward(&ctx, A);
@@ -1158,7 +1239,7 @@ int main(int argc, char **argv)
             goto out;
         }
         if (rank == 0 && !o.quiet)
-            printf("after step %d: loss %.9g\n", step0 + o.steps, loss);
+            printf("after step %d: loss %.9g%s\n", step0 + o.steps, loss, ld.have_train ? " (the next batch)" : "");
     } else {
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
@@ -1268,6 +1349,7 @@ int main(int argc, char **argv)
             rc = 4;
     }
 out:
+    tr_lmdata_close(&ld);
     tr_backend_free(&ctx, A ? A : H, H);
     tr_trace_free(&ctx);
     tr_ctx_free(&ctx);

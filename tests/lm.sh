@@ -12,7 +12,8 @@
 # then: 20-step losses equal across the meshes and tracking lm-train; the docs/MODEL.md byte formula of the
 # embedding, head and loss equals the measured difference between this model and the same stack without vocab;
 # an inference program prints the loss and writes the same logits; synthetic tokens are deterministic; bad token
-# files (id >= V, negative, float32, wrong shape) are refused naming file, index and value, nothing written.
+# files (id >= V, negative, float32, wrong shape) are refused naming file, index and value, nothing written;
+# and training from token shards (--data, --val-data; tests/lmdata.sh).
 LM_MESHES=${TESS_LM_MESHES:-"1,1 1,2 2,1 2,2 3,1"}
 LM_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
 LM_REF=tests/ref/tessref.py
@@ -312,6 +313,7 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
         else
             notok "lm: bad token files" "$WORK/log"
         fi
+        . tests/lmdata.sh # training from token shards, on the builds above
     else
         notok "lm: float64 reference (its backward checked against central differences), weights and tokens" "$WORK/log"
     fi

@@ -13,7 +13,7 @@ sed -n '/the shapes of this model.s schedule/,/^} \/\/ namespace trk/p' "$dir/ke
     grep -v 'namespace trk\|the shapes of' >"$dir/obj-emu/instances.inc"
 rt="obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o obj/rt/tr_synth.o obj/rt/tr_comm.o
     obj/rt/tr_main.o obj/rt/tr_trace.o obj/rt/tr_gather.o obj/rt/tr_hfnames.o obj/rt/tr_stset.o obj/rt/tr_hfout.o
-    obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o obj/rt/tr_tokens.o"
+    obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o obj/rt/tr_tokens.o obj/rt/tr_lmdata.o"
 # shellcheck disable=SC2086
 ninja -C "$dir" obj/model.o $rt >/dev/null
 $cxx -I"$dir" -I"$dir/obj-emu" -c "$repo/tests/cuda/emu.cc" -o "$dir/obj-emu/emu.o"
