@@ -53,6 +53,8 @@ typedef enum hf_kind {
     K_REORDER_UPCAST,  /* either (fp32: same math) */
     K_DROPOUT,         /* attn_pdrop, resid_pdrop: inside the blocks */
     K_PRUNED_HEADS,    /* must be empty */
+    K_VOCAB,           /* vocab_size: the whole model's vocabulary */
+    K_TIE,             /* tie_word_embeddings: must be true for the whole model (tessgen's head is tied) */
     K_REFUSED,         /* present at all: a model tessgen cannot run */
     K_NOT_USED,        /* outside the blocks */
 } hf_kind;
@@ -81,7 +83,7 @@ static const struct {
      "the model is defined by its own Python code (trust_remote_code), whose math tessgen cannot check"},
     {"quantization_config", K_REFUSED, "the weights are quantized; tessgen reads F32 or BF16 weights"},
     /* not used: embeddings, the heads, tokenizer ids, generation and training settings, bookkeeping */
-    {"vocab_size", K_NOT_USED, NULL},
+    {"vocab_size", K_VOCAB, NULL},
     {"n_ctx", K_NOT_USED, NULL},
     {"embd_pdrop", K_NOT_USED, NULL},
     {"bos_token_id", K_NOT_USED, NULL},
@@ -98,7 +100,7 @@ static const struct {
     {"architectures", K_NOT_USED, NULL},
     {"transformers_version", K_NOT_USED, NULL},
     {"torch_dtype", K_NOT_USED, NULL},
-    {"tie_word_embeddings", K_NOT_USED, NULL},
+    {"tie_word_embeddings", K_TIE, NULL},
     {"_name_or_path", K_NOT_USED, NULL},
     {"gradient_checkpointing", K_NOT_USED, NULL},
     {"output_attentions", K_NOT_USED, NULL},
@@ -115,6 +117,8 @@ enum { NKEYS = sizeof hf_keys / sizeof hf_keys[0] };
 /* What the config says, with GPT2Config's defaults for the optional keys. */
 typedef struct hf_model {
     int n_layer, n_embd, n_head, n_positions, n_inner; /* n_inner 0: null, 4 * n_embd */
+    int vocab;   /* vocab_size; 0: absent */
+    bool untied; /* tie_word_embeddings: false */
     double eps;
     double attn_pdrop, resid_pdrop;
     bool reorder;
@@ -224,6 +228,11 @@ static void check_member(const char *path, const tr_json_node *m, int k, hf_mode
     case K_N_EMBD: get_count(path, m, &md->n_embd, h, err); break;
     case K_N_HEAD: get_count(path, m, &md->n_head, h, err); break;
     case K_N_POSITIONS: get_count(path, m, &md->n_positions, h, err); break;
+    case K_VOCAB: get_count(path, m, &md->vocab, h, err); break;
+    case K_TIE:
+        if (get_bool(path, m, &b, h, err))
+            md->untied = !b;
+        break;
     case K_N_INNER:
         if (m->type == TR_JSON_NULL)
             md->n_inner = 0;
@@ -435,16 +444,33 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
         goto out;
     }
 
+    /* the whole GPT2LMHeadModel unless --blocks-only, or megatron (which plans the block stack only) */
+    bool whole = !r->blocks_only && r->scheme != TG_SCHEME_MEGATRON;
+    if (whole && !md.vocab) {
+        ok = tg_fail(err, "%s: vocab_size is missing: the whole model needs it (save_pretrained always writes it); "
+                          "repair the config, or add --blocks-only for the stack of blocks alone",
+                     path);
+        goto out;
+    }
+    if (whole && md.untied) {
+        ok = tg_fail(err, "%s: \"tie_word_embeddings\": false: this model's LM head has its own weights, and tessgen's "
+                          "head is tied to wte (the same matrix); tessgen cannot run this model's head. Add "
+                          "--blocks-only for the stack of blocks alone",
+                     path);
+        goto out;
+    }
     char name[TG_NAME_MAX + 1];
     dir_name(r->dir, name, sizeof name);
     tg_sb text_out;
     tg_sb_init(&text_out);
-    tg_sb_printf(&text_out, "-- %s: GPT-2 blocks of the Hugging Face model in ", name);
+    tg_sb_printf(&text_out, "-- %s: %s of the Hugging Face model in ", name,
+                 whole ? "the whole GPT-2 (GPT2LMHeadModel)" : "GPT-2 blocks");
     put_text(&text_out, r->dir, strlen(r->dir));
     tg_sb_puts(&text_out, ", printed by tessgen --from-hf from its config.json.\n");
     tg_sb_puts(&text_out, "-- layers = n_layer, hidden = n_embd, heads = n_head, ");
-    tg_sb_printf(&text_out, "ffn = %s, eps = layer_norm_epsilon;\n",
-                 md.n_inner ? "n_inner" : "4 * n_embd (n_inner is null)");
+    tg_sb_printf(&text_out, "ffn = %s, eps = layer_norm_epsilon%s;\n",
+                 md.n_inner ? "n_inner" : "4 * n_embd (n_inner is null)",
+                 whole ? ", vocab = vocab_size, positions = n_positions" : "");
     tg_sb_puts(&text_out, "-- mesh, seq, batch and mode from the command line.\n");
     /* the weights: model.safetensors, or a sharded checkpoint's index (the runtime reads either, or the directory) */
     char one[4300], index[4300];
@@ -455,8 +481,13 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     tg_sb_puts(&text_out, "-- Then: tessgen THIS.lua -o OUT && ninja -C OUT && OUT/run --weights ");
     put_text(&text_out, r->dir, strlen(r->dir));
     tg_sb_puts(&text_out, sharded ? "/model.safetensors.index.json (sharded)\n" : "/model.safetensors\n");
-    tg_sb_puts(&text_out, "-- Computed: the blocks only. Not computed yet: wte, wpe, ln_f and the LM head (their "
-                          "tensors are ignored).\n");
+    if (whole)
+        tg_sb_puts(&text_out, "-- Computed: wte, wpe, the blocks, ln_f and the LM head tied to wte (lm_head.weight, "
+                              "if present, is not read); inputs are token ids (run --tokens, --data).\n");
+    else
+        tg_sb_printf(&text_out, "-- Computed: the blocks only (%s): wte, wpe, ln_f and the LM head are not; their "
+                                "tensors are ignored and the input is the hidden states entering block 0.\n",
+                     r->blocks_only ? "--blocks-only" : "the megatron scheme plans the block stack only");
     if (md.reorder)
         tg_sb_puts(&text_out, "-- reorder_and_upcast_attn = true: in float32 it changes only the order of one "
                               "scaling (rounding), so it is accepted.\n");
@@ -481,6 +512,8 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     tg_sb_printf(&text_out, "  model = { layers = %d, hidden = %d, heads = %d, ffn = %d, seq = %d, batch = %d, eps = ",
                  md.n_layer, md.n_embd, md.n_head, ffn, r->seq, r->batch);
     put_double(&text_out, md.eps);
+    if (whole)
+        tg_sb_printf(&text_out, ",\n            vocab = %d, positions = %d", md.vocab, md.n_positions);
     tg_sb_puts(&text_out, " },\n");
     if (r->mode == TG_TRAIN)
         tg_sb_puts(&text_out, "  mode = \"train\",\n");

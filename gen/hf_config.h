@@ -33,6 +33,7 @@ typedef struct tg_hf_request {
     int q, d, p;
     int seq, batch;   /* tokens per sequence, sequences */
     tg_mode mode;     /* "infer" or "train" */
+    int blocks_only;  /* --blocks-only: the block stack (no vocab); else the whole GPT2LMHeadModel (tesseract) */
 } tg_hf_request;
 
 /* Read r->dir/config.json, check it, and append to spec the text of a spec file for it (comments saying

@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "       tessgen SPEC.lua --show | --blocks [TENSOR] | --summary  [--ranks L] [--layers L] [--kinds K]\n"
             "       tessgen SPEC.lua --advise --machine M.lua [--ranks P] [--json]\n"
             "       tessgen SPEC.lua --cost --machine M.lua [--json]\n"
-            "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B [--mode train]  (> SPEC.lua)\n"
+            "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B [--mode train] [--blocks-only]  (> SPEC.lua)\n"
             "       tessgen --from-hf DIR --scheme megatron --mesh P --seq S --batch B [--mode train]\n"
             "       tessgen --help | --version\n"
             "\n"
@@ -95,9 +95,10 @@ static void usage(FILE *f)
             "                     than gelu_new/gelu_pytorch_tanh, scale_attn_weights false, scale_attn_by_\n"
             "                     inverse_layer_idx true, add_cross_attention true, model_type other than gpt2,\n"
             "                     pruned_heads, auto_map, quantization_config) and seq > n_positions. The spec\n"
-            "                     is checked by the same loader as SPEC.lua. Only the blocks are computed:\n"
-            "                     wte, wpe, ln_f and the LM head are not (yet). Run the program with\n"
-            "                     --weights DIR/model.safetensors\n"
+            "                     is checked by the same loader as SPEC.lua. The whole GPT2LMHeadModel (vocab =\n"
+            "                     vocab_size, positions = n_positions; tie_word_embeddings false is refused);\n"
+            "                     --blocks-only (and --scheme megatron): the stack of blocks alone. Run the\n"
+            "                     program with --weights DIR/model.safetensors\n"
             "  --mesh Q,D | Q     the Tesseract mesh [Q,Q,D] (D default 1); with --scheme megatron, P ranks\n"
             "  --scheme S         tesseract (default) or megatron\n"
             "  --seq S, --batch B tokens per sequence (at most n_positions), sequences\n"
@@ -527,10 +528,11 @@ static bool opt_count(const char *opt, const char *v, int *out)
 
 /* --from-hf: print a spec for a save_pretrained directory (hf_config.c), write nothing. */
 static int hf_main(const char *dir, const char *mesh, const char *scheme, const char *seq, const char *batch,
-                   const char *mode, int other)
+                   const char *mode, int blocks_only, int other)
 {
     if (other) {
-        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch and --mode, and no spec file; "
+        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch, --mode and --blocks-only, and "
+                        "no spec file; "
                         "it prints a spec to stdout (see tessgen --help)\n");
         return 2;
     }
@@ -539,7 +541,8 @@ static int hf_main(const char *dir, const char *mesh, const char *scheme, const 
                 !dir[0] ? "a directory" : !mesh ? "--mesh" : !seq ? "--seq" : "--batch");
         return 2;
     }
-    tg_hf_request r = {.dir = dir, .scheme = TG_SCHEME_TESSERACT, .q = 1, .d = 1, .p = 1, .mode = TG_INFER};
+    tg_hf_request r = {.dir = dir, .scheme = TG_SCHEME_TESSERACT, .q = 1, .d = 1, .p = 1, .mode = TG_INFER,
+                       .blocks_only = blocks_only};
     if (scheme && !strcmp(scheme, "megatron")) {
         r.scheme = TG_SCHEME_MEGATRON;
     } else if (scheme && strcmp(scheme, "tesseract") != 0) {
@@ -600,6 +603,7 @@ int main(int argc, char **argv)
     const char *machine_path = NULL;
     const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
     const char *hf_dir = NULL, *hf_mesh = NULL, *hf_scheme = NULL, *hf_seq = NULL, *hf_batch = NULL, *hf_mode = NULL;
+    int hf_blocks_only = 0; /* --blocks-only (with --from-hf) */
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
@@ -636,6 +640,8 @@ int main(int argc, char **argv)
             size_t n = a + 1 < argc ? strlen(argv[a + 1]) : 0;
             if (n && argv[a + 1][0] != '-' && !(n > 4 && !strcmp(argv[a + 1] + n - 4, ".lua")))
                 tensor = argv[++a];
+        } else if (!strcmp(argv[a], "--blocks-only")) {
+            hf_blocks_only = 1;
         } else if (!strcmp(argv[a], "--from-hf") || !strcmp(argv[a], "--mesh") || !strcmp(argv[a], "--scheme") ||
                    !strcmp(argv[a], "--seq") || !strcmp(argv[a], "--batch") || !strcmp(argv[a], "--mode")) {
             if (a + 1 >= argc) {
@@ -674,11 +680,12 @@ int main(int argc, char **argv)
         }
     }
     if (hf_dir)
-        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode,
+        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode, hf_blocks_only,
                        spec_path || outdir || quiet || show || blocks || summary || full || advise || cost || json ||
                            machine_path || f_ranks || f_layers || f_kinds);
-    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode) {
-        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch and --mode go with --from-hf DIR; a spec file says "
+    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode || hf_blocks_only) {
+        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch, --mode and --blocks-only go with --from-hf DIR; a spec "
+                        "file says "
                         "them itself\n");
         return 2;
     }

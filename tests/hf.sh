@@ -14,14 +14,16 @@
 HF_TG=build/asan/tessgen
 HF_DIMS="--layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12"
 HF_REF=tests/ref/tessref.py
+HF_HFPY=${TESS_HF_PYTHON:-$PY}
 
 hf_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 8, 48), np.nan, np.float32))" "$1"; }
 
-# hf_build DIR MESH OUT [--from-hf options...]: spec from DIR, then generate and build into OUT
+# hf_build DIR MESH OUT [--from-hf options...]: spec of the block stack (--blocks-only: input and output are
+# hidden states, compared with the reference's block forward) from DIR, then generate and build into OUT
 hf_build() {
     local dir=$1 mesh=$2 out=$3
     shift 3
-    $HF_TG --from-hf "$dir" --mesh "$mesh" --seq 8 --batch 12 "$@" >"$out.lua" &&
+    $HF_TG --from-hf "$dir" --mesh "$mesh" --seq 8 --batch 12 --blocks-only "$@" >"$out.lua" &&
         bin/tessgen "$out.lua" -o "$out" --quiet && ninja -C "$out" >/dev/null
 }
 
@@ -47,7 +49,43 @@ hf_spec_text() { # the printed spec has the config's dimensions, the directory's
     hf_have_1_1 && cat "$s"
     grep -q 'name = "gpt2-hf"' "$s" && grep -q "mesh = { q = 1, d = 1 }" "$s" &&
         grep -q "model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 12, eps = 1e-05 }" "$s" &&
-        grep -q "Not computed yet: wte, wpe, ln_f and the LM head" "$s" && grep -q "vocab_size = 96" "$s"
+        grep -q "Computed: the blocks only (--blocks-only): wte, wpe, ln_f and the LM head are not" "$s" &&
+        grep -q "n_ctx = 32" "$s"
+}
+
+# the whole model (no --blocks-only): vocab and positions from the config; tessgen's logits of the
+# save_pretrained file equal the float64 reference's GPT2LMHeadModel forward of the same directory
+hf_whole() { # q d
+    local out="$WORK/hf/w_$1_$2" w="$WORK/hf"
+    $HF_TG --from-hf "$w/gpt2-hf" --mesh "$1,$2" --seq 8 --batch 12 --mode train >"$out.lua" &&
+        grep -q "vocab = 96, positions = 32" "$out.lua" && grep -q "Computed: wte, wpe, the blocks, ln_f" "$out.lua" &&
+        bin/tessgen "$out.lua" -o "$out" --quiet && ninja -C "$out" >/dev/null &&
+        "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(9).integers(0, 96, (12, 8)).astype(np.int32))" \
+            "$w/tok.npy" &&
+        "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 8, 96), np.nan, np.float32))" "$out/logits.npy" &&
+        "$out/run" --weights "$w/gpt2-hf/model.safetensors" --tokens "$w/tok.npy" --logits-out "$out/logits.npy" \
+            --quiet &&
+        "$PY" $HF_REF lm-forward $HF_DIMS --dir "$w/gpt2-hf" --tokens "$w/tok.npy" --out "$w/ref_logits.npy" &&
+        "$PY" $HF_REF compare --ref "$w/ref_logits.npy" --got "$out/logits.npy" --tol 1e-5 --label "whole model [$1,$1,$2]"
+}
+
+# in and out: the whole model from the save_pretrained directory, 3 AdamW steps, --hf-out; tessgen's logits of
+# the export (read back as --weights DIR/model.safetensors) equal the reference's forward of that directory and,
+# where transformers can be imported (TESS_HF_PYTHON), GPT2LMHeadModel.from_pretrained's logits of it
+hf_roundtrip() {
+    local out="$WORK/hf/w_2_1" w="$WORK/hf" e="$WORK/hf/export"
+    [ -x "$out/run" ] || return 1
+    rm -rf "$e" && "$out/run" --weights "$w/gpt2-hf/model.safetensors" --tokens "$w/tok.npy" --targets "$w/tok.npy" \
+        --steps 3 --hf-out "$e" --quiet &&
+        "$out/run" --weights "$e/model.safetensors" --tokens "$w/tok.npy" --logits-out "$e/tessgen_logits.npy" --quiet &&
+        "$PY" $HF_REF lm-forward $HF_DIMS --dir "$e" --tokens "$w/tok.npy" --out "$e/ref_logits.npy" &&
+        "$PY" $HF_REF compare --ref "$e/ref_logits.npy" --got "$e/tessgen_logits.npy" --tol 1e-5 --label "exported" &&
+        ! cmp -s "$e/ref_logits.npy" "$w/ref_logits.npy" || return 1
+    if "$HF_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
+        "$HF_HFPY" tests/ref/hf_load.py --dir "$e" --tokens "$w/tok.npy" --out "$e/hf_logits.npy" &&
+            "$PY" $HF_REF compare --ref "$e/hf_logits.npy" --got "$e/tessgen_logits.npy" --tol 1e-5 \
+                --label "transformers vs tessgen"
+    fi
 }
 
 hf_mesh() { # q d
@@ -161,6 +199,17 @@ if wanted "hf:"; then
         check "hf: --mode train prints mode train, warns about dropout; --weights-out keeps tessgen's names h.*" \
             hf_train_names
         check "hf: --scheme megatron --mesh P prints a megatron spec the loader accepts" hf_megatron
+        check "hf: the whole model from --from-hf on [1,1,1]: logits equal the reference's GPT2LMHeadModel forward" \
+            hf_whole 1 1
+        check "hf: the whole model from --from-hf on [2,2,1]: logits equal the reference's GPT2LMHeadModel forward" \
+            hf_whole 2 1
+        if "$HF_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
+            check "hf: in, 3 AdamW steps, --hf-out: the export's logits equal the reference's and transformers' (from_pretrained)" \
+                hf_roundtrip
+        else
+            check "hf: in, 3 AdamW steps, --hf-out: the export's logits equal the reference's (transformers not importable: not compared)" \
+                hf_roundtrip
+        fi
     else
         notok "hf: reference save_pretrained directories, input and forward" "$WORK/log"
     fi
@@ -195,6 +244,9 @@ if wanted "hf:"; then
     check "hf: refused: attn_pdrop outside [0, 1]" hf_bad pdrop 'attn_pdrop = 1.5 must be a probability' \
         --set attn_pdrop=1.5
     check "hf: refused: n_head missing" hf_bad nohead 'n_head is missing' --drop n_head
+    check "hf: refused: tie_word_embeddings false (the whole model; tessgen's head is tied)" hf_bad untied \
+        '"tie_word_embeddings": false: this model'"'"'s LM head has its own weights' --set tie_word_embeddings=false
+    check "hf: refused: vocab_size missing (the whole model)" hf_bad novocab 'vocab_size is missing' --drop vocab_size
     check "hf: refused: every problem named at once" hf_bad many 'tessgen: 3 problems' \
         --set 'activation_function="gelu"' --set add_cross_attention=true --set 'model_type="bert"'
     hf_dup_key() {

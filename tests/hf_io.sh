@@ -20,7 +20,7 @@ HIO_REF=tests/ref/tessref.py
 hio_build() {
     local dir=$1 mesh=$2 out=$3
     shift 3
-    $HIO_TG --from-hf "$dir" --mesh "$mesh" --seq 8 --batch 12 "$@" >"$out.lua" &&
+    $HIO_TG --from-hf "$dir" --mesh "$mesh" --seq 8 --batch 12 --blocks-only "$@" >"$out.lua" &&
         bin/tessgen "$out.lua" -o "$out" --quiet && ninja -C "$out" >/dev/null
 }
 
@@ -128,7 +128,7 @@ want = {'model_type': 'gpt2', 'architectures': ['GPT2LMHeadModel'], 'vocab_size'
 bad = {k: (c.get(k, 'MISSING'), v) for k, v in want.items() if c.get(k, 'MISSING') != v}
 print(bad); sys.exit(bool(bad))" "$dir/config.json" &&
         grep -q '"torch_dtype": "bfloat16"' "$WORK/hfio/export_bf16/config.json" &&
-        $HIO_TG --from-hf "$dir" --mesh 2,1 --seq 8 --batch 12 --mode train >"$WORK/hfio/back.lua" &&
+        $HIO_TG --from-hf "$dir" --mesh 2,1 --seq 8 --batch 12 --mode train --blocks-only >"$WORK/hfio/back.lua" &&
         diff <(grep -v '^--\|name =' "$WORK/hfio/t_2_1.lua") <(grep -v '^--\|name =' "$WORK/hfio/back.lua")
 }
 
