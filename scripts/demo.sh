@@ -4,8 +4,11 @@
 # build the per-rank programs, make random weights and an input, run all ranks
 # under mpirun, and check the output against the independent float64 numpy
 # reference; then the same model as a training program: gradients of one
-# backward against the reference, and 20 AdamW steps with a falling loss. Exit 0
-# only if everything matches and every rank moved exactly the planned bytes.
+# backward against the reference, and 20 AdamW steps with a falling loss; then
+# the whole GPT-2 (specs/gpt2-tiny-lm.lua) trained 150 steps on the byte-level
+# corpus data/tiny, its validation loss falling, written as a checkpoint and a
+# Hugging Face directory. Exit 0 only if everything matches, every rank moved
+# exactly the planned bytes, and the validation loss fell.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPEC=${1:-specs/gpt2-tiny.lua}
@@ -45,4 +48,16 @@ out/demo-train/run --weights out/demo/weights.safetensors --input out/demo/x.npy
     --weights-out out/demo-train/trained.safetensors | tee out/demo-train/train.log
 awk '/^step / { l[n++] = $4 } END { if (n != 20 || !(l[19] < l[0])) { print "demo: loss did not fall"; exit 1 } }' \
     out/demo-train/train.log
-echo "demo: OK (what each rank ran: out/demo/schedule/rank_iI_jJ.txt, out/demo-train/schedule/; open out/demo/schedule.html)"
+
+LSPEC=${3:-specs/gpt2-tiny-lm.lua}
+echo "== language model: generate and build $LSPEC (whole GPT-2, vocab 256)"
+bin/tessgen "$LSPEC" -o out/demo-lm
+ninja -C out/demo-lm cpu
+echo "== language model: 150 steps on data/tiny (byte-level text), validation every 50, checkpoint, --hf-out"
+rm -rf out/demo-lm/hf
+out/demo-lm/run --data data/tiny/train.bin --val-data data/tiny/val.bin --val-every 50 --steps 150 \
+    --checkpoint-out out/demo-lm/ckpt.safetensors --hf-out out/demo-lm/hf --replica-check | tee out/demo-lm/train.log
+awk '/^val step / { v[n++] = $5 } END { if (n != 4 || !(v[3] < v[0] - 1.5)) { print "demo: validation loss did not fall"; exit 1 } }' \
+    out/demo-lm/train.log
+echo "demo: OK (what each rank ran: out/demo/schedule/rank_iI_jJ.txt, out/demo-train/schedule/, out/demo-lm/schedule/;"
+echo "      open out/demo/schedule.html; the trained language model: out/demo-lm/hf, GPT2LMHeadModel.from_pretrained)"
