@@ -53,15 +53,9 @@ bool tr_hfout_model_of(tr_hfout_model *m, tr_err *err)
     m->eps = tr_model.eps;
     /* THE place the embeddings' sizes come from: a language model's class descriptor (model.vocab and
      * model.positions, docs/MODEL.md; tr_tokens.c). wte.weight, wpe.weight, ln_f.weight and ln_f.bias arrive
-     * through the rank descriptors' parameter list like the blocks and get the "transformer." prefix the same way.
-     * TESS_TEST_HFOUT_EMBED="V,P" is a test hook for a blocks-only model: it pretends vocab V and positions P so
-     * the writer's names, values, config.json and atomicity can be tested there (the directory then lacks wte, wpe
-     * and ln_f, which transformers would report as missing). */
+     * through the rank descriptors' parameter list like the blocks and get the "transformer." prefix the same way. */
     m->vocab = tr_lm_vocab();
     m->positions = tr_lm()->positions;
-    const char *hook = getenv("TESS_TEST_HFOUT_EMBED");
-    if (m->vocab == 0 && hook && sscanf(hook, "%d,%d", &m->vocab, &m->positions) != 2)
-        m->vocab = m->positions = 0;
     if (m->vocab > 0 && m->positions > 0)
         return true;
     return tr_fail(err, "--hf-out needs the whole model: add model.vocab and model.positions to the spec (this "

@@ -20,7 +20,7 @@ HIO_REF=tests/ref/tessref.py
 hio_build() {
     local dir=$1 mesh=$2 out=$3
     shift 3
-    $HIO_TG --from-hf "$dir" --mesh "$mesh" --seq 8 --batch 12 --blocks-only "$@" >"$out.lua" &&
+    $HIO_TG --from-hf "$dir" --mesh "$mesh" --seq 8 --batch 12 "$@" >"$out.lua" &&
         bin/tessgen "$out.lua" -o "$out" --quiet && ninja -C "$out" >/dev/null
 }
 
@@ -36,7 +36,7 @@ hio_setup() {
 # (also read as its directory)
 hio_shards() {
     local w=$WORK/hfio out=$WORK/hfio/s_$1_$2
-    hio_build "$w/sh3" "$1,$2" "$out" && grep -q "model.safetensors.index.json (sharded)" "$out.lua" &&
+    hio_build "$w/sh3" "$1,$2" "$out" --blocks-only && grep -q "model.safetensors.index.json (sharded)" "$out.lua" &&
         "$out/run" --weights "$w/one/model.safetensors" --input "$w/x.npy" --output "$out/y1.npy" --bytes --quiet &&
         "$out/run" --weights "$w/sh3/model.safetensors.index.json" --input "$w/x.npy" --output "$out/y3.npy" --quiet &&
         "$out/run" --weights "$w/sh3" --input "$w/x.npy" --output "$out/yd.npy" --quiet &&
@@ -82,12 +82,17 @@ S2=model-00002-of-00003.safetensors
 S3=model-00003-of-00003.safetensors
 
 # ---- Hugging Face out ----------------------------------------------------------------------------------
-HIO_EMBED=96,32 # the test hook's vocab and positions (tr_hfout.c), the reference's defaults
-
-hio_train() { hio_build "$WORK/hfio/one" 2,1 "$WORK/hfio/t_2_1" --mode train; }
+# the whole model from the reference's directory (t_2_1), trained on a token batch; and its block stack (b_2_1)
+hio_train() {
+    hio_build "$WORK/hfio/one" 2,1 "$WORK/hfio/t_2_1" --mode train &&
+        hio_build "$WORK/hfio/one" 2,1 "$WORK/hfio/b_2_1" --mode train --blocks-only &&
+        "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(5).integers(0, 96, (12, 8)).astype(np.int32))" \
+            "$WORK/hfio/tokens.npy"
+}
+HIO_TOK="--tokens $WORK/hfio/tokens.npy --targets $WORK/hfio/tokens.npy"
 
 hio_out_refused() { # a blocks-only model: refused before the run, naming the spec keys; nothing made
-    local t=$WORK/hfio/t_2_1
+    local t=$WORK/hfio/b_2_1
     "$t/run" --steps 1 --hf-out "$WORK/hfio/noembed" --quiet >"$WORK/hfio/o.out" 2>"$WORK/hfio/o.err"
     local rc=$?
     cat "$WORK/hfio/o.err"
@@ -100,7 +105,8 @@ hio_out_refused() { # a blocks-only model: refused before the run, naming the sp
 # for bit; the directory holds config.json, model.safetensors and the mark only; no lm_head
 hio_out_same() {
     local t=$WORK/hfio/t_2_1 dir=$WORK/hfio/export_$1
-    TESS_TEST_HFOUT_EMBED=$HIO_EMBED "$t/run" --weights "$WORK/hfio/one/model.safetensors" --input "$WORK/hfio/x.npy" \
+    # shellcheck disable=SC2086
+    "$t/run" --weights "$WORK/hfio/one/model.safetensors" $HIO_TOK \
         --steps 2 --weights-out "$WORK/hfio/w_$1.st" --hf-out "$dir" --out-dtype "$1" --quiet || return 1
     ls -A "$dir"
     [ "$(ls -A "$dir" | tr '\n' ' ')" = ".tessgen-hf-export config.json model.safetensors " ] &&
@@ -112,7 +118,7 @@ want = {'transformer.' + n: v for n, v in w.items()}
 dt = {'f32': 'F32', 'bf16': 'BF16'}[sys.argv[3]]
 print(len(h), 'tensors;', sorted(h)[:2])
 bad = [n for n in set(want) | set(h) if want.get(n) != h.get(n) or h[n][0] != dt]
-print('differ:', bad[:5]); sys.exit(bool(bad) or len(h) != 24 or any('lm_head' in n for n in h))" \
+print('differ:', bad[:5]); sys.exit(bool(bad) or len(h) != 28 or any('lm_head' in n for n in h))" \
         "$WORK/hfio/w_$1.st" "$dir/model.safetensors" "$1"
 }
 
@@ -128,7 +134,7 @@ want = {'model_type': 'gpt2', 'architectures': ['GPT2LMHeadModel'], 'vocab_size'
 bad = {k: (c.get(k, 'MISSING'), v) for k, v in want.items() if c.get(k, 'MISSING') != v}
 print(bad); sys.exit(bool(bad))" "$dir/config.json" &&
         grep -q '"torch_dtype": "bfloat16"' "$WORK/hfio/export_bf16/config.json" &&
-        $HIO_TG --from-hf "$dir" --mesh 2,1 --seq 8 --batch 12 --mode train --blocks-only >"$WORK/hfio/back.lua" &&
+        $HIO_TG --from-hf "$dir" --mesh 2,1 --seq 8 --batch 12 --mode train >"$WORK/hfio/back.lua" &&
         diff <(grep -v '^--\|name =' "$WORK/hfio/t_2_1.lua") <(grep -v '^--\|name =' "$WORK/hfio/back.lua")
 }
 
@@ -136,7 +142,7 @@ hio_out_ninner() { # n_inner is written when ffn != 4 * hidden, and read back
     local d=$WORK/hfio/ffn
     "$PY" $HIO_REF hf-dir --layers 1 --hidden 48 --heads 12 --ffn 96 --seq 8 --batch 12 --seed 3 --out "$d" &&
         hio_build "$d" 1,1 "$WORK/hfio/f_1_1" && grep -q "ffn = 96" "$WORK/hfio/f_1_1.lua" &&
-        TESS_TEST_HFOUT_EMBED=$HIO_EMBED "$WORK/hfio/f_1_1/run" --hf-out "$WORK/hfio/export_ffn" --quiet &&
+        "$WORK/hfio/f_1_1/run" --hf-out "$WORK/hfio/export_ffn" --quiet &&
         grep -q '"n_inner": 96,' "$WORK/hfio/export_ffn/config.json" &&
         $HIO_TG --from-hf "$WORK/hfio/export_ffn" --mesh 1,1 --seq 8 --batch 12 | grep -q "ffn = 96"
 }
@@ -147,19 +153,19 @@ hio_out_ninner() { # n_inner is written when ffn != 4 * hidden, and read back
 hio_out_atomic() {
     local t=$WORK/hfio/t_2_1 dir=$WORK/hfio/export_f32 new=$WORK/hfio/export_new
     cp "$dir/model.safetensors" "$WORK/hfio/prev.st"
-    TESS_TEST_HFOUT_EMBED=$HIO_EMBED TESS_TEST_HFOUT_FAIL=1 "$t/run" --steps 1 --hf-out "$new" --quiet \
+    TESS_TEST_HFOUT_FAIL=1 "$t/run" $HIO_TOK --steps 1 --hf-out "$new" --quiet \
         2>"$WORK/hfio/a.err"
     local rc=$?
     cat "$WORK/hfio/a.err"
     [ $rc -eq 1 ] && grep -q "nothing written" "$WORK/hfio/a.err" && [ ! -e "$new" ] || return 1
-    TESS_TEST_HFOUT_EMBED=$HIO_EMBED TESS_TEST_HFOUT_FAIL=1 "$t/run" --steps 1 --hf-out "$dir" --quiet \
+    TESS_TEST_HFOUT_FAIL=1 "$t/run" $HIO_TOK --steps 1 --hf-out "$dir" --quiet \
         2>"$WORK/hfio/a.err"
     rc=$?
     cat "$WORK/hfio/a.err"
     [ $rc -eq 1 ] && grep -q "the previous export is kept" "$WORK/hfio/a.err" &&
         cmp "$dir/model.safetensors" "$WORK/hfio/prev.st" || return 1
     [ -z "$(ls "$WORK/hfio" | grep 'export_.*\.\(tmp\|old\)\.')" ] || { ls "$WORK/hfio"; return 1; }
-    TESS_TEST_HFOUT_EMBED=$HIO_EMBED "$t/run" --steps 3 --hf-out "$dir" --quiet && ! cmp -s "$dir/model.safetensors" \
+    "$t/run" $HIO_TOK --steps 3 --hf-out "$dir" --quiet && ! cmp -s "$dir/model.safetensors" \
         "$WORK/hfio/prev.st" && [ -z "$(ls "$WORK/hfio" | grep 'export_.*\.\(tmp\|old\)\.')" ] &&
         [ "$(ls -A "$dir" | wc -l)" = 3 ]
 }
@@ -171,7 +177,7 @@ hio_out_foreign() {
     rm -rf "$d" && mkdir -p "$d" && (cd "$d" && eval "$@") || return 1
     local before
     before=$(ls -A "$d" | tr '\n' ' ')
-    TESS_TEST_HFOUT_EMBED=$HIO_EMBED "$WORK/hfio/t_2_1/run" --steps 1 --hf-out "$d" --quiet >"$WORK/hfio/f.out" \
+    "$WORK/hfio/t_2_1/run" $HIO_TOK --steps 1 --hf-out "$d" --quiet >"$WORK/hfio/f.out" \
         2>"$WORK/hfio/f.err"
     local rc=$?
     cat "$WORK/hfio/f.err"
@@ -184,31 +190,24 @@ HIO_HFPY=${TESS_HF_PYTHON:-$PY}
 
 hio_transformers() { # the reference's GPT2LMHeadModel directory: loaded with no missing/unexpected keys, logits
     local w=$WORK/hfio       # match the float64 whole-model forward
-    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(5).integers(0, 96, (12, 8)))" \
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(5).integers(0, 96, (12, 8)).astype(np.int32))" \
         "$w/tokens.npy" &&
         "$HIO_HFPY" tests/ref/hf_load.py --dir "$w/one" --tokens "$w/tokens.npy" --out "$w/hf_logits.npy" &&
         "$PY" $HIO_REF lm-forward $HIO_DIMS --dir "$w/one" --tokens "$w/tokens.npy" --out "$w/ref_logits.npy" &&
         "$PY" $HIO_REF compare --ref "$w/ref_logits.npy" --got "$w/hf_logits.npy" --tol 1e-5 --label "transformers logits"
 }
 
-# hio_transformers_export: --hf-out's directory of a blocks-only model (test hook) lacks wte, wpe and ln_f, and
-# transformers says so (hf_load.py fails naming them); completed with the reference's wte, wpe and ln_f it
-# loads with no missing or unexpected keys, and its logits match the float64 forward of the same tensors
+# hio_transformers_export: --hf-out's directory of the whole model trained 2 steps (export_f32) loads with no
+# missing or unexpected keys, and transformers' logits of it equal tessgen's logits of the same file read back
+# with --weights and the float64 forward of the directory
 hio_transformers_export() {
-    local w=$WORK/hfio e=$WORK/hfio/export_f32 c=$WORK/hfio/completed
-    "$HIO_HFPY" tests/ref/hf_load.py --dir "$e" --tokens "$w/tokens.npy" --out "$w/x_logits.npy" >"$w/l.out" 2>&1
-    local rc=$?
-    grep "hf_load:" "$w/l.out"
-    [ $rc -eq 1 ] && grep -q "missing_keys: .*transformer.wte.weight" "$w/l.out" || return 1
-    rm -rf "$c" && cp -r "$e" "$c" &&
-        "$PY" -c "
-import sys; sys.path.insert(0, 'tests/ref'); import tessref
-t = tessref.read_safetensors(sys.argv[1]); r = tessref.read_safetensors(sys.argv[2])
-for n in ('wte.weight', 'wpe.weight', 'ln_f.weight', 'ln_f.bias'): t['transformer.' + n] = r['transformer.' + n]
-tessref.write_safetensors(sys.argv[1], sorted(t.items()))" "$c/model.safetensors" "$w/one/model.safetensors" &&
-        "$HIO_HFPY" tests/ref/hf_load.py --dir "$c" --tokens "$w/tokens.npy" --out "$w/c_logits.npy" &&
-        "$PY" $HIO_REF lm-forward $HIO_DIMS --dir "$c" --tokens "$w/tokens.npy" --out "$w/c_ref.npy" &&
-        "$PY" $HIO_REF compare --ref "$w/c_ref.npy" --got "$w/c_logits.npy" --tol 1e-5 --label "export + embeddings"
+    local w=$WORK/hfio e=$WORK/hfio/export_f32
+    "$HIO_HFPY" tests/ref/hf_load.py --dir "$e" --tokens "$w/tokens.npy" --out "$w/x_logits.npy" &&
+        "$w/t_2_1/run" --weights "$e/model.safetensors" --tokens "$w/tokens.npy" --logits-out "$w/t_logits.npy" \
+            --quiet &&
+        "$PY" $HIO_REF lm-forward $HIO_DIMS --dir "$e" --tokens "$w/tokens.npy" --out "$w/e_ref.npy" &&
+        "$PY" $HIO_REF compare --ref "$w/e_ref.npy" --got "$w/x_logits.npy" --tol 1e-5 --label "transformers" &&
+        "$PY" $HIO_REF compare --ref "$w/x_logits.npy" --got "$w/t_logits.npy" --tol 1e-5 --label "tessgen vs transformers"
 }
 
 if wanted "hf:"; then
@@ -284,7 +283,7 @@ if wanted "hf:"; then
         check "hf: transformers: GPT2LMHeadModel loads the reference's directory, no missing or unexpected keys, logits match float64" \
             hio_transformers
         if [ -d "$WORK/hfio/export_f32" ]; then
-            check "hf: transformers: --hf-out's blocks-only directory is reported missing wte; completed, it loads and its logits match float64" \
+            check "hf: transformers: --hf-out of the trained whole model loads with no missing keys; its logits equal tessgen's and float64" \
                 hio_transformers_export
         fi
     else
