@@ -81,6 +81,8 @@ cu_refused() { # message spec-body [env...]: tessgen exits 1 naming the problem,
     [ $rc -eq 1 ] && grep -qF -- "$want" "$WORK/cu_bad.out" && [ ! -e "$WORK/cu_bad" ]
 }
 CU_OK_BODY='return { mesh = { q = 2 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 2 }'
+CU_OK_BODY_LM='return { mesh = { q = 2 }, mode = "train", backends = { "cpu", "cuda" },
+  model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 2, vocab = 11, positions = 3 } }'
 cu_choice_cpu_only() {
     cu_spec cpuonly 2 1 'backends = { "cpu" },' >"$WORK/cpuonly.lua" &&
         TESS_BACKENDS=cpu,cuda build/asan/tessgen "$WORK/cpuonly.lua" -o "$WORK/cpuonly" | grep -q "backends: cpu (cuda not emitted" &&
@@ -107,6 +109,17 @@ cu_choice_train() {
         grep -q "^static void backward(" "$WORK/cu_train_ok/rank_i0_j0.cu" &&
         grep -q "^static void optimizer(" "$WORK/cu_train_ok/rank_i1_j1.cu" &&
         grep -q "trc_allreduce_exact\|trc_reduce" "$WORK/cu_train_ok/rank_i0_j0.cu"
+}
+cu_choice_vocab() { # a spec with model.vocab and backends cuda: emitted, the LM kernels only in its kernels.cu
+    printf '%s\n' "$CU_OK_BODY_LM" >"$WORK/cu_vocab.lua" &&
+        build/asan/tessgen "$WORK/cu_vocab.lua" -o "$WORK/cu_vocab" | tee "$WORK/cu_vocab.out" &&
+        grep -q "backends: cpu, cuda" "$WORK/cu_vocab.out" &&
+        grep -q '^#include "trk_lm_kernels.cuh"$' "$WORK/cu_vocab/kernels.cu" &&
+        grep -q "^template void embed_bwd<" "$WORK/cu_vocab/kernels.cu" &&
+        grep -q '^#include "trk_lm.cuh"$' "$WORK/cu_vocab/rank_i0_j0.cu" &&
+        grep -q "trc_allreduce_max(c, TR_ROW, " "$WORK/cu_vocab/rank_i1_j1.cu" &&
+        grep -q '^extern "C" const tr_lm_desc tr_lm_class = {$' "$WORK/cu_vocab/rank_i1_j0.cu" &&
+        ! grep -q "trk_lm" "$WORK/cu_train_ok/kernels.cu"
 }
 cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
     local fake="$WORK/fakecuda" spec="$WORK/inc.lua"
@@ -145,6 +158,8 @@ if wanted "cuda: choice"; then
     check "cuda: choice: a bad TESS_CUDA_ARCH is refused" \
         cu_refused 'TESS_CUDA_ARCH=ampere' "$CU_OK_BODY, backends = { \"cpu\", \"cuda\" } }" TESS_CUDA_ARCH=ampere
     check "cuda: choice: training with backends cuda is emitted (backward and optimizer in rank_iI_jJ.cu)" cu_choice_train
+    check "cuda: choice: a model.vocab spec with backends cuda is emitted; only its kernels.cu has the LM kernels" \
+        cu_choice_vocab
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
