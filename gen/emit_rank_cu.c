@@ -19,6 +19,11 @@
  * opens and closes by joining the two streams, which is why the plan's waits
  * stay within a phase. A step kind without a stream would be refused with
  * tg_fail naming it, never emitted wrongly; today every kind has one.
+ *
+ * A language model (model.vocab) adds its steps' kernels from runtime/cuda/trk_lm.cuh: the rank files include
+ * that header and define tr_lm_class, and kernels.cu gets a section after the template's text that includes
+ * trk_lm_kernels.cuh and instantiates them, so a block stack's kernels.cu and every fingerprint (which hashes
+ * the templates) are what they were. The loss's all-reduce(MAX) is trc_allreduce_max.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -85,13 +90,13 @@ static long long step_bytes(const tg_step *s)
         return 4 * (3 * q + q + 3 * q);                                   /* qkv and dout in, dqkv out */
     }
     case TG_STEP_ADAMW: return 4 * 7 * s->count; /* param, grad, m, v in; param, m, v out */
-    case TG_STEP_EMBED: return 4 * (2 * rc + s->rows);                    /* ids, rows of E in; out */
-    case TG_STEP_POS_ADD: return 4 * 3 * rc;                                /* x, wpe rows in; x out */
+    case TG_STEP_EMBED: return 4 * (2 * rc + s->rows);   /* ids, rows of E in; out */
+    case TG_STEP_POS_ADD: return 4 * 3 * rc;               /* x, wpe rows in; x out */
     case TG_STEP_LM_ROWMAX: return 4 * (rc + s->rows);
-    case TG_STEP_LM_SUMS: return 4 * (rc + 4LL * s->rows);                  /* logits, mx, targets in; [2,rows] */
+    case TG_STEP_LM_SUMS: return 4 * (rc + 4LL * s->rows); /* logits, mx, targets in; [2,rows] out */
     case TG_STEP_LM_LOSS: return 4 * 4LL * s->rows;
     case TG_STEP_LM_DLOGITS: return 4 * (2 * rc + 4LL * s->rows);
-    case TG_STEP_EMBED_BWD: return 4 * (3 * rc + s->rows);                 /* ids, g in; dE rows read and written */
+    case TG_STEP_EMBED_BWD: return 4 * (3 * rc + s->rows); /* ids, g in; dE rows read and written */
     case TG_STEP_POS_BWD: return 4 * (rc + s->count);
     default: return 0;
     }
@@ -108,8 +113,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "", g, bn(rp, s, 0),
-                     s->count);
+        tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "", g,
+                     bn(rp, s, 0), s->count);
         break;
     case TG_STEP_REDUCE:
         tg_sb_printf(o, "    trc_reduce(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
@@ -322,8 +327,8 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
 
     tg_emit_params(&params, rp);
     if (pl->V > 0)
-        tg_sb_puts(&funcs, "/* The language model's kernels (embedding, positions, loss; docs/MODEL.md): declared in trk_lm.cuh,\n"
-                           " * defined in kernels.cu (trk_lm_kernels.cuh) at this schedule's shapes. */\n"
+        tg_sb_puts(&funcs, "/* The language model's kernels (embedding, positions, loss; docs/MODEL.md): declared in "
+                           "trk_lm.cuh,\n * defined in kernels.cu (trk_lm_kernels.cuh) at this schedule's shapes. */\n"
                            "#include \"trk_lm.cuh\"\n\n");
 
     static const char *fname[3] = {"forward", "backward", "optimizer"};
@@ -560,8 +565,8 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     vars[n++] = (tg_tvar){"INSTANCES", inst.s};
     bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
     if (ok && pl->V > 0) {
-        tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the loss, and\n"
-                        " * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"
+        tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the "
+                        "loss, and\n * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"
                         "#include \"trk_lm_kernels.cuh\"\n\n"
                         "namespace trk {\n"
                         "/* the LM kernels at the shapes of this model's schedule */\n");

@@ -183,7 +183,8 @@ void embed_rows(cudaStream_t s, const int32_t *tok, int v0, const float *E, floa
 template <int ROWS, int COLS, int SEQ>
 void pos_add(cudaStream_t s, float *x, const float *wpe)
 {
-    lm::k_pos_add<ROWS, COLS, SEQ><<<lm::blocks_for((long long)ROWS * COLS, lm::kThreads), lm::kThreads, 0, s>>>(x, wpe);
+    lm::k_pos_add<ROWS, COLS, SEQ>
+        <<<lm::blocks_for((long long)ROWS * COLS, lm::kThreads), lm::kThreads, 0, s>>>(x, wpe);
     TRC_LAUNCHED("trk::pos_add");
 }
 
