@@ -55,8 +55,9 @@ void tg_emit_step_info(tg_sb *o, const tg_step *s);     /* one row of the tr_ste
 /* The rows of the class's ranks (tr_rank_row: rank, k, io_r0, colors, keys), k = 0..d-1. */
 void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);
 /* The tr_class_desc initialiser, every field in declaration order; null_ptr: "NULL" or "nullptr". */
-/* The language model's tr_lm_class definition (nothing without a vocabulary). */
-void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp);
+/* The language model's tr_lm_class definition (nothing without a vocabulary); linkage: "" for C, "extern \"C\" " for
+ * the CUDA rank files (C++). */
+void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *linkage);
 void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, const char *null_ptr);
 
 /* rank_iI_jJ.c: the program of every rank (i, j, k) of class cp */

@@ -244,7 +244,7 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_
 
     tg_emit_params(&params, rp);
     bool ok = print_functions(&steps, pl, rp, co);
-    tg_emit_lm_desc(&steps, pl, rp);
+    tg_emit_lm_desc(&steps, pl, rp, "");
     for (int i = 0; i < rp->nsteps; i++)
         tg_emit_step_info(&info, &rp->steps[i]);
     tg_emit_rank_rows(&rows, pl, rp);

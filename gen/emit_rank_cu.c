@@ -19,6 +19,11 @@
  * opens and closes by joining the two streams, which is why the plan's waits
  * stay within a phase. A step kind without a stream would be refused with
  * tg_fail naming it, never emitted wrongly; today every kind has one.
+ *
+ * A language model (model.vocab) adds its steps' kernels from runtime/cuda/trk_lm.cuh: the rank files include
+ * that header and define tr_lm_class, and kernels.cu gets a section after the template's text that includes
+ * trk_lm_kernels.cuh and instantiates them, so a block stack's kernels.cu and every fingerprint (which hashes
+ * the templates) are what they were. The loss's all-reduce(MAX) is trc_allreduce_max.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -44,10 +49,6 @@ bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
 {
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
-        if (s->kind >= TG_STEP_EMBED) /* the language model's steps (plan.h): CPU only for now, docs/MODEL.md */
-            return tg_fail(err, "the CUDA backend has no kernels yet for the language model's embedding, head and "
-                                "loss (model.vocab, docs/MODEL.md; first: %s, class (i=%d, j=%d) step %d)",
-                           tg_step_kind_name(s->kind), cp->i, cp->j, i);
         if (s->stream == TG_STREAM_NONE)
             return tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
                            tg_step_kind_name(s->kind), cp->i, cp->j, i, s->layer, s->op);
@@ -89,6 +90,14 @@ static long long step_bytes(const tg_step *s)
         return 4 * (3 * q + q + 3 * q);                                   /* qkv and dout in, dqkv out */
     }
     case TG_STEP_ADAMW: return 4 * 7 * s->count; /* param, grad, m, v in; param, m, v out */
+    case TG_STEP_EMBED: return 4 * (2 * rc + s->rows);   /* ids, rows of E in; out */
+    case TG_STEP_POS_ADD: return 4 * 3 * rc;               /* x, wpe rows in; x out */
+    case TG_STEP_LM_ROWMAX: return 4 * (rc + s->rows);
+    case TG_STEP_LM_SUMS: return 4 * (rc + 4LL * s->rows); /* logits, mx, targets in; [2,rows] out */
+    case TG_STEP_LM_LOSS: return 4 * 4LL * s->rows;
+    case TG_STEP_LM_DLOGITS: return 4 * (2 * rc + 4LL * s->rows);
+    case TG_STEP_EMBED_BWD: return 4 * (3 * rc + s->rows); /* ids, g in; dE rows read and written */
+    case TG_STEP_POS_BWD: return 4 * (rc + s->count);
     default: return 0;
     }
 }
@@ -104,7 +113,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->exact ? "_exact" : "", g, bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "", g,
+                     bn(rp, s, 0), s->count);
         break;
     case TG_STEP_REDUCE:
         tg_sb_printf(o, "    trc_reduce(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
@@ -217,7 +227,64 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
                      bn(rp, s, 3), s->count, s->decay);
         break;
-    default: /* the language model's steps: no CUDA kernels yet; tg_emit_class_cu refuses such plans */
+    /* the language model's steps (model.vocab): trk_lm.cuh, defined in trk_lm_kernels.cuh */
+    case TG_STEP_EMBED:
+        tg_sb_printf(o, "    trk::embed_rows<%d, %d, %d>(S, %s + %d, %d, %s, %s);\n", s->rows, s->cols, s->nvalid,
+                     bn(rp, s, 0), s->boff, s->vocab0, bn(rp, s, 1), bn(rp, s, 2));
+        snprintf(line, sizeof line,
+                 "template void embed_rows<%d, %d, %d>(cudaStream_t, const int32_t *, int, const float *, float *);\n",
+                 s->rows, s->cols, s->nvalid);
+        break;
+    case TG_STEP_POS_ADD:
+        tg_sb_printf(o, "    trk::pos_add<%d, %d, %d>(S, %s, %s);\n", s->rows, s->cols, s->seq, bn(rp, s, 0),
+                     bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void pos_add<%d, %d, %d>(cudaStream_t, float *, const float *);\n",
+                 s->rows, s->cols, s->seq);
+        break;
+    case TG_STEP_LM_ROWMAX:
+        tg_sb_printf(o, "    trk::lm_rowmax<%d, %d, %d>(S, %s, %s);\n", s->rows, s->cols, s->nvalid, bn(rp, s, 0),
+                     bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void lm_rowmax<%d, %d, %d>(cudaStream_t, const float *, float *);\n",
+                 s->rows, s->cols, s->nvalid);
+        break;
+    case TG_STEP_LM_SUMS:
+        tg_sb_printf(o, "    trk::lm_sums<%d, %d, %d>(S, %s, %s, %s, %d, %s);\n", s->rows, s->cols, s->nvalid,
+                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), s->vocab0, bn(rp, s, 3));
+        snprintf(line, sizeof line,
+                 "template void lm_sums<%d, %d, %d>(cudaStream_t, const float *, const float *, const int32_t *, int,\n"
+                 "                                  float *);\n",
+                 s->rows, s->cols, s->nvalid);
+        break;
+    case TG_STEP_LM_LOSS:
+        tg_sb_printf(o, "    trk::lm_loss<%d>(S, %s, %s, %s);\n", s->rows, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2));
+        snprintf(line, sizeof line, "template void lm_loss<%d>(cudaStream_t, const float *, const float *, float *);\n",
+                 s->rows);
+        break;
+    case TG_STEP_LM_DLOGITS:
+        tg_sb_printf(o, "    trk::lm_dlogits<%d, %d, %d>(S, %s, %s, %s, %s, %d, %.9gf, %s);\n", s->rows, s->cols,
+                     s->nvalid, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), s->vocab0, (double)s->scale,
+                     bn(rp, s, 4));
+        snprintf(line, sizeof line,
+                 "template void lm_dlogits<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
+                 "                                     const int32_t *, int, float, float *);\n",
+                 s->rows, s->cols, s->nvalid);
+        break;
+    case TG_STEP_EMBED_BWD:
+        tg_sb_printf(o, "    trk::embed_bwd<%d, %d, %d>(S, %s + %d, %s, %d, %s);\n", s->rows, s->cols, s->nvalid,
+                     bn(rp, s, 0), s->boff, bn(rp, s, 1), s->vocab0, bn(rp, s, 2));
+        snprintf(line, sizeof line,
+                 "template void embed_bwd<%d, %d, %d>(cudaStream_t, const int32_t *, const float *, int, float *);\n",
+                 s->rows, s->cols, s->nvalid);
+        break;
+    case TG_STEP_POS_BWD: {
+        int npos = (int)(s->count / (s->cols > 0 ? s->cols : 1));
+        tg_sb_printf(o, "    trk::pos_bwd<%d, %d, %d, %d>(S, %s, %s);\n", s->rows, s->cols, s->seq, npos,
+                     bn(rp, s, 0), bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void pos_bwd<%d, %d, %d, %d>(cudaStream_t, const float *, float *);\n",
+                 s->rows, s->cols, s->seq, npos);
+        break;
+    }
+    default:
         break;
     }
     if (inst && line[0])
@@ -242,10 +309,6 @@ static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const tg_step 
 
 bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
 {
-    if (pl->V > 0)
-        return tg_fail(err, "%s: model.vocab: the CUDA backend has no kernels yet for the embedding, the LM head and "
-                            "the loss (docs/MODEL.md); generate the CPU backend only (backends = { \"cpu\" } or "
-                            "TESS_BACKENDS=cpu)", pl->spec.path);
     tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
     tg_segment *sg;
     int nseg = tg_segments(rp, &sg);
@@ -263,6 +326,10 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     tg_sb_init(&who);
 
     tg_emit_params(&params, rp);
+    if (pl->V > 0)
+        tg_sb_puts(&funcs, "/* The language model's kernels (embedding, positions, loss; docs/MODEL.md): declared in "
+                           "trk_lm.cuh,\n * defined in kernels.cu (trk_lm_kernels.cuh) at this schedule's shapes. */\n"
+                           "#include \"trk_lm.cuh\"\n\n");
 
     static const char *fname[3] = {"forward", "backward", "optimizer"};
     static const char *fwhat[3] = {
@@ -327,6 +394,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         tg_sb_printf(&funcs, "    %s(c);\n}\n\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");
     }
     free(sg);
+    tg_emit_lm_desc(&funcs, pl, rp, "extern \"C\" ");
 
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
@@ -469,18 +537,44 @@ bool tg_kernels_add(tg_kernels *ks, const tg_class_plan *cp)
     return !ks->oom;
 }
 
+/* Is this instance line one of the language model's kernels (trk_lm.cuh)? */
+static bool lm_instance(const char *line)
+{
+    static const char *const names[] = {"embed_rows<", "pos_add<", "lm_rowmax<", "lm_sums<",
+                                        "lm_loss<",    "lm_dlogits<", "embed_bwd<", "pos_bwd<"};
+    const char *p = line + strlen("template void ");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strncmp(p, names[i], strlen(names[i])))
+            return true;
+    return false;
+}
+
+/* kernels.cu: the template with the block kernels' instances; for a language model a section after it that
+ * includes the LM kernels (runtime/cuda/trk_lm_kernels.cuh) and instantiates them, so that the kernels.cu of a
+ * block stack (and every fingerprint, which hashes the templates) stays byte for byte what it was. */
 bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
 {
-    tg_sb inst;
+    tg_sb inst, lm;
     tg_sb_init(&inst);
+    tg_sb_init(&lm);
     for (int i = 0; i < ks->n; i++)
-        tg_sb_puts(&inst, ks->line[i]);
+        tg_sb_puts(lm_instance(ks->line[i]) ? &lm : &inst, ks->line[i]);
     char store[8][64];
     tg_tvar vars[12];
     int n = tg_emit_common_vars(pl, vars, store);
     vars[n++] = (tg_tvar){"INSTANCES", inst.s};
     bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
+    if (ok && pl->V > 0) {
+        tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the "
+                        "loss, and\n * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"
+                        "#include \"trk_lm_kernels.cuh\"\n\n"
+                        "namespace trk {\n"
+                        "/* the LM kernels at the shapes of this model's schedule */\n");
+        tg_sb_puts(out, lm.s ? lm.s : "");
+        tg_sb_puts(out, "} // namespace trk\n");
+    }
     tg_sb_free(&inst);
+    tg_sb_free(&lm);
     return ok;
 }
 

@@ -96,13 +96,13 @@ void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
     }
 }
 
-void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp)
+void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *linkage)
 {
     if (pl->V <= 0)
         return;
     tg_sb_puts(o, "/* The language model's part of this program (docs/MODEL.md): the forward's reductions, the vocabulary,\n"
                   " * and the token, target, logits and loss buffers the runtime fills and reads. */\n");
-    tg_sb_puts(o, "const tr_lm_desc tr_lm_class = {\n");
+    tg_sb_printf(o, "%sconst tr_lm_desc tr_lm_class = {\n", linkage);
     ll4(o, "plan_reduce_recv", rp->reduce_recv);
     ll4(o, "plan_reduce_sent", rp->reduce_sent);
     tg_sb_printf(o, "        .vocab = %d, .vq = %d, .positions = %d,\n", pl->V, pl->Vq, pl->spec.positions);

@@ -15,8 +15,11 @@
 #              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
 #              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
 #              identical) under the comm-first order
+#   lm         a spec with model.vocab (embedding, tied LM head, vocab-parallel loss; training) on the same meshes:
+#              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
+#              every gradient (three stream orders, bytes as planned), 3 AdamW steps (losses, replicas bitwise)
 # With nvcc (else one "ok - ... # skip" line):
-#   compile    every generated .cu of the same meshes (inference and training) compiled for sm_80 and sm_90 with warnings as
+#   compile    every generated .cu of the same meshes (inference, training, the vocab spec) compiled for sm_80 and sm_90 with warnings as
 #              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
 #              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
@@ -78,6 +81,8 @@ cu_refused() { # message spec-body [env...]: tessgen exits 1 naming the problem,
     [ $rc -eq 1 ] && grep -qF -- "$want" "$WORK/cu_bad.out" && [ ! -e "$WORK/cu_bad" ]
 }
 CU_OK_BODY='return { mesh = { q = 2 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 2 }'
+CU_OK_BODY_LM='return { mesh = { q = 2 }, mode = "train", backends = { "cpu", "cuda" },
+  model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 2, vocab = 11, positions = 3 } }'
 cu_choice_cpu_only() {
     cu_spec cpuonly 2 1 'backends = { "cpu" },' >"$WORK/cpuonly.lua" &&
         TESS_BACKENDS=cpu,cuda build/asan/tessgen "$WORK/cpuonly.lua" -o "$WORK/cpuonly" | grep -q "backends: cpu (cuda not emitted" &&
@@ -104,6 +109,17 @@ cu_choice_train() {
         grep -q "^static void backward(" "$WORK/cu_train_ok/rank_i0_j0.cu" &&
         grep -q "^static void optimizer(" "$WORK/cu_train_ok/rank_i1_j1.cu" &&
         grep -q "trc_allreduce_exact\|trc_reduce" "$WORK/cu_train_ok/rank_i0_j0.cu"
+}
+cu_choice_vocab() { # a spec with model.vocab and backends cuda: emitted, the LM kernels only in its kernels.cu
+    printf '%s\n' "$CU_OK_BODY_LM" >"$WORK/cu_vocab.lua" &&
+        build/asan/tessgen "$WORK/cu_vocab.lua" -o "$WORK/cu_vocab" | tee "$WORK/cu_vocab.out" &&
+        grep -q "backends: cpu, cuda" "$WORK/cu_vocab.out" &&
+        grep -q '^#include "trk_lm_kernels.cuh"$' "$WORK/cu_vocab/kernels.cu" &&
+        grep -q "^template void embed_bwd<" "$WORK/cu_vocab/kernels.cu" &&
+        grep -q '^#include "trk_lm.cuh"$' "$WORK/cu_vocab/rank_i0_j0.cu" &&
+        grep -q "trc_allreduce_max(c, TR_ROW, " "$WORK/cu_vocab/rank_i1_j1.cu" &&
+        grep -q '^extern "C" const tr_lm_desc tr_lm_class = {$' "$WORK/cu_vocab/rank_i1_j0.cu" &&
+        ! grep -q "trk_lm" "$WORK/cu_train_ok/kernels.cu"
 }
 cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
     local fake="$WORK/fakecuda" spec="$WORK/inc.lua"
@@ -142,6 +158,8 @@ if wanted "cuda: choice"; then
     check "cuda: choice: a bad TESS_CUDA_ARCH is refused" \
         cu_refused 'TESS_CUDA_ARCH=ampere' "$CU_OK_BODY, backends = { \"cpu\", \"cuda\" } }" TESS_CUDA_ARCH=ampere
     check "cuda: choice: training with backends cuda is emitted (backward and optimizer in rank_iI_jJ.cu)" cu_choice_train
+    check "cuda: choice: a model.vocab spec with backends cuda is emitted; only its kernels.cu has the LM kernels" \
+        cu_choice_vocab
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
@@ -252,6 +270,116 @@ if wanted "cuda: training|cuda: compile"; then
     fi
 fi
 
+# ---- the language model (model.vocab) under the emulation, against the CPU program ------------------------------
+# The CUDA tests' model (head dim 64) with vocab 49 (padded to 50 on q = 2: one pad column in vocab block 1, odd
+# local widths 25 and 24) and positions 20 > seq 16, in mode "train", on [1,1,1], [2,2,1], [2,2,2]. The CPU program of
+# the same output (itself checked against the float64 reference by tests/lm.sh) is the independent result:
+#   forward   logits (poisoned first) within 1e-6 and the printed loss within 1e-6, in each stream order, bytes
+#             as planned (--bytes)
+#   backward  --grads-out (one backward of the loss): every tensor within 1e-5, bytes as planned, each order
+#   training  3 AdamW steps, comm-first order: the step losses within 1e-6, replicas bitwise identical
+# Measured: logits 3e-7, gradients <= 5e-7 (the GEMMs: OpenBLAS here, tr_gemm there; sums in other orders).
+CU_LM_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4 --vocab 49 --positions 20"
+cu_lm_setup() {
+    local W="$WORK/culm"
+    [ -s "$W/tgt.npy" ] && return 0
+    mkdir -p "$W" &&
+        "$PY" $CU_REF lm-weights $CU_LM_DIMS --seed 21 --out "$W/w.st" &&
+        "$PY" $CU_REF tokens --batch 4 --seq 16 --vocab 49 --seed 1 --out "$W/tok.npy" &&
+        "$PY" $CU_REF tokens --batch 4 --seq 16 --vocab 49 --seed 2 --out "$W/tgt.npy"
+}
+cu_lm_generate() { # q d -> $WORK/culm_q_d: both backends; the CPU program built
+    local dir="$WORK/culm_$1_$2"
+    cu_spec "culm_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train",
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },' |
+        sed 's/batch = 4 }/batch = 4, vocab = 49, positions = 20 }/' >"$dir.lua" &&
+        grep -q "vocab = 49" "$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null
+}
+cu_lm_args() { echo "--weights $WORK/culm/w.st --tokens $WORK/culm/tok.npy --targets $WORK/culm/tgt.npy"; }
+cu_lm_loss() { grep '^loss ' "$1" | awk '{print $2}'; }
+cu_lm_fwd() { # q d order
+    local dir="$WORK/culm_$1_$2" np=$(($1 * $1 * $2))
+    # shellcheck disable=SC2046
+    if [ ! -s "$dir/cpu_fwd.out" ]; then
+        "$dir/run" $(cu_lm_args) --logits-out "$dir/logits_cpu.npy" >"$dir/cpu_fwd.out" || return 1
+    fi
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 49), np.nan, np.float32))" "$dir/logits.npy" &&
+        TESS_EMU_ORDER=$3 TESS_EMU_SEED=3 cu_mpirun "$np" "$dir/bin/model-emu" $(cu_lm_args) \
+            --logits-out "$dir/logits.npy" --bytes >"$dir/emu_fwd.out" &&
+        grep -q "every rank moved exactly the planned bytes" "$dir/emu_fwd.out" &&
+        "$PY" $CU_REF compare --ref "$dir/logits_cpu.npy" --got "$dir/logits.npy" --tol 1e-6 --expect-f32 \
+            --label "cuda emulation logits [$1,$1,$2] $3 first" &&
+        "$PY" - "$(cu_lm_loss "$dir/cpu_fwd.out")" "$(cu_lm_loss "$dir/emu_fwd.out")" <<'PYEOF'
+import sys
+a, b = float(sys.argv[1]), float(sys.argv[2])
+rel = abs(a - b) / abs(a)
+print("loss: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (a, b, rel))
+sys.exit(0 if rel <= 1e-6 else 1)
+PYEOF
+}
+cu_lm_grads() { # q d order
+    local dir="$WORK/culm_$1_$2" np=$(($1 * $1 * $2))
+    # shellcheck disable=SC2046
+    if [ ! -s "$dir/g_cpu.st" ]; then
+        "$dir/run" $(cu_lm_args) --grads-out "$dir/g_cpu.st" --quiet >/dev/null || return 1
+    fi
+    rm -f "$dir/g.st"
+    # shellcheck disable=SC2046
+    TESS_EMU_ORDER=$3 TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" $(cu_lm_args) --grads-out "$dir/g.st" \
+        --bytes >"$dir/emu_bwd.out" &&
+        grep -q "every rank moved exactly the planned bytes" "$dir/emu_bwd.out" &&
+        "$PY" $CU_REF compare-grads --ref "$dir/g_cpu.st" --got "$dir/g.st" --tol 1e-5 \
+            --label "cuda emulation [$1,$1,$2] $3 first"
+}
+cu_lm_train() { # q d: 3 AdamW steps, comm first
+    local dir="$WORK/culm_$1_$2" np=$(($1 * $1 * $2))
+    # shellcheck disable=SC2046
+    "$dir/run" $(cu_lm_args) --steps 3 | grep '^step ' >"$dir/steps_cpu.txt" &&
+        TESS_EMU_ORDER=comm cu_mpirun "$np" "$dir/bin/model-emu" $(cu_lm_args) --steps 3 --replica-check \
+            >"$dir/emu_train.out" &&
+        cat "$dir/emu_train.out" && grep -q "bitwise identical" "$dir/emu_train.out" &&
+        "$PY" - "$dir/steps_cpu.txt" "$dir/emu_train.out" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 3 and len(b) == 3
+for k in range(min(len(a), len(b))):
+    rel = abs(a[k] - b[k]) / abs(a[k])
+    print("step %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
+    ok = ok and rel <= 1e-6
+sys.exit(0 if ok else 1)
+PYEOF
+}
+if wanted "cuda: lm|cuda: compile"; then
+    if cu_lm_setup >"$WORK/log" 2>&1; then
+        for m in $CU_MESHES; do
+            q=${m%,*}
+            d=${m#*,}
+            if ! cu_lm_generate "$q" "$d" >"$WORK/log" 2>&1; then
+                notok "cuda: lm: generate the vocab spec on [$q,$q,$d] with backends cpu, cuda" "$WORK/log"
+                continue
+            fi
+            wanted "cuda: lm" || continue
+            if tests/cuda/emu_build.sh "$WORK/culm_${q}_${d}" emu model-emu >"$WORK/log" 2>&1; then
+                for order in comm compute random; do
+                    check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d], $order first: logits and loss match the CPU program, bytes as planned" \
+                        cu_lm_fwd "$q" "$d" "$order"
+                    check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d], $order first: every gradient of the loss matches the CPU program, bytes as planned" \
+                        cu_lm_grads "$q" "$d" "$order"
+                done
+                check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d], 3 AdamW steps: losses match the CPU program, replicas bitwise identical" \
+                    cu_lm_train "$q" "$d"
+            else
+                notok "cuda: lm: build the rank_iI_jJ.cu of the vocab spec on [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+            fi
+        done
+    else
+        notok "cuda: lm: weights and token files for the CUDA LM tests" "$WORK/log"
+    fi
+fi
+
 # ---- compile with nvcc ------------------------------------------------------------------------------------
 cu_nvcc() {
     if [ -n "${TESS_NVCC:-}" ]; then command -v "$TESS_NVCC"; return; fi
@@ -300,6 +428,9 @@ if wanted "cuda: compile"; then
             [ -f "$WORK/cut_${q}_${d}/build.ninja" ] &&
                 check "cuda: compile: every training .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
                     cu_compile "$q" "$d" t
+            [ -f "$WORK/culm_${q}_${d}/build.ninja" ] &&
+                check "cuda: compile: every .cu of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
+                    cu_compile "$q" "$d" lm
         done
         if [ -s "$WORK/cu_ptxas.txt" ]; then
             echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"

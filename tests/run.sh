@@ -20,8 +20,9 @@
 #             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
-#   cuda      the CUDA backend without a GPU (and one megatron spec): golden text, backend choice, the generated CUDA rank
-#             code run on the CPU under an emulation of its two streams, and (with nvcc) every .cu
+#   cuda      the CUDA backend without a GPU (and one megatron spec, one model.vocab spec): golden text, backend choice,
+#             the generated CUDA rank code run on the CPU under an emulation of its two streams (the vocab spec
+#             against the CPU program: `cuda: lm`), and (with nvcc) every .cu
 #             compiled for sm_80 and sm_90 with warnings as errors and no register spills
 #   gpu       the GPU check without a GPU (tests/gpu.sh): build settings (pip's NCCL layout, -Werror off), the
 #             carry (tests/gpu/prepare.sh), its rehearsal with the system's Open MPI and Lua hidden, the check

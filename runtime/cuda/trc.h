@@ -61,6 +61,10 @@ void trc_end(struct tr_ctx *c, int id, int stream, int signal);
 void trc_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
 /* On TRC_COMM: sum count floats at buf in place over group g. */
 void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* On TRC_COMM (a language model's loss): the element-wise maximum of count floats at buf in place over group g
+ * (ncclMax; MPI_MAX under staging). A maximum does not depend on the order of its operands, so every member gets
+ * the same bits. Counted as an all-reduce of count, as tr_allreduce_max does. */
+void trc_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMM (training): sum count floats at buf over group g onto local member `root` (in place there;
  * the others' buf is only read). Counted as tr_comm.c's tr_reduce: the root receives count from each other
  * member, the others send count. */

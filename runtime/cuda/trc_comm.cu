@@ -15,6 +15,7 @@
  *         keeps running the GEMMs already enqueued, so broadcasts still
  *         overlap compute. Several ranks may share one GPU this way.
  *
+ * A language model's loss adds the all-reduce(MAX) of the row maxima (ncclMax, MPI_MAX), same path as the sum.
  * Training adds reduce (ncclReduce in place on the root; MPI_Reduce through the staging buffer) and the
  * exact all-reduce of replicated gradients: reduce to member 0, then broadcast from it, so every member
  * holds member 0's bits (an ncclAllReduce or MPI_Allreduce need not give all members the same bits).
@@ -246,23 +247,34 @@ void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
         c->bcast_recv[g] += count;
 }
 
-void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
+/* an all-reduce in place: sum (trc_allreduce) or maximum (trc_allreduce_max, the LM loss's row maxima) */
+static void allreduce_op(tr_ctx *c, tr_group g, float *buf, int count, ncclRedOp_t nop, MPI_Op mop)
 {
     trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     if (c->desc->size[g] > 1) {
         if (trc_g.use_nccl) {
-            ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, trc_g.nccl[g], s));
+            ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, nop, trc_g.nccl[g], s));
         } else {
             check_stage(count);
             size_t bytes = (size_t)count * sizeof(float);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
-            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, MPI_SUM, c->comm[g]));
+            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, mop, c->comm[g]));
             cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
         }
     }
     c->allreduce[g] += count;
+}
+
+void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    allreduce_op(c, g, buf, count, ncclSum, MPI_SUM);
+}
+
+void trc_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    allreduce_op(c, g, buf, count, ncclMax, MPI_MAX);
 }
 
 void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)

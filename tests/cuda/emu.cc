@@ -21,6 +21,9 @@
  * Training: backward and optimizer run the same way between trc_phase_begin
  * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
  * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.
+ * A language model (trk_lm.cuh): the embedding, position, loss and scatter-add kernels as the loops of
+ * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
+ * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -39,6 +42,7 @@
 
 #include "kernels.cuh"
 #include "trc.h"
+#include "trk_lm.cuh"
 
 extern "C" {
 #include "tr_backend.h"
@@ -243,6 +247,16 @@ void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
     push(TRC_COMM, [=] {
         if (MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
             emu_fail("MPI_Allreduce failed", -1);
+    });
+    c->allreduce[g] += count;
+}
+
+void trc_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    push(TRC_COMM, [=] {
+        if (MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_MAX, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Allreduce(MPI_MAX) failed", -1);
     });
     c->allreduce[g] += count;
 }
@@ -593,6 +607,115 @@ void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *d
                         o[CQ] = (float)(dk * scale);
                         o[2 * CQ] = (float)dv;
                     }
+            }
+    });
+}
+
+/* ---- the language model (trk_lm.cuh) ---- */
+
+template <int ROWS, int COLS, int NVALID>
+void embed_rows(cudaStream_t s, const int32_t *tok, int v0, const float *E, float *out)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            int id = tok[r] - v0;
+            for (int k = 0; k < COLS; k++)
+                out[(size_t)r * COLS + k] = (id >= 0 && id < NVALID) ? E[(size_t)id * COLS + k] : 0.0f;
+        }
+    });
+}
+
+template <int ROWS, int COLS, int SEQ>
+void pos_add(cudaStream_t s, float *x, const float *wpe)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++)
+            for (int k = 0; k < COLS; k++)
+                x[(size_t)r * COLS + k] += wpe[(size_t)(r % SEQ) * COLS + k];
+    });
+}
+
+template <int ROWS, int COLS, int NVALID>
+void lm_rowmax(cudaStream_t s, const float *L, float *mx)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            float m = -INFINITY;
+            for (int k = 0; k < NVALID; k++)
+                m = L[(size_t)r * COLS + k] > m ? L[(size_t)r * COLS + k] : m;
+            mx[r] = m;
+        }
+    });
+}
+
+template <int ROWS, int COLS, int NVALID>
+void lm_sums(cudaStream_t s, const float *L, const float *mx, const int32_t *tgt, int v0, float *sums)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            const float *l = L + (size_t)r * COLS;
+            double e = 0;
+            for (int k = 0; k < NVALID; k++)
+                e += std::exp((double)l[k] - (double)mx[r]);
+            sums[r] = (float)e;
+            int t = tgt[r] - v0;
+            sums[ROWS + r] = (t >= 0 && t < NVALID) ? l[t] : 0.0f;
+        }
+    });
+}
+
+template <int ROWS>
+void lm_loss(cudaStream_t s, const float *mx, const float *sums, float *loss)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++)
+            loss[r] = (float)(std::log((double)sums[r]) + (double)mx[r] - (double)sums[ROWS + r]);
+    });
+}
+
+template <int ROWS, int COLS, int NVALID>
+void lm_dlogits(cudaStream_t s, const float *L, const float *mx, const float *sums, const int32_t *tgt, int v0,
+                float scale, float *dl)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++)
+            for (int k = 0; k < COLS; k++) {
+                size_t e = (size_t)r * COLS + k;
+                float d = 0.0f;
+                if (k < NVALID) {
+                    d = (float)(std::exp((double)L[e] - (double)mx[r]) * (1.0 / (double)sums[r]) * (double)scale);
+                    if (k == tgt[r] - v0)
+                        d -= scale;
+                }
+                dl[e] = d;
+            }
+    });
+}
+
+template <int ROWS, int COLS, int NVALID>
+void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) { /* token order, as each CUDA thread adds into the elements it owns */
+            int id = tok[r] - v0;
+            if (id < 0 || id >= NVALID)
+                continue;
+            for (int k = 0; k < COLS; k++)
+                dE[(size_t)id * COLS + k] += g[(size_t)r * COLS + k];
+        }
+    });
+}
+
+template <int ROWS, int COLS, int SEQ, int NPOS>
+void pos_bwd(cudaStream_t s, const float *g, float *dwpe)
+{
+    push(stream_of(s), [=] {
+        for (int p = 0; p < NPOS; p++)
+            for (int k = 0; k < COLS; k++) {
+                float a = 0.0f;
+                for (int r = p; p < SEQ && r < ROWS; r += SEQ)
+                    a += g[(size_t)r * COLS + k];
+                dwpe[(size_t)p * COLS + k] = a;
             }
     });
 }
