@@ -162,6 +162,18 @@ PYEOF
 }
 
 # an inference program prints the loss and writes the same logits (no backward, no optimizer state)
+# lm_placed PLACEMENT: the whole model on [2,2,2] with mesh.placement col or dep (other global ranks for the same
+# classes): logits against the reference, bytes planned
+lm_placed() {
+    local W="$WORK/lm" dir="$WORK/lm/placed_$1"
+    lm_spec 2 2 train | sed "s/mesh = { q = 2, d = 2 }/mesh = { q = 2, d = 2, placement = \"$1\" }/" >"$dir.lua" &&
+        grep -q "placement = \"$1\"" "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
+        lm_poison "$dir/logits.npy" &&
+        "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --logits-out "$dir/logits.npy" \
+            --bytes --quiet &&
+        "$PY" $LM_REF compare --ref "$W/logits_ref.npy" --got "$dir/logits.npy" --tol 1e-5 --label "logits placement $1"
+}
+
 lm_infer() {
     lm_build 2 1 infer && lm_logits 2 1 infer && grep -q "^loss " "$WORK/lm/infer_2_1/fwd.out"
 }
@@ -295,6 +307,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
         [ -x "$WORK/lm/train_2_1_novocab/bin/model" ] &&
             check "lm: --tokens refused by a block stack, --input by a language model" lm_wrong_options
         check "lm: an inference program prints the loss and writes the reference logits" lm_infer
+        check "lm: mesh [2,2,2] placement col: logits match the reference, planned bytes" lm_placed col
+        check "lm: mesh [2,2,2] placement dep: logits match the reference, planned bytes" lm_placed dep
         check "lm: transformer.-prefixed names load (lm_head unread); --weights-out read back gives the same loss" \
             lm_hf_roundtrip
         check "lm: synthetic tokens from --seed are deterministic" lm_synthetic
