@@ -603,10 +603,6 @@ static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
                     "wte.weight, as in GPT-2); drop tie or use tie = true");
         }
     }
-    if (s->scheme == TG_SCHEME_MEGATRON)
-        fail(c, "model.vocab with scheme = \"megatron\" is not supported yet: the embedding, ln_f and the "
-                "vocab-parallel LM head are planned for the tesseract mesh only; use mesh = { q = ..., d = ... } or "
-                "drop vocab");
     if (!ok_v || !ok_p) {
         s->vocab = s->positions = 0;
         if (c->rep.nfail == 0)
