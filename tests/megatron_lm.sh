@@ -11,8 +11,8 @@
 #   replicas p = 2, 3: after 3 AdamW steps every whole tensor (wpe, ln_f, the blocks' vectors) bitwise identical
 # then: 20-step losses of p = 1, 2, 3 within 2e-5 of the Tesseract meshes [1,1,1] and [2,2,1] and 1e-4 of lm-train;
 # --data training (the validation loss before the first step equals the mean of lm-forward over the shard's 3
-# batches); and a mutation (rank 1's target-logit range shifted by one in the generated code) caught by the
-# logits check.
+# batches); p = 3 under ASan+UBSan; and a mutation (rank 1's target-logit range shifted by one in the generated
+# code) caught by the logits check.
 MGL=$WORK/mglm
 MGL_PS=${TESS_MEGATRON_LM_PS:-"1 2 3"}
 MGL_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
@@ -177,6 +177,17 @@ sys.exit(0 if rel <= 1e-6 and len(steps) == 2 else 1)
 PYEOF
 }
 
+# p = 3 built with ASan+UBSan: every gradient against the reference, planned bytes, --stats, no sanitizer report
+mgl_asan() {
+    local M="$MGL/mg_p3"
+    ninja -C "$M" asan >/dev/null && rm -f "$M/ga.st" &&
+        TESS_VARIANT=asan "$M/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" \
+            --grads-out "$M/ga.st" --bytes --stats >"$MGL/asan.out" 2>"$MGL/asan.err" &&
+        grep -q "every step of every rank moved exactly its planned bytes" "$MGL/asan.out" &&
+        ! grep -q "Sanitizer\|runtime error" "$MGL/asan.err" &&
+        "$PY" $MGL_REF compare-grads --ref "$MGL/g_ref.st" --got "$M/ga.st" --tol 1e-4 --label "asan megatron p=3"
+}
+
 # A mutation the checks must catch: in a copy of p = 2's program, rank 1 looks for the target's logit one id too
 # low (vocab0 25 -> 24 in its tr_lm_sums call); the logits are unchanged but the loss is wrong.
 mgl_mutation() {
@@ -191,7 +202,7 @@ mgl_mutation() {
     echo "the mutated program fails the logits and loss check, as it must"
 }
 
-if wanted "lm: megatron"; then
+if [ -z "$filter" ] || [[ "$filter" == *lm* ]] || [[ "$filter" == *megatron* ]]; then # checks filter themselves
     if mgl_setup >"$WORK/log" 2>&1; then
         ok "lm: megatron float64 reference (weights, tokens, logits, gradients, 20 steps)"
         for p in $MGL_PS; do
@@ -214,6 +225,8 @@ if wanted "lm: megatron"; then
         fi
         [ -x "$MGL/mg_p3/bin/model" ] &&
             check "lm: megatron p=3 trains from a token shard (--data): validation loss equals the reference" mgl_data
+        [ -x "$MGL/mg_p3/bin/model" ] &&
+            check "lm: megatron p=3 under ASan+UBSan: every gradient, planned bytes, --stats" mgl_asan
         [ -x "$MGL/mg_p2/bin/model" ] &&
             check "lm: megatron a mutated target-logit range fails the logits and loss check" mgl_mutation
     else
