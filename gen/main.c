@@ -257,6 +257,10 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         tg_class_free(&cp);
     }
     tg_fp_final(&fp, plan.fingerprint);
+    if (!unsupported[0] && plan.mesh.scheme == TG_SCHEME_MEGATRON && plan.V > 0) /* plan_megatron_lm.c: CPU only */
+        snprintf(unsupported, sizeof unsupported,
+                 "model.vocab on scheme = \"megatron\": the CUDA backend is not wired for the megatron scheme's "
+                 "vocab-parallel embedding and LM head yet (docs/MEGATRON.md); the CPU backend runs it");
     if (!tg_bounds_memory(&plan, fig, &err)) {
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         tg_figures_free(&plan, fig);

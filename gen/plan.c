@@ -799,6 +799,8 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
         out->Fq = spec->ffn / spec->p;
         out->Hq = spec->heads / spec->p;
         out->nseq = spec->batch;
+        out->V = spec->vocab;
+        out->Vq = spec->vocab > 0 ? (spec->vocab + spec->p - 1) / spec->p : 0; /* Vp = p*Vq */
         return;
     }
     out->mesh = tg_mesh_make(spec->q, spec->d, spec->placement);

@@ -103,6 +103,15 @@ void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g);
 /* g = dL/dx of the embedding output: the wte and wpe gradients, then their all-reduces */
 void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g);
 
+/* plan_megatron_lm.c: the same on the megatron scheme's vocab-parallel layout (rank r: wte rows r*Vq.., whole
+ * width; wpe and ln_f whole; every token), same order of calls. */
+void tg_mglm_declare_embedding(tg_builder *b, tg_lm *lm);
+void tg_mglm_declare_final(tg_builder *b, tg_lm *lm);
+void tg_mglm_embed(tg_builder *b, tg_lm *lm, int x);
+void tg_mglm_head(tg_builder *b, tg_lm *lm, int y);
+void tg_mglm_head_bwd(tg_builder *b, tg_lm *lm, int g);
+void tg_mglm_embed_bwd(tg_builder *b, tg_lm *lm, int g);
+
 /* plan_megatron.c: the shards of the megatron class (0, j) and, unless shards_only, its steps. */
 void tg_plan_megatron(tg_builder *b, bool shards_only);
 

@@ -237,8 +237,15 @@ void tg_plan_megatron(tg_builder *b, bool shards_only)
         b->oom = true;
         return;
     }
+    tg_lm lm;
+    int lmod = pl->V > 0; /* the whole GPT-2 (plan_megatron_lm.c) */
+    rp->tok_buf = rp->tgt_buf = rp->logits_buf = rp->loss_buf = -1;
+    if (lmod)
+        tg_mglm_declare_embedding(b, &lm);
     for (int l = 0; l < L; l++)
         w[l] = declare_weights(b, l);
+    if (lmod)
+        tg_mglm_declare_final(b, &lm);
     rp->x_buf = tg_pb_buf(b, pl->T, pl->spec.hidden, 1,
                           train ? "residual stream, every token: input in" : "residual stream, every token: input in, "
                                                                              "output out",
@@ -249,13 +256,21 @@ void tg_plan_megatron(tg_builder *b, bool shards_only)
     rp->y_buf = rp->x_buf;
     if (!shards_only) {
         int rs = -1, x = rp->x_buf;
+        if (lmod && !b->oom)
+            tg_mglm_embed(b, &lm, x);
         for (int l = 0; l < L && !b->oom; l++)
             x = build_layer(b, l, &w[l], x, &rs, &sv[l]);
         rp->y_buf = x;
+        if (lmod && !b->oom)
+            tg_mglm_head(b, &lm, x);
         if (train) {
             b->phase = TG_PHASE_BWD;
+            if (lmod && !b->oom)
+                tg_mglm_head_bwd(b, &lm, rp->gx_buf);
             for (int l = L - 1; l >= 0 && !b->oom; l--)
                 build_layer_bwd(b, l, &w[l], &sv[l], rp->gx_buf);
+            if (lmod && !b->oom)
+                tg_mglm_embed_bwd(b, &lm, rp->gx_buf);
             b->phase = TG_PHASE_OPT;
             if (!b->oom)
                 tg_pb_optimizer(b);

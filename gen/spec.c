@@ -603,10 +603,6 @@ static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
                     "wte.weight, as in GPT-2); drop tie or use tie = true");
         }
     }
-    if (s->scheme == TG_SCHEME_MEGATRON)
-        fail(c, "model.vocab with scheme = \"megatron\" is not supported yet: the embedding, ln_f and the "
-                "vocab-parallel LM head are planned for the tesseract mesh only; use mesh = { q = ..., d = ... } or "
-                "drop vocab");
     if (!ok_v || !ok_p) {
         s->vocab = s->positions = 0;
         if (c->rep.nfail == 0)
@@ -722,6 +718,16 @@ static void validate(spec_ctx *c, tg_spec *s)
                         sat_mul(sat_mul(sat_mul(B, ceil_div(H, p)), S), S), "use a smaller seq or batch");
         if (ok_batch && ok_seq)
             check_count(c, "the token count", "batch*seq", B * S, "use a smaller batch or seq");
+        if (s->vocab > 0 && ok_hidden && ok_batch && ok_seq) {
+            /* the language model (plan_megatron_lm.c): every token, vocab block r of ceil(vocab/p) rows, whole width */
+            long long Vq = ceil_div(s->vocab, p);
+            check_count(c, "the per-rank logits block", "batch*seq*ceil(vocab/p)", sat_mul(B * S, Vq),
+                        "use a smaller batch, seq or vocab, or a larger p");
+            check_count(c, "the per-rank token embedding block", "ceil(vocab/p)*hidden", sat_mul(Vq, C),
+                        "use a smaller vocab or hidden, or a larger p");
+            check_count(c, "the per-rank position embedding block", "positions*hidden", sat_mul(s->positions, C),
+                        "use fewer positions or a smaller hidden");
+        }
         return;
     }
     /* heads % q: heads are split across the q columns */

@@ -66,10 +66,13 @@ int main(int argc, char **argv)
     }
     if (rank < 0)
         rank = 0; /* no launcher: one process, which the program itself checks against the mesh */
-    int q = tr_model.q, i = (int)((rank / tr_model.si) % q), j = (int)((rank / tr_model.sj) % q);
+    int i, j;
     if (tr_model.scheme == 1) { /* megatron: rank r runs class (r, 0); an out-of-range rank: the program says so */
-        i = (int)(rank % tr_model.p);
+        i = (int)(rank % tr_model.p); /* sj is 0 here: the tesseract formula below would divide by it */
         j = 0;
+    } else {
+        i = (int)((rank / tr_model.si) % tr_model.q);
+        j = (int)((rank / tr_model.sj) % tr_model.q);
     }
 
     char exe[PATH_MAX], path[PATH_MAX + 64];

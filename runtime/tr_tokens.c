@@ -7,7 +7,9 @@
  * the targets of its own row block h = i + q*k. A file is checked whole on
  * rank 0 (dtype '<i4', shape [batch, seq], every id in [0, vocab)) and the
  * verdict broadcast, so a bad id gives one message naming the file, the
- * index and the value on every run, and nothing is written.
+ * index and the value on every run, and nothing is written. On the megatron
+ * scheme (q = 1, k = 0, io rows = every token) every rank holds all ids and
+ * targets and the logits of its vocab block r.
  */
 #include "tr_tokens.h"
 
@@ -164,7 +166,8 @@ bool tr_lm_load_ids(const tr_rank_desc *d, const tr_lm_opts *o, uint64_t seed, f
 double tr_lm_mean_loss(const tr_rank_desc *d, const float *H)
 {
     double local = 0, sum = 0;
-    if (d->j == 0) /* ranks (i, 0, k) hold every row block once */
+    /* tesseract: ranks (i, 0, k) hold every row block once; megatron: every rank holds every token, rank 0 counts */
+    if (tr_model.scheme == 1 ? d->rank == 0 : d->j == 0)
         for (int r = 0; r < d->io_rows; r++)
             local += H[tr_lm()->loss_offset + r];
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -175,7 +178,8 @@ bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H,
 {
     int R = d->io_rows, vq = tr_lm()->vq, V = tr_lm_vocab(), p = tr_model.p;
     long long blk = (long long)R * vq, T = (long long)tr_model.batch * tr_model.seq;
-    int where[2] = {d->io_r0, d->j}, *wall = NULL;
+    /* the rows and vocab block of this rank's logits: (h, j) on tesseract, (every token, r) on megatron */
+    int where[2] = {d->io_r0, tr_model.scheme == 1 ? d->i : d->j}, *wall = NULL;
     float *all = NULL, *out = NULL;
     int okalloc = 1;
     if (d->rank == 0) {

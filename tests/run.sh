@@ -110,6 +110,7 @@ done
 . tests/e2e.sh
 . tests/megatron.sh
 . tests/lm.sh
+. tests/megatron_lm.sh
 . tests/hf.sh
 . tests/hf_io.sh
 . tests/cuda.sh

@@ -210,11 +210,16 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
 
 /* The megatron scheme: p classes, one per rank; every sharded tensor covered exactly once by the ranks' pieces and
  * every whole one held by every rank; the same all-reduces over world on every rank, 2 per block forward and 2
- * backward, each of T*C elements and exact; no other collective. */
-static void check_megatron(int p, int train)
+ * backward, each of T*C elements and exact; no other collective. With a vocabulary V (plan_megatron_lm.c): wte's
+ * real rows covered once (rank r: rows r*Vq.., the pad never in a piece), wpe and ln_f on every rank, the vocab
+ * blocks of the loss steps tiling [0, V), and the LM's all-reduces: T*C (embedding), T (max, not exact), 2T (sums)
+ * forward, T*C (dX) backward. */
+static void check_megatron(int p, int train, int V)
 {
-    int L = 2, C = 48, F = 192, T = 8 * 6;
+    int L = 2, C = 48, F = 192, T = 8 * 6, Vq = V ? (V + p - 1) / p : 0;
     tg_spec s = tt_spec_megatron(p, L, C, 12, F, 8, 6, train);
+    s.vocab = V;
+    s.positions = V ? 10 : 0;
     tg_plan pl;
     tg_class_plan *all;
     tg_err err = {{0}, 0};
@@ -233,12 +238,25 @@ static void check_megatron(int p, int train)
                  "world group of rank %d", r);
         const tg_class_plan *rp = &all[r];
         int ar[2] = {0, 0};
+        long long lm[2] = {0, 0};
         for (int i = 0; i < rp->nsteps; i++) {
             const tg_step *st = &rp->steps[i];
             if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_REDUCE)
                 TT_CHECK(0, "p=%d rank %d step %d: a %s", p, r, i, tg_step_kind_name(st->kind));
+            if (st->kind == TG_STEP_LM_ROWMAX || st->kind == TG_STEP_LM_SUMS || st->kind == TG_STEP_LM_DLOGITS ||
+                st->kind == TG_STEP_EMBED || st->kind == TG_STEP_EMBED_BWD) {
+                int nv = V - r * Vq < 0 ? 0 : V - r * Vq > Vq ? Vq : V - r * Vq;
+                TT_CHECK(st->vocab0 == r * Vq && st->nvalid == nv && st->rows == T, "p=%d rank %d step %d %s: vocab0 "
+                         "%d nvalid %d rows %d", p, r, i, tg_step_kind_name(st->kind), st->vocab0, st->nvalid, st->rows);
+            }
             if (st->kind != TG_STEP_ALLREDUCE)
                 continue;
+            if (st->layer == TG_LAYER_EMBED || st->layer == TG_LAYER_HEAD) {
+                TT_CHECK(st->group == TG_WORLD && st->group_size == p && (st->exact || (st->maxop && st->count == T)),
+                         "p=%d rank %d step %d: LM all-reduce group %d exact %d", p, r, i, st->group, st->exact);
+                lm[st->phase == TG_PHASE_BWD] += st->count;
+                continue;
+            }
             TT_CHECK(st->group == TG_WORLD && st->group_size == p && st->exact && st->count == (long long)T * C,
                      "p=%d rank %d step %d: group %d size %d exact %d count %lld", p, r, i, st->group, st->group_size,
                      st->exact, st->count);
@@ -247,7 +265,10 @@ static void check_megatron(int p, int train)
         int want = p > 1 ? 2 * L : 0;
         TT_CHECK(ar[0] == want && ar[1] == (train ? want : 0), "p=%d rank %d: %d forward, %d backward all-reduces",
                  p, r, ar[0], ar[1]);
-        TT_CHECK(rp->allreduce[TG_WORLD] == (long long)want * T * C, "p=%d planned forward elements %lld", p,
+        long long lm_fwd = V && p > 1 ? (long long)T * C + 3 * T : 0, lm_bwd = V && p > 1 && train ? (long long)T * C : 0;
+        TT_CHECK(lm[0] == lm_fwd && lm[1] == lm_bwd, "p=%d rank %d: LM all-reduces %lld forward, %lld backward", p, r,
+                 lm[0], lm[1]);
+        TT_CHECK(rp->allreduce[TG_WORLD] == (long long)want * T * C + lm_fwd, "p=%d planned forward elements %lld", p,
                  rp->allreduce[TG_WORLD]);
         TT_CHECK(rp->nsteps == all[0].nsteps && rp->flops == all[0].flops, "p=%d rank %d: other steps or flops", p, r);
     }
@@ -263,6 +284,12 @@ static void check_megatron(int p, int train)
                     for (int b = 0; b < pr->piece[c].nc; b++)
                         cover[(pr->piece[c].r0 + a) * cols + pr->piece[c].c0 + b]++;
         }
+        if (!strcmp(p0->name, "wte.weight"))
+            TT_CHECK(p0->replica == -1 && all[0].bufs[p0->buf].rows == Vq && all[0].bufs[p0->buf].cols == C,
+                     "p=%d wte [%d, %d] replica %d", p, all[0].bufs[p0->buf].rows, all[0].bufs[p0->buf].cols,
+                     p0->replica);
+        if (!strcmp(p0->name, "wpe.weight") || !strncmp(p0->name, "ln_f.", 5))
+            TT_CHECK(p0->replica == TG_WORLD, "p=%d %s: replica %d", p, p0->name, p0->replica);
         int want = p0->replica == TG_WORLD ? p : 1, bad = 0;
         for (long long e = 0; e < rows * cols; e++)
             bad += cover[e] != want;
@@ -275,14 +302,15 @@ static void check_megatron(int p, int train)
 int main(void)
 {
     for (int p = 1; p <= 4; p++)
-        for (int train = 0; train < 2; train++) {
-            char name[96];
-            snprintf(name, sizeof name, "megatron p=%d%s: classes, shards, world all-reduces", p,
-                     train ? " training" : "");
-            TT_CASE(name) {
-                check_megatron(p, train);
+        for (int train = 0; train < 2; train++)
+            for (int V = 0; V <= 49; V += 49) { /* 49: padded on p = 2, 3, 4 */
+                char name[96];
+                snprintf(name, sizeof name, "megatron p=%d%s%s: classes, shards, world all-reduces", p,
+                         train ? " training" : "", V ? " vocab 49" : "");
+                TT_CASE(name) {
+                    check_megatron(p, train, V);
+                }
             }
-        }
     static const int meshes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {4, 1}, {4, 2}, {2, 4}};
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
         int q = meshes[mi][0], d = meshes[mi][1];
