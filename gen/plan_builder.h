@@ -98,6 +98,13 @@ void tg_lm_declare_final(tg_builder *b, tg_lm *lm);
 void tg_lm_embed(tg_builder *b, tg_lm *lm, int x);
 /* ln_f of the last block's output y, the tied head's logits and the vocab-parallel loss */
 void tg_lm_head(tg_builder *b, tg_lm *lm, int y);
+/* Both schemes: real ids (< V) among the Vq columns of vocab block blk; the vocab-parallel loss over this rank's
+ * logits block [rows, Vq] of vocab block blk (local row max, all-reduce(max) over g of gsize ranks, local sums of
+ * exponentials and the target logit, their sum by `sum`, the per-token loss); and dL/dlogits of that block into a
+ * new [rows, Vq] buffer described by what (returned; -1 on oom). */
+int tg_lm_nvalid(const tg_plan *pl, int blk);
+void tg_lm_loss(tg_builder *b, tg_lm *lm, int rows, int blk, tg_group g, int gsize, tg_pb_sum_fn sum);
+int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what);
 /* the loss's backward through the head and ln_f into g (which the runtime zeroes before the backward) */
 void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g);
 /* g = dL/dx of the embedding output: the wte and wpe gradients, then their all-reduces */

@@ -72,8 +72,7 @@ void tg_lm_declare_final(tg_builder *b, tg_lm *lm)
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
-/* Columns of vocab block `blk` that are real ids (< V): Vq but for the last blocks. */
-static int nvalid_of(const tg_plan *pl, int blk)
+int tg_lm_nvalid(const tg_plan *pl, int blk)
 {
     int n = pl->V - blk * pl->Vq;
     return n < 0 ? 0 : n > pl->Vq ? pl->Vq : n;
@@ -109,7 +108,7 @@ void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
         s->rows = R;
         s->cols = Cq;
         s->vocab0 = i * Vq;
-        s->nvalid = nvalid_of(pl, i);
+        s->nvalid = tg_lm_nvalid(pl, i);
         s->label = q > 1 ? "partial x(h'=t+q*k, j) = wte rows of its tokens in vocab block i, zero elsewhere"
                          : "x(h, 0) = wte rows of the tokens";
         if (q > 1) {
@@ -176,50 +175,80 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
         }
     }
     /* the loss: max, then (sum of exponentials, target logit), each over the row */
-    lm->mx = tg_pb_buf(b, 1, R, 0, "per-token max logit (over the row: all of V)", "lm_max");
-    tg_step *s = tg_pb_step(b, TG_STEP_LM_ROWMAX, L, "loss", -1);
+    tg_lm_loss(b, lm, R, j, TG_ROW, q, tg_pb_allreduce_row);
+}
+
+/* One loss step over this rank's logits block [rows, Vq] of vocab block blk. */
+static tg_step *loss_step(tg_builder *b, tg_step_kind kind, int rows, int blk, const char *label)
+{
+    tg_step *s = tg_pb_step(b, kind, TG_LAYER_HEAD, "loss", -1);
+    if (!s)
+        return NULL;
+    s->rows = rows;
+    s->cols = b->pl->Vq;
+    s->vocab0 = blk * b->pl->Vq;
+    s->nvalid = tg_lm_nvalid(b->pl, blk);
+    s->label = label;
+    return s;
+}
+
+void tg_lm_loss(tg_builder *b, tg_lm *lm, int rows, int blk, tg_group g, int gsize, tg_pb_sum_fn sum)
+{
+    tg_class_plan *rp = b->rp;
+    const int L = TG_LAYER_HEAD;
+    lm->mx = tg_pb_buf(b, 1, rows, 0, "per-token max logit (over all of V)", "lm_max");
+    tg_step *s = loss_step(b, TG_STEP_LM_ROWMAX, rows, blk, "per-token max of the local logits (pad columns excluded)");
     if (!s)
         return;
     tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
     tg_pb_use(s, 1, lm->mx, TG_ACC_W);
-    s->rows = R;
-    s->cols = Vq;
-    s->vocab0 = j * Vq;
-    s->nvalid = nvalid_of(pl, j);
-    s->label = "per-token max of the local logits (pad columns excluded)";
-    if (q > 1) {
+    if (gsize > 1) {
         s = tg_pb_step(b, TG_STEP_ALLREDUCE, L, "loss", -1);
         if (!s)
             return;
-        s->group = TG_ROW;
-        s->group_size = q;
+        s->group = g;
+        s->group_size = gsize;
         s->maxop = 1;
-        s->count = R;
+        s->count = rows;
         tg_pb_use(s, 0, lm->mx, TG_ACC_R | TG_ACC_W);
-        s->label = "all-reduce(max) of the per-token max over row";
+        s->label = g == TG_ROW ? "all-reduce(max) of the per-token max over row"
+                               : "all-reduce(max) of the per-token max over world";
     }
-    lm->sums = tg_pb_buf(b, 2, R, 0, "per token: sum of exp(logit - max); the target's logit", "lm_sums");
-    s = tg_pb_step(b, TG_STEP_LM_SUMS, L, "loss", -1);
+    lm->sums = tg_pb_buf(b, 2, rows, 0, "per token: sum of exp(logit - max); the target's logit", "lm_sums");
+    s = loss_step(b, TG_STEP_LM_SUMS, rows, blk,
+                  "local sums of exp(logit - max), the target logit where this rank's vocab block holds it");
     if (!s)
         return;
     tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
     tg_pb_use(s, 1, lm->mx, TG_ACC_R);
     tg_pb_use(s, 2, rp->tgt_buf, TG_ACC_R);
     tg_pb_use(s, 3, lm->sums, TG_ACC_W);
-    s->rows = R;
-    s->cols = Vq;
-    s->vocab0 = j * Vq;
-    s->nvalid = nvalid_of(pl, j);
-    s->label = "local sums of exp(logit - max), the target logit where vocab block j holds it";
-    tg_pb_allreduce_row(b, L, "loss", lm->sums, 2LL * R, "sums of exp, target logits");
+    sum(b, L, "loss", lm->sums, 2LL * rows, "sums of exp, target logits");
     s = tg_pb_step(b, TG_STEP_LM_LOSS, L, "loss", -1);
     if (!s)
         return;
     tg_pb_use(s, 0, lm->mx, TG_ACC_R);
     tg_pb_use(s, 1, lm->sums, TG_ACC_R);
     tg_pb_use(s, 2, rp->loss_buf, TG_ACC_W);
-    s->rows = R;
+    s->rows = rows;
     s->label = "per-token loss = log(sum of exp) + max - target logit";
+}
+
+int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what)
+{
+    tg_class_plan *rp = b->rp;
+    int dl = tg_pb_buf(b, rows, b->pl->Vq, 0, what, "lm_dlogits");
+    tg_step *s = loss_step(b, TG_STEP_LM_DLOGITS, rows, blk,
+                           "dlogits = (softmax - onehot(target)) / (batch*seq), pad columns 0");
+    if (!s)
+        return -1;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 2, lm->sums, TG_ACC_R);
+    tg_pb_use(s, 3, rp->tgt_buf, TG_ACC_R);
+    tg_pb_use(s, 4, dl, TG_ACC_W);
+    s->scale = 1.0f / (float)b->pl->T;
+    return dl;
 }
 
 /* ---- backward ---------------------------------------------------------------------------------------------- */
@@ -231,21 +260,10 @@ void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g)
     int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, j = b->c.j;
     const int L = TG_LAYER_HEAD;
     int gwte = rp->params[lm->p_wte].grad;
-    int dl = tg_pb_buf(b, R, Vq, 0, "dL/dlogits(h={h}, vocab block j)", "lm_dlogits");
-    tg_step *s = tg_pb_step(b, TG_STEP_LM_DLOGITS, L, "loss", -1);
-    if (!s)
+    int dl = tg_lm_dlogits(b, lm, R, j, "dL/dlogits(h={h}, vocab block j)");
+    if (dl < 0)
         return;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 2, lm->sums, TG_ACC_R);
-    tg_pb_use(s, 3, rp->tgt_buf, TG_ACC_R);
-    tg_pb_use(s, 4, dl, TG_ACC_W);
-    s->rows = R;
-    s->cols = Vq;
-    s->vocab0 = j * Vq;
-    s->nvalid = nvalid_of(pl, j);
-    s->scale = 1.0f / (float)pl->T;
-    s->label = "dlogits = (softmax - onehot(target)) / (batch*seq), pad columns 0";
+    tg_step *s;
 
     int dxf = tg_pb_buf(b, R, Cq, 0, "dL/d(ln_f output) (h, j)", "lnf_dout");
     int recv_d[2], recv_e[2], nr = q >= 3 ? 2 : 1, nd = 0, ne = 0;
@@ -327,7 +345,7 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
         s->rows = R;
         s->cols = Cq;
         s->vocab0 = i * Vq;
-        s->nvalid = nvalid_of(pl, i);
+        s->nvalid = tg_lm_nvalid(pl, i);
         s->label = "dE(i, j) += dL/dx rows of the tokens of row block h' in vocab block i";
     }
     tg_step *s = tg_pb_step(b, TG_STEP_POS_BWD, L, "pos", -1);

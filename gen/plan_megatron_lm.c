@@ -24,11 +24,10 @@
 
 #include <stdio.h>
 
-/* Real ids (< V) among the Vq columns of rank r's vocab block. */
-static int mg_nvalid(const tg_plan *pl, int r)
+/* The exact sum over every rank: the loss's [2, T] sums (tg_pb_sum_fn). */
+static void world_sum(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what)
 {
-    int n = pl->V - r * pl->Vq;
-    return n < 0 ? 0 : n > pl->Vq ? pl->Vq : n;
+    tg_pb_allreduce_exact(b, layer, op, TG_WORLD, buf, count, what);
 }
 
 static int whole_param(tg_builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols, int *param)
@@ -47,7 +46,7 @@ void tg_mglm_declare_embedding(tg_builder *b, tg_lm *lm)
     int C = pl->spec.hidden, Vq = pl->Vq, V = pl->V, P = pl->spec.positions, r = b->c.i;
     /* wte rows r*Vq.. [Vq, C]: those below V from the file, the rest zero pad; no other rank holds them */
     lm->p_wte = tg_pb_param(b, "wte.weight", 2, V, C, Vq, C);
-    int nr = mg_nvalid(pl, r);
+    int nr = tg_lm_nvalid(pl, r);
     if (nr > 0)
         tg_pb_piece(b, lm->p_wte, r * Vq, nr, 0, C, 0);
     if (lm->p_wte >= 0)
@@ -85,7 +84,7 @@ static tg_step *vocab_step(tg_builder *b, tg_step_kind kind, int layer, const ch
     s->rows = b->pl->T;
     s->cols = b->pl->Vq;
     s->vocab0 = b->c.i * b->pl->Vq;
-    s->nvalid = mg_nvalid(b->pl, b->c.i);
+    s->nvalid = tg_lm_nvalid(b->pl, b->c.i);
     s->label = label;
     return s;
 }
@@ -136,41 +135,7 @@ void tg_mglm_head(tg_builder *b, tg_lm *lm, int y)
         return;
     s->label = "logits = ln_f(y) @ E(this rank's vocab rows)^T, no communication";
 
-    lm->mx = tg_pb_buf(b, 1, T, 0, "per-token max logit (over world: all of V)", "lm_max");
-    s = vocab_step(b, TG_STEP_LM_ROWMAX, L, "loss", "per-token max of the local logits (pad columns excluded)");
-    if (!s)
-        return;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_W);
-    if (pl->mesh.p > 1) {
-        s = tg_pb_step(b, TG_STEP_ALLREDUCE, L, "loss", -1);
-        if (!s)
-            return;
-        s->group = TG_WORLD;
-        s->group_size = pl->mesh.p;
-        s->maxop = 1;
-        s->count = T;
-        tg_pb_use(s, 0, lm->mx, TG_ACC_R | TG_ACC_W);
-        s->label = "all-reduce(max) of the per-token max over world";
-    }
-    lm->sums = tg_pb_buf(b, 2, T, 0, "per token: sum of exp(logit - max); the target's logit", "lm_sums");
-    s = vocab_step(b, TG_STEP_LM_SUMS, L, "loss",
-                   "local sums of exp(logit - max), the target logit where this rank's vocab block holds it");
-    if (!s)
-        return;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 2, rp->tgt_buf, TG_ACC_R);
-    tg_pb_use(s, 3, lm->sums, TG_ACC_W);
-    tg_pb_allreduce_exact(b, L, "loss", TG_WORLD, lm->sums, 2LL * T, "sums of exp, target logits");
-    s = tg_pb_step(b, TG_STEP_LM_LOSS, L, "loss", -1);
-    if (!s)
-        return;
-    tg_pb_use(s, 0, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 1, lm->sums, TG_ACC_R);
-    tg_pb_use(s, 2, rp->loss_buf, TG_ACC_W);
-    s->rows = T;
-    s->label = "per-token loss = log(sum of exp) + max - target logit";
+    tg_lm_loss(b, lm, T, b->c.i, TG_WORLD, pl->mesh.p, world_sum);
 }
 
 void tg_mglm_head_bwd(tg_builder *b, tg_lm *lm, int g)
@@ -180,16 +145,10 @@ void tg_mglm_head_bwd(tg_builder *b, tg_lm *lm, int g)
     int T = pl->T, C = pl->spec.hidden, Vq = pl->Vq;
     const int L = TG_LAYER_HEAD;
     int gwte = rp->params[lm->p_wte].grad;
-    int dl = tg_pb_buf(b, T, Vq, 0, "dL/dlogits of every token, this rank's vocab block", "lm_dlogits");
-    tg_step *s = vocab_step(b, TG_STEP_LM_DLOGITS, L, "loss", "dlogits = (softmax - onehot(target)) / (batch*seq), pad columns 0");
-    if (!s)
+    int dl = tg_lm_dlogits(b, lm, T, b->c.i, "dL/dlogits of every token, this rank's vocab block");
+    if (dl < 0)
         return;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 2, lm->sums, TG_ACC_R);
-    tg_pb_use(s, 3, rp->tgt_buf, TG_ACC_R);
-    tg_pb_use(s, 4, dl, TG_ACC_W);
-    s->scale = 1.0f / (float)T;
+    tg_step *s;
     int dxf = tg_pb_buf(b, T, C, 0, "dL/d(ln_f output), partial then summed", "lnf_dout");
     s = tg_pb_gemm(b, L, "head", -1, 0, 0, T, C, Vq, dl, Vq, lm->wte, C, dxf, C);
     if (!s)
