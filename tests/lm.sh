@@ -33,10 +33,11 @@ SPEC
 
 lm_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 4, 49), np.nan, np.float32))" "$1"; }
 
-lm_setup() {
-    local W="$WORK/lm"
+# lm_ref_files DIR: the model's weights, tokens and targets, and the reference's logits, loss, gradients and
+# 20-step losses into DIR (tests/megatron_lm.sh uses it too)
+lm_ref_files() {
+    local W=$1
     mkdir -p "$W" &&
-        "$PY" $LM_REF lm-fdcheck &&
         "$PY" $LM_REF lm-weights $LM_DIMS --seed 21 --out "$W/w.st" &&
         "$PY" $LM_REF tokens --batch 12 --seq 4 --vocab 49 --seed 1 --out "$W/tok.npy" &&
         "$PY" $LM_REF tokens --batch 12 --seq 4 --vocab 49 --seed 2 --out "$W/tgt.npy" &&
@@ -47,6 +48,8 @@ lm_setup() {
         "$PY" $LM_REF lm-train $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
             --steps 20 --lr 1e-3 >"$W/train_ref.txt"
 }
+
+lm_setup() { "$PY" $LM_REF lm-fdcheck && lm_ref_files "$WORK/lm"; }
 
 lm_build() { # q d mode [novocab]
     local dir="$WORK/lm/$3_$1_$2${4:+_novocab}"

@@ -33,18 +33,7 @@ mgl_build() { # name mesh-line
     mgl_spec "$1" "$2" >"$MGL/$1.lua" && bin/tessgen "$MGL/$1.lua" -o "$MGL/$1" --quiet && ninja -C "$MGL/$1" >/dev/null
 }
 
-mgl_setup() {
-    mkdir -p "$MGL" &&
-        "$PY" $MGL_REF lm-weights $MGL_DIMS --seed 21 --out "$MGL/w.st" &&
-        "$PY" $MGL_REF tokens --batch 12 --seq 4 --vocab 49 --seed 1 --out "$MGL/tok.npy" &&
-        "$PY" $MGL_REF tokens --batch 12 --seq 4 --vocab 49 --seed 2 --out "$MGL/tgt.npy" &&
-        "$PY" $MGL_REF lm-forward $MGL_DIMS --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" \
-            --logits-out "$MGL/logits_ref.npy" >"$MGL/loss_ref.txt" &&
-        "$PY" $MGL_REF lm-backward $MGL_DIMS --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" \
-            --grads-out "$MGL/g_ref.st" >/dev/null &&
-        "$PY" $MGL_REF lm-train $MGL_DIMS --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" \
-            --steps 20 --lr 1e-3 >"$MGL/train_ref.txt"
-}
+mgl_setup() { lm_ref_files "$MGL"; } # tests/lm.sh: the same model, weights and reference files
 
 mgl_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 4, 49), np.nan, np.float32))" "$1"; }
 
