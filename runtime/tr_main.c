@@ -204,14 +204,6 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             if (!file_value_ok(s, val, err))
                 return -1;
             o->trace = argv[++a];
-        } else if (!strcmp(s, "--hf-out")) {
-            if (!val) {
-                tr_fail(err, "--hf-out needs a directory name (see --help)");
-                return -1;
-            }
-            if (!file_value_ok(s, val, err))
-                return -1;
-            o->hf_out = argv[++a];
         } else if (!strcmp(s, "--reshard")) {
             o->reshard = 1;
         } else if (!strcmp(s, "--replica-check")) {
@@ -232,8 +224,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         } else if (!strcmp(s, "--weights") || !strcmp(s, "--input") || !strcmp(s, "--output") ||
                    !strcmp(s, "--seed") || !strcmp(s, "--repeat") || !strcmp(s, "--dy") ||
                    !strcmp(s, "--dx-out") || !strcmp(s, "--grads-out") || !strcmp(s, "--target") ||
-                   !strcmp(s, "--weights-out") || !strcmp(s, "--steps") || !strcmp(s, "--checkpoint-out") ||
-                   !strcmp(s, "--checkpoint-every") || !strcmp(s, "--resume")) {
+                   !strcmp(s, "--weights-out") || !strcmp(s, "--hf-out") || !strcmp(s, "--steps") ||
+                   !strcmp(s, "--checkpoint-out") || !strcmp(s, "--checkpoint-every") || !strcmp(s, "--resume")) {
             if (!val) {
                 tr_fail(err, "%s needs a value (see --help)", s);
                 return -1;
@@ -259,6 +251,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                 o->target = val;
             else if (!strcmp(s, "--weights-out"))
                 o->weights_out = val;
+            else if (!strcmp(s, "--hf-out"))
+                o->hf_out = val;
             else if (!strcmp(s, "--checkpoint-out"))
                 o->checkpoint_out = val;
             else if (!strcmp(s, "--resume"))
