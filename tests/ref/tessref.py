@@ -374,6 +374,45 @@ def bf16_widen(bits):
     return (np.asarray(bits, dtype="<u2").astype("<u4") << np.uint32(16)).view("<f4")
 
 
+BF16_MAX = 3.3895313892515355e38  # the largest finite bfloat16, bits 0x7F7F (float32 0x7F7F0000)
+
+
+def bf16_round(x):
+    """float64 values rounded to the nearest bfloat16 value, ties to even, returned as float64
+    (exactly: every bfloat16 value is a float64).  This is the r() of --bf16 (docs/BF16.md).
+
+    Rounded DIRECTLY from float64, not through float32: tessgen rounds fp32 values, but the
+    reference's values are float64, and float64 -> float32 -> bf16 rounds twice, which differs from
+    one rounding in the rare case where the float32 rounding lands exactly on a bf16 tie (e.g.
+    1 + 2^-8 + 2^-40: directly 1 + 2^-7, through float32 1).  The direct rounding is the exact
+    bf16 image of the float64 value; bf16-selftest shows the difference on that example.
+
+    Integer arithmetic on the float64 bits (52 stored fraction bits, bf16 keeps 7): keep the bits
+    above bit 45, round up when the dropped 45 bits exceed half (2^44), or equal it and the kept
+    bits are odd; a carry moves into the exponent as it should.  bf16 has float32's exponent range,
+    so below 2^-126 (float32/bf16 subnormals) the step is the fixed 2^-133: those values are
+    rounded as rint(x * 2^133) * 2^-133 (both scalings exact, rint ties to even).  NaN and +-inf
+    are returned as they are; a finite value that rounds beyond BF16_MAX raises ValueError, like
+    bf16_bits."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    u = x.view(np.uint64)
+    keep, drop = u >> np.uint64(45), u & np.uint64((1 << 45) - 1)
+    up = (drop > np.uint64(1 << 44)) | ((drop == np.uint64(1 << 44)) & ((keep & np.uint64(1)) == 1))
+    r = ((keep + up.astype(np.uint64)) << np.uint64(45)).view(np.float64)
+    tiny = np.abs(x) < 2.0 ** -126
+    if tiny.any():
+        r = np.where(tiny, np.rint(x * 2.0 ** 133) * 2.0 ** -133, r)
+    fin = np.isfinite(x)
+    if (fin & (np.abs(r) > BF16_MAX)).any():
+        i = int(np.argmax((fin & (np.abs(r) > BF16_MAX)).ravel()))
+        raise ValueError(f"bf16_round: finite value {x.ravel()[i]!r} rounds to an infinity")
+    return np.where(fin, r, x)
+
+
+def _ident(t):
+    return t
+
+
 def write_safetensors(path, tensors, dtype="F32", dtypes=None):
     """tensors: list of (name, array) in the order to store them, all stored
     as `dtype` ("F32", "F64" or "BF16", rounded by bf16_bits), except the
@@ -578,22 +617,38 @@ def attention_bwd(da, cache):
     return np.concatenate([unheads(dq), unheads(dk), unheads(dv)], axis=-1)
 
 
-def block_fwd(x, w, l, H, eps):
-    """One block in float64, returning (y, cache) for block_bwd."""
+def block_fwd(x, w, l, H, eps, rnd=None):
+    """One block in float64, returning (y, cache) for block_bwd.
+
+    rnd: None, or the rounding of --bf16 (bf16_round), applied exactly where docs/BF16.md rounds:
+    every GEMM operand (the LN1/LN2 outputs, the attention output, the GeLU output and the 2-D
+    weights at each use); the biases are added, and everything else (x, qkv, x1, f, y) computed,
+    in float64.  The cache keeps the rounded GEMM operands (h1, a, h2, m): the backward's weight
+    gradients read those; the LayerNorm and attention caches are the float64 ones."""
+    R = rnd or _ident
     p = f"h.{l}."
     h1, ln1 = layernorm_fwd(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
-    qkv = h1 @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+    h1 = R(h1)
+    qkv = h1 @ R(w[p + "attn.c_attn.weight"]) + w[p + "attn.c_attn.bias"]
     a, att = attention_fwd(qkv, H)
-    x1 = x + (a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"])
+    a = R(a)
+    x1 = x + (a @ R(w[p + "attn.c_proj.weight"]) + w[p + "attn.c_proj.bias"])
     h2, ln2 = layernorm_fwd(x1, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
-    f = h2 @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]
-    m = gelu(f)
-    y = x1 + (m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"])
+    h2 = R(h2)
+    f = h2 @ R(w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"]
+    m = R(gelu(f))
+    y = x1 + (m @ R(w[p + "mlp.c_proj.weight"]) + w[p + "mlp.c_proj.bias"])
     return y, (h1, ln1, att, a, ln2, h2, f, m)
 
 
-def block_bwd(dy, cache, w, l):
-    """dy = dL/dy of block l -> (dL/dx, {name: dL/dparam})."""
+def block_bwd(dy, cache, w, l, rnd=None):
+    """dy = dL/dy of block l -> (dL/dx, {name: dL/dparam}).
+
+    rnd (--bf16, see block_fwd): every GEMM operand rounded: the weights at each use and the
+    dL/dY operands (the residual gradient dy of fc2, df of fc1, dx1 of the projection, dqkv of
+    c_attn); the saved activations are already rounded in the cache.  The bias gradients are the
+    column sums of the unrounded float64 dL/dY; GeLU', attention and LayerNorm backward are float64."""
+    R = rnd or _ident
     p = f"h.{l}."
     h1, ln1, att, a, ln2, h2, f, m = cache
     C = dy.shape[-1]
@@ -603,44 +658,48 @@ def block_bwd(dy, cache, w, l):
 
     g = {}
     # y = x1 + m W2 + b2
-    g[p + "mlp.c_proj.weight"] = rows(m).T @ rows(dy)
+    dyr = R(dy)
+    g[p + "mlp.c_proj.weight"] = rows(m).T @ rows(dyr)
     g[p + "mlp.c_proj.bias"] = rows(dy).sum(axis=0)
-    df = (dy @ w[p + "mlp.c_proj.weight"].T) * gelu_grad(f)
+    df = (dyr @ R(w[p + "mlp.c_proj.weight"]).T) * gelu_grad(f)
     # f = h2 W1 + b1
-    g[p + "mlp.c_fc.weight"] = rows(h2).T @ rows(df)
+    dfr = R(df)
+    g[p + "mlp.c_fc.weight"] = rows(h2).T @ rows(dfr)
     g[p + "mlp.c_fc.bias"] = rows(df).sum(axis=0)
-    dh2 = df @ w[p + "mlp.c_fc.weight"].T
+    dh2 = dfr @ R(w[p + "mlp.c_fc.weight"]).T
     dx1n, g[p + "ln_2.weight"], g[p + "ln_2.bias"] = layernorm_bwd(dh2, ln2, w[p + "ln_2.weight"])
     dx1 = dy + dx1n
     # x1 = x + a Wo + bo
-    g[p + "attn.c_proj.weight"] = rows(a).T @ rows(dx1)
+    dx1r = R(dx1)
+    g[p + "attn.c_proj.weight"] = rows(a).T @ rows(dx1r)
     g[p + "attn.c_proj.bias"] = rows(dx1).sum(axis=0)
-    dqkv = attention_bwd(dx1 @ w[p + "attn.c_proj.weight"].T, att)
+    dqkv = attention_bwd(dx1r @ R(w[p + "attn.c_proj.weight"]).T, att)
     # qkv = h1 Wqkv + bqkv
-    g[p + "attn.c_attn.weight"] = rows(h1).T @ rows(dqkv)
+    dqkvr = R(dqkv)
+    g[p + "attn.c_attn.weight"] = rows(h1).T @ rows(dqkvr)
     g[p + "attn.c_attn.bias"] = rows(dqkv).sum(axis=0)
-    dh1 = dqkv @ w[p + "attn.c_attn.weight"].T
+    dh1 = dqkvr @ R(w[p + "attn.c_attn.weight"]).T
     dxn, g[p + "ln_1.weight"], g[p + "ln_1.bias"] = layernorm_bwd(dh1, ln1, w[p + "ln_1.weight"])
     assert all(t.shape == w[n].shape for n, t in g.items()) and dxn.shape[-1] == C
     return dx1 + dxn, g
 
 
-def forward_cached(x, w, L, H, eps):
-    """float64 forward keeping the per-block caches: (y, [cache per layer])."""
+def forward_cached(x, w, L, H, eps, rnd=None):
+    """float64 forward keeping the per-block caches: (y, [cache per layer]); rnd: see block_fwd."""
     x = np.asarray(x, dtype=np.float64)
     caches = []
     for l in range(L):
-        x, c = block_fwd(x, w, l, H, eps)
+        x, c = block_fwd(x, w, l, H, eps, rnd)
         caches.append(c)
     return x, caches
 
 
-def backward(dy, caches, w, L):
-    """dy = dL/dY of the stack -> (dL/dX, {name: dL/dparam})."""
+def backward(dy, caches, w, L, rnd=None):
+    """dy = dL/dY of the stack -> (dL/dX, {name: dL/dparam}); rnd: see block_bwd."""
     d = np.asarray(dy, dtype=np.float64)
     grads = {}
     for l in reversed(range(L)):
-        d, g = block_bwd(d, caches[l], w, l)
+        d, g = block_bwd(d, caches[l], w, l, rnd)
         grads.update(g)
     return d, grads
 
@@ -649,12 +708,12 @@ def to_f64(w):
     return {k: np.array(v, dtype=np.float64) for k, v in w.items()}
 
 
-def mse_loss_grads(x, w, target, L, H, eps):
-    """-> (loss, {name: dloss/dparam}) for loss = mean((Y - target)^2)."""
-    y, caches = forward_cached(x, w, L, H, eps)
+def mse_loss_grads(x, w, target, L, H, eps, rnd=None):
+    """-> (loss, {name: dloss/dparam}) for loss = mean((Y - target)^2); rnd: see block_fwd."""
+    y, caches = forward_cached(x, w, L, H, eps, rnd)
     r = y - target
     loss = float(np.mean(r * r))
-    _, grads = backward(2.0 * r / r.size, caches, w, L)
+    _, grads = backward(2.0 * r / r.size, caches, w, L, rnd)
     return loss, grads
 
 
@@ -692,12 +751,13 @@ def global_norm(grads):
 
 
 def train(x, w, target, L, H, eps, steps, lr, b1, b2, adam_eps, wd, on_step=None,
-          clip=0.0, warmup=0, decay_steps=0, lr_min=0.0):
+          clip=0.0, warmup=0, decay_steps=0, lr_min=0.0, rnd=None):
     """Full-batch AdamW training in float64, with the learning-rate schedule and
     clipping by global norm (scale min(1, clip/(norm + 1e-6)); clip = 0: off).
     Returns (final float64 weights, [loss before step k for k = 1..steps]).
     on_step(k, loss, lr_k, norm) is called before each update (norm None
-    without clipping)."""
+    without clipping).  rnd (--bf16): the master weights, moments and update stay float64; the
+    forward and backward of each step round the weights at each use (block_fwd)."""
     w = to_f64(w)
     x = np.asarray(x, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
@@ -705,7 +765,7 @@ def train(x, w, target, L, H, eps, steps, lr, b1, b2, adam_eps, wd, on_step=None
     v = {n: np.zeros_like(t) for n, t in w.items()}
     losses = []
     for k in range(1, steps + 1):
-        loss, grads = mse_loss_grads(x, w, target, L, H, eps)
+        loss, grads = mse_loss_grads(x, w, target, L, H, eps, rnd)
         losses.append(loss)
         lr_k = sched_lr(lr, lr_min, warmup, decay_steps, k)
         norm = None
@@ -774,13 +834,17 @@ def make_lm_weights(L, C, F, V, P, seed):
     return out
 
 
-def lm_forward(tok, tgt, w, L, H, eps):
-    """-> (logits [B,S,V], mean loss, cache) in float64."""
+def lm_forward(tok, tgt, w, L, H, eps, rnd=None):
+    """-> (logits [B,S,V], mean loss, cache) in float64.  rnd (--bf16): the blocks as in
+    block_fwd, the head's GEMM reads r(ln_f out) and r(wte); the embedding gathers the unrounded
+    wte (docs/BF16.md); the cache keeps the rounded ln_f output."""
+    R = rnd or _ident
     B, S = tok.shape
     x = w["wte.weight"][tok] + w["wpe.weight"][np.arange(S)][None, :, :]
-    y, caches = forward_cached(x, w, L, H, eps)
+    y, caches = forward_cached(x, w, L, H, eps, rnd)
     xf, lnc = layernorm_fwd(y, w["ln_f.weight"], w["ln_f.bias"], eps)
-    logits = xf @ w["wte.weight"].T
+    xf = R(xf)
+    logits = xf @ R(w["wte.weight"]).T
     m = logits.max(axis=-1, keepdims=True)
     e = np.exp(logits - m)
     z = e.sum(axis=-1, keepdims=True)
@@ -791,19 +855,22 @@ def lm_forward(tok, tgt, w, L, H, eps):
     return logits, loss, (caches, xf, lnc, e / z)
 
 
-def lm_loss_grads(tok, tgt, w, L, H, eps):
-    """-> (mean loss, {name: dloss/dparam}) for every tensor of lm_tensor_specs."""
+def lm_loss_grads(tok, tgt, w, L, H, eps, rnd=None):
+    """-> (mean loss, {name: dloss/dparam}) for every tensor of lm_tensor_specs; rnd: see
+    lm_forward (the head's backward GEMMs read r(dlogits), r(ln_f out), r(wte))."""
+    R = rnd or _ident
     B, S = tok.shape
     V, C = w["wte.weight"].shape
-    logits, loss, (caches, xf, lnc, p) = lm_forward(tok, tgt, w, L, H, eps)
+    logits, loss, (caches, xf, lnc, p) = lm_forward(tok, tgt, w, L, H, eps, rnd)
     dl = p.copy()
     np.put_along_axis(dl, tgt[..., None], np.take_along_axis(dl, tgt[..., None], axis=-1) - 1.0, axis=-1)
     dl /= B * S
+    dl = R(dl)
     g = {}
     g["wte.weight"] = dl.reshape(-1, V).T @ xf.reshape(-1, C)             # the head: logits = xf wte^T
-    dxf = dl @ w["wte.weight"]
+    dxf = dl @ R(w["wte.weight"])
     dy, g["ln_f.weight"], g["ln_f.bias"] = layernorm_bwd(dxf, lnc, w["ln_f.weight"])
-    dx, gb = backward(dy, caches, w, L)
+    dx, gb = backward(dy, caches, w, L, rnd)
     g.update(gb)
     np.add.at(g["wte.weight"], tok.reshape(-1), dx.reshape(-1, C))        # the embedding
     g["wpe.weight"] = np.zeros_like(w["wpe.weight"])
@@ -846,7 +913,7 @@ def cmd_tokens(a):
 
 def cmd_lm_forward_weights(a):
     w, tok, tgt = lm_load(a)
-    logits, loss, _ = lm_forward(tok, tgt, w, a.layers, a.heads, a.eps)
+    logits, loss, _ = lm_forward(tok, tgt, w, a.layers, a.heads, a.eps, bf16_round if a.bf16 else None)
     np.save(a.logits_out, np.ascontiguousarray(logits))
     if loss is not None:
         print(f"loss {loss:.17g}")
@@ -855,7 +922,7 @@ def cmd_lm_forward_weights(a):
 
 def cmd_lm_backward(a):
     w, tok, tgt = lm_load(a)
-    loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps)
+    loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps, bf16_round if a.bf16 else None)
     specs = lm_tensor_specs(a.layers, a.hidden, a.ffn, a.vocab, a.positions)
     write_safetensors(a.grads_out, [(n, g[n]) for n, _ in specs], "F64")
     print(f"loss {loss:.17g}")
@@ -867,7 +934,7 @@ def cmd_lm_train(a):
     m = {n: np.zeros_like(t) for n, t in w.items()}
     v = {n: np.zeros_like(t) for n, t in w.items()}
     for k in range(1, a.steps + 1):
-        loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps)
+        loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps, bf16_round if a.bf16 else None)
         print(f"step {k} loss {loss:.17g}", flush=True)
         bc1, bc2 = 1.0 - a.beta1 ** k, 1.0 - a.beta2 ** k
         for n in w:
@@ -959,7 +1026,10 @@ def cmd_forward(a):
     x = np.load(a.input)
     if x.shape != (a.batch, a.seq, C):
         sys.exit(f"tessref: {a.input}: shape {list(x.shape)}, expected {[a.batch, a.seq, C]}")
-    y = forward(x, w, L, a.heads, a.eps, np.float64)
+    if a.bf16:  # the forward that backward and train use, with the rounding hook
+        y, _ = forward_cached(x, to_f64(w), L, a.heads, a.eps, bf16_round)
+    else:
+        y = forward(x, w, L, a.heads, a.eps, np.float64)
     np.save(a.out, np.ascontiguousarray(y, dtype=np.float64))
     return 0
 
@@ -1043,14 +1113,19 @@ def read_hf_dir_weights(d):
     return w
 
 
-def lm_forward_hfout(tokens, w, L, H, eps):
-    """GPT2LMHeadModel's logits in float64: x = wte[tokens] + wpe[0..S), the blocks, ln_f, x @ wte^T (tied)."""
+def lm_forward_hfout(tokens, w, L, H, eps, rnd=None):
+    """GPT2LMHeadModel's logits in float64: x = wte[tokens] + wpe[0..S), the blocks, ln_f, x @ wte^T (tied).
+    rnd (--bf16): the blocks of forward_cached with the hook, and the head reads r(ln_f out), r(wte)."""
     w = {k: np.asarray(v, np.float64) for k, v in hf_blocks_all(w).items()}
     S = tokens.shape[1]
     x = w["wte.weight"][tokens] + w["wpe.weight"][np.arange(S)][None, :, :]
-    x = forward(x, w, L, H, eps, np.float64)
-    x = layernorm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
-    return x @ w["wte.weight"].T
+    if rnd is None:
+        x = forward(x, w, L, H, eps, np.float64)
+        x = layernorm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
+        return x @ w["wte.weight"].T
+    x, _ = forward_cached(x, w, L, H, eps, rnd)
+    x, _ = layernorm_fwd(x, w["ln_f.weight"], w["ln_f.bias"], eps)
+    return rnd(x) @ rnd(w["wte.weight"]).T
 
 
 def hf_blocks_all(w):
@@ -1063,7 +1138,8 @@ def cmd_lm_forward(a):
     tokens = np.load(a.tokens)
     if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
         sys.exit(f"tessref: {a.tokens}: expected integer token ids [B, S], got {tokens.dtype} {list(tokens.shape)}")
-    y = lm_forward_hfout(tokens, read_hf_dir_weights(a.dir), a.layers, a.heads, a.eps)
+    y = lm_forward_hfout(tokens, read_hf_dir_weights(a.dir), a.layers, a.heads, a.eps,
+                         bf16_round if a.bf16 else None)
     np.save(a.out, np.ascontiguousarray(y, dtype=np.float64))
     return 0
 
@@ -1175,8 +1251,9 @@ def cmd_backward(a):
     w = to_f64(load_weights_checked(a.weights, L, C, F))
     x = load_bsc(a.input, a.batch, a.seq, C)
     dy = load_bsc(a.dy, a.batch, a.seq, C)
-    _, caches = forward_cached(x, w, L, a.heads, a.eps)
-    dx, grads = backward(dy, caches, w, L)
+    rnd = bf16_round if a.bf16 else None
+    _, caches = forward_cached(x, w, L, a.heads, a.eps, rnd)
+    dx, grads = backward(dy, caches, w, L, rnd)
     np.save(a.dx_out, np.ascontiguousarray(dx, dtype=np.float64))
     write_safetensors(a.grads_out, [(n, grads[n]) for n, _ in tensor_specs(L, C, F)], "F64")
     return 0
@@ -1252,7 +1329,7 @@ def cmd_train(a):
 
     wf, _ = train(x, w, target, L, a.heads, a.eps, a.steps, a.lr, a.beta1, a.beta2,
                   a.adam_eps, a.weight_decay, on_step, clip=a.clip, warmup=a.warmup,
-                  decay_steps=a.decay_steps, lr_min=a.lr_min)
+                  decay_steps=a.decay_steps, lr_min=a.lr_min, rnd=bf16_round if a.bf16 else None)
     if a.losses_out:
         with open(a.losses_out, "w") as f:
             f.write("".join(line + "\n" for line in lines))
@@ -1718,6 +1795,10 @@ def cmd_selftest(a):
 
 # ----------------------------------------------------------------------------
 
+BF16_HELP = ("emulate dtype = \"bf16\" (docs/BF16.md): float64, with every GEMM operand (LN, attention "
+             "and GeLU outputs, 2-D weights, the backward's dL/dY operands) rounded to bfloat16, nearest even")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="tessref", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1742,6 +1823,7 @@ def main(argv=None):
     p.add_argument("--weights", required=True)
     p.add_argument("--input", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.set_defaults(fn=cmd_forward)
 
     p = sp.add_parser("hf-dir", help="write a save_pretrained-style directory (config.json, model.safetensors)")
@@ -1769,6 +1851,7 @@ def main(argv=None):
     p.add_argument("--positions", type=int, default=None)
     p.add_argument("--targets", default=None)
     p.add_argument("--logits-out", default=None)
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.set_defaults(fn=cmd_lm_forward_any)
 
     p = sp.add_parser("compare", help="relative Frobenius error check")
@@ -1799,6 +1882,7 @@ def main(argv=None):
     p.add_argument("--dy", required=True)
     p.add_argument("--dx-out", required=True)
     p.add_argument("--grads-out", required=True)
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.set_defaults(fn=cmd_backward)
 
     p = sp.add_parser("compare-grads", help="per-tensor relative Frobenius error check")
@@ -1827,6 +1911,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=0, help="steps of linear warmup")
     p.add_argument("--decay-steps", type=int, default=0, help="steps of cosine decay after the warmup (0: constant)")
     p.add_argument("--lr-min", type=float, default=0.0, help="the learning rate at the end of the decay")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.set_defaults(fn=cmd_train)
 
     p = sp.add_parser("grad-norm", help="global L2 norm of a gradients safetensors file")
@@ -1866,6 +1951,7 @@ def main(argv=None):
         p.add_argument("--weights", required=True)
         p.add_argument("--tokens", required=True)
         p.add_argument("--targets", required=True)
+        p.add_argument("--bf16", action="store_true", help=BF16_HELP)
         if name == "lm-backward":
             p.add_argument("--grads-out", required=True)
         if name == "lm-train":
