@@ -169,6 +169,30 @@ same-bits A.safetensors B.safetensors
     file (header layout and order may differ).  One line per difference,
     then  same-bits: N tensors (DTYPES), K differ OK|FAIL; exits 1 on any.
 
+--bf16 (on forward, backward, train, lm-forward, lm-backward, lm-train)
+    Emulate a `dtype = "bf16"` program (docs/BF16.md): the same float64
+    computation, with every GEMM operand rounded to bfloat16 (nearest, ties
+    to even; bf16_round, directly from the float64 value, not through
+    float32) and nothing else rounded.  Per block, r() that rounding:
+        a1 = r(LN1(x)); qkv = a1 @ r(Wqkv) + bqkv; att = r(attention(qkv))
+        x1 = x + att @ r(Wo) + bo; a2 = r(LN2(x1)); u = a2 @ r(W1) + b1
+        g = r(GeLU(u)); y = x1 + g @ r(W2) + b2          (x, qkv, x1, u, y not rounded)
+    backward: dW2 = g^T r(dy), dg = r(dy) r(W2)^T; dW1 = a2^T r(du),
+    da2 = r(du) r(W1)^T; dWo = att^T r(dx1), datt = r(dx1) r(Wo)^T;
+    dWqkv = a1^T r(dqkv), da1 = r(dqkv) r(Wqkv)^T (dy, dx1 the residual
+    gradients); bias gradients sum the unrounded dL/dY; LayerNorm, GeLU' and
+    attention backward in float64 from the unrounded values.  train: float64
+    master weights and AdamW, the weights rounded at each use.  LM: logits =
+    r(ln_f(y)) @ r(wte)^T, d wte += r(dlogits)^T r(ln_f out), d(ln_f out) =
+    r(dlogits) r(wte); the embedding gathers the unrounded wte.
+
+bf16-selftest
+    Checks bf16_round against exact rational rounding (random values, ties,
+    subnormals, overflow) and the --bf16 paths (where the hook rounds, a
+    block written out by hand), then prints the bf16-vs-float64 relative
+    differences of the e2e test model, a C=128 model and the LM test model
+    (forward, backward, 20 training steps) for choosing the tests' tolerances.
+
 synth-selftest
     Print the first 4 values (and raw z in hex) of the synthetic generator
     for "h.0.attn.c_attn.weight" seed 1 and "input" seed 7, so the C
@@ -1795,6 +1819,197 @@ def cmd_selftest(a):
 
 # ----------------------------------------------------------------------------
 
+# ----------------------------------------------------------------------------
+# Self-test of the --bf16 emulation
+# ----------------------------------------------------------------------------
+
+def bf16_round_slow(x):
+    """One float rounded to bfloat16 (nearest, ties to even) with exact rational arithmetic
+    (fractions.Fraction, math.frexp), built apart from bf16_round's bit manipulation."""
+    from fractions import Fraction
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    _, e = math.frexp(x)                       # 2^(e-1) <= |x| < 2^e
+    q = Fraction(2) ** (max(e - 1, -126) - 7)  # the bf16 step: 8 significant bits, subnormal below 2^-126
+    r = round(Fraction(x) / q) * q             # Fraction.__round__: nearest, ties to even
+    if abs(r) > BF16_MAX:
+        raise OverflowError(x)
+    return math.copysign(float(r), x)
+
+
+def rel_fro(a, b):
+    """||a - b|| / ||b||, float64."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def cmd_bf16_selftest(a):
+    """Checks of bf16_round and of the --bf16 paths, and the bf16-vs-float64 differences of the
+    test models (printed for choosing the tests' tolerances)."""
+    fails = []
+
+    def check(name, cond, detail=""):
+        print(f"  {'ok  ' if cond else 'FAIL'} {name}{(': ' + detail) if detail else ''}")
+        if not cond:
+            fails.append(name)
+
+    def bits(t):
+        return np.ascontiguousarray(t, np.float64).view(np.uint64)
+
+    print("bf16_round:")
+    rng = np.random.default_rng(123)
+    n = 20000
+    rand = (rng.uniform(1.0, 2.0, n) * np.exp2(rng.integers(-140, 127, n).astype(np.float64))
+            * rng.choice([-1.0, 1.0], n))
+    kept = rng.integers(128, 256, n).astype(np.float64)          # 8-bit significands
+    ex = rng.integers(-126, 120, n).astype(np.float64)
+    tie = (kept + 0.5) * np.exp2(ex - 7)                         # exactly halfway between bf16 values
+    sub = (rng.integers(0, 128, 2000) + 0.5) * 2.0 ** -133       # subnormal ties
+    edge = np.array([0.0, -0.0, 2.0 ** -126, 2.0 ** -126 - 2.0 ** -134, 2.0 ** -126 - 2.0 ** -140,
+                     2.0 ** -134, 2.0 ** -135, -2.0 ** -134, 5e-324, -5e-324, 1.0 + 2.0 ** -8,
+                     1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -8 + 2.0 ** -40, BF16_MAX,
+                     BF16_MAX + 2.0 ** 118, -BF16_MAX - 2.0 ** 118])  # below half a step over MAX
+    vals = np.concatenate([rand, tie, np.nextafter(tie, 0), np.nextafter(tie, np.inf), -tie, sub,
+                           -sub, edge])
+    got = bf16_round(vals)
+    slow = np.array([bf16_round_slow(float(v)) for v in vals])
+    bad = np.flatnonzero(bits(got) != bits(slow))
+    check(f"bf16_round == exact rational rounding (Fraction) on {vals.size} values "
+          f"(random, ties, ties +-1 ulp, subnormals, edges)", bad.size == 0,
+          "" if bad.size == 0 else f"{bad.size} differ, first {vals[bad[0]]!r}: {got[bad[0]]!r} vs {slow[bad[0]]!r}")
+    check("bf16_round is idempotent and its values are bf16 (low 45 bits zero above 2^-126)",
+          np.array_equal(bits(bf16_round(got)), bits(got))
+          and not (bits(got[np.abs(got) >= 2.0 ** -126]) & np.uint64((1 << 45) - 1)).any())
+    spec = np.array([np.inf, -np.inf, np.nan])
+    r = bf16_round(spec)
+    check("inf and NaN pass through", r[0] == np.inf and r[1] == -np.inf and np.isnan(r[2]))
+    raised = []
+    for v in (BF16_MAX + 2.0 ** 119, BF16_MAX + 2.0 ** 120, 1e39, -1e300):  # the tie above MAX rounds up (odd)
+        try:
+            bf16_round(np.array([v]))
+        except ValueError:
+            raised.append(v)
+    check("a finite value that rounds to an infinity raises ValueError", len(raised) == 4)
+    u32 = rng.integers(0, 0x7F7F0000, 50000, dtype=np.uint64).astype(np.uint32)
+    u32[:5000] = (u32[:5000] & np.uint32(0xFFFF0000)) | np.uint32(0x8000)  # float32 ties
+    u32[5000:10000] |= np.uint32(0x80000000)
+    f32 = u32.view(np.float32)
+    check("on float32 values bf16_round == bf16_widen(bf16_bits()) (the runtime's rounding)",
+          np.array_equal(bits(bf16_round(f32.astype(np.float64))),
+                         bits(bf16_widen(bf16_bits(f32)).astype(np.float64))))
+    d = 1.0 + 2.0 ** -8 + 2.0 ** -40
+    via32 = float(bf16_widen(bf16_bits(np.array([d], np.float32)))[0])
+    check("double rounding: 1 + 2^-8 + 2^-40 -> 1 + 2^-7 directly, 1 through float32 (why direct)",
+          float(bf16_round(np.array([d]))[0]) == 1.0 + 2.0 ** -7 and via32 == 1.0)
+
+    print("--bf16 paths:")
+    eps = 1e-5
+    Lt, Ct, Ht, Ft, St, Bt = 2, 8, 2, 16, 3, 2
+    wt = to_f64(dict(make_weights(Lt, Ct, Ft, 4, False)))
+    xt = make_input(Bt, St, Ct, 4, False).astype(np.float64)
+    dyt = np.random.default_rng(5).normal(size=(Bt, St, Ct))
+    y0, c0 = forward_cached(xt, wt, Lt, Ht, eps)
+    dx0, g0 = backward(dyt, c0, wt, Lt)
+    yi, ci = forward_cached(xt, wt, Lt, Ht, eps, lambda t: t)
+    dxi, gi = backward(dyt, ci, wt, Lt, lambda t: t)
+    check("an identity hook gives the float64 results bit for bit",
+          np.array_equal(y0, yi) and np.array_equal(dx0, dxi) and all(np.array_equal(g0[k], gi[k]) for k in g0))
+    calls = []
+
+    def rec(t):
+        calls.append(np.shape(t))
+        return bf16_round(t)
+    yb, cb = forward_cached(xt, wt, Lt, Ht, eps, rec)
+    nf = len(calls)
+    dxb, gb = backward(dyt, cb, wt, Lt, rec)
+    R, T = (Bt, St), {(Ct, 3 * Ct), (Ct, Ct), (Ct, Ft), (Ft, Ct)}
+    check("the hook is called 8 times per block forward (4 weights, LN1, attention, LN2, GeLU outputs) "
+          "and 8 per block backward (4 weights, dy, dL/du, dL/dx1, dL/dqkv)",
+          nf == 8 * Lt and len(calls) == 16 * Lt
+          and sum(s in T for s in calls) == 8 * Lt and sum(s[:2] == R for s in calls) == 8 * Lt,
+          f"{nf} forward, {len(calls) - nf} backward")
+    mats = [n for n in wt if n.endswith(DECAY_SUFFIXES)]
+    wr = dict(wt)
+    wr.update({n: bf16_round(wt[n]) for n in mats})
+    yr, cr = forward_cached(xt, wr, Lt, Ht, eps, bf16_round)
+    dxr, gr = backward(dyt, cr, wr, Lt, bf16_round)
+    check("every GEMM reads a matrix only through the rounding: pre-rounded matrices give the same "
+          "--bf16 output, dX and gradients bit for bit",
+          np.array_equal(yb, yr) and np.array_equal(dxb, dxr) and all(np.array_equal(gb[k], gr[k]) for k in gb))
+    # One block written out with the forward()-path pieces (layernorm, causal_attention) and the
+    # rounding placed by hand; the backward of fc2 and fc1 by hand.  Not bitwise (layernorm and
+    # layernorm_fwd differ in the last bit, which can move a rounding), hence the tolerance.
+    r_ = bf16_round
+    p = "h.0."
+    h1 = r_(layernorm(xt, wt[p + "ln_1.weight"], wt[p + "ln_1.bias"], eps))
+    at = r_(causal_attention(h1 @ r_(wt[p + "attn.c_attn.weight"]) + wt[p + "attn.c_attn.bias"], Ht))
+    x1 = xt + at @ r_(wt[p + "attn.c_proj.weight"]) + wt[p + "attn.c_proj.bias"]
+    h2 = r_(layernorm(x1, wt[p + "ln_2.weight"], wt[p + "ln_2.bias"], eps))
+    f = h2 @ r_(wt[p + "mlp.c_fc.weight"]) + wt[p + "mlp.c_fc.bias"]
+    m = r_(gelu(f))
+    y1 = x1 + m @ r_(wt[p + "mlp.c_proj.weight"]) + wt[p + "mlp.c_proj.bias"]
+    yb1, cb1 = block_fwd(xt, wt, 0, Ht, eps, bf16_round)
+    _, gb1 = block_bwd(dyt, cb1, wt, 0, bf16_round)
+    dW2 = m.reshape(-1, Ft).T @ r_(dyt).reshape(-1, Ct)
+    du = (r_(dyt) @ r_(wt[p + "mlp.c_proj.weight"]).T) * gelu_grad(f)
+    dW1 = h2.reshape(-1, Ct).T @ r_(du).reshape(-1, Ft)
+    e1, e2, e3 = rel_fro(yb1, y1), rel_fro(gb1[p + "mlp.c_proj.weight"], dW2), rel_fro(gb1[p + "mlp.c_fc.weight"], dW1)
+    check("one --bf16 block == the block written out by hand with the rounding of docs/BF16.md "
+          "(forward, dW2 = r(g)^T r(dy), dW1 = r(a2)^T r(du))", max(e1, e2, e3) < 1e-6,
+          f"{e1:.1e} {e2:.1e} {e3:.1e} (bf16 vs float64 is ~1e-3)")
+    check("--bf16 backward's bias gradients are sums of the unrounded dL/dY",
+          np.array_equal(gb1[p + "mlp.c_proj.bias"], dyt.reshape(-1, Ct).sum(axis=0)))
+
+    print("bf16 vs float64 (for the tests' tolerances):")
+    worst = {}
+    for label, (L, C, H, F, S, B) in (("e2e model", (2, 48, 12, 192, 8, 12)),
+                                      ("C=128", (2, 128, 8, 512, 8, 12))):
+        w = to_f64(dict(make_weights(L, C, F, 11, False)))
+        x = make_input(B, S, C, 11, False).astype(np.float64)
+        dy = np.random.default_rng(2_000_006).normal(size=(B, S, C))
+        y64, c64 = forward_cached(x, w, L, H, eps)
+        y16, c16 = forward_cached(x, w, L, H, eps, bf16_round)
+        dx64, g64 = backward(dy, c64, w, L)
+        dx16, g16 = backward(dy, c16, w, L, bf16_round)
+        gerr = {n: rel_fro(g16[n], g64[n]) for n in g64 if np.linalg.norm(g64[n]) > 0}
+        gall = math.sqrt(sum(float(np.sum((g16[n] - g64[n]) ** 2)) for n in g64)) / global_norm(g64)
+        wn = max(gerr, key=gerr.get)
+        tgt = synth_tensor("target", 3, (B, S, C))
+        w64, l64 = train(x, w, tgt, L, H, eps, 20, 1e-3, 0.9, 0.999, 1e-8, 0.01)
+        w16, l16 = train(x, w, tgt, L, H, eps, 20, 1e-3, 0.9, 0.999, 1e-8, 0.01, rnd=bf16_round)
+        lerr = [abs(u - v) / abs(v) for u, v in zip(l16, l64)]
+        werr = math.sqrt(sum(float(np.sum((w16[n] - w64[n]) ** 2)) for n in w64)) / global_norm(w64)
+        print(f"  {label} L={L} C={C} H={H} F={F} S={S} B={B} (weights/input seed 11):")
+        print(f"    forward Y rel {rel_fro(y16, y64):.3e}")
+        print(f"    backward dX rel {rel_fro(dx16, dx64):.3e}; all gradients together rel {gall:.3e}; "
+              f"worst tensor {wn} {gerr[wn]:.3e}; median tensor {float(np.median(list(gerr.values()))):.3e}")
+        print(f"    train 20 steps lr 1e-3 (target seed 3): loss rel diff step 1 {lerr[0]:.3e}, "
+              f"max {max(lerr):.3e} (step {int(np.argmax(lerr)) + 1}), step 20 {lerr[-1]:.3e} "
+              f"(float64 {l64[0]:.6f} -> {l64[-1]:.6f}, bf16 {l16[0]:.6f} -> {l16[-1]:.6f}); "
+              f"final weights rel {werr:.3e}")
+        worst[label] = rel_fro(y16, y64)
+    LM = (2, 24, 6, 48, 4, 12, 49, 6)  # tests/lm.sh's LM_DIMS
+    L, C, H, F, S, B, V, P = LM
+    w = to_f64(dict(make_lm_weights(L, C, F, V, P, 3)))
+    rg = np.random.default_rng(1)
+    tok, tgt = rg.integers(0, V, size=(B, S)), rg.integers(0, V, size=(B, S))
+    lg64, ls64, _ = lm_forward(tok, tgt, w, L, H, eps)
+    lg16, ls16, _ = lm_forward(tok, tgt, w, L, H, eps, bf16_round)
+    _, g64 = lm_loss_grads(tok, tgt, w, L, H, eps)
+    _, g16 = lm_loss_grads(tok, tgt, w, L, H, eps, bf16_round)
+    gerr = {n: rel_fro(g16[n], g64[n]) for n in g64 if np.linalg.norm(g64[n]) > 0}
+    wn = max(gerr, key=gerr.get)
+    gall = math.sqrt(sum(float(np.sum((g16[n] - g64[n]) ** 2)) for n in g64)) / global_norm(g64)
+    print(f"  LM (tests/lm.sh dims, lm-weights seed 3, random tokens): logits rel {rel_fro(lg16, lg64):.3e}, "
+          f"loss rel {abs(ls16 - ls64) / ls64:.3e}; gradients together rel {gall:.3e}, worst {wn} {gerr[wn]:.3e}")
+    check("the bf16 forward differs from float64 by 1e-4 .. 3e-2 (bf16's half ulp is 2^-9 = 2e-3)",
+          all(1e-4 < v < 3e-2 for v in worst.values()), " ".join(f"{v:.2e}" for v in worst.values()))
+
+    print(f"bf16-selftest: {'FAIL (' + ', '.join(fails) + ')' if fails else 'all OK'}")
+    return 1 if fails else 0
+
+
 BF16_HELP = ("emulate dtype = \"bf16\" (docs/BF16.md): float64, with every GEMM operand (LN, attention "
              "and GeLU outputs, 2-D weights, the backward's dL/dY operands) rounded to bfloat16, nearest even")
 
@@ -1968,6 +2183,9 @@ def main(argv=None):
 
     p = sp.add_parser("synth-selftest", help="print synthetic generator check values")
     p.set_defaults(fn=cmd_synth_selftest)
+
+    p = sp.add_parser("bf16-selftest", help="check the --bf16 emulation; print bf16-vs-float64 differences")
+    p.set_defaults(fn=cmd_bf16_selftest)
 
     p = sp.add_parser("selftest", help="check this reference itself")
     p.set_defaults(fn=cmd_selftest)
