@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(TG_STEP_POS_BWD + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+_Static_assert(TG_STEP_CAST + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
 {
@@ -32,7 +32,8 @@ static double step_bytes(const tg_class_plan *cp, const tg_step *s)
         if (s->buf[k] < 0)
             continue;
         int n = ((s->acc[k] & TG_ACC_R) ? 1 : 0) + ((s->acc[k] & TG_ACC_W) ? 1 : 0);
-        b += 4.0 * (double)cp->bufs[s->buf[k]].elems * (n ? n : 1);
+        const tg_buf *bf = &cp->bufs[s->buf[k]];
+        b += (double)tg_dtype_size(bf->dtype) * (double)bf->elems * (n ? n : 1);
     }
     return b;
 }
@@ -68,9 +69,12 @@ static void group_link(const tg_plan *pl, const tg_class_plan *cp, const tg_step
     *bw = b < intra ? b : intra;
 }
 
-static double gemm_rate(const tg_plan *pl, const tg_machine *mc)
+/* A GEMM of bf16 operands runs at the machine's bf16 rate when the file gives one; an fp32 GEMM at the fp32 rate,
+ * or tf32 when the machine says fp32 GEMMs use it. */
+static double gemm_rate(const tg_class_plan *cp, const tg_step *s, const tg_machine *mc)
 {
-    (void)pl; /* fp32 is the only dtype today: its GEMMs run at the fp32 rate, or tf32 when the machine says */
+    if (s->kind == TG_STEP_GEMM && cp->bufs[s->buf[0]].dtype == TG_BUF_BF16 && mc->gemm_tflops_bf16 > 0)
+        return mc->gemm_tflops_bf16 * 1e12;
     double r = mc->fp32_uses_tf32 && mc->gemm_tflops_tf32 > 0 ? mc->gemm_tflops_tf32 : mc->gemm_tflops_fp32;
     return r * 1e12;
 }
@@ -80,7 +84,7 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
     int x = 0;
     double t;
     if (is_collective(s->kind)) {
-        double n = 4.0 * (double)s->count, g = s->group_size, lat, bw;
+        double n = (double)tg_dtype_size(cp->bufs[s->buf[0]].dtype) * (double)s->count, g = s->group_size, lat, bw;
         if (s->group_size <= 1) {
             t = 0;
         } else {
@@ -94,7 +98,7 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
             t += mc->launch_us * 1e-6;
         }
     } else {
-        double tf = (double)s->flops / gemm_rate(pl, mc);
+        double tf = (double)s->flops / gemm_rate(cp, s, mc);
         double tb = step_bytes(cp, s) / (mc->memory_bandwidth_gbs * 1e9);
         t = (tf > tb ? tf : tb) + mc->launch_us * 1e-6;
     }

@@ -106,10 +106,12 @@ bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_co
             continue;
         const tg_buf *b = &cp->bufs[ids[a]];
         char bw[160];
-        if (b->dtype == TG_BUF_I32)
-            tg_sb_printf(o, "    int32_t *const %s = (int32_t *)(A + %lld); /* [%d,%d] int32 %s; live %d..%d */\n",
-                         b->name, b->offset, b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first,
-                         b->last);
+        if (b->dtype == TG_BUF_I32 || b->dtype == TG_BUF_BF16) {
+            const char *ty = b->dtype == TG_BUF_I32 ? "int32_t" : "tr_bf16";
+            tg_sb_printf(o, "    %s *const %s = (%s *)(A + %lld); /* [%d,%d] %s %s; live %d..%d */\n", ty, b->name, ty,
+                         b->offset, b->rows, b->cols, b->dtype == TG_BUF_I32 ? "int32" : "bf16",
+                         tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
+        }
         else
             tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
                          b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);

@@ -15,8 +15,8 @@
 
 static void ll4(tg_sb *o, const char *key, const long long *v)
 {
-    tg_sb_printf(o, "\"%s\": {\"row\": %lld, \"col\": %lld, \"dep\": %lld, \"coldep\": %lld}", key, 4 * v[0], 4 * v[1],
-                 4 * v[2], 4 * v[3]);
+    tg_sb_printf(o, "\"%s\": {\"row\": %lld, \"col\": %lld, \"dep\": %lld, \"coldep\": %lld}", key, v[0], v[1], v[2],
+                 v[3]);
 }
 
 void tg_emit_manifest_class(const tg_plan *pl, const tg_class_plan *cp, tg_sb *o)

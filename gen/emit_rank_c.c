@@ -18,6 +18,12 @@ static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
     return s->buf[slot] >= 0 ? rp->bufs[s->buf[slot]].name : "NULL";
 }
 
+/* "_bf16" when the buffer in slot is bf16: the runtime function of that output or payload type (docs/BF16.md) */
+static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
+{
+    return s->buf[slot] >= 0 && rp->bufs[s->buf[slot]].dtype == TG_BUF_BF16 ? "_bf16" : "";
+}
+
 static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s, int id)
 {
     char what[256];
@@ -30,8 +36,8 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
         tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, what);
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    tr_bcast(c, %s, %d, %s, %lld);\n", tg_emit_group_enum(s->group), s->root_local, bn(rp, s, 0),
-                     s->count);
+        tg_sb_printf(o, "    tr_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), tg_emit_group_enum(s->group),
+                     s->root_local, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_ALLREDUCE:
         tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "",
@@ -73,7 +79,11 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                      s->count);
         break;
     case TG_STEP_GEMM:
-        if (s->transa || s->transb)
+        if (*bf(rp, s, 0)) /* bf16 operands, fp32 result (the plan checks both operands) */
+            tg_sb_printf(o, "    tr_gemm_bf16(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
+                         s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
+                         bn(rp, s, 2), s->ldc);
+        else if (s->transa || s->transb)
             tg_sb_printf(o, "    tr_gemm_ex(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
                          s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
                          bn(rp, s, 2), s->ldc);
@@ -82,8 +92,8 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                          bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
         break;
     case TG_STEP_GELU_SAVE:
-        tg_sb_printf(o, "    tr_bias_gelu_save(c, %s, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
-                     s->rows, s->cols);
+        tg_sb_printf(o, "    tr_bias_gelu_save%s(c, %s, %s, %s, %d, %d);\n", bf(rp, s, 2), bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), s->rows, s->cols);
         break;
     case TG_STEP_COLSUM:
         tg_sb_printf(o, "    tr_colsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
@@ -125,15 +135,19 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                      s->cols, s->hidden, bn(rp, s, 2));
         break;
     case TG_STEP_LN_APPLY:
-        tg_sb_printf(o, "    tr_ln_apply(c, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s);\n", bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->rows, s->cols, s->hidden, s->eps, bn(rp, s, 5));
+        tg_sb_printf(o, "    tr_ln_apply%s(c, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s);\n", bf(rp, s, 5), bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->rows, s->cols, s->hidden, s->eps,
+                     bn(rp, s, 5));
         break;
     case TG_STEP_BIAS_GELU:
         tg_sb_printf(o, "    tr_bias_gelu(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
         break;
     case TG_STEP_ATTENTION:
-        tg_sb_printf(o, "    tr_attention(c, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
+        tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n", bf(rp, s, 2), bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
+        break;
+    case TG_STEP_CAST:
+        tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
         break;
     }
 }
@@ -218,9 +232,9 @@ int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars
     VAR("ARENA_ELEMS", "%lld", rp->arena_elems);
     VAR("ARENA_BYTES", "%lld", 4 * rp->arena_elems);
     VAR("WEIGHT_BYTES", "%lld", 4 * rp->weight_elems);
-    VAR("RECV_BYTES", "%lld", 4 * tot);
-    VAR("RECV_ROW", "%lld", 4 * rp->bcast_recv[TG_ROW]);
-    VAR("RECV_COL", "%lld", 4 * rp->bcast_recv[TG_COL]);
+    VAR("RECV_BYTES", "%lld", tot);
+    VAR("RECV_ROW", "%lld", rp->bcast_recv[TG_ROW]);
+    VAR("RECV_COL", "%lld", rp->bcast_recv[TG_COL]);
     VAR("NPARAMS", "%d", rp->nparams);
     VAR("NSTEPS", "%d", rp->nsteps);
     VAR("FINGERPRINT", "%s", pl->fingerprint);

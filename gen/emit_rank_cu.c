@@ -66,21 +66,40 @@ static bool attention_keeps(const tg_class_plan *rp, int id)
 
 /* ---- rank_iI_jJ.cu ---------------------------------------------------------------------- */
 
+/* Bytes per element of the buffer in slot (4 when unused). */
+static long long esz(const tg_class_plan *rp, const tg_step *s, int slot)
+{
+    return s->buf[slot] >= 0 ? tg_dtype_size(rp->bufs[s->buf[slot]].dtype) : 4;
+}
+
+/* "_bf16" when the buffer in slot is bf16 (docs/BF16.md) */
+static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
+{
+    return esz(rp, s, slot) == 2 ? "_bf16" : "";
+}
+
+/* The C type of the buffer in slot, for kernel instantiations whose output type is a template parameter. */
+static const char *cty(const tg_class_plan *rp, const tg_step *s, int slot)
+{
+    return esz(rp, s, slot) == 2 ? "tr_bf16" : "float";
+}
+
 /* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
-static long long step_bytes(const tg_step *s)
+static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
 {
     long long rc = (long long)s->rows * s->cols;
     switch (s->kind) {
     case TG_STEP_BCAST:
-    case TG_STEP_ALLREDUCE: return 4 * s->count;
+    case TG_STEP_ALLREDUCE: return esz(rp, s, 0) * s->count;
     case TG_STEP_LN_ROWSUM: return 4 * (rc + s->rows);
     case TG_STEP_RESID_ROWSUM: return 4 * (3 * rc + s->cols + (s->buf[3] >= 0 ? s->rows : 0));
     case TG_STEP_LN_SQDEV: return 4 * (rc + 2LL * s->rows);
-    case TG_STEP_LN_APPLY: return 4 * (2 * rc + 2LL * s->rows + 2LL * s->cols);
+    case TG_STEP_LN_APPLY: return 4 * (rc + 2LL * s->rows + 2LL * s->cols) + esz(rp, s, 5) * rc;
     case TG_STEP_BIAS_GELU: return 4 * (2 * rc + s->cols);
-    case TG_STEP_ATTENTION: return 4 * (3 * rc + 3LL * s->cols + rc); /* qkv + bias in, out */
+    case TG_STEP_ATTENTION: return 4 * (3 * rc + 3LL * s->cols) + esz(rp, s, 2) * rc; /* qkv + bias in, out */
     case TG_STEP_REDUCE: return 4 * s->count;
-    case TG_STEP_GELU_SAVE: return 4 * (3 * rc + s->cols);
+    case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
+    case TG_STEP_GELU_SAVE: return 4 * (2 * rc + s->cols) + esz(rp, s, 2) * rc;
     case TG_STEP_COLSUM: return 4 * (rc + s->cols);
     case TG_STEP_GELU_BWD: return 4 * 3 * rc;
     case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
@@ -110,7 +129,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
     const char *g = tg_emit_group_enum(s->group);
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    trc_bcast(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    trc_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), g, s->root_local, bn(rp, s, 0),
+                     s->count);
         break;
     case TG_STEP_ALLREDUCE:
         tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "", g,
@@ -119,8 +139,15 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
     case TG_STEP_REDUCE:
         tg_sb_printf(o, "    trc_reduce(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
         break;
+    case TG_STEP_CAST:
+        tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
+        break;
     case TG_STEP_GEMM:
-        if (s->transa || s->transb)
+        if (*bf(rp, s, 0)) /* bf16 operands, fp32 result: cublasGemmEx (the plan checks both operands) */
+            tg_sb_printf(o, "    trc_gemm_bf16(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
+                         s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
+                         bn(rp, s, 2), s->ldc);
+        else if (s->transa || s->transb)
             tg_sb_printf(o, "    trc_gemm_ex(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
                          s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
                          bn(rp, s, 2), s->ldc);
@@ -162,8 +189,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                      bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->eps, bn(rp, s, 5));
         snprintf(line, sizeof line,
                  "template void ln_apply<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
-                 "                                  const float *, const float *, float, float *);\n",
-                 s->rows, s->cols, s->hidden);
+                 "                                  const float *, const float *, float, %s *);\n",
+                 s->rows, s->cols, s->hidden, cty(rp, s, 5));
         break;
     case TG_STEP_BIAS_GELU:
         tg_sb_printf(o, "    trk::bias_gelu<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
@@ -174,16 +201,16 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         const char *v = attention_keeps(rp, (int)(s - rp->steps)) ? "attention_keep" : "attention";
         tg_sb_printf(o, "    trk::%s<%d, %d, %d, %d>(S, %s, %s, %s);\n", v, s->nseq, s->seq, s->heads, s->hdim,
                      bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2));
-        snprintf(line, sizeof line, "template void %s<%d, %d, %d, %d>(cudaStream_t, %sfloat *, const float *, float *);\n",
-                 v, s->nseq, s->seq, s->heads, s->hdim, strcmp(v, "attention") ? "" : "const ");
+        snprintf(line, sizeof line, "template void %s<%d, %d, %d, %d>(cudaStream_t, %sfloat *, const float *, %s *);\n",
+                 v, s->nseq, s->seq, s->heads, s->hdim, strcmp(v, "attention") ? "" : "const ", cty(rp, s, 2));
         break;
     }
     case TG_STEP_GELU_SAVE:
         tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2));
         snprintf(line, sizeof line,
-                 "template void bias_gelu_save<%d, %d>(cudaStream_t, float *, const float *, float *);\n", s->rows,
-                 s->cols);
+                 "template void bias_gelu_save<%d, %d>(cudaStream_t, float *, const float *, %s *);\n", s->rows,
+                 s->cols, cty(rp, s, 2));
         break;
     case TG_STEP_COLSUM:
         tg_sb_printf(o, "    trk::colsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
@@ -399,7 +426,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
         tg_emit_step_info(&info, s);
-        tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(s), s->kind == TG_STEP_GEMM ? s->m : 0,
+        tg_sb_printf(&cost, "    {%lld, %d, %d, %d},\n", step_bytes(rp, s), s->kind == TG_STEP_GEMM ? s->m : 0,
                      s->kind == TG_STEP_GEMM ? s->n : 0, s->kind == TG_STEP_GEMM ? s->k : 0);
     }
     tg_sb_printf(&summary, "%d collectives on the comm stream, %d cross-stream waits; %d of %d broadcasts of SUMMA "

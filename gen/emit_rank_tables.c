@@ -39,6 +39,7 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_POS_ADD:
     case TG_STEP_EMBED_BWD:
     case TG_STEP_POS_BWD: return "TR_K_RESID";
+    case TG_STEP_CAST: return "TR_K_CAST";
     case TG_STEP_LM_ROWMAX:
     case TG_STEP_LM_SUMS:
     case TG_STEP_LM_LOSS:
@@ -65,7 +66,8 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
                          rp->bufs[p->v].offset);
         else
             tg_sb_puts(o, ", -1, -1, -1");
-        tg_sb_printf(o, ", %s},\n", tg_emit_group_enum((tg_group)p->replica));
+        /* bf16 storage (docs/BF16.md) is the last field, printed only when set: fp32 tables read as before */
+        tg_sb_printf(o, ", %s%s},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16 ? ", 1" : "");
     }
 }
 

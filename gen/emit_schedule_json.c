@@ -150,7 +150,7 @@ static bool step_row(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_co
             tg_sb_printf(o, "%d,%d", s->root_local, s->is_root);
         else
             tg_sb_puts(o, "null,0");
-        tg_sb_printf(o, ",\"%s\",%lld,%lld,%lld,%lld],", tg_step_dir(s), s->count, 4 * rc, 4 * se, 4 * re);
+        tg_sb_printf(o, ",\"%s\",%lld,%lld,%lld,%lld],", tg_step_dir(s), s->count, rc, se, re);
     } else {
         tg_sb_puts(o, "null,");
     }

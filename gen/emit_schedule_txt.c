@@ -98,20 +98,20 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
     tg_sb_printf(o, "arena %lld bytes (weights %lld bytes), %d steps, %lld flops\n", 4 * rp->arena_elems,
                  4 * rp->weight_elems, rp->nsteps, rp->flops);
     tg_sb_printf(o, "bcast recv bytes: row %lld col %lld; bcast send bytes: row %lld col %lld; allreduce bytes: row %lld\n",
-                 4 * rp->bcast_recv[TG_ROW], 4 * rp->bcast_recv[TG_COL], 4 * rp->bcast_sent[TG_ROW],
-                 4 * rp->bcast_sent[TG_COL], 4 * rp->allreduce[TG_ROW]);
+                 rp->bcast_recv[TG_ROW], rp->bcast_recv[TG_COL], rp->bcast_sent[TG_ROW],
+                 rp->bcast_sent[TG_COL], rp->allreduce[TG_ROW]);
     if (s->mode == TG_TRAIN)
         tg_sb_printf(o, "backward: bcast recv bytes: row %lld col %lld; reduce send bytes: row %lld col %lld; "
                         "reduce recv bytes: row %lld col %lld; allreduce bytes: row %lld dep %lld coldep %lld\n",
-                     4 * rp->bwd_bcast_recv[TG_ROW], 4 * rp->bwd_bcast_recv[TG_COL], 4 * rp->bwd_reduce_sent[TG_ROW],
-                     4 * rp->bwd_reduce_sent[TG_COL], 4 * rp->bwd_reduce_recv[TG_ROW], 4 * rp->bwd_reduce_recv[TG_COL],
-                     4 * rp->bwd_allreduce[TG_ROW], 4 * rp->bwd_allreduce[TG_DEP], 4 * rp->bwd_allreduce[TG_COLDEP]);
+                     rp->bwd_bcast_recv[TG_ROW], rp->bwd_bcast_recv[TG_COL], rp->bwd_reduce_sent[TG_ROW],
+                     rp->bwd_reduce_sent[TG_COL], rp->bwd_reduce_recv[TG_ROW], rp->bwd_reduce_recv[TG_COL],
+                     rp->bwd_allreduce[TG_ROW], rp->bwd_allreduce[TG_DEP], rp->bwd_allreduce[TG_COLDEP]);
     tg_sb_puts(o, "buffers (offset and size in bytes, live steps):\n");
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *b = &rp->bufs[i];
         char bw[160];
         tg_sb_printf(o, "  %-32s [%d,%d] @%lld +%lld  %d..%d  %s\n", b->name, b->rows, b->cols, 4 * b->offset,
-                     4 * b->elems, b->first, b->last, tg_buf_text(bw, sizeof bw, pl, co, b));
+                     (long long)tg_dtype_size(b->dtype) * b->elems, b->first, b->last, tg_buf_text(bw, sizeof bw, pl, co, b));
     }
     tg_sb_puts(o, "steps:\n");
     for (int i = 0; i < rp->nsteps; i++) {
@@ -144,12 +144,12 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
                 snprintf(r, sizeof r, "%d", root);
             if (st->kind == TG_STEP_BCAST)
                 tg_sb_printf(o, " root %s %s %lld elems %lld bytes", r, st->is_root ? "send" : "recv", st->count,
-                             4 * st->count);
+                             st->esize * st->count);
             else if (st->kind == TG_STEP_REDUCE)
                 tg_sb_printf(o, " root %s %s %lld elems %lld bytes", r, st->is_root ? "recv-sum" : "send", st->count,
-                             4 * st->count);
+                             st->esize * st->count);
             else
-                tg_sb_printf(o, " %lld elems %lld bytes%s", st->count, 4 * st->count,
+                tg_sb_printf(o, " %lld elems %lld bytes%s", st->count, st->esize * st->count,
                              st->exact ? " (reduce+bcast: identical on every member)" : "");
             tg_sb_printf(o, " buf %s", rp->bufs[st->buf[0]].name);
             if (st->overlaps >= 0)

@@ -39,15 +39,16 @@ void tg_step_traffic(const tg_step *s, long long *recv, long long *sent, long lo
     *recv = *sent = *reduced = 0;
     if (!tg_step_is_comm(s))
         return;
+    long long bytes = s->count * s->esize;
     if (s->kind == TG_STEP_BCAST)
-        *(s->is_root ? sent : recv) = s->count;
+        *(s->is_root ? sent : recv) = bytes;
     else if (s->kind == TG_STEP_REDUCE) {
         if (s->is_root)
-            *recv = s->count * (s->group_size - 1);
+            *recv = bytes * (s->group_size - 1);
         else
-            *sent = s->count;
+            *sent = bytes;
     } else
-        *reduced = s->count;
+        *reduced = bytes;
 }
 
 const char *tg_step_dir(const tg_step *s)
@@ -341,7 +342,7 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
                 tg_emit_members(o, m, s->group, co, "{", "}");
                 if (tg_step_root(pl, co, s) >= 0)
                     tg_sb_printf(o, " root %d", tg_step_root(pl, co, s));
-                tg_sb_printf(o, " %s %lld elems %lld bytes", tg_step_dir(s), s->count, 4 * s->count);
+                tg_sb_printf(o, " %s %lld elems %lld bytes", tg_step_dir(s), s->count, s->esize * s->count);
                 if (s->overlaps >= 0)
                     tg_sb_printf(o, "; overlaps gemm %d", s->overlaps);
                 tg_sb_puts(o, "\n");

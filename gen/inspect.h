@@ -19,8 +19,9 @@
  * docs/ARCHITECTURE.md): a broadcast is `count` received on every member but
  * the root and `count` sent by the root; a reduce is `count` sent by every
  * member but the root and `count` per other member received by the root; an
- * all-reduce is `count` reduced on every member. tg_step_traffic is the one
- * place this rule lives for the text, the JSON and the HTML.
+ * all-reduce is `count` reduced on every member, each element of the
+ * payload's size (2 bytes for a bf16 broadcast, else 4). tg_step_traffic is the
+ * one place this rule lives for the text, the JSON and the HTML, in bytes.
  */
 #ifndef TG_INSPECT_H
 #define TG_INSPECT_H

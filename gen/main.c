@@ -198,7 +198,7 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
         else
             snprintf(who, sizeof who, "%d classes, (%d,%d)..(%d,%d)", same, c / q, c % q, last / q, last % q);
         printf("%-22s %8d %14lld %14lld %16lld %8d\n", who, same * pl->mesh.d, 4 * fig[c].arena, 4 * fig[c].weights,
-               4 * fig[c].recv, fig[c].nsteps);
+               fig[c].recv, fig[c].nsteps);
     }
     free(done);
     printf("%s\n", backends);

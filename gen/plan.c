@@ -54,6 +54,16 @@ static void name_fmt(char *dst, size_t cap, const char *fmt, va_list ap)
     dst[n] = '\0';
 }
 
+int tg_dtype_size(int dtype)
+{
+    return dtype == TG_BUF_BF16 ? 2 : 4;
+}
+
+long long tg_buf_slots(const tg_buf *b)
+{
+    return (b->elems * tg_dtype_size(b->dtype) + 3) / 4;
+}
+
 int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
 {
     tg_class_plan *rp = b->rp;
@@ -93,6 +103,65 @@ int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *wha
     x->first = -1;
     x->last = -1;
     return rp->nbufs++;
+}
+
+int tg_pb_buf_like(tg_builder *b, int like, const char *what, const char *fmt, ...)
+{
+    if (like < 0)
+        return -1;
+    char name[sizeof b->rp->bufs[0].name];
+    va_list ap;
+    va_start(ap, fmt);
+    name_fmt(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int rows = b->rp->bufs[like].rows, cols = b->rp->bufs[like].cols, dtype = b->rp->bufs[like].dtype;
+    int id = tg_pb_buf(b, rows, cols, 0, what, "%s", name);
+    if (id >= 0)
+        b->rp->bufs[id].dtype = dtype;
+    return id;
+}
+
+int tg_pb_bf16_out(tg_builder *b, int buf)
+{
+    if (buf >= 0 && b->pl->spec.dtype == TG_BF16)
+        b->rp->bufs[buf].dtype = TG_BUF_BF16;
+    return buf;
+}
+
+/* "L3", "embed", "head": the layer part of a generated name (the LM's pseudo-layers are negative) */
+static const char *layer_tag(char *dst, size_t cap, int layer)
+{
+    if (layer == TG_LAYER_EMBED)
+        snprintf(dst, cap, "embed");
+    else if (layer == TG_LAYER_HEAD)
+        snprintf(dst, cap, "head");
+    else
+        snprintf(dst, cap, "L%d", layer);
+    return dst;
+}
+
+int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
+{
+    if (buf < 0 || b->pl->spec.dtype != TG_BF16 || b->rp->bufs[buf].dtype != TG_BUF_F32)
+        return buf;
+    char src[sizeof b->rp->bufs[0].name], tag[16], what[120];
+    snprintf(src, sizeof src, "%s", b->rp->bufs[buf].name);
+    snprintf(what, sizeof what, "bf16 copy of %s for the %s GEMMs%s", src, op,
+             b->phase == TG_PHASE_BWD ? " of the backward" : "");
+    /* the forward and backward casts of one buffer live in different functions, but name them apart anyway */
+    int id = tg_pb_buf_like(b, buf, what, "bf16%s_%s_%s_%s", b->phase == TG_PHASE_BWD ? "b" : "",
+                            layer_tag(tag, sizeof tag, layer), op, src);
+    if (id < 0)
+        return -1;
+    b->rp->bufs[id].dtype = TG_BUF_BF16;
+    tg_step *s = tg_pb_step(b, TG_STEP_CAST, layer, op, -1);
+    if (!s)
+        return -1;
+    s->count = b->rp->bufs[buf].elems;
+    tg_pb_use(s, 0, buf, TG_ACC_R);
+    tg_pb_use(s, 1, id, TG_ACC_W);
+    s->label = "bf16 copy of a GEMM operand (round to nearest even)";
+    return id;
 }
 
 tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int t)
@@ -159,6 +228,10 @@ int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1,
     snprintf(what, sizeof what, "shard of %s", name);
     p->buf = tg_pb_buf(b, rows, cols, 1, what, "w_%s", ident);
     p->grad = p->m = p->v = -1;
+    /* bf16 inference stores a matrix as its GEMMs read it (docs/BF16.md); a caller whose matrix something else
+     * reads too (the LM's wte, wpe) sets it back to fp32 */
+    if (ndim == 2 && b->pl->spec.dtype == TG_BF16 && b->pl->spec.mode != TG_TRAIN && p->buf >= 0)
+        rp->bufs[p->buf].dtype = TG_BUF_BF16;
     /* tesseract: a weight block is repeated on every depth, a vector block on every (i, k) */
     p->replica = ndim == 2 ? TG_DEP : TG_COLDEP;
     if (b->pl->spec.mode == TG_TRAIN) {
@@ -330,12 +403,14 @@ static void summa(tg_builder *b, int layer, const char *op, int a, int w, int c,
     int recv_a[2] = {-1, -1}, recv_w[2] = {-1, -1};
     int nrecv = q >= 3 ? 2 : 1, na = 0, nw = 0;
     char what[120];
+    a = tg_pb_operand(b, layer, op, a); /* bf16 plans: what is broadcast and multiplied is bf16 */
+    w = tg_pb_operand(b, layer, op, w);
     for (int r = 0; q > 1 && r < nrecv; r++) {
         const char *sfx = nrecv == 1 ? "" : (r ? "1" : "0");
         snprintf(what, sizeof what, "X(h={h},t) received over row for %s", op);
-        recv_a[r] = tg_pb_buf(b, R, Kq, 0, what, "recv_L%d_%s_x%s", layer, op, sfx);
+        recv_a[r] = tg_pb_buf_like(b, a, what, "recv_L%d_%s_x%s", layer, op, sfx);
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s", co.j, op);
-        recv_w[r] = tg_pb_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_w%s", layer, op, sfx);
+        recv_w[r] = tg_pb_buf_like(b, w, what, "recv_L%d_%s_w%s", layer, op, sfx);
     }
     for (int t = 0; t < q; t++) {
         int A = (co.j == t) ? a : recv_a[na++ % nrecv];
@@ -378,13 +453,13 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
         if (!tg_pb_ln_rowsum(b, l, R, Cq, x, rs1, "row sums of x, local columns"))
             return -1;
     }
-    int a1 = tg_pb_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l);
+    int a1 = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l));
     int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
 
     int qkv = tg_pb_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
     summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
 
-    int att = tg_pb_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l);
+    int att = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l));
     if (!tg_pb_attention(b, l, R, Cq, qkv, w->qkv_b, att))
         return -1;
 
@@ -395,12 +470,15 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int xm = train ? tg_pb_buf(b, R, Cq, 0, "residual stream after attention (h, j)", "L%d_x_mid", l) : x;
     tg_pb_resid(b, l, "ln2", R, Cq, x, p1, w->o_b, rs2, xm,
                 train ? "x_mid = x + proj + bias; row sums for ln2" : "x += proj + bias; row sums of x for ln2");
-    int a2 = tg_pb_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l);
+    int a2 = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l));
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
     int hh = tg_pb_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
     summa(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
-    int g = train ? tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l) : hh;
+    /* out of place when training (the backward reads u) or bf16 (fc2 reads a bf16 g; u stays fp32 in hh) */
+    int g = train || pl->spec.dtype == TG_BF16
+                ? tg_pb_bf16_out(b, tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l))
+                : hh;
     if (!tg_pb_gelu(b, l, R, Fq, hh, w->fc1_b, g))
         return -1;
 
@@ -475,6 +553,8 @@ static void abt(tg_builder *b, int layer, const char *op, int dy, int w, int dx,
     tg_coord co = b->c;
     int q = m->q, R = pl->R;
     char what[160];
+    dy = tg_pb_operand(b, layer, op, dy);
+    w = tg_pb_operand(b, layer, op, w);
     if (q == 1) {
         tg_step *s = tg_pb_gemm(b, layer, op, 0, 0, 1, R, Kq, Nq, dy, Nq, w, Nq, dx, Kq);
         if (s)
@@ -484,7 +564,7 @@ static void abt(tg_builder *b, int layer, const char *op, int dy, int w, int dx,
     int nrecv = q >= 3 ? 2 : 1, nw = 0, recv_w[2] = {-1, -1};
     for (int r = 0; r < nrecv; r++) {
         snprintf(what, sizeof what, "W(t,j=%d) received over col for %s backward", co.j, op);
-        recv_w[r] = tg_pb_buf(b, Kq, Nq, 0, what, "recv_L%d_%s_dx_w%s", layer, op, nrecv == 1 ? "" : (r ? "1" : "0"));
+        recv_w[r] = tg_pb_buf_like(b, w, what, "recv_L%d_%s_dx_w%s", layer, op, nrecv == 1 ? "" : (r ? "1" : "0"));
     }
     snprintf(what, sizeof what, "partial dX(h={h},t) for %s, reduced over row", op);
     int part = tg_pb_buf(b, R, Kq, 0, what, "L%d_%s_dx_part", layer, op);
@@ -512,6 +592,8 @@ static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw,
     tg_coord co = b->c;
     int q = m->q, R = pl->R;
     char what[160];
+    x = tg_pb_operand(b, layer, op, x);
+    dy = tg_pb_operand(b, layer, op, dy);
     if (q == 1) {
         tg_step *s = tg_pb_gemm(b, layer, op, 0, 1, 0, Kq, Nq, R, x, Kq, dy, Nq, dw, Nq);
         if (s)
@@ -520,8 +602,8 @@ static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw,
         int nrecv = q >= 3 ? 2 : 1, na = 0, recv_x[2] = {-1, -1};
         for (int r = 0; r < nrecv; r++) {
             snprintf(what, sizeof what, "X(h={h},t) received over row for %s backward", op);
-            recv_x[r] = tg_pb_buf(b, R, Kq, 0, what, "recv_L%d_%s_dw_x%s", layer, op,
-                                nrecv == 1 ? "" : (r ? "1" : "0"));
+            recv_x[r] = tg_pb_buf_like(b, x, what, "recv_L%d_%s_dw_x%s", layer, op,
+                                     nrecv == 1 ? "" : (r ? "1" : "0"));
         }
         snprintf(what, sizeof what, "partial dW(t,j=%d) for %s, reduced over col", co.j, op);
         int part = tg_pb_buf(b, Kq, Nq, 0, what, "L%d_%s_dw_part", layer, op);
@@ -571,31 +653,36 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
     enum { P_LN1_G, P_LN1_B, P_QKV_W, P_QKV_B, P_O_W, P_O_B, P_LN2_G, P_LN2_B, P_FC1_W, P_FC1_B, P_FC2_W, P_FC2_B };
 
     /* MLP: y = x_mid + GeLU(LN2(x_mid) W1 + b1) W2 + b2 */
-    atb(b, l, "fc2", sv->g, g, grad_of(b, w, P_FC2_W), Fq, Cq);
+    /* a bf16 plan casts each dY once for the op's ATB and ABT (tg_pb_operand; dY itself in fp32 plans) */
+    int dy = tg_pb_operand(b, l, "fc2", g);
+    atb(b, l, "fc2", sv->g, dy, grad_of(b, w, P_FC2_W), Fq, Cq);
     bias_grad(b, l, "fc2", g, Cq, grad_of(b, w, P_FC2_B));
     int dgl = tg_pb_buf(b, R, Fq, 0, "dL/d(GeLU output), then dL/du", "L%d_gelu_dout", l);
-    abt(b, l, "fc2", g, w->fc2_w, dgl, Fq, Cq);
+    abt(b, l, "fc2", dy, w->fc2_w, dgl, Fq, Cq);
     if (!tg_pb_gelu_bwd(b, l, R, Fq, dgl, sv->u))
         return;
-    atb(b, l, "fc1", sv->a2, dgl, grad_of(b, w, P_FC1_W), Cq, Fq);
+    dy = tg_pb_operand(b, l, "fc1", dgl);
+    atb(b, l, "fc1", sv->a2, dy, grad_of(b, w, P_FC1_W), Cq, Fq);
     bias_grad(b, l, "fc1", dgl, Fq, grad_of(b, w, P_FC1_B));
     int da2 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
-    abt(b, l, "fc1", dgl, w->fc1_w, da2, Cq, Fq);
+    abt(b, l, "fc1", dy, w->fc1_w, da2, Cq, Fq);
     ln_bwd(b, l, "ln2", da2, sv->x_mid, sv->rs2, sv->vs2, w->ln2_g, g, grad_of(b, w, P_LN2_G),
            grad_of(b, w, P_LN2_B));
 
     /* attention: x_mid = x + Attn(LN1(x) Wqkv + bqkv) Wo + bo */
-    atb(b, l, "proj", sv->att, g, grad_of(b, w, P_O_W), Cq, Cq);
+    dy = tg_pb_operand(b, l, "proj", g);
+    atb(b, l, "proj", sv->att, dy, grad_of(b, w, P_O_W), Cq, Cq);
     bias_grad(b, l, "proj", g, Cq, grad_of(b, w, P_O_B));
     int datt = tg_pb_buf(b, R, Cq, 0, "dL/d(attention output)", "L%d_att_dout", l);
-    abt(b, l, "proj", g, w->o_w, datt, Cq, Cq);
+    abt(b, l, "proj", dy, w->o_w, datt, Cq, Cq);
     int dqkv = tg_pb_buf(b, R, 3 * Cq, 0, "dL/d[Q|K|V] of head group j", "L%d_qkv_dout", l);
     if (!tg_pb_attention_bwd(b, l, R, Cq, sv->qkv, datt, dqkv))
         return;
-    atb(b, l, "qkv", sv->a1, dqkv, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
+    dy = tg_pb_operand(b, l, "qkv", dqkv);
+    atb(b, l, "qkv", sv->a1, dy, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
     bias_grad(b, l, "qkv", dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
     int da1 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);
-    abt(b, l, "qkv", dqkv, w->qkv_w, da1, Cq, 3 * Cq);
+    abt(b, l, "qkv", dy, w->qkv_w, da1, Cq, 3 * Cq);
     ln_bwd(b, l, "ln1", da1, sv->x_in, sv->rs1, sv->vs1, w->ln1_g, g, grad_of(b, w, P_LN1_G),
            grad_of(b, w, P_LN1_B));
 }
@@ -622,10 +709,26 @@ void tg_pb_optimizer(tg_builder *b)
 
 /* ---- memory plan ------------------------------------------------------------------ */
 
-static bool lifetimes(tg_class_plan *rp, tg_err *err)
+/* docs/BF16.md: a GEMM reads two operands of the plan's element type (bf16 in a bf16 plan) into an fp32 result */
+static bool gemm_types(const tg_plan *pl, const tg_class_plan *rp, const tg_step *st, int s, tg_err *err)
+{
+    int want = pl->spec.dtype == TG_BF16 ? TG_BUF_BF16 : TG_BUF_F32;
+    if (rp->bufs[st->buf[0]].dtype == want && rp->bufs[st->buf[1]].dtype == want &&
+        rp->bufs[st->buf[2]].dtype == TG_BUF_F32)
+        return true;
+    return tg_fail(err,
+                   "internal planner error: class (i=%d, j=%d) step %d, GEMM of %s and %s into %s: the operands must "
+                   "be %s and the result fp32",
+                   rp->i, rp->j, s, rp->bufs[st->buf[0]].name, rp->bufs[st->buf[1]].name, rp->bufs[st->buf[2]].name,
+                   want == TG_BUF_BF16 ? "bf16" : "fp32");
+}
+
+static bool lifetimes(const tg_plan *pl, tg_class_plan *rp, tg_err *err)
 {
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
+        if (st->kind == TG_STEP_GEMM && !gemm_types(pl, rp, st, s, err))
+            return false;
         for (int k = 0; k < TG_STEP_MAXBUF; k++) {
             int id = st->buf[k];
             if (id < 0)
@@ -668,14 +771,14 @@ static bool place(tg_class_plan *rp, tg_err *err)
         return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *bf = &rp->bufs[i];
-        items[i] = (tg_place_item){bf->elems, bf->first, bf->last, bf->persistent, 0};
+        items[i] = (tg_place_item){tg_buf_slots(bf), bf->first, bf->last, bf->persistent, 0};
     }
     bool ok = tg_place(items, rp->nbufs, rp->nsteps, &rp->arena_elems, err);
     rp->weight_elems = 0;
     for (int i = 0; ok && i < rp->nbufs; i++) {
         rp->bufs[i].offset = items[i].offset;
         if (rp->bufs[i].persistent && rp->bufs[i].name[0] == 'w')
-            rp->weight_elems += rp->bufs[i].elems;
+            rp->weight_elems += tg_buf_slots(&rp->bufs[i]);
     }
     free(items);
     return ok;
@@ -689,23 +792,25 @@ static void totals(tg_class_plan *rp)
         const tg_step *st = &rp->steps[s];
         rp->flops += st->flops;
         int bwd = st->phase == TG_PHASE_BWD;
+        rp->steps[s].esize = st->buf[0] >= 0 ? tg_dtype_size(rp->bufs[st->buf[0]].dtype) : 4;
+        long long bytes = st->count * st->esize;
         long long *recv = bwd ? rp->bwd_bcast_recv : rp->bcast_recv;
         long long *sent = bwd ? rp->bwd_bcast_sent : rp->bcast_sent;
         long long *ar = bwd ? rp->bwd_allreduce : rp->allreduce;
         if (st->kind == TG_STEP_BCAST) {
             if (st->is_root)
-                sent[st->group] += st->count;
+                sent[st->group] += bytes;
             else
-                recv[st->group] += st->count;
+                recv[st->group] += bytes;
         } else if (st->kind == TG_STEP_ALLREDUCE) {
-            ar[st->group] += st->count;
+            ar[st->group] += bytes;
         } else if (st->kind == TG_STEP_REDUCE) {
             long long *rr = bwd ? rp->bwd_reduce_recv : rp->reduce_recv;
             long long *rs = bwd ? rp->bwd_reduce_sent : rp->reduce_sent;
             if (st->is_root)
-                rr[st->group] += st->count * (st->group_size - 1);
+                rr[st->group] += bytes * (st->group_size - 1);
             else
-                rs[st->group] += st->count;
+                rs[st->group] += bytes;
         }
     }
 }
@@ -722,7 +827,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
             return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
         if (shards_only)
             return true;
-        if (!lifetimes(rp, err) || !place(rp, err))
+        if (!lifetimes(pl, rp, err) || !place(rp, err))
             return false;
         totals(rp);
         return tg_streams_plan(rp, err);
@@ -780,7 +885,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
     free(sv);
     if (b.oom)
         return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
-    if (!lifetimes(rp, err) || !place(rp, err))
+    if (!lifetimes(pl, rp, err) || !place(rp, err))
         return false;
     totals(rp);
     return tg_streams_plan(rp, err);
@@ -935,6 +1040,7 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_LM_DLOGITS: return "lm_dlogits";
     case TG_STEP_EMBED_BWD: return "embed_bwd";
     case TG_STEP_POS_BWD: return "pos_bwd";
+    case TG_STEP_CAST: return "cast";
     }
     return "?";
 }

@@ -79,7 +79,9 @@ typedef enum tg_step_kind {
     TG_STEP_LM_DLOGITS,   /* buf[0] logits, buf[1] mx, buf[2] s, buf[3] tgt -> buf[4] dl [rows,cols] =
                            * (softmax - onehot) * scale, pad columns 0 */
     TG_STEP_EMBED_BWD,    /* buf[0] tok [rows] i32, buf[1] g [rows,cols] -> buf[2] dE [Vq,cols] += g rows of its tokens */
-    TG_STEP_POS_BWD       /* buf[0] g [rows,cols] -> buf[1] dwpe [P,cols] = sum of g rows by position (written) */
+    TG_STEP_POS_BWD,      /* buf[0] g [rows,cols] -> buf[1] dwpe [P,cols] = sum of g rows by position (written) */
+    /* bf16 plans (docs/BF16.md) */
+    TG_STEP_CAST          /* buf[0] x [count] fp32 -> buf[1] y [count] bf16, round to nearest even: a GEMM operand */
 } tg_step_kind;
 
 /* Pseudo-layers of the language model's steps (each its own function in the generated code). */
@@ -132,6 +134,7 @@ typedef struct tg_step {
     int is_root;      /* this rank is the bcast or reduce root */
     int exact;        /* allreduce: every member gets bitwise the same sum (reduce + bcast) */
     int maxop;        /* allreduce: the maximum instead of the sum (MPI_MAX; the LM loss's row maxima) */
+    int esize;        /* collectives: bytes per element of the payload (2: a bf16 broadcast; 4 otherwise) */
     long long count;  /* elements moved (bcast, reduce) or reduced (allreduce); adamw: elements */
 
     /* operands: ids into tg_class_plan.bufs, -1 when unused; acc = TG_ACC_* */
@@ -181,11 +184,15 @@ typedef struct tg_buf {
     int first, last;  /* lifetime in step indices (inclusive), from the schedule */
     long long offset; /* in floats from the arena start, 64-byte aligned */
     char what[100];   /* what it holds, for comments; "{h}" stands for the rank's row block (describe.c) */
-    int dtype;        /* tg_buf_dtype: the element type (4 bytes each: an arena slot is a float's) */
+    int dtype;        /* tg_buf_dtype: the element type */
 } tg_buf;
 
-/* The element type of a buffer; every type is 4 bytes today, so offsets stay in floats. */
-typedef enum tg_buf_dtype { TG_BUF_F32 = 0, TG_BUF_I32 = 1 } tg_buf_dtype;
+/* The element type of a buffer (docs/BF16.md says which buffers are bf16). Offsets and the arena stay in floats
+ * (4-byte slots): a bf16 buffer of n elements takes ceil(n/2) slots, 64-byte aligned like every buffer. */
+typedef enum tg_buf_dtype { TG_BUF_F32 = 0, TG_BUF_I32 = 1, TG_BUF_BF16 = 2 } tg_buf_dtype;
+/* Bytes per element, and the 4-byte arena slots a buffer takes. */
+int tg_dtype_size(int dtype);
+long long tg_buf_slots(const tg_buf *b);
 
 /* A rank's shard of one weight tensor is up to three rectangular pieces of the
  * full tensor (three for c_attn: its Q, K and V column blocks), copied side by
@@ -222,11 +229,12 @@ typedef struct tg_class_plan {
     int x_buf;                 /* input block [R, Cq] of the residual stream */
     int y_buf;                 /* output block [R, Cq] (x_buf itself for inference: updated in place) */
     int gx_buf;                /* training: dL/dy in, dL/dx out, [R, Cq]; else -1 */
-    long long arena_elems;     /* peak arena size, floats */
-    long long weight_elems;    /* floats held by weight shards */
-    long long bcast_recv[TG_NGROUPS]; /* elements received by bcast, whole program */
-    long long bcast_sent[TG_NGROUPS]; /* elements sent as bcast root (logical: once per bcast) */
-    long long allreduce[TG_NGROUPS];  /* elements all-reduced */
+    long long arena_elems;     /* peak arena size, floats (4-byte slots) */
+    long long weight_elems;    /* slots held by weight shards (a bf16 shard: half its elements, rounded up) */
+    /* bytes (a bf16 broadcast moves 2 per element, everything else 4), per group: */
+    long long bcast_recv[TG_NGROUPS]; /* received by bcast, whole program */
+    long long bcast_sent[TG_NGROUPS]; /* sent as bcast root (logical: once per bcast) */
+    long long allreduce[TG_NGROUPS];  /* all-reduced */
     /* the same for the backward (training), plus reductions: a reduce's root receives count
      * from each other member, the others send count */
     long long bwd_bcast_recv[TG_NGROUPS], bwd_bcast_sent[TG_NGROUPS], bwd_allreduce[TG_NGROUPS];

@@ -37,6 +37,13 @@ void tg_pb_use(tg_step *s, int slot, int buf, unsigned char acc);
  * index (-1 on oom). */
 int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols);
 void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int dst_col);
+/* bf16 plans (docs/BF16.md). tg_pb_bf16_out: buf is written by a kernel for GEMMs to read, so it is bf16 (nothing
+ * in an fp32 plan); returns buf. tg_pb_operand: the GEMM operand for buf: buf itself when the plan is fp32 or buf
+ * is bf16, else a new bf16 buffer that a CAST step (appended now) fills from buf. */
+int tg_pb_bf16_out(tg_builder *b, int buf);
+int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf);
+/* A buffer like buf (its shape and element type): SUMMA receive buffers take the type of what is sent. */
+int tg_pb_buf_like(tg_builder *b, int like, const char *what, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* C[m,n] = op(A) op(B) (beta 0), flops counted. */
 tg_step *tg_pb_gemm(tg_builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
                     int lda, int B, int ldb, int C, int ldc);

@@ -34,12 +34,16 @@ void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
     if (nr > 0)
         tg_pb_piece(b, lm->p_wte, i * Vq, nr, j * Cq, Cq, 0);
     lm->wte = lm->p_wte < 0 ? -1 : b->rp->params[lm->p_wte].buf;
+    if (lm->wte >= 0) /* the row gather reads wte: fp32 in every plan (docs/BF16.md) */
+        b->rp->bufs[lm->wte].dtype = TG_BUF_F32;
     /* wpe column block j: every position, on every (i, k) */
     lm->p_wpe = tg_pb_param(b, "wpe.weight", 2, P, C, P, Cq);
     tg_pb_piece(b, lm->p_wpe, 0, P, j * Cq, Cq, 0);
     if (lm->p_wpe >= 0)
         b->rp->params[lm->p_wpe].replica = TG_COLDEP;
     lm->wpe = lm->p_wpe < 0 ? -1 : b->rp->params[lm->p_wpe].buf;
+    if (lm->wpe >= 0) /* read by the position add: fp32 */
+        b->rp->bufs[lm->wpe].dtype = TG_BUF_F32;
 }
 
 static int lm_vec(tg_builder *b, const char *name, int *param)
@@ -79,12 +83,13 @@ int tg_lm_nvalid(const tg_plan *pl, int blk)
 }
 
 /* The previous SUMMA-style step's recv buffers: two alternate when q >= 3, as plan.c's SUMMA does. */
-static void recv_pair(tg_builder *b, int rows, int cols, const char *what, const char *name, int *out)
+/* The receive buffers of a broadcast of buffer `like` (its shape and element type): two alternate when q >= 3. */
+static void recv_pair(tg_builder *b, int like, const char *what, const char *name, int *out)
 {
     int q = b->pl->mesh.q, n = q >= 3 ? 2 : 1;
     out[0] = out[1] = -1;
     for (int r = 0; q > 1 && r < n; r++)
-        out[r] = tg_pb_buf(b, rows, cols, 0, what, "%s%s", name, n == 1 ? "" : (r ? "1" : "0"));
+        out[r] = tg_pb_buf_like(b, like, what, "%s%s", name, n == 1 ? "" : (r ? "1" : "0"));
 }
 
 void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
@@ -139,7 +144,7 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
     lm->y = y;
     /* ln_f */
     lm->rs = tg_pb_buf(b, 1, R, 0, "per-token local row sums of y", "lnf_sum");
-    lm->xf = tg_pb_buf(b, R, Cq, 0, "ln_f(y) block (h, j)", "lnf_out");
+    lm->xf = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "ln_f(y) block (h, j)", "lnf_out"));
     if (!tg_pb_ln_rowsum(b, L, R, Cq, y, lm->rs, "row sums of y, local columns"))
         return;
     rp->steps[rp->nsteps - 1].op = "ln_f"; /* plan_steps.c names the first layernorm's row sums "ln1" */
@@ -149,11 +154,12 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
     int recv_e[2], nr = q >= 3 ? 2 : 1, ne = 0;
     char what[100];
     snprintf(what, sizeof what, "E(t, j=%d) received over col for the head", j);
-    recv_pair(b, Vq, Cq, what, "recv_head_e", recv_e);
+    int wte = tg_pb_operand(b, L, "head", lm->wte); /* bf16 plans: a bf16 copy of the fp32 wte */
+    recv_pair(b, wte, what, "recv_head_e", recv_e);
     int part = q > 1 ? tg_pb_buf(b, R, Vq, 0, "partial logits(h={h}, vocab block t), reduced over row", "head_part")
                      : -1;
     for (int t = 0; t < q; t++) {
-        int E = (i == t) ? lm->wte : recv_e[ne++ % nr];
+        int E = (i == t) ? wte : recv_e[ne++ % nr];
         if (q > 1) {
             tg_step *s = tg_pb_bcast(b, L, "head", t, TG_COL, E, (long long)Vq * Cq, "");
             if (!s)
@@ -268,13 +274,14 @@ void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g)
     int dxf = tg_pb_buf(b, R, Cq, 0, "dL/d(ln_f output) (h, j)", "lnf_dout");
     int recv_d[2], recv_e[2], nr = q >= 3 ? 2 : 1, nd = 0, ne = 0;
     char what[100];
-    recv_pair(b, R, Vq, "dlogits(h={h}, vocab block t) received over row", "recv_head_dl", recv_d);
+    int dl16 = tg_pb_operand(b, L, "head", dl), wte = tg_pb_operand(b, L, "head", lm->wte); /* bf16 plans */
+    recv_pair(b, dl16, "dlogits(h={h}, vocab block t) received over row", "recv_head_dl", recv_d);
     snprintf(what, sizeof what, "E(t, j=%d) received over col for the head backward", j);
-    recv_pair(b, Vq, Cq, what, "recv_head_de", recv_e);
+    recv_pair(b, wte, what, "recv_head_de", recv_e);
     int part = q > 1 ? tg_pb_buf(b, Vq, Cq, 0, "partial dE(t, j), reduced over col", "head_de_part") : -1;
     for (int t = 0; t < q; t++) {
-        int D = (j == t) ? dl : recv_d[nd++ % nr];
-        int E = (i == t) ? lm->wte : recv_e[ne++ % nr];
+        int D = (j == t) ? dl16 : recv_d[nd++ % nr];
+        int E = (i == t) ? wte : recv_e[ne++ % nr];
         if (q > 1) {
             s = tg_pb_bcast(b, L, "head", t, TG_ROW, D, (long long)R * Vq, "");
             if (!s)
@@ -324,7 +331,7 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
     const int L = TG_LAYER_EMBED;
     int gwte = rp->params[lm->p_wte].grad, gwpe = rp->params[lm->p_wpe].grad;
     int recv_g[2], nr = q >= 3 ? 2 : 1, ng = 0;
-    recv_pair(b, R, Cq, "dL/dx(h'=t+q*k, j) received over col", "recv_embed_g", recv_g);
+    recv_pair(b, g, "dL/dx(h'=t+q*k, j) received over col", "recv_embed_g", recv_g);
     for (int t = 0; t < q; t++) {
         int G = (i == t) ? g : recv_g[ng++ % nr];
         tg_step *s;

@@ -98,6 +98,9 @@ static mg_w declare_weights(tg_builder *b, int l)
 static tg_step *gemm(tg_builder *b, int l, const char *op, int ta, int tb, int m, int n, int k, int A, int lda, int B,
                      int ldb, int C, int ldc, const char *label)
 {
+    /* bf16 plans: each fp32 operand is cast right before its GEMM (no broadcasts here to halve; docs/BF16.md) */
+    A = tg_pb_operand(b, l, op, A);
+    B = tg_pb_operand(b, l, op, B);
     tg_step *s = tg_pb_gemm(b, l, op, -1, ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
     if (s)
         s->label = label;

@@ -52,8 +52,12 @@ void tg_mglm_declare_embedding(tg_builder *b, tg_lm *lm)
     if (lm->p_wte >= 0)
         b->rp->params[lm->p_wte].replica = -1;
     lm->wte = lm->p_wte < 0 ? -1 : b->rp->params[lm->p_wte].buf;
+    if (lm->wte >= 0) /* the row gather reads wte: fp32 in every plan (docs/BF16.md) */
+        b->rp->bufs[lm->wte].dtype = TG_BUF_F32;
     /* wpe [P, C], whole on every rank */
     lm->wpe = whole_param(b, "wpe.weight", 2, P, C, P, C, &lm->p_wpe);
+    if (lm->wpe >= 0) /* read by the position add: fp32 */
+        b->rp->bufs[lm->wpe].dtype = TG_BUF_F32;
 }
 
 void tg_mglm_declare_final(tg_builder *b, tg_lm *lm)
@@ -124,13 +128,14 @@ void tg_mglm_head(tg_builder *b, tg_lm *lm, int y)
     const int L = TG_LAYER_HEAD;
     lm->y = y;
     lm->rs = tg_pb_buf(b, 1, T, 0, "per-token row sums of y", "lnf_sum");
-    lm->xf = tg_pb_buf(b, T, C, 0, "ln_f(y), every token", "lnf_out");
+    lm->xf = tg_pb_bf16_out(b, tg_pb_buf(b, T, C, 0, "ln_f(y), every token", "lnf_out"));
     if (!tg_pb_ln_rowsum(b, L, T, C, y, lm->rs, "row sums of y, whole rows"))
         return;
     rp->steps[rp->nsteps - 1].op = "ln_f"; /* plan_steps.c names the first layernorm's row sums "ln1" */
     lm->vs = tg_pb_layernorm(b, L, "ln_f", T, C, y, lm->rs, lm->lnf_g, lm->lnf_b, lm->xf,
                              "centred squares of y, whole rows", NULL);
-    tg_step *s = tg_pb_gemm(b, L, "head", -1, 0, 1, T, Vq, C, lm->xf, C, lm->wte, C, rp->logits_buf, Vq);
+    tg_step *s = tg_pb_gemm(b, L, "head", -1, 0, 1, T, Vq, C, lm->xf, C, tg_pb_operand(b, L, "head", lm->wte), C,
+                            rp->logits_buf, Vq);
     if (!s)
         return;
     s->label = "logits = ln_f(y) @ E(this rank's vocab rows)^T, no communication";
@@ -150,7 +155,9 @@ void tg_mglm_head_bwd(tg_builder *b, tg_lm *lm, int g)
         return;
     tg_step *s;
     int dxf = tg_pb_buf(b, T, C, 0, "dL/d(ln_f output), partial then summed", "lnf_dout");
-    s = tg_pb_gemm(b, L, "head", -1, 0, 0, T, C, Vq, dl, Vq, lm->wte, C, dxf, C);
+    dl = tg_pb_operand(b, L, "head", dl); /* bf16 plans: bf16 copies of dlogits and wte for both GEMMs */
+    int wte = tg_pb_operand(b, L, "head", lm->wte);
+    s = tg_pb_gemm(b, L, "head", -1, 0, 0, T, C, Vq, dl, Vq, wte, C, dxf, C);
     if (!s)
         return;
     s->label = "partial dX = dlogits @ E(this rank's vocab rows)";

@@ -125,7 +125,8 @@ bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, i
     tg_pb_use(s, 1, bias, TG_ACC_R);
     if (g != h) {
         tg_pb_use(s, 2, g, TG_ACC_W);
-        s->label = "u = h + b1 (kept for the backward); g = GeLU(u)";
+        s->label = b->pl->spec.mode == TG_TRAIN ? "u = h + b1 (kept for the backward); g = GeLU(u)"
+                                                : "u = h + b1; g = GeLU(u) (bf16, for fc2)";
     } else {
         s->label = "h = GeLU(h + b1), tanh approximation";
     }

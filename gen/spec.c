@@ -274,8 +274,13 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
     }
     if (tg_lval_str_is(v, "fp32"))
         return;
+    if (tg_lval_str_is(v, "bf16")) {
+        s->dtype = TG_BF16;
+        return;
+    }
     tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
-    fail(c, "dtype = %s is not supported yet: only \"fp32\"", shown);
+    fail(c, "dtype = %s is not supported: use \"fp32\" or \"bf16\" (bf16 GEMM operands, fp32 accumulation; "
+            "docs/BF16.md)", shown);
 }
 
 /* mesh.placement: which group's ranks get consecutive numbers, so that a launcher that fills nodes in rank

@@ -17,7 +17,7 @@
  *               seq = 16, batch = 4, eps = 1e-5,     -- eps optional (default 1e-5)
  *               vocab = 50257, positions = 1024 },   -- optional: the whole GPT-2 (docs/MODEL.md);
  *                                          -- tie = true optional (false refused: only the tied head)
- *     dtype = "fp32",                      -- optional, default "fp32"
+ *     dtype = "fp32",                      -- optional, default "fp32"; or "bf16" (docs/BF16.md)
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
  *                   warmup = 0, decay_steps = 0, lr_min = 0, clip = 0 },  -- every key optional
@@ -34,7 +34,7 @@
 #include "err.h"
 #include "mesh.h"
 
-typedef enum tg_dtype { TG_FP32 = 0 } tg_dtype;
+typedef enum tg_dtype { TG_FP32 = 0, TG_BF16 = 1 } tg_dtype; /* docs/BF16.md */
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
 /* Backends to emit (spec key backends), as bits; "cpu" is always among them when the key is given. */
 enum { TG_BACKEND_CPU = 1, TG_BACKEND_CUDA = 2 };

@@ -186,7 +186,7 @@ static void traffic_row(tg_sb *o, unsigned cols, const tg_traffic *t)
     for (int c = 0; c < 3 * TG_NGROUPS; c++)
         if (cols >> c & 1) {
             const long long *v = c % 3 == 0 ? t->recv : c % 3 == 1 ? t->sent : t->red;
-            tg_sb_printf(o, " %14lld", 4 * v[c / 3]);
+            tg_sb_printf(o, " %14lld", v[c / 3]);
         }
     tg_sb_printf(o, " %16lld\n", t->flops);
 }
@@ -420,8 +420,8 @@ static void fig_row(tg_sb *o, const char *mesh, const char *status, const mesh_f
 {
     if (full)
         tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %15lld %16lld %9d\n", mesh, status,
-                     4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,
-                     4 * mf->recv_total, mf->flops_max, mf->steps_max);
+                     4 * mf->arena_max, 4 * mf->weights_max, mf->recv_max, mf->sent_max, mf->red_max,
+                     mf->recv_total, mf->flops_max, mf->steps_max);
     else
         tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %16lld %9d\n", mesh, status,
                      4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef uint16_t tr_bf16; /* bfloat16 storage: the high 16 bits of a float32 (runtime/tr_bf16.h; docs/BF16.md) */
+
 /* TR_WORLD: every rank (the megatron scheme's all-reduces); the same numbering as the generator's tg_group */
 typedef enum tr_group { TR_ROW = 0, TR_COL = 1, TR_DEP = 2, TR_COLDEP = 3, TR_WORLD = 4, TR_NGROUPS = 5 } tr_group;
 
@@ -38,6 +40,7 @@ typedef enum tr_kind {
     TR_K_ATTENTION,
     TR_K_REDUCE,
     TR_K_OPTIMIZER,
+    TR_K_CAST, /* fp32 -> bf16 copies of GEMM operands (docs/BF16.md) */
     TR_NKINDS
 } tr_kind;
 
@@ -57,6 +60,8 @@ typedef struct tr_param {
     tr_piece piece[3];
     long long grad_offset, m_offset, v_offset; /* training: gradient and AdamW moments, same shape; else -1 */
     int replica; /* tr_group whose members hold identical copies (member 0's is written to files), or -1: none */
+    int bf16;    /* the shard is stored as bf16, rounded on load: the matrices of a bf16 inference program
+                  * (docs/BF16.md); 0 (fp32) when the generated table leaves it out */
 } tr_param;
 
 struct tr_ctx;

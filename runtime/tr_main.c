@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "tr_backend.h"
+#include "tr_bf16.h"
 #include "tr_ckpt.h"
 #include "tr_clip.h"
 #include "tr_ctx.h"
@@ -294,6 +295,15 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                      "this one was generated with mode = \"infer\"; add mode = \"train\" to the spec and regenerate");
         return -1;
     }
+    bool bf16_shards = false;
+    for (int i = 0; i < tr_class.proto.nparams; i++)
+        bf16_shards |= tr_class.proto.params[i].bf16 != 0;
+    if (bf16_shards && (o->weights_out || o->hf_out)) {
+        tr_fail(err, "--weights-out and --hf-out need the weights as they were loaded: this bf16 inference program "
+                     "holds only the bf16-rounded matrices (docs/BF16.md); write from a training program, or convert "
+                     "the weights file itself");
+        return -1;
+    }
     if (!tr_model.mode && (o->resume || o->checkpoint_out || o->checkpoint_every || o->reshard)) {
         tr_fail(err, "--resume, --reshard, --checkpoint-out and --checkpoint-every need a training program (a "
                      "checkpoint holds the AdamW moments): this one was generated with mode = \"infer\"; to run "
@@ -499,35 +509,66 @@ static bool weights_finite(const tr_rank_desc *d, const float *H, const char *pa
 
 /* Load this rank's shards from o->weights (synthetic ones without it); *prefix gets the file's block name
  * prefix (tr_hf_prefix), "" for synthetic weights. */
+/* Where param p's shard is read as float32: its arena bytes, or for a bf16 shard (docs/BF16.md) the scratch *tmp
+ * [rows * cols], rounded into the arena by bf16_store afterwards. NULL when the scratch cannot be had. */
+static float *shard_dst(const tr_param *p, float *A, float **tmp, tr_err *err)
+{
+    if (!p->bf16)
+        return A + p->offset;
+    free(*tmp);
+    *tmp = malloc((size_t)p->rows * (size_t)p->cols * sizeof **tmp);
+    if (!*tmp)
+        tr_fail(err, "out of memory: %d x %d floats to round %s to bf16", p->rows, p->cols, p->name);
+    return *tmp;
+}
+
+static void bf16_store(const tr_param *p, float *A, const float *tmp)
+{
+    if (p->bf16)
+        for (long long e = 0; e < (long long)p->rows * p->cols; e++) /* round to nearest even, as every backend */
+            ((tr_bf16 *)(A + p->offset))[e] = tr_f32_to_bf16(tmp[e]);
+}
+
 static bool load_weights(const tr_rank_desc *d, const tr_opts *o, float *A, const char **prefix, tr_err *err)
 {
     *prefix = "";
+    float *tmp = NULL;
+    bool ok = true;
     if (!o->weights) {
-        for (int i = 0; i < d->nparams; i++) {
+        for (int i = 0; i < d->nparams && ok; i++) {
             const tr_param *p = &d->params[i];
             int64_t full_cols = p->ndim == 1 ? p->full[0] : p->full[1];
-            for (int k = 0; k < p->npieces; k++) {
+            float *dst = shard_dst(p, A, &tmp, err);
+            ok = dst != NULL;
+            for (int k = 0; k < p->npieces && ok; k++) {
                 const tr_piece *pc = &p->piece[k];
-                tr_synth_block(p->name, o->seed, full_cols, pc->r0, pc->nr, pc->c0, pc->nc,
-                               A + p->offset + pc->dst_col, p->cols);
+                tr_synth_block(p->name, o->seed, full_cols, pc->r0, pc->nr, pc->c0, pc->nc, dst + pc->dst_col,
+                               p->cols);
             }
+            if (ok)
+                bf16_store(p, A, tmp);
         }
-        return true;
+        free(tmp);
+        return ok;
     }
     tr_stset f; /* rank 0 checked the index against the shards: here each shard is mapped when first needed */
     if (!tr_stset_open(&f, o->weights, false, err))
         return false;
-    bool ok = tr_hf_prefix(&f, prefix, err);
+    ok = tr_hf_prefix(&f, prefix, err);
     for (int i = 0; i < d->nparams && ok; i++) {
         const tr_param *p = &d->params[i];
         char name[TR_ST_NAME_CAP + 32];
         tr_hf_prefixed(name, sizeof name, *prefix, p->name);
+        float *dst = shard_dst(p, A, &tmp, err);
+        ok = dst != NULL;
         for (int k = 0; k < p->npieces && ok; k++) {
             const tr_piece *pc = &p->piece[k];
-            ok = tr_stset_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, A + p->offset + pc->dst_col,
-                                     p->cols, err);
+            ok = tr_stset_read_block(&f, name, pc->r0, pc->nr, pc->c0, pc->nc, dst + pc->dst_col, p->cols, err);
         }
+        if (ok)
+            bf16_store(p, A, tmp);
     }
+    free(tmp);
     tr_stset_close(&f);
     return ok;
 }
