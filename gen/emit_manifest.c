@@ -46,8 +46,8 @@ void tg_emit_manifest_class(const tg_plan *pl, const tg_class_plan *cp, tg_sb *o
             tg_sb_printf(o, ", \"shape\": [%d]", p->full[0]);
         else
             tg_sb_printf(o, ", \"shape\": [%d, %d]", p->full[0], p->full[1]);
-        tg_sb_printf(o, ", \"local\": [%d, %d], \"arena_offset_bytes\": %lld, \"pieces\": [", b->rows, b->cols,
-                     4 * b->offset);
+        tg_sb_printf(o, ", \"local\": [%d, %d], \"arena_offset_bytes\": %lld%s, \"pieces\": [", b->rows, b->cols,
+                     4 * b->offset, b->dtype == TG_BUF_BF16 ? ", \"dtype\": \"bf16\"" : "");
         for (int k = 0; k < p->npieces; k++) {
             const tg_piece *pc = &p->piece[k];
             if (p->ndim == 1)
@@ -74,7 +74,7 @@ bool tg_emit_manifest(const tg_plan *pl, const tg_sb *classes, tg_sb *o, tg_err 
     tg_sb_printf(o, ",\n  \"schedule_fingerprint\": \"%s\"", pl->fingerprint);
     tg_sb_puts(o, ",\n  \"name\": ");
     tg_sb_jstr(o, s->name);
-    tg_sb_printf(o, ",\n  \"dtype\": \"fp32\",\n  \"backend\": \"cpu\",\n");
+    tg_sb_printf(o, ",\n  \"dtype\": \"%s\",\n  \"backend\": \"cpu\",\n", s->dtype == TG_BF16 ? "bf16" : "fp32");
     tg_sb_printf(o, "  \"mesh\": {\"scheme\": \"%s\", \"q\": %d, \"d\": %d, \"p\": %d, \"classes\": %d},\n",
                  m->scheme == TG_SCHEME_MEGATRON ? "megatron" : "tesseract", m->q, m->d, m->p,
                  tg_plan_nclasses(pl));

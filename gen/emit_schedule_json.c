@@ -117,7 +117,7 @@ static void texts_free(texts *t)
     "\"stream\",\"wait\",\"wait_buffers\",\"signal\",\"overlaps\"]"
 #define COMM_FIELDS                                                                                                    \
     "[\"group\",\"group_size\",\"root_local\",\"is_root\",\"dir\",\"elems\",\"recv_bytes\",\"sent_bytes\","        \
-    "\"reduced_bytes\"]"
+    "\"reduced_bytes\",\"elem_bytes\"]"
 #define GEMM_FIELDS "[\"m\",\"n\",\"k\",\"lda\",\"ldb\",\"ldc\",\"beta\",\"transa\",\"transb\"]"
 #define SHAPE_FIELDS "[\"rows\",\"cols\",\"hidden\",\"nseq\",\"seq\",\"heads\",\"hdim\",\"eps\"]"
 
@@ -150,7 +150,7 @@ static bool step_row(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_co
             tg_sb_printf(o, "%d,%d", s->root_local, s->is_root);
         else
             tg_sb_puts(o, "null,0");
-        tg_sb_printf(o, ",\"%s\",%lld,%lld,%lld,%lld],", tg_step_dir(s), s->count, rc, se, re);
+        tg_sb_printf(o, ",\"%s\",%lld,%lld,%lld,%lld,%d],", tg_step_dir(s), s->count, rc, se, re, s->esize);
     } else {
         tg_sb_puts(o, "null,");
     }
@@ -201,8 +201,8 @@ bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg
         const tg_buf *b = &rp->bufs[i];
         tg_sb_puts(o, "[");
         jstr(o, b->name);
-        tg_sb_printf(o, ",%d,%d,%lld,%lld,%d,%d,%d,", b->rows, b->cols, 4 * b->offset, 4 * b->elems, b->first,
-                     b->last, b->persistent);
+        tg_sb_printf(o, ",%d,%d,%lld,%lld,%d,%d,%d,", b->rows, b->cols, 4 * b->offset,
+                     (long long)tg_dtype_size(b->dtype) * b->elems, b->first, b->last, b->persistent);
         char bw[160];
         jstr(o, tg_buf_text(bw, sizeof bw, pl, co, b));
         tg_sb_printf(o, "]%s\n", i + 1 < rp->nbufs ? "," : "");
@@ -279,8 +279,9 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
     jstr(o, s->path);
     tg_sb_puts(o, ",\"name\":");
     jstr(o, s->name);
-    tg_sb_printf(o, ",\"fingerprint\":\"%s\",\"mode\":\"%s\",\"dtype\":\"fp32\",\"bytes_per_elem\":4,\n",
-                 pl->fingerprint, s->mode == TG_TRAIN ? "train" : "infer");
+    /* dtype: the spec's (docs/BF16.md); bytes_per_elem: of the arena's offsets (4-byte slots), buffers give bytes */
+    tg_sb_printf(o, ",\"fingerprint\":\"%s\",\"mode\":\"%s\",\"dtype\":\"%s\",\"bytes_per_elem\":4,\n",
+                 pl->fingerprint, s->mode == TG_TRAIN ? "train" : "infer", s->dtype == TG_BF16 ? "bf16" : "fp32");
     tg_sb_printf(o,
                  "\"mesh\":{\"scheme\":\"%s\",\"q\":%d,\"d\":%d,\"p\":%d,\"classes\":%d,\"placement\":\"%s\",\"strides\":{\"i\":%d,"
                  "\"j\":%d,\"k\":%d},\"rank_formula\":\"%s\"},\n",

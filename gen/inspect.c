@@ -253,10 +253,10 @@ void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
     char mt[48];
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
     tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
-                    "S=%d, B=%d)%s\n",
+                    "S=%d, B=%d)%s%s\n",
                  TG_VERSION, what, s->name, s->path, mt, pl->mesh.p, s->layers,
                  s->layers == 1 ? "" : "s", s->hidden, s->heads, s->ffn, s->seq, s->batch,
-                 s->mode == TG_TRAIN ? ", training" : "");
+                 s->mode == TG_TRAIN ? ", training" : "", s->dtype == TG_BF16 ? ", bf16 (docs/BF16.md)" : "");
 }
 
 void tg_step_label(tg_sb *o, const tg_step *s)

@@ -84,11 +84,11 @@ bool tg_class_figures(const tg_plan *pl, const tg_class_plan *cp, tg_class_fig *
     for (int i = 0; i < cp->nbufs; i++) {
         const tg_buf *b = &cp->bufs[i];
         if (b->persistent)
-            fg->persistent += b->elems;
+            fg->persistent += tg_buf_slots(b);
         if (b->first < 0 || b->last < b->first || b->last >= cp->nsteps)
             continue;
-        delta[b->first] += b->elems;
-        delta[b->last + 1] -= b->elems;
+        delta[b->first] += tg_buf_slots(b);
+        delta[b->last + 1] -= tg_buf_slots(b);
     }
     long long cur = 0;
     int step = -1;
@@ -113,7 +113,7 @@ bool tg_class_figures(const tg_plan *pl, const tg_class_plan *cp, tg_class_fig *
             if (b->persistent || b->first > step || b->last < step)
                 continue;
             int at = fg->ntop;
-            while (at > 0 && cp->bufs[top[at - 1]].elems < b->elems)
+            while (at > 0 && tg_buf_slots(&cp->bufs[top[at - 1]]) < tg_buf_slots(b))
                 at--;
             if (at >= 3)
                 continue;
@@ -125,7 +125,7 @@ bool tg_class_figures(const tg_plan *pl, const tg_class_plan *cp, tg_class_fig *
         }
         for (int k = 0; k < fg->ntop; k++) {
             snprintf(fg->top[k], sizeof fg->top[k], "%s", cp->bufs[top[k]].name);
-            fg->top_elems[k] = cp->bufs[top[k]].elems;
+            fg->top_elems[k] = tg_buf_slots(&cp->bufs[top[k]]);
         }
     }
     return true;
@@ -424,7 +424,7 @@ static void fig_row(tg_sb *o, const char *mesh, const char *status, const mesh_f
                      mf->recv_total, mf->flops_max, mf->steps_max);
     else
         tg_sb_printf(o, "  %-12s %-9s %13lld %13lld %13lld %13lld %13lld %16lld %9d\n", mesh, status,
-                     4 * mf->arena_max, 4 * mf->weights_max, 4 * mf->recv_max, 4 * mf->sent_max, 4 * mf->red_max,
+                     4 * mf->arena_max, 4 * mf->weights_max, mf->recv_max, mf->sent_max, mf->red_max,
                      mf->flops_max, mf->steps_max);
 }
 
@@ -523,7 +523,7 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_fi
     tg_inspect_header(o, pl, "summary");
     if (!f->all_ranks || !f->all_layers)
         tg_sb_printf(o, "# showing %s\n", f->desc);
-    tg_sb_puts(o, "# bytes are float32 payload, counted logically: a broadcast is received by every member but the "
+    tg_sb_puts(o, "# bytes are payload (2 per element of a bf16 broadcast, else 4: docs/BF16.md), counted logically: a broadcast is received by every member but the "
                   "root and sent once by the root;\n# a reduce is sent by every member but the root and received "
                   "from each of them by the root; an all-reduce is 'reduced' on every member\n");
     char budget[256];
