@@ -111,6 +111,7 @@ done
 . tests/megatron.sh
 . tests/lm.sh
 . tests/megatron_lm.sh
+. tests/bf16_compute.sh
 . tests/hf.sh
 . tests/hf_io.sh
 . tests/cuda.sh
