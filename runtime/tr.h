@@ -16,7 +16,7 @@
  * gathers the output.
  *
  * Buffers are float offsets into one arena per rank. Every collective counts
- * the elements it moves, so a run can be compared with the plan.
+ * the bytes it moves, so a run can be compared with the plan.
  */
 #ifndef TR_H
 #define TR_H
@@ -85,11 +85,11 @@ typedef struct tr_rank_desc {
     long long y_offset;       /* output block (x_offset for inference: updated in place) */
     long long gx_offset;      /* training: dL/dy in, dL/dx out, [io_rows, io_cols]; else -1 */
     int io_r0, io_c0, io_rows, io_cols;
-    long long plan_bcast_recv[TR_NGROUPS]; /* planned elements per forward */
+    long long plan_bcast_recv[TR_NGROUPS]; /* planned bytes per forward (2 per bf16 element, 4 per float32) */
     long long plan_bcast_sent[TR_NGROUPS];
     long long plan_allreduce[TR_NGROUPS];
     long long plan_flops;
-    /* training: planned elements per backward (a reduce root receives count from each other member) */
+    /* training: planned bytes per backward (a reduce root receives count from each other member) */
     long long plan_bwd_bcast_recv[TR_NGROUPS];
     long long plan_bwd_bcast_sent[TR_NGROUPS];
     long long plan_bwd_allreduce[TR_NGROUPS];
@@ -107,7 +107,7 @@ typedef struct tr_rank_desc {
  * [q*io_rows] int32, the targets of its row block [io_rows] int32, its logits [io_rows, vq] (vocab block j) and its
  * per-token loss [io_rows] lie in the arena (the same offsets for every rank of the class). */
 typedef struct tr_lm_desc {
-    long long plan_reduce_recv[TR_NGROUPS];
+    long long plan_reduce_recv[TR_NGROUPS]; /* planned bytes per forward, as tr_rank_desc's plan_* */
     long long plan_reduce_sent[TR_NGROUPS];
     int vocab, vq, positions;
     long long tok_offset, tgt_offset, logits_offset, loss_offset;

@@ -19,7 +19,7 @@ typedef struct tr_ctx {
     int opt_step; /* AdamW step number, from 1 (training) */
     double lr;    /* AdamW learning rate of this step (tr_sched_lr; tr_model.lr until the loop sets it) */
     MPI_Comm comm[TR_NGROUPS];
-    /* measured, in elements, since the last tr_ctx_reset_counts */
+    /* measured, in bytes (4 per float32 element, 2 per bf16), since the last tr_ctx_reset_counts */
     long long bcast_recv[TR_NGROUPS];
     long long bcast_sent[TR_NGROUPS];
     long long allreduce[TR_NGROUPS];
