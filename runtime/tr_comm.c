@@ -79,6 +79,9 @@ void tr_ctx_free(tr_ctx *c)
     for (int g = 0; g < TR_NGROUPS; g++)
         if (c->comm[g] != MPI_COMM_NULL && c->comm[g] != 0)
             MPI_Comm_free(&c->comm[g]);
+    free(c->scratch);
+    c->scratch = NULL;
+    c->scratch_cap = 0;
 }
 
 void tr_ctx_reset_counts(tr_ctx *c)
@@ -107,6 +110,20 @@ void tr_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
         c->bcast_sent[g] += 4LL * count;
     else
         c->bcast_recv[g] += 4LL * count;
+    c->calls[TR_K_BCAST]++;
+    if (c->timing)
+        c->seconds[TR_K_BCAST] += tr_now() - t0;
+}
+
+/* bf16 values are moved as their bits: MPI has no bfloat16 type, and a broadcast adds nothing. */
+void tr_bcast_bf16(tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    MPI_CHECK(MPI_Bcast(buf, count, MPI_UINT16_T, root, c->comm[g]), "MPI_Bcast", g);
+    if (c->desc->key[g] == root)
+        c->bcast_sent[g] += 2LL * count;
+    else
+        c->bcast_recv[g] += 2LL * count;
     c->calls[TR_K_BCAST]++;
     if (c->timing)
         c->seconds[TR_K_BCAST] += tr_now() - t0;
