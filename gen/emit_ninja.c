@@ -17,7 +17,7 @@ static const char *const rt_src[] = {"tr_err",  "tr_json",  "tr_safetensors", "t
                                      "tr_kernels", "tr_comm", "tr_gemm",      "tr_trace",        "tr_kernels_bwd",
                                      "tr_gather", "tr_hfnames", "tr_stset",       "tr_hfout",        "tr_sched",
                                      "tr_clip",   "tr_ckpt",    "tr_data",        "tr_backend_cpu",  "tr_kernels_lm",
-                                     "tr_tokens", "tr_lmdata"};
+                                     "tr_tokens", "tr_lmdata", "tr_kernels_bf16"};
 
 bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *cu, tg_sb *out, tg_err *err)
 {

@@ -16,7 +16,7 @@
  * gathers the output.
  *
  * Buffers are float offsets into one arena per rank. Every collective counts
- * the elements it moves, so a run can be compared with the plan.
+ * the bytes it moves, so a run can be compared with the plan.
  */
 #ifndef TR_H
 #define TR_H
@@ -90,11 +90,11 @@ typedef struct tr_rank_desc {
     long long y_offset;       /* output block (x_offset for inference: updated in place) */
     long long gx_offset;      /* training: dL/dy in, dL/dx out, [io_rows, io_cols]; else -1 */
     int io_r0, io_c0, io_rows, io_cols;
-    long long plan_bcast_recv[TR_NGROUPS]; /* planned elements per forward */
+    long long plan_bcast_recv[TR_NGROUPS]; /* planned bytes per forward (2 per bf16 element, 4 per float32) */
     long long plan_bcast_sent[TR_NGROUPS];
     long long plan_allreduce[TR_NGROUPS];
     long long plan_flops;
-    /* training: planned elements per backward (a reduce root receives count from each other member) */
+    /* training: planned bytes per backward (a reduce root receives count from each other member) */
     long long plan_bwd_bcast_recv[TR_NGROUPS];
     long long plan_bwd_bcast_sent[TR_NGROUPS];
     long long plan_bwd_allreduce[TR_NGROUPS];
@@ -112,7 +112,7 @@ typedef struct tr_rank_desc {
  * [q*io_rows] int32, the targets of its row block [io_rows] int32, its logits [io_rows, vq] (vocab block j) and its
  * per-token loss [io_rows] lie in the arena (the same offsets for every rank of the class). */
 typedef struct tr_lm_desc {
-    long long plan_reduce_recv[TR_NGROUPS];
+    long long plan_reduce_recv[TR_NGROUPS]; /* planned bytes per forward, as tr_rank_desc's plan_* */
     long long plan_reduce_sent[TR_NGROUPS];
     int vocab, vq, positions;
     long long tok_offset, tgt_offset, logits_offset, loss_offset;
@@ -228,6 +228,27 @@ void tr_attention_bwd(struct tr_ctx *c, const float *qkv, const float *dout, flo
 /* One AdamW step (step number c->opt_step, from 1, learning rate c->lr: the schedule's for the step) on n
  * elements; decay: apply weight decay. */
 void tr_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay);
+
+/* ---- bf16 mixed precision (dtype = "bf16"; docs/BF16.md, tr_kernels_bf16.c) ------------------------------
+ * Every GEMM reads bf16 operands and accumulates fp32; the fused kernels below compute exactly as their fp32
+ * twins and store tr_f32_to_bf16 (round to nearest even) of each output value. Each is timed and counted under
+ * its twin's step kind. */
+
+/* Broadcast count bf16 values at buf from local root `root` of group g (2 * count bytes in the counters). */
+void tr_bcast_bf16(struct tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count);
+/* y[e] = RNE(x[e]) for n elements (a CAST step; timed as TR_K_RESID, the elementwise kind). */
+void tr_cast_bf16(struct tr_ctx *c, const float *x, long long n, tr_bf16 *y);
+/* tr_gemm_ex with bf16 A and B (widened to float32, exactly) and a float32 C: C = beta*C + op(A) op(B). */
+void tr_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                  const tr_bf16 *B, int ldb, float beta, float *C, int ldc);
+/* tr_ln_apply with a bf16 output y. */
+void tr_ln_apply_bf16(struct tr_ctx *c, const float *x, const float *rs, const float *vs, const float *gamma,
+                      const float *beta, int rows, int cols, int hidden, float eps, tr_bf16 *y);
+/* tr_attention with a bf16 output out (qkv still gets the bias in place; scores is the same scratch). */
+void tr_attention_bf16(struct tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out, float *scores, int nseq, int seq,
+                       int heads, int hdim);
+/* tr_bias_gelu_save with a bf16 output g (u += bias stays float32). */
+void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols);
 
 /* ---- the language model's steps (tr_kernels_lm.c; docs/MODEL.md) --------------------------------------- */
 

@@ -3,10 +3,13 @@
  * group kind (row, col, dep, coldep), made by MPI_Comm_split with the colors
  * and keys the generator baked into the rank descriptor.
  *
- * Every call counts the payload it moves, logically and independently of the
- * MPI algorithm: a broadcast is `count` elements received on every member but
- * the root and `count` elements sent by the root; an all-reduce is `count`
- * elements reduced. A run can then be checked against the plan's totals.
+ * Every call counts the payload it moves in bytes, logically and independently
+ * of the MPI algorithm: a broadcast is `count` elements received on every
+ * member but the root and `count` elements sent by the root; an all-reduce is
+ * `count` elements reduced; a reduce sends `count` and its root receives
+ * `count` from each other member. An element is 4 bytes (float32), or 2 for
+ * tr_bcast_bf16. A run can then be checked against the plan's totals, which
+ * the generator prints in bytes too.
  * MPI errors abort with the call, the group and a hint (the default handler
  * would abort without saying which step failed).
  */
@@ -76,6 +79,9 @@ void tr_ctx_free(tr_ctx *c)
     for (int g = 0; g < TR_NGROUPS; g++)
         if (c->comm[g] != MPI_COMM_NULL && c->comm[g] != 0)
             MPI_Comm_free(&c->comm[g]);
+    free(c->scratch);
+    c->scratch = NULL;
+    c->scratch_cap = 0;
 }
 
 void tr_ctx_reset_counts(tr_ctx *c)
@@ -101,9 +107,23 @@ void tr_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
     double t0 = c->timing ? tr_now() : 0;
     MPI_CHECK(MPI_Bcast(buf, count, MPI_FLOAT, root, c->comm[g]), "MPI_Bcast", g);
     if (c->desc->key[g] == root)
-        c->bcast_sent[g] += count;
+        c->bcast_sent[g] += 4LL * count;
     else
-        c->bcast_recv[g] += count;
+        c->bcast_recv[g] += 4LL * count;
+    c->calls[TR_K_BCAST]++;
+    if (c->timing)
+        c->seconds[TR_K_BCAST] += tr_now() - t0;
+}
+
+/* bf16 values are moved as their bits: MPI has no bfloat16 type, and a broadcast adds nothing. */
+void tr_bcast_bf16(tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    MPI_CHECK(MPI_Bcast(buf, count, MPI_UINT16_T, root, c->comm[g]), "MPI_Bcast", g);
+    if (c->desc->key[g] == root)
+        c->bcast_sent[g] += 2LL * count;
+    else
+        c->bcast_recv[g] += 2LL * count;
     c->calls[TR_K_BCAST]++;
     if (c->timing)
         c->seconds[TR_K_BCAST] += tr_now() - t0;
@@ -113,7 +133,7 @@ void tr_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
 {
     double t0 = c->timing ? tr_now() : 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, c->comm[g]), "MPI_Allreduce", g);
-    c->allreduce[g] += count;
+    c->allreduce[g] += 4LL * count;
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
@@ -124,10 +144,10 @@ void tr_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
     double t0 = c->timing ? tr_now() : 0;
     if (c->desc->key[g] == root) {
         MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]), "MPI_Reduce", g);
-        c->reduce_recv[g] += (long long)count * (c->desc->size[g] - 1);
+        c->reduce_recv[g] += 4LL * count * (c->desc->size[g] - 1);
     } else {
         MPI_CHECK(MPI_Reduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]), "MPI_Reduce", g);
-        c->reduce_sent[g] += count;
+        c->reduce_sent[g] += 4LL * count;
     }
     c->calls[TR_K_REDUCE]++;
     if (c->timing)
@@ -136,7 +156,7 @@ void tr_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
 
 /* MPI_Allreduce need not give every member the same bits (members may add in different
  * orders); replicated parameters must stay bitwise identical, so reduce to member 0 and
- * broadcast its result. Counted as one all-reduce of count elements. */
+ * broadcast its result. Counted as one all-reduce of count elements (4 * count bytes). */
 void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
 {
     double t0 = c->timing ? tr_now() : 0;
@@ -145,7 +165,7 @@ void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
     else
         MPI_CHECK(MPI_Reduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]), "MPI_Reduce", g);
     MPI_CHECK(MPI_Bcast(buf, count, MPI_FLOAT, 0, c->comm[g]), "MPI_Bcast", g);
-    c->allreduce[g] += count;
+    c->allreduce[g] += 4LL * count;
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;

@@ -19,7 +19,7 @@ typedef struct tr_ctx {
     int opt_step; /* AdamW step number, from 1 (training) */
     double lr;    /* AdamW learning rate of this step (tr_sched_lr; tr_model.lr until the loop sets it) */
     MPI_Comm comm[TR_NGROUPS];
-    /* measured, in elements, since the last tr_ctx_reset_counts */
+    /* measured, in bytes (4 per float32 element, 2 per bf16), since the last tr_ctx_reset_counts */
     long long bcast_recv[TR_NGROUPS];
     long long bcast_sent[TR_NGROUPS];
     long long allreduce[TR_NGROUPS];
@@ -32,13 +32,19 @@ typedef struct tr_ctx {
     /* --trace / --stats (tr_trace.c): the record of one run, NULL when not recording */
     struct tr_steprec *rec;
     long long arena_bytes; /* bytes the main allocated for the arena (the plan: desc->arena_elems * 4) */
+    /* the bf16 kernels' fp32 scratch (tr_kernels_bf16.c: tr_scratch), grown on demand, freed by tr_ctx_free */
+    float *scratch;
+    size_t scratch_cap; /* floats */
 } tr_ctx;
 
 /* Split MPI_COMM_WORLD into the desc's groups and check each split against the
  * generator's literals (size and local index). Returns false with a message if
  * MPI disagrees with the plan. */
 bool tr_ctx_init(tr_ctx *c, const tr_rank_desc *desc, tr_err *err);
+/* Frees the communicators and the scratch (a zeroed ctx, as the unit tests use, is fine). */
 void tr_ctx_free(tr_ctx *c);
+/* c->scratch with room for n floats (grown when needed, never shrunk); aborts if out of memory. */
+float *tr_scratch(tr_ctx *c, size_t n);
 void tr_ctx_reset_counts(tr_ctx *c);
 const char *tr_kind_name(tr_kind k);
 

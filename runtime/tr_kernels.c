@@ -51,17 +51,20 @@ void tr_ln_sqdev(tr_ctx *c, const float *x, const float *rs, int rows, int cols,
     TIMED_END(TR_K_LN);
 }
 
+void tr_ln_apply_row(const float *xr, float rs, float vs, const float *gamma, const float *beta, int cols, int hidden,
+                     float eps, float *yr)
+{
+    float inv_n = 1.0f / (float)hidden;
+    for (int j = 0; j < cols; j++)
+        yr[j] = tr_ln(xr[j], rs, vs, inv_n, eps, gamma[j], beta[j]);
+}
+
 void tr_ln_apply(tr_ctx *c, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
                  int rows, int cols, int hidden, float eps, float *y)
 {
     TIMED_BEGIN;
-    float inv_n = 1.0f / (float)hidden;
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (long)r * cols;
-        float *yr = y + (long)r * cols;
-        for (int j = 0; j < cols; j++)
-            yr[j] = tr_ln(xr[j], rs[r], vs[r], inv_n, eps, gamma[j], beta[j]);
-    }
+    for (int r = 0; r < rows; r++)
+        tr_ln_apply_row(x + (long)r * cols, rs[r], vs[r], gamma, beta, cols, hidden, eps, y + (long)r * cols);
     TIMED_END(TR_K_LN);
 }
 
@@ -96,29 +99,38 @@ void tr_causal_softmax(float *P, int seq)
     }
 }
 
-void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq, int heads,
-                  int hdim)
+void tr_attention_bias(float *qkv, const float *bias, int nseq, int seq, int heads, int hdim)
 {
-    TIMED_BEGIN;
-    int cols = heads * hdim; /* local width of Q, K, V and out */
-    int ld = 3 * cols;
+    int ld = 3 * heads * hdim;
     long rows = (long)nseq * seq;
     for (long r = 0; r < rows; r++)
         for (int j = 0; j < ld; j++)
             qkv[r * ld + j] += bias[j];
+}
+
+void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim)
+{
+    int cols = heads * hdim; /* local width of Q, K, V and out */
+    int ld = 3 * cols;
     float scale = 1.0f / sqrtf((float)hdim);
-    for (int s = 0; s < nseq; s++) {
-        const float *blk = qkv + (long)s * seq * ld;
-        for (int h = 0; h < heads; h++) {
-            const float *Q = blk + h * hdim;
-            const float *K = blk + cols + h * hdim;
-            const float *V = blk + 2 * cols + h * hdim;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores,
-                        seq);
-            tr_causal_softmax(scores, seq);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
-                        out + (long)s * seq * cols + h * hdim, cols);
-        }
+    for (int h = 0; h < heads; h++) {
+        const float *Q = blk + h * hdim;
+        const float *K = blk + cols + h * hdim;
+        const float *V = blk + 2 * cols + h * hdim;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores, seq);
+        tr_causal_softmax(scores, seq);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
+                    o + h * hdim, cols);
     }
+}
+
+void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq, int heads,
+                  int hdim)
+{
+    TIMED_BEGIN;
+    int cols = heads * hdim;
+    tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
+    for (int s = 0; s < nseq; s++)
+        tr_attention_seq(qkv + (long)s * seq * 3 * cols, out + (long)s * seq * cols, scores, seq, heads, hdim);
     TIMED_END(TR_K_ATTENTION);
 }

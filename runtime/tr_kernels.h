@@ -1,8 +1,9 @@
 /*
  * tr_kernels.h - CPU kernel pieces shared inside runtime/ (not called by
- * generated code): the per-kind timing of a kernel, and the causal softmax that
+ * generated code): the per-kind timing of a kernel, the causal softmax that
  * the attention forward and its backward (which recomputes the probabilities)
- * must compute identically.
+ * must compute identically, and the per-row bodies of the kernels that have a
+ * bf16-output variant.
  */
 #ifndef TR_KERNELS_H
 #define TR_KERNELS_H
@@ -18,5 +19,19 @@
 
 /* P[seq, seq] holds scaled scores; replace row i by softmax over columns 0..i, zeros after. */
 void tr_causal_softmax(float *P, int seq);
+
+/* The per-row (per-sequence) arithmetic of the fp32 kernels, shared with their bf16-output variants
+ * (tr_kernels_bf16.c), which run it into an fp32 scratch and round: one copy of the math, so a bf16 output
+ * is exactly tr_f32_to_bf16 of the fp32 kernel's. */
+/* tr_ln_apply on one row: yr[j] = (xr[j] - rs/hidden) / sqrt(vs/hidden + eps) * gamma[j] + beta[j]. */
+void tr_ln_apply_row(const float *xr, float rs, float vs, const float *gamma, const float *beta, int cols, int hidden,
+                     float eps, float *yr);
+/* tr_bias_gelu_save on one row: ur += bias; gr = GeLU(ur). */
+void tr_bias_gelu_save_row(float *ur, const float *bias, float *gr, int cols);
+/* tr_attention's bias add: qkv [nseq*seq, 3*heads*hdim] += bias. */
+void tr_attention_bias(float *qkv, const float *bias, int nseq, int seq, int heads, int hdim);
+/* tr_attention on one sequence: blk [seq, 3*cols] (Q | K | V, post-bias), o [seq, cols] with row stride
+ * cols = heads*hdim; scores [seq, seq] scratch. */
+void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim);
 
 #endif

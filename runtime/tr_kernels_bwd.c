@@ -38,13 +38,19 @@ void tr_resid_rowsum_to(tr_ctx *c, const float *x, const float *p, const float *
     TIMED_END(TR_K_RESID);
 }
 
+void tr_bias_gelu_save_row(float *ur, const float *bias, float *gr, int cols)
+{
+    for (int j = 0; j < cols; j++) {
+        ur[j] += bias[j];
+        gr[j] = tr_gelu(ur[j]);
+    }
+}
+
 void tr_bias_gelu_save(tr_ctx *c, float *u, const float *bias, float *g, int rows, int cols)
 {
     TIMED_BEGIN;
-    for (long e = 0; e < (long)rows * cols; e++) {
-        u[e] += bias[e % cols];
-        g[e] = tr_gelu(u[e]);
-    }
+    for (int r = 0; r < rows; r++)
+        tr_bias_gelu_save_row(u + (long)r * cols, bias, g + (long)r * cols, cols);
     TIMED_END(TR_K_GELU);
 }
 

@@ -24,7 +24,7 @@ void tr_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
         fprintf(stderr, "rank %d: MPI_Allreduce(MPI_MAX) over group %d failed (code %d)\n", c->desc->rank, (int)g, rc);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
-    c->allreduce[g] += count;
+    c->allreduce[g] += 4LL * count; /* bytes */
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;

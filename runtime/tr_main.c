@@ -99,7 +99,7 @@ static void usage(FILE *f, const char *prog)
             "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
             "  --repeat N    run the forward N times after one warm-up and report the median time\n"
-            "  --bytes       compare the elements each collective moved with the plan, per rank\n"
+            "  --bytes       compare the bytes each collective moved with the plan, per rank\n"
             "  --trace F     write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run: pid = rank,\n"
             "                one slice per step with layer, op, kind and bytes\n"
             "  --stats       per rank: measured bytes per collective kind against the plan (exit 3 if any\n"
@@ -704,9 +704,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Per rank: measured elements per group against the plan. Returns false on any difference. */
-/* Per rank: measured elements per collective kind and group against the plan (forward, plus the
- * backward when bwd). Returns false on any difference. */
+/* Per rank: measured bytes per collective kind and group against the plan (forward, plus the
+ * backward when bwd; both in bytes). Returns false on any difference. */
 static bool report_bytes(tr_ctx *c, int bwd, int quiet)
 {
     enum { NK = 5, NV = NK * TR_NGROUPS }; /* bcast recv, bcast sent, allreduce, reduce recv, reduce sent */
@@ -733,7 +732,7 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
     int mismatch = 0;
     if (d->rank == 0) {
         if (!quiet)
-            printf("bytes per %s (float32 payload), measured / planned:\n"
+            printf("bytes per %s, measured / planned:\n"
                    "%5s %23s %23s %23s %23s %23s %23s %23s %23s\n",
                    bwd ? "forward + backward" : "forward", "rank", "bcast recv row", "bcast recv col",
                    "bcast sent row", "bcast sent col", tr_model.scheme == 1 ? "allreduce world" : "allreduce row",
@@ -750,11 +749,11 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
             if (!quiet || bad)
                 printf("%5d %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld %11lld/%-11lld "
                        "%11lld/%-11lld %11lld/%-11lld %11lld/%-11lld%s\n",
-                       r, 4 * AT(v, 0, TR_ROW), 4 * AT(pv, 0, TR_ROW), 4 * AT(v, 0, TR_COL), 4 * AT(pv, 0, TR_COL),
-                       4 * AT(v, 1, TR_ROW), 4 * AT(pv, 1, TR_ROW), 4 * AT(v, 1, TR_COL), 4 * AT(pv, 1, TR_COL),
-                       4 * (AT(v, 2, TR_ROW) + AT(v, 2, TR_WORLD)), 4 * (AT(pv, 2, TR_ROW) + AT(pv, 2, TR_WORLD)),
-                       4 * (AT(v, 2, TR_DEP) + AT(v, 2, TR_COLDEP)), 4 * (AT(pv, 2, TR_DEP) + AT(pv, 2, TR_COLDEP)),
-                       4 * SUMK(v, 3), 4 * SUMK(pv, 3), 4 * SUMK(v, 4), 4 * SUMK(pv, 4), bad ? "  MISMATCH" : "");
+                       r, AT(v, 0, TR_ROW), AT(pv, 0, TR_ROW), AT(v, 0, TR_COL), AT(pv, 0, TR_COL),
+                       AT(v, 1, TR_ROW), AT(pv, 1, TR_ROW), AT(v, 1, TR_COL), AT(pv, 1, TR_COL),
+                       AT(v, 2, TR_ROW) + AT(v, 2, TR_WORLD), AT(pv, 2, TR_ROW) + AT(pv, 2, TR_WORLD),
+                       AT(v, 2, TR_DEP) + AT(v, 2, TR_COLDEP), AT(pv, 2, TR_DEP) + AT(pv, 2, TR_COLDEP),
+                       SUMK(v, 3), SUMK(pv, 3), SUMK(v, 4), SUMK(pv, 4), bad ? "  MISMATCH" : "");
 #undef SUMK
 #undef AT
         }

@@ -3,7 +3,7 @@
  *
  * Generated code calls TR_STEP(c, id) before every step (tr.h); while a run
  * is being recorded, each mark closes the previous step and opens the next,
- * storing its begin and end time and the elements the collectives moved in
+ * storing its begin and end time and the bytes the collectives moved in
  * between. The main calls tr_step_mark(c, -1) after the run to close the last
  * step. From that record:
  *   tr_trace_write   a Chrome trace-event JSON (chrome://tracing, Perfetto):

@@ -2,7 +2,7 @@
 # tests/run.sh - the whole test suite, one command on a fresh machine:
 # installs missing Debian packages (scripts/deps.sh), builds tessgen, the
 # runtime and the unit tests (normal and ASan+UBSan), then runs
-#   unit      mesh, spec, machine, plan, streams, placement and file-I/O unit tests, both builds
+#   unit      mesh, spec, machine, plan, streams, placement, file-I/O, data and bf16 kernel unit tests, both builds
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
@@ -96,10 +96,15 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data; do
+for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done
+# tr_bcast_bf16 needs several ranks (the other bf16 cases run in the loop above)
+mpirun_flags="--oversubscribe --bind-to none"
+[ "$(id -u)" = 0 ] && mpirun_flags="$mpirun_flags --allow-run-as-root"
+# shellcheck disable=SC2086
+check "unit test_bf16k: tr_bcast_bf16 over 3 ranks" mpirun $mpirun_flags -np 3 build/tests/test_bf16k --bcast
 
 # ---- cli ---------------------------------------------------------------------------
 . tests/cli.sh

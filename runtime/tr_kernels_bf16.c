@@ -1,0 +1,127 @@
+/*
+ * tr_kernels_bf16.c - the CPU backend's bf16 steps (dtype = "bf16";
+ * docs/BF16.md): the cast of a float32 buffer to bf16, the GEMM with bf16
+ * operands and a float32 result, and the bf16-output variants of layernorm
+ * apply, attention and bias + GeLU. (The bf16 broadcast is with the other
+ * collectives, in tr_comm.c.)
+ *
+ * Design. Every rounding is tr_f32_to_bf16 (round to nearest, ties to even;
+ * runtime/tr_bf16.h), so the same float32 bits give the same bf16 bits on
+ * every rank. Debian's OpenBLAS has no bf16 GEMM, so tr_gemm_bf16 widens A
+ * and B to float32 (exact: a bf16 value is a float32 whose low 16 bits are
+ * zero), keeping their leading dimensions, and calls cblas_sgemm exactly as
+ * tr_gemm_ex does: the result is bitwise tr_gemm_ex of the widened operands.
+ * The fused kernels do not repeat the float32 kernels' arithmetic: they run
+ * the same per-row (per-sequence) bodies (tr_kernels.h) into a float32
+ * scratch and round it, so each bf16 output is exactly tr_f32_to_bf16 of what
+ * the float32 kernel writes on the same inputs. The scratch (the widened GEMM
+ * operands, one row, one sequence's attention output) belongs to the ctx:
+ * allocated only when a call needs more than any before it, freed by
+ * tr_ctx_free, so the steady state allocates nothing. Every call is timed
+ * and counted under its float32 twin's step kind; the cast, which has no
+ * twin, as TR_K_RESID (the elementwise kernels' kind).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cblas.h>
+
+#include "tr_bf16.h"
+#include "tr_ctx.h"
+#include "tr_kernels.h"
+
+float *tr_scratch(tr_ctx *c, size_t n)
+{
+    if (n > c->scratch_cap) {
+        free(c->scratch); /* the contents need not survive: every user fills what it reads */
+        c->scratch = malloc(n * sizeof *c->scratch);
+        if (!c->scratch) {
+            fprintf(stderr, "error: out of memory for %zu floats of bf16 kernel scratch\n", n);
+            abort();
+        }
+        c->scratch_cap = n;
+    }
+    return c->scratch;
+}
+
+static void round_to_bf16(const float *x, long long n, tr_bf16 *y)
+{
+    for (long long e = 0; e < n; e++)
+        y[e] = tr_f32_to_bf16(x[e]);
+}
+
+void tr_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
+{
+    TIMED_BEGIN;
+    round_to_bf16(x, n, y);
+    TIMED_END(TR_K_RESID);
+}
+
+/* Floats a stored [rows, width] matrix with leading dimension ld spans. */
+static size_t span(int rows, int width, int ld)
+{
+    return rows > 0 && width > 0 ? (size_t)(rows - 1) * (size_t)ld + (size_t)width : 0;
+}
+
+/* dst (same ld) = the stored [rows, width] bf16 matrix src, widened. */
+static void widen(const tr_bf16 *src, int rows, int width, int ld, float *dst)
+{
+    for (int r = 0; r < rows; r++) {
+        const tr_bf16 *s = src + (size_t)r * ld;
+        float *d = dst + (size_t)r * ld;
+        for (int j = 0; j < width; j++)
+            d[j] = tr_bf16_to_f32(s[j]);
+    }
+}
+
+void tr_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                  const tr_bf16 *B, int ldb, float beta, float *C, int ldc)
+{
+    TIMED_BEGIN;
+    /* the stored shapes: op(A) is [m, k], op(B) is [k, n] */
+    int ar = transa ? k : m, aw = transa ? m : k, br = transb ? n : k, bw = transb ? k : n;
+    size_t na = span(ar, aw, lda), nb = span(br, bw, ldb);
+    float *wa = tr_scratch(c, na + nb), *wb = wa + na;
+    widen(A, ar, aw, lda, wa);
+    widen(B, br, bw, ldb, wb);
+    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                wa, lda, wb, ldb, beta, C, ldc);
+    TIMED_END(TR_K_GEMM);
+}
+
+void tr_ln_apply_bf16(tr_ctx *c, const float *x, const float *rs, const float *vs, const float *gamma,
+                      const float *beta, int rows, int cols, int hidden, float eps, tr_bf16 *y)
+{
+    TIMED_BEGIN;
+    float *row = tr_scratch(c, (size_t)(cols > 0 ? cols : 0));
+    for (int r = 0; r < rows; r++) {
+        tr_ln_apply_row(x + (long)r * cols, rs[r], vs[r], gamma, beta, cols, hidden, eps, row);
+        round_to_bf16(row, cols, y + (long)r * cols);
+    }
+    TIMED_END(TR_K_LN);
+}
+
+void tr_attention_bf16(tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out, float *scores, int nseq, int seq,
+                       int heads, int hdim)
+{
+    TIMED_BEGIN;
+    long cols = (long)heads * hdim, blk = (long)seq * cols; /* one sequence's output [seq, cols] */
+    float *o = tr_scratch(c, (size_t)(blk > 0 ? blk : 0));
+    tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
+    for (int s = 0; s < nseq; s++) {
+        tr_attention_seq(qkv + (long)s * seq * 3 * cols, o, scores, seq, heads, hdim);
+        round_to_bf16(o, blk, out + (long)s * blk);
+    }
+    TIMED_END(TR_K_ATTENTION);
+}
+
+void tr_bias_gelu_save_bf16(tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols)
+{
+    TIMED_BEGIN;
+    float *row = tr_scratch(c, (size_t)(cols > 0 ? cols : 0));
+    for (int r = 0; r < rows; r++) {
+        tr_bias_gelu_save_row(u + (long)r * cols, bias, row, cols);
+        round_to_bf16(row, cols, g + (long)r * cols);
+    }
+    TIMED_END(TR_K_GELU);
+}
