@@ -66,8 +66,7 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
                          rp->bufs[p->v].offset);
         else
             tg_sb_puts(o, ", -1, -1, -1");
-        /* bf16 storage (docs/BF16.md) is the last field, printed only when set: fp32 tables read as before */
-        tg_sb_printf(o, ", %s%s},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16 ? ", 1" : "");
+        tg_sb_printf(o, ", %s, %d},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16); /* bf16 shard */
     }
 }
 

@@ -144,6 +144,11 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
 {
     if (buf < 0 || b->pl->spec.dtype != TG_BF16 || b->rp->bufs[buf].dtype != TG_BUF_F32)
         return buf;
+    if (b->ncast > 0 && (b->cast_phase != b->phase || b->cast_layer != layer || strcmp(b->cast_op, op) != 0))
+        b->ncast = 0; /* another op: its buffers may have been written since */
+    for (int k = 0; k < b->ncast; k++)
+        if (b->cast[k].src == buf)
+            return b->cast[k].dst;
     char src[sizeof b->rp->bufs[0].name], tag[16], what[120];
     snprintf(src, sizeof src, "%s", b->rp->bufs[buf].name);
     snprintf(what, sizeof what, "bf16 copy of %s for the %s GEMMs%s", src, op,
@@ -161,6 +166,13 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
     tg_pb_use(s, 0, buf, TG_ACC_R);
     tg_pb_use(s, 1, id, TG_ACC_W);
     s->label = "bf16 copy of a GEMM operand (round to nearest even)";
+    if (b->ncast == (int)(sizeof b->cast / sizeof b->cast[0]))
+        b->ncast = 0;
+    b->cast[b->ncast].src = buf;
+    b->cast[b->ncast++].dst = id;
+    b->cast_phase = b->phase;
+    b->cast_layer = layer;
+    b->cast_op = op;
     return id;
 }
 
@@ -818,7 +830,7 @@ static void totals(tg_class_plan *rp)
 /* shards_only: declare the weight shards and the residual stream block, no steps, no offsets */
 static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, tg_err *err)
 {
-    tg_builder b = {pl, rp, {rp->i, rp->j, 0}, 0, 0, 0, false, TG_PHASE_FWD};
+    tg_builder b = {.pl = pl, .rp = rp, .c = {rp->i, rp->j, 0}, .phase = TG_PHASE_FWD};
     const tg_spec *sp = &pl->spec;
     int train = sp->mode == TG_TRAIN;
     if (pl->mesh.scheme == TG_SCHEME_MEGATRON) {

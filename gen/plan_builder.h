@@ -24,6 +24,14 @@ typedef struct tg_builder {
     int cap_steps, cap_bufs, cap_params;
     bool oom;
     tg_phase phase; /* phase of the steps being appended */
+    /* tg_pb_operand's bf16 copies of the current (phase, layer, op): a GEMM operand read twice there (megatron's dY
+     * by its dX and dW GEMMs) is cast once; nothing writes a buffer between two GEMMs of one op */
+    struct {
+        int src, dst;
+    } cast[4];
+    int ncast, cast_layer;
+    const char *cast_op;
+    tg_phase cast_phase;
 } tg_builder;
 
 /* A buffer [rows, cols]; its name is printf-like with %d and %s only. Returns its id (-1 on oom). */

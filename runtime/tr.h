@@ -61,7 +61,7 @@ typedef struct tr_param {
     long long grad_offset, m_offset, v_offset; /* training: gradient and AdamW moments, same shape; else -1 */
     int replica; /* tr_group whose members hold identical copies (member 0's is written to files), or -1: none */
     int bf16;    /* the shard is stored as bf16, rounded on load: the matrices of a bf16 inference program
-                  * (docs/BF16.md); 0 (fp32) when the generated table leaves it out */
+                  * (docs/BF16.md) */
 } tr_param;
 
 struct tr_ctx;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tr_bf16.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
 
@@ -277,16 +278,23 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H)
 }
 
 /* Non-finite elements of pr's local shard (at off in H): how many and the smallest full-tensor index. */
-static long long scan_nonfinite(const tr_param *pr, const float *H, long long off, long long *first)
+/* Element e of a shard at H + off as a float: a bf16 shard (a bf16 inference program's matrices; docs/BF16.md)
+ * widened exactly. Gradients are fp32 (bf16 shards exist only without them). */
+static float shard_elem(const tr_param *pr, const float *H, long long off, int grads, long long e)
+{
+    return pr->bf16 && !grads ? tr_bf16_to_f32(((const tr_bf16 *)(H + off))[e]) : H[off + e];
+}
+
+static long long scan_nonfinite(const tr_param *pr, const float *H, long long off, int grads, long long *first)
 {
     long long n = 0, full_cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
     *first = LLONG_MAX;
     for (int c = 0; c < pr->npieces; c++) {
         const tr_piece *pc = &pr->piece[c];
         for (int a = 0; a < pc->nr; a++) {
-            const float *row = H + off + (long long)a * pr->cols + pc->dst_col;
+            long long row = (long long)a * pr->cols + pc->dst_col;
             for (int b = 0; b < pc->nc; b++) {
-                if (isfinite(row[b]))
+                if (isfinite(shard_elem(pr, H, off, grads, row + b)))
                     continue;
                 long long at = (long long)(pc->r0 + a) * full_cols + pc->c0 + b;
                 n++;
@@ -303,10 +311,9 @@ int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long l
     int mine = d->nparams, idx = d->nparams;
     for (int i = 0; i < d->nparams && mine == d->nparams; i++) {
         const tr_param *pr = &d->params[i];
-        const float *v = H + (grads ? pr->grad_offset : pr->offset);
-        long long e = (long long)pr->rows * pr->cols;
+        long long off = grads ? pr->grad_offset : pr->offset, e = (long long)pr->rows * pr->cols;
         for (long long k = 0; k < e; k++)
-            if (!isfinite(v[k])) {
+            if (!isfinite(shard_elem(pr, H, off, grads, k))) {
                 mine = i;
                 break;
             }
@@ -317,7 +324,7 @@ int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long l
     if (idx >= d->nparams)
         return -1;
     const tr_param *pr = &d->params[idx];
-    long long at, n = scan_nonfinite(pr, H, grads ? pr->grad_offset : pr->offset, &at);
+    long long at, n = scan_nonfinite(pr, H, grads ? pr->grad_offset : pr->offset, grads, &at);
     long long cn = canonical(d, pr) ? n : 0;
     MPI_Allreduce(&cn, count, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&at, first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
@@ -336,7 +343,7 @@ int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max)
         const tr_param *pr = &d->params[i];
         long long e = (long long)pr->rows * pr->cols;
         for (long long k = 0; k < e; k++) {
-            double a = fabs((double)H[pr->offset + k]);
+            double a = fabs((double)shard_elem(pr, H, pr->offset, 0, k));
             if (a > mine.v) {
                 mine.v = a;
                 mine.idx = i;

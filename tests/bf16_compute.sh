@@ -47,17 +47,17 @@ SPEC
 bf16c_setup() {
     mkdir -p "$BW16" &&
         "$PY" $REF bf16-selftest >/dev/null &&
-        { [ -f "$WORK/w.safetensors" ] || "$PY" $REF weights $DIMS --seed 11 --out "$WORK/w.safetensors"; } &&
-        { [ -f "$WORK/x.npy" ] || "$PY" $REF input $DIMS --seed 11 --out "$WORK/x.npy"; } &&
+        "$PY" $REF weights $DIMS --seed 11 --out "$BW16/w.st" &&
+        "$PY" $REF input $DIMS --seed 11 --out "$BW16/x.npy" &&
         "$PY" $REF dy $DIMS --seed 3 --out "$BW16/dy.npy" &&
         "$PY" $REF input $DIMS --seed 4 --out "$BW16/target.npy" &&
         for b in "" --bf16; do
             local t=${b:+emu}
             t=${t:-f64}
-            "$PY" $REF forward $DIMS $b --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --out "$BW16/y_$t.npy" &&
-                "$PY" $REF backward $DIMS $b --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --dy "$BW16/dy.npy" \
+            "$PY" $REF forward $DIMS $b --weights "$BW16/w.st" --input "$BW16/x.npy" --out "$BW16/y_$t.npy" &&
+                "$PY" $REF backward $DIMS $b --weights "$BW16/w.st" --input "$BW16/x.npy" --dy "$BW16/dy.npy" \
                     --dx-out "$BW16/dx_$t.npy" --grads-out "$BW16/g_$t.st" &&
-                "$PY" $REF train $DIMS $b --weights "$WORK/w.safetensors" --input "$WORK/x.npy" \
+                "$PY" $REF train $DIMS $b --weights "$BW16/w.st" --input "$BW16/x.npy" \
                     --target "$BW16/target.npy" --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 \
                     --weight-decay 0.01 >"$BW16/loss_$t.txt" || return 1
         done
@@ -72,7 +72,7 @@ bf16c_build() { # q d mode
 bf16c_forward() { # q d
     local dir="$BW16/infer_$1_$2"
     poison "$dir/y.npy" &&
-        "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --output "$dir/y.npy" --bytes --quiet &&
+        "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --bytes --quiet &&
         "$PY" $REF compare --ref "$BW16/y_emu.npy" --got "$dir/y.npy" --tol "$BF16_TOL_EMU" --expect-f32 \
             --label "bf16 [$1,$1,$2] forward vs --bf16" &&
         "$PY" $REF compare --ref "$BW16/y_f64.npy" --got "$dir/y.npy" --tol "$BF16_TOL_F64" --expect-f32 \
@@ -82,7 +82,7 @@ bf16c_forward() { # q d
 bf16c_grads() { # q d
     local dir="$BW16/train_$1_$2"
     poison "$dir/dx.npy" && rm -f "$dir/g.st" &&
-        "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --dy "$BW16/dy.npy" --dx-out "$dir/dx.npy" \
+        "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --dy "$BW16/dy.npy" --dx-out "$dir/dx.npy" \
             --grads-out "$dir/g.st" --bytes --quiet &&
         "$PY" $REF compare --ref "$BW16/dx_emu.npy" --got "$dir/dx.npy" --tol "$BF16_TOL_EMU_G" --expect-f32 \
             --label "bf16 [$1,$1,$2] dx vs --bf16" &&
@@ -96,7 +96,7 @@ bf16c_grads() { # q d
 
 bf16c_replicas() { # q d
     local dir="$BW16/train_$1_$2"
-    "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --target "$BW16/target.npy" --steps 5 \
+    "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --target "$BW16/target.npy" --steps 5 \
         --replica-check | tee "$BW16/rep.out" && grep -q "bitwise identical" "$BW16/rep.out"
 }
 
@@ -128,7 +128,7 @@ PYEOF
 bf16c_losses() {
     local m
     for m in 1_1 2_1 2_2; do
-        "$BW16/train_$m/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --target "$BW16/target.npy" \
+        "$BW16/train_$m/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --target "$BW16/target.npy" \
             --steps 20 | grep '^step ' >"$BW16/loss_run_$m.txt" || return 1
     done
     "$PY" - "$BW16" <<'PYEOF'
@@ -160,14 +160,14 @@ PYEOF
 bf16c_same_forward() {
     local dir="$BW16/train_2_1"
     poison "$dir/y.npy" &&
-        "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --output "$dir/y.npy" --quiet &&
+        "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --quiet &&
         cmp "$dir/y.npy" "$BW16/infer_2_1/y.npy"
 }
 
 bf16c_refuses_weights_out() {
     local dir="$BW16/infer_2_1"
     rm -f "$BW16/never.st"
-    "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --weights-out "$BW16/never.st" --quiet \
+    "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --weights-out "$BW16/never.st" --quiet \
         2>"$BW16/wo.err"
     local rc=$?
     cat "$BW16/wo.err"
@@ -178,7 +178,8 @@ bf16c_half_both() { bf16c_half "$1" "$2" infer && bf16c_half "$1" "$2" train; }
 
 # the whole GPT-2 in bf16 (tests/lm.sh's model): logits and gradients against lm-forward/lm-backward --bf16
 bf16c_lm() { # q d [mesh line that replaces the Tesseract one]
-    local W="$BW16/lm" dir="$BW16/lm/train_$1_$2${3:+_mg}"
+    local W="$BW16/lm" dir="$BW16/lm/train_$1_$2${3:+_mg}" mesh="mesh = { q = $1, d = $2 },"
+    [ -n "${3:-}" ] && mesh=$3
     mkdir -p "$W" &&
         { [ -f "$W/w.st" ] || lm_ref_files "$W"; } &&
         { [ -f "$W/logits_emu.npy" ] ||
@@ -187,7 +188,7 @@ bf16c_lm() { # q d [mesh line that replaces the Tesseract one]
                 "$PY" $LM_REF lm-backward $LM_DIMS --bf16 --weights "$W/w.st" --tokens "$W/tok.npy" \
                     --targets "$W/tgt.npy" --grads-out "$W/g_emu.st" >/dev/null; }; } &&
         lm_spec "$1" "$2" train | sed 's/mode = "train",/mode = "train", dtype = "bf16",/' |
-        sed "s/mesh = { q = $1, d = $2 },/${3:-mesh = { q = $1, d = $2 },}/" >"$dir.lua" &&
+        sed "s/mesh = { q = $1, d = $2 },/$mesh/" >"$dir.lua" &&
         grep -q 'dtype = "bf16"' "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
         lm_poison "$dir/logits.npy" &&
         "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --logits-out "$dir/logits.npy" \

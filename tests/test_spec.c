@@ -302,12 +302,12 @@ int main(void)
 
     TT_CASE("every problem is reported, one line each") {
         bool ok = load("return { mesh = { q = 4, d = 2 }, model = { layers = 0, hidden = 48, heads = 6,"
-                       " ffn = 190, seq = 8, batch = 6, eps = 2 }, dtype = 'bf16', bogus = 1 }");
+                       " ffn = 190, seq = 8, batch = 6, eps = 2 }, dtype = 'fp16', bogus = 1 }");
         TT_CHECK(!ok, "accepted");
         TT_CHECK(E.count == 7, "count %d: %.400s", E.count, E.msg);
         TT_CHECK(has(heads6_q4 + strlen("specs/x.lua: ")), "%.400s", E.msg);
         TT_CHECK(has("model.layers = 0") && has("model.ffn = 190") && has("model.batch = 6") &&
-                     has("model.eps = 2") && has("dtype = \"bf16\"") && has("bogus is not a known key"),
+                     has("model.eps = 2") && has("dtype = \"fp16\"") && has("bogus is not a known key"),
                  "%.400s", E.msg);
         int lines = 1;
         for (const char *p = E.msg; *p; p++)
@@ -488,10 +488,14 @@ int main(void)
                  "%.400s", E.msg);
     }
 
-    TT_CASE("dtype: only fp32") {
-        TT_CHECK(!load("return { " OK_TAIL ", dtype = 'bf16' }"), "accepted");
-        TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype = \"bf16\" is not supported yet: only \"fp32\"") == 0, "%.400s",
-                 E.msg);
+    TT_CASE("dtype: fp32 or bf16") {
+        TT_CHECK(load("return { " OK_TAIL ", dtype = 'bf16' }") && S.dtype == TG_BF16, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL ", dtype = 'fp32' }") && S.dtype == TG_FP32, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL " }") && S.dtype == TG_FP32, "%.400s", E.msg);
+        TT_CHECK(!load("return { " OK_TAIL ", dtype = 'fp16' }"), "accepted");
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype = \"fp16\" is not supported: use \"fp32\" or \"bf16\" (bf16 GEMM "
+                               "operands, fp32 accumulation; docs/BF16.md)") == 0,
+                 "%.400s", E.msg);
         TT_CHECK(!load("return { " OK_TAIL ", dtype = 32 }"), "accepted");
         TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype must be a string such as \"fp32\", got 32") == 0, "%.400s", E.msg);
     }
@@ -630,7 +634,7 @@ int main(void)
         } cases[] = {
             {"mode = 'train\\0x'", "specs/x.lua: mode = string \"train\\x00x\" is not a mode"},
             {"mode = 'infer\\0'", "specs/x.lua: mode = string \"infer\\x00\" is not a mode"},
-            {"dtype = 'fp32\\0x'", "specs/x.lua: dtype = \"fp32\\x00x\" is not supported yet"},
+            {"dtype = 'fp32\\0x'", "specs/x.lua: dtype = \"fp32\\x00x\" is not supported"},
             {"name = 'ok\\0x'", "specs/x.lua: name = \"ok\\x00x\" is not a valid name"},
             {"backends = { 'cpu\\0x' }", "specs/x.lua: backends[1] = string \"cpu\\x00x\" is not a backend"},
             {"backends = { 'cpu', 'cuda\\0' }", "specs/x.lua: backends[2] = string \"cuda\\x00\" is not a backend"},
