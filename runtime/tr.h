@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef uint16_t tr_bf16;
+
 /* TR_WORLD: every rank (the megatron scheme's all-reduces); the same numbering as the generator's tg_group */
 typedef enum tr_group { TR_ROW = 0, TR_COL = 1, TR_DEP = 2, TR_COLDEP = 3, TR_WORLD = 4, TR_NGROUPS = 5 } tr_group;
 
