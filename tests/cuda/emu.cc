@@ -324,7 +324,9 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
 {
     (void)c;
     push(TRC_COMPUTE, [=] {
-        const size_t na = (size_t)(transa ? k : m) * lda, nb = (size_t)(transb ? n : k) * ldb;
+        /* the stored extent: every row but the last at its stride, the last only as wide as it is */
+        const size_t na = m > 0 && k > 0 ? (size_t)((transa ? k : m) - 1) * lda + (size_t)(transa ? m : k) : 0;
+        const size_t nb = n > 0 && k > 0 ? (size_t)((transb ? n : k) - 1) * ldb + (size_t)(transb ? k : n) : 0;
         std::vector<float> a(na), b(nb);
         for (size_t i = 0; i < na; i++)
             a[i] = tr_bf16_to_f32(A[i]);
