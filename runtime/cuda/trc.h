@@ -15,8 +15,9 @@
  * it. With timing on (--repeat) both also record timing events, harvested per
  * step kind by tr_backend_sync.
  *
- * Collectives count the elements they move exactly as the CPU backend does
- * (logical counts), so --bytes checks a CUDA run against the same plan.
+ * Collectives count the bytes they move exactly as the CPU backend does
+ * (logical counts: 4 a float, 2 a bf16 value), so --bytes checks a CUDA run
+ * against the same plan.
  * Every CUDA, cuBLAS, NCCL and MPI call is checked: a failure prints the rank,
  * file, line, call, error and a hint, then aborts every rank (exit 4).
  */
@@ -59,6 +60,12 @@ void trc_end(struct tr_ctx *c, int id, int stream, int signal);
 
 /* On TRC_COMM: broadcast count floats at buf from local root `root` of group g. */
 void trc_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
+/* On TRC_COMM (bf16, docs/BF16.md): broadcast count bf16 values at buf from local root `root` of group g, by the same
+ * paths as trc_bcast (ncclBroadcast of ncclBfloat16; MPI staging of 2-byte elements). Counts 2*count bytes. */
+void trc_bcast_bf16(struct tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count);
+/* On TRC_COMPUTE (bf16): y[n] = x[n] rounded to nearest even (__float2bfloat16_rn: the bits of tr_bf16.h's
+ * tr_f32_to_bf16 for every finite value and infinity; a NaN stays a NaN). */
+void trc_cast_bf16(struct tr_ctx *c, const float *x, long long n, tr_bf16 *y);
 /* On TRC_COMM: sum count floats at buf in place over group g. */
 void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMM (a language model's loss): the element-wise maximum of count floats at buf in place over group g
@@ -78,6 +85,10 @@ void trc_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, co
 /* On TRC_COMPUTE: C = beta*C + op(A) @ op(B), op(X) = X^T when trans; lda/ldb describe the stored matrices. */
 void trc_gemm_ex(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc);
+/* On TRC_COMPUTE (bf16): trc_gemm_ex with bf16 A and B (CUDA_R_16BF) and an fp32 C, accumulated in fp32
+ * (CUBLAS_COMPUTE_32F; TESS_TF32 does not apply). */
+void trc_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                   const tr_bf16 *B, int ldb, float beta, float *C, int ldc);
 /* On TRC_COMPUTE (training): one AdamW step (step number c->opt_step) on count elements, the arithmetic of
  * tr_adamw in tr_kernels_bwd.c (hyperparameters from tr_model, the learning rate c->lr; bias corrections in
  * double, then float).

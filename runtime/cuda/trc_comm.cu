@@ -30,10 +30,14 @@
  * (group, coordinates, member ranks) and the last collective issued. At exit
  * every rank finalizes (ncclCommFinalize: outstanding work flushed) and then
  * destroys its communicators in the same order.
- * Counting is logical and identical to the CPU backend's tr_comm.c: a
- * broadcast counts `count` received on every member but the root and `count`
- * sent by the root; an all-reduce (exact or not) counts `count` reduced; a reduce counts `count` from
- * each other member received on the root and `count` sent by every other member.
+ * Counting is logical and identical to the CPU backend's tr_comm.c, in bytes (4 a float, 2 a bf16 value):
+ * a broadcast counts its payload received on every member but the root and sent by the root; an all-reduce
+ * (exact or not) counts its payload reduced; a reduce counts the payload of each other member received on the
+ * root and the payload sent by every other member.
+ *
+ * bf16 broadcasts (trc_bcast_bf16, docs/BF16.md) take the same two paths with 2-byte elements: ncclBfloat16,
+ * or MPI_UINT16_T through the same staging buffer (sized for the largest float collective, so a bf16 one of
+ * the same count fits twice over). Reductions stay fp32.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -212,39 +216,52 @@ void trc_wait_stream(cudaStream_t s, const char *what)
     }
 }
 
-static void check_stage(int count)
+/* bytes: what a collective stages through the host buffer */
+static void check_stage(size_t bytes)
 {
-    if (count <= trc_g.stage_elems)
+    if (bytes <= (size_t)trc_g.stage_elems * sizeof(float))
         return;
-    fprintf(stderr, "internal error: a collective of %d elements exceeds the %lld-element staging buffer\n", count,
-            trc_g.stage_elems);
+    fprintf(stderr, "internal error: a collective of %zu bytes exceeds the %lld-byte staging buffer\n", bytes,
+            trc_g.stage_elems * (long long)sizeof(float));
     MPI_Abort(MPI_COMM_WORLD, TRC_EXIT_DEVICE);
 }
 
-void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+/* a broadcast of count elements of `esize` bytes (ncclFloat/MPI_FLOAT, or ncclBfloat16/MPI_UINT16_T) */
+static void bcast_typed(tr_ctx *c, tr_group g, int root, void *buf, int count, size_t esize, ncclDataType_t ntype,
+                        MPI_Datatype mtype)
 {
     trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     int me = c->desc->key[g];
+    const size_t bytes = (size_t)count * esize;
     if (c->desc->size[g] > 1) {
         if (trc_g.use_nccl) {
             /* in place: the root sends from buf, the others receive into it */
-            ncclCheck(ncclBroadcast(buf, buf, (size_t)count, ncclFloat, root, trc_g.nccl[g], s));
+            ncclCheck(ncclBroadcast(buf, buf, (size_t)count, ntype, root, trc_g.nccl[g], s));
         } else {
-            check_stage(count);
-            size_t bytes = (size_t)count * sizeof(float);
+            check_stage(bytes);
             if (me == root) /* after the waits of trc_begin: buf holds the block */
                 cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s)); /* also: the last copy out of the staging buffer is done */
-            mpiCheck(MPI_Bcast(trc_g.stage, count, MPI_FLOAT, root, c->comm[g]));
+            mpiCheck(MPI_Bcast(trc_g.stage, count, mtype, root, c->comm[g]));
             if (me != root)
                 cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
         }
     }
     if (me == root)
-        c->bcast_sent[g] += count;
+        c->bcast_sent[g] += (long long)bytes;
     else
-        c->bcast_recv[g] += count;
+        c->bcast_recv[g] += (long long)bytes;
+}
+
+void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    bcast_typed(c, g, root, buf, count, sizeof(float), ncclFloat, MPI_FLOAT);
+}
+
+void trc_bcast_bf16(tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count)
+{
+    bcast_typed(c, g, root, buf, count, sizeof(tr_bf16), ncclBfloat16, MPI_UINT16_T);
 }
 
 /* an all-reduce in place: sum (trc_allreduce) or maximum (trc_allreduce_max, the LM loss's row maxima) */
@@ -256,15 +273,15 @@ static void allreduce_op(tr_ctx *c, tr_group g, float *buf, int count, ncclRedOp
         if (trc_g.use_nccl) {
             ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, nop, trc_g.nccl[g], s));
         } else {
-            check_stage(count);
             size_t bytes = (size_t)count * sizeof(float);
+            check_stage(bytes);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             mpiCheck(MPI_Allreduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, mop, c->comm[g]));
             cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
         }
     }
-    c->allreduce[g] += count;
+    c->allreduce[g] += (long long)count * (long long)sizeof(float);
 }
 
 void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
@@ -287,8 +304,8 @@ void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
             /* in place on the root; the others' buf is only sent */
             ncclCheck(ncclReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, root, trc_g.nccl[g], s));
         } else {
-            check_stage(count);
             size_t bytes = (size_t)count * sizeof(float);
+            check_stage(bytes);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             if (me == root) {
@@ -300,9 +317,9 @@ void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
         }
     }
     if (me == root)
-        c->reduce_recv[g] += (long long)count * (size - 1);
+        c->reduce_recv[g] += (long long)count * (long long)sizeof(float) * (size - 1);
     else
-        c->reduce_sent[g] += count;
+        c->reduce_sent[g] += (long long)count * (long long)sizeof(float);
 }
 
 void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
@@ -316,8 +333,8 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
             ncclCheck(ncclReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, 0, trc_g.nccl[g], s));
             ncclCheck(ncclBroadcast(buf, buf, (size_t)count, ncclFloat, 0, trc_g.nccl[g], s));
         } else {
-            check_stage(count);
             size_t bytes = (size_t)count * sizeof(float);
+            check_stage(bytes);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             if (me == 0)
@@ -328,5 +345,5 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
             cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
         }
     }
-    c->allreduce[g] += count;
+    c->allreduce[g] += (long long)count * (long long)sizeof(float);
 }

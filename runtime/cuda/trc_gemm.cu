@@ -11,12 +11,19 @@
  * Training's transposed GEMMs (trc_gemm_ex: dX = dY W^T, dW = X^T dY) are the same call with the
  * operation of each swapped operand set from its transpose flag.
  *
+ * bf16 (docs/BF16.md): trc_gemm_bf16 is trc_gemm_ex with CUDA_R_16BF A and B and a CUDA_R_32F C, always
+ * CUBLAS_COMPUTE_32F (tensor cores, fp32 accumulation); trc_cast_bf16 makes the bf16 operands that no fused
+ * kernel writes (weights from the fp32 master, fp32 gradients entering a GEMM): round to nearest even, 8
+ * elements a thread (two 16-byte loads, one 16-byte store) where both pointers are 16-byte aligned.
+ *
  * Precision: CUBLAS_COMPUTE_32F (true fp32, the tests' 1e-4 tolerance against
  * the float64 reference). TESS_TF32=1 selects CUBLAS_COMPUTE_32F_FAST_TF32
  * (tensor cores, about 1e-3 relative error): a speed knob, not the default.
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_bf16.h>
 
 #include "trc_internal.h"
 
@@ -66,4 +73,76 @@ void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const f
     cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                              k, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, trc_g.compute,
                              CUBLAS_GEMM_DEFAULT));
+}
+
+void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                   const tr_bf16 *B, int ldb, float beta, float *C, int ldc)
+{
+    (void)c;
+    const float one = 1.0f;
+    /* as trc_gemm_ex; bf16 operands, fp32 C and accumulation (TESS_TF32 is about fp32 operands: not here) */
+    cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                             k, &one, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+namespace {
+
+constexpr int kCastThreads = 256;
+constexpr unsigned kCastMaxBlocks = 65535u * 8u; /* grid-stride beyond this */
+
+/* 8 elements per thread: two float4 loads, one 16-byte store of 4 __nv_bfloat162 (element 2i at the lower address) */
+__global__ void __launch_bounds__(kCastThreads)
+    k_cast_bf16_v8(const float4 *__restrict__ x, uint4 *__restrict__ y, long long n8)
+{
+    for (long long i = (long long)blockIdx.x * kCastThreads + threadIdx.x; i < n8;
+         i += (long long)gridDim.x * kCastThreads) {
+        const float4 a = x[2 * i], b = x[2 * i + 1];
+        const __nv_bfloat162 p0 = __floats2bfloat162_rn(a.x, a.y), p1 = __floats2bfloat162_rn(a.z, a.w),
+                             p2 = __floats2bfloat162_rn(b.x, b.y), p3 = __floats2bfloat162_rn(b.z, b.w);
+        uint4 o;
+        o.x = *reinterpret_cast<const unsigned *>(&p0);
+        o.y = *reinterpret_cast<const unsigned *>(&p1);
+        o.z = *reinterpret_cast<const unsigned *>(&p2);
+        o.w = *reinterpret_cast<const unsigned *>(&p3);
+        y[i] = o;
+    }
+}
+
+/* one element per thread: the tail of the vector kernel, or unaligned pointers */
+__global__ void __launch_bounds__(kCastThreads)
+    k_cast_bf16(const float *__restrict__ x, __nv_bfloat16 *__restrict__ y, long long n)
+{
+    for (long long i = (long long)blockIdx.x * kCastThreads + threadIdx.x; i < n;
+         i += (long long)gridDim.x * kCastThreads)
+        y[i] = __float2bfloat16_rn(x[i]);
+}
+
+unsigned cast_blocks(long long n)
+{
+    const long long b = (n + kCastThreads - 1) / kCastThreads;
+    return b < (long long)kCastMaxBlocks ? (unsigned)b : kCastMaxBlocks;
+}
+
+} // namespace
+
+void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
+{
+    (void)c;
+    if (n <= 0)
+        return;
+    cudaStream_t s = trc_g.stream[TRC_COMPUTE];
+    __nv_bfloat16 *yb = reinterpret_cast<__nv_bfloat16 *>(y);
+    long long done = 0;
+    if (((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15u) == 0 && n >= 8) {
+        const long long n8 = n / 8;
+        k_cast_bf16_v8<<<cast_blocks(n8), kCastThreads, 0, s>>>(reinterpret_cast<const float4 *>(x),
+                                                                 reinterpret_cast<uint4 *>(y), n8);
+        trc_launch_check("trc_cast_bf16", __FILE__, __LINE__);
+        done = n8 * 8;
+    }
+    if (done < n) {
+        k_cast_bf16<<<cast_blocks(n - done), kCastThreads, 0, s>>>(x + done, yb + done, n - done);
+        trc_launch_check("trc_cast_bf16 (tail)", __FILE__, __LINE__);
+    }
 }

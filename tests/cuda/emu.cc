@@ -24,6 +24,10 @@
  * A language model (trk_lm.cuh): the embedding, position, loss and scatter-add kernels as the loops of
  * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
  * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
+ * bf16 (docs/BF16.md): the kernels that write a GEMM operand (ln_apply, attention, attention_keep,
+ * bias_gelu_save) take a float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16;
+ * trc_cast_bf16 is tr_f32_to_bf16 per element, trc_gemm_bf16 widens both operands to fp32 (exact) and calls
+ * cblas_sgemm, trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -38,6 +42,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels.cuh"
@@ -48,6 +53,7 @@ extern "C" {
 #include "tr_backend.h"
 #include "tr_math.h"
 }
+#include "tr_bf16.h"
 
 namespace {
 
@@ -236,9 +242,22 @@ void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
             emu_fail("MPI_Bcast failed", -1);
     });
     if (c->desc->key[g] == root)
-        c->bcast_sent[g] += count;
+        c->bcast_sent[g] += 4LL * count;
     else
-        c->bcast_recv[g] += count;
+        c->bcast_recv[g] += 4LL * count;
+}
+
+void trc_bcast_bf16(tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    push(TRC_COMM, [=] {
+        if (MPI_Bcast(buf, count, MPI_UINT16_T, root, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Bcast (bf16) failed", -1);
+    });
+    if (c->desc->key[g] == root)
+        c->bcast_sent[g] += 2LL * count;
+    else
+        c->bcast_recv[g] += 2LL * count;
 }
 
 void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
@@ -248,7 +267,7 @@ void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
         if (MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
             emu_fail("MPI_Allreduce failed", -1);
     });
-    c->allreduce[g] += count;
+    c->allreduce[g] += 4LL * count;
 }
 
 void trc_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
@@ -258,7 +277,7 @@ void trc_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
         if (MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_MAX, comm) != MPI_SUCCESS)
             emu_fail("MPI_Allreduce(MPI_MAX) failed", -1);
     });
-    c->allreduce[g] += count;
+    c->allreduce[g] += 4LL * count;
 }
 
 void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
@@ -271,9 +290,9 @@ void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
             emu_fail("MPI_Reduce failed", -1);
     });
     if (me)
-        c->reduce_recv[g] += (long long)count * (c->desc->size[g] - 1);
+        c->reduce_recv[g] += 4LL * count * (c->desc->size[g] - 1);
     else
-        c->reduce_sent[g] += count;
+        c->reduce_sent[g] += 4LL * count;
 }
 
 void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
@@ -286,7 +305,7 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
             MPI_Bcast(buf, count, MPI_FLOAT, 0, comm) != MPI_SUCCESS)
             emu_fail("MPI_Reduce + MPI_Bcast failed", -1);
     });
-    c->allreduce[g] += count;
+    c->allreduce[g] += 4LL * count;
 }
 
 void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
@@ -296,6 +315,34 @@ void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const f
     push(TRC_COMPUTE, [=] {
         cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
                     1.0f, A, lda, B, ldb, beta, C, ldc);
+    });
+}
+
+/* both operands widened to fp32 (exact), then cblas_sgemm: the CPU backend's bf16 GEMM */
+void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                   const tr_bf16 *B, int ldb, float beta, float *C, int ldc)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] {
+        /* the stored extent: every row but the last at its stride, the last only as wide as it is */
+        const size_t na = m > 0 && k > 0 ? (size_t)((transa ? k : m) - 1) * lda + (size_t)(transa ? m : k) : 0;
+        const size_t nb = n > 0 && k > 0 ? (size_t)((transb ? n : k) - 1) * ldb + (size_t)(transb ? k : n) : 0;
+        std::vector<float> a(na), b(nb);
+        for (size_t i = 0; i < na; i++)
+            a[i] = tr_bf16_to_f32(A[i]);
+        for (size_t i = 0; i < nb; i++)
+            b[i] = tr_bf16_to_f32(B[i]);
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+                    1.0f, a.data(), lda, b.data(), ldb, beta, C, ldc);
+    });
+}
+
+void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] {
+        for (long long i = 0; i < n; i++)
+            y[i] = tr_f32_to_bf16(x[i]);
     });
 }
 
@@ -343,6 +390,17 @@ void trc_check_aligned(const void *p, const char *what, const char *file, int li
 
 namespace trk {
 
+/* a kernel's output element: float as is, tr_bf16 rounded to nearest even */
+template <typename OUT>
+inline void put(OUT *p, float v)
+{
+    static_assert(std::is_same_v<OUT, float> || std::is_same_v<OUT, tr_bf16>, "kernel output: float or tr_bf16");
+    if constexpr (std::is_same_v<OUT, float>)
+        *p = v;
+    else
+        *p = tr_f32_to_bf16(v);
+}
+
 template <int ROWS, int COLS>
 void ln_rowsum(cudaStream_t s, const float *x, float *rs)
 {
@@ -388,15 +446,15 @@ void ln_sqdev(cudaStream_t s, const float *x, const float *rs, float *vs)
     });
 }
 
-template <int ROWS, int COLS, int HIDDEN>
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
 void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
-              float eps, float *y)
+              float eps, OUT *y)
 {
     push(stream_of(s), [=] {
         for (int r = 0; r < ROWS; r++)
             for (int j = 0; j < COLS; j++)
-                y[(size_t)r * COLS + j] =
-                    tr_ln(x[(size_t)r * COLS + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]);
+                put(&y[(size_t)r * COLS + j],
+                    tr_ln(x[(size_t)r * COLS + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]));
     });
 }
 
@@ -409,8 +467,8 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
     });
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_ref(const float *qkv, const float *bias, float *out)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention_ref(const float *qkv, const float *bias, OUT *out)
 {
     constexpr int CQ = HEADS * HD, LD = 3 * CQ;
     std::vector<double> p(SEQ);
@@ -434,13 +492,13 @@ void attention_ref(const float *qkv, const float *bias, float *out)
                     for (int j = 0; j <= i; j++)
                         o += p[j] * (qkv[((size_t)sq * SEQ + j) * LD + 2 * CQ + h * HD + e] +
                                      bias[2 * CQ + h * HD + e]);
-                    out[((size_t)sq * SEQ + i) * CQ + h * HD + e] = (float)(o / sum);
+                    put(&out[((size_t)sq * SEQ + i) * CQ + h * HD + e], (float)(o / sum));
                 }
             }
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention(cudaStream_t s, const float *qkv, const float *bias, float *out)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention(cudaStream_t s, const float *qkv, const float *bias, OUT *out)
 {
     push(stream_of(s), [=] { attention_ref<NSEQ, SEQ, HEADS, HD>(qkv, bias, out); });
 }
@@ -464,8 +522,8 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
     });
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention_keep(cudaStream_t s, float *qkv, const float *bias, OUT *out)
 {
     constexpr int LD = 3 * HEADS * HD;
     push(stream_of(s), [=] {
@@ -476,13 +534,13 @@ void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out)
     });
 }
 
-template <int ROWS, int COLS>
-void bias_gelu_save(cudaStream_t s, float *u, const float *bias, float *g)
+template <int ROWS, int COLS, typename OUT>
+void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
 {
     push(stream_of(s), [=] {
         for (long long i = 0; i < (long long)ROWS * COLS; i++) {
             u[i] += bias[i % COLS];
-            g[i] = tr_gelu(u[i]);
+            put(&g[i], tr_gelu(u[i]));
         }
     });
 }

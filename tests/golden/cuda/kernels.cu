@@ -18,8 +18,16 @@
  * backward with tr_kernels_bwd.c's float statistics and double sums, and attention backward that recomputes
  * the probabilities from Q and K in two kernels (dQ per query row; dK and dV per key row) with the forward's
  * thread layout, keeping only each row's log-sum-exp and dO.O in the plan's [SEQ, SEQ] scratch.
+ *
+ * bf16 outputs (docs/BF16.md): layernorm apply, attention and bias + GeLU (saved) write their output as OUT,
+ * float or tr_bf16; the arithmetic is the same fp32 code, and a tr_bf16 output is its result rounded to nearest
+ * even (__float2bfloat16_rn). Layernorm apply's 16-byte path stores 4 bf16 in one 8-byte store; attention
+ * stores pairs (__nv_bfloat162) when a thread's dimensions are even in number; bias + GeLU one per thread.
  */
 #include <math.h>
+#include <type_traits>
+
+#include <cuda_bf16.h>
 
 #include "kernels.cuh"
 #include "tr_math.h"
@@ -36,6 +44,36 @@ constexpr int kEltThreads = 256; /* threads per block in the element-wise kernel
 constexpr unsigned row_blocks(int rows)
 {
     return (unsigned)((rows + kRowWarps - 1) / kRowWarps);
+}
+
+/* store v as OUT: float as is, tr_bf16 rounded to nearest even */
+template <typename OUT>
+__device__ __forceinline__ void put(OUT *p, float v)
+{
+    static_assert(std::is_same_v<OUT, float> || std::is_same_v<OUT, tr_bf16>, "kernel output: float or tr_bf16");
+    if constexpr (std::is_same_v<OUT, float>)
+        *p = v;
+    else
+        *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(v);
+}
+
+/* two bf16 (a at the lower address) as the bits of one __nv_bfloat162 */
+[[maybe_unused]] __device__ __forceinline__ unsigned bf16x2_bits(float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned *>(&h);
+}
+
+/* store the 4 values of o at element 4*v of p (16-byte aligned as floats, 8-byte as bf16) */
+template <typename OUT>
+__device__ __forceinline__ void put4(OUT *p, int v, float4 o)
+{
+    if constexpr (std::is_same_v<OUT, float>) {
+        reinterpret_cast<float4 *>(p)[v] = o;
+    } else {
+        static_assert(std::is_same_v<OUT, tr_bf16>, "kernel output: float or tr_bf16");
+        reinterpret_cast<uint2 *>(p)[v] = make_uint2(bf16x2_bits(o.x, o.y), bf16x2_bits(o.z, o.w));
+    }
 }
 
 __device__ __forceinline__ double warp_sum(double v)
@@ -134,21 +172,20 @@ __global__ void __launch_bounds__(kRowThreads)
         vs[r] = (float)s;
 }
 
-template <int ROWS, int COLS, int HIDDEN>
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
 __global__ void __launch_bounds__(kRowThreads)
     k_ln_apply(const float *__restrict__ x, const float *__restrict__ rs, const float *__restrict__ vs,
-               const float *__restrict__ gamma, const float *__restrict__ beta, float eps, float *__restrict__ y)
+               const float *__restrict__ gamma, const float *__restrict__ beta, float eps, OUT *__restrict__ y)
 {
     const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
     if (r >= ROWS)
         return;
     const float *xr = x + (size_t)r * COLS;
-    float *yr = y + (size_t)r * COLS;
+    OUT *yr = y + (size_t)r * COLS;
     const float inv_n = 1.0f / (float)HIDDEN, sum = rs[r], sq = vs[r];
     if constexpr (COLS % 4 == 0) {
         const float4 *x4 = reinterpret_cast<const float4 *>(xr), *g4 = reinterpret_cast<const float4 *>(gamma),
                      *b4 = reinterpret_cast<const float4 *>(beta);
-        float4 *y4 = reinterpret_cast<float4 *>(yr);
         for (int v = lane; v < COLS / 4; v += kWarp) {
             const float4 a = x4[v], g = g4[v], b = b4[v];
             float4 o;
@@ -156,11 +193,11 @@ __global__ void __launch_bounds__(kRowThreads)
             o.y = tr_ln(a.y, sum, sq, inv_n, eps, g.y, b.y);
             o.z = tr_ln(a.z, sum, sq, inv_n, eps, g.z, b.z);
             o.w = tr_ln(a.w, sum, sq, inv_n, eps, g.w, b.w);
-            y4[v] = o;
+            put4(yr, v, o);
         }
     } else {
         for (int j = lane; j < COLS; j += kWarp)
-            yr[j] = tr_ln(xr[j], sum, sq, inv_n, eps, gamma[j], beta[j]);
+            put(yr + j, tr_ln(xr[j], sum, sq, inv_n, eps, gamma[j], beta[j]));
     }
 }
 
@@ -210,9 +247,9 @@ struct attn_cfg {
     static constexpr int BK = bk(48 * 1024 / (2 * HD * (int)sizeof(float)));
 };
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
 __global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
-    k_attention(const float *__restrict__ qkv, const float *__restrict__ bias, float *__restrict__ out, float scale)
+    k_attention(const float *__restrict__ qkv, const float *__restrict__ bias, OUT *__restrict__ out, float scale)
 {
     using cfg = attn_cfg<HD>;
     constexpr int TPR = cfg::TPR, DPT = cfg::DPT, RPB = cfg::RPB, BK = cfg::BK;
@@ -273,10 +310,16 @@ __global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
     }
     if (valid) {
         const float inv = 1.0f / l;
-        float *o = out + ((size_t)seq * SEQ + row) * CQ + head * HD + d0;
+        OUT *o = out + ((size_t)seq * SEQ + row) * CQ + head * HD + d0;
+        if constexpr (std::is_same_v<OUT, tr_bf16> && DPT % 2 == 0) { /* d0 and CQ even: 4-byte aligned pairs */
 #pragma unroll
-        for (int d = 0; d < DPT; d++)
-            o[d] = acc[d] * inv;
+            for (int d = 0; d < DPT; d += 2)
+                reinterpret_cast<unsigned *>(o)[d / 2] = bf16x2_bits(acc[d] * inv, acc[d + 1] * inv);
+        } else {
+#pragma unroll
+            for (int d = 0; d < DPT; d++)
+                put(o + d, acc[d] * inv);
+        }
     }
 }
 
@@ -303,10 +346,11 @@ __global__ void __launch_bounds__(kRowThreads)
         rs[r] = (float)s;
 }
 
-/* x[e] += bias[e % COLS] in place (the biased QKV, or the kept GeLU pre-activation with g = GeLU(x)) */
-template <int ROWS, int COLS, bool GELU>
+/* x[e] += bias[e % COLS] in place (the biased QKV, or the kept GeLU pre-activation with g = GeLU(x), g of
+ * type OUT) */
+template <int ROWS, int COLS, bool GELU, typename OUT>
 __global__ void __launch_bounds__(kEltThreads)
-    k_bias_add(float *__restrict__ x, const float *__restrict__ bias, float *__restrict__ g)
+    k_bias_add(float *__restrict__ x, const float *__restrict__ bias, OUT *__restrict__ g)
 {
     (void)g; /* unused without GELU */
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
@@ -315,7 +359,7 @@ __global__ void __launch_bounds__(kEltThreads)
     const float u = x[i] + bias[i % COLS];
     x[i] = u;
     if constexpr (GELU)
-        g[i] = tr_gelu(u);
+        put(g + i, tr_gelu(u));
 }
 
 /* ---- training: backward kernels ------------------------------------------------------------------------ */
@@ -642,9 +686,9 @@ void ln_sqdev(cudaStream_t s, const float *x, const float *rs, float *vs)
     TRC_LAUNCHED("trk::ln_sqdev");
 }
 
-template <int ROWS, int COLS, int HIDDEN>
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
 void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
-              float eps, float *y)
+              float eps, OUT *y)
 {
     if constexpr (COLS % 4 == 0) {
         TRC_ALIGNED16(x, "ln_apply x");
@@ -652,7 +696,7 @@ void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, 
         TRC_ALIGNED16(beta, "ln_apply beta");
         TRC_ALIGNED16(y, "ln_apply y");
     }
-    k_ln_apply<ROWS, COLS, HIDDEN><<<row_blocks(ROWS), kRowThreads, 0, s>>>(x, rs, vs, gamma, beta, eps, y);
+    k_ln_apply<ROWS, COLS, HIDDEN, OUT><<<row_blocks(ROWS), kRowThreads, 0, s>>>(x, rs, vs, gamma, beta, eps, y);
     TRC_LAUNCHED("trk::ln_apply");
 }
 
@@ -668,13 +712,13 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
     TRC_LAUNCHED("trk::bias_gelu");
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention(cudaStream_t s, const float *qkv, const float *bias, float *out)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention(cudaStream_t s, const float *qkv, const float *bias, OUT *out)
 {
     using cfg = attn_cfg<HD>;
     static_assert(NSEQ <= 65535 && HEADS <= 65535, "attention grid: at most 65535 sequences and heads per rank");
     const dim3 grid((unsigned)((SEQ + cfg::RPB - 1) / cfg::RPB), HEADS, NSEQ);
-    k_attention<NSEQ, SEQ, HEADS, HD><<<grid, cfg::THREADS, 0, s>>>(qkv, bias, out, 1.0f / sqrtf((float)HD));
+    k_attention<NSEQ, SEQ, HEADS, HD, OUT><<<grid, cfg::THREADS, 0, s>>>(qkv, bias, out, 1.0f / sqrtf((float)HD));
     TRC_LAUNCHED("trk::attention");
 }
 
@@ -692,19 +736,20 @@ constexpr unsigned elt_blocks(long long n)
     return (unsigned)((n + kEltThreads - 1) / kEltThreads);
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention_keep(cudaStream_t s, float *qkv, const float *bias, OUT *out)
 {
     constexpr int LD = 3 * HEADS * HD;
-    k_bias_add<NSEQ * SEQ, LD, false><<<elt_blocks((long long)NSEQ * SEQ * LD), kEltThreads, 0, s>>>(qkv, bias, nullptr);
+    k_bias_add<NSEQ * SEQ, LD, false, float>
+        <<<elt_blocks((long long)NSEQ * SEQ * LD), kEltThreads, 0, s>>>(qkv, bias, nullptr);
     TRC_LAUNCHED("trk::attention_keep (bias)");
     attention<NSEQ, SEQ, HEADS, HD>(s, qkv, nullptr, out); /* qkv is biased now: no bias on the fly */
 }
 
-template <int ROWS, int COLS>
-void bias_gelu_save(cudaStream_t s, float *u, const float *bias, float *g)
+template <int ROWS, int COLS, typename OUT>
+void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
 {
-    k_bias_add<ROWS, COLS, true><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(u, bias, g);
+    k_bias_add<ROWS, COLS, true, OUT><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(u, bias, g);
     TRC_LAUNCHED("trk::bias_gelu_save");
 }
 

@@ -7,6 +7,12 @@
  * other shape fails to link. Each runs on the stream it is given, after which
  * the launch is checked. Element-wise arithmetic comes from tr_math.h, shared
  * with the CPU backend.
+ *
+ * The kernels that write a GEMM operand (ln_apply, attention, attention_keep,
+ * bias_gelu_save) take the type of that output as a template parameter OUT,
+ * deduced from the pointer: float, or tr_bf16 (tr.h, bfloat16 bits) for a
+ * bf16 spec (docs/BF16.md). They compute in fp32 either way; a tr_bf16 output
+ * is the fp32 result rounded to nearest even.
  */
 #ifndef TESS_KERNELS_CUH
 #define TESS_KERNELS_CUH
@@ -28,9 +34,9 @@ template <int ROWS, int COLS, int HIDDEN>
 void ln_sqdev(cudaStream_t s, const float *x, const float *rs, float *vs);
 
 /* y = (x - rs/HIDDEN) / sqrt(vs/HIDDEN + eps) * gamma + beta, all [ROWS, COLS] (gamma, beta [COLS]) */
-template <int ROWS, int COLS, int HIDDEN>
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
 void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
-              float eps, float *y);
+              float eps, OUT *y);
 
 /* h[ROWS, COLS] = GeLU(h + bias[COLS]), tanh approximation */
 template <int ROWS, int COLS>
@@ -38,8 +44,8 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias);
 
 /* out[NSEQ*SEQ, HEADS*HD] = causal softmax((Q+bq)(K+bk)^T / sqrt(HD)) (V+bv) per sequence and head, from
  * qkv[NSEQ*SEQ, 3*HEADS*HD] = [Q | K | V] of the local heads and bias[3*HEADS*HD]; qkv is only read */
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention(cudaStream_t s, const float *qkv, const float *bias, float *out);
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention(cudaStream_t s, const float *qkv, const float *bias, OUT *out);
 
 /* ---- training ---- */
 
@@ -48,12 +54,12 @@ template <int ROWS, int COLS>
 void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y);
 
 /* attention as above, but first adds the bias to qkv in place (the backward reads the biased QKV) */
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_keep(cudaStream_t s, float *qkv, const float *bias, float *out);
+template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
+void attention_keep(cudaStream_t s, float *qkv, const float *bias, OUT *out);
 
 /* u[ROWS, COLS] += bias (kept: the pre-activation); g = GeLU(u) */
-template <int ROWS, int COLS>
-void bias_gelu_save(cudaStream_t s, float *u, const float *bias, float *g);
+template <int ROWS, int COLS, typename OUT>
+void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g);
 
 /* db[COLS] = column sums of dy[ROWS, COLS] (a fixed summation order: deterministic) */
 template <int ROWS, int COLS>
