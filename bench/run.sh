@@ -22,8 +22,12 @@
 #    (bench/cost_cpu.py), and the mesh advisor against the Tesseract paper's
 #    Tables 1 and 2 (bench/paper.py).
 #
+# 6. bf16 (docs/BF16.md): bytes per rank per layer of the same spec in fp32 and
+#    bf16, forward and training, each measured by --bytes in one run; and on
+#    [1,1,1] the bf16 forward and training step against fp32's on the same cores.
+#
 # TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), cost and
-# paper (5), scale (4); default all. The report names the OpenBLAS kernels that ran.
+# paper (5), scale (4), bf16 (6); default all. The report names the OpenBLAS kernels that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -34,7 +38,7 @@ mkdir -p "$B"
 REPORT="$B/report.md"
 : >"$REPORT"
 say() { echo "$@" | tee -a "$REPORT"; }
-PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale}
+PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
@@ -186,6 +190,84 @@ fi
 if part paper; then
     say ""
     "$PY" bench/paper.py | tee -a "$REPORT"
+fi
+
+if part bf16; then
+    say ""
+    say "## bf16 against fp32: bytes per rank per layer, and the CPU forward and training step"
+    say ""
+    say "Model: layers 2, hidden 96, heads 12, ffn 384, seq 8, batch 24; the same spec with dtype \"fp32\" and \"bf16\","
+    say "each run once with --bytes (training: one forward and backward with --dy); bytes per layer of rank 0, measured."
+    say ""
+    say "| mesh | phase | bcast recv fp32 | bcast recv bf16 | bf16/fp32 | all-reduce + reduce fp32 | bf16 | equal |"
+    say "|---|---|---|---|---|---|---|---|"
+    L=2 C=96 H=12 F=384 S=8 BATCH=24
+    "$PY" tests/ref/tessref.py dy --layers $L --hidden $C --heads $H --ffn $F --seq $S --batch $BATCH --seed 1 \
+        --out "$B/dy16.npy"
+    for m in 2,1 2,2 3,1 4,1; do
+        q=${m%,*}
+        d=${m#*,}
+        for mode in infer train; do
+            for dt in fp32 bf16; do
+                name="dt_${mode}_${dt}_q${q}_d${d}"
+                spec "$name" "$q" "$d" $L $C $H $F $S $BATCH
+                sed -i "s/^return { /return { mode = \"$mode\", dtype = \"$dt\", /" "$B/$name.lua"
+                bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
+                ninja -C "$B/$name" cpu >/dev/null
+                extra=""
+                [ $mode = train ] && extra="--dy $B/dy16.npy"
+                # shellcheck disable=SC2086
+                "$B/$name/run" --bytes $extra >"$B/$name.out"
+            done
+            # rank 0: bcast recv row + col; all-reduce row, dep+coldep, reduce recv, reduce sent (measured)
+            row0() { awk -v L=$L '$1 == "0" { split($2, a, "/"); split($3, b, "/"); split($6, c, "/"); split($7, e, "/");
+                                   split($8, f, "/"); split($9, g, "/");
+                                   printf "%d %d\n", (a[1] + b[1]) / L, (c[1] + e[1] + f[1] + g[1]) / L }' "$1"; }
+            read -r b32 r32 < <(row0 "$B/dt_${mode}_fp32_q${q}_d${d}.out")
+            read -r b16 r16 < <(row0 "$B/dt_${mode}_bf16_q${q}_d${d}.out")
+            eq=no
+            [ "$r32" = "$r16" ] && [ $((2 * b16)) = "$b32" ] && eq=yes
+            say "| [$q,$q,$d] | $mode | $b32 | $b16 | $(ratio "$b16" "$b32") | $r32 | $r16 | $eq |"
+        done
+    done
+    say ""
+    say "\"equal\": bf16 broadcast bytes exactly half of fp32's, and the fp32 all-reduces and reduces unchanged."
+    say ""
+    L=2 C=768 H=12 F=3072 S=256 BATCH=4 REPS=${TESS_BENCH_REPS:-5}
+    for mode in infer train; do
+        for dt in fp32 bf16; do
+            name="dtspeed_${mode}_${dt}"
+            spec "$name" 1 1 $L $C $H $F $S $BATCH
+            sed -i "s/^return { /return { mode = \"$mode\", dtype = \"$dt\", /" "$B/$name.lua"
+            bin/tessgen "$B/$name.lua" -o "$B/$name" --quiet
+            ninja -C "$B/$name" cpu >/dev/null
+        done
+    done
+    # side by side, alternating, so that both see the same machine state
+    for k in 1 2; do
+        for dt in fp32 bf16; do
+            "$B/dtspeed_infer_$dt/run" --repeat "$REPS" >"$B/dtspeed_infer_$dt.$k.out"
+            "$B/dtspeed_train_$dt/run" --steps "$REPS" --timing >"$B/dtspeed_train_$dt.$k.out"
+        done
+    done
+    med() { sed -n "s/^$2=//p" "$1"; }
+    say "On [1,1,1], layers $L, hidden $C, heads $H, ffn $F, seq $S, batch $BATCH: medians of $REPS runs, fp32 and bf16"
+    say "alternated twice in one run of this script (two rows)."
+    say ""
+    say "| run | bf16/fp32 forward | bf16/fp32 forward GEMMs | casts / bf16 forward | bf16/fp32 training step | casts / bf16 step |"
+    say "|---|---|---|---|---|---|"
+    for k in 1 2; do
+        f32=$(med "$B/dtspeed_infer_fp32.$k.out" forward_seconds_median) f16=$(med "$B/dtspeed_infer_bf16.$k.out" forward_seconds_median)
+        g32=$(med "$B/dtspeed_infer_fp32.$k.out" gemm_seconds) g16=$(med "$B/dtspeed_infer_bf16.$k.out" gemm_seconds)
+        c16=$(med "$B/dtspeed_infer_bf16.$k.out" cast_seconds)
+        s32=$(med "$B/dtspeed_train_fp32.$k.out" step_seconds_median) s16=$(med "$B/dtspeed_train_bf16.$k.out" step_seconds_median)
+        sc16=$(med "$B/dtspeed_train_bf16.$k.out" cast_seconds)
+        say "| $k | $(ratio "$f16" "$f32") | $(ratio "$g16" "$g32") | $(ratio "${c16:-0}" "$f16") | $(ratio "$s16" "$s32") | $(ratio "${sc16:-0}" "$s16") |"
+    done
+    say ""
+    say "The CPU backend has no bf16 GEMM (Debian's OpenBLAS: docs/BF16.md): it widens both operands to fp32 and calls"
+    say "sgemm, so a bf16 GEMM costs an fp32 GEMM plus the widening; bf16 pays off on a GPU (tensor cores, half the"
+    say "bytes on the wire), not here. (raw lines: $B/dtspeed_*.out)"
 fi
 
 if part scale; then

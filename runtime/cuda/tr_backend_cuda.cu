@@ -319,7 +319,7 @@ extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
     trc_g.inited = 1;
     if (c->desc->rank == 0)
         printf("cuda backend: rank 0 on GPU %d of %d (%s), shared by %d rank%s; collectives: %s; GEMMs: cuBLAS "
-               "%s\n",
+               "%s (bf16 operands, where the plan has them: fp32 accumulation)\n",
                trc_g.device, trc_g.ndev, trc_g.device_name, sharing, sharing == 1 ? "" : "s",
                trc_g.use_nccl ? "NCCL" : "MPI with host staging", trc_g.compute == CUBLAS_COMPUTE_32F ? "fp32" : "TF32");
     return true;

@@ -12,6 +12,10 @@
 #   torch    tests/gpu/torch_bench.py: the same 12 blocks and shapes in PyTorch, eager and torch.compile, fp32
 #            and TF32, forward and training step (after checking in float64 that it computes tessgen's function)
 #   report   tests/gpu/bench_report.py: one markdown file, $OUT/bench.md, every figure with the device named
+#   bf16     (not in the default set) the 12 blocks in dtype "bf16" (docs/BF16.md) beside fp32, in one command:
+#            forward (--repeat 20) and training step (--steps 10 --timing), medians and the time per step kind,
+#            into $OUT/bf16.md; and TESS_PROFILE of the 2-layer block in bf16 ($OUT/profile_bf16.txt: its
+#            "cuBLAS alone" reference GEMMs are fp32, so only its milliseconds and TFLOP/s are bf16's)
 #
 # Files in $OUT: bench.md, profile_fp32.txt, profile_tf32.txt, tessgen_timing.txt, torch.json, bench.log. Each part
 # also keeps its results in $TESS_GPU_WORK/bench, so the parts may run as separate commands on one machine.
@@ -92,6 +96,51 @@ part_torch() {
     [ -f "$B/torch.json" ] && cp "$B/torch.json" "$TG_OUT/"
 }
 
+part_bf16() {
+    local spec log dt
+    for spec in "$P2 infer16" "$P12 infer" "$P12 train" "$P12 infer16" "$P12 train16"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        tg_built "$1" "$2" 1 1 && continue
+        log=$B/build_$1_$2.log
+        tg_build "$1" "$2" 1 1 >"$log" 2>&1 || { tg_notok "build $1 ($2) [1,1,1]" "$log"; return; }
+    done
+    for dt in "" 16; do # side by side: fp32, then bf16
+        local name=fp32
+        [ -n "$dt" ] && name=bf16
+        tg_check "bf16: $P12 forward [1,1,1], $name, --repeat 20" \
+            eval 'tg_run "$P12" infer$dt 1 1 --repeat 20 >"$B/forward_dt${dt:-32}.txt" 2>&1'
+        tg_check "bf16: $P12 training step [1,1,1], $name, --steps 10" \
+            eval 'tg_run "$P12" train$dt 1 1 --steps 10 --timing >"$B/step_dt${dt:-32}.txt" 2>&1'
+    done
+    if [ "$TG_STANDIN" != 1 ]; then
+        tg_check "bf16: TESS_PROFILE report, $P2 [1,1,1], bf16" \
+            eval 'TESS_PROFILE=1 tg_run "$P2" infer16 1 1 --repeat 20 >"$B/profile_bf16.txt" 2>&1 && cp "$B/profile_bf16.txt" "$TG_OUT/"'
+    fi
+    {
+        echo "# tessgen bf16 against fp32 on $TG_GPU"
+        echo
+        echo "$P12 ($(tg_dims "$P12")) on [1,1,1], one run of tests/gpu/bench.sh bf16: medians in milliseconds."
+        echo
+        echo "| | fp32 | bf16 | bf16/fp32 |"
+        echo "|---|---:|---:|---:|"
+        local k f32 f16
+        for k in forward_seconds_median step_seconds_median gemm_seconds attention_seconds layernorm_seconds \
+            residual_seconds gelu_seconds cast_seconds optimizer_seconds; do
+            for f in forward step; do
+                f32=$(value "$k" "$B/${f}_dt32.txt") f16=$(value "$k" "$B/${f}_dt16.txt")
+                [ -n "$f32" ] && [ -n "$f16" ] || continue
+                local label="$f: ${k%_seconds*}"
+                case $k in forward_seconds_median) label="forward (median)" ;; step_seconds_median) label="training step (median)" ;; esac
+                awk -v k="$label" -v a="$f32" -v b="$f16" \
+                    'BEGIN { printf "| %s | %.3f | %.3f | %s |\n", k, 1e3 * a, 1e3 * b, (a > 0 ? sprintf("%.2f", b / a) : "-") }'
+            done
+        done
+    } >"$TG_OUT/bf16.md"
+    cat "$TG_OUT/bf16.md"
+    cp "$B"/forward_dt*.txt "$B"/step_dt*.txt "$TG_OUT/" 2>/dev/null
+}
+
 part_report() {
     tg_check "report: $TG_OUT/bench.md" "$PY" "$TG_REPO/tests/gpu/bench_report.py" --dir "$B" --device "$TG_GPU" \
         --shape "$(tg_dims "$P12")" --profile-shape "$(tg_dims "$P2")" --out "$TG_OUT/bench.md"
@@ -103,7 +152,8 @@ for p in "${parts[@]}"; do
     tessgen) part_tessgen ;;
     torch) part_torch ;;
     report) part_report ;;
-    *) echo "bench.sh: unknown part $p (tessgen, torch, report)" >&2; exit 2 ;;
+    bf16) part_bf16 ;;
+    *) echo "bench.sh: unknown part $p (tessgen, torch, report, bf16)" >&2; exit 2 ;;
     esac
 done
 tg_summary

@@ -17,6 +17,11 @@
 #              forward + backward, [1,1,1] and (memcheck, racecheck) [2,2,1]: no error, output still correct
 #   tf32       TESS_TF32=1: m64 forward on [1,1,1] and [2,2,1] within 5e-3, gradients on [2,2,1] within 1e-2 of
 #              float64 (TF32 rounds GEMM inputs to 10 mantissa bits, about 5e-4 each); the fp32 error beside it
+#   bf16       dtype = "bf16" (docs/BF16.md): the bf16 kernels, cast, GEMM and their outputs outside any schedule
+#              (tests/cuda/bf16_check.sh run); m64 on [1,1,1], [2,2,1], [2,2,2]: forward within 3e-3 of tessref
+#              --bf16 and 1e-2 of float64, bytes as planned; dL/dx and every gradient within 1e-2 of --bf16 and
+#              2e-2 of float64; 5 AdamW steps, replicas bitwise identical; 20-step losses equal across the meshes
+#              (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling (the tolerances: docs/BF16.md)
 #   all        every stage above, in this order
 #
 # Output: ok / not ok lines, "N passed, N failed, N skipped" last, exit 0 when none failed; the same lines in
@@ -25,11 +30,11 @@
 set -u
 # shellcheck source=tests/gpu/env.sh
 . "$(dirname "$0")/env.sh"
-[ $# -ge 1 ] || { sed -n '2,27p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,32p' "$0"; exit 2; }
 stages=("$@")
-[ "$*" = all ] && stages=(env inference training races sanitizer tf32)
+[ "$*" = all ] && stages=(env inference training races sanitizer tf32 bf16)
 for s in "${stages[@]}"; do
-    case "$s" in env | inference | training | races | sanitizer | tf32) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
+    case "$s" in env | inference | training | races | sanitizer | tf32 | bf16) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
 done
 TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-240}
 REF=$TG_REPO/tests/ref/tessref.py
@@ -339,6 +344,89 @@ stage_tf32() {
     build_check m64 train 2 1 &&
         tg_check "tf32: m64 [2,2,1] forward + backward, TESS_TF32=1: dL/dx and every weight gradient within 1e-2 of float64" \
             grads_ok m64 2 1 1e-2 TESS_TF32=1
+}
+
+# ---- bf16 ------------------------------------------------------------------------------------------------------
+bf16_forward() { # q d: m64 in bf16 against tessref --bf16 and float64, bytes as planned
+    local dir r=$TG_WORK/ref_m64
+    dir=$(tg_dir m64 infer16 "$1" "$2")
+    # shellcheck disable=SC2046
+    tg_poison "$dir/y.npy" $(tg_bsc m64) &&
+        tg_run m64 infer16 "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --output "$dir/y.npy" --bytes &&
+        "$PY" "$REF" compare --ref "$r/y16.npy" --got "$dir/y.npy" --tol 3e-3 --expect-f32 --label "m64 bf16 [$1,$1,$2] vs --bf16" &&
+        "$PY" "$REF" compare --ref "$r/y.npy" --got "$dir/y.npy" --tol 1e-2 --expect-f32 --label "m64 bf16 [$1,$1,$2] vs float64"
+}
+bf16_grads() { # q d
+    local dir r=$TG_WORK/ref_m64
+    dir=$(tg_dir m64 train16 "$1" "$2")
+    # shellcheck disable=SC2046
+    tg_poison "$dir/dx.npy" $(tg_bsc m64) && rm -f "$dir/g.safetensors" &&
+        tg_run m64 train16 "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --dy "$r/dy.npy" \
+            --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes &&
+        "$PY" "$REF" compare --ref "$r/dx16.npy" --got "$dir/dx.npy" --tol 1e-2 --expect-f32 --label "m64 bf16 [$1,$1,$2] dL/dx vs --bf16" &&
+        "$PY" "$REF" compare --ref "$r/dx.npy" --got "$dir/dx.npy" --tol 2e-2 --expect-f32 --label "m64 bf16 [$1,$1,$2] dL/dx vs float64" &&
+        "$PY" "$REF" compare-grads --ref "$r/g16.safetensors" --got "$dir/g.safetensors" --tol 1e-2 --label "m64 bf16 [$1,$1,$2] vs --bf16" &&
+        "$PY" "$REF" compare-grads --ref "$r/g.safetensors" --got "$dir/g.safetensors" --tol 2e-2 --label "m64 bf16 [$1,$1,$2] vs float64"
+}
+bf16_replicas() { # q d
+    local dir r=$TG_WORK/ref_m64
+    dir=$(tg_dir m64 train16 "$1" "$2")
+    tg_run m64 train16 "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --target "$r/target.npy" --steps 5 \
+        --replica-check | tee "$dir/replicas.out" && grep -q "bitwise identical" "$dir/replicas.out"
+}
+bf16_losses() {
+    local q d r=$TG_WORK/ref_m64
+    for qd in $MESHES; do
+        q=${qd%,*} d=${qd#*,}
+        tg_run m64 train16 "$q" "$d" --weights "$r/w.safetensors" --input "$r/x.npy" --target "$r/target.npy" \
+            --steps 20 | grep '^step ' >"$TG_WORK/loss16_${q}_$d.txt" || return 1
+    done
+    "$PY" - "$TG_WORK" <<'PYEOF'
+import sys
+w = sys.argv[1]
+def losses(f):
+    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
+emu, f64 = losses(f"{w}/ref_m64/loss16.txt"), losses(f"{w}/ref_m64/loss.txt")
+runs = {qd: losses(f"{w}/loss16_{qd}.txt") for qd in ("1_1", "2_1", "2_2")}
+ok = len(emu) == 20 and len(f64) == 20 and all(len(v) == 20 for v in runs.values())
+worst = {}
+for qd, v in runs.items():
+    for k in range(min(20, len(v))):
+        for name, ref, tol in (("mesh", runs["1_1"], 1e-3), ("--bf16", emu, 1e-3), ("float64", f64, 1e-2)):
+            rel = abs(v[k] - ref[k]) / abs(ref[k]); worst[name] = max(worst.get(name, 0.0), rel)
+            if rel > tol:
+                print(f"mesh {qd} step {k + 1}: loss {v[k]:.9g} vs {name} {ref[k]:.9g} (rel {rel:.2e} > {tol:g})"); ok = False
+    if not v[-1] < v[0]:
+        print(f"mesh {qd}: the loss does not fall: {v}"); ok = False
+print("bf16 losses: worst rel difference " + ", ".join(f"to {k} {x:.2e}" for k, x in worst.items()) +
+      f"; step 1 {runs['1_1'][0]:.6g}, step 20 {runs['1_1'][-1]:.6g} (float64: {f64[0]:.6g}, {f64[-1]:.6g})")
+sys.exit(0 if ok else 1)
+PYEOF
+}
+stage_bf16() {
+    if [ "$TG_STANDIN" != 1 ]; then
+        tg_check "bf16: kernels with bf16 outputs bitwise RNE of their fp32 outputs, trc_cast_bf16, trc_gemm_bf16 (tests/cuda/bf16_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/bf16_check.sh" "$TG_WORK/bf16k" run
+    fi
+    if ! tg_refdata16 m64 >"$TG_WORK/ref_m64_bf16.log" 2>&1; then
+        tg_notok "bf16 reference data for m64 (tests/ref/tessref.py --bf16)" "$TG_WORK/ref_m64_bf16.log"
+        return
+    fi
+    local qd q d
+    for qd in $MESHES; do
+        q=${qd%,*} d=${qd#*,}
+        build_check m64 infer16 "$q" "$d" &&
+            tg_check "bf16: m64 [$q,$q,$d] forward within 3e-3 of --bf16 and 1e-2 of float64, bytes as planned" \
+                bf16_forward "$q" "$d"
+        build_check m64 train16 "$q" "$d" || continue
+        tg_check "bf16: m64 [$q,$q,$d] dL/dx and every weight gradient within 1e-2 of --bf16 and 2e-2 of float64, bytes as planned" \
+            bf16_grads "$q" "$d"
+        tg_check "bf16: m64 [$q,$q,$d] 5 AdamW steps, replicas bitwise identical" bf16_replicas "$q" "$d"
+    done
+    if tg_built m64 train16 1 1 && tg_built m64 train16 2 1 && tg_built m64 train16 2 2; then
+        tg_check "bf16: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling" \
+            bf16_losses
+    fi
 }
 
 for s in "${stages[@]}"; do

@@ -218,18 +218,36 @@ tg_refdata() {
             --target "$d/target.npy" --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 \
             --weight-decay 0.01 >"$d/loss.txt"
 }
-# tg_gen MODEL MODE q d -> prints the output folder (generated there; MODE infer or train)
+# tg_refdata16 MODEL: the same with tessref --bf16 (docs/BF16.md's rounding points): y16, dx16, g16, loss16
+tg_refdata16() {
+    local m=$1 d=$TG_WORK/ref_$1 args
+    args=$(tg_refargs "$m")
+    [ -s "$d/loss16.txt" ] && return 0
+    tg_refdata "$m" || return 1
+    # shellcheck disable=SC2086
+    "$PY" "$TG_REPO/tests/ref/tessref.py" forward $args --bf16 --weights "$d/w.safetensors" --input "$d/x.npy" \
+        --out "$d/y16.npy" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" backward $args --bf16 --weights "$d/w.safetensors" --input "$d/x.npy" \
+            --dy "$d/dy.npy" --dx-out "$d/dx16.npy" --grads-out "$d/g16.safetensors" &&
+        "$PY" "$TG_REPO/tests/ref/tessref.py" train $args --bf16 --weights "$d/w.safetensors" --input "$d/x.npy" \
+            --target "$d/target.npy" --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 \
+            --weight-decay 0.01 >"$d/loss16.txt"
+}
+# tg_gen MODEL MODE q d -> prints the output folder (generated there; MODE infer or train, or infer16 or train16:
+# the same with dtype = "bf16")
 tg_dir() { echo "$TG_WORK/$1_$2_$3_$4"; }
 tg_gen() {
-    local m=$1 mode=$2 q=$3 dd=$4 dir L C H F S B
+    local m=$1 mode=$2 q=$3 dd=$4 dir L C H F S B dtype=fp32
     dir=$(tg_dir "$m" "$mode" "$q" "$dd")
     read -r L C H F S B <<<"$(tg_dims "$m")"
+    local sfx="" # fp32 names as before
+    case "$mode" in *16) dtype=bf16 mode=${mode%16} sfx=_bf16 ;; esac
     cat >"$dir.lua" <<SPEC
 return {
-  name = "${m}_${mode}_q${q}_d${dd}",
+  name = "${m}_${mode}${sfx}_q${q}_d${dd}",
   mesh = { q = $q, d = $dd },
   model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $B },
-  mode = "$mode",
+  mode = "$mode", dtype = "$dtype",
   backends = { "cpu", "cuda" },
 }
 SPEC
