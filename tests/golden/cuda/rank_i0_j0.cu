@@ -12,7 +12,7 @@
  * 20 collectives on the comm stream, 16 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
  * Each phase function (forward; for training also backward and optimizer) starts and ends by joining the
  * two streams, so waits never cross a phase; it calls one function per layer.
- * Schedule 559209e91bb24eaf: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule 7d9c31411f58c33b: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "kernels.cuh"
 #include "trc.h"
@@ -20,19 +20,19 @@
 /* Weight shards: pieces of each Hugging Face tensor and where they land in the arena. */
 static const tr_param params[12] = {
     /* name, ndim, full shape, arena offset, local [rows, cols], pieces {r0, nr, c0, nc, dst_col},
-     * arena offsets of the gradient and the AdamW moments (-1: inference) */
-    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1, TR_DEP},
-    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1, TR_DEP},
-    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1, TR_DEP},
-    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1, TR_COLDEP},
-    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1, TR_DEP},
-    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP},
+     * arena offsets of the gradient and the AdamW moments (-1: inference), replica group, stored as bf16 */
+    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
 };
 
 /* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root (index in the group), elements, flops. */
@@ -338,7 +338,7 @@ static const tr_rank_row rows[1] = {
 
 extern "C" const tr_class_desc tr_class = {
     .i = 0, .j = 0,
-    .fingerprint = "559209e91bb24eaf",
+    .fingerprint = "7d9c31411f58c33b",
     .proto = {
         .rank = -1, .i = 0, .j = 0, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */
@@ -351,9 +351,9 @@ extern "C" const tr_class_desc tr_class = {
         .mode = 0,
         .x_offset = 256, .y_offset = 256, .gx_offset = -1,
         .io_r0 = -1, .io_c0 = 0, .io_rows = 2, .io_cols = 4,
-        .plan_bcast_recv = {40, 128, 0, 0, 0},
-        .plan_bcast_sent = {40, 128, 0, 0, 0},
-        .plan_allreduce = {8, 0, 0, 0, 0},
+        .plan_bcast_recv = {160, 512, 0, 0, 0},
+        .plan_bcast_sent = {160, 512, 0, 0, 0},
+        .plan_allreduce = {32, 0, 0, 0, 0},
         .plan_flops = 1088,
         /* backward (training only) */
         .plan_bwd_bcast_recv = {0, 0, 0, 0, 0},
