@@ -15,6 +15,9 @@
 #   lm        the whole GPT-2 (model.vocab: embedding, ln_f, tied head, vocab-parallel loss; tests/lm.sh) on five
 #             meshes against the float64 reference: logits, loss, every gradient, replicas, 20-step losses, the
 #             docs/MODEL.md byte formula, bad token files
+#   bf16      dtype = "bf16" (tests/bf16_compute.sh, docs/BF16.md) on the e2e mesh matrix against tessref --bf16 and
+#             float64: forward, gradients, replicas, bytes half of fp32's broadcasts, 20-step losses, the whole
+#             GPT-2 and megatron; BF16 weight files (tests/bf16.sh); `cuda: bf16` under the emulation
 #   hf        Hugging Face in (tests/hf.sh): tessgen --from-hf on a save_pretrained directory written by
 #             the reference, run on two meshes against it; every refused config value; mixed weight names
 #             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable

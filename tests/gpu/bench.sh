@@ -96,6 +96,11 @@ part_torch() {
     [ -f "$B/torch.json" ] && cp "$B/torch.json" "$TG_OUT/"
 }
 
+bf16_forward() { tg_run "$P12" "infer$1" 1 1 --repeat 20 >"$B/forward_dt${1:-32}.txt" 2>&1; } # "" or 16
+bf16_step() { tg_run "$P12" "train$1" 1 1 --steps 10 --timing >"$B/step_dt${1:-32}.txt" 2>&1; }
+bf16_profile() {
+    TESS_PROFILE=1 tg_run "$P2" infer16 1 1 --repeat 20 >"$B/profile_bf16.txt" 2>&1 && cp "$B/profile_bf16.txt" "$TG_OUT/"
+}
 part_bf16() {
     local spec log dt
     for spec in "$P2 infer16" "$P12 infer" "$P12 train" "$P12 infer16" "$P12 train16"; do
@@ -108,14 +113,11 @@ part_bf16() {
     for dt in "" 16; do # side by side: fp32, then bf16
         local name=fp32
         [ -n "$dt" ] && name=bf16
-        tg_check "bf16: $P12 forward [1,1,1], $name, --repeat 20" \
-            eval 'tg_run "$P12" infer$dt 1 1 --repeat 20 >"$B/forward_dt${dt:-32}.txt" 2>&1'
-        tg_check "bf16: $P12 training step [1,1,1], $name, --steps 10" \
-            eval 'tg_run "$P12" train$dt 1 1 --steps 10 --timing >"$B/step_dt${dt:-32}.txt" 2>&1'
+        tg_check "bf16: $P12 forward [1,1,1], $name, --repeat 20" bf16_forward "$dt"
+        tg_check "bf16: $P12 training step [1,1,1], $name, --steps 10" bf16_step "$dt"
     done
     if [ "$TG_STANDIN" != 1 ]; then
-        tg_check "bf16: TESS_PROFILE report, $P2 [1,1,1], bf16" \
-            eval 'TESS_PROFILE=1 tg_run "$P2" infer16 1 1 --repeat 20 >"$B/profile_bf16.txt" 2>&1 && cp "$B/profile_bf16.txt" "$TG_OUT/"'
+        tg_check "bf16: TESS_PROFILE report, $P2 [1,1,1], bf16" bf16_profile
     fi
     {
         echo "# tessgen bf16 against fp32 on $TG_GPU"
@@ -129,7 +131,7 @@ part_bf16() {
             residual_seconds gelu_seconds cast_seconds optimizer_seconds; do
             for f in forward step; do
                 f32=$(value "$k" "$B/${f}_dt32.txt") f16=$(value "$k" "$B/${f}_dt16.txt")
-                [ -n "$f32" ] && [ -n "$f16" ] || continue
+                if [ -z "$f32" ] || [ -z "$f16" ]; then continue; fi
                 local label="$f: ${k%_seconds*}"
                 case $k in forward_seconds_median) label="forward (median)" ;; step_seconds_median) label="training step (median)" ;; esac
                 awk -v k="$label" -v a="$f32" -v b="$f16" \
