@@ -18,8 +18,8 @@
  * operands, one row, one sequence's attention output) belongs to the ctx:
  * allocated only when a call needs more than any before it, freed by
  * tr_ctx_free, so the steady state allocates nothing. Every call is timed
- * and counted under its float32 twin's step kind; the cast, which has no
- * twin, as TR_K_RESID (the elementwise kernels' kind).
+ * and counted under its float32 twin's step kind; the cast under its own,
+ * TR_K_CAST.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +54,7 @@ void tr_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
 {
     TIMED_BEGIN;
     round_to_bf16(x, n, y);
-    TIMED_END(TR_K_RESID);
+    TIMED_END(TR_K_CAST);
 }
 
 /* Floats a stored [rows, width] matrix with leading dimension ld spans. */
