@@ -328,6 +328,27 @@ cub_replicas() { # q d
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cub_rep.out" &&
         grep -q "bitwise identical" "$WORK/cub_rep.out"
 }
+cub_megatron() { # the megatron scheme in bf16, p = 2: its casts before each GEMM, under the emulation
+    local dir="$WORK/cub_mg_2" a
+    cat >"$dir.lua" <<SPEC &&
+return {
+  name = "cub_mg_2", scheme = "megatron", mesh = { p = 2 }, mode = "train", dtype = "bf16",
+  model = { layers = 2, hidden = 128, heads = 2, ffn = 256, seq = 16, batch = 4 },
+  backends = { "cpu", "cuda" },
+}
+SPEC
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
+        tests/cuda/emu_build.sh "$dir" emu model-emu || return 1
+    a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy --dy $WORK/cu_dy.npy"
+    # shellcheck disable=SC2086
+    "$dir/run" $a --dx-out "$dir/dx_cpu.npy" --grads-out "$dir/g_cpu.st" --quiet &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=11 cu_mpirun 2 "$dir/bin/model-emu" $a --dx-out "$dir/dx.npy" \
+            --grads-out "$dir/g.st" --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$dir/dx_cpu.npy" --got "$dir/dx.npy" --tol 1e-3 --expect-f32 \
+            --label "cuda bf16 megatron p=2 dx vs the CPU program" &&
+        "$PY" $CU_REF compare-grads --ref "$dir/g_cpu.st" --got "$dir/g.st" --tol 1e-3 \
+            --label "cuda bf16 megatron p=2 vs the CPU program"
+}
 if wanted "cuda: bf16"; then
     if cub_setup >"$WORK/log" 2>&1; then
         for m in $CU_MESHES; do
@@ -345,6 +366,8 @@ if wanted "cuda: bf16"; then
                 notok "cuda: bf16: generate [$q,$q,$d] and build its CPU program and the emulation" "$WORK/log"
             fi
         done
+        check "cuda: bf16: megatron p=2 training under the emulation, random order: dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
+            cub_megatron
     else
         notok "cuda: bf16: reference inputs" "$WORK/log"
     fi
