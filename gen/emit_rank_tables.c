@@ -73,8 +73,9 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
 void tg_emit_step_info(tg_sb *o, const tg_step *s)
 {
     int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
-    tg_sb_printf(o, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld},\n", s->layer, s->t, s->op, tg_emit_kind_enum(s->kind),
-                 coll ? tg_emit_group_enum(s->group) : "-1", s->root_local, s->count, s->flops);
+    tg_sb_printf(o, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld, %d},\n", s->layer, s->t, s->op,
+                 tg_emit_kind_enum(s->kind), coll ? tg_emit_group_enum(s->group) : "-1", s->root_local, s->count, s->flops,
+                 coll ? s->esize : 0);
 }
 
 static void ll4(tg_sb *o, const char *field, const long long *v)

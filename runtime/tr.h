@@ -77,6 +77,7 @@ typedef struct tr_step_info {
     int root;          /* bcast or reduce: the root's index in the group (tr_root_rank gives its rank); else -1 */
     long long count;   /* elements moved by a collective */
     long long flops;
+    int esize;         /* a collective: bytes per element of its payload (2: a bf16 broadcast; else 4); else 0 */
 } tr_step_info;
 
 typedef struct tr_rank_desc {

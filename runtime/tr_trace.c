@@ -16,7 +16,7 @@
  * the logical counting of tr_comm.c: a broadcast or all-reduce moves `count`
  * on each member; a reduce sends `count`, and its root receives `count` from
  * each other member. The counters are in bytes; the step table's count is in
- * elements, planned as float32 (4 bytes each: STEP_ELEM_BYTES). Times are relative to a barrier taken when recording
+ * elements of its esize bytes (2 for a bf16 broadcast, else 4). Times are relative to a barrier taken when recording
  * starts, so the ranks' slices line up in the trace viewer.
  */
 #include "tr_trace.h"
@@ -111,10 +111,6 @@ void tr_trace_begin(tr_ctx *c, bool on)
         c->rec->t0 = tr_now();
 }
 
-/* Bytes per element of a step's count: float32. (A bf16 broadcast moves 2 bytes an element; the step table does
- * not say which steps are bf16 yet, so --trace and --stats plan them as float32.) */
-enum { STEP_ELEM_BYTES = 4 };
-
 /* Planned elements of step s on this rank (see the design note). */
 static long long planned_elems(const tr_rank_desc *d, const tr_step_info *s)
 {
@@ -128,7 +124,7 @@ static long long planned_elems(const tr_rank_desc *d, const tr_step_info *s)
 /* Planned bytes of step s on this rank, as the counters measure them. */
 static long long planned(const tr_rank_desc *d, const tr_step_info *s)
 {
-    return STEP_ELEM_BYTES * planned_elems(d, s);
+    return s->esize * planned_elems(d, s); /* 2 bytes an element of a bf16 broadcast, else 4 */
 }
 
 static bool everyone(bool mine)
@@ -243,7 +239,7 @@ static void rank_events(tbuf *b, const tr_ctx *c)
         if (group_name(s->group))
             tb_printf(b, ",\"group\":\"%s\",\"root\":%d", group_name(s->group), tr_root_rank(d, s));
         tb_printf(b, ",\"elems\":%lld,\"bytes\":%lld,\"measured_bytes\":%lld,\"flops\":%lld}}", plan,
-                  STEP_ELEM_BYTES * plan, meas, s->flops);
+                  s->esize * plan, meas, s->flops);
     }
 }
 

@@ -165,6 +165,15 @@ bf16c_same_forward() {
         cmp "$dir/y.npy" "$BW16/infer_2_1/y.npy"
 }
 
+# --stats plans each step with its element size: a bf16 broadcast 2 bytes an element (forward + backward)
+bf16c_stats() {
+    "$BW16/train_2_2/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --dy "$BW16/dy.npy" --stats \
+        >"$BW16/stats.out" 2>&1
+    local rc=$?
+    cat "$BW16/stats.out"
+    [ $rc -eq 0 ] && grep -q "every step of every rank moved exactly its planned bytes" "$BW16/stats.out"
+}
+
 bf16c_refuses_weights_out() {
     local dir="$BW16/infer_2_1"
     rm -f "$BW16/never.st"
@@ -219,6 +228,7 @@ if wanted "bf16"; then
         check "bf16 compute: 20-step losses on [1,1,1] [2,2,1] [2,2,2] equal across meshes, within 1e-3 of --bf16 and 1e-2 of float64" bf16c_losses
         check "bf16 compute: the inference program's output equals the training program's forward, bit for bit" bf16c_same_forward
         check "bf16 compute: --weights-out of a bf16 inference program is refused, nothing written" bf16c_refuses_weights_out
+        check "bf16 compute: --stats of [2,2,2] forward + backward: every step moved its planned bytes (bf16 broadcasts 2 per element)" bf16c_stats
         check "bf16 compute: whole GPT-2 [1,1,1] logits and gradients against --bf16, bytes as planned" bf16c_lm 1 1
         check "bf16 compute: whole GPT-2 [2,2,1] logits and gradients against --bf16, bytes as planned" bf16c_lm 2 1
         check "bf16 compute: whole GPT-2, megatron p=2, logits and gradients against --bf16, bytes as planned" bf16c_lm 2 1 'scheme = "megatron", mesh = { p = 2 },'

@@ -6,7 +6,7 @@
  * Arena: 384 floats = 1536 bytes, of which weight shards 688 bytes.
  * One forward moves, as broadcasts: 672 bytes received (row 160, col 512).
  * Every call below has literal arguments; schedule/rank_i1_j1.txt lists the same steps with their groups.
- * Schedule 7d9c31411f58c33b: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule 40d525e429f8b186: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "tr.h"
 
@@ -28,45 +28,46 @@ static const tr_param params[12] = {
     {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 4, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
 };
 
-/* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root (index in the group), elements, flops. */
+/* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root (index in the group), elements, flops,
+ * bytes per element of a collective. */
 static const tr_step_info step_info[37] = {
-    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0},
-    {0, -1, "ln1", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
-    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0},
-    {0, -1, "ln1", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
-    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0},
-    {0, 0, "qkv", TR_K_BCAST, TR_ROW, 0, 8, 0},
-    {0, 0, "qkv", TR_K_BCAST, TR_COL, 0, 48, 0},
-    {0, 0, "qkv", TR_K_GEMM, -1, -1, 0, 192},
-    {0, 1, "qkv", TR_K_BCAST, TR_ROW, 1, 8, 0},
-    {0, 1, "qkv", TR_K_BCAST, TR_COL, 1, 48, 0},
-    {0, 1, "qkv", TR_K_GEMM, -1, -1, 0, 192},
-    {0, -1, "attn", TR_K_ATTENTION, -1, -1, 0, 64},
-    {0, 0, "proj", TR_K_BCAST, TR_ROW, 0, 8, 0},
-    {0, 0, "proj", TR_K_BCAST, TR_COL, 0, 16, 0},
-    {0, 0, "proj", TR_K_GEMM, -1, -1, 0, 64},
-    {0, 1, "proj", TR_K_BCAST, TR_ROW, 1, 8, 0},
-    {0, 1, "proj", TR_K_BCAST, TR_COL, 1, 16, 0},
-    {0, 1, "proj", TR_K_GEMM, -1, -1, 0, 64},
-    {0, -1, "ln2", TR_K_RESID, -1, -1, 0, 0},
-    {0, -1, "ln2", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
-    {0, -1, "ln2", TR_K_LN, -1, -1, 0, 0},
-    {0, -1, "ln2", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0},
-    {0, -1, "ln2", TR_K_LN, -1, -1, 0, 0},
-    {0, 0, "fc1", TR_K_BCAST, TR_ROW, 0, 8, 0},
-    {0, 0, "fc1", TR_K_BCAST, TR_COL, 0, 32, 0},
-    {0, 0, "fc1", TR_K_GEMM, -1, -1, 0, 128},
-    {0, 1, "fc1", TR_K_BCAST, TR_ROW, 1, 8, 0},
-    {0, 1, "fc1", TR_K_BCAST, TR_COL, 1, 32, 0},
-    {0, 1, "fc1", TR_K_GEMM, -1, -1, 0, 128},
-    {0, -1, "gelu", TR_K_GELU, -1, -1, 0, 0},
-    {0, 0, "fc2", TR_K_BCAST, TR_ROW, 0, 16, 0},
-    {0, 0, "fc2", TR_K_BCAST, TR_COL, 0, 32, 0},
-    {0, 0, "fc2", TR_K_GEMM, -1, -1, 0, 128},
-    {0, 1, "fc2", TR_K_BCAST, TR_ROW, 1, 16, 0},
-    {0, 1, "fc2", TR_K_BCAST, TR_COL, 1, 32, 0},
-    {0, 1, "fc2", TR_K_GEMM, -1, -1, 0, 128},
-    {0, -1, "fc2", TR_K_RESID, -1, -1, 0, 0},
+    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0, 0},
+    {0, -1, "ln1", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0, 4},
+    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0, 0},
+    {0, -1, "ln1", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0, 4},
+    {0, -1, "ln1", TR_K_LN, -1, -1, 0, 0, 0},
+    {0, 0, "qkv", TR_K_BCAST, TR_ROW, 0, 8, 0, 4},
+    {0, 0, "qkv", TR_K_BCAST, TR_COL, 0, 48, 0, 4},
+    {0, 0, "qkv", TR_K_GEMM, -1, -1, 0, 192, 0},
+    {0, 1, "qkv", TR_K_BCAST, TR_ROW, 1, 8, 0, 4},
+    {0, 1, "qkv", TR_K_BCAST, TR_COL, 1, 48, 0, 4},
+    {0, 1, "qkv", TR_K_GEMM, -1, -1, 0, 192, 0},
+    {0, -1, "attn", TR_K_ATTENTION, -1, -1, 0, 64, 0},
+    {0, 0, "proj", TR_K_BCAST, TR_ROW, 0, 8, 0, 4},
+    {0, 0, "proj", TR_K_BCAST, TR_COL, 0, 16, 0, 4},
+    {0, 0, "proj", TR_K_GEMM, -1, -1, 0, 64, 0},
+    {0, 1, "proj", TR_K_BCAST, TR_ROW, 1, 8, 0, 4},
+    {0, 1, "proj", TR_K_BCAST, TR_COL, 1, 16, 0, 4},
+    {0, 1, "proj", TR_K_GEMM, -1, -1, 0, 64, 0},
+    {0, -1, "ln2", TR_K_RESID, -1, -1, 0, 0, 0},
+    {0, -1, "ln2", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0, 4},
+    {0, -1, "ln2", TR_K_LN, -1, -1, 0, 0, 0},
+    {0, -1, "ln2", TR_K_ALLREDUCE, TR_ROW, -1, 2, 0, 4},
+    {0, -1, "ln2", TR_K_LN, -1, -1, 0, 0, 0},
+    {0, 0, "fc1", TR_K_BCAST, TR_ROW, 0, 8, 0, 4},
+    {0, 0, "fc1", TR_K_BCAST, TR_COL, 0, 32, 0, 4},
+    {0, 0, "fc1", TR_K_GEMM, -1, -1, 0, 128, 0},
+    {0, 1, "fc1", TR_K_BCAST, TR_ROW, 1, 8, 0, 4},
+    {0, 1, "fc1", TR_K_BCAST, TR_COL, 1, 32, 0, 4},
+    {0, 1, "fc1", TR_K_GEMM, -1, -1, 0, 128, 0},
+    {0, -1, "gelu", TR_K_GELU, -1, -1, 0, 0, 0},
+    {0, 0, "fc2", TR_K_BCAST, TR_ROW, 0, 16, 0, 4},
+    {0, 0, "fc2", TR_K_BCAST, TR_COL, 0, 32, 0, 4},
+    {0, 0, "fc2", TR_K_GEMM, -1, -1, 0, 128, 0},
+    {0, 1, "fc2", TR_K_BCAST, TR_ROW, 1, 16, 0, 4},
+    {0, 1, "fc2", TR_K_BCAST, TR_COL, 1, 32, 0, 4},
+    {0, 1, "fc2", TR_K_GEMM, -1, -1, 0, 128, 0},
+    {0, -1, "fc2", TR_K_RESID, -1, -1, 0, 0, 0},
 };
 
 /* ==== layer 0, forward ==== */
@@ -197,7 +198,7 @@ static const tr_rank_row rows[1] = {
 
 const tr_class_desc tr_class = {
     .i = 1, .j = 1,
-    .fingerprint = "7d9c31411f58c33b",
+    .fingerprint = "40d525e429f8b186",
     .proto = {
         .rank = -1, .i = 1, .j = 1, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */
