@@ -22,6 +22,11 @@
 #              --bf16 and 1e-2 of float64, bytes as planned; dL/dx and every gradient within 1e-2 of --bf16 and
 #              2e-2 of float64; 5 AdamW steps, replicas bitwise identical; 20-step losses equal across the meshes
 #              (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling (the tolerances: docs/BF16.md)
+#   lm         the whole GPT-2 (model.vocab 999, padded on q = 2; lm64: the m64 blocks, positions 128), training
+#              programs: on [1,1,1] and [2,2,1] the logits (--logits-out) within 1e-4 and the loss within 1e-5 of
+#              float64, every gradient (wte, wpe, ln_f, blocks) within 1e-4, bytes as planned; [2,2,2]: 3 AdamW
+#              steps, replicas bitwise identical; in bf16 on [2,2,1]: logits within 3e-3 of --bf16 and 1e-2 of
+#              float64, gradients within 1e-2 of --bf16 and 2e-2 of float64
 #   all        every stage above, in this order
 #
 # Output: ok / not ok lines, "N passed, N failed, N skipped" last, exit 0 when none failed; the same lines in
@@ -30,11 +35,11 @@
 set -u
 # shellcheck source=tests/gpu/env.sh
 . "$(dirname "$0")/env.sh"
-[ $# -ge 1 ] || { sed -n '2,32p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,37p' "$0"; exit 2; }
 stages=("$@")
-[ "$*" = all ] && stages=(env inference training races sanitizer tf32 bf16)
+[ "$*" = all ] && stages=(env inference training races sanitizer tf32 bf16 lm)
 for s in "${stages[@]}"; do
-    case "$s" in env | inference | training | races | sanitizer | tf32 | bf16) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
+    case "$s" in env | inference | training | races | sanitizer | tf32 | bf16 | lm) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
 done
 TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-240}
 REF=$TG_REPO/tests/ref/tessref.py
@@ -427,6 +432,69 @@ stage_bf16() {
         tg_check "bf16: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling" \
             bf16_losses
     fi
+}
+
+# ---- the whole GPT-2 ----------------------------------------------------------------------------------------------
+lm_fwd() { # mode q d tol-logits [ref suffix: 16 for --bf16] [tol-float64]
+    local mode=$1 q=$2 d=$3 tol=$4 sfx=${5:-} r=$TG_WORK/ref_lm64 dir L C H F S B V P
+    dir=$(tg_dir lm64 "$mode" "$q" "$d")
+    read -r L C H F S B <<<"$(tg_dims lm64)"
+    read -r V P <<<"$(tg_lmdims lm64)"
+    tg_poison "$dir/logits.npy" "$B" "$S" "$V" &&
+        tg_run lm64 "$mode" "$q" "$d" --weights "$r/w.st" --tokens "$r/tok.npy" --targets "$r/tgt.npy" \
+            --logits-out "$dir/logits.npy" --bytes >"$dir/fwd.out" && cat "$dir/fwd.out" &&
+        "$PY" "$REF" compare --ref "$r/logits$sfx.npy" --got "$dir/logits.npy" --tol "$tol" --label "lm64 $mode [$q,$q,$d] logits${sfx:+ vs --bf16}" &&
+        if [ -n "$sfx" ]; then
+            "$PY" "$REF" compare --ref "$r/logits.npy" --got "$dir/logits.npy" --tol "$6" --label "lm64 $mode [$q,$q,$d] logits vs float64"
+        else
+            "$PY" - "$r/loss.txt" "$dir/fwd.out" <<'PYEOF'
+import sys
+ref = float(open(sys.argv[1]).read().split()[1])
+got = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("loss ")]
+rel = abs(got[0] - ref) / ref if got else 1.0
+print("loss %s vs float64 %.9g: rel_err=%.3e (tol 1e-5)" % (got, ref, rel))
+sys.exit(0 if got and rel <= 1e-5 else 1)
+PYEOF
+        fi
+}
+lm_grads() { # mode q d tol [ref suffix] [tol-float64]
+    local mode=$1 q=$2 d=$3 tol=$4 sfx=${5:-} r=$TG_WORK/ref_lm64 dir
+    dir=$(tg_dir lm64 "$mode" "$q" "$d")
+    rm -f "$dir/g.st"
+    tg_run lm64 "$mode" "$q" "$d" --weights "$r/w.st" --tokens "$r/tok.npy" --targets "$r/tgt.npy" --grads-out "$dir/g.st" \
+        --bytes --quiet &&
+        "$PY" "$REF" compare-grads --ref "$r/g$sfx.st" --got "$dir/g.st" --tol "$tol" --label "lm64 $mode [$q,$q,$d]${sfx:+ vs --bf16}" &&
+        if [ -n "$sfx" ]; then
+            "$PY" "$REF" compare-grads --ref "$r/g.st" --got "$dir/g.st" --tol "$6" --label "lm64 $mode [$q,$q,$d] vs float64"
+        fi
+}
+lm_replicas() { # q d
+    local dir r=$TG_WORK/ref_lm64
+    dir=$(tg_dir lm64 train "$1" "$2")
+    tg_run lm64 train "$1" "$2" --weights "$r/w.st" --tokens "$r/tok.npy" --targets "$r/tgt.npy" --steps 3 \
+        --replica-check | tee "$dir/replicas.out" && grep -q "bitwise identical" "$dir/replicas.out"
+}
+stage_lm() {
+    if ! tg_lmref lm64 >"$TG_WORK/ref_lm64.log" 2>&1; then
+        tg_notok "float64 reference data for lm64 (tests/ref/tessref.py lm-*)" "$TG_WORK/ref_lm64.log"
+        return
+    fi
+    local qd q d
+    for qd in 1,1 2,1; do
+        q=${qd%,*} d=${qd#*,}
+        build_check lm64 train "$q" "$d" || continue
+        tg_check "lm: lm64 [$q,$q,$d] logits within 1e-4 and loss within 1e-5 of float64, bytes as planned" lm_fwd train "$q" "$d" 1e-4
+        tg_check "lm: lm64 [$q,$q,$d] every gradient (wte, wpe, ln_f, blocks) within 1e-4 of float64, bytes as planned" \
+            lm_grads train "$q" "$d" 1e-4
+    done
+    build_check lm64 train 2 2 &&
+        tg_check "lm: lm64 [2,2,2] 3 AdamW steps, replicas bitwise identical" lm_replicas 2 2
+    build_check lm64 train16 2 1 && {
+        tg_check "lm: lm64 bf16 [2,2,1] logits within 3e-3 of --bf16 and 1e-2 of float64, bytes as planned" \
+            lm_fwd train16 2 1 3e-3 16 1e-2
+        tg_check "lm: lm64 bf16 [2,2,1] every gradient within 1e-2 of --bf16 and 2e-2 of float64, bytes as planned" \
+            lm_grads train16 2 1 1e-2 16 2e-2
+    }
 }
 
 for s in "${stages[@]}"; do

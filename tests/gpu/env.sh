@@ -191,9 +191,11 @@ tg_dims() {
     tiny) echo "1 128 2 256 20 4" ;;    # the sanitizer's
     gpt2s2) echo "2 768 12 3072 1024 8" ;;  # GPT-2 small's block, 2 layers (profile)
     gpt2s) echo "12 768 12 3072 1024 8" ;;  # GPT-2 small's 12 blocks
+    lm64) echo "2 256 4 1024 100 8" ;;     # the whole GPT-2 (tg_lmdims: vocab 999, padded on q = 2)
     *) echo "tg_dims: unknown model $1" >&2; return 1 ;;
     esac
 }
+tg_lmdims() { case "$1" in lm64) echo "999 128" ;; *) return 1 ;; esac; } # model -> "vocab positions"
 tg_refargs() { # model -> tessref's dimension options
     local L C H F S B
     read -r L C H F S B <<<"$(tg_dims "$1")"
@@ -218,6 +220,26 @@ tg_refdata() {
             --target "$d/target.npy" --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 \
             --weight-decay 0.01 >"$d/loss.txt"
 }
+# tg_lmref MODEL: the whole GPT-2's weights, tokens, targets; float64 logits, loss and gradients, with and without
+# --bf16 (logits.npy, loss.txt, g.st; logits16.npy, loss16.txt, g16.st)
+tg_lmref() {
+    local m=$1 d=$TG_WORK/ref_$1 args V P L C H F S B R=$TG_REPO/tests/ref/tessref.py
+    [ -s "$d/g16.st" ] && return 0
+    read -r V P <<<"$(tg_lmdims "$m")"
+    read -r L C H F S B <<<"$(tg_dims "$m")"
+    args="$(tg_refargs "$m") --vocab $V --positions $P"
+    mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$PY" "$R" lm-weights $args --seed 7 --out "$d/w.st" &&
+        "$PY" "$R" tokens --batch "$B" --seq "$S" --vocab "$V" --seed 1 --out "$d/tok.npy" &&
+        "$PY" "$R" tokens --batch "$B" --seq "$S" --vocab "$V" --seed 2 --out "$d/tgt.npy" &&
+        for b in "" --bf16; do
+            "$PY" "$R" lm-forward $args $b --weights "$d/w.st" --tokens "$d/tok.npy" --targets "$d/tgt.npy" \
+                --logits-out "$d/logits${b:+16}.npy" >"$d/loss${b:+16}.txt" &&
+                "$PY" "$R" lm-backward $args $b --weights "$d/w.st" --tokens "$d/tok.npy" --targets "$d/tgt.npy" \
+                    --grads-out "$d/g${b:+16}.st" >/dev/null || return 1
+        done
+}
 # tg_refdata16 MODEL: the same with tessref --bf16 (docs/BF16.md's rounding points): y16, dx16, g16, loss16
 tg_refdata16() {
     local m=$1 d=$TG_WORK/ref_$1 args
@@ -240,13 +262,16 @@ tg_gen() {
     local m=$1 mode=$2 q=$3 dd=$4 dir L C H F S B dtype=fp32
     dir=$(tg_dir "$m" "$mode" "$q" "$dd")
     read -r L C H F S B <<<"$(tg_dims "$m")"
-    local sfx="" # fp32 names as before
+    local sfx="" lm="" # fp32 names as before
     case "$mode" in *16) dtype=bf16 mode=${mode%16} sfx=_bf16 ;; esac
+    local V P
+    read -r V P <<<"$(tg_lmdims "$m")"
+    [ -n "$V" ] && lm=", vocab = $V, positions = $P"
     cat >"$dir.lua" <<SPEC
 return {
   name = "${m}_${mode}${sfx}_q${q}_d${dd}",
   mesh = { q = $q, d = $dd },
-  model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $B },
+  model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $B$lm },
   mode = "$mode", dtype = "$dtype",
   backends = { "cpu", "cuda" },
 }
