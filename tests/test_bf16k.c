@@ -121,7 +121,7 @@ static void test_cast(void)
         tr_cast_bf16(&c, x, N, y);
         for (int i = 0; i < N; i++)
             TT_CHECK(y[i] == ref_rne(x[i]), "0x%08x -> 0x%04x, want 0x%04x", in[i], y[i], ref_rne(x[i]));
-        TT_CHECK(c.calls[TR_K_RESID] == 1, "counted %lld resid calls", c.calls[TR_K_RESID]);
+        TT_CHECK(c.calls[TR_K_CAST] == 1, "counted %lld cast calls", c.calls[TR_K_CAST]);
         tr_ctx_free(&c);
     }
     TT_CASE("cast: NaN stays NaN of the same sign (quiet, signalling with low payload only)")

@@ -27,12 +27,12 @@ static void check_memory(const tg_class_plan *rp, const char *label)
         const tg_buf *x = &rp->bufs[a];
         TT_CHECK(x->offset % 16 == 0, "%s class (%d,%d) %s offset %lld not aligned", label, rp->i, rp->j, x->name,
                  x->offset);
-        TT_CHECK(x->offset >= 0 && x->offset + x->elems <= rp->arena_elems, "%s class (%d,%d) %s outside arena",
+        TT_CHECK(x->offset >= 0 && x->offset + tg_buf_slots(x) <= rp->arena_elems, "%s class (%d,%d) %s outside arena",
                  label, rp->i, rp->j, x->name);
         for (int b = a + 1; b < rp->nbufs; b++) {
             const tg_buf *y = &rp->bufs[b];
             int live_together = x->first <= y->last && y->first <= x->last;
-            int share = x->offset < y->offset + y->elems && y->offset < x->offset + x->elems;
+            int share = x->offset < y->offset + tg_buf_slots(y) && y->offset < x->offset + tg_buf_slots(x);
             TT_CHECK(!(live_together && share), "%s class (%d,%d): %s and %s are live together and overlap", label,
                      rp->i, rp->j, x->name, y->name);
         }
@@ -62,6 +62,8 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
     const tg_spec *s = &pl->spec;
     long long q = m->q, d = m->d, C = s->hidden, F = s->ffn, T = (long long)s->batch * s->seq;
     long long formula = (q - 1) * (T * (3 * C + F) / (d * q * q) + (4 * C * C + 2 * C * F) / (q * q));
+    /* the plan counts bytes: a broadcast element is 2 bytes in bf16 (docs/BF16.md), every reduction 4 */
+    long long eb = s->dtype == TG_BF16 ? 2 : 4;
     for (int r = 0; r < m->p; r++) {
         const tg_class_plan *rp = &all[tg_class_of(pl, r)];
         tg_coord co = tg_mesh_coord(m, r);
@@ -71,8 +73,8 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
             recv += rp->bcast_recv[g];
             sent += rp->bcast_sent[g];
         }
-        TT_CHECK(recv == formula * s->layers, "%s rank %d: bcast recv %lld elements, formula %lld x %d layers",
-                 label, r, recv, formula, s->layers);
+        TT_CHECK(recv == eb * formula * s->layers, "%s rank %d: bcast recv %lld bytes, formula %lld x %lld x %d layers",
+                 label, r, recv, eb, formula, s->layers);
         if (s->mode == TG_TRAIN) {
             /* backward (docs/TRAINING.md): ABT and ATB broadcast the same blocks as the forward,
              * reduce as much as they broadcast; dW all-reduced over dep, the 9C+F bias and layernorm
@@ -83,18 +85,18 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
                 rsent += rp->bwd_reduce_sent[g];
                 rrecv += rp->bwd_reduce_recv[g];
             }
-            TT_CHECK(brecv == formula * s->layers, "%s rank %d: backward bcast recv %lld, formula %lld x %d", label,
+            TT_CHECK(brecv == eb * formula * s->layers, "%s rank %d: backward bcast recv %lld, formula %lld x %d", label,
                      r, brecv, formula, s->layers);
-            TT_CHECK(rsent == formula * s->layers && rrecv == formula * s->layers,
+            TT_CHECK(rsent == 4 * formula * s->layers && rrecv == 4 * formula * s->layers,
                      "%s rank %d: backward reduce sent %lld recv %lld, formula %lld x %d", label, r, rsent, rrecv,
                      formula, s->layers);
             long long dep = d > 1 ? (4 * C * C + 2 * C * F) / (q * q) : 0, coldep = q * d > 1 ? (9 * C + F) / q : 0;
-            TT_CHECK(rp->bwd_allreduce[TG_DEP] == dep * s->layers, "%s rank %d: dep all-reduce %lld, want %lld",
+            TT_CHECK(rp->bwd_allreduce[TG_DEP] == 4 * dep * s->layers, "%s rank %d: dep all-reduce %lld, want 4 x %lld",
                      label, r, rp->bwd_allreduce[TG_DEP], dep * s->layers);
-            TT_CHECK(rp->bwd_allreduce[TG_COLDEP] == coldep * s->layers,
-                     "%s rank %d: coldep all-reduce %lld, want %lld", label, r, rp->bwd_allreduce[TG_COLDEP],
+            TT_CHECK(rp->bwd_allreduce[TG_COLDEP] == 4 * coldep * s->layers,
+                     "%s rank %d: coldep all-reduce %lld, want 4 x %lld", label, r, rp->bwd_allreduce[TG_COLDEP],
                      coldep * s->layers);
-            TT_CHECK(rp->bwd_allreduce[TG_ROW] == (q > 1 ? 4LL * pl->R * s->layers : 0),
+            TT_CHECK(rp->bwd_allreduce[TG_ROW] == (q > 1 ? 4 * 4LL * pl->R * s->layers : 0),
                      "%s rank %d: row all-reduce in the backward %lld", label, r, rp->bwd_allreduce[TG_ROW]);
         }
         /* every element a member receives, some root sent once per receiver group: sent*(q-1) == recv summed */
@@ -143,7 +145,7 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
             const tg_buf *x = &rp->bufs[st->buf[0]];
             for (int k = 0; k < 3; k++) {
                 const tg_buf *y = &rp->bufs[g->buf[k]];
-                int share = x->offset < y->offset + y->elems && y->offset < x->offset + x->elems;
+                int share = x->offset < y->offset + tg_buf_slots(y) && y->offset < x->offset + tg_buf_slots(x);
                 TT_CHECK(!share, "%s rank %d step %d: %s shares bytes with %s of the previous GEMM", label, r, i,
                          x->name, y->name);
             }
@@ -268,7 +270,7 @@ static void check_megatron(int p, int train, int V)
         long long lm_fwd = V && p > 1 ? (long long)T * C + 3 * T : 0, lm_bwd = V && p > 1 && train ? (long long)T * C : 0;
         TT_CHECK(lm[0] == lm_fwd && lm[1] == lm_bwd, "p=%d rank %d: LM all-reduces %lld forward, %lld backward", p, r,
                  lm[0], lm[1]);
-        TT_CHECK(rp->allreduce[TG_WORLD] == (long long)want * T * C + lm_fwd, "p=%d planned forward elements %lld", p,
+        TT_CHECK(rp->allreduce[TG_WORLD] == 4 * ((long long)want * T * C + lm_fwd), "p=%d planned forward bytes %lld", p,
                  rp->allreduce[TG_WORLD]);
         TT_CHECK(rp->nsteps == all[0].nsteps && rp->flops == all[0].flops, "p=%d rank %d: other steps or flops", p, r);
     }
@@ -333,11 +335,13 @@ int main(void)
             }
         }
     }
-    for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
-        int q = meshes[mi][0], d = meshes[mi][1];
+    for (size_t mi = 0; mi < 2 * (sizeof meshes / sizeof meshes[0]); mi++) {
+        int q = meshes[mi / 2][0], d = meshes[mi / 2][1], bf16 = (int)(mi % 2);
         tg_spec s = tt_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d, 1);
+        if (bf16) /* docs/BF16.md: the same schedule, broadcasts of 2-byte elements, every GEMM of bf16 operands */
+            s.dtype = TG_BF16;
         char label[64], name[96];
-        snprintf(label, sizeof label, "train mesh [%d,%d,%d]", q, q, d);
+        snprintf(label, sizeof label, "train mesh [%d,%d,%d]%s", q, q, d, bf16 ? " bf16" : "");
         snprintf(name, sizeof name, "plan properties with backward and AdamW, %s", label);
         tg_plan pl;
         tg_class_plan *all;
@@ -433,8 +437,9 @@ int main(void)
                              a.bufs[a.tgt_buf].dtype == TG_BUF_I32 && a.bufs[a.tgt_buf].elems == R &&
                              a.bufs[a.logits_buf].rows == R && a.bufs[a.logits_buf].cols == Vq,
                          "class (%d,%d): token, target and logits buffers", i, j);
-                /* docs/MODEL.md's table: the LM's elements on top of the blocks' */
-                long long qm = q - 1, one = q > 1;
+                /* docs/MODEL.md's table: the LM's elements on top of the blocks', 4 bytes each (the plan counts
+                 * bytes) */
+                long long qm = 4 * (q - 1), one = 4 * (q > 1);
                 TT_CHECK(a.reduce_recv[TG_COL] + a.reduce_recv[TG_ROW] == qm * R * (Cq + Vq) &&
                              a.reduce_sent[TG_COL] + a.reduce_sent[TG_ROW] == qm * R * (Cq + Vq),
                          "class (%d,%d): forward reduces", i, j);
@@ -442,7 +447,7 @@ int main(void)
                              a.bcast_sent[TG_COL] - b.bcast_sent[TG_COL] == one * Vq * Cq &&
                              a.allreduce[TG_ROW] - b.allreduce[TG_ROW] == one * 5 * R,
                          "class (%d,%d): forward bcasts and all-reduces", i, j);
-                long long cold = (q * d > 1) * (2LL * Cq + (long long)P * Cq), dep = (d > 1) * (long long)Vq * Cq;
+                long long cold = 4 * (q * d > 1) * (2LL * Cq + (long long)P * Cq), dep = 4 * (d > 1) * (long long)Vq * Cq;
                 TT_CHECK(a.bwd_allreduce[TG_COLDEP] - b.bwd_allreduce[TG_COLDEP] == cold &&
                              a.bwd_allreduce[TG_DEP] - b.bwd_allreduce[TG_DEP] == dep &&
                              a.bwd_bcast_recv[TG_ROW] - b.bwd_bcast_recv[TG_ROW] == qm * R * Vq &&
