@@ -314,12 +314,14 @@ int main(void)
                 }
             }
     static const int meshes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {4, 1}, {4, 2}, {2, 4}};
-    for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
-        int q = meshes[mi][0], d = meshes[mi][1];
+    for (size_t mi = 0; mi < 2 * (sizeof meshes / sizeof meshes[0]); mi++) {
+        int q = meshes[mi / 2][0], d = meshes[mi / 2][1], bf16 = (int)(mi % 2);
         /* heads = 12 divides by q in {1,2,3,4}; batch a multiple of q*d */
         tg_spec s = tt_spec(q, d, 3, 48, 12, 192, 8, 2 * q * d, 0);
+        if (bf16)
+            s.dtype = TG_BF16;
         char label[64];
-        snprintf(label, sizeof label, "mesh [%d,%d,%d]", q, q, d);
+        snprintf(label, sizeof label, "mesh [%d,%d,%d]%s", q, q, d, bf16 ? " bf16" : "");
         tg_plan pl;
         tg_class_plan *all;
         tg_err err = {{0}, 0};
