@@ -102,31 +102,29 @@ const char *tr_kind_name(tr_kind k)
     return (k >= 0 && k < TR_NKINDS) ? n[k] : "?";
 }
 
-void tr_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+/* One broadcast of count elements of `type` (esize bytes each), counted in bytes. */
+static void bcast_typed(tr_ctx *c, tr_group g, int root, void *buf, int count, MPI_Datatype type, int esize)
 {
     double t0 = c->timing ? tr_now() : 0;
-    MPI_CHECK(MPI_Bcast(buf, count, MPI_FLOAT, root, c->comm[g]), "MPI_Bcast", g);
+    MPI_CHECK(MPI_Bcast(buf, count, type, root, c->comm[g]), "MPI_Bcast", g);
     if (c->desc->key[g] == root)
-        c->bcast_sent[g] += 4LL * count;
+        c->bcast_sent[g] += (long long)esize * count;
     else
-        c->bcast_recv[g] += 4LL * count;
+        c->bcast_recv[g] += (long long)esize * count;
     c->calls[TR_K_BCAST]++;
     if (c->timing)
         c->seconds[TR_K_BCAST] += tr_now() - t0;
 }
 
+void tr_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    bcast_typed(c, g, root, buf, count, MPI_FLOAT, 4);
+}
+
 /* bf16 values are moved as their bits: MPI has no bfloat16 type, and a broadcast adds nothing. */
 void tr_bcast_bf16(tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count)
 {
-    double t0 = c->timing ? tr_now() : 0;
-    MPI_CHECK(MPI_Bcast(buf, count, MPI_UINT16_T, root, c->comm[g]), "MPI_Bcast", g);
-    if (c->desc->key[g] == root)
-        c->bcast_sent[g] += 2LL * count;
-    else
-        c->bcast_recv[g] += 2LL * count;
-    c->calls[TR_K_BCAST]++;
-    if (c->timing)
-        c->seconds[TR_K_BCAST] += tr_now() - t0;
+    bcast_typed(c, g, root, buf, count, MPI_UINT16_T, 2);
 }
 
 void tr_allreduce(tr_ctx *c, tr_group g, float *buf, int count)

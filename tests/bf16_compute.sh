@@ -132,28 +132,10 @@ bf16c_losses() {
         "$BW16/train_$m/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --target "$BW16/target.npy" \
             --steps 20 | grep '^step ' >"$BW16/loss_run_$m.txt" || return 1
     done
-    "$PY" - "$BW16" <<'PYEOF'
-import sys
-w = sys.argv[1]
-def losses(f):
-    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
-emu, f64 = losses(w + "/loss_emu.txt"), losses(w + "/loss_f64.txt")
-runs = {m: losses("%s/loss_run_%s.txt" % (w, m)) for m in ("1_1", "2_1", "2_2")}
-ok = len(emu) == 20 and len(f64) == 20 and all(len(v) == 20 for v in runs.values())
-worst = {"mesh": 0.0, "emu": 0.0, "f64": 0.0}
-for m, v in runs.items():
-    for k in range(min(20, len(v))):
-        for name, ref, tol in (("mesh", runs["1_1"], 1e-3), ("emu", emu, 1e-3), ("f64", f64, 1e-2)):
-            rel = abs(v[k] - ref[k]) / abs(ref[k])
-            worst[name] = max(worst[name], rel)
-            if rel > tol:
-                print("mesh %s step %d: loss %.9g vs %s %.9g (rel %.2e > %g)" % (m, k + 1, v[k], name, ref[k], rel, tol)); ok = False
-    if not v[-1] < 0.5 * v[0]:
-        print("mesh %s: the loss does not fall: %s" % (m, v)); ok = False
-print("losses step 1 and 20:", {m: (v[0], v[-1]) for m, v in runs.items()}, "--bf16", (emu[0], emu[-1]), "float64", (f64[0], f64[-1]))
-print("worst relative difference: between meshes %.2e, to --bf16 %.2e, to float64 %.2e" % (worst["mesh"], worst["emu"], worst["f64"]))
-sys.exit(0 if ok else 1)
-PYEOF
+    "$PY" $REF compare-losses --label "bf16 losses" --mesh-tol 1e-3 --falling \
+        --run "[1,1,1]=$BW16/loss_run_1_1.txt" --run "[2,2,1]=$BW16/loss_run_2_1.txt" \
+        --run "[2,2,2]=$BW16/loss_run_2_2.txt" --ref "tessref --bf16=$BW16/loss_emu.txt=1e-3" \
+        --ref "float64=$BW16/loss_f64.txt=1e-2"
 }
 
 # the inference program (matrices rounded on load) and the training program (fp32 masters cast before each use)

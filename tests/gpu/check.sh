@@ -386,27 +386,9 @@ bf16_losses() {
         tg_run m64 train16 "$q" "$d" --weights "$r/w.safetensors" --input "$r/x.npy" --target "$r/target.npy" \
             --steps 20 | grep '^step ' >"$TG_WORK/loss16_${q}_$d.txt" || return 1
     done
-    "$PY" - "$TG_WORK" <<'PYEOF'
-import sys
-w = sys.argv[1]
-def losses(f):
-    return [float(l.split()[3]) for l in open(f) if l.startswith("step ")]
-emu, f64 = losses(f"{w}/ref_m64/loss16.txt"), losses(f"{w}/ref_m64/loss.txt")
-runs = {qd: losses(f"{w}/loss16_{qd}.txt") for qd in ("1_1", "2_1", "2_2")}
-ok = len(emu) == 20 and len(f64) == 20 and all(len(v) == 20 for v in runs.values())
-worst = {}
-for qd, v in runs.items():
-    for k in range(min(20, len(v))):
-        for name, ref, tol in (("mesh", runs["1_1"], 1e-3), ("--bf16", emu, 1e-3), ("float64", f64, 1e-2)):
-            rel = abs(v[k] - ref[k]) / abs(ref[k]); worst[name] = max(worst.get(name, 0.0), rel)
-            if rel > tol:
-                print(f"mesh {qd} step {k + 1}: loss {v[k]:.9g} vs {name} {ref[k]:.9g} (rel {rel:.2e} > {tol:g})"); ok = False
-    if not v[-1] < v[0]:
-        print(f"mesh {qd}: the loss does not fall: {v}"); ok = False
-print("bf16 losses: worst rel difference " + ", ".join(f"to {k} {x:.2e}" for k, x in worst.items()) +
-      f"; step 1 {runs['1_1'][0]:.6g}, step 20 {runs['1_1'][-1]:.6g} (float64: {f64[0]:.6g}, {f64[-1]:.6g})")
-sys.exit(0 if ok else 1)
-PYEOF
+    "$PY" "$REF" compare-losses --label "bf16 losses" --mesh-tol 1e-3 --falling \
+        --run "[1,1,1]=$TG_WORK/loss16_1_1.txt" --run "[2,2,1]=$TG_WORK/loss16_2_1.txt" \
+        --run "[2,2,2]=$TG_WORK/loss16_2_2.txt" --ref "tessref --bf16=$r/loss16.txt=1e-3" --ref "float64=$r/loss.txt=1e-2"
 }
 stage_bf16() {
     if [ "$TG_STANDIN" != 1 ]; then

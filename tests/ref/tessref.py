@@ -1187,6 +1187,42 @@ def hf_blocks(w):
     return w
 
 
+def read_losses(path):
+    """The losses of a run's or the reference's `step N loss L ...` lines."""
+    return [float(l.split()[3]) for l in open(path) if l.startswith("step ")]
+
+
+def cmd_compare_losses(a):
+    """Training curves: every --run against the first run (--mesh-tol) and against each --ref LABEL=FILE=TOL, at
+    every step (relative difference); --falling: each run's last loss below its first. Prints the worst of each."""
+    runs = [(r.split("=", 1)[0], read_losses(r.split("=", 1)[1])) for r in a.run]
+    refs = []
+    for r in a.ref:
+        label, path, tol = r.split("=", 2)
+        refs.append((label, read_losses(path), float(tol)))
+    n = a.steps
+    ok = all(len(v) == n for _, v in runs) and all(len(v) == n for _, v, _ in refs)
+    if not ok:
+        print("expected %d steps: runs %s, references %s" % (n, [len(v) for _, v in runs], [len(v) for _, v, _ in refs]))
+    base = runs[0][1]
+    worst = {}
+    for name, v in runs:
+        for lab, ref, tol in [("the first run (%s)" % runs[0][0], base, a.mesh_tol)] + refs:
+            for k in range(min(n, len(v), len(ref))):
+                rel = abs(v[k] - ref[k]) / abs(ref[k])
+                worst[lab] = max(worst.get(lab, 0.0), rel)
+                if rel > tol:
+                    print("%s step %d: loss %.9g vs %s %.9g (rel %.2e > %g)" % (name, k + 1, v[k], lab, ref[k], rel, tol))
+                    ok = False
+        if a.falling and not (v and v[-1] < v[0]):
+            print("%s: the loss does not fall: %s" % (name, v))
+            ok = False
+    print("%s: worst relative difference %s; step 1 and %d: %s" % (
+        a.label or "losses", ", ".join("to %s %.2e" % kv for kv in worst.items()), n,
+        ", ".join("%s %.6g %.6g" % (name, v[0], v[-1]) for name, v in runs + [(l, r) for l, r, _ in refs] if v)))
+    sys.exit(0 if ok else 1)
+
+
 def cmd_compare(a):
     label = a.label if a.label is not None else os.path.basename(a.got)
     ref = np.load(a.ref)
@@ -2076,6 +2112,15 @@ def main(argv=None):
     p.add_argument("--label", default=None)
     p.add_argument("--expect-f32", action="store_true")
     p.set_defaults(fn=cmd_compare)
+
+    p = sp.add_parser("compare-losses", help="training curves against each other and against references")
+    p.add_argument("--run", action="append", required=True, help="LABEL=FILE of `step N loss L` lines; the first is the base")
+    p.add_argument("--ref", action="append", default=[], help="LABEL=FILE=TOL: a reference curve and its tolerance")
+    p.add_argument("--mesh-tol", type=float, required=True, help="every run against the first")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--falling", action="store_true")
+    p.add_argument("--label", default=None)
+    p.set_defaults(fn=cmd_compare_losses)
 
     p = sp.add_parser("bench", help="time a plain numpy float32 forward pass")
     add_dims(p)
