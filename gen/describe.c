@@ -125,6 +125,10 @@ const char *tg_step_text(char *buf, size_t cap, const tg_plan *pl, const tg_clas
     case TG_D_ATTENTION:
         snprintf(buf, cap, "causal softmax attention, %d sequences x %d local heads", s->nseq, s->heads);
         break;
+    case TG_D_CAST:
+        snprintf(buf, cap, "bf16 copy of %s for the GEMMs (round to nearest even)",
+                 cp && s->buf[0] >= 0 ? cp->bufs[s->buf[0]].name : "?");
+        break;
     case TG_D_ADAMW:
         snprintf(buf, cap, "AdamW on %s%s", cp && s->aux >= 0 && s->aux < cp->nparams ? cp->params[s->aux].name : "?",
                  s->decay ? " (with weight decay)" : "");

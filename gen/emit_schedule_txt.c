@@ -110,7 +110,8 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
     for (int i = 0; i < rp->nbufs; i++) {
         const tg_buf *b = &rp->bufs[i];
         char bw[160];
-        tg_sb_printf(o, "  %-32s [%d,%d] @%lld +%lld  %d..%d  %s\n", b->name, b->rows, b->cols, 4 * b->offset,
+        tg_sb_printf(o, "  %-32s [%d,%d]%s @%lld +%lld  %d..%d  %s\n", b->name, b->rows, b->cols,
+                     b->dtype == TG_BUF_BF16 ? " bf16" : b->dtype == TG_BUF_I32 ? " int32" : "", 4 * b->offset,
                      (long long)tg_dtype_size(b->dtype) * b->elems, b->first, b->last, tg_buf_text(bw, sizeof bw, pl, co, b));
     }
     tg_sb_puts(o, "steps:\n");

@@ -151,7 +151,7 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
             return b->cast[k].dst;
     char src[sizeof b->rp->bufs[0].name], tag[16], what[120];
     snprintf(src, sizeof src, "%s", b->rp->bufs[buf].name);
-    snprintf(what, sizeof what, "bf16 copy of %s for the %s GEMMs%s", src, op,
+    snprintf(what, sizeof what, "copy of %s for the %s GEMMs%s, rounded to nearest even", src, op,
              b->phase == TG_PHASE_BWD ? " of the backward" : "");
     /* the forward and backward casts of one buffer live in different functions, but name them apart anyway */
     int id = tg_pb_buf_like(b, buf, what, "bf16%s_%s_%s_%s", b->phase == TG_PHASE_BWD ? "b" : "",
@@ -165,7 +165,7 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
     s->count = b->rp->bufs[buf].elems;
     tg_pb_use(s, 0, buf, TG_ACC_R);
     tg_pb_use(s, 1, id, TG_ACC_W);
-    s->label = "bf16 copy of a GEMM operand (round to nearest even)";
+    s->desc = TG_D_CAST;
     if (b->ncast == (int)(sizeof b->cast / sizeof b->cast[0]))
         b->ncast = 0;
     b->cast[b->ncast].src = buf;

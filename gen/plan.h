@@ -117,7 +117,8 @@ typedef enum tg_desc {
     TG_D_ABT,         /* "P = dY(h,j) @ W(t,j)^T ..." (q = 1: "dX(h,0) = dY(h,0) @ W(0,0)^T ...") */
     TG_D_ATB,         /* "P = X(h,t)^T @ dY(h,j) ..." (q = 1: "dW(0,0) = X(h,0)^T @ dY(h,0) ...") */
     TG_D_ATTENTION,   /* "causal softmax attention, N sequences x H local heads" */
-    TG_D_ADAMW        /* "AdamW on <param aux>[ (with weight decay)]" */
+    TG_D_ADAMW,       /* "AdamW on <param aux>[ (with weight decay)]" */
+    TG_D_CAST         /* "bf16 copy of <buf 0> for the GEMMs (round to nearest even)" */
 } tg_desc;
 
 typedef struct tg_step {
