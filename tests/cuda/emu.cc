@@ -234,30 +234,28 @@ void trc_forward_end(tr_ctx *c)
         E.q[s].clear();
 }
 
-void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+/* One broadcast of count elements of `type` (esize bytes each) on the comm stream, counted in bytes. */
+static void bcast_typed(tr_ctx *c, tr_group g, int root, void *buf, int count, MPI_Datatype type, int esize)
 {
     MPI_Comm comm = c->comm[g];
     push(TRC_COMM, [=] {
-        if (MPI_Bcast(buf, count, MPI_FLOAT, root, comm) != MPI_SUCCESS)
+        if (MPI_Bcast(buf, count, type, root, comm) != MPI_SUCCESS)
             emu_fail("MPI_Bcast failed", -1);
     });
     if (c->desc->key[g] == root)
-        c->bcast_sent[g] += 4LL * count;
+        c->bcast_sent[g] += (long long)esize * count;
     else
-        c->bcast_recv[g] += 4LL * count;
+        c->bcast_recv[g] += (long long)esize * count;
+}
+
+void trc_bcast(tr_ctx *c, tr_group g, int root, float *buf, int count)
+{
+    bcast_typed(c, g, root, buf, count, MPI_FLOAT, 4);
 }
 
 void trc_bcast_bf16(tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count)
 {
-    MPI_Comm comm = c->comm[g];
-    push(TRC_COMM, [=] {
-        if (MPI_Bcast(buf, count, MPI_UINT16_T, root, comm) != MPI_SUCCESS)
-            emu_fail("MPI_Bcast (bf16) failed", -1);
-    });
-    if (c->desc->key[g] == root)
-        c->bcast_sent[g] += 2LL * count;
-    else
-        c->bcast_recv[g] += 2LL * count;
+    bcast_typed(c, g, root, buf, count, MPI_UINT16_T, 2); /* the bits: MPI has no bfloat16 */
 }
 
 void trc_allreduce(tr_ctx *c, tr_group g, float *buf, int count)
