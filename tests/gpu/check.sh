@@ -85,12 +85,15 @@ grads_ok() { # model q d tol [env...]: dL/dx and every weight gradient vs the fl
             --label "$m [$q,$q,$d]${*:+ ($*)}"
 }
 
-replicas_ok() { # model q d: 5 AdamW steps, every replicated shard bitwise identical
+# replicas_run MODEL MODE q d ARGS...: a run with --replica-check, every replicated shard bitwise identical
+replicas_run() {
     local dir
-    dir=$(tg_dir "$1" train "$2" "$3")
-    tg_run "$1" train "$2" "$3" --weights "$TG_WORK/ref_$1/w.safetensors" --input "$TG_WORK/ref_$1/x.npy" \
-        --target "$TG_WORK/ref_$1/target.npy" --steps 5 --replica-check | tee "$dir/replicas.out" &&
-        grep -q "bitwise identical" "$dir/replicas.out"
+    dir=$(tg_dir "$1" "$2" "$3" "$4")
+    tg_run "$@" --replica-check | tee "$dir/replicas.out" && grep -q "bitwise identical" "$dir/replicas.out"
+}
+replicas_ok() { # model q d [mode]: 5 AdamW steps
+    replicas_run "$1" "${4:-train}" "$2" "$3" --weights "$TG_WORK/ref_$1/w.safetensors" --input "$TG_WORK/ref_$1/x.npy" \
+        --target "$TG_WORK/ref_$1/target.npy" --steps 5
 }
 
 losses_ok() { # model: 20 steps on the three meshes, equal, falling, close to float64
@@ -373,12 +376,6 @@ bf16_grads() { # q d
         "$PY" "$REF" compare-grads --ref "$r/g16.safetensors" --got "$dir/g.safetensors" --tol 1e-2 --label "m64 bf16 [$1,$1,$2] vs --bf16" &&
         "$PY" "$REF" compare-grads --ref "$r/g.safetensors" --got "$dir/g.safetensors" --tol 2e-2 --label "m64 bf16 [$1,$1,$2] vs float64"
 }
-bf16_replicas() { # q d
-    local dir r=$TG_WORK/ref_m64
-    dir=$(tg_dir m64 train16 "$1" "$2")
-    tg_run m64 train16 "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --target "$r/target.npy" --steps 5 \
-        --replica-check | tee "$dir/replicas.out" && grep -q "bitwise identical" "$dir/replicas.out"
-}
 bf16_losses() {
     local q d r=$TG_WORK/ref_m64
     for qd in $MESHES; do
@@ -408,7 +405,7 @@ stage_bf16() {
         build_check m64 train16 "$q" "$d" || continue
         tg_check "bf16: m64 [$q,$q,$d] dL/dx and every weight gradient within 1e-2 of --bf16 and 2e-2 of float64, bytes as planned" \
             bf16_grads "$q" "$d"
-        tg_check "bf16: m64 [$q,$q,$d] 5 AdamW steps, replicas bitwise identical" bf16_replicas "$q" "$d"
+        tg_check "bf16: m64 [$q,$q,$d] 5 AdamW steps, replicas bitwise identical" replicas_ok m64 "$q" "$d" train16
     done
     if tg_built m64 train16 1 1 && tg_built m64 train16 2 1 && tg_built m64 train16 2 2; then
         tg_check "bf16: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling" \
@@ -450,12 +447,6 @@ lm_grads() { # mode q d tol [ref suffix] [tol-float64]
             "$PY" "$REF" compare-grads --ref "$r/g.st" --got "$dir/g.st" --tol "$6" --label "lm64 $mode [$q,$q,$d] vs float64"
         fi
 }
-lm_replicas() { # q d
-    local dir r=$TG_WORK/ref_lm64
-    dir=$(tg_dir lm64 train "$1" "$2")
-    tg_run lm64 train "$1" "$2" --weights "$r/w.st" --tokens "$r/tok.npy" --targets "$r/tgt.npy" --steps 3 \
-        --replica-check | tee "$dir/replicas.out" && grep -q "bitwise identical" "$dir/replicas.out"
-}
 stage_lm() {
     if ! tg_lmref lm64 >"$TG_WORK/ref_lm64.log" 2>&1; then
         tg_notok "float64 reference data for lm64 (tests/ref/tessref.py lm-*)" "$TG_WORK/ref_lm64.log"
@@ -470,7 +461,8 @@ stage_lm() {
             lm_grads train "$q" "$d" 1e-4
     done
     build_check lm64 train 2 2 &&
-        tg_check "lm: lm64 [2,2,2] 3 AdamW steps, replicas bitwise identical" lm_replicas 2 2
+        tg_check "lm: lm64 [2,2,2] 3 AdamW steps, replicas bitwise identical" replicas_run lm64 train 2 2 \
+            --weights "$TG_WORK/ref_lm64/w.st" --tokens "$TG_WORK/ref_lm64/tok.npy" --targets "$TG_WORK/ref_lm64/tgt.npy" --steps 3
     build_check lm64 train16 2 1 && {
         tg_check "lm: lm64 bf16 [2,2,1] logits within 3e-3 of --bf16 and 1e-2 of float64, bytes as planned" \
             lm_fwd train16 2 1 3e-3 16 1e-2
