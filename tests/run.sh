@@ -32,6 +32,8 @@
 #             flows on the CPU emulation, the benchmark report
 #   fuzz      each libFuzzer harness (tests/fuzz) for a few seconds under ASan+UBSan (tests/fuzz.sh)
 #   data      scripts/mkshard.py rewrites the shipped corpus data/tiny byte for byte (tests/data.sh)
+#   docs      every link of README.md and docs/ resolves inside the repository, no internal issue numbers,
+#             README starts with its status table (tests/docs.sh, tools/doccheck.py)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match.
@@ -126,6 +128,7 @@ check "unit test_bf16k: tr_bcast_bf16 over 3 ranks" mpirun $mpirun_flags -np 3 b
 . tests/gpu.sh
 . tests/fuzz.sh
 . tests/data.sh
+. tests/docs.sh
 
 dt=$(( $(date +%s) - t0 ))
 echo "suite took ${dt}s"
