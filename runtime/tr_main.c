@@ -79,60 +79,150 @@ typedef struct tr_opts {
     tr_lmdata_opts data; /* --data, --val-data, --val-every, --val-batches (tr_lmdata.c) */
 } tr_opts;
 
+/* --help: written for the program it is printed by. A block stack (no model.vocab) runs on hidden states
+ * (--input, --output; training on mean((y - target)^2)); a language model runs on token ids (--tokens,
+ * --targets, --logits-out; training on the cross-entropy loss, --data shards); training options appear only
+ * in a training program, --hf-out only for the whole model. */
 static void usage(FILE *f, const char *prog)
 {
-    fprintf(f,
-            "usage: %s [--weights W.safetensors|INDEX.json|DIR] [--input X.npy] [--output Y.npy] [--seed N]\n"
-            "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
-            "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
-            "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
-            "          [--out-dtype f32|bf16] [--checkpoint-out C] [--checkpoint-every N] [--resume C [--reshard]]\n"
-            "   every program: [--hf-out DIR]\n"
-            "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
-            "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened\n"
-            "                exactly to float32); each rank reads only its shard. A save_pretrained\n"
-            "                model.safetensors as it is: block names h.<l>.* (GPT2Model) or\n"
-            "                transformer.h.<l>.* (GPT2LMHeadModel); wte, wpe, ln_f, lm_head are not used.\n"
-            "                A sharded checkpoint: F = its model.safetensors.index.json; or F = the directory\n"
-            "                holding model.safetensors or that index\n"
-            "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
-            "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
-            "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
-            "  --repeat N    run the forward N times after one warm-up and report the median time\n"
-            "  --bytes       compare the bytes each collective moved with the plan, per rank\n"
-            "  --trace F     write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run: pid = rank,\n"
-            "                one slice per step with layer, op, kind and bytes\n"
-            "  --stats       per rank: measured bytes per collective kind against the plan (exit 3 if any\n"
-            "                step differs), time per step kind, arena bytes and peak RSS\n"
-            "  --quiet       print only errors\n"
-            "  language models (model.vocab; docs/MODEL.md):\n"
-            "  --tokens F    token ids, int32 .npy [batch, seq], every id in [0, vocab) (default: synthetic from --seed)\n"
-            "  --targets F   target ids, the same form; with them inference prints the mean loss, and --steps trains on\n"
-            "                it; --grads-out alone (training programs) runs one backward of the loss\n"
-            "  --logits-out F  the logits, float32 [batch, seq, vocab], gathered to rank 0, written atomically\n"
-            "  --data P      with --steps: train on token shards (llm.c .bin or int32 .npy; a file, a comma list or a\n"
-            "                directory), each step the next batch of batch*seq+1 tokens (docs/TRAINING.md)\n"
-            "  --val-data P  validation shards: the mean loss of the first --val-batches M (default 4) batches before\n"
-            "                the first step, every --val-every N steps and after the last, printed as 'val step N loss L'\n"            "  --dy F        upstream gradient dL/dy [batch, seq, hidden]: one forward and backward\n"
-            "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
-            "  --grads-out F with --dy: write every weight gradient (safetensors, names h.<l>.*)\n"
-            "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
-            "  --target F    the target [batch, seq, hidden] (default: synthetic \"target\" from --seed)\n"
-            "  --weights-out F  write the weights after the run (safetensors; names h.<l>.*, whichever form\n"
-            "                --weights had)\n"
-            "  --out-dtype T f32 (default) or bf16: the dtype of --weights-out and --grads-out (bf16: rounded\n"
-            "                to nearest, ties to even; a finite value that would round to inf is refused)\n"
-            "  --hf-out DIR  after the run, write DIR for GPT2LMHeadModel.from_pretrained: config.json and\n"
-            "                model.safetensors (transformer.* names, F32 or --out-dtype), atomically; needs\n"
-            "                the whole model (spec keys model.vocab and model.positions)\n"
-            "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
-            "  --timing      with --steps: median time per training step and per step kind\n"
-            "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
-            "  --checkpoint-every N  with --steps: also write it every N steps (each write replaces the last)\n"
-            "  --resume C    continue from checkpoint C: weights, moments and the step counter (not with --weights)\n"
-            "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n",
-            prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
-            tr_model.seq, tr_model.hidden);
+    int lm = tr_lm_vocab() > 0, train = tr_model.mode == 1;
+    fprintf(f, "usage: %s [options]   (start it with the generated ./run, or mpirun -np %d / srun -n %d)\n", prog,
+            tr_model.p, tr_model.p);
+    if (lm)
+        fprintf(f, "Runs %s: the whole GPT-2 (token and position embeddings, %d blocks, ln_f, the LM head tied to the\n"
+                   "token embedding, vocab %d, %d positions), %s,\nbatch %d x seq %d, mesh %s = %d ranks.\n",
+                tr_model.name, tr_model.layers, tr_lm_vocab(), tr_lm()->positions,
+                train ? "training (AdamW on the cross-entropy loss)" : "inference", tr_model.batch, tr_model.seq,
+                tr_mesh_text(), tr_model.p);
+    else
+        fprintf(f, "Runs %s: a stack of %d transformer blocks on hidden states [batch=%d, seq=%d, hidden=%d] (no\n"
+                   "embedding, no final layernorm, no LM head), %s, mesh %s = %d ranks.\n",
+                tr_model.name, tr_model.layers, tr_model.batch, tr_model.seq, tr_model.hidden,
+                train ? "training (AdamW on mean((y - target)^2))" : "inference", tr_mesh_text(), tr_model.p);
+    fprintf(f, "\nInputs (each is synthetic, from --seed, when not given):\n");
+    if (lm)
+        fprintf(f, "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened exactly):\n"
+                   "                wte, wpe, h.<l>.*, ln_f (GPT2Model) or transformer.* (GPT2LMHeadModel; lm_head is\n"
+                   "                tied to wte and not read); F = model.safetensors, a sharded checkpoint's\n"
+                   "                model.safetensors.index.json, or the save_pretrained directory holding either\n"
+                   "  --tokens F    token ids, int32 .npy [batch=%d, seq=%d], every id in [0, %d)\n"
+                   "  --targets F   target ids, the same form: inference prints the mean loss%s\n",
+                tr_model.batch, tr_model.seq, tr_lm_vocab(), train ? "; --steps trains on them" : "");
+    else
+        fprintf(f, "  --weights F   Hugging Face GPT-2 block names, safetensors of F32 or BF16 tensors (BF16 widened\n"
+                   "                exactly): h.<l>.* (GPT2Model) or transformer.h.<l>.* (GPT2LMHeadModel); a\n"
+                   "                whole model's wte, wpe, ln_f and lm_head are not used by a block stack.\n"
+                   "                F = model.safetensors, a sharded checkpoint's model.safetensors.index.json,\n"
+                   "                or the save_pretrained directory holding either\n"
+                   "  --input F     float32 C-order .npy [batch=%d, seq=%d, hidden=%d]\n",
+                tr_model.batch, tr_model.seq, tr_model.hidden);
+    fprintf(f, "  --seed N      seed of the synthetic weights and inputs (default 1)\n");
+    if (train && lm)
+        fprintf(f, "  --data P      with --steps: train on token shards (llm.c .bin or int32 .npy; a file, a comma list\n"
+                   "                or a directory), each step the next batch of batch*seq+1 tokens (docs/TRAINING.md)\n"
+                   "  --val-data P  validation shards: the mean loss of the first --val-batches M (default 4) batches\n"
+                   "                before the first step, every --val-every N steps and after the last\n");
+    if (train) {
+        fprintf(f, "\nTraining (lr %g, AdamW betas %g %g, weight decay %g; docs/TRAINING.md):\n", tr_model.lr,
+                tr_model.beta1, tr_model.beta2, tr_model.weight_decay);
+        if (lm)
+            fprintf(f, "  --steps N     N AdamW steps on the cross-entropy loss of --tokens/--targets (one fixed batch)\n"
+                       "                or of --data, printing 'step N loss L'\n"
+                       "  --grads-out F without --steps: one backward of the loss; write every weight gradient\n");
+        else
+            fprintf(f, "  --steps N     N AdamW steps on mean((y - target)^2), printing the loss before each step\n"
+                       "  --target F    the target, float32 [batch, seq, hidden] (default: synthetic from --seed)\n"
+                       "  --dy F        instead of --steps: one forward and backward with the upstream gradient\n"
+                       "                dL/dy [batch, seq, hidden]\n"
+                       "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
+                       "  --grads-out F with --dy: write every weight gradient (safetensors, names h.<l>.*)\n");
+        fprintf(f, "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
+                   "  --checkpoint-every N  with --steps: also write it every N steps\n"
+                   "  --resume C    continue from checkpoint C: weights, moments and the step (not with --weights)\n"
+                   "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n"
+                   "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4)\n"
+                   "  --timing      with --steps: median time per training step and per step kind\n");
+    }
+    fprintf(f, "\nOutputs (written atomically by rank 0; every path is checked before any work):\n");
+    if (lm)
+        fprintf(f, "  --logits-out F  the logits, float32 [batch, seq, vocab=%d], gathered to rank 0\n"
+                   "  --output F    the hidden states after the last block (the input of ln_f), float32\n"
+                   "                [batch, seq, hidden=%d]\n"
+                   "  --hf-out DIR  after the run, a directory for GPT2LMHeadModel.from_pretrained: config.json and\n"
+                   "                model.safetensors (transformer.* names)\n",
+                tr_lm_vocab(), tr_model.hidden);
+    else
+        fprintf(f, "  --output F    the output of the last block, float32 [batch, seq, hidden]\n");
+    fprintf(f, "  --weights-out F  the weights after the run (safetensors, the names --weights had)\n"
+               "  --out-dtype T f32 (default) or bf16: the dtype of --weights-out%s%s (bf16: rounded to\n"
+               "                nearest even; a finite value that would round to inf is refused)\n",
+            train ? ", --grads-out" : "", lm ? ", --hf-out" : "");
+    fprintf(f, "\nInspecting a run (docs/SCHEDULE.md):\n"
+               "  --repeat N    run the forward N times after one warm-up and report the median time\n"
+               "  --bytes       compare the bytes each collective moved with the plan, per rank (exit 3)\n"
+               "  --trace F     a Chrome trace (chrome://tracing, ui.perfetto.dev): pid = rank, one slice per step\n"
+               "  --stats       per rank: bytes per collective kind against the plan (exit 3 if any step\n"
+               "                differs), time per step kind, arena bytes and peak RSS\n"
+               "  --quiet       print only errors\n"
+               "  --help        this text\n"
+               "\nExit codes: 0 ok, 1 bad input or output path, 2 usage, world size or mismatched programs,\n"
+               "3 bytes differ from the plan, 4 replicas differ, 5 training diverged (nothing written).\n");
+}
+
+/* Every option of every program, for the "did you mean" of an unknown one. */
+static const char *const all_options[] = {
+    "--weights",     "--input",       "--output",      "--seed",           "--repeat",      "--bytes",
+    "--trace",       "--stats",       "--quiet",       "--help",           "--dy",          "--dx-out",
+    "--grads-out",   "--steps",       "--target",      "--weights-out",    "--replica-check", "--out-dtype",
+    "--checkpoint-out", "--checkpoint-every", "--resume", "--reshard",     "--hf-out",      "--timing",
+    "--tokens",      "--targets",     "--logits-out",  "--data",           "--val-data",    "--val-every",
+    "--val-batches",
+};
+
+/* Edit distance (insertions, deletions, substitutions) of two short strings; 99 when either is too long. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 40 || m > 40)
+        return 99;
+    int row[41];
+    for (size_t j = 0; j <= m; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+/* The known option closest to s (at most 2 edits, or s is a prefix of exactly one), or NULL. */
+static const char *closest_option(const char *s)
+{
+    const char *best = NULL, *prefix = NULL;
+    int bestd = 3, nprefix = 0;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < sizeof all_options / sizeof all_options[0]; i++) {
+        int dist = edit_distance(s, all_options[i]);
+        if (dist < bestd) {
+            bestd = dist;
+            best = all_options[i];
+        }
+        if (n > 3 && strncmp(s, all_options[i], n) == 0) {
+            prefix = all_options[i];
+            nprefix++;
+        }
+    }
+    return best ? best : nprefix == 1 ? prefix : NULL;
 }
 
 /* The option of each output path, in the order check_outputs and parse_args list them. */
@@ -286,7 +376,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                     o->repeat = (int)v;
             }
         } else {
-            tr_fail(err, "unknown option %s (see --help)", s);
+            const char *sugg = closest_option(s);
+            if (sugg)
+                tr_fail(err, "unknown option %s; did you mean %s? (see --help)", s, sugg);
+            else
+                tr_fail(err, "unknown option %s (see --help)", s);
             return -1;
         }
     }

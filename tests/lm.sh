@@ -331,6 +331,7 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
             notok "lm: bad token files" "$WORK/log"
         fi
         . tests/lmdata.sh # training from token shards, on the builds above
+        . tests/help.sh   # each program's --help, on the builds above and e2e's and train's
     else
         notok "lm: float64 reference (its backward checked against central differences), weights and tokens" "$WORK/log"
     fi

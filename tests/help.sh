@@ -1,0 +1,62 @@
+# tests/help.sh - sourced by tests/lm.sh once its programs are built (and tests/e2e.sh's, tests/train.sh's):
+# every generated program's --help is written for what the program is (a block stack on hidden states or
+# the whole GPT-2 on token ids; inference or training), every option it lists is one its parser takes, and
+# a mistyped option gets "did you mean" and no launcher banner.
+
+# help_is DIR KIND: KIND is block-infer, block-train, lm-infer or lm-train
+help_is() {
+    local dir=$1 kind=$2 h="$WORK/help.$2"
+    "$dir/run" --help >"$h" 2>&1 || { cat "$h"; echo "--help exited non-zero"; return 1; }
+    cat "$h"
+    head -1 "$h" | grep -q "^usage: " || { echo "no usage line"; return 1; }
+    local want=() never=()
+    case $kind in
+    block-*) want+=("a stack of" "--input F" "[batch=" "hidden=") never+=(--tokens --targets --logits-out --data --hf-out
+        "the whole GPT-2" "cross-entropy") ;;
+    lm-*) want+=("the whole GPT-2" "--tokens F" "--targets F" "--logits-out F" "--hf-out DIR" "ln_f")
+        never+=("--input" "--target F" "--dy" "--dx-out" "mean((y - target)^2)" "not used") ;;
+    esac
+    case $kind in
+    *-train) want+=("--steps N" "--checkpoint-out" "--resume" "training (AdamW") ;;
+    *-infer) want+=("inference") never+=(--steps --resume --checkpoint-out --replica-check --grads-out --timing) ;;
+    esac
+    case $kind in
+    lm-train) want+=("cross-entropy" "--data P") ;;
+    block-train) want+=("mean((y - target)^2)" "--dy F" "--target F") ;;
+    esac
+    local s
+    for s in "${want[@]}"; do grep -qF -- "$s" "$h" || { echo "help lacks: $s"; return 1; }; done
+    for s in "${never[@]}"; do ! grep -qF -- "$s" "$h" || { echo "help of a $kind program shows: $s"; return 1; }; done
+    # every listed option is one this program's parser knows: OPT [VALUE] --help prints the help again
+    local opt val
+    while read -r opt val; do
+        case $val in [A-Z]*) val=x ;; *) val= ;; esac
+        "$dir/run" "$opt" ${val:+"$val"} --help >"$WORK/help.opt" 2>&1 ||
+            { cat "$WORK/help.opt"; echo "$opt is listed but not taken"; return 1; }
+    done < <(grep -oE '^  --[a-z-]+( [A-Z]+)?' "$h" | sed 's/^  //')
+}
+
+# a mistyped option: one line naming it and the option meant, exit 2, no banner of the launcher
+help_typo() {
+    local dir=$1
+    "$dir/run" --step 5 >"$WORK/typo.out" 2>&1
+    local rc=$?
+    cat "$WORK/typo.out"
+    [ $rc -eq 2 ] || { echo "exit $rc, want 2"; return 1; }
+    grep -qF -- "unknown option --step; did you mean --steps?" "$WORK/typo.out" || { echo "no suggestion"; return 1; }
+    grep -qF -- "--checkpoint-evry" <<<"$("$dir/run" --checkpoint-evry 5 2>&1)" || return 1
+    "$dir/run" --checkpoint-evry 5 2>&1 | grep -qF "did you mean --checkpoint-every?" || { echo "no suggestion"; return 1; }
+    ! grep -qiE "primary job|mpirun detected|-----" "$WORK/typo.out" || { echo "the launcher's banner is shown"; return 1; }
+    [ "$(wc -l <"$WORK/typo.out")" -eq 1 ] || { echo "more than one line"; return 1; }
+}
+
+[ -x "$WORK/e2e_2_2/bin/model" ] && check "help: a block stack's inference program describes itself" \
+    help_is "$WORK/e2e_2_2" block-infer
+[ -x "$WORK/train_2_2/bin/model" ] && check "help: a block stack's training program describes itself" \
+    help_is "$WORK/train_2_2" block-train
+[ -x "$WORK/lm/infer_2_1/bin/model" ] && check "help: the whole GPT-2's inference program describes itself" \
+    help_is "$WORK/lm/infer_2_1" lm-infer
+[ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: the whole GPT-2's training program describes itself" \
+    help_is "$WORK/lm/train_2_1" lm-train
+[ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: a mistyped run option gets 'did you mean', one line, exit 2" \
+    help_typo "$WORK/lm/train_2_1"
