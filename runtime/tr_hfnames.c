@@ -69,3 +69,50 @@ const char *tr_hf_prefixed(char *buf, size_t cap, const char *prefix, const char
     snprintf(buf, cap, "%s%s", prefix, name);
     return buf;
 }
+
+/* dimension k of tensor prefix + name, or -1 when the file lacks it or it has fewer dimensions */
+static long dim_of(tr_stset *f, const char *prefix, const char *name, int k)
+{
+    char full[TR_ST_NAME_CAP + 32];
+    const tr_st_tensor *t = tr_stset_tensor(f, tr_hf_prefixed(full, sizeof full, prefix, name));
+    return t && t->ndim > k && k < 4 ? (long)t->shape[k] : -1;
+}
+
+void tr_hf_file_model(tr_stset *f, const char *prefix, tr_hf_model *m)
+{
+    long deepest = -1;
+    for (int i = 0; i < f->ntensors; i++) {
+        long l = tr_hf_block_under(tr_stset_name(f, i), prefix);
+        if (l > deepest)
+            deepest = l;
+    }
+    m->layers = deepest >= 0 ? deepest + 1 : -1;
+    m->hidden = dim_of(f, prefix, "h.0.ln_1.weight", 0);
+    m->ffn = dim_of(f, prefix, "h.0.mlp.c_fc.weight", 1);
+    m->vocab = dim_of(f, prefix, "wte.weight", 0);
+    m->positions = dim_of(f, prefix, "wpe.weight", 0);
+    if (m->hidden < 0)
+        m->hidden = dim_of(f, prefix, "wte.weight", 1);
+}
+
+const char *tr_hf_model_text(char *buf, size_t cap, const tr_hf_model *m)
+{
+    const char *what[5] = {"layers", "hidden", "ffn", "vocab", "positions"};
+    const long v[5] = {m->layers, m->hidden, m->ffn, m->vocab, m->positions};
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 5 && o < cap; k++) {
+        if (v[k] < 0)
+            continue;
+        int n = k == 0 || k == 4 ? snprintf(buf + o, cap - o, "%s%ld %s", o ? ", " : "", v[k], what[k])
+                                 : snprintf(buf + o, cap - o, "%s%s %ld", o ? ", " : "", what[k], v[k]);
+        if (n < 0)
+            break;
+        o += (size_t)n;
+    }
+    if (!o)
+        snprintf(buf, cap, "no GPT-2 tensors");
+    else if (m->vocab < 0 && o < cap)
+        snprintf(buf + o, cap - o, " (blocks only, no embedding)");
+    return buf;
+}

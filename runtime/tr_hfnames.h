@@ -26,4 +26,14 @@ bool tr_hf_prefix(const tr_stset *f, const char **prefix, tr_err *err);
 /* prefix + name into buf (names are shorter than TR_ST_NAME_CAP, the prefix is short). */
 const char *tr_hf_prefixed(char *buf, size_t cap, const char *prefix, const char *name);
 
+/* What model a GPT-2 weights file holds, read from its names and shapes (-1: the file does not say): layers
+ * (the deepest block h.<l> + 1), hidden (h.0.ln_1.weight), ffn (h.0.mlp.c_fc.weight's columns), vocab and
+ * positions (wte.weight's and wpe.weight's rows; -1 in a file of blocks only). */
+typedef struct tr_hf_model {
+    long layers, hidden, ffn, vocab, positions;
+} tr_hf_model;
+void tr_hf_file_model(tr_stset *f, const char *prefix, tr_hf_model *m);
+/* m as people read it: "3 layers, hidden 32, ffn 128, vocab 50257, 1024 positions" (the known figures). */
+const char *tr_hf_model_text(char *buf, size_t cap, const tr_hf_model *m);
+
 #endif

@@ -511,6 +511,28 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
         tr_stset_close(&f);
         return false;
     }
+    /* weights of another model: one line naming both models, not a list of every tensor that differs */
+    tr_hf_model fm, bm = {tr_model.layers, tr_model.hidden, tr_model.ffn, -1, -1};
+    tr_hf_file_model(&f, prefix, &fm);
+    if (tr_lm_vocab()) {
+        bm.vocab = tr_lm_vocab();
+        bm.positions = tr_lm()->positions;
+    }
+    if (fm.layers < bm.layers || fm.hidden != bm.hidden || fm.ffn != bm.ffn || fm.vocab != bm.vocab ||
+        (bm.vocab >= 0 && fm.positions != bm.positions)) {
+        if (bm.vocab < 0 && fm.layers >= 0 && fm.hidden == bm.hidden && fm.ffn == bm.ffn && fm.layers >= bm.layers)
+            ; /* a block stack reads the blocks of a whole model: wte, wpe, ln_f are not used */
+        else {
+            char have[200], want[200];
+            tr_fail(err, "%s: these weights are another model: the file holds %s; this program (%s) was built for "
+                         "%s: pass the weights of that model, or generate a program for the file's model (the "
+                         "spec's model table)",
+                    f.path, tr_hf_model_text(have, sizeof have, &fm), tr_model.name,
+                    tr_hf_model_text(want, sizeof want, &bm));
+            tr_stset_close(&f);
+            return false;
+        }
+    }
     bool ok = true;
     int bad = 0;
     for (int i = 0; i < d->nparams; i++) {

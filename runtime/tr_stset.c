@@ -357,6 +357,16 @@ static const tr_stset_entry *entry(tr_stset *s, const char *name, tr_err *err)
     return e;
 }
 
+const tr_st_tensor *tr_stset_tensor(tr_stset *s, const char *name)
+{
+    const tr_stset_entry *e = find(s, name);
+    if (!e && s->sharded)
+        return NULL;
+    tr_err ignored = {{0}};
+    tr_st_file *f = shard(s, e ? e->shard : 0, &ignored);
+    return f ? tr_st_find(f, name) : NULL;
+}
+
 bool tr_stset_expect_float(tr_stset *s, const char *name, int ndim, const int64_t *shape, tr_err *err)
 {
     const tr_stset_entry *e = entry(s, name, err);

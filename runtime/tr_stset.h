@@ -56,6 +56,10 @@ static inline const char *tr_stset_name(const tr_stset *s, int i) { return s->en
 /* Does the set hold a tensor called name? */
 bool tr_stset_has(const tr_stset *s, const char *name);
 
+/* The header entry (dtype, shape) of tensor name, or NULL when the set does not hold it or its shard cannot
+ * be opened. */
+const tr_st_tensor *tr_stset_tensor(tr_stset *s, const char *name);
+
 /* tr_st_expect_float and tr_st_read_block on the shard holding name (opened if needed). */
 bool tr_stset_expect_float(tr_stset *s, const char *name, int ndim, const int64_t *shape, tr_err *err);
 bool tr_stset_read_block(tr_stset *s, const char *name, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *dst,

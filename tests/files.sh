@@ -41,8 +41,9 @@ check "files: missing tensor is named" refused 1 "h.1.mlp.c_fc.bias" --weights "
 check "files: F64 tensor is refused naming the dtype" refused 1 "F64" --weights "$WORK/f64.st" --input "$X"
 check "files: header that lies about a shape" refused 1 "h.0.ln_2.bias" --weights "$WORK/lie.st" --input "$X"
 check "files: header that is not JSON" refused 1 "badjson.st" --weights "$WORK/badjson.st" --input "$X"
-check "files: weights of another model shape" refused 1 "h.0.attn.c_attn.weight" --weights "$WORK/wrongshape.st" \
-    --input "$X"
+check "files: weights of another model shape are named in one line" refused 1 \
+    "wrongshape.st: these weights are another model: the file holds 2 layers, hidden 64, ffn 256 (blocks only, no embedding); this program (e2e_q2_d2) was built for 2 layers, hidden 48, ffn 192" \
+    --weights "$WORK/wrongshape.st" --input "$X"
 check "files: input of the wrong shape" refused 1 "x_b6.npy" --weights "$W" --input "$WORK/x_b6.npy"
 check "files: float64 input names its dtype" refused 1 "<f8" --weights "$W" --input "$WORK/x64.npy"
 check "files: Fortran-order input" refused 1 "fortran" --weights "$W" --input "$WORK/xf.npy"

@@ -189,6 +189,11 @@ lm_synthetic() {
         ! cmp -s "$WORK/lm/s3a.npy" "$WORK/lm/s4.npy"
 }
 
+lm_refused_one() { # as lm_refused, and the message is one line (not one per tensor)
+    lm_refused "$@" || return 1
+    [ "$(grep -c . "$WORK/lm/bad.err")" -eq 1 ] || { echo "more than one line"; return 1; }
+}
+
 lm_refused() { # OPTION FILE WANT
     local dir="$WORK/lm/train_2_1"
     rm -f "$WORK/lm/never.npy"
@@ -325,6 +330,14 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
                 "only '<i4' (little-endian int32) is supported"
             check "lm: token ids of the wrong shape are refused" lm_refused --tokens "$WORK/lm/tok_shape.npy" \
                 "expected (batch, seq) = (12, 4)"
+            "$PY" $LM_REF weights --layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --seed 1 \
+                --out "$WORK/lm/blocks.st" >/dev/null
+            check "lm: weights of a block stack are refused in one line naming both models" lm_refused_one --weights \
+                "$WORK/lm/blocks.st" "blocks.st: these weights are another model: the file holds 2 layers, hidden 24, ffn 48 (blocks only, no embedding); this program (lm_q2_d1_train) was built for 2 layers, hidden 24, ffn 48, vocab 49, 6 positions"
+            "$PY" $LM_REF lm-weights --layers 3 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 50 \
+                --positions 6 --seed 1 --out "$WORK/lm/v50.st" >/dev/null
+            check "lm: weights of a larger vocabulary and depth are refused in one line" lm_refused_one --weights \
+                "$WORK/lm/v50.st" "the file holds 3 layers, hidden 24, ffn 48, vocab 50, 6 positions; this program"
             [ -x "$WORK/lm/train_2_2/bin/model" ] &&
                 check "lm: mesh [2,2,2] under ASan+UBSan: gradients, bytes, --stats; a bad token file exits cleanly" lm_asan
         else
