@@ -13,6 +13,8 @@
 
 #include "tr.h"
 
+enum { TR_PHASE_FORWARD = 0, TR_PHASE_BACKWARD = 1, TR_PHASE_OPTIMIZER = 2, TR_NPHASES = 3 };
+
 typedef struct tr_ctx {
     const tr_rank_desc *desc;
     int cur_step; /* the step running now (TR_STEP), -1 before the first */
@@ -31,6 +33,7 @@ typedef struct tr_ctx {
     double seconds[TR_NKINDS];
     /* --trace / --stats (tr_trace.c): the record of one run, NULL when not recording */
     struct tr_steprec *rec;
+    int phase; /* what the main runs now, for the record: TR_PHASE_FORWARD, _BACKWARD or _OPTIMIZER */
     long long arena_bytes; /* bytes the main allocated for the arena (the plan: desc->arena_elems * 4) */
     /* the bf16 kernels' fp32 scratch (tr_kernels_bf16.c: tr_scratch), grown on demand, freed by tr_ctx_free */
     float *scratch;

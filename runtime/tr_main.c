@@ -160,13 +160,15 @@ static void usage(FILE *f, const char *prog)
     fprintf(f, "\nInspecting a run (docs/SCHEDULE.md):\n"
                "  --repeat N    run the forward N times after one warm-up and report the median time\n"
                "  --bytes       compare the bytes each collective moved with the plan, per rank (exit 3)\n"
-               "  --trace F     a Chrome trace (chrome://tracing, ui.perfetto.dev): pid = rank, one slice per step\n"
+               "  --trace F     a Chrome trace (chrome://tracing, ui.perfetto.dev): pid = rank, one slice per step%s\n"
                "  --stats       per rank: bytes per collective kind against the plan (exit 3 if any step\n"
-               "                differs), time per step kind, arena bytes and peak RSS\n"
+               "                differs), time per step kind%s, arena bytes and peak RSS\n"
                "  --quiet       print only errors\n"
                "  --help        this text\n"
                "\nExit codes: 0 ok, 1 bad input or output path, 2 usage, world size or mismatched programs,\n"
-               "3 bytes differ from the plan, 4 replicas differ, 5 training diverged (nothing written).\n");
+               "3 bytes differ from the plan, 4 replicas differ, 5 training diverged (nothing written).\n",
+            train ? ";\n                with --steps, of the last training step: forward, backward, optimizer" : "",
+            train ? " and per phase" : "");
 }
 
 /* Every option of every program, for the "did you mean" of an unknown one. */
@@ -1317,9 +1319,19 @@ int main(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
+            bool record = k == step0 + o.steps && (o.trace || o.stats); /* the last step, whole */
+            if (record) {
+                tr_trace_begin(&ctx, true);
+                tr_ctx_reset_counts(&ctx);
+            }
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
+            ctx.phase = TR_PHASE_FORWARD;
             d->forward(&ctx, A);
+            if (record) {
+                tr_backend_sync(&ctx);
+                tr_step_mark(&ctx, -1); /* the loss and dL/dy: between the slices */
+            }
             double loss = objective(&ctx, H, A, th, gh);
             if (!isfinite(loss)) {
                 diverged_loss(&ctx, H, A, k, loss);
@@ -1329,7 +1341,12 @@ int main(int argc, char **argv)
                 goto out;
             }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
+            ctx.phase = TR_PHASE_BACKWARD;
             d->backward(&ctx, A);
+            if (record) {
+                tr_backend_sync(&ctx);
+                tr_step_mark(&ctx, -1); /* the divergence check: between the slices */
+            }
             if (!grads_finite(&ctx, H, A, k, loss)) {
                 free(reps);
                 free(th);
@@ -1339,8 +1356,12 @@ int main(int argc, char **argv)
             ctx.opt_step = k;
             ctx.lr = tr_sched_lr(tr_model.lr, tr_model.lr_min, tr_model.warmup, tr_model.decay_steps, k);
             double norm = tr_model.clip > 0 ? tr_clip_apply(&ctx, H, A, tr_model.clip) : -1.0;
+            ctx.phase = TR_PHASE_OPTIMIZER;
             d->optimizer(&ctx, A);
             tr_backend_sync(&ctx);
+            ctx.phase = TR_PHASE_FORWARD;
+            if (record)
+                tr_trace_end(&ctx); /* the final forward below is not recorded */
             MPI_Barrier(MPI_COMM_WORLD);
             double dt = reps[k - step0 - 1] = tr_now() - t0;
             if (ld.have_train)
@@ -1378,8 +1399,7 @@ int main(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
-        tr_ctx_reset_counts(&ctx);
+        tr_ctx_reset_counts(&ctx); /* --bytes checks this final forward; --trace and --stats show the last step */
         d->forward(&ctx, A);
         double loss = objective(&ctx, H, A, th, gh);
         free(th);
@@ -1402,12 +1422,14 @@ int main(int argc, char **argv)
                 goto out;
             }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
+            ctx.phase = TR_PHASE_BACKWARD;
             d->backward(&ctx, A);
         } else if (lm_bwd) {
             /* one backward of the LM loss: dL/dy = 0 (the loss reads ln_f(y), not y) */
             float *gh = H + d->gx_offset;
             memset(gh, 0, (size_t)xn * sizeof *gh);
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
+            ctx.phase = TR_PHASE_BACKWARD;
             d->backward(&ctx, A);
         }
     }

@@ -36,7 +36,11 @@ struct tr_steprec {
     double *end;     /* [n] */
     long long *snap; /* [n] counter sum when the step began */
     long long *moved;/* [n] bytes moved during the step */
+    signed char *phase; /* [n] TR_PHASE_* the step ran in */
+    bool stopped;    /* tr_trace_end was called: marks record nothing more */
 };
+
+static const char *const phase_name[TR_NPHASES] = {"forward", "backward", "optimizer"};
 
 /* Every byte counter the collectives keep (tr_comm.c); a new counter belongs here too. */
 static long long moved_total(const tr_ctx *c)
@@ -50,7 +54,7 @@ static long long moved_total(const tr_ctx *c)
 void tr_step_mark(tr_ctx *c, int id)
 {
     struct tr_steprec *r = c->rec;
-    if (r) {
+    if (r && !r->stopped) {
         double now = tr_now() - r->t0;
         long long tot = moved_total(c);
         int cur = c->cur_step;
@@ -62,6 +66,7 @@ void tr_step_mark(tr_ctx *c, int id)
             r->begin[id] = now;
             r->end[id] = -1;
             r->snap[id] = tot;
+            r->phase[id] = (signed char)(c->phase >= 0 && c->phase < TR_NPHASES ? c->phase : 0);
         }
     }
     c->cur_step = id;
@@ -76,6 +81,7 @@ void tr_trace_free(tr_ctx *c)
     free(r->end);
     free(r->snap);
     free(r->moved);
+    free(r->phase);
     free(r);
     c->rec = NULL;
 }
@@ -94,8 +100,9 @@ void tr_trace_begin(tr_ctx *c, bool on)
         r->end = malloc(m * sizeof *r->end);
         r->snap = calloc(m, sizeof *r->snap);
         r->moved = calloc(m, sizeof *r->moved);
+        r->phase = calloc(m, sizeof *r->phase);
     }
-    if (!r || !r->begin || !r->end || !r->snap || !r->moved) {
+    if (!r || !r->begin || !r->end || !r->snap || !r->moved || !r->phase) {
         fprintf(stderr, "rank %d: out of memory for the step record; --trace/--stats will report nothing\n",
                 c->desc->rank);
         c->rec = r;
@@ -109,6 +116,13 @@ void tr_trace_begin(tr_ctx *c, bool on)
     MPI_Barrier(MPI_COMM_WORLD);
     if (c->rec)
         c->rec->t0 = tr_now();
+}
+
+void tr_trace_end(tr_ctx *c)
+{
+    tr_step_mark(c, -1);
+    if (c->rec)
+        c->rec->stopped = true;
 }
 
 /* Planned elements of step s on this rank (see the design note). */
@@ -216,7 +230,17 @@ static void rank_events(tbuf *b, const tr_ctx *c)
               q, q, d->i, d->j, d->k);
     tb_printf(b, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
               q, q);
-    tb_printf(b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"steps\"}}", q);
+    bool seen[TR_NPHASES] = {false};
+    for (int i = 0; r && i < r->n; i++)
+        if (r->begin[i] >= 0 && r->end[i] >= r->begin[i])
+            seen[r->phase[i]] = true;
+    bool first = true;
+    for (int ph = 0; ph < TR_NPHASES; ph++)
+        if (seen[ph] || (ph == 0 && !seen[1] && !seen[2])) { /* one thread (row) per phase that ran */
+            tb_printf(b, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                      first ? "" : ",\n", q, ph, phase_name[ph]);
+            first = false;
+        }
     for (int i = 0; r && i < r->n; i++) {
         const tr_step_info *s = &d->steps[i];
         double t0 = r->begin[i], t1 = r->end[i];
@@ -230,9 +254,9 @@ static void rank_events(tbuf *b, const tr_ctx *c)
         tb_jstr(b, name);
         tb_printf(b, ",\"cat\":");
         tb_jstr(b, kind);
-        tb_printf(b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,"
-                     "\"layer\":%d,\"op\":",
-                  q, 1e6 * t0, 1e6 * (t1 - t0), i, s->layer);
+        tb_printf(b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,"
+                     "\"phase\":\"%s\",\"layer\":%d,\"op\":",
+                  q, r->phase[i], 1e6 * t0, 1e6 * (t1 - t0), i, phase_name[r->phase[i]], s->layer);
         tb_jstr(b, s->op);
         tb_printf(b, ",\"t\":%d,\"kind\":", s->t);
         tb_jstr(b, kind);
@@ -352,12 +376,13 @@ enum {
     S_COMM_KINDS,               /* bit k: the rank's table has a collective step of kind k */
     S_N
 };
-enum { NAME_LEN = 96 }; /* the first mismatching step's name, printed by each rank from its own table */
+enum { NAME_LEN = 96 };
+enum { NSECS = TR_NKINDS + TR_NPHASES }; /* seconds per step kind, then per phase */ /* the first mismatching step's name, printed by each rank from its own table */
 
 static void stats_mine(tr_ctx *c, long long *v, double *secs, char *bad_name)
 {
     memset(v, 0, S_N * sizeof *v);
-    memset(secs, 0, TR_NKINDS * sizeof *secs);
+    memset(secs, 0, NSECS * sizeof *secs);
     const tr_rank_desc *d = c->desc;
     struct tr_steprec *r = c->rec;
     v[S_BAD_STEP] = -1;
@@ -377,6 +402,7 @@ static void stats_mine(tr_ctx *c, long long *v, double *secs, char *bad_name)
         v[S_PLAN + k] += plan;
         v[S_RAN + k]++;
         secs[k] += r->end[i] - r->begin[i];
+        secs[TR_NKINDS + r->phase[i]] += r->end[i] - r->begin[i];
         if (r->moved[i] != plan) {
             if (v[S_BAD]++ == 0) {
                 step_name(bad_name, NAME_LEN, s);
@@ -397,7 +423,7 @@ bool tr_stats_report(tr_ctx *c, int quiet)
 {
     int p = tr_model.p, rank = c->desc->rank;
     long long mine[S_N];
-    double msecs[TR_NKINDS];
+    double msecs[NSECS];
     char mname[NAME_LEN];
     stats_mine(c, mine, msecs, mname);
     long long *all = NULL;
@@ -413,7 +439,7 @@ bool tr_stats_report(tr_ctx *c, int quiet)
         }
     }
     MPI_Gather(mine, S_N, MPI_LONG_LONG, all, S_N, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    MPI_Gather(msecs, TR_NKINDS, MPI_DOUBLE, secs, TR_NKINDS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(msecs, NSECS, MPI_DOUBLE, secs, NSECS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(mname, NAME_LEN, MPI_CHAR, names, NAME_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
     int bad = 0;
     if (rank == 0) {
@@ -482,12 +508,27 @@ bool tr_stats_report(tr_ctx *c, int quiet)
                 long long nran = 0;
                 printf("%5d", q);
                 for (int k = 0; k < TR_NKINDS; k++) {
-                    tot += secs[q * TR_NKINDS + k];
+                    tot += secs[q * NSECS + k];
                     nran += all[q * S_N + S_RAN + k];
                     if (used[k])
-                        printf(" %11.3f", 1e3 * secs[q * TR_NKINDS + k]);
+                        printf(" %11.3f", 1e3 * secs[q * NSECS + k]);
                 }
                 printf(" %11.3f %3lld/%-3lld\n", 1e3 * tot, nran, all[q * S_N + S_NSTEPS]);
+            }
+            bool phases = false; /* a training step was recorded: its forward, backward and optimizer */
+            for (int q = 0; q < p; q++)
+                phases |= secs[q * NSECS + TR_NKINDS + 1] > 0 || secs[q * NSECS + TR_NKINDS + 2] > 0;
+            if (phases) {
+                printf("stats: time per phase of the recorded training step, milliseconds:\n%5s", "rank");
+                for (int ph = 0; ph < TR_NPHASES; ph++)
+                    printf(" %11s", phase_name[ph]);
+                printf("\n");
+                for (int q = 0; q < p; q++) {
+                    printf("%5d", q);
+                    for (int ph = 0; ph < TR_NPHASES; ph++)
+                        printf(" %11.3f", 1e3 * secs[q * NSECS + TR_NKINDS + ph]);
+                    printf("\n");
+                }
             }
             printf("stats: memory per rank (arena: allocated/planned bytes; peak RSS of the process):\n%5s %31s %14s\n",
                    "rank", "arena allocated/planned", "peak RSS KiB");

@@ -5,7 +5,8 @@
  * is being recorded, each mark closes the previous step and opens the next,
  * storing its begin and end time and the bytes the collectives moved in
  * between. The main calls tr_step_mark(c, -1) after the run to close the last
- * step. From that record:
+ * step. Each step is also stamped with the phase the main was running
+ * (forward, backward, optimizer: tr_ctx.phase). From that record:
  *   tr_trace_write   a Chrome trace-event JSON (chrome://tracing, Perfetto):
  *                    one process per rank (pid = rank), one complete ("X")
  *                    slice per step with layer, op, kind, bytes in args;
@@ -28,6 +29,9 @@
  * origin. If memory for the record is missing the run is not recorded and
  * the reports say so. */
 void tr_trace_begin(tr_ctx *c, bool on);
+/* Stop recording: close the running step and keep the record (later marks record nothing). A training run
+ * records one whole step (forward, backward, optimizer) this way: begin before it, end after it. */
+void tr_trace_end(tr_ctx *c);
 /* Rank 0 writes the recorded run to path. Same result on every rank. */
 bool tr_trace_write(tr_ctx *c, const char *path, tr_err *err);
 /* Prints the per-rank statistics on rank 0 (only differences when quiet).

@@ -417,6 +417,44 @@ for r in range(p):
 print("trace: %d ranks, %d slices, one per step" % (p, sum(1 for e in ev if e["ph"] == "X")))
 PYEOF
 }
+# a training run: --trace and --stats record one whole training step (the last): every step of the table
+# (forward, backward, optimizer) has its slice, on one row per phase, with its planned bytes
+inspect_trace_train() {
+    local dir="$WORK/inspect_train"
+    sed 's/name = "trace",/name = "trace_train", mode = "train",/' "$WORK/inspect_run.lua" >"$dir.lua" &&
+        rm -rf "$dir" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null || return 1
+    "$dir/run" --steps 2 --trace "$dir/trace.json" --stats >"$dir/stats.txt" || return 1
+    cat "$dir/stats.txt"
+    grep -q "stats: every step of every rank moved exactly its planned bytes" "$dir/stats.txt" &&
+        grep -q "stats: time per phase of the recorded training step" "$dir/stats.txt" || return 1
+    "$PY" - "$dir/trace.json" "$dir/schedule.json" <<'PYEOF'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "ref"))
+from schedule_class import load_class
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+plan = json.load(open(sys.argv[2]))
+p = plan["mesh"]["p"]
+tid = {"forward": 0, "backward": 1, "optimizer": 2}
+for r in range(p):
+    C = load_class(sys.argv[2], plan["classes"][plan["ranks"][r]["class"]])
+    sl = [e for e in ev if e["ph"] == "X" and e["pid"] == r]
+    assert len(sl) == C["nsteps"], "rank %d: %d slices, %d steps in its table" % (r, len(sl), C["nsteps"])
+    rows = {e["args"]["name"]: e["tid"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == r}
+    assert rows == tid, "rank %d: rows %s" % (r, rows)
+    seen = set()
+    for e in sl:
+        a = e["args"]
+        assert e["tid"] == tid[a["phase"]], e
+        assert a["measured_bytes"] == a["bytes"], "rank %d step %d measured %d planned %d" % (r, a["step"], a["measured_bytes"], a["bytes"])
+        seen.add(a["phase"])
+    assert seen == set(tid), "rank %d: phases %s" % (r, seen)
+    by = {ph: [e for e in sl if e["args"]["phase"] == ph] for ph in tid}   # forward, then backward, then optimizer
+    assert max(e["ts"] for e in by["forward"]) < min(e["ts"] for e in by["backward"]), r
+    assert max(e["ts"] for e in by["backward"]) < min(e["ts"] for e in by["optimizer"]), r
+    assert any(e["cat"] == "optimizer" for e in by["optimizer"]), r
+print("trace of a training step: %d ranks, %d slices" % (p, sum(1 for e in ev if e["ph"] == "X")))
+PYEOF
+}
 # a step table that disagrees with what the code moves is reported loudly, exit 3
 inspect_stats_mismatch() {
     local dir="$WORK/inspect_run" bad="$WORK/inspect_run_bad"
@@ -450,6 +488,8 @@ if wanted "inspect: trace"; then
     if inspect_trace_build >"$WORK/log" 2>&1; then
         check "inspect: trace --trace is valid JSON, one process per rank, one slice per step; --stats = plan" \
             inspect_trace_run
+        check "inspect: trace --trace and --stats of a training run cover its last whole step (forward, backward, optimizer)" \
+            inspect_trace_train
         check "inspect: trace --stats reports a step that moved other than planned (exit 3)" inspect_stats_mismatch
         check "inspect: trace --trace into a missing directory fails cleanly (exit 1)" inspect_trace_unwritable
         check "inspect: trace --trace and --stats under ASan+UBSan" inspect_trace_asan
