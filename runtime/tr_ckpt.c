@@ -35,6 +35,47 @@ const char *tr_ckpt_data_pos(void)
     return tr_ckpt_pos;
 }
 
+static char tr_ckpt_data_rec[TR_CKPT_DATA_CAP] = "synthetic"; /* what the run trains on */
+
+void tr_ckpt_set_data(const char *record)
+{
+    size_t n = 0, len = strlen(record), cap = sizeof tr_ckpt_data_rec - 1;
+    for (size_t i = 0; i < len && n < cap;) {
+        size_t good = tr_json_utf8_check(record + i, len - i); /* the valid prefix */
+        if (good == 0) {
+            tr_ckpt_data_rec[n++] = '?'; /* a byte that is not UTF-8 */
+            i++;
+            continue;
+        }
+        if (good > cap - n)
+            good = cap - n;
+        memcpy(tr_ckpt_data_rec + n, record + i, good);
+        n += good;
+        i += good;
+    }
+    while (n > 0 && tr_json_utf8_check(tr_ckpt_data_rec, n) < n) /* cut inside a character */
+        n--;
+    tr_ckpt_data_rec[n] = '\0';
+}
+
+const char *tr_ckpt_data(void)
+{
+    return tr_ckpt_data_rec;
+}
+
+/* Do two data records name the same data? Token shards (--data) always do here: the loader's position
+ * stored beside the record checks the shard set itself, wherever it lies now. */
+static bool same_data(const char *a, const char *b)
+{
+    return (strncmp(a, "--data ", 7) == 0 && strncmp(b, "--data ", 7) == 0) || strcmp(a, b) == 0;
+}
+
+/* A data record as a message reads it. */
+static const char *data_text(const char *rec)
+{
+    return strcmp(rec, "synthetic") == 0 ? "synthetic data from the seed (no data option)" : rec;
+}
+
 /* ---- the metadata: what the built program is, as strings (the checkpoint stores the same) ---- */
 
 enum { META_MODEL = 7, META_OPT = 9, META_MAX = 32, META_VAL = 160 };
@@ -151,6 +192,9 @@ bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long
             kv[2 * nkv] = "data_pos";
             kv[2 * nkv + 1] = tr_ckpt_pos;
             nkv++;
+            kv[2 * nkv] = "data";
+            kv[2 * nkv + 1] = tr_ckpt_data_rec;
+            nkv++;
             ok = tr_st_write_atomic_meta(path, outs, n, TR_ST_F32, kv, nkv, err);
         }
         free(outs);
@@ -178,8 +222,8 @@ static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *
 }
 
 /* Rank 0: the checks on the open file f, in the order a user fixes them. */
-static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, tr_ckpt_state *st,
-                       char *pos, tr_err *err)
+static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, int check_data,
+                       tr_ckpt_state *st, char *pos, tr_err *err)
 {
     char v[TR_CKPT_DATA_POS_CAP], w[META_VAL];
     if (!tr_st_metadata(f, "format", v, sizeof v))
@@ -236,6 +280,16 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
     free(m);
     if (!ok)
         return false;
+    /* the data it was trained on (a checkpoint of an earlier tessgen has no record: not checked) */
+    if (!tr_st_metadata(f, "data", st->data, sizeof st->data))
+        st->data[0] = '\0';
+    if (check_data && st->data[0] && !same_data(st->data, tr_ckpt_data_rec))
+        return tr_fail(err, "%s: the checkpoint was trained on %s, but this run would train on %s: %s%s to continue "
+                            "on the data it was trained on, or add --data-change to continue on this run's data "
+                            "(recorded in the checkpoints it writes)",
+                       path, data_text(st->data), data_text(tr_ckpt_data_rec),
+                       strcmp(st->data, "synthetic") == 0 ? "drop the data options" : "pass ",
+                       strcmp(st->data, "synthetic") == 0 ? "" : st->data);
     /* step, seed, data position */
     unsigned long long step, seed;
     if (!meta_uint(f, "step", &step) || step > INT_MAX)
@@ -332,7 +386,8 @@ static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name
     return ok;
 }
 
-bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float *H, tr_ckpt_state *st, tr_err *err)
+bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int check_data, float *H, tr_ckpt_state *st,
+                    tr_err *err)
 {
     char *pos = calloc(TR_CKPT_DATA_POS_CAP, 1);
     bool ok = pos != NULL;
@@ -340,7 +395,7 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float 
     unsigned long long seed = 0;
     if (ok && d->rank == 0) {
         tr_st_file f;
-        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, st, pos, err);
+        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, check_data, st, pos, err);
         tr_st_close(&f);
         step = st->step;
         seed = st->seed;
@@ -354,6 +409,7 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float 
     MPI_Bcast(&step, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
     MPI_Bcast(pos, TR_CKPT_DATA_POS_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(st->data, TR_CKPT_DATA_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
     st->step = step;
     st->seed = seed;
     tr_ckpt_set_data_pos(pos);

@@ -75,6 +75,7 @@ typedef struct tr_opts {
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
     int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
     int reshard;                         /* --reshard: resume a checkpoint of another mesh */
+    int data_change;                     /* --data-change: resume a checkpoint trained on other data */
     tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
     tr_lmdata_opts data; /* --data, --val-data, --val-every, --val-batches (tr_lmdata.c) */
 } tr_opts;
@@ -86,7 +87,8 @@ static void usage(FILE *f, const char *prog)
             "          [--repeat N] [--bytes] [--trace T.json] [--stats] [--quiet] [--help]\n"
             "   training programs (mode = \"train\"): [--dy DY.npy] [--dx-out DX.npy] [--grads-out G.safetensors]\n"
             "          [--steps N] [--target Y.npy] [--weights-out W.safetensors] [--replica-check]\n"
-            "          [--out-dtype f32|bf16] [--checkpoint-out C] [--checkpoint-every N] [--resume C [--reshard]]\n"
+            "          [--out-dtype f32|bf16] [--checkpoint-out C] [--checkpoint-every N]\n"
+            "          [--resume C [--reshard] [--data-change]]\n"
             "   every program: [--hf-out DIR]\n"
             "Runs %s (mesh %s, %d ranks; start it with the generated ./run or mpirun -np %d).\n"
             "  --weights F   Hugging Face GPT-2 names, safetensors of F32 or BF16 tensors (BF16 widened\n"
@@ -130,7 +132,9 @@ static void usage(FILE *f, const char *prog)
             "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
             "  --checkpoint-every N  with --steps: also write it every N steps (each write replaces the last)\n"
             "  --resume C    continue from checkpoint C: weights, moments and the step counter (not with --weights)\n"
-            "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n",
+            "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n"
+            "  --data-change with --resume and --steps: continue on other data than the checkpoint was trained on\n"
+            "                (it records its data: synthetic, --data P, --tokens/--targets or --input/--target files)\n",
             prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
             tr_model.seq, tr_model.hidden);
 }
@@ -207,6 +211,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             o->trace = argv[++a];
         } else if (!strcmp(s, "--reshard")) {
             o->reshard = 1;
+        } else if (!strcmp(s, "--data-change")) {
+            o->data_change = 1;
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
         } else if (!strcmp(s, "--timing")) {
@@ -320,6 +326,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--reshard re-shards the checkpoint given to --resume; add --resume C, or drop --reshard");
         return -1;
     }
+    if (o->data_change && (!o->resume || !o->steps)) {
+        tr_fail(err, "--data-change lets --resume C --steps N train on other data than the checkpoint was trained "
+                     "on; add --resume and --steps, or drop --data-change");
+        return -1;
+    }
     if (o->checkpoint_every && (!o->checkpoint_out || !o->steps)) {
         tr_fail(err, "--checkpoint-every N writes --checkpoint-out every N of the --steps: give both "
                      "--checkpoint-out C and --steps");
@@ -332,6 +343,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     if (!tr_lm_check_opts(&o->lm, err) ||
         !tr_lmdata_check_opts(&o->data, o->steps, o->lm.tokens || o->lm.targets, err))
         return -1;
+    if (tr_lm_vocab() && tr_model.mode && (o->steps || o->grads_out) && !o->lm.tokens != !o->lm.targets) {
+        tr_fail(err, "%s without %s: %s loss reads the token ids and their targets, and the missing ones would be "
+                     "synthetic (from --seed); give %s (int32 [batch, seq]%s)%s",
+                o->lm.tokens ? "--tokens" : "--targets", o->lm.tokens ? "--targets" : "--tokens",
+                o->steps ? "the training" : "the --grads-out", o->lm.tokens ? "--targets Y.npy" : "--tokens T.npy",
+                o->lm.tokens ? ": each token's next token" : "", o->steps ? ", or train on token shards with --data P" : "");
+        return -1;
+    }
     if (tr_lm_vocab() && (o->input || o->target || o->dy || o->dx_out)) {
         tr_fail(err, "--input, --target, --dy and --dx-out are for a stack of blocks on hidden states; this program is a "
                      "language model (model.vocab = %d): give --tokens T.npy and --targets Y.npy (int32 [batch, seq]); "
@@ -902,11 +921,44 @@ static bool weights_out_finite(const tr_rank_desc *d, const float *H)
     return false;
 }
 
+/* The data this run trains on, as the checkpoint records it (tr_ckpt_set_data). */
+static void data_record(const tr_opts *o, char *buf, size_t cap)
+{
+    const char *opt[2], *val[2];
+    int n = 0;
+    if (o->data.data) {
+        opt[n] = "--data";
+        val[n++] = o->data.data;
+    }
+    if (o->lm.tokens) {
+        opt[n] = "--tokens";
+        val[n++] = o->lm.tokens;
+    }
+    if (o->lm.targets && n < 2) {
+        opt[n] = "--targets";
+        val[n++] = o->lm.targets;
+    }
+    if (o->input && n < 2) {
+        opt[n] = "--input";
+        val[n++] = o->input;
+    }
+    if (o->target && n < 2) {
+        opt[n] = "--target";
+        val[n++] = o->target;
+    }
+    if (n == 0)
+        snprintf(buf, cap, "synthetic");
+    else if (n == 1)
+        snprintf(buf, cap, "%s %s", opt[0], val[0]);
+    else
+        snprintf(buf, cap, "%s %s %s %s", opt[0], val[0], opt[1], val[1]);
+}
+
 /* --resume: the checkpoint's weights and moments into H (tr_ckpt.c), its step and (without --seed) its seed. */
 static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *st)
 {
     tr_err err = {{0}};
-    if (!tr_ckpt_resume(d, o->resume, o->reshard, H, st, &err)) {
+    if (!tr_ckpt_resume(d, o->resume, o->reshard, o->steps && !o->data_change, H, st, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
         return false;
@@ -926,7 +978,16 @@ static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *s
         if (st->note[0])
             printf("note: this build's optimizer settings differ from the checkpoint's, and are used: %s\n",
                    st->note);
+        if (o->steps && !st->data[0])
+            printf("note: the checkpoint does not record the data it was trained on (written by an earlier "
+                   "tessgen): not checked\n");
+        else if (o->data_change && strcmp(st->data, tr_ckpt_data()) != 0)
+            printf("note: --data-change: the checkpoint was trained on %s; this run trains on %s\n",
+                   strcmp(st->data, "synthetic") == 0 ? "synthetic data" : st->data,
+                   strcmp(tr_ckpt_data(), "synthetic") == 0 ? "synthetic data" : tr_ckpt_data());
     }
+    if (!o->steps && st->data[0])
+        tr_ckpt_set_data(st->data); /* no step trains here: a checkpoint written keeps what its steps saw */
     if (!o->seed_set)
         o->seed = st->seed;
     return true;
@@ -1080,6 +1141,9 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    char rec[TR_CKPT_DATA_CAP];
+    data_record(&o, rec, sizeof rec);
+    tr_ckpt_set_data(rec); /* what the checkpoints written record (a resume checks it first) */
     tr_ckpt_state resumed = {.step = 0, .seed = o.seed}; /* steps done before this run */
     if (o.resume && !resume(d, &o, H, &resumed)) {
         rc = 1;
