@@ -78,7 +78,7 @@ static const char *data_text(const char *rec)
 
 /* ---- the metadata: what the built program is, as strings (the checkpoint stores the same) ---- */
 
-enum { META_MODEL = 7, META_OPT = 9, META_MAX = 32, META_VAL = 160 };
+enum { META_MODEL = 7, META_OPT = 9, META_DTYPE = META_MODEL + META_OPT + 2, META_MAX = 32, META_VAL = 160 };
 
 typedef struct meta_list {
     int n;
@@ -97,7 +97,8 @@ static void meta_add(meta_list *m, const char *key, const char *fmt, ...)
     m->n++;
 }
 
-/* The model's dimensions (META_MODEL entries, first), the optimizer (META_OPT), then the mesh. */
+/* The model's dimensions (META_MODEL entries, first), the optimizer (META_OPT), then the mesh, its strides and
+ * the dtype (META_DTYPE). */
 static void built_meta(meta_list *m)
 {
     m->n = 0;
@@ -119,6 +120,7 @@ static void built_meta(meta_list *m)
     meta_add(m, "optimizer.clip", "%.17g", tr_model.clip);
     meta_add(m, "mesh", "%s", tr_mesh_text());
     meta_add(m, "mesh.strides", "%d,%d,%d", tr_model.si, tr_model.sj, tr_model.sk);
+    meta_add(m, "dtype", "%s", tr_model.dtype ? tr_model.dtype : "fp32");
     meta_add(m, "fingerprint", "%s", tr_model.fingerprint);
     meta_add(m, "name", "%s", tr_model.name);
     meta_add(m, "tessgen", "%s", tr_model.tessgen_version);
@@ -259,6 +261,7 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
                               "program (%s, from %s); resume it with a program generated for its model",
                          path, m->key[k], w, m->val[k], tr_model.name, tr_model.spec_path);
     }
+    bool model_ok = ok;
     /* the mesh (placement included): the same, or --reshard */
     for (int k = META_MODEL + META_OPT; ok && k < META_MODEL + META_OPT + 2; k++) {
         if (!tr_st_metadata(f, m->key[k], w, sizeof w)) {
@@ -277,6 +280,16 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
                          path, mw, sw, tr_mesh_text(), m->val[META_MODEL + META_OPT + 1], mw);
         }
     }
+    /* the dtype: the same, or --reshard (a checkpoint holds fp32 master weights and moments in either dtype) */
+    if (!tr_st_metadata(f, "dtype", st->dtype, sizeof st->dtype))
+        st->dtype[0] = '\0'; /* a checkpoint of an earlier tessgen: not checked, a note says so */
+    if (model_ok && st->dtype[0] && strcmp(st->dtype, m->val[META_DTYPE]) != 0 && !reshard)
+        ok = tr_fail(err, "%s: the checkpoint was trained with dtype = \"%.16s\", this program computes with dtype = "
+                          "\"%s\" (%s, from %s): add --reshard to continue in %s (the checkpoint's float32 master "
+                          "weights and AdamW moments load exactly; the steps then round as %s does, so the run differs "
+                          "from its continuation in %.16s), or resume with a program generated with dtype = \"%.16s\"",
+                     path, st->dtype, m->val[META_DTYPE], tr_model.name, tr_model.spec_path, m->val[META_DTYPE],
+                     m->val[META_DTYPE], st->dtype, st->dtype);
     free(m);
     if (!ok)
         return false;
@@ -410,6 +423,7 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
     MPI_Bcast(pos, TR_CKPT_DATA_POS_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(st->data, TR_CKPT_DATA_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(st->dtype, sizeof st->dtype, MPI_CHAR, 0, MPI_COMM_WORLD);
     st->step = step;
     st->seed = seed;
     tr_ckpt_set_data_pos(pos);

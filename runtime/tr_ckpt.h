@@ -8,12 +8,12 @@
  * (TR_CKPT_FORMAT), "step" (AdamW steps done), "seed", "data_pos" (the data loader's position,
  * tr_ckpt_set_data_pos), "data" (the data the run trained on, tr_ckpt_set_data), "model.*" (layers, hidden, heads, ffn, seq, batch, eps), "optimizer.*" (the
  * AdamW settings, the schedule and clip), "mesh" and "mesh.strides" (tr_mesh_text; si,sj,sk of the
- * placement), "fingerprint", "name", "tessgen", and "checksum" (FNV-1a 64 over the tensors' bytes in
+ * placement), "dtype" (the spec's: "fp32" or "bf16"), "fingerprint", "name", "tessgen", and "checksum" (FNV-1a 64 over the tensors' bytes in
  * model order: each parameter, then its two moments). Written by rank 0 atomically (temp file, fsync,
  * rename): a failed or killed write leaves the previous checkpoint as it was.
  *
  * Resume: rank 0 validates the whole file first (the reader's checks, the format tag, the model's
- * dimensions, the mesh unless reshard, every tensor present as F32 of its full shape and no other, the
+ * dimensions, the mesh and the dtype unless reshard, every tensor present as F32 of its full shape and no other, the
  * checksum) and shares the verdict; then every rank copies its pieces of the full tensors, exactly as
  * --weights does, so a checkpoint of another mesh re-shards on load. Weights and moments are restored
  * bitwise; the step continues from the checkpoint's (AdamW's bias correction and the learning-rate
@@ -55,6 +55,7 @@ typedef struct tr_ckpt_state {
     uint64_t seed;  /* the --seed of the run that wrote it */
     char mesh[64];  /* the mesh that wrote it ("[2,2,1]"), for a note when it differs (--reshard) */
     char note[512]; /* the optimizer settings that differ from the build's, "" when none */
+    char dtype[16]; /* its dtype ("fp32", "bf16"), "" if it has none; another than the build's needs reshard */
     char data[TR_CKPT_DATA_CAP]; /* the data record it was trained on (tr_ckpt_set_data), "" if it has none */
 } tr_ckpt_state;
 

@@ -74,7 +74,7 @@ typedef struct tr_opts {
     int seed_set;      /* --seed was given (else a resumed run takes the checkpoint's) */
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
     int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
-    int reshard;                         /* --reshard: resume a checkpoint of another mesh */
+    int reshard;                         /* --reshard: resume a checkpoint of another mesh or dtype */
     int data_change;                     /* --data-change: resume a checkpoint trained on other data */
     tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
     tr_lmdata_opts data; /* --data, --val-data, --val-every, --val-batches (tr_lmdata.c) */
@@ -132,7 +132,8 @@ static void usage(FILE *f, const char *prog)
             "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
             "  --checkpoint-every N  with --steps: also write it every N steps (each write replaces the last)\n"
             "  --resume C    continue from checkpoint C: weights, moments and the step counter (not with --weights)\n"
-            "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n"
+            "  --reshard     with --resume: accept a checkpoint written on another mesh (re-sharded on load) or\n"
+            "                in another dtype (continued in this program's)\n"
             "  --data-change with --resume and --steps: continue on other data than the checkpoint was trained on\n"
             "                (it records its data: synthetic, --data P, --tokens/--targets or --input/--target files)\n",
             prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
@@ -970,11 +971,16 @@ static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *s
         return false;
     }
     if (d->rank == 0 && !o->quiet) {
-        printf("resumed from %s after step %lld (seed %llu%s%s%s)\n", o->resume, st->step,
+        const char *dtype = tr_model.dtype ? tr_model.dtype : "fp32";
+        bool redtype = st->dtype[0] && strcmp(st->dtype, dtype) != 0;
+        printf("resumed from %s after step %lld (seed %llu%s%s%s%s%s%s%s)\n", o->resume, st->step,
                (unsigned long long)(o->seed_set ? o->seed : st->seed),
                o->seed_set && o->seed != st->seed ? ", from --seed: the checkpoint's run used another" : "",
                strcmp(st->mesh, tr_mesh_text()) != 0 ? "; re-sharded from mesh " : "",
-               strcmp(st->mesh, tr_mesh_text()) != 0 ? st->mesh : "");
+               strcmp(st->mesh, tr_mesh_text()) != 0 ? st->mesh : "", redtype ? "; trained in " : "",
+               redtype ? st->dtype : "", redtype ? ", continued in " : "", redtype ? dtype : "");
+        if (!st->dtype[0])
+            printf("note: the checkpoint does not record its dtype (written by an earlier tessgen): not checked\n");
         if (st->note[0])
             printf("note: this build's optimizer settings differ from the checkpoint's, and are used: %s\n",
                    st->note);

@@ -11,7 +11,7 @@
 #               other orders)
 #   refusals    another model's checkpoint, a truncated one, one with a flipped data bit, one without a
 #               moment tensor, one whose step is not a number, a weights file, another mesh without --reshard,
-#               --resume with --weights:
+#               another dtype without --reshard (with it: continued, saying so), --resume with --weights:
 #               each refused with its message, and the output files given are left as they were
 #   asan, cuda  the sanitizer build of [2,2,1] on checkpoints; the CUDA host code under the CPU emulation
 CK_MESHES=${TESS_CKPT_MESHES:-$SC_MESHES}
@@ -52,7 +52,7 @@ for k, v in w.items():
         t = ck.get(pre + k)
         if not t or t[0] != "F32" or t[1] != v[1]:
             print("moment %s%s missing or of another shape" % (pre, k)); ok = False
-for key, want in (("format", "tessgen-checkpoint-1"), ("step", "6"), ("seed", "1"), ("data_pos", ""), ("model.hidden", "48"),
+for key, want in (("format", "tessgen-checkpoint-1"), ("step", "6"), ("seed", "1"), ("data_pos", ""), ("model.hidden", "48"), ("dtype", "fp32"),
                   ("optimizer.clip", "0.050000000000000003"), ("optimizer.warmup", "2")):
     if meta.get(key) != want:
         print("metadata %s = %r, want %r" % (key, meta.get(key), want)); ok = False
@@ -130,6 +130,17 @@ ck_refused() { # want_rc message run-args...
     [ "$before" = "$(sha256sum "$WORK/ck_keep_w.st" "$WORK/ck_keep_ck.st")" ] || { echo "an output changed"; return 1; }
 }
 
+# --reshard converts the dtype: the resumed line names both, weights and moments load bitwise, and the checkpoint
+# written records the program's dtype
+ck_redtype() {
+    local c="$WORK/ck_redtype"
+    "$WORK/sc_2_1/run" --resume "$WORK/ck_bf16.st" --reshard --input "$WORK/x.npy" --checkpoint-out "$c.st" >"$c.out" ||
+        return 1
+    cat "$c.out"
+    grep -q "^resumed from $WORK/ck_bf16.st after step 3 (seed 1; trained in bf16, continued in fp32)" "$c.out" &&
+        ck_same_tensors "$WORK/ck_bf16.st" "$c.st" && grep -aqF '"dtype":"fp32"' "$c.st"
+}
+
 ck_refused_on_1_1_2() { CK_ON=1_2 ck_refused "$@"; }
 
 for m in $CK_MESHES; do
@@ -171,6 +182,11 @@ if [ -f "$WORK/ck_2_1.ck3.st" ] && [ -f "$WORK/ck_2_1.ck6.st" ]; then
     check "ckpt: a [2,2,1] checkpoint on [1,1,2] without --reshard is refused naming both meshes; outputs untouched" \
         ck_refused_on_1_1_2 1 "ck_2_1.ck3.st: the checkpoint was written on mesh [2,2,1] (rank strides i,j,k = 2,1,4), this program runs mesh [1,1,2]" \
         --resume "$CK"
+    "$PY" tests/ref/mkbad.py meta "$CK" "$WORK/ck_bf16.st" dtype bf16
+    check "ckpt: a bf16 checkpoint on an fp32 program without --reshard is refused naming both dtypes; outputs untouched" \
+        ck_refused 1 "ck_bf16.st: the checkpoint was trained with dtype = \"bf16\", this program computes with dtype = \"fp32\" (sched_q2_d1, from $WORK/sc_2_1.lua): add --reshard to continue in fp32" \
+        --resume "$WORK/ck_bf16.st"
+    check "ckpt: a bf16 checkpoint resumed with --reshard on an fp32 program says so and loads bitwise" ck_redtype
     "$PY" tests/ref/mkbad.py meta "$CK" "$WORK/ck_step.st" step 3x
     check "ckpt: a checkpoint whose step is not an integer is refused; outputs untouched" \
         ck_refused 1 "ck_step.st: the checkpoint's \"step\" is missing or not an integer" --resume "$WORK/ck_step.st"
