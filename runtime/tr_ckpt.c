@@ -7,6 +7,7 @@
 #include "tr_ckpt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tr_gather.h"
 #include "tr_json.h"
@@ -208,6 +210,36 @@ bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long
     int v = ok ? 1 : 0;
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return v == 1;
+}
+
+bool tr_ckpt_promote(const tr_rank_desc *d, const char *pending, const char *path, tr_err *err)
+{
+    int v = 1;
+    if (d->rank == 0) {
+        if (rename(pending, path) != 0) {
+            v = 0;
+            tr_fail(err, "%s: cannot rename %s onto it: %s; %s keeps the previous checkpoint", path, pending,
+                    strerror(errno), path);
+        } else { /* make the rename durable (best effort: some file systems refuse fsync on a directory) */
+            char dir[4096];
+            const char *slash = strrchr(path, '/');
+            size_t n = slash ? (size_t)(slash - path) : 0;
+            snprintf(dir, sizeof dir, "%.*s", (int)(n ? n : 1), slash ? path : ".");
+            int fd = open(dir, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                (void)fsync(fd);
+                close(fd);
+            }
+        }
+    }
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return v == 1;
+}
+
+void tr_ckpt_discard(const tr_rank_desc *d, const char *pending)
+{
+    if (d->rank == 0)
+        (void)unlink(pending);
 }
 
 /* ---- resuming ---- */

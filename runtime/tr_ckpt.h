@@ -49,6 +49,15 @@ const char *tr_ckpt_data(void);
 bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
                    tr_err *err);
 
+/* --checkpoint-every: the checkpoint of step k is written (tr_ckpt_write) to TR_CKPT_PENDING(path) =
+ * "<path>.pending" and replaces path only once step k+1's loss and gradients are finite, so a diverging run
+ * never replaces the last good checkpoint. Collective: rename pending over path (rank 0; then the directory is
+ * fsynced); false on every rank on failure, the message in rank 0's err, path as it was. */
+#define TR_CKPT_PENDING_SUFFIX ".pending"
+bool tr_ckpt_promote(const tr_rank_desc *d, const char *pending, const char *path, tr_err *err);
+/* Rank 0 removes pending (the other ranks do nothing): its step turned out not good, or the run stops early. */
+void tr_ckpt_discard(const tr_rank_desc *d, const char *pending);
+
 /* What a checkpoint tells the loop besides the tensors. */
 typedef struct tr_ckpt_state {
     long long step; /* AdamW steps done */

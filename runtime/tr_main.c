@@ -15,7 +15,8 @@
  * infinity can only give non-finite results). The arena is filled with NaN
  * before loading, so anything the schedule fails to write shows up in the
  * output. Training stops at the first non-finite loss or gradient, naming the
- * step and the first tensor affected, and writes nothing.
+ * step and the first tensor affected, and writes nothing (a periodic checkpoint
+ * replaces the last only once the step after it is known finite).
  *
  * Training steps take the learning rate of the spec's schedule (tr_sched.h), clip
  * the gradients by their global norm when the spec asks (tr_clip.h), print one
@@ -130,7 +131,8 @@ static void usage(FILE *f, const char *prog)
             "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4 if not)\n"
             "  --timing      with --steps: median time per training step and per step kind\n"
             "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
-            "  --checkpoint-every N  with --steps: also write it every N steps (each write replaces the last)\n"
+            "  --checkpoint-every N  with --steps: also write it every N steps (C.pending, replacing C once the next\n"
+            "                step's loss and gradients are finite)\n"
             "  --resume C    continue from checkpoint C: weights, moments and the step counter (not with --weights)\n"
             "  --reshard     with --resume: accept a checkpoint written on another mesh (re-sharded on load) or\n"
             "                in another dtype (continued in this program's)\n"
@@ -139,6 +141,13 @@ static void usage(FILE *f, const char *prog)
             prog, tr_model.name, tr_mesh_text(), tr_model.p, tr_model.p, tr_model.batch,
             tr_model.seq, tr_model.hidden);
 }
+
+/* --checkpoint-every (tr_ckpt.h TR_CKPT_PENDING_SUFFIX): the checkpoint waiting in ck_pending_path for the next
+ * step's loss and gradients (step ck_pending, 0: none), and the last one that replaced --checkpoint-out in this
+ * run (ck_kept, 0: none) */
+static char ck_pending_path[4200];
+static int ck_pending, ck_kept;
+static const char *ck_out;
 
 /* The option of each output path, in the order check_outputs and parse_args list them. */
 static const char *const out_option[6] = {"--output",    "--trace",  "--weights-out",
@@ -416,6 +425,8 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
     for (int i = 0; i < 6; i++)
         if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
             ok = false;
+    if (ok && o->checkpoint_every && !tr_st_check_output(ck_pending_path, "--checkpoint-every", err))
+        ok = false;
     if (ok && o->hf_out && !tr_hfout_check(o->hf_out, err))
         return false; /* its message says nothing was run */
     if (!ok)
@@ -840,6 +851,25 @@ static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, float *th, fl
 static const char *const nothing_written =
     "nothing was written (--weights-out and every other output keep their previous content)";
 
+/* What a stopped run wrote, truly: nothing, or the periodic checkpoints kept before the step that failed. */
+static const char *written_note(char *buf, size_t cap)
+{
+    if (!ck_kept && !ck_pending)
+        return nothing_written;
+    char kept[160], gone[160] = "";
+    if (ck_kept)
+        snprintf(kept, sizeof kept, "holds the checkpoint after step %d (the last whose next step had a finite loss "
+                                    "and gradients)", ck_kept);
+    else
+        snprintf(kept, sizeof kept, "keeps its previous content");
+    if (ck_pending)
+        snprintf(gone, sizeof gone, "; the checkpoint after step %d was discarded", ck_pending);
+    snprintf(buf, cap, "--checkpoint-out %s %s%s; nothing else was written (--weights-out and every other output "
+                       "keep their previous content)",
+             ck_out, kept, gone);
+    return buf;
+}
+
 static const char *fmt_loss(char *buf, size_t cap, double loss)
 {
     snprintf(buf, cap, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
@@ -861,7 +891,7 @@ static void download_params(tr_ctx *c, float *H, const float *A, int grads)
 static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double loss)
 {
     const tr_rank_desc *d = c->desc;
-    char ls[16], what[512], when[64];
+    char ls[16], what[512], when[64], note[1024];
     tr_backend_sync(c);
     download_params(c, H, A, 0);
     int idx = find_nonfinite(d, H, 0, what, sizeof what);
@@ -877,12 +907,13 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
         fprintf(stderr, "error: training stopped at step %d: the loss is %s; the weights are not finite %s: %s "
                         "(the first such tensor in model order); lower optimizer.lr (now %g) or check the inputs; "
                         "%s\n",
-                k, fmt_loss(ls, sizeof ls, loss), when, what, tr_model.lr, nothing_written);
+                k, fmt_loss(ls, sizeof ls, loss), when, what, tr_model.lr, written_note(note, sizeof note));
     } else {
         fprintf(stderr, "error: training stopped at step %d: the loss is %s although every weight is finite: the "
                         "forward overflowed; the largest weight is %s with |w| = %g %s; lower optimizer.lr (now %g); "
                         "%s\n",
-                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr, nothing_written);
+                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr,
+                written_note(note, sizeof note));
     }
 }
 
@@ -899,14 +930,14 @@ static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss
         const tr_param *p = &d->params[d->nparams - 1];
         H[p->grad_offset + (long long)p->rows * p->cols - 1] = NAN;
     }
-    char what[512];
+    char what[512], note[1024];
     if (find_nonfinite(d, H, 1, what, sizeof what) < 0)
         return true;
     if (d->rank == 0) {
         fprintf(stderr, "error: training stopped at step %d: the loss %.9g is finite but the gradient is not: the "
                         "gradient of %s (the first such tensor in model order); the backward overflowed; lower "
                         "optimizer.lr (now %g) or check the inputs; %s\n",
-                k, loss, what, tr_model.lr, nothing_written);
+                k, loss, what, tr_model.lr, written_note(note, sizeof note));
     }
     return false;
 }
@@ -914,11 +945,11 @@ static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss
 /* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
 static bool weights_out_finite(const tr_rank_desc *d, const float *H)
 {
-    char what[512];
+    char what[512], note[1024];
     if (find_nonfinite(d, H, 0, what, sizeof what) < 0)
         return true;
     if (d->rank == 0)
-        fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, nothing_written);
+        fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, written_note(note, sizeof note));
     return false;
 }
 
@@ -999,10 +1030,12 @@ static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *s
     return true;
 }
 
-/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write. Returns
- * 0, 1 (not written) or 5 (non-finite weights: diverged, not written). */
-static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step)
+/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write; periodic:
+ * to the pending path, kept by keep_pending once the next step is known good. Returns 0, 1 (not written) or 5
+ * (non-finite weights: diverged, not written). */
+static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step, int periodic)
 {
+    const char *path = periodic ? ck_pending_path : o->checkpoint_out;
     const tr_rank_desc *d = c->desc;
     tr_err err = {{0}};
     tr_backend_sync(c);
@@ -1015,13 +1048,54 @@ static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *
     }
     if (!weights_out_finite(d, H))
         return 5;
-    if (!tr_ckpt_write(d, H, o->checkpoint_out, step, o->seed, &err)) {
+    if (!tr_ckpt_write(d, H, path, step, o->seed, &err)) {
+        if (d->rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (periodic)
+        ck_pending = step;
+    else if (d->rank == 0 && !o->quiet)
+        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
+    return 0;
+}
+
+/* Test hook TESS_TEST_DIVERGE=STEP: after the update of step STEP every weight is multiplied by 1e30 (finite, as
+ * a run that diverges leaves them), so the next loss overflows; proves a diverged step never replaces a
+ * checkpoint. */
+static void test_diverge(tr_ctx *c, float *H, float *A, int k)
+{
+    const char *env = getenv("TESS_TEST_DIVERGE");
+    if (!env || atoi(env) != k)
+        return;
+    const tr_rank_desc *d = c->desc;
+    tr_backend_sync(c);
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *p = &d->params[i];
+        long long n = (long long)p->rows * p->cols;
+        tr_backend_download(c, H + p->offset, A + p->offset, n);
+        for (long long e = 0; e < n; e++)
+            H[p->offset + e] *= 1e30f;
+        tr_backend_upload(c, A + p->offset, H + p->offset, n);
+    }
+}
+
+/* Step k's loss and gradients are finite: the pending checkpoint of step k-1 replaces --checkpoint-out. Returns
+ * 0 or 1 (the rename failed; the previous checkpoint is kept). */
+static int keep_pending(const tr_rank_desc *d, const tr_opts *o)
+{
+    tr_err err = {{0}};
+    if (!ck_pending)
+        return 0;
+    if (!tr_ckpt_promote(d, ck_pending_path, o->checkpoint_out, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
     if (d->rank == 0 && !o->quiet)
-        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
+        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, ck_pending);
+    ck_kept = ck_pending;
+    ck_pending = 0;
     return 0;
 }
 
@@ -1078,6 +1152,10 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
+    if (o.checkpoint_out) {
+        ck_out = o.checkpoint_out;
+        snprintf(ck_pending_path, sizeof ck_pending_path, "%s%s", o.checkpoint_out, TR_CKPT_PENDING_SUFFIX);
+    }
     /* every output can be written, or nothing runs */
     bool ok = rank == 0 ? check_outputs(&o, &err) && tr_lm_check_outputs(&o.lm, &err) : true;
     if (!root_ok(ok)) {
@@ -1290,10 +1368,16 @@ int main(int argc, char **argv)
                 rc = 5;
                 goto out;
             }
+            if ((rc = keep_pending(d, &o)) != 0) { /* step k-1's checkpoint: its next step is good */
+                free(reps);
+                free(th);
+                goto out;
+            }
             ctx.opt_step = k;
             ctx.lr = tr_sched_lr(tr_model.lr, tr_model.lr_min, tr_model.warmup, tr_model.decay_steps, k);
             double norm = tr_model.clip > 0 ? tr_clip_apply(&ctx, H, A, tr_model.clip) : -1.0;
             d->optimizer(&ctx, A);
+            test_diverge(&ctx, H, A, k);
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             double dt = reps[k - step0 - 1] = tr_now() - t0;
@@ -1317,7 +1401,7 @@ int main(int argc, char **argv)
                     printf("val step %d loss %.9g\n", k, vloss);
             }
             if (o.checkpoint_every && k % o.checkpoint_every == 0 && k < step0 + o.steps && /* the last: after */
-                (rc = write_checkpoint(&ctx, &o, H, A, k)) != 0) {
+                (rc = write_checkpoint(&ctx, &o, H, A, k, 1)) != 0) {
                 free(reps);
                 free(th);
                 goto out;
@@ -1435,7 +1519,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.checkpoint_out) {
-        int crc = write_checkpoint(&ctx, &o, H, A, step0 + o.steps);
+        int crc = write_checkpoint(&ctx, &o, H, A, step0 + o.steps, 0);
         rc = rc ? rc : crc;
     }
     if (o.replica_check) {
@@ -1453,6 +1537,8 @@ int main(int argc, char **argv)
             rc = 4;
     }
 out:
+    if (ck_pending) /* its next step failed or never ran: not a checkpoint known good */
+        tr_ckpt_discard(d, ck_pending_path);
     tr_lmdata_close(&ld);
     tr_backend_free(&ctx, A ? A : H, H);
     tr_trace_free(&ctx);

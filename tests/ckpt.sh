@@ -4,7 +4,9 @@
 #               printed losses (with lr and norm) and the --weights-out files bitwise identical, and the two
 #               runs' final checkpoints byte for byte the same; the checkpoint's weights bitwise those of
 #               --weights-out of the same run, and its moments present
-#   every       --checkpoint-every 2 writes after steps 2 and 4 and, at the end, the checkpoint of step 6
+#   every       --checkpoint-every 2 writes after steps 2 and 4 and, at the end, the checkpoint of step 6; when the
+#               weights after step 4 overflow the loss of step 5 (the TESS_TEST_DIVERGE hook scales them by
+#               1e30), the checkpoint of step 2 is kept, the message says so, and it resumes with a finite loss
 #   reshard     a checkpoint of [2,2,1] resumed with --reshard on [1,1,2] and [2,2,2] for 0 steps writes
 #               weights and moments bitwise equal to it; resumed for 3 steps its losses track the same-mesh
 #               resume within 1e-4 relative (the cross-mesh tolerance of tests/train.sh: float32 sums in
@@ -69,7 +71,23 @@ ck_every() {
     [ "$(grep -c "^wrote $c.st (checkpoint after step [246])" "$c.out")" = 3 ] ||
         { echo "want checkpoints after steps 2, 4 and 6"; return 1; }
     cmp "$c.st" "$WORK/ck_2_1.ck6.st" || { echo "the last checkpoint differs from the one of a plain 6-step run"; return 1; }
-    ! ls "$c".st.tmp.* >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
+    ! ls "$c".st.tmp.* "$c".st.pending >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
+}
+
+ck_every_diverged() {
+    local dir="$WORK/sc_2_1" c="$WORK/ck_div"
+    rm -f "$c.st"
+    TESS_TEST_DIVERGE=4 "$dir/run" --weights "$WORK/w.safetensors" "${CK_DATA[@]}" --steps 6 --checkpoint-every 2 \
+        --checkpoint-out "$c.st" >"$c.out" 2>"$c.err"
+    local rc=$?
+    cat "$c.out" "$c.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -qF -- "--checkpoint-out $c.st holds the checkpoint after step 2 (the last whose next step had a finite loss and gradients); the checkpoint after step 4 was discarded" "$c.err" &&
+        ! grep -q "nothing was written" "$c.err" || { echo "the message does not say what was kept"; return 1; }
+    grep -aq '"step":"2"' "$c.st" || { echo "$c.st does not hold step 2"; return 1; }
+    ! ls "$c".st.tmp.* "$c".st.pending >/dev/null 2>&1 || { echo "a temp or pending file was left"; return 1; }
+    "$dir/run" --resume "$c.st" "${CK_DATA[@]}" --steps 1 >"$c.r.out" || return 1
+    grep -q "^step 3 loss [0-9]" "$c.r.out" || { cat "$c.r.out"; echo "no finite loss at step 3"; return 1; }
 }
 
 # tensors of two checkpoints (or of a checkpoint's weights and a weights file) bitwise equal
@@ -154,6 +172,8 @@ done
 if [ -f "$WORK/ck_2_1.ck3.st" ] && [ -f "$WORK/ck_2_1.ck6.st" ]; then
     CK=$WORK/ck_2_1.ck3.st
     check "ckpt: --checkpoint-every 2 writes after steps 2, 4 and 6, the last equal to a plain run's" ck_every
+    check "ckpt: --checkpoint-every keeps the last checkpoint whose next step is finite when the run diverges, and says so" \
+        ck_every_diverged
     for m in 1,2 2,2; do
         q=${m%,*}
         d=${m#*,}
