@@ -2,7 +2,9 @@
  * tr_ckpt.c - training checkpoints (tr_ckpt.h): the metadata a checkpoint records, its writer (the full
  * tensors gathered on rank 0, one atomic safetensors write) and resume (rank 0 validates, every rank
  * reads its pieces). The refusals name the file, the field, the checkpoint's value and the built
- * model's, and the fix; a refused checkpoint loads nothing.
+ * model's, and the fix; a refused checkpoint loads nothing. Built with -DTR_CKPT_READER_ONLY (the fuzz
+ * harness tests/fuzz/fuzz_ckpt.c) only the metadata and the rank-0 validation (tr_ckpt_check) are
+ * compiled: no MPI.
  */
 #include "tr_ckpt.h"
 
@@ -17,7 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifndef TR_CKPT_READER_ONLY
 #include "tr_gather.h"
+#endif
 #include "tr_json.h"
 #include "tr_safetensors.h"
 
@@ -137,11 +141,6 @@ static uint64_t fnv(uint64_t h, const float *v, long long n)
     return h;
 }
 
-static long long full_elems(const tr_param *pr)
-{
-    return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
-}
-
 /* "adam_m.<name>" (kind 1), "adam_v.<name>" (kind 2) or the name (kind 0) into buf. */
 static const char *tensor_name(char *buf, size_t cap, const tr_param *pr, int kind)
 {
@@ -150,7 +149,12 @@ static const char *tensor_name(char *buf, size_t cap, const tr_param *pr, int ki
     return buf;
 }
 
-/* ---- writing ---- */
+/* ---- writing (MPI: not in the fuzz harness's reader-only build, TR_CKPT_READER_ONLY) ---- */
+#ifndef TR_CKPT_READER_ONLY
+static long long full_elems(const tr_param *pr)
+{
+    return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+}
 
 bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
                    tr_err *err)
@@ -241,6 +245,8 @@ void tr_ckpt_discard(const tr_rank_desc *d, const char *pending)
     if (d->rank == 0)
         (void)unlink(pending);
 }
+
+#endif /* TR_CKPT_READER_ONLY */
 
 /* ---- resuming ---- */
 
@@ -419,6 +425,16 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
     return true;
 }
 
+bool tr_ckpt_check(const tr_rank_desc *d, const char *path, int reshard, int check_data, tr_ckpt_state *st,
+                   char *pos, tr_err *err)
+{
+    tr_st_file f;
+    bool ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, check_data, st, pos, err);
+    tr_st_close(&f);
+    return ok;
+}
+
+#ifndef TR_CKPT_READER_ONLY
 /* This rank's pieces of tensor `name` of the open file into H at off (the shard layout of pr). */
 static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name, float *H, long long off,
                        tr_err *err)
@@ -439,9 +455,7 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
     long long step = 0;
     unsigned long long seed = 0;
     if (ok && d->rank == 0) {
-        tr_st_file f;
-        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, check_data, st, pos, err);
-        tr_st_close(&f);
+        ok = tr_ckpt_check(d, path, reshard, check_data, st, pos, err);
         step = st->step;
         seed = st->seed;
     }
@@ -503,3 +517,4 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
     }
     return true;
 }
+#endif /* TR_CKPT_READER_ONLY */

@@ -22,9 +22,11 @@
 #ifndef TR_CKPT_H
 #define TR_CKPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "tr_ctx.h"
+#include "tr.h"
+#include "tr_err.h"
 
 #define TR_CKPT_FORMAT "tessgen-checkpoint-1"
 #define TR_CKPT_DATA_POS_CAP 1024 /* bytes of the data position, with its NUL */
@@ -74,5 +76,11 @@ typedef struct tr_ckpt_state {
  * every rank when refused; the message is in rank 0's err, nothing loaded is used. */
 bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int check_data, float *H,
                     tr_ckpt_state *st, tr_err *err);
+
+/* Rank 0's whole validation of path, no MPI (what tr_ckpt_resume runs before any rank loads; the fuzz harness
+ * tests/fuzz/fuzz_ckpt.c calls it alone): fills st (step, seed, mesh, note, dtype, data) and pos (the data
+ * position, TR_CKPT_DATA_POS_CAP bytes). False with the message in err, naming path. */
+bool tr_ckpt_check(const tr_rank_desc *d, const char *path, int reshard, int check_data, tr_ckpt_state *st,
+                   char *pos, tr_err *err);
 
 #endif
