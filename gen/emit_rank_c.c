@@ -314,6 +314,8 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
                  ",\n    .warmup = %lld, .decay_steps = %lld, .lr_min = %.17g, /* lr schedule */\n    .clip = %.17g",
                  op->warmup, op->decay_steps, op->lr_min, op->clip);
     vars[n++] = (tg_tvar){"WD", wd};
+    /* the dtype only when it is not fp32 (tr_model.dtype NULL reads "fp32"), as the schedule fields above */
+    vars[n++] = (tg_tvar){"DTYPE", pl->spec.dtype == TG_BF16 ? "\n    .dtype = \"bf16\", /* docs/BF16.md */" : ""};
     VAR("FINGERPRINT", "%s", pl->fingerprint);
     VAR("NCLASSES", "%d", tg_plan_nclasses(pl));
     VAR("PLACEMENT", "%s", tg_placement_name(pl->mesh.placement));

@@ -136,6 +136,7 @@ typedef struct tr_model_desc {
      * sets them only when the spec does */
     long long warmup, decay_steps;
     double lr_min, clip;
+    const char *dtype; /* the spec's dtype: "bf16", or NULL for "fp32" (model.c sets it only for bf16) */
 } tr_model_desc;
 
 /* What differs between the ranks of one class: the rank, its depth, where its block of the residual stream

@@ -2,11 +2,14 @@
  * tr_ckpt.c - training checkpoints (tr_ckpt.h): the metadata a checkpoint records, its writer (the full
  * tensors gathered on rank 0, one atomic safetensors write) and resume (rank 0 validates, every rank
  * reads its pieces). The refusals name the file, the field, the checkpoint's value and the built
- * model's, and the fix; a refused checkpoint loads nothing.
+ * model's, and the fix; a refused checkpoint loads nothing. Built with -DTR_CKPT_READER_ONLY (the fuzz
+ * harness tests/fuzz/fuzz_ckpt.c) only the metadata and the rank-0 validation (tr_ckpt_check) are
+ * compiled: no MPI.
  */
 #include "tr_ckpt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -14,8 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#ifndef TR_CKPT_READER_ONLY
 #include "tr_gather.h"
+#endif
 #include "tr_json.h"
 #include "tr_safetensors.h"
 
@@ -35,9 +41,50 @@ const char *tr_ckpt_data_pos(void)
     return tr_ckpt_pos;
 }
 
+static char tr_ckpt_data_rec[TR_CKPT_DATA_CAP] = "synthetic"; /* what the run trains on */
+
+void tr_ckpt_set_data(const char *record)
+{
+    size_t n = 0, len = strlen(record), cap = sizeof tr_ckpt_data_rec - 1;
+    for (size_t i = 0; i < len && n < cap;) {
+        size_t good = tr_json_utf8_check(record + i, len - i); /* the valid prefix */
+        if (good == 0) {
+            tr_ckpt_data_rec[n++] = '?'; /* a byte that is not UTF-8 */
+            i++;
+            continue;
+        }
+        if (good > cap - n)
+            good = cap - n;
+        memcpy(tr_ckpt_data_rec + n, record + i, good);
+        n += good;
+        i += good;
+    }
+    while (n > 0 && tr_json_utf8_check(tr_ckpt_data_rec, n) < n) /* cut inside a character */
+        n--;
+    tr_ckpt_data_rec[n] = '\0';
+}
+
+const char *tr_ckpt_data(void)
+{
+    return tr_ckpt_data_rec;
+}
+
+/* Do two data records name the same data? Token shards (--data) always do here: the loader's position
+ * stored beside the record checks the shard set itself, wherever it lies now. */
+static bool same_data(const char *a, const char *b)
+{
+    return (strncmp(a, "--data ", 7) == 0 && strncmp(b, "--data ", 7) == 0) || strcmp(a, b) == 0;
+}
+
+/* A data record as a message reads it. */
+static const char *data_text(const char *rec)
+{
+    return strcmp(rec, "synthetic") == 0 ? "synthetic data from the seed (no data option)" : rec;
+}
+
 /* ---- the metadata: what the built program is, as strings (the checkpoint stores the same) ---- */
 
-enum { META_MODEL = 7, META_OPT = 9, META_MAX = 32, META_VAL = 160 };
+enum { META_MODEL = 7, META_OPT = 9, META_DTYPE = META_MODEL + META_OPT + 2, META_MAX = 32, META_VAL = 160 };
 
 typedef struct meta_list {
     int n;
@@ -56,7 +103,8 @@ static void meta_add(meta_list *m, const char *key, const char *fmt, ...)
     m->n++;
 }
 
-/* The model's dimensions (META_MODEL entries, first), the optimizer (META_OPT), then the mesh. */
+/* The model's dimensions (META_MODEL entries, first), the optimizer (META_OPT), then the mesh, its strides and
+ * the dtype (META_DTYPE). */
 static void built_meta(meta_list *m)
 {
     m->n = 0;
@@ -78,6 +126,7 @@ static void built_meta(meta_list *m)
     meta_add(m, "optimizer.clip", "%.17g", tr_model.clip);
     meta_add(m, "mesh", "%s", tr_mesh_text());
     meta_add(m, "mesh.strides", "%d,%d,%d", tr_model.si, tr_model.sj, tr_model.sk);
+    meta_add(m, "dtype", "%s", tr_model.dtype ? tr_model.dtype : "fp32");
     meta_add(m, "fingerprint", "%s", tr_model.fingerprint);
     meta_add(m, "name", "%s", tr_model.name);
     meta_add(m, "tessgen", "%s", tr_model.tessgen_version);
@@ -92,11 +141,6 @@ static uint64_t fnv(uint64_t h, const float *v, long long n)
     return h;
 }
 
-static long long full_elems(const tr_param *pr)
-{
-    return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
-}
-
 /* "adam_m.<name>" (kind 1), "adam_v.<name>" (kind 2) or the name (kind 0) into buf. */
 static const char *tensor_name(char *buf, size_t cap, const tr_param *pr, int kind)
 {
@@ -105,7 +149,12 @@ static const char *tensor_name(char *buf, size_t cap, const tr_param *pr, int ki
     return buf;
 }
 
-/* ---- writing ---- */
+/* ---- writing (MPI: not in the fuzz harness's reader-only build, TR_CKPT_READER_ONLY) ---- */
+#ifndef TR_CKPT_READER_ONLY
+static long long full_elems(const tr_param *pr)
+{
+    return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+}
 
 bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
                    tr_err *err)
@@ -151,6 +200,9 @@ bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long
             kv[2 * nkv] = "data_pos";
             kv[2 * nkv + 1] = tr_ckpt_pos;
             nkv++;
+            kv[2 * nkv] = "data";
+            kv[2 * nkv + 1] = tr_ckpt_data_rec;
+            nkv++;
             ok = tr_st_write_atomic_meta(path, outs, n, TR_ST_F32, kv, nkv, err);
         }
         free(outs);
@@ -163,6 +215,38 @@ bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return v == 1;
 }
+
+bool tr_ckpt_promote(const tr_rank_desc *d, const char *pending, const char *path, tr_err *err)
+{
+    int v = 1;
+    if (d->rank == 0) {
+        if (rename(pending, path) != 0) {
+            v = 0;
+            tr_fail(err, "%s: cannot rename %s onto it: %s; %s keeps the previous checkpoint", path, pending,
+                    strerror(errno), path);
+        } else { /* make the rename durable (best effort: some file systems refuse fsync on a directory) */
+            char dir[4096];
+            const char *slash = strrchr(path, '/');
+            size_t n = slash ? (size_t)(slash - path) : 0;
+            snprintf(dir, sizeof dir, "%.*s", (int)(n ? n : 1), slash ? path : ".");
+            int fd = open(dir, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                (void)fsync(fd);
+                close(fd);
+            }
+        }
+    }
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return v == 1;
+}
+
+void tr_ckpt_discard(const tr_rank_desc *d, const char *pending)
+{
+    if (d->rank == 0)
+        (void)unlink(pending);
+}
+
+#endif /* TR_CKPT_READER_ONLY */
 
 /* ---- resuming ---- */
 
@@ -178,8 +262,8 @@ static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *
 }
 
 /* Rank 0: the checks on the open file f, in the order a user fixes them. */
-static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, tr_ckpt_state *st,
-                       char *pos, tr_err *err)
+static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, int check_data,
+                       tr_ckpt_state *st, char *pos, tr_err *err)
 {
     char v[TR_CKPT_DATA_POS_CAP], w[META_VAL];
     if (!tr_st_metadata(f, "format", v, sizeof v))
@@ -215,6 +299,7 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
                               "program (%s, from %s); resume it with a program generated for its model",
                          path, m->key[k], w, m->val[k], tr_model.name, tr_model.spec_path);
     }
+    bool model_ok = ok;
     /* the mesh (placement included): the same, or --reshard */
     for (int k = META_MODEL + META_OPT; ok && k < META_MODEL + META_OPT + 2; k++) {
         if (!tr_st_metadata(f, m->key[k], w, sizeof w)) {
@@ -233,9 +318,29 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
                          path, mw, sw, tr_mesh_text(), m->val[META_MODEL + META_OPT + 1], mw);
         }
     }
+    /* the dtype: the same, or --reshard (a checkpoint holds fp32 master weights and moments in either dtype) */
+    if (!tr_st_metadata(f, "dtype", st->dtype, sizeof st->dtype))
+        st->dtype[0] = '\0'; /* a checkpoint of an earlier tessgen: not checked, a note says so */
+    if (model_ok && st->dtype[0] && strcmp(st->dtype, m->val[META_DTYPE]) != 0 && !reshard)
+        ok = tr_fail(err, "%s: the checkpoint was trained with dtype = \"%.16s\", this program computes with dtype = "
+                          "\"%s\" (%s, from %s): add --reshard to continue in %s (the checkpoint's float32 master "
+                          "weights and AdamW moments load exactly; the steps then round as %s does, so the run differs "
+                          "from its continuation in %.16s), or resume with a program generated with dtype = \"%.16s\"",
+                     path, st->dtype, m->val[META_DTYPE], tr_model.name, tr_model.spec_path, m->val[META_DTYPE],
+                     m->val[META_DTYPE], st->dtype, st->dtype);
     free(m);
     if (!ok)
         return false;
+    /* the data it was trained on (a checkpoint of an earlier tessgen has no record: not checked) */
+    if (!tr_st_metadata(f, "data", st->data, sizeof st->data))
+        st->data[0] = '\0';
+    if (check_data && st->data[0] && !same_data(st->data, tr_ckpt_data_rec))
+        return tr_fail(err, "%s: the checkpoint was trained on %s, but this run would train on %s: %s%s to continue "
+                            "on the data it was trained on, or add --data-change to continue on this run's data "
+                            "(recorded in the checkpoints it writes)",
+                       path, data_text(st->data), data_text(tr_ckpt_data_rec),
+                       strcmp(st->data, "synthetic") == 0 ? "drop the data options" : "pass ",
+                       strcmp(st->data, "synthetic") == 0 ? "" : st->data);
     /* step, seed, data position */
     unsigned long long step, seed;
     if (!meta_uint(f, "step", &step) || step > INT_MAX)
@@ -320,6 +425,16 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
     return true;
 }
 
+bool tr_ckpt_check(const tr_rank_desc *d, const char *path, int reshard, int check_data, tr_ckpt_state *st,
+                   char *pos, tr_err *err)
+{
+    tr_st_file f;
+    bool ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, check_data, st, pos, err);
+    tr_st_close(&f);
+    return ok;
+}
+
+#ifndef TR_CKPT_READER_ONLY
 /* This rank's pieces of tensor `name` of the open file into H at off (the shard layout of pr). */
 static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name, float *H, long long off,
                        tr_err *err)
@@ -332,16 +447,15 @@ static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name
     return ok;
 }
 
-bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float *H, tr_ckpt_state *st, tr_err *err)
+bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int check_data, float *H, tr_ckpt_state *st,
+                    tr_err *err)
 {
     char *pos = calloc(TR_CKPT_DATA_POS_CAP, 1);
     bool ok = pos != NULL;
     long long step = 0;
     unsigned long long seed = 0;
     if (ok && d->rank == 0) {
-        tr_st_file f;
-        ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, st, pos, err);
-        tr_st_close(&f);
+        ok = tr_ckpt_check(d, path, reshard, check_data, st, pos, err);
         step = st->step;
         seed = st->seed;
     }
@@ -354,6 +468,8 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float 
     MPI_Bcast(&step, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
     MPI_Bcast(pos, TR_CKPT_DATA_POS_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(st->data, TR_CKPT_DATA_CAP, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(st->dtype, sizeof st->dtype, MPI_CHAR, 0, MPI_COMM_WORLD);
     st->step = step;
     st->seed = seed;
     tr_ckpt_set_data_pos(pos);
@@ -401,3 +517,4 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, float 
     }
     return true;
 }
+#endif /* TR_CKPT_READER_ONLY */

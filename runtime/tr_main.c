@@ -15,7 +15,8 @@
  * infinity can only give non-finite results). The arena is filled with NaN
  * before loading, so anything the schedule fails to write shows up in the
  * output. Training stops at the first non-finite loss or gradient, naming the
- * step and the first tensor affected, and writes nothing.
+ * step and the first tensor affected, and writes nothing (a periodic checkpoint
+ * replaces the last only once the step after it is known finite).
  *
  * Training steps take the learning rate of the spec's schedule (tr_sched.h), clip
  * the gradients by their global norm when the spec asks (tr_clip.h), print one
@@ -74,7 +75,8 @@ typedef struct tr_opts {
     int seed_set;      /* --seed was given (else a resumed run takes the checkpoint's) */
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
     int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
-    int reshard;                         /* --reshard: resume a checkpoint of another mesh */
+    int reshard;                         /* --reshard: resume a checkpoint of another mesh or dtype */
+    int data_change;                     /* --data-change: resume a checkpoint trained on other data */
     tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
     tr_lmdata_opts data; /* --data, --val-data, --val-every, --val-batches (tr_lmdata.c) */
 } tr_opts;
@@ -137,9 +139,12 @@ static void usage(FILE *f, const char *prog)
                        "  --dx-out F    with --dy: write dL/dx [batch, seq, hidden]\n"
                        "  --grads-out F with --dy: write every weight gradient (safetensors, names h.<l>.*)\n");
         fprintf(f, "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
-                   "  --checkpoint-every N  with --steps: also write it every N steps\n"
+                   "  --checkpoint-every N  with --steps: also write it every N steps (C.pending, replacing C once\n"
+                   "                the next step's loss and gradients are finite)\n"
                    "  --resume C    continue from checkpoint C: weights, moments and the step (not with --weights)\n"
-                   "  --reshard     with --resume: accept a checkpoint written on another mesh, re-sharded on load\n"
+                   "  --reshard     with --resume: accept a checkpoint written on another mesh (re-sharded on load)\n"
+                   "                or in another dtype (continued in this program's)\n"
+                   "  --data-change with --resume and --steps: continue on other data than the checkpoint recorded\n"
                    "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4)\n"
                    "  --timing      with --steps: median time per training step and per step kind\n");
     }
@@ -178,7 +183,7 @@ static const char *const all_options[] = {
     "--grads-out",   "--steps",       "--target",      "--weights-out",    "--replica-check", "--out-dtype",
     "--checkpoint-out", "--checkpoint-every", "--resume", "--reshard",     "--hf-out",      "--timing",
     "--tokens",      "--targets",     "--logits-out",  "--data",           "--val-data",    "--val-every",
-    "--val-batches",
+    "--val-batches", "--data-change",
 };
 
 /* Edit distance (insertions, deletions, substitutions) of two short strings; 99 when either is too long. */
@@ -226,6 +231,13 @@ static const char *closest_option(const char *s)
     }
     return best ? best : nprefix == 1 ? prefix : NULL;
 }
+
+/* --checkpoint-every (tr_ckpt.h TR_CKPT_PENDING_SUFFIX): the checkpoint waiting in ck_pending_path for the next
+ * step's loss and gradients (step ck_pending, 0: none), and the last one that replaced --checkpoint-out in this
+ * run (ck_kept, 0: none) */
+static char ck_pending_path[4200];
+static int ck_pending, ck_kept;
+static const char *ck_out;
 
 /* The option of each output path, in the order check_outputs and parse_args list them. */
 static const char *const out_option[6] = {"--output",    "--trace",  "--weights-out",
@@ -299,6 +311,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             o->trace = argv[++a];
         } else if (!strcmp(s, "--reshard")) {
             o->reshard = 1;
+        } else if (!strcmp(s, "--data-change")) {
+            o->data_change = 1;
         } else if (!strcmp(s, "--replica-check")) {
             o->replica_check = 1;
         } else if (!strcmp(s, "--timing")) {
@@ -416,6 +430,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--reshard re-shards the checkpoint given to --resume; add --resume C, or drop --reshard");
         return -1;
     }
+    if (o->data_change && (!o->resume || !o->steps)) {
+        tr_fail(err, "--data-change lets --resume C --steps N train on other data than the checkpoint was trained "
+                     "on; add --resume and --steps, or drop --data-change");
+        return -1;
+    }
     if (o->checkpoint_every && (!o->checkpoint_out || !o->steps)) {
         tr_fail(err, "--checkpoint-every N writes --checkpoint-out every N of the --steps: give both "
                      "--checkpoint-out C and --steps");
@@ -428,6 +447,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     if (!tr_lm_check_opts(&o->lm, err) ||
         !tr_lmdata_check_opts(&o->data, o->steps, o->lm.tokens || o->lm.targets, err))
         return -1;
+    if (tr_lm_vocab() && tr_model.mode && (o->steps || o->grads_out) && !o->lm.tokens != !o->lm.targets) {
+        tr_fail(err, "%s without %s: %s loss reads the token ids and their targets, and the missing ones would be "
+                     "synthetic (from --seed); give %s (int32 [batch, seq]%s)%s",
+                o->lm.tokens ? "--tokens" : "--targets", o->lm.tokens ? "--targets" : "--tokens",
+                o->steps ? "the training" : "the --grads-out", o->lm.tokens ? "--targets Y.npy" : "--tokens T.npy",
+                o->lm.tokens ? ": each token's next token" : "", o->steps ? ", or train on token shards with --data P" : "");
+        return -1;
+    }
     if (tr_lm_vocab() && (o->input || o->target || o->dy || o->dx_out)) {
         tr_fail(err, "--input, --target, --dy and --dx-out are for a stack of blocks on hidden states; this program is a "
                      "language model (model.vocab = %d): give --tokens T.npy and --targets Y.npy (int32 [batch, seq]); "
@@ -492,6 +519,8 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
     for (int i = 0; i < 6; i++)
         if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
             ok = false;
+    if (ok && o->checkpoint_every && !tr_st_check_output(ck_pending_path, "--checkpoint-every", err))
+        ok = false;
     if (ok && o->hf_out && !tr_hfout_check(o->hf_out, err))
         return false; /* its message says nothing was run */
     if (!ok)
@@ -938,6 +967,25 @@ static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, float *th, fl
 static const char *const nothing_written =
     "nothing was written (--weights-out and every other output keep their previous content)";
 
+/* What a stopped run wrote, truly: nothing, or the periodic checkpoints kept before the step that failed. */
+static const char *written_note(char *buf, size_t cap)
+{
+    if (!ck_kept && !ck_pending)
+        return nothing_written;
+    char kept[160], gone[160] = "";
+    if (ck_kept)
+        snprintf(kept, sizeof kept, "holds the checkpoint after step %d (the last whose next step had a finite loss "
+                                    "and gradients)", ck_kept);
+    else
+        snprintf(kept, sizeof kept, "keeps its previous content");
+    if (ck_pending)
+        snprintf(gone, sizeof gone, "; the checkpoint after step %d was discarded", ck_pending);
+    snprintf(buf, cap, "--checkpoint-out %s %s%s; nothing else was written (--weights-out and every other output "
+                       "keep their previous content)",
+             ck_out, kept, gone);
+    return buf;
+}
+
 static const char *fmt_loss(char *buf, size_t cap, double loss)
 {
     snprintf(buf, cap, "%s", isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
@@ -959,7 +1007,7 @@ static void download_params(tr_ctx *c, float *H, const float *A, int grads)
 static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double loss)
 {
     const tr_rank_desc *d = c->desc;
-    char ls[16], what[512], when[64];
+    char ls[16], what[512], when[64], note[1024];
     tr_backend_sync(c);
     download_params(c, H, A, 0);
     int idx = find_nonfinite(d, H, 0, what, sizeof what);
@@ -975,12 +1023,13 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
         fprintf(stderr, "error: training stopped at step %d: the loss is %s; the weights are not finite %s: %s "
                         "(the first such tensor in model order); lower optimizer.lr (now %g) or check the inputs; "
                         "%s\n",
-                k, fmt_loss(ls, sizeof ls, loss), when, what, tr_model.lr, nothing_written);
+                k, fmt_loss(ls, sizeof ls, loss), when, what, tr_model.lr, written_note(note, sizeof note));
     } else {
         fprintf(stderr, "error: training stopped at step %d: the loss is %s although every weight is finite: the "
                         "forward overflowed; the largest weight is %s with |w| = %g %s; lower optimizer.lr (now %g); "
                         "%s\n",
-                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr, nothing_written);
+                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr,
+                written_note(note, sizeof note));
     }
 }
 
@@ -997,14 +1046,14 @@ static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss
         const tr_param *p = &d->params[d->nparams - 1];
         H[p->grad_offset + (long long)p->rows * p->cols - 1] = NAN;
     }
-    char what[512];
+    char what[512], note[1024];
     if (find_nonfinite(d, H, 1, what, sizeof what) < 0)
         return true;
     if (d->rank == 0) {
         fprintf(stderr, "error: training stopped at step %d: the loss %.9g is finite but the gradient is not: the "
                         "gradient of %s (the first such tensor in model order); the backward overflowed; lower "
                         "optimizer.lr (now %g) or check the inputs; %s\n",
-                k, loss, what, tr_model.lr, nothing_written);
+                k, loss, what, tr_model.lr, written_note(note, sizeof note));
     }
     return false;
 }
@@ -1012,19 +1061,52 @@ static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss
 /* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
 static bool weights_out_finite(const tr_rank_desc *d, const float *H)
 {
-    char what[512];
+    char what[512], note[1024];
     if (find_nonfinite(d, H, 0, what, sizeof what) < 0)
         return true;
     if (d->rank == 0)
-        fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, nothing_written);
+        fprintf(stderr, "error: the weights are not finite: %s; %s\n", what, written_note(note, sizeof note));
     return false;
+}
+
+/* The data this run trains on, as the checkpoint records it (tr_ckpt_set_data). */
+static void data_record(const tr_opts *o, char *buf, size_t cap)
+{
+    const char *opt[2], *val[2];
+    int n = 0;
+    if (o->data.data) {
+        opt[n] = "--data";
+        val[n++] = o->data.data;
+    }
+    if (o->lm.tokens) {
+        opt[n] = "--tokens";
+        val[n++] = o->lm.tokens;
+    }
+    if (o->lm.targets && n < 2) {
+        opt[n] = "--targets";
+        val[n++] = o->lm.targets;
+    }
+    if (o->input && n < 2) {
+        opt[n] = "--input";
+        val[n++] = o->input;
+    }
+    if (o->target && n < 2) {
+        opt[n] = "--target";
+        val[n++] = o->target;
+    }
+    if (n == 0)
+        snprintf(buf, cap, "synthetic");
+    else if (n == 1)
+        snprintf(buf, cap, "%s %s", opt[0], val[0]);
+    else
+        snprintf(buf, cap, "%s %s %s %s", opt[0], val[0], opt[1], val[1]);
 }
 
 /* --resume: the checkpoint's weights and moments into H (tr_ckpt.c), its step and (without --seed) its seed. */
 static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *st)
 {
     tr_err err = {{0}};
-    if (!tr_ckpt_resume(d, o->resume, o->reshard, H, st, &err)) {
+    if (!tr_ckpt_resume(d, o->resume, o->reshard, o->steps && !o->data_change, H, st, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
         return false;
@@ -1036,24 +1118,40 @@ static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *s
         return false;
     }
     if (d->rank == 0 && !o->quiet) {
-        printf("resumed from %s after step %lld (seed %llu%s%s%s)\n", o->resume, st->step,
+        const char *dtype = tr_model.dtype ? tr_model.dtype : "fp32";
+        bool redtype = st->dtype[0] && strcmp(st->dtype, dtype) != 0;
+        printf("resumed from %s after step %lld (seed %llu%s%s%s%s%s%s%s)\n", o->resume, st->step,
                (unsigned long long)(o->seed_set ? o->seed : st->seed),
                o->seed_set && o->seed != st->seed ? ", from --seed: the checkpoint's run used another" : "",
                strcmp(st->mesh, tr_mesh_text()) != 0 ? "; re-sharded from mesh " : "",
-               strcmp(st->mesh, tr_mesh_text()) != 0 ? st->mesh : "");
+               strcmp(st->mesh, tr_mesh_text()) != 0 ? st->mesh : "", redtype ? "; trained in " : "",
+               redtype ? st->dtype : "", redtype ? ", continued in " : "", redtype ? dtype : "");
+        if (!st->dtype[0])
+            printf("note: the checkpoint does not record its dtype (written by an earlier tessgen): not checked\n");
         if (st->note[0])
             printf("note: this build's optimizer settings differ from the checkpoint's, and are used: %s\n",
                    st->note);
+        if (o->steps && !st->data[0])
+            printf("note: the checkpoint does not record the data it was trained on (written by an earlier "
+                   "tessgen): not checked\n");
+        else if (o->data_change && strcmp(st->data, tr_ckpt_data()) != 0)
+            printf("note: --data-change: the checkpoint was trained on %s; this run trains on %s\n",
+                   strcmp(st->data, "synthetic") == 0 ? "synthetic data" : st->data,
+                   strcmp(tr_ckpt_data(), "synthetic") == 0 ? "synthetic data" : tr_ckpt_data());
     }
+    if (!o->steps && st->data[0])
+        tr_ckpt_set_data(st->data); /* no step trains here: a checkpoint written keeps what its steps saw */
     if (!o->seed_set)
         o->seed = st->seed;
     return true;
 }
 
-/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write. Returns
- * 0, 1 (not written) or 5 (non-finite weights: diverged, not written). */
-static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step)
+/* --checkpoint-out after `step` steps: the weights and moments from the run arena, then tr_ckpt_write; periodic:
+ * to the pending path, kept by keep_pending once the next step is known good. Returns 0, 1 (not written) or 5
+ * (non-finite weights: diverged, not written). */
+static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step, int periodic)
 {
+    const char *path = periodic ? ck_pending_path : o->checkpoint_out;
     const tr_rank_desc *d = c->desc;
     tr_err err = {{0}};
     tr_backend_sync(c);
@@ -1066,13 +1164,54 @@ static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *
     }
     if (!weights_out_finite(d, H))
         return 5;
-    if (!tr_ckpt_write(d, H, o->checkpoint_out, step, o->seed, &err)) {
+    if (!tr_ckpt_write(d, H, path, step, o->seed, &err)) {
+        if (d->rank == 0)
+            fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (periodic)
+        ck_pending = step;
+    else if (d->rank == 0 && !o->quiet)
+        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
+    return 0;
+}
+
+/* Test hook TESS_TEST_DIVERGE=STEP: after the update of step STEP every weight is multiplied by 1e30 (finite, as
+ * a run that diverges leaves them), so the next loss overflows; proves a diverged step never replaces a
+ * checkpoint. */
+static void test_diverge(tr_ctx *c, float *H, float *A, int k)
+{
+    const char *env = getenv("TESS_TEST_DIVERGE");
+    if (!env || atoi(env) != k)
+        return;
+    const tr_rank_desc *d = c->desc;
+    tr_backend_sync(c);
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *p = &d->params[i];
+        long long n = (long long)p->rows * p->cols;
+        tr_backend_download(c, H + p->offset, A + p->offset, n);
+        for (long long e = 0; e < n; e++)
+            H[p->offset + e] *= 1e30f;
+        tr_backend_upload(c, A + p->offset, H + p->offset, n);
+    }
+}
+
+/* Step k's loss and gradients are finite: the pending checkpoint of step k-1 replaces --checkpoint-out. Returns
+ * 0 or 1 (the rename failed; the previous checkpoint is kept). */
+static int keep_pending(const tr_rank_desc *d, const tr_opts *o)
+{
+    tr_err err = {{0}};
+    if (!ck_pending)
+        return 0;
+    if (!tr_ckpt_promote(d, ck_pending_path, o->checkpoint_out, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
     if (d->rank == 0 && !o->quiet)
-        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
+        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, ck_pending);
+    ck_kept = ck_pending;
+    ck_pending = 0;
     return 0;
 }
 
@@ -1129,6 +1268,10 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
+    if (o.checkpoint_out) {
+        ck_out = o.checkpoint_out;
+        snprintf(ck_pending_path, sizeof ck_pending_path, "%s%s", o.checkpoint_out, TR_CKPT_PENDING_SUFFIX);
+    }
     /* every output can be written, or nothing runs */
     bool ok = rank == 0 ? check_outputs(&o, &err) && tr_lm_check_outputs(&o.lm, &err) : true;
     if (!root_ok(ok)) {
@@ -1198,6 +1341,9 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    char rec[TR_CKPT_DATA_CAP];
+    data_record(&o, rec, sizeof rec);
+    tr_ckpt_set_data(rec); /* what the checkpoints written record (a resume checks it first) */
     tr_ckpt_state resumed = {.step = 0, .seed = o.seed}; /* steps done before this run */
     if (o.resume && !resume(d, &o, H, &resumed)) {
         rc = 1;
@@ -1353,11 +1499,17 @@ int main(int argc, char **argv)
                 rc = 5;
                 goto out;
             }
+            if ((rc = keep_pending(d, &o)) != 0) { /* step k-1's checkpoint: its next step is good */
+                free(reps);
+                free(th);
+                goto out;
+            }
             ctx.opt_step = k;
             ctx.lr = tr_sched_lr(tr_model.lr, tr_model.lr_min, tr_model.warmup, tr_model.decay_steps, k);
             double norm = tr_model.clip > 0 ? tr_clip_apply(&ctx, H, A, tr_model.clip) : -1.0;
             ctx.phase = TR_PHASE_OPTIMIZER;
             d->optimizer(&ctx, A);
+            test_diverge(&ctx, H, A, k);
             tr_backend_sync(&ctx);
             ctx.phase = TR_PHASE_FORWARD;
             if (record)
@@ -1384,7 +1536,7 @@ int main(int argc, char **argv)
                     printf("val step %d loss %.9g\n", k, vloss);
             }
             if (o.checkpoint_every && k % o.checkpoint_every == 0 && k < step0 + o.steps && /* the last: after */
-                (rc = write_checkpoint(&ctx, &o, H, A, k)) != 0) {
+                (rc = write_checkpoint(&ctx, &o, H, A, k, 1)) != 0) {
                 free(reps);
                 free(th);
                 goto out;
@@ -1503,7 +1655,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.checkpoint_out) {
-        int crc = write_checkpoint(&ctx, &o, H, A, step0 + o.steps);
+        int crc = write_checkpoint(&ctx, &o, H, A, step0 + o.steps, 0);
         rc = rc ? rc : crc;
     }
     if (o.replica_check) {
@@ -1521,6 +1673,8 @@ int main(int argc, char **argv)
             rc = 4;
     }
 out:
+    if (ck_pending) /* its next step failed or never ran: not a checkpoint known good */
+        tr_ckpt_discard(d, ck_pending_path);
     tr_lmdata_close(&ld);
     tr_backend_free(&ctx, A ? A : H, H);
     tr_trace_free(&ctx);

@@ -4,14 +4,16 @@
 #               printed losses (with lr and norm) and the --weights-out files bitwise identical, and the two
 #               runs' final checkpoints byte for byte the same; the checkpoint's weights bitwise those of
 #               --weights-out of the same run, and its moments present
-#   every       --checkpoint-every 2 writes after steps 2 and 4 and, at the end, the checkpoint of step 6
+#   every       --checkpoint-every 2 writes after steps 2 and 4 and, at the end, the checkpoint of step 6; when the
+#               weights after step 4 overflow the loss of step 5 (the TESS_TEST_DIVERGE hook scales them by
+#               1e30), the checkpoint of step 2 is kept, the message says so, and it resumes with a finite loss
 #   reshard     a checkpoint of [2,2,1] resumed with --reshard on [1,1,2] and [2,2,2] for 0 steps writes
 #               weights and moments bitwise equal to it; resumed for 3 steps its losses track the same-mesh
 #               resume within 1e-4 relative (the cross-mesh tolerance of tests/train.sh: float32 sums in
 #               other orders)
 #   refusals    another model's checkpoint, a truncated one, one with a flipped data bit, one without a
 #               moment tensor, one whose step is not a number, a weights file, another mesh without --reshard,
-#               --resume with --weights:
+#               another dtype without --reshard (with it: continued, saying so), --resume with --weights:
 #               each refused with its message, and the output files given are left as they were
 #   asan, cuda  the sanitizer build of [2,2,1] on checkpoints; the CUDA host code under the CPU emulation
 CK_MESHES=${TESS_CKPT_MESHES:-$SC_MESHES}
@@ -52,7 +54,7 @@ for k, v in w.items():
         t = ck.get(pre + k)
         if not t or t[0] != "F32" or t[1] != v[1]:
             print("moment %s%s missing or of another shape" % (pre, k)); ok = False
-for key, want in (("format", "tessgen-checkpoint-1"), ("step", "6"), ("seed", "1"), ("data_pos", ""), ("model.hidden", "48"),
+for key, want in (("format", "tessgen-checkpoint-1"), ("step", "6"), ("seed", "1"), ("data_pos", ""), ("model.hidden", "48"), ("dtype", "fp32"),
                   ("optimizer.clip", "0.050000000000000003"), ("optimizer.warmup", "2")):
     if meta.get(key) != want:
         print("metadata %s = %r, want %r" % (key, meta.get(key), want)); ok = False
@@ -69,7 +71,23 @@ ck_every() {
     [ "$(grep -c "^wrote $c.st (checkpoint after step [246])" "$c.out")" = 3 ] ||
         { echo "want checkpoints after steps 2, 4 and 6"; return 1; }
     cmp "$c.st" "$WORK/ck_2_1.ck6.st" || { echo "the last checkpoint differs from the one of a plain 6-step run"; return 1; }
-    ! ls "$c".st.tmp.* >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
+    ! ls "$c".st.tmp.* "$c".st.pending >/dev/null 2>&1 || { echo "a temp file was left"; return 1; }
+}
+
+ck_every_diverged() {
+    local dir="$WORK/sc_2_1" c="$WORK/ck_div"
+    rm -f "$c.st"
+    TESS_TEST_DIVERGE=4 "$dir/run" --weights "$WORK/w.safetensors" "${CK_DATA[@]}" --steps 6 --checkpoint-every 2 \
+        --checkpoint-out "$c.st" >"$c.out" 2>"$c.err"
+    local rc=$?
+    cat "$c.out" "$c.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -qF -- "--checkpoint-out $c.st holds the checkpoint after step 2 (the last whose next step had a finite loss and gradients); the checkpoint after step 4 was discarded" "$c.err" &&
+        ! grep -q "nothing was written" "$c.err" || { echo "the message does not say what was kept"; return 1; }
+    grep -aq '"step":"2"' "$c.st" || { echo "$c.st does not hold step 2"; return 1; }
+    ! ls "$c".st.tmp.* "$c".st.pending >/dev/null 2>&1 || { echo "a temp or pending file was left"; return 1; }
+    "$dir/run" --resume "$c.st" "${CK_DATA[@]}" --steps 1 >"$c.r.out" || return 1
+    grep -q "^step 3 loss [0-9]" "$c.r.out" || { cat "$c.r.out"; echo "no finite loss at step 3"; return 1; }
 }
 
 # tensors of two checkpoints (or of a checkpoint's weights and a weights file) bitwise equal
@@ -130,6 +148,17 @@ ck_refused() { # want_rc message run-args...
     [ "$before" = "$(sha256sum "$WORK/ck_keep_w.st" "$WORK/ck_keep_ck.st")" ] || { echo "an output changed"; return 1; }
 }
 
+# --reshard converts the dtype: the resumed line names both, weights and moments load bitwise, and the checkpoint
+# written records the program's dtype
+ck_redtype() {
+    local c="$WORK/ck_redtype"
+    "$WORK/sc_2_1/run" --resume "$WORK/ck_bf16.st" --reshard --input "$WORK/x.npy" --checkpoint-out "$c.st" >"$c.out" ||
+        return 1
+    cat "$c.out"
+    grep -q "^resumed from $WORK/ck_bf16.st after step 3 (seed 1; trained in bf16, continued in fp32)" "$c.out" &&
+        ck_same_tensors "$WORK/ck_bf16.st" "$c.st" && grep -aqF '"dtype":"fp32"' "$c.st"
+}
+
 ck_refused_on_1_1_2() { CK_ON=1_2 ck_refused "$@"; }
 
 for m in $CK_MESHES; do
@@ -143,6 +172,8 @@ done
 if [ -f "$WORK/ck_2_1.ck3.st" ] && [ -f "$WORK/ck_2_1.ck6.st" ]; then
     CK=$WORK/ck_2_1.ck3.st
     check "ckpt: --checkpoint-every 2 writes after steps 2, 4 and 6, the last equal to a plain run's" ck_every
+    check "ckpt: --checkpoint-every keeps the last checkpoint whose next step is finite when the run diverges, and says so" \
+        ck_every_diverged
     for m in 1,2 2,2; do
         q=${m%,*}
         d=${m#*,}
@@ -171,6 +202,11 @@ if [ -f "$WORK/ck_2_1.ck3.st" ] && [ -f "$WORK/ck_2_1.ck6.st" ]; then
     check "ckpt: a [2,2,1] checkpoint on [1,1,2] without --reshard is refused naming both meshes; outputs untouched" \
         ck_refused_on_1_1_2 1 "ck_2_1.ck3.st: the checkpoint was written on mesh [2,2,1] (rank strides i,j,k = 2,1,4), this program runs mesh [1,1,2]" \
         --resume "$CK"
+    "$PY" tests/ref/mkbad.py meta "$CK" "$WORK/ck_bf16.st" dtype bf16
+    check "ckpt: a bf16 checkpoint on an fp32 program without --reshard is refused naming both dtypes; outputs untouched" \
+        ck_refused 1 "ck_bf16.st: the checkpoint was trained with dtype = \"bf16\", this program computes with dtype = \"fp32\" (sched_q2_d1, from $WORK/sc_2_1.lua): add --reshard to continue in fp32" \
+        --resume "$WORK/ck_bf16.st"
+    check "ckpt: a bf16 checkpoint resumed with --reshard on an fp32 program says so and loads bitwise" ck_redtype
     "$PY" tests/ref/mkbad.py meta "$CK" "$WORK/ck_step.st" step 3x
     check "ckpt: a checkpoint whose step is not an integer is refused; outputs untouched" \
         ck_refused 1 "ck_step.st: the checkpoint's \"step\" is missing or not an integer" --resume "$WORK/ck_step.st"

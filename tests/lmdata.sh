@@ -10,7 +10,9 @@
 #            previous one's checkpoint): every rank reads exactly its sequences of exactly llm.c's batches
 #   resume   4 steps straight = 2 steps, checkpoint (holding the loader's position), resume 2 steps: bitwise
 #   refused  a shard with a bad magic, a token id >= vocab inside a shard, a checkpoint of another shard set,
-#            and options that do not fit: each exits non-zero with its message and writes nothing
+#            a checkpoint resumed on other data than it recorded (without --data, with other token files) unless
+#            --data-change, --tokens without --targets, and options that do not fit: each exits non-zero with its
+#            message and writes nothing
 LMD_B=12
 LMD_S=4
 
@@ -74,6 +76,7 @@ lmd_batches() { # q d
         [ -n "$prev" ] && start="--resume $prev"
         [ "$s" = 3 ] && last="--weights-out $W/wc_$1_$2.st"
         # shellcheck disable=SC2086
+        [ -n "$prev" ] && start="$start --data-change" # each step on the next batch's files
         "$dir/run" $start --tokens "$W/tok_$s.npy" --targets "$W/tgt_$s.npy" --steps 1 \
             --checkpoint-out "$W/c${s}_$1_$2.st" $last >>"$W/chain_$1_$2.out" || return 1
         prev="$W/c${s}_$1_$2.st"
@@ -88,7 +91,8 @@ lmd_resume() { # q d
         --quiet &&
         "$dir/run" --resume "$W/r2_$1_$2.st" --data "$W/train.bin" --steps 2 --weights-out "$W/wr_$1_$2.st" \
             --quiet &&
-        grep -aq 'offset=96 epoch=0 batches=2' "$W/r2_$1_$2.st" && cmp "$W/wd_$1_$2.st" "$W/wr_$1_$2.st"
+        grep -aq 'offset=96 epoch=0 batches=2' "$W/r2_$1_$2.st" && grep -aqF "\"data\":\"--data $W/train.bin\"" "$W/r2_$1_$2.st" &&
+        cmp "$W/wd_$1_$2.st" "$W/wr_$1_$2.st"
 }
 
 # lmd_refused WANT ARGS...: exits non-zero, prints WANT, writes no --weights-out
@@ -102,6 +106,15 @@ lmd_refused() {
     fi
     cat "$WORK/lm/data/refused.out"
     grep -qF -- "$want" "$WORK/lm/data/refused.out" && [ ! -e "$out" ]
+}
+
+# --data-change: the override is said, and the checkpoint written records this run's data
+lmd_data_change() {
+    local W="$WORK/lm/data" dir="$WORK/lm/train_2_1"
+    "$dir/run" --resume "$W/r2_2_1.st" --steps 1 --data-change --checkpoint-out "$W/dc.st" >"$W/dc.out" || return 1
+    cat "$W/dc.out"
+    grep -qF "note: --data-change: the checkpoint was trained on --data $W/train.bin; this run trains on synthetic data" \
+        "$W/dc.out" && grep -aqF '"data":"synthetic"' "$W/dc.st"
 }
 
 if lmd_setup >"$WORK/log" 2>&1; then
@@ -126,6 +139,16 @@ if lmd_setup >"$WORK/log" 2>&1; then
             "bigtok.bin" --weights "$WORK/lm/w.st" --data "$D/bigtok.bin" --steps 3
         check "lm data: a checkpoint's position on another shard set is refused" lmd_refused "other.bin" \
             --resume "$D/r2_2_1.st" --data "$D/other.bin" --steps 1
+        check "lm data: a checkpoint trained on --data, resumed without it, is refused naming the option to pass" \
+            lmd_refused "r2_2_1.st: the checkpoint was trained on --data $D/train.bin, but this run would train on synthetic data from the seed (no data option): pass --data $D/train.bin" \
+            --resume "$D/r2_2_1.st" --steps 1
+        check "lm data: a checkpoint trained on token files, resumed on others, is refused naming them" \
+            lmd_refused "c0_2_1.st: the checkpoint was trained on --tokens $D/tok_0.npy --targets $D/tgt_0.npy, but this run would train on --tokens $D/tok_1.npy" \
+            --resume "$D/c0_2_1.st" --tokens "$D/tok_1.npy" --targets "$D/tgt_1.npy" --steps 1
+        check "lm data: --data-change resumes a --data checkpoint on synthetic tokens, saying so" lmd_data_change
+        check "lm data: --tokens without --targets is refused for training, naming --targets" lmd_refused \
+            "--tokens without --targets: the training loss reads the token ids and their targets" \
+            --weights "$WORK/lm/w.st" --tokens "$D/tok_0.npy" --steps 1
         check "lm data: --data without --steps is refused" lmd_refused "--data P with --steps N" \
             --weights "$WORK/lm/w.st" --data "$D/train.bin"
         check "lm data: --data with --tokens is refused" lmd_refused "exclude each other" \
