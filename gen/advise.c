@@ -48,6 +48,43 @@ static bool cost_layout(const tg_spec *s, const tg_machine *mc, tg_cost *cost, c
     return ok;
 }
 
+/* The arena of one rank of spec s (its mode) with `layers` layers, or -1 when it cannot be planned. */
+static long long arena_with_layers(const tg_spec *s, const tg_machine *mc, int layers)
+{
+    tg_spec t = *s;
+    t.layers = layers;
+    tg_cost c;
+    char why[256];
+    if (!cost_layout(&t, mc, &c, why, sizeof why))
+        return -1;
+    long long b = c.peak_bytes;
+    tg_cost_free(&c);
+    return b;
+}
+
+/* A layout whose arena does not fit: the change that makes it fit, as a spec would write it. The arena
+ * grows with the layers, so the largest depth that fits is found by bisection (log2(layers) plans of one
+ * class); the memory it needs is the other way. */
+static void fit_fix(const tg_spec *s, const tg_machine *mc, tg_candidate *c)
+{
+    double cap = mc->memory_gib * (double)(1LL << 30), need = (double)c->peak_bytes / (double)(1LL << 30);
+    int lo = 0, hi = s->layers; /* lo fits (0: nothing does), hi does not */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        long long b = arena_with_layers(s, mc, mid);
+        if (b >= 0 && (double)b <= cap)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (lo > 0)
+        snprintf(c->fix, sizeof c->fix,
+                 "fits with model.layers = %d (of %d), or on a machine with memory_gib >= %.2f", lo, s->layers, need);
+    else
+        snprintf(c->fix, sizeof c->fix, "fits only on a machine with memory_gib >= %.2f (one layer does not fit)",
+                 need);
+}
+
 /* Judge and time one layout; c holds its mesh and placement. */
 static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
 {
@@ -73,20 +110,25 @@ static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
         return;
     }
     c->possible = 1;
+    bool train = spec->mode == TG_TRAIN;
     c->fwd = ci.phase[TG_PHASE_FWD];
     memcpy(c->train, ct.phase, sizeof c->train);
     c->forward_s = ci.phase[TG_PHASE_FWD].streams_s;
     c->train_step_s = ct.phase[0].streams_s + ct.phase[1].streams_s + ct.phase[2].streams_s;
-    c->peak_bytes = spec->mode == TG_TRAIN ? ct.peak_bytes : ci.peak_bytes;
+    c->step_s = train ? c->train_step_s : c->forward_s;
+    c->tokens_per_s = c->step_s > 0 ? (double)spec->batch * spec->seq / c->step_s : 0;
+    double peak = tg_cost_peak_flops(spec, mc) * c->p;
+    c->mfu = c->step_s > 0 && peak > 0 ? tg_cost_model_flops(spec, train) / (c->step_s * peak) : 0;
+    c->peak_bytes = train ? ct.peak_bytes : ci.peak_bytes;
     c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
     c->nodes = ci.nodes;
-    if (!c->fits)
-        snprintf(c->why, sizeof c->why,
-                 "the arena of one rank, %.2f GiB, does not fit in the machine's memory_gib = %g; use more "
-                 "ranks, a deeper mesh or fewer layers",
-                 (double)c->peak_bytes / (double)(1LL << 30), mc->memory_gib);
     tg_cost_free(&ci);
     tg_cost_free(&ct);
+    if (!c->fits) {
+        snprintf(c->why, sizeof c->why, "the arena of one rank, %.2f GiB, does not fit in the machine's memory_gib = %g",
+                 (double)c->peak_bytes / (double)(1LL << 30), mc->memory_gib);
+        fit_fix(&s, mc, c);
+    }
 }
 
 static int cmp_candidate(const void *a, const void *b)
@@ -94,10 +136,12 @@ static int cmp_candidate(const void *a, const void *b)
     const tg_candidate *x = a, *y = b;
     if (x->possible != y->possible)
         return y->possible - x->possible;
+    if (x->possible && x->fits != y->fits) /* what fits first */
+        return y->fits - x->fits;
+    if (x->possible && x->step_s != y->step_s)
+        return x->step_s < y->step_s ? -1 : 1;
     if (x->possible && x->forward_s != y->forward_s)
         return x->forward_s < y->forward_s ? -1 : 1;
-    if (x->possible && x->train_step_s != y->train_step_s)
-        return x->train_step_s < y->train_step_s ? -1 : 1;
     if (x->megatron != y->megatron) /* ties and the impossible ones: in mesh order */
         return x->megatron - y->megatron;
     if (x->q != y->q)
@@ -166,33 +210,72 @@ static void layout_name(const tg_candidate *c, char *buf, size_t cap)
         snprintf(buf, cap, "[%d,%d,%d] %s", c->q, c->q, c->d, tg_placement_name(c->placement));
 }
 
+/* The spec lines that select candidate c, written into buf. */
+static void spec_lines(const tg_candidate *c, char *buf, size_t cap)
+{
+    if (c->megatron)
+        snprintf(buf, cap, "scheme = \"megatron\",\n  mesh = { p = %d },", c->p);
+    else
+        snprintf(buf, cap, "mesh = { q = %d, d = %d, placement = \"%s\" },", c->q, c->d,
+                 tg_placement_name(c->placement));
+}
+
+/* The phases of a training step as one (the times and bytes add), for "what dominates". */
+static tg_cost_phase train_total(const tg_candidate *c)
+{
+    tg_cost_phase t = c->train[0];
+    for (int k = 1; k < 3; k++) {
+        t.serial_s += c->train[k].serial_s;
+        t.streams_s += c->train[k].streams_s;
+        t.compute_s += c->train[k].compute_s;
+        t.comm_s += c->train[k].comm_s;
+        t.gemm_s += c->train[k].gemm_s;
+        t.comm_inter_s += c->train[k].comm_inter_s;
+        t.intra_bytes += c->train[k].intra_bytes;
+        t.inter_bytes += c->train[k].inter_bytes;
+    }
+    return t;
+}
+
 void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
     int P = ranks > 0 ? ranks : spec->p;
+    bool train = spec->mode == TG_TRAIN;
     tg_sb_printf(o,
                  "%s on %d ranks of %s (%d per node; inside a node %g GB/s, %g us; between nodes %g GB/s per node, "
                  "%g us)\n",
                  spec->name, P, mc->name, mc->ranks_per_node, mc->intra.bandwidth_gbs, mc->intra.latency_us,
                  mc->inter.bandwidth_gbs, mc->inter.latency_us);
-    tg_sb_printf(o, "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, batch %d; predicted by the cost model "
-                    "(docs/COST.md), two streams as the CUDA backend runs\n",
-                 spec->layers, spec->hidden, spec->heads, spec->ffn, spec->seq, spec->batch);
-    tg_sb_printf(o, "\n  %-4s %-22s %11s %13s %10s  %-5s %s\n", "#", "layout", "forward (s)", "train step (s)",
-                 "peak GiB", "fits", "forward dominated by");
+    tg_sb_printf(o, "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, batch %d", spec->layers, spec->hidden,
+                 spec->heads, spec->ffn, spec->seq, spec->batch);
+    if (spec->vocab)
+        tg_sb_printf(o, ", vocab %d", spec->vocab);
+    tg_sb_printf(o, ", %s; predicted by the cost model (docs/COST.md), two streams as the CUDA backend runs\n",
+                 spec->dtype == TG_BF16 ? "bf16" : "fp32");
+    tg_sb_printf(o, "ranked by the %s (mode = \"%s\"); tokens/s = batch*seq per %s; MFU = model FLOPs / (time x %d "
+                    "ranks x %.4g TFLOP/s %s peak)\n",
+                 train ? "training step" : "forward", train ? "train" : "infer", train ? "step" : "forward", P,
+                 tg_cost_peak_flops(spec, mc) / 1e12, spec->dtype == TG_BF16 ? "bf16" : "fp32");
+    tg_sb_printf(o, "\n  %-4s %-22s %13s %11s %6s %11s %10s  %-5s %s\n", "#", "layout",
+                 train ? "train step (s)" : "forward (s)", "tokens/s", "MFU", train ? "forward (s)" : "train step (s)",
+                 "peak GiB", "fits", train ? "step dominated by" : "forward dominated by");
     int shown = 0;
-    double best = 0;
+    const tg_candidate *best = NULL;
     for (int k = 0; k < n; k++) {
         if (!c[k].possible)
             continue;
-        char name[64], dom[64];
+        char name[64], dom[64], mfu[16];
         layout_name(&c[k], name, sizeof name);
-        tg_advise_dominant(&c[k].fwd, dom, sizeof dom);
-        if (c[k].fits && best == 0)
-            best = c[k].forward_s;
-        tg_sb_printf(o, "  %-4d %-22s %11.4g %13.4g %10.2f  %-5s %s", ++shown, name, c[k].forward_s,
-                     c[k].train_step_s, (double)c[k].peak_bytes / (double)(1LL << 30), c[k].fits ? "yes" : "NO", dom);
-        if (c[k].fits && best > 0 && c[k].forward_s > best)
-            tg_sb_printf(o, "  (%.2fx)", c[k].forward_s / best);
+        tg_cost_phase ph = train ? train_total(&c[k]) : c[k].fwd;
+        tg_advise_dominant(&ph, dom, sizeof dom);
+        if (c[k].fits && !best)
+            best = &c[k];
+        snprintf(mfu, sizeof mfu, "%.1f%%", 100 * c[k].mfu);
+        tg_sb_printf(o, "  %-4d %-22s %13.4g %11.0f %6s %11.4g %10.2f  %-5s %s", ++shown, name, c[k].step_s,
+                     c[k].tokens_per_s, mfu, train ? c[k].forward_s : c[k].train_step_s,
+                     (double)c[k].peak_bytes / (double)(1LL << 30), c[k].fits ? "yes" : "NO", dom);
+        if (c[k].fits && best && c[k].step_s > best->step_s)
+            tg_sb_printf(o, "  (%.2fx)", c[k].step_s / best->step_s);
         tg_sb_puts(o, "\n");
     }
     if (shown == 0)
@@ -204,7 +287,16 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         layout_name(&c[k], name, sizeof name);
         if (!c[k].possible && !c[k].megatron) /* refused by the spec rules: the mesh, whatever the placement */
             snprintf(name, sizeof name, "[%d,%d,%d]", c[k].q, c[k].q, c[k].d);
-        tg_sb_printf(o, "  %s %s: %s\n", c[k].possible ? "refused (memory)" : "not possible", name, c[k].why);
+        tg_sb_printf(o, "  %s %s: %s%s%s\n", c[k].possible ? "refused (memory)" : "not possible", name, c[k].why,
+                     c[k].fix[0] ? "; " : "", c[k].fix);
+    }
+    if (best) {
+        char lines[160];
+        spec_lines(best, lines, sizeof lines);
+        tg_sb_printf(o, "\nthe fastest layout that fits, in the spec:\n  %s\n", lines);
+    } else if (shown > 0) {
+        tg_sb_printf(o, "\nno layout fits in %g GiB per rank: each refusal above says the change that makes it fit\n",
+                     mc->memory_gib);
     }
 }
 
@@ -220,7 +312,8 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
     tg_sb_jstr(o, spec->path);
     tg_sb_puts(o, ",\"machine\":");
     tg_sb_jstr(o, mc->path);
-    tg_sb_printf(o, ",\"ranks\":%d,\n\"candidates\":[", P);
+    tg_sb_printf(o, ",\"ranks\":%d,\"sorted_by\":\"%s\",\n\"candidates\":[", P,
+                 spec->mode == TG_TRAIN ? "train_step_s" : "forward_s");
     int first = 1;
     for (int k = 0; k < n; k++) {
         if (!c[k].possible)
@@ -233,7 +326,17 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         else
             tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":\"%s\",", c[k].q, c[k].q, c[k].d,
                          tg_placement_name(c[k].placement));
-        tg_sb_puts(o, "\"forward_s\":");
+        tg_sb_puts(o, "\"step_s\":");
+        json_num(o, c[k].step_s);
+        tg_sb_puts(o, ",\"tokens_per_s\":");
+        json_num(o, c[k].tokens_per_s);
+        tg_sb_puts(o, ",\"mfu\":");
+        json_num(o, c[k].mfu);
+        char lines[160];
+        spec_lines(&c[k], lines, sizeof lines);
+        tg_sb_puts(o, ",\"spec_lines\":");
+        tg_sb_jstr(o, lines);
+        tg_sb_puts(o, ",\"forward_s\":");
         json_num(o, c[k].forward_s);
         tg_sb_puts(o, ",\"train_step_s\":");
         json_num(o, c[k].train_step_s);
@@ -254,6 +357,8 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         if (!c[k].fits) {
             tg_sb_puts(o, ",\"why\":");
             tg_sb_jstr(o, c[k].why);
+            tg_sb_puts(o, ",\"fix\":");
+            tg_sb_jstr(o, c[k].fix);
         }
         tg_sb_puts(o, "}");
         first = 0;

@@ -9,6 +9,10 @@
  * work bound, then its class (0,0) is planned for inference and for training
  * and costed: forward_s is the inference forward, train_step_s forward +
  * backward + AdamW, both on the two-stream timeline of the CUDA backend.
+ * Candidates are ranked by the time of what the spec runs (step_s: the
+ * training step for mode = "train", else the forward), with tokens/s and
+ * MFU beside it; a layout that does not fit gets the change that makes it
+ * fit (fix), and the best one the spec lines that select it.
  * peak_bytes is the arena of the spec's mode; a candidate fits when it is
  * within the machine's memory_gib.
  */
@@ -29,6 +33,10 @@ typedef struct tg_candidate {
     int possible;          /* the spec rules and the work bound accept it; else why says which rule */
     char why[1024];
     double forward_s, train_step_s;
+    double step_s;         /* what the ranking sorts by: train_step_s for a training spec, else forward_s */
+    double tokens_per_s;   /* batch * seq tokens per step_s, the whole group */
+    double mfu;            /* model FLOPs per step (tg_cost_model_flops) / (step_s * ranks * GEMM peak per rank) */
+    char fix[512];         /* a layout that does not fit: the change that makes it fit ("" if none found) */
     long long peak_bytes;
     int fits;              /* peak_bytes <= machine memory_gib */
     tg_cost_phase fwd;     /* the inference forward, for "what dominates" */
@@ -36,7 +44,7 @@ typedef struct tg_candidate {
     int nodes;
 } tg_candidate;
 
-/* Every candidate for spec's model on `ranks` ranks (0: the spec's own count), sorted by forward_s (the
+/* Every candidate for spec's model on `ranks` ranks (0: the spec's own count), sorted by step_s (the
  * impossible ones last, in mesh order). *out is malloc'd. */
 bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidate **out, int *n, tg_err *err);
 

@@ -276,3 +276,18 @@ void tg_cost_json(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
     }
     tg_sb_puts(o, "\n}}\n");
 }
+
+double tg_cost_model_flops(const tg_spec *s, bool train)
+{
+    double T = (double)s->batch * s->seq, C = s->hidden, F = s->ffn;
+    double layer = 2 * T * (4 * C * C + 2 * C * F) + 2.0 * s->batch * (double)s->seq * s->seq * C;
+    double fwd = s->layers * layer + (s->vocab > 0 ? 2 * T * C * s->vocab : 0);
+    return train ? 3 * fwd : fwd;
+}
+
+double tg_cost_peak_flops(const tg_spec *s, const tg_machine *mc)
+{
+    if (s->dtype == TG_BF16 && mc->gemm_tflops_bf16 > 0)
+        return mc->gemm_tflops_bf16 * 1e12;
+    return (mc->fp32_uses_tf32 && mc->gemm_tflops_tf32 > 0 ? mc->gemm_tflops_tf32 : mc->gemm_tflops_fp32) * 1e12;
+}

@@ -57,6 +57,14 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
 /* Every step of cp, the phase totals and the per-layer times. */
 bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine *mc, tg_cost *out, tg_err *err);
 void tg_cost_free(tg_cost *c);
+
+/* Model FLOPs of one step of spec's model over the whole group (every rank's share together), the figure
+ * MFU divides: per layer the four GEMMs 2T(4C^2 + 2CF) and attention's QK^T and PV counted on the causal
+ * half, 2BS^2C; the LM head 2TCV with a vocabulary; training is 3x the forward (backward = 2x).
+ * T = batch * seq tokens. Layernorms, GeLU, softmax, AdamW and the collectives are not counted. */
+double tg_cost_model_flops(const tg_spec *s, bool train);
+/* The machine's dense GEMM peak for spec's dtype, FLOP/s per rank: bf16, or fp32 (tf32 where its GEMMs use it). */
+double tg_cost_peak_flops(const tg_spec *s, const tg_machine *mc);
 /* The phase totals, the busy time per step kind and the per-layer times, for people (tessgen --cost). */
 void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o);
 /* The same as {"mesh", "placement", "nodes", "peak_bytes", "phases": {"forward": {...}, ...}} (--cost --json). */

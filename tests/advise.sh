@@ -1,8 +1,11 @@
-# tests/advise.sh - sourced by tests/run.sh: tessgen --advise and --cost (issue 11) through the command
+# tests/advise.sh - sourced by tests/run.sh: tessgen --advise and --cost through the command
 # line (ASan build), checked against what this file derives itself:
 #   candidates  every [q,q,d] with q*q*d = P appears (the divisors, computed here), each either timed or
-#               refused with the spec rule's message; the list is sorted by forward_s; distinct
-#               placements only; a machine too small makes fits false with the rule named
+#               refused with the spec rule's message; the list is sorted by forward_s (an inference spec);
+#               distinct placements only; a machine too small makes fits false with the rule named
+#   training    a training spec is ranked by its step, tokens/s and MFU recomputed here from the model and
+#               the machine, the best layout's spec lines generate it; a layout that does not fit names
+#               the depth that fits (which fits, one more does not) and the memory it needs
 #   bytes       the payload the cost model counts for the forward equals what the generated program
 #               moves (--stats, measured by the runtime) and, for placement "dep" on 4 ranks per node,
 #               the bytes across nodes are the column broadcasts of DESIGN.md (4 L (4C^2 + 2CF) / q)
@@ -108,6 +111,78 @@ adv_profiles() {
         $TG "$ADV_SPEC" --cost --machine specs/machines/h100x8.lua | grep -q "^  forward"
 }
 
+# a training spec is ranked by its training step, with tokens/s and MFU computed here from the model and the
+# machine, and the best layout's spec lines, pasted into the spec, generate that layout
+adv_train() {
+    adv_machine 4 80 >"$WORK/m4.lua" &&
+        sed 's/name = "advise",/name = "advise_train", mode = "train",/' "$ADV_SPEC" >"$WORK/adv_train.lua" &&
+        $TG "$WORK/adv_train.lua" --advise --json --machine "$WORK/m4.lua" --ranks 16 >"$WORK/advt.json" &&
+        $TG "$WORK/adv_train.lua" --advise --machine "$WORK/m4.lua" --ranks 16 >"$WORK/advt.txt" || return 1
+    cat "$WORK/advt.txt"
+    grep -q 'ranked by the training step (mode = "train")' "$WORK/advt.txt" || return 1
+    "$PY" - "$WORK/advt.json" "$WORK/advt.txt" "$WORK/adv_train.lua" "$WORK/adv_paste.lua" <<'PYEOF' || return 1
+import json, sys
+doc = json.load(open(sys.argv[1])); text = open(sys.argv[2]).read()
+L, C, H, F, S, B, P, peak = 2, 48, 12, 192, 8, 16, 16, 10e12      # tests/specs/good/advise.lua, adv_machine
+T = B * S
+flops = 3 * L * (2 * T * (4 * C * C + 2 * C * F) + 2 * B * S * S * C)   # docs/COST.md: training = 3 x forward
+assert doc["sorted_by"] == "train_step_s", doc["sorted_by"]
+cands = doc["candidates"]
+steps = [c["step_s"] for c in cands]
+assert steps == sorted(steps), "not sorted by the training step: %s" % steps
+for c in cands:
+    assert c["step_s"] == c["train_step_s"], c
+    assert abs(c["tokens_per_s"] - T / c["step_s"]) <= 1e-5 * c["tokens_per_s"], c
+    mfu = flops / (c["step_s"] * P * peak)
+    assert abs(c["mfu"] - mfu) <= 1e-5 * mfu, (c["mfu"], mfu)
+best = cands[0]
+want = ('mesh = { p = %d },' % P) if best["scheme"] == "megatron" else \
+       'mesh = { q = %d, d = %d, placement = "%s" },' % (best["mesh"][0], best["mesh"][2], best["placement"])
+assert best["spec_lines"].endswith(want), best["spec_lines"]
+assert "the fastest layout that fits, in the spec:\n  " + best["spec_lines"].replace("\n", "\n") in text, text
+src = open(sys.argv[3]).read().replace("mesh = { q = 2, d = 2 },", best["spec_lines"])
+open(sys.argv[4], "w").write(src)
+print("best", best["scheme"], best["mesh"], best["placement"], "%.3g tok/s, MFU %.2f%%" % (best["tokens_per_s"], 100 * best["mfu"]))
+PYEOF
+    cat "$WORK/adv_paste.lua"
+    $TG "$WORK/adv_paste.lua" --summary >"$WORK/paste.txt" || { cat "$WORK/paste.txt"; return 1; }
+    local m
+    m=$("$PY" -c 'import json,sys; c=json.load(open(sys.argv[1]))["candidates"][0]; print("[%s]" % ",".join(map(str, c["mesh"])) if c["scheme"] == "tesseract" else "megatron")' "$WORK/advt.json")
+    grep -qF -- "$m" "$WORK/paste.txt" || { echo "the pasted spec does not plan $m"; return 1; }
+}
+
+# a layout that does not fit says the change that makes it fit: with the layers it names it fits, one more does not
+adv_fit_fix() {
+    adv_machine 4 0.0005 >"$WORK/msmall.lua" &&
+        sed 's/layers = 2,/layers = 40,/; s/name = "advise",/name = "advise_deep", mode = "train",/' "$ADV_SPEC" \
+            >"$WORK/adv_deep.lua" &&
+        $TG "$WORK/adv_deep.lua" --advise --json --machine "$WORK/msmall.lua" --ranks 16 >"$WORK/deep.json" || return 1
+    local l
+    l=$("$PY" - "$WORK/deep.json" <<'PYEOF'
+import json, re, sys
+c = [x for x in json.load(open(sys.argv[1]))["candidates"] if x["scheme"] == "tesseract" and x["mesh"] == [2, 2, 4] and x["placement"] == "row"][0]
+assert not c["fits"], c
+m = re.search(r"fits with model.layers = (\d+) \(of 40\), or on a machine with memory_gib >= ([0-9.]+)", c["fix"])
+assert m, c["fix"]
+assert abs(float(m.group(2)) - c["peak_bytes"] / 2**30) < 0.01, (m.group(2), c["peak_bytes"])
+print(m.group(1))
+PYEOF
+) || return 1
+    echo "fits with layers = $l"
+    local k
+    for k in "$l" $((l + 1)); do
+        sed "s/layers = 40,/layers = $k,/" "$WORK/adv_deep.lua" >"$WORK/adv_k.lua" &&
+            $TG "$WORK/adv_k.lua" --advise --json --machine "$WORK/msmall.lua" --ranks 16 >"$WORK/k.json" || return 1
+        "$PY" - "$WORK/k.json" "$k" "$l" <<'PYEOF' || return 1
+import json, sys
+c = [x for x in json.load(open(sys.argv[1]))["candidates"] if x["scheme"] == "tesseract" and x["mesh"] == [2, 2, 4] and x["placement"] == "row"][0]
+assert c["fits"] == (sys.argv[2] == sys.argv[3]), (sys.argv[2], c["fits"], c["peak_bytes"])
+PYEOF
+    done
+}
+
+check "advise: a training spec is ranked by its step, with tokens/s and MFU; the best layout's spec lines generate it" adv_train
+check "advise: a layout that does not fit names the depth and the memory that make it fit" adv_fit_fix
 check "advise: --json lists every [q,q,d] of P = 16, timed or refused, sorted by forward_s" adv_json
 check "advise: a machine too small: fits false, the memory rule named" adv_small_memory
 check "advise: cost model payload bytes = measured (--stats); placement dep sends the column bcasts across nodes" adv_bytes
