@@ -99,3 +99,26 @@ cli_placement_texts() {
         grep -q "ranks 1+4k of 8 for k = 0..1 (1, 5)" "$WORK/pcol/rank_i1_j0.c"
 }
 check "cli: class rank texts follow mesh.placement (dep: 2+k; col: 1+4k)" cli_placement_texts
+
+# ---- the rank limit, at the limit --------------------------------------------------------------
+# --summary lists every [q,q,d] mesh of the spec's rank count; q*q was an int product from q = p, which
+# overflowed (SIGFPE) from 46,341 ranks on: 46,336 ranks (the largest [4,4,d] below) and 46,352 (the
+# smallest above) and the limit 65,536 list exactly their meshes; one more d is refused with the limit
+cli_rank_limit_one() { # D ROWS...: mesh [4,4,D] with batch 4*D lists exactly the meshes ROWS
+    local d=$1
+    shift
+    printf 'return { mesh = { q = 4, d = %d }, model = { layers = 1, hidden = 64, heads = 4, ffn = 256, seq = 1, batch = %d } }\n' \
+        "$d" $((4 * d)) >"$WORK/ranks$d.lua" &&
+        $TG "$WORK/ranks$d.lua" --summary >"$WORK/ranks$d.txt" &&
+        [ "$(grep -o '^  \[[0-9,]*\]' "$WORK/ranks$d.txt" | tr -d ' ' | tr '\n' ' ')" = "$* " ] &&
+        grep -q "^  \[4,4,$d\] *this spec" "$WORK/ranks$d.txt"
+}
+cli_rank_limit() {
+    cli_rank_limit_one 2896 '[16,16,181]' '[8,8,724]' '[4,4,2896]' '[2,2,11584]' '[1,1,46336]' &&
+        cli_rank_limit_one 2897 '[4,4,2897]' '[2,2,11588]' '[1,1,46352]' &&
+        cli_rank_limit_one 4096 '[256,256,1]' '[128,128,4]' '[64,64,16]' '[32,32,64]' '[16,16,256]' '[8,8,1024]' \
+            '[4,4,4096]' '[2,2,16384]' '[1,1,65536]' &&
+        { cli_rank_limit_one 4097 '[4,4,4097]' 2>"$WORK/e"; [ $? -ne 0 ]; } &&
+        grep -q "mesh.d = 4097 is larger than tessgen supports; use d <= 4096" "$WORK/e" && [ ! -e "$WORK/ranks4097.txt" -o ! -s "$WORK/ranks4097.txt" ]
+}
+check "cli: --summary at the rank limit (46,336, 46,352 and 65,536 ranks) lists every mesh of that many ranks" cli_rank_limit
