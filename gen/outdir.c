@@ -77,9 +77,35 @@ bool tg_outdir_lock(const char *dir, int *fd, tg_err *err)
         return false;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", dir, LOCK_NAME);
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* the lock file is truncated and written: never through a symbolic link (O_NOFOLLOW), and only when it is a
+     * regular file with no other name (a hard link to a user's file would be emptied); O_NONBLOCK so that a FIFO
+     * cannot block the open */
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (f < 0 && errno == ELOOP) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        return tg_fail(err,
+                       "%s: the lock file is a symbolic link%s%s; tessgen writes its lock file only as a regular file "
+                       "and left the link and its target untouched; remove the link (rm %s) and run again",
+                       path, n > 0 ? " to " : "", target, path);
+    }
     if (f < 0)
         return tg_fail(err, "%s: cannot open the lock file: %s", path, strerror(errno));
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
+        bool reg = S_ISREG(st.st_mode);
+        close(f);
+        return tg_fail(err,
+                       "%s: the lock file is %s; tessgen writes its lock file only as a regular file of its own and "
+                       "left this one untouched; remove it (rm %s) and run again",
+                       path, !reg ? "not a regular file (a FIFO, socket or device)" : "a hard link to another file",
+                       path);
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
     if (flock(f, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = "";
         ssize_t n = pread(f, pid, sizeof pid - 1, 0);

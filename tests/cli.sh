@@ -71,6 +71,27 @@ cli_locked_outdir() {
     [ $rc -eq 1 ] && grep -q "another tessgen (pid 12345) is writing this output directory" "$WORK/out" &&
         [ "$(ls "$WORK/locked")" = "" ]
 }
+# the lock file is written only as a regular file of tessgen's own: a symbolic link, a hard link or a FIFO
+# in its place is refused, named, and left untouched with what it points at; nothing else is written
+cli_lock_not_regular_one() { # KIND: make DIR/.tessgen.lock a KIND, run tessgen, check the refusal
+    rm -rf "$WORK/lockx" "$WORK/victim.txt" && mkdir -p "$WORK/lockx" && echo "precious" >"$WORK/victim.txt" &&
+        case $1 in
+        symlink) ln -s ../victim.txt "$WORK/lockx/.tessgen.lock" ;;
+        hardlink) ln "$WORK/victim.txt" "$WORK/lockx/.tessgen.lock" ;;
+        fifo) mkfifo "$WORK/lockx/.tessgen.lock" ;;
+        esac || return 1
+    timeout 20 $TG specs/gpt2-tiny.lua -o "$WORK/lockx" >"$WORK/out" 2>&1
+    local rc=$?
+    cat "$WORK/out"
+    [ $rc -eq 1 ] && grep -q "lockx/.tessgen.lock: the lock file is .*; remove" "$WORK/out" &&
+        [ "$(cat "$WORK/victim.txt")" = "precious" ] && [ "$(ls -A "$WORK/lockx")" = ".tessgen.lock" ] &&
+        case $1 in
+        symlink) [ -L "$WORK/lockx/.tessgen.lock" ] && grep -q "a symbolic link to ../victim.txt" "$WORK/out" ;;
+        hardlink) grep -q "a hard link to another file" "$WORK/out" ;;
+        fifo) [ -p "$WORK/lockx/.tessgen.lock" ] && grep -q "not a regular file" "$WORK/out" ;;
+        esac
+}
+cli_lock_not_regular() { cli_lock_not_regular_one symlink && cli_lock_not_regular_one hardlink && cli_lock_not_regular_one fifo; }
 # temporary files of a killed tessgen next to its files are removed; other files that look alike are kept
 cli_stale_tmp() {
     rm -rf "$WORK/tmps" && $TG specs/gpt2-tiny.lua -o "$WORK/tmps" --quiet &&
@@ -85,6 +106,7 @@ cli_stale_tmp() {
 check "cli: -o \"\" is a usage error (exit 2)" cli_empty_outdir
 check "cli: -o naming a dangling symbolic link says so, with its target (exit 1)" cli_dangling_outdir
 check "cli: a second tessgen on a locked output directory stops at once, naming the first (exit 1)" cli_locked_outdir
+check "cli: a lock file that is a symbolic link, hard link or FIFO is refused and it and its target are left untouched (exit 1)" cli_lock_not_regular
 check "cli: temporary files a killed tessgen left next to its files are removed, others kept" cli_stale_tmp
 
 # the texts that name a class's ranks follow mesh.placement: with "dep" on [2,2,2] (rank = k + 2j + 4i) class
