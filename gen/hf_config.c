@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "infile.h"
 #include "luaval.h" /* TG_NAME_MAX */
 #include "tr_json.h"
 
@@ -313,26 +314,16 @@ static void dir_name(const char *dir, char *out, size_t cap)
 /* Read path whole into *text (NUL-terminated), else a message. */
 static bool read_config(const char *path, char **text, size_t *len, tg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_fail(err, "%s: cannot read: %s; --from-hf reads the config.json that save_pretrained writes beside "
-                            "model.safetensors",
-                       path, strerror(errno));
-    char *buf = malloc((size_t)HF_CONFIG_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)HF_CONFIG_MAX_BYTES + 1, f) : 0;
-    int rerr = ferror(f);
-    fclose(f);
-    if (!buf)
-        return tg_fail(err, "%s: cannot read: out of memory", path);
-    if (rerr || n > (size_t)HF_CONFIG_MAX_BYTES) {
-        free(buf);
-        return tg_fail(err, "%s: %s", path,
-                       rerr ? "cannot read it (a read error)"
-                            : "larger than 16 MiB: not a model's config.json; pass the save_pretrained directory");
+    if (!tg_infile_read(path, "cannot read",
+                        "; --from-hf reads the config.json that save_pretrained writes beside model.safetensors",
+                        (size_t)HF_CONFIG_MAX_BYTES, text, len, err))
+        return false;
+    if (*len > (size_t)HF_CONFIG_MAX_BYTES) {
+        free(*text);
+        *text = NULL;
+        return tg_fail(err, "%s: larger than 16 MiB: not a model's config.json; pass the save_pretrained directory",
+                       path);
     }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
     return true;
 }
 

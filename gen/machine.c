@@ -31,6 +31,7 @@
 
 #include <lua.h>
 
+#include "infile.h"
 #include "luaval.h"
 #include "sandbox.h"
 
@@ -321,23 +322,11 @@ bool tg_machine_load_string(const char *chunkname, const char *src, tg_machine *
 
 bool tg_machine_load(const char *path, tg_machine *out, tg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_fail(err, "%s: cannot read machine file: %s", path, strerror(errno));
-    char *buf = malloc((size_t)MACHINE_MAX_FILE_BYTES + 2);
-    if (!buf) {
-        fclose(f);
-        return tg_fail(err, "%s: cannot read machine file: out of memory", path);
-    }
-    errno = 0;
-    size_t len = fread(buf, 1, (size_t)MACHINE_MAX_FILE_BYTES + 1, f);
-    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    bool ok;
-    if (read_errno)
-        ok = tg_fail(err, "%s: cannot read machine file: %s", path, strerror(read_errno));
-    else
-        ok = tg_machine_load_buffer(path, buf, len, out, err); /* refuses len over the cap */
+    char *buf;
+    size_t len;
+    if (!tg_infile_read(path, "cannot read machine file", "", (size_t)MACHINE_MAX_FILE_BYTES, &buf, &len, err))
+        return false;
+    bool ok = tg_machine_load_buffer(path, buf, len, out, err); /* refuses len over the cap */
     free(buf);
     return ok;
 }

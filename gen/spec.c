@@ -36,6 +36,7 @@
 
 #include <lua.h>
 
+#include "infile.h"
 #include "luaval.h"
 #include "sandbox.h"
 
@@ -903,22 +904,12 @@ bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
 
 bool tg_spec_load(const char *path, tg_spec *out, tg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_fail(err, "%s: cannot read spec: %s", path, strerror(errno));
-    char *buf = malloc((size_t)SPEC_MAX_FILE_BYTES + 2);
-    if (!buf) {
-        fclose(f);
-        return tg_fail(err, "%s: cannot read spec: out of memory", path);
-    }
-    errno = 0;
-    size_t len = fread(buf, 1, (size_t)SPEC_MAX_FILE_BYTES + 1, f);
-    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
+    char *buf;
+    size_t len;
+    if (!tg_infile_read(path, "cannot read spec", "", (size_t)SPEC_MAX_FILE_BYTES, &buf, &len, err))
+        return false;
     bool ok;
-    if (read_errno)
-        ok = tg_fail(err, "%s: cannot read spec: %s", path, strerror(read_errno));
-    else if (len > (size_t)SPEC_MAX_FILE_BYTES)
+    if (len > (size_t)SPEC_MAX_FILE_BYTES)
         ok = tg_fail(err, "%s: the spec is larger than %ld bytes: a spec is a table of numbers",
                      path, SPEC_MAX_FILE_BYTES);
     else

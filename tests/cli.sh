@@ -144,3 +144,31 @@ cli_rank_limit() {
         grep -q "mesh.d = 4097 is larger than tessgen supports; use d <= 4096" "$WORK/e" && [ ! -e "$WORK/ranks4097.txt" -o ! -s "$WORK/ranks4097.txt" ]
 }
 check "cli: --summary at the rank limit (46,336, 46,352 and 65,536 ranks) lists every mesh of that many ranks" cli_rank_limit
+
+# ---- input files are read only when regular -------------------------------------------------------
+# a FIFO as the spec, the machine file or --from-hf's config.json blocked tessgen forever: each is refused at
+# once naming its type (nobody writes to the FIFOs here, so a tessgen that opened one would hang until timeout)
+cli_fifo_inputs() {
+    rm -rf "$WORK/fifo" && mkdir -p "$WORK/fifo/hf" && mkfifo "$WORK/fifo/spec.lua" "$WORK/fifo/m.lua" \
+        "$WORK/fifo/hf/config.json" || return 1
+    local what
+    for what in spec machine hf dir; do
+        case $what in
+        spec) timeout 10 $TG "$WORK/fifo/spec.lua" -o "$WORK/fifo/out" >"$WORK/out" 2>&1 ;;
+        machine) timeout 10 $TG specs/gpt2-tiny.lua --advise --machine "$WORK/fifo/m.lua" >"$WORK/out" 2>&1 ;;
+        hf) timeout 10 $TG --from-hf "$WORK/fifo/hf" --mesh 1 --seq 8 --batch 12 >"$WORK/out" 2>&1 ;;
+        dir) timeout 10 $TG "$WORK/fifo/hf" -o "$WORK/fifo/out" >"$WORK/out" 2>&1 ;;
+        esac
+        local rc=$?
+        cat "$WORK/out"
+        [ $rc -eq 1 ] || { echo "$what: exit $rc, want 1"; return 1; }
+        case $what in
+        spec) grep -q "fifo/spec.lua: is a FIFO (named pipe), not a regular file: tessgen reads it only from a regular file" "$WORK/out" ;;
+        machine) grep -q "fifo/m.lua: is a FIFO (named pipe), not a regular file" "$WORK/out" ;;
+        hf) grep -q "fifo/hf/config.json: is a FIFO (named pipe), not a regular file" "$WORK/out" ;;
+        dir) grep -q "fifo/hf: is a directory, not a regular file" "$WORK/out" ;;
+        esac || { echo "$what: message"; return 1; }
+    done
+    [ ! -e "$WORK/fifo/out" ]
+}
+check "cli: a FIFO as the spec, the machine file or config.json, or a directory as the spec, is refused at once (exit 1)" cli_fifo_inputs
