@@ -403,6 +403,26 @@ static bool hf_repeated_keys(const tr_json_doc *doc, const tr_json_node *root, b
     return true;
 }
 
+/* The optimizer table GPT-2 is usually trained with, as lines of the printed spec: live in --mode train (without
+ * it tessgen trains at a constant lr = 1e-3 with no warmup or clipping, and a pretrained model's loss spikes),
+ * commented out otherwise, ready for mode = "train". Every key is one the spec's optimizer table accepts
+ * (docs/TRAINING.md). */
+static void hf_optimizer_block(tg_sb *o, bool train)
+{
+    static const char *const lines[] = {
+        "-- AdamW as GPT-2 is usually trained (the GPT-3 paper's small-model settings, as nanoGPT and llm.c use",
+        "-- them): linear warmup, cosine decay to lr/10, gradient clipping at norm 1.0, weight decay 0.1 on the",
+        "-- 2-D weights (docs/TRAINING.md). Without this table tessgen trains at a constant lr = 1e-3 with no",
+        "-- warmup or clipping. Set decay_steps to your run's steps minus warmup; lower lr to fine-tune.",
+        "optimizer = { lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1,",
+        "              warmup = 700, decay_steps = 18000, lr_min = 6e-5, clip = 1.0 },",
+    };
+    if (!train)
+        tg_sb_puts(o, "  -- for mode = \"train\", uncomment the optimizer table below:\n");
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        tg_sb_printf(o, "  %s%s\n", train || lines[i][0] == '-' ? "" : "-- ", lines[i]);
+}
+
 bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
 {
     struct stat st;
@@ -562,6 +582,7 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     tg_sb_puts(&text_out, " },\n");
     if (r->mode == TG_TRAIN)
         tg_sb_puts(&text_out, "  mode = \"train\",\n");
+    hf_optimizer_block(&text_out, r->mode == TG_TRAIN);
     tg_sb_puts(&text_out, "}\n");
 
     /* the same loader as `tessgen SPEC`: a mesh, seq or batch that does not fit the model is refused here */

@@ -283,6 +283,25 @@ open(sys.argv[2], "w").write("{" + ", ".join(head + keys[:20] + keys[:10]) + "}\
                 --seq 8 --batch 12 && [ "$(grep -c 'appears twice' "$WORK/hf/ref.err")" -eq 8 ]
     }
     check "hf: refused: repeated keys among 300 000 are named within 30 s; past 8 they are counted" hf_dup_many_keys
+    # --mode train prints the optimizer table GPT-2 is usually trained with, and the generated program uses it
+    # (without it: constant lr 1e-3, no warmup, no clipping); --mode infer prints it commented out
+    hf_optimizer_block() {
+        mkdir -p "$WORK/hf/opt" &&
+            printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 48, "n_head": 12, "n_positions": 32, "vocab_size": 64}\n' \
+                >"$WORK/hf/opt/config.json" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --mesh 1 --seq 8 --batch 12 --mode train >"$WORK/hf/opt_t.lua" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/opt_i.lua" &&
+            cat "$WORK/hf/opt_t.lua" &&
+            grep -q "^  optimizer = { lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1,$" "$WORK/hf/opt_t.lua" &&
+            grep -q "^  -- optimizer = { lr = 6e-4" "$WORK/hf/opt_i.lua" && ! grep -q "^  optimizer" "$WORK/hf/opt_i.lua" &&
+            $HF_TG "$WORK/hf/opt_t.lua" -o "$WORK/hf/opt_t" --quiet &&
+            grep -q "\.lr = 0.00059999999999999995, .beta1 = 0.90000000000000002, .beta2 = 0.94999999999999996, .adam_eps = 1e-08, .weight_decay = 0.10000000000000001," \
+                "$WORK/hf/opt_t/model.c" &&
+            grep -q "\.warmup = 700, .decay_steps = 18000, .lr_min = 6.0000000000000002e-05," "$WORK/hf/opt_t/model.c" &&
+            grep -q "\.clip = 1," "$WORK/hf/opt_t/model.c"
+    }
+    check "hf: --mode train prints GPT-2's optimizer table (warmup, cosine decay, clip 1.0, weight decay 0.1) and the program uses it" \
+        hf_optimizer_block
     hf_unknown_key() { # accepted, and listed as not known
         "$PY" $HF_REF hf-dir $HF_DIMS --seed 1 --out "$WORK/hf/unknown" --set 'frobnicate=7' &&
             $HF_TG --from-hf "$WORK/hf/unknown" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/unknown.lua" &&
