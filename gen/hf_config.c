@@ -570,10 +570,15 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
                      path, md.attn_pdrop, md.resid_pdrop);
     }
     tg_sb_printf(&text_out, "return {\n  name = \"%s\",\n", name);
+    /* --mesh Q,D is q and d, not the mesh's shape: say how many ranks that makes where the mesh is printed */
     if (r->scheme == TG_SCHEME_MEGATRON)
-        tg_sb_printf(&text_out, "  scheme = \"megatron\",\n  mesh = { p = %d },\n", r->p);
-    else
-        tg_sb_printf(&text_out, "  mesh = { q = %d, d = %d },\n", r->q, r->d);
+        tg_sb_printf(&text_out, "  scheme = \"megatron\",\n  mesh = { p = %d },  -- --mesh P is p: %d rank%s\n", r->p,
+                     r->p, r->p == 1 ? "" : "s");
+    else {
+        long long ranks = (long long)r->q * r->q * r->d;
+        tg_sb_printf(&text_out, "  mesh = { q = %d, d = %d },  -- --mesh Q,D is q and d: the mesh [%d,%d,%d], q*q*d = %lld rank%s\n",
+                     r->q, r->d, r->q, r->q, r->d, ranks, ranks == 1 ? "" : "s");
+    }
     tg_sb_printf(&text_out, "  model = { layers = %d, hidden = %d, heads = %d, ffn = %d, seq = %d, batch = %d, eps = ",
                  md.n_layer, md.n_embd, md.n_head, ffn, r->seq, r->batch);
     put_double(&text_out, md.eps);

@@ -204,8 +204,12 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
     printf("%s\n", backends);
     printf("schedule fingerprint %s (every program of this output checks it at start, and a run prints it)\n",
            pl->fingerprint);
-    printf("wrote %d of %d files in %s (the others were unchanged); next: ninja -C %s && %s/run\n", written, nfiles,
-           outdir, outdir, outdir);
+    printf("wrote %d of %d files in %s (the others were unchanged); next: %sninja -C %s && %s/run\n", written, nfiles,
+           outdir,
+           tg_build_on_path("ninja") ? ""
+                                     : "ninja is not on PATH: install it (Debian/Ubuntu: apt-get install ninja-build; "
+                                       "or pip install ninja), then ",
+           outdir, outdir);
     printf("inspect: %s/schedule.html (open in a browser), %s/summary.txt (memory, bytes per layer, other meshes), "
            "%s/schedule.json\n",
            outdir, outdir, outdir);

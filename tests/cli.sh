@@ -172,3 +172,16 @@ cli_fifo_inputs() {
     [ ! -e "$WORK/fifo/out" ]
 }
 check "cli: a FIFO as the spec, the machine file or config.json, or a directory as the spec, is refused at once (exit 1)" cli_fifo_inputs
+
+# "next: ninja -C DIR" only where ninja is on PATH; without it the line says how to get it first
+cli_next_ninja() {
+    rm -rf "$WORK/nx" "$WORK/nxbin" && mkdir -p "$WORK/nxbin" && printf '#!/bin/sh\n' >"$WORK/nxbin/ninja" &&
+        chmod +x "$WORK/nxbin/ninja" &&
+        PATH="$WORK/nxbin" $TG specs/gpt2-tiny.lua -o "$WORK/nx" >"$WORK/out_with" 2>&1 &&
+        PATH="$WORK/nowhere" $TG specs/gpt2-tiny.lua -o "$WORK/nx" >"$WORK/out_without" 2>&1 &&
+        cat "$WORK/out_with" "$WORK/out_without" &&
+        grep -q "; next: ninja -C $WORK/nx && $WORK/nx/run$" "$WORK/out_with" &&
+        grep -q "; next: ninja is not on PATH: install it (Debian/Ubuntu: apt-get install ninja-build; or pip install ninja), then ninja -C $WORK/nx && $WORK/nx/run$" \
+            "$WORK/out_without"
+}
+check "cli: next: ninja -C DIR is suggested only with ninja on PATH; without it, how to install it" cli_next_ninja

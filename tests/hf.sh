@@ -302,6 +302,18 @@ open(sys.argv[2], "w").write("{" + ", ".join(head + keys[:20] + keys[:10]) + "}\
     }
     check "hf: --mode train prints GPT-2's optimizer table (warmup, cosine decay, clip 1.0, weight decay 0.1) and the program uses it" \
         hf_optimizer_block
+    # --mesh Q,D is q and d, not the shape: the printed mesh line says how many ranks it makes
+    hf_mesh_ranks() {
+        mkdir -p "$WORK/hf/opt" &&
+            printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 48, "n_head": 12, "n_positions": 32, "vocab_size": 64}\n' \
+                >"$WORK/hf/opt/config.json" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --mesh 2,2 --seq 8 --batch 12 >"$WORK/hf/m22.lua" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --scheme megatron --mesh 4 --seq 8 --batch 12 >"$WORK/hf/mp4.lua" &&
+            grep -q "^  mesh = { q = 2, d = 2 },  -- --mesh Q,D is q and d: the mesh \[2,2,2\], q\*q\*d = 8 ranks$" "$WORK/hf/m22.lua" &&
+            grep -q "^  mesh = { p = 4 },  -- --mesh P is p: 4 ranks$" "$WORK/hf/mp4.lua" &&
+            $HF_TG "$WORK/hf/m22.lua" --summary | head -1 | grep -q "mesh \[2,2,2\] = 8 ranks"
+    }
+    check "hf: --mesh 2,2 prints a mesh line that says it is q = 2, d = 2: [2,2,2] = 8 ranks" hf_mesh_ranks
     hf_unknown_key() { # accepted, and listed as not known
         "$PY" $HF_REF hf-dir $HF_DIMS --seed 1 --out "$WORK/hf/unknown" --set 'frobnicate=7' &&
             $HF_TG --from-hf "$WORK/hf/unknown" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/unknown.lua" &&
