@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "outfile.h"
@@ -351,4 +352,57 @@ void tg_outdir_clean_tmp(const char *dir, const tg_filelist *old, const tg_filel
 {
     clean_tmp_in(dir, "", old, now, quiet);
     clean_tmp_in(dir, "schedule", old, now, quiet);
+}
+
+/* ---- room on the file system ----------------------------------------------------- */
+
+static double mb(unsigned long long b)
+{
+    return (double)b / 1e6;
+}
+
+bool tg_outdir_room(const char *dir, const tg_filelist *now, unsigned long long need, unsigned long long *avail,
+                    tg_err *err)
+{
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof probe, "%s", dir);
+    struct statvfs vfs;
+    unsigned long long free_b = 0;
+    const char *hook = getenv("TESS_TEST_DISK_FREE");
+    if (hook && *hook) {
+        free_b = strtoull(hook, NULL, 10);
+    } else {
+        for (;;) { /* the nearest existing directory: -o may name one that is created later */
+            if (statvfs(probe, &vfs) == 0) {
+                free_b = (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize;
+                break;
+            }
+            char *slash = strrchr(probe, '/');
+            if (!slash || slash == probe) {
+                if (statvfs(slash == probe ? "/" : ".", &vfs) != 0) {
+                    vfs.f_bavail = (fsblkcnt_t)-1 / 2; /* cannot tell: the writes themselves report a full disk */
+                    vfs.f_frsize = 1;
+                }
+                free_b = (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize;
+                break;
+            }
+            *slash = '\0';
+        }
+    }
+    unsigned long long replaced = 0;
+    for (int i = 0; i < now->n; i++) {
+        char path[PATH_MAX + 64];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, now->name[i]);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            replaced += (unsigned long long)st.st_size;
+    }
+    *avail = free_b + replaced;
+    if (need > *avail)
+        return tg_fail(err,
+                       "%s: the output needs about %.1f MB and its file system has %.1f MB free%s: generating would "
+                       "fill the disk and leave a partial output; free some space, pass another -o DIR, or use a "
+                       "smaller mesh or fewer layers",
+                       dir, mb(need), mb(*avail), replaced ? " (counting the files it replaces)" : "");
+    return true;
 }

@@ -185,3 +185,22 @@ cli_next_ninja() {
             "$WORK/out_without"
 }
 check "cli: next: ninja -C DIR is suggested only with ninja on PATH; without it, how to install it" cli_next_ninja
+
+# the output's size is printed before anything is written, and an output the disk cannot hold is refused with
+# nothing written (TESS_TEST_DISK_FREE stands for the free bytes statvfs reports); the estimate is not below what
+# is written
+cli_disk_room() {
+    rm -rf "$WORK/room" "$WORK/room2" &&
+        { TESS_TEST_DISK_FREE=100000 $TG specs/gpt2-tiny.lua -o "$WORK/room" >"$WORK/out" 2>&1; local rc=$?; cat "$WORK/out"; [ $rc -eq 1 ]; } &&
+        grep -q "room: the output needs about [0-9.]* MB and its file system has 0.1 MB free: generating would fill the disk" "$WORK/out" &&
+        grep -q "nothing was written" "$WORK/out" && [ ! -e "$WORK/room" ] &&
+        TESS_TEST_DISK_FREE=100000000 $TG specs/gpt2-tiny.lua -o "$WORK/room2" >"$WORK/out" &&
+        cat "$WORK/out" &&
+        head -1 "$WORK/out" | grep -q "^writing about [0-9.]* MB in 24 files to $WORK/room2 (estimated from class (0,0)); 100.0 MB free there$" &&
+        local est written &&
+        est=$(head -1 "$WORK/out" | sed 's/^writing about \([0-9.]*\) MB.*/\1/') &&
+        written=$(find "$WORK/room2" -type f ! -name .tessgen.lock ! -name .tessgen-files -printf '%s\n' | awk '{s += $1} END {print s}') &&
+        echo "estimated $est MB, wrote $written bytes" &&
+        awk -v e="$est" -v w="$written" 'BEGIN { exit !(e * 1e6 >= w) }'
+}
+check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room
