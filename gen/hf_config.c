@@ -440,12 +440,19 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     size_t len = 0;
     if (!read_config(path, &text, &len, err))
         return false;
+    bool ok = tg_hf_spec_text(r, path, text, len, spec, warn, err);
+    free(text);
+    return ok;
+}
+
+bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text, size_t len, tg_sb *spec, tg_sb *warn,
+                     tg_err *err)
+{
+    struct stat st;
     tr_json_doc doc;
     tr_err terr = {{0}};
-    if (!tr_json_parse(&doc, text, len, path, &terr)) {
-        free(text);
+    if (!tr_json_parse(&doc, text, len, path, &terr))
         return tg_fail(err, "%s; repair it, or save the model again with save_pretrained", terr.msg);
-    }
     const tr_json_node *root = tr_json_root(&doc);
     tg_sb h;
     tg_sb_init(&h);
@@ -613,6 +620,5 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
 out:
     tg_sb_free(&h);
     tr_json_free(&doc);
-    free(text);
     return ok;
 }
