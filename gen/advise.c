@@ -302,7 +302,7 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
 
 static void json_num(tg_sb *o, double v)
 {
-    tg_sb_printf(o, "%.6g", v);
+    tg_sb_jnum(o, "%.6g", v);
 }
 
 void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)

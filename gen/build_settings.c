@@ -112,3 +112,22 @@ bool tg_build_settings_read(tg_build_settings *s, tg_err *err)
     }
     return ok;
 }
+
+bool tg_build_on_path(const char *prog)
+{
+    const char *p = getenv("PATH");
+    while (p && *p) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char cand[PATH_MAX + 256];
+        if (len < PATH_MAX) {
+            snprintf(cand, sizeof cand, "%.*s/%s", (int)len, len ? p : ".", prog);
+            if (is_file(cand) && access(cand, X_OK) == 0)
+                return true;
+        }
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return false;
+}

@@ -39,4 +39,8 @@ typedef struct tg_build_settings {
 /* Read the TESS_* settings above; false with a message naming the variable, the rule and the fix. */
 bool tg_build_settings_read(tg_build_settings *s, tg_err *err);
 
+/* Whether an executable file named prog is in a directory of $PATH (an empty entry is the current directory):
+ * tessgen suggests `ninja -C DIR` only where the user can run it. */
+bool tg_build_on_path(const char *prog);
+
 #endif

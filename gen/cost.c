@@ -259,16 +259,22 @@ void tg_cost_json(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
         const tg_cost_phase *ph = &c->phase[p];
         if (!ph->nsteps)
             continue;
-        tg_sb_printf(o,
-                     "%s\n \"%s\":{\"streams_s\":%.6g,\"serial_s\":%.6g,\"compute_s\":%.6g,\"gemm_s\":%.6g,"
-                     "\"comm_s\":%.6g,\"comm_inter_s\":%.6g,\"intra_bytes\":%.0f,\"inter_bytes\":%.0f,\"steps\":%d,"
-                     "\"kinds\":{",
-                     first ? "" : ",", phase_name[p], ph->streams_s, ph->serial_s, ph->compute_s, ph->gemm_s,
-                     ph->comm_s, ph->comm_inter_s, ph->intra_bytes, ph->inter_bytes, ph->nsteps);
+        tg_sb_printf(o, "%s\n \"%s\":{", first ? "" : ",", phase_name[p]);
+        static const char *const field[] = {"streams_s", "serial_s", "compute_s", "gemm_s", "comm_s", "comm_inter_s",
+                                            "intra_bytes", "inter_bytes"};
+        const double value[] = {ph->streams_s, ph->serial_s,     ph->compute_s,   ph->gemm_s,
+                                ph->comm_s,    ph->comm_inter_s, ph->intra_bytes, ph->inter_bytes};
+        for (int f = 0; f < 8; f++) {
+            tg_sb_printf(o, "\"%s\":", field[f]);
+            tg_sb_jnum(o, f < 6 ? "%.6g" : "%.0f", value[f]);
+            tg_sb_puts(o, ",");
+        }
+        tg_sb_printf(o, "\"steps\":%d,\"kinds\":{", ph->nsteps);
         int kf = 1;
         for (int k = 0; k < TG_COST_NKINDS; k++)
             if (ph->kind_s[k] > 0) {
-                tg_sb_printf(o, "%s\"%s\":%.6g", kf ? "" : ",", tg_step_kind_name((tg_step_kind)k), ph->kind_s[k]);
+                tg_sb_printf(o, "%s\"%s\":", kf ? "" : ",", tg_step_kind_name((tg_step_kind)k));
+                tg_sb_jnum(o, "%.6g", ph->kind_s[k]);
                 kf = 0;
             }
         tg_sb_puts(o, "}}");

@@ -33,10 +33,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "infile.h"
 #include "luaval.h" /* TG_NAME_MAX */
 #include "tr_json.h"
 
 #define HF_CONFIG_MAX_BYTES (16L << 20) /* a GPT-2 config.json is about 1 KB */
+#define HF_DUP_NAMED 8                  /* repeated keys named one by one; the rest counted */
 
 typedef enum hf_kind {
     K_MODEL_TYPE,
@@ -312,26 +314,16 @@ static void dir_name(const char *dir, char *out, size_t cap)
 /* Read path whole into *text (NUL-terminated), else a message. */
 static bool read_config(const char *path, char **text, size_t *len, tg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_fail(err, "%s: cannot read: %s; --from-hf reads the config.json that save_pretrained writes beside "
-                            "model.safetensors",
-                       path, strerror(errno));
-    char *buf = malloc((size_t)HF_CONFIG_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)HF_CONFIG_MAX_BYTES + 1, f) : 0;
-    int rerr = ferror(f);
-    fclose(f);
-    if (!buf)
-        return tg_fail(err, "%s: cannot read: out of memory", path);
-    if (rerr || n > (size_t)HF_CONFIG_MAX_BYTES) {
-        free(buf);
-        return tg_fail(err, "%s: %s", path,
-                       rerr ? "cannot read it (a read error)"
-                            : "larger than 16 MiB: not a model's config.json; pass the save_pretrained directory");
+    if (!tg_infile_read(path, "cannot read",
+                        "; --from-hf reads the config.json that save_pretrained writes beside model.safetensors",
+                        (size_t)HF_CONFIG_MAX_BYTES, text, len, err))
+        return false;
+    if (*len > (size_t)HF_CONFIG_MAX_BYTES) {
+        free(*text);
+        *text = NULL;
+        return tg_fail(err, "%s: larger than 16 MiB: not a model's config.json; pass the save_pretrained directory",
+                       path);
     }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
     return true;
 }
 
@@ -366,6 +358,71 @@ static void list_keys(tg_sb *out, const tr_json_doc *doc, const tr_json_node *ro
     tg_sb_free(&line);
 }
 
+/* Duplicate keys in O(n log n) whatever the keys (a hash could be attacked with colliding keys): the members
+ * sorted by (key, position), a member equal to its predecessor is a repeat. The scan that compared each member
+ * with every earlier one took 43 s for 80 000 keys, hours for a config at the 16 MiB cap. */
+typedef struct hf_member {
+    const char *key;
+    size_t len, pos;
+} hf_member;
+
+static int hf_member_cmp(const void *a, const void *b)
+{
+    const hf_member *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->key, y->key, n);
+    if (c)
+        return c;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* *repeat[i] for the i-th member of root: its key appeared at an earlier member. One message per repeat at most,
+ * named in document order by the caller. */
+static bool hf_repeated_keys(const tr_json_doc *doc, const tr_json_node *root, bool **repeat, size_t *n)
+{
+    size_t count = root->count > 0 ? (size_t)root->count : 0;
+    hf_member *ms = malloc((count ? count : 1) * sizeof *ms);
+    *repeat = calloc(count ? count : 1, sizeof **repeat);
+    if (!ms || !*repeat) {
+        free(ms);
+        free(*repeat);
+        *repeat = NULL;
+        return false;
+    }
+    size_t i = 0;
+    for (const tr_json_node *m = tr_json_first(doc, root); m && i < count; m = tr_json_next(doc, m), i++)
+        ms[i] = (hf_member){m->key, m->key_len, i};
+    qsort(ms, i, sizeof *ms, hf_member_cmp);
+    for (size_t j = 1; j < i; j++)
+        if (ms[j].len == ms[j - 1].len && !memcmp(ms[j].key, ms[j - 1].key, ms[j].len))
+            (*repeat)[ms[j].pos] = true;
+    free(ms);
+    *n = i;
+    return true;
+}
+
+/* The optimizer table GPT-2 is usually trained with, as lines of the printed spec: live in --mode train (without
+ * it tessgen trains at a constant lr = 1e-3 with no warmup or clipping, and a pretrained model's loss spikes),
+ * commented out otherwise, ready for mode = "train". Every key is one the spec's optimizer table accepts
+ * (docs/TRAINING.md). */
+static void hf_optimizer_block(tg_sb *o, bool train)
+{
+    static const char *const lines[] = {
+        "-- AdamW as GPT-2 is usually trained (the GPT-3 paper's small-model settings, as nanoGPT and llm.c use",
+        "-- them): linear warmup, cosine decay to lr/10, gradient clipping at norm 1.0, weight decay 0.1 on the",
+        "-- 2-D weights (docs/TRAINING.md). Without this table tessgen trains at a constant lr = 1e-3 with no",
+        "-- warmup or clipping. Set decay_steps to your run's steps minus warmup; lower lr to fine-tune.",
+        "optimizer = { lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1,",
+        "              warmup = 700, decay_steps = 18000, lr_min = 6e-5, clip = 1.0 },",
+    };
+    if (!train)
+        tg_sb_puts(o, "  -- for mode = \"train\", uncomment the optimizer table below:\n");
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        tg_sb_printf(o, "  %s%s\n", train || lines[i][0] == '-' ? "" : "-- ", lines[i]);
+}
+
 bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
 {
     struct stat st;
@@ -383,12 +440,19 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     size_t len = 0;
     if (!read_config(path, &text, &len, err))
         return false;
+    bool ok = tg_hf_spec_text(r, path, text, len, spec, warn, err);
+    free(text);
+    return ok;
+}
+
+bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text, size_t len, tg_sb *spec, tg_sb *warn,
+                     tg_err *err)
+{
+    struct stat st;
     tr_json_doc doc;
     tr_err terr = {{0}};
-    if (!tr_json_parse(&doc, text, len, path, &terr)) {
-        free(text);
+    if (!tr_json_parse(&doc, text, len, path, &terr))
         return tg_fail(err, "%s; repair it, or save the model again with save_pretrained", terr.msg);
-    }
     const tr_json_node *root = tr_json_root(&doc);
     tg_sb h;
     tg_sb_init(&h);
@@ -403,15 +467,20 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
 
     hf_model md = {.eps = 1e-5};
     int problems = err->count;
-    for (const tr_json_node *m = tr_json_first(&doc, root); m; m = tr_json_next(&doc, m)) {
-        for (const tr_json_node *o = tr_json_first(&doc, root); o != m; o = tr_json_next(&doc, o))
-            if (o->key_len == m->key_len && !memcmp(o->key, m->key, m->key_len)) {
-                h.len = 0;
-                tg_sb_puts(&h, "\"");
-                put_text(&h, m->key, m->key_len);
-                tg_fail(err, "%s: key %s\" appears twice: which value holds is not defined; keep one", path, h.s);
-                break;
-            }
+    size_t nmembers = 0;
+    bool *repeat = NULL; /* repeat[i]: member i's key is the second occurrence of a key */
+    if (!hf_repeated_keys(&doc, root, &repeat, &nmembers)) {
+        ok = tg_fail(err, "%s: out of memory checking %d keys for duplicates", path, root->count);
+        goto out;
+    }
+    size_t ndup = 0, mi = 0;
+    for (const tr_json_node *m = tr_json_first(&doc, root); m; m = tr_json_next(&doc, m), mi++) {
+        if (mi < nmembers && repeat[mi] && ++ndup <= HF_DUP_NAMED) {
+            h.len = 0;
+            tg_sb_puts(&h, "\"");
+            put_text(&h, m->key, m->key_len);
+            tg_fail(err, "%s: key %s\" appears twice: which value holds is not defined; keep one", path, h.s);
+        }
         int k = 0;
         while (k < NKEYS && (strlen(hf_keys[k].key) != m->key_len || strcmp(hf_keys[k].key, m->key) != 0))
             k++;
@@ -420,6 +489,9 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
         md.seen[k] = true;
         check_member(path, m, k, &md, &h, err);
     }
+    free(repeat);
+    if (ndup > HF_DUP_NAMED)
+        tg_fail(err, "%s: %zu more keys appear more than once; keep one of each", path, ndup - HF_DUP_NAMED);
     for (int k = 0; k < NKEYS; k++)
         if (hf_keys[k].kind <= K_N_POSITIONS && !md.seen[k])
             tg_fail(err, "%s: %s is missing: tessgen needs model_type, n_layer, n_embd, n_head and n_positions "
@@ -505,10 +577,15 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
                      path, md.attn_pdrop, md.resid_pdrop);
     }
     tg_sb_printf(&text_out, "return {\n  name = \"%s\",\n", name);
+    /* --mesh Q,D is q and d, not the mesh's shape: say how many ranks that makes where the mesh is printed */
     if (r->scheme == TG_SCHEME_MEGATRON)
-        tg_sb_printf(&text_out, "  scheme = \"megatron\",\n  mesh = { p = %d },\n", r->p);
-    else
-        tg_sb_printf(&text_out, "  mesh = { q = %d, d = %d },\n", r->q, r->d);
+        tg_sb_printf(&text_out, "  scheme = \"megatron\",\n  mesh = { p = %d },  -- --mesh P is p: %d rank%s\n", r->p,
+                     r->p, r->p == 1 ? "" : "s");
+    else {
+        long long ranks = (long long)r->q * r->q * r->d;
+        tg_sb_printf(&text_out, "  mesh = { q = %d, d = %d },  -- --mesh Q,D is q and d: the mesh [%d,%d,%d], q*q*d = %lld rank%s\n",
+                     r->q, r->d, r->q, r->q, r->d, ranks, ranks == 1 ? "" : "s");
+    }
     tg_sb_printf(&text_out, "  model = { layers = %d, hidden = %d, heads = %d, ffn = %d, seq = %d, batch = %d, eps = ",
                  md.n_layer, md.n_embd, md.n_head, ffn, r->seq, r->batch);
     put_double(&text_out, md.eps);
@@ -517,6 +594,7 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
     tg_sb_puts(&text_out, " },\n");
     if (r->mode == TG_TRAIN)
         tg_sb_puts(&text_out, "  mode = \"train\",\n");
+    hf_optimizer_block(&text_out, r->mode == TG_TRAIN);
     tg_sb_puts(&text_out, "}\n");
 
     /* the same loader as `tessgen SPEC`: a mesh, seq or batch that does not fit the model is refused here */
@@ -542,6 +620,5 @@ bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err)
 out:
     tg_sb_free(&h);
     tr_json_free(&doc);
-    free(text);
     return ok;
 }

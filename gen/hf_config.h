@@ -42,4 +42,10 @@ typedef struct tg_hf_request {
  * err names the file, each key at fault, its value, the rule and the fix. */
 bool tg_hf_spec(const tg_hf_request *r, tg_sb *spec, tg_sb *warn, tg_err *err);
 
+/* The same for config.json's text already read (len bytes, text[len] == '\0'), named path in messages;
+ * r->dir is still where the weights are looked for. tg_hf_spec reads the file and calls it; the fuzzing
+ * harness (tests/fuzz/fuzz_hfconfig.c) calls it directly. */
+bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text, size_t len, tg_sb *spec, tg_sb *warn,
+                     tg_err *err);
+
 #endif

@@ -7,8 +7,9 @@
  * spec, the work is in two halves: collect() copies the returned table, with
  * raw accesses only, into plain C values (tg_lval), noting unknown keys; it is
  * the only code here that touches Lua. validate() then checks them in plain C:
- * each key's type and range (rates and bandwidths positive and finite,
- * latencies >= 0, ranks_per_node an integer in 1..65536), the required keys,
+ * each key's type and range (bandwidths 1e-3..1e5 GB/s, GEMM rates 1e-3..1e5
+ * TFLOPS, latencies 0..1e6 us, memory 1e-6..1e6 GiB, ranks_per_node an integer
+ * in 1..65536: physically meaningful, so every derived time is finite), the required keys,
  * and that fp32_gemm = "tf32" has a TF32 rate to run at. Every problem found is
  * reported at once, one tg_fail line each in the form of err.h; a tg_machine
  * that tg_machine_load accepted has every field in range, so the cost model
@@ -30,12 +31,22 @@
 
 #include <lua.h>
 
+#include "infile.h"
 #include "luaval.h"
 #include "sandbox.h"
 
 #define MACHINE_MAX_FILE_BYTES (1L << 20) /* a machine file larger than this is refused */
 #define MACHINE_MAX_RANKS_PER_NODE 65536LL
-#define MACHINE_MAX_RATE 1e9              /* GB/s, TFLOPS, us, GiB: far above any machine, below overflow */
+/* Physically meaningful ranges, each far beyond any machine in both directions, so that every time the cost
+ * model derives (bytes / bandwidth, flops / rate, latencies summed over a run) and every ratio --advise prints
+ * stays finite and meaningful: a rate of 5e-324 made times of inf and ratios of NaN, and --json invalid. */
+#define MACHINE_MIN_BANDWIDTH 1e-3 /* GB/s: 1 MB/s */
+#define MACHINE_MAX_BANDWIDTH 1e5  /* GB/s: 100 TB/s */
+#define MACHINE_MIN_TFLOPS 1e-3    /* 1 GFLOPS */
+#define MACHINE_MAX_TFLOPS 1e5     /* 100 PFLOPS per rank */
+#define MACHINE_MAX_US 1e6         /* latencies and launch cost: one second */
+#define MACHINE_MIN_GIB 1e-6       /* memory of a rank: 1 KiB */
+#define MACHINE_MAX_GIB 1e6        /* 1 PiB */
 
 /* ---- the key schema ------------------------------------------------------ */
 
@@ -114,41 +125,46 @@ static void collect_returned(lua_State *L, int idx, void *ud)
 typedef struct num_rule {
     const char *what;    /* "one rank's link bandwidth inside a node, GB/s each way" */
     const char *example; /* "bandwidth_gbs = 200" */
-    int zero_ok;         /* >= 0 rather than > 0 */
+    double min, max;     /* the range, both ends included */
+    const char *unit;    /* for the message: "GB/s" */
 } num_rule;
 
 static num_rule rule_of(int level, int k)
 {
-    num_rule r = {"", "", 0};
+    num_rule r = {"", "", 0, 0, ""};
     if (level == LVL_INTRA || level == LVL_INTER) {
         bool intra = level == LVL_INTRA;
         if (k == LINK_BW) {
             r.what = intra ? "one rank's link bandwidth inside a node, GB/s each way"
                            : "one node's network bandwidth to other nodes, GB/s each way";
             r.example = intra ? "bandwidth_gbs = 200" : "bandwidth_gbs = 25";
+            r.min = MACHINE_MIN_BANDWIDTH, r.max = MACHINE_MAX_BANDWIDTH, r.unit = " GB/s";
         } else {
             r.what = "the latency of one message in microseconds";
             r.example = intra ? "latency_us = 2" : "latency_us = 5";
-            r.zero_ok = 1;
+            r.min = 0, r.max = MACHINE_MAX_US, r.unit = " us";
         }
     } else if (level == LVL_GEMM) {
         r.what = "a sustained GEMM rate in TFLOPS";
         r.example = k == GEMM_FP32 ? "fp32 = 19.5" : k == GEMM_TF32 ? "tf32 = 156" : "bf16 = 312";
+        r.min = MACHINE_MIN_TFLOPS, r.max = MACHINE_MAX_TFLOPS, r.unit = " TFLOPS";
     } else if (k == TOP_MEMBW) {
         r.what = "the device memory bandwidth of one rank in GB/s";
         r.example = "memory_bandwidth_gbs = 1555";
+        r.min = MACHINE_MIN_BANDWIDTH, r.max = MACHINE_MAX_BANDWIDTH, r.unit = " GB/s";
     } else if (k == TOP_MEMGIB) {
         r.what = "the memory of one rank in GiB";
         r.example = "memory_gib = 40";
+        r.min = MACHINE_MIN_GIB, r.max = MACHINE_MAX_GIB, r.unit = " GiB";
     } else if (k == TOP_LAUNCH) {
         r.what = "the fixed cost of every step in microseconds";
         r.example = "launch_us = 5";
-        r.zero_ok = 1;
+        r.min = 0, r.max = MACHINE_MAX_US, r.unit = " us";
     }
     return r;
 }
 
-/* A number at val[level][k]: finite, > 0 (>= 0 for latencies and launch_us), at most MACHINE_MAX_RATE.
+/* A number at val[level][k]: finite and in the key's range (rule_of).
  * required: a missing key is a problem; otherwise *out keeps its default. */
 static bool check_number(machine_ctx *c, int level, int k, bool required, double *out)
 {
@@ -171,10 +187,11 @@ static bool check_number(machine_ctx *c, int level, int k, bool required, double
         return false;
     }
     double x = tg_lval_num(v);
-    if (!isfinite(x) || (r.zero_ok ? x < 0 : !(x > 0)) || x > MACHINE_MAX_RATE) {
+    if (!isfinite(x) || !(x >= r.min) || !(x <= r.max)) {
         tg_lval_show_number(got, sizeof got, v);
-        fail(c, "%s%s = %s is out of range: %s must be %s and at most %g; use e.g. %s", pre, key, got, r.what,
-             r.zero_ok ? ">= 0" : "> 0", MACHINE_MAX_RATE, r.example);
+        fail(c, "%s%s = %s is out of range: %s must be between %.10g and %.10g%s, what a machine can have (a unit "
+                "slip, bits for bytes or B/s for GB/s, lands outside); use e.g. %s",
+             pre, key, got, r.what, r.min, r.max, r.unit, r.example);
         return false;
     }
     *out = x;
@@ -305,23 +322,11 @@ bool tg_machine_load_string(const char *chunkname, const char *src, tg_machine *
 
 bool tg_machine_load(const char *path, tg_machine *out, tg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_fail(err, "%s: cannot read machine file: %s", path, strerror(errno));
-    char *buf = malloc((size_t)MACHINE_MAX_FILE_BYTES + 2);
-    if (!buf) {
-        fclose(f);
-        return tg_fail(err, "%s: cannot read machine file: out of memory", path);
-    }
-    errno = 0;
-    size_t len = fread(buf, 1, (size_t)MACHINE_MAX_FILE_BYTES + 1, f);
-    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    bool ok;
-    if (read_errno)
-        ok = tg_fail(err, "%s: cannot read machine file: %s", path, strerror(read_errno));
-    else
-        ok = tg_machine_load_buffer(path, buf, len, out, err); /* refuses len over the cap */
+    char *buf;
+    size_t len;
+    if (!tg_infile_read(path, "cannot read machine file", "", (size_t)MACHINE_MAX_FILE_BYTES, &buf, &len, err))
+        return false;
+    bool ok = tg_machine_load_buffer(path, buf, len, out, err); /* refuses len over the cap */
     free(buf);
     return ok;
 }

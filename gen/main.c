@@ -204,11 +204,71 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
     printf("%s\n", backends);
     printf("schedule fingerprint %s (every program of this output checks it at start, and a run prints it)\n",
            pl->fingerprint);
-    printf("wrote %d of %d files in %s (the others were unchanged); next: ninja -C %s && %s/run\n", written, nfiles,
-           outdir, outdir, outdir);
+    printf("wrote %d of %d files in %s (the others were unchanged); next: %sninja -C %s && %s/run\n", written, nfiles,
+           outdir,
+           tg_build_on_path("ninja") ? ""
+                                     : "ninja is not on PATH: install it (Debian/Ubuntu: apt-get install ninja-build; "
+                                       "or pip install ninja), then ",
+           outdir, outdir);
     printf("inspect: %s/schedule.html (open in a browser), %s/summary.txt (memory, bytes per layer, other meshes), "
            "%s/schedule.json\n",
            outdir, outdir, outdir);
+}
+
+/* The bytes this generation writes, estimated before anything is written: class (0,0)'s files rendered in full
+ * (its C and CUDA programs, its schedule text, JSON and JS, its manifest and block-map entries, the block map
+ * twice: schedule.json and schedule.html) times the classes, plus a tenth (the classes differ in their roots and
+ * the widths of a few numbers), plus kernels.cu(h) of class (0,0) and an allowance for the files that cover every
+ * rank (model.c, build.ninja, run, schedule.txt, summary.txt and the index of schedule.json and .html): 1 MB and
+ * 1 KB per rank. The estimate is printed, and refused when the disk cannot hold it (tg_outdir_room). */
+static bool estimate_output(const tg_plan *plan, const tg_cuda_opts *cuda, unsigned long long *bytes, tg_err *err)
+{
+    tg_class_plan cp;
+    if (!tg_plan_class(plan, 0, 0, &cp, err))
+        return false;
+    tg_sb t, js;
+    tg_sb_init(&t);
+    tg_sb_init(&js);
+    unsigned long long per_class = 0, once = 0;
+    bool ok = tg_emit_class_c(plan, &cp, &t, err);
+    per_class += t.len;
+    tg_kernels *ks = NULL;
+    if (ok && cuda->enabled) {
+        t.len = 0;
+        ks = tg_kernels_new();
+        ok = ks && tg_emit_class_cu(plan, &cp, &t, err) && tg_kernels_add(ks, &cp);
+        per_class += t.len;
+        t.len = 0;
+        ok = ok && tg_emit_kernels_cu(plan, ks, &t, err);
+        once += t.len;
+        t.len = 0;
+        ok = ok && tg_emit_kernels_cuh(plan, &t, err);
+        once += t.len;
+    }
+    if (ok) {
+        t.len = 0;
+        ok = tg_emit_class_txt(plan, &cp, &t, err);
+        per_class += t.len;
+        t.len = 0;
+        ok = ok && tg_emit_class_json(plan, &cp, &t, err);
+        per_class += t.len;
+        if (ok)
+            tg_emit_class_js(&js, &t);
+        per_class += js.len;
+        t.len = 0;
+        tg_emit_manifest_class(plan, &cp, &t);
+        per_class += t.len;
+        t.len = 0;
+        tg_emit_blockmap_class(&t, &cp);
+        per_class += 2 * t.len;
+    }
+    tg_kernels_free(ks);
+    tg_sb_free(&t);
+    tg_sb_free(&js);
+    tg_class_free(&cp);
+    unsigned long long nc = (unsigned long long)tg_plan_nclasses(plan);
+    *bytes = per_class * nc + per_class * nc / 10 + once + (1ULL << 20) + 1024ULL * (unsigned long long)plan->mesh.p;
+    return ok;
 }
 
 /* Plan every class (pass 1: fingerprint, figures, what the CUDA backend can run), then lock the output
@@ -301,6 +361,23 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         goto out;
     }
     tg_filelist_sort(&now);
+
+    /* the size, before anything is written: printed, and refused when the disk cannot hold it */
+    unsigned long long need = 0, avail = 0;
+    if (!estimate_output(&plan, &cuda, &need, &err)) {
+        fprintf(stderr, "tessgen: %s\n", err.msg);
+        rc = 70;
+        goto out;
+    }
+    need += 4096ULL * (unsigned long long)now.n; /* each file rounds up to a block */
+    if (!tg_outdir_room(outdir, &now, need, &avail, &err)) {
+        fprintf(stderr, "tessgen: %s\ntessgen: nothing was written\n", err.msg);
+        rc = 1;
+        goto out;
+    }
+    if (!quiet)
+        printf("writing about %.1f MB in %d files to %s (estimated from class (0,0)); %.1f MB free there\n",
+               (double)need / 1e6, now.n, outdir, (double)avail / 1e6);
 
     /* lock, then list what may be written before writing it */
     char subdir[4200];

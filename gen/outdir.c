@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "outfile.h"
@@ -77,9 +78,35 @@ bool tg_outdir_lock(const char *dir, int *fd, tg_err *err)
         return false;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", dir, LOCK_NAME);
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* the lock file is truncated and written: never through a symbolic link (O_NOFOLLOW), and only when it is a
+     * regular file with no other name (a hard link to a user's file would be emptied); O_NONBLOCK so that a FIFO
+     * cannot block the open */
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (f < 0 && errno == ELOOP) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        return tg_fail(err,
+                       "%s: the lock file is a symbolic link%s%s; tessgen writes its lock file only as a regular file "
+                       "and left the link and its target untouched; remove the link (rm %s) and run again",
+                       path, n > 0 ? " to " : "", target, path);
+    }
     if (f < 0)
         return tg_fail(err, "%s: cannot open the lock file: %s", path, strerror(errno));
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
+        bool reg = S_ISREG(st.st_mode);
+        close(f);
+        return tg_fail(err,
+                       "%s: the lock file is %s; tessgen writes its lock file only as a regular file of its own and "
+                       "left this one untouched; remove it (rm %s) and run again",
+                       path, !reg ? "not a regular file (a FIFO, socket or device)" : "a hard link to another file",
+                       path);
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
     if (flock(f, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = "";
         ssize_t n = pread(f, pid, sizeof pid - 1, 0);
@@ -325,4 +352,57 @@ void tg_outdir_clean_tmp(const char *dir, const tg_filelist *old, const tg_filel
 {
     clean_tmp_in(dir, "", old, now, quiet);
     clean_tmp_in(dir, "schedule", old, now, quiet);
+}
+
+/* ---- room on the file system ----------------------------------------------------- */
+
+static double mb(unsigned long long b)
+{
+    return (double)b / 1e6;
+}
+
+bool tg_outdir_room(const char *dir, const tg_filelist *now, unsigned long long need, unsigned long long *avail,
+                    tg_err *err)
+{
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof probe, "%s", dir);
+    struct statvfs vfs;
+    unsigned long long free_b = 0;
+    const char *hook = getenv("TESS_TEST_DISK_FREE");
+    if (hook && *hook) {
+        free_b = strtoull(hook, NULL, 10);
+    } else {
+        for (;;) { /* the nearest existing directory: -o may name one that is created later */
+            if (statvfs(probe, &vfs) == 0) {
+                free_b = (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize;
+                break;
+            }
+            char *slash = strrchr(probe, '/');
+            if (!slash || slash == probe) {
+                if (statvfs(slash == probe ? "/" : ".", &vfs) != 0) {
+                    vfs.f_bavail = (fsblkcnt_t)-1 / 2; /* cannot tell: the writes themselves report a full disk */
+                    vfs.f_frsize = 1;
+                }
+                free_b = (unsigned long long)vfs.f_bavail * (unsigned long long)vfs.f_frsize;
+                break;
+            }
+            *slash = '\0';
+        }
+    }
+    unsigned long long replaced = 0;
+    for (int i = 0; i < now->n; i++) {
+        char path[PATH_MAX + 64];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, now->name[i]);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            replaced += (unsigned long long)st.st_size;
+    }
+    *avail = free_b + replaced;
+    if (need > *avail)
+        return tg_fail(err,
+                       "%s: the output needs about %.1f MB and its file system has %.1f MB free%s: generating would "
+                       "fill the disk and leave a partial output; free some space, pass another -o DIR, or use a "
+                       "smaller mesh or fewer layers",
+                       dir, mb(need), mb(*avail), replaced ? " (counting the files it replaces)" : "");
+    return true;
 }

@@ -56,4 +56,11 @@ void tg_outdir_clean_tmp(const char *dir, const tg_filelist *old, const tg_filel
 /* Remove the files of old (and legacy rank_NNNN.c/.cu) that now does not hold and that tessgen made. */
 void tg_outdir_remove_stale(const char *dir, const tg_filelist *old, const tg_filelist *now, int quiet);
 
+/* Can the file system of dir (or of its nearest existing parent, when dir does not exist yet) hold need more
+ * bytes, counting the bytes of now's files already in dir as free (they are replaced)? *avail gets what it
+ * counts as free. TESS_TEST_DISK_FREE=BYTES replaces statvfs's free bytes, so that the refusal is testable
+ * without filling a disk. false with a message naming the sizes and the fix. */
+bool tg_outdir_room(const char *dir, const tg_filelist *now, unsigned long long need, unsigned long long *avail,
+                    tg_err *err);
+
 #endif

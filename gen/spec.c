@@ -36,6 +36,7 @@
 
 #include <lua.h>
 
+#include "infile.h"
 #include "luaval.h"
 #include "sandbox.h"
 
@@ -47,6 +48,14 @@
 #define SPEC_MAX_RANKS 65536LL                 /* q*q*d */
 #define SPEC_SET_SHOWN 12                      /* values listed in a "use q in {...}" fix */
 #define SPEC_MAX_LIST 8                        /* entries of a list value (backends) kept */
+/* Where lr and the epsilons stop meaning anything in float32 (the runtime rounds them to float once):
+ * AdamW's step is about lr per weight, and below 1e-10 it is under half the spacing of float32 weights of
+ * magnitude 1e-3 and more, so nothing trains (1e-46 is 0 in float32); an epsilon below 1e-30 is near the
+ * smallest normal float32 (1.2e-38), and one that rounds to 0 gives 0/0 for a zero gradient or a constant row
+ * (and a float literal the C compiler refuses). Every value must also be a finite float32. */
+#define SPEC_MIN_LR 1e-10
+#define SPEC_MIN_EPS 1e-30
+#define SPEC_MAX_F32 3.4028234663852886e38
 
 /* ---- the key schema ------------------------------------------------------ */
 
@@ -377,10 +386,12 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
 {
     static const double defaults[OPT_COUNT] = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0, 0};
     static const char *const rule[OPT_COUNT] = {
-        "the learning rate must be > 0 and finite; use lr = 1e-3",
+        ("the learning rate must be >= 1e-10 and a finite float32 (<= 3.4e38): below 1e-10 AdamW's step, about lr "
+         "per weight, is under the rounding of float32 weights and training does nothing; use lr = 1e-3"),
         "beta1 must be >= 0 and < 1; use beta1 = 0.9",
         "beta2 must be >= 0 and < 1; use beta2 = 0.999",
-        "eps must be > 0 and finite; use eps = 1e-8",
+        ("eps must be >= 1e-30 and a finite float32 (<= 3.4e38): a smaller eps is 0 or subnormal in float32 and "
+         "a zero gradient gives 0/0; use eps = 1e-8"),
         "weight_decay must be >= 0 and finite; use weight_decay = 0.01 (0 turns it off)",
         "warmup is a number of steps, an integer in 0..1000000000; use warmup = 100 (0: no warmup)",
         ("decay_steps is a number of steps, an integer in 0..1000000000; use decay_steps = 10000 (0: constant lr "
@@ -406,7 +417,7 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
             double x = tg_lval_num(v);
             bool ok = isfinite(x);
             if (k == OPT_LR || k == OPT_EPS)
-                ok = ok && x > 0;
+                ok = ok && x >= (k == OPT_LR ? SPEC_MIN_LR : SPEC_MIN_EPS) && x <= SPEC_MAX_F32;
             else if (k == OPT_WD || k == OPT_LR_MIN || k == OPT_CLIP)
                 ok = ok && x >= 0;
             else if (k == OPT_WARMUP || k == OPT_DECAY)
@@ -529,10 +540,10 @@ static bool check_eps(spec_ctx *c, tg_spec *s)
         return false;
     }
     double e = tg_lval_num(v);
-    if (!isfinite(e) || !(e > 0) || !(e < 1)) {
+    if (!isfinite(e) || !(e >= SPEC_MIN_EPS) || !(e < 1)) {
         tg_lval_show_number(shown, sizeof shown, v);
-        fail(c, "model.eps = %s is out of range: the layernorm epsilon must be > 0 and < 1; "
-                "use eps = 1e-5", shown);
+        fail(c, "model.eps = %s is out of range: the layernorm epsilon must be >= 1e-30 and < 1 (a smaller one is 0 "
+                "or subnormal in float32, and a constant row gives 0/0); use eps = 1e-5", shown);
         return false;
     }
     s->eps = e;
@@ -893,22 +904,12 @@ bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
 
 bool tg_spec_load(const char *path, tg_spec *out, tg_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_fail(err, "%s: cannot read spec: %s", path, strerror(errno));
-    char *buf = malloc((size_t)SPEC_MAX_FILE_BYTES + 2);
-    if (!buf) {
-        fclose(f);
-        return tg_fail(err, "%s: cannot read spec: out of memory", path);
-    }
-    errno = 0;
-    size_t len = fread(buf, 1, (size_t)SPEC_MAX_FILE_BYTES + 1, f);
-    int read_errno = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
+    char *buf;
+    size_t len;
+    if (!tg_infile_read(path, "cannot read spec", "", (size_t)SPEC_MAX_FILE_BYTES, &buf, &len, err))
+        return false;
     bool ok;
-    if (read_errno)
-        ok = tg_fail(err, "%s: cannot read spec: %s", path, strerror(read_errno));
-    else if (len > (size_t)SPEC_MAX_FILE_BYTES)
+    if (len > (size_t)SPEC_MAX_FILE_BYTES)
         ok = tg_fail(err, "%s: the spec is larger than %ld bytes: a spec is a table of numbers",
                      path, SPEC_MAX_FILE_BYTES);
     else

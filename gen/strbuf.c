@@ -3,6 +3,7 @@
  */
 #include "strbuf.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,4 +93,12 @@ void tg_sb_cstr(tg_sb *b, const char *s)
 void tg_sb_jstr(tg_sb *b, const char *s)
 {
     quoted(b, s, 1);
+}
+
+void tg_sb_jnum(tg_sb *b, const char *fmt, double v)
+{
+    if (isfinite(v))
+        tg_sb_printf(b, fmt, v);
+    else
+        tg_sb_puts(b, "null"); /* JSON has no inf or nan; what prints JSON never prints them */
 }

@@ -29,4 +29,6 @@ void tg_sb_printf(tg_sb *b, const char *fmt, ...) __attribute__((format(printf, 
 /* Append s as a quoted C string literal / JSON string (quotes included). */
 void tg_sb_cstr(tg_sb *b, const char *s);
 void tg_sb_jstr(tg_sb *b, const char *s);
+/* Append v with the printf format fmt (one double), or null when v is not finite: JSON has no inf or nan. */
+void tg_sb_jnum(tg_sb *b, const char *fmt, double v) __attribute__((format(printf, 2, 0)));
 #endif

@@ -447,10 +447,15 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
         tg_sb_printf(o, "  %-12s %-9s %13s %13s %13s %13s %13s %16s %9s\n", "mesh", "status", "arena", "weights",
                      "recv", "sent", "reduced", "flops", "steps");
     }
-    for (int q = p; q >= 1; q--) {
-        if (p % (q * q))
+    /* q*q in long long from the largest q with q*q <= p: q = p squared overflowed an int from 46,341 ranks on */
+    int qmax = 1;
+    while ((long long)(qmax + 1) * (qmax + 1) <= p)
+        qmax++;
+    for (int q = qmax; q >= 1; q--) {
+        long long qq = (long long)q * q;
+        if (p % qq)
             continue;
-        int d = p / (q * q);
+        int d = (int)(p / qq);
         char mesh[48];
         snprintf(mesh, sizeof mesh, "[%d,%d,%d]", q, q, d);
         mesh_fig mf;

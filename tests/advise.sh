@@ -111,6 +111,49 @@ adv_profiles() {
         $TG "$ADV_SPEC" --cost --machine specs/machines/h100x8.lua | grep -q "^  forward"
 }
 
+# rates where no machine is (5e-324 made --advise print inf and -nan, and --json invalid) are refused naming the
+# field; machines at either end of every accepted range give finite numbers: --advise and --cost --json parse as
+# strict JSON (no NaN, no Infinity) and the text has no inf or nan
+adv_extreme_machines() {
+    cat >"$WORK/m_denorm.lua" <<'M'
+return { ranks_per_node = 4, intra = { bandwidth_gbs = 5e-324, latency_us = 2 }, inter = { bandwidth_gbs = 10, latency_us = 5 },
+  gemm_tflops = { fp32 = 10 }, memory_bandwidth_gbs = 1000, memory_gib = 80 }
+M
+    $TG "$ADV_SPEC" --advise --json --machine "$WORK/m_denorm.lua" --ranks 16 >"$WORK/adv_d.json" 2>"$WORK/e"
+    local rc=$?
+    cat "$WORK/e"
+    [ $rc -eq 1 ] && [ ! -s "$WORK/adv_d.json" ] &&
+        grep -q "m_denorm.lua: intra.bandwidth_gbs = .* is out of range: .* must be between 0.001 and 100000 GB/s" "$WORK/e" ||
+        return 1
+    local lo="bandwidth_gbs = 1e-3, latency_us = 1e6" hi="bandwidth_gbs = 1e5, latency_us = 0"
+    printf 'return { ranks_per_node = 4, intra = { %s }, inter = { %s }, gemm_tflops = { fp32 = 1e-3 },
+  memory_bandwidth_gbs = 1e-3, memory_gib = 1e6, launch_us = 1e6 }
+' \
+        "$lo" "$lo" >"$WORK/m_lo.lua"
+    printf 'return { ranks_per_node = 4, intra = { %s }, inter = { %s }, gemm_tflops = { fp32 = 1e5 },
+  memory_bandwidth_gbs = 1e5, memory_gib = 1e-6, launch_us = 0 }
+' \
+        "$hi" "$hi" >"$WORK/m_hi.lua"
+    for m in lo hi; do
+        $TG "$ADV_SPEC" --advise --json --machine "$WORK/m_$m.lua" --ranks 16 >"$WORK/adv_$m.json" &&
+            $TG "$ADV_SPEC" --cost --json --machine "$WORK/m_$m.lua" >"$WORK/cost_$m.json" &&
+            $TG "$ADV_SPEC" --advise --machine "$WORK/m_$m.lua" --ranks 16 >"$WORK/adv_$m.txt" &&
+            $TG "$ADV_SPEC" --cost --machine "$WORK/m_$m.lua" >>"$WORK/adv_$m.txt" &&
+            ! grep -Eiw -- "-?(inf|nan)" "$WORK/adv_$m.txt" &&
+            "$PY" - "$WORK/adv_$m.json" "$WORK/cost_$m.json" <<'PYEOF' || return 1
+import json, math, sys
+def bad(c): raise ValueError("not JSON: " + c)
+for f in sys.argv[1:]:
+    doc = json.load(open(f), parse_constant=bad)
+    def walk(x):
+        if isinstance(x, dict): [walk(v) for v in x.values()]
+        elif isinstance(x, list): [walk(v) for v in x]
+        elif isinstance(x, float): assert math.isfinite(x), (f, x)
+    walk(doc)
+assert json.load(open(sys.argv[1]))["candidates"], "no candidate"
+PYEOF
+    done
+}
 # a training spec is ranked by its training step, with tokens/s and MFU computed here from the model and the
 # machine, and the best layout's spec lines, pasted into the spec, generate that layout
 adv_train() {
@@ -189,3 +232,4 @@ check "advise: cost model payload bytes = measured (--stats); placement dep send
 check "advise: megatron: cost model payload bytes = measured (--stats) = 2 all-reduces of [T,C] per layer" adv_bytes_megatron
 check "advise: a bad machine file is exit 1 naming file and field; misuse exit 2" adv_errors
 check "advise: both shipped machine profiles rank and cost" adv_profiles
+check "advise: a rate of 5e-324 is refused naming the field; machines at the ends of every range give finite text and valid JSON" adv_extreme_machines

@@ -71,6 +71,27 @@ cli_locked_outdir() {
     [ $rc -eq 1 ] && grep -q "another tessgen (pid 12345) is writing this output directory" "$WORK/out" &&
         [ "$(ls "$WORK/locked")" = "" ]
 }
+# the lock file is written only as a regular file of tessgen's own: a symbolic link, a hard link or a FIFO
+# in its place is refused, named, and left untouched with what it points at; nothing else is written
+cli_lock_not_regular_one() { # KIND: make DIR/.tessgen.lock a KIND, run tessgen, check the refusal
+    rm -rf "$WORK/lockx" "$WORK/victim.txt" && mkdir -p "$WORK/lockx" && echo "precious" >"$WORK/victim.txt" &&
+        case $1 in
+        symlink) ln -s ../victim.txt "$WORK/lockx/.tessgen.lock" ;;
+        hardlink) ln "$WORK/victim.txt" "$WORK/lockx/.tessgen.lock" ;;
+        fifo) mkfifo "$WORK/lockx/.tessgen.lock" ;;
+        esac || return 1
+    timeout 20 $TG specs/gpt2-tiny.lua -o "$WORK/lockx" >"$WORK/out" 2>&1
+    local rc=$?
+    cat "$WORK/out"
+    [ $rc -eq 1 ] && grep -q "lockx/.tessgen.lock: the lock file is .*; remove" "$WORK/out" &&
+        [ "$(cat "$WORK/victim.txt")" = "precious" ] && [ "$(ls -A "$WORK/lockx")" = ".tessgen.lock" ] &&
+        case $1 in
+        symlink) [ -L "$WORK/lockx/.tessgen.lock" ] && grep -q "a symbolic link to ../victim.txt" "$WORK/out" ;;
+        hardlink) grep -q "a hard link to another file" "$WORK/out" ;;
+        fifo) [ -p "$WORK/lockx/.tessgen.lock" ] && grep -q "not a regular file" "$WORK/out" ;;
+        esac
+}
+cli_lock_not_regular() { cli_lock_not_regular_one symlink && cli_lock_not_regular_one hardlink && cli_lock_not_regular_one fifo; }
 # temporary files of a killed tessgen next to its files are removed; other files that look alike are kept
 cli_stale_tmp() {
     rm -rf "$WORK/tmps" && $TG specs/gpt2-tiny.lua -o "$WORK/tmps" --quiet &&
@@ -85,6 +106,7 @@ cli_stale_tmp() {
 check "cli: -o \"\" is a usage error (exit 2)" cli_empty_outdir
 check "cli: -o naming a dangling symbolic link says so, with its target (exit 1)" cli_dangling_outdir
 check "cli: a second tessgen on a locked output directory stops at once, naming the first (exit 1)" cli_locked_outdir
+check "cli: a lock file that is a symbolic link, hard link or FIFO is refused and it and its target are left untouched (exit 1)" cli_lock_not_regular
 check "cli: temporary files a killed tessgen left next to its files are removed, others kept" cli_stale_tmp
 
 # the texts that name a class's ranks follow mesh.placement: with "dep" on [2,2,2] (rank = k + 2j + 4i) class
@@ -99,3 +121,86 @@ cli_placement_texts() {
         grep -q "ranks 1+4k of 8 for k = 0..1 (1, 5)" "$WORK/pcol/rank_i1_j0.c"
 }
 check "cli: class rank texts follow mesh.placement (dep: 2+k; col: 1+4k)" cli_placement_texts
+
+# ---- the rank limit, at the limit --------------------------------------------------------------
+# --summary lists every [q,q,d] mesh of the spec's rank count; q*q was an int product from q = p, which
+# overflowed (SIGFPE) from 46,341 ranks on: 46,336 ranks (the largest [4,4,d] below) and 46,352 (the
+# smallest above) and the limit 65,536 list exactly their meshes; one more d is refused with the limit
+cli_rank_limit_one() { # D ROWS...: mesh [4,4,D] with batch 4*D lists exactly the meshes ROWS
+    local d=$1
+    shift
+    printf 'return { mesh = { q = 4, d = %d }, model = { layers = 1, hidden = 64, heads = 4, ffn = 256, seq = 1, batch = %d } }\n' \
+        "$d" $((4 * d)) >"$WORK/ranks$d.lua" &&
+        $TG "$WORK/ranks$d.lua" --summary >"$WORK/ranks$d.txt" &&
+        [ "$(grep -o '^  \[[0-9,]*\]' "$WORK/ranks$d.txt" | tr -d ' ' | tr '\n' ' ')" = "$* " ] &&
+        grep -q "^  \[4,4,$d\] *this spec" "$WORK/ranks$d.txt"
+}
+cli_rank_limit() {
+    cli_rank_limit_one 2896 '[16,16,181]' '[8,8,724]' '[4,4,2896]' '[2,2,11584]' '[1,1,46336]' &&
+        cli_rank_limit_one 2897 '[4,4,2897]' '[2,2,11588]' '[1,1,46352]' &&
+        cli_rank_limit_one 4096 '[256,256,1]' '[128,128,4]' '[64,64,16]' '[32,32,64]' '[16,16,256]' '[8,8,1024]' \
+            '[4,4,4096]' '[2,2,16384]' '[1,1,65536]' &&
+        { cli_rank_limit_one 4097 '[4,4,4097]' 2>"$WORK/e"; [ $? -ne 0 ]; } &&
+        grep -q "mesh.d = 4097 is larger than tessgen supports; use d <= 4096" "$WORK/e" && [ ! -e "$WORK/ranks4097.txt" -o ! -s "$WORK/ranks4097.txt" ]
+}
+check "cli: --summary at the rank limit (46,336, 46,352 and 65,536 ranks) lists every mesh of that many ranks" cli_rank_limit
+
+# ---- input files are read only when regular -------------------------------------------------------
+# a FIFO as the spec, the machine file or --from-hf's config.json blocked tessgen forever: each is refused at
+# once naming its type (nobody writes to the FIFOs here, so a tessgen that opened one would hang until timeout)
+cli_fifo_inputs() {
+    rm -rf "$WORK/fifo" && mkdir -p "$WORK/fifo/hf" && mkfifo "$WORK/fifo/spec.lua" "$WORK/fifo/m.lua" \
+        "$WORK/fifo/hf/config.json" || return 1
+    local what
+    for what in spec machine hf dir; do
+        case $what in
+        spec) timeout 10 $TG "$WORK/fifo/spec.lua" -o "$WORK/fifo/out" >"$WORK/out" 2>&1 ;;
+        machine) timeout 10 $TG specs/gpt2-tiny.lua --advise --machine "$WORK/fifo/m.lua" >"$WORK/out" 2>&1 ;;
+        hf) timeout 10 $TG --from-hf "$WORK/fifo/hf" --mesh 1 --seq 8 --batch 12 >"$WORK/out" 2>&1 ;;
+        dir) timeout 10 $TG "$WORK/fifo/hf" -o "$WORK/fifo/out" >"$WORK/out" 2>&1 ;;
+        esac
+        local rc=$?
+        cat "$WORK/out"
+        [ $rc -eq 1 ] || { echo "$what: exit $rc, want 1"; return 1; }
+        case $what in
+        spec) grep -q "fifo/spec.lua: is a FIFO (named pipe), not a regular file: tessgen reads it only from a regular file" "$WORK/out" ;;
+        machine) grep -q "fifo/m.lua: is a FIFO (named pipe), not a regular file" "$WORK/out" ;;
+        hf) grep -q "fifo/hf/config.json: is a FIFO (named pipe), not a regular file" "$WORK/out" ;;
+        dir) grep -q "fifo/hf: is a directory, not a regular file" "$WORK/out" ;;
+        esac || { echo "$what: message"; return 1; }
+    done
+    [ ! -e "$WORK/fifo/out" ]
+}
+check "cli: a FIFO as the spec, the machine file or config.json, or a directory as the spec, is refused at once (exit 1)" cli_fifo_inputs
+
+# "next: ninja -C DIR" only where ninja is on PATH; without it the line says how to get it first
+cli_next_ninja() {
+    rm -rf "$WORK/nx" "$WORK/nxbin" && mkdir -p "$WORK/nxbin" && printf '#!/bin/sh\n' >"$WORK/nxbin/ninja" &&
+        chmod +x "$WORK/nxbin/ninja" &&
+        PATH="$WORK/nxbin" $TG specs/gpt2-tiny.lua -o "$WORK/nx" >"$WORK/out_with" 2>&1 &&
+        PATH="$WORK/nowhere" $TG specs/gpt2-tiny.lua -o "$WORK/nx" >"$WORK/out_without" 2>&1 &&
+        cat "$WORK/out_with" "$WORK/out_without" &&
+        grep -q "; next: ninja -C $WORK/nx && $WORK/nx/run$" "$WORK/out_with" &&
+        grep -q "; next: ninja is not on PATH: install it (Debian/Ubuntu: apt-get install ninja-build; or pip install ninja), then ninja -C $WORK/nx && $WORK/nx/run$" \
+            "$WORK/out_without"
+}
+check "cli: next: ninja -C DIR is suggested only with ninja on PATH; without it, how to install it" cli_next_ninja
+
+# the output's size is printed before anything is written, and an output the disk cannot hold is refused with
+# nothing written (TESS_TEST_DISK_FREE stands for the free bytes statvfs reports); the estimate is not below what
+# is written
+cli_disk_room() {
+    rm -rf "$WORK/room" "$WORK/room2" &&
+        { TESS_TEST_DISK_FREE=100000 $TG specs/gpt2-tiny.lua -o "$WORK/room" >"$WORK/out" 2>&1; local rc=$?; cat "$WORK/out"; [ $rc -eq 1 ]; } &&
+        grep -q "room: the output needs about [0-9.]* MB and its file system has 0.1 MB free: generating would fill the disk" "$WORK/out" &&
+        grep -q "nothing was written" "$WORK/out" && [ ! -e "$WORK/room" ] &&
+        TESS_TEST_DISK_FREE=100000000 $TG specs/gpt2-tiny.lua -o "$WORK/room2" >"$WORK/out" &&
+        cat "$WORK/out" &&
+        head -1 "$WORK/out" | grep -q "^writing about [0-9.]* MB in 24 files to $WORK/room2 (estimated from class (0,0)); 100.0 MB free there$" &&
+        local est written &&
+        est=$(head -1 "$WORK/out" | sed 's/^writing about \([0-9.]*\) MB.*/\1/') &&
+        written=$(find "$WORK/room2" -type f ! -name .tessgen.lock ! -name .tessgen-files -printf '%s\n' | awk '{s += $1} END {print s}') &&
+        echo "estimated $est MB, wrote $written bytes" &&
+        awk -v e="$est" -v w="$written" 'BEGIN { exit !(e * 1e6 >= w) }'
+}
+check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room

@@ -1,12 +1,12 @@
 # tests/fuzz.sh - sourced by tests/run.sh: each libFuzzer harness of tests/fuzz (spec and machine file loaders,
-# safetensors, .npy and JSON readers, writer-reader round trip, token-shard loader, checkpoint reader) runs for a short fixed budget,
+# safetensors, .npy and JSON readers, writer-reader round trip, token-shard loader, checkpoint reader, the Hugging Face config.json reader) runs for a short fixed budget,
 # TESS_FUZZ_SUITE_SECONDS (default 4) each, under ASan+UBSan, starting from the committed seeds;
 # a crash, leak, undefined behaviour, failed property or an input running over 10 s fails its
 # check, and the input is kept in build/fuzz/artifacts. A long campaign is `ninja fuzz` with
 # TESS_FUZZ_SECONDS (tests/fuzz/README.md). Where clang with libFuzzer cannot be had (not root,
 # and not installed) each harness prints "ok - ... # skip"; scripts/deps.sh --fuzz installs it.
 FUZZ_SECONDS=${TESS_FUZZ_SUITE_SECONDS:-4}
-FUZZ_HARNESSES="json safetensors npy roundtrip spec machine data stindex ckpt"
+FUZZ_HARNESSES="json safetensors npy roundtrip spec machine data stindex ckpt hfconfig"
 
 fuzz_available() {
     command -v clang >/dev/null 2>&1 &&

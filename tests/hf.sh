@@ -262,6 +262,58 @@ if wanted "hf:"; then
             hf_refused 1 'key "" appears twice' --from-hf "$WORK/hf/dupempty" --mesh 1 --seq 8 --batch 12
     }
     check "hf: refused: an empty key given twice" hf_dup_empty_key
+    # 300 000 keys (5 MB), three of them repeated at the end: refused naming the repeats within 30 s under ASan
+    # (0.7 s measured; the scan that compared each key with every earlier one took 43 s for 80 000 keys, so about
+    # 10 minutes here); more than 8 repeated keys are named 8 and counted
+    hf_dup_many_keys() {
+        mkdir -p "$WORK/hf/dupmany" "$WORK/hf/dupcount" &&
+            "$PY" -c 'import sys
+head = ["\"model_type\": \"gpt2\"", "\"n_layer\": 2", "\"n_embd\": 48", "\"n_head\": 12", "\"n_positions\": 32"]
+keys = ["\"k%d\": %d" % (i, i) for i in range(300000)]
+open(sys.argv[1], "w").write("{" + ", ".join(head + keys + ["\"k7\": 1", "\"n_head\": 12", "\"k7\": 2"]) + "}\n")
+open(sys.argv[2], "w").write("{" + ", ".join(head + keys[:20] + keys[:10]) + "}\n")' \
+                "$WORK/hf/dupmany/config.json" "$WORK/hf/dupcount/config.json" &&
+            timeout 30 $HF_TG --from-hf "$WORK/hf/dupmany" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/ref.out" 2>"$WORK/hf/ref.err"
+        local rc=$?
+        head -c 2000 "$WORK/hf/ref.err"
+        [ $rc -eq 1 ] && [ "$(grep -c 'appears twice' "$WORK/hf/ref.err")" -eq 3 ] &&
+            [ "$(grep -o 'key "[a-z0-9_]*" appears twice' "$WORK/hf/ref.err" | tr '\n' ' ')" = \
+                'key "k7" appears twice key "n_head" appears twice key "k7" appears twice ' ] &&
+            hf_refused 1 '2 more keys appear more than once; keep one of each' --from-hf "$WORK/hf/dupcount" --mesh 1 \
+                --seq 8 --batch 12 && [ "$(grep -c 'appears twice' "$WORK/hf/ref.err")" -eq 8 ]
+    }
+    check "hf: refused: repeated keys among 300 000 are named within 30 s; past 8 they are counted" hf_dup_many_keys
+    # --mode train prints the optimizer table GPT-2 is usually trained with, and the generated program uses it
+    # (without it: constant lr 1e-3, no warmup, no clipping); --mode infer prints it commented out
+    hf_optimizer_block() {
+        mkdir -p "$WORK/hf/opt" &&
+            printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 48, "n_head": 12, "n_positions": 32, "vocab_size": 64}\n' \
+                >"$WORK/hf/opt/config.json" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --mesh 1 --seq 8 --batch 12 --mode train >"$WORK/hf/opt_t.lua" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/opt_i.lua" &&
+            cat "$WORK/hf/opt_t.lua" &&
+            grep -q "^  optimizer = { lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1,$" "$WORK/hf/opt_t.lua" &&
+            grep -q "^  -- optimizer = { lr = 6e-4" "$WORK/hf/opt_i.lua" && ! grep -q "^  optimizer" "$WORK/hf/opt_i.lua" &&
+            $HF_TG "$WORK/hf/opt_t.lua" -o "$WORK/hf/opt_t" --quiet &&
+            grep -q "\.lr = 0.00059999999999999995, .beta1 = 0.90000000000000002, .beta2 = 0.94999999999999996, .adam_eps = 1e-08, .weight_decay = 0.10000000000000001," \
+                "$WORK/hf/opt_t/model.c" &&
+            grep -q "\.warmup = 700, .decay_steps = 18000, .lr_min = 6.0000000000000002e-05," "$WORK/hf/opt_t/model.c" &&
+            grep -q "\.clip = 1," "$WORK/hf/opt_t/model.c"
+    }
+    check "hf: --mode train prints GPT-2's optimizer table (warmup, cosine decay, clip 1.0, weight decay 0.1) and the program uses it" \
+        hf_optimizer_block
+    # --mesh Q,D is q and d, not the shape: the printed mesh line says how many ranks it makes
+    hf_mesh_ranks() {
+        mkdir -p "$WORK/hf/opt" &&
+            printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 48, "n_head": 12, "n_positions": 32, "vocab_size": 64}\n' \
+                >"$WORK/hf/opt/config.json" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --mesh 2,2 --seq 8 --batch 12 >"$WORK/hf/m22.lua" &&
+            $HF_TG --from-hf "$WORK/hf/opt" --scheme megatron --mesh 4 --seq 8 --batch 12 >"$WORK/hf/mp4.lua" &&
+            grep -q "^  mesh = { q = 2, d = 2 },  -- --mesh Q,D is q and d: the mesh \[2,2,2\], q\*q\*d = 8 ranks$" "$WORK/hf/m22.lua" &&
+            grep -q "^  mesh = { p = 4 },  -- --mesh P is p: 4 ranks$" "$WORK/hf/mp4.lua" &&
+            $HF_TG "$WORK/hf/m22.lua" --summary | head -1 | grep -q "mesh \[2,2,2\] = 8 ranks"
+    }
+    check "hf: --mesh 2,2 prints a mesh line that says it is q = 2, d = 2: [2,2,2] = 8 ranks" hf_mesh_ranks
     hf_unknown_key() { # accepted, and listed as not known
         "$PY" $HF_REF hf-dir $HF_DIMS --seed 1 --out "$WORK/hf/unknown" --set 'frobnicate=7' &&
             $HF_TG --from-hf "$WORK/hf/unknown" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/unknown.lua" &&

@@ -91,7 +91,8 @@ int main(void)
                        "inter = { bandwidth_gbs = 1, latency_us = 0 }, gemm_tflops = { fp32 = 0 }, " MEM " }"),
                  "accepted");
         TT_CHECK(E.count == 2 && has("machines/m.lua: intra.bandwidth_gbs = 0 is out of range: ") &&
-                     has("must be > 0") && has("machines/m.lua: gemm_tflops.fp32 = 0 is out of range: "),
+                     has("must be between 0.001 and 100000 GB/s") &&
+                     has("machines/m.lua: gemm_tflops.fp32 = 0 is out of range: "),
                  "%.600s", E.msg);
     }
 
@@ -173,7 +174,8 @@ int main(void)
                  "accepted");
         TT_CHECK(E.count == 9, "%d: %.1500s", E.count, E.msg);
         TT_CHECK(has("machines/m.lua: intra.bandwidth_gbs = ") && has("intra.latency_us = -1 is out of range: the "
-                                                                     "latency of one message in microseconds must be >= 0"),
+                                                                     "latency of one message in microseconds must be "
+                                                                     "between 0 and 1000000 us"),
                  "%.1500s", E.msg);
         TT_CHECK(has("machines/m.lua: inter.bandwidth_gbs = inf is out of range") ||
                      has("machines/m.lua: inter.bandwidth_gbs = Inf"),
@@ -187,6 +189,33 @@ int main(void)
                      has("memory_gib = -40 is out of range") && has("launch_us = -1 is out of range"),
                  "%.1500s", E.msg);
         TT_CHECK(all_lines_name("machines/m.lua"), "%.1500s", E.msg);
+    }
+
+    TT_CASE("rates where no machine is are refused (5e-324 made --advise print inf and nan); the ends are accepted") {
+        TT_CHECK(!load("return { ranks_per_node = 4, intra = { bandwidth_gbs = 5e-324, latency_us = 1e300 }, "
+                       "inter = { bandwidth_gbs = 2e5, latency_us = 5 }, gemm_tflops = { fp32 = 5e-324, "
+                       "tf32 = 1e-4, bf16 = 1e6 }, memory_bandwidth_gbs = 1e-300, memory_gib = 1e-9, launch_us = 2e6 }"),
+                 "accepted");
+        TT_CHECK(E.count == 9, "%d: %.2000s", E.count, E.msg);
+        TT_CHECK(has("machines/m.lua: intra.bandwidth_gbs = 4.9406564584124654e-324 is out of range: one rank's link "
+                     "bandwidth inside a node, GB/s each way must be between 0.001 and 100000 GB/s, what a machine "
+                     "can have (a unit slip, bits for bytes or B/s for GB/s, lands outside); use e.g. "
+                     "bandwidth_gbs = 200") ||
+                     has("machines/m.lua: intra.bandwidth_gbs = 4.94"),
+                 "%.2000s", E.msg);
+        TT_CHECK(has("intra.latency_us = 1e+300 is out of range") && has("inter.bandwidth_gbs = 200000 is out of range") &&
+                     has("gemm_tflops.fp32 = ") && has("gemm_tflops.tf32 = 0.0001 is out of range") &&
+                     has("gemm_tflops.bf16 = 1000000 is out of range") && has("memory_bandwidth_gbs = 1e-300 is out") &&
+                     has("memory_gib = 1e-09 is out of range: the memory of one rank in GiB must be between 1e-06 and "
+                         "1000000 GiB") &&
+                     has("launch_us = 2000000 is out of range"),
+                 "%.2000s", E.msg);
+        TT_CHECK(all_lines_name("machines/m.lua"), "%.2000s", E.msg);
+        TT_CHECK(load("return { ranks_per_node = 4, intra = { bandwidth_gbs = 1e-3, latency_us = 1e6 }, "
+                      "inter = { bandwidth_gbs = 1e5, latency_us = 0 }, gemm_tflops = { fp32 = 1e-3, "
+                      "tf32 = 1e5, bf16 = 1e5 }, memory_bandwidth_gbs = 1e-3, memory_gib = 1e-6, launch_us = 1e6 }") &&
+                     M.intra.bandwidth_gbs == 1e-3 && M.memory_gib == 1e-6 && M.launch_us == 1e6,
+                 "the ends: %.2000s", E.msg);
     }
 
     TT_CASE("fp32_gemm = \"tf32\" requires gemm_tflops.tf32; other values are refused") {

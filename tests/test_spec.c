@@ -484,19 +484,23 @@ int main(void)
                  "accepted");
         TT_CHECK(strcmp(E.msg, "specs/x.lua: model.eps must be a number such as 1e-5, got string \"1e-5\"") == 0,
                  "%.400s", E.msg);
-        const char *bad[] = {"0", "-1e-5", "1", "math.huge", "0/0"};
+        const char *bad[] = {"0", "-1e-5", "1", "math.huge", "0/0", "1e-46", "1e-40", "9.99e-31"};
         for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
             char src[256];
             snprintf(src, sizeof src, "return { mesh = { q = 1 }, model = { layers = 1, hidden = 8,"
                                       " heads = 1, ffn = 8, seq = 1, batch = 1, eps = %s } }", bad[k]);
             TT_CHECK(!load(src), "eps = %s accepted", bad[k]);
-            TT_CHECK(has("model.eps = ") && has("is out of range: the layernorm epsilon must be > 0 and < 1;"
-                                                " use eps = 1e-5"),
+            TT_CHECK(has("model.eps = ") && has("is out of range: the layernorm epsilon must be >= 1e-30 and < 1 (a "
+                                                "smaller one is 0 or subnormal in float32, and a constant row gives "
+                                                "0/0); use eps = 1e-5"),
                      "eps = %s: %.400s", bad[k], E.msg);
         }
         TT_CHECK(load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 8, heads = 1, ffn = 8,"
                       " seq = 1, batch = 1, eps = 0.5 } }") && S.eps == 0.5,
                  "%.400s", E.msg);
+        TT_CHECK(load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 8, heads = 1, ffn = 8,"
+                      " seq = 1, batch = 1, eps = 1e-30 } }") && S.eps == 1e-30,
+                 "the smallest eps: %.400s", E.msg);
     }
 
     TT_CASE("dtype: fp32 or bf16") {
@@ -599,6 +603,18 @@ int main(void)
              "lr_min; use lr_min <= lr"},
             {"lr_min = 1e-5", "optimizer.lr_min = 1e-05 has no effect without optimizer.decay_steps"},
             {"warmup = 'x'", "optimizer.warmup must be a number, got"},
+            /* lr and eps where they stop meaning anything in float32 */
+            {"lr = 1e-50",
+             "optimizer.lr = 1e-50 is out of range: the learning rate must be >= 1e-10 and a finite float32 (<= "
+             "3.4e38): below 1e-10 AdamW's step, about lr per weight, is under the rounding of float32 weights and "
+             "training does nothing; use lr = 1e-3"},
+            {"lr = 9.9e-11", "optimizer.lr = 9.9e-11 is out of range"},
+            {"lr = 1e39", "optimizer.lr = 1e+39 is out of range"},
+            {"eps = 1e-46",
+             "optimizer.eps = 1e-46 is out of range: eps must be >= 1e-30 and a finite float32 (<= 3.4e38): a "
+             "smaller eps is 0 or subnormal in float32 and a zero gradient gives 0/0; use eps = 1e-8"},
+            {"eps = 1e-40", "optimizer.eps = 1e-40 is out of range"},
+            {"eps = 1e39", "optimizer.eps = 1e+39 is out of range"},
         };
         char src[512];
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -607,6 +623,15 @@ int main(void)
             TT_CHECK(!load(src), "%s accepted", cases[k].opt);
             TT_CHECK(strstr(E.msg, cases[k].want) != NULL, "%s: %.400s", cases[k].opt, E.msg);
         }
+    }
+
+    TT_CASE("optimizer lr and eps: the smallest and largest accepted values are kept") {
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { lr = 1e-10, "
+                      "eps = 1e-30 } }") && S.opt.lr == 1e-10 && S.opt.eps == 1e-30,
+                 "%.400s", E.msg);
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { lr = 1e30, "
+                      "eps = 3.4e38 } }") && S.opt.lr == 1e30 && S.opt.eps == 3.4e38,
+                 "%.400s", E.msg);
     }
 
     TT_CASE("unknown key without a close match lists the keys") {
@@ -969,7 +994,9 @@ int main(void)
     TT_CASE("a directory is not a spec") {
         tg_err_clear(&E);
         TT_CHECK(!tg_spec_load("tests/specs", &S, &E), "accepted");
-        TT_CHECK(strcmp(E.msg, "tests/specs: cannot read spec: Is a directory") == 0, "%.400s", E.msg);
+        TT_CHECK(strcmp(E.msg, "tests/specs: is a directory, not a regular file: tessgen reads it only from a "
+                               "regular file (a FIFO or device would block it, or never end); pass the file itself") == 0,
+                 "%.400s", E.msg);
     }
 
     TT_CASE("a file over 1 MiB is refused") {

@@ -5,8 +5,9 @@
  * a file that escapes the sandbox's time bound shows as a libFuzzer timeout (the
  * fuzz build lowers the bound to SANDBOX_MAX_SECONDS = 0.25 s, as for fuzz_spec).
  * Properties: a refused file has at least one message and each message line
- * starts with the file name; an accepted file has every field in range, which
- * the cost model relies on (it divides by every rate and bandwidth).
+ * starts with the file name; an accepted file has every field in its range
+ * (bandwidths and rates 1e-3..1e5, latencies 0..1e6 us), which the cost model
+ * relies on (it divides by every rate and bandwidth; every time stays finite).
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,8 +16,9 @@
 #include "fuzz_file.h"
 #include "machine.h"
 
-static int positive(double x) { return isfinite(x) && x > 0; }
-static int nonneg(double x) { return isfinite(x) && x >= 0; }
+/* the ranges of gen/machine.c (specs/machines/README.md): physically meaningful, so every derived time is finite */
+static int positive(double x) { return isfinite(x) && x >= 1e-3 && x <= 1e5; }
+static int nonneg(double x) { return isfinite(x) && x >= 0 && x <= 1e6; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -36,9 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_ASSERT(m.ranks_per_node >= 1 && m.ranks_per_node <= 65536, "ranks_per_node %d", m.ranks_per_node);
     FUZZ_ASSERT(positive(m.intra.bandwidth_gbs) && positive(m.inter.bandwidth_gbs), "a bandwidth");
     FUZZ_ASSERT(nonneg(m.intra.latency_us) && nonneg(m.inter.latency_us) && nonneg(m.launch_us), "a latency");
-    FUZZ_ASSERT(positive(m.gemm_tflops_fp32) && nonneg(m.gemm_tflops_tf32) && nonneg(m.gemm_tflops_bf16), "a rate");
+    FUZZ_ASSERT(positive(m.gemm_tflops_fp32) && (m.gemm_tflops_tf32 == 0 || positive(m.gemm_tflops_tf32)) &&
+                    (m.gemm_tflops_bf16 == 0 || positive(m.gemm_tflops_bf16)),
+                "a rate");
     FUZZ_ASSERT(!m.fp32_uses_tf32 || m.gemm_tflops_tf32 > 0, "fp32_gemm = tf32 without a tf32 rate");
-    FUZZ_ASSERT(positive(m.memory_bandwidth_gbs) && positive(m.memory_gib), "memory");
+    FUZZ_ASSERT(positive(m.memory_bandwidth_gbs) && isfinite(m.memory_gib) && m.memory_gib >= 1e-6 &&
+                    m.memory_gib <= 1e6,
+                "memory");
     FUZZ_ASSERT(m.name[0] && strlen(m.name) <= 100, "name");
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/fuzz/run.sh - run each libFuzzer harness for a fixed time (what `ninja fuzz` runs).
 #   TESS_FUZZ_SECONDS    seconds per harness (default 60)
-#   TESS_FUZZ_HARNESSES  which ones (default: json safetensors npy roundtrip spec machine data stindex ckpt)
+#   TESS_FUZZ_HARNESSES  which ones (default: json safetensors npy roundtrip spec machine data stindex ckpt hfconfig)
 #   TESS_FUZZ_JOBS       parallel fuzzing processes per harness (default 1; libFuzzer -fork=N)
 #   TESS_FUZZ_CORPUS     where new inputs are kept (default build/fuzz/corpus; the committed
 #                        seeds in tests/fuzz/corpus are read, never written)
@@ -17,7 +17,7 @@ jobs=${TESS_FUZZ_JOBS:-1}
 arts=build/fuzz/artifacts
 mkdir -p "$arts"
 status=0
-for h in ${TESS_FUZZ_HARNESSES:-json safetensors npy roundtrip spec machine data stindex ckpt}; do
+for h in ${TESS_FUZZ_HARNESSES:-json safetensors npy roundtrip spec machine data stindex ckpt hfconfig}; do
     bin=build/fuzz/fuzz_$h
     [ -x "$bin" ] || { echo "fuzz: $bin is not built (ninja fuzz-build)"; status=1; continue; }
     dict=""
@@ -27,6 +27,7 @@ for h in ${TESS_FUZZ_HARNESSES:-json safetensors npy roundtrip spec machine data
     spec) dict=-dict=tests/fuzz/spec.dict ;;
     machine) dict=-dict=tests/fuzz/machine.dict ;;
     data) dict=-dict=tests/fuzz/data.dict ;;
+    hfconfig) dict=-dict=tests/fuzz/hfconfig.dict ;;
     esac
     fork=""
     [ "$jobs" -gt 1 ] && fork="-fork=$jobs -ignore_crashes=0"

@@ -1,4 +1,4 @@
--- expect: optimizer.lr = -0.001 is out of range: the learning rate must be > 0 and finite; use lr = 1e-3
+-- expect: optimizer.lr = -0.001 is out of range: the learning rate must be >= 1e-10 and a finite float32
 return {
   mode = "train",
   mesh = { q = 2, d = 1 },
