@@ -185,6 +185,20 @@ hio_out_foreign() {
         [ "$(ls -A "$d" | tr '\n' ' ')" = "$before" ]
 }
 
+# hio_fifo SETUP ARGS...: a FIFO (made by SETUP, a shell command run in $WORK/hfio) named by the run's ARGS is
+# refused at once, named by its type, and nothing runs (a FIFO would block a reader until a writer came)
+hio_fifo() {
+    local setup=$1 w=$WORK/hfio
+    shift
+    rm -rf "$w/fifo" "$w/fifo_sh3" && (cd "$w" && eval "$setup") || return 1
+    timeout 60 "$w/t_2_1/run" "$@" --quiet >"$w/fifo.out" 2>"$w/fifo.err"
+    local rc=$?
+    cat "$w/fifo.err"
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1 (124: it blocked on the FIFO)"; return 1; }
+    grep -qF "is a FIFO (named pipe), not a" "$w/fifo.err" || { echo "message lacks: is a FIFO"; return 1; }
+    ! grep -q "^step\|^loss" "$w/fifo.out" || { echo "something ran"; return 1; }
+}
+
 # ---- transformers itself ---------------------------------------------------------------------------------
 HIO_HFPY=${TESS_HF_PYTHON:-$PY}
 
@@ -273,6 +287,21 @@ if wanted "hf:"; then
                 hio_out_foreign "exists and is not a tessgen export (it has no .tessgen-hf-export)" "touch config.json"
             check "hf: out: a file where the directory would go is refused before the run" \
                 hio_out_foreign "(it is a file, not a directory)" "cd .. && rm -rf foreign && touch foreign"
+            check "hf: a FIFO as --weights is refused without blocking" hio_fifo "mkfifo fifo" --weights "$WORK/hfio/fifo"
+            check "hf: a FIFO as --tokens is refused without blocking" hio_fifo "mkfifo fifo" \
+                --tokens "$WORK/hfio/fifo" --targets "$WORK/hfio/tokens.npy"
+            check "hf: a FIFO as --targets is refused without blocking" hio_fifo "mkfifo fifo" \
+                --tokens "$WORK/hfio/tokens.npy" --targets "$WORK/hfio/fifo" --steps 1
+            check "hf: a FIFO as --resume is refused without blocking" hio_fifo "mkfifo fifo" \
+                --resume "$WORK/hfio/fifo" $HIO_TOK --steps 1
+            check "hf: a FIFO as a shard of a sharded checkpoint is refused without blocking" hio_fifo \
+                "cp -r sh3 fifo_sh3 && rm fifo_sh3/$S2 && mkfifo fifo_sh3/$S2" \
+                --weights "$WORK/hfio/fifo_sh3/model.safetensors.index.json" $HIO_TOK
+            check "hf: a FIFO as the index of a sharded checkpoint is refused without blocking" hio_fifo \
+                "cp -r sh3 fifo_sh3 && rm fifo_sh3/model.safetensors.index.json && mkfifo fifo_sh3/model.safetensors.index.json" \
+                --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
+            check "hf: a FIFO as a directory's model.safetensors is refused without blocking" hio_fifo \
+                "mkdir fifo_sh3 && mkfifo fifo_sh3/model.safetensors" --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
         else
             notok "hf: out: a training program [2,2,1] from the reference's directory" "$WORK/log"
         fi
