@@ -24,7 +24,9 @@
  *
  * Before any step runs, every rank checks that it runs its own class's program
  * and that every rank's program was printed for the same schedule (the
- * fingerprint): a directory mixing two generations is refused, never run.
+ * fingerprint): a directory mixing two generations is refused, never run; and
+ * rank 0 checks that schedule against the output's manifest.json, so programs
+ * not rebuilt after tessgen ran again are refused with the command that rebuilds.
  *
  * Exit codes: 0 ok, 1 bad input file, option value or output path, 2 wrong
  * world size, usage, or programs that do not belong together, 3 measured
@@ -38,6 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tr_backend.h"
 #include "tr_bf16.h"
@@ -47,6 +52,7 @@
 #include "tr_gather.h"
 #include "tr_hfnames.h"
 #include "tr_hfout.h"
+#include "tr_json.h"
 #include "tr_lmdata.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
@@ -646,6 +652,65 @@ static unsigned long long fp_hash(const char *s)
     return h;
 }
 
+/* Rank 0: the programs were built from the output as it is now. This executable lives in DIR/bin/<variant>/;
+ * DIR/manifest.json names the schedule tessgen last generated there. A different one means tessgen ran again
+ * (a changed spec: another lr, mesh or model) and the programs were not rebuilt: they would run the old schedule
+ * with exit 0, so they are refused, naming both fingerprints and the command that rebuilds. A program copied
+ * away from its output directory (no manifest.json beside bin/) is not checked. */
+static bool built_from_manifest(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return true; /* no /proc: nothing to compare with */
+    exe[n] = '\0';
+    char *cut[3] = {NULL, NULL, NULL}; /* DIR/bin/<variant>/rank_iI_jJ */
+    for (int k = 0; k < 3; k++) {
+        cut[k] = strrchr(exe, '/');
+        if (!cut[k] || cut[k] == exe)
+            return true;
+        *cut[k] = '\0';
+    }
+    const char *variant = cut[1] + 1, *dir = exe;
+    if (strcmp(cut[2] + 1, "bin") != 0)
+        return true; /* not laid out as tessgen builds it */
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return true;
+    int fd = -1;
+    uint64_t size = 0;
+    const unsigned char *map = NULL;
+    tr_err err = {{0}};
+    tr_json_doc doc = {0};
+    const tr_json_node *fp = NULL;
+    bool read = tr_st_map_file(path, "manifest (JSON)", &fd, &size, &map, &err) &&
+                tr_json_parse(&doc, (const char *)map, (size_t)size, path, &err);
+    if (read)
+        fp = tr_json_get(&doc, tr_json_root(&doc), "schedule_fingerprint");
+    const char *rebuild = !strcmp(variant, "asan") ? " asan" : !strcmp(variant, "cuda") ? " cuda" : "";
+    bool ok = true;
+    if (!read || !fp || fp->type != TR_JSON_STRING) {
+        fprintf(stderr, "error: %s: %s: tessgen writes it with the programs' schedule_fingerprint; generate the "
+                        "output again (tessgen SPEC -o %s) and rebuild (ninja -C %s%s)\n",
+                path, read ? "has no schedule_fingerprint string" : err.msg, dir, dir, rebuild);
+        ok = false;
+    } else if (strcmp(fp->str, tr_model.fingerprint) != 0) {
+        fprintf(stderr, "error: the programs under %s/bin/%s were built for schedule %s, but %s says tessgen "
+                        "generated schedule %s there since: they are stale and would run the old schedule; rebuild "
+                        "them with: ninja -C %s%s\n",
+                dir, variant, tr_model.fingerprint, path, fp->str, dir, rebuild);
+        ok = false;
+    }
+    tr_json_free(&doc);
+    if (map)
+        munmap((void *)map, (size_t)size);
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 /* Collective, before any step of the schedule: this executable holds the program of this rank's class, it was
  * printed for the same schedule as model.c, and every rank runs the same schedule. On success *d is this
  * rank's descriptor; otherwise every rank returns false and the ranks at fault say why. */
@@ -686,6 +751,8 @@ static bool this_program(int rank, tr_rank_desc *d)
                 "program (ninja -C DIR)\n",
                 tr_model.fingerprint);
     if (anybad || lo != hi)
+        return false;
+    if (!root_ok(rank == 0 ? built_from_manifest() : true))
         return false;
     *d = tr_class.proto;
     d->rank = row->rank;

@@ -165,3 +165,18 @@ mixed_programs() { # programs built from two generations (one rebuilt after a re
 }
 check "files: issue 12.5, a class program of another generation is refused before any step" mixed_class_file
 check "files: issue 12.5, programs built from two generations are refused before any step" mixed_programs
+
+# programs not rebuilt after tessgen ran again (another eps: another schedule, every program and manifest.json
+# rewritten): refused before any step, naming both schedules and the command that rebuilds; rebuilt, they run
+stale_programs() {
+    local st="$WORK/e2e_stale" fp
+    rm -rf "$st" && cp -r "$M" "$st" && rm -f "$st/.tessgen.lock" &&
+        sed 's/eps *= *1e-5/eps = 2e-5/' "$WORK/e2e_2_2.lua" >"$WORK/e2e_stale.lua" &&
+        ! cmp -s "$WORK/e2e_2_2.lua" "$WORK/e2e_stale.lua" &&
+        bin/tessgen "$WORK/e2e_stale.lua" -o "$st" --quiet || return 1
+    fp=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["schedule_fingerprint"])' "$st/manifest.json")
+    M="$st" refused 2 "says tessgen generated schedule $fp there since: they are stale and would run the old schedule; rebuild them with: ninja -C $st" \
+        --weights "$W" --input "$X" || return 1
+    ninja -C "$st" >/dev/null && "$st/run" --weights "$W" --input "$X" --quiet
+}
+check "files: programs not rebuilt after a regeneration are refused with the command that rebuilds" stale_programs
