@@ -157,25 +157,109 @@ static bool file_value_ok(const char *opt, const char *val, tr_err *err)
     return false;
 }
 
-/* Do a and b name the same file as far as the text says ("d/./y.npy" and "d//y.npy" are "d/y.npy")? */
-static bool same_name(const char *a, const char *b)
+/* path as text without "//" and "./" ("d/./y.npy" and "d//y.npy" are "d/y.npy") and trailing slashes. */
+static void tidy_name(const char *path, char *out, size_t cap)
 {
-    char n[2][4096];
-    const char *src[2] = {a, b};
-    for (int k = 0; k < 2; k++) {
-        size_t o = 0;
-        for (const char *p = src[k]; *p && o + 1 < sizeof n[k];) {
-            if (*p == '/' && o > 0 && n[k][o - 1] == '/') { /* "//" */
-                p++;
-            } else if (p[0] == '.' && p[1] == '/' && (o == 0 || n[k][o - 1] == '/')) { /* "./" */
-                p += 2;
-            } else {
-                n[k][o++] = *p++;
-            }
+    size_t o = 0;
+    for (const char *p = path; *p && o + 1 < cap;) {
+        if (*p == '/' && o > 0 && out[o - 1] == '/') { /* "//" */
+            p++;
+        } else if (p[0] == '.' && p[1] == '/' && (o == 0 || out[o - 1] == '/')) { /* "./" */
+            p += 2;
+        } else {
+            out[o++] = *p++;
         }
-        n[k][o] = '\0';
     }
-    return strcmp(n[0], n[1]) == 0;
+    while (o > 1 && out[o - 1] == '/')
+        o--;
+    out[o] = '\0';
+}
+
+/* The place an output is written, as the file system resolves it: its directory through realpath (so
+ * "a/../b/y", "b/y" and a symbolic link to b name one place) and its own name as it is (an output replaces
+ * a symbolic link there by a rename, never the link's target). A directory that does not exist (yet, as
+ * --hf-out's) resolves through its longest existing ancestor. */
+static void out_place(const char *path, char *out, size_t cap)
+{
+    char t[4096], real[PATH_MAX];
+    tidy_name(path, t, sizeof t);
+    /* t = head + "/" + rest: shorten head until realpath resolves it ("" is ".", and "/" always resolves) */
+    size_t cut = strlen(t);
+    for (;;) {
+        char *slash = NULL;
+        for (size_t i = cut; i > 0; i--)
+            if (t[i - 1] == '/') {
+                slash = t + i - 1;
+                break;
+            }
+        char head[4096];
+        if (!slash)
+            snprintf(head, sizeof head, ".");
+        else if (slash == t)
+            snprintf(head, sizeof head, "/");
+        else
+            snprintf(head, sizeof head, "%.*s", (int)(slash - t), t);
+        const char *rest = slash ? slash + 1 : t;
+        bool dots = false; /* ".." or "." in the rest: text cannot say where it leads */
+        for (const char *r = rest; *r; r = strchr(r, '/') ? strchr(r, '/') + 1 : r + strlen(r))
+            dots |= (r[0] == '.' && (r[1] == '/' || !r[1])) || (r[0] == '.' && r[1] == '.' && (r[2] == '/' || !r[2]));
+        if (!dots && realpath(head, real)) {
+            snprintf(out, cap, "%s%s%s", real, strcmp(real, "/") ? "/" : "", rest);
+            return;
+        }
+        if (!slash || slash == t) {
+            snprintf(out, cap, "%s", t);
+            return;
+        }
+        cut = (size_t)(slash - t);
+    }
+}
+
+enum { TR_NOUTS = 8 };
+
+/* Every output of the run with its option: the files, then --hf-out's directory (last). */
+static int list_outputs(const tr_opts *o, const char **path, const char **opt)
+{
+    const char *p[TR_NOUTS] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out,
+                               o->lm.logits_out, o->hf_out};
+    const char *n[TR_NOUTS] = {"--output", "--trace", "--weights-out", "--grads-out", "--dx-out", "--checkpoint-out",
+                               "--logits-out", "--hf-out"};
+    int k = 0;
+    for (int i = 0; i < TR_NOUTS; i++)
+        if (p[i]) {
+            path[k] = p[i];
+            opt[k++] = n[i];
+        }
+    return k;
+}
+
+/* Before any work, on every rank: no two outputs are one file (compared where the file system puts them, not
+ * as text), and none lies inside the --hf-out directory, which the export replaces as a whole. */
+static bool outputs_distinct(const tr_opts *o, tr_err *err)
+{
+    const char *path[TR_NOUTS], *opt[TR_NOUTS];
+    int n = list_outputs(o, path, opt);
+    static char place[TR_NOUTS][PATH_MAX + 256];
+    for (int i = 0; i < n; i++)
+        out_place(path[i], place[i], sizeof place[i]);
+    for (int i = 0; i < n; i++)
+        for (int k = i + 1; k < n; k++) {
+            if (!strcmp(place[i], place[k]))
+            {
+                if (!strcmp(path[i], path[k]))
+                    return tr_fail(err, "%s and %s name the same file (%s): give each output its own path", opt[i],
+                                   opt[k], path[k]);
+                return tr_fail(err, "%s and %s name the same file (%s and %s are both %s): give each output its own "
+                                    "path",
+                               opt[i], opt[k], path[i], path[k], place[k]);
+            }
+            size_t lk = strlen(place[k]);
+            if (!strcmp(opt[k], "--hf-out") && !strncmp(place[i], place[k], lk) && place[i][lk] == '/')
+                return tr_fail(err, "%s %s is inside the --hf-out directory %s, which the export replaces as a whole "
+                                    "after the run (the file would be lost): write it elsewhere",
+                               opt[i], path[i], path[k]);
+        }
+    return true;
 }
 
 /* 0: run, 1: --help printed, -1: error in err */
@@ -362,14 +446,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;
     }
-    const char *outs[6] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out};
-    for (int i = 0; i < 6; i++)
-        for (int k = i + 1; k < 6; k++)
-            if (outs[i] && outs[k] && same_name(outs[i], outs[k])) {
-                tr_fail(err, "%s and %s name the same file (%s): give each output its own path", out_option[i],
-                        out_option[k], outs[k]);
-                return -1;
-            }
+    if (!outputs_distinct(o, err))
+        return -1;
     return 0;
 }
 

@@ -82,6 +82,15 @@ check "files: issue 12.4, --weights-out into a missing directory is refused befo
 check "files: two outputs naming one file are refused" refused 2 "--output and --trace name the same file" \
     --weights "$W" --input "$X" --trace "$WORK/./never.npy"
 
+# outputs are compared where the file system puts them, not as text: through a symbolic link to their directory
+# or a "..", two names of one file are refused before the run
+ln -sfn "$WORK" "$WORK/lnkdir" && mkdir -p "$WORK/adir"
+check "files: two outputs naming one file through a symbolic link to its directory are refused" refused 2 \
+    "--output and --trace name the same file ($WORK/never.npy and $WORK/lnkdir/never.npy are both" \
+    --weights "$W" --input "$X" --trace "$WORK/lnkdir/never.npy"
+check "files: two outputs naming one file through '..' are refused" refused 2 \
+    "--output and --weights-out name the same file" --weights "$W" --input "$X" --weights-out "$WORK/adir/../never.npy"
+
 # a killed run's temp file is removed by the next write of the same output
 stale_temp() {
     rm -f "$WORK/ys.npy" && echo partial >"$WORK/ys.npy.tmp.4194303" &&

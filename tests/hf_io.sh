@@ -199,6 +199,31 @@ hio_fifo() {
     ! grep -q "^step\|^loss" "$w/fifo.out" || { echo "something ran"; return 1; }
 }
 
+# hio_collide WANT FILE ARGS...: outputs that collide (ARGS) are refused before the run (exit 2, no step), and FILE,
+# which a run would have written, is not there
+hio_collide() {
+    local want=$1 file=$2 w=$WORK/hfio
+    shift 2
+    rm -f "$file"
+    "$w/t_2_1/run" $HIO_TOK --steps 1 "$@" >"$w/coll.out" 2>"$w/coll.err"
+    local rc=$?
+    cat "$w/coll.err"
+    [ $rc -eq 2 ] || { echo "exit $rc, want 2"; return 1; }
+    grep -qF -- "$want" "$w/coll.err" || { echo "message lacks: $want"; return 1; }
+    ! grep -q "^step" "$w/coll.out" || { echo "a step ran"; return 1; }
+    [ ! -e "$file" ] || { echo "$file was written"; return 1; }
+}
+
+# an output inside a previous export that --hf-out replaces: refused before the run, the export kept
+hio_collide_inside() {
+    local w=$WORK/hfio
+    rm -rf "$w/exp_in" && "$w/t_2_1/run" $HIO_TOK --steps 1 --hf-out "$w/exp_in" --quiet &&
+        cp "$w/exp_in/model.safetensors" "$w/exp_in.st" &&
+        hio_collide "--weights-out $w/exp_in/w.st is inside the --hf-out directory $w/exp_in/, which the export replaces" \
+            "$w/exp_in/w.st" --weights-out "$w/exp_in/w.st" --hf-out "$w/exp_in/" &&
+        cmp "$w/exp_in/model.safetensors" "$w/exp_in.st"
+}
+
 # ---- transformers itself ---------------------------------------------------------------------------------
 HIO_HFPY=${TESS_HF_PYTHON:-$PY}
 
@@ -302,6 +327,10 @@ if wanted "hf:"; then
                 --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
             check "hf: a FIFO as a directory's model.safetensors is refused without blocking" hio_fifo \
                 "mkdir fifo_sh3 && mkfifo fifo_sh3/model.safetensors" --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
+            check "hf: out: --logits-out and --weights-out naming one file are refused before the run" hio_collide \
+                "--weights-out and --logits-out name the same file" "$WORK/hfio/coll.npy" \
+                --weights-out "$WORK/hfio/coll.npy" --logits-out "$WORK/hfio/coll.npy"
+            check "hf: out: an output inside the --hf-out directory is refused before the run" hio_collide_inside
         else
             notok "hf: out: a training program [2,2,1] from the reference's directory" "$WORK/log"
         fi
