@@ -493,6 +493,9 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
  * 0's descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
+    struct stat st; /* a save_pretrained directory: its config.json describes this build's model */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !tr_hfout_config_matches(path, err))
+        return false;
     tr_stset f; /* one file or a sharded checkpoint, every shard checked against its index */
     if (!tr_stset_open(&f, path, true, err))
         return false;

@@ -224,6 +224,33 @@ hio_collide_inside() {
         cmp "$w/exp_in/model.safetensors" "$w/exp_in.st"
 }
 
+# hio_config_differs: --weights DIR whose config.json differs from the build in values the tensors' shapes do not
+# show (n_head 12 -> 6, another epsilon, the exact GELU) and in n_positions: refused before loading, every value
+# named with the build's; the same directory with the build's config.json runs
+hio_config_differs() {
+    local w=$WORK/hfio d=$WORK/hfio/cfg_other
+    rm -rf "$d" && cp -r "$w/one" "$d" &&
+        "$w/t_2_1/run" --weights "$d" $HIO_TOK --quiet || return 1
+    "$PY" -c "
+import json, sys
+p = sys.argv[1] + '/config.json'; c = json.load(open(p))
+c.update(n_head=6, layer_norm_epsilon=1e-6, activation_function='gelu', n_positions=64)
+json.dump(c, open(p, 'w'), indent=2)" "$d" || return 1
+    "$w/t_2_1/run" --weights "$d" $HIO_TOK --steps 1 >"$w/cfg.out" 2>"$w/cfg.err"
+    local rc=$?
+    cat "$w/cfg.err"
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1"; return 1; }
+    local want
+    for want in "config.json: n_head = 6, but this program was built with model.heads = 12" \
+        "config.json: layer_norm_epsilon = 1e-06, but this program was built with model.eps = 1e-05" \
+        "config.json: activation_function = \"gelu\", but this program computes GELU's tanh approximation" \
+        "config.json: n_positions = 64, but this program was built with model.positions = 32" \
+        "the weights in $d are of another model than this build (4 values differ)"; do
+        grep -qF -- "$want" "$w/cfg.err" || { echo "message lacks: $want"; return 1; }
+    done
+    ! grep -q "^step" "$w/cfg.out" || { echo "a step ran"; return 1; }
+}
+
 # ---- transformers itself ---------------------------------------------------------------------------------
 HIO_HFPY=${TESS_HF_PYTHON:-$PY}
 
@@ -327,6 +354,11 @@ if wanted "hf:"; then
                 --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
             check "hf: a FIFO as a directory's model.safetensors is refused without blocking" hio_fifo \
                 "mkdir fifo_sh3 && mkfifo fifo_sh3/model.safetensors" --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
+            check "hf: --weights DIR whose config.json differs from the build is refused naming each value" \
+                hio_config_differs
+            check "hf: a FIFO as a directory's config.json is refused without blocking" hio_fifo \
+                "cp -r one fifo_sh3 && rm fifo_sh3/config.json && mkfifo fifo_sh3/config.json" \
+                --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
             check "hf: out: --logits-out and --weights-out naming one file are refused before the run" hio_collide \
                 "--weights-out and --logits-out name the same file" "$WORK/hfio/coll.npy" \
                 --weights-out "$WORK/hfio/coll.npy" --logits-out "$WORK/hfio/coll.npy"
