@@ -20,7 +20,8 @@
  * it with a previous export where the kernel and file system support that,
  * else the previous export is first moved aside to DIR.old.<pid>. Either way
  * DIR is at every moment absent, the previous export or the new one, never a
- * mixture; the old one is removed afterwards.
+ * mixture; the old one is removed afterwards, its mark last, so that a removal
+ * killed half way leaves a directory the next export still recognises.
  *
  * The same keys, read back: tr_hfout_config_matches compares the config.json of a
  * directory given to --weights with the build (the values config_text writes),
@@ -33,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,10 +95,33 @@ static bool split_dir(const char *dir, char *out, size_t cap, char *parent, size
     return **base && strcmp(*base, ".") != 0 && strcmp(*base, "..") != 0;
 }
 
+/* Is name "<stem>.<tag>.<digits>" (tag "tmp" or "old")? *pid gets the digits' value (0 if too long). */
+static bool is_tagged(const char *name, const char *stem, const char *tag, long *pid)
+{
+    size_t ls = strlen(stem), lt = strlen(tag);
+    if (strncmp(name, stem, ls) != 0 || name[ls] != '.' || strncmp(name + ls + 1, tag, lt) != 0 ||
+        name[ls + 1 + lt] != '.')
+        return false;
+    const char *d = name + ls + lt + 2;
+    if (!*d)
+        return false;
+    long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return false;
+        v = v < 100000000 ? v * 10 + (*d - '0') : 0;
+    }
+    if (pid)
+        *pid = v;
+    return true;
+}
+
+/* A file an export writes: its three names, and the temp names its atomic writes give config.json and
+ * model.safetensors while they are written (left inside the temp directory of an export killed then). */
 static bool is_export_file(const char *name)
 {
     for (int i = 0; i < HFOUT_NFILES; i++)
-        if (!strcmp(name, hfout_files[i]))
+        if (!strcmp(name, hfout_files[i]) || (i > 0 && is_tagged(name, hfout_files[i], "tmp", NULL)))
             return true;
     return false;
 }
@@ -137,39 +162,50 @@ static bool is_export(const char *path, bool *exists, char *foreign, size_t fcap
     return mark && !foreign[0];
 }
 
-/* Remove an export directory (or a temp one): its known files, then the directory. Best effort. */
+/* Remove an export directory (or a temp one): its files, the mark last, then the directory. Best effort. The mark
+ * goes last so that a removal killed half way leaves a directory the next export still knows as an export's (and
+ * removes): with the mark gone first it would be a directory of unknown files, kept for ever. */
 static void remove_export(const char *path)
 {
     char f[4400];
-    for (int i = 0; i < HFOUT_NFILES; i++) {
+    const char *hook = getenv("TESS_TEST_HFOUT_KILL"); /* test hook: killed after the first file is removed */
+    for (int i = HFOUT_NFILES - 1; i >= 0; i--) {       /* hfout_files[0] is the mark */
         snprintf(f, sizeof f, "%s/%s", path, hfout_files[i]);
         unlink(f);
         tr_st_clean_stale_temps(f); /* a killed atomic write inside it */
+        if (hook && *hook && i == HFOUT_NFILES - 1)
+            raise(SIGKILL);
     }
     rmdir(path);
 }
 
+/* Is process pid gone (on this host)? */
+static bool pid_gone(long pid)
+{
+    return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
 /* Remove "<base>.tmp.<digits>" and "<base>.old.<digits>" directories beside dir that an export left when it was
- * killed: only directories whose mark nobody holds locked and that hold only an export's files. */
+ * killed: those whose mark nobody holds locked and that hold only an export's files (its own temp names too), and
+ * empty ones (killed before the mark was made) whose process is gone. */
 static void clean_stale(const char *parent, const char *base)
 {
     DIR *d = opendir(parent);
     if (!d)
         return;
-    size_t lb = strlen(base);
     for (struct dirent *e; (e = readdir(d));) {
         const char *n = e->d_name;
-        if (strncmp(n, base, lb) != 0 || (strncmp(n + lb, ".tmp.", 5) != 0 && strncmp(n + lb, ".old.", 5) != 0))
+        long pid = 0;
+        if (!is_tagged(n, base, "tmp", &pid) && !is_tagged(n, base, "old", &pid))
             continue;
-        const char *dg = n + lb + 5;
-        bool digits = *dg != '\0';
-        for (; *dg; dg++)
-            digits = digits && *dg >= '0' && *dg <= '9';
         char path[4400], mark[4500], foreign[300];
         bool exists;
         snprintf(path, sizeof path, "%s/%s", parent, n);
-        if (!digits || !is_export(path, &exists, foreign, sizeof foreign, NULL))
+        if (!is_export(path, &exists, foreign, sizeof foreign, NULL)) {
+            if (exists && !foreign[0] && pid_gone(pid))
+                rmdir(path); /* no mark and nothing else: removed only when empty */
             continue;
+        }
         snprintf(mark, sizeof mark, "%s/%s", path, TR_HFOUT_MARK);
         int fd = open(mark, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
