@@ -244,8 +244,7 @@ static bool outputs_distinct(const tr_opts *o, tr_err *err)
         out_place(path[i], place[i], sizeof place[i]);
     for (int i = 0; i < n; i++)
         for (int k = i + 1; k < n; k++) {
-            if (!strcmp(place[i], place[k]))
-            {
+            if (!strcmp(place[i], place[k])) {
                 if (!strcmp(path[i], path[k]))
                     return tr_fail(err, "%s and %s name the same file (%s): give each output its own path", opt[i],
                                    opt[k], path[k]);
