@@ -100,7 +100,8 @@ static void usage(FILE *f, const char *prog)
             "                model.safetensors as it is: block names h.<l>.* (GPT2Model) or\n"
             "                transformer.h.<l>.* (GPT2LMHeadModel); wte, wpe, ln_f, lm_head are not used.\n"
             "                A sharded checkpoint: F = its model.safetensors.index.json; or F = the directory\n"
-            "                holding model.safetensors or that index\n"
+            "                holding model.safetensors or that index (its config.json, when there, must describe\n"
+            "                this build's model: n_layer, n_embd, n_head, n_inner, epsilon, activation, ...)\n"
             "  --input F     float32 C-order .npy of shape [batch=%d, seq=%d, hidden=%d]\n"
             "  --output F    the output of the last block, same shape, written atomically by rank 0\n"
             "  --seed N      seed of the synthetic weights/input used when a file is not given (default 1)\n"
@@ -492,12 +493,14 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
  * 0's descriptor, whose table names every tensor with its full shape) */
 static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
 {
-    struct stat st; /* a save_pretrained directory: its config.json describes this build's model */
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !tr_hfout_config_matches(path, err))
-        return false;
     tr_stset f; /* one file or a sharded checkpoint, every shard checked against its index */
     if (!tr_stset_open(&f, path, true, err))
         return false;
+    struct stat st; /* a save_pretrained directory (with weights): its config.json describes this build's model */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !tr_hfout_config_matches(path, err)) {
+        tr_stset_close(&f);
+        return false;
+    }
     const char *prefix;
     if (!tr_hf_prefix(&f, &prefix, err)) {
         tr_stset_close(&f);
