@@ -20,7 +20,12 @@
  * it with a previous export where the kernel and file system support that,
  * else the previous export is first moved aside to DIR.old.<pid>. Either way
  * DIR is at every moment absent, the previous export or the new one, never a
- * mixture; the old one is removed afterwards.
+ * mixture; the old one is removed afterwards, its mark last, so that a removal
+ * killed half way leaves a directory the next export still recognises.
+ *
+ * The same keys, read back: tr_hfout_config_matches compares the config.json of a
+ * directory given to --weights with the build (the values config_text writes),
+ * parsed by the runtime's JSON parser, as tessgen --from-hf reads it.
  */
 #define _GNU_SOURCE /* renameat2, RENAME_EXCHANGE (Linux) */
 #include "tr_hfout.h"
@@ -29,14 +34,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tr_gather.h"
 #include "tr_hfnames.h"
+#include "tr_json.h"
 #include "tr_tokens.h"
 
 /* The files an export holds: nothing else may be in a directory that --hf-out replaces. */
@@ -87,10 +95,33 @@ static bool split_dir(const char *dir, char *out, size_t cap, char *parent, size
     return **base && strcmp(*base, ".") != 0 && strcmp(*base, "..") != 0;
 }
 
+/* Is name "<stem>.<tag>.<digits>" (tag "tmp" or "old")? *pid gets the digits' value (0 if too long). */
+static bool is_tagged(const char *name, const char *stem, const char *tag, long *pid)
+{
+    size_t ls = strlen(stem), lt = strlen(tag);
+    if (strncmp(name, stem, ls) != 0 || name[ls] != '.' || strncmp(name + ls + 1, tag, lt) != 0 ||
+        name[ls + 1 + lt] != '.')
+        return false;
+    const char *d = name + ls + lt + 2;
+    if (!*d)
+        return false;
+    long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return false;
+        v = v < 100000000 ? v * 10 + (*d - '0') : 0;
+    }
+    if (pid)
+        *pid = v;
+    return true;
+}
+
+/* A file an export writes: its three names, and the temp names its atomic writes give config.json and
+ * model.safetensors while they are written (left inside the temp directory of an export killed then). */
 static bool is_export_file(const char *name)
 {
     for (int i = 0; i < HFOUT_NFILES; i++)
-        if (!strcmp(name, hfout_files[i]))
+        if (!strcmp(name, hfout_files[i]) || (i > 0 && is_tagged(name, hfout_files[i], "tmp", NULL)))
             return true;
     return false;
 }
@@ -131,39 +162,50 @@ static bool is_export(const char *path, bool *exists, char *foreign, size_t fcap
     return mark && !foreign[0];
 }
 
-/* Remove an export directory (or a temp one): its known files, then the directory. Best effort. */
+/* Remove an export directory (or a temp one): its files, the mark last, then the directory. Best effort. The mark
+ * goes last so that a removal killed half way leaves a directory the next export still knows as an export's (and
+ * removes): with the mark gone first it would be a directory of unknown files, kept for ever. */
 static void remove_export(const char *path)
 {
     char f[4400];
-    for (int i = 0; i < HFOUT_NFILES; i++) {
+    const char *hook = getenv("TESS_TEST_HFOUT_KILL"); /* test hook: killed after the first file is removed */
+    for (int i = HFOUT_NFILES - 1; i >= 0; i--) {       /* hfout_files[0] is the mark */
         snprintf(f, sizeof f, "%s/%s", path, hfout_files[i]);
         unlink(f);
         tr_st_clean_stale_temps(f); /* a killed atomic write inside it */
+        if (hook && *hook && i == HFOUT_NFILES - 1)
+            raise(SIGKILL);
     }
     rmdir(path);
 }
 
+/* Is process pid gone (on this host)? */
+static bool pid_gone(long pid)
+{
+    return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
 /* Remove "<base>.tmp.<digits>" and "<base>.old.<digits>" directories beside dir that an export left when it was
- * killed: only directories whose mark nobody holds locked and that hold only an export's files. */
+ * killed: those whose mark nobody holds locked and that hold only an export's files (its own temp names too), and
+ * empty ones (killed before the mark was made) whose process is gone. */
 static void clean_stale(const char *parent, const char *base)
 {
     DIR *d = opendir(parent);
     if (!d)
         return;
-    size_t lb = strlen(base);
     for (struct dirent *e; (e = readdir(d));) {
         const char *n = e->d_name;
-        if (strncmp(n, base, lb) != 0 || (strncmp(n + lb, ".tmp.", 5) != 0 && strncmp(n + lb, ".old.", 5) != 0))
+        long pid = 0;
+        if (!is_tagged(n, base, "tmp", &pid) && !is_tagged(n, base, "old", &pid))
             continue;
-        const char *dg = n + lb + 5;
-        bool digits = *dg != '\0';
-        for (; *dg; dg++)
-            digits = digits && *dg >= '0' && *dg <= '9';
         char path[4400], mark[4500], foreign[300];
         bool exists;
         snprintf(path, sizeof path, "%s/%s", parent, n);
-        if (!digits || !is_export(path, &exists, foreign, sizeof foreign, NULL))
+        if (!is_export(path, &exists, foreign, sizeof foreign, NULL)) {
+            if (exists && !foreign[0] && pid_gone(pid))
+                rmdir(path); /* no mark and nothing else: removed only when empty */
             continue;
+        }
         snprintf(mark, sizeof mark, "%s/%s", path, TR_HFOUT_MARK);
         int fd = open(mark, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -266,6 +308,123 @@ static int config_text(char *buf, size_t cap, const tr_hfout_model *m, tr_st_dty
                     "}\n",
                     m->vocab - 1, m->vocab - 1, eps, m->positions, m->hidden, m->heads, inner, m->layers,
                     m->positions, dtype == TR_ST_BF16 ? "bfloat16" : "float32", m->vocab);
+}
+
+/* ---- config.json of --weights DIR, against the build -------------------------------------------------- */
+
+/* A member of config.json as short text for a message: numbers and strings as written, others by type. */
+static void member_text(char *buf, size_t cap, const tr_json_node *m)
+{
+    if (m->type == TR_JSON_NUMBER && m->is_int)
+        snprintf(buf, cap, "%lld", (long long)m->ival);
+    else if (m->type == TR_JSON_NUMBER)
+        put_double(buf, cap, m->num);
+    else if (m->type == TR_JSON_STRING)
+        snprintf(buf, cap, "\"%.60s\"", m->str);
+    else
+        snprintf(buf, cap, "%s", tr_json_type_name(m->type));
+}
+
+bool tr_hfout_config_matches(const char *dir, tr_err *err)
+{
+    char path[4200];
+    size_t dl = strlen(dir);
+    snprintf(path, sizeof path, "%s%sconfig.json", dir, dl && dir[dl - 1] == '/' ? "" : "/");
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT)
+        return true; /* a directory of weights alone: nothing to compare */
+    int fd = -1;
+    uint64_t size = 0;
+    const unsigned char *map = NULL;
+    tr_json_doc doc = {0};
+    bool ok = tr_st_map_file(path, "config.json", &fd, &size, &map, err) &&
+              tr_json_parse(&doc, (const char *)map, (size_t)size, path, err);
+    const tr_json_node *root = ok ? tr_json_root(&doc) : NULL;
+    if (ok && root->type != TR_JSON_OBJECT)
+        ok = tr_fail(err, "%s: the top level is %s, not an object: not a model's config.json; repair it or remove it",
+                     path, tr_json_type_name(root->type));
+    if (ok) {
+        /* what the build computes with, as config.json's keys say it; GPT2Config's defaults for absent keys */
+        const int lm = tr_lm_vocab() > 0;
+        const struct {
+            const char *key, *spec; /* config key, the spec key it must equal */
+            long long built, dflt;  /* dflt < 0: no default (save_pretrained always writes it) */
+            int used;               /* 0: the build has no such value (a block stack's vocabulary) */
+        } ints[] = {
+            {"n_layer", "model.layers", tr_model.layers, -1, 1},
+            {"n_embd", "model.hidden", tr_model.hidden, -1, 1},
+            {"n_head", "model.heads", tr_model.heads, -1, 1},
+            {"n_positions", "model.positions", lm ? tr_lm()->positions : 0, -1, lm},
+            {"vocab_size", "model.vocab", tr_lm_vocab(), 50257, lm},
+        };
+        int bad = 0;
+        char got[96];
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+            if (!ints[i].used)
+                continue;
+            const tr_json_node *m = tr_json_get(&doc, root, ints[i].key);
+            if (!m && ints[i].dflt < 0)
+                continue; /* not said: the tensor shapes are checked anyway */
+            if (m && m->type == TR_JSON_NUMBER && m->is_int && m->ival == ints[i].built)
+                continue;
+            if (!m && ints[i].dflt == ints[i].built)
+                continue;
+            if (m)
+                member_text(got, sizeof got, m);
+            else
+                snprintf(got, sizeof got, "%lld (absent: GPT2Config's default)", ints[i].dflt);
+            tr_fail(err, "%s: %s = %s, but this program was built with %s = %lld", path, ints[i].key, got,
+                    ints[i].spec, ints[i].built);
+            bad++;
+        }
+        const tr_json_node *m = tr_json_get(&doc, root, "n_inner"); /* null or absent: 4 * n_embd */
+        const tr_json_node *embd = tr_json_get(&doc, root, "n_embd");
+        long long inner = m && m->type == TR_JSON_NUMBER && m->is_int ? m->ival
+                          : embd && embd->type == TR_JSON_NUMBER && embd->is_int ? 4 * embd->ival
+                                                                                : 4LL * tr_model.hidden;
+        if ((m && m->type != TR_JSON_NULL && !(m->type == TR_JSON_NUMBER && m->is_int)) || inner != tr_model.ffn) {
+            if (m && m->type != TR_JSON_NULL)
+                member_text(got, sizeof got, m);
+            else
+                snprintf(got, sizeof got, "%s (4 * n_embd = %lld)", m ? "null" : "absent", inner);
+            tr_fail(err, "%s: n_inner = %s, but this program was built with model.ffn = %d", path, got, tr_model.ffn);
+            bad++;
+        }
+        m = tr_json_get(&doc, root, "layer_norm_epsilon"); /* absent: 1e-5 */
+        double eps = m && m->type == TR_JSON_NUMBER ? m->num : 1e-5;
+        if ((m && m->type != TR_JSON_NUMBER) || !(fabs(eps - tr_model.eps) <= 1e-9 * fabs(tr_model.eps))) {
+            if (m)
+                member_text(got, sizeof got, m);
+            else
+                snprintf(got, sizeof got, "1e-05 (absent: GPT2Config's default)");
+            char built[40];
+            put_double(built, sizeof built, tr_model.eps);
+            tr_fail(err, "%s: layer_norm_epsilon = %s, but this program was built with model.eps = %s", path, got,
+                    built);
+            bad++;
+        }
+        m = tr_json_get(&doc, root, "activation_function"); /* absent: gelu_new */
+        if (m && (m->type != TR_JSON_STRING || strlen(m->str) != m->str_len ||
+                  (strcmp(m->str, "gelu_new") != 0 && strcmp(m->str, "gelu_pytorch_tanh") != 0))) {
+            member_text(got, sizeof got, m);
+            tr_fail(err, "%s: activation_function = %s, but this program computes GELU's tanh approximation "
+                         "(\"gelu_new\", \"gelu_pytorch_tanh\")",
+                    path, got);
+            bad++;
+        }
+        if (bad)
+            ok = tr_fail(err, "the weights in %s are of another model than this build (%d value%s differ%s): "
+                              "loading them would compute with the build's values and silently change the model; "
+                              "generate a spec from the directory (tessgen --from-hf %s ...), rebuild and run that, "
+                              "or pass weights of this model",
+                         dir, bad, bad == 1 ? "" : "s", bad == 1 ? "s" : "", dir);
+    }
+    tr_json_free(&doc);
+    if (map)
+        munmap((void *)map, (size_t)size);
+    if (fd >= 0)
+        close(fd);
+    return ok;
 }
 
 static void fsync_dir(const char *path)

@@ -35,6 +35,12 @@ typedef struct tr_hfout_model {
  * no embeddings, since transformers cannot load a model without them. */
 bool tr_hfout_model_of(tr_hfout_model *m, tr_err *err);
 
+/* Rank 0, before loading `--weights dir` (a directory): dir/config.json, when there, describes the model the
+ * build computes: n_layer, n_embd, n_head, n_inner, layer_norm_epsilon, activation_function, and for a language
+ * model n_positions and vocab_size (GPT2Config's defaults for absent optional keys). Every difference is named
+ * with both values, at once. No config.json: true. A config.json that is not a regular file or not JSON: refused. */
+bool tr_hfout_config_matches(const char *dir, tr_err *err);
+
 /* Rank 0, before any work: can --hf-out dir be written? The model has what an export needs, the parent
  * directory exists and is writable, and dir is absent or a previous tessgen export. */
 bool tr_hfout_check(const char *dir, tr_err *err);

@@ -25,7 +25,9 @@
  *
  * Before any step runs, every rank checks that it runs its own class's program
  * and that every rank's program was printed for the same schedule (the
- * fingerprint): a directory mixing two generations is refused, never run.
+ * fingerprint): a directory mixing two generations is refused, never run; and
+ * rank 0 checks that schedule against the output's manifest.json, so programs
+ * not rebuilt after tessgen ran again are refused with the command that rebuilds.
  *
  * Exit codes: 0 ok, 1 bad input file, option value or output path, 2 wrong
  * world size, usage, or programs that do not belong together, 3 measured
@@ -39,6 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tr_backend.h"
 #include "tr_bf16.h"
@@ -48,6 +53,7 @@
 #include "tr_gather.h"
 #include "tr_hfnames.h"
 #include "tr_hfout.h"
+#include "tr_json.h"
 #include "tr_lmdata.h"
 #include "tr_npy.h"
 #include "tr_safetensors.h"
@@ -107,6 +113,7 @@ static void usage(FILE *f, const char *prog)
                    "                wte, wpe, h.<l>.*, ln_f (GPT2Model) or transformer.* (GPT2LMHeadModel; lm_head is\n"
                    "                tied to wte and not read); F = model.safetensors, a sharded checkpoint's\n"
                    "                model.safetensors.index.json, or the save_pretrained directory holding either\n"
+                   "                (its config.json, when there, must describe this program's model)\n"
                    "  --tokens F    token ids, int32 .npy [batch=%d, seq=%d], every id in [0, %d)\n"
                    "  --targets F   target ids, the same form: inference prints the mean loss%s\n",
                 tr_model.batch, tr_model.seq, tr_lm_vocab(), train ? "; --steps trains on them" : "");
@@ -115,7 +122,8 @@ static void usage(FILE *f, const char *prog)
                    "                exactly): h.<l>.* (GPT2Model) or transformer.h.<l>.* (GPT2LMHeadModel); a\n"
                    "                whole model's wte, wpe, ln_f and lm_head are not used by a block stack.\n"
                    "                F = model.safetensors, a sharded checkpoint's model.safetensors.index.json,\n"
-                   "                or the save_pretrained directory holding either\n"
+                   "                or the save_pretrained directory holding either (its config.json, when there,\n"
+                   "                must describe this program's model)\n"
                    "  --input F     float32 C-order .npy [batch=%d, seq=%d, hidden=%d]\n",
                 tr_model.batch, tr_model.seq, tr_model.hidden);
     fprintf(f, "  --seed N      seed of the synthetic weights and inputs (default 1)\n");
@@ -255,25 +263,108 @@ static bool file_value_ok(const char *opt, const char *val, tr_err *err)
     return false;
 }
 
-/* Do a and b name the same file as far as the text says ("d/./y.npy" and "d//y.npy" are "d/y.npy")? */
-static bool same_name(const char *a, const char *b)
+/* path as text without "//" and "./" ("d/./y.npy" and "d//y.npy" are "d/y.npy") and trailing slashes. */
+static void tidy_name(const char *path, char *out, size_t cap)
 {
-    char n[2][4096];
-    const char *src[2] = {a, b};
-    for (int k = 0; k < 2; k++) {
-        size_t o = 0;
-        for (const char *p = src[k]; *p && o + 1 < sizeof n[k];) {
-            if (*p == '/' && o > 0 && n[k][o - 1] == '/') { /* "//" */
-                p++;
-            } else if (p[0] == '.' && p[1] == '/' && (o == 0 || n[k][o - 1] == '/')) { /* "./" */
-                p += 2;
-            } else {
-                n[k][o++] = *p++;
-            }
+    size_t o = 0;
+    for (const char *p = path; *p && o + 1 < cap;) {
+        if (*p == '/' && o > 0 && out[o - 1] == '/') { /* "//" */
+            p++;
+        } else if (p[0] == '.' && p[1] == '/' && (o == 0 || out[o - 1] == '/')) { /* "./" */
+            p += 2;
+        } else {
+            out[o++] = *p++;
         }
-        n[k][o] = '\0';
     }
-    return strcmp(n[0], n[1]) == 0;
+    while (o > 1 && out[o - 1] == '/')
+        o--;
+    out[o] = '\0';
+}
+
+/* The place an output is written, as the file system resolves it: its directory through realpath (so
+ * "a/../b/y", "b/y" and a symbolic link to b name one place) and its own name as it is (an output replaces
+ * a symbolic link there by a rename, never the link's target). A directory that does not exist (yet, as
+ * --hf-out's) resolves through its longest existing ancestor. */
+static void out_place(const char *path, char *out, size_t cap)
+{
+    char t[4096], real[PATH_MAX];
+    tidy_name(path, t, sizeof t);
+    /* t = head + "/" + rest: shorten head until realpath resolves it ("" is ".", and "/" always resolves) */
+    size_t cut = strlen(t);
+    for (;;) {
+        char *slash = NULL;
+        for (size_t i = cut; i > 0; i--)
+            if (t[i - 1] == '/') {
+                slash = t + i - 1;
+                break;
+            }
+        char head[4096];
+        if (!slash)
+            snprintf(head, sizeof head, ".");
+        else if (slash == t)
+            snprintf(head, sizeof head, "/");
+        else
+            snprintf(head, sizeof head, "%.*s", (int)(slash - t), t);
+        const char *rest = slash ? slash + 1 : t;
+        bool dots = false; /* ".." or "." in the rest: text cannot say where it leads */
+        for (const char *r = rest; *r; r = strchr(r, '/') ? strchr(r, '/') + 1 : r + strlen(r))
+            dots |= (r[0] == '.' && (r[1] == '/' || !r[1])) || (r[0] == '.' && r[1] == '.' && (r[2] == '/' || !r[2]));
+        if (!dots && realpath(head, real)) {
+            snprintf(out, cap, "%s%s%s", real, strcmp(real, "/") ? "/" : "", rest);
+            return;
+        }
+        if (!slash || slash == t) {
+            snprintf(out, cap, "%s", t);
+            return;
+        }
+        cut = (size_t)(slash - t);
+    }
+}
+
+enum { TR_NOUTS = 8 };
+
+/* Every output of the run with its option: the files, then --hf-out's directory (last). */
+static int list_outputs(const tr_opts *o, const char **path, const char **opt)
+{
+    const char *p[TR_NOUTS] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out,
+                               o->lm.logits_out, o->hf_out};
+    const char *n[TR_NOUTS] = {"--output", "--trace", "--weights-out", "--grads-out", "--dx-out", "--checkpoint-out",
+                               "--logits-out", "--hf-out"};
+    int k = 0;
+    for (int i = 0; i < TR_NOUTS; i++)
+        if (p[i]) {
+            path[k] = p[i];
+            opt[k++] = n[i];
+        }
+    return k;
+}
+
+/* Before any work, on every rank: no two outputs are one file (compared where the file system puts them, not
+ * as text), and none lies inside the --hf-out directory, which the export replaces as a whole. */
+static bool outputs_distinct(const tr_opts *o, tr_err *err)
+{
+    const char *path[TR_NOUTS], *opt[TR_NOUTS];
+    int n = list_outputs(o, path, opt);
+    static char place[TR_NOUTS][PATH_MAX + 256];
+    for (int i = 0; i < n; i++)
+        out_place(path[i], place[i], sizeof place[i]);
+    for (int i = 0; i < n; i++)
+        for (int k = i + 1; k < n; k++) {
+            if (!strcmp(place[i], place[k])) {
+                if (!strcmp(path[i], path[k]))
+                    return tr_fail(err, "%s and %s name the same file (%s): give each output its own path", opt[i],
+                                   opt[k], path[k]);
+                return tr_fail(err, "%s and %s name the same file (%s and %s are both %s): give each output its own "
+                                    "path",
+                               opt[i], opt[k], path[i], path[k], place[k]);
+            }
+            size_t lk = strlen(place[k]);
+            if (!strcmp(opt[k], "--hf-out") && !strncmp(place[i], place[k], lk) && place[i][lk] == '/')
+                return tr_fail(err, "%s %s is inside the --hf-out directory %s, which the export replaces as a whole "
+                                    "after the run (the file would be lost): write it elsewhere",
+                               opt[i], path[i], path[k]);
+        }
+    return true;
 }
 
 /* 0: run, 1: --help printed, -1: error in err */
@@ -479,14 +570,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;
     }
-    const char *outs[6] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out};
-    for (int i = 0; i < 6; i++)
-        for (int k = i + 1; k < 6; k++)
-            if (outs[i] && outs[k] && same_name(outs[i], outs[k])) {
-                tr_fail(err, "%s and %s name the same file (%s): give each output its own path", out_option[i],
-                        out_option[k], outs[k]);
-                return -1;
-            }
+    if (!outputs_distinct(o, err))
+        return -1;
     return 0;
 }
 
@@ -537,6 +622,11 @@ static bool check_weights(const tr_rank_desc *d, const char *path, tr_err *err)
     tr_stset f; /* one file or a sharded checkpoint, every shard checked against its index */
     if (!tr_stset_open(&f, path, true, err))
         return false;
+    struct stat st; /* a save_pretrained directory (with weights): its config.json describes this build's model */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !tr_hfout_config_matches(path, err)) {
+        tr_stset_close(&f);
+        return false;
+    }
     const char *prefix;
     if (!tr_hf_prefix(&f, &prefix, err)) {
         tr_stset_close(&f);
@@ -793,6 +883,65 @@ static unsigned long long fp_hash(const char *s)
     return h;
 }
 
+/* Rank 0: the programs were built from the output as it is now. This executable lives in DIR/bin/<variant>/;
+ * DIR/manifest.json names the schedule tessgen last generated there. A different one means tessgen ran again
+ * (a changed spec: another lr, mesh or model) and the programs were not rebuilt: they would run the old schedule
+ * with exit 0, so they are refused, naming both fingerprints and the command that rebuilds. A program copied
+ * away from its output directory (no manifest.json beside bin/) is not checked. */
+static bool built_from_manifest(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return true; /* no /proc: nothing to compare with */
+    exe[n] = '\0';
+    char *cut[3] = {NULL, NULL, NULL}; /* DIR/bin/<variant>/rank_iI_jJ */
+    for (int k = 0; k < 3; k++) {
+        cut[k] = strrchr(exe, '/');
+        if (!cut[k] || cut[k] == exe)
+            return true;
+        *cut[k] = '\0';
+    }
+    const char *variant = cut[1] + 1, *dir = exe;
+    if (strcmp(cut[2] + 1, "bin") != 0)
+        return true; /* not laid out as tessgen builds it */
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return true;
+    int fd = -1;
+    uint64_t size = 0;
+    const unsigned char *map = NULL;
+    tr_err err = {{0}};
+    tr_json_doc doc = {0};
+    const tr_json_node *fp = NULL;
+    bool read = tr_st_map_file(path, "manifest (JSON)", &fd, &size, &map, &err) &&
+                tr_json_parse(&doc, (const char *)map, (size_t)size, path, &err);
+    if (read)
+        fp = tr_json_get(&doc, tr_json_root(&doc), "schedule_fingerprint");
+    const char *rebuild = !strcmp(variant, "asan") ? " asan" : !strcmp(variant, "cuda") ? " cuda" : "";
+    bool ok = true;
+    if (!read || !fp || fp->type != TR_JSON_STRING) {
+        fprintf(stderr, "error: %s: %s: tessgen writes it with the programs' schedule_fingerprint; generate the "
+                        "output again (tessgen SPEC -o %s) and rebuild (ninja -C %s%s)\n",
+                path, read ? "has no schedule_fingerprint string" : err.msg, dir, dir, rebuild);
+        ok = false;
+    } else if (strcmp(fp->str, tr_model.fingerprint) != 0) {
+        fprintf(stderr, "error: the programs under %s/bin/%s were built for schedule %s, but %s says tessgen "
+                        "generated schedule %s there since: they are stale and would run the old schedule; rebuild "
+                        "them with: ninja -C %s%s\n",
+                dir, variant, tr_model.fingerprint, path, fp->str, dir, rebuild);
+        ok = false;
+    }
+    tr_json_free(&doc);
+    if (map)
+        munmap((void *)map, (size_t)size);
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 /* Collective, before any step of the schedule: this executable holds the program of this rank's class, it was
  * printed for the same schedule as model.c, and every rank runs the same schedule. On success *d is this
  * rank's descriptor; otherwise every rank returns false and the ranks at fault say why. */
@@ -833,6 +982,8 @@ static bool this_program(int rank, tr_rank_desc *d)
                 "program (ninja -C DIR)\n",
                 tr_model.fingerprint);
     if (anybad || lo != hi)
+        return false;
+    if (!root_ok(rank == 0 ? built_from_manifest() : true))
         return false;
     *d = tr_class.proto;
     d->rank = row->rank;

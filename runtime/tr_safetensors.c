@@ -104,19 +104,47 @@ bool tr_st_host_le(const char *path, tr_err *err)
                    path);
 }
 
+static const char *file_type(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO (named pipe)";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+/* A non-regular file refused, naming what it is: reading a FIFO would wait for a writer forever, a device
+ * would be read without end. */
+static bool not_regular(const char *path, const char *kind, mode_t mode, tr_err *err)
+{
+    return tr_fail(err, "%s: is %s, not a %s: inputs are read from regular files (a pipe or device would block or "
+                        "never end); save the data to a file and pass that",
+                   path, file_type(mode), kind);
+}
+
 bool tr_st_map_file(const char *path, const char *kind, int *fd_out, uint64_t *size_out,
                     const unsigned char **map_out, tr_err *err)
 {
     *fd_out = -1;
     *size_out = 0;
     *map_out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* the type first, so a FIFO is refused without opening it; then the open cannot block either
+     * (O_NONBLOCK: a FIFO put there in between opens at once and is refused by the fstat below) */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return not_regular(path, kind, st.st_mode, err);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         return tr_fail(err, "%s: cannot open %s: %s%s", path, kind, strerror(e),
                        e == ENOENT ? " (check the path)" : "");
     }
-    struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -124,8 +152,7 @@ bool tr_st_map_file(const char *path, const char *kind, int *fd_out, uint64_t *s
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return tr_fail(err, "%s: is %s, not a %s", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
-                       kind);
+        return not_regular(path, kind, st.st_mode, err);
     }
     if (st.st_size <= 0) {
         close(fd);

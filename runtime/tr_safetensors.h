@@ -122,7 +122,8 @@ int tr_st_dtype_size(const char *dtype, int *bits);
 
 /* ---- low-level helpers, shared with tr_npy.c ---------------------------- */
 
-/* Open path read-only, require a regular non-empty file, mmap it whole.
+/* Open path read-only, require a regular non-empty file, mmap it whole. A FIFO, device or socket is
+ * refused before it is opened for reading (and the open cannot block), so a pipe never hangs a run.
  * `kind` ("safetensors file", ".npy file") only flavours the messages. */
 bool tr_st_map_file(const char *path, const char *kind, int *fd, uint64_t *size, const unsigned char **map,
                     tr_err *err);

@@ -297,10 +297,12 @@ static bool check_shards(tr_stset *s, tr_err *err)
     return ok;
 }
 
+/* Is there a file (not a directory) at path? A FIFO or device counts, so the reader refuses it by its type
+ * rather than the directory being described as without one. */
 static bool is_file(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
 static bool ends_with(const char *s, const char *suffix)

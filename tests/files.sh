@@ -83,6 +83,15 @@ check "files: issue 12.4, --weights-out into a missing directory is refused befo
 check "files: two outputs naming one file are refused" refused 2 "--output and --trace name the same file" \
     --weights "$W" --input "$X" --trace "$WORK/./never.npy"
 
+# outputs are compared where the file system puts them, not as text: through a symbolic link to their directory
+# or a "..", two names of one file are refused before the run
+ln -sfn "$WORK" "$WORK/lnkdir" && mkdir -p "$WORK/adir"
+check "files: two outputs naming one file through a symbolic link to its directory are refused" refused 2 \
+    "--output and --trace name the same file ($WORK/never.npy and $WORK/lnkdir/never.npy are both" \
+    --weights "$W" --input "$X" --trace "$WORK/lnkdir/never.npy"
+check "files: two outputs naming one file through '..' are refused" refused 2 \
+    "--output and --weights-out name the same file" --weights "$W" --input "$X" --weights-out "$WORK/adir/../never.npy"
+
 # a killed run's temp file is removed by the next write of the same output
 stale_temp() {
     rm -f "$WORK/ys.npy" && echo partial >"$WORK/ys.npy.tmp.4194303" &&
@@ -166,3 +175,18 @@ mixed_programs() { # programs built from two generations (one rebuilt after a re
 }
 check "files: issue 12.5, a class program of another generation is refused before any step" mixed_class_file
 check "files: issue 12.5, programs built from two generations are refused before any step" mixed_programs
+
+# programs not rebuilt after tessgen ran again (another eps: another schedule, every program and manifest.json
+# rewritten): refused before any step, naming both schedules and the command that rebuilds; rebuilt, they run
+stale_programs() {
+    local st="$WORK/e2e_stale" fp
+    rm -rf "$st" && cp -r "$M" "$st" && rm -f "$st/.tessgen.lock" &&
+        sed 's/eps *= *1e-5/eps = 2e-5/' "$WORK/e2e_2_2.lua" >"$WORK/e2e_stale.lua" &&
+        ! cmp -s "$WORK/e2e_2_2.lua" "$WORK/e2e_stale.lua" &&
+        bin/tessgen "$WORK/e2e_stale.lua" -o "$st" --quiet || return 1
+    fp=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["schedule_fingerprint"])' "$st/manifest.json")
+    M="$st" refused 2 "says tessgen generated schedule $fp there since: they are stale and would run the old schedule; rebuild them with: ninja -C $st" \
+        --weights "$W" --input "$X" || return 1
+    ninja -C "$st" >/dev/null && "$st/run" --weights "$W" --input "$X" --quiet
+}
+check "files: programs not rebuilt after a regeneration are refused with the command that rebuilds" stale_programs

@@ -185,6 +185,72 @@ hio_out_foreign() {
         [ "$(ls -A "$d" | tr '\n' ' ')" = "$before" ]
 }
 
+# hio_fifo SETUP ARGS...: a FIFO (made by SETUP, a shell command run in $WORK/hfio) named by the run's ARGS is
+# refused at once, named by its type, and nothing runs (a FIFO would block a reader until a writer came)
+hio_fifo() {
+    local setup=$1 w=$WORK/hfio
+    shift
+    rm -rf "$w/fifo" "$w/fifo_sh3" && (cd "$w" && eval "$setup") || return 1
+    timeout 60 "$w/t_2_1/run" "$@" --quiet >"$w/fifo.out" 2>"$w/fifo.err"
+    local rc=$?
+    cat "$w/fifo.err"
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1 (124: it blocked on the FIFO)"; return 1; }
+    grep -qF "is a FIFO (named pipe), not a" "$w/fifo.err" || { echo "message lacks: is a FIFO"; return 1; }
+    ! grep -q "^step\|^loss" "$w/fifo.out" || { echo "something ran"; return 1; }
+}
+
+# hio_collide WANT FILE ARGS...: outputs that collide (ARGS) are refused before the run (exit 2, no step), and FILE,
+# which a run would have written, is not there
+hio_collide() {
+    local want=$1 file=$2 w=$WORK/hfio
+    shift 2
+    rm -f "$file"
+    "$w/t_2_1/run" $HIO_TOK --steps 1 "$@" >"$w/coll.out" 2>"$w/coll.err"
+    local rc=$?
+    cat "$w/coll.err"
+    [ $rc -eq 2 ] || { echo "exit $rc, want 2"; return 1; }
+    grep -qF -- "$want" "$w/coll.err" || { echo "message lacks: $want"; return 1; }
+    ! grep -q "^step" "$w/coll.out" || { echo "a step ran"; return 1; }
+    [ ! -e "$file" ] || { echo "$file was written"; return 1; }
+}
+
+# an output inside a previous export that --hf-out replaces: refused before the run, the export kept
+hio_collide_inside() {
+    local w=$WORK/hfio
+    rm -rf "$w/exp_in" && "$w/t_2_1/run" $HIO_TOK --steps 1 --hf-out "$w/exp_in" --quiet &&
+        cp "$w/exp_in/model.safetensors" "$w/exp_in.st" &&
+        hio_collide "--weights-out $w/exp_in/w.st is inside the --hf-out directory $w/exp_in/, which the export replaces" \
+            "$w/exp_in/w.st" --weights-out "$w/exp_in/w.st" --hf-out "$w/exp_in/" &&
+        cmp "$w/exp_in/model.safetensors" "$w/exp_in.st"
+}
+
+# hio_config_differs: --weights DIR whose config.json differs from the build in values the tensors' shapes do not
+# show (n_head 12 -> 6, another epsilon, the exact GELU) and in n_positions: refused before loading, every value
+# named with the build's; the same directory with the build's config.json runs
+hio_config_differs() {
+    local w=$WORK/hfio d=$WORK/hfio/cfg_other
+    rm -rf "$d" && cp -r "$w/one" "$d" &&
+        "$w/t_2_1/run" --weights "$d" $HIO_TOK --quiet || return 1
+    "$PY" -c "
+import json, sys
+p = sys.argv[1] + '/config.json'; c = json.load(open(p))
+c.update(n_head=6, layer_norm_epsilon=1e-6, activation_function='gelu', n_positions=64)
+json.dump(c, open(p, 'w'), indent=2)" "$d" || return 1
+    "$w/t_2_1/run" --weights "$d" $HIO_TOK --steps 1 >"$w/cfg.out" 2>"$w/cfg.err"
+    local rc=$?
+    cat "$w/cfg.err"
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1"; return 1; }
+    local want
+    for want in "config.json: n_head = 6, but this program was built with model.heads = 12" \
+        "config.json: layer_norm_epsilon = 1e-06, but this program was built with model.eps = 1e-05" \
+        "config.json: activation_function = \"gelu\", but this program computes GELU's tanh approximation" \
+        "config.json: n_positions = 64, but this program was built with model.positions = 32" \
+        "the weights in $d are of another model than this build (4 values differ)"; do
+        grep -qF -- "$want" "$w/cfg.err" || { echo "message lacks: $want"; return 1; }
+    done
+    ! grep -q "^step" "$w/cfg.out" || { echo "a step ran"; return 1; }
+}
+
 # ---- transformers itself ---------------------------------------------------------------------------------
 HIO_HFPY=${TESS_HF_PYTHON:-$PY}
 
@@ -273,6 +339,30 @@ if wanted "hf:"; then
                 hio_out_foreign "exists and is not a tessgen export (it has no .tessgen-hf-export)" "touch config.json"
             check "hf: out: a file where the directory would go is refused before the run" \
                 hio_out_foreign "(it is a file, not a directory)" "cd .. && rm -rf foreign && touch foreign"
+            check "hf: a FIFO as --weights is refused without blocking" hio_fifo "mkfifo fifo" --weights "$WORK/hfio/fifo"
+            check "hf: a FIFO as --tokens is refused without blocking" hio_fifo "mkfifo fifo" \
+                --tokens "$WORK/hfio/fifo" --targets "$WORK/hfio/tokens.npy"
+            check "hf: a FIFO as --targets is refused without blocking" hio_fifo "mkfifo fifo" \
+                --tokens "$WORK/hfio/tokens.npy" --targets "$WORK/hfio/fifo" --steps 1
+            check "hf: a FIFO as --resume is refused without blocking" hio_fifo "mkfifo fifo" \
+                --resume "$WORK/hfio/fifo" $HIO_TOK --steps 1
+            check "hf: a FIFO as a shard of a sharded checkpoint is refused without blocking" hio_fifo \
+                "cp -r sh3 fifo_sh3 && rm fifo_sh3/$S2 && mkfifo fifo_sh3/$S2" \
+                --weights "$WORK/hfio/fifo_sh3/model.safetensors.index.json" $HIO_TOK
+            check "hf: a FIFO as the index of a sharded checkpoint is refused without blocking" hio_fifo \
+                "cp -r sh3 fifo_sh3 && rm fifo_sh3/model.safetensors.index.json && mkfifo fifo_sh3/model.safetensors.index.json" \
+                --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
+            check "hf: a FIFO as a directory's model.safetensors is refused without blocking" hio_fifo \
+                "mkdir fifo_sh3 && mkfifo fifo_sh3/model.safetensors" --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
+            check "hf: --weights DIR whose config.json differs from the build is refused naming each value" \
+                hio_config_differs
+            check "hf: a FIFO as a directory's config.json is refused without blocking" hio_fifo \
+                "cp -r one fifo_sh3 && rm fifo_sh3/config.json && mkfifo fifo_sh3/config.json" \
+                --weights "$WORK/hfio/fifo_sh3" $HIO_TOK
+            check "hf: out: --logits-out and --weights-out naming one file are refused before the run" hio_collide \
+                "--weights-out and --logits-out name the same file" "$WORK/hfio/coll.npy" \
+                --weights-out "$WORK/hfio/coll.npy" --logits-out "$WORK/hfio/coll.npy"
+            check "hf: out: an output inside the --hf-out directory is refused before the run" hio_collide_inside
         else
             notok "hf: out: a training program [2,2,1] from the reference's directory" "$WORK/log"
         fi

@@ -1857,6 +1857,52 @@ static void test_hfout_dir(void)
         TT_CHECK(access(keep, F_OK) == 0, "a directory with another file was removed");
         rm_tree(keep);
     }
+    TT_CASE("hfout: a killed export's temp holding its own temp files (killed while writing) is removed by the next") {
+        char d[600], f[700];
+        snprintf(d, sizeof d, "%s.tmp.99999997", P("exp"));
+        mkdir(d, 0755);
+        const char *names[] = {TR_HFOUT_MARK, "config.json", "model.safetensors.tmp.99999997", "config.json.tmp.7"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(f, sizeof f, "%s/%s", d, names[i]);
+            TT_CHECK(write_bytes(f, "x", 1), "setup");
+        }
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(access(d, F_OK) != 0, "the stale temp directory with a model.safetensors temp is still there");
+    }
+    TT_CASE("hfout: an empty temp directory of a gone process (killed before the mark) is removed; a live one's kept") {
+        char gone[600], live[600];
+        snprintf(gone, sizeof gone, "%s.old.99999996", P("exp"));
+        snprintf(live, sizeof live, "%s.tmp.%ld", P("exp"), (long)getppid());
+        mkdir(gone, 0755);
+        mkdir(live, 0755);
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(access(gone, F_OK) != 0, "the empty temp directory of a gone process is still there");
+        TT_CHECK(access(live, F_OK) == 0, "the empty temp directory of a live process was removed");
+        rmdir(live);
+    }
+    TT_CASE("hfout: an export killed while removing the previous one leaves what the next export removes") {
+        /* TESS_TEST_HFOUT_KILL: SIGKILL after the first file of a removal; the removal that is killed is the
+         * previous export's, swapped out into the temp name (or moved to DIR.old.PID) */
+        fflush(NULL);
+        pid_t c = fork();
+        if (c == 0) {
+            setenv("TESS_TEST_HFOUT_KILL", "1", 1);
+            tr_err ce = {{0}};
+            tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &ce);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(c, &status, 0);
+        TT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the hook did not kill the export (status %d)",
+                 status);
+        TT_CHECK(count_named(g_dir, "exp.") == 1, "the killed export left %d directories beside it",
+                 count_named(g_dir, "exp."));
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(count_named(g_dir, "exp.") == 0, "the next export left the killed one's directory");
+    }
     TT_CASE("hfout: a directory with other files, or without the mark, is refused and kept") {
         char d[600], f[700];
         snprintf(d, sizeof d, "%s", P("foreign"));
