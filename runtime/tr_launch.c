@@ -158,7 +158,11 @@ int main(int argc, char **argv)
     const char *var, *bad;
     long rank = rank_from_env(&var, &bad);
     if (bad) {
-        fprintf(stderr, "%s: %s=%s is not a rank number\n", argv[0], var, bad);
+        fprintf(stderr,
+                "%s: %s=%s is not a rank number (a whole number, 0 or more); the rank is read from the first "
+                "of TESS_RANK_VAR's variable, OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, "
+                "MV2_COMM_WORLD_RANK that is set: unset %s or name your launcher's variable with TESS_RANK_VAR\n",
+                argv[0], var, bad, var);
         return 2;
     }
     if (rank < 0)

@@ -23,7 +23,8 @@
 #             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
-#   slurm     bin/model before stub rank programs (no Slurm): the BLAS threads and yield it sets (tests/slurm.sh)
+#   slurm     bin/model before stub rank programs (no Slurm): the BLAS threads and yield it sets, the order of the
+#             rank variables, a bad one refused (tests/slurm.sh)
 #   cuda      the CUDA backend without a GPU (and one megatron spec, one model.vocab spec): golden text, backend choice,
 #             the generated CUDA rank code run on the CPU under an emulation of its two streams (the vocab spec
 #             against the CPU program: `cuda: lm`), and (with nvcc) every .cu

@@ -4,7 +4,8 @@
 #   stub    bin/model beside stub rank programs (shell scripts that print the
 #           environment they were started with), so no MPI and no Slurm is
 #           needed: the BLAS threads and Open MPI's yield it derives from the
-#           cores a task has and the tasks on its node
+#           cores a task has and the tasks on its node; the order it reads the
+#           rank variables in, and a set one that is not a number refused
 SL="$WORK/slurm"
 
 slurm_spec() { # name mode
@@ -46,6 +47,18 @@ stub_says() {
     [ "$(cat "$WORK/stub.out")" = "$want" ] || { echo "want: $want"; return 1; }
 }
 
+# stub_refused WANT [VAR=VALUE...]: the stub launcher exits 2 with one line holding WANT and runs no rank program
+stub_refused() {
+    local want=$1
+    shift
+    env -i PATH="$PATH" "$@" "$SL/stub/model" --seed 5 >"$WORK/stub.out" 2>&1
+    local rc=$?
+    cat "$WORK/stub.out"
+    [ $rc -eq 2 ] || { echo "exit $rc, want 2"; return 1; }
+    grep -qF -- "$want" "$WORK/stub.out" || { echo "message lacks: $want"; return 1; }
+    [ "$(wc -l <"$WORK/stub.out")" -eq 1 ] || { echo "more than one line (a rank program ran?)"; return 1; }
+}
+
 if wanted "slurm"; then
     if slurm_build fwd infer >"$WORK/log" 2>&1 && stub_setup >>"$WORK/log" 2>&1; then
         if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then
@@ -76,6 +89,29 @@ if wanted "slurm"; then
         check "slurm: stub: with OMP_NUM_THREADS set no OPENBLAS_NUM_THREADS is added" \
             stub_says "rank_i0_j1 threads=unset yield=1 args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
             OMPI_COMM_WORLD_LOCAL_SIZE=4 OMP_NUM_THREADS=2
+        # the rank variables' order (mesh [2,2,1], placement row: rank r runs class (r / 2, r % 2))
+        check "slurm: stub: PMIX_RANK is read before SLURM_PROCID" \
+            stub_says "rank_i1_j1 threads=1 yield=unset args=--seed 5" 0 PMIX_RANK=3 SLURM_PROCID=1
+        check "slurm: stub: OMPI_COMM_WORLD_RANK is read before PMIX_RANK" \
+            stub_says "rank_i1_j0 threads=1 yield=unset args=--seed 5" 0 OMPI_COMM_WORLD_RANK=2 PMIX_RANK=3
+        check "slurm: stub: PMI_RANK is read before SLURM_PROCID" \
+            stub_says "rank_i0_j1 threads=1 yield=unset args=--seed 5" 0 PMI_RANK=1 SLURM_PROCID=3
+        check "slurm: stub: the variable TESS_RANK_VAR names is read before all others" \
+            stub_says "rank_i0_j1 threads=1 yield=unset args=--seed 5" 0 TESS_RANK_VAR=MY_RANK MY_RANK=1 \
+            OMPI_COMM_WORLD_RANK=3 PMIX_RANK=3
+        check "slurm: stub: an empty PMIX_RANK is passed over for SLURM_PROCID" \
+            stub_says "rank_i1_j0 threads=1 yield=unset args=--seed 5" 0 PMIX_RANK= SLURM_PROCID=2
+        check "slurm: stub: SLURM_PROCID alone gives the rank" \
+            stub_says "rank_i1_j1 threads=1 yield=unset args=--seed 5" 0 SLURM_PROCID=3
+        check "slurm: stub: no rank variable is a one-process start, rank 0" \
+            stub_says "rank_i0_j0 threads=1 yield=unset args=--seed 5" 0
+        for bad in abc 3x -1 99999999999; do
+            check "slurm: stub: PMIX_RANK=$bad is refused naming it, not passed over for SLURM_PROCID" \
+                stub_refused "PMIX_RANK=$bad is not a rank number" PMIX_RANK="$bad" SLURM_PROCID=1
+        done
+        check "slurm: stub: a bad rank in TESS_RANK_VAR's variable is refused with the order and the fix" \
+            stub_refused "MY_RANK=one is not a rank number (a whole number, 0 or more); the rank is read from the first of TESS_RANK_VAR's variable, OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, MV2_COMM_WORLD_RANK that is set: unset MY_RANK or name your launcher's variable with TESS_RANK_VAR" \
+            TESS_RANK_VAR=MY_RANK MY_RANK=one PMIX_RANK=1
     else
         notok "slurm: generate and build the 4-rank programs and the stub launcher" "$WORK/log"
     fi
