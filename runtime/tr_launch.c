@@ -11,13 +11,35 @@
  * executable then starts MPI and checks that it got the rank it was built for
  * (tr_main.c), so a launcher this program does not know is caught, never run.
  *
- * Rank variables, first found wins: the one named by TESS_RANK_VAR, then
- * OMPI_COMM_WORLD_RANK (Open MPI), PMIX_RANK (PMIx), PMI_RANK (MPICH, Intel
- * MPI), SLURM_PROCID (srun), MV2_COMM_WORLD_RANK (MVAPICH). None: a singleton
- * start, rank 0. TR_LAUNCH_DIR names the variant's directory under bin/.
+ * Rank variables, the first set and non-empty wins: the one named by
+ * TESS_RANK_VAR, then OMPI_COMM_WORLD_RANK (Open MPI), PMIX_RANK (PMIx: mpirun,
+ * srun --mpi=pmix), PMI_RANK (MPICH, Intel MPI), SLURM_PROCID (srun),
+ * MV2_COMM_WORLD_RANK (MVAPICH). A set value that is not a rank number stops
+ * the process (exit 2); it never falls through to the next variable. None: a
+ * singleton start, rank 0. TR_LAUNCH_DIR names the variant's directory under
+ * bin/.
+ *
+ * Threads and yield. The launcher, not the run script, owns them, so that a
+ * rank started by srun or any other launcher gets the same settings as one
+ * started by ./run under mpirun. Before the execv it counts the cores this
+ * task may run on (sched_getaffinity) and the tasks of the job on this node
+ * (OMPI_COMM_WORLD_LOCAL_SIZE; srun's SLURM_STEP_TASKS_PER_NODE at
+ * SLURM_NODEID; MPICH's MPI_LOCALNRANKS; else 1). A task's share is
+ * SLURM_CPUS_PER_TASK where Slurm gave each task its cores (srun -c), else its
+ * cores divided by the node's tasks, at least 1: OPENBLAS_NUM_THREADS is set to
+ * it (CPU programs). With more tasks on the node than cores a task may run on
+ * (and no srun -c), OMPI_MCA_mpi_yield_when_idle=1, so a waiting rank yields its
+ * core instead of spinning on it (mpirun does that itself only for a job it
+ * knows oversubscribes; under srun, Open MPI spins: 200 times slower here). A
+ * task bound to fewer cores than the node has tasks cannot be told from an
+ * oversubscribed one and also gets it, at a small latency cost. A variable the
+ * user set (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS; the yield variable) is
+ * left as it is.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,13 +77,92 @@ static long rank_from_env(const char **var, const char **bad)
     return -1;
 }
 
+/* A variable's value as a number >= 1, or 0 when unset, empty or not such a number. */
+static long env_count(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    return errno || *end || n < 1 ? 0 : n;
+}
+
+/* srun's SLURM_STEP_TASKS_PER_NODE ("4", "2(x3),1": tasks of nodes 0, 1, ... in order) at node `node`;
+ * 0 when it does not parse or names fewer nodes. */
+static long slurm_tasks_on_node(const char *list, long node)
+{
+    const char *c = list;
+    while (*c) {
+        char *end;
+        long tasks = strtol(c, &end, 10), times = 1;
+        if (end == c || tasks < 1)
+            return 0;
+        c = end;
+        if (strncmp(c, "(x", 2) == 0) {
+            times = strtol(c + 2, &end, 10);
+            if (end == c + 2 || times < 1 || *end != ')')
+                return 0;
+            c = end + 1;
+        }
+        if (node < times)
+            return tasks;
+        node -= times;
+        if (*c == ',')
+            c++;
+        else if (*c)
+            return 0;
+    }
+    return 0;
+}
+
+/* How many tasks of the job run on this node, as the launcher says; 1 when it says nothing. */
+static long local_tasks(void)
+{
+    long n = env_count("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const char *per_node = getenv("SLURM_STEP_TASKS_PER_NODE");
+    const char *node = getenv("SLURM_NODEID");
+    if (!n && per_node && node) {
+        char *end;
+        long id = strtol(node, &end, 10);
+        if (*node && !*end && id >= 0)
+            n = slurm_tasks_on_node(per_node, id);
+    }
+    if (!n)
+        n = env_count("MPI_LOCALNRANKS");
+    return n ? n : 1;
+}
+
+/* OPENBLAS_NUM_THREADS and OMPI_MCA_mpi_yield_when_idle from the cores this task has (top of file). */
+static void set_threads(void)
+{
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cores < 1)
+        return; /* nothing known: leave the libraries their defaults */
+    long tasks = local_tasks(), per_task = env_count("SLURM_CPUS_PER_TASK");
+    long share = per_task ? (per_task < cores ? per_task : cores) : cores / tasks;
+    char buf[32];
+    if (strcmp(TR_LAUNCH_DIR, "cuda") != 0 && !getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) {
+        snprintf(buf, sizeof buf, "%ld", share > 1 ? share : 1);
+        setenv("OPENBLAS_NUM_THREADS", buf, 1);
+    }
+    if (!per_task && tasks > cores && !getenv("OMPI_MCA_mpi_yield_when_idle"))
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
     const char *var, *bad;
     long rank = rank_from_env(&var, &bad);
     if (bad) {
-        fprintf(stderr, "%s: %s=%s is not a rank number\n", argv[0], var, bad);
+        fprintf(stderr,
+                "%s: %s=%s is not a rank number (a whole number, 0 or more); the rank is read from the first "
+                "of TESS_RANK_VAR's variable, OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, "
+                "MV2_COMM_WORLD_RANK that is set: unset %s or name your launcher's variable with TESS_RANK_VAR\n",
+                argv[0], var, bad, var);
         return 2;
     }
     if (rank < 0)
@@ -86,6 +187,7 @@ int main(int argc, char **argv)
     if (slash)
         *slash = '\0';
     snprintf(path, sizeof path, "%s/%s/rank_i%d_j%d", exe, TR_LAUNCH_DIR, i, j);
+    set_threads();
     execv(path, argv);
     fprintf(stderr,
             "%s: rank %ld (%s) cannot start %s, the program of the ranks (i=%d, j=%d, k): %s; build it with "

@@ -94,8 +94,8 @@ typedef struct tr_opts {
 static void usage(FILE *f, const char *prog)
 {
     int lm = tr_lm_vocab() > 0, train = tr_model.mode == 1;
-    fprintf(f, "usage: %s [options]   (start it with the generated ./run, or mpirun -np %d / srun -n %d)\n", prog,
-            tr_model.p, tr_model.p);
+    fprintf(f, "usage: %s [options]   (start it with the generated ./run, or mpirun -np %d / srun --mpi=pmix -n %d)\n",
+            prog, tr_model.p, tr_model.p);
     if (lm)
         fprintf(f, "Runs %s: the whole GPT-2 (token and position embeddings, %d blocks, ln_f, the LM head tied to the\n"
                    "token embedding, vocab %d, %d positions), %s,\nbatch %d x seq %d, mesh %s = %d ranks.\n",
@@ -1396,8 +1396,8 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr,
                     "%s: this program was built for mesh %s = %d ranks but was started with %d rank%s.\n"
-                    "Run it with %d ranks: the generated ./run next to bin/, or mpirun -np %d %s ..., or srun -n %d "
-                    "%s ...;\nfor %d ranks, regenerate with a mesh of %d ranks (tessgen spec.lua).\n",
+                    "Run it with %d ranks: the generated ./run next to bin/, or mpirun -np %d %s ..., or srun --mpi=pmix "
+                    "-n %d %s ...;\nfor %d ranks, regenerate with a mesh of %d ranks (tessgen spec.lua).\n",
                     prog, tr_mesh_text(), tr_model.p, size, size == 1 ? "" : "s", tr_model.p,
                     tr_model.p, prog, tr_model.p, prog, size, size);
         MPI_Finalize();

@@ -7,12 +7,18 @@
 #                                  tests skip what needs them when they cannot be installed
 #   scripts/deps.sh --fuzz         clang and its libFuzzer runtime, for ninja fuzz and the suite's
 #                                  short fuzz runs (skipped when they cannot be installed)
+#   scripts/deps.sh --slurm        Slurm's daemons and munge, for tests/slurm.sh, which starts a Slurm of
+#                                  its own (run by the suite as root; skipped when they cannot be installed).
+#                                  Not in the default list: on a machine with systemd the packages also
+#                                  enable their services, which building and the demo do not need
 set -u
 pkgs="gcc libc6-dev liblua5.4-dev libopenmpi-dev openmpi-bin libopenblas-dev ninja-build python3-numpy"
 if [ "${1:-}" = "--test-extras" ]; then
     pkgs="chromium"
 elif [ "${1:-}" = "--fuzz" ]; then
     pkgs="clang libclang-rt-dev"
+elif [ "${1:-}" = "--slurm" ]; then
+    pkgs="slurmctld slurmd munge"
 fi
 missing=""
 for p in $pkgs; do

@@ -124,7 +124,7 @@ world_size() {
     local rc=$?
     cat "$WORK/ws.out"
     [ $rc -ne 0 ] && grep -q "built for mesh \[2,2,2\] = 8 ranks but was started with 3 ranks" "$WORK/ws.out" &&
-        grep -q "mpirun -np 8" "$WORK/ws.out"
+        grep -q "mpirun -np 8" "$WORK/ws.out" && grep -q "srun --mpi=pmix -n 8" "$WORK/ws.out"
 }
 check "files: wrong world size names both numbers and the command" world_size
 

@@ -23,6 +23,10 @@
 #             (tests/hf_io.sh) sharded checkpoints in, --hf-out, and transformers itself when importable
 #   files     bad weights/input files and a wrong world size are refused with clear messages
 #   asan      one generated program built and run under ASan+UBSan
+#   slurm     bin/model before stub rank programs (no Slurm): the BLAS threads and yield it sets, the order of the
+#             rank variables, a bad one refused; then a single-node Slurm the test starts itself (as root; it
+#             installs slurmctld slurmd munge with scripts/deps.sh --slurm): the forward and 2 training steps under
+#             srun --mpi=pmix bitwise equal to mpirun, an sbatch job, a wrong task count (tests/slurm.sh)
 #   cuda      the CUDA backend without a GPU (and one megatron spec, one model.vocab spec): golden text, backend choice,
 #             the generated CUDA rank code run on the CPU under an emulation of its two streams (the vocab spec
 #             against the CPU program: `cuda: lm`), and (with nvcc) every .cu
@@ -124,6 +128,7 @@ check "unit test_bf16k: tr_bcast_bf16 over 3 ranks" mpirun $mpirun_flags -np 3 b
 . tests/bf16_compute.sh
 . tests/hf.sh
 . tests/hf_io.sh
+. tests/slurm.sh
 . tests/cuda.sh
 . tests/gpu.sh
 . tests/fuzz.sh
