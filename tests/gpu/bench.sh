@@ -17,7 +17,8 @@
 #            time per step kind) beside tests/gpu/torch_bench.py --precs bf16 --models blocks,gpt2 (autocast bf16,
 #            fp32 master weights, fused AdamW, scaled_dot_product_attention; eager and torch.compile; the SDPA
 #            backend that ran). The report turns them into tokens/s and MFU (docs/COST.md's model FLOPs over
-#            time x the device's dense bf16 peak, known from nvidia-smi's name; bench_report.py)
+#            time x the device's dense bf16 peak, known from nvidia-smi's name; bench_report.py).
+#            compare-tessgen and compare-torch are its two halves, for two calls on one machine
 #   report   tests/gpu/bench_report.py: one markdown file, $OUT/bench.md, every figure with the device named
 #   bf16     (not in the default set) the 12 blocks in dtype "bf16" (docs/BF16.md) beside fp32, in one command:
 #            forward (--repeat 20) and training step (--steps 10 --timing), medians and the time per step kind,
@@ -131,12 +132,8 @@ cmp_step() { # model name: the bf16 training step, its time per step kind
     tg_run "$1" train16 1 1 --steps 10 --timing >"$B/cmp_$2_step.txt" 2>&1 &&
         [ -n "$(value step_seconds_median "$B/cmp_$2_step.txt")" ] && [ -n "$(value gemm_seconds "$B/cmp_$2_step.txt")" ]
 }
-part_compare() {
-    local spec log L C H F S Bt V P
-    if [ "$(tg_dims "$C12")" != "$(tg_dims "$CLM")" ]; then
-        tg_notok "compare: $C12 and $CLM have other dimensions (tests/gpu/env.sh); torch_bench.py takes one shape"
-        return
-    fi
+part_compare_tessgen() {
+    local spec log
     rm -f "$B"/cmp_*.txt
     for spec in "$C12 infer16" "$C12 train16" "$CLM infer16" "$CLM train16"; do
         # shellcheck disable=SC2086
@@ -152,6 +149,13 @@ part_compare() {
         tg_check "compare: tessgen $1 training step [1,1,1], bf16, --steps 10 --timing" cmp_step "$1" "$2"
     done
     cp "$B"/cmp_*.txt "$TG_OUT/" 2>/dev/null
+}
+part_compare_torch() {
+    local L C H F S Bt V P
+    if [ "$(tg_dims "$C12")" != "$(tg_dims "$CLM")" ]; then
+        tg_notok "compare: $C12 and $CLM have other dimensions (tests/gpu/env.sh); torch_bench.py takes one shape"
+        return
+    fi
     read -r L C H F S Bt <<<"$(tg_dims "$C12")"
     read -r V P <<<"$(tg_lmdims "$CLM")"
     torch_check "compare: $C12 and $CLM in PyTorch, autocast bf16 (check vs tessref in float64; eager and torch.compile)" \
@@ -219,8 +223,11 @@ for p in "${parts[@]}"; do
     torch) part_torch ;;
     report) part_report ;;
     bf16) part_bf16 ;;
-    compare) part_compare ;;
-    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, report, bf16)" >&2; exit 2 ;;
+    compare) part_compare_tessgen; part_compare_torch ;;
+    compare-tessgen) part_compare_tessgen ;;
+    compare-torch) part_compare_torch ;;
+    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, compare-tessgen, compare-torch, report, bf16)" >&2
+       exit 2 ;;
     esac
 done
 tg_summary
