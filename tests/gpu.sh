@@ -11,7 +11,8 @@
 #              carried packages unpacked into a scratch root, a [2,2,1] model built with its mpicc and run with
 #              its mpirun against the float64 reference (and, with nvcc, bin/model-cuda linked through its mpicxx)
 #   flows      tests/gpu/check.sh env with TESS_GPU_STANDIN=1 (the CUDA emulation standing in for the GPU);
-#              bench_report.py's tables from a fixed profile; torch_bench.py without torch skips cleanly;
+#              bench_report.py's tables from a fixed profile and its bf16 comparison (tokens/s, MFU) from fixed
+#              timings; bench.sh compare report on the stand-in; torch_bench.py without torch skips cleanly;
 #              every script passes shellcheck
 GPU_SPEC='return { name = "gs", mesh = { q = 1 }, model = { layers = 1, hidden = 128, heads = 2, ffn = 256, seq = 8, batch = 2 }, backends = { "cpu", "cuda" } }'
 
@@ -117,11 +118,110 @@ EOF
         grep -q "| training step, fp32 | 40.000 | 60.000 | missing |" "$d/bench.md" &&
         grep -q "missing: no profile_step lines in profile_tf32.txt" "$d/bench.md"
 }
+gpu_compare_fixture() { # fixed bf16 timings -> tokens/s and MFU as computed here with awk, the time per kind
+    local d=$WORK/cmp_fix k v
+    rm -rf "$d" && mkdir -p "$d" || return 1
+    printf 'forward_seconds_median=0.006000000\n' >"$d/cmp_blocks_forward.txt"
+    printf 'step_seconds_median=0.020000000\n' >"$d/cmp_blocks_step.txt"
+    printf 'forward_seconds_median=0.009000000\n' >"$d/cmp_lm_forward.txt"
+    printf 'step_seconds_median=0.031000000\n' >"$d/cmp_lm_step.txt"
+    v=1 # the kinds: 0.001 s, 0.002 s, ... in every file
+    for k in bcast allreduce gemm layernorm residual gelu attention reduce optimizer cast; do
+        for f in "$d"/cmp_*.txt; do echo "${k}_seconds=0.00$((v % 10))000000" >>"$f"; done
+        v=$((v + 1))
+    done
+    cat >"$d/torch_bf16.json" <<'EOF2'
+{"device": "X", "torch": "t", "cuda": "c", "check_rel_err": 1e-16, "lm_check_rel_err": 2e-16, "lm_check_loss_rel_err": 3e-16,
+ "runs": {"eager_bf16": {"forward_ms": 8.0, "step_ms": 25.0, "sdpa": "flash"},
+          "gpt2_compile_bf16": {"forward_ms": 7.5, "step_ms": 24.0, "sdpa": "cudnn"}}}
+EOF2
+    "$PY" tests/gpu/bench_report.py --dir "$d" --device "NVIDIA H100 80GB HBM3, 550.54, 81559 MiB" \
+        --shape "12 768 12 3072 1024 8" --profile-shape "2 768 12 3072 1024 8" --cmp-shape "12 768 12 3072 1024 8" \
+        --cmp-lm "50257 1024" --out "$d/bench.md" && cat "$d/bench.md" || return 1
+    # the expected rows, computed independently: docs/COST.md's model FLOPs, H100 SXM's 989.4 TFLOP/s
+    local want
+    want=$(awk 'function fl(V) { T = 8192; return 12 * (2 * T * (4 * 768 * 768 + 2 * 768 * 3072) + 2 * 8 * 1024 * 1024 * 768) + 2 * T * 768 * V }
+        function mfu(f, ms) { return sprintf("%.1f%%", 100 * f / (ms / 1000 * 989.4e12)) }
+        BEGIN {
+            printf "| tessgen bf16 [1,1,1] | 6.000 | %s | 20.000 | %d | %s | tessgen'"'"'s own |\n", mfu(fl(0), 6), 8192 / 0.020, mfu(3 * fl(0), 20)
+            printf "| PyTorch eager, autocast bf16 | 8.000 | %s | 25.000 | %d | %s | flash |\n", mfu(fl(0), 8), 8192 / 0.025, mfu(3 * fl(0), 25)
+            printf "| torch.compile, autocast bf16 | missing | missing | missing | missing | missing | missing |\n"
+            printf "| tessgen bf16 [1,1,1] | 9.000 | %s | 31.000 | %d | %s | tessgen'"'"'s own |\n", mfu(fl(50257), 9), 8192 / 0.031 + 0.5, mfu(3 * fl(50257), 31)
+            printf "| torch.compile, autocast bf16 | 7.500 | %s | 24.000 | %d | %s | cudnn |\n", mfu(fl(50257), 7.5), 8192 / 0.024 + 0.5, mfu(3 * fl(50257), 24)
+        }') || return 1
+    echo "expected rows:" && echo "$want"
+    while IFS= read -r v; do
+        grep -qxF -- "$v" "$d/bench.md" || { echo "bench.md lacks the row: $v"; return 1; }
+    done <<<"$want"
+    for v in "| gemm | 3.000 | 3.000 | 3.000 | 3.000 |" "| cast | 0.000 | 0.000 | 0.000 | 0.000 |" \
+        "| other | -39.000 | -25.000 | -36.000 | -14.000 |" "| median | 6.000 | 20.000 | 9.000 | 31.000 |"; do
+        grep -qxF -- "$v" "$d/bench.md" || { echo "bench.md lacks the row: $v"; return 1; }
+    done
+    for v in "whole GPT-2, vocab 50257, 124.4M parameters" "Peak: H100 SXM, 989.4 TFLOP/s dense bf16."; do
+        grep -qF -- "$v" "$d/bench.md" || { echo "bench.md lacks: $v"; return 1; }
+    done
+    # the peak from the product name; an unknown device gets no MFU, and says so
+    local name peak
+    for name in "NVIDIA H100 PCIe=H100 PCIe, 756" "NVIDIA H200=H200, 989.4" "NVIDIA A100-SXM4-80GB=A100, 312" \
+        "NVIDIA A100 80GB PCIe=A100, 312" "NVIDIA H100 NVL=" "NVIDIA L40S="; do
+        peak=${name#*=} name=${name%%=*}
+        "$PY" tests/gpu/bench_report.py --dir "$d" --device "$name" --shape "12 768 12 3072 1024 8" \
+            --profile-shape "2 768 12 3072 1024 8" --out "$d/b2.md" >/dev/null || return 1
+        if [ -n "$peak" ]; then
+            grep -qF "Peak: $peak TFLOP/s dense bf16." "$d/b2.md" || { echo "$name: not Peak: $peak"; return 1; }
+        elif ! grep -qF "MFU left out: no dense bf16 peak is known for this device ($name)" "$d/b2.md" ||
+            ! grep -qxF "| PyTorch eager, autocast bf16 | 8.000 | - | 25.000 | 327680 | - | flash |" "$d/b2.md"; then
+            echo "$name: MFU not left out"
+            return 1
+        fi
+    done
+    echo "every row, kind, peak and the unknown devices as computed here"
+}
+gpu_standin_bench() { # bench.sh compare report on the stand-in, with the system's Open MPI: the flow end to end
+    local o=$WORK/bench_out
+    rm -rf "$o"
+    TESS_GPU_OUT=$o TESS_GPU_WORK=$WORK/bench_work TESS_GPU_STANDIN=1 TESS_BENCH_SMALL=1 TESS_GPU_SYSTEM_MPI=1 \
+        TESS_GPU_CARRY=$WORK/no_carry PATH=$PATH:/usr/local/cuda/bin tests/gpu/bench.sh compare report || return 1
+    local f=$o/bench.md
+    if ! grep -q "^# tessgen CUDA backend on STAND-IN" "$f" ||
+        ! grep -qF "## bf16: tessgen beside PyTorch, 1 blocks and the whole GPT-2 (C=128, 2 heads, F=256, 4 x 20 tokens)" "$f" ||
+        ! grep -qF "MFU left out: no dense bf16 peak is known for this device (STAND-IN" "$f" ||
+        [ "$(grep -cE '^\| tessgen bf16 \[1,1,1\] \| [0-9]+\.[0-9]{3} \| - \| [0-9]+\.[0-9]{3} \| [0-9]+ \| - \| ' "$f")" != 2 ] ||
+        ! grep -qE '^\| gemm( \| [0-9]+\.[0-9]{3}){4} \|$' "$f" || ! grep -qF "whole GPT-2, vocab 999" "$f"; then
+        echo "the compare section of $f is not complete"
+        return 1
+    fi
+    if "$PY" -c 'import torch' 2>/dev/null; then
+        grep -qF "PyTorch: skipped (torch sees no CUDA device)" "$f"
+    else
+        grep -qF "PyTorch: skipped (torch is not installed" "$f" &&
+            grep -q "^ok - compare: .* in PyTorch, autocast bf16 .* # skip torch is not installed" "$o/bench.log"
+    fi
+}
 gpu_torch_skip() {
+    "$PY" -m py_compile tests/gpu/torch_bench.py tests/gpu/bench_report.py || return 1
+    # the SDPA backend from the profiler's names (what PyTorch's operators and kernels are called)
+    "$PY" - <<'PYEOF' || return 1
+import sys
+sys.path.insert(0, "tests/gpu")
+from torch_bench import sdpa_backend
+cases = [(["aten::_scaled_dot_product_flash_attention", "void pytorch_flash::flash_fwd_kernel<...>"], "flash"),
+         (["aten::_scaled_dot_product_efficient_attention", "fmha_cutlassF_f32_aligned_64x64_rf_sm80"], "efficient"),
+         (["aten::_scaled_dot_product_cudnn_attention", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"], "cudnn"),
+         (["aten::_scaled_dot_product_attention_math", "aten::softmax"], "math"),
+         (["aten::addmm", "triton_per_fused_softmax_0"], "none seen")]
+for names, want in cases:
+    got = sdpa_backend(names)
+    print(f"{names[0]}: {got}")
+    if got != want:
+        sys.exit(f"sdpa_backend: {got}, expected {want}")
+PYEOF
     if "$PY" -c 'import torch' 2>/dev/null; then
         "$PY" tests/gpu/torch_bench.py --check-only
     else
-        "$PY" tests/gpu/torch_bench.py --out "$WORK/torch.json" && grep -q '"skipped"' "$WORK/torch.json"
+        "$PY" tests/gpu/torch_bench.py --out "$WORK/torch.json" --precs bf16 --models blocks,gpt2 &&
+            grep -q '"skipped"' "$WORK/torch.json" &&
+            ! "$PY" tests/gpu/torch_bench.py --precs fp16 --out "$WORK/torch2.json" 2>/dev/null && [ ! -e "$WORK/torch2.json" ]
     fi
 }
 gpu_shellcheck() { shellcheck -x tests/gpu/*.sh tests/gpu/standin/* tests/gpu.sh; }
@@ -170,7 +270,16 @@ fi
 if wanted "gpu: flows"; then
     check "gpu: flows: bench_report.py turns profile lines and timings into tables, fractions right, missing parts named" \
         gpu_report_fixture
-    check "gpu: flows: torch_bench.py without torch skips cleanly (with torch: its float64 check vs tessref)" gpu_torch_skip
+    check "gpu: flows: bench_report.py's bf16 comparison: tokens/s, MFU (docs/COST.md's FLOPs, the peak from the device's name) and the time per kind as computed independently; an unknown device gets no MFU" \
+        gpu_compare_fixture
+    check "gpu: flows: torch_bench.py and bench_report.py compile; the SDPA backend named from profiler names; without torch it skips cleanly (with torch: its float64 checks vs tessref)" \
+        gpu_torch_skip
+    if gpu_nvcc; then
+        check "gpu: flows: tests/gpu/bench.sh compare report on the stand-in: tessgen's bf16 blocks and whole GPT-2 reported, PyTorch skipped, MFU left out for an unknown device" \
+            gpu_standin_bench
+    else
+        ok "gpu: flows: tests/gpu/bench.sh compare report on the stand-in # skip no nvcc (env.sh needs one)"
+    fi
     if command -v shellcheck >/dev/null 2>&1; then
         check "gpu: flows: shellcheck of tests/gpu" gpu_shellcheck
     else

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tests/gpu/bench.sh [tessgen] [torch] [report] - what the CUDA backend achieves on this GPU, side by side with
+# tests/gpu/bench.sh [tessgen] [torch] [compare] [report] - what the CUDA backend achieves on this GPU, side by side with
 # cuBLAS alone, the device's copy bandwidth and PyTorch on the same GPU at the same shapes (set up as check.sh
-# is: tests/gpu/env.sh, from build/gpu-carry). With no argument: all three parts, in one run.
+# is: tests/gpu/env.sh, from build/gpu-carry). With no argument: tessgen, torch, compare and report, in one run.
 #
 #   tessgen  1. TESS_PROFILE=1 --repeat 20 of GPT-2 small's block (C=768, 12 heads, F=3072, 8 x 1024 tokens,
 #               2 layers) on [1,1,1], fp32 and TF32: per GEMM of layer 0 its time and the time of cuBLAS alone
@@ -11,27 +11,38 @@
 #               (--steps 10 --timing, median: forward, loss and dL/dy on the host, backward, AdamW), fp32 and TF32
 #   torch    tests/gpu/torch_bench.py: the same 12 blocks and shapes in PyTorch, eager and torch.compile, fp32
 #            and TF32, forward and training step (after checking in float64 that it computes tessgen's function)
+#   compare  the comparison users make, in bf16, for the 12 GPT-2 small blocks and for the whole GPT-2 small
+#            (vocab 50257, positions 1024: 124M parameters): tessgen's generated programs in dtype "bf16" on
+#            [1,1,1] (infer16: the forward, --repeat 20; train16: the training step, --steps 10 --timing, with its
+#            time per step kind) beside tests/gpu/torch_bench.py --precs bf16 --models blocks,gpt2 (autocast bf16,
+#            fp32 master weights, fused AdamW, scaled_dot_product_attention; eager and torch.compile; the SDPA
+#            backend that ran). The report turns them into tokens/s and MFU (docs/COST.md's model FLOPs over
+#            time x the device's dense bf16 peak, known from nvidia-smi's name; bench_report.py).
+#            compare-tessgen and compare-torch are its two halves, for two calls on one machine
 #   report   tests/gpu/bench_report.py: one markdown file, $OUT/bench.md, every figure with the device named
 #   bf16     (not in the default set) the 12 blocks in dtype "bf16" (docs/BF16.md) beside fp32, in one command:
 #            forward (--repeat 20) and training step (--steps 10 --timing), medians and the time per step kind,
 #            into $OUT/bf16.md; and TESS_PROFILE of the 2-layer block in bf16 ($OUT/profile_bf16.txt: its
 #            "cuBLAS alone" reference GEMMs are fp32, so only its milliseconds and TFLOP/s are bf16's)
 #
-# Files in $OUT: bench.md, profile_fp32.txt, profile_tf32.txt, tessgen_timing.txt, torch.json, bench.log. Each part
+# Files in $OUT: bench.md, profile_fp32.txt, profile_tf32.txt, tessgen_timing.txt, torch.json, cmp_*.txt,
+# torch_bf16.json, bench.log. Each part
 # also keeps its results in $TESS_GPU_WORK/bench, so the parts may run as separate commands on one machine.
 # TESS_BENCH_SMALL=1 swaps in small shapes (for checking the flow without a GPU: TESS_GPU_STANDIN=1).
 set -u
 # shellcheck source=tests/gpu/env.sh
 . "$(dirname "$0")/env.sh"
 parts=("$@")
-[ $# -eq 0 ] && parts=(tessgen torch report)
+[ $# -eq 0 ] && parts=(tessgen torch compare report)
 B=$TG_WORK/bench
 mkdir -p "$B"
 TG_LOG=$TG_OUT/bench.log
 export TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-300}
 P2=gpt2s2 P12=gpt2s
+C12=gpt2s CLM=gpt2lm # compare: the blocks and the whole model of the same dimensions (torch_bench.py takes one shape)
 if [ "${TESS_BENCH_SMALL:-0}" = 1 ]; then
     P2=tiny P12=m64
+    C12=tiny CLM=lmtiny
 fi
 
 if ! tg_setup >"$TG_OUT/setup.log" 2>&1; then
@@ -87,13 +98,69 @@ part_tessgen() {
     (cd "$B" && tail -n +1 forward_*.txt step_*.txt) >"$TG_OUT/tessgen_timing.txt" 2>&1
 }
 
+# torch_check NAME JSON ARGS...: tests/gpu/torch_bench.py ARGS --out JSON; a skip (no torch, no CUDA device) is
+# reported as one, with its reason
+torch_check() {
+    local name=$1 json=$2 log
+    shift 2
+    rm -f "$json"
+    mkdir -p "$TG_WORK/logs"
+    log=$TG_WORK/logs/torch_$(basename "$json" .json).log
+    if ! timeout -k 10 540 "$PY" "$TG_REPO/tests/gpu/torch_bench.py" "$@" --out "$json" >"$log" 2>&1; then
+        tg_notok "$name" "$log"
+    elif grep -q '"skipped"' "$json" 2>/dev/null; then
+        tg_ok "$name # skip $(sed -n 's/^torch_bench: skip: //p' "$log" | head -1)"
+    else
+        tg_ok "$name"
+        grep -E "rel_err=|^torch_bench: [a-z0-9_]+: forward" "$log" | sed 's/^/    # /' | tee -a "$TG_LOG"
+    fi
+    [ -f "$json" ] && cp "$json" "$TG_OUT/"
+}
+
 part_torch() {
     local L C H F S Bt
     read -r L C H F S Bt <<<"$(tg_dims "$P12")"
-    tg_check "torch: $P12 in PyTorch (check vs tessref in float64; eager and torch.compile, fp32 and TF32)" \
-        timeout -k 10 540 "$PY" "$TG_REPO/tests/gpu/torch_bench.py" --layers "$L" --hidden "$C" --heads "$H" \
-        --ffn "$F" --seq "$S" --batch "$Bt" --out "$B/torch.json"
-    [ -f "$B/torch.json" ] && cp "$B/torch.json" "$TG_OUT/"
+    torch_check "torch: $P12 in PyTorch (check vs tessref in float64; eager and torch.compile, fp32 and TF32)" \
+        "$B/torch.json" --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --seq "$S" --batch "$Bt"
+}
+
+cmp_forward() { # model name: the bf16 forward of the inference program
+    tg_run "$1" infer16 1 1 --repeat 20 >"$B/cmp_$2_forward.txt" 2>&1 &&
+        [ -n "$(value forward_seconds_median "$B/cmp_$2_forward.txt")" ]
+}
+cmp_step() { # model name: the bf16 training step, its time per step kind
+    tg_run "$1" train16 1 1 --steps 10 --timing >"$B/cmp_$2_step.txt" 2>&1 &&
+        [ -n "$(value step_seconds_median "$B/cmp_$2_step.txt")" ] && [ -n "$(value gemm_seconds "$B/cmp_$2_step.txt")" ]
+}
+part_compare_tessgen() {
+    local spec log
+    rm -f "$B"/cmp_*.txt
+    for spec in "$C12 infer16" "$C12 train16" "$CLM infer16" "$CLM train16"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        tg_built "$1" "$2" 1 1 && continue
+        log=$B/build_$1_$2.log
+        tg_build "$1" "$2" 1 1 >"$log" 2>&1 || { tg_notok "build $1 ($2) [1,1,1]" "$log"; return; }
+    done
+    for spec in "$C12 blocks" "$CLM lm"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        tg_check "compare: tessgen $1 forward [1,1,1], bf16, --repeat 20" cmp_forward "$1" "$2"
+        tg_check "compare: tessgen $1 training step [1,1,1], bf16, --steps 10 --timing" cmp_step "$1" "$2"
+    done
+    cp "$B"/cmp_*.txt "$TG_OUT/" 2>/dev/null
+}
+part_compare_torch() {
+    local L C H F S Bt V P
+    if [ "$(tg_dims "$C12")" != "$(tg_dims "$CLM")" ]; then
+        tg_notok "compare: $C12 and $CLM have other dimensions (tests/gpu/env.sh); torch_bench.py takes one shape"
+        return
+    fi
+    read -r L C H F S Bt <<<"$(tg_dims "$C12")"
+    read -r V P <<<"$(tg_lmdims "$CLM")"
+    torch_check "compare: $C12 and $CLM in PyTorch, autocast bf16 (check vs tessref in float64; eager and torch.compile)" \
+        "$B/torch_bf16.json" --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --seq "$S" --batch "$Bt" \
+        --vocab "$V" --positions "$P" --precs bf16 --models blocks,gpt2
 }
 
 bf16_forward() { tg_run "$P12" "infer$1" 1 1 --repeat 20 >"$B/forward_dt${1:-32}.txt" 2>&1; } # "" or 16
@@ -145,7 +212,8 @@ part_bf16() {
 
 part_report() {
     tg_check "report: $TG_OUT/bench.md" "$PY" "$TG_REPO/tests/gpu/bench_report.py" --dir "$B" --device "$TG_GPU" \
-        --shape "$(tg_dims "$P12")" --profile-shape "$(tg_dims "$P2")" --out "$TG_OUT/bench.md"
+        --shape "$(tg_dims "$P12")" --profile-shape "$(tg_dims "$P2")" --cmp-shape "$(tg_dims "$C12")" \
+        --cmp-lm "$(tg_lmdims "$CLM")" --out "$TG_OUT/bench.md"
     [ -f "$TG_OUT/bench.md" ] && cat "$TG_OUT/bench.md"
 }
 
@@ -155,7 +223,11 @@ for p in "${parts[@]}"; do
     torch) part_torch ;;
     report) part_report ;;
     bf16) part_bf16 ;;
-    *) echo "bench.sh: unknown part $p (tessgen, torch, report, bf16)" >&2; exit 2 ;;
+    compare) part_compare_tessgen; part_compare_torch ;;
+    compare-tessgen) part_compare_tessgen ;;
+    compare-torch) part_compare_torch ;;
+    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, compare-tessgen, compare-torch, report, bf16)" >&2
+       exit 2 ;;
     esac
 done
 tg_summary

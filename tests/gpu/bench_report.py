@@ -7,11 +7,19 @@ tests/gpu/bench.sh from the files its parts left in DIR:
   forward_{fp32,tf32}.txt   --repeat output: forward_seconds_median=
   step_{fp32,tf32}.txt      --steps --timing output: step_seconds_median=
   torch.json                tests/gpu/torch_bench.py's results (or {"skipped": why})
+  cmp_{blocks,lm}_forward.txt  the compare part: tessgen's bf16 forward (--repeat) of the blocks and the whole GPT-2
+  cmp_{blocks,lm}_step.txt  its bf16 training step (--steps --timing): step_seconds_median= and <kind>_seconds=
+  torch_bf16.json           torch_bench.py --precs bf16 --models blocks,gpt2
 
 Tables: per GEMM, its time and cuBLAS alone at the same shape (fraction = cuBLAS alone / in the schedule); per
 fused kernel, its bandwidth and a device-to-device copy of as many bytes (fraction of copy bandwidth); the 12
-blocks' forward and training step against PyTorch eager and torch.compile, fp32 and TF32. A part that did not
-run is reported as missing, never guessed."""
+blocks' forward and training step against PyTorch eager and torch.compile, fp32 and TF32; the bf16 comparison
+(blocks and the whole GPT-2: milliseconds, tokens/s, MFU, tessgen's time per step kind). A part that did not
+run is reported as missing, never guessed.
+
+MFU (docs/COST.md): model FLOPs per forward = L x (2T(4C^2 + 2CF) + 2BS^2C) + 2TCV, T = B x S tokens, the last
+term (the LM head) only for the whole model; a training step is 3 x the forward. MFU = model FLOPs / (seconds x
+the device's dense bf16 peak), the peak from the device's name (bf16_peak); an unknown device gets no MFU."""
 import argparse
 import json
 import os
@@ -72,12 +80,127 @@ def kernel_table(steps, prec):
             "/ the kernel's time, i.e. the fraction of copy bandwidth):", ""] + rows
 
 
+def bf16_peak(device):
+    """nvidia-smi's product name -> (what it is, dense bf16 TFLOP/s), or None when not known here."""
+    n = device.upper()
+    if "H100" in n and "PCIE" in n:
+        return "H100 PCIe", 756.0
+    if "H100" in n and ("HBM3" in n or "SXM" in n):  # "NVIDIA H100 80GB HBM3" is the SXM part
+        return "H100 SXM", 989.4
+    if "H200" in n and "NVL" not in n:
+        return "H200", 989.4
+    if "A100" in n:
+        return "A100", 312.0
+    return None
+
+
+def model_flops(L, C, F, B, S, V=0):
+    """docs/COST.md's model FLOPs -> (forward, training step)."""
+    T = B * S
+    fwd = L * (2 * T * (4 * C * C + 2 * C * F) + 2 * B * S * S * C) + 2 * T * C * V
+    return fwd, 3 * fwd
+
+
+def lm_params(L, C, F, V, P):
+    """Parameters of the whole GPT-2 (tied head): wte, wpe, the blocks, ln_f."""
+    return V * C + P * C + L * (4 * C * C + 2 * C * F + 9 * C + F) + 2 * C
+
+
+KINDS = ("gemm", "attention", "layernorm", "residual", "gelu", "cast", "optimizer", "reduce", "allreduce", "bcast")
+
+
+def compare_section(d, device, shape, lm):
+    """The bf16 comparison: tessgen's programs beside PyTorch's autocast bf16, eager and torch.compile."""
+    L, C, H, F, S, B = (int(v) for v in shape.split())
+    V, P = (int(v) for v in lm.split())
+    T = B * S
+    peak = bf16_peak(device)
+    out = [f"## bf16: tessgen beside PyTorch, {L} blocks and the whole GPT-2 (C={C}, {H} heads, F={F}, "
+           f"{B} x {S} tokens)", ""]
+    files = [f"cmp_{m}_{w}.txt" for m in ("blocks", "lm") for w in ("forward", "step")] + ["torch_bf16.json"]
+    if not any(os.path.exists(os.path.join(d, f)) for f in files):
+        return out + ["missing: the compare part did not run (tests/gpu/bench.sh compare)", ""]
+    out += [f"tessgen: the generated programs in dtype \"bf16\" on [1,1,1] (forward: the inference program, "
+            "--repeat 20; training step: --steps 10 --timing; medians). PyTorch: torch_bench.py, "
+            "torch.autocast(dtype=torch.bfloat16) with fp32 master weights and fused AdamW, "
+            "F.scaled_dot_product_attention(is_causal=True); SDPA is the backend PyTorch ran (profiler).", "",
+            "Model FLOPs (docs/COST.md): forward = L x (2T(4C^2 + 2CF) + 2BS^2C) + 2TCV, T = B x S tokens, the LM "
+            "head 2TCV only for the whole model; training step = 3 x forward. tokens/s = T / step time. "
+            "MFU = model FLOPs / (time x dense bf16 peak).", ""]
+    if peak is None:
+        out += [f"MFU left out: no dense bf16 peak is known for this device ({device}); bench_report.py knows "
+                "H100 SXM 989.4, H100 PCIe 756, H200 989.4 and A100 312 TFLOP/s.", ""]
+    else:
+        out += [f"Peak: {peak[0]}, {peak[1]:g} TFLOP/s dense bf16.", ""]
+    t = None
+    try:
+        with open(os.path.join(d, "torch_bf16.json")) as f:
+            t = json.load(f)
+    except (OSError, ValueError):
+        t = None
+    if t is None:
+        out += ["PyTorch: missing (no torch_bf16.json)", ""]
+    elif "skipped" in t:
+        out += [f"PyTorch: skipped ({t['skipped']})", ""]
+    else:
+        out += [f"PyTorch {t.get('torch')} (CUDA {t.get('cuda')}) on {t.get('device')}; float64 checks against "
+                f"tessref: blocks {t.get('check_rel_err', float('nan')):.1e}, whole GPT-2 logits "
+                f"{t.get('lm_check_rel_err', float('nan')):.1e}, loss {t.get('lm_check_loss_rel_err', float('nan')):.1e}.",
+                ""]
+    runs = (t or {}).get("runs", {})
+
+    def mfu(flops, ms):
+        if peak is None or ms is None or ms <= 0:
+            return "-" if peak is None else "missing"
+        return f"{100 * flops / (ms * 1e-3 * peak[1] * 1e12):.1f}%"
+
+    def tps(ms):
+        return "missing" if ms is None or ms <= 0 else f"{T / (ms * 1e-3):.0f}"
+
+    for m, name, v, prefix in (("blocks", f"{L} blocks", 0, ""),
+                               ("lm", f"whole GPT-2, vocab {V}, {lm_params(L, C, F, V, P) / 1e6:.1f}M parameters",
+                                V, "gpt2_")):
+        ffl, sfl = model_flops(L, C, F, B, S, v)
+        out += [f"{name}: model FLOPs {ffl / 1e9:.5g} G a forward, {sfl / 1e9:.5g} G a training step", "",
+                "| | forward ms | forward MFU | training step ms | tokens/s | training step MFU | SDPA |",
+                "|---|---:|---:|---:|---:|---:|---|"]
+        fwd = kv(os.path.join(d, f"cmp_{m}_forward.txt"), "forward_seconds_median")
+        stp = kv(os.path.join(d, f"cmp_{m}_step.txt"), "step_seconds_median")
+        rows = [("tessgen bf16 [1,1,1]", fwd and fwd * 1e3, stp and stp * 1e3, "tessgen's own")]
+        for mode, label in (("eager", "PyTorch eager, autocast bf16"), ("compile", "torch.compile, autocast bf16")):
+            r = runs.get(f"{prefix}{mode}_bf16", {})
+            rows.append((label, r.get("forward_ms"), r.get("step_ms"), r.get("sdpa", "missing")))
+        for label, fms, sms, sdpa in rows:
+            out.append(f"| {label} | {fmt(fms)} | {mfu(ffl, fms)} | {fmt(sms)} | {tps(sms)} | {mfu(sfl, sms)} | "
+                       f"{sdpa} |")
+        out.append("")
+    out += ["tessgen's time per step kind (milliseconds; the mean over the timed runs of the slowest rank, so "
+            "the kinds need not add up to the median; \"other\" = median - their sum: host work, "
+            "synchronisation, gaps between launches):", "",
+            f"| kind | {L} blocks forward | {L} blocks training step | whole GPT-2 forward | whole GPT-2 training step |",
+            "|---|---:|---:|---:|---:|"]
+    paths = [os.path.join(d, f"cmp_{m}_{w}.txt") for m in ("blocks", "lm") for w in ("forward", "step")]
+    meds = [kv(p, f"{w}_seconds_median") for p, w in zip(paths, ("forward", "step") * 2)]
+    per = {k: [kv(p, f"{k}_seconds") for p in paths] for k in KINDS}
+    for k in KINDS:
+        out.append(f"| {k} | " + " | ".join(fmt(v and v * 1e3) for v in per[k]) + " |")
+    other = []
+    for i, med in enumerate(meds):
+        ks = [per[k][i] for k in KINDS]
+        other.append(None if med is None or any(v is None for v in ks) else med - sum(ks))
+    out.append("| other | " + " | ".join(fmt(v if v is None else v * 1e3) for v in other) + " |")
+    out.append("| median | " + " | ".join(fmt(v and v * 1e3) for v in meds) + " |")
+    return out + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--device", required=True)
     ap.add_argument("--shape", required=True, help="layers hidden heads ffn seq batch of the 12-block runs")
     ap.add_argument("--profile-shape", required=True)
+    ap.add_argument("--cmp-shape", help="layers hidden heads ffn seq batch of the bf16 comparison (default --shape)")
+    ap.add_argument("--cmp-lm", default="50257 1024", help="vocab positions of the comparison's whole GPT-2")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     d = a.dir
@@ -123,8 +246,11 @@ def main():
     out += ["", "tessgen's training step includes copying y to the host, the loss and dL/dy there, and dL/dy back "
             "(2 x B x S x C floats over PCIe); PyTorch's computes the loss on the GPU. Both use AdamW "
             "(PyTorch: fused=True). PyTorch's attention is scaled_dot_product_attention(is_causal=True).", ""]
-    with open(a.out, "w") as f:
+    out += compare_section(d, a.device, a.cmp_shape or a.shape, a.cmp_lm)
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
         f.write("\n".join(out))
+    os.replace(tmp, a.out)
     missing = sum(l.count("missing") for l in out)
     print(f"bench_report: wrote {a.out} ({missing} missing figure(s))")
     return 0

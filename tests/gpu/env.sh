@@ -192,10 +192,14 @@ tg_dims() {
     gpt2s2) echo "2 768 12 3072 1024 8" ;;  # GPT-2 small's block, 2 layers (profile)
     gpt2s) echo "12 768 12 3072 1024 8" ;;  # GPT-2 small's 12 blocks
     lm64) echo "2 256 4 1024 100 8" ;;     # the whole GPT-2 (tg_lmdims: vocab 999, padded on q = 2)
+    gpt2lm) echo "12 768 12 3072 1024 8" ;; # the whole GPT-2 small (tg_lmdims: vocab 50257, 124M parameters)
+    lmtiny) echo "1 128 2 256 20 4" ;;     # the whole GPT-2 at the sanitizer's size (bench.sh's small shapes)
     *) echo "tg_dims: unknown model $1" >&2; return 1 ;;
     esac
 }
-tg_lmdims() { case "$1" in lm64) echo "999 128" ;; *) return 1 ;; esac; } # model -> "vocab positions"
+tg_lmdims() { # model -> "vocab positions"
+    case "$1" in lm64) echo "999 128" ;; gpt2lm) echo "50257 1024" ;; lmtiny) echo "999 32" ;; *) return 1 ;; esac
+}
 tg_refargs() { # model -> tessref's dimension options
     local L C H F S B
     read -r L C H F S B <<<"$(tg_dims "$1")"

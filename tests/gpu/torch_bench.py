@@ -1,20 +1,35 @@
 #!/usr/bin/env python3
-"""torch_bench.py - PyTorch on the same GPU and the same shapes as tessgen's benchmark (tests/gpu/bench.sh):
-a stack of GPT-2 blocks exactly as tessgen computes them (pre-LN; QKV in Hugging Face's [C, 3C] layout; causal
-softmax attention; GeLU, tanh form; no final ln_f), fp32 weights, timed as
+"""torch_bench.py - PyTorch on the same GPU and the same shapes as tessgen's benchmark (tests/gpu/bench.sh), in
+two models computed exactly as tessgen computes them:
 
-  forward      y = blocks(x), no autograd
-  train step   forward, loss = mean((y - target)^2), backward, one AdamW step (torch.optim.AdamW, fused)
+  blocks   a stack of GPT-2 blocks (pre-LN; QKV in Hugging Face's [C, 3C] layout; causal softmax attention; GeLU,
+           tanh form; no final ln_f) on hidden states; training loss mean((y - target)^2)
+  gpt2     the whole GPT-2 (--vocab, --positions; docs/MODEL.md): token + position embeddings, the blocks, ln_f,
+           the LM head tied to wte; training loss the mean cross-entropy over all batch*seq tokens
 
-in eager mode and under torch.compile (default mode), each with fp32 GEMMs and with TF32 tensor cores
-(torch.backends.cuda.matmul.allow_tf32). Attention is F.scaled_dot_product_attention(is_causal=True), what a
-PyTorch user would write. Times are CUDA-event medians over --reps runs after --warmup runs.
+timed as
 
-Before timing, --check runs the same stack in float64 on the CPU against tests/ref/tessref.py's forward at a
-small shape (it must agree to 1e-10), so the two programs are known to compute the same function.
+  forward      blocks: y = blocks(x); gpt2: the logits; no autograd
+  train step   forward, loss, backward, one AdamW step (torch.optim.AdamW, fused=True)
 
-Writes one JSON object to --out (and stdout). Without torch, or without a CUDA device, it prints why, writes
-{"skipped": "..."} and exits 0: the timing is then simply absent from the report.
+in eager mode and under torch.compile (default mode), in each --precs of
+  fp32   fp32 GEMMs
+  tf32   TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
+  bf16   torch.autocast("cuda", dtype=torch.bfloat16) around the forward: fp32 master weights, bf16 GEMMs and
+         attention, layernorm and the loss in fp32 (autocast's own lists), the backward outside autocast
+Attention is F.scaled_dot_product_attention(is_causal=True), what a PyTorch user would write; PyTorch picks its
+backend, and each run records which one ran ("sdpa": flash, efficient, cudnn or math), read from the operators
+and kernels the profiler sees in one training step. Times are CUDA-event medians over --reps runs after --warmup
+runs.
+
+Before timing, the float64 check runs both functions on the CPU against tests/ref/tessref.py at small shapes:
+blocks() against tessref.forward, gpt2() against tessref.lm_forward (logits and loss); each must agree to 1e-10,
+so the programs timed are known to compute tessgen's functions.
+
+Writes one JSON object to --out (and stdout): "runs" keyed "{mode}_{prec}" for blocks and "gpt2_{mode}_{prec}"
+for gpt2, each with forward_ms and step_ms (medians), their min and max, and sdpa. Without torch, or without a
+CUDA device, it prints why, writes {"skipped": "..."} and exits 0: the timing is then simply absent from the
+report.
 """
 import argparse
 import json
@@ -35,20 +50,26 @@ def skip(out, why):
     return 0
 
 
-def make_params(torch, L, C, F, dtype, device, gen):
-    """Hugging Face GPT-2 names and [in, out] layouts; N(0, 0.02) matrices, small biases, gammas near 1."""
+def make_params(torch, L, C, F, dtype, device, gen, V=0, P=0):
+    """Hugging Face GPT-2 names and [in, out] layouts; N(0, 0.02) matrices, small biases, gammas near 1; with V,
+    the embeddings wte [V, C] (also the LM head) and wpe [P, C], and ln_f."""
     p = {}
+    def mat(n, rows, cols):
+        p[n] = torch.randn(rows, cols, generator=gen, dtype=dtype) * 0.02
+    def vec(n, size, base):
+        p[n] = base + torch.randn(size, generator=gen, dtype=dtype) * 0.02
+    if V:
+        mat("wte.weight", V, C); mat("wpe.weight", P, C)
     for l in range(L):
-        def mat(n, rows, cols):
-            p[f"h.{l}.{n}"] = torch.randn(rows, cols, generator=gen, dtype=dtype) * 0.02
-        def vec(n, size, base):
-            p[f"h.{l}.{n}"] = base + torch.randn(size, generator=gen, dtype=dtype) * 0.02
-        vec("ln_1.weight", C, 1.0); vec("ln_1.bias", C, 0.0)
-        mat("attn.c_attn.weight", C, 3 * C); vec("attn.c_attn.bias", 3 * C, 0.0)
-        mat("attn.c_proj.weight", C, C); vec("attn.c_proj.bias", C, 0.0)
-        vec("ln_2.weight", C, 1.0); vec("ln_2.bias", C, 0.0)
-        mat("mlp.c_fc.weight", C, F); vec("mlp.c_fc.bias", F, 0.0)
-        mat("mlp.c_proj.weight", F, C); vec("mlp.c_proj.bias", C, 0.0)
+        h = f"h.{l}."
+        vec(h + "ln_1.weight", C, 1.0); vec(h + "ln_1.bias", C, 0.0)
+        mat(h + "attn.c_attn.weight", C, 3 * C); vec(h + "attn.c_attn.bias", 3 * C, 0.0)
+        mat(h + "attn.c_proj.weight", C, C); vec(h + "attn.c_proj.bias", C, 0.0)
+        vec(h + "ln_2.weight", C, 1.0); vec(h + "ln_2.bias", C, 0.0)
+        mat(h + "mlp.c_fc.weight", C, F); vec(h + "mlp.c_fc.bias", F, 0.0)
+        mat(h + "mlp.c_proj.weight", F, C); vec(h + "mlp.c_proj.bias", C, 0.0)
+    if V:
+        vec("ln_f.weight", C, 1.0); vec("ln_f.bias", C, 0.0)
     return {k: v.to(device) for k, v in p.items()}
 
 
@@ -71,6 +92,24 @@ def blocks(torch, x, p, L, H, eps):
     return x
 
 
+def gpt2(torch, tok, tgt, p, L, H, eps):
+    """tok, tgt: int64 [B, S] -> (logits [B, S, V], mean cross-entropy or None without tgt): tessgen's language
+    model (docs/MODEL.md), the function of tessref.lm_forward."""
+    import torch.nn.functional as Fn
+    S = tok.shape[1]
+    wte = p["wte.weight"]
+    x = Fn.embedding(tok, wte) + p["wpe.weight"][:S]
+    x = blocks(torch, x, p, L, H, eps)
+    x = Fn.layer_norm(x, (x.shape[-1],), p["ln_f.weight"], p["ln_f.bias"], eps)
+    logits = x @ wte.t()  # the head, tied to the embedding
+    loss = None if tgt is None else Fn.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+    return logits, loss
+
+
+def rel_err(np, got, ref):
+    return float(np.linalg.norm(np.asarray(got) - ref) / np.linalg.norm(ref))
+
+
 def check_against_tessref(torch):
     """float64, CPU: this file's blocks() against tessref.forward on tessref's own weights and input."""
     import numpy as np
@@ -81,8 +120,51 @@ def check_against_tessref(torch):
     ref = tessref.forward(x, w, L, H, eps, np.float64)
     p = {n: torch.from_numpy(np.asarray(t, dtype=np.float64)) for n, t in w.items()}
     got = blocks(torch, torch.from_numpy(np.asarray(x, dtype=np.float64)), p, L, H, eps).numpy()
-    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-    return err
+    return rel_err(np, got, ref)
+
+
+def check_gpt2_against_tessref(torch):
+    """float64, CPU: gpt2() against tessref.lm_forward on tessref's language-model weights (positions > seq, so
+    the slice of wpe matters) -> (relative error of the logits, of the loss)."""
+    import numpy as np
+    import tessref
+    L, C, H, F, S, B, V, P, eps = 2, 48, 4, 96, 10, 2, 37, 12, 1e-5
+    w = tessref.to_f64(dict(tessref.make_lm_weights(L, C, F, V, P, 5)))
+    rng = np.random.default_rng(3)
+    tok, tgt = (rng.integers(0, V, size=(B, S)) for _ in range(2))
+    ref_logits, ref_loss, _ = tessref.lm_forward(tok, tgt, w, L, H, eps)
+    p = {n: torch.from_numpy(np.asarray(t, dtype=np.float64)) for n, t in w.items()}
+    logits, loss = gpt2(torch, torch.from_numpy(tok), torch.from_numpy(tgt), p, L, H, eps)
+    return rel_err(np, logits.numpy(), ref_logits), abs(float(loss) - ref_loss) / abs(ref_loss)
+
+
+def sdpa_backend(names):
+    """The SDPA backend that ran, from the profiler's operator and kernel names of one step: cudnn, flash,
+    efficient, math, or "none seen" (e.g. torch.compile decomposed attention into its own kernels)."""
+    low = [n.lower() for n in names]
+    def seen(*keys):
+        return any(k in n for n in low for k in keys)
+    if seen("_scaled_dot_product_cudnn_attention", "cudnn_generated_fort_native_sdpa"):
+        return "cudnn"
+    if seen("_scaled_dot_product_flash_attention", "_flash_attention_forward", "flash_fwd"):
+        return "flash"
+    if seen("_scaled_dot_product_efficient_attention", "_efficient_attention_forward", "fmha_cutlass"):
+        return "efficient"
+    if seen("_scaled_dot_product_attention_math"):
+        return "math"
+    return "none seen"
+
+
+def profiled_sdpa(torch, fn):
+    """Run fn once under the profiler -> sdpa_backend of what it saw (or why it could not tell)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        return sdpa_backend([e.key for e in prof.key_averages()])
+    except Exception as e:  # noqa: BLE001 - the benchmark goes on without the backend's name
+        return f"unknown (profiler: {type(e).__name__}: {e})"
 
 
 def timed(torch, fn, warmup, reps):
@@ -101,6 +183,53 @@ def timed(torch, fn, warmup, reps):
     return statistics.median(ts), min(ts), max(ts)
 
 
+def bench_one(torch, a, model, mode, prec, p0, inp, target):
+    """One configuration: forward and training step timed, the SDPA backend of the step -> results dict."""
+    L, H, eps = a.layers, a.heads, a.eps
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.allow_tf32 = prec == "tf32"
+    torch._dynamo.reset()
+    bf16 = prec == "bf16"
+
+    if model == "gpt2":
+        def fwd(xx, pp, tt):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                return gpt2(torch, xx, tt, pp, L, H, eps)
+
+        def loss_of(out):
+            return out[1]
+    else:
+        def fwd(xx, pp, tt):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                return blocks(torch, xx, pp, L, H, eps), None
+
+        def loss_of(out):
+            return ((out[0].float() - target) ** 2).mean()
+    if mode == "compile":
+        fwd = torch.compile(fwd)
+    r = {}
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        r["forward_ms"], r["forward_min_ms"], r["forward_max_ms"] = timed(
+            torch, lambda: fwd(inp, p0, None), a.warmup, a.reps)
+    params = {k: v.clone().requires_grad_(True) for k, v in p0.items()}  # fp32: the master weights
+    opt = torch.optim.AdamW(list(params.values()), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                            fused=True)
+    tgt = target if model == "gpt2" else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_of(fwd(inp, params, tgt)).backward()
+        opt.step()
+
+    r["step_ms"], r["step_min_ms"], r["step_max_ms"] = timed(torch, step, a.warmup, a.reps)
+    r["sdpa"] = profiled_sdpa(torch, step)
+    r["wall_s_incl_compile"] = time.perf_counter() - t0
+    del params, opt
+    torch.cuda.empty_cache()
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=12)
@@ -109,67 +238,67 @@ def main():
     ap.add_argument("--ffn", type=int, default=3072)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=50257, help="gpt2's vocabulary (GPT-2 small: 50257)")
+    ap.add_argument("--positions", type=int, default=1024, help="gpt2's positions (>= --seq)")
     ap.add_argument("--eps", type=float, default=1e-5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--modes", default="eager,compile", help="eager, compile, or both")
-    ap.add_argument("--check-only", action="store_true", help="only the float64 check against tessref")
+    ap.add_argument("--precs", default="fp32,tf32", help="any of fp32, tf32, bf16")
+    ap.add_argument("--models", default="blocks", help="blocks, gpt2, or both")
+    ap.add_argument("--check-only", action="store_true", help="only the float64 checks against tessref")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
+    modes, precs, models = a.modes.split(","), a.precs.split(","), a.models.split(",")
+    for got, allowed, opt in ((modes, ("eager", "compile"), "--modes"), (precs, ("fp32", "tf32", "bf16"), "--precs"),
+                              (models, ("blocks", "gpt2"), "--models")):
+        bad = [v for v in got if v not in allowed]
+        if bad:
+            ap.error(f"{opt} {','.join(bad)}: expected a comma-separated list of {', '.join(allowed)}")
+    if "gpt2" in models and a.positions < a.seq:
+        ap.error(f"--positions {a.positions} is below --seq {a.seq}: every position needs a row of wpe")
     try:
         import torch
     except ImportError as e:
         return skip(a.out, f"torch is not installed ({e})")
     err = check_against_tessref(torch)
     print(f"torch_bench: blocks() vs tessref.forward, float64: rel_err={err:.3e} (must be below 1e-10)")
-    if not err < 1e-10:
-        print("torch_bench: the PyTorch stack does not compute tessgen's function; no timing", file=sys.stderr)
+    lm_err, lm_loss_err = check_gpt2_against_tessref(torch)
+    print(f"torch_bench: gpt2() vs tessref.lm_forward, float64: logits rel_err={lm_err:.3e}, "
+          f"loss rel_err={lm_loss_err:.3e} (each must be below 1e-10)")
+    if not (err < 1e-10 and lm_err < 1e-10 and lm_loss_err < 1e-10):
+        print("torch_bench: the PyTorch functions do not compute tessgen's; no timing", file=sys.stderr)
         return 1
     if a.check_only:
         return 0
     if not torch.cuda.is_available():
         return skip(a.out, "torch sees no CUDA device")
-    L, C, H, F, S, B = a.layers, a.hidden, a.heads, a.ffn, a.seq, a.batch
+    L, C, H, F, S, B, V, P = a.layers, a.hidden, a.heads, a.ffn, a.seq, a.batch, a.vocab, a.positions
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(1)
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
-           "shape": {"layers": L, "hidden": C, "heads": H, "ffn": F, "seq": S, "batch": B},
-           "check_rel_err": err, "runs": {}}
-    p0 = make_params(torch, L, C, F, torch.float32, dev, gen)
-    x = torch.randn(B, S, C, generator=gen).to(dev)
-    target = torch.randn(B, S, C, generator=gen).to(dev)
-    for mode in [m for m in ("eager", "compile") if m in a.modes.split(",")]:
-        for prec in ("fp32", "tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-            torch.backends.cudnn.allow_tf32 = prec == "tf32"
-            torch._dynamo.reset()
-            key = f"{mode}_{prec}"
-            r = {}
-            t0 = time.perf_counter()
-            fwd = (lambda xx, pp: blocks(torch, xx, pp, L, H, a.eps))
-            if mode == "compile":
-                fwd = torch.compile(fwd)
-            with torch.no_grad():
-                r["forward_ms"], r["forward_min_ms"], r["forward_max_ms"] = timed(
-                    torch, lambda: fwd(x, p0), a.warmup, a.reps)
-            params = {k: v.clone().requires_grad_(True) for k, v in p0.items()}
-            opt = torch.optim.AdamW(list(params.values()), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                                    weight_decay=0.01, fused=True)
-
-            def step():
-                opt.zero_grad(set_to_none=True)
-                y = fwd(x, params)
-                loss = ((y - target) ** 2).mean()
-                loss.backward()
-                opt.step()
-
-            r["step_ms"], r["step_min_ms"], r["step_max_ms"] = timed(torch, step, a.warmup, a.reps)
-            r["wall_s_incl_compile"] = time.perf_counter() - t0
-            res["runs"][key] = r
-            print(f"torch_bench: {key}: forward {r['forward_ms']:.3f} ms, train step {r['step_ms']:.3f} ms "
-                  f"(medians of {a.reps}; {r['wall_s_incl_compile']:.0f} s with warm-up and compilation)", flush=True)
-            del params, opt
-            torch.cuda.empty_cache()
+           "shape": {"layers": L, "hidden": C, "heads": H, "ffn": F, "seq": S, "batch": B, "vocab": V,
+                     "positions": P},
+           "check_rel_err": err, "lm_check_rel_err": lm_err, "lm_check_loss_rel_err": lm_loss_err, "runs": {}}
+    for model in models:
+        if model == "gpt2":
+            p0 = make_params(torch, L, C, F, torch.float32, dev, gen, V, P)
+            inp = torch.randint(0, V, (B, S), generator=gen).to(dev)
+            target = torch.randint(0, V, (B, S), generator=gen).to(dev)
+        else:
+            p0 = make_params(torch, L, C, F, torch.float32, dev, gen)
+            inp = torch.randn(B, S, C, generator=gen).to(dev)
+            target = torch.randn(B, S, C, generator=gen).to(dev)
+        for mode in [m for m in ("eager", "compile") if m in modes]:
+            for prec in [q for q in ("fp32", "tf32", "bf16") if q in precs]:
+                key = ("gpt2_" if model == "gpt2" else "") + f"{mode}_{prec}"
+                r = bench_one(torch, a, model, mode, prec, p0, inp, target)
+                res["runs"][key] = r
+                print(f"torch_bench: {key}: forward {r['forward_ms']:.3f} ms, train step {r['step_ms']:.3f} ms, "
+                      f"sdpa {r['sdpa']} (medians of {a.reps}; {r['wall_s_incl_compile']:.0f} s with warm-up and "
+                      "compilation)", flush=True)
+        del p0, inp, target
+        torch.cuda.empty_cache()
     s = json.dumps(res, indent=1)
     print(s)
     if a.out:
