@@ -22,5 +22,9 @@ void tr_backend_download(tr_ctx *c, float *dst_host, const float *src_run, long 
 /* Wait until all work issued on this rank has finished. */
 void tr_backend_sync(tr_ctx *c);
 void tr_backend_free(tr_ctx *c, float *run_arena, float *H);
+/* How many times this rank's host has waited for its device so far (each blocking wait on a stream, and each
+ * staging wait of a collective), for --timing's "host synchronisations per step"; -1 where the backend has no
+ * device to wait for (the CPU). */
+long long tr_backend_host_syncs(tr_ctx *c);
 
 #endif

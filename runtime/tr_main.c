@@ -1233,6 +1233,20 @@ static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
         printf("%s_seconds=%.9f\n", tr_kind_name((tr_kind)k), kmax[k]);
 }
 
+/* --timing of a training run on a backend with a device: the host's waits for it per step (the slowest rank's
+ * mean; tr_backend_host_syncs counts them), between the step's start and the end of its optimizer's issue. */
+static void report_syncs(tr_ctx *c, long long syncs, int steps)
+{
+    if (tr_backend_host_syncs(c) < 0 || steps <= 0)
+        return;
+    double mine = (double)syncs / steps, max = 0;
+    MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (c->desc->rank != 0)
+        return;
+    printf("host synchronisations per step: %g (slowest rank; each a wait of the host for the device)\n", max);
+    printf("step_host_syncs=%g\n", max);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -1458,6 +1472,7 @@ int main(int argc, char **argv)
                 printf("val step %d loss %.9g\n", step0, vloss);
         }
         ctx.timing = 1;
+        long long step_syncs = 0; /* host waits for the device inside the steps (--timing) */
         for (int k = step0 + 1; k <= step0 + o.steps; k++) { /* k: the step number, continued from a checkpoint */
             if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* this step's batch */
                 free(reps);
@@ -1472,6 +1487,7 @@ int main(int argc, char **argv)
             }
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
+            long long syncs0 = tr_backend_host_syncs(&ctx);
             ctx.phase = TR_PHASE_FORWARD;
             d->forward(&ctx, A);
             if (record) {
@@ -1516,6 +1532,7 @@ int main(int argc, char **argv)
                 tr_trace_end(&ctx); /* the final forward below is not recorded */
             MPI_Barrier(MPI_COMM_WORLD);
             double dt = reps[k - step0 - 1] = tr_now() - t0;
+            step_syncs += tr_backend_host_syncs(&ctx) - syncs0;
             if (ld.have_train)
                 tr_lmdata_next(&ld); /* the next batch; a checkpoint written now continues from it */
             if (rank == 0 && !o.quiet) { /* the log line (docs/TRAINING.md): norm only when clipping computes it */
@@ -1543,8 +1560,10 @@ int main(int argc, char **argv)
             }
         }
         ctx.timing = 0;
-        if (o.timing)
+        if (o.timing) {
             report_timing(&ctx, reps, o.steps, "step");
+            report_syncs(&ctx, step_syncs, o.steps);
+        }
         free(reps);
         if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* --data: the loss of the next batch */
             free(th);

@@ -372,6 +372,12 @@ extern "C" void tr_backend_download(tr_ctx *c, float *dst_host, const float *src
     trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (download)");
 }
 
+extern "C" long long tr_backend_host_syncs(tr_ctx *c)
+{
+    (void)c;
+    return trc_g.host_syncs;
+}
+
 /* Turn this forward's timing events into seconds per step kind (and the profile). */
 static void harvest(tr_ctx *c)
 {

@@ -48,6 +48,7 @@ typedef struct trc_state {
     int last_comm_step;          /* the last collective issued (-1: none), for messages */
     const tr_step_info *steps;   /* the rank's step table, for messages */
     double comm_timeout;         /* TESS_COMM_TIMEOUT seconds without progress before giving up; 0: never */
+    long long host_syncs;        /* host waits for the device so far (trc_wait_stream, MPI staging); --timing */
     float *stage;                /* MPI mode: pinned host staging buffer */
     long long stage_elems;
     /* per step of the rank's schedule (desc->nsteps) */

@@ -68,6 +68,7 @@ struct emu {
     int cur_id = -1, cur_stream = -1, cur_wait = -1, pushed = 0;
     std::mt19937 rng;
     int order = 2; /* 0 comm first, 1 compute first, 2 random */
+    long long syncs = 0; /* the host waits the CUDA backend (tr_backend_cuda.cu) makes for the same calls */
 } E;
 
 [[noreturn]] void emu_fail(const char *what, int id)
@@ -130,9 +131,12 @@ extern "C" float *tr_backend_arena(tr_ctx *c, float *H, long long elems, tr_err 
     return H;
 }
 
+/* The host waits are counted as tr_backend_cuda.cu makes them, where the run arena is another memory than H:
+ * an upload waits once (compute), a download three times (tr_backend_sync's two, then the copy's), a sync twice. */
 extern "C" void tr_backend_upload(tr_ctx *c, float *dst, const float *src, long long n)
 {
     (void)c;
+    E.syncs += 1;
     if (dst != src)
         memcpy(dst, src, (size_t)n * sizeof(float));
 }
@@ -140,6 +144,7 @@ extern "C" void tr_backend_upload(tr_ctx *c, float *dst, const float *src, long 
 extern "C" void tr_backend_download(tr_ctx *c, float *dst, const float *src, long long n)
 {
     (void)c;
+    E.syncs += 3;
     if (dst != src)
         memcpy(dst, src, (size_t)n * sizeof(float));
 }
@@ -147,6 +152,13 @@ extern "C" void tr_backend_download(tr_ctx *c, float *dst, const float *src, lon
 extern "C" void tr_backend_sync(tr_ctx *c)
 {
     (void)c;
+    E.syncs += 2;
+}
+
+extern "C" long long tr_backend_host_syncs(tr_ctx *c)
+{
+    (void)c;
+    return E.syncs;
 }
 
 extern "C" void tr_backend_free(tr_ctx *c, float *run, float *H)
