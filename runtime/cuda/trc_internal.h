@@ -117,6 +117,11 @@ void trc_wait_stream(cudaStream_t s, const char *what);
 /* trc_gemm.cu */
 bool trc_gemm_init(tr_err *err);
 void trc_gemm_free(void);
+/* tr_backend_cuda.cu: turn the timing events of the steps issued and finished since the last harvest into
+ * seconds per step kind (c->seconds) and the profile's sums; every such step must have finished */
+void trc_harvest(tr_ctx *c);
+/* trc_step.cu: free the training step's buffers */
+void trc_step_free(void);
 /* trc_profile.cu: TESS_PROFILE=1 report, rank 0, at tr_backend_free */
 void trc_profile_report(tr_ctx *c);
 
