@@ -1,11 +1,22 @@
 /*
  * tr_backend_cpu.c - the CPU backend's side of tr_backend.h: generated code
  * runs directly on the host arena, so there is nothing to copy or wait for.
+ * A training step's sums are computed when asked for, with the loops the
+ * program has always used (the MSE in element order, the norm in tr_clip.c's
+ * order), and handed back by tr_backend_step_read.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tr_backend.h"
+#include "tr_clip.h"
+#include "tr_tokens.h"
+
+static struct {
+    const float *target; /* the MSE target block, the main's */
+    tr_step_sums sums;   /* since the last read */
+} cpu_step;
 
 const char *tr_backend_name(void)
 {
@@ -52,4 +63,80 @@ void tr_backend_free(tr_ctx *c, float *run_arena, float *H)
     if (run_arena != H)
         free(run_arena);
     free(H);
+}
+
+long long tr_backend_host_syncs(tr_ctx *c)
+{
+    (void)c;
+    return -1; /* nothing to wait for */
+}
+
+bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, long long batch_elems, tr_err *err)
+{
+    (void)c, (void)A, (void)batch_elems, (void)err;
+    cpu_step.target = target;
+    memset(&cpu_step.sums, 0, sizeof cpu_step.sums);
+    return true;
+}
+
+void tr_backend_objective(tr_ctx *c, float *A)
+{
+    const tr_rank_desc *d = c->desc;
+    long long n = (long long)d->io_rows * d->io_cols;
+    float *dy = A + d->gx_offset;
+    double local = 0;
+    if (tr_lm_vocab()) {
+        if (tr_lm_counts_loss(d))
+            for (int r = 0; r < d->io_rows; r++)
+                local += A[tr_lm()->loss_offset + r];
+        memset(dy, 0, (size_t)n * sizeof *dy);
+    } else {
+        /* sum (y - target)^2 and dL/dy = 2 (y - target) / N over the whole output of N elements */
+        const float *y = A + d->y_offset, *t = cpu_step.target;
+        double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
+        for (long long e = 0; e < n; e++) {
+            double diff = (double)y[e] - t[e];
+            local += diff * diff;
+            dy[e] = (float)(2.0 * diff / total_n);
+        }
+    }
+    cpu_step.sums.loss = local;
+}
+
+void tr_backend_grad_sums(tr_ctx *c, float *A)
+{
+    const tr_rank_desc *d = c->desc;
+    cpu_step.sums.canon = tr_clip_local(d, A);
+    double rest = 0; /* NaN when any local gradient element is not finite: what the divergence check needs */
+    for (int i = 0; i < d->nparams && rest == 0; i++) {
+        const float *g = A + d->params[i].grad_offset;
+        for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
+            if (!isfinite(g[e])) {
+                rest = NAN;
+                break;
+            }
+    }
+    cpu_step.sums.rest = rest;
+}
+
+void tr_backend_step_read(tr_ctx *c, tr_step_sums *s)
+{
+    (void)c;
+    *s = cpu_step.sums;
+    memset(&cpu_step.sums, 0, sizeof cpu_step.sums);
+}
+
+void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
+{
+    const tr_rank_desc *d = c->desc;
+    for (int i = 0; i < d->nparams; i++) {
+        float *g = A + d->params[i].grad_offset; /* [rows, cols] */
+        for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
+            g[e] *= s;
+    }
+}
+
+void tr_backend_upload_batch(tr_ctx *c, float *dst_run, const float *src_host, long long elems)
+{
+    tr_backend_upload(c, dst_run, src_host, elems);
 }

@@ -16,13 +16,20 @@
 
 #include "tr_ctx.h"
 
-/* Collective over MPI_COMM_WORLD: the global L2 norm of the gradients in the host arena H (every
- * tr_param's grad_offset shard), the same bits on every rank. */
-double tr_clip_norm(const tr_rank_desc *d, const float *H);
+/* This rank's part of the squared norm: the squares (in double) of the pieces of its canonical shards of the
+ * gradients in G (the arena holding them), in parameter, piece, row, column order. */
+double tr_clip_local(const tr_rank_desc *d, const float *G);
 
-/* Collective: compute the norm of the gradients (host arena H, already downloaded from the run arena A)
- * and, when it exceeds clip, scale every gradient in H and A by clip / (norm + 1e-6). Returns the norm
- * (before scaling). */
-double tr_clip_apply(tr_ctx *c, float *H, float *A, double clip);
+/* Does this rank hold pr's canonical copy (the one counted once, the one tr_gather writes)? */
+int tr_clip_canonical(const tr_rank_desc *d, const tr_param *pr);
+
+/* Collective over MPI_COMM_WORLD: the global L2 norm from every rank's canon part (rank 0 adds them in rank
+ * order and broadcasts: the same bits on every rank), and *finite: the norm and every rank's rest are finite
+ * (every gradient element of every rank is). */
+double tr_clip_norm(const tr_rank_desc *d, double canon, double rest, int *finite);
+
+/* The factor clipping multiplies every gradient by, min(1, clip / (norm + 1e-6)) rounded to float once; false
+ * (nothing to scale) when clip is off or the norm does not exceed it. */
+bool tr_clip_scale(double norm, double clip, float *s);
 
 #endif

@@ -158,9 +158,9 @@ bool tr_lmdata_fill(tr_ctx *c, tr_data *dl, float *H, float *A)
     free(scratch);
     if (!verdict(ok, &err))
         return false;
-    /* int32 ids travel as their 4-byte patterns: the upload copies bytes */
-    tr_backend_upload(c, A + lm->tok_offset, H + lm->tok_offset, (long long)q * R);
-    tr_backend_upload(c, A + lm->tgt_offset, H + lm->tgt_offset, R);
+    /* int32 ids travel as their 4-byte patterns: the upload copies bytes (without a wait: tr_backend.h) */
+    tr_backend_upload_batch(c, A + lm->tok_offset, H + lm->tok_offset, (long long)q * R);
+    tr_backend_upload_batch(c, A + lm->tgt_offset, H + lm->tgt_offset, R);
     return true;
 }
 

@@ -1065,40 +1065,34 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
     return !mismatch;
 }
 
-/* mean((y - target)^2) over the whole output; writes dL/dy = 2 (y - target) / N into dy. */
-static double mse(const tr_rank_desc *d, const float *y, const float *target, float *dy)
+/* Collective: the training objective from every rank's local sum (tr_step_sums.loss): the LM's mean
+ * cross-entropy over batch*seq tokens, or mean((y - target)^2) over the whole output. */
+static double mean_loss(const tr_rank_desc *d, double local)
 {
-    long n = (long)d->io_rows * d->io_cols;
-    double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden, local = 0, sum = 0;
-    for (long e = 0; e < n; e++) {
-        double diff = (double)y[e] - target[e];
-        local += diff * diff;
-        dy[e] = (float)(2.0 * diff / total_n);
-    }
+    double sum = 0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (tr_lm_vocab())
+        return sum / ((double)tr_model.batch * tr_model.seq);
+    long n = (long)d->io_rows * d->io_cols;
+    double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
     /* each element of y is held by `copies` ranks: 1 on the [q,q,d] mesh, p for the megatron scheme */
     double copies = (double)tr_model.p * (double)n / total_n;
     return sum / copies / total_n;
 }
 
-/* The training objective after a forward: the LM's mean cross-entropy (its gradient comes from the loss steps
- * of the backward, so dL/dy is zero) or mean((y - target)^2) with dL/dy into gh. */
-static double objective(tr_ctx *c, float *H, const float *A, const float *target, float *gh)
+/* The training objective after a forward, outside a step (validation, after the last step): dL/dy into the run
+ * arena's gx as a step leaves it, then one read. */
+static double objective(tr_ctx *c, float *A)
 {
-    const tr_rank_desc *d = c->desc;
-    long long xn = (long long)d->io_rows * d->io_cols;
-    if (tr_lm_vocab()) {
-        tr_backend_download(c, H + tr_lm()->loss_offset, A + tr_lm()->loss_offset, d->io_rows);
-        memset(gh, 0, (size_t)xn * sizeof *gh);
-        return tr_lm_mean_loss(d, H);
-    }
-    tr_backend_download(c, H + d->y_offset, A + d->y_offset, xn);
-    return mse(d, H + d->y_offset, target, gh);
+    tr_step_sums s;
+    tr_backend_objective(c, A);
+    tr_backend_step_read(c, &s);
+    return mean_loss(c->desc, s.loss);
 }
 
 /* --val-data: the mean loss of the first ld->val_batches validation batches, the weights unchanged; false (every
  * rank) when a batch is refused. */
-static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, float *th, float *gh, double *loss)
+static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, double *loss)
 {
     double sum = 0;
     tr_data_reset(&ld->val);
@@ -1106,7 +1100,7 @@ static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, float *th, fl
         if (!tr_lmdata_fill(c, &ld->val, H, A))
             return false;
         c->desc->forward(c, A);
-        sum += objective(c, H, A, th, gh);
+        sum += objective(c, A);
         tr_data_next(&ld->val);
     }
     *loss = sum / ld->val_batches;
@@ -1184,29 +1178,38 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
     }
 }
 
-/* After the backward of step k: every gradient finite? If not, name the first such tensor and stop before the
- * update, so the weights stay those after step k-1. */
-static bool grads_finite(tr_ctx *c, float *H, const float *A, int k, double loss)
+/* Test hook TESS_TEST_NAN_GRADIENT=STEP,RANK: after the backward of step STEP, a NaN in the last element of RANK's
+ * shard of the last gradient (in the run arena); proves the divergence check can fail. */
+static void test_nan_gradient(tr_ctx *c, float *H, float *A, int k)
+{
+    const tr_rank_desc *d = c->desc;
+    const char *poison = getenv("TESS_TEST_NAN_GRADIENT");
+    int ps, pr;
+    if (!poison || sscanf(poison, "%d,%d", &ps, &pr) != 2 || ps != k || pr != d->rank || d->nparams <= 0)
+        return;
+    const tr_param *p = &d->params[d->nparams - 1];
+    long long at = p->grad_offset + (long long)p->rows * p->cols - 1;
+    tr_backend_sync(c);
+    H[at] = NAN;
+    tr_backend_upload(c, A + at, H + at, 1);
+}
+
+/* The gradient norm of step k is not finite (tr_clip_norm): name the first non-finite gradient tensor and stop
+ * before the update, so the weights stay those after step k-1. Collective. */
+static void grads_diverged(tr_ctx *c, float *H, const float *A, int k, double loss)
 {
     const tr_rank_desc *d = c->desc;
     tr_backend_sync(c);
     download_params(c, H, A, 1);
-    const char *poison = getenv("TESS_TEST_NAN_GRADIENT"); /* test hook "STEP,RANK": proves the check can fail */
-    int ps, pr;
-    if (poison && sscanf(poison, "%d,%d", &ps, &pr) == 2 && ps == k && pr == d->rank && d->nparams > 0) {
-        const tr_param *p = &d->params[d->nparams - 1];
-        H[p->grad_offset + (long long)p->rows * p->cols - 1] = NAN;
-    }
     char what[512], note[1024];
     if (find_nonfinite(d, H, 1, what, sizeof what) < 0)
-        return true;
+        snprintf(what, sizeof what, "no single element (their global norm overflowed)");
     if (d->rank == 0) {
         fprintf(stderr, "error: training stopped at step %d: the loss %.9g is finite but the gradient is not: the "
                         "gradient of %s (the first such tensor in model order); the backward overflowed; lower "
                         "optimizer.lr (now %g) or check the inputs; %s\n",
                 k, loss, what, tr_model.lr, written_note(note, sizeof note));
     }
-    return false;
 }
 
 /* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
@@ -1382,6 +1385,20 @@ static void report_timing(tr_ctx *c, double *reps, int n, const char *what)
     printf("%s_seconds_median=%.9f\n", what, reps[n / 2]);
     for (int k = 0; k < TR_NKINDS; k++)
         printf("%s_seconds=%.9f\n", tr_kind_name((tr_kind)k), kmax[k]);
+}
+
+/* --timing of a training run on a backend with a device: the host's waits for it per step (the slowest rank's
+ * mean; tr_backend_host_syncs counts them), between the step's start and the end of its optimizer's issue. */
+static void report_syncs(tr_ctx *c, long long syncs, int steps)
+{
+    if (tr_backend_host_syncs(c) < 0 || steps <= 0)
+        return;
+    double mine = (double)syncs / steps, max = 0;
+    MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (c->desc->rank != 0)
+        return;
+    printf("host synchronisations per step: %g (slowest rank; each a wait of the host for the device)\n", max);
+    printf("step_host_syncs=%g\n", max);
 }
 
 int main(int argc, char **argv)
@@ -1579,7 +1596,7 @@ int main(int argc, char **argv)
     int lm_bwd = tr_lm_vocab() && tr_model.mode && !o.steps && o.grads_out; /* one backward of the LM loss */
     if (o.steps > 0) {
         /* training: forward, loss and dL/dy, backward, AdamW; the loss printed is the one before the step */
-        float *th = malloc((size_t)xn * sizeof *th), *gh = H + d->gx_offset;
+        float *th = malloc((size_t)xn * sizeof *th);
         if (!th)
             MPI_Abort(MPI_COMM_WORLD, 1);
         if (tr_lm_vocab()) {
@@ -1594,12 +1611,22 @@ int main(int argc, char **argv)
             tr_synth_block("target", o.seed, tr_model.hidden, d->io_r0, d->io_rows, d->io_c0, d->io_cols, th,
                            d->io_cols);
         }
+        /* the target where the loss runs, once; the batches of --data travel without a wait */
+        ok = tr_backend_train_init(&ctx, A, tr_lm_vocab() ? NULL : th,
+                                   ld.have_train || ld.have_val ? (long long)(tr_model.q + 1) * d->io_rows : 0, &err);
+        if (!all_ok(ok)) {
+            if (!ok)
+                fprintf(stderr, "rank %d: %s backend: %s\n", rank, tr_backend_name(), err.msg);
+            free(th);
+            rc = 1;
+            goto out;
+        }
         double *reps = malloc((size_t)o.steps * sizeof *reps);
         if (!reps)
             MPI_Abort(MPI_COMM_WORLD, 1);
         double vloss;
         if (ld.have_val) { /* where validation starts from */
-            if (!validate(&ctx, &ld, H, A, th, gh, &vloss)) {
+            if (!validate(&ctx, &ld, H, A, &vloss)) {
                 free(reps);
                 free(th);
                 rc = 1;
@@ -1609,6 +1636,7 @@ int main(int argc, char **argv)
                 printf("val step %d loss %.9g\n", step0, vloss);
         }
         ctx.timing = 1;
+        long long step_syncs = 0; /* host waits for the device inside the steps (--timing) */
         for (int k = step0 + 1; k <= step0 + o.steps; k++) { /* k: the step number, continued from a checkpoint */
             if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* this step's batch */
                 free(reps);
@@ -1623,13 +1651,27 @@ int main(int argc, char **argv)
             }
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
+            long long syncs0 = tr_backend_host_syncs(&ctx);
             ctx.phase = TR_PHASE_FORWARD;
             d->forward(&ctx, A);
             if (record) {
                 tr_backend_sync(&ctx);
                 tr_step_mark(&ctx, -1); /* the loss and dL/dy: between the slices */
             }
-            double loss = objective(&ctx, H, A, th, gh);
+            /* the loss's local sum and dL/dy, the backward, the gradients' sums of squares: all issued, then the
+             * step's one wait for the device (docs/CUDA.md "A training step") */
+            tr_backend_objective(&ctx, A);
+            ctx.phase = TR_PHASE_BACKWARD;
+            d->backward(&ctx, A);
+            if (record) {
+                tr_backend_sync(&ctx);
+                tr_step_mark(&ctx, -1); /* the divergence check: between the slices */
+            }
+            test_nan_gradient(&ctx, H, A, k);
+            tr_backend_grad_sums(&ctx, A);
+            tr_step_sums sums;
+            tr_backend_step_read(&ctx, &sums);
+            double loss = mean_loss(d, sums.loss);
             if (!isfinite(loss)) {
                 diverged_loss(&ctx, H, A, k, loss);
                 free(reps);
@@ -1637,14 +1679,10 @@ int main(int argc, char **argv)
                 rc = 5;
                 goto out;
             }
-            tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
-            ctx.phase = TR_PHASE_BACKWARD;
-            d->backward(&ctx, A);
-            if (record) {
-                tr_backend_sync(&ctx);
-                tr_step_mark(&ctx, -1); /* the divergence check: between the slices */
-            }
-            if (!grads_finite(&ctx, H, A, k, loss)) {
+            int finite = 0;
+            double norm = tr_clip_norm(d, sums.canon, sums.rest, &finite); /* computed with clipping or not */
+            if (!finite) {
+                grads_diverged(&ctx, H, A, k, loss);
                 free(reps);
                 free(th);
                 rc = 5;
@@ -1657,27 +1695,30 @@ int main(int argc, char **argv)
             }
             ctx.opt_step = k;
             ctx.lr = tr_sched_lr(tr_model.lr, tr_model.lr_min, tr_model.warmup, tr_model.decay_steps, k);
-            double norm = tr_model.clip > 0 ? tr_clip_apply(&ctx, H, A, tr_model.clip) : -1.0;
+            float scale;
+            if (tr_clip_scale(norm, tr_model.clip, &scale))
+                tr_backend_scale_grads(&ctx, A, scale);
             ctx.phase = TR_PHASE_OPTIMIZER;
             d->optimizer(&ctx, A);
             test_diverge(&ctx, H, A, k);
-            tr_backend_sync(&ctx);
+            /* no wait here: the next step's read (or the sync after the loop) waits for this optimizer too */
             ctx.phase = TR_PHASE_FORWARD;
             if (record)
                 tr_trace_end(&ctx); /* the final forward below is not recorded */
             MPI_Barrier(MPI_COMM_WORLD);
             double dt = reps[k - step0 - 1] = tr_now() - t0;
+            step_syncs += tr_backend_host_syncs(&ctx) - syncs0;
             if (ld.have_train)
                 tr_lmdata_next(&ld); /* the next batch; a checkpoint written now continues from it */
             if (rank == 0 && !o.quiet) { /* the log line (docs/TRAINING.md): norm only when clipping computes it */
                 printf("step %d loss %.9g lr %.9g", k, loss, ctx.lr);
-                if (norm >= 0)
+                if (tr_model.clip > 0)
                     printf(" norm %.9g", norm);
                 printf(" tok/s %.1f\n", (double)tr_model.batch * tr_model.seq / dt);
                 fflush(stdout);
             }
             if (ld.have_val && ((o.data.val_every && k % o.data.val_every == 0) || k == step0 + o.steps)) {
-                if (!validate(&ctx, &ld, H, A, th, gh, &vloss)) {
+                if (!validate(&ctx, &ld, H, A, &vloss)) {
                     free(reps);
                     free(th);
                     rc = 1;
@@ -1694,8 +1735,10 @@ int main(int argc, char **argv)
             }
         }
         ctx.timing = 0;
-        if (o.timing)
+        if (o.timing) {
             report_timing(&ctx, reps, o.steps, "step");
+            report_syncs(&ctx, step_syncs, o.steps);
+        }
         free(reps);
         if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* --data: the loss of the next batch */
             free(th);
@@ -1704,7 +1747,7 @@ int main(int argc, char **argv)
         }
         tr_ctx_reset_counts(&ctx); /* --bytes checks this final forward; --trace and --stats show the last step */
         d->forward(&ctx, A);
-        double loss = objective(&ctx, H, A, th, gh);
+        double loss = objective(&ctx, A);
         free(th);
         if (!isfinite(loss)) {
             diverged_loss(&ctx, H, A, step0 + o.steps + 1, loss);

@@ -163,11 +163,16 @@ bool tr_lm_load_ids(const tr_rank_desc *d, const tr_lm_opts *o, uint64_t seed, f
     return all == 1;
 }
 
+bool tr_lm_counts_loss(const tr_rank_desc *d)
+{
+    /* tesseract: ranks (i, 0, k) hold every row block once; megatron: every rank holds every token, rank 0 counts */
+    return tr_model.scheme == 1 ? d->rank == 0 : d->j == 0;
+}
+
 double tr_lm_mean_loss(const tr_rank_desc *d, const float *H)
 {
     double local = 0, sum = 0;
-    /* tesseract: ranks (i, 0, k) hold every row block once; megatron: every rank holds every token, rank 0 counts */
-    if (tr_model.scheme == 1 ? d->rank == 0 : d->j == 0)
+    if (tr_lm_counts_loss(d))
         for (int r = 0; r < d->io_rows; r++)
             local += H[tr_lm()->loss_offset + r];
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);

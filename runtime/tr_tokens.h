@@ -37,6 +37,8 @@ void tr_lm_zero_pad(const tr_rank_desc *d, float *H);
 bool tr_lm_load_ids(const tr_rank_desc *d, const tr_lm_opts *o, uint64_t seed, float *H);
 /* Collective: the mean per-token loss over all batch*seq tokens from the loss buffers in H. */
 double tr_lm_mean_loss(const tr_rank_desc *d, const float *H);
+/* Does this rank's per-token loss [io_rows] count in the mean (each token counted once over the ranks)? */
+bool tr_lm_counts_loss(const tr_rank_desc *d);
 /* Collective: gather the logits in H to rank 0 and write them to path ([batch, seq, vocab], atomically). */
 bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H, tr_err *err);
 

@@ -244,6 +244,27 @@ cu_train_replicas() { # q d: 5 AdamW steps, comm-first order, replicas bitwise i
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cu_rep.out" &&
         grep -q "bitwise identical" "$WORK/cu_rep.out"
 }
+cu_train_syncs() { # q d: --timing counts the host's waits for the device per step, as the CUDA backend makes them
+    local dir="$WORK/cut_$1_$2" np=${CU_NP:-$(($1 * $1 * $2))}
+    TESS_EMU_ORDER=random cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+        --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 3 --timing >"$dir/syncs.out" 2>&1
+    local rc=$?
+    grep -E "^(step |host synchronisations|step_host_syncs)" "$dir/syncs.out"
+    [ $rc -eq 0 ] || { tail -5 "$dir/syncs.out"; return 1; }
+    grep -qx "step_host_syncs=1" "$dir/syncs.out" || { echo "want one host synchronisation per step"; return 1; }
+}
+cu_train_nan_gradient() { # q d: the norm read from the device is not finite: the tensor is still named
+    local dir="$WORK/cut_$1_$2" np=${CU_NP:-$(($1 * $1 * $2))}
+    TESS_TEST_NAN_GRADIENT=3,$((np - 1)) TESS_EMU_ORDER=random cu_mpirun "$np" "$dir/bin/model-emu" \
+        --weights "$WORK/cu_w.safetensors" --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 6 \
+        >"$dir/nan.out" 2>"$dir/nan.err"
+    local rc=$?
+    cat "$dir/nan.out" "$dir/nan.err"
+    [ $rc -eq 5 ] || { echo "exit $rc, want 5"; return 1; }
+    grep -q "^error: training stopped at step 3: the loss [0-9.e+-]* is finite but the gradient is not: the gradient of tensor h.1.mlp.c_proj.bias holds 1 non-finite value" "$dir/nan.err" ||
+        { echo "message does not name step 3 and h.1.mlp.c_proj.bias"; return 1; }
+    [ "$(grep -c '^step ' "$dir/nan.out")" = 2 ] || { echo "want the losses of steps 1 and 2 only"; return 1; }
+}
 if wanted "cuda: training|cuda: compile"; then
     if cu_train_setup >"$WORK/log" 2>&1; then
         for m in $CU_MESHES; do
@@ -261,6 +282,10 @@ if wanted "cuda: training|cuda: compile"; then
                 done
                 check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], 5 AdamW steps: replicas bitwise identical" \
                     cu_train_replicas "$q" "$d"
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], --timing: one host synchronisation per step" \
+                    cu_train_syncs "$q" "$d"
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], a NaN in the last rank's last gradient at step 3: stops before the update, naming the tensor" \
+                    cu_train_nan_gradient "$q" "$d"
             else
                 notok "cuda: training: build the train rank_iI_jJ.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
             fi

@@ -372,8 +372,14 @@ extern "C" void tr_backend_download(tr_ctx *c, float *dst_host, const float *src
     trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (download)");
 }
 
+extern "C" long long tr_backend_host_syncs(tr_ctx *c)
+{
+    (void)c;
+    return trc_g.host_syncs;
+}
+
 /* Turn this forward's timing events into seconds per step kind (and the profile). */
-static void harvest(tr_ctx *c)
+void trc_harvest(tr_ctx *c)
 {
     int any = 0;
     for (int i = 0; i < trc_g.nsteps; i++)
@@ -423,7 +429,7 @@ extern "C" void tr_backend_sync(tr_ctx *c)
         return;
     trc_wait_stream(trc_g.stream[TRC_COMM], "comm");
     trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute");
-    harvest(c);
+    trc_harvest(c);
 }
 
 extern "C" void tr_backend_free(tr_ctx *c, float *run_arena, float *H)
@@ -434,6 +440,7 @@ extern "C" void tr_backend_free(tr_ctx *c, float *run_arena, float *H)
         if (trc_g.profile)
             trc_profile_report(c);
     }
+    trc_step_free();
     trc_comm_free();
     trc_gemm_free();
     for (int i = 0; i < trc_g.nsteps && trc_g.sig; i++) {

@@ -163,6 +163,7 @@ static void print_last_collective(void)
 
 void trc_wait_stream(cudaStream_t s, const char *what)
 {
+    trc_g.host_syncs++;
     int any = 0;
     for (int g = 0; g < TR_NGROUPS; g++)
         any |= trc_g.nccl[g] != NULL;
@@ -242,6 +243,7 @@ static void bcast_typed(tr_ctx *c, tr_group g, int root, void *buf, int count, s
             check_stage(bytes);
             if (me == root) /* after the waits of trc_begin: buf holds the block */
                 cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            trc_g.host_syncs++;
             cudaCheck(cudaStreamSynchronize(s)); /* also: the last copy out of the staging buffer is done */
             mpiCheck(MPI_Bcast(trc_g.stage, count, mtype, root, c->comm[g]));
             if (me != root)
@@ -276,6 +278,7 @@ static void allreduce_op(tr_ctx *c, tr_group g, float *buf, int count, ncclRedOp
             size_t bytes = (size_t)count * sizeof(float);
             check_stage(bytes);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            trc_g.host_syncs++;
             cudaCheck(cudaStreamSynchronize(s));
             mpiCheck(MPI_Allreduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, mop, c->comm[g]));
             cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
@@ -307,6 +310,7 @@ void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
             size_t bytes = (size_t)count * sizeof(float);
             check_stage(bytes);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            trc_g.host_syncs++;
             cudaCheck(cudaStreamSynchronize(s));
             if (me == root) {
                 mpiCheck(MPI_Reduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, MPI_SUM, root, c->comm[g]));
@@ -336,6 +340,7 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
             size_t bytes = (size_t)count * sizeof(float);
             check_stage(bytes);
             cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            trc_g.host_syncs++;
             cudaCheck(cudaStreamSynchronize(s));
             if (me == 0)
                 mpiCheck(MPI_Reduce(MPI_IN_PLACE, trc_g.stage, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]));

@@ -48,6 +48,7 @@ typedef struct trc_state {
     int last_comm_step;          /* the last collective issued (-1: none), for messages */
     const tr_step_info *steps;   /* the rank's step table, for messages */
     double comm_timeout;         /* TESS_COMM_TIMEOUT seconds without progress before giving up; 0: never */
+    long long host_syncs;        /* host waits for the device so far (trc_wait_stream, MPI staging); --timing */
     float *stage;                /* MPI mode: pinned host staging buffer */
     long long stage_elems;
     /* per step of the rank's schedule (desc->nsteps) */
@@ -116,6 +117,11 @@ void trc_wait_stream(cudaStream_t s, const char *what);
 /* trc_gemm.cu */
 bool trc_gemm_init(tr_err *err);
 void trc_gemm_free(void);
+/* tr_backend_cuda.cu: turn the timing events of the steps issued and finished since the last harvest into
+ * seconds per step kind (c->seconds) and the profile's sums; every such step must have finished */
+void trc_harvest(tr_ctx *c);
+/* trc_step.cu: free the training step's buffers */
+void trc_step_free(void);
 /* trc_profile.cu: TESS_PROFILE=1 report, rank 0, at tr_backend_free */
 void trc_profile_report(tr_ctx *c);
 

@@ -47,11 +47,13 @@
 
 #include "kernels.cuh"
 #include "trc.h"
+#include "trc_step.h"
 #include "trk_lm.cuh"
 
 extern "C" {
 #include "tr_backend.h"
 #include "tr_math.h"
+#include "tr_tokens.h"
 }
 #include "tr_bf16.h"
 
@@ -68,6 +70,7 @@ struct emu {
     int cur_id = -1, cur_stream = -1, cur_wait = -1, pushed = 0;
     std::mt19937 rng;
     int order = 2; /* 0 comm first, 1 compute first, 2 random */
+    long long syncs = 0; /* the host waits the CUDA backend (tr_backend_cuda.cu) makes for the same calls */
 } E;
 
 [[noreturn]] void emu_fail(const char *what, int id)
@@ -130,9 +133,12 @@ extern "C" float *tr_backend_arena(tr_ctx *c, float *H, long long elems, tr_err 
     return H;
 }
 
+/* The host waits are counted as tr_backend_cuda.cu makes them, where the run arena is another memory than H:
+ * an upload waits once (compute), a download three times (tr_backend_sync's two, then the copy's), a sync twice. */
 extern "C" void tr_backend_upload(tr_ctx *c, float *dst, const float *src, long long n)
 {
     (void)c;
+    E.syncs += 1;
     if (dst != src)
         memcpy(dst, src, (size_t)n * sizeof(float));
 }
@@ -140,6 +146,7 @@ extern "C" void tr_backend_upload(tr_ctx *c, float *dst, const float *src, long 
 extern "C" void tr_backend_download(tr_ctx *c, float *dst, const float *src, long long n)
 {
     (void)c;
+    E.syncs += 3;
     if (dst != src)
         memcpy(dst, src, (size_t)n * sizeof(float));
 }
@@ -147,6 +154,13 @@ extern "C" void tr_backend_download(tr_ctx *c, float *dst, const float *src, lon
 extern "C" void tr_backend_sync(tr_ctx *c)
 {
     (void)c;
+    E.syncs += 2;
+}
+
+extern "C" long long tr_backend_host_syncs(tr_ctx *c)
+{
+    (void)c;
+    return E.syncs;
 }
 
 extern "C" void tr_backend_free(tr_ctx *c, float *run, float *H)
@@ -155,6 +169,144 @@ extern "C" void tr_backend_free(tr_ctx *c, float *run, float *H)
     if (run != H)
         free(run);
     free(H);
+}
+
+/* ---- a training step (runtime/cuda/trc_step.cu): the same sums in the same order (trc_step.h) --------------- */
+
+namespace {
+
+struct step_emu {
+    std::vector<float> target;
+    std::vector<trc_grad_seg> segs;
+    long long ngrad = 0;
+    tr_step_sums sums{};
+} S;
+
+/* The sums of trc_step.h's layout over n elements: term(e, &a0, &a1) adds element e to the thread's
+ * accumulators; the blocks' partials, then one block over the partials. */
+template <class F> void red_sums(long long n, F term, double *out0, double *out1)
+{
+    const int kT = TRC_RED_THREADS, kB = TRC_RED_BLOCKS;
+    const long long ch = trc_red_chunk(n);
+    std::vector<double> p0(kB), p1(kB), a0(kT), a1(kT);
+    auto pairwise = [&]() {
+        for (int s = kT / 2; s > 0; s >>= 1)
+            for (int t = 0; t < s; t++) {
+                a0[t] = a0[t] + a0[t + s];
+                a1[t] = a1[t] + a1[t + s];
+            }
+    };
+    for (int b = 0; b < kB; b++) {
+        const long long lo = (long long)b * ch, hi = std::min(n, lo + ch);
+        for (int t = 0; t < kT; t++) {
+            a0[t] = a1[t] = 0.0;
+            for (long long e = lo + t; e < hi; e += kT)
+                term(e, &a0[t], &a1[t]);
+        }
+        pairwise();
+        p0[b] = a0[0];
+        p1[b] = a1[0];
+    }
+    for (int t = 0; t < kT; t++) {
+        a0[t] = a1[t] = 0.0;
+        for (int b = t; b < kB; b += kT) {
+            a0[t] = a0[t] + p0[b];
+            a1[t] = a1[t] + p1[b];
+        }
+    }
+    pairwise();
+    *out0 = a0[0];
+    if (out1)
+        *out1 = a1[0];
+}
+
+} // namespace
+
+extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, long long batch_elems, tr_err *err)
+{
+    (void)A, (void)batch_elems, (void)err;
+    const tr_rank_desc *d = c->desc;
+    long long xn = (long long)d->io_rows * d->io_cols;
+    S.target.assign(target ? target : nullptr, target ? target + xn : nullptr);
+    S.segs.resize((size_t)d->nparams + 1);
+    S.ngrad = trc_grad_segs(d, S.segs.data());
+    S.sums = tr_step_sums{};
+    E.syncs += 1; /* trc_step.cu waits for its set-up copies */
+    return true;
+}
+
+extern "C" void tr_backend_objective(tr_ctx *c, float *A)
+{
+    const tr_rank_desc *d = c->desc;
+    const long long n = (long long)d->io_rows * d->io_cols;
+    float *dy = A + d->gx_offset;
+    if (tr_lm_vocab()) {
+        const float *loss = A + tr_lm()->loss_offset;
+        const bool counted = tr_lm_counts_loss(d);
+        const long long rows = d->io_rows;
+        red_sums(
+            n,
+            [&](long long e, double *a, double *) {
+                if (counted && e < rows)
+                    *a = *a + (double)loss[e];
+                dy[e] = 0.0f;
+            },
+            &S.sums.loss, nullptr);
+    } else {
+        const float *y = A + d->y_offset, *t = S.target.data();
+        const double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
+        red_sums(
+            n,
+            [&](long long e, double *a, double *) {
+                const double diff = (double)y[e] - (double)t[e];
+                *a = *a + diff * diff;
+                dy[e] = (float)(2.0 * diff / total_n);
+            },
+            &S.sums.loss, nullptr);
+    }
+}
+
+extern "C" void tr_backend_grad_sums(tr_ctx *c, float *A)
+{
+    const int nsegs = c->desc->nparams;
+    const trc_grad_seg *segs = S.segs.data();
+    red_sums(
+        S.ngrad,
+        [&](long long e, double *a0, double *a1) {
+            const trc_grad_seg *s = &segs[trc_seg_find(segs, nsegs, e)];
+            const long long i = e - s->start;
+            const double g = (double)A[s->grad_offset + i], sq = g * g;
+            if (trc_seg_counted(s, (int)(i / s->cols), (int)(i % s->cols)))
+                *a0 = *a0 + sq;
+            else
+                *a1 = *a1 + sq;
+        },
+        &S.sums.canon, &S.sums.rest);
+}
+
+extern "C" void tr_backend_step_read(tr_ctx *c, tr_step_sums *s)
+{
+    (void)c;
+    E.syncs += 1; /* trc_step.cu: one copy into pinned memory, one wait */
+    *s = S.sums;
+    S.sums = tr_step_sums{};
+}
+
+extern "C" void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
+{
+    const tr_rank_desc *d = c->desc;
+    for (int i = 0; i < d->nparams; i++) {
+        float *g = A + d->params[i].grad_offset;
+        for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
+            g[e] = g[e] * s;
+    }
+}
+
+extern "C" void tr_backend_upload_batch(tr_ctx *c, float *dst, const float *src, long long n)
+{
+    (void)c;
+    if (dst != src) /* trc_step.cu: through pinned staging, no wait */
+        memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
 /* ---- trc.h ------------------------------------------------------------------------------ */

@@ -8,7 +8,7 @@
 #               at the same shape (the fraction: cuBLAS alone / in the schedule); per fused kernel its time and
 #               that of a device-to-device copy moving as many bytes (the fraction of copy bandwidth)
 #            2. 12 GPT-2 small blocks on [1,1,1]: the forward (--repeat 20, median) and a training step
-#               (--steps 10 --timing, median: forward, loss and dL/dy on the host, backward, AdamW), fp32 and TF32
+#               (--steps 10 --timing, median: forward, loss and dL/dy, backward, gradient norm, AdamW), fp32 and TF32
 #   torch    tests/gpu/torch_bench.py: the same 12 blocks and shapes in PyTorch, eager and torch.compile, fp32
 #            and TF32, forward and training step (after checking in float64 that it computes tessgen's function)
 #   compare  the comparison users make, in bf16, for the 12 GPT-2 small blocks and for the whole GPT-2 small
