@@ -576,21 +576,43 @@ static bool lm_instance(const char *line)
     return false;
 }
 
-/* kernels.cu: the template with the block kernels' instances; for a language model a section after it that
+/* Is this instance line one of the column-sum family's (kernels_colsum.cu.in)? */
+static bool colsum_instance(const char *line)
+{
+    return !strncmp(line + strlen("template void "), "colsum<", 7);
+}
+
+/* Is this instance line one of layernorm backward's (kernels_layernorm.cu.in)? */
+static bool lnbwd_instance(const char *line)
+{
+    const char *p = line + strlen("template void ");
+    return !strncmp(p, "ln_bwd_sums<", 12) || !strncmp(p, "ln_bwd_apply<", 13);
+}
+
+/* kernels.cu: the template with the block kernels' instances, then each split-out family's template with its
+ * own instances (column sums, layernorm backward: the latter uses the former); for a language model a section after it that
  * includes the LM kernels (runtime/cuda/trk_lm_kernels.cuh) and instantiates them, so that the kernels.cu of a
  * block stack (and every fingerprint, which hashes the templates) stays byte for byte what it was. */
 bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
 {
-    tg_sb inst, lm;
+    tg_sb inst, lm, cs, ln;
     tg_sb_init(&inst);
     tg_sb_init(&lm);
-    for (int i = 0; i < ks->n; i++)
-        tg_sb_puts(lm_instance(ks->line[i]) ? &lm : &inst, ks->line[i]);
+    tg_sb_init(&cs);
+    tg_sb_init(&ln);
+    for (int i = 0; i < ks->n; i++) {
+        const char *l = ks->line[i];
+        tg_sb_puts(lm_instance(l) ? &lm : colsum_instance(l) ? &cs : lnbwd_instance(l) ? &ln : &inst, l);
+    }
     char store[8][64];
     tg_tvar vars[12];
     int n = tg_emit_common_vars(pl, vars, store);
-    vars[n++] = (tg_tvar){"INSTANCES", inst.s};
+    vars[n++] = (tg_tvar){"INSTANCES", inst.s ? inst.s : ""};
     bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
+    vars[n - 1] = (tg_tvar){"INSTANCES", cs.s ? cs.s : ""};
+    ok = ok && tg_template_fill(out, "kernels_colsum.cu.in", vars, n, err);
+    vars[n - 1] = (tg_tvar){"INSTANCES", ln.s ? ln.s : ""};
+    ok = ok && tg_template_fill(out, "kernels_layernorm.cu.in", vars, n, err);
     if (ok && pl->V > 0) {
         tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the "
                         "loss, and\n * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"
@@ -602,6 +624,8 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     }
     tg_sb_free(&inst);
     tg_sb_free(&lm);
+    tg_sb_free(&cs);
+    tg_sb_free(&ln);
     return ok;
 }
 
