@@ -21,7 +21,8 @@
 # With nvcc (else one "ok - ... # skip" line):
 #   compile    every generated .cu of the same meshes (inference, training, the vocab spec) compiled for sm_80 and sm_90 with warnings as
 #              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
-#              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails
+#              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails; the standalone GPU check
+#              tests/cuda/lnb_check.cu (column sums, layernorm backward) compiled the same way (it runs on a GPU only)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 CU_MESHES="1,1 2,1 2,2"
 CU_REF=tests/ref/tessref.py
@@ -527,8 +528,8 @@ cu_compile() { # q d [t]: build bin/model-cuda; then ptxas -v of kernels.cu, no 
     # one summary line per kernel and architecture: name, registers, shared memory, spills
     awk '/Compiling entry function/ {
              k = "?"; a = "?"
-             if (match($0, /k_[a-z_]+I(L[ib][0-9]+E)+E/)) {
-                 k = substr($0, RSTART, RLENGTH); sub(/I/, "<", k); gsub(/L[ib]/, "", k); sub(/EE$/, ">", k); gsub(/E/, ",", k)
+             if (match($0, /k_[a-z_]+I(L[ib][0-9]+E)+/)) { # the literal arguments (a type argument left out)
+                 k = substr($0, RSTART, RLENGTH); sub(/I/, "<", k); gsub(/L[ib]/, "", k); sub(/E$/, ">", k); gsub(/E/, ",", k)
              }
              if (match($0, /for .sm_[0-9a]+/)) a = substr($0, RSTART + 5, RLENGTH - 5)
          }
@@ -563,6 +564,8 @@ if wanted "cuda: compile"; then
                 check "cuda: compile: every .cu of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
                     cu_compile "$q" "$d" lm
         done
+        check "cuda: compile: the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills" \
+            tests/cuda/lnb_check.sh "$WORK/lnb_check"
         if [ -s "$WORK/cu_ptxas.txt" ]; then
             echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"
             sort -u "$WORK/cu_ptxas.txt" | sed 's/^/    #   /'

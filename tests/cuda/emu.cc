@@ -48,7 +48,6 @@
 #include "kernels.cuh"
 #include "trc.h"
 #include "trc_step.h"
-#include "trk_cols.h"
 #include "trk_lm.cuh"
 
 extern "C" {
@@ -57,6 +56,8 @@ extern "C" {
 #include "tr_tokens.h"
 }
 #include "tr_bf16.h"
+
+#include "lnb_ref.h"
 
 namespace {
 
@@ -696,54 +697,11 @@ void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
     });
 }
 
-/* The column-sum family (templates/kernels_colsum.cu.in) in its order (runtime/cuda/trk_cols.h): per chunk of
- * rows, slice s of a column adds rows r0 + s, r0 + s + 8, ... in float, the slices are added in slice order; then
- * the chunks' partials in chunk order. row(r) gives what the term needs of row r, add(rowv, r, col, acc) adds. */
-template <int ROWS, int COLS, int NV, class ROW, class ADD>
-void col_sums(ROW row, ADD add, float *out0, float *out1)
-{
-    constexpr int CH = trk_col_chunk_rows(ROWS, COLS), NCH = trk_col_chunks(ROWS, COLS);
-    std::vector<float> part((size_t)NCH * NV * COLS);
-    std::vector<decltype(row(0))> rowv(ROWS);
-    for (int r = 0; r < ROWS; r++)
-        rowv[r] = row(r);
-    for (int c = 0; c < NCH; c++) {
-        const int r0 = c * CH, r1 = std::min(ROWS, r0 + CH);
-        for (int col = 0; col < COLS; col++) {
-            float red[NV][TRK_COL_SLICES];
-            for (int sl = 0; sl < TRK_COL_SLICES; sl++) {
-                float acc[NV];
-                for (int v = 0; v < NV; v++)
-                    acc[v] = 0.0f;
-                for (int r = r0 + sl; r < r1; r += TRK_COL_SLICES)
-                    add(rowv[r], r, col, acc);
-                for (int v = 0; v < NV; v++)
-                    red[v][sl] = acc[v];
-            }
-            for (int v = 0; v < NV; v++) {
-                float s = red[v][0];
-                for (int k = 1; k < TRK_COL_SLICES; k++)
-                    s += red[v][k];
-                part[((size_t)c * NV + v) * COLS + col] = s;
-            }
-        }
-    }
-    for (int v = 0; v < NV; v++)
-        for (int col = 0; col < COLS; col++) {
-            float s = part[(size_t)v * COLS + col];
-            for (int c = 1; c < NCH; c++)
-                s += part[((size_t)c * NV + v) * COLS + col];
-            (v == 0 ? out0 : out1)[col] = s;
-        }
-}
-
 template <int ROWS, int COLS>
 void colsum(cudaStream_t s, const float *dy, float *db)
 {
     push(stream_of(s), [=] {
-        col_sums<ROWS, COLS, 1>([](int) { return 0; },
-                                [=](int, int r, int col, float *acc) { acc[0] += dy[(size_t)r * COLS + col]; }, db,
-                                nullptr);
+        lnb_ref::colsum<ROWS, COLS>(dy, db);
     });
 }
 
@@ -756,38 +714,6 @@ void gelu_bwd(cudaStream_t s, float *dg, const float *u)
     });
 }
 
-/* Layernorm backward (templates/kernels_layernorm.cu.in): a warp per row, lane l taking elements 4v..4v+3 for
- * v = l, l + 32, ... (element l, l + 32, ... when COLS % 4 != 0), then the xor shuffle tree; dgamma and dbeta
- * through the column-sum family; the same float operations, fmaf where the kernels have it. */
-struct ln_row {
-    float mean, rstd;
-};
-
-template <int HIDDEN>
-ln_row ln_stats(float rs, float vs, float eps)
-{
-    return ln_row{rs / (float)HIDDEN, 1.0f / sqrtf(vs / (float)HIDDEN + eps)};
-}
-
-/* the lane that handles element j of a row */
-template <int COLS>
-int ln_lane(int j)
-{
-    return COLS % 4 == 0 ? (j / 4) % 32 : j % 32;
-}
-
-/* __shfl_xor_sync's sum tree over 32 lanes: lane 0's result (every lane has the same) */
-inline float xor_tree(float *v)
-{
-    for (int o = 16; o > 0; o /= 2) {
-        float n[32];
-        for (int l = 0; l < 32; l++)
-            n[l] = v[l] + v[l ^ o];
-        std::copy(n, n + 32, v);
-    }
-    return v[0];
-}
-
 template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
                  const float *gamma, float eps, float *sums, float *dgamma, float *dbeta)
@@ -797,29 +723,7 @@ void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *r
         trc_check_aligned(x, "ln_bwd_sums x", __FILE__, __LINE__);
         trc_check_aligned(gamma, "ln_bwd_sums gamma", __FILE__, __LINE__);
     }
-    push(stream_of(s), [=] {
-        for (int r = 0; r < ROWS; r++) {
-            const ln_row st = ln_stats<HIDDEN>(rs[r], vs[r], eps);
-            float s1[32] = {}, s2[32] = {};
-            for (int j = 0; j < COLS; j++) { /* per lane in ascending j: the kernel's order */
-                const size_t e = (size_t)r * COLS + j;
-                const int l = ln_lane<COLS>(j);
-                const float xhat = (x[e] - st.mean) * st.rstd, dxhat = dy[e] * gamma[j];
-                s1[l] += dxhat;
-                s2[l] = std::fma(dxhat, xhat, s2[l]);
-            }
-            sums[r] = xor_tree(s1);
-            sums[ROWS + r] = xor_tree(s2);
-        }
-        col_sums<ROWS, COLS, 2>([=](int r) { return ln_stats<HIDDEN>(rs[r], vs[r], eps); },
-                                [=](const ln_row &st, int r, int col, float *acc) {
-                                    const size_t e = (size_t)r * COLS + col;
-                                    const float d = dy[e], xhat = (x[e] - st.mean) * st.rstd;
-                                    acc[0] = std::fma(d, xhat, acc[0]);
-                                    acc[1] += d;
-                                },
-                                dgamma, dbeta);
-    });
+    push(stream_of(s), [=] { lnb_ref::ln_bwd_sums<ROWS, COLS, HIDDEN>(dy, x, rs, vs, gamma, eps, sums, dgamma, dbeta); });
 }
 
 template <int ROWS, int COLS, int HIDDEN>
@@ -832,18 +736,7 @@ void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *
         trc_check_aligned(gamma, "ln_bwd_apply gamma", __FILE__, __LINE__);
         trc_check_aligned(g, "ln_bwd_apply g", __FILE__, __LINE__);
     }
-    push(stream_of(s), [=] {
-        const float inv_n = 1.0f / (float)HIDDEN;
-        for (int r = 0; r < ROWS; r++) {
-            const ln_row st = ln_stats<HIDDEN>(rs[r], vs[r], eps);
-            const float m1 = sums[r] * inv_n, m2 = sums[ROWS + r] * inv_n;
-            for (int j = 0; j < COLS; j++) {
-                const size_t e = (size_t)r * COLS + j;
-                const float xhat = (x[e] - st.mean) * st.rstd, dxhat = dy[e] * gamma[j];
-                g[e] = std::fma(st.rstd, std::fma(-xhat, m2, dxhat - m1), g[e]);
-            }
-        }
-    });
+    push(stream_of(s), [=] { lnb_ref::ln_bwd_apply<ROWS, COLS, HIDDEN>(dy, x, rs, vs, gamma, sums, eps, g); });
 }
 
 /* in double, P recomputed per row; lse and dsum are the kernel's scratch: poisoned here, so that a

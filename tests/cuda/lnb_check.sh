@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tests/cuda/lnb_check.sh OUTDIR [run|bench]: the column sums and layernorm backward (templates/kernels_colsum.cu.in,
+# kernels_layernorm.cu.in; docs/CUDA.md) outside any schedule. Fills both templates, in the order kernels.cu has
+# them, into OUTDIR/kernels_lnb.cu and kernels.cuh into OUTDIR (no instances: tests/cuda/lnb_check.cu includes the
+# kernels and instantiates what it calls), compiles it for sm_80 and sm_90 with warnings as errors and spills
+# reported, links OUTDIR/lnb_check; with `run`, runs the checks, with `bench` the checks and the microbenchmark
+# (needs a GPU).
+set -euo pipefail
+out=$1
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+nvcc=${TESS_NVCC:-nvcc}
+mkdir -p "$out"
+fill() { # template -> stdout, the placeholders of gen/ filled with fixed text
+    python3 - "$1" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read().replace("@@INSTANCES@@", "")
+sys.stdout.write(re.sub(r"@@[A-Z_]+@@", "lnb_check", t))
+PY
+}
+{ fill "$repo/templates/kernels_colsum.cu.in" && fill "$repo/templates/kernels_layernorm.cu.in"; } >"$out/kernels_lnb.cu"
+fill "$repo/templates/kernels.cuh.in" >"$out/kernels.cuh"
+arch="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+# shellcheck disable=SC2046,SC2086
+flags="-std=c++20 -O3 $arch -ccbin mpicxx -Xcompiler -Wall,-Wextra -Xcompiler -Werror -Werror all-warnings
+    -Xptxas -warn-spills -I$out -I$repo/runtime -I$repo/runtime/cuda -I$repo/tests/cuda
+    $(mpicc --showme:compile 2>/dev/null || true)"
+# shellcheck disable=SC2086
+$nvcc $flags -c "$repo/tests/cuda/lnb_check.cu" -o "$out/lnb_check.o"
+# shellcheck disable=SC2086
+$nvcc $arch -ccbin mpicxx "$out/lnb_check.o" -o "$out/lnb_check"
+case ${2:-} in
+run) "$out/lnb_check" ;;
+bench) "$out/lnb_check" bench ;;
+esac
