@@ -17,7 +17,10 @@
  * one item at a time; a missing wait between the streams changes the result
  * under some order, and a wait cycle is reported as a deadlock. The kernels
  * are plain loops with the CUDA kernels' semantics (attention reads qkv and
- * adds the bias on the fly; scores stay internal), accumulating in double.
+ * adds the bias on the fly; scores stay internal), accumulating in double;
+ * the column sums and layernorm backward are tests/cuda/lnb_ref.h, the
+ * kernels' own float operations in their order (tests/cuda/lnb_check.cu
+ * checks on a GPU that the kernels give the same bits).
  * Training: backward and optimizer run the same way between trc_phase_begin
  * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
  * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.

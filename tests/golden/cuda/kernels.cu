@@ -13,11 +13,11 @@
  * The per-element arithmetic (GeLU, layernorm) is tr_math.h, the same code the CPU backend runs.
  *
  * Training adds: the forward variants that keep what the backward reads (out-of-place residual, GeLU with
- * its pre-activation kept, attention that writes the biased QKV back), column sums in a fixed order (32
- * columns x 8 row slices per block, partial sums added in slice order: deterministic), GeLU and layernorm
- * backward with tr_kernels_bwd.c's float statistics and double sums, and attention backward that recomputes
- * the probabilities from Q and K in two kernels (dQ per query row; dK and dV per key row) with the forward's
- * thread layout, keeping only each row's log-sum-exp and dO.O in the plan's [SEQ, SEQ] scratch.
+ * its pre-activation kept, attention that writes the biased QKV back), GeLU backward (column sums and layernorm
+ * backward are their own families, after this part: templates/kernels_colsum.cu.in, kernels_layernorm.cu.in),
+ * and attention backward that recomputes the probabilities from Q and K in two kernels (dQ per query row; dK and
+ * dV per key row) with the forward's thread layout, keeping only each row's log-sum-exp and dO.O in the plan's
+ * [SEQ, SEQ] scratch.
  *
  * bf16 outputs (docs/BF16.md): layernorm apply, attention and bias + GeLU (saved) write their output as OUT,
  * float or tr_bf16; the arithmetic is the same fp32 code, and a tr_bf16 output is its result rounded to nearest
@@ -364,118 +364,12 @@ __global__ void __launch_bounds__(kEltThreads)
 
 /* ---- training: backward kernels ------------------------------------------------------------------------ */
 
-/* Column sums in a fixed order: block (32 columns) x (kSlices row slices); thread (c, s) sums rows s, s +
- * kSlices, ... of its column in double, then slice 0 adds the kSlices partial sums in slice order. */
-constexpr int kSlices = 8;
-
-template <int ROWS, int COLS>
-__global__ void __launch_bounds__(kWarp *kSlices) k_colsum(const float *__restrict__ dy, float *__restrict__ db)
-{
-    __shared__ double part[kSlices][kWarp];
-    const int col = (int)blockIdx.x * kWarp + (int)threadIdx.x, sl = (int)threadIdx.y;
-    double s = 0;
-    if (col < COLS)
-        for (int r = sl; r < ROWS; r += kSlices)
-            s += (double)dy[(size_t)r * COLS + col];
-    part[sl][threadIdx.x] = s;
-    __syncthreads();
-    if (sl == 0 && col < COLS) {
-        double t = 0;
-        for (int k = 0; k < kSlices; k++)
-            t += part[k][threadIdx.x];
-        db[col] = (float)t;
-    }
-}
-
 template <int ROWS, int COLS>
 __global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const float *__restrict__ u)
 {
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
     if (i < (long long)ROWS * COLS)
         dg[i] *= tr_gelu_grad(u[i]);
-}
-
-/* tr_kernels_bwd.c's float statistics of a row: mean and 1/sqrt(var + eps) */
-template <int HIDDEN>
-__device__ __forceinline__ void ln_stats(float rs, float vs, float eps, float &mean, float &rstd)
-{
-    mean = rs / (float)HIDDEN;
-    rstd = 1.0f / sqrtf(vs / (float)HIDDEN + eps);
-}
-
-/* part 1, per row (one warp): s1 = sum dy*gamma, s2 = sum dy*gamma*xhat */
-template <int ROWS, int COLS, int HIDDEN>
-__global__ void __launch_bounds__(kRowThreads)
-    k_ln_bwd_rows(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
-                  const float *__restrict__ vs, const float *__restrict__ gamma, float eps, float *__restrict__ sums)
-{
-    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
-    if (r >= ROWS)
-        return;
-    float mean, rstd;
-    ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
-    double s1 = 0, s2 = 0;
-    for (int j = lane; j < COLS; j += kWarp) {
-        const float xhat = (x[(size_t)r * COLS + j] - mean) * rstd;
-        const float dxhat = dy[(size_t)r * COLS + j] * gamma[j];
-        s1 += (double)dxhat;
-        s2 += (double)dxhat * xhat;
-    }
-    s1 = warp_sum(s1);
-    s2 = warp_sum(s2);
-    if (lane == 0) {
-        sums[r] = (float)s1;
-        sums[ROWS + r] = (float)s2;
-    }
-}
-
-/* part 1, per column (fixed order as k_colsum): dgamma = sum_r dy*xhat, dbeta = sum_r dy */
-template <int ROWS, int COLS, int HIDDEN>
-__global__ void __launch_bounds__(kWarp *kSlices)
-    k_ln_bwd_cols(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
-                  const float *__restrict__ vs, float eps, float *__restrict__ dgamma, float *__restrict__ dbeta)
-{
-    __shared__ double pg[kSlices][kWarp], pb[kSlices][kWarp];
-    const int col = (int)blockIdx.x * kWarp + (int)threadIdx.x, sl = (int)threadIdx.y;
-    double sg = 0, sb = 0;
-    if (col < COLS)
-        for (int r = sl; r < ROWS; r += kSlices) {
-            float mean, rstd;
-            ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
-            const float xhat = (x[(size_t)r * COLS + col] - mean) * rstd, d = dy[(size_t)r * COLS + col];
-            sg += (double)d * xhat;
-            sb += (double)d;
-        }
-    pg[sl][threadIdx.x] = sg;
-    pb[sl][threadIdx.x] = sb;
-    __syncthreads();
-    if (sl == 0 && col < COLS) {
-        double tg = 0, tb = 0;
-        for (int k = 0; k < kSlices; k++) {
-            tg += pg[k][threadIdx.x];
-            tb += pb[k][threadIdx.x];
-        }
-        dgamma[col] = (float)tg;
-        dbeta[col] = (float)tb;
-    }
-}
-
-template <int ROWS, int COLS, int HIDDEN>
-__global__ void __launch_bounds__(kEltThreads)
-    k_ln_bwd_apply(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
-                   const float *__restrict__ vs, const float *__restrict__ gamma, const float *__restrict__ sums,
-                   float eps, float *__restrict__ g)
-{
-    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
-    if (i >= (long long)ROWS * COLS)
-        return;
-    const int r = (int)(i / COLS), j = (int)(i % COLS);
-    const float inv_n = 1.0f / (float)HIDDEN;
-    float mean, rstd;
-    ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
-    const float m1 = sums[r] * inv_n, m2 = sums[ROWS + r] * inv_n;
-    const float xhat = (x[i] - mean) * rstd, dxhat = dy[i] * gamma[j];
-    g[i] += rstd * (dxhat - m1 - xhat * m2);
 }
 
 /* Attention backward, per (sequence, head) pair p of a chunk of at most SEQ pairs (blockIdx.y), with the
@@ -754,37 +648,10 @@ void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
 }
 
 template <int ROWS, int COLS>
-void colsum(cudaStream_t s, const float *dy, float *db)
-{
-    k_colsum<ROWS, COLS><<<(unsigned)((COLS + kWarp - 1) / kWarp), dim3(kWarp, kSlices), 0, s>>>(dy, db);
-    TRC_LAUNCHED("trk::colsum");
-}
-
-template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const float *u)
 {
     k_gelu_bwd<ROWS, COLS><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(dg, u);
     TRC_LAUNCHED("trk::gelu_bwd");
-}
-
-template <int ROWS, int COLS, int HIDDEN>
-void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
-                 const float *gamma, float eps, float *sums, float *dgamma, float *dbeta)
-{
-    k_ln_bwd_rows<ROWS, COLS, HIDDEN><<<row_blocks(ROWS), kRowThreads, 0, s>>>(dy, x, rs, vs, gamma, eps, sums);
-    TRC_LAUNCHED("trk::ln_bwd_sums (rows)");
-    k_ln_bwd_cols<ROWS, COLS, HIDDEN><<<(unsigned)((COLS + kWarp - 1) / kWarp), dim3(kWarp, kSlices), 0, s>>>(
-        dy, x, rs, vs, eps, dgamma, dbeta);
-    TRC_LAUNCHED("trk::ln_bwd_sums (columns)");
-}
-
-template <int ROWS, int COLS, int HIDDEN>
-void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
-                  const float *gamma, const float *sums, float eps, float *g)
-{
-    k_ln_bwd_apply<ROWS, COLS, HIDDEN><<<elt_blocks((long long)ROWS * COLS), kEltThreads, 0, s>>>(dy, x, rs, vs, gamma,
-                                                                                                 sums, eps, g);
-    TRC_LAUNCHED("trk::ln_bwd_apply");
 }
 
 template <int NSEQ, int SEQ, int HEADS, int HD>
@@ -814,5 +681,351 @@ template void ln_apply<2, 4, 8>(cudaStream_t, const float *, const float *, cons
 template void attention<1, 2, 1, 4>(cudaStream_t, const float *, const float *, float *);
 template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const float *, float *);
 template void bias_gelu<2, 8>(cudaStream_t, float *, const float *);
+
+} // namespace trk
+
+/* ---- column sums (golden, templates/kernels_colsum.cu.in) ---------------------------------------------------
+ *
+ * One kernel family for every sum over the rows of a [ROWS, COLS] operand: the bias gradients (colsum) and
+ * layernorm backward's dgamma and dbeta (kernels_layernorm.cu.in), NV sums a column at once. The geometry is
+ * runtime/cuda/trk_cols.h's, shared with the emulation: chunks of consecutive rows x tiles of 32 columns, one
+ * block of 32 x 8 threads per (tile, chunk), about TRK_COL_BLOCKS blocks in all, so that a GPU is full whatever
+ * COLS is. Thread (x, s) adds rows s, s + 8, ... of its chunk in column x, ascending, in float (a warp reads 128
+ * contiguous bytes of a row); the 8 slices' sums are added in slice order into the chunk's partial sum
+ * (k_colpart), and a second kernel adds the chunks' partials in chunk order (k_colfinal; with one chunk the
+ * first kernel writes the result). Every order depends on the shape only: the same bits on every run, every
+ * replica, every device; tests/cuda/emu.cc adds in the same order.
+ *
+ * The partials live in a static device buffer of each (ROWS, COLS, NV) instance (g_part, chunks x NV x COLS
+ * floats), used only between the two kernels of one call on one stream: every fused kernel runs on the
+ * compute stream, in order, so no two calls overlap.
+ *
+ * A term is a struct with row_t (what a row needs, staged in shared memory for TRK_COL_SUB rows at a time:
+ * layernorm's mean and rstd, once per row and tile rather than once per element), row(r), and
+ * add(row_t, r, col, acc[NV]).
+ */
+#include <cuda_runtime.h>
+
+#include "kernels.cuh"
+#include "trc.h"
+#include "trk_cols.h"
+
+namespace trk {
+namespace cols {
+namespace {
+
+constexpr int kTile = TRK_COL_TILE, kSlices = TRK_COL_SLICES, kSub = TRK_COL_SUB;
+constexpr int kFinalThreads = 256;
+static_assert(kSub % kSlices == 0 && kTile * kSlices >= kSub, "a block stages kSub rows, one a thread");
+
+template <int ROWS, int COLS>
+struct geom {
+    static constexpr int tiles = trk_col_tiles(COLS);
+    static constexpr int chunk = trk_col_chunk_rows(ROWS, COLS);
+    static constexpr int chunks = trk_col_chunks(ROWS, COLS);
+    static_assert(chunks <= 65535, "column sums: at most 65535 row chunks");
+};
+
+/* the chunks' partial sums of one instance: [chunks][NV][COLS] */
+template <int ROWS, int COLS, int NV>
+__device__ float g_part[geom<ROWS, COLS>::chunks > 1 ? geom<ROWS, COLS>::chunks * NV * COLS : 1];
+
+template <int ROWS, int COLS, int NV, class TERM>
+__global__ void __launch_bounds__(kTile *kSlices)
+    k_colpart(const TERM t, float *__restrict__ out0, float *__restrict__ out1)
+{
+    using G = geom<ROWS, COLS>;
+    __shared__ typename TERM::row_t rowv[kSub];
+    __shared__ float red[NV][kSlices][kTile];
+    const int x = (int)threadIdx.x, sl = (int)threadIdx.y, col = (int)blockIdx.x * kTile + x;
+    const int r0 = (int)blockIdx.y * G::chunk, r1 = min(ROWS, r0 + G::chunk);
+    float acc[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        acc[v] = 0.0f;
+    for (int rb = r0; rb < r1; rb += kSub) {
+        const int n = min(kSub, r1 - rb), me = sl * kTile + x;
+        __syncthreads(); /* the previous rows are consumed */
+        if (me < n)
+            rowv[me] = t.row(rb + me);
+        __syncthreads();
+        if (col < COLS)
+            for (int i = sl; i < n; i += kSlices) /* rows r0 + sl + 8k, ascending */
+                t.add(rowv[i], rb + i, col, acc);
+    }
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        red[v][sl][x] = acc[v];
+    __syncthreads();
+    if (sl == 0 && col < COLS) {
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            float s = red[v][0][x];
+#pragma unroll
+            for (int k = 1; k < kSlices; k++)
+                s += red[v][k][x];
+            if constexpr (G::chunks == 1)
+                (v == 0 ? out0 : out1)[col] = s;
+            else
+                g_part<ROWS, COLS, NV>[((size_t)blockIdx.y * NV + v) * COLS + col] = s;
+        }
+    }
+}
+
+/* out_v[col] = the chunks' partials of (v, col) added in chunk order; one thread per (v, col) */
+template <int ROWS, int COLS, int NV>
+__global__ void __launch_bounds__(kFinalThreads)
+    k_colfinal(float *__restrict__ out0, float *__restrict__ out1)
+{
+    constexpr int NCH = geom<ROWS, COLS>::chunks;
+    const float *part = g_part<ROWS, COLS, NV>;
+    const int e = (int)blockIdx.x * kFinalThreads + (int)threadIdx.x;
+    if (e >= NV * COLS)
+        return;
+    const int v = e / COLS, col = e % COLS;
+    float s = part[(size_t)v * COLS + col];
+    for (int c = 1; c < NCH; c++)
+        s += part[((size_t)c * NV + v) * COLS + col];
+    (v == 0 ? out0 : out1)[col] = s;
+}
+
+/* the NV column sums of term t into out0 (and out1 when NV == 2), on stream s */
+template <int ROWS, int COLS, int NV, class TERM>
+void run(cudaStream_t s, const TERM &t, float *out0, float *out1, const char *what)
+{
+    static_assert(NV == 1 || NV == 2, "column sums: one or two a column");
+    using G = geom<ROWS, COLS>;
+    k_colpart<ROWS, COLS, NV, TERM><<<dim3(G::tiles, G::chunks), dim3(kTile, kSlices), 0, s>>>(t, out0, out1);
+    TRC_LAUNCHED(what);
+    if constexpr (G::chunks > 1) {
+        k_colfinal<ROWS, COLS, NV><<<(unsigned)((NV * COLS + kFinalThreads - 1) / kFinalThreads), kFinalThreads, 0,
+                                     s>>>(out0, out1);
+        TRC_LAUNCHED(what);
+    }
+}
+
+/* colsum's term: dy itself */
+template <int COLS>
+struct sum_term {
+    struct row_t {
+        char unused;
+    };
+    const float *dy;
+    __device__ row_t row(int) const { return row_t{0}; }
+    __device__ void add(const row_t &, int r, int col, float (&acc)[1]) const
+    {
+        acc[0] += dy[(size_t)r * COLS + col];
+    }
+};
+
+} // namespace
+} // namespace cols
+
+template <int ROWS, int COLS>
+void colsum(cudaStream_t s, const float *dy, float *db)
+{
+    cols::run<ROWS, COLS, 1>(s, cols::sum_term<COLS>{dy}, db, nullptr, "trk::colsum");
+}
+
+/* ---- column sums at the shapes of this model's schedule ---- */
+
+
+} // namespace trk
+
+/* ---- layernorm backward (golden, templates/kernels_layernorm.cu.in) -----------------------------------------
+ *
+ * y = xhat gamma + beta with xhat = (x - mean) rstd, over a row of HIDDEN columns of which a rank holds COLS;
+ * rs and vs are the forward's row sums and centred squares (full rows), mean = rs / HIDDEN and
+ * rstd = 1 / sqrtf(vs / HIDDEN + eps) as tr_kernels_bwd.c computes them, once per row. Two steps, the row
+ * group's all-reduce of s1, s2 between them:
+ *
+ *   ln_bwd_sums   k_ln_bwd_rows, a warp per row: s1 = sum_j dy gamma, s2 = sum_j (dy gamma) xhat over the rank's
+ *                 columns (lane j-strided, 16-byte loads when COLS % 4 == 0, then the xor shuffle tree);
+ *                 dgamma = sum_r dy xhat and dbeta = sum_r dy through the column-sum family
+ *                 (kernels_colsum.cu.in: every block a chunk of rows, chunks added in a fixed order), the
+ *                 chunk's mean and rstd staged in shared memory once per row and tile
+ *   ln_bwd_apply  k_ln_bwd_apply, a warp per row: g += rstd (dy gamma - s1/HIDDEN - xhat s2/HIDDEN)
+ *
+ * Every sum is in float, in an order fixed by the shape (deterministic). Every product that meets a sum is an
+ * explicit fmaf or a __fmul_rn (which the compiler never contracts), so that the bits are the source's and
+ * tests/cuda/lnb_ref.h (the emulation's and the standalone check's reference) does the same arithmetic.
+ */
+#include <math.h>
+
+#include "kernels.cuh"
+#include "trc.h"
+#include "trk_cols.h"
+
+namespace trk {
+namespace lnb {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kRowWarps = 8; /* rows per block: one warp each */
+constexpr int kThreads = kWarp * kRowWarps;
+
+constexpr unsigned blocks(int rows)
+{
+    return (unsigned)((rows + kRowWarps - 1) / kRowWarps);
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = kWarp / 2; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* tr_kernels_bwd.c's float statistics of a row: mean and 1/sqrt(var + eps) */
+template <int HIDDEN>
+__device__ __forceinline__ void ln_stats(float rs, float vs, float eps, float &mean, float &rstd)
+{
+    mean = rs / (float)HIDDEN;
+    rstd = 1.0f / sqrtf(vs / (float)HIDDEN + eps);
+}
+
+/* s1, s2 of one element into the lane's sums */
+__device__ __forceinline__ void row_add(float x, float dy, float g, float mean, float rstd, float &s1, float &s2)
+{
+    const float xhat = (x - mean) * rstd, dxhat = __fmul_rn(dy, g); /* never contracted into the sum */
+    s1 += dxhat;
+    s2 = fmaf(dxhat, xhat, s2);
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+__global__ void __launch_bounds__(kThreads)
+    k_ln_bwd_rows(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
+                  const float *__restrict__ vs, const float *__restrict__ gamma, float eps, float *__restrict__ sums)
+{
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return; /* warp-uniform */
+    float mean, rstd;
+    ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
+    const float *xr = x + (size_t)r * COLS, *dr = dy + (size_t)r * COLS;
+    float s1 = 0.0f, s2 = 0.0f;
+    if constexpr (COLS % 4 == 0) {
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr), *d4 = reinterpret_cast<const float4 *>(dr),
+                     *g4 = reinterpret_cast<const float4 *>(gamma);
+        for (int v = lane; v < COLS / 4; v += kWarp) {
+            const float4 a = x4[v], d = d4[v], g = g4[v];
+            row_add(a.x, d.x, g.x, mean, rstd, s1, s2);
+            row_add(a.y, d.y, g.y, mean, rstd, s1, s2);
+            row_add(a.z, d.z, g.z, mean, rstd, s1, s2);
+            row_add(a.w, d.w, g.w, mean, rstd, s1, s2);
+        }
+    } else {
+        for (int j = lane; j < COLS; j += kWarp)
+            row_add(xr[j], dr[j], gamma[j], mean, rstd, s1, s2);
+    }
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    if (lane == 0) {
+        sums[r] = s1;
+        sums[ROWS + r] = s2;
+    }
+}
+
+/* dx of one element: g + rstd (dxhat - m1 - xhat m2) */
+__device__ __forceinline__ float dx_of(float g, float x, float dy, float gm, float mean, float rstd, float m1,
+                                       float m2)
+{
+    const float xhat = (x - mean) * rstd, dxhat = __fmul_rn(dy, gm);
+    return fmaf(rstd, fmaf(-xhat, m2, dxhat - m1), g);
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+__global__ void __launch_bounds__(kThreads)
+    k_ln_bwd_apply(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ rs,
+                   const float *__restrict__ vs, const float *__restrict__ gamma, const float *__restrict__ sums,
+                   float eps, float *__restrict__ g)
+{
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return;
+    const float inv_n = 1.0f / (float)HIDDEN;
+    float mean, rstd;
+    ln_stats<HIDDEN>(rs[r], vs[r], eps, mean, rstd);
+    const float m1 = __fmul_rn(sums[r], inv_n), m2 = __fmul_rn(sums[ROWS + r], inv_n);
+    const float *xr = x + (size_t)r * COLS, *dr = dy + (size_t)r * COLS;
+    float *gr = g + (size_t)r * COLS;
+    if constexpr (COLS % 4 == 0) {
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr), *d4 = reinterpret_cast<const float4 *>(dr),
+                     *w4 = reinterpret_cast<const float4 *>(gamma);
+        float4 *g4 = reinterpret_cast<float4 *>(gr);
+        for (int v = lane; v < COLS / 4; v += kWarp) {
+            const float4 a = x4[v], d = d4[v], w = w4[v];
+            float4 o = g4[v];
+            o.x = dx_of(o.x, a.x, d.x, w.x, mean, rstd, m1, m2);
+            o.y = dx_of(o.y, a.y, d.y, w.y, mean, rstd, m1, m2);
+            o.z = dx_of(o.z, a.z, d.z, w.z, mean, rstd, m1, m2);
+            o.w = dx_of(o.w, a.w, d.w, w.w, mean, rstd, m1, m2);
+            g4[v] = o;
+        }
+    } else {
+        for (int j = lane; j < COLS; j += kWarp)
+            gr[j] = dx_of(gr[j], xr[j], dr[j], gamma[j], mean, rstd, m1, m2);
+    }
+}
+
+/* dgamma and dbeta as column sums: a row's mean and rstd staged once per (row, tile) */
+template <int COLS, int HIDDEN>
+struct dgb_term {
+    struct row_t {
+        float mean, rstd;
+    };
+    const float *dy, *x, *rs, *vs;
+    float eps;
+    __device__ row_t row(int r) const
+    {
+        row_t t;
+        ln_stats<HIDDEN>(rs[r], vs[r], eps, t.mean, t.rstd);
+        return t;
+    }
+    __device__ void add(const row_t &t, int r, int col, float (&acc)[2]) const
+    {
+        const size_t e = (size_t)r * COLS + col;
+        const float d = dy[e], xhat = (x[e] - t.mean) * t.rstd;
+        acc[0] = fmaf(d, xhat, acc[0]);
+        acc[1] += d;
+    }
+};
+
+} // namespace
+} // namespace lnb
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                 const float *gamma, float eps, float *sums, float *dgamma, float *dbeta)
+{
+    if constexpr (COLS % 4 == 0) {
+        TRC_ALIGNED16(dy, "ln_bwd_sums dy");
+        TRC_ALIGNED16(x, "ln_bwd_sums x");
+        TRC_ALIGNED16(gamma, "ln_bwd_sums gamma");
+    }
+    lnb::k_ln_bwd_rows<ROWS, COLS, HIDDEN><<<lnb::blocks(ROWS), lnb::kThreads, 0, s>>>(dy, x, rs, vs, gamma, eps,
+                                                                                        sums);
+    TRC_LAUNCHED("trk::ln_bwd_sums (rows)");
+    cols::run<ROWS, COLS, 2>(s, lnb::dgb_term<COLS, HIDDEN>{dy, x, rs, vs, eps}, dgamma, dbeta,
+                             "trk::ln_bwd_sums (columns)");
+}
+
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
+                  const float *gamma, const float *sums, float eps, float *g)
+{
+    if constexpr (COLS % 4 == 0) {
+        TRC_ALIGNED16(dy, "ln_bwd_apply dy");
+        TRC_ALIGNED16(x, "ln_bwd_apply x");
+        TRC_ALIGNED16(gamma, "ln_bwd_apply gamma");
+        TRC_ALIGNED16(g, "ln_bwd_apply g");
+    }
+    lnb::k_ln_bwd_apply<ROWS, COLS, HIDDEN><<<lnb::blocks(ROWS), lnb::kThreads, 0, s>>>(dy, x, rs, vs, gamma, sums,
+                                                                                         eps, g);
+    TRC_LAUNCHED("trk::ln_bwd_apply");
+}
+
+/* ---- layernorm backward at the shapes of this model's schedule ---- */
+
 
 } // namespace trk
