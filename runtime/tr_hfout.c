@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -333,12 +332,8 @@ bool tr_hfout_config_matches(const char *dir, tr_err *err)
     struct stat st;
     if (stat(path, &st) != 0 && errno == ENOENT)
         return true; /* a directory of weights alone: nothing to compare */
-    int fd = -1;
-    uint64_t size = 0;
-    const unsigned char *map = NULL;
-    tr_json_doc doc = {0};
-    bool ok = tr_st_map_file(path, "config.json", &fd, &size, &map, err) &&
-              tr_json_parse(&doc, (const char *)map, (size_t)size, path, err);
+    tr_json_doc doc;
+    bool ok = tr_st_read_json(path, "config.json", &doc, err);
     const tr_json_node *root = ok ? tr_json_root(&doc) : NULL;
     if (ok && root->type != TR_JSON_OBJECT)
         ok = tr_fail(err, "%s: the top level is %s, not an object: not a model's config.json; repair it or remove it",
@@ -420,10 +415,6 @@ bool tr_hfout_config_matches(const char *dir, tr_err *err)
                          dir, bad, bad == 1 ? "" : "s", bad == 1 ? "s" : "", dir);
     }
     tr_json_free(&doc);
-    if (map)
-        munmap((void *)map, (size_t)size);
-    if (fd >= 0)
-        close(fd);
     return ok;
 }
 

@@ -41,7 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -910,14 +909,10 @@ static bool built_from_manifest(void)
     struct stat st;
     if (stat(path, &st) != 0)
         return true;
-    int fd = -1;
-    uint64_t size = 0;
-    const unsigned char *map = NULL;
     tr_err err = {{0}};
-    tr_json_doc doc = {0};
+    tr_json_doc doc;
     const tr_json_node *fp = NULL;
-    bool read = tr_st_map_file(path, "manifest (JSON)", &fd, &size, &map, &err) &&
-                tr_json_parse(&doc, (const char *)map, (size_t)size, path, &err);
+    bool read = tr_st_read_json(path, "manifest (JSON)", &doc, &err);
     if (read)
         fp = tr_json_get(&doc, tr_json_root(&doc), "schedule_fingerprint");
     const char *rebuild = !strcmp(variant, "asan") ? " asan" : !strcmp(variant, "cuda") ? " cuda" : "";
@@ -935,10 +930,6 @@ static bool built_from_manifest(void)
         ok = false;
     }
     tr_json_free(&doc);
-    if (map)
-        munmap((void *)map, (size_t)size);
-    if (fd >= 0)
-        close(fd);
     return ok;
 }
 

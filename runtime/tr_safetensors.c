@@ -175,6 +175,20 @@ bool tr_st_map_file(const char *path, const char *kind, int *fd_out, uint64_t *s
     return true;
 }
 
+bool tr_st_read_json(const char *path, const char *what, tr_json_doc *doc, tr_err *err)
+{
+    int fd;
+    uint64_t size;
+    const unsigned char *map;
+    memset(doc, 0, sizeof *doc);
+    if (!tr_st_map_file(path, what, &fd, &size, &map, err))
+        return false;
+    bool ok = tr_json_parse(doc, (const char *)map, (size_t)size, path, err);
+    munmap((void *)map, (size_t)size);
+    close(fd);
+    return ok;
+}
+
 static bool write_all(int fd, const unsigned char *p, size_t n)
 {
     while (n > 0) {

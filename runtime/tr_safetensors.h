@@ -128,6 +128,12 @@ int tr_st_dtype_size(const char *dtype, int *bits);
 bool tr_st_map_file(const char *path, const char *kind, int *fd, uint64_t *size, const unsigned char **map,
                     tr_err *err);
 
+/* Read a whole JSON file (an index, config.json, manifest.json) into *doc, which owns its strings: mapped
+ * with tr_st_map_file (so a FIFO is refused, not waited on), parsed strictly, unmapped. `what` names the
+ * file in messages. On failure *doc is empty (safe to tr_json_free) and err says why. */
+struct tr_json_doc;
+bool tr_st_read_json(const char *path, const char *what, struct tr_json_doc *doc, tr_err *err);
+
 /* Write the concatenation of parts[0..nparts) (lens[i] bytes each) to path
  * atomically: path.tmp.<pid>, held with an fcntl write lock, fsync, rename,
  * fsync the directory. On failure the temp file is removed and path is

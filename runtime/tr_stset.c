@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -129,20 +128,13 @@ static bool read_index(tr_stset *s, const char *path, tr_err *err)
         snprintf(s->dir, sizeof s->dir, "/");
     else
         snprintf(s->dir, sizeof s->dir, "%.*s", (int)(slash - path), path);
-    int fd;
-    uint64_t size;
-    const unsigned char *map;
-    if (!tr_st_map_file(path, "safetensors index (JSON)", &fd, &size, &map, err))
-        return false;
     tr_json_doc doc;
     tr_err jerr = {{0}};
-    bool ok = tr_json_parse(&doc, (const char *)map, (size_t)size, path, &jerr);
-    munmap((void *)map, (size_t)size);
-    close(fd);
-    if (!ok)
+    if (!tr_st_read_json(path, "safetensors index (JSON)", &doc, &jerr))
         return tr_fail(err, "%s; a sharded checkpoint's index is the JSON save_pretrained writes: repair it or save "
                             "the model again",
                        jerr.msg);
+    bool ok;
     ok = false;
     const tr_json_node *root = tr_json_root(&doc), *wm = NULL;
     char **names = NULL; /* [count] shard name of each entry, pointing into doc */
