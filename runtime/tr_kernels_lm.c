@@ -94,7 +94,7 @@ void tr_lm_rowmax(tr_ctx *c, const float *L, int rows, int cols, int nvalid, flo
 #pragma omp parallel for schedule(static) if ((long)rows * nvalid >= TR_PAR_MIN)
     for (int r = 0; r < rows; r++)
         mx[r] = row_max(L + (long)r * cols, nvalid);
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_lm_sums(tr_ctx *c, const float *L, const float *mx, const int32_t *tgt, int v0, int rows, int cols, int nvalid,
@@ -108,7 +108,7 @@ void tr_lm_sums(tr_ctx *c, const float *L, const float *mx, const int32_t *tgt, 
         int t = tgt[r] - v0;
         s[rows + r] = (t >= 0 && t < nvalid) ? l[t] : 0.0f;
     }
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_lm_loss(tr_ctx *c, const float *mx, const float *s, int rows, float *loss)
@@ -116,7 +116,7 @@ void tr_lm_loss(tr_ctx *c, const float *mx, const float *s, int rows, float *los
     TIMED_BEGIN;
     for (int r = 0; r < rows; r++)
         loss[r] = (float)(log((double)s[r]) + (double)mx[r] - (double)s[rows + r]);
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_lm_dlogits(tr_ctx *c, const float *L, const float *mx, const float *s, const int32_t *tgt, int v0, int rows,
@@ -133,7 +133,7 @@ void tr_lm_dlogits(tr_ctx *c, const float *L, const float *mx, const float *s, c
         if (t >= 0 && t < nvalid)
             d[t] -= scale;
     }
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_embed_rows_bwd(tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,

@@ -197,6 +197,9 @@ static void test_loss(void)
         }
         TT_CHECK(worst_s < 1e-6, "sum of exponentials: relative error %.3g", worst_s);
         TT_CHECK(worst_d < 1e-6 * scale, "dlogits: absolute error %.3g (scale %g)", worst_d, (double)scale);
+        TT_CHECK(c.calls[TR_K_LOSS] == 3 && c.calls[TR_K_LN] == 0,
+                 "rowmax, sums, dlogits counted %lld calls as the loss kind, %lld as layernorm; want 3 and 0",
+                 c.calls[TR_K_LOSS], c.calls[TR_K_LN]);
     }
     TT_CASE("the loss kernels give the same bits on 1, 2, 3 and 5 threads")
     {
