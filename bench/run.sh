@@ -26,8 +26,12 @@
 #    bf16, forward and training, each measured by --bytes in one run; and on
 #    [1,1,1] the bf16 forward and training step against fp32's on the same cores.
 #
+# 7. The whole GPT-2's training step on [1,1,1] (GPT-2 small and a 4-layer C=256
+#    model, vocab 50257) against PyTorch CPU, eager (sdpa, fused AdamW) and
+#    torch.compile, same model, batches and threads (bench/lm_cpu.sh).
+#
 # TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), cost and
-# paper (5), scale (4), bf16 (6); default all. The report names the OpenBLAS kernels that ran.
+# paper (5), scale (4), bf16 (6), lmcpu (7); default all. The report names the OpenBLAS kernels that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -38,7 +42,7 @@ mkdir -p "$B"
 REPORT="$B/report.md"
 : >"$REPORT"
 say() { echo "$@" | tee -a "$REPORT"; }
-PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16}
+PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16 lmcpu}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
@@ -268,6 +272,10 @@ if part bf16; then
     say "The CPU backend has no bf16 GEMM (Debian's OpenBLAS: docs/BF16.md): it widens both operands to fp32 and calls"
     say "sgemm, so a bf16 GEMM costs an fp32 GEMM plus the widening; bf16 pays off on a GPU (tensor cores, half the"
     say "bytes on the wire), not here. (raw lines: $B/dtspeed_*.out)"
+fi
+
+if part lmcpu; then
+    . bench/lm_cpu.sh
 fi
 
 if part scale; then

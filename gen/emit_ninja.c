@@ -4,11 +4,13 @@
  * (the launcher that starts each rank's program), and per rank class one
  * object and one program, bin/cpu/rank_iI_jJ (and bin/asan/... on request);
  * with the CUDA backend also bin/model-cuda and bin/cuda/... (its part is
- * printed by emit_ninja_cuda.c). The compiler, MPI flags and warnings-as-errors
+ * printed by emit_ninja_cuda.c). The CPU kernels (tr_kernels*.c, tr_gemm.c) get
+ * $kflags (-O3), the rest $cflags. The compiler, MPI flags and warnings-as-errors
  * choice come from the build settings (build_settings.h), printed as variables
  * at the top.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "emit.h"
 
@@ -41,9 +43,11 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
     size_t nrt = sizeof rt_src / sizeof rt_src[0];
     for (int v = 0; v < 2; v++) {
         tg_sb_printf(&rt, "build %s/rt/tr_main.o: cc $tessroot/runtime/tr_main.c\n  flags = %s\n", var[v][0], var[v][1]);
-        for (size_t k = 0; k < nrt; k++)
+        for (size_t k = 0; k < nrt; k++) {
+            bool kernel = !strncmp(rt_src[k], "tr_kernels", 10) || !strcmp(rt_src[k], "tr_gemm");
             tg_sb_printf(&rt, "build %s/rt/%s.o: cc $tessroot/runtime/%s.c\n  flags = %s\n", var[v][0], rt_src[k],
-                         rt_src[k], var[v][1]);
+                         rt_src[k], v == 0 && kernel ? "$kflags" : var[v][1]);
+        }
         tg_sb_printf(&rt, "build %s/rt/libtessrt.a: ar", var[v][0]);
         for (size_t k = 0; k < nrt; k++)
             tg_sb_printf(&rt, " $\n    %s/rt/%s.o", var[v][0], rt_src[k]);

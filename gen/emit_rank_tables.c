@@ -43,7 +43,7 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_LM_ROWMAX:
     case TG_STEP_LM_SUMS:
     case TG_STEP_LM_LOSS:
-    case TG_STEP_LM_DLOGITS: return "TR_K_LN";
+    case TG_STEP_LM_DLOGITS: return "TR_K_LOSS";
     }
     return "TR_K_GEMM";
 }

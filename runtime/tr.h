@@ -41,6 +41,7 @@ typedef enum tr_kind {
     TR_K_REDUCE,
     TR_K_OPTIMIZER,
     TR_K_CAST, /* fp32 -> bf16 copies of GEMM operands (docs/BF16.md) */
+    TR_K_LOSS, /* the vocab cross-entropy: row max, exp sums, per-token loss, dlogits */
     TR_NKINDS
 } tr_kind;
 

@@ -98,7 +98,8 @@ void tr_ctx_reset_counts(tr_ctx *c)
 const char *tr_kind_name(tr_kind k)
 {
     static const char *n[TR_NKINDS] = {"bcast",     "allreduce", "gemm",      "layernorm", "residual",
-                                       "gelu",      "attention", "reduce",    "optimizer", "cast"};
+                                       "gelu",      "attention", "reduce",    "optimizer", "cast",
+                                       "loss"};
     return (k >= 0 && k < TR_NKINDS) ? n[k] : "?";
 }
 

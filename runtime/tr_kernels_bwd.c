@@ -2,7 +2,8 @@
  * tr_kernels_bwd.c - the CPU backend's training kernels: the forward variants
  * that keep what the backward needs (out-of-place residual, GeLU with its
  * pre-activation kept), column sums for bias gradients, GeLU, layernorm and
- * attention backward, and the AdamW step. Sums accumulate in double.
+ * attention backward, and the AdamW step (vectorised, on the rank's threads:
+ * tr_vec.h). Sums accumulate in double.
  *
  * Layernorm backward, y = xhat*gamma + beta, xhat = (x - mean) * rstd, per token over all
  * C columns (this rank holds C/q of them; s1, s2 are summed over the row group between
@@ -15,10 +16,12 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 
 #include "tr_ctx.h"
 #include "tr_kernels.h"
 #include "tr_math.h"
+#include "tr_vec.h"
 
 void tr_resid_rowsum_to(tr_ctx *c, const float *x, const float *p, const float *bias, int rows, int cols, float *rs,
                         float *y)
@@ -172,6 +175,22 @@ void tr_attention_bwd(tr_ctx *c, const float *qkv, const float *dout, float *dqk
     TIMED_END(TR_K_ATTENTION);
 }
 
+/* AdamW on [0, n) of one slice: restrict (the four arrays never overlap) and no calls, so it vectorises. */
+TR_VEC_CLONES static void adamw_slice(float *restrict param, const float *restrict grad, float *restrict m,
+                                      float *restrict v, long n, float b1, float b2, float lr, float eps, float wd,
+                                      float c1, float c2)
+{
+    for (long e = 0; e < n; e++) {
+        float g = grad[e];
+        float me = b1 * m[e] + (1.0f - b1) * g;
+        float ve = b2 * v[e] + (1.0f - b2) * g * g;
+        m[e] = me;
+        v[e] = ve;
+        float mhat = me / c1, vhat = ve / c2;
+        param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+    }
+}
+
 void tr_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay)
 {
     TIMED_BEGIN;
@@ -179,12 +198,12 @@ void tr_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, in
     float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
     float wd = decay ? (float)md->weight_decay : 0.0f;
     float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
-    for (int e = 0; e < n; e++) {
-        float g = grad[e];
-        m[e] = b1 * m[e] + (1.0f - b1) * g;
-        v[e] = b2 * v[e] + (1.0f - b2) * g * g;
-        float mhat = m[e] / c1, vhat = v[e] / c2;
-        param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+    /* elementwise: each thread a fixed slice, the bits independent of the thread count (tr_vec.h) */
+#pragma omp parallel if (n >= TR_PAR_MIN)
+    {
+        long lo, hi;
+        tr_slice(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        adamw_slice(param + lo, grad + lo, m + lo, v + lo, hi - lo, b1, b2, lr, eps, wd, c1, c2);
     }
     TIMED_END(TR_K_OPTIMIZER);
 }

@@ -6,8 +6,10 @@
  * logit, the per-token loss) and its gradient. Every rank holds one vocab
  * block of Vq columns of which `nvalid` are real ids (< V); pad columns never
  * enter a max, a sum or a gradient. Token ids are int32 in the arena.
- * Sums accumulate in double; every loop runs in a fixed order, so results
- * are deterministic. tr_allreduce_max is the loss's one new collective.
+ * The loss kernels are vectorised (the exponentials in float by tr_vexpf,
+ * tr_vec.h) and spread their rows over the rank's threads; sums of the
+ * exponentials accumulate in double lanes; every loop runs in a fixed order,
+ * so results are deterministic and independent of the thread count. tr_allreduce_max is the loss's one new collective.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "tr_ctx.h"
 #include "tr_kernels.h"
+#include "tr_vec.h"
 
 void tr_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
 {
@@ -56,33 +59,56 @@ void tr_pos_add(tr_ctx *c, float *x, const float *wpe, int rows, int cols, int s
     TIMED_END(TR_K_RESID);
 }
 
+/* Max of l[0, n) (a vector reduction: OpenMP simd). */
+TR_VEC_CLONES static float row_max(const float *restrict l, int n)
+{
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int k = 0; k < n; k++)
+        m = l[k] > m ? l[k] : m;
+    return m;
+}
+
+/* Sum of exp(l[k] - mx) over [0, n): the exponentials in float (tr_vexpf), summed in double lanes. */
+TR_VEC_CLONES static double row_expsum(const float *restrict l, float mx, int n)
+{
+    double e = 0;
+#pragma omp simd reduction(+ : e)
+    for (int k = 0; k < n; k++)
+        e += (double)tr_vexpf(l[k] - mx);
+    return e;
+}
+
+/* d[k] = exp(l[k] - mx) * f over [0, n). */
+TR_VEC_CLONES static void row_softmax(const float *restrict l, float mx, float f, int n, float *restrict d)
+{
+    for (int k = 0; k < n; k++)
+        d[k] = tr_vexpf(l[k] - mx) * f;
+}
+
+/* The loss kernels: rows spread over the rank's threads (static schedule), each row computed by one thread in
+ * a fixed order, so the bits never depend on the thread count; one thread below TR_PAR_MIN logits. */
 void tr_lm_rowmax(tr_ctx *c, const float *L, int rows, int cols, int nvalid, float *mx)
 {
     TIMED_BEGIN;
-    for (int r = 0; r < rows; r++) {
-        const float *l = L + (long)r * cols;
-        float m = -INFINITY;
-        for (int k = 0; k < nvalid; k++)
-            m = l[k] > m ? l[k] : m;
-        mx[r] = m;
-    }
-    TIMED_END(TR_K_LN);
+#pragma omp parallel for schedule(static) if ((long)rows * nvalid >= TR_PAR_MIN)
+    for (int r = 0; r < rows; r++)
+        mx[r] = row_max(L + (long)r * cols, nvalid);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_lm_sums(tr_ctx *c, const float *L, const float *mx, const int32_t *tgt, int v0, int rows, int cols, int nvalid,
                 float *s)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if ((long)rows * nvalid >= TR_PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *l = L + (long)r * cols;
-        double e = 0;
-        for (int k = 0; k < nvalid; k++)
-            e += exp((double)l[k] - (double)mx[r]);
-        s[r] = (float)e;
+        s[r] = (float)row_expsum(l, mx[r], nvalid);
         int t = tgt[r] - v0;
         s[rows + r] = (t >= 0 && t < nvalid) ? l[t] : 0.0f;
     }
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_lm_loss(tr_ctx *c, const float *mx, const float *s, int rows, float *loss)
@@ -90,26 +116,24 @@ void tr_lm_loss(tr_ctx *c, const float *mx, const float *s, int rows, float *los
     TIMED_BEGIN;
     for (int r = 0; r < rows; r++)
         loss[r] = (float)(log((double)s[r]) + (double)mx[r] - (double)s[rows + r]);
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_lm_dlogits(tr_ctx *c, const float *L, const float *mx, const float *s, const int32_t *tgt, int v0, int rows,
                    int cols, int nvalid, float scale, float *dl)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if ((long)rows * nvalid >= TR_PAR_MIN)
     for (int r = 0; r < rows; r++) {
-        const float *l = L + (long)r * cols;
         float *d = dl + (long)r * cols;
-        double inv = 1.0 / (double)s[r];
-        for (int k = 0; k < nvalid; k++)
-            d[k] = (float)(exp((double)l[k] - (double)mx[r]) * inv * scale);
+        row_softmax(L + (long)r * cols, mx[r], (float)((double)scale / (double)s[r]), nvalid, d);
         for (int k = nvalid; k < cols; k++)
             d[k] = 0.0f;
         int t = tgt[r] - v0;
         if (t >= 0 && t < nvalid)
             d[t] -= scale;
     }
-    TIMED_END(TR_K_LN);
+    TIMED_END(TR_K_LOSS);
 }
 
 void tr_embed_rows_bwd(tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,

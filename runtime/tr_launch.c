@@ -26,15 +26,18 @@
  * (OMPI_COMM_WORLD_LOCAL_SIZE; srun's SLURM_STEP_TASKS_PER_NODE at
  * SLURM_NODEID; MPICH's MPI_LOCALNRANKS; else 1). A task's share is
  * SLURM_CPUS_PER_TASK where Slurm gave each task its cores (srun -c), else its
- * cores divided by the node's tasks, at least 1: OPENBLAS_NUM_THREADS is set to
- * it (CPU programs). With more tasks on the node than cores a task may run on
+ * cores divided by the node's tasks, at least 1: OPENBLAS_NUM_THREADS (the
+ * GEMMs) and OMP_NUM_THREADS (the CPU kernels' OpenMP threads, tr_vec.h) are
+ * set to it (CPU programs), so a rank never runs more threads than its cores
+ * (the two pools take turns: a kernel and a GEMM never run at once). With more tasks on the node than cores a task may run on
  * (and no srun -c), OMPI_MCA_mpi_yield_when_idle=1, so a waiting rank yields its
  * core instead of spinning on it (mpirun does that itself only for a job it
  * knows oversubscribes; under srun, Open MPI spins: 200 times slower here). A
  * task bound to fewer cores than the node has tasks cannot be told from an
  * oversubscribed one and also gets it, at a small latency cost. A variable the
  * user set (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS; the yield variable) is
- * left as it is.
+ * left as it is; a user's OMP_NUM_THREADS alone also sets OpenBLAS's count
+ * (OpenBLAS reads it when OPENBLAS_NUM_THREADS is unset).
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
@@ -134,7 +137,7 @@ static long local_tasks(void)
     return n ? n : 1;
 }
 
-/* OPENBLAS_NUM_THREADS and OMPI_MCA_mpi_yield_when_idle from the cores this task has (top of file). */
+/* OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and OMPI_MCA_mpi_yield_when_idle from the cores this task has (top of file). */
 static void set_threads(void)
 {
     cpu_set_t set;
@@ -144,9 +147,13 @@ static void set_threads(void)
     long tasks = local_tasks(), per_task = env_count("SLURM_CPUS_PER_TASK");
     long share = per_task ? (per_task < cores ? per_task : cores) : cores / tasks;
     char buf[32];
-    if (strcmp(TR_LAUNCH_DIR, "cuda") != 0 && !getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) {
-        snprintf(buf, sizeof buf, "%ld", share > 1 ? share : 1);
-        setenv("OPENBLAS_NUM_THREADS", buf, 1);
+    snprintf(buf, sizeof buf, "%ld", share > 1 ? share : 1);
+    if (strcmp(TR_LAUNCH_DIR, "cuda") != 0) {
+        /* OpenBLAS follows OMP_NUM_THREADS when OPENBLAS_NUM_THREADS is unset: the user's OMP value rules both */
+        if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
+            setenv("OPENBLAS_NUM_THREADS", buf, 1);
+        if (!getenv("OMP_NUM_THREADS"))
+            setenv("OMP_NUM_THREADS", buf, 1); /* the kernels' OpenMP threads: the same share */
     }
     if (!per_task && tasks > cores && !getenv("OMPI_MCA_mpi_yield_when_idle"))
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);

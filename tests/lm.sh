@@ -86,6 +86,22 @@ lm_replicas() { # q d
         tee "$W/rep.out" && grep -q "bitwise identical" "$W/rep.out"
 }
 
+# --timing: the vocab cross-entropy (row max, exp sums, loss, dlogits) is its own kind, "loss", with time in it,
+# and the generated step table files the loss steps under it (not under "layernorm")
+lm_timing_kind() { # q d
+    local W="$WORK/lm" dir="$WORK/lm/train_$1_$2"
+    "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 2 --timing >"$W/timing.out" ||
+        return 1
+    cat "$W/timing.out"
+    awk -F= '$1 == "loss_seconds" { found = 1; if ($2 + 0 > 0) pos = 1 } END { exit !(found && pos) }' \
+        "$W/timing.out" || { echo "no loss_seconds > 0 in the --timing report"; return 1; }
+    if grep '"loss", TR_K_' "$dir"/rank_i0_j0.c | grep -Ev '"loss", TR_K_(LOSS|ALLREDUCE|BCAST|REDUCE),'; then
+        echo "rank_i0_j0.c's step table files a loss step under another kind (above)"
+        return 1
+    fi
+    grep -q '"loss", TR_K_LOSS,' "$dir"/rank_i0_j0.c || { echo "rank_i0_j0.c has no TR_K_LOSS step"; return 1; }
+}
+
 # 20 steps: every mesh within 2e-5 of [1,1,1] and within 1e-4 of the float64 reference at every step (the loss
 # falls from 4.74 to 2.36). Why: the meshes differ only in the order of float32 sums (SUMMA partial products,
 # reductions over row and col), measured <= 6e-8 relative over the 20 steps on [3,3,1] and [2,2,2]; float32 against
@@ -303,6 +319,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
                 check "lm: mesh [$q,$q,$d] every gradient (wte, wpe, ln_f, blocks) matches lm-backward, planned bytes" \
                     lm_grads "$q" "$d"
                 check "lm: mesh [$q,$q,$d] replicas bitwise identical after 3 AdamW steps" lm_replicas "$q" "$d"
+                [ "$q,$d" = 1,1 ] && check "lm: --timing files the vocab loss under its own kind, loss" \
+                    lm_timing_kind "$q" "$d"
             else
                 notok "lm: mesh [$q,$q,$d] generate and build" "$WORK/log"
             fi

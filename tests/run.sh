@@ -2,7 +2,8 @@
 # tests/run.sh - the whole test suite, one command on a fresh machine:
 # installs missing Debian packages (scripts/deps.sh), builds tessgen, the
 # runtime and the unit tests (normal and ASan+UBSan), then runs
-#   unit      mesh, spec, machine, plan, streams, placement, file-I/O, data and bf16 kernel unit tests, both builds
+#   unit      mesh, spec, machine, plan, streams, placement, file-I/O, data, bf16 kernel and CPU kernel (AdamW, loss,
+#             expf, thread counts) unit tests, both builds; no errno-setting math calls in the runtime's kernels
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
@@ -105,7 +106,7 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k; do
+for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k test_cpuk; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done
@@ -114,6 +115,17 @@ mpirun_flags="--oversubscribe --bind-to none"
 [ "$(id -u)" = 0 ] && mpirun_flags="$mpirun_flags --allow-run-as-root"
 # shellcheck disable=SC2086
 check "unit test_bf16k: tr_bcast_bf16 over 3 ranks" mpirun $mpirun_flags -np 3 build/tests/test_bf16k --bcast
+# the runtime is built with -fno-math-errno: the kernels' sqrtf is one instruction, not a call that may set errno
+# (which keeps a loop from vectorising); the loss's exponentials are tr_vexpf, no libm call at all
+unit_no_errno_math() {
+    local o bad=0
+    for o in build/rt/tr_kernels.o build/rt/tr_kernels_bwd.o build/rt/tr_kernels_lm.o; do
+        if nm "$o" | grep -Ew 'U (sqrtf|sqrt)'; then echo "$o calls libm's sqrt"; bad=1; fi
+    done
+    if nm build/rt/tr_kernels_lm.o | grep -Ew 'U (expf|exp)'; then echo "the loss calls libm's exp"; bad=1; fi
+    return $bad
+}
+check "unit: the runtime's kernels call no errno-setting sqrtf, the loss no libm exp" unit_no_errno_math
 
 # ---- cli ---------------------------------------------------------------------------
 . tests/cli.sh

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# bench/lm_cpu.sh - part "lmcpu" of `ninja bench` (bench/run.sh): tessgen's [1,1,1] training step of the whole
+# GPT-2 (vocab 50257, positions 1024, batch 4 x seq 64) against PyTorch CPU on the same random model and
+# batches, the same AdamW and the same number of threads, side by side in one run:
+#   gpt2s   12 layers, C=768, 12 heads, F=3072 (GPT-2 small, 124M parameters)
+#   small   4 layers, C=256, 4 heads, F=1024
+# tessgen: the generated program's --steps N --timing median step (its time per kind beside);
+# PyTorch: bench/torch_cpu.py, eager (scaled_dot_product_attention, fused AdamW) and torch.compile.
+# Ratios are tessgen / PyTorch (below 1: tessgen faster). Without torch (PyTorch's CPU wheel:
+# pip install torch --index-url https://download.pytorch.org/whl/cpu, or TESS_TORCH_PY naming a python that
+# has it) the PyTorch columns say so. TESS_LMCPU_MODELS picks models (default "small gpt2s"),
+# TESS_LMCPU_STEPS the timed steps (default 5, after 2 of warm-up for PyTorch; tessgen's median covers all).
+# Called by bench/run.sh with $B, $PY and say() set.
+set -euo pipefail
+
+lmcpu_model() { # name -> "L C H F"
+    case $1 in
+    gpt2s) echo "12 768 12 3072" ;;
+    small) echo "4 256 4 1024" ;;
+    *) echo "bench/lm_cpu.sh: unknown model $1 (gpt2s, small)" >&2; return 1 ;;
+    esac
+}
+
+lmcpu_run() {
+    local TPY=${TESS_TORCH_PY:-$PY} steps=${TESS_LMCPU_STEPS:-5} threads m L C H F d row
+    threads=$(nproc)
+    local V=50257 P=1024 S=64 NB=4
+    local have_torch=1
+    "$TPY" -c 'import torch' 2>/dev/null || have_torch=0
+    say ""
+    say "### The whole GPT-2's training step on [1,1,1] against PyTorch CPU"
+    say ""
+    say "Vocab $V, positions $P, batch $NB x seq $S, float32, AdamW (lr 1e-3, weight decay 0.01), $threads threads each"
+    say "(bin/model sets OPENBLAS_NUM_THREADS and OMP_NUM_THREADS; torch.set_num_threads). Same random weights"
+    say "(tests/ref/tessref.py lm-weights) and token batches on both sides; the first step's loss shown for both."
+    if [ $have_torch = 1 ]; then
+        say "PyTorch: $("$TPY" -c 'import torch; print(torch.__version__, "- BLAS:", next((l.split("=",1)[1].strip() for l in torch.__config__.show().replace(",", "\n").splitlines() if "BLAS_INFO" in l), "?"))' 2>/dev/null)."
+    else
+        say "PyTorch: not importable by $TPY: its columns are empty (install the CPU wheel, or set TESS_TORCH_PY)."
+    fi
+    say ""
+    say "| model | tessgen step s | loss 1 | eager s | loss 1 | compile s | tessgen / eager | tessgen / compile | tessgen's kinds (s): gemm, loss, optimizer, layernorm, attention |"
+    say "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    for m in ${TESS_LMCPU_MODELS:-small gpt2s}; do
+        read -r L C H F <<<"$(lmcpu_model "$m")"
+        d="$B/lmcpu_$m"
+        rm -rf "$d" && mkdir -p "$d"
+        cat >"$d.lua" <<SPEC
+return { name = "lmcpu_$m", mode = "train", mesh = { q = 1, d = 1 },
+         model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $NB, eps = 1e-5,
+                   vocab = $V, positions = $P },
+         optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 } }
+SPEC
+        "$PY" tests/ref/tessref.py lm-weights --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --seq $S \
+            --batch $NB --vocab $V --positions $P --seed 1 --out "$d/w.st"
+        "$PY" tests/ref/tessref.py tokens --batch $NB --seq $S --vocab $V --seed 1 --out "$d/tok.npy"
+        "$PY" tests/ref/tessref.py tokens --batch $NB --seq $S --vocab $V --seed 2 --out "$d/tgt.npy"
+        bin/tessgen "$d.lua" -o "$d/prog" --quiet
+        ninja -C "$d/prog" cpu >/dev/null
+        "$d/prog/run" --weights "$d/w.st" --tokens "$d/tok.npy" --targets "$d/tgt.npy" --steps $((steps + 1)) \
+            --timing >"$d/tessgen.out"
+        local ts tl k kinds=""
+        ts=$(sed -n 's/^step_seconds_median=//p' "$d/tessgen.out")
+        tl=$(awk '$1 == "step" && $2 == 1 { print $4 }' "$d/tessgen.out")
+        for k in gemm loss optimizer layernorm attention; do
+            kinds="$kinds$(printf '%.3f' "$(sed -n "s/^${k}_seconds=//p" "$d/tessgen.out")"), "
+        done
+        local es="" el="" cs=""
+        if [ $have_torch = 1 ]; then
+            "$TPY" bench/torch_cpu.py --weights "$d/w.st" --tokens "$d/tok.npy" --targets "$d/tgt.npy" \
+                --layers "$L" --heads "$H" --threads "$threads" --steps "$steps" >"$d/torch.out" 2>"$d/torch.err" || true
+            es=$(sed -n 's/^eager_step_seconds_median=//p' "$d/torch.out")
+            el=$(sed -n 's/^eager_loss1=//p' "$d/torch.out")
+            cs=$(sed -n 's/^compile_step_seconds_median=//p' "$d/torch.out")
+        fi
+        row="| $m ($L layers, C=$C) | $(printf '%.3f' "$ts") | $tl | ${es:+$(printf '%.3f' "$es")} | $el | ${cs:+$(printf '%.3f' "$cs")}"
+        row="$row | ${es:+$(ratio "$ts" "$es")} | ${cs:+$(ratio "$ts" "$cs")} | ${kinds%, } |"
+        say "$row"
+    done
+    say ""
+    say "(raw lines: $B/lmcpu_*/tessgen.out, $B/lmcpu_*/torch.out; torch.compile's errors, if any, in torch.out)"
+}
+
+lmcpu_run

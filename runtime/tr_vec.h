@@ -1,0 +1,79 @@
+/*
+ * tr_vec.h - what the CPU kernels share to run at the machine's vector width
+ * on the rank's threads, deterministically (docs/ARCHITECTURE.md, "CPU
+ * kernels: threads and vectors").
+ *
+ * Vector width. The runtime is built for the baseline of its architecture
+ * (portable binaries: a program built on a login node runs on any compute
+ * node), so a hot loop is put in a function marked TR_VEC_CLONES: on x86-64
+ * with GCC or clang the compiler emits an AVX2 and a baseline copy and the
+ * loader picks one per machine (target_clones). The AVX2 copy has no FMA (the
+ * runtime is built in ISO C mode, -ffp-contract=off), so elementwise kernels
+ * give the same bits in both copies; a reduction (`omp simd reduction`) sums
+ * in as many lanes as the copy's vectors hold, so its bits are fixed for a
+ * machine, as OpenBLAS's GEMMs are (they too pick their kernel per CPU).
+ *
+ * Threads. A kernel splits its rows (or elements) into fixed slices with
+ * tr_slice: thread t of n owns [lo, hi); every output element is computed by
+ * exactly one thread with the same instructions in the same order whatever n
+ * is, so results never depend on the thread count (tests/test_cpuk.c checks
+ * it). OpenMP's thread count is the rank's cores (runtime/tr_launch.c sets
+ * OMP_NUM_THREADS); small loops stay on one thread (TR_PAR_MIN elements).
+ *
+ * tr_vexpf: a vectorisable expf (Cephes' range reduction and degree-5
+ * polynomial), no branches and no calls, so a loop over it vectorises. For
+ * x in [-87.3, 88] its relative error against double exp is below 1.5e-7
+ * (measured 8.1e-8, within 1.4 ulp; tests/test_cpuk.c sweeps the range); below
+ * -87.3 it returns e^-87.3 (1.2e-38, the smallest normal float, instead of a
+ * subnormal or 0), above 88 e^88; NaN gives NaN. Only bit casts, no
+ * float-to-int conversion, so UBSan's float-cast-overflow has nothing to flag.
+ */
+#ifndef TR_VEC_H
+#define TR_VEC_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__) &&          \
+    !defined(TR_NO_CLONES)
+#define TR_VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TR_VEC_CLONES
+#endif
+
+#define TR_PAR_MIN 32768 /* elements below which a kernel stays on one thread */
+
+/* Thread t of n owns [*lo, *hi) of [0, count): contiguous, fixed, in order. */
+static inline void tr_slice(long count, int t, int n, long *lo, long *hi)
+{
+    *lo = count * t / n;
+    *hi = count * (t + 1) / n;
+}
+
+static inline float tr_vexpf(float x)
+{
+    const float hi = 88.0f, lo = -87.3f; /* 2^127 and 2^-126: the scale below stays a normal float */
+    x = x > hi ? hi : x;
+    x = x < lo ? lo : x; /* NaN passes both unchanged */
+    /* n = round(x / ln 2) by the 1.5 * 2^23 trick: t's low mantissa bits are n */
+    const float magic = 12582912.0f;
+    float t = x * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    uint32_t scale = (tb - 0x4B400000u + 127u) << 23; /* 2^n as a float's bits */
+    float s;
+    memcpy(&s, &scale, sizeof s);
+    return p * s;
+}
+
+#endif
