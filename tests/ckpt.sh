@@ -222,7 +222,7 @@ ck_asan() {
         --checkpoint-out "$c.st" --quiet 2>"$c.err" &&
         TESS_VARIANT=asan "$dir/run" --resume "$c.st" "${CK_DATA[@]}" --steps 2 --weights-out "$c.w.st" \
             --checkpoint-out "$c.2.st" --quiet 2>>"$c.err" || { cat "$c.err"; return 1; }
-    TESS_VARIANT=asan "$dir/run" --resume "$WORK/ck_flip.st" --steps 1 --quiet 2>>"$c.err"
+    TESS_VARIANT=asan "$dir/run" --resume "$WORK/ck_flip.st" "${CK_DATA[@]}" --steps 1 --quiet 2>>"$c.err"
     cat "$c.err"
     grep -q "checksum" "$c.err" && ! grep -q "ERROR: AddressSanitizer\|runtime error" "$c.err"
 }
