@@ -112,8 +112,10 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                      s->hidden, s->eps, bn(rp, s, 6));
         break;
     case TG_STEP_ATTN_BWD:
-        tg_sb_printf(o, "    tr_attention_bwd(c, %s, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->nseq, s->seq, s->heads, s->hdim);
+        /* its two [seq, seq] scratch side by side in slot 3 (plan_steps.c; slot 4 is the CUDA backend's) */
+        tg_sb_printf(o, "    tr_attention_bwd(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n", bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
+                     s->seq, s->heads, s->hdim);
         break;
     case TG_STEP_ADAMW:
         tg_sb_printf(o, "    tr_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
