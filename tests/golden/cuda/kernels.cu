@@ -741,7 +741,7 @@ void attention_bwd(tr_ctx *c, cudaStream_t s, const float *qkv, const float *dou
     }
 }
 
-/* ---- the attention shapes of this model's schedule ---- */
+/* ---- attention at the shapes of this model's schedule ---- */
 
 template void attention<1, 2, 1, 4, float>(tr_ctx *, cudaStream_t, float *, const float *, float *,
                                             float *, float *, float *);

@@ -12,7 +12,7 @@
  * 20 collectives on the comm stream, 16 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
  * Each phase function (forward; for training also backward and optimizer) starts and ends by joining the
  * two streams, so waits never cross a phase; it calls one function per layer.
- * Schedule 00e767d75d63c849: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule 9f715eb2a6e23eeb: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "kernels.cuh"
 #include "trc.h"
@@ -142,6 +142,7 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     float *const recv_L0_qkv_x = A + 368; /* [2,4] X(h=0,t) received over row for qkv; live 7..10 */
     float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=0) received over col for qkv; live 7..10 */
     float *const L0_att = A + 288; /* [2,4] attention output, head group j; live 11..14 */
+    float *const L0_scores = A + 272; /* [2,2] attention scores of one sequence's heads; live 11..11 */
     float *const L0_probs = A + 304; /* [2,2] attention probabilities of one sequence's heads; live 11..11 */
     float *const L0_proj = A + 304; /* [2,4] attention projection partial block; live 14..18 */
     float *const recv_L0_proj_x = A + 320; /* [2,4] X(h=0,t) received over row for proj; live 14..17 */
@@ -340,7 +341,7 @@ static const tr_rank_row rows[1] = {
 
 extern "C" const tr_class_desc tr_class = {
     .i = 0, .j = 0,
-    .fingerprint = "00e767d75d63c849",
+    .fingerprint = "9f715eb2a6e23eeb",
     .proto = {
         .rank = -1, .i = 0, .j = 0, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */
