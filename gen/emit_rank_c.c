@@ -24,6 +24,13 @@ static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
     return s->buf[slot] >= 0 && rp->bufs[s->buf[slot]].dtype == TG_BUF_BF16 ? "_bf16" : "";
 }
 
+/* Does the CPU call of step s name the buffer in slot? Attention's scratch beyond slot 3 (the CUDA backend's
+ * probabilities and bf16 copies, plan_steps.c) is not declared here. */
+static bool cpu_uses(const tg_step *s, int slot)
+{
+    return s->buf[slot] >= 0 && !((s->kind == TG_STEP_ATTENTION || s->kind == TG_STEP_ATTN_BWD) && slot >= 4);
+}
+
 static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s, int id)
 {
     char what[256];
@@ -176,7 +183,7 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         else
             tg_sb_printf(o, "/* ==== %s ==== */\n", names[sg[g].phase]);
         tg_sb_printf(o, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
-        ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, NULL, "rank's");
+        ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, cpu_uses, "rank's");
         tg_sb_puts(o, "\n");
         for (int i = sg[g].first; i <= sg[g].last; i++)
             print_step(o, pl, rp, co, &rp->steps[i], i);

@@ -95,7 +95,6 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=0) received over col for qkv; live 7..10 */
     float *const L0_att = A + 288; /* [2,4] attention output, head group j; live 11..14 */
     float *const L0_scores = A + 272; /* [2,2] attention scores of one sequence's heads; live 11..11 */
-    float *const L0_probs = A + 304; /* [2,2] attention probabilities of one sequence's heads; live 11..11 */
     float *const L0_proj = A + 304; /* [2,4] attention projection partial block; live 14..18 */
     float *const recv_L0_proj_x = A + 320; /* [2,4] X(h=0,t) received over row for proj; live 14..17 */
     float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=0) received over col for proj; live 14..17 */
