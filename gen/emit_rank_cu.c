@@ -196,15 +196,15 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         snprintf(line, sizeof line, "template void bias_gelu<%d, %d>(cudaStream_t, float *, const float *);\n",
                  s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION: /* T: the type its GEMMs read, that of the probabilities (slot 4; the plan gives the
-                             * output and the bf16 copy of QKV the same) */
-        tg_sb_printf(o, "    trk::attention<%d, %d, %d, %d, %s>(c, S, %s, %s, %s, %s, %s, %s);\n", s->nseq, s->seq,
-                     s->heads, s->hdim, cty(rp, s, 4), bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3),
-                     bn(rp, s, 4), bn(rp, s, 5));
+    case TG_STEP_ATTENTION: /* T: the type its GEMMs read, that of the probabilities (slot 4); OUT: the output's */
+        tg_sb_printf(o, "    trk::attention<%d, %d, %d, %d, %s, %s>(c, S, %s, %s, %s, %s, %s, %s);\n", s->nseq,
+                     s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 2), bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                     bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5));
         snprintf(line, sizeof line,
-                 "template void attention<%d, %d, %d, %d, %s>(tr_ctx *, cudaStream_t, float *, const float *, %s *,\n"
-                 "                                            float *, %s *, %s *);\n",
-                 s->nseq, s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 4), cty(rp, s, 4), cty(rp, s, 4));
+                 "template void attention<%d, %d, %d, %d, %s, %s>(tr_ctx *, cudaStream_t, float *, const float *, %s "
+                 "*,\n                                                 float *, %s *, %s *);\n",
+                 s->nseq, s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 2), cty(rp, s, 2), cty(rp, s, 4),
+                 cty(rp, s, 4));
         break;
     case TG_STEP_GELU_SAVE:
         tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),

@@ -552,8 +552,8 @@ void softmax_bwd_ref(int rows, int seq, const float *dp, T *p)
     }
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
-void attention(tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, T *out, float *scores, T *probs, T *qkvh)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T, typename OUT>
+void attention(tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, OUT *out, float *scores, T *probs, T *qkvh)
 {
     (void)c;
     push(stream_of(s), [=] {

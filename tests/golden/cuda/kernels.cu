@@ -513,10 +513,10 @@ template void bias_gelu<2, 8>(cudaStream_t, float *, const float *);
  *   backward   S = Q K^T -> k_softmax: P -> dV = P^T dO -> dP = dO V^T (fp32, over S) -> k_softmax_bwd:
  *              dS = P (dP - rowsum(P dP)), in place over P -> dQ = scale dS K, dK = scale dS^T Q
  *
- * T, the type the GEMMs read, is the type of the attention output: float in an fp32 program (CUBLAS_COMPUTE_32F,
- * TF32 with TESS_TF32=1, as every GEMM), tr_bf16 in a bf16 one (tensor cores, fp32 accumulation). Then the
- * forward's bias kernel also writes a bf16 copy of the biased Q, K, V, the softmax writes P in bf16 and PV writes
- * the bf16 output directly; the backward casts qkv and dO to bf16 first (trc_cast_bf16). Scores, dP and every
+ * T, the type the GEMMs read: float in an fp32 program (CUBLAS_COMPUTE_32F, TF32 with TESS_TF32=1, as every
+ * GEMM), tr_bf16 in a bf16 one (tensor cores, fp32 accumulation). Then the forward's bias kernel also writes a
+ * bf16 copy of the biased Q, K, V, the softmax writes P in bf16 and PV writes the output directly as OUT (bf16
+ * where a GEMM reads it next; fp32 where the scheme casts it itself, as Megatron-LM's does); the backward casts qkv and dO to bf16 first (trc_cast_bf16). Scores, dP and every
  * statistic stay fp32. The forward adds the bias to qkv in place (the plan gives the step write access; the
  * backward reads the biased QKV). The causal mask is applied in the softmax: the GEMMs compute whole [SEQ, SEQ]
  * products and the masked probabilities are exact zeros, so P V and the backward's products are exact sums over
@@ -681,8 +681,8 @@ constexpr unsigned blocks(long long n, int per)
 
 /* ---- attention launchers: the GEMMs on the compute stream (trc_gemm_batched), the kernels on s, the same stream */
 
-template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
-void attention(tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, T *out, float *scores, T *probs, T *qkvh)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T, typename OUT>
+void attention(tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, OUT *out, float *scores, T *probs, T *qkvh)
 {
     constexpr int CQ = HEADS * HD, LD = 3 * CQ, ROWS = HEADS * SEQ;
     constexpr long long SS = (long long)SEQ * SEQ;
@@ -743,7 +743,7 @@ void attention_bwd(tr_ctx *c, cudaStream_t s, const float *qkv, const float *dou
 
 /* ---- attention at the shapes of this model's schedule ---- */
 
-template void attention<1, 2, 1, 4, float>(tr_ctx *, cudaStream_t, float *, const float *, float *,
-                                            float *, float *, float *);
+template void attention<1, 2, 1, 4, float, float>(tr_ctx *, cudaStream_t, float *, const float *, float *,
+                                                 float *, float *, float *);
 
 } // namespace trk

@@ -50,9 +50,10 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias);
  * reads the biased QKV). cuBLAS strided-batched GEMMs over one sequence's heads and a softmax kernel
  * (kernels_attention.cu.in); scores [HEADS*SEQ, SEQ] fp32 and probs [HEADS*SEQ, SEQ] are the plan's scratch.
  * T is the GEMMs' operand type: float, or tr_bf16 in a bf16 program, where qkvh [NSEQ*SEQ, 3*HEADS*HD] receives the
- * bf16 copy of the biased qkv (nullptr for float). s is the compute stream (cuBLAS is bound to it). */
-template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
-void attention(struct tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, T *out, float *scores, T *probs,
+ * bf16 copy of the biased qkv (nullptr for float); OUT the output's (float, or tr_bf16 with T tr_bf16). s is the
+ * compute stream (cuBLAS is bound to it). */
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T, typename OUT>
+void attention(struct tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, OUT *out, float *scores, T *probs,
                T *qkvh);
 
 /* ---- training ---- */

@@ -12,7 +12,7 @@
  * 20 collectives on the comm stream, 16 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
  * Each phase function (forward; for training also backward and optimizer) starts and ends by joining the
  * two streams, so waits never cross a phase; it calls one function per layer.
- * Schedule 9f715eb2a6e23eeb: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule 107ce1df47ce887d: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "kernels.cuh"
 #include "trc.h"
@@ -211,7 +211,7 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     trc_end(c, 10, TRC_COMPUTE, 0);
     /* step 11, L0 attn: causal softmax attention, 1 sequences x 1 local heads */
     trc_begin(c, 11, TRC_COMPUTE, -1);
-    trk::attention<1, 2, 1, 4, float>(c, S, L0_qkv, w_h_0_attn_c_attn_bias, L0_att, L0_scores, L0_probs, nullptr);
+    trk::attention<1, 2, 1, 4, float, float>(c, S, L0_qkv, w_h_0_attn_c_attn_bias, L0_att, L0_scores, L0_probs, nullptr);
     trc_end(c, 11, TRC_COMPUTE, 1);
     /* step 12, L0 proj t=0: bcast X(h=0,t=0) over row(0,0) from rank 0 */
     /* waits for step 11 (attention), which writes L0_att */
@@ -341,7 +341,7 @@ static const tr_rank_row rows[1] = {
 
 extern "C" const tr_class_desc tr_class = {
     .i = 0, .j = 0,
-    .fingerprint = "9f715eb2a6e23eeb",
+    .fingerprint = "107ce1df47ce887d",
     .proto = {
         .rank = -1, .i = 0, .j = 0, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */
