@@ -120,8 +120,8 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
         break;
     case TG_STEP_ATTN_BWD:
         /* its two [seq, seq] scratch side by side in slot 3 (plan_steps.c; slot 4 is the CUDA backend's) */
-        tg_sb_printf(o, "    tr_attention_bwd(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n", bn(rp, s, 0),
-                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
+        tg_sb_printf(o, "    tr_attention_bwd%s(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n", bf(rp, s, 4),
+                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
                      s->seq, s->heads, s->hdim);
         break;
     case TG_STEP_ADAMW:
@@ -151,8 +151,9 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
     case TG_STEP_BIAS_GELU:
         tg_sb_printf(o, "    tr_bias_gelu(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION:
-        tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n", bf(rp, s, 2), bn(rp, s, 0),
+    case TG_STEP_ATTENTION: /* a bf16 program (bf16 probabilities, slot 4): GEMMs on bf16 operands, docs/BF16.md */
+        tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n",
+                     !*bf(rp, s, 4) ? "" : *bf(rp, s, 2) ? "_bf16" : "_bf16_fp32out", bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
         break;
     case TG_STEP_CAST:
