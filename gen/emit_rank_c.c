@@ -24,6 +24,13 @@ static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
     return s->buf[slot] >= 0 && rp->bufs[s->buf[slot]].dtype == TG_BUF_BF16 ? "_bf16" : "";
 }
 
+/* Does the CPU call of step s name the buffer in slot? Attention's scratch beyond slot 3 (the CUDA backend's
+ * probabilities and bf16 copies, plan_steps.c) is not declared here. */
+static bool cpu_uses(const tg_step *s, int slot)
+{
+    return s->buf[slot] >= 0 && !((s->kind == TG_STEP_ATTENTION || s->kind == TG_STEP_ATTN_BWD) && slot >= 4);
+}
+
 static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s, int id)
 {
     char what[256];
@@ -112,8 +119,10 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                      s->hidden, s->eps, bn(rp, s, 6));
         break;
     case TG_STEP_ATTN_BWD:
-        tg_sb_printf(o, "    tr_attention_bwd(c, %s, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->nseq, s->seq, s->heads, s->hdim);
+        /* its two [seq, seq] scratch side by side in slot 3 (plan_steps.c; slot 4 is the CUDA backend's) */
+        tg_sb_printf(o, "    tr_attention_bwd%s(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n", bf(rp, s, 4),
+                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
+                     s->seq, s->heads, s->hdim);
         break;
     case TG_STEP_ADAMW:
         tg_sb_printf(o, "    tr_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
@@ -142,8 +151,9 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
     case TG_STEP_BIAS_GELU:
         tg_sb_printf(o, "    tr_bias_gelu(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION:
-        tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n", bf(rp, s, 2), bn(rp, s, 0),
+    case TG_STEP_ATTENTION: /* a bf16 program (bf16 probabilities, slot 4): GEMMs on bf16 operands, docs/BF16.md */
+        tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n",
+                     !*bf(rp, s, 4) ? "" : *bf(rp, s, 2) ? "_bf16" : "_bf16_fp32out", bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
         break;
     case TG_STEP_CAST:
@@ -174,7 +184,7 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         else
             tg_sb_printf(o, "/* ==== %s ==== */\n", names[sg[g].phase]);
         tg_sb_printf(o, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
-        ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, NULL, "rank's");
+        ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, cpu_uses, "rank's");
         tg_sb_puts(o, "\n");
         for (int i = sg[g].first; i <= sg[g].last; i++)
             print_step(o, pl, rp, co, &rp->steps[i], i);

@@ -56,14 +56,6 @@ bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
     return true;
 }
 
-/* Attention whose biased QKV is read again later (training: the backward reads it) writes it back: the
- * trk::attention_keep variant adds the bias in place first, as the CPU backend does. */
-static bool attention_keeps(const tg_class_plan *rp, int id)
-{
-    const tg_step *s = &rp->steps[id];
-    return s->kind == TG_STEP_ATTENTION && s->buf[0] >= 0 && rp->bufs[s->buf[0]].last > id;
-}
-
 /* ---- rank_iI_jJ.cu ---------------------------------------------------------------------- */
 
 /* Bytes per element of the buffer in slot (4 when unused). */
@@ -96,7 +88,12 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_LN_SQDEV: return 4 * (rc + 2LL * s->rows);
     case TG_STEP_LN_APPLY: return 4 * (rc + 2LL * s->rows + 2LL * s->cols) + esz(rp, s, 5) * rc;
     case TG_STEP_BIAS_GELU: return 4 * (2 * rc + s->cols);
-    case TG_STEP_ATTENTION: return 4 * (3 * rc + 3LL * s->cols) + esz(rp, s, 2) * rc; /* qkv + bias in, out */
+    case TG_STEP_ATTENTION: { /* qkv + bias in, biased qkv (and its bf16 copy) out; the GEMMs read Q, K, V once;
+                               * scores written and read (fp32), probabilities written and read; out */
+        long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, e = esz(rp, s, 4);
+        long long ss = (long long)s->nseq * s->heads * s->seq * s->seq;
+        return 4 * (6 * q + 3LL * s->heads * s->hdim) + (e == 2 ? 6 * q : 0) + e * 3 * q + 8 * ss + 2 * e * ss + e * q;
+    }
     case TG_STEP_REDUCE: return 4 * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
     case TG_STEP_GELU_SAVE: return 4 * (2 * rc + s->cols) + esz(rp, s, 2) * rc;
@@ -104,9 +101,11 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_GELU_BWD: return 4 * 3 * rc;
     case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
     case TG_STEP_LN_BWD_APPLY: return 4 * (4 * rc + 4LL * s->rows + s->cols);
-    case TG_STEP_ATTN_BWD: {
-        long long q = (long long)s->nseq * s->seq * s->heads * s->hdim; /* elements of one of Q, K, V */
-        return 4 * (3 * q + q + 3 * q);                                   /* qkv and dout in, dqkv out */
+    case TG_STEP_ATTN_BWD: { /* qkv and dout in (and their bf16 copies), dqkv out; the GEMMs read Q, K, V, dO twice;
+                              * scores and dP written and read (fp32); P written, read three times; dS written */
+        long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, e = esz(rp, s, 4);
+        long long ss = (long long)s->nseq * s->heads * s->seq * s->seq;
+        return 4 * (3 * q + q + 3 * q) + (e == 2 ? 2 * 4 * q : 0) + 2 * e * 4 * q + 16 * ss + 5 * e * ss;
     }
     case TG_STEP_ADAMW: return 4 * 7 * s->count; /* param, grad, m, v in; param, m, v out */
     case TG_STEP_EMBED: return 4 * (2 * rc + s->rows);   /* ids, rows of E in; out */
@@ -197,14 +196,16 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         snprintf(line, sizeof line, "template void bias_gelu<%d, %d>(cudaStream_t, float *, const float *);\n",
                  s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION: {
-        const char *v = attention_keeps(rp, (int)(s - rp->steps)) ? "attention_keep" : "attention";
-        tg_sb_printf(o, "    trk::%s<%d, %d, %d, %d>(S, %s, %s, %s);\n", v, s->nseq, s->seq, s->heads, s->hdim,
-                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2));
-        snprintf(line, sizeof line, "template void %s<%d, %d, %d, %d>(cudaStream_t, %sfloat *, const float *, %s *);\n",
-                 v, s->nseq, s->seq, s->heads, s->hdim, strcmp(v, "attention") ? "" : "const ", cty(rp, s, 2));
+    case TG_STEP_ATTENTION: /* T: the type its GEMMs read, that of the probabilities (slot 4); OUT: the output's */
+        tg_sb_printf(o, "    trk::attention<%d, %d, %d, %d, %s, %s>(c, S, %s, %s, %s, %s, %s, %s);\n", s->nseq,
+                     s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 2), bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                     bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5));
+        snprintf(line, sizeof line,
+                 "template void attention<%d, %d, %d, %d, %s, %s>(tr_ctx *, cudaStream_t, float *, const float *, %s "
+                 "*,\n                                                 float *, %s *, %s *);\n",
+                 s->nseq, s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 2), cty(rp, s, 2), cty(rp, s, 4),
+                 cty(rp, s, 4));
         break;
-    }
     case TG_STEP_GELU_SAVE:
         tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2));
@@ -243,12 +244,13 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->rows, s->cols, s->hidden);
         break;
     case TG_STEP_ATTN_BWD:
-        tg_sb_printf(o, "    trk::attention_bwd<%d, %d, %d, %d>(S, %s, %s, %s, %s, %s);\n", s->nseq, s->seq, s->heads,
-                     s->hdim, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4));
+        tg_sb_printf(o, "    trk::attention_bwd<%d, %d, %d, %d, %s>(c, S, %s, %s, %s, %s, %s, %s, %s);\n", s->nseq,
+                     s->seq, s->heads, s->hdim, cty(rp, s, 4), bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3),
+                     bn(rp, s, 4), bn(rp, s, 5), bn(rp, s, 6));
         snprintf(line, sizeof line,
-                 "template void attention_bwd<%d, %d, %d, %d>(cudaStream_t, const float *, const float *, float *,\n"
-                 "                                           float *, float *);\n",
-                 s->nseq, s->seq, s->heads, s->hdim);
+                 "template void attention_bwd<%d, %d, %d, %d, %s>(tr_ctx *, cudaStream_t, const float *, const float "
+                 "*,\n                                                float *, float *, %s *, %s *, %s *);\n",
+                 s->nseq, s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 4), cty(rp, s, 4), cty(rp, s, 4));
         break;
     case TG_STEP_ADAMW:
         tg_sb_printf(o, "    trc_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
@@ -564,6 +566,13 @@ bool tg_kernels_add(tg_kernels *ks, const tg_class_plan *cp)
     return !ks->oom;
 }
 
+/* Is this instance line one of the attention family's (kernels_attention.cu.in)? */
+static bool attn_instance(const char *line)
+{
+    const char *p = line + strlen("template void ");
+    return !strncmp(p, "attention<", 10) || !strncmp(p, "attention_bwd<", 14);
+}
+
 /* Is this instance line one of the language model's kernels (trk_lm.cuh)? */
 static bool lm_instance(const char *line)
 {
@@ -595,14 +604,15 @@ static bool lnbwd_instance(const char *line)
  * block stack (and every fingerprint, which hashes the templates) stays byte for byte what it was. */
 bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
 {
-    tg_sb inst, lm, cs, ln;
+    tg_sb inst, attn, lm, cs, ln;
     tg_sb_init(&inst);
+    tg_sb_init(&attn);
     tg_sb_init(&lm);
     tg_sb_init(&cs);
     tg_sb_init(&ln);
     for (int i = 0; i < ks->n; i++) {
         const char *l = ks->line[i];
-        tg_sb_puts(lm_instance(l) ? &lm : colsum_instance(l) ? &cs : lnbwd_instance(l) ? &ln : &inst, l);
+        tg_sb_puts(lm_instance(l) ? &lm : attn_instance(l) ? &attn : colsum_instance(l) ? &cs : lnbwd_instance(l) ? &ln : &inst, l);
     }
     char store[8][64];
     tg_tvar vars[12];
@@ -613,6 +623,9 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     ok = ok && tg_template_fill(out, "kernels_colsum.cu.in", vars, n, err);
     vars[n - 1] = (tg_tvar){"INSTANCES", ln.s ? ln.s : ""};
     ok = ok && tg_template_fill(out, "kernels_layernorm.cu.in", vars, n, err);
+    /* the attention family after them, with its own instances (a block stack always has some) */
+    vars[n - 1] = (tg_tvar){"INSTANCES", attn.s ? attn.s : ""};
+    ok = ok && tg_template_fill(out, "kernels_attention.cu.in", vars, n, err);
     if (ok && pl->V > 0) {
         tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the "
                         "loss, and\n * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"
@@ -623,6 +636,7 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
         tg_sb_puts(out, "} // namespace trk\n");
     }
     tg_sb_free(&inst);
+    tg_sb_free(&attn);
     tg_sb_free(&lm);
     tg_sb_free(&cs);
     tg_sb_free(&ln);

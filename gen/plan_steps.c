@@ -101,17 +101,46 @@ static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows,
     return s;
 }
 
+/* The attention steps' scratch, planned like every buffer (arena offsets, memory plan, manifest): the CUDA backend
+ * computes one sequence's heads at a time as strided-batched GEMMs (docs/CUDA.md), so its scores and
+ * probabilities are [heads*seq, seq], fp32 scores and probabilities of the type the GEMMs read (bf16 in a bf16
+ * plan); a bf16 plan adds the bf16 copies of Q, K, V (and of dO in the backward) the tensor-core GEMMs read. The
+ * CPU backend works on one (sequence, head) at a time in slot 3: its first [seq, seq] (the forward's scores; the
+ * backward's probabilities, then its dL/d(scores) in the second [seq, seq]); it leaves the other slots alone. */
+static void attn_scratch(tg_builder *b, tg_step *s, int layer, bool bwd, int rows, int cols)
+{
+    const tg_plan *pl = b->pl;
+    int S = pl->spec.seq, HS = pl->Hq * S;
+    /* the CPU's backward keeps its two [seq, seq] (probabilities, dL/d(scores)) side by side in slot 3 */
+    int sc = tg_pb_buf(b, bwd && pl->Hq < 2 ? 2 * S : HS, S, 0, bwd ? "recomputed attention scores, then dL/dP, of one sequence's heads"
+                                        : "attention scores of one sequence's heads",
+                       bwd ? "L%d_bwd_scores" : "L%d_scores", layer);
+    int pr = tg_pb_bf16_out(b, tg_pb_buf(b, HS, S, 0, bwd ? "attention probabilities, then dL/d(scores), of one "
+                                                             "sequence's heads"
+                                                           : "attention probabilities of one sequence's heads",
+                                         bwd ? "L%d_bwd_probs" : "L%d_probs", layer));
+    tg_pb_use(s, 3, sc, TG_ACC_W);
+    tg_pb_use(s, 4, pr, TG_ACC_W);
+    if (pl->spec.dtype != TG_BF16)
+        return;
+    tg_pb_use(s, 5, tg_pb_bf16_out(b, tg_pb_buf(b, rows, 3 * cols, 0, "bf16 copy of the biased [Q|K|V]",
+                                                bwd ? "L%d_qkv_bwd_bf16" : "L%d_qkv_bf16", layer)),
+              TG_ACC_W);
+    if (bwd)
+        tg_pb_use(s, 6, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
+                                                    "L%d_att_dout_bf16", layer)),
+                  TG_ACC_W);
+}
+
 bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att)
 {
-    int S = b->pl->spec.seq;
-    int sc = tg_pb_buf(b, S, S, 0, "attention scores of one (sequence, head)", "L%d_scores", layer);
     tg_step *s = attn_step(b, TG_STEP_ATTENTION, layer, rows, cols, 4);
     if (!s)
         return false;
     tg_pb_use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
     tg_pb_use(s, 1, qkv_bias, TG_ACC_R);
     tg_pb_use(s, 2, att, TG_ACC_W);
-    tg_pb_use(s, 3, sc, TG_ACC_W);
+    attn_scratch(b, s, layer, false, rows, cols);
     s->desc = TG_D_ATTENTION;
     return true;
 }
@@ -202,17 +231,13 @@ bool tg_pb_ln_bwd(tg_builder *b, int layer, const char *op, int rows, int cols, 
 
 bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, int datt, int dqkv)
 {
-    int S = b->pl->spec.seq;
-    int pr = tg_pb_buf(b, S, S, 0, "recomputed attention probabilities of one (sequence, head)", "L%d_probs", layer);
-    int ds = tg_pb_buf(b, S, S, 0, "dL/d(scores) of one (sequence, head)", "L%d_dscores", layer);
     tg_step *s = attn_step(b, TG_STEP_ATTN_BWD, layer, rows, cols, 10);
     if (!s)
         return false;
     tg_pb_use(s, 0, qkv, TG_ACC_R);
     tg_pb_use(s, 1, datt, TG_ACC_R);
     tg_pb_use(s, 2, dqkv, TG_ACC_W);
-    tg_pb_use(s, 3, pr, TG_ACC_W);
-    tg_pb_use(s, 4, ds, TG_ACC_W);
+    attn_scratch(b, s, layer, true, rows, cols);
     s->label = "attention backward, probabilities recomputed from Q and K";
     return true;
 }

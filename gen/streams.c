@@ -73,7 +73,7 @@ const char *tg_stream_name(int stream)
 
 bool tg_streams_slot_used(const tg_step *s, int slot)
 {
-    return s->buf[slot] >= 0 && !(s->kind == TG_STEP_ATTENTION && slot == 3);
+    return s->buf[slot] >= 0;
 }
 
 /* ---- latest step per address range ---------------------------------------------------------- */

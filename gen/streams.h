@@ -35,8 +35,9 @@ int tg_streams_of(tg_step_kind kind);
 /* "compute", "comm" (or "none") */
 const char *tg_stream_name(int stream);
 
-/* Does the backend's call of step s name the buffer in slot (s->buf[slot] >= 0)? False only for attention's
- * scores scratch. The same rule decides which buffers the CUDA program declares. */
+/* Does the backend's call of step s name the buffer in slot (s->buf[slot] >= 0)? Every slot today (attention's
+ * scratch included: its GEMMs and softmax work there). The same rule decides which buffers the CUDA program
+ * declares. */
 bool tg_streams_slot_used(const tg_step *s, int slot);
 
 /* Fill the stream fields of every step of cp and its stream totals, from the steps' kinds, phases, buffers

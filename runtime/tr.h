@@ -247,9 +247,16 @@ void tr_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k,
 /* tr_ln_apply with a bf16 output y. */
 void tr_ln_apply_bf16(struct tr_ctx *c, const float *x, const float *rs, const float *vs, const float *gamma,
                       const float *beta, int rows, int cols, int hidden, float eps, tr_bf16 *y);
-/* tr_attention with a bf16 output out (qkv still gets the bias in place; scores is the same scratch). */
+/* tr_attention of a bf16 program: its GEMMs read Q, K, V (biased) and P rounded to bf16 (docs/BF16.md,
+ * "Attention"); a bf16 output out (qkv still gets the bias in place, unrounded; scores is the same scratch). */
 void tr_attention_bf16(struct tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out, float *scores, int nseq, int seq,
                        int heads, int hdim);
+/* tr_attention_bf16 with a float32 output (a plan whose attention output is not a GEMM operand as it is). */
+void tr_attention_bf16_fp32out(struct tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq,
+                               int seq, int heads, int hdim);
+/* tr_attention_bwd of a bf16 program: its GEMMs read Q, K, V, dout, the recomputed P and dS rounded to bf16. */
+void tr_attention_bwd_bf16(struct tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
+                           float *dscores, int nseq, int seq, int heads, int hdim);
 /* tr_bias_gelu_save with a bf16 output g (u += bias stays float32). */
 void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols);
 

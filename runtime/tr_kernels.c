@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <math.h>
 
+#include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
 #include "tr_math.h"
@@ -108,7 +109,13 @@ void tr_attention_bias(float *qkv, const float *bias, int nseq, int seq, int hea
             qkv[r * ld + j] += bias[j];
 }
 
-void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim)
+void tr_round_bf16_inplace(float *x, long long n)
+{
+    for (long long e = 0; e < n; e++)
+        x[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
+}
+
+void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim, int round_p)
 {
     int cols = heads * hdim; /* local width of Q, K, V and out */
     int ld = 3 * cols;
@@ -119,6 +126,8 @@ void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int he
         const float *V = blk + 2 * cols + h * hdim;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores, seq);
         tr_causal_softmax(scores, seq);
+        if (round_p) /* P as the bf16 program's P V GEMM reads it (docs/BF16.md, "Attention") */
+            tr_round_bf16_inplace(scores, (long long)seq * seq);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
                     o + h * hdim, cols);
     }
@@ -131,6 +140,6 @@ void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *s
     int cols = heads * hdim;
     tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
     for (int s = 0; s < nseq; s++)
-        tr_attention_seq(qkv + (long)s * seq * 3 * cols, out + (long)s * seq * cols, scores, seq, heads, hdim);
+        tr_attention_seq(qkv + (long)s * seq * 3 * cols, out + (long)s * seq * cols, scores, seq, heads, hdim, 0);
     TIMED_END(TR_K_ATTENTION);
 }

@@ -30,8 +30,16 @@ void tr_ln_apply_row(const float *xr, float rs, float vs, const float *gamma, co
 void tr_bias_gelu_save_row(float *ur, const float *bias, float *gr, int cols);
 /* tr_attention's bias add: qkv [nseq*seq, 3*heads*hdim] += bias. */
 void tr_attention_bias(float *qkv, const float *bias, int nseq, int seq, int heads, int hdim);
+/* x[e] = the bf16 value nearest x[e] (tr_f32_to_bf16, widened back: exact), for n elements. */
+void tr_round_bf16_inplace(float *x, long long n);
 /* tr_attention on one sequence: blk [seq, 3*cols] (Q | K | V, post-bias), o [seq, cols] with row stride
- * cols = heads*hdim; scores [seq, seq] scratch. */
-void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim);
+ * cols = heads*hdim; scores [seq, seq] scratch. round_p: P rounded to bf16 before P V (the bf16 program,
+ * which passes a blk already rounded; docs/BF16.md, "Attention"). */
+void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim, int round_p);
+/* tr_attention_bwd on one sequence: blk [seq, 3*cols] (post-bias), dO [seq, cols] (row stride cols), dblk
+ * [seq, 3*cols] written; probs and dscores [seq, seq] scratch. round: the bf16 program (blk and dO already
+ * rounded by the caller): P and dS rounded to bf16 before the GEMMs that read them. */
+void tr_attention_bwd_seq(const float *blk, const float *dO0, float *dblk, float *probs, float *dscores, int seq,
+                          int heads, int hdim, int round);
 
 #endif

@@ -1,9 +1,10 @@
 /*
  * tr_kernels_bf16.c - the CPU backend's bf16 steps (dtype = "bf16";
  * docs/BF16.md): the cast of a float32 buffer to bf16, the GEMM with bf16
- * operands and a float32 result, and the bf16-output variants of layernorm
- * apply, attention and bias + GeLU. (The bf16 broadcast is with the other
- * collectives, in tr_comm.c.)
+ * operands and a float32 result, the bf16-output variants of layernorm
+ * apply and bias + GeLU, and attention forward and backward with their GEMM
+ * operands in bf16. (The bf16 broadcast is with the other collectives, in
+ * tr_comm.c.)
  *
  * Design. Every rounding is tr_f32_to_bf16 (round to nearest, ties to even;
  * runtime/tr_bf16.h), so the same float32 bits give the same bf16 bits on
@@ -14,8 +15,13 @@
  * The fused kernels do not repeat the float32 kernels' arithmetic: they run
  * the same per-row (per-sequence) bodies (tr_kernels.h) into a float32
  * scratch and round it, so each bf16 output is exactly tr_f32_to_bf16 of what
- * the float32 kernel writes on the same inputs. The scratch (the widened GEMM
- * operands, one row, one sequence's attention output) belongs to the ctx:
+ * the float32 kernel writes on the same inputs. Attention is the one kernel
+ * that rounds inside: its GEMMs read bf16 on the GPU (tensor cores; the
+ * biased Q, K, V, P, and in the backward dO and dS), so it runs the float32
+ * per-sequence bodies on a rounded copy of [Q|K|V] (and dO), with P and dS
+ * rounded where the GEMMs read them (docs/BF16.md, "Attention"). The scratch
+ * (the widened GEMM operands, one row, one sequence's rounded [Q|K|V] and
+ * attention output) belongs to the ctx:
  * allocated only when a call needs more than any before it, freed by
  * tr_ctx_free, so the steady state allocates nothing. Every call is timed
  * and counted under its float32 twin's step kind; the cast under its own,
@@ -101,16 +107,54 @@ void tr_ln_apply_bf16(tr_ctx *c, const float *x, const float *rs, const float *v
     TIMED_END(TR_K_LN);
 }
 
+/* Attention with its GEMM operands rounded to bf16 (docs/BF16.md, "Attention"): the biased Q, K, V and P
+ * before P V; one sequence at a time, the rounded [Q|K|V] and the fp32 output in the scratch. Exactly one of
+ * out16 (a bf16 output, rounded) and out32 (an fp32 output) is non-NULL. */
+static void attention_bf16(tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out16, float *out32, float *scores,
+                           int nseq, int seq, int heads, int hdim)
+{
+    long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk;
+    float *qr = tr_scratch(c, (size_t)(blk > 0 ? 4 * blk : 0)), *o = qr + in;
+    tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
+    for (int s = 0; s < nseq; s++) {
+        const float *x = qkv + (long)s * in;
+        for (long e = 0; e < in; e++)
+            qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
+        tr_attention_seq(qr, out32 ? out32 + (long)s * blk : o, scores, seq, heads, hdim, 1);
+        if (out16)
+            round_to_bf16(o, blk, out16 + (long)s * blk);
+    }
+}
+
 void tr_attention_bf16(tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out, float *scores, int nseq, int seq,
                        int heads, int hdim)
 {
     TIMED_BEGIN;
-    long cols = (long)heads * hdim, blk = (long)seq * cols; /* one sequence's output [seq, cols] */
-    float *o = tr_scratch(c, (size_t)(blk > 0 ? blk : 0));
-    tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
+    attention_bf16(c, qkv, bias, out, NULL, scores, nseq, seq, heads, hdim);
+    TIMED_END(TR_K_ATTENTION);
+}
+
+void tr_attention_bf16_fp32out(tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq,
+                               int heads, int hdim)
+{
+    TIMED_BEGIN;
+    attention_bf16(c, qkv, bias, NULL, out, scores, nseq, seq, heads, hdim);
+    TIMED_END(TR_K_ATTENTION);
+}
+
+void tr_attention_bwd_bf16(tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
+                           float *dscores, int nseq, int seq, int heads, int hdim)
+{
+    TIMED_BEGIN;
+    long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk;
+    float *qr = tr_scratch(c, (size_t)(blk > 0 ? 4 * blk : 0)), *dor = qr + in;
     for (int s = 0; s < nseq; s++) {
-        tr_attention_seq(qkv + (long)s * seq * 3 * cols, o, scores, seq, heads, hdim);
-        round_to_bf16(o, blk, out + (long)s * blk);
+        const float *x = qkv + (long)s * in, *g = dout + (long)s * blk;
+        for (long e = 0; e < in; e++)
+            qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
+        for (long e = 0; e < blk; e++)
+            dor[e] = tr_bf16_to_f32(tr_f32_to_bf16(g[e]));
+        tr_attention_bwd_seq(qr, dor, dqkv + (long)s * in, probs, dscores, seq, heads, hdim, 1);
     }
     TIMED_END(TR_K_ATTENTION);
 }

@@ -130,48 +130,55 @@ void tr_ln_bwd_apply(tr_ctx *c, const float *dy, const float *x, const float *rs
     TIMED_END(TR_K_LN);
 }
 
+void tr_attention_bwd_seq(const float *blk, const float *dO0, float *dblk, float *probs, float *dscores, int seq,
+                          int heads, int hdim, int round)
+{
+    int cols = heads * hdim, ld = 3 * cols;
+    float scale = 1.0f / sqrtf((float)hdim);
+    long long ss = (long long)seq * seq;
+    for (int h = 0; h < heads; h++) {
+        const float *Q = blk + h * hdim, *K = blk + cols + h * hdim, *V = blk + 2 * cols + h * hdim;
+        float *dQ = dblk + h * hdim, *dK = dblk + cols + h * hdim, *dV = dblk + 2 * cols + h * hdim;
+        const float *dO = dO0 + h * hdim;
+        /* recompute P */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, probs, seq);
+        tr_causal_softmax(probs, seq);
+        if (round) /* the P the bf16 forward's P V read, and the backward's GEMMs read */
+            tr_round_bf16_inplace(probs, ss);
+        /* dV = P^T dO */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, 1.0f, probs, seq, dO, cols, 0.0f, dV, ld);
+        /* dP = dO V^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, 1.0f, dO, cols, V, ld, 0.0f, dscores,
+                    seq);
+        /* dS = P * (dP - rowsum(dP * P)), zero above the diagonal */
+        for (int i = 0; i < seq; i++) {
+            float *p = probs + (long)i * seq, *dp = dscores + (long)i * seq;
+            double dot = 0;
+            for (int j = 0; j <= i; j++)
+                dot += (double)dp[j] * p[j];
+            for (int j = 0; j <= i; j++)
+                dp[j] = p[j] * (dp[j] - (float)dot);
+            for (int j = i + 1; j < seq; j++)
+                dp[j] = 0.0f;
+        }
+        if (round) /* dS as the dQ and dK GEMMs of the bf16 program read it */
+            tr_round_bf16_inplace(dscores, ss);
+        /* dQ = dS K * scale;  dK = dS^T Q * scale */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, scale, dscores, seq, K, ld, 0.0f, dQ,
+                    ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, scale, dscores, seq, Q, ld, 0.0f, dK,
+                    ld);
+    }
+}
+
 void tr_attention_bwd(tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs, float *dscores,
                       int nseq, int seq, int heads, int hdim)
 {
     TIMED_BEGIN;
-    int cols = heads * hdim, ld = 3 * cols;
-    float scale = 1.0f / sqrtf((float)hdim);
-    for (int sq = 0; sq < nseq; sq++) {
-        const float *blk = qkv + (long)sq * seq * ld;
-        float *dblk = dqkv + (long)sq * seq * ld;
-        const float *dO0 = dout + (long)sq * seq * cols;
-        for (int h = 0; h < heads; h++) {
-            const float *Q = blk + h * hdim, *K = blk + cols + h * hdim, *V = blk + 2 * cols + h * hdim;
-            float *dQ = dblk + h * hdim, *dK = dblk + cols + h * hdim, *dV = dblk + 2 * cols + h * hdim;
-            const float *dO = dO0 + h * hdim;
-            /* recompute P */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, probs,
-                        seq);
-            tr_causal_softmax(probs, seq);
-            /* dV = P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, 1.0f, probs, seq, dO, cols, 0.0f, dV,
-                        ld);
-            /* dP = dO V^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, 1.0f, dO, cols, V, ld, 0.0f,
-                        dscores, seq);
-            /* dS = P * (dP - rowsum(dP * P)), zero above the diagonal */
-            for (int i = 0; i < seq; i++) {
-                float *p = probs + (long)i * seq, *dp = dscores + (long)i * seq;
-                double dot = 0;
-                for (int j = 0; j <= i; j++)
-                    dot += (double)dp[j] * p[j];
-                for (int j = 0; j <= i; j++)
-                    dp[j] = p[j] * (dp[j] - (float)dot);
-                for (int j = i + 1; j < seq; j++)
-                    dp[j] = 0.0f;
-            }
-            /* dQ = dS K * scale;  dK = dS^T Q * scale */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, scale, dscores, seq, K, ld, 0.0f,
-                        dQ, ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hdim, seq, scale, dscores, seq, Q, ld, 0.0f, dK,
-                        ld);
-        }
-    }
+    long cols = (long)heads * hdim, ld = 3 * cols;
+    for (int sq = 0; sq < nseq; sq++)
+        tr_attention_bwd_seq(qkv + (long)sq * seq * ld, dout + (long)sq * seq * cols, dqkv + (long)sq * seq * ld,
+                             probs, dscores, seq, heads, hdim, 0);
     TIMED_END(TR_K_ATTENTION);
 }
 

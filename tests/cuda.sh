@@ -21,8 +21,9 @@
 # With nvcc (else one "ok - ... # skip" line):
 #   compile    every generated .cu of the same meshes (inference, training, the vocab spec) compiled for sm_80 and sm_90 with warnings as
 #              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
-#              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails; the standalone GPU check
-#              tests/cuda/lnb_check.cu (column sums, layernorm backward) compiled the same way (it runs on a GPU only)
+#              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails; the standalone GPU checks
+#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu and bf16_check.cu compiled
+#              the same way (they run on a GPU only)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 CU_MESHES="1,1 2,1 2,2"
 CU_REF=tests/ref/tessref.py
@@ -308,7 +309,9 @@ fi
 # kernels and reductions sum in other orders (fp32 programs differ by <= 5e-7, the LM section below); where such a
 # difference crosses a bf16 rounding boundary, a cast moves that element by one bf16 ulp (3.9e-3 relative), and the
 # backward's casts of dY carry it on: measured 0 (forward) and 3.2e-4 (dL/dx on q = 2), against ~3e-3 for a
-# rounding point missed or added.
+# rounding point missed or added. Attention's GEMMs read bf16 operands (the biased Q, K, V and P; in the backward
+# also dO and the recomputed P and dS), as tensor cores do, and the CPU program and --bf16 round at exactly those
+# points too (docs/BF16.md, "Attention"), so attention adds no tolerance here.
 cub_setup() {
     [ -s "$WORK/cub_ref.npy" ] && return 0
     cu_train_setup &&
@@ -566,6 +569,10 @@ if wanted "cuda: compile"; then
         done
         check "cuda: compile: the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/lnb_check.sh "$WORK/lnb_check"
+        check "cuda: compile: the attention check and microbenchmark (tests/cuda/attn_check.cu: softmax kernels, cuBLAS attention) for sm_80 and sm_90, -Werror, no spills" \
+            tests/cuda/attn_check.sh "$WORK/attn_check"
+        check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills" \
+            tests/cuda/bf16_check.sh "$WORK/bf16_check"
         if [ -s "$WORK/cu_ptxas.txt" ]; then
             echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"
             sort -u "$WORK/cu_ptxas.txt" | sed 's/^/    #   /'

@@ -9,10 +9,14 @@
  *   - GEMM: a double GEMM of the widened operands for the four transpose combinations, beta 0 (C poisoned with
  *     NaN first) and 1, odd shapes, leading dimensions wider than the matrices (their padding NaN, C's padding a
  *     sentinel that must survive), relative norm error within 1e-6; and bitwise tr_gemm_ex of the widened values;
- *   - layernorm apply, attention, bias + GeLU: bitwise ref_rne of their float32 twins' outputs on the same
- *     inputs (the twins are checked against the float64 reference by the e2e tests), the in-place updates
- *     (qkv += bias, u += bias) bitwise the twins' too, the step kind each call counts under, and no scratch
- *     allocation once the largest call has run.
+ *   - layernorm apply, bias + GeLU: bitwise ref_rne of their float32 twins' outputs on the same inputs (the
+ *     twins are checked against the float64 reference by the e2e tests), the in-place updates (qkv += bias,
+ *     u += bias) bitwise the twins' too, the step kind each call counts under, and no scratch allocation once
+ *     the largest call has run;
+ *   - attention forward and backward, whose GEMMs read bf16 operands: a double reference written here (ref_attn_head)
+ *     with Q, K, V, P (backward also dO, dS) rounded by ref_rne, within 1e-4, while the float32 twin is > 1e-3
+ *     from it (so a rounding point missed or added shows); the bf16 output bitwise ref_rne of the fp32-output
+ *     variant's.
  * The broadcast needs several ranks: `mpirun -np 3 test_bf16k --bcast` (tests/run.sh) checks bits and the byte
  * counters of tr_bcast_bf16 over MPI_COMM_WORLD as the row group.
  *
@@ -273,6 +277,90 @@ static int first_diff(const float *ref, const tr_bf16 *y, long n)
     return -1;
 }
 
+/* bf16 rounding of a float as a double (the reference's r(); round=0: the identity) */
+static double rr(double x, int round)
+{
+    return round ? (double)widen1(ref_rne((float)x)) : x;
+}
+
+/* Reference attention of one head's block, in double, its GEMM operands rounded when round (docs/BF16.md,
+ * "Attention": Q, K, V as given, rounded here; P before P V): o[i, d] for a [S, 3*CO] qkv row block,
+ * head h of width D. With dO (not NULL): the backward, dO rounded, the recomputed P and dS rounded, into
+ * dqkv [S, 3*CO] (this head's columns). */
+static void ref_attn_head(const float *qkv, int S, int CO, int h, int D, int round, double *o, const float *dO,
+                          double *dqkv)
+{
+    int LD = 3 * CO;
+    double scale = 1.0 / sqrt((double)D), P[32 * 32], dS[32 * 32];
+#define Q_(i, d) rr(qkv[(long)(i) * LD + h * D + (d)], round)
+#define K_(i, d) rr(qkv[(long)(i) * LD + CO + h * D + (d)], round)
+#define V_(i, d) rr(qkv[(long)(i) * LD + 2 * CO + h * D + (d)], round)
+    for (int i = 0; i < S; i++) {
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j <= i; j++) {
+            double t = 0;
+            for (int d = 0; d < D; d++)
+                t += Q_(i, d) * K_(j, d);
+            P[i * S + j] = t * scale;
+            m = fmax(m, t * scale);
+        }
+        for (int j = 0; j <= i; j++)
+            sum += (P[i * S + j] = exp(P[i * S + j] - m));
+        for (int j = 0; j < S; j++)
+            P[i * S + j] = j <= i ? rr(P[i * S + j] / sum, round) : 0.0;
+    }
+    if (!dO) {
+        for (int i = 0; i < S; i++)
+            for (int d = 0; d < D; d++) {
+                double t = 0;
+                for (int j = 0; j <= i; j++)
+                    t += P[i * S + j] * V_(j, d);
+                o[(long)i * CO + h * D + d] = t;
+            }
+        return;
+    }
+#define G_(i, d) rr(dO[(long)(i) * CO + h * D + (d)], round)
+    for (int i = 0; i < S; i++) {
+        double dot = 0;
+        for (int j = 0; j <= i; j++) {
+            double t = 0;
+            for (int d = 0; d < D; d++)
+                t += G_(i, d) * V_(j, d);
+            dS[i * S + j] = t;
+            dot += t * P[i * S + j];
+        }
+        for (int j = 0; j < S; j++)
+            dS[i * S + j] = j <= i ? rr(P[i * S + j] * (dS[i * S + j] - dot), round) : 0.0;
+    }
+    for (int i = 0; i < S; i++)
+        for (int d = 0; d < D; d++) {
+            double dq = 0, dk = 0, dv = 0;
+            for (int j = 0; j < S; j++) {
+                dq += dS[i * S + j] * K_(j, d);
+                dk += dS[j * S + i] * Q_(j, d);
+                dv += P[j * S + i] * G_(j, d);
+            }
+            dqkv[(long)i * LD + h * D + d] = dq * scale;
+            dqkv[(long)i * LD + CO + h * D + d] = dk * scale;
+            dqkv[(long)i * LD + 2 * CO + h * D + d] = dv;
+        }
+#undef Q_
+#undef K_
+#undef V_
+#undef G_
+}
+
+/* ||got - ref|| / ||ref|| */
+static double rel_err(const float *got, const double *ref, long n)
+{
+    double e = 0, r = 0;
+    for (long i = 0; i < n; i++) {
+        e += (got[i] - ref[i]) * (got[i] - ref[i]);
+        r += ref[i] * ref[i];
+    }
+    return sqrt(e / r);
+}
+
 static void test_fused(void)
 {
     tr_ctx c = {0};
@@ -320,24 +408,90 @@ static void test_fused(void)
         TT_CHECK(memcmp(u1, u2, sizeof u1) == 0, "u after the call differs from the twin's");
         TT_CHECK(c.calls[TR_K_GELU] == calls + 1, "not counted as gelu");
     }
-    TT_CASE("attention bf16: bitwise RNE of tr_attention (2 sequences of 11, 3 heads of 5), qkv += bias as the twin")
+    /* Attention in a bf16 program reads its GEMM operands in bf16 (Q, K, V, P; backward also dO, dS), as the
+     * CUDA backend's tensor-core GEMMs do: against a double reference with exactly those roundings. A rounding
+     * point missed or added moves the result by ~1e-3 (the float32 twin, checked too, is that far); the
+     * float32-vs-double sums alone by ~1e-7, or ~1e-5 where one of them crosses a bf16 boundary. */
+    enum { NS = 2, S = 11, HD = 3, D = 5, CO = HD * D, LD = 3 * CO };
+    static float q0[NS * S * LD], q1[NS * S * LD], q2[NS * S * LD], bias[LD], out[NS * S * CO], sc[2 * S * S];
+    static float dout[NS * S * CO], dq[NS * S * LD];
+    static double oref[NS * S * CO], dref[NS * S * LD];
+    static tr_bf16 ob[NS * S * CO];
+    for (int e = 0; e < NS * S * LD; e++)
+        q0[e] = rndf(-2, 2);
+    for (int j = 0; j < LD; j++)
+        bias[j] = rndf(-0.5f, 0.5f);
+    for (int e = 0; e < NS * S * CO; e++)
+        dout[e] = rndf(-1, 1);
+    TT_CASE("attention bf16, fp32 output (2 sequences of 11, 3 heads of 5): within 1e-4 of the double reference "
+            "with Q, K, V and P rounded; qkv += bias unrounded, as the float32 twin")
     {
-        enum { NS = 2, S = 11, HD = 3, D = 5, CO = HD * D, LD = 3 * CO };
-        static float q0[NS * S * LD], q1[NS * S * LD], q2[NS * S * LD], bias[LD], out[NS * S * CO], sc[S * S];
-        static tr_bf16 ob[NS * S * CO];
-        for (int e = 0; e < NS * S * LD; e++)
-            q0[e] = rndf(-2, 2);
-        for (int j = 0; j < LD; j++)
-            bias[j] = rndf(-0.5f, 0.5f);
         memcpy(q1, q0, sizeof q0);
         memcpy(q2, q0, sizeof q0);
         tr_attention(&c, q1, bias, out, sc, NS, S, HD, D);
+        double e32[2], e16[2];
+        for (int round = 0; round < 2; round++) {
+            for (int n = 0; n < NS; n++)
+                for (int h = 0; h < HD; h++)
+                    ref_attn_head(q1 + (long)n * S * LD, S, CO, h, D, round, oref + (long)n * S * CO, NULL, NULL);
+            e32[round] = rel_err(out, oref, NS * S * CO);
+        }
+        long long calls = c.calls[TR_K_ATTENTION];
+        tr_attention_bf16_fp32out(&c, q2, bias, out, sc, NS, S, HD, D);
+        TT_CHECK(memcmp(q1, q2, sizeof q1) == 0, "qkv after the call differs from the twin's");
+        TT_CHECK(c.calls[TR_K_ATTENTION] == calls + 1, "not counted as attention");
+        for (int round = 0; round < 2; round++) {
+            for (int n = 0; n < NS; n++)
+                for (int h = 0; h < HD; h++)
+                    ref_attn_head(q2 + (long)n * S * LD, S, CO, h, D, round, oref + (long)n * S * CO, NULL, NULL);
+            e16[round] = rel_err(out, oref, NS * S * CO);
+        }
+        TT_CHECK(e16[1] < 1e-4, "%.2e from the rounded reference", e16[1]);
+        TT_CHECK(e16[0] > 1e-3, "only %.2e from the unrounded reference: nothing rounded?", e16[0]);
+        TT_CHECK(e32[0] < 1e-5 && e32[1] > 1e-3, "the float32 twin: %.2e from the unrounded reference, %.2e from "
+                 "the rounded one", e32[0], e32[1]);
+    }
+    TT_CASE("attention bf16: its bf16 output is bitwise RNE of the fp32-output variant's")
+    {
+        memcpy(q1, q0, sizeof q0);
+        memcpy(q2, q0, sizeof q0);
+        tr_attention_bf16_fp32out(&c, q1, bias, out, sc, NS, S, HD, D);
         long long calls = c.calls[TR_K_ATTENTION];
         tr_attention_bf16(&c, q2, bias, ob, sc, NS, S, HD, D);
         int d = first_diff(out, ob, NS * S * CO);
         TT_CHECK(d < 0, "element %d: 0x%04x, want 0x%04x", d, d < 0 ? 0 : ob[d], d < 0 ? 0 : ref_rne(out[d]));
-        TT_CHECK(memcmp(q1, q2, sizeof q1) == 0, "qkv after the call differs from the twin's");
+        TT_CHECK(memcmp(q1, q2, sizeof q1) == 0, "qkv after the call differs from the other's");
         TT_CHECK(c.calls[TR_K_ATTENTION] == calls + 1, "not counted as attention");
+    }
+    TT_CASE("attention backward bf16: within 1e-4 of the double reference with Q, K, V, dO, P and dS rounded; "
+            "the float32 twin within 1e-5 of the unrounded one")
+    {
+        memcpy(q1, q0, sizeof q0);
+        for (int e = 0; e < NS * S * LD; e++)
+            q1[e] += bias[e % LD];
+        double e32[2], e16[2];
+        tr_attention_bwd(&c, q1, dout, dq, sc, sc + S * S, NS, S, HD, D);
+        for (int round = 0; round < 2; round++) {
+            for (int n = 0; n < NS; n++)
+                for (int h = 0; h < HD; h++)
+                    ref_attn_head(q1 + (long)n * S * LD, S, CO, h, D, round, NULL, dout + (long)n * S * CO,
+                                  dref + (long)n * S * LD);
+            e32[round] = rel_err(dq, dref, NS * S * LD);
+        }
+        long long calls = c.calls[TR_K_ATTENTION];
+        tr_attention_bwd_bf16(&c, q1, dout, dq, sc, sc + S * S, NS, S, HD, D);
+        TT_CHECK(c.calls[TR_K_ATTENTION] == calls + 1, "not counted as attention");
+        for (int round = 0; round < 2; round++) {
+            for (int n = 0; n < NS; n++)
+                for (int h = 0; h < HD; h++)
+                    ref_attn_head(q1 + (long)n * S * LD, S, CO, h, D, round, NULL, dout + (long)n * S * CO,
+                                  dref + (long)n * S * LD);
+            e16[round] = rel_err(dq, dref, NS * S * LD);
+        }
+        TT_CHECK(e16[1] < 1e-4, "%.2e from the rounded reference", e16[1]);
+        TT_CHECK(e16[0] > 1e-3, "only %.2e from the unrounded reference: nothing rounded?", e16[0]);
+        TT_CHECK(e32[0] < 1e-5 && e32[1] > 1e-3, "the float32 twin: %.2e from the unrounded reference, %.2e from "
+                 "the rounded one", e32[0], e32[1]);
     }
     TT_CASE("scratch: no allocation once the largest call has run")
     {

@@ -6,8 +6,8 @@
  * earlier steps of the phase, down to the latest step of the other stream
  * this stream already waited for, and take the first step of the other stream
  * that shares arena bytes with this one where either writes, checking every
- * (slot of this step, slot of that step) pair in slot order; attention's
- * scores scratch (slot 3) is not part of any call. A bcast of SUMMA step
+ * (slot of this step, slot of that step) pair in slot order; every slot,
+ * attention's scratch included, is part of the call. A bcast of SUMMA step
  * t >= 1 overlaps the latest GEMM before it unless it waits for it or later.
  * That is O(S^2) per class at worst. tg_streams_plan must give exactly its
  * stream, wait, slot pair, signal and overlap for every step, and the same
@@ -50,7 +50,8 @@ static int ref_stream(tg_step_kind k)
 
 static bool ref_uses(const tg_step *s, int slot)
 {
-    return !(s->kind == TG_STEP_ATTENTION && slot == 3);
+    (void)s, (void)slot;
+    return true; /* the CUDA backend's attention works in all its slots (scores and probabilities) */
 }
 
 static bool ref_conflict(const tg_class_plan *rp, const tg_step *a, const tg_step *b, int *sa, int *sb)

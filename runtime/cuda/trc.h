@@ -89,6 +89,19 @@ void trc_gemm_ex(struct tr_ctx *c, int transa, int transb, int m, int n, int k, 
  * (CUBLAS_COMPUTE_32F; TESS_TF32 does not apply). */
 void trc_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
                    const tr_bf16 *B, int ldb, float beta, float *C, int ldc);
+/* On TRC_COMPUTE: batch GEMMs C_b = alpha op(A_b) op(B_b) + beta C_b, row-major as trc_gemm_ex, where X_b starts
+ * b * sX elements after X (cublasGemmStridedBatchedEx): attention's QK^T, PV and their backward over the heads of
+ * one sequence (docs/CUDA.md). fp32 operands: trc_gemm's precision (CUBLAS_COMPUTE_32F, TF32 with TESS_TF32=1);
+ * bf16 operands: tensor cores, fp32 accumulation, an fp32 or a bf16 C (rounded to nearest even). */
+void trc_gemm_batched(struct tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const float *A,
+                      int lda, long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc,
+                      long long sC, int batch);
+void trc_gemm_batched(struct tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const tr_bf16 *A,
+                      int lda, long long sA, const tr_bf16 *B, int ldb, long long sB, float beta, float *C, int ldc,
+                      long long sC, int batch);
+void trc_gemm_batched(struct tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const tr_bf16 *A,
+                      int lda, long long sA, const tr_bf16 *B, int ldb, long long sB, float beta, tr_bf16 *C, int ldc,
+                      long long sC, int batch);
 /* On TRC_COMPUTE (training): one AdamW step (step number c->opt_step) on count elements, the arithmetic of
  * tr_adamw in tr_kernels_bwd.c (hyperparameters from tr_model, the learning rate c->lr; bias corrections in
  * double, then float).

@@ -16,6 +16,9 @@
  * kernel writes (weights from the fp32 master, fp32 gradients entering a GEMM): round to nearest even, 8
  * elements a thread (two 16-byte loads, one 16-byte store) where both pointers are 16-byte aligned.
  *
+ * trc_gemm_batched (attention, docs/CUDA.md) is the same swap through cublasGemmStridedBatchedEx, with an alpha and
+ * per-operand batch strides; its bf16 variants may also write a bf16 C (the attention output a GEMM reads next).
+ *
  * Precision: CUBLAS_COMPUTE_32F (true fp32, the tests' 1e-4 tolerance against
  * the float64 reference). TESS_TF32=1 selects CUBLAS_COMPUTE_32F_FAST_TF32
  * (tensor cores, about 1e-3 relative error): a speed knob, not the default.
@@ -84,6 +87,47 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
     cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                              k, &one, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+namespace {
+
+/* column-major C^T = op(B)^T op(A)^T per batch member, as trc_gemm_ex */
+void gemm_batched(int transa, int transb, int m, int n, int k, float alpha, const void *A, cudaDataType ta, int lda,
+                  long long sA, const void *B, int ldb, long long sB, float beta, void *C, cudaDataType tc, int ldc,
+                  long long sC, int batch, cublasComputeType_t compute)
+{
+    cublasCheck(cublasGemmStridedBatchedEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, ta, ldb, sB, A, ta,
+                                           lda, sA, &beta, C, tc, ldc, sC, batch, compute, CUBLAS_GEMM_DEFAULT));
+}
+
+} // namespace
+
+void trc_gemm_batched(tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const float *A, int lda,
+                      long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc, long long sC,
+                      int batch)
+{
+    (void)c;
+    gemm_batched(transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, sA, B, ldb, sB, beta, C, CUDA_R_32F, ldc, sC,
+                 batch, trc_g.compute);
+}
+
+void trc_gemm_batched(tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const tr_bf16 *A, int lda,
+                      long long sA, const tr_bf16 *B, int ldb, long long sB, float beta, float *C, int ldc,
+                      long long sC, int batch)
+{
+    (void)c;
+    gemm_batched(transa, transb, m, n, k, alpha, A, CUDA_R_16BF, lda, sA, B, ldb, sB, beta, C, CUDA_R_32F, ldc, sC,
+                 batch, CUBLAS_COMPUTE_32F);
+}
+
+void trc_gemm_batched(tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const tr_bf16 *A, int lda,
+                      long long sA, const tr_bf16 *B, int ldb, long long sB, float beta, tr_bf16 *C, int ldc,
+                      long long sC, int batch)
+{
+    (void)c;
+    gemm_batched(transa, transb, m, n, k, alpha, A, CUDA_R_16BF, lda, sA, B, ldb, sB, beta, C, CUDA_R_16BF, ldc, sC,
+                 batch, CUBLAS_COMPUTE_32F);
 }
 
 namespace {

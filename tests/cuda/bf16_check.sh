@@ -19,18 +19,6 @@ template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, c
                                   const float *, const float *, float, float *);
 template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, tr_bf16 *);
-template void attention<2, 70, 3, 64>(cudaStream_t, const float *, const float *, float *);
-template void attention<2, 70, 3, 64>(cudaStream_t, const float *, const float *, tr_bf16 *);
-template void attention_keep<2, 70, 3, 64>(cudaStream_t, float *, const float *, float *);
-template void attention_keep<2, 70, 3, 64>(cudaStream_t, float *, const float *, tr_bf16 *);
-template void attention<1, 33, 2, 3>(cudaStream_t, const float *, const float *, float *);
-template void attention<1, 33, 2, 3>(cudaStream_t, const float *, const float *, tr_bf16 *);
-template void attention_keep<1, 33, 2, 3>(cudaStream_t, float *, const float *, float *);
-template void attention_keep<1, 33, 2, 3>(cudaStream_t, float *, const float *, tr_bf16 *);
-template void attention<1, 16, 2, 6>(cudaStream_t, const float *, const float *, float *);
-template void attention<1, 16, 2, 6>(cudaStream_t, const float *, const float *, tr_bf16 *);
-template void attention_keep<1, 16, 2, 6>(cudaStream_t, float *, const float *, float *);
-template void attention_keep<1, 16, 2, 6>(cudaStream_t, float *, const float *, tr_bf16 *);
 template void bias_gelu_save<19, 96>(cudaStream_t, float *, const float *, float *);
 template void bias_gelu_save<19, 96>(cudaStream_t, float *, const float *, tr_bf16 *);
 template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, float *);

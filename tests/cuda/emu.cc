@@ -16,19 +16,24 @@
  * other extreme) or random (seeded by TESS_EMU_SEED). Work runs to completion
  * one item at a time; a missing wait between the streams changes the result
  * under some order, and a wait cycle is reported as a deadlock. The kernels
- * are plain loops with the CUDA kernels' semantics (attention reads qkv and
- * adds the bias on the fly; scores stay internal), accumulating in double;
- * the column sums and layernorm backward are tests/cuda/lnb_ref.h, the
- * kernels' own float operations in their order (tests/cuda/lnb_check.cu
- * checks on a GPU that the kernels give the same bits).
+ * are plain loops with the CUDA kernels' semantics, the row kernels
+ * accumulating in double; the column sums and layernorm backward are
+ * tests/cuda/lnb_ref.h, the kernels' own float operations in their order
+ * (tests/cuda/lnb_check.cu checks on a GPU that the kernels give the same
+ * bits). Attention emulates kernels_attention.cu.in step by
+ * step: qkv biased in place (and its bf16 copy in a bf16 program), then per
+ * sequence the strided-batched GEMMs as cblas_sgemm per head on operands
+ * widened to fp32, the C rounded to its type, and the softmax kernels'
+ * arithmetic lane by lane (fp32 statistics, the warp's xor tree) over the
+ * plan's scores and probabilities: the scratch is written as on the GPU.
  * Training: backward and optimizer run the same way between trc_phase_begin
  * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
  * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.
  * A language model (trk_lm.cuh): the embedding, position, loss and scatter-add kernels as the loops of
  * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
  * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
- * bf16 (docs/BF16.md): the kernels that write a GEMM operand (ln_apply, attention, attention_keep,
- * bias_gelu_save) take a float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16;
+ * bf16 (docs/BF16.md): the kernels that write a GEMM operand (ln_apply, attention, bias_gelu_save) take a
+ * float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16;
  * trc_cast_bf16 is tr_f32_to_bf16 per element, trc_gemm_bf16 widens both operands to fp32 (exact) and calls
  * cblas_sgemm, trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
  */
@@ -622,40 +627,114 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
     });
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention_ref(const float *qkv, const float *bias, OUT *out)
+/* ---- attention (kernels_attention.cu.in): the same steps, the GEMMs as cblas per batch member, the softmax
+ * kernels' arithmetic lane by lane (a warp of 32 lanes owns a row; lane L takes j = L, L+32, ...; the lanes'
+ * partial results meet in the xor tree of __shfl_xor_sync) ---- */
+
+template <typename T>
+inline float get(const T *p)
 {
-    constexpr int CQ = HEADS * HD, LD = 3 * CQ;
-    std::vector<double> p(SEQ);
-    for (int sq = 0; sq < NSEQ; sq++)
-        for (int h = 0; h < HEADS; h++)
-            for (int i = 0; i < SEQ; i++) {
-                const float *qi = qkv + ((size_t)sq * SEQ + i) * LD + h * HD;
-                double mx = -1e300, sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    const float *kj = qkv + ((size_t)sq * SEQ + j) * LD + CQ + h * HD;
-                    double d = 0;
-                    for (int e = 0; e < HD; e++)
-                        d += (double)(qi[e] + bias[h * HD + e]) * (kj[e] + bias[CQ + h * HD + e]);
-                    p[j] = d / std::sqrt((double)HD);
-                    mx = p[j] > mx ? p[j] : mx;
-                }
-                for (int j = 0; j <= i; j++)
-                    sum += (p[j] = std::exp(p[j] - mx));
-                for (int e = 0; e < HD; e++) {
-                    double o = 0;
-                    for (int j = 0; j <= i; j++)
-                        o += p[j] * (qkv[((size_t)sq * SEQ + j) * LD + 2 * CQ + h * HD + e] +
-                                     bias[2 * CQ + h * HD + e]);
-                    put(&out[((size_t)sq * SEQ + i) * CQ + h * HD + e], (float)(o / sum));
-                }
-            }
+    if constexpr (std::is_same_v<T, float>)
+        return *p;
+    else
+        return tr_bf16_to_f32(*p);
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention(cudaStream_t s, const float *qkv, const float *bias, OUT *out)
+/* trc_gemm_batched: C_b = alpha op(A_b) op(B_b) (beta 0), row-major, X_b = X + b*sX; operands widened to fp32
+ * (exact), an fp32 product, C stored as its type (a bf16 C rounded to nearest even) */
+template <typename T, typename TC>
+void gemm_batched_ref(int transa, int transb, int m, int n, int k, float alpha, const T *A, int lda, long long sA,
+                      const T *B, int ldb, long long sB, TC *C, int ldc, long long sC, int batch)
 {
-    push(stream_of(s), [=] { attention_ref<NSEQ, SEQ, HEADS, HD>(qkv, bias, out); });
+    const size_t na = (size_t)((transa ? k : m) - 1) * lda + (size_t)(transa ? m : k);
+    const size_t nb = (size_t)((transb ? n : k) - 1) * ldb + (size_t)(transb ? k : n);
+    std::vector<float> a(na), b(nb), c((size_t)m * n);
+    for (int z = 0; z < batch; z++) {
+        for (size_t i = 0; i < na; i++)
+            a[i] = get(A + z * sA + i);
+        for (size_t i = 0; i < nb; i++)
+            b[i] = get(B + z * sB + i);
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+                    alpha, a.data(), lda, b.data(), ldb, 0.0f, c.data(), n);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                put(C + z * sC + (size_t)i * ldc + j, c[(size_t)i * n + j]);
+    }
+}
+
+/* the sum of 32 lane values by the xor tree: every lane ends with the same bits; lane 0's */
+inline float lanes_sum(float *v)
+{
+    for (int o = 16; o > 0; o /= 2) {
+        float w[32];
+        for (int l = 0; l < 32; l++)
+            w[l] = v[l] + v[l ^ o];
+        std::copy(w, w + 32, v);
+    }
+    return v[0];
+}
+
+/* k_softmax: P = causal softmax(S * scale) of rows r = h*seq + i */
+template <typename T>
+void softmax_ref(int rows, int seq, const float *sc, T *p, float scale)
+{
+    for (int r = 0; r < rows; r++) {
+        const int i = r % seq;
+        const float *x = sc + (size_t)r * seq;
+        float m = -INFINITY, l[32] = {0};
+        for (int j = 0; j <= i; j++)
+            m = std::max(m, x[j] * scale);
+        for (int j = 0; j <= i; j++)
+            l[j % 32] += expf(x[j] * scale - m); /* each lane in ascending j */
+        const float inv = 1.0f / lanes_sum(l);
+        for (int j = 0; j < seq; j++)
+            put(p + (size_t)r * seq + j, j <= i ? expf(x[j] * scale - m) * inv : 0.0f);
+    }
+}
+
+/* k_softmax_bwd: dS = P (dP - sum_j P dP) over P, j <= i */
+template <typename T>
+void softmax_bwd_ref(int rows, int seq, const float *dp, T *p)
+{
+    for (int r = 0; r < rows; r++) {
+        const int i = r % seq;
+        const float *g = dp + (size_t)r * seq;
+        T *pr = p + (size_t)r * seq;
+        float d[32] = {0};
+        for (int j = 0; j <= i; j++)
+            d[j % 32] = fmaf(get(pr + j), g[j], d[j % 32]);
+        const float D = lanes_sum(d);
+        for (int j = 0; j <= i; j++)
+            put(pr + j, get(pr + j) * (g[j] - D));
+    }
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T, typename OUT>
+void attention(tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, OUT *out, float *scores, T *probs, T *qkvh)
+{
+    (void)c;
+    push(stream_of(s), [=] {
+        constexpr int CQ = HEADS * HD, LD = 3 * CQ, ROWS = HEADS * SEQ;
+        constexpr long long SS = (long long)SEQ * SEQ;
+        for (long long i = 0; i < (long long)NSEQ * SEQ * LD; i++) {
+            qkv[i] += bias[i % LD];
+            if constexpr (!std::is_same_v<T, float>)
+                put(qkvh + i, qkv[i]);
+        }
+        const T *x = nullptr;
+        if constexpr (std::is_same_v<T, float>)
+            x = qkv;
+        else
+            x = qkvh;
+        const float scale = 1.0f / sqrtf((float)HD);
+        for (int n = 0; n < NSEQ; n++) {
+            const T *q = x + (size_t)n * SEQ * LD;
+            gemm_batched_ref(0, 1, SEQ, SEQ, HD, 1.0f, q, LD, HD, q + CQ, LD, HD, scores, SEQ, SS, HEADS);
+            softmax_ref(ROWS, SEQ, scores, probs, scale);
+            gemm_batched_ref(0, 0, SEQ, HD, SEQ, 1.0f, (const T *)probs, SEQ, SS, q + 2 * CQ, LD, HD,
+                             out + (size_t)n * SEQ * CQ, CQ, HD, HEADS);
+        }
+    });
 }
 
 /* ---- training ---- */
@@ -674,18 +753,6 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
             if (rs)
                 rs[r] = (float)t;
         }
-    });
-}
-
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention_keep(cudaStream_t s, float *qkv, const float *bias, OUT *out)
-{
-    constexpr int LD = 3 * HEADS * HD;
-    push(stream_of(s), [=] {
-        for (long long i = 0; i < (long long)NSEQ * SEQ * LD; i++)
-            qkv[i] += bias[i % LD];
-        const std::vector<float> zero(LD, 0.0f); /* qkv is biased now */
-        attention_ref<NSEQ, SEQ, HEADS, HD>(qkv, zero.data(), out);
     });
 }
 
@@ -742,60 +809,39 @@ void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *
     push(stream_of(s), [=] { lnb_ref::ln_bwd_apply<ROWS, COLS, HIDDEN>(dy, x, rs, vs, gamma, sums, eps, g); });
 }
 
-/* in double, P recomputed per row; lse and dsum are the kernel's scratch: poisoned here, so that a
- * conflict on them would show */
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *lse, float *dsum)
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
+void attention_bwd(tr_ctx *c, cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *scores,
+                   T *probs, T *qkvh, T *douth)
 {
+    (void)c;
     push(stream_of(s), [=] {
-        constexpr int CQ = HEADS * HD, LD = 3 * CQ;
-        const double scale = 1.0 / std::sqrt((double)HD);
-        for (long long i = 0; i < (long long)SEQ * SEQ; i++)
-            lse[i] = dsum[i] = NAN;
-        std::vector<double> P((size_t)SEQ * SEQ), dS((size_t)SEQ * SEQ);
-        for (int sq = 0; sq < NSEQ; sq++)
-            for (int h = 0; h < HEADS; h++) {
-                auto Q = [&](int i, int e) { return (double)qkv[((size_t)sq * SEQ + i) * LD + h * HD + e]; };
-                auto K = [&](int i, int e) { return (double)qkv[((size_t)sq * SEQ + i) * LD + CQ + h * HD + e]; };
-                auto V = [&](int i, int e) { return (double)qkv[((size_t)sq * SEQ + i) * LD + 2 * CQ + h * HD + e]; };
-                auto G = [&](int i, int e) { return (double)dout[((size_t)sq * SEQ + i) * CQ + h * HD + e]; };
-                for (int i = 0; i < SEQ; i++) {
-                    double mx = -1e300, sum = 0, dot = 0;
-                    for (int j = 0; j <= i; j++) {
-                        double d = 0;
-                        for (int e = 0; e < HD; e++)
-                            d += Q(i, e) * K(j, e);
-                        P[(size_t)i * SEQ + j] = d * scale;
-                        mx = std::max(mx, d * scale);
-                    }
-                    for (int j = 0; j <= i; j++)
-                        sum += (P[(size_t)i * SEQ + j] = std::exp(P[(size_t)i * SEQ + j] - mx));
-                    for (int j = 0; j <= i; j++) {
-                        P[(size_t)i * SEQ + j] /= sum;
-                        double dp = 0;
-                        for (int e = 0; e < HD; e++)
-                            dp += G(i, e) * V(j, e);
-                        dS[(size_t)i * SEQ + j] = dp;
-                        dot += dp * P[(size_t)i * SEQ + j];
-                    }
-                    for (int j = 0; j <= i; j++)
-                        dS[(size_t)i * SEQ + j] = P[(size_t)i * SEQ + j] * (dS[(size_t)i * SEQ + j] - dot);
-                }
-                for (int i = 0; i < SEQ; i++)
-                    for (int e = 0; e < HD; e++) {
-                        double dq = 0, dk = 0, dv = 0;
-                        for (int j = 0; j <= i; j++)
-                            dq += dS[(size_t)i * SEQ + j] * K(j, e);
-                        for (int r = i; r < SEQ; r++) {
-                            dk += dS[(size_t)r * SEQ + i] * Q(r, e);
-                            dv += P[(size_t)r * SEQ + i] * G(r, e);
-                        }
-                        float *o = dqkv + ((size_t)sq * SEQ + i) * LD + h * HD + e;
-                        o[0] = (float)(dq * scale);
-                        o[CQ] = (float)(dk * scale);
-                        o[2 * CQ] = (float)dv;
-                    }
-            }
+        constexpr int CQ = HEADS * HD, LD = 3 * CQ, ROWS = HEADS * SEQ;
+        constexpr long long SS = (long long)SEQ * SEQ;
+        const T *x = nullptr, *go = nullptr;
+        if constexpr (std::is_same_v<T, float>) {
+            x = qkv;
+            go = dout;
+        } else {
+            for (long long i = 0; i < (long long)NSEQ * SEQ * LD; i++)
+                qkvh[i] = tr_f32_to_bf16(qkv[i]);
+            for (long long i = 0; i < (long long)NSEQ * SEQ * CQ; i++)
+                douth[i] = tr_f32_to_bf16(dout[i]);
+            x = qkvh;
+            go = douth;
+        }
+        const float scale = 1.0f / sqrtf((float)HD);
+        for (int n = 0; n < NSEQ; n++) {
+            const T *q = x + (size_t)n * SEQ * LD, *k = q + CQ, *v = q + 2 * CQ, *g = go + (size_t)n * SEQ * CQ;
+            const T *P = probs;
+            float *dq = dqkv + (size_t)n * SEQ * LD;
+            gemm_batched_ref(0, 1, SEQ, SEQ, HD, 1.0f, q, LD, HD, k, LD, HD, scores, SEQ, SS, HEADS);
+            softmax_ref(ROWS, SEQ, scores, probs, scale);
+            gemm_batched_ref(1, 0, SEQ, HD, SEQ, 1.0f, P, SEQ, SS, g, CQ, HD, dq + 2 * CQ, LD, HD, HEADS);
+            gemm_batched_ref(0, 1, SEQ, SEQ, HD, 1.0f, g, CQ, HD, v, LD, HD, scores, SEQ, SS, HEADS);
+            softmax_bwd_ref(ROWS, SEQ, scores, probs);
+            gemm_batched_ref(0, 0, SEQ, HD, SEQ, scale, P, SEQ, SS, k, LD, HD, dq, LD, HD, HEADS);
+            gemm_batched_ref(1, 0, SEQ, HD, SEQ, scale, P, SEQ, SS, q, LD, HD, dq + CQ, LD, HD, HEADS);
+        }
     });
 }
 

@@ -6,7 +6,7 @@
  * Arena: 384 floats = 1536 bytes, of which weight shards 688 bytes.
  * One forward moves, as broadcasts: 672 bytes received (row 160, col 512).
  * Every call below has literal arguments; schedule/rank_i1_j1.txt lists the same steps with their groups.
- * Schedule 6dbea815f73d2d54: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule 91f7c0a57866c29b: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "tr.h"
 
@@ -94,7 +94,7 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     float *const recv_L0_qkv_x = A + 368; /* [2,4] X(h=1,t) received over row for qkv; live 5..7 */
     float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=1) received over col for qkv; live 6..7 */
     float *const L0_att = A + 288; /* [2,4] attention output, head group j; live 11..17 */
-    float *const L0_scores = A + 272; /* [2,2] attention scores of one (sequence, head); live 11..11 */
+    float *const L0_scores = A + 272; /* [2,2] attention scores of one sequence's heads; live 11..11 */
     float *const L0_proj = A + 304; /* [2,4] attention projection partial block; live 14..18 */
     float *const recv_L0_proj_x = A + 320; /* [2,4] X(h=1,t) received over row for proj; live 12..14 */
     float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=1) received over col for proj; live 13..14 */
@@ -198,7 +198,7 @@ static const tr_rank_row rows[1] = {
 
 const tr_class_desc tr_class = {
     .i = 1, .j = 1,
-    .fingerprint = "6dbea815f73d2d54",
+    .fingerprint = "91f7c0a57866c29b",
     .proto = {
         .rank = -1, .i = 1, .j = 1, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */

@@ -12,7 +12,8 @@
 #              gradients within 1e-4, bytes as planned; 5 AdamW steps with --replica-check (bitwise identical
 #              replicas); m64's 20-step losses equal on the three meshes (1e-4), within 1e-3 of float64, falling;
 #              the column sums and layernorm backward outside any schedule (tests/cuda/lnb_check.sh bench: bits
-#              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed)
+#              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed); attention outside
+#              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed)
 #   races      runs repeated, and repeated under CUDA_LAUNCH_BLOCKING=1 (every launch serialised): outputs,
 #              gradients and trained weights bitwise identical (a missing stream wait shows up as a difference)
 #   sanitizer  compute-sanitizer memcheck, racecheck, initcheck and synccheck on the tiny model, inference and
@@ -293,6 +294,8 @@ stage_training() {
     if [ "$TG_STANDIN" != 1 ]; then
         tg_check "training: column sums and layernorm backward bit for bit the emulation's arithmetic, within 1e-5 of double, repeatable; timed (tests/cuda/lnb_check.cu)" \
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lnb_check.sh" "$TG_WORK/lnbk" bench
+        tg_check "training: attention (softmax kernels, cuBLAS strided-batched forward and backward, fp32 and bf16) against double; timed (tests/cuda/attn_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/attn_check.sh" "$TG_WORK/attnk" bench
     fi
     for m in m64 m128; do
         ref_check "$m" || continue

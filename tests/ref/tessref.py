@@ -177,11 +177,15 @@ same-bits A.safetensors B.safetensors
         a1 = r(LN1(x)); qkv = a1 @ r(Wqkv) + bqkv; att = r(attention(qkv))
         x1 = x + att @ r(Wo) + bo; a2 = r(LN2(x1)); u = a2 @ r(W1) + b1
         g = r(GeLU(u)); y = x1 + g @ r(W2) + b2          (x, qkv, x1, u, y not rounded)
+    attention's own GEMMs read bf16 too (as tensor cores do; docs/BF16.md, "Attention"):
+        P = softmax(mask(r(Q) r(K)^T / sqrt(D))); attention = r(P) r(V)
     backward: dW2 = g^T r(dy), dg = r(dy) r(W2)^T; dW1 = a2^T r(du),
     da2 = r(du) r(W1)^T; dWo = att^T r(dx1), datt = r(dx1) r(Wo)^T;
     dWqkv = a1^T r(dqkv), da1 = r(dqkv) r(Wqkv)^T (dy, dx1 the residual
-    gradients); bias gradients sum the unrounded dL/dY; LayerNorm, GeLU' and
-    attention backward in float64 from the unrounded values.  train: float64
+    gradients); bias gradients sum the unrounded dL/dY; LayerNorm and GeLU'
+    in float64 from the unrounded values; attention backward reads r(dO),
+    r(Q), r(K), r(V), r(P) and dS = r(P (dP - rowsum(dP P))), dP = r(dO)
+    r(V)^T, everything else float64.  train: float64
     master weights and AdamW, the weights rounded at each use.  LM: logits =
     r(ln_f(y)) @ r(wte)^T, d wte += r(dlogits)^T r(ln_f out), d(ln_f out) =
     r(dlogits) r(wte); the embedding gathers the unrounded wte.
@@ -520,8 +524,9 @@ def gelu(x):
     return t(0.5) * x * (t(1.0) + np.tanh(c * (x + t(0.044715) * x * x * x)))
 
 
-def causal_attention(qkv, H):
-    """qkv [B,S,3C] -> [B,S,C]; per-sequence causal softmax attention."""
+def causal_attention(qkv, H, rnd_p=None):
+    """qkv [B,S,3C] -> [B,S,C]; per-sequence causal softmax attention.  rnd_p: applied to P
+    before P V (bf16-selftest's hand-written block)."""
     B, S, C3 = qkv.shape
     C = C3 // 3
     D = C // H
@@ -539,6 +544,8 @@ def causal_attention(qkv, H):
     scores = scores - scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p = p / p.sum(axis=-1, keepdims=True)
+    if rnd_p:
+        p = rnd_p(p)
     o = p @ v  # [B,H,S,D]
     return o.transpose(0, 2, 1, 3).reshape(B, S, C)
 
@@ -600,8 +607,12 @@ def gelu_grad(x):
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
 
 
-def attention_fwd(qkv, H):
-    """Like causal_attention, also returning (q, k, v, p) in [B,H,S,*] layout."""
+def attention_fwd(qkv, H, rnd=None):
+    """Like causal_attention, also returning (q, k, v, p) in [B,H,S,*] layout.  rnd (--bf16): the
+    GEMM operands rounded, as tensor cores read them (docs/BF16.md, "Attention"): the biased
+    Q, K, V, and P before P V; the cache keeps the rounded q, k, v, p."""
+    R = rnd or _ident
+    qkv = R(qkv)
     B, S, C3 = qkv.shape
     C = C3 // 3
     D = C // H
@@ -617,21 +628,23 @@ def attention_fwd(qkv, H):
     z = np.where(future, -np.inf, z)
     z = z - z.max(axis=-1, keepdims=True)
     p = np.exp(z)  # exp(-inf) = 0 exactly on the masked entries
-    p = p / p.sum(axis=-1, keepdims=True)
+    p = R(p / p.sum(axis=-1, keepdims=True))
     o = p @ v
     return o.transpose(0, 2, 1, 3).reshape(B, S, C), (q, k, v, p)
 
 
-def attention_bwd(da, cache):
-    """da [B,S,C] -> dqkv [B,S,3C] (Q | K | V column blocks, HF order)."""
+def attention_bwd(da, cache, rnd=None):
+    """da [B,S,C] -> dqkv [B,S,3C] (Q | K | V column blocks, HF order).  rnd (--bf16): dO = r(da)
+    and dS rounded where the GEMMs read them (q, k, v, p in the cache are already rounded)."""
+    R = rnd or _ident
     q, k, v, p = cache
     B, H, S, D = q.shape
     C = H * D
     scale = 1.0 / math.sqrt(D)
-    do = da.reshape(B, S, H, D).transpose(0, 2, 1, 3)
+    do = R(da).reshape(B, S, H, D).transpose(0, 2, 1, 3)
     dv = p.transpose(0, 1, 3, 2) @ do                       # [B,H,S,D]
     dp = do @ v.transpose(0, 1, 3, 2)                       # [B,H,S,S]
-    dz = p * (dp - (dp * p).sum(axis=-1, keepdims=True))    # softmax backward; 0 where masked
+    dz = R(p * (dp - (dp * p).sum(axis=-1, keepdims=True)))  # softmax backward; 0 where masked
     dq = (dz @ k) * scale
     dk = (dz.transpose(0, 1, 3, 2) @ q) * scale
 
@@ -654,7 +667,7 @@ def block_fwd(x, w, l, H, eps, rnd=None):
     h1, ln1 = layernorm_fwd(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
     h1 = R(h1)
     qkv = h1 @ R(w[p + "attn.c_attn.weight"]) + w[p + "attn.c_attn.bias"]
-    a, att = attention_fwd(qkv, H)
+    a, att = attention_fwd(qkv, H, rnd)
     a = R(a)
     x1 = x + (a @ R(w[p + "attn.c_proj.weight"]) + w[p + "attn.c_proj.bias"])
     h2, ln2 = layernorm_fwd(x1, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
@@ -697,7 +710,7 @@ def block_bwd(dy, cache, w, l, rnd=None):
     dx1r = R(dx1)
     g[p + "attn.c_proj.weight"] = rows(a).T @ rows(dx1r)
     g[p + "attn.c_proj.bias"] = rows(dx1).sum(axis=0)
-    dqkv = attention_bwd(dx1r @ R(w[p + "attn.c_proj.weight"]).T, att)
+    dqkv = attention_bwd(dx1r @ R(w[p + "attn.c_proj.weight"]).T, att, rnd)
     # qkv = h1 Wqkv + bqkv
     dqkvr = R(dqkv)
     g[p + "attn.c_attn.weight"] = rows(h1).T @ rows(dqkvr)
@@ -1960,10 +1973,11 @@ def cmd_bf16_selftest(a):
     nf = len(calls)
     dxb, gb = backward(dyt, cb, wt, Lt, rec)
     R, T = (Bt, St), {(Ct, 3 * Ct), (Ct, Ct), (Ct, Ft), (Ft, Ct)}
-    check("the hook is called 8 times per block forward (4 weights, LN1, attention, LN2, GeLU outputs) "
-          "and 8 per block backward (4 weights, dy, dL/du, dL/dx1, dL/dqkv)",
-          nf == 8 * Lt and len(calls) == 16 * Lt
-          and sum(s in T for s in calls) == 8 * Lt and sum(s[:2] == R for s in calls) == 8 * Lt,
+    PS = (Bt, Ht, St, St)
+    check("the hook is called 10 times per block forward (4 weights, LN1, [Q|K|V], P, attention, LN2, GeLU "
+          "outputs) and 10 per block backward (4 weights, dy, dL/du, dL/dx1, dO, dS, dL/dqkv)",
+          nf == 10 * Lt and len(calls) == 20 * Lt and sum(s in T for s in calls) == 8 * Lt
+          and sum(s[:2] == R for s in calls) == 10 * Lt and sum(s == PS for s in calls) == 2 * Lt,
           f"{nf} forward, {len(calls) - nf} backward")
     mats = [n for n in wt if n.endswith(DECAY_SUFFIXES)]
     wr = dict(wt)
@@ -1979,7 +1993,7 @@ def cmd_bf16_selftest(a):
     r_ = bf16_round
     p = "h.0."
     h1 = r_(layernorm(xt, wt[p + "ln_1.weight"], wt[p + "ln_1.bias"], eps))
-    at = r_(causal_attention(h1 @ r_(wt[p + "attn.c_attn.weight"]) + wt[p + "attn.c_attn.bias"], Ht))
+    at = r_(causal_attention(r_(h1 @ r_(wt[p + "attn.c_attn.weight"]) + wt[p + "attn.c_attn.bias"]), Ht, r_))
     x1 = xt + at @ r_(wt[p + "attn.c_proj.weight"]) + wt[p + "attn.c_proj.bias"]
     h2 = r_(layernorm(x1, wt[p + "ln_2.weight"], wt[p + "ln_2.bias"], eps))
     f = h2 @ r_(wt[p + "mlp.c_fc.weight"]) + wt[p + "mlp.c_fc.bias"]
@@ -1992,7 +2006,7 @@ def cmd_bf16_selftest(a):
     dW1 = h2.reshape(-1, Ct).T @ r_(du).reshape(-1, Ft)
     e1, e2, e3 = rel_fro(yb1, y1), rel_fro(gb1[p + "mlp.c_proj.weight"], dW2), rel_fro(gb1[p + "mlp.c_fc.weight"], dW1)
     check("one --bf16 block == the block written out by hand with the rounding of docs/BF16.md "
-          "(forward, dW2 = r(g)^T r(dy), dW1 = r(a2)^T r(du))", max(e1, e2, e3) < 1e-6,
+          "(forward with attention on r(qkv) and r(P), dW2 = r(g)^T r(dy), dW1 = r(a2)^T r(du))", max(e1, e2, e3) < 1e-6,
           f"{e1:.1e} {e2:.1e} {e3:.1e} (bf16 vs float64 is ~1e-3)")
     check("--bf16 backward's bias gradients are sums of the unrounded dL/dY",
           np.array_equal(gb1[p + "mlp.c_proj.bias"], dyt.reshape(-1, Ct).sum(axis=0)))
@@ -2047,7 +2061,8 @@ def cmd_bf16_selftest(a):
 
 
 BF16_HELP = ("emulate dtype = \"bf16\" (docs/BF16.md): float64, with every GEMM operand (LN, attention "
-             "and GeLU outputs, 2-D weights, the backward's dL/dY operands) rounded to bfloat16, nearest even")
+             "and GeLU outputs, 2-D weights, the backward's dL/dY operands, attention's Q, K, V, P, dO, dS) "
+             "rounded to bfloat16, nearest even")
 
 
 def main(argv=None):

@@ -5,24 +5,19 @@
  *
  * Row kernels (row sums, residual + row sums, centred squares, layernorm apply): one warp per token row,
  * 16-byte loads when the row width allows, statistics accumulated in double like the CPU backend.
- * Element-wise kernels (bias + GeLU): one thread per 4 elements. Attention: one block per (128-thread tile of
- * query rows, head, sequence); a query row is shared by TPR threads that each hold HD/TPR of its dimensions in
- * registers; K and V tiles of the same (sequence, head) pass through shared memory with the bias added on the
- * way in, and the softmax is computed online (running max and sum), so neither the [SEQ, SEQ] scores nor the
- * biased QKV ever reach device memory. Causal: a tile of query rows reads keys up to its last row only.
- * The per-element arithmetic (GeLU, layernorm) is tr_math.h, the same code the CPU backend runs.
+ * Element-wise kernels (bias + GeLU): one thread per 4 elements. Attention is its own family, after this part
+ * (templates/kernels_attention.cu.in). The per-element arithmetic (GeLU, layernorm) is tr_math.h, the same code
+ * the CPU backend runs.
  *
  * Training adds: the forward variants that keep what the backward reads (out-of-place residual, GeLU with
- * its pre-activation kept, attention that writes the biased QKV back), GeLU backward (column sums and layernorm
- * backward are their own families, after this part: templates/kernels_colsum.cu.in, kernels_layernorm.cu.in),
- * and attention backward that recomputes the probabilities from Q and K in two kernels (dQ per query row; dK and
- * dV per key row) with the forward's thread layout, keeping only each row's log-sum-exp and dO.O in the plan's
- * [SEQ, SEQ] scratch.
+ * its pre-activation kept) and GeLU backward; column sums, layernorm backward and attention (forward and
+ * backward) are their own families, after this part: templates/kernels_colsum.cu.in, kernels_layernorm.cu.in,
+ * kernels_attention.cu.in.
  *
- * bf16 outputs (docs/BF16.md): layernorm apply, attention and bias + GeLU (saved) write their output as OUT,
- * float or tr_bf16; the arithmetic is the same fp32 code, and a tr_bf16 output is its result rounded to nearest
- * even (__float2bfloat16_rn). Layernorm apply's 16-byte path stores 4 bf16 in one 8-byte store; attention
- * stores pairs (__nv_bfloat162) when a thread's dimensions are even in number; bias + GeLU one per thread.
+ * bf16 outputs (docs/BF16.md): layernorm apply and bias + GeLU (saved) write their output as OUT, float or
+ * tr_bf16; the arithmetic is the same fp32 code, and a tr_bf16 output is its result rounded to nearest even
+ * (__float2bfloat16_rn). Layernorm apply's 16-byte path stores 4 bf16 in one 8-byte store; bias + GeLU one per
+ * thread.
  */
 #include <math.h>
 #include <type_traits>
@@ -225,104 +220,6 @@ __global__ void __launch_bounds__(kEltThreads) k_bias_gelu(float *__restrict__ h
     }
 }
 
-/* ---- attention --------------------------------------------------------------------------------------------- */
-
-/* How a head dimension HD is split: TPR threads per query row (a power of two, so the row's partial dot
- * products meet with shuffles inside a warp), DPT = HD/TPR dimensions per thread, RPB query rows per block,
- * and BK keys per shared-memory tile (K and V tiles together within 48 KB of static shared memory). */
-template <int HD>
-struct attn_cfg {
-    static constexpr int TPR = (HD % 8 == 0 && HD >= 64) ? 8 : (HD % 4 == 0 && HD >= 32) ? 4
-                               : (HD % 2 == 0 && HD >= 16) ? 2 : 1;
-    static constexpr int DPT = HD / TPR;
-    static constexpr int THREADS = 128;
-    static constexpr int RPB = THREADS / TPR;
-    static constexpr int bk(int cap)
-    {
-        int b = 64;
-        while (b > 1 && b > cap)
-            b /= 2;
-        return b;
-    }
-    static constexpr int BK = bk(48 * 1024 / (2 * HD * (int)sizeof(float)));
-};
-
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-__global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
-    k_attention(const float *__restrict__ qkv, const float *__restrict__ bias, OUT *__restrict__ out, float scale)
-{
-    using cfg = attn_cfg<HD>;
-    constexpr int TPR = cfg::TPR, DPT = cfg::DPT, RPB = cfg::RPB, BK = cfg::BK;
-    constexpr int CQ = HEADS * HD, LD = 3 * CQ; /* local width of Q, K, V and out; row stride of qkv */
-    __shared__ __align__(16) float Ks[BK][HD];
-    __shared__ __align__(16) float Vs[BK][HD];
-
-    const int seq = (int)blockIdx.z, head = (int)blockIdx.y, q0 = (int)blockIdx.x * RPB;
-    const int sub = (int)threadIdx.x % TPR;           /* which DPT dimensions of the head this thread holds */
-    const int row = q0 + (int)threadIdx.x / TPR;      /* query token within the sequence */
-    const bool valid = row < SEQ;
-    const int d0 = sub * DPT;
-    const unsigned lane = threadIdx.x % kWarp;
-    const unsigned group = (TPR == kWarp ? 0xffffffffu : ((1u << TPR) - 1u) << (lane / TPR * TPR));
-    const float *blk = qkv + (size_t)seq * SEQ * LD;
-
-    float q[DPT], acc[DPT];
-#pragma unroll
-    for (int d = 0; d < DPT; d++) {
-        q[d] = valid ? (blk[(size_t)row * LD + head * HD + d0 + d] + (bias ? bias[head * HD + d0 + d] : 0.0f)) * scale
-                     : 0.0f;
-        acc[d] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f; /* running max and sum of exp(score - m) */
-
-    const int kend = min(SEQ, q0 + RPB); /* causal: this tile's last row sees keys 0..kend-1 */
-    for (int k0 = 0; k0 < kend; k0 += BK) {
-        __syncthreads(); /* the previous tile is consumed */
-        for (int e = (int)threadIdx.x; e < BK * HD; e += cfg::THREADS) {
-            const int j = e / HD, d = e % HD, key = k0 + j;
-            float kv = 0.0f, vv = 0.0f;
-            if (key < SEQ) {
-                kv = blk[(size_t)key * LD + CQ + head * HD + d] + (bias ? bias[CQ + head * HD + d] : 0.0f);
-                vv = blk[(size_t)key * LD + 2 * CQ + head * HD + d] + (bias ? bias[2 * CQ + head * HD + d] : 0.0f);
-            }
-            Ks[j][d] = kv;
-            Vs[j][d] = vv;
-        }
-        __syncthreads();
-        const int jend = valid ? min(BK, row - k0 + 1) : 0; /* keys <= row; the same for the row's TPR threads */
-        for (int j = 0; j < jend; j++) {
-            float sc = 0.0f;
-#pragma unroll
-            for (int d = 0; d < DPT; d++)
-                sc += q[d] * Ks[j][d0 + d];
-#pragma unroll
-            for (int o = TPR / 2; o > 0; o /= 2)
-                sc += __shfl_xor_sync(group, sc, o, TPR);
-            const float mn = fmaxf(m, sc);
-            const float corr = expf(m - mn); /* 0 on the first key (m = -inf) */
-            const float p = expf(sc - mn);
-            l = l * corr + p;
-#pragma unroll
-            for (int d = 0; d < DPT; d++)
-                acc[d] = acc[d] * corr + p * Vs[j][d0 + d];
-            m = mn;
-        }
-    }
-    if (valid) {
-        const float inv = 1.0f / l;
-        OUT *o = out + ((size_t)seq * SEQ + row) * CQ + head * HD + d0;
-        if constexpr (std::is_same_v<OUT, tr_bf16> && DPT % 2 == 0) { /* d0 and CQ even: 4-byte aligned pairs */
-#pragma unroll
-            for (int d = 0; d < DPT; d += 2)
-                reinterpret_cast<unsigned *>(o)[d / 2] = bf16x2_bits(acc[d] * inv, acc[d + 1] * inv);
-        } else {
-#pragma unroll
-            for (int d = 0; d < DPT; d++)
-                put(o + d, acc[d] * inv);
-        }
-    }
-}
-
 /* ---- training: forward variants that keep what the backward reads ----------------------------------------- */
 
 template <int ROWS, int COLS>
@@ -346,8 +243,7 @@ __global__ void __launch_bounds__(kRowThreads)
         rs[r] = (float)s;
 }
 
-/* x[e] += bias[e % COLS] in place (the biased QKV, or the kept GeLU pre-activation with g = GeLU(x), g of
- * type OUT) */
+/* x[e] += bias[e % COLS] in place (the kept GeLU pre-activation with g = GeLU(x), g of type OUT) */
 template <int ROWS, int COLS, bool GELU, typename OUT>
 __global__ void __launch_bounds__(kEltThreads)
     k_bias_add(float *__restrict__ x, const float *__restrict__ bias, OUT *__restrict__ g)
@@ -370,180 +266,6 @@ __global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
     if (i < (long long)ROWS * COLS)
         dg[i] *= tr_gelu_grad(u[i]);
-}
-
-/* Attention backward, per (sequence, head) pair p of a chunk of at most SEQ pairs (blockIdx.y), with the
- * forward's thread layout (attn_cfg: TPR threads per row, DPT dimensions each), P = softmax(scale Q K^T):
- *   k_attn_bwd_q   per query row i: pass 1 over keys j <= i: online max/sum and O_i = P_i V; lse_i and
- *                  D_i = dO_i . O_i (= sum_j P_ij dP_ij) into the scratch; pass 2: P_ij = exp(s_ij - lse_i),
- *                  dP_ij = dO_i . V_j, dS_ij = P_ij (dP_ij - D_i); dQ_i = scale sum_j dS_ij K_j
- *   k_attn_bwd_kv  per key row j, over query rows i >= j (Q, dO, lse, D tiles in shared memory):
- *                  dV_j = sum_i P_ij dO_i, dK_j = scale sum_i dS_ij Q_i
- * Every sum runs in a fixed order (keys or queries ascending, then a fixed shuffle tree): deterministic. */
-template <int NSEQ, int SEQ, int HEADS, int HD>
-__global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
-    k_attn_bwd_q(const float *__restrict__ qkv, const float *__restrict__ dout, float *__restrict__ dqkv,
-                 float *__restrict__ lse, float *__restrict__ dsum, int p0, float scale)
-{
-    using cfg = attn_cfg<HD>;
-    constexpr int TPR = cfg::TPR, DPT = cfg::DPT, RPB = cfg::RPB, BK = cfg::BK;
-    constexpr int CQ = HEADS * HD, LD = 3 * CQ;
-    __shared__ __align__(16) float Ks[BK][HD];
-    __shared__ __align__(16) float Vs[BK][HD];
-
-    const int pair = p0 + (int)blockIdx.y, seq = pair / HEADS, head = pair % HEADS, q0 = (int)blockIdx.x * RPB;
-    const int sub = (int)threadIdx.x % TPR, row = q0 + (int)threadIdx.x / TPR, d0 = sub * DPT;
-    const bool valid = row < SEQ;
-    const unsigned lane = threadIdx.x % kWarp;
-    const unsigned group = (TPR == kWarp ? 0xffffffffu : ((1u << TPR) - 1u) << (lane / TPR * TPR));
-    const float *blk = qkv + (size_t)seq * SEQ * LD;
-    const float *dO = dout + ((size_t)seq * SEQ + row) * CQ + head * HD + d0;
-
-    float q[DPT], go[DPT], acc[DPT];
-#pragma unroll
-    for (int d = 0; d < DPT; d++) {
-        q[d] = valid ? blk[(size_t)row * LD + head * HD + d0 + d] * scale : 0.0f;
-        go[d] = valid ? dO[d] : 0.0f;
-        acc[d] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-    const int kend = min(SEQ, q0 + RPB);
-    for (int pass = 0; pass < 2; pass++) {
-        float lse_i = 0.0f, D = 0.0f;
-        if (pass == 1) {
-            float part = 0.0f;
-#pragma unroll
-            for (int d = 0; d < DPT; d++) {
-                part += go[d] * (acc[d] / l);
-                acc[d] = 0.0f; /* now dQ */
-            }
-#pragma unroll
-            for (int o = TPR / 2; o > 0; o /= 2)
-                part += __shfl_xor_sync(group, part, o, TPR);
-            lse_i = m + logf(l);
-            D = part;
-            if (valid && sub == 0) {
-                lse[(size_t)blockIdx.y * SEQ + row] = lse_i;
-                dsum[(size_t)blockIdx.y * SEQ + row] = D;
-            }
-        }
-        for (int k0 = 0; k0 < kend; k0 += BK) {
-            __syncthreads();
-            for (int e = (int)threadIdx.x; e < BK * HD; e += cfg::THREADS) {
-                const int j = e / HD, d = e % HD, key = k0 + j;
-                Ks[j][d] = key < SEQ ? blk[(size_t)key * LD + CQ + head * HD + d] : 0.0f;
-                Vs[j][d] = key < SEQ ? blk[(size_t)key * LD + 2 * CQ + head * HD + d] : 0.0f;
-            }
-            __syncthreads();
-            const int jend = valid ? min(BK, row - k0 + 1) : 0;
-            for (int j = 0; j < jend; j++) {
-                float sc = 0.0f;
-#pragma unroll
-                for (int d = 0; d < DPT; d++)
-                    sc += q[d] * Ks[j][d0 + d];
-#pragma unroll
-                for (int o = TPR / 2; o > 0; o /= 2)
-                    sc += __shfl_xor_sync(group, sc, o, TPR);
-                if (pass == 0) {
-                    const float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
-                    l = l * corr + p;
-#pragma unroll
-                    for (int d = 0; d < DPT; d++)
-                        acc[d] = acc[d] * corr + p * Vs[j][d0 + d];
-                    m = mn;
-                } else {
-                    float dp = 0.0f;
-#pragma unroll
-                    for (int d = 0; d < DPT; d++)
-                        dp += go[d] * Vs[j][d0 + d];
-#pragma unroll
-                    for (int o = TPR / 2; o > 0; o /= 2)
-                        dp += __shfl_xor_sync(group, dp, o, TPR);
-                    const float ds = expf(sc - lse_i) * (dp - D);
-#pragma unroll
-                    for (int d = 0; d < DPT; d++)
-                        acc[d] += ds * Ks[j][d0 + d];
-                }
-            }
-        }
-    }
-    if (valid) {
-        float *dq = dqkv + ((size_t)seq * SEQ + row) * LD + head * HD + d0;
-#pragma unroll
-        for (int d = 0; d < DPT; d++)
-            dq[d] = acc[d] * scale;
-    }
-}
-
-template <int NSEQ, int SEQ, int HEADS, int HD>
-__global__ void __launch_bounds__(attn_cfg<HD>::THREADS)
-    k_attn_bwd_kv(const float *__restrict__ qkv, const float *__restrict__ dout, float *__restrict__ dqkv,
-                  const float *__restrict__ lse, const float *__restrict__ dsum, int p0, float scale)
-{
-    using cfg = attn_cfg<HD>;
-    constexpr int TPR = cfg::TPR, DPT = cfg::DPT, RPB = cfg::RPB, BK = cfg::BK;
-    constexpr int CQ = HEADS * HD, LD = 3 * CQ;
-    __shared__ __align__(16) float Qs[BK][HD];
-    __shared__ __align__(16) float Gs[BK][HD];
-    __shared__ float Ls[BK], Ds[BK];
-
-    const int pair = p0 + (int)blockIdx.y, seq = pair / HEADS, head = pair % HEADS, j0 = (int)blockIdx.x * RPB;
-    const int sub = (int)threadIdx.x % TPR, key = j0 + (int)threadIdx.x / TPR, d0 = sub * DPT;
-    const bool valid = key < SEQ;
-    const unsigned lane = threadIdx.x % kWarp;
-    const unsigned group = (TPR == kWarp ? 0xffffffffu : ((1u << TPR) - 1u) << (lane / TPR * TPR));
-    const float *blk = qkv + (size_t)seq * SEQ * LD;
-    const float *dO = dout + (size_t)seq * SEQ * CQ + head * HD;
-
-    float k[DPT], v[DPT], dk[DPT], dv[DPT];
-#pragma unroll
-    for (int d = 0; d < DPT; d++) {
-        k[d] = valid ? blk[(size_t)key * LD + CQ + head * HD + d0 + d] : 0.0f;
-        v[d] = valid ? blk[(size_t)key * LD + 2 * CQ + head * HD + d0 + d] : 0.0f;
-        dk[d] = dv[d] = 0.0f;
-    }
-    for (int i0 = j0; i0 < SEQ; i0 += BK) { /* causal: query rows i >= this tile's first key */
-        __syncthreads();
-        for (int e = (int)threadIdx.x; e < BK * HD; e += cfg::THREADS) {
-            const int ii = e / HD, d = e % HD, i = i0 + ii;
-            Qs[ii][d] = i < SEQ ? blk[(size_t)i * LD + head * HD + d] : 0.0f;
-            Gs[ii][d] = i < SEQ ? dO[(size_t)i * CQ + d] : 0.0f;
-        }
-        for (int ii = (int)threadIdx.x; ii < BK; ii += cfg::THREADS) {
-            const int i = i0 + ii;
-            Ls[ii] = i < SEQ ? lse[(size_t)blockIdx.y * SEQ + i] : 0.0f;
-            Ds[ii] = i < SEQ ? dsum[(size_t)blockIdx.y * SEQ + i] : 0.0f;
-        }
-        __syncthreads();
-        const int ibeg = valid ? max(0, key - i0) : BK, iend = min(BK, SEQ - i0);
-        for (int ii = ibeg; ii < iend; ii++) {
-            float sc = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int d = 0; d < DPT; d++) {
-                sc += k[d] * Qs[ii][d0 + d];
-                dp += v[d] * Gs[ii][d0 + d];
-            }
-#pragma unroll
-            for (int o = TPR / 2; o > 0; o /= 2) {
-                sc += __shfl_xor_sync(group, sc, o, TPR);
-                dp += __shfl_xor_sync(group, dp, o, TPR);
-            }
-            const float p = expf(sc * scale - Ls[ii]), ds = p * (dp - Ds[ii]);
-#pragma unroll
-            for (int d = 0; d < DPT; d++) {
-                dv[d] += p * Gs[ii][d0 + d];
-                dk[d] += ds * Qs[ii][d0 + d];
-            }
-        }
-    }
-    if (valid) {
-        float *o = dqkv + ((size_t)seq * SEQ + key) * LD + head * HD + d0;
-#pragma unroll
-        for (int d = 0; d < DPT; d++) {
-            o[CQ + d] = dk[d] * scale;
-            o[2 * CQ + d] = dv[d];
-        }
-    }
 }
 
 } // namespace
@@ -606,16 +328,6 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
     TRC_LAUNCHED("trk::bias_gelu");
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention(cudaStream_t s, const float *qkv, const float *bias, OUT *out)
-{
-    using cfg = attn_cfg<HD>;
-    static_assert(NSEQ <= 65535 && HEADS <= 65535, "attention grid: at most 65535 sequences and heads per rank");
-    const dim3 grid((unsigned)((SEQ + cfg::RPB - 1) / cfg::RPB), HEADS, NSEQ);
-    k_attention<NSEQ, SEQ, HEADS, HD, OUT><<<grid, cfg::THREADS, 0, s>>>(qkv, bias, out, 1.0f / sqrtf((float)HD));
-    TRC_LAUNCHED("trk::attention");
-}
-
 /* ---- training launchers ------------------------------------------------------------------------------- */
 
 template <int ROWS, int COLS>
@@ -628,16 +340,6 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
 constexpr unsigned elt_blocks(long long n)
 {
     return (unsigned)((n + kEltThreads - 1) / kEltThreads);
-}
-
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention_keep(cudaStream_t s, float *qkv, const float *bias, OUT *out)
-{
-    constexpr int LD = 3 * HEADS * HD;
-    k_bias_add<NSEQ * SEQ, LD, false, float>
-        <<<elt_blocks((long long)NSEQ * SEQ * LD), kEltThreads, 0, s>>>(qkv, bias, nullptr);
-    TRC_LAUNCHED("trk::attention_keep (bias)");
-    attention<NSEQ, SEQ, HEADS, HD>(s, qkv, nullptr, out); /* qkv is biased now: no bias on the fly */
 }
 
 template <int ROWS, int COLS, typename OUT>
@@ -654,23 +356,6 @@ void gelu_bwd(cudaStream_t s, float *dg, const float *u)
     TRC_LAUNCHED("trk::gelu_bwd");
 }
 
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *lse, float *dsum)
-{
-    using cfg = attn_cfg<HD>;
-    constexpr int NP = NSEQ * HEADS;
-    static_assert(SEQ <= 65535, "attention backward grid: at most 65535 pairs per chunk");
-    const float scale = 1.0f / sqrtf((float)HD);
-    /* the scratch holds lse and D of SEQ rows for SEQ pairs: chunks of SEQ pairs, q then kv for each */
-    for (int p0 = 0; p0 < NP; p0 += SEQ) {
-        const int np = NP - p0 < SEQ ? NP - p0 : SEQ;
-        const dim3 grid((unsigned)((SEQ + cfg::RPB - 1) / cfg::RPB), (unsigned)np);
-        k_attn_bwd_q<NSEQ, SEQ, HEADS, HD><<<grid, cfg::THREADS, 0, s>>>(qkv, dout, dqkv, lse, dsum, p0, scale);
-        TRC_LAUNCHED("trk::attention_bwd (dq)");
-        k_attn_bwd_kv<NSEQ, SEQ, HEADS, HD><<<grid, cfg::THREADS, 0, s>>>(qkv, dout, dqkv, lse, dsum, p0, scale);
-        TRC_LAUNCHED("trk::attention_bwd (dk, dv)");
-    }
-}
 
 /* ---- the shapes of this model's schedule ------------------------------------------------------------------ */
 
@@ -678,7 +363,6 @@ template void ln_rowsum<2, 4>(cudaStream_t, const float *, float *);
 template void ln_sqdev<2, 4, 8>(cudaStream_t, const float *, const float *, float *);
 template void ln_apply<2, 4, 8>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, float *);
-template void attention<1, 2, 1, 4>(cudaStream_t, const float *, const float *, float *);
 template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const float *, float *);
 template void bias_gelu<2, 8>(cudaStream_t, float *, const float *);
 
@@ -1027,5 +711,253 @@ void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *
 
 /* ---- layernorm backward at the shapes of this model's schedule ---- */
 
+
+} // namespace trk
+
+/* ---- attention (golden, templates/kernels_attention.cu.in) ---------------------------------------------------
+ *
+ * Attention on tensor cores: the two products of each direction are cuBLAS strided-batched GEMMs
+ * (trc_gemm_batched) over the HEADS heads of one sequence at a time, and what lies between them is one fused
+ * kernel per direction, one warp per row of scores. The qkv layout needs no permute: head h of Q, K or V of
+ * sequence n is the [SEQ, HD] matrix at qkv + n*SEQ*LD + {0, CQ, 2CQ} + h*HD with leading dimension LD = 3*CQ,
+ * so the heads are one batch with stride HD; the scores of the batch are [HEADS*SEQ, SEQ], stride SEQ*SEQ, in
+ * the plan's scratch (the step's slots 3 and 4, visible in the memory plan). Per sequence n:
+ *
+ *   forward    S = Q K^T (fp32) -> k_softmax: P = causal softmax(S / sqrt(HD)) -> out = P V
+ *   backward   S = Q K^T -> k_softmax: P -> dV = P^T dO -> dP = dO V^T (fp32, over S) -> k_softmax_bwd:
+ *              dS = P (dP - rowsum(P dP)), in place over P -> dQ = scale dS K, dK = scale dS^T Q
+ *
+ * T, the type the GEMMs read: float in an fp32 program (CUBLAS_COMPUTE_32F, TF32 with TESS_TF32=1, as every
+ * GEMM), tr_bf16 in a bf16 one (tensor cores, fp32 accumulation). Then the forward's bias kernel also writes a
+ * bf16 copy of the biased Q, K, V, the softmax writes P in bf16 and PV writes the output directly as OUT (bf16
+ * where a GEMM reads it next; fp32 where the scheme casts it itself, as Megatron-LM's does); the backward casts qkv and dO to bf16 first (trc_cast_bf16). Scores, dP and every
+ * statistic stay fp32. The forward adds the bias to qkv in place (the plan gives the step write access; the
+ * backward reads the biased QKV). The causal mask is applied in the softmax: the GEMMs compute whole [SEQ, SEQ]
+ * products and the masked probabilities are exact zeros, so P V and the backward's products are exact sums over
+ * the unmasked keys.
+ *
+ * k_softmax, per row (head h, query i): x_j = S_ij * scale for j <= i; m = max x_j (lane maxima, then a shuffle
+ * tree); l = sum exp(x_j - m) (each lane in ascending j, then the xor tree, the same bits in every lane);
+ * P_ij = exp(x_j - m) * (1 / l), 0 for j > i. k_softmax_bwd: D = sum_j P_ij dP_ij (fmaf, lane order, xor tree),
+ * dS_ij = P_ij (dP_ij - D) for j <= i (P_ij for j > i is already 0). While SEQ <= 1024 a lane keeps its
+ * ceil(SEQ/32) values of the row in registers (one read, one write per element); longer rows are read again
+ * per pass. Every sum runs in a fixed order: deterministic. tests/cuda/emu.cc emulates the same steps.
+ */
+#include <math.h>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+
+#include "kernels.cuh"
+#include "trc.h"
+
+namespace trk {
+namespace attn {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kRowWarps = 8; /* score rows per block: one warp each */
+constexpr int kThreads = kWarp * kRowWarps;
+constexpr int kRegMax = 32; /* values of a row a lane keeps in registers: rows up to 1024 */
+
+template <typename T>
+__device__ __forceinline__ float ld(const T *p)
+{
+    if constexpr (std::is_same_v<T, float>)
+        return *p;
+    else
+        return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(p));
+}
+
+template <typename T>
+__device__ __forceinline__ void st(T *p, float v)
+{
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, tr_bf16>, "attention operands: float or tr_bf16");
+    if constexpr (std::is_same_v<T, float>)
+        *p = v;
+    else
+        *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = kWarp / 2; o > 0; o /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = kWarp / 2; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* qkv[ROWS, LD] += bias[LD] in place; h (a bf16 program) = the result rounded to bf16 */
+template <int ROWS, int LD, typename T>
+__global__ void __launch_bounds__(kThreads) k_qkv_bias(float *__restrict__ qkv, const float *__restrict__ bias,
+                                                         T *__restrict__ h)
+{
+    const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
+    if (i >= (long long)ROWS * LD)
+        return;
+    const float v = qkv[i] + bias[i % LD];
+    qkv[i] = v;
+    if constexpr (!std::is_same_v<T, float>)
+        st(h + i, v);
+}
+
+/* P = causal softmax(S * scale), rows r = h*SEQ + i of [ROWS = HEADS*SEQ, SEQ] */
+template <int ROWS, int SEQ, typename T>
+__global__ void __launch_bounds__(kThreads) k_softmax(const float *__restrict__ sc, T *__restrict__ p, float scale)
+{
+    constexpr int PER = (SEQ + kWarp - 1) / kWarp;
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return; /* warp-uniform */
+    const int i = r % SEQ;
+    const float *x = sc + (size_t)r * SEQ;
+    T *pr = p + (size_t)r * SEQ;
+    float m = -INFINITY, l = 0.0f;
+    if constexpr (PER <= kRegMax) {
+        float v[PER];
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const int j = lane + t * kWarp;
+            v[t] = j <= i ? x[j] * scale : -INFINITY;
+            m = fmaxf(m, v[t]);
+        }
+        m = warp_max(m);
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            v[t] = lane + t * kWarp <= i ? expf(v[t] - m) : 0.0f;
+            l += v[t];
+        }
+        const float inv = 1.0f / warp_sum(l);
+#pragma unroll
+        for (int t = 0; t < PER; t++)
+            if (lane + t * kWarp < SEQ)
+                st(pr + lane + t * kWarp, v[t] * inv);
+    } else {
+        for (int j = lane; j <= i; j += kWarp)
+            m = fmaxf(m, x[j] * scale);
+        m = warp_max(m);
+        for (int j = lane; j <= i; j += kWarp)
+            l += expf(x[j] * scale - m);
+        const float inv = 1.0f / warp_sum(l);
+        for (int j = lane; j < SEQ; j += kWarp)
+            st(pr + j, j <= i ? expf(x[j] * scale - m) * inv : 0.0f);
+    }
+}
+
+/* dS = P (dP - rowsum(P dP)) over P in place, for j <= i (P is 0 beyond) */
+template <int ROWS, int SEQ, typename T>
+__global__ void __launch_bounds__(kThreads) k_softmax_bwd(const float *__restrict__ dp, T *__restrict__ p)
+{
+    constexpr int PER = (SEQ + kWarp - 1) / kWarp;
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return;
+    const int i = r % SEQ;
+    const float *g = dp + (size_t)r * SEQ;
+    T *pr = p + (size_t)r * SEQ;
+    float d = 0.0f;
+    if constexpr (PER <= kRegMax) {
+        float pv[PER], gv[PER];
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const int j = lane + t * kWarp;
+            pv[t] = j <= i ? ld(pr + j) : 0.0f;
+            gv[t] = j <= i ? g[j] : 0.0f;
+            d = fmaf(pv[t], gv[t], d);
+        }
+        d = warp_sum(d);
+#pragma unroll
+        for (int t = 0; t < PER; t++)
+            if (lane + t * kWarp <= i)
+                st(pr + lane + t * kWarp, pv[t] * (gv[t] - d));
+    } else {
+        for (int j = lane; j <= i; j += kWarp)
+            d = fmaf(ld(pr + j), g[j], d);
+        d = warp_sum(d);
+        for (int j = lane; j <= i; j += kWarp)
+            st(pr + j, ld(pr + j) * (g[j] - d));
+    }
+}
+
+constexpr unsigned blocks(long long n, int per)
+{
+    return (unsigned)((n + per - 1) / per);
+}
+
+} // namespace
+} // namespace attn
+
+/* ---- attention launchers: the GEMMs on the compute stream (trc_gemm_batched), the kernels on s, the same stream */
+
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T, typename OUT>
+void attention(tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, OUT *out, float *scores, T *probs, T *qkvh)
+{
+    constexpr int CQ = HEADS * HD, LD = 3 * CQ, ROWS = HEADS * SEQ;
+    constexpr long long SS = (long long)SEQ * SEQ;
+    static_assert((long long)NSEQ * SEQ * LD < (1LL << 62) && ROWS / attn::kRowWarps < (1 << 30), "attention shape");
+    attn::k_qkv_bias<NSEQ * SEQ, LD, T>
+        <<<attn::blocks((long long)NSEQ * SEQ * LD, attn::kThreads), attn::kThreads, 0, s>>>(qkv, bias, qkvh);
+    TRC_LAUNCHED("trk::attention (bias)");
+    const T *x = nullptr; /* what the GEMMs read: the biased qkv itself, or its bf16 copy */
+    if constexpr (std::is_same_v<T, float>)
+        x = qkv;
+    else
+        x = qkvh;
+    const float scale = 1.0f / sqrtf((float)HD);
+    for (int n = 0; n < NSEQ; n++) {
+        const T *q = x + (size_t)n * SEQ * LD;
+        trc_gemm_batched(c, 0, 1, SEQ, SEQ, HD, 1.0f, q, LD, HD, q + CQ, LD, HD, 0.0f, scores, SEQ, SS, HEADS);
+        attn::k_softmax<ROWS, SEQ, T>
+            <<<attn::blocks(ROWS, attn::kRowWarps), attn::kThreads, 0, s>>>(scores, probs, scale);
+        TRC_LAUNCHED("trk::attention (softmax)");
+        trc_gemm_batched(c, 0, 0, SEQ, HD, SEQ, 1.0f, probs, SEQ, SS, q + 2 * CQ, LD, HD, 0.0f,
+                         out + (size_t)n * SEQ * CQ, CQ, HD, HEADS);
+    }
+}
+
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
+void attention_bwd(tr_ctx *c, cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *scores,
+                   T *probs, T *qkvh, T *douth)
+{
+    constexpr int CQ = HEADS * HD, LD = 3 * CQ, ROWS = HEADS * SEQ;
+    constexpr long long SS = (long long)SEQ * SEQ;
+    const T *x = nullptr, *go = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+        x = qkv;
+        go = dout;
+    } else {
+        trc_cast_bf16(c, qkv, (long long)NSEQ * SEQ * LD, qkvh);
+        trc_cast_bf16(c, dout, (long long)NSEQ * SEQ * CQ, douth);
+        x = qkvh;
+        go = douth;
+    }
+    const float scale = 1.0f / sqrtf((float)HD);
+    for (int n = 0; n < NSEQ; n++) {
+        const T *q = x + (size_t)n * SEQ * LD, *k = q + CQ, *v = q + 2 * CQ, *g = go + (size_t)n * SEQ * CQ;
+        float *dq = dqkv + (size_t)n * SEQ * LD;
+        trc_gemm_batched(c, 0, 1, SEQ, SEQ, HD, 1.0f, q, LD, HD, k, LD, HD, 0.0f, scores, SEQ, SS, HEADS);
+        attn::k_softmax<ROWS, SEQ, T>
+            <<<attn::blocks(ROWS, attn::kRowWarps), attn::kThreads, 0, s>>>(scores, probs, scale);
+        TRC_LAUNCHED("trk::attention_bwd (softmax)");
+        trc_gemm_batched(c, 1, 0, SEQ, HD, SEQ, 1.0f, probs, SEQ, SS, g, CQ, HD, 0.0f, dq + 2 * CQ, LD, HD, HEADS);
+        trc_gemm_batched(c, 0, 1, SEQ, SEQ, HD, 1.0f, g, CQ, HD, v, LD, HD, 0.0f, scores, SEQ, SS, HEADS);
+        attn::k_softmax_bwd<ROWS, SEQ, T><<<attn::blocks(ROWS, attn::kRowWarps), attn::kThreads, 0, s>>>(scores,
+                                                                                                        probs);
+        TRC_LAUNCHED("trk::attention_bwd (softmax backward)");
+        trc_gemm_batched(c, 0, 0, SEQ, HD, SEQ, scale, probs, SEQ, SS, k, LD, HD, 0.0f, dq, LD, HD, HEADS);
+        trc_gemm_batched(c, 1, 0, SEQ, HD, SEQ, scale, probs, SEQ, SS, q, LD, HD, 0.0f, dq + CQ, LD, HD, HEADS);
+    }
+}
+
+/* ---- attention at the shapes of this model's schedule ---- */
+
+template void attention<1, 2, 1, 4, float, float>(tr_ctx *, cudaStream_t, float *, const float *, float *,
+                                                 float *, float *, float *);
 
 } // namespace trk

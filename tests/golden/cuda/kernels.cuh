@@ -8,16 +8,19 @@
  * the launch is checked. Element-wise arithmetic comes from tr_math.h, shared
  * with the CPU backend.
  *
- * The kernels that write a GEMM operand (ln_apply, attention, attention_keep,
- * bias_gelu_save) take the type of that output as a template parameter OUT,
- * deduced from the pointer: float, or tr_bf16 (tr.h, bfloat16 bits) for a
- * bf16 spec (docs/BF16.md). They compute in fp32 either way; a tr_bf16 output
- * is the fp32 result rounded to nearest even.
+ * The kernels that write a GEMM operand (ln_apply, bias_gelu_save) take the
+ * type of that output as a template parameter OUT, deduced from the pointer:
+ * float, or tr_bf16 (tr.h, bfloat16 bits) for a bf16 spec (docs/BF16.md).
+ * They compute in fp32 either way; a tr_bf16 output is the fp32 result
+ * rounded to nearest even. Attention (cuBLAS GEMMs and softmax kernels) takes
+ * the type its GEMMs read, T, given explicitly by the rank file.
  */
 #ifndef TESS_KERNELS_CUH
 #define TESS_KERNELS_CUH
 
 #include <cuda_runtime.h>
+
+struct tr_ctx;
 
 namespace trk {
 
@@ -42,20 +45,22 @@ void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, 
 template <int ROWS, int COLS>
 void bias_gelu(cudaStream_t s, float *h, const float *bias);
 
-/* out[NSEQ*SEQ, HEADS*HD] = causal softmax((Q+bq)(K+bk)^T / sqrt(HD)) (V+bv) per sequence and head, from
- * qkv[NSEQ*SEQ, 3*HEADS*HD] = [Q | K | V] of the local heads and bias[3*HEADS*HD]; qkv is only read */
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention(cudaStream_t s, const float *qkv, const float *bias, OUT *out);
+/* out[NSEQ*SEQ, HEADS*HD] = causal softmax(Q K^T / sqrt(HD)) V per sequence and head, Q, K, V the columns of the
+ * local heads in qkv[NSEQ*SEQ, 3*HEADS*HD] = [Q | K | V] after qkv += bias[3*HEADS*HD] in place (the backward
+ * reads the biased QKV). cuBLAS strided-batched GEMMs over one sequence's heads and a softmax kernel
+ * (kernels_attention.cu.in); scores [HEADS*SEQ, SEQ] fp32 and probs [HEADS*SEQ, SEQ] are the plan's scratch.
+ * T is the GEMMs' operand type: float, or tr_bf16 in a bf16 program, where qkvh [NSEQ*SEQ, 3*HEADS*HD] receives the
+ * bf16 copy of the biased qkv (nullptr for float); OUT the output's (float, or tr_bf16 with T tr_bf16). s is the
+ * compute stream (cuBLAS is bound to it). */
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T, typename OUT>
+void attention(struct tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, OUT *out, float *scores, T *probs,
+               T *qkvh);
 
 /* ---- training ---- */
 
 /* y = x + (p + bias[COLS]) out of place (x kept for the backward); rs[ROWS] = row sums of y when not NULL */
 template <int ROWS, int COLS>
 void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y);
-
-/* attention as above, but first adds the bias to qkv in place (the backward reads the biased QKV) */
-template <int NSEQ, int SEQ, int HEADS, int HD, typename OUT>
-void attention_keep(cudaStream_t s, float *qkv, const float *bias, OUT *out);
 
 /* u[ROWS, COLS] += bias (kept: the pre-activation); g = GeLU(u) */
 template <int ROWS, int COLS, typename OUT>
@@ -81,10 +86,12 @@ void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *
                   const float *gamma, const float *sums, float eps, float *g);
 
 /* attention backward: dqkv[NSEQ*SEQ, 3*HEADS*HD] from the biased qkv and dout[NSEQ*SEQ, HEADS*HD]; the
- * probabilities are recomputed, never stored. lse and dsum ([SEQ, SEQ] each, the plan's scratch) hold each
- * query row's log-sum-exp and sum(dout * out) for up to SEQ (sequence, head) pairs at a time */
-template <int NSEQ, int SEQ, int HEADS, int HD>
-void attention_bwd(cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *lse, float *dsum);
+ * probabilities are recomputed (S = Q K^T, softmax), then dV = P^T dO, dP = dO V^T (over scores), dS = softmax
+ * backward (over probs), dQ = dS K / sqrt(HD), dK = dS^T Q / sqrt(HD), one sequence's heads at a time. A bf16
+ * program (T = tr_bf16) first casts qkv into qkvh and dout into douth (nullptr for float). */
+template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
+void attention_bwd(struct tr_ctx *c, cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *scores,
+                   T *probs, T *qkvh, T *douth);
 
 } // namespace trk
 

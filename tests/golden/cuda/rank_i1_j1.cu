@@ -12,7 +12,7 @@
  * 20 collectives on the comm stream, 17 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
  * Each phase function (forward; for training also backward and optimizer) starts and ends by joining the
  * two streams, so waits never cross a phase; it calls one function per layer.
- * Schedule 6dbea815f73d2d54: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule 91f7c0a57866c29b: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "kernels.cuh"
 #include "trc.h"
@@ -90,7 +90,7 @@ static const trc_step_cost step_cost[37] = {
     {32, 0, 0, 0},
     {192, 0, 0, 0},
     {0, 2, 12, 4},
-    {176, 0, 0, 0},
+    {432, 0, 0, 0},
     {32, 0, 0, 0},
     {64, 0, 0, 0},
     {0, 2, 4, 4},
@@ -142,6 +142,8 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     float *const recv_L0_qkv_x = A + 368; /* [2,4] X(h=1,t) received over row for qkv; live 5..7 */
     float *const recv_L0_qkv_w = A + 272; /* [4,12] W(t,j=1) received over col for qkv; live 6..7 */
     float *const L0_att = A + 288; /* [2,4] attention output, head group j; live 11..17 */
+    float *const L0_scores = A + 272; /* [2,2] attention scores of one sequence's heads; live 11..11 */
+    float *const L0_probs = A + 304; /* [2,2] attention probabilities of one sequence's heads; live 11..11 */
     float *const L0_proj = A + 304; /* [2,4] attention projection partial block; live 14..18 */
     float *const recv_L0_proj_x = A + 320; /* [2,4] X(h=1,t) received over row for proj; live 12..14 */
     float *const recv_L0_proj_w = A + 272; /* [4,4] W(t,j=1) received over col for proj; live 13..14 */
@@ -209,7 +211,7 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     trc_end(c, 10, TRC_COMPUTE, 0);
     /* step 11, L0 attn: causal softmax attention, 1 sequences x 1 local heads */
     trc_begin(c, 11, TRC_COMPUTE, -1);
-    trk::attention<1, 2, 1, 4>(S, L0_qkv, w_h_0_attn_c_attn_bias, L0_att);
+    trk::attention<1, 2, 1, 4, float, float>(c, S, L0_qkv, w_h_0_attn_c_attn_bias, L0_att, L0_scores, L0_probs, nullptr);
     trc_end(c, 11, TRC_COMPUTE, 1);
     /* step 12, L0 proj t=0: bcast X(h=1,t=0) over row(1,0) from rank 2 */
     /* waits for step 11 (attention), which writes L0_qkv: recv_L0_proj_x reuses its arena bytes */
@@ -340,7 +342,7 @@ static const tr_rank_row rows[1] = {
 
 extern "C" const tr_class_desc tr_class = {
     .i = 1, .j = 1,
-    .fingerprint = "6dbea815f73d2d54",
+    .fingerprint = "91f7c0a57866c29b",
     .proto = {
         .rank = -1, .i = 1, .j = 1, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */
