@@ -5,7 +5,8 @@ the buffers' offsets, sizes and access modes alone, not tessgen's code:
 
   - collectives (bcast, allreduce, reduce) run on the comm stream, every other step on the compute
     stream;
-  - a step's buffers are those its call names: all of them but attention's scores scratch (its 4th);
+  - a step's buffers are those its call names: all of them, attention's scores and probabilities
+    scratch included (the cuBLAS attention writes them in device memory);
   - two steps conflict when a buffer of one and a buffer of the other share bytes and one of the two
     writes it;
   - within a phase, a step's candidate is the latest earlier step of the other stream it conflicts
@@ -27,8 +28,7 @@ def stream(s):
 
 def touched(s):
     """(buffer id, writes) of the buffers the step's call names."""
-    return [(b, "w" in acc) for n, (b, acc) in enumerate(s["buffers"])
-            if not (s["kind"] == "attention" and n == 3)]
+    return [(b, "w" in acc) for b, acc in s["buffers"]]
 
 
 def clash(x, y, bufs):
