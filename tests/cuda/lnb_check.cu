@@ -36,39 +36,7 @@
         }                                                                                                           \
     } while (0)
 
-void trc_launch_check(const char *kernel, const char *file, int line)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s:%d: launch of %s: %s\n", file, line, kernel, cudaGetErrorString(e));
-        exit(2);
-    }
-}
-
-void trc_check_aligned(const void *p, const char *what, const char *file, int line)
-{
-    if (reinterpret_cast<size_t>(p) & 15u) {
-        fprintf(stderr, "%s:%d: %s is not 16-byte aligned\n", file, line, what);
-        exit(2);
-    }
-}
-
-static int failures = 0;
-static unsigned long long rng_state = 12345;
-
-static float frand(float lo, float hi)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return lo + (hi - lo) * (float)((rng_state >> 40) & 0xffffff) / (float)0x1000000;
-}
-
-static std::vector<float> rnd(size_t n, float lo, float hi)
-{
-    std::vector<float> v(n);
-    for (auto &x : v)
-        x = frand(lo, hi);
-    return v;
-}
+#include "check_common.cuh"
 
 static float *up(const std::vector<float> &h)
 {

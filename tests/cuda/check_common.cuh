@@ -1,0 +1,70 @@
+/*
+ * check_common.cuh - what the standalone kernel checks of tests/cuda (attn_check.cu, bf16_check.cu,
+ * lnb_check.cu) share, included once by each (every check is one translation unit): the runtime's failure
+ * hooks, which stop the check naming the call and where (the kernels' TRC_LAUNCHED and TRC_ALIGNED16 call
+ * them; with trc_internal.h included first, also the cudaCheck/cublasCheck hooks and the runtime state the
+ * cuBLAS wrappers use), a failure counter, and a seeded generator of uniform floats so every run checks the
+ * same inputs.
+ */
+#ifndef TESS_CHECK_COMMON_CUH
+#define TESS_CHECK_COMMON_CUH
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include <cuda_runtime.h>
+
+void trc_launch_check(const char *kernel, const char *file, int line)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s:%d: launch of %s: %s\n", file, line, kernel, cudaGetErrorString(e));
+        exit(2);
+    }
+}
+
+void trc_check_aligned(const void *p, const char *what, const char *file, int line)
+{
+    if (reinterpret_cast<size_t>(p) & 15u) {
+        fprintf(stderr, "%s:%d: %s is not 16-byte aligned\n", file, line, what);
+        exit(2);
+    }
+}
+
+#ifdef TRC_INTERNAL_H
+trc_state trc_g;
+
+void trc_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
+{
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, call, cudaGetErrorString(e));
+    exit(2);
+}
+
+void trc_cublas_fail(cublasStatus_t s, const char *call, const char *file, int line)
+{
+    fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", file, line, call, (int)s);
+    exit(2);
+}
+#endif
+
+static int failures = 0;
+static unsigned long long rng_state = 12345;
+
+/* uniform in [lo, hi): a 64-bit LCG's top 24 bits */
+static float frand(float lo, float hi)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * (float)((rng_state >> 40) & 0xffffff) / (float)0x1000000;
+}
+
+static std::vector<float> rnd(size_t n, float lo, float hi)
+{
+    std::vector<float> v(n);
+    for (auto &x : v)
+        x = frand(lo, hi);
+    return v;
+}
+
+#endif
