@@ -11,7 +11,7 @@ help_is() {
     head -1 "$h" | grep -q "^usage: " || { echo "no usage line"; return 1; }
     local want=() never=()
     case $kind in
-    block-*) want+=("a stack of" "--input F" "[batch=" "hidden=") never+=(--tokens --targets --logits-out --data --hf-out
+    block-*) want+=("a stack of" "--input F" "[batch=" "hidden=") never+=(--tokens --targets --logits-out "--data P" --hf-out
         "the whole GPT-2" "cross-entropy") ;;
     lm-*) want+=("the whole GPT-2" "--tokens F" "--targets F" "--logits-out F" "--hf-out DIR" "ln_f")
         never+=("--input" "--target F" "--dy" "--dx-out" "mean((y - target)^2)" "not used") ;;
