@@ -599,7 +599,8 @@ static bool lnbwd_instance(const char *line)
 }
 
 /* kernels.cu: the template with the block kernels' instances, then each split-out family's template with its
- * own instances (column sums, layernorm backward: the latter uses the former); for a language model a section after it that
+ * own instances (column sums, layernorm backward: the latter uses the former; each only where the schedule
+ * calls it), then attention's; for a language model a section after it that
  * includes the LM kernels (runtime/cuda/trk_lm_kernels.cuh) and instantiates them, so that the kernels.cu of a
  * block stack (and every fingerprint, which hashes the templates) stays byte for byte what it was. */
 bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
@@ -619,10 +620,14 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     int n = tg_emit_common_vars(pl, vars, store);
     vars[n++] = (tg_tvar){"INSTANCES", inst.s ? inst.s : ""};
     bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
+    /* a family only where the schedule calls it (an inference program has neither: their helpers would be
+     * unreferenced, which nvcc -Werror refuses); layernorm backward uses the column sums */
     vars[n - 1] = (tg_tvar){"INSTANCES", cs.s ? cs.s : ""};
-    ok = ok && tg_template_fill(out, "kernels_colsum.cu.in", vars, n, err);
+    if (cs.len || ln.len)
+        ok = ok && tg_template_fill(out, "kernels_colsum.cu.in", vars, n, err);
     vars[n - 1] = (tg_tvar){"INSTANCES", ln.s ? ln.s : ""};
-    ok = ok && tg_template_fill(out, "kernels_layernorm.cu.in", vars, n, err);
+    if (ln.len)
+        ok = ok && tg_template_fill(out, "kernels_layernorm.cu.in", vars, n, err);
     /* the attention family after them, with its own instances (a block stack always has some) */
     vars[n - 1] = (tg_tvar){"INSTANCES", attn.s ? attn.s : ""};
     ok = ok && tg_template_fill(out, "kernels_attention.cu.in", vars, n, err);
