@@ -36,18 +36,6 @@
 /* tr_kernels_bwd.o (tr_adamw), linked through the archive, refers to the generated model */
 const tr_model_desc tr_model = {.name = "test_bf16k", .layers = 1, .hidden = 8, .heads = 1, .ffn = 32, .eps = 1e-5};
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd32(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-static float rndf(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(rnd32() & 0xffffff) / (float)0x1000000;
-}
 
 static float from_bits(uint32_t u)
 {
@@ -154,7 +142,7 @@ static void test_cast(void)
             for (int i = 0; i < N; i++) {
                 uint32_t u;
                 do
-                    u = rnd32();
+                    u = tt_rnd32();
                 while ((u & 0x7fffffffu) > 0x7f800000u); /* NaNs are the case above */
                 x[i] = from_bits(u);
             }
@@ -167,7 +155,7 @@ static void test_cast(void)
             TT_CHECK(bad == 0, "%d of %d differ; first 0x%08x -> 0x%04x, want 0x%04x", bad, N,
                      bits_of(x[first]), y[first], ref_rne(x[first]));
             for (int i = 0; i < M; i++) /* low half 0x7fff, 0x8000 or 0x8001 */
-                x[i] = from_bits((rnd32() & 0x7f7f0000u) | (0x7fffu + (rnd32() % 3)) | (rnd32() & 0x80000000u));
+                x[i] = from_bits((tt_rnd32() & 0x7f7f0000u) | (0x7fffu + (tt_rnd32() % 3)) | (tt_rnd32() & 0x80000000u));
             tr_cast_bf16(&c, x, M, y);
             bad = 0;
             for (int i = 0; i < M; i++)
@@ -185,7 +173,7 @@ static void test_cast(void)
 /* A random bf16 of magnitude in about [2^-4, 2^2), either sign. */
 static uint16_t rnd_bf16(void)
 {
-    uint32_t s = rnd32();
+    uint32_t s = tt_rnd32();
     return (uint16_t)((s & 0x8000u) | ((uint32_t)(123 + s % 6) << 7) | ((s >> 8) & 0x7fu));
 }
 
@@ -223,7 +211,7 @@ static void test_gemm(void)
                                 B[r * ldb + j] = j < bw ? rnd_bf16() : NANB;
                         for (int r = 0; r < m; r++)
                             for (int j = 0; j < ldc; j++)
-                                C0[r * ldc + j] = j < n ? (bi ? rndf(-2, 2) : NAN) : SENT;
+                                C0[r * ldc + j] = j < n ? (bi ? tt_rndf(-2, 2) : NAN) : SENT;
                         memcpy(C, C0, (size_t)m * ldc * sizeof *C);
                         long long calls = c.calls[TR_K_GEMM];
                         tr_gemm_bf16(&c, ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
@@ -372,15 +360,15 @@ static void test_fused(void)
         for (int r = 0; r < R; r++) {
             double s = 0, q = 0;
             for (int j = 0; j < C; j++)
-                s += x[r * C + j] = rndf(-3, 5);
+                s += x[r * C + j] = tt_rndf(-3, 5);
             rs[r] = (float)(2 * s); /* as if the other half of the row summed the same */
             for (int j = 0; j < C; j++)
                 q += (x[r * C + j] - s / C) * (x[r * C + j] - s / C);
             vs[r] = (float)(2 * q + 1);
         }
         for (int j = 0; j < C; j++) {
-            g[j] = rndf(0.5f, 1.5f);
-            b[j] = rndf(-0.5f, 0.5f);
+            g[j] = tt_rndf(0.5f, 1.5f);
+            b[j] = tt_rndf(-0.5f, 0.5f);
         }
         tr_ln_apply(&c, x, rs, vs, g, b, R, C, H, 1e-5f, y);
         long long calls = c.calls[TR_K_LN];
@@ -395,9 +383,9 @@ static void test_fused(void)
         float u0[R * C], u1[R * C], u2[R * C], bias[C], g[R * C];
         tr_bf16 gb[R * C];
         for (int e = 0; e < R * C; e++)
-            u0[e] = rndf(-6, 6);
+            u0[e] = tt_rndf(-6, 6);
         for (int j = 0; j < C; j++)
-            bias[j] = rndf(-1, 1);
+            bias[j] = tt_rndf(-1, 1);
         memcpy(u1, u0, sizeof u0);
         memcpy(u2, u0, sizeof u0);
         tr_bias_gelu_save(&c, u1, bias, g, R, C);
@@ -418,11 +406,11 @@ static void test_fused(void)
     static double oref[NS * S * CO], dref[NS * S * LD];
     static tr_bf16 ob[NS * S * CO];
     for (int e = 0; e < NS * S * LD; e++)
-        q0[e] = rndf(-2, 2);
+        q0[e] = tt_rndf(-2, 2);
     for (int j = 0; j < LD; j++)
-        bias[j] = rndf(-0.5f, 0.5f);
+        bias[j] = tt_rndf(-0.5f, 0.5f);
     for (int e = 0; e < NS * S * CO; e++)
-        dout[e] = rndf(-1, 1);
+        dout[e] = tt_rndf(-1, 1);
     TT_CASE("attention bf16, fp32 output (2 sequences of 11, 3 heads of 5): within 1e-4 of the double reference "
             "with Q, K, V and P rounded; qkv += bias unrounded, as the float32 twin")
     {

@@ -35,18 +35,6 @@ const tr_model_desc tr_model = {.name = "test_cpuk",
                                 .adam_eps = 1e-8,
                                 .weight_decay = 0.1};
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd32(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-static float rndf(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(rnd32() & 0xffffff) / (float)0x1000000;
-}
 
 static const int g_threads[] = {1, 2, 3, 5};
 #define NTHREADS ((int)(sizeof g_threads / sizeof g_threads[0]))
@@ -75,10 +63,10 @@ static void test_adamw(void)
     float *p = malloc(bytes), *m = malloc(bytes), *v = malloc(bytes);
     float *rp = malloc(bytes), *rm = malloc(bytes), *rv = malloc(bytes);
     for (long e = 0; e < n; e++) {
-        p0[e] = rndf(-1, 1);
-        g[e] = rndf(-0.1f, 0.1f);
-        m0[e] = rndf(-0.01f, 0.01f);
-        v0[e] = rndf(0, 1e-4f);
+        p0[e] = tt_rndf(-1, 1);
+        g[e] = tt_rndf(-0.1f, 0.1f);
+        m0[e] = tt_rndf(-0.01f, 0.01f);
+        v0[e] = tt_rndf(0, 1e-4f);
     }
     tr_ctx c;
     memset(&c, 0, sizeof c);
@@ -132,7 +120,7 @@ static void test_vexpf(void)
                 worst = rel, at = x;
         }
         for (int i = 0; i < 1000000; i++) { /* near 0, where the loss spends its time: -20..0 */
-            float x = rndf(-20, 0);
+            float x = tt_rndf(-20, 0);
             double ref = exp((double)x), rel = fabs((double)tr_vexpf(x) - ref) / ref;
             if (rel > worst)
                 worst = rel, at = x;
@@ -159,9 +147,9 @@ static void test_loss(void)
     float mx[37], s[74], mx1[37], s1[74];
     int32_t tgt[37];
     for (size_t e = 0; e < nl; e++)
-        L[e] = (e % cols) >= (size_t)nvalid ? 1e30f : rndf(-12, 9); /* pads: huge, must never count */
+        L[e] = (e % cols) >= (size_t)nvalid ? 1e30f : tt_rndf(-12, 9); /* pads: huge, must never count */
     for (int r = 0; r < rows; r++)
-        tgt[r] = r % 5 == 4 ? 7 : v0 + (int)(rnd32() % (uint32_t)nvalid); /* every fifth: another block's id */
+        tgt[r] = r % 5 == 4 ? 7 : v0 + (int)(tt_rnd32() % (uint32_t)nvalid); /* every fifth: another block's id */
     tr_ctx c;
     memset(&c, 0, sizeof c);
     const float scale = 1.0f / 64;

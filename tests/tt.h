@@ -12,6 +12,7 @@
 #ifndef TT_H
 #define TT_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,5 +57,20 @@ static inline void tt_end(const char *name)
     } while (0)
 
 #define TT_EXIT() return tt_failed_cases ? 1 : 0
+
+/* A seeded xorshift generator, the same sequence in every test binary and run: tt_rnd32 the next 32 bits,
+ * tt_rndf a float uniform in [lo, hi) from 24 of them. */
+static inline uint32_t tt_rnd32(void)
+{
+    static uint64_t state = 0x9e3779b97f4a7c15ull;
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (uint32_t)(state >> 16);
+}
+static inline float tt_rndf(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(tt_rnd32() & 0xffffff) / (float)0x1000000;
+}
 
 #endif
