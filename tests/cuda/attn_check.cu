@@ -30,30 +30,6 @@
 #include "check_common.cuh"
 
 template <typename T>
-static T *dev(size_t n)
-{
-    T *p = nullptr;
-    cudaCheck(cudaMalloc(&p, n * sizeof(T)));
-    return p;
-}
-
-template <typename T>
-static std::vector<T> down(const T *d, size_t n)
-{
-    std::vector<T> h(n);
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
-
-static float *up(const std::vector<float> &h)
-{
-    float *d = dev<float>(h.size());
-    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
-}
-
-template <typename T>
 static float wide(T v)
 {
     if constexpr (std::is_same_v<T, float>)
@@ -75,12 +51,12 @@ static void check_softmax(cudaStream_t s)
     constexpr int ROWS = H * SEQ;
     const float scale = 0.125f;
     std::vector<float> sc = rnd((size_t)ROWS * SEQ, -40, 40);
-    float *dsc = up(sc);
+    float *dsc = put(sc);
     T *dp = dev<T>((size_t)ROWS * SEQ);
     trk::attn::k_softmax<ROWS, SEQ, T><<<trk::attn::blocks(ROWS, trk::attn::kRowWarps), trk::attn::kThreads, 0, s>>>(
         dsc, dp, scale);
     TRC_LAUNCHED("k_softmax");
-    std::vector<T> p = down(dp, (size_t)ROWS * SEQ);
+    std::vector<T> p = get(dp, (size_t)ROWS * SEQ);
     char what[96];
     snprintf(what, sizeof what, "k_softmax<%d, %d, %s>", ROWS, SEQ, std::is_same_v<T, float> ? "float" : "tr_bf16");
     const double rel = std::is_same_v<T, float> ? 1e-5 : 1.0 / 256, abs = std::is_same_v<T, float> ? 2e-6 : 1e-30;
@@ -108,14 +84,14 @@ static void check_softmax_bwd(cudaStream_t s)
 {
     constexpr int ROWS = H * SEQ;
     std::vector<float> sc = rnd((size_t)ROWS * SEQ, -4, 4), g = rnd((size_t)ROWS * SEQ, -1, 1);
-    float *dsc = up(sc), *dg = up(g);
+    float *dsc = put(sc), *dg = put(g);
     T *dp = dev<T>((size_t)ROWS * SEQ);
     const unsigned nb = trk::attn::blocks(ROWS, trk::attn::kRowWarps);
     trk::attn::k_softmax<ROWS, SEQ, T><<<nb, trk::attn::kThreads, 0, s>>>(dsc, dp, 0.125f);
-    std::vector<T> p = down(dp, (size_t)ROWS * SEQ);
+    std::vector<T> p = get(dp, (size_t)ROWS * SEQ);
     trk::attn::k_softmax_bwd<ROWS, SEQ, T><<<nb, trk::attn::kThreads, 0, s>>>(dg, dp);
     TRC_LAUNCHED("k_softmax_bwd");
-    std::vector<T> ds = down(dp, (size_t)ROWS * SEQ);
+    std::vector<T> ds = get(dp, (size_t)ROWS * SEQ);
     char what[96];
     snprintf(what, sizeof what, "k_softmax_bwd<%d, %d, %s>", ROWS, SEQ, std::is_same_v<T, float> ? "float" : "tr_bf16");
     const double rel = std::is_same_v<T, float> ? 1e-5 : 1.0 / 128;
@@ -148,13 +124,13 @@ static void check_attention(cudaStream_t s)
     constexpr int CQ = HEADS * HD, LD = 3 * CQ;
     constexpr size_t NT = (size_t)NSEQ * SEQ, SSH = (size_t)HEADS * SEQ * SEQ;
     std::vector<float> qkv = rnd(NT * LD, -1, 1), bias = rnd(LD, -0.2f, 0.2f), go = rnd(NT * CQ, -1, 1);
-    float *dqkv = up(qkv), *dbias = up(bias), *dgo = up(go), *dgrad = dev<float>(NT * LD), *dsc = dev<float>(SSH);
+    float *dqkv = put(qkv), *dbias = put(bias), *dgo = put(go), *dgrad = dev<float>(NT * LD), *dsc = dev<float>(SSH);
     T *dout = dev<T>(NT * CQ), *dpr = dev<T>(SSH);
     T *dh = std::is_same_v<T, float> ? nullptr : dev<T>(NT * LD), *dgh = std::is_same_v<T, float> ? nullptr : dev<T>(NT * CQ);
     trk::attention<NSEQ, SEQ, HEADS, HD, T>(nullptr, s, dqkv, dbias, dout, dsc, dpr, dh);
     trk::attention_bwd<NSEQ, SEQ, HEADS, HD, T>(nullptr, s, dqkv, dgo, dgrad, dsc, dpr, dh, dgh);
-    std::vector<float> qb = down(dqkv, NT * LD), grad = down(dgrad, NT * LD);
-    std::vector<T> out = down(dout, NT * CQ);
+    std::vector<float> qb = get(dqkv, NT * LD), grad = get(dgrad, NT * LD);
+    std::vector<T> out = get(dout, NT * CQ);
     char what[128];
     snprintf(what, sizeof what, "attention<%d, %d, %d, %d, %s>", NSEQ, SEQ, HEADS, HD,
              std::is_same_v<T, float> ? "float" : "tr_bf16");
@@ -255,7 +231,7 @@ static void bench(cudaStream_t s)
 {
     constexpr int NSEQ = 8, SEQ = 1024, H = 12, HD = 64, ROWS = H * SEQ, CQ = H * HD, LD = 3 * CQ;
     constexpr size_t SS = (size_t)ROWS * SEQ, NT = (size_t)NSEQ * SEQ;
-    float *sc = up(rnd(SS, -4, 4)), *g = up(rnd(SS, -1, 1));
+    float *sc = put(rnd(SS, -4, 4)), *g = put(rnd(SS, -1, 1));
     tr_bf16 *p = dev<tr_bf16>(SS);
     const unsigned nb = trk::attn::blocks(ROWS, trk::attn::kRowWarps);
     const double half = (double)SS / 2; /* causal: the unmasked half is read */
@@ -268,7 +244,7 @@ static void bench(cudaStream_t s)
     cudaFree(sc);
     cudaFree(g);
     cudaFree(p);
-    float *qkv = up(rnd(NT * LD, -1, 1)), *bias = up(rnd(LD, -0.1f, 0.1f)), *go = up(rnd(NT * CQ, -1, 1));
+    float *qkv = put(rnd(NT * LD, -1, 1)), *bias = put(rnd(LD, -0.1f, 0.1f)), *go = put(rnd(NT * CQ, -1, 1));
     float *grad = dev<float>(NT * LD), *scores = dev<float>(SS);
     tr_bf16 *out = dev<tr_bf16>(NT * CQ), *probs = dev<tr_bf16>(SS), *qh = dev<tr_bf16>(NT * LD), *gh = dev<tr_bf16>(NT * CQ);
     const double flops = 4.0 * NSEQ * H * (double)SEQ * SEQ * HD / 2; /* QK^T and PV, causal half */

@@ -24,31 +24,6 @@
 
 #include "check_common.cuh"
 
-template <typename T>
-static T *dev(size_t n)
-{
-    T *p = nullptr;
-    cudaCheck(cudaMalloc((void **)&p, n * sizeof(T) + 64));
-    cudaCheck(cudaMemset(p, 0xff, n * sizeof(T) + 64)); /* NaN poison */
-    return p;
-}
-
-template <typename T>
-static std::vector<T> get(const T *d, size_t n)
-{
-    std::vector<T> h(n);
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
-
-static float *put(const std::vector<float> &h)
-{
-    float *d = dev<float>(h.size());
-    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
-}
-
 /* bf16 bits == RNE of the float output, element by element */
 static void same_rne(const char *what, const float *yf, const tr_bf16 *yb, size_t n)
 {

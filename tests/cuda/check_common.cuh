@@ -2,8 +2,8 @@
  * check_common.cuh - what the standalone kernel checks of tests/cuda (attn_check.cu, bf16_check.cu,
  * lnb_check.cu) share, included once by each (every check is one translation unit): the runtime's failure
  * hooks, which stop the check naming the call and where (the kernels' TRC_LAUNCHED and TRC_ALIGNED16 call
- * them; with trc_internal.h included first, also the cudaCheck/cublasCheck hooks and the runtime state the
- * cuBLAS wrappers use), a failure counter, and a seeded generator of uniform floats so every run checks the
+ * them; with trc_internal.h included first, also the cudaCheck/cublasCheck hooks, the runtime state the
+ * cuBLAS wrappers use, and dev/get/put for device buffers), a failure counter, and a seeded generator of uniform floats so every run checks the
  * same inputs.
  */
 #ifndef TESS_CHECK_COMMON_CUH
@@ -46,6 +46,32 @@ void trc_cublas_fail(cublasStatus_t s, const char *call, const char *file, int l
 {
     fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", file, line, call, (int)s);
     exit(2);
+}
+
+/* n elements of device memory (and 64 bytes of slack), filled with NaN bits so anything unwritten shows */
+template <typename T>
+static T *dev(size_t n)
+{
+    T *p = nullptr;
+    cudaCheck(cudaMalloc((void **)&p, n * sizeof(T) + 64));
+    cudaCheck(cudaMemset(p, 0xff, n * sizeof(T) + 64)); /* NaN poison */
+    return p;
+}
+
+template <typename T>
+static std::vector<T> get(const T *d, size_t n)
+{
+    std::vector<T> h(n);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static float *put(const std::vector<float> &h)
+{
+    float *d = dev<float>(h.size());
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
 }
 #endif
 
