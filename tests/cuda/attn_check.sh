@@ -6,22 +6,11 @@
 # OUTDIR/attn_check; with `run`, runs the checks, with `bench` the checks and the microbenchmark (needs a GPU).
 set -euo pipefail
 out=$1
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-nvcc=${TESS_NVCC:-nvcc}
-mkdir -p "$out"
-fill() { # template -> stdout, the placeholders of gen/ filled with fixed text
-    python3 - "$1" <<'PY'
-import re, sys
-t = open(sys.argv[1]).read().replace("@@INSTANCES@@", "")
-sys.stdout.write(re.sub(r"@@[A-Z_]+@@", "attn_check", t))
-PY
-}
+name=attn_check
+# shellcheck source=tests/cuda/check_build.sh
+. "$(dirname "$0")/check_build.sh"
 fill "$repo/templates/kernels_attention.cu.in" >"$out/kernels_attention.cu"
 fill "$repo/templates/kernels.cuh.in" >"$out/kernels.cuh"
-arch="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
-# shellcheck disable=SC2046,SC2086
-flags="-std=c++20 -O3 $arch -ccbin mpicxx -Xcompiler -Wall,-Wextra -Xcompiler -Werror -Werror all-warnings
-    -Xptxas -warn-spills -I$out -I$repo/runtime -I$repo/runtime/cuda $(mpicc --showme:compile 2>/dev/null || true)"
 # shellcheck disable=SC2086
 $nvcc $flags -c "$repo/runtime/cuda/trc_gemm.cu" -o "$out/trc_gemm.o"
 # shellcheck disable=SC2086

@@ -6,9 +6,9 @@
 # and sm_90 with warnings as errors, links OUTDIR/bf16_check; with `run`, runs it (needs a GPU).
 set -euo pipefail
 out=$1
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-nvcc=${TESS_NVCC:-nvcc}
-mkdir -p "$out"
+name=bf16_check
+# shellcheck source=tests/cuda/check_build.sh
+. "$(dirname "$0")/check_build.sh"
 inst=$(cat <<'INST'
 template void ln_rowsum<37, 64>(cudaStream_t, const float *, float *);
 template void ln_apply<37, 64, 128>(cudaStream_t, const float *, const float *, const float *,
@@ -25,19 +25,8 @@ template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, float 
 template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, tr_bf16 *);
 INST
 )
-fill() { # template -> stdout, the placeholders of gen/ filled with fixed text
-    INST="$inst" python3 - "$1" <<'PY'
-import os, re, sys
-t = open(sys.argv[1]).read().replace("@@INSTANCES@@", os.environ["INST"] + "\n")
-sys.stdout.write(re.sub(r"@@[A-Z_]+@@", "bf16_check", t))
-PY
-}
-fill "$repo/templates/kernels.cu.in" >"$out/kernels.cu"
+INST=$inst fill "$repo/templates/kernels.cu.in" >"$out/kernels.cu"
 fill "$repo/templates/kernels.cuh.in" >"$out/kernels.cuh"
-arch="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
-# shellcheck disable=SC2046,SC2086
-flags="-std=c++20 -O3 $arch -ccbin mpicxx -Xcompiler -Wall,-Wextra -Xcompiler -Werror -Werror all-warnings
-    -Xptxas -warn-spills -I$out -I$repo/runtime -I$repo/runtime/cuda $(mpicc --showme:compile 2>/dev/null || true)"
 # shellcheck disable=SC2086
 $nvcc $flags -c "$out/kernels.cu" -o "$out/kernels.o"
 # shellcheck disable=SC2086
