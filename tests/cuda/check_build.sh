@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034
+# shellcheck shell=bash disable=SC2034,SC2154 # sets what its callers use; reads their out and name
 # tests/cuda/check_build.sh - sourced by the standalone kernel checks (attn_check.sh, bf16_check.sh,
 # lnb_check.sh) after they set `out` and `name`: the repository root, nvcc (TESS_NVCC), the output directory,
 # the architectures and the flags every check compiles with (sm_80 and sm_90, warnings as errors, spills
