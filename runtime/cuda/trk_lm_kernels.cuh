@@ -5,7 +5,8 @@
  * Design. Element-wise kernels (the embedding gather, the position add, dlogits): one thread per element, the
  * CPU's arithmetic (tr_kernels_lm.c) operation by operation. Row kernels (row max, the [2, ROWS] sums): one warp
  * per token row, lanes striding over the real columns, a shuffle reduction (the max is exact in any order; the
- * sums of exponentials accumulate in double and are rounded to float once). The loss: one thread per row.
+ * sums of exponentials are float, Kahan-compensated within a lane, then a shuffle tree: no FP64, docs/CUDA.md
+ * "FP64 in the kernels"). The loss: one thread per row, in float.
  * The two scatter-adds of the backward own their outputs instead of using atomics: embed_bwd gives each thread
  * one column of a slice of kEmbVocab vocab rows and walks every token of the row block in order (the ids staged
  * through shared memory), adding g rows whose id falls in its slice, so every dE element receives its tokens in
@@ -87,14 +88,17 @@ __global__ void __launch_bounds__(kThreads) k_lm_sums(const float *__restrict__ 
     if (r >= ROWS)
         return;
     const float *l = L + (size_t)r * COLS;
-    const double m = (double)mx[r];
-    double e = 0;
-    for (int k = lane; k < NVALID; k += kWarp)
-        e += exp((double)l[k] - m);
+    const float m = mx[r];
+    float e = 0.0f, comp = 0.0f; /* Kahan: a lane adds ~NVALID/32 terms of at most 1 (1571 for GPT-2) */
+    for (int k = lane; k < NVALID; k += kWarp) {
+        const float y = expf(l[k] - m) - comp, t = e + y;
+        comp = (t - e) - y;
+        e = t;
+    }
     for (int o = kWarp / 2; o > 0; o /= 2)
         e += __shfl_xor_sync(0xffffffffu, e, o);
     if (lane == 0) {
-        s[r] = (float)e;
+        s[r] = e;
         const int t = tgt[r] - v0;
         s[ROWS + r] = (t >= 0 && t < NVALID) ? l[t] : 0.0f;
     }
@@ -106,7 +110,7 @@ __global__ void __launch_bounds__(kThreads)
 {
     const int r = (int)blockIdx.x * kThreads + (int)threadIdx.x;
     if (r < ROWS)
-        loss[r] = (float)(log((double)s[r]) + (double)mx[r] - (double)s[ROWS + r]);
+        loss[r] = (logf(s[r]) + mx[r]) - s[ROWS + r];
 }
 
 /* ---- backward ---------------------------------------------------------------------------------------------- */
@@ -122,8 +126,7 @@ __global__ void __launch_bounds__(kThreads)
     const int r = (int)(e / COLS), k = (int)(e % COLS);
     float d = 0.0f; /* pad columns */
     if (k < NVALID) {
-        const double inv = 1.0 / (double)s[r];
-        d = (float)(exp((double)L[e] - (double)mx[r]) * inv * (double)scale);
+        d = expf(L[e] - mx[r]) * (scale / s[r]); /* the CPU's f = scale / s rounded once, then one product */
         if (k == tgt[r] - v0)
             d -= scale;
     }
