@@ -548,6 +548,20 @@ cu_compile() { # q d [t]: build bin/model-cuda; then ptxas -v of kernels.cu, no 
     grep -q "registers" "$dir/ptxas.txt" || { echo "no ptxas report parsed"; cat "$dir/ptxas.log"; return 1; }
     [ $spill -eq 0 ] || { echo "a fused kernel spills:"; grep -v "spill bytes 0$" "$dir/ptxas.txt"; return 1; }
 }
+cu_sass() { # cuobjdump: audit the objects of every program compiled for the last mesh, and the runtime's
+    local objs=() d
+    for d in "$WORK"/cu_* "$WORK"/cut_* "$WORK"/cub_* "$WORK"/culm_*; do
+        [ -f "$d/obj-cuda/kernels.o" ] && objs+=("$d/obj-cuda/kernels.o")
+    done
+    [ ${#objs[@]} -gt 0 ] || { echo "no compiled kernels.o under $WORK"; return 1; }
+    objs+=("${objs[0]%/kernels.o}"/rt/*.o)
+    "$PY" tests/cuda/sass_audit.py "$1" docs/CUDA.md "${objs[@]}" >"$WORK/sass.txt" 2>&1
+    local rc=$?
+    cat "$WORK/sass.txt"
+    return $rc
+}
+check "cuda: sass: the audit of compiled kernels finds undocumented FP64, a stale row and a matrix kernel without tensor cores (self-test)" \
+    "$PY" tests/cuda/sass_audit.py --self-test
 if wanted "cuda: compile"; then
     if cu_nvcc >/dev/null; then
         rm -f "$WORK/cu_ptxas.txt"
@@ -573,9 +587,25 @@ if wanted "cuda: compile"; then
             tests/cuda/attn_check.sh "$WORK/attn_check"
         check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/bf16_check.sh "$WORK/bf16_check"
+        check "cuda: compile: the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills" \
+            tests/cuda/rows_check.sh "$WORK/rows_check"
+        # the SASS of every kernel the last mesh's programs compiled (docs/CUDA.md "FP64 and tensor cores in the
+        # kernels"): cuobjdump from the toolkit, else from PyPI (scripts/sass_tools.sh)
+        if wanted "cuda: compile: SASS"; then
+            if sass_tool=$(scripts/sass_tools.sh 2>"$WORK/sass_tools.err"); then
+                check "cuda: compile: SASS of every kernel of the four programs and the runtime (sm_80, sm_90): FP64 only in the kernels docs/CUDA.md says why, tensor cores in hand-written matrix kernels" \
+                    cu_sass "$sass_tool"
+            else
+                ok "cuda: compile: SASS of every kernel: FP64 only where docs/CUDA.md says why # skip $(head -1 "$WORK/sass_tools.err")"
+            fi
+        fi
         if [ -s "$WORK/cu_ptxas.txt" ]; then
             echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"
             sort -u "$WORK/cu_ptxas.txt" | sed 's/^/    #   /'
+        fi
+        if [ -s "$WORK/sass.txt" ]; then
+            echo "    # SASS of the kernels (kernel, architecture, FP64 and tensor core instructions, docs/CUDA.md):"
+            sed 's/^/    #   /' "$WORK/sass.txt"
         fi
     else
         pass=$((pass + 1))

@@ -14,6 +14,8 @@
 #              the column sums and layernorm backward outside any schedule (tests/cuda/lnb_check.sh bench: bits
 #              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed); attention outside
 #              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed)
+#              the float layernorm statistics and vocabulary loss kernels (tests/cuda/rows_check.sh bench: 1e-6 of
+#              double, repeatable, timed)
 #   races      runs repeated, and repeated under CUDA_LAUNCH_BLOCKING=1 (every launch serialised): outputs,
 #              gradients and trained weights bitwise identical (a missing stream wait shows up as a difference)
 #   sanitizer  compute-sanitizer memcheck, racecheck, initcheck and synccheck on the tiny model, inference and
@@ -296,6 +298,8 @@ stage_training() {
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lnb_check.sh" "$TG_WORK/lnbk" bench
         tg_check "training: attention (softmax kernels, cuBLAS strided-batched forward and backward, fp32 and bf16) against double; timed (tests/cuda/attn_check.cu)" \
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/attn_check.sh" "$TG_WORK/attnk" bench
+        tg_check "training: float row statistics and vocabulary loss kernels (no FP64) within 1e-6 of double, repeatable; timed (tests/cuda/rows_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/rows_check.sh" "$TG_WORK/rowsk" bench
     fi
     for m in m64 m128; do
         ref_check "$m" || continue

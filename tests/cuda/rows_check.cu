@@ -1,0 +1,231 @@
+/*
+ * rows_check.cu - the float row statistics and the vocabulary loss kernels on a GPU, outside any schedule
+ * (docs/CUDA.md "FP64 and tensor cores in the kernels": these kernels were FP64 and are float now). Built by
+ * tests/cuda/rows_check.sh, which fills templates/kernels.cu.in into OUT/kernels_rows.cu; this file includes it
+ * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::lm_sums, trk::lm_loss and
+ * trk::lm_dlogits at the shapes below, on random inputs, NaN-poisoned outputs.
+ *
+ *   reference  against a double reference: row sums and centred squares within a relative norm of 1e-6 (inputs
+ *              with a mean far from 0, where cancellation shows), the sums of exponentials and dlogits within
+ *              1e-6, the per-row loss within 1e-6 of its magnitude; the target logit exact
+ *   repeat     a second run gives the same bits
+ *   shapes     GPT-2 small's rows [8192, 768] (the float4 path), a 60-wide row block [37, 60] and [37, 30] (the
+ *              scalar path); the loss on [64, 50304] with 50257 real ids and on [37, 49] of 47 (pad columns),
+ *              targets inside and outside the block
+ *   bench      (rows_check bench) ln_rowsum + ln_sqdev at [8192, 768], lm_sums and lm_dlogits at [8192, 50304]:
+ *              microseconds a call (CUDA events, 50 calls after 5) and GB/s of the bytes they must move
+ *
+ * Prints "rows_check: N failures" and exits 1 on any.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "kernels_rows.cu"
+#include "trk_lm_kernels.cuh"
+
+#define CK(call)                                                                                                    \
+    do {                                                                                                            \
+        cudaError_t e_ = (call);                                                                                    \
+        if (e_ != cudaSuccess) {                                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                  \
+            exit(2);                                                                                                \
+        }                                                                                                           \
+    } while (0)
+
+#include "check_common.cuh"
+
+template <typename T> static T *up(const std::vector<T> &h)
+{
+    T *d = nullptr;
+    CK(cudaMalloc(&d, h.size() * sizeof(T)));
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static float *poisoned(size_t n)
+{
+    float *d = nullptr;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMemset(d, 0xff, n * sizeof(float))); /* NaN: an unwritten element fails the comparison */
+    return d;
+}
+
+static std::vector<float> down(const float *d, size_t n)
+{
+    std::vector<float> h(n);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static void near(const char *what, const std::vector<float> &got, const std::vector<double> &want, double tol)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        const double d = (double)got[i] - want[i];
+        num += d * d;
+        den += want[i] * want[i];
+    }
+    const double rel = sqrt(num / (den > 0 ? den : 1));
+    if (!(rel <= tol)) {
+        failures++;
+        fprintf(stderr, "rows_check: %s: relative error %.3g > %.1g\n", what, rel, tol);
+    } else {
+        printf("rows_check: %s: relative error %.3g (<= %.1g)\n", what, rel, tol);
+    }
+}
+
+static void same(const char *what, const std::vector<float> &a, const std::vector<float> &b)
+{
+    if (memcmp(a.data(), b.data(), a.size() * sizeof(float))) {
+        failures++;
+        fprintf(stderr, "rows_check: %s: a second run gave other bits\n", what);
+    }
+}
+
+template <class F> static float time_us(cudaStream_t s, F call)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 5; i++)
+        call();
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < 50; i++)
+        call();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1000.0f / 50.0f;
+}
+
+/* layernorm's forward statistics: rs = row sums, vs = centred squares around rs / HIDDEN */
+template <int ROWS, int COLS, int HIDDEN> static void check_stats(cudaStream_t s, bool bench)
+{
+    const size_t n = (size_t)ROWS * COLS;
+    const std::vector<float> x = rnd(n, 2.0f, 4.0f); /* mean 3, spread 1: the centred squares cancel */
+    float *d_x = up(x), *d_rs = poisoned(ROWS), *d_vs = poisoned(ROWS);
+    trk::ln_rowsum<ROWS, COLS>(s, d_x, d_rs);
+    trk::ln_sqdev<ROWS, COLS, HIDDEN>(s, d_x, d_rs, d_vs);
+    const std::vector<float> rs = down(d_rs, ROWS), vs = down(d_vs, ROWS);
+    std::vector<double> r_rs(ROWS), r_vs(ROWS);
+    for (int r = 0; r < ROWS; r++) {
+        double t = 0;
+        for (int j = 0; j < COLS; j++)
+            t += x[(size_t)r * COLS + j];
+        r_rs[r] = t;
+        const double mean = (double)rs[r] / HIDDEN; /* the kernel's centre: the statistics of rs as computed */
+        double q = 0;
+        for (int j = 0; j < COLS; j++) {
+            const double d = x[(size_t)r * COLS + j] - mean;
+            q += d * d;
+        }
+        r_vs[r] = q;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "ln_rowsum<%d, %d>", ROWS, COLS);
+    near(what, rs, r_rs, 1e-6);
+    snprintf(what, sizeof what, "ln_sqdev<%d, %d, %d>", ROWS, COLS, HIDDEN);
+    near(what, vs, r_vs, 1e-6);
+    trk::ln_rowsum<ROWS, COLS>(s, d_x, d_rs);
+    trk::ln_sqdev<ROWS, COLS, HIDDEN>(s, d_x, d_rs, d_vs);
+    same(what, down(d_rs, ROWS), rs);
+    same(what, down(d_vs, ROWS), vs);
+    if (bench) {
+        const float us = time_us(s, [&] {
+            trk::ln_rowsum<ROWS, COLS>(s, d_x, d_rs);
+            trk::ln_sqdev<ROWS, COLS, HIDDEN>(s, d_x, d_rs, d_vs);
+        });
+        printf("rows_check bench: ln_rowsum + ln_sqdev<%d, %d>: %.1f us, %.0f GB/s\n", ROWS, COLS, us,
+               2.0 * n * sizeof(float) / us * 1e-3);
+    }
+    cudaFree(d_x);
+    cudaFree(d_rs);
+    cudaFree(d_vs);
+}
+
+/* the vocabulary loss of one vocab block: row max (exact), sums, loss, dlogits */
+template <int ROWS, int COLS, int NVALID> static void check_loss(cudaStream_t s, bool bench)
+{
+    const size_t n = (size_t)ROWS * COLS;
+    const int v0 = 5; /* this block holds ids 5 .. 5 + NVALID - 1 */
+    std::vector<float> L = rnd(n, -8.0f, 8.0f);
+    std::vector<int32_t> tgt(ROWS);
+    for (int r = 0; r < ROWS; r++) /* mostly inside the block; every 7th row's target elsewhere */
+        tgt[r] = (r % 7 == 6) ? v0 + NVALID + r : v0 + (int)((r * 2654435761u) % NVALID);
+    std::vector<float> mx(ROWS);
+    for (int r = 0; r < ROWS; r++) {
+        float m = -INFINITY;
+        for (int k = 0; k < NVALID; k++)
+            m = fmaxf(m, L[(size_t)r * COLS + k]);
+        mx[r] = m;
+    }
+    const float scale = 1.0f / (float)ROWS;
+    float *d_L = up(L), *d_mx = up(mx), *d_s = poisoned(2 * ROWS), *d_loss = poisoned(ROWS), *d_dl = poisoned(n);
+    int32_t *d_t = up(tgt);
+    trk::lm_sums<ROWS, COLS, NVALID>(s, d_L, d_mx, d_t, v0, d_s);
+    trk::lm_loss<ROWS>(s, d_mx, d_s, d_loss);
+    trk::lm_dlogits<ROWS, COLS, NVALID>(s, d_L, d_mx, d_s, d_t, v0, scale, d_dl);
+    const std::vector<float> sums = down(d_s, 2 * ROWS), loss = down(d_loss, ROWS), dl = down(d_dl, n);
+    std::vector<double> r_s(ROWS), r_t(ROWS), r_loss(ROWS), r_dl(n);
+    for (int r = 0; r < ROWS; r++) {
+        double e = 0;
+        for (int k = 0; k < NVALID; k++)
+            e += exp((double)L[(size_t)r * COLS + k] - mx[r]);
+        r_s[r] = e;
+        const int t = tgt[r] - v0;
+        r_t[r] = (t >= 0 && t < NVALID) ? L[(size_t)r * COLS + t] : 0.0;
+        r_loss[r] = log(e) + mx[r] - r_t[r]; /* a partial loss: log of this block's sum, its target logit */
+        for (int k = 0; k < COLS; k++) {
+            const size_t i = (size_t)r * COLS + k;
+            r_dl[i] = k < NVALID ? exp((double)L[i] - mx[r]) / e * scale - (k == t ? scale : 0.0) : 0.0;
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "lm_sums<%d, %d, %d> exponentials", ROWS, COLS, NVALID);
+    near(what, std::vector<float>(sums.begin(), sums.begin() + ROWS), r_s, 1e-6);
+    snprintf(what, sizeof what, "lm_sums<%d, %d, %d> target logits", ROWS, COLS, NVALID);
+    near(what, std::vector<float>(sums.begin() + ROWS, sums.end()), r_t, 0.0);
+    snprintf(what, sizeof what, "lm_loss<%d>", ROWS);
+    near(what, loss, r_loss, 1e-6);
+    snprintf(what, sizeof what, "lm_dlogits<%d, %d, %d>", ROWS, COLS, NVALID);
+    near(what, dl, r_dl, 1e-6);
+    trk::lm_sums<ROWS, COLS, NVALID>(s, d_L, d_mx, d_t, v0, d_s);
+    same(what, down(d_s, 2 * ROWS), sums);
+    if (bench) {
+        const float us_s = time_us(s, [&] { trk::lm_sums<ROWS, COLS, NVALID>(s, d_L, d_mx, d_t, v0, d_s); });
+        const float us_d =
+            time_us(s, [&] { trk::lm_dlogits<ROWS, COLS, NVALID>(s, d_L, d_mx, d_s, d_t, v0, scale, d_dl); });
+        printf("rows_check bench: lm_sums<%d, %d, %d>: %.1f us, %.0f GB/s; lm_dlogits: %.1f us, %.0f GB/s\n", ROWS,
+               COLS, NVALID, us_s, n * sizeof(float) / us_s * 1e-3, us_d, 2.0 * n * sizeof(float) / us_d * 1e-3);
+    }
+    cudaFree(d_L);
+    cudaFree(d_mx);
+    cudaFree(d_s);
+    cudaFree(d_loss);
+    cudaFree(d_dl);
+    cudaFree(d_t);
+}
+
+int main(int argc, char **argv)
+{
+    const bool bench = argc > 1 && !strcmp(argv[1], "bench");
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    check_stats<8192, 768, 768>(s, bench);
+    check_stats<37, 60, 120>(s, false);
+    check_stats<37, 30, 60>(s, false);
+    check_loss<64, 50304, 50257>(s, false);
+    check_loss<37, 49, 47>(s, false);
+    if (bench)
+        check_loss<8192, 50304, 50257>(s, true);
+    CK(cudaStreamDestroy(s));
+    printf("rows_check: %d failures\n", failures);
+    return failures ? 1 : 0;
+}
