@@ -127,27 +127,18 @@ unit_no_errno_math() {
 }
 check "unit: the runtime's kernels call no errno-setting sqrtf, the loss no libm exp" unit_no_errno_math
 
-# ---- cli ---------------------------------------------------------------------------
-. tests/cli.sh
-. tests/spec_errors.sh
-. tests/advise.sh
-. tests/golden.sh
-. tests/inspect.sh
-. tests/e2e.sh
-. tests/megatron.sh
-. tests/lm.sh
-. tests/megatron_lm.sh
-. tests/bf16_compute.sh
-. tests/hf.sh
-. tests/hf_io.sh
-. tests/slurm.sh
-. tests/cuda.sh
-. tests/gpu.sh
-. tests/fuzz.sh
-. tests/data.sh
-. tests/docs.sh
+# ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
+times="unit $(($(date +%s) - t0))s"
+for group in cli spec_errors advise golden inspect e2e megatron lm megatron_lm bf16_compute hf hf_io slurm cuda gpu \
+    fuzz data docs; do
+    g0=$(date +%s)
+    # shellcheck source=/dev/null
+    . "tests/$group.sh"
+    times="$times, $group $(($(date +%s) - g0))s"
+done
 
 dt=$(( $(date +%s) - t0 ))
+echo "# seconds per file of tests/: $times"
 echo "suite took ${dt}s"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
