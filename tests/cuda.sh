@@ -19,11 +19,14 @@
 #              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
 #              every gradient (three stream orders, bytes as planned), 3 AdamW steps (losses, replicas bitwise)
 # With nvcc (else one "ok - ... # skip" line):
-#   compile    every generated .cu of the same meshes (inference, training, the vocab spec) compiled for sm_80 and sm_90 with warnings as
-#              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
-#              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails; the standalone GPU checks
-#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu and bf16_check.cu compiled
-#              the same way (they run on a GPU only)
+#   compile    the generated .cu of the same meshes (inference, training, bf16 training, the vocab spec) compiled for
+#              sm_80 and sm_90 with warnings as errors: on [2,2,2] every file, the runtime's included, linked into
+#              bin/model-cuda; on the other meshes kernels.cu and the rank files (the runtime's .cu are the same for
+#              every output); ptxas resource usage of the fused kernels reported (-Xptxas -v), and a kernel that
+#              spills (spill stores or loads != 0) fails; the SASS of every compiled kernel held to docs/CUDA.md's
+#              FP64 and tensor core table (tests/cuda/sass_audit.py); the standalone GPU checks
+#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu and
+#              rows_check.cu compiled the same way (they run on a GPU only)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 CU_MESHES="1,1 2,1 2,2"
 CU_REF=tests/ref/tessref.py
@@ -521,10 +524,22 @@ cu_nvcc() {
     done
     return 1
 }
-cu_compile() { # q d [t]: build bin/model-cuda; then ptxas -v of kernels.cu, no spills
+cu_compile_as() { # objs q d [t]: cu_compile with CU_OBJS=objs
+    local CU_OBJS=$1
+    shift
+    cu_compile "$@"
+}
+cu_compile() { # q d [t]: build bin/model-cuda (or, with CU_OBJS=1, only kernels.o and the rank objects); then
+    # ptxas -v of kernels.cu, no spills
     local dir="$WORK/cu${3:-}_$1_$2"
-    ninja -C "$dir" cuda >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
-    [ -x "$dir/bin/model-cuda" ] || { echo "bin/model-cuda was not linked"; return 1; }
+    if [ "${CU_OBJS:-0}" = 1 ]; then
+        # shellcheck disable=SC2046 # one target a word
+        ninja -C "$dir" obj-cuda/kernels.o $(ninja -C "$dir" -t targets all | grep -o '^obj-cuda/rank_i[0-9]*_j[0-9]*\.o') \
+            >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
+    else
+        ninja -C "$dir" cuda >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
+        [ -x "$dir/bin/model-cuda" ] || { echo "bin/model-cuda was not linked"; return 1; }
+    fi
     local cmd
     cmd=$(ninja -C "$dir" -t commands obj-cuda/kernels.o | tail -1) || return 1
     (cd "$dir" && eval "$cmd -Xptxas -v -o /dev/null") >"$dir/ptxas.log" 2>&1 || { cat "$dir/ptxas.log"; return 1; }
@@ -549,12 +564,13 @@ cu_compile() { # q d [t]: build bin/model-cuda; then ptxas -v of kernels.cu, no 
     [ $spill -eq 0 ] || { echo "a fused kernel spills:"; grep -v "spill bytes 0$" "$dir/ptxas.txt"; return 1; }
 }
 cu_sass() { # cuobjdump: audit the objects of every program compiled for the last mesh, and the runtime's
-    local objs=() d
+    local objs=() rt=() d
     for d in "$WORK"/cu_* "$WORK"/cut_* "$WORK"/cub_* "$WORK"/culm_*; do
         [ -f "$d/obj-cuda/kernels.o" ] && objs+=("$d/obj-cuda/kernels.o")
+        [ ${#rt[@]} -eq 0 ] && [ -f "$d/obj-cuda/rt/trc_step.o" ] && rt=("$d"/obj-cuda/rt/*.o)
     done
-    [ ${#objs[@]} -gt 0 ] || { echo "no compiled kernels.o under $WORK"; return 1; }
-    objs+=("${objs[0]%/kernels.o}"/rt/*.o)
+    [ ${#objs[@]} -gt 0 ] && [ ${#rt[@]} -gt 0 ] || { echo "no compiled kernels.o or runtime objects under $WORK"; return 1; }
+    objs+=("${rt[@]}")
     "$PY" tests/cuda/sass_audit.py "$1" docs/CUDA.md "${objs[@]}" >"$WORK/sass.txt" 2>&1
     local rc=$?
     cat "$WORK/sass.txt"
@@ -565,21 +581,24 @@ check "cuda: sass: the audit of compiled kernels finds undocumented FP64, a stal
 if wanted "cuda: compile"; then
     if cu_nvcc >/dev/null; then
         rm -f "$WORK/cu_ptxas.txt"
+        # the runtime's .cu files are the same for every output: they are compiled and linked on the last mesh
+        # ([2,2,2]), where each program is linked; the other meshes compile their kernels.cu and rank files
         for m in $CU_MESHES; do
             q=${m%,*}
             d=${m#*,}
+            if [ "$m" = "${CU_MESHES##* }" ]; then objs=0 what="every .cu" how="linked"; else objs=1 what="kernels.cu and every rank_iI_jJ.cu" how="compiled"; fi
             [ -f "$WORK/cu_${q}_${d}/build.ninja" ] &&
-                check "cuda: compile: every .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
-                    cu_compile "$q" "$d"
+                check "cuda: compile: $what of [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
+                    cu_compile_as $objs "$q" "$d"
             [ -f "$WORK/cut_${q}_${d}/build.ninja" ] &&
-                check "cuda: compile: every training .cu of [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
-                    cu_compile "$q" "$d" t
+                check "cuda: compile: $what of the training spec on [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
+                    cu_compile_as $objs "$q" "$d" t
             [ -f "$WORK/cub_${q}_${d}/build.ninja" ] &&
-                check "cuda: compile: every .cu of the bf16 training spec (bf16 GEMMs, casts, broadcasts, kernel outputs) on [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
-                    cu_compile "$q" "$d" b
+                check "cuda: compile: $what of the bf16 training spec (bf16 GEMMs, casts, broadcasts, kernel outputs) on [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
+                    cu_compile_as $objs "$q" "$d" b
             [ -f "$WORK/culm_${q}_${d}/build.ninja" ] &&
-                check "cuda: compile: every .cu of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, linked; no kernel spills" \
-                    cu_compile "$q" "$d" lm
+                check "cuda: compile: $what of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
+                    cu_compile_as $objs "$q" "$d" lm
         done
         check "cuda: compile: the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/lnb_check.sh "$WORK/lnb_check"

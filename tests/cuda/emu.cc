@@ -16,8 +16,13 @@
  * other extreme) or random (seeded by TESS_EMU_SEED). Work runs to completion
  * one item at a time; a missing wait between the streams changes the result
  * under some order, and a wait cycle is reported as a deadlock. The kernels
- * are plain loops with the CUDA kernels' semantics, the row kernels' float
- * sums in the kernels' lane and shuffle order (warp_row_sum); the column sums and layernorm backward are
+ * are plain loops with the CUDA kernels' semantics, except that the row
+ * statistics (layernorm's row sums and centred squares) sum in double, as the
+ * CPU program does: the kernels sum in float (tests/cuda/rows_check.cu checks
+ * them against double on a GPU), and doing so here would move bf16 rounding
+ * points away from the CPU program's, which the bf16 comparisons at 1e-3
+ * rely on. The vocabulary loss's sums follow the kernels (float, Kahan per
+ * lane, the shuffle tree); the column sums and layernorm backward are
  * tests/cuda/lnb_ref.h, the kernels' own float operations in their order
  * (tests/cuda/lnb_check.cu checks on a GPU that the kernels give the same
  * bits). Attention emulates kernels_attention.cu.in step by
@@ -561,39 +566,16 @@ inline void put(OUT *p, float v)
         *p = tr_f32_to_bf16(v);
 }
 
-/* the row kernels' float reductions in the kernels' own order (templates/kernels.cu.in): lane l of a warp sums the
- * row's elements l, l+32, ... (or, with VEC, the kernels' float4 path when COLS % 4 == 0, the float4 groups l, l+32, ... as (x+y)+(z+w)), then the
- * xor-shuffle tree adds the 32 lane sums; term(j) gives element j's contribution */
-template <int COLS, bool VEC, class T> float warp_row_sum(T term)
-{
-    float lane[32];
-    for (int l = 0; l < 32; l++) {
-        float a = 0.0f;
-        if constexpr (VEC) {
-            for (int v = l; v < COLS / 4; v += 32)
-                a += (term(4 * v) + term(4 * v + 1)) + (term(4 * v + 2) + term(4 * v + 3));
-        } else {
-            for (int j = l; j < COLS; j += 32)
-                a += term(j);
-        }
-        lane[l] = a;
-    }
-    for (int o = 16; o > 0; o /= 2) {
-        float nx[32];
-        for (int l = 0; l < 32; l++)
-            nx[l] = lane[l] + lane[l ^ o];
-        for (int l = 0; l < 32; l++)
-            lane[l] = nx[l];
-    }
-    return lane[0];
-}
-
 template <int ROWS, int COLS>
 void ln_rowsum(cudaStream_t s, const float *x, float *rs)
 {
     push(stream_of(s), [=] {
-        for (int r = 0; r < ROWS; r++)
-            rs[r] = warp_row_sum<COLS, COLS % 4 == 0>([&](int j) { return x[(size_t)r * COLS + j]; });
+        for (int r = 0; r < ROWS; r++) {
+            double t = 0;
+            for (int j = 0; j < COLS; j++)
+                t += x[(size_t)r * COLS + j];
+            rs[r] = (float)t;
+        }
     });
 }
 
@@ -602,12 +584,14 @@ void resid_rowsum(cudaStream_t s, float *x, const float *p, const float *bias, f
 {
     push(stream_of(s), [=] {
         for (int r = 0; r < ROWS; r++) {
+            double t = 0;
             for (int j = 0; j < COLS; j++) {
                 float *e = &x[(size_t)r * COLS + j];
                 *e = *e + (p[(size_t)r * COLS + j] + bias[j]);
+                t += *e;
             }
             if (rs)
-                rs[r] = warp_row_sum<COLS, COLS % 4 == 0>([&](int j) { return x[(size_t)r * COLS + j]; });
+                rs[r] = (float)t;
         }
     });
 }
@@ -617,11 +601,12 @@ void ln_sqdev(cudaStream_t s, const float *x, const float *rs, float *vs)
 {
     push(stream_of(s), [=] {
         for (int r = 0; r < ROWS; r++) {
-            const float mean = rs[r] / (float)HIDDEN;
-            vs[r] = warp_row_sum<COLS, COLS % 4 == 0>([&](int j) {
-                const float d = x[(size_t)r * COLS + j] - mean;
-                return d * d;
-            });
+            double mean = (double)rs[r] / HIDDEN, t = 0;
+            for (int j = 0; j < COLS; j++) {
+                double d = x[(size_t)r * COLS + j] - mean;
+                t += d * d;
+            }
+            vs[r] = (float)t;
         }
     });
 }
@@ -764,12 +749,14 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
 {
     push(stream_of(s), [=] {
         for (int r = 0; r < ROWS; r++) {
+            double t = 0;
             for (int j = 0; j < COLS; j++) {
                 size_t e = (size_t)r * COLS + j;
                 y[e] = x[e] + (p[e] + bias[j]);
+                t += y[e];
             }
-            if (rs) /* this kernel has no float4 path: element j on lane j % 32 */
-                rs[r] = warp_row_sum<COLS, false>([&](int j) { return y[(size_t)r * COLS + j]; });
+            if (rs)
+                rs[r] = (float)t;
         }
     });
 }
