@@ -381,7 +381,7 @@ SPEC
         "$PY" $CU_REF compare-grads --ref "$dir/g_cpu.st" --got "$dir/g.st" --tol 1e-3 \
             --label "cuda bf16 megatron p=2 vs the CPU program"
 }
-if wanted "cuda: bf16"; then
+if wanted "cuda: bf16|cuda: compile"; then
     if cub_setup >"$WORK/log" 2>&1; then
         for m in $CU_MESHES; do
             q=${m%,*}
