@@ -14,7 +14,8 @@
 #              optimizer) under the emulation: one forward + backward with --dy under the three stream
 #              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
 #              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
-#              identical) under the comm-first order
+#              identical) under the comm-first order; 6 steps of a warmup schedule with clipping replayed from
+#              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured
 #   lm         a spec with model.vocab (embedding, tied LM head, vocab-parallel loss; training) on the same meshes:
 #              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
 #              every gradient (three stream orders, bytes as planned), 3 AdamW steps (losses, replicas bitwise)
@@ -277,12 +278,12 @@ cu_train_graph() { # q d: 6 steps replayed from CUDA graphs and 6 issued one by 
             --weights-out "$dir/graph$g.safetensors" >"$dir/graph$g.out" 2>&1 || { tail -5 "$dir/graph$g.out"; return 1; }
         grep -E "^(step [0-9]|after|launches|CUDA graphs|step_launches|step_graph)" "$dir/graph$g.out"
     done
-    grep -qx "step_graph_replays=2" "$dir/graph1.out" && grep -qx "step_launches_issued=0" "$dir/graph1.out" ||
+    { grep -qx "step_graph_replays=2" "$dir/graph1.out" && grep -qx "step_launches_issued=0" "$dir/graph1.out"; } ||
         { echo "want 2 graph replays and no launch issued one by one per step"; return 1; }
-    grep -qx "step_graph_replays=0" "$dir/graph0.out" && grep -q "^CUDA graphs: off (TESS_CUDA_GRAPH=0)" "$dir/graph0.out" ||
+    { grep -qx "step_graph_replays=0" "$dir/graph0.out" && grep -q "^CUDA graphs: off (TESS_CUDA_GRAPH=0)" "$dir/graph0.out"; } ||
         { echo "want no replay and the note with TESS_CUDA_GRAPH=0"; return 1; }
-    [ "$(grep '^step [0-9]' "$dir/graph0.out" | sed 's/.* lr \([^ ]*\) .*/\1/' | sort -u | wc -l)" -ge 3 ] &&
-        grep -q '^step 1 .* norm ' "$dir/graph0.out" || { echo "want a warmup (lr changing) and clipping"; return 1; }
+    { [ "$(grep '^step [0-9]' "$dir/graph0.out" | sed 's/.* lr \([^ ]*\) .*/\1/' | sort -u | wc -l)" -ge 3 ] &&
+        grep -q '^step 1 .* norm ' "$dir/graph0.out"; } || { echo "want a warmup (lr changing) and clipping"; return 1; }
     diff <(grep -E '^(step [0-9]|after)' "$dir/graph1.out" | sed 's/ tok\/s.*//') \
         <(grep -E '^(step [0-9]|after)' "$dir/graph0.out" | sed 's/ tok\/s.*//') || { echo "losses differ"; return 1; }
     cmp "$dir/graph1.safetensors" "$dir/graph0.safetensors" || { echo "weights differ"; return 1; }
@@ -293,15 +294,15 @@ cu_train_graph_off() { # q d: where steps are not captured, a note says why; a b
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 1 >"$dir/gbad.out" 2>&1
     local rc=$?
     cat "$dir/gbad.out"
-    [ $rc -ne 0 ] && grep -q "TESS_CUDA_GRAPH=yes is not 0 or 1: use TESS_CUDA_GRAPH=0" "$dir/gbad.out" &&
-        ! grep -q "^step 1" "$dir/gbad.out" || { echo "want TESS_CUDA_GRAPH=yes refused before any step"; return 1; }
+    { [ $rc -ne 0 ] && grep -q "TESS_CUDA_GRAPH=yes is not 0 or 1: use TESS_CUDA_GRAPH=0" "$dir/gbad.out" &&
+        ! grep -q "^step 1" "$dir/gbad.out"; } || { echo "want TESS_CUDA_GRAPH=yes refused before any step"; return 1; }
     [ "$np" -gt 1 ] || return 0
     TESS_COMM=mpi cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 2 --timing >"$dir/gmpi.out" 2>&1 ||
         { tail -5 "$dir/gmpi.out"; return 1; }
     grep -E "^(CUDA graphs|step_graph)" "$dir/gmpi.out"
-    grep -q "^CUDA graphs: off: the collectives are MPI with host staging" "$dir/gmpi.out" &&
-        grep -qx "step_graph_replays=0" "$dir/gmpi.out" || { echo "want MPI staging to run uncaptured, saying why"; return 1; }
+    { grep -q "^CUDA graphs: off: the collectives are MPI with host staging" "$dir/gmpi.out" &&
+        grep -qx "step_graph_replays=0" "$dir/gmpi.out"; } || { echo "want MPI staging to run uncaptured, saying why"; return 1; }
 }
 if wanted "cuda: training|cuda: compile"; then
     if cu_train_setup >"$WORK/log" 2>&1; then
