@@ -82,7 +82,7 @@ graph_table() { # the step with and without CUDA graphs, side by side
     echo "|---|---:|---:|---:|---:|"
     local prec
     for prec in fp32 tf32; do
-        [ -f "$B/step_$prec.txt" ] && [ -f "$B/nograph_$prec.txt" ] || continue
+        { [ -f "$B/step_$prec.txt" ] && [ -f "$B/nograph_$prec.txt" ]; } || continue
         awk -v p="$prec" -v a="$(value step_seconds_median "$B/step_$prec.txt")" \
             -v b="$(value step_seconds_median "$B/nograph_$prec.txt")" -v n="$(value step_launches "$B/step_$prec.txt")" \
             -v i="$(value step_launches_issued "$B/step_$prec.txt")" -v j="$(value step_launches_issued "$B/nograph_$prec.txt")" \
