@@ -47,8 +47,34 @@ void tr_backend_objective(tr_ctx *c, float *A);
 void tr_backend_grad_sums(tr_ctx *c, float *A);
 /* Wait for the work issued and return what the two above computed (0 for what was not issued since the last read). */
 void tr_backend_step_read(tr_ctx *c, tr_step_sums *s);
-/* Every local gradient element *= s (clipping), in float. */
+/* Every local gradient element *= s (clipping), in float; nothing where s is 1 (the same bits). A backend with a
+ * device takes s from tr_backend_step_scalars instead (the same value), so that a captured step reads it there. */
 void tr_backend_scale_grads(tr_ctx *c, float *A, float s);
+/* The scalars of a step that change from step to step, for the work issued after this call (after the step's read):
+ * the learning rate c->lr, AdamW's bias corrections of step c->opt_step, and the clipping scale s (1: no clipping).
+ * A backend with a device copies them to the device once (captured work reads them there, not baked in). */
+void tr_backend_step_scalars(tr_ctx *c, float s);
+
+/* ---- a training step as CUDA graphs (docs/CUDA.md "CUDA graphs") --------------------------------------------------
+ * A step is issued in two parts: TR_PART_GRADS (forward, objective, backward, gradient sums: before the step's read)
+ * and TR_PART_UPDATE (clipping and the optimizer: after it). A backend that can capture a part issues it once into a
+ * graph and replays the graph on later steps; the others issue every step. */
+enum { TR_PART_GRADS = 0, TR_PART_UPDATE = 1, TR_NPARTS = 2 };
+/* Before issuing a part: true when the backend replayed the part's graph (issue nothing); false: issue the part,
+ * then call tr_backend_part_end. capture: false where this step's part must be issued as it is (a step recorded
+ * whole for --trace, a test hook that writes into the step). */
+bool tr_backend_part_begin(tr_ctx *c, int part, bool capture);
+/* After issuing a part: false when its capture failed (nothing of it ran; the backend stops capturing and
+ * tr_backend_graph_note says why): issue the part again. */
+bool tr_backend_part_end(tr_ctx *c, int part);
+/* Why steps are not captured (one line), or NULL where they are or the backend has no graphs (the CPU). */
+const char *tr_backend_graph_note(tr_ctx *c);
+/* --timing: kernels, GEMMs and collectives launched so far, one by one from the host (issued) and from graph replays
+ * (replayed), and the graph replays; false where the backend does not count them (the CPU). */
+typedef struct tr_launch_counts {
+    long long issued, replayed, replays;
+} tr_launch_counts;
+bool tr_backend_launch_counts(tr_ctx *c, tr_launch_counts *n);
 /* An upload of a step's input (a --data batch) without a wait: src is copied at once; the copy lands before any
  * work issued after it. */
 void tr_backend_upload_batch(tr_ctx *c, float *dst_run, const float *src_host, long long elems);

@@ -129,6 +129,8 @@ void tr_backend_step_read(tr_ctx *c, tr_step_sums *s)
 void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
 {
     const tr_rank_desc *d = c->desc;
+    if (s == 1.0f)
+        return; /* g * 1 is g */
     for (int i = 0; i < d->nparams; i++) {
         float *g = A + d->params[i].grad_offset; /* [rows, cols] */
         for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
@@ -139,4 +141,35 @@ void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
 void tr_backend_upload_batch(tr_ctx *c, float *dst_run, const float *src_host, long long elems)
 {
     tr_backend_upload(c, dst_run, src_host, elems);
+}
+
+void tr_backend_step_scalars(tr_ctx *c, float s)
+{
+    (void)c, (void)s; /* the CPU's kernels read c->lr and c->opt_step as they run */
+}
+
+/* No graphs: every part is issued (run at once) every step. */
+bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
+{
+    (void)c, (void)part, (void)capture;
+    return false;
+}
+
+bool tr_backend_part_end(tr_ctx *c, int part)
+{
+    (void)c, (void)part;
+    return true;
+}
+
+const char *tr_backend_graph_note(tr_ctx *c)
+{
+    (void)c;
+    return NULL;
+}
+
+bool tr_backend_launch_counts(tr_ctx *c, tr_launch_counts *n)
+{
+    (void)c;
+    n->issued = n->replayed = n->replays = 0;
+    return false;
 }

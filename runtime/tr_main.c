@@ -1171,12 +1171,17 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
 
 /* Test hook TESS_TEST_NAN_GRADIENT=STEP,RANK: after the backward of step STEP, a NaN in the last element of RANK's
  * shard of the last gradient (in the run arena); proves the divergence check can fail. */
+static bool nan_gradient_at(const tr_rank_desc *d, int k)
+{
+    const char *poison = getenv("TESS_TEST_NAN_GRADIENT");
+    int ps, pr;
+    return poison && sscanf(poison, "%d,%d", &ps, &pr) == 2 && ps == k && pr == d->rank && d->nparams > 0;
+}
+
 static void test_nan_gradient(tr_ctx *c, float *H, float *A, int k)
 {
     const tr_rank_desc *d = c->desc;
-    const char *poison = getenv("TESS_TEST_NAN_GRADIENT");
-    int ps, pr;
-    if (!poison || sscanf(poison, "%d,%d", &ps, &pr) != 2 || ps != k || pr != d->rank || d->nparams <= 0)
+    if (!nan_gradient_at(d, k))
         return;
     const tr_param *p = &d->params[d->nparams - 1];
     long long at = p->grad_offset + (long long)p->rows * p->cols - 1;
@@ -1390,6 +1395,60 @@ static void report_syncs(tr_ctx *c, long long syncs, int steps)
         return;
     printf("host synchronisations per step: %g (slowest rank; each a wait of the host for the device)\n", max);
     printf("step_host_syncs=%g\n", max);
+}
+
+/* --timing of a training run on a backend that counts its launches: kernels, GEMMs and collectives per step, how
+ * many of them the host issued one by one, and the graph replays per step (the slowest rank's means). */
+static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps)
+{
+    tr_launch_counts any;
+    if (!tr_backend_launch_counts(c, &any) || steps <= 0)
+        return;
+    double mine[3] = {(double)(n->issued + n->replayed) / steps, (double)n->issued / steps,
+                      (double)n->replays / steps},
+           max[3] = {0, 0, 0};
+    MPI_Reduce(mine, max, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (c->desc->rank != 0)
+        return;
+    const char *note = tr_backend_graph_note(c);
+    printf("launches per step: %g kernels, GEMMs and collectives, %g of them issued one by one; CUDA graph replays "
+           "per step: %g\n",
+           max[0], max[1], max[2]);
+    if (note)
+        printf("%s\n", note);
+    printf("step_launches=%g\nstep_launches_issued=%g\nstep_graph_replays=%g\n", max[0], max[1], max[2]);
+}
+
+/* A training step's first part (tr_backend.h TR_PART_GRADS): forward, objective, backward, gradient sums. record:
+ * the step is recorded whole (--trace, --stats), its slices apart. */
+static void issue_grads(tr_ctx *c, float *H, float *A, int k, bool record)
+{
+    const tr_rank_desc *d = c->desc;
+    c->phase = TR_PHASE_FORWARD;
+    d->forward(c, A);
+    if (record) {
+        tr_backend_sync(c);
+        tr_step_mark(c, -1); /* the loss and dL/dy: between the slices */
+    }
+    tr_backend_objective(c, A);
+    c->phase = TR_PHASE_BACKWARD;
+    d->backward(c, A);
+    if (record) {
+        tr_backend_sync(c);
+        tr_step_mark(c, -1); /* the divergence check: between the slices */
+    }
+    test_nan_gradient(c, H, A, k);
+    tr_backend_grad_sums(c, A);
+}
+
+/* Its second part (TR_PART_UPDATE): clipping by scale (1: none; a backend with a device reads it where
+ * tr_backend_step_scalars put it) and the optimizer. */
+static void issue_update(tr_ctx *c, float *A, float scale)
+{
+    if (tr_model.clip > 0)
+        tr_backend_scale_grads(c, A, scale);
+    c->phase = TR_PHASE_OPTIMIZER;
+    c->desc->optimizer(c, A);
 }
 
 int main(int argc, char **argv)
@@ -1628,6 +1687,10 @@ int main(int argc, char **argv)
         }
         ctx.timing = 1;
         long long step_syncs = 0; /* host waits for the device inside the steps (--timing) */
+        tr_launch_counts step_launches = {0, 0, 0}; /* launches and graph replays inside the steps (--timing) */
+        const char *graph_note = tr_backend_graph_note(&ctx);
+        if (graph_note && rank == 0 && !o.quiet)
+            printf("%s\n", graph_note);
         for (int k = step0 + 1; k <= step0 + o.steps; k++) { /* k: the step number, continued from a checkpoint */
             if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* this step's batch */
                 free(reps);
@@ -1640,26 +1703,20 @@ int main(int argc, char **argv)
                 tr_trace_begin(&ctx, true);
                 tr_ctx_reset_counts(&ctx);
             }
+            /* a step recorded whole, or one a test hook writes into, is issued as it is; the others may be
+             * replayed from CUDA graphs (docs/CUDA.md "CUDA graphs") */
+            bool capture = !record && !nan_gradient_at(d, k);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
             long long syncs0 = tr_backend_host_syncs(&ctx);
-            ctx.phase = TR_PHASE_FORWARD;
-            d->forward(&ctx, A);
-            if (record) {
-                tr_backend_sync(&ctx);
-                tr_step_mark(&ctx, -1); /* the loss and dL/dy: between the slices */
-            }
-            /* the loss's local sum and dL/dy, the backward, the gradients' sums of squares: all issued, then the
-             * step's one wait for the device (docs/CUDA.md "A training step") */
-            tr_backend_objective(&ctx, A);
-            ctx.phase = TR_PHASE_BACKWARD;
-            d->backward(&ctx, A);
-            if (record) {
-                tr_backend_sync(&ctx);
-                tr_step_mark(&ctx, -1); /* the divergence check: between the slices */
-            }
-            test_nan_gradient(&ctx, H, A, k);
-            tr_backend_grad_sums(&ctx, A);
+            tr_launch_counts n0;
+            tr_backend_launch_counts(&ctx, &n0);
+            /* the forward, the loss's local sum and dL/dy, the backward, the gradients' sums of squares: all
+             * issued, then the step's one wait for the device (docs/CUDA.md "A training step") */
+            if (!tr_backend_part_begin(&ctx, TR_PART_GRADS, capture))
+                do
+                    issue_grads(&ctx, H, A, k, record);
+                while (!tr_backend_part_end(&ctx, TR_PART_GRADS));
             tr_step_sums sums;
             tr_backend_step_read(&ctx, &sums);
             double loss = mean_loss(d, sums.loss);
@@ -1686,11 +1743,14 @@ int main(int argc, char **argv)
             }
             ctx.opt_step = k;
             ctx.lr = tr_sched_lr(tr_model.lr, tr_model.lr_min, tr_model.warmup, tr_model.decay_steps, k);
-            float scale;
-            if (tr_clip_scale(norm, tr_model.clip, &scale))
-                tr_backend_scale_grads(&ctx, A, scale);
-            ctx.phase = TR_PHASE_OPTIMIZER;
-            d->optimizer(&ctx, A);
+            float scale = 1.0f;
+            if (!tr_clip_scale(norm, tr_model.clip, &scale))
+                scale = 1.0f;
+            tr_backend_step_scalars(&ctx, scale); /* what changes from step to step, where the step reads it */
+            if (!tr_backend_part_begin(&ctx, TR_PART_UPDATE, capture))
+                do
+                    issue_update(&ctx, A, scale);
+                while (!tr_backend_part_end(&ctx, TR_PART_UPDATE));
             test_diverge(&ctx, H, A, k);
             /* no wait here: the next step's read (or the sync after the loop) waits for this optimizer too */
             ctx.phase = TR_PHASE_FORWARD;
@@ -1699,6 +1759,11 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD);
             double dt = reps[k - step0 - 1] = tr_now() - t0;
             step_syncs += tr_backend_host_syncs(&ctx) - syncs0;
+            tr_launch_counts n1;
+            tr_backend_launch_counts(&ctx, &n1);
+            step_launches.issued += n1.issued - n0.issued;
+            step_launches.replayed += n1.replayed - n0.replayed;
+            step_launches.replays += n1.replays - n0.replays;
             if (ld.have_train)
                 tr_lmdata_next(&ld); /* the next batch; a checkpoint written now continues from it */
             if (rank == 0 && !o.quiet) { /* the log line (docs/TRAINING.md): norm only when clipping computes it */
@@ -1729,6 +1794,7 @@ int main(int argc, char **argv)
         if (o.timing) {
             report_timing(&ctx, reps, o.steps, "step");
             report_syncs(&ctx, step_syncs, o.steps);
+            report_launches(&ctx, &step_launches, o.steps);
         }
         free(reps);
         if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* --data: the loss of the next batch */

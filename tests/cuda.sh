@@ -14,7 +14,8 @@
 #              optimizer) under the emulation: one forward + backward with --dy under the three stream
 #              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
 #              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
-#              identical) under the comm-first order
+#              identical) under the comm-first order; 6 steps of a warmup schedule with clipping replayed from
+#              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured
 #   lm         a spec with model.vocab (embedding, tied LM head, vocab-parallel loss; training) on the same meshes:
 #              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
 #              every gradient (three stream orders, bytes as planned), 3 AdamW steps (losses, replicas bitwise)
@@ -182,7 +183,7 @@ cu_setup() {
 cu_generate() { # q d [t] -> $WORK/cu[t]_q_d with the CUDA backend (t: a training program)
     local dir="$WORK/cu${3:-}_$1_$2" extra='backends = { "cpu", "cuda" },'
     [ -n "${3:-}" ] && extra="$extra mode = \"train\",
-  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },"
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, warmup = 3, clip = 0.05 },"
     cu_spec "cu${3:-}_q$1_d$2" "$1" "$2" "$extra" >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet
 }
@@ -270,6 +271,42 @@ cu_train_nan_gradient() { # q d: the norm read from the device is not finite: th
         { echo "message does not name step 3 and h.1.mlp.c_proj.bias"; return 1; }
     [ "$(grep -c '^step ' "$dir/nan.out")" = 2 ] || { echo "want the losses of steps 1 and 2 only"; return 1; }
 }
+cu_train_graph() { # q d: 6 steps replayed from CUDA graphs and 6 issued one by one (TESS_CUDA_GRAPH=0) give the same
+    # losses and weights bitwise; the spec's warmup changes lr every step and its clipping scales every step, so a
+    # per-step scalar baked into the graph at capture shows
+    local dir="$WORK/cut_$1_$2" np=$(($1 * $1 * $2)) g
+    for g in 1 0; do
+        TESS_CUDA_GRAPH=$g TESS_EMU_ORDER=random cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+            --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 6 --timing \
+            --weights-out "$dir/graph$g.safetensors" >"$dir/graph$g.out" 2>&1 || { tail -5 "$dir/graph$g.out"; return 1; }
+        grep -E "^(step [0-9]|after|launches|CUDA graphs|step_launches|step_graph)" "$dir/graph$g.out"
+    done
+    { grep -qx "step_graph_replays=2" "$dir/graph1.out" && grep -qx "step_launches_issued=0" "$dir/graph1.out"; } ||
+        { echo "want 2 graph replays and no launch issued one by one per step"; return 1; }
+    { grep -qx "step_graph_replays=0" "$dir/graph0.out" && grep -q "^CUDA graphs: off (TESS_CUDA_GRAPH=0)" "$dir/graph0.out"; } ||
+        { echo "want no replay and the note with TESS_CUDA_GRAPH=0"; return 1; }
+    { [ "$(grep '^step [0-9]' "$dir/graph0.out" | sed 's/.* lr \([^ ]*\) .*/\1/' | sort -u | wc -l)" -ge 3 ] &&
+        grep -q '^step 1 .* norm ' "$dir/graph0.out"; } || { echo "want a warmup (lr changing) and clipping"; return 1; }
+    diff <(grep -E '^(step [0-9]|after)' "$dir/graph1.out" | sed 's/ tok\/s.*//') \
+        <(grep -E '^(step [0-9]|after)' "$dir/graph0.out" | sed 's/ tok\/s.*//') || { echo "losses differ"; return 1; }
+    cmp "$dir/graph1.safetensors" "$dir/graph0.safetensors" || { echo "weights differ"; return 1; }
+}
+cu_train_graph_off() { # q d: where steps are not captured, a note says why; a bad TESS_CUDA_GRAPH is refused
+    local dir="$WORK/cut_$1_$2" np=$(($1 * $1 * $2))
+    TESS_CUDA_GRAPH=yes cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+        --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 1 >"$dir/gbad.out" 2>&1
+    local rc=$?
+    cat "$dir/gbad.out"
+    { [ $rc -ne 0 ] && grep -q "TESS_CUDA_GRAPH=yes is not 0 or 1: use TESS_CUDA_GRAPH=0" "$dir/gbad.out" &&
+        ! grep -q "^step 1" "$dir/gbad.out"; } || { echo "want TESS_CUDA_GRAPH=yes refused before any step"; return 1; }
+    [ "$np" -gt 1 ] || return 0
+    TESS_COMM=mpi cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+        --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 2 --timing >"$dir/gmpi.out" 2>&1 ||
+        { tail -5 "$dir/gmpi.out"; return 1; }
+    grep -E "^(CUDA graphs|step_graph)" "$dir/gmpi.out"
+    { grep -q "^CUDA graphs: off: the collectives are MPI with host staging" "$dir/gmpi.out" &&
+        grep -qx "step_graph_replays=0" "$dir/gmpi.out"; } || { echo "want MPI staging to run uncaptured, saying why"; return 1; }
+}
 if wanted "cuda: training|cuda: compile"; then
     if cu_train_setup >"$WORK/log" 2>&1; then
         for m in $CU_MESHES; do
@@ -291,6 +328,10 @@ if wanted "cuda: training|cuda: compile"; then
                     cu_train_syncs "$q" "$d"
                 check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], a NaN in the last rank's last gradient at step 3: stops before the update, naming the tensor" \
                     cu_train_nan_gradient "$q" "$d"
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], 6 steps with warmup and clipping replayed from CUDA graphs: losses and weights bitwise those issued one by one" \
+                    cu_train_graph "$q" "$d"
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], steps not captured say why (TESS_CUDA_GRAPH=0, MPI staging); a bad TESS_CUDA_GRAPH is refused" \
+                    cu_train_graph_off "$q" "$d"
             else
                 notok "cuda: training: build the train rank_iI_jJ.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
             fi

@@ -86,6 +86,17 @@ static const char *cuda_hint(cudaError_t e)
     case cudaErrorLaunchFailure:
     case cudaErrorMisalignedAddress:
         return "a kernel touched memory outside its buffers (an internal error): rerun under compute-sanitizer";
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorCapturedEvent:
+        return "a call of the training step cannot be captured into a CUDA graph (an internal error): rerun with "
+               "TESS_CUDA_GRAPH=0 to issue every step launch by launch";
     default:
         return "rerun with CUDA_LAUNCH_BLOCKING=1 to pin the error to its step";
     }
@@ -149,6 +160,7 @@ void trc_mpi_fail(int rc, const char *call, const char *file, int line)
 
 void trc_launch_check(const char *kernel, const char *file, int line)
 {
+    trc_count_launch();
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
         char what[256];
@@ -489,8 +501,11 @@ void trc_forward_begin(tr_ctx *c, const trc_step_cost *cost)
     cudaCheck(cudaEventRecord(trc_g.fwd_sync, trc_g.stream[TRC_COMPUTE]));
     cudaCheck(cudaStreamWaitEvent(trc_g.stream[TRC_COMM], trc_g.fwd_sync, 0));
     if (c->timing) {
-        cudaCheck(cudaEventRecord(trc_g.fwd_t0, trc_g.stream[TRC_COMPUTE]));
-        trc_g.fwd_timed = 1;
+        cudaCheck(trc_record_timing(trc_g.fwd_t0, trc_g.stream[TRC_COMPUTE]));
+        if (trc_g.capturing)
+            trc_g.cap_fwd_timed = 1; /* set by each replay */
+        else
+            trc_g.fwd_timed = 1;
     }
 }
 
@@ -520,7 +535,7 @@ void trc_begin(tr_ctx *c, int id, int stream, int wait)
     if (wait >= 0)
         cudaCheck(cudaStreamWaitEvent(trc_g.stream[stream], trc_g.sig[wait], 0));
     if (c->timing)
-        cudaCheck(cudaEventRecord(trc_g.t0[id], trc_g.stream[stream]));
+        cudaCheck(trc_record_timing(trc_g.t0[id], trc_g.stream[stream]));
 }
 
 void trc_end(tr_ctx *c, int id, int stream, int signal)
@@ -529,8 +544,11 @@ void trc_end(tr_ctx *c, int id, int stream, int signal)
     if (k >= 0 && k < TR_NKINDS)
         c->calls[k]++;
     if (c->timing) {
-        cudaCheck(cudaEventRecord(trc_g.t1[id], trc_g.stream[stream]));
-        trc_g.timed[id] = 1;
+        cudaCheck(trc_record_timing(trc_g.t1[id], trc_g.stream[stream]));
+        if (trc_g.capturing)
+            trc_g.cap_timed[id] = 1; /* set by each replay */
+        else
+            trc_g.timed[id] = 1;
     }
     if (signal)
         cudaCheck(cudaEventRecord(trc_g.sig[id], trc_g.stream[stream]));

@@ -239,6 +239,7 @@ static void bcast_typed(tr_ctx *c, tr_group g, int root, void *buf, int count, s
         if (trc_g.use_nccl) {
             /* in place: the root sends from buf, the others receive into it */
             ncclCheck(ncclBroadcast(buf, buf, (size_t)count, ntype, root, trc_g.nccl[g], s));
+            trc_count_launch();
         } else {
             check_stage(bytes);
             if (me == root) /* after the waits of trc_begin: buf holds the block */
@@ -274,6 +275,7 @@ static void allreduce_op(tr_ctx *c, tr_group g, float *buf, int count, ncclRedOp
     if (c->desc->size[g] > 1) {
         if (trc_g.use_nccl) {
             ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, nop, trc_g.nccl[g], s));
+            trc_count_launch();
         } else {
             size_t bytes = (size_t)count * sizeof(float);
             check_stage(bytes);
@@ -306,6 +308,7 @@ void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
         if (trc_g.use_nccl) {
             /* in place on the root; the others' buf is only sent */
             ncclCheck(ncclReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, root, trc_g.nccl[g], s));
+            trc_count_launch();
         } else {
             size_t bytes = (size_t)count * sizeof(float);
             check_stage(bytes);
@@ -335,7 +338,9 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
         if (trc_g.use_nccl) {
             /* member 0's sum, then member 0's bits everywhere: both in place, in stream order */
             ncclCheck(ncclReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, 0, trc_g.nccl[g], s));
+            trc_count_launch();
             ncclCheck(ncclBroadcast(buf, buf, (size_t)count, ncclFloat, 0, trc_g.nccl[g], s));
+            trc_count_launch();
         } else {
             size_t bytes = (size_t)count * sizeof(float);
             check_stage(bytes);

@@ -64,6 +64,7 @@ void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const flo
     /* column-major C^T[n,m] = B^T[n,k] @ A^T[k,m] */
     cublasCheck(cublasGemmEx(trc_g.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F,
                              lda, &beta, C, CUDA_R_32F, ldc, trc_g.compute, CUBLAS_GEMM_DEFAULT));
+    trc_count_launch();
 }
 
 void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
@@ -76,6 +77,7 @@ void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const f
     cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                              k, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, trc_g.compute,
                              CUBLAS_GEMM_DEFAULT));
+    trc_count_launch();
 }
 
 void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
@@ -87,6 +89,7 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
     cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                              k, &one, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    trc_count_launch();
 }
 
 namespace {
@@ -99,6 +102,7 @@ void gemm_batched(int transa, int transb, int m, int n, int k, float alpha, cons
     cublasCheck(cublasGemmStridedBatchedEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, ta, ldb, sB, A, ta,
                                            lda, sA, &beta, C, tc, ldc, sC, batch, compute, CUBLAS_GEMM_DEFAULT));
+    trc_count_launch();
 }
 
 } // namespace

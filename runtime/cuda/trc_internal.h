@@ -68,6 +68,13 @@ typedef struct trc_state {
     double *layer_wall;          /* per layer: first start .. last end, summed over runs */
     double *layer_lo, *layer_hi; /* per layer, scratch of one harvest */
     int nlayers;
+    /* launches and CUDA graphs (trc_step.cu; docs/CUDA.md "CUDA graphs") */
+    long long launches;          /* kernels, GEMMs and collectives issued one by one (trc_count_launch) */
+    long long captured;          /* ... issued into the graph being captured */
+    long long replayed, replays; /* launches run by graph replays, and the replays */
+    int capturing;               /* a capture of a step's part is open on the compute stream */
+    unsigned char *cap_timed;    /* per step: its timing events are recorded by the graph being captured */
+    int cap_fwd_timed;
 } trc_state;
 
 extern trc_state trc_g;
@@ -105,6 +112,25 @@ void trc_print_step(void);
         if (m_ != MPI_SUCCESS)                                                                                      \
             trc_mpi_fail(m_, #call, __FILE__, __LINE__);                                                            \
     } while (0)
+
+/* After each kernel launch, GEMM and collective: counted for --timing, into the open capture's graph if any. */
+static inline void trc_count_launch(void)
+{
+    if (trc_g.capturing)
+        trc_g.captured++;
+    else
+        trc_g.launches++;
+}
+/* A timing event: inside a capture an event record node of the graph (cudaEventRecordExternal), so that each replay
+ * records it as an issued step does; the cross-stream events stay plain records (the capture's dependencies). */
+static inline cudaError_t trc_record_timing(cudaEvent_t e, cudaStream_t s)
+{
+    return cudaEventRecordWithFlags(e, s, trc_g.capturing ? cudaEventRecordExternal : cudaEventRecordDefault);
+}
+/* The scalars that change from step to step, on the device (trc_step.cu, written by tr_backend_step_scalars before
+ * the optimizer's part of each step): kernels read them there, so a captured step does not bake them in. */
+enum { TRC_SC_LR = 0, TRC_SC_C1 = 1, TRC_SC_C2 = 2, TRC_SC_CLIP = 3, TRC_NSC = 4 };
+const float *trc_step_scalars(void);
 
 /* trc_comm.cu */
 bool trc_comm_init(tr_ctx *c, tr_err *err);

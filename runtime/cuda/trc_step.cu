@@ -9,10 +9,21 @@
  * program's sequential sums only by the order of double additions (about 1e-16 relative). dL/dy is the CPU's
  * arithmetic element by element (double difference, 2 diff / N rounded to float once): the same bits.
  *
+ * The scalars that change from step to step (the learning rate, AdamW's bias corrections, the clipping scale) live
+ * in a small device array written by one copy from pinned memory before each step's update (tr_backend_step_scalars),
+ * and the kernels read them there: so the step can be captured once as CUDA graphs and replayed (docs/CUDA.md "CUDA
+ * graphs"). A step is captured in two parts, TR_PART_GRADS (forward .. gradient sums) and TR_PART_UPDATE (clipping,
+ * optimizer), since the host decides between the two (the divergence check, the norm over all ranks): stream
+ * capture on the compute stream, the comm stream forked and joined by the steps' own events. Allowed where every
+ * collective can be captured: one rank, or NCCL; MPI host staging waits on the host inside the step.
+ *
  * The step read also turns the timing events of the steps issued so far into seconds (trc_harvest): all of
  * them have finished once the compute stream has, since every phase ends with the compute stream waiting for
  * the comm stream.
  */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trc_internal.h"
@@ -38,7 +49,21 @@ struct step_state {
     int issued[2];          /* objective, grad sums since the last read */
     float *batch_pin;       /* pinned host staging of --data batches: [batch_elems] */
     long long batch_elems, batch_used; /* its size, and how much of it copies issued since the last read use */
+    float *sc, *sc_pin;     /* the step scalars (TRC_SC_*): device, and its pinned host source */
 } st;
+
+/* the CUDA graphs of a step's two parts */
+struct graph_part {
+    cudaGraphExec_t exec;   /* NULL until captured */
+    long long launches;     /* kernels, GEMMs and collectives in it */
+    unsigned char *timed;   /* per schedule step: its timing events are recorded by the graph */
+    int fwd_timed;
+};
+struct graph_state {
+    int allowed;            /* graphs may be captured (else `note` says why) */
+    char note[320];
+    graph_part part[TR_NPARTS];
+} gr;
 
 /* Block b's partials (a0, a1) of its threads into part[b]: the pairwise order of trc_step.h. */
 __device__ void block_sum(double a0, double a1, double2 *out)
@@ -115,14 +140,15 @@ __global__ void __launch_bounds__(kT)
     block_sum(a0, a1, &part[blockIdx.x]);
 }
 
-/* every gradient element *= s */
+/* every gradient element *= the step's clipping scale (none where it is 1: the same bits) */
 __global__ void __launch_bounds__(kT)
     k_scale(float *__restrict__ A, const trc_grad_seg *__restrict__ segs, int nsegs, long long n, long long ch,
-            float s)
+            const float *__restrict__ sc)
 {
     const long long lo = (long long)blockIdx.x * ch, hi = lo + ch < n ? lo + ch : n;
     long long e = lo + threadIdx.x;
-    if (e >= hi)
+    const float s = sc[TRC_SC_CLIP];
+    if (e >= hi || s == 1.0f)
         return;
     int si = trc_seg_find(segs, nsegs, e);
     for (; e < hi; e += kT) {
@@ -157,6 +183,55 @@ cudaStream_t compute(void)
     return trc_g.stream[TRC_COMPUTE];
 }
 
+/* TESS_CUDA_GRAPH and the collectives decide whether steps are captured; false with err on a bad value */
+bool graph_init(tr_err *err)
+{
+    const char *v = getenv("TESS_CUDA_GRAPH");
+    if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return tr_fail(err, "TESS_CUDA_GRAPH=%s is not 0 or 1: use TESS_CUDA_GRAPH=0 to issue every training step "
+                            "launch by launch, or 1 (the default) to replay it from CUDA graphs where the collectives "
+                            "allow (docs/CUDA.md \"CUDA graphs\")",
+                       v);
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    gr.allowed = 0;
+    if (v && !strcmp(v, "0"))
+        snprintf(gr.note, sizeof gr.note, "CUDA graphs: off (TESS_CUDA_GRAPH=0): every step issued launch by launch");
+    else if (!trc_g.use_nccl && world > 1)
+        snprintf(gr.note, sizeof gr.note,
+                 "CUDA graphs: off: the collectives are MPI with host staging (TESS_COMM=mpi, or ranks sharing a "
+                 "GPU), whose host waits no graph can hold; every step issued launch by launch");
+    else
+        gr.allowed = 1;
+    return true;
+}
+
+/* Run part p's graph on the compute stream, as if its work had been issued now. */
+void graph_replay(int p)
+{
+    graph_part *g = &gr.part[p];
+    cudaCheck(cudaGraphLaunch(g->exec, compute()));
+    trc_g.replays++;
+    trc_g.replayed += g->launches;
+    for (int i = 0; i < trc_g.nsteps; i++)
+        if (g->timed[i])
+            trc_g.timed[i] = 1;
+    if (g->fwd_timed)
+        trc_g.fwd_timed = 1;
+    if (p == TR_PART_GRADS)
+        st.issued[0] = st.issued[1] = 1; /* it holds the objective and the gradient sums */
+}
+
+void graph_free(void)
+{
+    for (int p = 0; p < TR_NPARTS; p++) {
+        if (gr.part[p].exec)
+            cudaGraphExecDestroy(gr.part[p].exec);
+        free(gr.part[p].timed);
+    }
+    memset(&gr, 0, sizeof gr);
+}
+
 } // namespace
 
 extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, long long batch_elems, tr_err *err)
@@ -183,11 +258,22 @@ extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, 
         e = cudaMallocHost((void **)&st.pin, 3 * sizeof(double));
     if (e == cudaSuccess && batch_elems > 0)
         e = cudaMallocHost((void **)&st.batch_pin, (size_t)batch_elems * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&st.sc, TRC_NSC * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMallocHost((void **)&st.sc_pin, TRC_NSC * sizeof(float));
+    for (int p = 0; p < TR_NPARTS && e == cudaSuccess; p++)
+        if (!(gr.part[p].timed = (unsigned char *)calloc((size_t)(d->nsteps > 0 ? d->nsteps : 1), 1)))
+            e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess) {
         free(segs);
         cudaGetLastError();
         return tr_fail(err, "cannot allocate the training step's buffers on GPU %d (%s): %s", trc_g.device,
                        trc_g.device_name, cudaGetErrorString(e));
+    }
+    if (!graph_init(err)) {
+        free(segs);
+        return false;
     }
     st.batch_elems = batch_elems;
     /* set-up, before the first step: plain copies, waited for */
@@ -249,9 +335,92 @@ extern "C" void tr_backend_step_read(tr_ctx *c, tr_step_sums *s)
 
 extern "C" void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
 {
-    (void)c;
-    k_scale<<<kB, kT, 0, compute()>>>(A, st.segs, st.nsegs, st.ngrad, trc_red_chunk(st.ngrad), s);
+    (void)c, (void)s; /* s is the step scalars' TRC_SC_CLIP, read on the device */
+    k_scale<<<kB, kT, 0, compute()>>>(A, st.segs, st.nsegs, st.ngrad, trc_red_chunk(st.ngrad), st.sc);
     trc_launch_check("k_scale", __FILE__, __LINE__);
+}
+
+extern "C" void tr_backend_step_scalars(tr_ctx *c, float s)
+{
+    if (!trc_g.inited || !trc_g.stream[0])
+        return;
+    const tr_model_desc *md = &tr_model;
+    /* the arithmetic trc_adamw did on the host: the same bits. The last copy out of sc_pin was issued before the
+     * step's read, which waited for it. */
+    st.sc_pin[TRC_SC_LR] = (float)c->lr;
+    st.sc_pin[TRC_SC_C1] = (float)(1.0 - pow(md->beta1, c->opt_step));
+    st.sc_pin[TRC_SC_C2] = (float)(1.0 - pow(md->beta2, c->opt_step));
+    st.sc_pin[TRC_SC_CLIP] = s;
+    cudaCheck(cudaMemcpyAsync(st.sc, st.sc_pin, TRC_NSC * sizeof(float), cudaMemcpyHostToDevice, compute()));
+}
+
+const float *trc_step_scalars(void)
+{
+    return st.sc;
+}
+
+extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
+{
+    (void)c;
+    if (!gr.allowed || !capture || !trc_g.inited || !trc_g.stream[0])
+        return false;
+    graph_part *g = &gr.part[part];
+    if (g->exec) {
+        graph_replay(part);
+        return true;
+    }
+    /* thread-local: a CUDA call of another thread (an MPI progress thread) does not break the capture */
+    cudaCheck(cudaStreamBeginCapture(compute(), cudaStreamCaptureModeThreadLocal));
+    trc_g.capturing = 1;
+    trc_g.captured = 0;
+    trc_g.cap_timed = g->timed;
+    memset(g->timed, 0, (size_t)trc_g.nsteps);
+    trc_g.cap_fwd_timed = 0;
+    return false;
+}
+
+extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
+{
+    (void)c;
+    if (!trc_g.capturing)
+        return true;
+    trc_g.capturing = 0;
+    trc_g.cap_timed = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaStreamEndCapture(compute(), &graph);
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (e != cudaSuccess) { /* nothing of the part ran: the caller issues it again, uncaptured */
+        cudaGetLastError();
+        gr.allowed = 0;
+        snprintf(gr.note, sizeof gr.note, "CUDA graphs: off: capturing a training step failed (%s); every step "
+                 "issued launch by launch", cudaGetErrorString(e));
+        return false;
+    }
+    graph_part *g = &gr.part[part];
+    g->exec = exec;
+    g->launches = trc_g.captured;
+    g->fwd_timed = trc_g.cap_fwd_timed;
+    graph_replay(part); /* the step that captured it runs it too */
+    return true;
+}
+
+extern "C" const char *tr_backend_graph_note(tr_ctx *c)
+{
+    (void)c;
+    return gr.allowed || !gr.note[0] ? NULL : gr.note;
+}
+
+extern "C" bool tr_backend_launch_counts(tr_ctx *c, tr_launch_counts *n)
+{
+    (void)c;
+    n->issued = trc_g.launches;
+    n->replayed = trc_g.replayed;
+    n->replays = trc_g.replays;
+    return true;
 }
 
 extern "C" void tr_backend_upload_batch(tr_ctx *c, float *dst_run, const float *src_host, long long elems)
@@ -282,5 +451,10 @@ void trc_step_free(void)
         cudaFreeHost(st.pin);
     if (st.batch_pin)
         cudaFreeHost(st.batch_pin);
+    if (st.sc)
+        cudaFree(st.sc);
+    if (st.sc_pin)
+        cudaFreeHost(st.sc_pin);
     memset(&st, 0, sizeof st);
+    graph_free();
 }

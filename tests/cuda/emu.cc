@@ -34,6 +34,12 @@
  * Training: backward and optimizer run the same way between trc_phase_begin
  * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
  * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.
+ * CUDA graphs (docs/CUDA.md "CUDA graphs"): a capture of a step's part records, instead of running them, each phase's
+ * two queues (with the events their steps record) and the step's own kernels (objective, gradient sums, clipping) as
+ * closures with their arguments fixed at capture, as a graph fixes a kernel's; a replay runs them again in the same
+ * way. The scalars that change per step (lr, bias corrections, clipping scale) are read, as on the device, from the
+ * step scalars tr_backend_step_scalars wrote, at run time: one baked at capture would make a replayed run differ
+ * from TESS_CUDA_GRAPH=0. The emulated collectives count as NCCL (capturable) unless TESS_COMM=mpi.
  * A language model (trk_lm.cuh): the embedding, position, loss and scatter-add kernels as the loops of
  * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
  * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
@@ -54,6 +60,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -81,12 +88,32 @@ struct work {
 
 struct emu {
     std::vector<work> q[TRC_NSTREAMS];
-    std::vector<unsigned char> done, signal;
+    std::vector<unsigned char> signal;
     int cur_id = -1, cur_stream = -1, cur_wait = -1, pushed = 0;
     std::mt19937 rng;
     int order = 2; /* 0 comm first, 1 compute first, 2 random */
     long long syncs = 0; /* the host waits the CUDA backend (tr_backend_cuda.cu) makes for the same calls */
+    /* CUDA graphs */
+    bool graphs = false;  /* allowed (else note says why) */
+    char note[320] = "";
+    int capturing = -1;   /* the part being captured */
+    std::vector<std::function<void()>> rec, part[TR_NPARTS]; /* the capture's record; each part's graph */
+    bool have[TR_NPARTS] = {false, false};
+    long long launches = 0, captured = 0, replayed = 0, replays = 0, nlaunch[TR_NPARTS] = {0, 0};
+    float sc[4] = {0, 0, 0, 0}; /* the step scalars: lr, c1, c2, clipping scale (trc_internal.h TRC_SC_*) */
 } E;
+
+/* A kernel of the backend's own (the objective, the sums, clipping): run now, or recorded into the capture. */
+void issue(std::function<void()> f, int launches)
+{
+    if (E.capturing >= 0) {
+        E.captured += launches;
+        E.rec.push_back(std::move(f));
+    } else {
+        E.launches += launches;
+        f();
+    }
+}
 
 [[noreturn]] void emu_fail(const char *what, int id)
 {
@@ -110,6 +137,10 @@ void push(int stream, std::function<void()> f)
         emu_fail("work issued on another stream than trc_begin named", E.cur_id);
     if (E.pushed++)
         emu_fail("more than one call inside one step", E.cur_id);
+    if (E.capturing >= 0)
+        E.captured++;
+    else
+        E.launches++;
     E.q[stream].push_back(work{E.cur_id, E.cur_wait, std::move(f)});
 }
 
@@ -137,7 +168,6 @@ extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
     E.order = !o ? 2 : !strcmp(o, "comm") ? 0 : !strcmp(o, "compute") ? 1 : 2;
     const char *sd = getenv("TESS_EMU_SEED");
     E.rng.seed((unsigned)((sd ? atoi(sd) : 1) * 7919 + c->desc->rank));
-    E.done.assign((size_t)c->desc->nsteps, 0);
     E.signal.assign((size_t)c->desc->nsteps, 0);
     return true;
 }
@@ -239,7 +269,7 @@ template <class F> void red_sums(long long n, F term, double *out0, double *out1
 
 extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, long long batch_elems, tr_err *err)
 {
-    (void)A, (void)batch_elems, (void)err;
+    (void)A, (void)batch_elems;
     const tr_rank_desc *d = c->desc;
     long long xn = (long long)d->io_rows * d->io_cols;
     S.target.assign(target ? target : nullptr, target ? target + xn : nullptr);
@@ -247,10 +277,48 @@ extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, 
     S.ngrad = trc_grad_segs(d, S.segs.data());
     S.sums = tr_step_sums{};
     E.syncs += 1; /* trc_step.cu waits for its set-up copies */
+    /* trc_step.cu's graph_init, the emulated collectives counting as NCCL unless TESS_COMM=mpi */
+    const char *v = getenv("TESS_CUDA_GRAPH"), *m = getenv("TESS_COMM");
+    if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return tr_fail(err, "TESS_CUDA_GRAPH=%s is not 0 or 1: use TESS_CUDA_GRAPH=0 to issue every training step "
+                            "launch by launch, or 1 (the default) to replay it from CUDA graphs where the collectives "
+                            "allow (docs/CUDA.md \"CUDA graphs\")",
+                       v);
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    E.graphs = false;
+    if (v && !strcmp(v, "0"))
+        snprintf(E.note, sizeof E.note, "CUDA graphs: off (TESS_CUDA_GRAPH=0): every step issued launch by launch");
+    else if (m && !strcmp(m, "mpi") && world > 1)
+        snprintf(E.note, sizeof E.note,
+                 "CUDA graphs: off: the collectives are MPI with host staging (TESS_COMM=mpi, or ranks sharing a "
+                 "GPU), whose host waits no graph can hold; every step issued launch by launch");
+    else
+        E.graphs = true;
     return true;
 }
 
+static void objective_run(tr_ctx *c, float *A);
+static void grad_sums_run(tr_ctx *c, float *A);
+static void scale_run(tr_ctx *c, float *A);
+
 extern "C" void tr_backend_objective(tr_ctx *c, float *A)
+{
+    issue([=] { objective_run(c, A); }, 2);
+}
+
+extern "C" void tr_backend_grad_sums(tr_ctx *c, float *A)
+{
+    issue([=] { grad_sums_run(c, A); }, 2);
+}
+
+extern "C" void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
+{
+    (void)s; /* trc_step.cu's k_scale reads the step scalars' scale on the device */
+    issue([=] { scale_run(c, A); }, 1);
+}
+
+static void objective_run(tr_ctx *c, float *A)
 {
     const tr_rank_desc *d = c->desc;
     const long long n = (long long)d->io_rows * d->io_cols;
@@ -281,7 +349,7 @@ extern "C" void tr_backend_objective(tr_ctx *c, float *A)
     }
 }
 
-extern "C" void tr_backend_grad_sums(tr_ctx *c, float *A)
+static void grad_sums_run(tr_ctx *c, float *A)
 {
     const int nsegs = c->desc->nparams;
     const trc_grad_seg *segs = S.segs.data();
@@ -307,14 +375,80 @@ extern "C" void tr_backend_step_read(tr_ctx *c, tr_step_sums *s)
     S.sums = tr_step_sums{};
 }
 
-extern "C" void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
+static void scale_run(tr_ctx *c, float *A)
 {
     const tr_rank_desc *d = c->desc;
+    const float s = E.sc[3];
+    if (s == 1.0f)
+        return;
     for (int i = 0; i < d->nparams; i++) {
         float *g = A + d->params[i].grad_offset;
         for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
             g[e] = g[e] * s;
     }
+}
+
+extern "C" void tr_backend_step_scalars(tr_ctx *c, float s)
+{
+    const tr_model_desc *md = &tr_model; /* trc_step.cu's arithmetic; its copy lands before the work after it */
+    E.sc[0] = (float)c->lr;
+    E.sc[1] = (float)(1.0 - pow(md->beta1, c->opt_step));
+    E.sc[2] = (float)(1.0 - pow(md->beta2, c->opt_step));
+    E.sc[3] = s;
+}
+
+static void emu_replay(int part)
+{
+    for (auto &f : E.part[part])
+        f();
+    E.replays++;
+    E.replayed += E.nlaunch[part];
+}
+
+extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
+{
+    (void)c;
+    if (!E.graphs || !capture)
+        return false;
+    if (E.have[part]) {
+        emu_replay(part);
+        return true;
+    }
+    E.capturing = part;
+    E.captured = 0;
+    E.rec.clear();
+    return false;
+}
+
+extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
+{
+    (void)c;
+    if (E.capturing < 0)
+        return true;
+    if (E.capturing != part)
+        emu_fail("tr_backend_part_end of another part than the capture's", -1);
+    E.capturing = -1;
+    E.part[part] = std::move(E.rec);
+    E.rec.clear();
+    E.nlaunch[part] = E.captured;
+    E.have[part] = true;
+    emu_replay(part);
+    return true;
+}
+
+extern "C" const char *tr_backend_graph_note(tr_ctx *c)
+{
+    (void)c;
+    return E.graphs || !E.note[0] ? nullptr : E.note;
+}
+
+extern "C" bool tr_backend_launch_counts(tr_ctx *c, tr_launch_counts *n)
+{
+    (void)c;
+    n->issued = E.launches;
+    n->replayed = E.replayed;
+    n->replays = E.replays;
+    return true;
 }
 
 extern "C" void tr_backend_upload_batch(tr_ctx *c, float *dst, const float *src, long long n)
@@ -335,7 +469,6 @@ cudaStream_t trc_stream(tr_ctx *c, int stream)
 void trc_forward_begin(tr_ctx *c, const trc_step_cost *cost)
 {
     (void)c, (void)cost;
-    std::fill(E.done.begin(), E.done.end(), 0);
     std::fill(E.signal.begin(), E.signal.end(), 0);
 }
 
@@ -370,32 +503,47 @@ void trc_end(tr_ctx *c, int id, int stream, int signal)
     E.cur_id = -1;
 }
 
-void trc_forward_end(tr_ctx *c)
+/* Run the two queues of a phase to completion in E.order, each step after the step it waits for. */
+static void run_queues(std::vector<work> *q, const std::vector<unsigned char> &signal)
 {
-    (void)c;
+    std::vector<unsigned char> done(signal.size(), 0);
     size_t head[TRC_NSTREAMS] = {0, 0};
     for (;;) {
         int ready[TRC_NSTREAMS], n = 0;
         for (int s = 0; s < TRC_NSTREAMS; s++) {
-            if (head[s] == E.q[s].size())
+            if (head[s] == q[s].size())
                 continue;
-            const work &w = E.q[s][head[s]];
-            if (w.wait >= 0 && !E.signal[(size_t)w.wait])
+            const work &w = q[s][head[s]];
+            if (w.wait >= 0 && !signal[(size_t)w.wait])
                 emu_fail("a step waits for a step whose event is never recorded (trc_end signal 0)", w.id);
-            if (w.wait < 0 || E.done[(size_t)w.wait])
+            if (w.wait < 0 || done[(size_t)w.wait])
                 ready[n++] = s;
         }
         if (n == 0) {
-            if (head[0] == E.q[0].size() && head[1] == E.q[1].size())
+            if (head[0] == q[0].size() && head[1] == q[1].size())
                 break;
             emu_fail("deadlock: each stream waits for the other", -1);
         }
         int s = ready[0];
         if (n == 2)
             s = E.order == 0 ? TRC_COMM : E.order == 1 ? TRC_COMPUTE : (int)(E.rng() % 2);
-        work &w = E.q[s][head[s]++];
+        work &w = q[s][head[s]++];
         w.run();
-        E.done[(size_t)w.id] = 1;
+        done[(size_t)w.id] = 1;
+    }
+}
+
+void trc_forward_end(tr_ctx *c)
+{
+    (void)c;
+    if (E.capturing >= 0) { /* the phase's queues and events into the graph */
+        auto q = std::make_shared<std::vector<work>[]>(TRC_NSTREAMS);
+        for (int s = 0; s < TRC_NSTREAMS; s++)
+            q[s] = std::move(E.q[s]);
+        std::vector<unsigned char> signal = E.signal;
+        E.rec.push_back([q, signal] { run_queues(q.get(), signal); });
+    } else {
+        run_queues(E.q, E.signal);
     }
     for (int s = 0; s < TRC_NSTREAMS; s++)
         E.q[s].clear();
@@ -511,14 +659,16 @@ void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
     });
 }
 
-/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr (c->lr) */
+/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr and bias
+ * corrections from the step scalars (tr_backend_step_scalars) */
 void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
 {
     const tr_model_desc *md = &tr_model;
-    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
+    (void)c;
+    float b1 = (float)md->beta1, b2 = (float)md->beta2, eps = (float)md->adam_eps;
     float wd = decay ? (float)md->weight_decay : 0.0f;
-    float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
     push(TRC_COMPUTE, [=] {
+        const float lr = E.sc[0], c1 = E.sc[1], c2 = E.sc[2]; /* the step scalars, read as the kernel runs */
         for (long long e = 0; e < count; e++) {
             float g = grad[e];
             m[e] = b1 * m[e] + (1.0f - b1) * g;

@@ -8,7 +8,9 @@
 #               at the same shape (the fraction: cuBLAS alone / in the schedule); per fused kernel its time and
 #               that of a device-to-device copy moving as many bytes (the fraction of copy bandwidth)
 #            2. 12 GPT-2 small blocks on [1,1,1]: the forward (--repeat 20, median) and a training step
-#               (--steps 10 --timing, median: forward, loss and dL/dy, backward, gradient norm, AdamW), fp32 and TF32
+#               (--steps 10 --timing, median: forward, loss and dL/dy, backward, gradient norm, AdamW), fp32 and TF32,
+#               replayed from CUDA graphs (the default) and issued launch by launch (TESS_CUDA_GRAPH=0), side by
+#               side in $OUT/graph.md
 #   torch    tests/gpu/torch_bench.py: the same 12 blocks and shapes in PyTorch, eager and torch.compile, fp32
 #            and TF32, forward and training step (after checking in float64 that it computes tessgen's function)
 #   compare  the comparison users make, in bf16, for the 12 GPT-2 small blocks and for the whole GPT-2 small
@@ -67,11 +69,25 @@ bench_forward() { # prec
     TESS_TF32=$tf tg_run "$P12" infer 1 1 --repeat 20 >"$B/forward_$prec.txt" 2>&1 &&
         [ -n "$(value forward_seconds_median "$B/forward_$prec.txt")" ]
 }
-bench_step() { # prec
+bench_step() { # prec: the step replayed from CUDA graphs (the default on one rank), then issued launch by launch
     local prec=$1 tf=0
     [ "$prec" = tf32 ] && tf=1
     TESS_TF32=$tf tg_run "$P12" train 1 1 --steps 10 --timing >"$B/step_$prec.txt" 2>&1 &&
-        [ -n "$(value step_seconds_median "$B/step_$prec.txt")" ]
+        [ -n "$(value step_seconds_median "$B/step_$prec.txt")" ] &&
+        TESS_CUDA_GRAPH=0 TESS_TF32=$tf tg_run "$P12" train 1 1 --steps 10 --timing >"$B/nograph_$prec.txt" 2>&1 &&
+        [ -n "$(value step_seconds_median "$B/nograph_$prec.txt")" ]
+}
+graph_table() { # the step with and without CUDA graphs, side by side
+    echo "| $P12 training step [1,1,1] | CUDA graphs | TESS_CUDA_GRAPH=0 | launches a step | issued one by one (graphs / off) |"
+    echo "|---|---:|---:|---:|---:|"
+    local prec
+    for prec in fp32 tf32; do
+        { [ -f "$B/step_$prec.txt" ] && [ -f "$B/nograph_$prec.txt" ]; } || continue
+        awk -v p="$prec" -v a="$(value step_seconds_median "$B/step_$prec.txt")" \
+            -v b="$(value step_seconds_median "$B/nograph_$prec.txt")" -v n="$(value step_launches "$B/step_$prec.txt")" \
+            -v i="$(value step_launches_issued "$B/step_$prec.txt")" -v j="$(value step_launches_issued "$B/nograph_$prec.txt")" \
+            'BEGIN { printf "| %s, median ms | %.3f | %.3f | %s | %s / %s |\n", p, 1e3 * a, 1e3 * b, n, i, j }'
+    done
 }
 
 part_tessgen() {
@@ -93,9 +109,11 @@ part_tessgen() {
                 bench_profile "$prec"
         fi
         tg_check "tessgen: $P12 forward [1,1,1], $prec, --repeat 20" bench_forward "$prec"
-        tg_check "tessgen: $P12 training step [1,1,1], $prec, --steps 10" bench_step "$prec"
+        tg_check "tessgen: $P12 training step [1,1,1], $prec, --steps 10, with CUDA graphs and TESS_CUDA_GRAPH=0" \
+            bench_step "$prec"
     done
-    (cd "$B" && tail -n +1 forward_*.txt step_*.txt) >"$TG_OUT/tessgen_timing.txt" 2>&1
+    (cd "$B" && tail -n +1 forward_*.txt step_*.txt nograph_*.txt) >"$TG_OUT/tessgen_timing.txt" 2>&1
+    graph_table | tee "$TG_OUT/graph.md" | tee -a "$TG_LOG"
 }
 
 # torch_check NAME JSON ARGS...: tests/gpu/torch_bench.py ARGS --out JSON; a skip (no torch, no CUDA device) is

@@ -11,6 +11,8 @@
 #   training   the same models and meshes, mode = "train": one forward + backward with --dy, dL/dx and all weight
 #              gradients within 1e-4, bytes as planned; 5 AdamW steps with --replica-check (bitwise identical
 #              replicas); m64's 20-step losses equal on the three meshes (1e-4), within 1e-3 of float64, falling;
+#              m64 [1,1,1] 10 steps replayed from CUDA graphs against TESS_CUDA_GRAPH=0: losses and weights
+#              bitwise equal, both step times printed side by side;
 #              the column sums and layernorm backward outside any schedule (tests/cuda/lnb_check.sh bench: bits
 #              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed); attention outside
 #              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed)
@@ -133,6 +135,26 @@ print(f"losses: worst rel difference between meshes {worst_mesh:.2e} (tol 1e-4),
       f"(tol 1e-3); step 1 {base[0]:.6g}, step 20 {base[-1]:.6g}")
 sys.exit(0 if ok else 1)
 PYEOF
+}
+
+graph_ok() { # model: 10 steps on [1,1,1] replayed from CUDA graphs and issued one by one (TESS_CUDA_GRAPH=0): the
+    # same losses and weights bitwise; both step times, side by side
+    local m=$1 dir g
+    dir=$(tg_dir "$m" train 1 1)
+    for g in 1 0; do
+        TESS_CUDA_GRAPH=$g tg_run "$m" train 1 1 --weights "$TG_WORK/ref_$m/w.safetensors" \
+            --input "$TG_WORK/ref_$m/x.npy" --target "$TG_WORK/ref_$m/target.npy" --steps 10 --timing \
+            --weights-out "$dir/graph$g.safetensors" >"$dir/graph$g.out" 2>&1 || { tail -5 "$dir/graph$g.out"; return 1; }
+    done
+    { grep -qx "step_graph_replays=2" "$dir/graph1.out" && grep -qx "step_graph_replays=0" "$dir/graph0.out"; } ||
+        { grep -E "^(CUDA graphs|step_graph)" "$dir/graph"[01].out; echo "want 2 graph replays per step, and none with TESS_CUDA_GRAPH=0"; return 1; }
+    diff <(grep -E '^(step [0-9]|after)' "$dir/graph1.out" | sed 's/ tok\/s.*//') \
+        <(grep -E '^(step [0-9]|after)' "$dir/graph0.out" | sed 's/ tok\/s.*//') || { echo "losses differ"; return 1; }
+    cmp "$dir/graph1.safetensors" "$dir/graph0.safetensors" || { echo "weights differ"; return 1; }
+    echo "graph: step median $(sed -n 's/^step_seconds_median=//p' "$dir/graph1.out") s with CUDA graphs," \
+        "$(sed -n 's/^step_seconds_median=//p' "$dir/graph0.out") s with TESS_CUDA_GRAPH=0; launches a step" \
+        "$(sed -n 's/^step_launches=//p' "$dir/graph1.out"), issued one by one" \
+        "$(sed -n 's/^step_launches_issued=//p' "$dir/graph1.out") and $(sed -n 's/^step_launches_issued=//p' "$dir/graph0.out")"
 }
 
 # ---- races: bitwise identical outputs, with and without serialised launches --------------------------------
@@ -311,6 +333,10 @@ stage_training() {
             tg_check "training: $m [$q,$q,$d]: 5 AdamW steps, replicas bitwise identical" replicas_ok "$m" "$q" "$d"
         done
     done
+    if tg_built m64 train 1 1; then
+        TG_SHOW="^graph:" tg_check "training: m64 [1,1,1] 10 steps replayed from CUDA graphs: losses and weights bitwise those issued one by one (TESS_CUDA_GRAPH=0); both step times" \
+            graph_ok m64
+    fi
     if tg_built m64 train 1 1 && tg_built m64 train 2 1 && tg_built m64 train 2 2; then
         tg_check "training: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-4), falling, within 1e-3 of float64" \
             losses_ok m64
