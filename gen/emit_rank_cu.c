@@ -591,6 +591,18 @@ static bool colsum_instance(const char *line)
     return !strncmp(line + strlen("template void "), "colsum<", 7);
 }
 
+/* Is this instance line one of the row kernels' (kernels_rows.cu.in: layernorm forward, residual adds)? The
+ * element-wise family (kernels_gelu.cu.in) takes the block kernels that no family names. */
+static bool rows_instance(const char *line)
+{
+    static const char *const names[] = {"ln_rowsum<", "resid_rowsum<", "ln_sqdev<", "ln_apply<", "resid_rowsum_to<"};
+    const char *p = line + strlen("template void ");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strncmp(p, names[i], strlen(names[i])))
+            return true;
+    return false;
+}
+
 /* Is this instance line one of layernorm backward's (kernels_layernorm.cu.in)? */
 static bool lnbwd_instance(const char *line)
 {
@@ -598,28 +610,38 @@ static bool lnbwd_instance(const char *line)
     return !strncmp(p, "ln_bwd_sums<", 12) || !strncmp(p, "ln_bwd_apply<", 13);
 }
 
-/* kernels.cu: the template with the block kernels' instances, then each split-out family's template with its
- * own instances (column sums, layernorm backward: the latter uses the former; each only where the schedule
- * calls it), then attention's; for a language model a section after it that
- * includes the LM kernels (runtime/cuda/trk_lm_kernels.cuh) and instantiates them, so that the kernels.cu of a
- * block stack (and every fingerprint, which hashes the templates) stays byte for byte what it was. */
+/* kernels.cu: the file's head (kernels.cu.in), then each kernel family's template with its own instances: the
+ * row kernels and the element-wise kernels (always), the column sums and layernorm backward (the latter uses the
+ * former; each only where the schedule calls it), attention; for a language model a section after it that
+ * includes the LM kernels (runtime/cuda/trk_lm_kernels.cuh) and instantiates them. */
 bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
 {
-    tg_sb inst, attn, lm, cs, ln;
+    tg_sb inst, rows, attn, lm, cs, ln;
     tg_sb_init(&inst);
+    tg_sb_init(&rows);
     tg_sb_init(&attn);
     tg_sb_init(&lm);
     tg_sb_init(&cs);
     tg_sb_init(&ln);
     for (int i = 0; i < ks->n; i++) {
         const char *l = ks->line[i];
-        tg_sb_puts(lm_instance(l) ? &lm : attn_instance(l) ? &attn : colsum_instance(l) ? &cs : lnbwd_instance(l) ? &ln : &inst, l);
+        tg_sb_puts(lm_instance(l)       ? &lm
+                   : attn_instance(l)   ? &attn
+                   : colsum_instance(l) ? &cs
+                   : lnbwd_instance(l)  ? &ln
+                   : rows_instance(l)   ? &rows
+                                        : &inst,
+                   l);
     }
     char store[8][64];
     tg_tvar vars[12];
     int n = tg_emit_common_vars(pl, vars, store);
-    vars[n++] = (tg_tvar){"INSTANCES", inst.s ? inst.s : ""};
+    vars[n++] = (tg_tvar){"INSTANCES", rows.s ? rows.s : ""};
+    /* the file's head, then the row kernels and the element-wise kernels (every block stack calls both) */
     bool ok = tg_template_fill(out, "kernels.cu.in", vars, n, err);
+    ok = ok && tg_template_fill(out, "kernels_rows.cu.in", vars, n, err);
+    vars[n - 1] = (tg_tvar){"INSTANCES", inst.s ? inst.s : ""};
+    ok = ok && tg_template_fill(out, "kernels_gelu.cu.in", vars, n, err);
     /* a family only where the schedule calls it (an inference program has neither: their helpers would be
      * unreferenced, which nvcc -Werror refuses); layernorm backward uses the column sums */
     vars[n - 1] = (tg_tvar){"INSTANCES", cs.s ? cs.s : ""};
@@ -641,6 +663,7 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
         tg_sb_puts(out, "} // namespace trk\n");
     }
     tg_sb_free(&inst);
+    tg_sb_free(&rows);
     tg_sb_free(&attn);
     tg_sb_free(&lm);
     tg_sb_free(&cs);

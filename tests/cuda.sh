@@ -125,7 +125,7 @@ cu_choice_vocab() { # a spec with model.vocab and backends cuda: emitted, the LM
         grep -q '^#include "trk_lm.cuh"$' "$WORK/cu_vocab/rank_i0_j0.cu" &&
         grep -q "trc_allreduce_max(c, TR_ROW, " "$WORK/cu_vocab/rank_i1_j1.cu" &&
         grep -q '^extern "C" const tr_lm_desc tr_lm_class = {$' "$WORK/cu_vocab/rank_i1_j0.cu" &&
-        ! grep -q "trk_lm" "$WORK/cu_train_ok/kernels.cu"
+        ! grep -q -e "trk_lm_kernels.cuh\"$" -e "^template void embed_bwd<" "$WORK/cu_train_ok/kernels.cu"
 }
 cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
     local fake="$WORK/fakecuda" spec="$WORK/inc.lua"

@@ -2,14 +2,14 @@
 # tests/cuda/bf16_check.sh OUTDIR [run]: the bf16 side of the CUDA runtime and kernels (docs/BF16.md), outside
 # any schedule. Makes OUTDIR/kernels.cu and kernels.cuh from templates/kernels.cu.in and kernels.cuh.in with
 # the instances of tests/cuda/bf16_check.cu (each changed kernel with a float and a tr_bf16 output, in the
-# text the generator prints), compiles them, tests/cuda/bf16_check.cu and runtime/cuda/trc_gemm.cu for sm_80
+# text the generator prints), each in its family (kernels_rows.cu.in, kernels_gelu.cu.in), compiles them, tests/cuda/bf16_check.cu and runtime/cuda/trc_gemm.cu for sm_80
 # and sm_90 with warnings as errors, links OUTDIR/bf16_check; with `run`, runs it (needs a GPU).
 set -euo pipefail
 out=$1
 name=bf16_check
 # shellcheck source=tests/cuda/check_build.sh
 . "$(dirname "$0")/check_build.sh"
-inst=$(cat <<'INST'
+rows=$(cat <<'INST'
 template void ln_rowsum<37, 64>(cudaStream_t, const float *, float *);
 template void ln_apply<37, 64, 128>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, float *);
@@ -19,13 +19,20 @@ template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, c
                                   const float *, const float *, float, float *);
 template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, tr_bf16 *);
+INST
+)
+gelu=$(cat <<'INST'
 template void bias_gelu_save<19, 96>(cudaStream_t, float *, const float *, float *);
 template void bias_gelu_save<19, 96>(cudaStream_t, float *, const float *, tr_bf16 *);
 template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, float *);
 template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, tr_bf16 *);
 INST
 )
-INST=$inst fill "$repo/templates/kernels.cu.in" >"$out/kernels.cu"
+{
+    fill "$repo/templates/kernels.cu.in"
+    INST=$rows fill "$repo/templates/kernels_rows.cu.in"
+    INST=$gelu fill "$repo/templates/kernels_gelu.cu.in"
+} >"$out/kernels.cu"
 fill "$repo/templates/kernels.cuh.in" >"$out/kernels.cuh"
 # shellcheck disable=SC2086
 $nvcc $flags -c "$out/kernels.cu" -o "$out/kernels.o"

@@ -1,7 +1,7 @@
 /*
  * rows_check.cu - the float row statistics and the vocabulary loss kernels on a GPU, outside any schedule
  * (docs/CUDA.md "FP64 and tensor cores in the kernels": these kernels were FP64 and are float now). Built by
- * tests/cuda/rows_check.sh, which fills templates/kernels.cu.in into OUT/kernels_rows.cu; this file includes it
+ * tests/cuda/rows_check.sh, which fills templates/kernels_rows.cu.in into OUT/kernels_rows.cu; this file includes it
  * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::lm_sums, trk::lm_loss and
  * trk::lm_dlogits at the shapes below, on random inputs, NaN-poisoned outputs.
  *
