@@ -728,6 +728,25 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
 
 /* All ranks: are the weights just loaded from path finite? Rank 0 prints why not, with the tensor's name in
  * the file when its block names carry a prefix. */
+/* bf16 training (docs/BF16.md): the GEMMs read persistent bf16 copies of the weights, which each AdamW step writes
+ * after its update (tr_adamw_multi); before the first step they come from the masters as loaded (a weights file, the
+ * synthetic weights, a resumed checkpoint): rounded to nearest even here, in the host arena, before the backend
+ * takes it. */
+static void weight_copy(const tr_param *p, float *H)
+{
+    if (p->w16_offset < 0)
+        return;
+    tr_bf16 *w = (tr_bf16 *)(H + p->w16_offset);
+    for (long long e = 0; e < (long long)p->rows * p->cols; e++)
+        w[e] = tr_f32_to_bf16(H[p->offset + e]);
+}
+
+static void weight_copies(const tr_rank_desc *d, float *H)
+{
+    for (int i = 0; i < d->nparams; i++)
+        weight_copy(&d->params[i], H);
+}
+
 static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path, const char *prefix)
 {
     char what[512];
@@ -1338,6 +1357,10 @@ static void test_diverge(tr_ctx *c, float *H, float *A, int k)
         for (long long e = 0; e < n; e++)
             H[p->offset + e] *= 1e30f;
         tr_backend_upload(c, A + p->offset, H + p->offset, n);
+        if (p->w16_offset >= 0) { /* bf16 training: the GEMMs read the weight's bf16 copy */
+            weight_copy(p, H);
+            tr_backend_upload(c, A + p->w16_offset, H + p->w16_offset, (n + 1) / 2);
+        }
     }
 }
 
@@ -1529,6 +1552,7 @@ int main(int argc, char **argv)
         if (d->params[i].m_offset >= 0)
             for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
                 H[d->params[i].m_offset + e] = H[d->params[i].v_offset + e] = 0.0f;
+    weight_copies(d, H);
     ok = tr_backend_init(&ctx, &err) && (A = tr_backend_arena(&ctx, H, d->arena_elems, &err)) != NULL;
     if (!all_ok(ok)) {
         if (!ok)

@@ -28,7 +28,8 @@
  * plan's scores and probabilities: the scratch is written as on the GPU.
  * Training: backward and optimizer run the same way between trc_phase_begin
  * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
- * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.
+ * MPI_Bcast), counted as tr_comm.c counts them; AdamW (trc_adamw_multi) is tr_adamw's arithmetic, tensor by tensor,
+ * each followed by its bf16 copy.
  * A language model (trk_lm.cuh): the embedding, position, loss and scatter-add kernels as the loops of
  * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
  * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
@@ -506,20 +507,29 @@ void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
     });
 }
 
-/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr (c->lr) */
-void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
+/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr (c->lr),
+ * on every tensor of the table, each followed by its bf16 copy (tr_f32_to_bf16, trc_cast_bf16's rounding) */
+void trc_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 {
     const tr_model_desc *md = &tr_model;
     float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
-    float wd = decay ? (float)md->weight_decay : 0.0f;
+    float wdecay = (float)md->weight_decay;
     float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
     push(TRC_COMPUTE, [=] {
-        for (long long e = 0; e < count; e++) {
-            float g = grad[e];
-            m[e] = b1 * m[e] + (1.0f - b1) * g;
-            v[e] = b2 * v[e] + (1.0f - b2) * g * g;
-            float mhat = m[e] / c1, vhat = v[e] / c2;
-            param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+        for (int i = 0; i < n; i++) {
+            float *param = A + t[i].param, *m = A + t[i].m, *v = A + t[i].v;
+            const float *grad = A + t[i].grad;
+            tr_bf16 *w = t[i].w16 >= 0 ? (tr_bf16 *)(A + t[i].w16) : nullptr;
+            float wd = t[i].decay ? wdecay : 0.0f;
+            for (long long e = 0; e < t[i].count; e++) {
+                float g = grad[e];
+                m[e] = b1 * m[e] + (1.0f - b1) * g;
+                v[e] = b2 * v[e] + (1.0f - b2) * g * g;
+                float mhat = m[e] / c1, vhat = v[e] / c2;
+                param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+                if (w)
+                    w[e] = tr_f32_to_bf16(param[e]);
+            }
         }
     });
 }
