@@ -22,7 +22,8 @@
 #   compile    every generated .cu of the same meshes (inference, training, the vocab spec) compiled for sm_80 and sm_90 with warnings as
 #              errors and linked into bin/model-cuda; ptxas resource usage of the fused kernels reported
 #              (-Xptxas -v), and a kernel that spills (spill stores or loads != 0) fails; the standalone GPU checks
-#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu and bf16_check.cu compiled
+#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu and
+#              adamw_check.cu (multi-tensor AdamW) compiled
 #              the same way (they run on a GPU only)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 CU_MESHES="1,1 2,1 2,2"
@@ -589,6 +590,8 @@ if wanted "cuda: compile"; then
             tests/cuda/attn_check.sh "$WORK/attn_check"
         check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/bf16_check.sh "$WORK/bf16_check"
+        check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills" \
+            tests/cuda/adamw_check.sh "$WORK/adamw_check"
         if [ -s "$WORK/cu_ptxas.txt" ]; then
             echo "    # ptxas -v of the fused kernels (kernel<shape>, architecture, registers, shared memory, spills):"
             sort -u "$WORK/cu_ptxas.txt" | sed 's/^/    #   /'
