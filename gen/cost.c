@@ -25,8 +25,8 @@ static bool is_collective(tg_step_kind k)
 /* Bytes a compute step reads and writes: each operand once per access (a read-write operand twice). */
 static double step_bytes(const tg_class_plan *cp, const tg_step *s)
 {
-    if (s->kind == TG_STEP_ADAMW) /* param, m, v read and written; grad read: over count elements */
-        return 4.0 * 7.0 * (double)s->count;
+    if (s->kind == TG_STEP_ADAMW) /* param, m, v read and written; grad read; the bf16 copy written, if any */
+        return (4.0 * 7.0 + (s->buf[4] >= 0 ? 2.0 : 0.0)) * (double)s->count;
     double b = 0;
     for (int k = 0; k < TG_STEP_MAXBUF; k++) {
         if (s->buf[k] < 0)

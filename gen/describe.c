@@ -130,8 +130,8 @@ const char *tg_step_text(char *buf, size_t cap, const tg_plan *pl, const tg_clas
                  cp && s->buf[0] >= 0 ? cp->bufs[s->buf[0]].name : "?");
         break;
     case TG_D_ADAMW:
-        snprintf(buf, cap, "AdamW on %s%s", cp && s->aux >= 0 && s->aux < cp->nparams ? cp->params[s->aux].name : "?",
-                 s->decay ? " (with weight decay)" : "");
+        snprintf(buf, cap, "AdamW on %s%s%s", cp && s->aux >= 0 && s->aux < cp->nparams ? cp->params[s->aux].name : "?",
+                 s->decay ? " (with weight decay)" : "", s->buf[4] >= 0 ? ", then its bf16 copy (round to nearest even)" : "");
         break;
     }
     return buf;

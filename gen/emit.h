@@ -52,6 +52,11 @@ const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */
 const char *tg_emit_kind_enum(tg_step_kind k);  /* "TR_K_GEMM", ... */
 void tg_emit_params(tg_sb *o, const tg_class_plan *cp); /* rows of the tr_param table */
 void tg_emit_step_info(tg_sb *o, const tg_step *s);     /* one row of the tr_step_info table */
+/* The optimizer segment (steps first..last, every one an AdamW step) as the static tr_adamw_tensor table that both
+ * backends' multi-tensor AdamW take, one commented row per step, named `var`. False (err set) when a step there is
+ * not an AdamW step or waits for the other stream (the phase opens by joining the streams, so none does). */
+bool tg_emit_adamw_table(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
+                         const char *var, tg_err *err);
 /* The rows of the class's ranks (tr_rank_row: rank, k, io_r0, colors, keys), k = 0..d-1. */
 void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);
 /* The tr_class_desc initialiser, every field in declaration order; null_ptr: "NULL" or "nullptr". */

@@ -124,9 +124,7 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                      bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
                      s->seq, s->heads, s->hdim);
         break;
-    case TG_STEP_ADAMW:
-        tg_sb_printf(o, "    tr_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
-                     bn(rp, s, 3), s->count, s->decay);
+    case TG_STEP_ADAMW: /* the optimizer's segment is one tr_adamw_multi call (print_functions) */
         break;
     case TG_STEP_LN_ROWSUM:
         tg_sb_printf(o, "    tr_ln_rowsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
@@ -163,7 +161,7 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
 }
 
 /* The functions: one per segment (a phase's steps of one layer), then one per phase calling them in order. */
-static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co)
+static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, tg_err *err)
 {
     static const char *names[3] = {"forward", "backward", "optimizer"};
     static const char *what[3] = {
@@ -184,6 +182,13 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         else
             tg_sb_printf(o, "/* ==== %s ==== */\n", names[sg[g].phase]);
         tg_sb_printf(o, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
+        if (sg[g].phase == TG_PHASE_OPT) { /* one call over a table of every shard, not a call per shard */
+            ok = tg_emit_adamw_table(o, pl, rp, co, sg[g].first, sg[g].last, "tensors", err);
+            tg_sb_printf(o, "    TR_STEP(c, %d); /* steps %d..%d: AdamW on every local shard, one call */\n",
+                         sg[g].first, sg[g].first, sg[g].last);
+            tg_sb_printf(o, "    tr_adamw_multi(c, A, tensors, %d);\n}\n\n", sg[g].last - sg[g].first + 1);
+            continue;
+        }
         ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, cpu_uses, "rank's");
         tg_sb_puts(o, "\n");
         for (int i = sg[g].first; i <= sg[g].last; i++)
@@ -267,7 +272,8 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_
     tg_sb_init(&who);
 
     tg_emit_params(&params, rp);
-    bool ok = print_functions(&steps, pl, rp, co);
+    int nerr = err->count;
+    bool ok = print_functions(&steps, pl, rp, co, err);
     tg_emit_lm_desc(&steps, pl, rp, "");
     for (int i = 0; i < rp->nsteps; i++)
         tg_emit_step_info(&info, &rp->steps[i]);
@@ -282,10 +288,12 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_
     vars[n++] = (tg_tvar){"STEP_INFO", info.s};
     vars[n++] = (tg_tvar){"ROWS_TABLE", rows.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
-    if (!ok)
-        ok = tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
-    else
+    if (!ok) {
+        if (err->count == nerr) /* else the table's own error */
+            ok = tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
+    } else {
         ok = tg_template_fill(out, "rank.c.in", vars, n, err);
+    }
     tg_sb_free(&params);
     tg_sb_free(&steps);
     tg_sb_free(&desc);

@@ -107,7 +107,8 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
         long long ss = (long long)s->nseq * s->heads * s->seq * s->seq;
         return 4 * (3 * q + q + 3 * q) + (e == 2 ? 2 * 4 * q : 0) + 2 * e * 4 * q + 16 * ss + 5 * e * ss;
     }
-    case TG_STEP_ADAMW: return 4 * 7 * s->count; /* param, grad, m, v in; param, m, v out */
+    case TG_STEP_ADAMW: return (4 * 7 + (s->buf[4] >= 0 ? 2 : 0)) * s->count; /* param, grad, m, v in; param, m, v
+                                                                                 * (and the bf16 copy) out */
     case TG_STEP_EMBED: return 4 * (2 * rc + s->rows);   /* ids, rows of E in; out */
     case TG_STEP_POS_ADD: return 4 * 3 * rc;               /* x, wpe rows in; x out */
     case TG_STEP_LM_ROWMAX: return 4 * (rc + s->rows);
@@ -252,9 +253,7 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  "*,\n                                                float *, float *, %s *, %s *, %s *);\n",
                  s->nseq, s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 4), cty(rp, s, 4), cty(rp, s, 4));
         break;
-    case TG_STEP_ADAMW:
-        tg_sb_printf(o, "    trc_adamw(c, %s, %s, %s, %s, %lld, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
-                     bn(rp, s, 3), s->count, s->decay);
+    case TG_STEP_ADAMW: /* the optimizer's segment is one trc_adamw_multi launch (tg_emit_class_cu) */
         break;
     /* the language model's steps (model.vocab): trk_lm.cuh, defined in trk_lm_kernels.cuh */
     case TG_STEP_EMBED:
@@ -339,6 +338,7 @@ static void print_wait_comment(tg_sb *o, const tg_class_plan *rp, const tg_step 
 bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_err *err)
 {
     tg_coord co = {rp->i, rp->j, pl->mesh.d == 1 ? 0 : -1};
+    int nerr = err->count;
     tg_segment *sg;
     int nseg = tg_segments(rp, &sg);
     if (nseg < 0)
@@ -375,6 +375,16 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         else
             tg_sb_printf(&funcs, "/* ==== %s ==== */\n", fname[sg[g].phase]);
         tg_sb_printf(&funcs, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
+        if (sg[g].phase == TG_PHASE_OPT) { /* one launch over a table of every shard (trc_adamw.cu) */
+            ok = tg_emit_adamw_table(&funcs, pl, rp, co, sg[g].first, sg[g].last, "tensors", err);
+            tg_sb_printf(&funcs,
+                         "    /* steps %d..%d: AdamW on every local shard (and the bf16 copies), one kernel launch */\n"
+                         "    trc_begin(c, %d, TRC_COMPUTE, -1);\n"
+                         "    trc_adamw_multi(c, A, tensors, %d);\n"
+                         "    trc_end(c, %d, TRC_COMPUTE, 0);\n}\n\n",
+                         sg[g].first, sg[g].last, sg[g].first, sg[g].last - sg[g].first + 1, sg[g].first);
+            continue;
+        }
         ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, tg_streams_slot_used, "device");
         tg_sb_puts(&funcs, "\n");
         /* S only where a fused kernel runs */
@@ -448,10 +458,12 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     vars[n++] = (tg_tvar){"STEP_COST", cost.s};
     vars[n++] = (tg_tvar){"ROWS_TABLE", rows.s};
     vars[n++] = (tg_tvar){"DESC", desc.s};
-    if (!ok)
-        ok = tg_fail(err, "out of memory printing the CUDA program of class (i=%d, j=%d)", rp->i, rp->j);
-    else
+    if (!ok) {
+        if (err->count == nerr) /* else the AdamW table's own error */
+            ok = tg_fail(err, "out of memory printing the CUDA program of class (i=%d, j=%d)", rp->i, rp->j);
+    } else {
         ok = tg_template_fill(out, "rank.cu.in", vars, n, err);
+    }
     tg_sb_free(&params);
     tg_sb_free(&funcs);
     tg_sb_free(&info);

@@ -2,7 +2,8 @@
  * emit_rank_tables.c - the data tables every class program carries, whatever
  * its backend: the weight-shard table (tr_param rows), the step table
  * (tr_step_info rows), the rows of its ranks (tr_rank_row) and the class
- * descriptor (tr_class_desc with its tr_rank_desc prototype). The CPU and the
+ * descriptor (tr_class_desc with its tr_rank_desc prototype), and the
+ * optimizer's multi-tensor AdamW table (tr_adamw_tensor rows). The CPU and the
  * CUDA emitters both print them from here, so a field added to those structs
  * is printed once, every field in declaration order (which C++ designated
  * initialisers require).
@@ -66,8 +67,39 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
                          rp->bufs[p->v].offset);
         else
             tg_sb_puts(o, ", -1, -1, -1");
-        tg_sb_printf(o, ", %s, %d},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16); /* bf16 shard */
+        tg_sb_printf(o, ", %s, %d, %lld},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16,
+                     p->w16 >= 0 ? rp->bufs[p->w16].offset : -1LL); /* bf16 shard; its persistent bf16 copy */
     }
+}
+
+bool tg_emit_adamw_table(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
+                         const char *var, tg_err *err)
+{
+    for (int i = first; i <= last; i++) {
+        const tg_step *s = &cp->steps[i];
+        if (s->kind != TG_STEP_ADAMW || s->wait >= 0 || s->signal)
+            return tg_fail(err,
+                           "internal emitter error: class (i=%d, j=%d) step %d of the optimizer is %s%s: the "
+                           "multi-tensor AdamW table holds AdamW steps that wait for nothing",
+                           cp->i, cp->j, i, tg_step_kind_name(s->kind), s->wait >= 0 || s->signal ? " with a wait" : "");
+    }
+    tg_sb_printf(o,
+                 "    /* The multi-tensor AdamW step (steps %d..%d of schedule.txt, in that order): one row per local "
+                 "shard, arena\n     * offsets in floats of {param, grad, m, v, bf16 copy of param (-1: none)}, "
+                 "then elements and weight decay. */\n",
+                 first, last);
+    tg_sb_printf(o, "    static const tr_adamw_tensor %s[%d] = {\n", var, last - first + 1);
+    for (int i = first; i <= last; i++) {
+        const tg_step *s = &cp->steps[i];
+        char what[256];
+        tg_step_text(what, sizeof what, pl, cp, co, s);
+        tg_sb_printf(o, "        {%lld, %lld, %lld, %lld, %lld, %lld, %d}, /* step %d: %s */\n",
+                     cp->bufs[s->buf[0]].offset, cp->bufs[s->buf[1]].offset, cp->bufs[s->buf[2]].offset,
+                     cp->bufs[s->buf[3]].offset, s->buf[4] >= 0 ? cp->bufs[s->buf[4]].offset : -1LL, s->count,
+                     s->decay, i, what);
+    }
+    tg_sb_puts(o, "    };\n");
+    return true;
 }
 
 void tg_emit_step_info(tg_sb *o, const tg_step *s)

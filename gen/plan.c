@@ -140,10 +140,40 @@ static const char *layer_tag(char *dst, size_t cap, int layer)
     return dst;
 }
 
+/* A training weight's persistent bf16 copy (tg_param.w16): declared when a GEMM first reads the weight; -1 when buf
+ * is no weight's fp32 master. Persistent: it carries the weights from one step's optimizer to the next step's GEMMs,
+ * so it costs 2 bytes an element of arena for the whole run, in the memory plan like the master. */
+static int weight_copy(tg_builder *b, int buf)
+{
+    tg_class_plan *rp = b->rp;
+    if (b->pl->spec.mode != TG_TRAIN)
+        return -1;
+    for (int i = 0; i < rp->nparams; i++) {
+        tg_param *p = &rp->params[i];
+        if (p->buf != buf)
+            continue;
+        if (p->w16 < 0) {
+            char what[160], name[sizeof rp->bufs[0].name]; /* tg_pb_buf may move rp->bufs */
+            snprintf(what, sizeof what, "bf16 copy of the shard of %.64s for the GEMMs, written by AdamW", p->name);
+            snprintf(name, sizeof name, "%s", rp->bufs[buf].name);
+            int id = tg_pb_buf(b, rp->bufs[buf].rows, rp->bufs[buf].cols, 1, what, "bf16_%s", name);
+            if (id < 0)
+                return -1;
+            rp->bufs[id].dtype = TG_BUF_BF16;
+            p->w16 = id;
+        }
+        return rp->params[i].w16;
+    }
+    return -1;
+}
+
 int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
 {
     if (buf < 0 || b->pl->spec.dtype != TG_BF16 || b->rp->bufs[buf].dtype != TG_BUF_F32)
         return buf;
+    int w16 = weight_copy(b, buf); /* a training weight: no cast, AdamW keeps its bf16 copy */
+    if (w16 >= 0 || b->oom)
+        return w16;
     if (b->ncast > 0 && (b->cast_phase != b->phase || b->cast_layer != layer || strcmp(b->cast_op, op) != 0))
         b->ncast = 0; /* another op: its buffers may have been written since */
     for (int k = 0; k < b->ncast; k++)
@@ -239,7 +269,7 @@ int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1,
     ident[n] = '\0';
     snprintf(what, sizeof what, "shard of %s", name);
     p->buf = tg_pb_buf(b, rows, cols, 1, what, "w_%s", ident);
-    p->grad = p->m = p->v = -1;
+    p->grad = p->m = p->v = p->w16 = -1;
     /* bf16 inference stores a matrix as its GEMMs read it (docs/BF16.md); a caller whose matrix something else
      * reads too (the LM's wte, wpe) sets it back to fp32 */
     if (ndim == 2 && b->pl->spec.dtype == TG_BF16 && b->pl->spec.mode != TG_TRAIN && p->buf >= 0)
@@ -714,6 +744,8 @@ void tg_pb_optimizer(tg_builder *b)
         tg_pb_use(s, 1, p->grad, TG_ACC_R);
         tg_pb_use(s, 2, p->m, TG_ACC_R | TG_ACC_W);
         tg_pb_use(s, 3, p->v, TG_ACC_R | TG_ACC_W);
+        if (p->w16 >= 0)
+            tg_pb_use(s, 4, p->w16, TG_ACC_W); /* rounded from the updated param: the next step's GEMMs read it */
         s->desc = TG_D_ADAMW;
         s->aux = i;
     }

@@ -67,7 +67,8 @@ typedef enum tg_step_kind {
     TG_STEP_LN_BWD_APPLY, /* buf[0] dy, buf[1] x, buf[2] rs, buf[3] vs, buf[4] gamma, buf[5] s -> buf[6] g += dx */
     TG_STEP_ATTN_BWD,     /* buf[0] qkv (post-bias), buf[1] dout [rows,cols] -> buf[2] dqkv [rows,3*cols];
                            * buf[3], buf[4]: [seq,seq] scratch */
-    TG_STEP_ADAMW,        /* buf[0] param, buf[1] grad, buf[2] m, buf[3] v: [count] elements */
+    TG_STEP_ADAMW,        /* buf[0] param, buf[1] grad, buf[2] m, buf[3] v: [count] elements; buf[4] (or -1): the
+                           * persistent bf16 copy of the param (tg_param.w16), written from the updated param */
     /* the language model (plan_lm.c, docs/MODEL.md); vocab0: first vocab id of the block, nvalid: its ids < V */
     TG_STEP_EMBED,        /* buf[0] tok [rows] i32, buf[1] E [cols of Vq rows] -> buf[2] out [rows,cols]: E row of each
                            * token in [vocab0, vocab0+nvalid), zero otherwise */
@@ -209,6 +210,9 @@ typedef struct tg_param {
     int full[2];   /* full shape: [rows, cols] for 2-D, [n, -] for 1-D */
     int buf;       /* local shard buffer */
     int grad, m, v; /* training: gradient and AdamW moment buffers of the same shape, else -1 */
+    int w16;        /* bf16 training (docs/BF16.md): the persistent bf16 copy of the shard that the GEMMs read,
+                     * written by the AdamW step right after the update (and once at start by the runtime), or -1
+                     * (fp32 plans, vectors, a matrix no GEMM reads) */
     int npieces;
     tg_piece piece[3];
     int replica;   /* tg_group whose members hold bitwise-identical copies of this shard (member 0's is the

@@ -47,7 +47,8 @@ int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1,
 void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int dst_col);
 /* bf16 plans (docs/BF16.md). tg_pb_bf16_out: buf is written by a kernel for GEMMs to read, so it is bf16 (nothing
  * in an fp32 plan); returns buf. tg_pb_operand: the GEMM operand for buf: buf itself when the plan is fp32 or buf
- * is bf16, else a new bf16 buffer that a CAST step (appended now) fills from buf. */
+ * is bf16; the fp32 master of a training weight: its persistent bf16 copy (tg_param.w16, declared on first use; the
+ * AdamW step writes it, no CAST step); else a new bf16 buffer that a CAST step (appended now) fills from buf. */
 int tg_pb_bf16_out(tg_builder *b, int buf);
 int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf);
 /* A buffer like buf (its shape and element type): SUMMA receive buffers take the type of what is sent. */
@@ -65,7 +66,7 @@ tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g
                      const char *why);
 tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count);
 void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
-/* One AdamW step per parameter shard. */
+/* One AdamW step per parameter shard (which also writes the shard's persistent bf16 copy, if any). */
 void tg_pb_optimizer(tg_builder *b);
 
 /* ---- plan_steps.c: functions returning bool return false on oom --------------------------------------- */

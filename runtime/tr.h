@@ -63,6 +63,9 @@ typedef struct tr_param {
     int replica; /* tr_group whose members hold identical copies (member 0's is written to files), or -1: none */
     int bf16;    /* the shard is stored as bf16, rounded on load: the matrices of a bf16 inference program
                   * (docs/BF16.md) */
+    long long w16_offset; /* bf16 training: arena offset (floats) of the persistent bf16 copy of the shard that the
+                           * GEMMs read, written by AdamW after each update and by the main once before the first
+                           * step; -1: none */
 } tr_param;
 
 struct tr_ctx;
@@ -231,6 +234,19 @@ void tr_attention_bwd(struct tr_ctx *c, const float *qkv, const float *dout, flo
 /* One AdamW step (step number c->opt_step, from 1, learning rate c->lr: the schedule's for the step) on n
  * elements; decay: apply weight decay. */
 void tr_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, int n, int decay);
+/* One tensor of the multi-tensor AdamW step: arena offsets in floats (4-byte slots) of the fp32 master, its gradient
+ * and moments, and of its persistent bf16 copy (-1: none; docs/BF16.md); count elements; decay: weight decay. The
+ * generated optimizer holds one static table of these, in plan order. */
+typedef struct tr_adamw_tensor {
+    long long param, grad, m, v, w16;
+    long long count;
+    int decay;
+} tr_adamw_tensor;
+/* The whole optimizer step in one call: tr_adamw's arithmetic on each of the n tensors of arena A, and where a tensor
+ * has a bf16 copy, that copy = the updated master rounded to nearest even (tr_f32_to_bf16), right after the update.
+ * One OpenMP region; thread t owns the same fixed slice of each tensor (tr_slice), so the bits do not depend on the
+ * thread count. */
+void tr_adamw_multi(struct tr_ctx *c, float *A, const tr_adamw_tensor *t, int n);
 
 /* ---- bf16 mixed precision (dtype = "bf16"; docs/BF16.md, tr_kernels_bf16.c) ------------------------------
  * Every GEMM reads bf16 operands and accumulates fp32; the fused kernels below compute exactly as their fp32

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
 #include "tr_math.h"
@@ -211,6 +212,37 @@ void tr_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, in
         long lo, hi;
         tr_slice(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
         adamw_slice(param + lo, grad + lo, m + lo, v + lo, hi - lo, b1, b2, lr, eps, wd, c1, c2);
+    }
+    TIMED_END(TR_K_OPTIMIZER);
+}
+
+void tr_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
+{
+    TIMED_BEGIN;
+    const tr_model_desc *md = &tr_model;
+    float b1 = (float)md->beta1, b2 = (float)md->beta2, lr = (float)c->lr, eps = (float)md->adam_eps;
+    float wd = (float)md->weight_decay;
+    float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
+    long long total = 0;
+    for (int i = 0; i < n; i++)
+        total += t[i].count;
+    /* elementwise: each thread the same fixed slice of every tensor (tr_vec.h), no barrier between tensors (their
+     * bytes are disjoint); the bf16 copy of a slice is rounded by the thread that updated it */
+#pragma omp parallel if (total >= TR_PAR_MIN)
+    {
+        int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        for (int i = 0; i < n; i++) {
+            long lo, hi;
+            tr_slice((long)t[i].count, th, nth, &lo, &hi);
+            float *p = A + t[i].param + lo;
+            adamw_slice(p, A + t[i].grad + lo, A + t[i].m + lo, A + t[i].v + lo, hi - lo, b1, b2, lr, eps,
+                        t[i].decay ? wd : 0.0f, c1, c2);
+            if (t[i].w16 >= 0) {
+                tr_bf16 *w = (tr_bf16 *)(A + t[i].w16) + lo;
+                for (long e = 0; e < hi - lo; e++)
+                    w[e] = tr_f32_to_bf16(p[e]);
+            }
+        }
     }
     TIMED_END(TR_K_OPTIMIZER);
 }

@@ -728,6 +728,25 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
 
 /* All ranks: are the weights just loaded from path finite? Rank 0 prints why not, with the tensor's name in
  * the file when its block names carry a prefix. */
+/* bf16 training (docs/BF16.md): the GEMMs read persistent bf16 copies of the weights, which each AdamW step writes
+ * after its update (tr_adamw_multi); before the first step they come from the masters as loaded (a weights file, the
+ * synthetic weights, a resumed checkpoint): rounded to nearest even here, in the host arena, before the backend
+ * takes it. */
+static void weight_copy(const tr_param *p, float *H)
+{
+    if (p->w16_offset < 0)
+        return;
+    tr_bf16 *w = (tr_bf16 *)(H + p->w16_offset);
+    for (long long e = 0; e < (long long)p->rows * p->cols; e++)
+        w[e] = tr_f32_to_bf16(H[p->offset + e]);
+}
+
+static void weight_copies(const tr_rank_desc *d, float *H)
+{
+    for (int i = 0; i < d->nparams; i++)
+        weight_copy(&d->params[i], H);
+}
+
 static bool weights_finite(const tr_rank_desc *d, const float *H, const char *path, const char *prefix)
 {
     char what[512];
@@ -1343,6 +1362,10 @@ static void test_diverge(tr_ctx *c, float *H, float *A, int k)
         for (long long e = 0; e < n; e++)
             H[p->offset + e] *= 1e30f;
         tr_backend_upload(c, A + p->offset, H + p->offset, n);
+        if (p->w16_offset >= 0) { /* bf16 training: the GEMMs read the weight's bf16 copy */
+            weight_copy(p, H);
+            tr_backend_upload(c, A + p->w16_offset, H + p->w16_offset, (n + 1) / 2);
+        }
     }
 }
 
@@ -1398,7 +1421,8 @@ static void report_syncs(tr_ctx *c, long long syncs, int steps)
 }
 
 /* --timing of a training run on a backend that counts its launches: kernels, GEMMs and collectives per step, how
- * many of them the host issued one by one, and the graph replays per step (the slowest rank's means). */
+ * many of them the host issued one by one, and the graph replays per step (the slowest rank's means over the steps
+ * after the first, a warm-up issued one by one, when there are several). */
 static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps)
 {
     tr_launch_counts any;
@@ -1588,6 +1612,7 @@ int main(int argc, char **argv)
         if (d->params[i].m_offset >= 0)
             for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
                 H[d->params[i].m_offset + e] = H[d->params[i].v_offset + e] = 0.0f;
+    weight_copies(d, H);
     ok = tr_backend_init(&ctx, &err) && (A = tr_backend_arena(&ctx, H, d->arena_elems, &err)) != NULL;
     if (!all_ok(ok)) {
         if (!ok)
@@ -1703,9 +1728,11 @@ int main(int argc, char **argv)
                 tr_trace_begin(&ctx, true);
                 tr_ctx_reset_counts(&ctx);
             }
-            /* a step recorded whole, or one a test hook writes into, is issued as it is; the others may be
-             * replayed from CUDA graphs (docs/CUDA.md "CUDA graphs") */
-            bool capture = !record && !nan_gradient_at(d, k);
+            /* a step recorded whole, or one a test hook writes into, is issued as it is; so is the run's first
+             * step, a warm-up: what the libraries and the runtime set up at their first call (cuBLAS and cuBLASLt
+             * handles and heuristics, the optimizer's launch table, its cudaMalloc) happens outside any capture.
+             * The others may be replayed from CUDA graphs (docs/CUDA.md "CUDA graphs") */
+            bool capture = !record && !nan_gradient_at(d, k) && k > step0 + 1;
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
             long long syncs0 = tr_backend_host_syncs(&ctx);
@@ -1761,9 +1788,11 @@ int main(int argc, char **argv)
             step_syncs += tr_backend_host_syncs(&ctx) - syncs0;
             tr_launch_counts n1;
             tr_backend_launch_counts(&ctx, &n1);
-            step_launches.issued += n1.issued - n0.issued;
-            step_launches.replayed += n1.replayed - n0.replayed;
-            step_launches.replays += n1.replays - n0.replays;
+            if (k > step0 + 1 || o.steps == 1) { /* the steady state: the warm-up step counts only when alone */
+                step_launches.issued += n1.issued - n0.issued;
+                step_launches.replayed += n1.replayed - n0.replayed;
+                step_launches.replays += n1.replays - n0.replays;
+            }
             if (ld.have_train)
                 tr_lmdata_next(&ld); /* the next batch; a checkpoint written now continues from it */
             if (rank == 0 && !o.quiet) { /* the log line (docs/TRAINING.md): norm only when clipping computes it */
@@ -1794,7 +1823,7 @@ int main(int argc, char **argv)
         if (o.timing) {
             report_timing(&ctx, reps, o.steps, "step");
             report_syncs(&ctx, step_syncs, o.steps);
-            report_launches(&ctx, &step_launches, o.steps);
+            report_launches(&ctx, &step_launches, o.steps > 1 ? o.steps - 1 : o.steps);
         }
         free(reps);
         if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* --data: the loss of the next batch */

@@ -453,6 +453,7 @@ extern "C" void tr_backend_free(tr_ctx *c, float *run_arena, float *H)
             trc_profile_report(c);
     }
     trc_step_free();
+    trc_adamw_free();
     trc_comm_free();
     trc_gemm_free();
     for (int i = 0; i < trc_g.nsteps && trc_g.sig; i++) {

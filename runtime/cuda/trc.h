@@ -102,11 +102,13 @@ void trc_gemm_batched(struct tr_ctx *c, int transa, int transb, int m, int n, in
 void trc_gemm_batched(struct tr_ctx *c, int transa, int transb, int m, int n, int k, float alpha, const tr_bf16 *A,
                       int lda, long long sA, const tr_bf16 *B, int ldb, long long sB, float beta, tr_bf16 *C, int ldc,
                       long long sC, int batch);
-/* On TRC_COMPUTE (training): one AdamW step (step number c->opt_step) on count elements, the arithmetic of
- * tr_adamw in tr_kernels_bwd.c (hyperparameters from tr_model, the learning rate c->lr; bias corrections in
- * double, then float).
- * decay: apply weight decay. Element-wise, so every replica computes the same bits from the same bits. */
-void trc_adamw(struct tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay);
+/* On TRC_COMPUTE (training): one AdamW step (step number c->opt_step) on every tensor of the table t[n] (arena
+ * offsets into A; tr.h), in one kernel launch: the arithmetic of tr_adamw in tr_kernels_bwd.c (hyperparameters from
+ * tr_model, the learning rate c->lr; bias corrections in double, then float), and where a row names a bf16 copy,
+ * that copy = the updated weight rounded to nearest even (trc_cast_bf16's bits). Element-wise, one owner thread per
+ * element, so every replica computes the same bits from the same bits. The table must stay alive (the generated
+ * one is static): its launch plan is built at the first call and kept. */
+void trc_adamw_multi(struct tr_ctx *c, float *A, const tr_adamw_tensor *t, int n);
 
 /* After a kernel launch: a launch error (bad configuration, no kernel image
  * for this GPU) aborts with the kernel's name. */

@@ -1,58 +1,134 @@
 /*
- * trc_adamw.cu - the CUDA backend's optimizer step: AdamW on one parameter
- * shard, on the compute stream.
+ * trc_adamw.cu - the CUDA backend's optimizer step: AdamW on every parameter shard of the rank in one kernel
+ * launch (multi-tensor), on the compute stream; in a bf16 training program the same thread also writes the
+ * shard's persistent bf16 copy, which the next step's GEMMs read (docs/BF16.md), so no cast runs in the step.
  *
- * The arithmetic is tr_adamw's (runtime/tr_kernels_bwd.c), operation by
- * operation: hyperparameters from tr_model rounded to float; the learning rate
- * (c->lr, the schedule's for the step) and the bias corrections 1 - beta^t
- * (double pow on the host, rounded to float) read from the device's step
- * scalars (trc_step_scalars: a captured step must not bake them in), then per
- * element
+ * The generated optimizer holds the tensors as a static table of arena offsets (tr_adamw_tensor, one row per
+ * shard, plan order). The first call with a table builds its launch plan: the table on the device and one
+ * (tensor, first element) entry per block, each block owning kChunk consecutive elements of one tensor, so every
+ * element has exactly one owner thread and the split depends on the table alone. Later calls with the same
+ * table launch at once.
+ *
+ * The arithmetic is tr_adamw's (runtime/tr_kernels_bwd.c), operation by operation: hyperparameters from tr_model
+ * rounded to float; the learning rate (c->lr, the schedule's for the step) and the bias corrections 1 - beta^t
+ * (double pow on the host, rounded to float) read from the device's step scalars (trc_step_scalars, written once
+ * a step: a step replayed from a CUDA graph must not have them baked in), then per element
  *   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g;
  *   p -= lr (m/c1 / (sqrt(v/c2) + eps) + wd p)
- * with every operation an IEEE round-to-nearest intrinsic (__fmul_rn, ...),
- * so nvcc cannot contract a multiply and an add into an FMA and the result is
- * the CPU's. One thread per element and no reduction: the same bits in give
- * the same bits out on every replica, which is what keeps replicas bitwise
- * identical after the exact gradient all-reduce.
+ * with every operation an IEEE round-to-nearest intrinsic (__fmul_rn, ...), so nvcc cannot contract a multiply
+ * and an add into an FMA and the result is the CPU's; the bf16 copy is __float2bfloat16_rn of the new p
+ * (trc_cast_bf16's rounding, the bits of tr_f32_to_bf16). No reduction: the same bits in give the same bits out
+ * on every replica, which is what keeps replicas bitwise identical after the exact gradient all-reduce.
  */
+#include <cuda_bf16.h>
+
+#include <vector>
+
 #include "trc_internal.h"
 
 namespace {
 
 constexpr int kAdamThreads = 256;
+constexpr long long kChunk = 4LL * kAdamThreads; /* elements per block: 4 per thread */
+
+struct adam_block {
+    int tensor;
+    long long e0; /* first element of the block's chunk */
+};
+
+struct adam_hyper { /* what does not change from step to step; lr, c1, c2 are the step scalars */
+    float b1, b2, omb1, omb2, eps, wd;
+};
+
+/* the launch plan of one table: built at its first call, kept until trc_adamw_free */
+struct adam_plan {
+    const tr_adamw_tensor *host = nullptr; /* the generated table it was built from */
+    int n = 0;
+    tr_adamw_tensor *tensors = nullptr;    /* device copy of the table */
+    adam_block *blocks = nullptr;          /* device: what each block owns */
+    std::vector<adam_block> hblocks;       /* its host side, alive until the copy has run */
+    unsigned nblocks = 0;
+} plan;
 
 __global__ void __launch_bounds__(kAdamThreads)
-    k_adamw(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ m, float *__restrict__ v,
-            long long n, float b1, float b2, float omb1, float omb2, const float *__restrict__ sc, float eps, float wd)
+    k_adamw_multi(float *__restrict__ A, const tr_adamw_tensor *__restrict__ T, const adam_block *__restrict__ B,
+                  adam_hyper h, const float *__restrict__ sc)
 {
-    const long long e = (long long)blockIdx.x * kAdamThreads + threadIdx.x;
-    if (e >= n)
-        return;
     const float lr = sc[TRC_SC_LR], c1 = sc[TRC_SC_C1], c2 = sc[TRC_SC_C2];
-    const float ge = g[e];
-    const float me = __fadd_rn(__fmul_rn(b1, m[e]), __fmul_rn(omb1, ge));
-    const float ve = __fadd_rn(__fmul_rn(b2, v[e]), __fmul_rn(__fmul_rn(omb2, ge), ge));
-    m[e] = me;
-    v[e] = ve;
-    const float mhat = __fdiv_rn(me, c1), vhat = __fdiv_rn(ve, c2);
-    const float pe = p[e];
-    const float upd = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), eps)), __fmul_rn(wd, pe));
-    p[e] = __fsub_rn(pe, __fmul_rn(lr, upd));
+    const adam_block blk = B[blockIdx.x];
+    const tr_adamw_tensor t = T[blk.tensor];
+    float *__restrict__ p = A + t.param;
+    const float *__restrict__ g = A + t.grad;
+    float *__restrict__ m = A + t.m;
+    float *__restrict__ v = A + t.v;
+    __nv_bfloat16 *__restrict__ w = t.w16 >= 0 ? reinterpret_cast<__nv_bfloat16 *>(A + t.w16) : nullptr;
+    const float wd = t.decay ? h.wd : 0.0f;
+    const long long end = blk.e0 + kChunk < t.count ? blk.e0 + kChunk : t.count;
+    for (long long e = blk.e0 + threadIdx.x; e < end; e += kAdamThreads) {
+        const float ge = g[e];
+        const float me = __fadd_rn(__fmul_rn(h.b1, m[e]), __fmul_rn(h.omb1, ge));
+        const float ve = __fadd_rn(__fmul_rn(h.b2, v[e]), __fmul_rn(__fmul_rn(h.omb2, ge), ge));
+        m[e] = me;
+        v[e] = ve;
+        const float mhat = __fdiv_rn(me, c1), vhat = __fdiv_rn(ve, c2);
+        const float pe = p[e];
+        const float upd = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), h.eps)), __fmul_rn(wd, pe));
+        const float pn = __fsub_rn(pe, __fmul_rn(lr, upd));
+        p[e] = pn;
+        if (w)
+            w[e] = __float2bfloat16_rn(pn);
+    }
+}
+
+/* (Re)build the launch plan for table t of n rows: its device copy and the block table. */
+void build_plan(const tr_adamw_tensor *t, int n, cudaStream_t s)
+{
+    trc_adamw_free();
+    std::vector<adam_block> &blocks = plan.hblocks;
+    for (int i = 0; i < n; i++)
+        for (long long e0 = 0; e0 < t[i].count; e0 += kChunk)
+            blocks.push_back({i, e0});
+    plan.host = t;
+    plan.n = n;
+    plan.nblocks = (unsigned)blocks.size();
+    if (n <= 0 || blocks.empty())
+        return;
+    cudaCheck(cudaMalloc((void **)&plan.tensors, (size_t)n * sizeof *plan.tensors));
+    cudaCheck(cudaMalloc((void **)&plan.blocks, blocks.size() * sizeof blocks[0]));
+    /* ordered on s before the first launch, no host wait (the generated table is static, hblocks is kept) */
+    cudaCheck(cudaMemcpyAsync(plan.tensors, t, (size_t)n * sizeof *t, cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaMemcpyAsync(plan.blocks, blocks.data(), blocks.size() * sizeof blocks[0], cudaMemcpyHostToDevice,
+                              s));
 }
 
 } // namespace
 
-void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
+void trc_adamw_free(void)
+{
+    if (plan.tensors)
+        cudaFree(plan.tensors);
+    if (plan.blocks)
+        cudaFree(plan.blocks);
+    plan = adam_plan{};
+}
+
+void trc_adamw_launch(float *A, const tr_adamw_tensor *t, int n, const float *sc, double beta1, double beta2,
+                      double eps, double weight_decay, cudaStream_t s)
+{
+    if (plan.host != t || plan.n != n)
+        build_plan(t, n, s);
+    if (plan.nblocks == 0)
+        return;
+    const float b1 = (float)beta1, b2 = (float)beta2;
+    const adam_hyper h = {b1, b2, 1.0f - b1, 1.0f - b2, (float)eps, (float)weight_decay};
+    k_adamw_multi<<<plan.nblocks, kAdamThreads, 0, s>>>(A, plan.tensors, plan.blocks, h, sc);
+    trc_launch_check("trc_adamw_multi", __FILE__, __LINE__);
+}
+
+void trc_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 {
     const tr_model_desc *md = &tr_model;
-    (void)c; /* lr and the bias corrections of c->lr, c->opt_step: trc_step_scalars */
-    const float b1 = (float)md->beta1, b2 = (float)md->beta2, eps = (float)md->adam_eps;
-    const float wd = decay ? (float)md->weight_decay : 0.0f;
-    if (count <= 0)
-        return;
-    const unsigned blocks = (unsigned)((count + kAdamThreads - 1) / kAdamThreads);
-    k_adamw<<<blocks, kAdamThreads, 0, trc_g.stream[TRC_COMPUTE]>>>(param, grad, m, v, count, b1, b2, 1.0f - b1,
-                                                                     1.0f - b2, trc_step_scalars(), eps, wd);
-    trc_launch_check("trc_adamw", __FILE__, __LINE__);
+    (void)c; /* c->lr and the bias corrections of c->opt_step: trc_step_scalars, written by tr_backend_step_scalars */
+    trc_adamw_launch(A, t, n, trc_step_scalars(), md->beta1, md->beta2, md->adam_eps, md->weight_decay,
+                     trc_g.stream[TRC_COMPUTE]);
 }

@@ -146,6 +146,12 @@ void trc_gemm_free(void);
 /* tr_backend_cuda.cu: turn the timing events of the steps issued and finished since the last harvest into
  * seconds per step kind (c->seconds) and the profile's sums; every such step must have finished */
 void trc_harvest(tr_ctx *c);
+/* trc_adamw.cu: trc_adamw_multi at explicit hyperparameters on stream s, the learning rate and bias corrections
+ * read on the device from sc[TRC_SC_LR, TRC_SC_C1, TRC_SC_C2] (tr_model's and trc_step_scalars() there; the
+ * standalone check tests/cuda/adamw_check.cu calls it directly), and freeing the launch plan it keeps */
+void trc_adamw_launch(float *A, const tr_adamw_tensor *t, int n, const float *sc, double beta1, double beta2,
+                      double eps, double weight_decay, cudaStream_t s);
+void trc_adamw_free(void);
 /* trc_step.cu: free the training step's buffers */
 void trc_step_free(void);
 /* trc_profile.cu: TESS_PROFILE=1 report, rank 0, at tr_backend_free */

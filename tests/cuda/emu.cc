@@ -33,7 +33,8 @@
  * plan's scores and probabilities: the scratch is written as on the GPU.
  * Training: backward and optimizer run the same way between trc_phase_begin
  * and trc_phase_end; reduce and the exact all-reduce are MPI_Reduce (+
- * MPI_Bcast), counted as tr_comm.c counts them; AdamW is tr_adamw's arithmetic.
+ * MPI_Bcast), counted as tr_comm.c counts them; AdamW (trc_adamw_multi) is tr_adamw's arithmetic, tensor by tensor,
+ * each followed by its bf16 copy.
  * CUDA graphs (docs/CUDA.md "CUDA graphs"): a capture of a step's part records, instead of running them, each phase's
  * two queues (with the events their steps record) and the step's own kernels (objective, gradient sums, clipping) as
  * closures with their arguments fixed at capture, as a graph fixes a kernel's; a replay runs them again in the same
@@ -659,22 +660,31 @@ void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
     });
 }
 
-/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr and bias
- * corrections from the step scalars (tr_backend_step_scalars) */
-void trc_adamw(tr_ctx *c, float *param, const float *grad, float *m, float *v, long long count, int decay)
+/* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr (c->lr),
+ * on every tensor of the table, each followed by its bf16 copy (tr_f32_to_bf16, trc_cast_bf16's rounding); the lr
+ * and bias corrections from the step scalars (tr_backend_step_scalars), read as the kernel runs */
+void trc_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 {
     const tr_model_desc *md = &tr_model;
     (void)c;
     float b1 = (float)md->beta1, b2 = (float)md->beta2, eps = (float)md->adam_eps;
-    float wd = decay ? (float)md->weight_decay : 0.0f;
+    float wdecay = (float)md->weight_decay;
     push(TRC_COMPUTE, [=] {
         const float lr = E.sc[0], c1 = E.sc[1], c2 = E.sc[2]; /* the step scalars, read as the kernel runs */
-        for (long long e = 0; e < count; e++) {
-            float g = grad[e];
-            m[e] = b1 * m[e] + (1.0f - b1) * g;
-            v[e] = b2 * v[e] + (1.0f - b2) * g * g;
-            float mhat = m[e] / c1, vhat = v[e] / c2;
-            param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+        for (int i = 0; i < n; i++) {
+            float *param = A + t[i].param, *m = A + t[i].m, *v = A + t[i].v;
+            const float *grad = A + t[i].grad;
+            tr_bf16 *w = t[i].w16 >= 0 ? (tr_bf16 *)(A + t[i].w16) : nullptr;
+            float wd = t[i].decay ? wdecay : 0.0f;
+            for (long long e = 0; e < t[i].count; e++) {
+                float g = grad[e];
+                m[e] = b1 * m[e] + (1.0f - b1) * g;
+                v[e] = b2 * v[e] + (1.0f - b2) * g * g;
+                float mhat = m[e] / c1, vhat = v[e] / c2;
+                param[e] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[e]);
+                if (w)
+                    w[e] = tr_f32_to_bf16(param[e]);
+            }
         }
     });
 }

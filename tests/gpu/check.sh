@@ -15,9 +15,11 @@
 #              bitwise equal, both step times printed side by side;
 #              the column sums and layernorm backward outside any schedule (tests/cuda/lnb_check.sh bench: bits
 #              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed); attention outside
-#              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed)
+#              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed);
 #              the float layernorm statistics and vocabulary loss kernels (tests/cuda/rows_check.sh bench: 1e-6 of
-#              double, repeatable, timed)
+#              double, repeatable, timed);
+#              the multi-tensor AdamW step outside any schedule (tests/cuda/adamw_check.sh bench: bit for bit a
+#              CPU loop, bf16 weight copies included; GPT-2 small's 85M parameters timed)
 #   races      runs repeated, and repeated under CUDA_LAUNCH_BLOCKING=1 (every launch serialised): outputs,
 #              gradients and trained weights bitwise identical (a missing stream wait shows up as a difference)
 #   sanitizer  compute-sanitizer memcheck, racecheck, initcheck and synccheck on the tiny model, inference and
@@ -322,6 +324,8 @@ stage_training() {
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/attn_check.sh" "$TG_WORK/attnk" bench
         tg_check "training: float row statistics and vocabulary loss kernels (no FP64) within 1e-6 of double, repeatable; timed (tests/cuda/rows_check.cu)" \
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/rows_check.sh" "$TG_WORK/rowsk" bench
+        tg_check "training: multi-tensor AdamW (one launch, bf16 weight copies) bit for bit a CPU loop with tr_adamw's arithmetic; timed (tests/cuda/adamw_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/adamw_check.sh" "$TG_WORK/adamwk" bench
     fi
     for m in m64 m128; do
         ref_check "$m" || continue
