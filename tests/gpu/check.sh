@@ -13,7 +13,8 @@
 #              replicas); m64's 20-step losses equal on the three meshes (1e-4), within 1e-3 of float64, falling;
 #              the column sums and layernorm backward outside any schedule (tests/cuda/lnb_check.sh bench: bits
 #              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed); attention outside
-#              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed)
+#              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed);
+#              the cuBLASLt epilogues (tests/cuda/lt_check.sh bench: against double and GEMM + kernel, timed)
 #   races      runs repeated, and repeated under CUDA_LAUNCH_BLOCKING=1 (every launch serialised): outputs,
 #              gradients and trained weights bitwise identical (a missing stream wait shows up as a difference)
 #   sanitizer  compute-sanitizer memcheck, racecheck, initcheck and synccheck on the tiny model, inference and
@@ -296,6 +297,8 @@ stage_training() {
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lnb_check.sh" "$TG_WORK/lnbk" bench
         tg_check "training: attention (softmax kernels, cuBLAS strided-batched forward and backward, fp32 and bf16) against double; timed (tests/cuda/attn_check.cu)" \
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/attn_check.sh" "$TG_WORK/attnk" bench
+        tg_check "training: cuBLASLt GEMMs with bias, bias + GeLU and bias + GeLU + pre-activation epilogues (trc_gemm_lt) against double and the unfused path; timed against GEMM + kernel (tests/cuda/lt_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lt_check.sh" "$TG_WORK/ltk" bench
     fi
     for m in m64 m128; do
         ref_check "$m" || continue
