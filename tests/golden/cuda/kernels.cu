@@ -364,7 +364,6 @@ template void ln_sqdev<2, 4, 8>(cudaStream_t, const float *, const float *, floa
 template void ln_apply<2, 4, 8>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, float *);
 template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const float *, float *);
-template void bias_gelu<2, 8>(cudaStream_t, float *, const float *);
 
 } // namespace trk
 
