@@ -574,7 +574,7 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
     if (!r || r->epi != epi || r->m != m || r->n != n || r->k != k || r->lda != lda || r->ldb != ldb ||
         r->ldc != ldc || r->beta != beta || r->bf16 != bf || r->out_bf16 != obf ||
         (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr) || (aux && aux == C && beta != 0.0f))
-        emu_fail("trc_gemm_lt: the call is not its row of trc_lt_shapes (or its aux is C with beta != 0)", slot);
+        emu_fail("trc_gemm_lt: the call is not its row of trc_lt_shapes (or its aux is C with beta != 0)", E.cur_id);
     E.lt_id = E.cur_id;
     push(TRC_COMPUTE, [=] {
         /* the stored extent: every row but the last at its stride, the last only as wide as it is */
