@@ -416,6 +416,42 @@ int main(void)
             tg_plan_all_free(&pl, all);
         }
     }
+    TT_CASE("a GeLU step that waits for the other stream, or reads a bf16 bias, is not fused into its GEMM") {
+        tg_spec s = tt_spec(2, 1, 2, 48, 12, 192, 8, 4, 0);
+        tg_plan pl;
+        tg_class_plan c0;
+        tg_err err = {{0}, 0};
+        tg_plan_init(&s, &pl);
+        TT_CHECK(tg_plan_class(&pl, 0, 0, &c0, &err), "%s", err.msg);
+        int k = -1;
+        for (int i = 0; i < c0.nsteps && k < 0; i++)
+            if (c0.steps[i].kind == TG_STEP_BIAS_GELU && c0.steps[i].fused == i - 1)
+                k = i;
+        TT_CHECK(k > 0, "no fused bias + GeLU step in class (0,0)");
+        if (k > 0) {
+            /* the same plan, unmarked, with the GeLU step waiting for the latest comm step before its GEMM */
+            for (int i = 0; i < c0.nsteps; i++) {
+                c0.steps[i].epi = TG_EPI_NONE;
+                c0.steps[i].fused = -1;
+            }
+            int w = k - 2;
+            while (w >= 0 && c0.steps[w].stream != TG_STREAM_COMM)
+                w--;
+            c0.steps[k].wait = w;
+            tg_fuse_plan(&c0);
+            TT_CHECK(w >= 0 && c0.steps[k].fused < 0 && c0.steps[k - 1].epi == TG_EPI_NONE,
+                     "step %d waiting for step %d is still fused", k, w);
+            c0.steps[k].wait = -1;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].fused == k - 1, "step %d without its wait is not fused again", k);
+            c0.steps[k - 1].epi = TG_EPI_NONE;
+            c0.steps[k - 1].fused = c0.steps[k].fused = -1;
+            c0.bufs[c0.steps[k].buf[1]].dtype = TG_BUF_BF16;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].fused < 0, "step %d with a bf16 bias is fused", k);
+        }
+        tg_class_free(&c0);
+    }
     TT_CASE("memory plan reuses dead buffers (peak < sum of buffers)") {
         tg_spec s = tt_spec(2, 1, 4, 64, 4, 256, 16, 4, 0);
         tg_plan pl, pl1;
