@@ -202,9 +202,14 @@ cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt ca
         n=$(grep -c "trc_gemm_lt(c, [0-9]*, $2," "$f")
         nf=$(grep -c "trc_fused(c, " "$f")
         nk=$(grep -c "trk::bias_gelu" "$f")
-        [ "$n" = "$3" ] && [ "$nf" = "$3" ] ||
-            { echo "$(basename "$f"): $n trc_gemm_lt with $2 and $nf trc_fused, want $3 of each"; return 1; }
-        [ "$3" = 0 ] || [ "$nk" = 0 ] || { echo "$(basename "$f"): still calls a separate bias + GeLU kernel"; return 1; }
+        if [ "$n" != "$3" ] || [ "$nf" != "$3" ]; then
+            echo "$(basename "$f"): $n trc_gemm_lt with $2 and $nf trc_fused, want $3 of each"
+            return 1
+        fi
+        if [ "$3" != 0 ] && [ "$nk" != 0 ]; then
+            echo "$(basename "$f"): still calls a separate bias + GeLU kernel"
+            return 1
+        fi
     done
 }
 if wanted "cuda: emulation|cuda: compile"; then
