@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse.h"
+
 _Static_assert(TG_STEP_CAST + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
@@ -97,6 +99,9 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
                 t = (g - 1) * lat + n / bw;
             t += mc->launch_us * 1e-6;
         }
+    } else if (s->kind != TG_STEP_GEMM && s->fused >= 0) {
+        /* the epilogue of the GEMM before it (fuse.c): no launch, only the bytes it adds */
+        t = (double)tg_fuse_extra_bytes(cp, s) / (mc->memory_bandwidth_gbs * 1e9);
     } else {
         double tf = (double)s->flops / gemm_rate(cp, s, mc);
         double tb = step_bytes(cp, s) / (mc->memory_bandwidth_gbs * 1e9);

@@ -49,7 +49,7 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
     tg_sb_puts(rules,
                "nvccflags = -std=c++20 -O3 -g -lineinfo $cuda_arch -ccbin $ccbin -Xcompiler -Wall,-Wextra $cuda_werror $\n"
                "    -Xptxas -warn-spills -I. -I$tessroot/runtime -I$tessroot/runtime/cuda $mpi_cflags $nccl_cflags\n"
-               "cudalibs = -lcublas -lm\n\n"
+               "cudalibs = -lcublasLt -lcublas -lm\n\n"
                "rule nvcc\n"
                "  command = $nvcc $nvccflags -MD -MF $out.d -c $in -o $out\n"
                "  depfile = $out.d\n"
@@ -66,7 +66,8 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                           "  depfile = $out.d\n"
                           "  deps = gcc\n"
                           "  description = CXX $out\n\n");
-    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_adamw", "trc_step", "trc_profile"};
+    static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_gemm_lt", "trc_adamw", "trc_step",
+                               "trc_profile"};
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
         tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
     tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n"

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "emit.h"
+#include "fuse.h"
 #include "streams.h"
 
 static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
@@ -121,12 +122,75 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     }
 }
 
-/* The call of one step, and the kernel instance it needs into inst[512] when not NULL ("" when none). */
-static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_step *s)
+/* The distinct shapes of the class's fused GEMMs (fuse.c), in first-seen order: trc_gemm_lt's table (trc_lt_shapes,
+ * prepared once at start-up) and the index a call passes. */
+static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
+{
+    return a->epi == b->epi && a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
+           a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0);
+}
+
+/* slot[i]: the table row of fused GEMM step i, else -1; returns the number of rows (-1: out of memory). Rows are
+ * few (one per distinct shape), so a linear search per fused GEMM: O(S * rows). */
+static int lt_rows(const tg_class_plan *rp, int **slot)
+{
+    int *sl = malloc((size_t)(rp->nsteps > 0 ? rp->nsteps : 1) * sizeof *sl), n = 0;
+    int *first = malloc((size_t)(rp->nsteps > 0 ? rp->nsteps : 1) * sizeof *first); /* step of each row */
+    if (!sl || !first) {
+        free(sl);
+        free(first);
+        return -1;
+    }
+    for (int i = 0; i < rp->nsteps; i++) {
+        const tg_step *t = &rp->steps[i];
+        sl[i] = -1;
+        if (t->kind != TG_STEP_GEMM || t->epi == TG_EPI_NONE)
+            continue;
+        for (int r = 0; r < n && sl[i] < 0; r++)
+            if (lt_same(rp, &rp->steps[first[r]], t))
+                sl[i] = r;
+        if (sl[i] < 0) {
+            first[n] = i;
+            sl[i] = n++;
+        }
+    }
+    free(first);
+    *slot = sl;
+    return n;
+}
+
+/* The table itself ("" when the class fuses nothing: its file stays as it was). */
+static void print_lt_shapes(tg_sb *o, const tg_class_plan *rp, const int *slot)
+{
+    int n = 0;
+    for (int i = 0; i < rp->nsteps; i++) {
+        const tg_step *t = &rp->steps[i];
+        if (slot[i] != n)
+            continue;
+        if (!n)
+            tg_sb_puts(o, "/* The shapes of this class's GEMMs with an epilogue (trc_gemm_lt): their cuBLASLt descriptors and "
+                          "algorithms are\n * chosen once at start-up; each call names its row. */\n"
+                          "extern \"C\" const trc_lt_shape trc_lt_shapes[] = {\n");
+        tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, 0},\n",
+                     t->epi == TG_EPI_GELU_AUX_BIAS ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", t->m, t->n, t->k,
+                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2);
+        n++;
+    }
+    if (n)
+        tg_sb_printf(o, "};\nextern \"C\" const int trc_lt_nshapes = %d;\n\n", n);
+}
+
+/* The call of one step, and the kernel instance it needs into inst[512] when not NULL ("" when none); lt: the
+ * rows of trc_lt_shapes (lt_rows), NULL when only the instances are wanted. */
+static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_step *s, const int *lt)
 {
     char line[512];
     line[0] = '\0';
     const char *g = tg_emit_group_enum(s->group);
+    if (s->kind != TG_STEP_GEMM && s->fused >= 0) { /* run by the GEMM before it (fuse.c): nothing to call */
+        tg_sb_printf(o, "    trc_fused(c, %d, %d);\n", (int)(s - rp->steps), s->fused);
+        return;
+    }
     switch (s->kind) {
     case TG_STEP_BCAST:
         tg_sb_printf(o, "    trc_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), g, s->root_local, bn(rp, s, 0),
@@ -143,7 +207,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
         break;
     case TG_STEP_GEMM:
-        if (*bf(rp, s, 0)) /* bf16 operands, fp32 result: cublasGemmEx (the plan checks both operands) */
+        if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
+            const tg_step *k = &rp->steps[s->fused];
+            int save = s->epi == TG_EPI_GELU_AUX_BIAS;
+            tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",
+                         lt ? lt[s - rp->steps] : -1, save ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", s->m, s->n, s->k,
+                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
+                         bn(rp, k, 1), save ? bn(rp, k, 2) : bn(rp, s, 2), save ? bn(rp, s, 2) : "nullptr");
+        } else if (*bf(rp, s, 0)) /* bf16 operands, fp32 result: cublasGemmEx (the plan checks both operands) */
             tg_sb_printf(o, "    trc_gemm_bf16(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
                          s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
                          bn(rp, s, 2), s->ldc);
@@ -343,6 +414,11 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     int nseg = tg_segments(rp, &sg);
     if (nseg < 0)
         return tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
+    int *lt = NULL;
+    if (lt_rows(rp, &lt) < 0) {
+        free(sg);
+        return tg_fail(err, "out of memory printing the program of class (i=%d, j=%d)", rp->i, rp->j);
+    }
 
     tg_sb params, funcs, info, cost, desc, summary, rows, who;
     tg_sb_init(&params);
@@ -391,7 +467,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         int kernels = 0;
         for (int i = sg[g].first; i <= sg[g].last; i++)
             kernels |= rp->steps[i].stream == TG_STREAM_COMPUTE && rp->steps[i].kind != TG_STEP_GEMM &&
-                       rp->steps[i].kind != TG_STEP_ADAMW;
+                       rp->steps[i].kind != TG_STEP_ADAMW && rp->steps[i].fused < 0;
         if (kernels)
             tg_sb_puts(&funcs, "    cudaStream_t const S = trc_stream(c, TRC_COMPUTE); /* fused kernels; cuBLAS is "
                                "bound to it too */\n\n");
@@ -406,9 +482,12 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
                 tg_sb_printf(&funcs, "    /* step %d, L%d %s t=%d: %s */\n", i, s->layer, s->op, s->t, what);
             else
                 tg_sb_printf(&funcs, "    /* step %d, L%d %s: %s */\n", i, s->layer, s->op, what);
+            char fu[96];
+            if (*tg_fuse_text(fu, sizeof fu, rp, s))
+                tg_sb_printf(&funcs, "    /* %s */\n", fu + strlen("; CUDA: "));
             print_wait_comment(&funcs, rp, s);
             tg_sb_printf(&funcs, "    trc_begin(c, %d, %s, %d);\n", i, sname, s->wait);
-            print_call(&funcs, NULL, rp, s);
+            print_call(&funcs, NULL, rp, s, lt);
             tg_sb_printf(&funcs, "    trc_end(c, %d, %s, %d);\n", i, sname, s->signal);
         }
         tg_sb_puts(&funcs, "}\n\n");
@@ -434,6 +513,9 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     }
     free(sg);
     tg_emit_lm_desc(&funcs, pl, rp, "extern \"C\" ");
+    if (lt)
+        print_lt_shapes(&funcs, rp, lt);
+    free(lt);
 
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *s = &rp->steps[i];
@@ -570,7 +652,7 @@ bool tg_kernels_add(tg_kernels *ks, const tg_class_plan *cp)
     for (int i = 0; i < cp->nsteps && !ks->oom; i++) {
         line[0] = '\0';
         sink.len = 0;
-        print_call(&sink, line, cp, &cp->steps[i]);
+        print_call(&sink, line, cp, &cp->steps[i], NULL);
         if (line[0])
             kernels_put(ks, line);
     }

@@ -114,7 +114,7 @@ static void texts_free(texts *t)
 /* One step as an array, in the order of STEP_FIELDS; false when out of memory. */
 #define STEP_FIELDS                                                                                                    \
     "[\"step\",\"phase\",\"layer\",\"op\",\"t\",\"kind\",\"flops\",\"buffers\",\"what\",\"comm\",\"gemm\",\"shape\","   \
-    "\"stream\",\"wait\",\"wait_buffers\",\"signal\",\"overlaps\"]"
+    "\"stream\",\"wait\",\"wait_buffers\",\"signal\",\"overlaps\",\"fused\"]"
 #define COMM_FIELDS                                                                                                    \
     "[\"group\",\"group_size\",\"root_local\",\"is_root\",\"dir\",\"elems\",\"recv_bytes\",\"sent_bytes\","        \
     "\"reduced_bytes\",\"elem_bytes\"]"
@@ -172,7 +172,12 @@ static bool step_row(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_co
         tg_sb_puts(o, "null,null,");
     tg_sb_printf(o, "%d,", s->signal);
     if (s->overlaps >= 0)
-        tg_sb_printf(o, "%d]", s->overlaps);
+        tg_sb_printf(o, "%d,", s->overlaps);
+    else
+        tg_sb_puts(o, "null,");
+    /* fuse.c: the other step of a GEMM + GeLU pair that the CUDA program runs as one cuBLASLt call */
+    if (s->fused >= 0)
+        tg_sb_printf(o, "%d]", s->fused);
     else
         tg_sb_puts(o, "null]");
     return true;

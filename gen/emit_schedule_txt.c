@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "emit.h"
+#include "fuse.h"
 #include "streams.h"
 #include "summary.h"
 #include "version.h"
@@ -87,7 +88,8 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
     tg_sb_puts(o, "# bytes are float32 payload; a bcast is 'recv' on every member but the root, 'send' on the root\n");
     tg_sb_puts(o, "# stream: where the CUDA program runs a step (compute, comm); 'wait N': it first waits for step N of "
                   "the other stream\n# (the latest one whose buffers share arena bytes with its own, one of the two "
-                  "writing); 'overlaps gemm N':\n# a SUMMA broadcast that runs while GEMM N computes\n");
+                  "writing); 'overlaps gemm N':\n# a SUMMA broadcast that runs while GEMM N computes; 'CUDA: ... "
+                  "epilogue': a GEMM and the GeLU step after it run as one cuBLASLt call\n");
     if (m->d > 1) {
         char kr[48];
         tg_sb_printf(o, "# every rank below runs these steps on these offsets; k is its depth: rank = %s\n",
@@ -159,8 +161,9 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
         } else {
             if (st->flops)
                 tg_sb_printf(o, "%lld flops  ", st->flops);
-            char what[256];
-            tg_sb_printf(o, "%s\n", tg_step_text(what, sizeof what, pl, rp, co, st));
+            char what[256], fu[96];
+            tg_sb_printf(o, "%s%s\n", tg_step_text(what, sizeof what, pl, rp, co, st),
+                         tg_fuse_text(fu, sizeof fu, rp, st));
         }
     }
     return true;

@@ -83,7 +83,7 @@ void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)
                          s->is_root, s->exact,   s->count, s->pin[0], s->pin[1], s->m,          s->n,
                          s->k,       s->lda,     s->ldb,   s->ldc,    s->transa, s->transb,     s->decay,
                          s->rows,    s->cols,    s->hidden, s->nseq,  s->seq,    s->heads,      s->hdim,
-                         s->flops,   s->desc,    s->aux,   s->stream, s->wait,  s->signal};
+                         s->flops,   s->desc,    s->aux,   s->stream, s->wait,  s->signal, s->epi, s->fused};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
             num(fp, v[k]);
         for (int k = 0; k < TG_STEP_MAXBUF; k++) {

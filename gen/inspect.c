@@ -16,6 +16,7 @@
 #include "inspect.h"
 #include "describe.h"
 #include "emit.h"
+#include "fuse.h"
 #include "streams.h"
 
 #include <fnmatch.h>
@@ -296,7 +297,8 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
     tg_sb_puts(o, "# per step: index, phase, layer, op, SUMMA step, kind, stream of the CUDA program (compute, comm) "
                   "and 'wait N' when it first waits for step N of the other stream;\n# collectives: group={member "
                   "ranks}, root (global rank), what this rank does, elements, bytes, 'overlaps gemm N' when a SUMMA "
-                  "broadcast runs while GEMM N computes;\n# others: flops and what is computed. "
+                  "broadcast runs while GEMM N computes;\n# others: flops and what is computed ('CUDA: ... epilogue': a "
+                  "GEMM and the GeLU step after it run as one cuBLASLt call). "
                   "Buffers: name:access@offset+bytes (offsets and sizes in bytes of the rank's arena)\n");
     for (int r = 0; r < m->p && ok; r++) {
         if (!f->rank[r])
@@ -349,8 +351,9 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
             } else {
                 if (s->flops)
                     tg_sb_printf(o, "%lld flops  ", s->flops);
-                char what[256];
-                tg_sb_printf(o, "%s\n", tg_step_text(what, sizeof what, pl, rp, co, s));
+                char what[256], fu[96];
+                tg_sb_printf(o, "%s%s\n", tg_step_text(what, sizeof what, pl, rp, co, s),
+                             tg_fuse_text(fu, sizeof fu, rp, s));
             }
             tg_sb_puts(o, "          buffers:");
             for (int k = 0; k < TG_STEP_MAXBUF; k++) {

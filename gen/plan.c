@@ -5,7 +5,8 @@
  *   2. append the steps of every layer, each naming the buffers it reads and
  *      writes, with SUMMA roots and counts taken from mesh.c,
  *   3. derive lifetimes from the steps and place buffers in the arena,
- *   4. decide each step's stream and cross-stream wait (streams.c).
+ *   4. decide each step's stream and cross-stream wait (streams.c),
+ *   5. mark the GEMMs whose GeLU step a backend may run as their epilogue (fuse.c).
  * Invariants that would make the generated program wrong (a buffer read
  * before it is written, two live buffers sharing bytes) are checked here and
  * reported as internal errors rather than emitted. For the megatron scheme,
@@ -16,6 +17,7 @@
  */
 #include "plan.h"
 #include "plan_builder.h"
+#include "fuse.h"
 #include "place.h"
 #include "streams.h"
 
@@ -232,6 +234,7 @@ tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op,
     for (int i = 0; i < TG_STEP_MAXBUF; i++)
         s->buf[i] = -1;
     s->pin[0] = s->pin[1] = -1;
+    s->fused = -1;
     return s;
 }
 
@@ -874,7 +877,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
         if (!lifetimes(pl, rp, err) || !place(rp, err))
             return false;
         totals(rp);
-        return tg_streams_plan(rp, err);
+        return tg_streams_plan(rp, err) && tg_fuse_plan(rp);
     }
     layer_w *lw = malloc((size_t)sp->layers * sizeof *lw);
     layer_saved *sv = malloc((size_t)sp->layers * sizeof *sv);
@@ -932,7 +935,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
     if (!lifetimes(pl, rp, err) || !place(rp, err))
         return false;
     totals(rp);
-    return tg_streams_plan(rp, err);
+    return tg_streams_plan(rp, err) && tg_fuse_plan(rp);
 }
 
 void tg_plan_init(const tg_spec *spec, tg_plan *out)

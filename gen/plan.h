@@ -122,6 +122,13 @@ typedef enum tg_desc {
     TG_D_CAST         /* "bf16 copy of <buf 0> for the GEMMs (round to nearest even)" */
 } tg_desc;
 
+/* The epilogue a GEMM step carries (fuse.c). */
+typedef enum tg_epi {
+    TG_EPI_NONE = 0,
+    TG_EPI_GELU_BIAS = 1,     /* the BIAS_GELU step after it: C = GeLU(C + bias) in place */
+    TG_EPI_GELU_AUX_BIAS = 2  /* the GELU_SAVE step after it: C = C + bias kept (aux), g = GeLU(C) */
+} tg_epi;
+
 typedef struct tg_step {
     tg_step_kind kind;
     tg_phase phase;
@@ -171,6 +178,12 @@ typedef struct tg_step {
     int signal;          /* a later step waits for this one */
     int overlaps;        /* a SUMMA bcast of step t >= 1: the GEMM before it, which it need not wait for and
                           * so runs beside; else -1 */
+
+    /* fused epilogues (fuse.c, after streams.c): a GEMM whose result the next step alone turns into GeLU(C + bias)
+     * gets epi != TG_EPI_NONE and fused = that kernel step; the kernel step gets fused = the GEMM. The CUDA backend
+     * runs the pair as one cuBLASLt call (trc_gemm_lt); the CPU backend runs both steps as before */
+    int epi;   /* tg_epi */
+    int fused; /* the other step of a fused pair, or -1 */
 
     /* description (describe.c): the form, a static phrase, and for adamw the parameter index */
     tg_desc desc;

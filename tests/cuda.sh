@@ -26,8 +26,9 @@
 #              every output); ptxas resource usage of the fused kernels reported (-Xptxas -v), and a kernel that
 #              spills (spill stores or loads != 0) fails; the SASS of every compiled kernel held to docs/CUDA.md's
 #              FP64 and tensor core table (tests/cuda/sass_audit.py); the standalone GPU checks
-#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu, rows_check.cu
-#              and adamw_check.cu (multi-tensor AdamW) compiled the same way (they run on a GPU only)
+#              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu, rows_check.cu,
+#              adamw_check.cu (multi-tensor AdamW) and lt_check.cu (cuBLASLt epilogues) compiled the same way (they
+#              run on a GPU only)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 CU_MESHES="1,1 2,1 2,2"
 CU_REF=tests/ref/tessref.py
@@ -198,6 +199,24 @@ cu_emu_run() { # q d order
         "$PY" $CU_REF compare --ref "$WORK/cu_ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
             --label "cuda emulation [$1,$1,$2] $3 first"
 }
+cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt calls with that epilogue (the plan's
+    # fused fc1 GEMMs, gen/fuse.h), each GeLU step after one is trc_fused, and no separate bias + GeLU kernel is
+    # left when count > 0
+    local f n nf nk
+    for f in "$1"/rank_i*_j*.cu; do
+        n=$(grep -c "trc_gemm_lt(c, [0-9]*, $2," "$f")
+        nf=$(grep -c "trc_fused(c, " "$f")
+        nk=$(grep -c "trk::bias_gelu" "$f")
+        if [ "$n" != "$3" ] || [ "$nf" != "$3" ]; then
+            echo "$(basename "$f"): $n trc_gemm_lt with $2 and $nf trc_fused, want $3 of each"
+            return 1
+        fi
+        if [ "$3" != 0 ] && [ "$nk" != 0 ]; then
+            echo "$(basename "$f"): still calls a separate bias + GeLU kernel"
+            return 1
+        fi
+    done
+}
 if wanted "cuda: emulation|cuda: compile"; then
     if cu_setup >"$WORK/log" 2>&1; then
         for m in $CU_MESHES; do
@@ -208,6 +227,8 @@ if wanted "cuda: emulation|cuda: compile"; then
                 continue
             fi
             wanted "cuda: emulation" || continue
+            check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM runs its bias + GeLU as a cuBLASLt epilogue (trc_gemm_lt)" \
+                cu_fused "$WORK/cu_${q}_${d}" TRC_EPI_GELU_BIAS 2
             if cu_emu_build "$q" "$d" >"$WORK/log" 2>&1; then
                 for order in comm compute random; do
                     check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d], $order first, matches the float64 reference" \
@@ -317,6 +338,13 @@ if wanted "cuda: training|cuda: compile"; then
                 continue
             fi
             wanted "cuda: training" || continue
+            if [ "$q" = 1 ]; then
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM keeps the pre-activation and writes GeLU as a cuBLASLt epilogue (trc_gemm_lt)" \
+                    cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_GELU_AUX_BIAS 2
+            else
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so the pre-activation step stays a separate kernel" \
+                    cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_GELU_AUX_BIAS 0
+            fi
             if cu_emu_build "$q" "$d" t >"$WORK/log" 2>&1; then
                 for order in comm compute random; do
                     check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
@@ -442,6 +470,8 @@ if wanted "cuda: bf16|cuda: compile"; then
             q=${m%,*}
             d=${m#*,}
             if cub_generate "$q" "$d" >"$WORK/log" 2>&1; then
+                check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: no GEMM takes the GeLU step as its epilogue (a bf16 output beside an fp32 pre-activation, which one cuBLASLt call cannot write)" \
+                    cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
                 for order in comm compute random; do
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d], $order first: forward within 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned" \
                         cub_fwd "$q" "$d" "$order"
@@ -667,6 +697,8 @@ if wanted "cuda: compile"; then
             tests/cuda/rows_check.sh "$WORK/rows_check"
         check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/adamw_check.sh "$WORK/adamw_check"
+        check "cuda: compile: the cuBLASLt epilogue check and microbenchmark (tests/cuda/lt_check.cu: trc_gemm_lt) for sm_80 and sm_90, -Werror, no spills" \
+            tests/cuda/lt_check.sh "$WORK/lt_check"
         # the SASS of every kernel the last mesh's programs compiled (docs/CUDA.md "FP64 and tensor cores in the
         # kernels"): cuobjdump from the toolkit, else from PyPI (scripts/sass_tools.sh)
         if wanted "cuda: compile: SASS"; then
@@ -712,6 +744,8 @@ cu_mg_run() { # order
 if wanted "cuda: megatron"; then
     if cu_train_setup >"$WORK/log" 2>&1 && cu_mg_generate >"$WORK/log" 2>&1 && cu_mg_generate t >>"$WORK/log" 2>&1; then
         if cu_emu_build mg 2 >"$WORK/log" 2>&1 && cu_emu_build mg 2 t >>"$WORK/log" 2>&1; then
+            check "cuda: megatron: rank_iI_j0.cu of p=2: each layer's fc1 GEMM runs its bias + GeLU as a cuBLASLt epilogue, inference and training" \
+                eval 'cu_fused "$WORK/cu_mg_2" TRC_EPI_GELU_BIAS 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_GELU_AUX_BIAS 2'
             CU_NP=2
             for order in comm compute random; do
                 check "cuda: megatron: rank_iI_j0.cu of p=2, $order first, matches the float64 reference" \

@@ -12,11 +12,15 @@
  *   - weight shards: for every tensor and depth layer, the ranks' pieces cover
  *     the full tensor exactly once; the residual-stream blocks of all ranks
  *     cover [T, C] exactly once;
- *   - the same spec bakes to the same plan (determinism).
+ *   - the same spec bakes to the same plan (determinism);
+ *   - fused epilogues (fuse.h): the pairs marked are exactly a GEMM and the GeLU step right after it on its
+ *     output, fp32, the GeLU step waiting for nothing, one a layer where the rule allows it (fp32 inference;
+ *     fp32 training on q = 1, where the GEMM does not accumulate) and none elsewhere (bf16; training on q >= 2).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse.h"
 #include "plan.h"
 #include "tt.h"
 #include "tt_spec.h"
@@ -216,6 +220,34 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
  * real rows covered once (rank r: rows r*Vq.., the pad never in a piece), wpe and ln_f on every rank, the vocab
  * blocks of the loss steps tiling [0, V), and the LM's all-reduces: T*C (embedding), T (max, not exact), 2T (sums)
  * forward, T*C (dX) backward. */
+/* Every class of `all` marks `want` GEMM + GeLU pairs, each as fuse.h states the rule. */
+static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char *label, int want)
+{
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+        const tg_class_plan *rp = &all[c];
+        int pairs = 0;
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *s = &rp->steps[i];
+            if (s->kind != TG_STEP_GEMM || s->epi == TG_EPI_NONE) {
+                TT_CHECK(s->kind == TG_STEP_GEMM || s->fused < 0 || rp->steps[s->fused].fused == i,
+                         "%s class %d step %d: fused with %d, which is not fused with it", label, c, i, s->fused);
+                continue;
+            }
+            pairs++;
+            const tg_step *k = &rp->steps[s->fused];
+            TT_CHECK(s->fused == i + 1 && k->fused == i, "%s class %d: gemm %d fused with %d", label, c, i, s->fused);
+            TT_CHECK((s->epi == TG_EPI_GELU_BIAS && k->kind == TG_STEP_BIAS_GELU) ||
+                         (s->epi == TG_EPI_GELU_AUX_BIAS && k->kind == TG_STEP_GELU_SAVE && s->beta == 0.0f),
+                     "%s class %d: gemm %d epilogue %d for a %s step (beta %g)", label, c, i, s->epi,
+                     tg_step_kind_name(k->kind), (double)s->beta);
+            TT_CHECK(s->buf[2] == k->buf[0] && k->wait < 0 && !s->transa && !s->transb &&
+                         rp->bufs[s->buf[2]].dtype == TG_BUF_F32,
+                     "%s class %d: gemm %d and step %d are not one fp32 output without a wait", label, c, i, i + 1);
+        }
+        TT_CHECK(pairs == want, "%s class %d: %d fused GEMMs, want %d", label, c, pairs, want);
+    }
+}
+
 static void check_megatron(int p, int train, int V)
 {
     int L = 2, C = 48, F = 192, T = 8 * 6, Vq = V ? (V + p - 1) / p : 0;
@@ -298,6 +330,9 @@ static void check_megatron(int p, int train, int V)
         TT_CHECK(bad == 0, "p=%d %s: %d elements not covered %d times", p, p0->name, bad, want);
         free(cover);
     }
+    char ml[48];
+    snprintf(ml, sizeof ml, "megatron p=%d%s", p, train ? " training" : "");
+    check_fusion(&pl, all, ml, L); /* one GEMM a layer's fc1: beta 0, so training fuses too */
     tg_plan_all_free(&pl, all);
 }
 
@@ -333,6 +368,7 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, all, label);
+                check_fusion(&pl, all, label, bf16 ? 0 : s.layers);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -354,6 +390,7 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, all, label);
+                check_fusion(&pl, all, label, !bf16 && q == 1 ? s.layers : 0);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */
                 const tg_class_plan *rp = &all[tg_class_of(&pl, pl.mesh.p - 1)];
                 int adam = 0;
@@ -378,6 +415,42 @@ int main(void)
             check_plan(&pl, all, "uneven");
             tg_plan_all_free(&pl, all);
         }
+    }
+    TT_CASE("a GeLU step that waits for the other stream, or reads a bf16 bias, is not fused into its GEMM") {
+        tg_spec s = tt_spec(2, 1, 2, 48, 12, 192, 8, 4, 0);
+        tg_plan pl;
+        tg_class_plan c0;
+        tg_err err = {{0}, 0};
+        tg_plan_init(&s, &pl);
+        TT_CHECK(tg_plan_class(&pl, 0, 0, &c0, &err), "%s", err.msg);
+        int k = -1;
+        for (int i = 0; i < c0.nsteps && k < 0; i++)
+            if (c0.steps[i].kind == TG_STEP_BIAS_GELU && c0.steps[i].fused == i - 1)
+                k = i;
+        TT_CHECK(k > 0, "no fused bias + GeLU step in class (0,0)");
+        if (k > 0) {
+            /* the same plan, unmarked, with the GeLU step waiting for the latest comm step before its GEMM */
+            for (int i = 0; i < c0.nsteps; i++) {
+                c0.steps[i].epi = TG_EPI_NONE;
+                c0.steps[i].fused = -1;
+            }
+            int w = k - 2;
+            while (w >= 0 && c0.steps[w].stream != TG_STREAM_COMM)
+                w--;
+            c0.steps[k].wait = w;
+            tg_fuse_plan(&c0);
+            TT_CHECK(w >= 0 && c0.steps[k].fused < 0 && c0.steps[k - 1].epi == TG_EPI_NONE,
+                     "step %d waiting for step %d is still fused", k, w);
+            c0.steps[k].wait = -1;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].fused == k - 1, "step %d without its wait is not fused again", k);
+            c0.steps[k - 1].epi = TG_EPI_NONE;
+            c0.steps[k - 1].fused = c0.steps[k].fused = -1;
+            c0.bufs[c0.steps[k].buf[1]].dtype = TG_BUF_BF16;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].fused < 0, "step %d with a bf16 bias is fused", k);
+        }
+        tg_class_free(&c0);
     }
     TT_CASE("memory plan reuses dead buffers (peak < sum of buffers)") {
         tg_spec s = tt_spec(2, 1, 4, 64, 4, 256, 16, 4, 0);

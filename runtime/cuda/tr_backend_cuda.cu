@@ -324,7 +324,7 @@ extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
     }
     cudaCheck(cudaEventCreateWithFlags(&trc_g.fwd_sync, cudaEventDisableTiming));
     cudaCheck(cudaEventCreate(&trc_g.fwd_t0));
-    if (!trc_gemm_init(err))
+    if (!trc_gemm_init(err) || !trc_gemm_lt_init(err))
         return false;
     if (!trc_comm_init(c, err))
         return false;
@@ -455,6 +455,7 @@ extern "C" void tr_backend_free(tr_ctx *c, float *run_arena, float *H)
     trc_step_free();
     trc_adamw_free();
     trc_comm_free();
+    trc_gemm_lt_free();
     trc_gemm_free();
     for (int i = 0; i < trc_g.nsteps && trc_g.sig; i++) {
         if (trc_g.sig[i])

@@ -109,6 +109,38 @@ void trc_gemm_batched(struct tr_ctx *c, int transa, int transb, int m, int n, in
  * element, so every replica computes the same bits from the same bits. The table must stay alive (the generated
  * one is static): its launch plan is built at the first call and kept. */
 void trc_adamw_multi(struct tr_ctx *c, float *A, const tr_adamw_tensor *t, int n);
+/* GEMMs with a cuBLASLt epilogue (trc_gemm_lt.cu; the plan marks them, gen/fuse.h). */
+enum trc_epi {
+    TRC_EPI_BIAS = 1,         /* D = C' + bias (C' = beta*C + A@B) */
+    TRC_EPI_GELU_BIAS = 2,    /* D = GeLU(C' + bias), tanh approximation */
+    TRC_EPI_GELU_AUX_BIAS = 3 /* aux = C' + bias (the pre-activation, D's type), D = GeLU(aux) */
+};
+/* One literal shape of a class's GEMMs with an epilogue; bf16: A and B are bf16 (else fp32); out_bf16: C, D and aux
+ * are bf16 (else fp32). The class program
+ * defines the table trc_lt_shapes[trc_lt_nshapes] (none when it fuses nothing: weak references) and the runtime
+ * makes each row's cuBLASLt descriptors and algorithm once at start-up. */
+typedef struct trc_lt_shape {
+    int epi, m, n, k, lda, ldb, ldc;
+    float beta;
+    int bf16, out_bf16;
+} trc_lt_shape;
+extern "C" const trc_lt_shape trc_lt_shapes[] __attribute__((weak));
+extern "C" const int trc_lt_nshapes __attribute__((weak));
+/* On TRC_COMPUTE: row-major D[m,n] = epilogue(beta*C + A[m,k] @ B[k,n]) with bias [n] (one value per column of
+ * the row-major result), through the prepared row `slot` of trc_lt_shapes (its shape must be the call's). D may be
+ * C (in place); aux: the pre-activation for TRC_EPI_GELU_AUX_BIAS (ld n, never C when beta != 0), else nullptr. */
+void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux);
+/* Step `id` is done by the epilogue of step `by`, the trc_gemm_lt before it: issues nothing (the step keeps its
+ * trc_begin/trc_end, so its waits and its signal stay where the plan put them). */
+void trc_fused(struct tr_ctx *c, int id, int by);
+/* bf16 A and B, fp32 C, D and aux. */
+void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda,
+                 const tr_bf16 *B, int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux);
+/* bf16 A, B, C, D and aux (rounded to nearest even), an fp32 bias (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE). */
+void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda,
+                 const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc, const float *bias, tr_bf16 *D,
+                 tr_bf16 *aux);
 
 /* After a kernel launch: a launch error (bad configuration, no kernel image
  * for this GPU) aborts with the kernel's name. */

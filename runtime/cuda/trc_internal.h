@@ -143,6 +143,10 @@ void trc_wait_stream(cudaStream_t s, const char *what);
 /* trc_gemm.cu */
 bool trc_gemm_init(tr_err *err);
 void trc_gemm_free(void);
+/* trc_gemm_lt.cu: the cuBLASLt handle and, for each row of the class's trc_lt_shapes, its descriptors and
+ * algorithm (after trc_gemm_init: it shares the cuBLAS workspace) */
+bool trc_gemm_lt_init(tr_err *err);
+void trc_gemm_lt_free(void);
 /* tr_backend_cuda.cu: turn the timing events of the steps issued and finished since the last harvest into
  * seconds per step kind (c->seconds) and the profile's sums; every such step must have finished */
 void trc_harvest(tr_ctx *c);

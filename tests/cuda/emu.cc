@@ -93,6 +93,7 @@ struct emu {
     int cur_id = -1, cur_stream = -1, cur_wait = -1, pushed = 0;
     std::mt19937 rng;
     int order = 2; /* 0 comm first, 1 compute first, 2 random */
+    int lt_id = -1;      /* the step of the last trc_gemm_lt call (trc_fused checks it names that step) */
     long long syncs = 0; /* the host waits the CUDA backend (tr_backend_cuda.cu) makes for the same calls */
     /* CUDA graphs */
     bool graphs = false;  /* allowed (else note says why) */
@@ -698,6 +699,15 @@ void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const flo
     });
 }
 
+/* the step the trc_gemm_lt just before it carries: nothing to run, but it must be that GEMM's */
+void trc_fused(tr_ctx *c, int id, int by)
+{
+    (void)c;
+    if (id != E.cur_id || by != E.lt_id || by != id - 1)
+        emu_fail("trc_fused names a step that is not the trc_gemm_lt just before it", id);
+    push(E.cur_stream, [] {});
+}
+
 void trc_launch_check(const char *kernel, const char *file, int line)
 {
     (void)kernel, (void)file, (void)line;
@@ -709,6 +719,70 @@ void trc_check_aligned(const void *p, const char *what, const char *file, int li
         fprintf(stderr, "%s:%d: %s is not 16-byte aligned\n", file, line, what);
         emu_fail("misaligned operand", E.cur_id);
     }
+}
+
+/* trc_gemm_lt: the call must be row `slot` of the class program's trc_lt_shapes (what the runtime checks too, and
+ * the emulation's way of checking the table the generator prints); then the GEMM into an fp32 temporary (beta*C +
+ * A@B, operands widened as trc_gemm_bf16 does) and the epilogue per element: v = t + bias[col]; aux = v (stored
+ * in aux's type); D = GeLU(v) with tr_gelu, the bias + GeLU kernels' formula, or v for TRC_EPI_BIAS. */
+static float emu_f32(float x) { return x; }
+static float emu_f32(tr_bf16 x) { return tr_bf16_to_f32(x); }
+static void emu_put(float *p, float v) { *p = v; }
+static void emu_put(tr_bf16 *p, float v) { *p = tr_f32_to_bf16(v); }
+
+template <typename AB, typename CD>
+static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int lda, const AB *B, int ldb, float beta,
+                        CD *C, int ldc, const float *bias, CD *D, CD *aux)
+{
+    const int bf = std::is_same<AB, tr_bf16>::value, obf = std::is_same<CD, tr_bf16>::value;
+    const trc_lt_shape *r = &trc_lt_nshapes && slot >= 0 && slot < trc_lt_nshapes ? &trc_lt_shapes[slot] : nullptr;
+    if (!r || r->epi != epi || r->m != m || r->n != n || r->k != k || r->lda != lda || r->ldb != ldb ||
+        r->ldc != ldc || r->beta != beta || r->bf16 != bf || r->out_bf16 != obf ||
+        (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr) || (aux && aux == C && beta != 0.0f))
+        emu_fail("trc_gemm_lt: the call is not its row of trc_lt_shapes (or its aux is C with beta != 0)", E.cur_id);
+    E.lt_id = E.cur_id;
+    push(TRC_COMPUTE, [=] {
+        /* the stored extent: every row but the last at its stride, the last only as wide as it is */
+        std::vector<float> a(m > 0 && k > 0 ? (size_t)(m - 1) * lda + (size_t)k : 0);
+        std::vector<float> b(n > 0 && k > 0 ? (size_t)(k - 1) * ldb + (size_t)n : 0), t((size_t)m * n);
+        for (size_t i = 0; i < a.size(); i++)
+            a[i] = emu_f32(A[i]);
+        for (size_t i = 0; i < b.size(); i++)
+            b[i] = emu_f32(B[i]);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                t[(size_t)i * n + j] = beta != 0.0f ? beta * emu_f32(C[(size_t)i * ldc + j]) : 0.0f;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 1.0f,
+                    t.data(), n);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                float v = t[(size_t)i * n + j] + bias[j];
+                if (aux)
+                    emu_put(&aux[(size_t)i * n + j], v);
+                emu_put(&D[(size_t)i * ldc + j], epi == TRC_EPI_BIAS ? v : tr_gelu(v));
+            }
+    });
+}
+
+void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc, const float *bias, float *D, float *aux)
+{
+    (void)c;
+    emu_gemm_lt(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux);
+}
+
+void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
+                 int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux)
+{
+    (void)c;
+    emu_gemm_lt(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux);
+}
+
+void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
+                 int ldb, float beta, tr_bf16 *C, int ldc, const float *bias, tr_bf16 *D, tr_bf16 *aux)
+{
+    (void)c;
+    emu_gemm_lt(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux);
 }
 
 /* ---- kernels.cuh: the CUDA kernels' semantics as loops ------------------------------------------------------ */
@@ -725,6 +799,8 @@ inline void put(OUT *p, float v)
     else
         *p = tr_f32_to_bf16(v);
 }
+
+
 
 template <int ROWS, int COLS>
 void ln_rowsum(cudaStream_t s, const float *x, float *rs)

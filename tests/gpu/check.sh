@@ -19,7 +19,8 @@
 #              the float layernorm statistics and vocabulary loss kernels (tests/cuda/rows_check.sh bench: 1e-6 of
 #              double, repeatable, timed);
 #              the multi-tensor AdamW step outside any schedule (tests/cuda/adamw_check.sh bench: bit for bit a
-#              CPU loop, bf16 weight copies included; GPT-2 small's 85M parameters timed)
+#              CPU loop, bf16 weight copies included; GPT-2 small's 85M parameters timed);
+#              the cuBLASLt epilogues (tests/cuda/lt_check.sh bench: against double and GEMM + kernel, timed)
 #   races      runs repeated, and repeated under CUDA_LAUNCH_BLOCKING=1 (every launch serialised): outputs,
 #              gradients and trained weights bitwise identical (a missing stream wait shows up as a difference)
 #   sanitizer  compute-sanitizer memcheck, racecheck, initcheck and synccheck on the tiny model, inference and
@@ -326,6 +327,8 @@ stage_training() {
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/rows_check.sh" "$TG_WORK/rowsk" bench
         tg_check "training: multi-tensor AdamW (one launch, bf16 weight copies) bit for bit a CPU loop with tr_adamw's arithmetic; timed (tests/cuda/adamw_check.cu)" \
             env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/adamw_check.sh" "$TG_WORK/adamwk" bench
+        tg_check "training: cuBLASLt GEMMs with bias, bias + GeLU and bias + GeLU + pre-activation epilogues (trc_gemm_lt) against double and the unfused path; timed against GEMM + kernel (tests/cuda/lt_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lt_check.sh" "$TG_WORK/ltk" bench
     fi
     for m in m64 m128; do
         ref_check "$m" || continue

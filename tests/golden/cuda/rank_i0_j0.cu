@@ -12,7 +12,7 @@
  * 20 collectives on the comm stream, 16 cross-stream waits; 8 of 8 broadcasts of SUMMA steps t >= 1 overlap the GEMM of step t-1.
  * Each phase function (forward; for training also backward and optimizer) starts and ends by joining the
  * two streams, so waits never cross a phase; it calls one function per layer.
- * Schedule 6019d951725fc61a: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule f1c1562fc94a06f7: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "kernels.cuh"
 #include "trc.h"
@@ -20,20 +20,19 @@
 /* Weight shards: pieces of each Hugging Face tensor and where they land in the arena. */
 static const tr_param params[12] = {
     /* name, ndim, full shape, arena offset, local [rows, cols], pieces {r0, nr, c0, nc, dst_col},
-     * arena offsets of the gradient and the AdamW moments (-1: inference), replica group, stored as bf16,
-     * arena offset of the persistent bf16 copy that AdamW writes (bf16 training; -1: none) */
-    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
+     * arena offsets of the gradient and the AdamW moments (-1: inference), replica group, stored as bf16 */
+    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1, TR_COLDEP, 0},
+    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0},
+    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0},
 };
 
 /* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root (index in the group), elements, flops,
@@ -286,13 +285,15 @@ static void fwd_L0(struct tr_ctx *c, float *A)
     trc_bcast(c, TR_COL, 1, recv_L0_fc1_w, 32);
     trc_end(c, 27, TRC_COMM, 1);
     /* step 28, L0 fc1 t=1: Y(h=0,j=0) += X(h=0,t=1) @ W(t=1,j=0)  [2x4]@[4x8] */
+    /* bias+GeLU epilogue (step 29) of this GEMM */
     /* waits for step 27 (bcast), which writes recv_L0_fc1_w */
     trc_begin(c, 28, TRC_COMPUTE, 27);
-    trc_gemm(c, 2, 8, 4, recv_L0_fc1_x, 4, recv_L0_fc1_w, 8, 1.0f, L0_fc1_out, 8);
+    trc_gemm_lt(c, 0, TRC_EPI_GELU_BIAS, 2, 8, 4, recv_L0_fc1_x, 4, recv_L0_fc1_w, 8, 1.0f, L0_fc1_out, 8, w_h_0_mlp_c_fc_bias, L0_fc1_out, nullptr);
     trc_end(c, 28, TRC_COMPUTE, 0);
     /* step 29, L0 gelu: h = GeLU(h + b1), tanh approximation */
+    /* the epilogue of gemm 28 */
     trc_begin(c, 29, TRC_COMPUTE, -1);
-    trk::bias_gelu<2, 8>(S, L0_fc1_out, w_h_0_mlp_c_fc_bias);
+    trc_fused(c, 29, 28);
     trc_end(c, 29, TRC_COMPUTE, 1);
     /* step 30, L0 fc2 t=0: bcast X(h=0,t=0) over row(0,0) from rank 0 */
     /* waits for step 29 (bias_gelu), which writes L0_fc1_out */
@@ -334,6 +335,13 @@ static void forward(struct tr_ctx *c, float *A)
     trc_forward_end(c);
 }
 
+/* The shapes of this class's GEMMs with an epilogue (trc_gemm_lt): their cuBLASLt descriptors and algorithms are
+ * chosen once at start-up; each call names its row. */
+extern "C" const trc_lt_shape trc_lt_shapes[] = {
+    {TRC_EPI_GELU_BIAS, 2, 8, 4, 4, 8, 8, 1.0f, 0, 0},
+};
+extern "C" const int trc_lt_nshapes = 1;
+
 /* The ranks of this program: rank, k, first token row of its block, colors and keys of its row, col, dep and
  * coldep groups. */
 static const tr_rank_row rows[1] = {
@@ -342,7 +350,7 @@ static const tr_rank_row rows[1] = {
 
 extern "C" const tr_class_desc tr_class = {
     .i = 0, .j = 0,
-    .fingerprint = "6019d951725fc61a",
+    .fingerprint = "f1c1562fc94a06f7",
     .proto = {
         .rank = -1, .i = 0, .j = 0, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */

@@ -1,0 +1,184 @@
+/*
+ * trc_gemm_lt.cu - GEMMs with a fused epilogue through cuBLASLt: the GEMM a GeLU step follows runs that step as
+ * its epilogue (the plan marks the pairs, gen/fuse.h), so the MLP's hidden block is not read and written again
+ * by a separate kernel.
+ *
+ * Row-major as trc_gemm: row-major D[m,n] is the column-major D^T[n,m] = B^T A^T, so the call is cublasLtMatmul
+ * with the operands swapped; the bias is then one value per row of the column-major D^T (cuBLASLt's bias
+ * vector, length n), which is one value per column of the row-major result, as the kernels add it. Epilogues:
+ * CUBLASLT_EPILOGUE_BIAS, _GELU_BIAS (D = GeLU(C' + bias), in place when D = C) and _GELU_AUX_BIAS (aux = the
+ * pre-activation C' + bias, D = GeLU(aux); aux leading dimension n, which cuBLASLt wants divisible by 8).
+ * cuBLASLt's GeLU is the tanh approximation, the formula of runtime/tr_math.h's tr_gelu; it evaluates it with its
+ * own instructions, so a result may differ from the kernel's in the last bits (docs/CUDA.md gives the check).
+ *
+ * Nothing is made in the step loop: the class program lists the literal shapes of its fused GEMMs
+ * (trc_lt_shapes, weak: a program without any leaves the table out) and trc_gemm_lt_init makes, once per row,
+ * the matmul descriptor, the three matrix layouts and the algorithm (cublasLtMatmulAlgoGetHeuristic, the best of
+ * its answers, for 16-byte aligned pointers and the workspace below). A call names its row; it checks that the
+ * row is its own shape and that its pointers are 16-byte aligned, sets the bias and aux pointers on the row's
+ * descriptor (host attributes, no allocation) and issues the matmul on the compute stream. The workspace is
+ * the cuBLAS handle's (trc_gemm.cu, 32 MiB, allocated once): both libraries run on the compute stream only,
+ * so their uses never overlap.
+ *
+ * Precision: fp32 operands use trc_gemm's compute type (CUBLAS_COMPUTE_32F, TF32 with TESS_TF32=1); bf16
+ * operands CUBLAS_COMPUTE_32F (fp32 accumulation), as trc_gemm_bf16.
+ */
+#include <stdio.h>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include "trc_internal.h"
+
+#define TRC_LT_MAX 64 /* distinct shapes of one class: one per fused GEMM shape (one a model today) */
+
+typedef struct trc_lt_row {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, cd; /* cuBLASLt's A (our B), B (our A), C and D */
+    cublasLtMatmulAlgo_t algo;
+} trc_lt_row;
+
+static struct {
+    cublasLtHandle_t lt;
+    int n;
+    trc_lt_row row[TRC_LT_MAX];
+} trc_lt;
+
+static cublasLtEpilogue_t lt_epilogue(int epi)
+{
+    return epi == TRC_EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
+           : epi == TRC_EPI_GELU_BIAS ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                      : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+static void lt_make(trc_lt_row *r, const trc_lt_shape *s)
+{
+    cudaDataType_t ab = s->bf16 ? CUDA_R_16BF : CUDA_R_32F, cd = s->out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasComputeType_t ct = s->bf16 ? CUBLAS_COMPUTE_32F : trc_g.compute;
+    cublasCheck(cublasLtMatmulDescCreate(&r->op, ct, CUDA_R_32F));
+    cublasOperation_t nt = CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_TRANSA, &nt, sizeof nt));
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
+    cublasLtEpilogue_t ep = lt_epilogue(s->epi);
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    cudaDataType_t bt = CUDA_R_32F; /* the plan's biases are fp32 masters */
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    if (s->epi == TRC_EPI_GELU_AUX_BIAS) {
+        int64_t ld = s->n;
+        cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    }
+    /* column-major: D^T[n,m] = B^T[n,k] A^T[k,m] */
+    cublasCheck(cublasLtMatrixLayoutCreate(&r->a, ab, (uint64_t)s->n, (uint64_t)s->k, s->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&r->b, ab, (uint64_t)s->k, (uint64_t)s->m, s->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&r->cd, cd, (uint64_t)s->n, (uint64_t)s->m, s->ldc));
+    /* the heuristic needs the epilogue's pointers' alignment, not the pointers: set placeholders that are */
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = trc_g.blas_ws_bytes;
+    uint32_t al = 16;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+    cublasLtMatmulHeuristicResult_t h;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(trc_lt.lt, r->op, r->a, r->b, r->cd, r->cd, pref, 1, &h, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) {
+        fprintf(stderr,
+                "cuBLASLt has no algorithm for the GEMM with epilogue %d, [%d x %d] @ [%d x %d] (%s operands, %s "
+                "output); generate the program with the epilogue off to run it (docs/CUDA.md)\n",
+                s->epi, s->m, s->k, s->k, s->n, s->bf16 ? "bf16" : "fp32", s->out_bf16 ? "bf16" : "fp32");
+        trc_die();
+    }
+    r->algo = h.algo;
+}
+
+bool trc_gemm_lt_init(tr_err *err)
+{
+    (void)err;
+    if (&trc_lt_nshapes == nullptr || trc_lt_nshapes <= 0)
+        return true;
+    if (trc_lt_nshapes > TRC_LT_MAX) {
+        fprintf(stderr, "the class program lists %d GEMM shapes with an epilogue; the runtime takes %d\n",
+                trc_lt_nshapes, TRC_LT_MAX);
+        trc_die();
+    }
+    cublasCheck(cublasLtCreate(&trc_lt.lt));
+    for (int i = 0; i < trc_lt_nshapes; i++) {
+        lt_make(&trc_lt.row[i], &trc_lt_shapes[i]);
+        trc_lt.n = i + 1;
+    }
+    return true;
+}
+
+void trc_gemm_lt_free(void)
+{
+    for (int i = 0; i < trc_lt.n; i++) {
+        cublasLtMatrixLayoutDestroy(trc_lt.row[i].a);
+        cublasLtMatrixLayoutDestroy(trc_lt.row[i].b);
+        cublasLtMatrixLayoutDestroy(trc_lt.row[i].cd);
+        cublasLtMatmulDescDestroy(trc_lt.row[i].op);
+    }
+    trc_lt.n = 0;
+    if (trc_lt.lt)
+        cublasLtDestroy(trc_lt.lt);
+    trc_lt.lt = nullptr;
+}
+
+static void lt_run(int slot, int epi, int m, int n, int k, const void *A, int lda, const void *B, int ldb,
+                   float beta, const void *C, int ldc, const float *bias, void *D, void *aux, int bf16, int out_bf16)
+{
+    const trc_lt_shape *s = slot >= 0 && slot < trc_lt.n ? &trc_lt_shapes[slot] : nullptr;
+    if (!s || s->epi != epi || s->m != m || s->n != n || s->k != k || s->lda != lda || s->ldb != ldb ||
+        s->ldc != ldc || s->beta != beta || s->bf16 != bf16 || s->out_bf16 != out_bf16 ||
+        (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr)) {
+        fprintf(stderr, "trc_gemm_lt: the call (row %d, epilogue %d, m=%d n=%d k=%d) is not row %d of trc_lt_shapes "
+                        "(%d rows prepared): the class program and its table disagree\n",
+                slot, epi, m, n, k, slot, trc_lt.n);
+        trc_print_step();
+        trc_die();
+    }
+    TRC_ALIGNED16(A, "trc_gemm_lt A");
+    TRC_ALIGNED16(B, "trc_gemm_lt B");
+    TRC_ALIGNED16(C, "trc_gemm_lt C");
+    TRC_ALIGNED16(D, "trc_gemm_lt D");
+    TRC_ALIGNED16(bias, "trc_gemm_lt bias");
+    trc_lt_row *r = &trc_lt.row[slot];
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (aux) {
+        TRC_ALIGNED16(aux, "trc_gemm_lt aux");
+        cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    }
+    const float one = 1.0f;
+    cublasCheck(cublasLtMatmul(trc_lt.lt, r->op, &one, B, r->a, A, r->b, &beta, C, r->cd, D, r->cd, &r->algo,
+                               trc_g.blas_ws, trc_g.blas_ws_bytes, trc_g.stream[TRC_COMPUTE]));
+    trc_count_launch(); /* --timing's launches per step (docs/CUDA.md "CUDA graphs") */
+}
+
+void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc, const float *bias, float *D, float *aux)
+{
+    (void)c;
+    lt_run(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 0, 0);
+}
+
+void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
+                 int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux)
+{
+    (void)c;
+    lt_run(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 1, 0);
+}
+
+void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
+                 int ldb, float beta, tr_bf16 *C, int ldc, const float *bias, tr_bf16 *D, tr_bf16 *aux)
+{
+    (void)c;
+    lt_run(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 1, 1);
+}
+
+void trc_fused(tr_ctx *c, int id, int by)
+{
+    (void)c, (void)id, (void)by;
+}

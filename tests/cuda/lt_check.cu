@@ -1,0 +1,239 @@
+/*
+ * lt_check.cu - trc_gemm_lt (runtime/cuda/trc_gemm_lt.cu: cuBLASLt with a bias, bias + GeLU or bias + GeLU +
+ * pre-activation epilogue) on a GPU, outside any schedule: built by tests/cuda/lt_check.sh against a kernels.cu
+ * made from templates/kernels.cu.in with the bias + GeLU kernels it is compared with.
+ *
+ *   epilogues  every row of the table below that is not a benchmark shape: D (and aux) against a double
+ *              reference of beta*C + A@B + bias and its tanh GeLU (runtime/tr_math.h's formula) within 1e-5 of
+ *              the largest magnitude for fp32 operands, and against the unfused path the CUDA backend ran
+ *              before (trc_gemm or trc_gemm_bf16, then trk::bias_gelu or trk::bias_gelu_save) within 1e-5;
+ *              bf16 operands (fp32 D and aux) likewise, bf16 D within one bf16 rounding (2^-8 relative)
+ *   bench      (lt_check bench) GPT-2 small's fc1, [8192 x 768] @ [768 x 3072]: trc_gemm_lt against the GEMM
+ *              followed by the separate kernel, for the inference pair (in place), the training pair (the
+ *              pre-activation kept) in fp32 and with bf16 operands; milliseconds, mean of 20 after 3 warm-ups
+ *
+ * The table is the one a class program defines (trc.h); the runtime makes every row's descriptors and algorithm
+ * at trc_gemm_lt_init, before anything runs. The bf16-output row is last: should cuBLASLt have no algorithm for
+ * it (an fp32 bias with a bf16 D), the check stops there with that message and "not ok".
+ *
+ * Prints "lt_check: N failures" and exits 1 on any.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "kernels.cuh"
+#include "trc_internal.h"
+#include "tr_bf16.h"
+
+#include "check_common.cuh"
+
+constexpr int SM = 37, SN = 96, SK = 64, BM = 8192, BN = 3072, BK = 768;
+
+extern "C" const trc_lt_shape trc_lt_shapes[] = {
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 0, 0},     /* 0: inference, q = 1 */
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 1.0f, 0, 0},     /* 1: inference, the last SUMMA step */
+    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 0, 0}, /* 2: training */
+    {TRC_EPI_BIAS, SM, SN, SK, SK, SN, SN, 1.0f, 0, 0},          /* 3: bias alone */
+    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 0}, /* 4: bf16 operands, fp32 D and aux */
+    {TRC_EPI_GELU_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 0, 0},     /* 5: bench */
+    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 0, 0}, /* 6: bench */
+    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 1, 0}, /* 7: bench, bf16 operands */
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 1},     /* 8: bf16 operands and D */
+};
+extern "C" const int trc_lt_nshapes = sizeof trc_lt_shapes / sizeof trc_lt_shapes[0];
+
+void trc_print_step(void)
+{
+}
+
+[[noreturn]] void trc_die(void)
+{
+    printf("not ok - trc_gemm_lt stopped (the message above)\nlt_check: %d failures\n", failures + 1);
+    exit(1);
+}
+
+static double gelu_d(double x)
+{
+    return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static float bfr(float x)
+{
+    return tr_bf16_to_f32(tr_f32_to_bf16(x));
+}
+
+static std::vector<tr_bf16> to_bf16(const std::vector<float> &v)
+{
+    std::vector<tr_bf16> b(v.size());
+    for (size_t i = 0; i < v.size(); i++)
+        b[i] = tr_f32_to_bf16(v[i]);
+    return b;
+}
+
+template <typename T>
+static T *up(const std::vector<T> &h)
+{
+    T *d = dev<T>(h.size());
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* max |got - want| / max |want| */
+static double rel(const std::vector<double> &want, const std::vector<float> &got)
+{
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        mx = fmax(mx, fabs(want[i]));
+        double e = fabs((double)got[i] - want[i]);
+        err = isnan(e) ? INFINITY : fmax(err, e);
+    }
+    return err / (mx > 0 ? mx : 1);
+}
+
+static void report(const char *what, double err, double tol)
+{
+    if (!(err <= tol)) {
+        failures++;
+        printf("not ok - %s: error %.3g > %.1g\n", what, err, tol);
+    } else {
+        printf("ok - %s: error %.3g\n", what, err);
+    }
+}
+
+/* One small row: trc_gemm_lt against the double reference and against the unfused path. */
+static void check_row(int slot, cudaStream_t s)
+{
+    const trc_lt_shape *r = &trc_lt_shapes[slot];
+    const int m = r->m, n = r->n, k = r->k;
+    std::vector<float> a = rnd((size_t)m * k, -1, 1), b = rnd((size_t)k * n, -1, 1), c0 = rnd((size_t)m * n, -2, 2),
+                       bias = rnd(n, -1, 1);
+    if (r->bf16)
+        for (auto *v : {&a, &b})
+            for (auto &x : *v)
+                x = bfr(x);
+    if (r->out_bf16)
+        for (auto &x : c0)
+            x = bfr(x);
+    std::vector<double> pre((size_t)m * n), want((size_t)m * n);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = r->beta * (double)c0[(size_t)i * n + j];
+            for (int p = 0; p < k; p++)
+                acc += (double)a[(size_t)i * k + p] * b[(size_t)p * n + j];
+            pre[(size_t)i * n + j] = acc + bias[j];
+            want[(size_t)i * n + j] = r->epi == TRC_EPI_BIAS ? acc + bias[j] : gelu_d(acc + bias[j]);
+        }
+    float *db = up(bias);
+    char what[160];
+    const bool aux = r->epi == TRC_EPI_GELU_AUX_BIAS;
+    snprintf(what, sizeof what, "trc_gemm_lt row %d (epilogue %d, beta %g, %s operands, %s D)", slot, r->epi,
+             (double)r->beta, r->bf16 ? "bf16" : "fp32", r->out_bf16 ? "bf16" : "fp32");
+    if (r->out_bf16) {
+        tr_bf16 *da = up(to_bf16(a)), *dbm = up(to_bf16(b)), *dc = up(to_bf16(c0));
+        trc_gemm_lt(nullptr, slot, r->epi, m, n, k, da, k, dbm, n, r->beta, dc, n, db, dc, nullptr);
+        std::vector<tr_bf16> got = get(dc, (size_t)m * n);
+        std::vector<float> g(got.size());
+        for (size_t i = 0; i < g.size(); i++)
+            g[i] = tr_bf16_to_f32(got[i]);
+        report(what, rel(want, g), 8e-3);
+        return;
+    }
+    float *dc = up(c0), *dd = aux ? dev<float>((size_t)m * n) : dc;
+    float *fc = up(c0), *fg = aux ? dev<float>((size_t)m * n) : fc; /* the unfused path */
+    if (r->bf16) {
+        tr_bf16 *da = up(to_bf16(a)), *dbm = up(to_bf16(b));
+        trc_gemm_lt(nullptr, slot, r->epi, m, n, k, da, k, dbm, n, r->beta, dc, n, db, dd, aux ? dc : nullptr);
+        trc_gemm_bf16(nullptr, 0, 0, m, n, k, da, k, dbm, n, r->beta, fc, n);
+    } else {
+        float *da = up(a), *dbm = up(b);
+        trc_gemm_lt(nullptr, slot, r->epi, m, n, k, da, k, dbm, n, r->beta, dc, n, db, dd, aux ? dc : nullptr);
+        trc_gemm(nullptr, m, n, k, da, k, dbm, n, r->beta, fc, n);
+    }
+    if (aux)
+        trk::bias_gelu_save<SM, SN>(s, fc, db, fg);
+    else if (r->epi == TRC_EPI_GELU_BIAS)
+        trk::bias_gelu<SM, SN>(s, fc, db);
+    const double tol = 1e-5;
+    report(what, rel(want, get(dd, (size_t)m * n)), tol);
+    if (aux) {
+        snprintf(what + strlen(what), sizeof what - strlen(what), ": the pre-activation");
+        report(what, rel(pre, get(dc, (size_t)m * n)), tol);
+    }
+    if (r->epi != TRC_EPI_BIAS) {
+        std::vector<float> fused = get(dd, (size_t)m * n), sep = get(fg, (size_t)m * n);
+        std::vector<double> sd(sep.begin(), sep.end());
+        snprintf(what, sizeof what, "trc_gemm_lt row %d against the GEMM and the separate kernel", slot);
+        report(what, rel(sd, fused), tol);
+    }
+}
+
+template <typename F>
+static double time_ms(cudaStream_t s, F f)
+{
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++)
+        f();
+    cudaCheck(cudaEventRecord(e0, s));
+    for (int i = 0; i < 20; i++)
+        f();
+    cudaCheck(cudaEventRecord(e1, s));
+    cudaCheck(cudaEventSynchronize(e1));
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms / 20;
+}
+
+static void bench(cudaStream_t s)
+{
+    const size_t na = (size_t)BM * BK, nb = (size_t)BK * BN, nc = (size_t)BM * BN;
+    float *a = up(rnd(na, -1, 1)), *b = up(rnd(nb, -0.05f, 0.05f)), *bias = up(rnd(BN, -1, 1));
+    tr_bf16 *ah = up(to_bf16(rnd(na, -1, 1))), *bh = up(to_bf16(rnd(nb, -0.05f, 0.05f)));
+    float *u = dev<float>(nc), *g = dev<float>(nc);
+    const double flop = 2.0 * BM * BN * BK;
+    struct {
+        const char *what;
+        double sep, fused;
+    } row[3];
+    row[0] = {"fp32, inference (GeLU in place)",
+              time_ms(s, [&] { trc_gemm(nullptr, BM, BN, BK, a, BK, b, BN, 0.0f, u, BN); trk::bias_gelu<BM, BN>(s, u, bias); }),
+              time_ms(s, [&] { trc_gemm_lt(nullptr, 5, TRC_EPI_GELU_BIAS, BM, BN, BK, a, BK, b, BN, 0.0f, u, BN, bias, u, nullptr); })};
+    row[1] = {"fp32, training (pre-activation kept)",
+              time_ms(s, [&] { trc_gemm(nullptr, BM, BN, BK, a, BK, b, BN, 0.0f, u, BN); trk::bias_gelu_save<BM, BN>(s, u, bias, g); }),
+              time_ms(s, [&] { trc_gemm_lt(nullptr, 6, TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, a, BK, b, BN, 0.0f, u, BN, bias, g, u); })};
+    row[2] = {"bf16 operands, training (fp32 out)",
+              time_ms(s, [&] { trc_gemm_bf16(nullptr, 0, 0, BM, BN, BK, ah, BK, bh, BN, 0.0f, u, BN); trk::bias_gelu_save<BM, BN>(s, u, bias, g); }),
+              time_ms(s, [&] { trc_gemm_lt(nullptr, 7, TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, ah, BK, bh, BN, 0.0f, u, BN, bias, g, u); })};
+    for (auto &r : row)
+        printf("lt_check bench: fc1 [%d x %d] @ [%d x %d], %s: GEMM + kernel %.3f ms, trc_gemm_lt %.3f ms (%.2fx; %.0f "
+               "TFLOP/s fused)\n",
+               BM, BK, BK, BN, r.what, r.sep, r.fused, r.sep / r.fused, flop / (r.fused * 1e-3) * 1e-12);
+}
+
+int main(int argc, char **argv)
+{
+    const bool do_bench = argc > 1 && !strcmp(argv[1], "bench");
+    cudaCheck(cudaSetDevice(0));
+    for (int k = 0; k < TRC_NSTREAMS; k++)
+        cudaCheck(cudaStreamCreateWithFlags(&trc_g.stream[k], cudaStreamNonBlocking));
+    tr_err err;
+    memset(&err, 0, sizeof err);
+    trc_gemm_init(&err);
+    trc_gemm_lt_init(&err);
+    cudaStream_t s = trc_g.stream[TRC_COMPUTE];
+    for (int slot : {0, 1, 2, 3, 4, 8})
+        check_row(slot, s);
+    if (do_bench)
+        bench(s);
+    trc_gemm_lt_free();
+    trc_gemm_free();
+    printf("lt_check: %d failures\n", failures);
+    return failures ? 1 : 0;
+}
