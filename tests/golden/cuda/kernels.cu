@@ -281,7 +281,7 @@ namespace {
 
 constexpr int kEltThreads = 256; /* threads per block */
 
-constexpr unsigned elt_blocks(long long n)
+[[maybe_unused]] constexpr unsigned elt_blocks(long long n) /* unused where no training kernel is */
 {
     return (unsigned)((n + kEltThreads - 1) / kEltThreads);
 }
