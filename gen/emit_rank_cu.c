@@ -657,9 +657,11 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     vars[n - 1] = (tg_tvar){"INSTANCES", ln.s ? ln.s : ""};
     if (ln.len)
         ok = ok && tg_template_fill(out, "kernels_layernorm.cu.in", vars, n, err);
-    /* the attention family after them, with its own instances (a block stack always has some) */
+    /* the attention family after them, with its own instances (a block stack has some, unless attention =
+     * "cudnn" computes its attention: runtime/cuda/trc_attn_cudnn.cu) */
     vars[n - 1] = (tg_tvar){"INSTANCES", attn.s ? attn.s : ""};
-    ok = ok && tg_template_fill(out, "kernels_attention.cu.in", vars, n, err);
+    if (attn.len)
+        ok = ok && tg_template_fill(out, "kernels_attention.cu.in", vars, n, err);
     if (ok && pl->V > 0) {
         tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the "
                         "loss, and\n * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"

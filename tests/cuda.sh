@@ -688,7 +688,8 @@ cus_nvcc_why() { # why the compile check cannot run here, or nothing
     cu_nvcc >/dev/null || { echo "nvcc not found"; return; }
     scripts/cudnn_frontend.sh >/dev/null 2>"$WORK/cus_fe.err" || { head -1 "$WORK/cus_fe.err"; return; }
 }
-if wanted "cuda: sdpa" || wanted "cuda: compile"; then
+CUS_COMPILE="cuda: compile: every .cu of the attention = \"cudnn\" bf16 training spec on [2,2,1] for sm_80 and sm_90, -Werror, linked with build/cuda/trc_sdpa.o and cuDNN; no kernel spills"
+if wanted "cuda: sdpa" || wanted "$CUS_COMPILE"; then
     if cub_setup >"$WORK/log" 2>&1; then
         if wanted "cuda: sdpa"; then
             for m in 1,1 2,1 mg,2; do
@@ -705,14 +706,13 @@ if wanted "cuda: sdpa" || wanted "cuda: compile"; then
                 fi
             done
         fi
-        if wanted "cuda: compile"; then
+        if wanted "$CUS_COMPILE"; then
             why=$(cus_nvcc_why)
             if [ -z "$why" ] && { [ -f "$WORK/cus_2_1/build.ninja" ] || cus_generate 2 1 >"$WORK/log" 2>&1; }; then
-                check "cuda: compile: every .cu of the attention = \"cudnn\" bf16 training spec on [2,2,1] for sm_80 and sm_90, -Werror, linked with build/cuda/trc_sdpa.o and cuDNN; no kernel spills" \
-                    cu_compile 2 1 s
+                check "$CUS_COMPILE" cu_compile 2 1 s
             elif [ -n "$why" ]; then
                 pass=$((pass + 1))
-                ok "cuda: compile: the attention = \"cudnn\" spec with nvcc and cuDNN # skip $why"
+                ok "$CUS_COMPILE # skip $why"
             else
                 notok "cuda: compile: generate the attention = \"cudnn\" spec" "$WORK/log"
             fi
