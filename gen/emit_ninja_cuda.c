@@ -24,7 +24,8 @@ static void var(tg_sb *o, const char *name, const char *value)
  * (trc_attn_cudnn.cu), cuDNN's part linked from the one object tessgen's build.ninja compiles (trc_sdpa.o,
  * TESS_SDPA_OBJ), and cuDNN itself (TESS_CUDNN_LIBS). Without TESS_SDPA_OBJ the object is
  * $tessroot/build/cuda/trc_sdpa.o, which this build asks tessgen's build.ninja for (compiled there once, whatever
- * the number of outputs; restat: an up-to-date object relinks nothing). */
+ * the number of outputs; restat: an up-to-date object relinks nothing). NVRTC (the CUDA toolkit's, beside cuBLAS)
+ * because cudnn-frontend's runtime-compiled engines reference it. */
 static void emit_sdpa(tg_sb *rules, const tg_build_settings *bs)
 {
     tg_sb_puts(rules, "# attention = \"cudnn\": cuDNN's fused attention (docs/CUDA.md), settings TESS_SDPA_OBJ and\n"
@@ -122,7 +123,7 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                               "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o obj/rt/tr_hfnames.o obj/rt/tr_stset.o $\n"
                               "    obj/rt/tr_hfout.o obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o $\n"
                               "    obj/rt/tr_tokens.o obj/rt/tr_lmdata.o%s\n",
-                         sdpa ? " $\n    obj-cuda/rt/trc_attn_cudnn.o $sdpa_obj\n  cudalibs = -lcublas -lm $cudnn_libs" : "");
+                         sdpa ? " $\n    obj-cuda/rt/trc_attn_cudnn.o $sdpa_obj\n  cudalibs = -lcublas -lm $cudnn_libs -lnvrtc" : "");
             tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
         }
     tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);

@@ -642,7 +642,8 @@ fi
 # dK, dV in bf16 where the cuBLAS path's GEMMs write fp32 (measured 1.0e-3 on the QKV bias gradient of [1,1,1]
 # against 1e-7 for the other weights); 5 AdamW steps with replicas bitwise identical. With nvcc and the
 # cudnn-frontend headers (scripts/cudnn_frontend.sh) every .cu of [2,2,1] is compiled and linked with
-# build/cuda/trc_sdpa.o and cuDNN ("cuda: compile: ..."); else one skip line says which is missing.
+# build/cuda/trc_sdpa.o and cuDNN, and so is tests/cuda/sdpa_check.cu ("cuda: compile: ..."); else a skip line each
+# says which is missing.
 cus_generate() { # q d [scheme-line] -> $WORK/cus_q_d: the bf16 training program with attention = "cudnn"
     local dir="$WORK/cus_$1_$2"
     cu_spec "cus_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train", dtype = "bf16", attention = "cudnn",
@@ -684,12 +685,31 @@ cus_replicas() { # q d
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cus_rep.out" &&
         grep -q "bitwise identical" "$WORK/cus_rep.out"
 }
+cus_settings() { # the generated build.ninja's cuDNN part: the default object (asked of tessgen's build.ninja), or
+    # TESS_SDPA_OBJ with no rule; TESS_CUDNN_LIBS on the class links only; a cuBLAS spec has none of it
+    local dir="$WORK/cus_set" b
+    cu_spec cus_set 1 1 'backends = { "cpu", "cuda" }, mode = "train", dtype = "bf16", attention = "cudnn",' >"$dir.lua" &&
+        env -u TESS_SDPA_OBJ -u TESS_CUDNN_LIBS bin/tessgen "$dir.lua" -o "$dir" --quiet || return 1
+    b=$dir/build.ninja
+    grep -qx 'sdpa_obj = $tessroot/build/cuda/trc_sdpa.o' "$b" && grep -qx 'cudnn_libs = -l:libcudnn.so.9' "$b" &&
+        grep -qx '  command = ninja -C $tessroot build/cuda/trc_sdpa.o' "$b" && grep -qx '  restat = 1' "$b" &&
+        grep -qx 'build obj-cuda/rt/trc_attn_cudnn.o: nvcc $tessroot/runtime/cuda/trc_attn_cudnn.cu' "$b" &&
+        [ "$(grep -c '^  cudalibs = -lcublas -lm $cudnn_libs -lnvrtc$' "$b")" -eq 1 ] || { echo "default settings"; return 1; }
+    TESS_SDPA_OBJ=/opt/x/trc_sdpa.o TESS_CUDNN_LIBS="-L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib" \
+        bin/tessgen "$dir.lua" -o "$dir" --quiet &&
+        grep -qx 'sdpa_obj = /opt/x/trc_sdpa.o' "$b" && ! grep -q 'tess_sdpa' "$b" &&
+        grep -qx 'cudnn_libs = -L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib' "$b" || { echo "TESS_SDPA_OBJ, TESS_CUDNN_LIBS"; return 1; }
+    sed 's/attention = "cudnn"/attention = "cublas"/' "$dir.lua" >"${dir}_cublas.lua" &&
+        bin/tessgen "${dir}_cublas.lua" -o "${dir}_cublas" --quiet && ! grep -q 'sdpa\|cudnn' "${dir}_cublas/build.ninja" ||
+        { echo "a cuBLAS spec links cuDNN"; return 1; }
+}
 cus_nvcc_why() { # why the compile check cannot run here, or nothing
     cu_nvcc >/dev/null || { echo "nvcc not found"; return; }
     scripts/cudnn_frontend.sh >/dev/null 2>"$WORK/cus_fe.err" || { head -1 "$WORK/cus_fe.err"; return; }
 }
+CUS_CHECK="cuda: compile: the cuDNN attention check and microbenchmark (tests/cuda/sdpa_check.cu) for sm_80 and sm_90, -Werror, no spills, linked with build/cuda/trc_sdpa.o and cuDNN"
 CUS_COMPILE="cuda: compile: every .cu of the attention = \"cudnn\" bf16 training spec on [2,2,1] for sm_80 and sm_90, -Werror, linked with build/cuda/trc_sdpa.o and cuDNN; no kernel spills"
-if wanted "cuda: sdpa" || wanted "$CUS_COMPILE"; then
+if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
     if cub_setup >"$WORK/log" 2>&1; then
         if wanted "cuda: sdpa"; then
             for m in 1,1 2,1 mg,2; do
@@ -699,6 +719,8 @@ if wanted "cuda: sdpa" || wanted "$CUS_COMPILE"; then
                 if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
                     check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
                         cus_run "$q" "$d" "$np" random
+                    [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
+                        cus_settings
                     [ "$q" = 2 ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name, 5 AdamW steps: replicas bitwise identical" \
                         cus_replicas "$q" "$d"
                 else
@@ -706,13 +728,16 @@ if wanted "cuda: sdpa" || wanted "$CUS_COMPILE"; then
                 fi
             done
         fi
-        if wanted "$CUS_COMPILE"; then
+        if wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
             why=$(cus_nvcc_why)
             if [ -z "$why" ] && { [ -f "$WORK/cus_2_1/build.ninja" ] || cus_generate 2 1 >"$WORK/log" 2>&1; }; then
                 check "$CUS_COMPILE" cu_compile 2 1 s
+                check "$CUS_CHECK" tests/cuda/sdpa_check.sh "$WORK/sdpa_check"
             elif [ -n "$why" ]; then
                 pass=$((pass + 1))
                 ok "$CUS_COMPILE # skip $why"
+                pass=$((pass + 1))
+                ok "$CUS_CHECK # skip $why"
             else
                 notok "cuda: compile: generate the attention = \"cudnn\" spec" "$WORK/log"
             fi

@@ -24,7 +24,7 @@ $nvcc $flags -c "$repo/runtime/cuda/trc_attn_cudnn.cu" -o "$out/trc_attn_cudnn.o
 $nvcc $flags -c "$repo/tests/cuda/sdpa_check.cu" -o "$out/sdpa_check.o"
 # shellcheck disable=SC2086
 $nvcc $arch -ccbin mpicxx "$out/sdpa_check.o" "$out/trc_gemm.o" "$out/trc_attn_cudnn.o" "$obj" -o "$out/sdpa_check" \
-    -lcublas ${TESS_CUDNN_LIBS:--l:libcudnn.so.9}
+    -lcublas ${TESS_CUDNN_LIBS:--l:libcudnn.so.9} -lnvrtc
 case ${2:-} in
 run) "$out/sdpa_check" ;;
 bench) "$out/sdpa_check" bench ;;
