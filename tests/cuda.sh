@@ -700,7 +700,7 @@ cus_settings() { # the generated build.ninja's cuDNN part: the default object (a
         grep -qx 'sdpa_obj = /opt/x/trc_sdpa.o' "$b" && ! grep -q 'tess_sdpa' "$b" &&
         grep -qx 'cudnn_libs = -L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib' "$b" || { echo "TESS_SDPA_OBJ, TESS_CUDNN_LIBS"; return 1; }
     sed 's/attention = "cudnn"/attention = "cublas"/' "$dir.lua" >"${dir}_cublas.lua" &&
-        bin/tessgen "${dir}_cublas.lua" -o "${dir}_cublas" --quiet && ! grep -q 'sdpa\|cudnn' "${dir}_cublas/build.ninja" ||
+        bin/tessgen "${dir}_cublas.lua" -o "${dir}_cublas" --quiet && ! grep -q 'trc_sdpa\|trc_attn_cudnn\|cudnn_libs' "${dir}_cublas/build.ninja" ||
         { echo "a cuBLAS spec links cuDNN"; return 1; }
 }
 cus_nvcc_why() { # why the compile check cannot run here, or nothing

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels_attention.cu"
