@@ -8,7 +8,7 @@
 # short leaves only a .tmp folder, never a half-filled one. Fails with one line on stderr when the headers cannot be
 # had (no network, no pip); the build and the suite then skip the cuDNN object and say why.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ver=1.32.0 # the frontend version trc_sdpa.cpp was written against
 if [ -n "${TESS_CUDNN_FRONTEND:-}" ]; then
     [ -f "$TESS_CUDNN_FRONTEND/cudnn_frontend.h" ] || {

@@ -6,7 +6,7 @@
 # CUDA (include/), else /usr/local/cuda/include. Fails with one line on stderr, naming what is missing, when either
 # cannot be had. Atomic: the object appears complete or not at all.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out=$1
 fe=$(scripts/cudnn_frontend.sh) || { echo "sdpa_build: no cudnn-frontend headers (scripts/cudnn_frontend.sh, above): $out not built" >&2; exit 1; }
 inc=${TESS_CUDNN_INCLUDE:-}
@@ -16,7 +16,7 @@ if [ -z "$inc" ]; then
         if [ -f "$d/cudnn.h" ]; then inc=$d; break; fi
     done
 fi
-[ -n "$inc" ] && [ -f "$inc/cudnn.h" ] || { echo "sdpa_build: no cudnn.h (set TESS_CUDNN_INCLUDE to its folder): $out not built" >&2; exit 1; }
+if [ -z "$inc" ] || [ ! -f "$inc/cudnn.h" ]; then echo "sdpa_build: no cudnn.h (set TESS_CUDNN_INCLUDE to its folder): $out not built" >&2; exit 1; fi
 cuinc=${TESS_CUDA_INCLUDE:-/usr/local/cuda/include}
 mkdir -p "$(dirname "$out")"
 # -w for the frontend's own headers only (-isystem): this file itself is -Wall -Wextra -Werror
