@@ -99,6 +99,8 @@ bool tg_build_settings_read(tg_build_settings *s, tg_err *err)
     ok = text_setting("TESS_MPI_CFLAGS", "", s->mpi_cflags, sizeof s->mpi_cflags, err) && ok;
     ok = text_setting("TESS_MPI_LIBS", "", s->mpi_libs, sizeof s->mpi_libs, err) && ok;
     ok = text_setting("TESS_CUDA_LDFLAGS", "", s->cuda_ldflags, sizeof s->cuda_ldflags, err) && ok;
+    ok = text_setting("TESS_CUDNN_LIBS", "-l:libcudnn.so.9", s->cudnn_libs, sizeof s->cudnn_libs, err) && ok;
+    ok = text_setting("TESS_SDPA_OBJ", "", s->sdpa_obj, sizeof s->sdpa_obj, err) && ok;
     ok = nccl_setting(s, err) && ok;
     const char *w = getenv("TESS_WERROR");
     s->werror = 1;

@@ -13,6 +13,10 @@
  *                     nvidia-nccl-cu13 ships only the latter): -I, -L, the library by that name, and an
  *                     rpath (default: the compiler's own search paths, -lnccl)
  *   TESS_CUDA_LDFLAGS extra link flags of bin/model-cuda, e.g. an rpath to cuBLAS (default none)
+ *   TESS_CUDNN_LIBS   how a program with attention = "cudnn" links cuDNN (default -l:libcudnn.so.9, found beside
+ *                     cuBLAS by nvcc); e.g. "-L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib" for a pip wheel's
+ *   TESS_SDPA_OBJ     the cuDNN attention object such a program links (default: $tessroot/build/cuda/trc_sdpa.o,
+ *                     built there by tessgen's own build.ninja when missing; docs/CUDA.md)
  *   TESS_WERROR       1 (default): warnings are errors (-Werror; nvcc -Werror all-warnings); 0: warnings only,
  *                     for a host compiler the code was never built with
  *
@@ -33,6 +37,8 @@ typedef struct tg_build_settings {
     char nccl_cflags[1200];
     char nccl_libs[2600];
     char cuda_ldflags[2048];
+    char cudnn_libs[2048];
+    char sdpa_obj[1100]; /* "" = the default */
     int werror;
 } tg_build_settings;
 

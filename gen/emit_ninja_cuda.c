@@ -20,6 +20,31 @@ static void var(tg_sb *o, const char *name, const char *value)
     tg_sb_printf(o, "%s =%s%s\n", name, *value ? " " : "", value);
 }
 
+/* attention = "cudnn" (docs/CUDA.md, "Fused attention through cuDNN"): the steps around cuDNN compiled here
+ * (trc_attn_cudnn.cu), cuDNN's part linked from the one object tessgen's build.ninja compiles (trc_sdpa.o,
+ * TESS_SDPA_OBJ), and cuDNN itself (TESS_CUDNN_LIBS). Without TESS_SDPA_OBJ the object is
+ * $tessroot/build/cuda/trc_sdpa.o, which this build asks tessgen's build.ninja for (compiled there once, whatever
+ * the number of outputs; restat: an up-to-date object relinks nothing). NVRTC (the CUDA toolkit's, beside cuBLAS)
+ * because cudnn-frontend's runtime-compiled engines reference it. */
+static void emit_sdpa(tg_sb *rules, const tg_build_settings *bs)
+{
+    tg_sb_puts(rules, "# attention = \"cudnn\": cuDNN's fused attention (docs/CUDA.md), settings TESS_SDPA_OBJ and\n"
+                      "# TESS_CUDNN_LIBS\n");
+    var(rules, "cudnn_libs", bs->cudnn_libs);
+    if (bs->sdpa_obj[0]) {
+        var(rules, "sdpa_obj", bs->sdpa_obj);
+    } else {
+        tg_sb_puts(rules, "sdpa_obj = $tessroot/build/cuda/trc_sdpa.o\n"
+                          "rule tess_sdpa\n"
+                          "  command = ninja -C $tessroot build/cuda/trc_sdpa.o\n"
+                          "  description = SDPA $out (tessgen's build.ninja, once for every output)\n"
+                          "  restat = 1\n"
+                          "build $sdpa_obj: tess_sdpa | $tessroot/runtime/cuda/trc_sdpa.cpp "
+                          "$tessroot/runtime/cuda/trc_sdpa.h\n");
+    }
+    tg_sb_puts(rules, "build obj-cuda/rt/trc_attn_cudnn.o: nvcc $tessroot/runtime/cuda/trc_attn_cudnn.cu\n");
+}
+
 void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_build_settings *bs, tg_sb *rules,
                         tg_sb *defaults)
 {
@@ -70,6 +95,9 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                                "trc_profile"};
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
         tg_sb_printf(rules, "build obj-cuda/rt/%s.o: nvcc $tessroot/runtime/cuda/%s.cu\n", rt[i], rt[i]);
+    const bool sdpa = pl->spec.attention == TG_ATTN_CUDNN;
+    if (sdpa)
+        emit_sdpa(rules, bs);
     tg_sb_puts(rules, "build obj-cuda/kernels.o: nvcc kernels.cu\n"
                       "build obj-cuda/rt/tr_launch.o: cc $tessroot/runtime/tr_launch.c\n"
                       "  flags = $cflags -DTR_LAUNCH_DIR='\"cuda\"'\n"
@@ -91,11 +119,12 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
             tg_sb_printf(rules, "build bin/cuda/%s: nvlink obj-cuda/%s.o obj/model.o obj-cuda/kernels.o", cn, cn);
             for (size_t k = 0; k < sizeof rt / sizeof rt[0]; k++)
                 tg_sb_printf(rules, " obj-cuda/rt/%s.o", rt[k]);
-            tg_sb_puts(rules, " $\n    obj/rt/tr_main.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o "
+            tg_sb_printf(rules, " $\n    obj/rt/tr_main.o obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o "
                               "obj/rt/tr_npy.o obj/rt/tr_synth.o $\n"
                               "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o obj/rt/tr_hfnames.o obj/rt/tr_stset.o $\n"
                               "    obj/rt/tr_hfout.o obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o $\n"
-                              "    obj/rt/tr_tokens.o obj/rt/tr_lmdata.o\n");
+                              "    obj/rt/tr_tokens.o obj/rt/tr_lmdata.o%s\n",
+                         sdpa ? " $\n    obj-cuda/rt/trc_attn_cudnn.o $sdpa_obj\n  cudalibs = -lcublas -lm $cudnn_libs -lnvrtc" : "");
             tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
         }
     tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);

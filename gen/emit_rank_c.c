@@ -149,9 +149,10 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
     case TG_STEP_BIAS_GELU:
         tg_sb_printf(o, "    tr_bias_gelu(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION: /* a bf16 program (bf16 probabilities, slot 4): GEMMs on bf16 operands, docs/BF16.md */
+    case TG_STEP_ATTENTION: /* a bf16 program (the bf16 copy of QKV in slot 5; attention = "cudnn" may have no slot 4):
+                             * GEMMs on bf16 operands, docs/BF16.md */
         tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n",
-                     !*bf(rp, s, 4) ? "" : *bf(rp, s, 2) ? "_bf16" : "_bf16_fp32out", bn(rp, s, 0),
+                     !*bf(rp, s, 5) ? "" : *bf(rp, s, 2) ? "_bf16" : "_bf16_fp32out", bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
         break;
     case TG_STEP_CAST:

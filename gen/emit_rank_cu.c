@@ -77,10 +77,24 @@ static const char *cty(const tg_class_plan *rp, const tg_step *s, int slot)
     return esz(rp, s, slot) == 2 ? "tr_bf16" : "float";
 }
 
+/* Bytes cuDNN's attention steps move at least (attention = "cudnn"; q = elements of Q). The forward: qkv + bias
+ * in, biased qkv and its bf16 copy out, cuDNN reads Q, K, V and writes O in bf16, widened when the output is fp32.
+ * The backward: qkv and dO in and their bf16 copies out, the recomputed forward (Q, K, V in; O and the statistics
+ * out), the backward (Q, K, V, O, dO, statistics in; bf16 dQ, dK, dV out), their widening into the fp32 dqkv. */
+static long long sdpa_bytes(const tg_class_plan *rp, const tg_step *s)
+{
+    long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, st = 4LL * s->nseq * s->heads * s->seq;
+    if (s->kind == TG_STEP_ATTENTION)
+        return 4 * (6 * q + 3LL * s->heads * s->hdim) + 6 * q + 6 * q + 2 * q + (esz(rp, s, 2) == 4 ? 6 * q : 0);
+    return (12 * q + 6 * q + 4 * q + 2 * q) + (6 * q + 2 * q + st) + (10 * q + st + 6 * q) + (6 * q + 12 * q);
+}
+
 /* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
 static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
 {
     long long rc = (long long)s->rows * s->cols;
+    if (s->cudnn)
+        return sdpa_bytes(rp, s);
     switch (s->kind) {
     case TG_STEP_BCAST:
     case TG_STEP_ALLREDUCE: return esz(rp, s, 0) * s->count;
@@ -268,7 +282,13 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         snprintf(line, sizeof line, "template void bias_gelu<%d, %d>(cudaStream_t, float *, const float *);\n",
                  s->rows, s->cols);
         break;
-    case TG_STEP_ATTENTION: /* T: the type its GEMMs read, that of the probabilities (slot 4); OUT: the output's */
+    case TG_STEP_ATTENTION:
+        if (s->cudnn) { /* attention = "cudnn": trc_sdpa.h, no kernel instance */
+            tg_sb_printf(o, "    trc_attn_cudnn(c, S, %d, %d, %d, %d, %s, %s, %s, %s, %s);\n", s->nseq, s->seq, s->heads,
+                         s->hdim, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 5), bn(rp, s, 4));
+            break;
+        }
+        /* T: the type its GEMMs read, that of the probabilities (slot 4); OUT: the output's */
         tg_sb_printf(o, "    trk::attention<%d, %d, %d, %d, %s, %s>(c, S, %s, %s, %s, %s, %s, %s);\n", s->nseq,
                      s->seq, s->heads, s->hdim, cty(rp, s, 4), cty(rp, s, 2), bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
                      bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5));
@@ -316,6 +336,12 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->rows, s->cols, s->hidden);
         break;
     case TG_STEP_ATTN_BWD:
+        if (s->cudnn) {
+            tg_sb_printf(o, "    trc_attn_cudnn_bwd(c, S, %d, %d, %d, %d, %s, %s, %s, %s, %s, %s, %s);\n", s->nseq, s->seq,
+                         s->heads, s->hdim, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4),
+                         bn(rp, s, 5), bn(rp, s, 6));
+            break;
+        }
         tg_sb_printf(o, "    trk::attention_bwd<%d, %d, %d, %d, %s>(c, S, %s, %s, %s, %s, %s, %s, %s);\n", s->nseq,
                      s->seq, s->heads, s->hdim, cty(rp, s, 4), bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3),
                      bn(rp, s, 4), bn(rp, s, 5), bn(rp, s, 6));
@@ -435,6 +461,9 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         tg_sb_puts(&funcs, "/* The language model's kernels (embedding, positions, loss; docs/MODEL.md): declared in "
                            "trk_lm.cuh,\n * defined in kernels.cu (trk_lm_kernels.cuh) at this schedule's shapes. */\n"
                            "#include \"trk_lm.cuh\"\n\n");
+    if (pl->spec.attention == TG_ATTN_CUDNN)
+        tg_sb_puts(&funcs, "/* attention = \"cudnn\": cuDNN's fused attention (trc_sdpa.h; docs/CUDA.md, \"Fused attention "
+                           "through cuDNN\") */\n#include \"trc_sdpa.h\"\n\n");
 
     static const char *fname[3] = {"forward", "backward", "optimizer"};
     static const char *fwhat[3] = {
@@ -744,9 +773,11 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     vars[n - 1] = (tg_tvar){"INSTANCES", ln.s ? ln.s : ""};
     if (ln.len)
         ok = ok && tg_template_fill(out, "kernels_layernorm.cu.in", vars, n, err);
-    /* the attention family after them, with its own instances (a block stack always has some) */
+    /* the attention family after them, with its own instances (a block stack has some, unless attention =
+     * "cudnn" computes its attention: runtime/cuda/trc_attn_cudnn.cu) */
     vars[n - 1] = (tg_tvar){"INSTANCES", attn.s ? attn.s : ""};
-    ok = ok && tg_template_fill(out, "kernels_attention.cu.in", vars, n, err);
+    if (attn.len)
+        ok = ok && tg_template_fill(out, "kernels_attention.cu.in", vars, n, err);
     if (ok && pl->V > 0) {
         tg_sb_puts(out, "\n/* ---- the language model (model.vocab, docs/MODEL.md): token and position embedding, the "
                         "loss, and\n * their backward; kernels and design in runtime/cuda/trk_lm_kernels.cuh ---- */\n"

@@ -52,6 +52,10 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
         num(fp, s->scheme);
         num(fp, s->p);
     }
+    if (s->attention != TG_ATTN_CUBLAS) { /* only then (its plan's attention scratch differs), as above */
+        str(fp, "attention");
+        num(fp, s->attention);
+    }
     if (s->vocab > 0) { /* only then, so fingerprints of block stacks are what they were */
         str(fp, "lm");
         num(fp, s->vocab);

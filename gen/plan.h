@@ -163,6 +163,7 @@ typedef struct tg_step {
     int hidden;                 /* LN: full C (the divisor of the statistics) */
     double eps;                 /* LN */
     int nseq, seq, heads, hdim; /* attention: local sequences, tokens, local heads, head dim */
+    int cudnn;                  /* attention steps of an attention = "cudnn" plan: cuDNN's fused path (docs/CUDA.md) */
     int vocab0, nvalid;         /* LM steps: first vocab id of the local block, ids of it below V */
     int boff;                   /* EMBED, EMBED_BWD: element offset into buf[0] (one row block's token ids) */
     float scale;                /* LM_DLOGITS: 1 / (batch*seq) */

@@ -107,10 +107,46 @@ static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows,
  * plan); a bf16 plan adds the bf16 copies of Q, K, V (and of dO in the backward) the tensor-core GEMMs read. The
  * CPU backend works on one (sequence, head) at a time in slot 3: its first [seq, seq] (the forward's scores; the
  * backward's probabilities, then its dL/d(scores) in the second [seq, seq]); it leaves the other slots alone. */
+/* attention = "cudnn" (a bf16 plan; docs/CUDA.md "Fused attention through cuDNN"): cuDNN keeps the scores on
+ * chip, so no [heads*seq, seq] scratch. Slot 3 (fp32) is the CPU program's [seq, seq] (its [2 seq, seq] in the
+ * backward), which in the backward also holds the softmax statistics of the recomputed forward
+ * ([nseq*heads*seq], so at least nseq*heads rows of seq). Slot 4 (bf16): the forward's bf16 output when the step's
+ * output is fp32 (the scheme casts it itself; none otherwise); the backward's recomputed O, then its bf16 dQ, dK,
+ * dV: [rows, 4*cols]. Slots 5 and 6 as on the cuBLAS path: the bf16 copies of the biased QKV and of dO. */
+static void attn_scratch_cudnn(tg_builder *b, tg_step *s, int layer, bool bwd, int rows, int cols)
+{
+    const tg_plan *pl = b->pl;
+    int S = pl->spec.seq, st = pl->nseq * pl->Hq;
+    s->cudnn = 1;
+    int sc = tg_pb_buf(b, bwd ? (st > 2 * S ? st : 2 * S) : S, S, 0,
+                       bwd ? "softmax statistics of the recomputed attention forward ([batch*heads*seq] fp32, cuDNN), "
+                             "the CPU program's scores and dL/dP of one (sequence, head)"
+                           : "the CPU program's attention scores of one (sequence, head) (cuDNN keeps them on chip)",
+                       bwd ? "L%d_bwd_scores" : "L%d_scores", layer);
+    tg_pb_use(s, 3, sc, TG_ACC_W);
+    if (bwd || b->rp->bufs[s->buf[2]].dtype != TG_BUF_BF16)
+        tg_pb_use(s, 4, tg_pb_bf16_out(b, tg_pb_buf(b, rows, bwd ? 4 * cols : cols, 0,
+                                                    bwd ? "recomputed attention output, then dL/d[Q|K|V], bf16 (cuDNN)"
+                                                        : "attention output in bf16 before its widening (cuDNN)",
+                                                    bwd ? "L%d_bwd_sdpa" : "L%d_sdpa_out", layer)),
+                  TG_ACC_W);
+    tg_pb_use(s, 5, tg_pb_bf16_out(b, tg_pb_buf(b, rows, 3 * cols, 0, "bf16 copy of the biased [Q|K|V]",
+                                                bwd ? "L%d_qkv_bwd_bf16" : "L%d_qkv_bf16", layer)),
+              TG_ACC_W);
+    if (bwd)
+        tg_pb_use(s, 6, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
+                                                    "L%d_att_dout_bf16", layer)),
+                  TG_ACC_W);
+}
+
 static void attn_scratch(tg_builder *b, tg_step *s, int layer, bool bwd, int rows, int cols)
 {
     const tg_plan *pl = b->pl;
     int S = pl->spec.seq, HS = pl->Hq * S;
+    if (pl->spec.attention == TG_ATTN_CUDNN) {
+        attn_scratch_cudnn(b, s, layer, bwd, rows, cols);
+        return;
+    }
     /* the CPU's backward keeps its two [seq, seq] (probabilities, dL/d(scores)) side by side in slot 3 */
     int sc = tg_pb_buf(b, bwd && pl->Hq < 2 ? 2 * S : HS, S, 0, bwd ? "recomputed attention scores, then dL/dP, of one sequence's heads"
                                         : "attention scores of one sequence's heads",

@@ -61,7 +61,7 @@
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
-       TOP_COUNT };
+       TOP_ATTENTION, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
@@ -71,7 +71,7 @@ static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "opti
 static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer"};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
-    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme"},
+    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
@@ -290,6 +290,27 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
     tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
     fail(c, "dtype = %s is not supported: use \"fp32\" or \"bf16\" (bf16 GEMM operands, fp32 accumulation; "
             "docs/BF16.md)", shown);
+}
+
+/* attention = "cublas" (default) or "cudnn": how the CUDA backend computes attention (docs/CUDA.md, "Fused
+ * attention through cuDNN"). The dtype and head-dimension rules of "cudnn" are checked after the model's keys. */
+static void check_attention(spec_ctx *c, tg_spec *s)
+{
+    const tg_lval *v = &c->val[LVL_TOP][TOP_ATTENTION];
+    char shown[256];
+    s->attention = TG_ATTN_CUBLAS;
+    if (v->type == LUA_TNONE || tg_lval_str_is(v, "cublas"))
+        return;
+    if (tg_lval_str_is(v, "cudnn")) {
+        s->attention = TG_ATTN_CUDNN;
+        return;
+    }
+    if (v->type == LUA_TSTRING)
+        tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
+    else
+        tg_lval_describe(shown, sizeof shown, v);
+    fail(c, "attention = %s is not an attention path: use \"cublas\" (the default: cuBLAS GEMMs and softmax "
+            "kernels) or \"cudnn\" (cuDNN's fused flash attention, bf16 only; docs/CUDA.md)", shown);
 }
 
 /* mesh.placement: which group's ranks get consecutive numbers, so that a launcher that fills nodes in rank
@@ -653,6 +674,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_dtype(c, s);
     check_mode(c, s);
     check_scheme(c, s);
+    check_attention(c, s);
     check_optimizer(c, s);
     check_backends(c, s);
     check_memory(c, s);
@@ -702,6 +724,17 @@ static void validate(spec_ctx *c, tg_spec *s)
             fmt_set(set, sizeof set, all, na, H);
         fail(c, "model.hidden = %lld is not divisible by model.heads = %lld: each head takes "
                 "hidden/heads columns; use heads in %s", C, H, set);
+    }
+    /* attention = "cudnn": cuDNN's fused attention reads and writes fp16/bf16 only, with head dimensions that are
+     * multiples of 8 up to 256 (its flash-attention support surface) */
+    if (s->attention == TG_ATTN_CUDNN) {
+        if (s->dtype != TG_BF16)
+            fail(c, "attention = \"cudnn\" needs dtype = \"bf16\": cuDNN's fused attention reads bf16 Q, K, V; "
+                    "add dtype = \"bf16\", or use attention = \"cublas\" for an fp32 program");
+        if (ok_hidden && ok_heads && C % H == 0 && ((C / H) % 8 != 0 || C / H > 256))
+            fail(c, "attention = \"cudnn\" needs a head dimension (model.hidden / model.heads = %lld / %lld = %lld) "
+                    "that is a multiple of 8 and at most 256 (cuDNN's fused attention); change hidden or heads, or "
+                    "use attention = \"cublas\"", C, H, C / H);
     }
     /* megatron: heads and the MLP columns are split across the p ranks (hidden % p follows) */
     if (s->scheme == TG_SCHEME_MEGATRON && ok_p) {

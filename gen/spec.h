@@ -18,6 +18,7 @@
  *               vocab = 50257, positions = 1024 },   -- optional: the whole GPT-2 (docs/MODEL.md);
  *                                          -- tie = true optional (false refused: only the tied head)
  *     dtype = "fp32",                      -- optional, default "fp32"; or "bf16" (docs/BF16.md)
+ *     attention = "cublas",                -- optional, default "cublas"; or "cudnn" (bf16 only; docs/CUDA.md)
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
  *                   warmup = 0, decay_steps = 0, lr_min = 0, clip = 0 },  -- every key optional
@@ -35,6 +36,8 @@
 #include "mesh.h"
 
 typedef enum tg_dtype { TG_FP32 = 0, TG_BF16 = 1 } tg_dtype; /* docs/BF16.md */
+/* spec key attention: the CUDA backend's attention path (docs/CUDA.md); the CPU program is the same for both */
+typedef enum tg_attention { TG_ATTN_CUBLAS = 0, TG_ATTN_CUDNN = 1 } tg_attention;
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
 /* Backends to emit (spec key backends), as bits; "cpu" is always among them when the key is given. */
 enum { TG_BACKEND_CPU = 1, TG_BACKEND_CUDA = 2 };
@@ -67,6 +70,7 @@ typedef struct tg_spec {
                       * cross-entropy (docs/MODEL.md); 0: the block stack alone, as before */
     int positions;   /* model.positions P >= seq, learned positions (with vocab; else 0) */
     tg_dtype dtype;
+    tg_attention attention; /* "cublas" (default) or "cudnn": cuDNN's fused attention, needs bf16 */
     tg_mode mode;    /* "infer" (default) or "train" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */
     unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */

@@ -73,6 +73,8 @@ const char *tg_stream_name(int stream)
 
 bool tg_streams_slot_used(const tg_step *s, int slot)
 {
+    if (s->cudnn && s->kind == TG_STEP_ATTENTION && slot == 3)
+        return false; /* the CPU program's scores: cuDNN's forward keeps its scores on chip (plan_steps.c) */
     return s->buf[slot] >= 0;
 }
 

@@ -772,3 +772,119 @@ if wanted "cuda: megatron"; then
         notok "cuda: megatron: reference inputs and generate p=2 with backends cpu, cuda" "$WORK/log"
     fi
 fi
+
+# ---- attention = "cudnn": cuDNN's fused attention (docs/CUDA.md, "Fused attention through cuDNN") ----------------
+# The bf16 training spec of the bf16 section with attention = "cudnn" on [1,1,1] and [2,2,1], and the megatron scheme
+# on p = 2 (its attention output is fp32: the widening path). The generated code calls trc_attn_cudnn and
+# trc_attn_cudnn_bwd (no cuBLAS attention instance in kernels.cu); the emulation (tests/cuda/emu_sdpa.inc) computes
+# them with the flash-attention arithmetic in float over the bf16 operands (statistics from the forward, the
+# backward's D = rowsum(dO * O)), against the CPU program of the same output, whose attention is the cuBLAS path's,
+# within the bf16 section's tolerances: forward 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned; dL/dx
+# and every gradient 3e-3 of the CPU program, the bf16 section's figure for a rounding point added: cuDNN writes dQ,
+# dK, dV in bf16 where the cuBLAS path's GEMMs write fp32 (measured 1.0e-3 on the QKV bias gradient of [1,1,1]
+# against 1e-7 for the other weights); 5 AdamW steps with replicas bitwise identical. With nvcc and the
+# cudnn-frontend headers (scripts/cudnn_frontend.sh) every .cu of [2,2,1] is compiled and linked with
+# build/cuda/trc_sdpa.o and cuDNN, and so is tests/cuda/sdpa_check.cu ("cuda: compile: ..."); else a skip line each
+# says which is missing.
+cus_generate() { # q d [scheme-line] -> $WORK/cus_q_d: the bf16 training program with attention = "cudnn"
+    local dir="$WORK/cus_$1_$2"
+    cu_spec "cus_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train", dtype = "bf16", attention = "cudnn",
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },' |
+        sed "${3:+s/^  mesh = .*/  $3/}" >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet
+}
+cus_emu() { # q d: the CPU program and the emulation; the generated code takes the cuDNN path
+    local dir="$WORK/cus_$1_$2"
+    grep -q "trc_attn_cudnn(c, S, " "$dir/rank_i0_j0.cu" && grep -q "trc_attn_cudnn_bwd(c, S, " "$dir/rank_i0_j0.cu" &&
+        ! grep -q "trk::attention" "$dir/rank_i0_j0.cu" && ! grep -q "^template void attention" "$dir/kernels.cu" &&
+        grep -q "obj-cuda/rt/trc_attn_cudnn.o \$sdpa_obj" "$dir/build.ninja" &&
+        ninja -C "$dir" cpu >/dev/null && tests/cuda/emu_build.sh "$dir" emu model-emu
+}
+cus_run() { # q d np order: forward and --dy against the CPU program
+    local dir="$WORK/cus_$1_$2" np=$3 a
+    a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy"
+    # shellcheck disable=SC2086
+    { [ -s "$dir/y_cpu.npy" ] || "$dir/run" $a --output "$dir/y_cpu.npy" --quiet; } &&
+        { [ -s "$dir/g_cpu.st" ] || "$dir/run" $a --dy "$WORK/cu_dy.npy" --dx-out "$dir/dx_cpu.npy" \
+            --grads-out "$dir/g_cpu.st" --quiet; } &&
+        "$PY" -c "import numpy as np, sys; [np.save(f, np.full((4, 16, 128), np.nan, np.float32)) for f in sys.argv[1:]]" \
+            "$dir/y.npy" "$dir/dx.npy" && rm -f "$dir/g.st" &&
+        TESS_EMU_ORDER=$4 TESS_EMU_SEED=13 cu_mpirun "$np" "$dir/bin/model-emu" $a --output "$dir/y.npy" --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$dir/y_cpu.npy" --got "$dir/y.npy" --tol 1e-3 --expect-f32 \
+            --label "cuda cudnn [$1,$2] $4 first vs the CPU program" &&
+        "$PY" $CU_REF compare --ref "$WORK/cub_ref.npy" --got "$dir/y.npy" --tol 3e-3 --expect-f32 \
+            --label "cuda cudnn [$1,$2] $4 first vs --bf16" &&
+        TESS_EMU_ORDER=$4 TESS_EMU_SEED=14 cu_mpirun "$np" "$dir/bin/model-emu" $a --dy "$WORK/cu_dy.npy" \
+            --dx-out "$dir/dx.npy" --grads-out "$dir/g.st" --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$dir/dx_cpu.npy" --got "$dir/dx.npy" --tol 3e-3 --expect-f32 \
+            --label "cuda cudnn dx [$1,$2] $4 first vs the CPU program" &&
+        "$PY" $CU_REF compare-grads --ref "$dir/g_cpu.st" --got "$dir/g.st" --tol 3e-3 \
+            --label "cuda cudnn [$1,$2] $4 first vs the CPU program"
+}
+cus_replicas() { # q d
+    local dir="$WORK/cus_$1_$2" np=$(($1 * $1 * $2))
+    TESS_EMU_ORDER=comm cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
+        --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cus_rep.out" &&
+        grep -q "bitwise identical" "$WORK/cus_rep.out"
+}
+cus_settings() { # the generated build.ninja's cuDNN part: the default object (asked of tessgen's build.ninja), or
+    # TESS_SDPA_OBJ with no rule; TESS_CUDNN_LIBS on the class links only; a cuBLAS spec has none of it
+    local dir="$WORK/cus_set" b
+    cu_spec cus_set 1 1 'backends = { "cpu", "cuda" }, mode = "train", dtype = "bf16", attention = "cudnn",' >"$dir.lua" &&
+        env -u TESS_SDPA_OBJ -u TESS_CUDNN_LIBS bin/tessgen "$dir.lua" -o "$dir" --quiet || return 1
+    b=$dir/build.ninja
+    grep -qx 'sdpa_obj = $tessroot/build/cuda/trc_sdpa.o' "$b" && grep -qx 'cudnn_libs = -l:libcudnn.so.9' "$b" &&
+        grep -qx '  command = ninja -C $tessroot build/cuda/trc_sdpa.o' "$b" && grep -qx '  restat = 1' "$b" &&
+        grep -qx 'build obj-cuda/rt/trc_attn_cudnn.o: nvcc $tessroot/runtime/cuda/trc_attn_cudnn.cu' "$b" &&
+        [ "$(grep -c '^  cudalibs = -lcublas -lm $cudnn_libs -lnvrtc$' "$b")" -eq 1 ] || { echo "default settings"; return 1; }
+    TESS_SDPA_OBJ=/opt/x/trc_sdpa.o TESS_CUDNN_LIBS="-L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib" \
+        bin/tessgen "$dir.lua" -o "$dir" --quiet &&
+        grep -qx 'sdpa_obj = /opt/x/trc_sdpa.o' "$b" && ! grep -q 'tess_sdpa' "$b" &&
+        grep -qx 'cudnn_libs = -L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib' "$b" || { echo "TESS_SDPA_OBJ, TESS_CUDNN_LIBS"; return 1; }
+    sed 's/attention = "cudnn"/attention = "cublas"/' "$dir.lua" >"${dir}_cublas.lua" &&
+        bin/tessgen "${dir}_cublas.lua" -o "${dir}_cublas" --quiet && ! grep -q 'trc_sdpa\|trc_attn_cudnn\|cudnn_libs' "${dir}_cublas/build.ninja" ||
+        { echo "a cuBLAS spec links cuDNN"; return 1; }
+}
+cus_nvcc_why() { # why the compile check cannot run here, or nothing
+    cu_nvcc >/dev/null || { echo "nvcc not found"; return; }
+    scripts/cudnn_frontend.sh >/dev/null 2>"$WORK/cus_fe.err" || { head -1 "$WORK/cus_fe.err"; return; }
+}
+CUS_CHECK="cuda: compile: the cuDNN attention check and microbenchmark (tests/cuda/sdpa_check.cu) for sm_80 and sm_90, -Werror, no spills, linked with build/cuda/trc_sdpa.o and cuDNN"
+CUS_COMPILE="cuda: compile: every .cu of the attention = \"cudnn\" bf16 training spec on [2,2,1] for sm_80 and sm_90, -Werror, linked with build/cuda/trc_sdpa.o and cuDNN; no kernel spills"
+if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
+    if cub_setup >"$WORK/log" 2>&1; then
+        if wanted "cuda: sdpa"; then
+            for m in 1,1 2,1 mg,2; do
+                q=${m%,*} d=${m#*,} sl="" name="[${m%,*},${m%,*},${m#*,}]"
+                [ "$q" = mg ] && sl='scheme = "megatron", mesh = { p = 2 },' name="megatron p=2"
+                np=$([ "$q" = mg ] && echo 2 || echo $((q * q * d)))
+                if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
+                    check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
+                        cus_run "$q" "$d" "$np" random
+                    [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
+                        cus_settings
+                    [ "$q" = 2 ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name, 5 AdamW steps: replicas bitwise identical" \
+                        cus_replicas "$q" "$d"
+                else
+                    notok "cuda: sdpa: generate $name with attention = \"cudnn\", build its CPU program and the emulation" "$WORK/log"
+                fi
+            done
+        fi
+        if wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
+            why=$(cus_nvcc_why)
+            if [ -z "$why" ] && { [ -f "$WORK/cus_2_1/build.ninja" ] || cus_generate 2 1 >"$WORK/log" 2>&1; }; then
+                check "$CUS_COMPILE" cu_compile 2 1 s
+                check "$CUS_CHECK" tests/cuda/sdpa_check.sh "$WORK/sdpa_check"
+            elif [ -n "$why" ]; then
+                pass=$((pass + 1))
+                ok "$CUS_COMPILE # skip $why"
+                pass=$((pass + 1))
+                ok "$CUS_CHECK # skip $why"
+            else
+                notok "cuda: compile: generate the attention = \"cudnn\" spec" "$WORK/log"
+            fi
+        fi
+    else
+        notok "cuda: sdpa: reference inputs" "$WORK/log"
+    fi
+fi

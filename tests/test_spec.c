@@ -515,6 +515,33 @@ int main(void)
         TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype must be a string such as \"fp32\", got 32") == 0, "%.400s", E.msg);
     }
 
+    TT_CASE("attention: cublas by default, cudnn only in bf16 with a head dimension cuDNN supports") {
+        const char *m16 = "mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, seq = 4, batch = 1 }";
+        char src[512];
+        TT_CHECK(load("return { " OK_TAIL " }") && S.attention == TG_ATTN_CUBLAS, "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, dtype = 'bf16', attention = 'cudnn' }", m16);
+        TT_CHECK(load(src) && S.attention == TG_ATTN_CUDNN, "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, attention = 'cublas' }", m16);
+        TT_CHECK(load(src) && S.attention == TG_ATTN_CUBLAS, "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, attention = 'cudnn' }", m16);
+        TT_CHECK(!load(src), "fp32 cudnn accepted");
+        TT_CHECK(has("attention = \"cudnn\" needs dtype = \"bf16\"") && has("use attention = \"cublas\""), "%.400s",
+                 E.msg);
+        /* head dimension 12: not a multiple of 8; 264 (hidden 528, 2 heads): above 256 */
+        TT_CHECK(!load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 24, heads = 2, ffn = 8, seq = 4,"
+                       " batch = 1 }, dtype = 'bf16', attention = 'cudnn' }"), "head dim 12 accepted");
+        TT_CHECK(has("model.hidden / model.heads = 24 / 2 = 12) that is a multiple of 8 and at most 256"), "%.400s",
+                 E.msg);
+        TT_CHECK(!load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 528, heads = 2, ffn = 8, seq = 4,"
+                       " batch = 1 }, dtype = 'bf16', attention = 'cudnn' }"), "head dim 264 accepted");
+        TT_CHECK(has("= 264) that is a multiple of 8 and at most 256"), "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, dtype = 'bf16', attention = 'flash' }", m16);
+        TT_CHECK(!load(src), "flash accepted");
+        TT_CHECK(has("attention = \"flash\" is not an attention path: use \"cublas\""), "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, dtype = 'bf16', attention = 1 }", m16);
+        TT_CHECK(!load(src) && has("attention = 1 is not an attention path"), "%.400s", E.msg);
+    }
+
     TT_CASE("name: charset, length, type, dots") {
         TT_CHECK(!load("return { name = 'my model', " OK_TAIL " }"), "accepted");
         TT_CHECK(strcmp(E.msg, "specs/x.lua: name = \"my model\" is not a valid name: use 1 to 100 characters"

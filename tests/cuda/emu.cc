@@ -1213,3 +1213,7 @@ void pos_bwd(cudaStream_t s, const float *g, float *dwpe)
 #include "instances.inc"
 
 } // namespace trk
+
+/* attention = "cudnn" (runtime/cuda/trc_sdpa.h): its own file */
+#include "trc_sdpa.h"
+#include "emu_sdpa.inc"

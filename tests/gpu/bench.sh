@@ -26,6 +26,8 @@
 #            forward (--repeat 20) and training step (--steps 10 --timing), medians and the time per step kind,
 #            into $OUT/bf16.md; and TESS_PROFILE of the 2-layer block in bf16 ($OUT/profile_bf16.txt: its
 #            "cuBLAS alone" reference GEMMs are fp32, so only its milliseconds and TFLOP/s are bf16's)
+#            Where cuDNN is found (tests/gpu/env.sh), the bf16 blocks with attention = "cudnn" in a third column
+#            (cuDNN's fused attention, docs/CUDA.md)
 #
 # Files in $OUT: bench.md, profile_fp32.txt, profile_tf32.txt, tessgen_timing.txt, torch.json, cmp_*.txt,
 # torch_bf16.json, bench.log. Each part
@@ -188,16 +190,22 @@ bf16_profile() {
 }
 part_bf16() {
     local spec log dt
-    for spec in "$P2 infer16" "$P12 infer" "$P12 train" "$P12 infer16" "$P12 train16"; do
+    local specs=("$P2 infer16" "$P12 infer" "$P12 train" "$P12 infer16" "$P12 train16") dts=("" 16)
+    if [ -n "$TG_CUDNN" ]; then # attention = "cudnn" beside them where cuDNN is found (tests/gpu/env.sh)
+        specs+=("$P12 infer16cudnn" "$P12 train16cudnn")
+        dts+=(16cudnn)
+    fi
+    for spec in "${specs[@]}"; do
         # shellcheck disable=SC2086
         set -- $spec
         tg_built "$1" "$2" 1 1 && continue
         log=$B/build_$1_$2.log
         tg_build "$1" "$2" 1 1 >"$log" 2>&1 || { tg_notok "build $1 ($2) [1,1,1]" "$log"; return; }
     done
-    for dt in "" 16; do # side by side: fp32, then bf16
+    for dt in "${dts[@]}"; do # side by side: fp32, then bf16 (then bf16 with attention = "cudnn")
         local name=fp32
         [ -n "$dt" ] && name=bf16
+        [ "$dt" = 16cudnn ] && name="bf16, attention = cudnn"
         tg_check "bf16: $P12 forward [1,1,1], $name, --repeat 20" bf16_forward "$dt"
         tg_check "bf16: $P12 training step [1,1,1], $name, --steps 10" bf16_step "$dt"
     done
@@ -209,18 +217,20 @@ part_bf16() {
         echo
         echo "$P12 ($(tg_dims "$P12")) on [1,1,1], one run of tests/gpu/bench.sh bf16: medians in milliseconds."
         echo
-        echo "| | fp32 | bf16 | bf16/fp32 |"
-        echo "|---|---:|---:|---:|"
-        local k f32 f16
+        echo "| | fp32 | bf16 | bf16/fp32 | bf16, attention = \"cudnn\" |"
+        echo "|---|---:|---:|---:|---:|"
+        local k f32 f16 fdn
         for k in forward_seconds_median step_seconds_median gemm_seconds attention_seconds layernorm_seconds \
             residual_seconds gelu_seconds cast_seconds optimizer_seconds; do
             for f in forward step; do
                 f32=$(value "$k" "$B/${f}_dt32.txt") f16=$(value "$k" "$B/${f}_dt16.txt")
+                fdn=$(value "$k" "$B/${f}_dt16cudnn.txt" 2>/dev/null)
                 if [ -z "$f32" ] || [ -z "$f16" ]; then continue; fi
                 local label="$f: ${k%_seconds*}"
                 case $k in forward_seconds_median) label="forward (median)" ;; step_seconds_median) label="training step (median)" ;; esac
-                awk -v k="$label" -v a="$f32" -v b="$f16" \
-                    'BEGIN { printf "| %s | %.3f | %.3f | %s |\n", k, 1e3 * a, 1e3 * b, (a > 0 ? sprintf("%.2f", b / a) : "-") }'
+                awk -v k="$label" -v a="$f32" -v b="$f16" -v c="$fdn" -v dn="$TG_CUDNN" \
+                    'BEGIN { printf "| %s | %.3f | %.3f | %s | %s |\n", k, 1e3 * a, 1e3 * b, (a > 0 ? sprintf("%.2f", b / a) : "-"),
+                             (c != "" ? sprintf("%.3f", 1e3 * c) : (dn == "" ? "not run" : "-")) }'
             done
         done
     } >"$TG_OUT/bf16.md"

@@ -32,6 +32,9 @@
 #              --bf16 and 1e-2 of float64, bytes as planned; dL/dx and every gradient within 1e-2 of --bf16 and
 #              2e-2 of float64; 5 AdamW steps, replicas bitwise identical; 20-step losses equal across the meshes
 #              (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling (the tolerances: docs/BF16.md)
+#              Then attention = "cudnn" (docs/CUDA.md), where cuDNN is found (tests/gpu/env.sh; else a skip line):
+#              tests/cuda/sdpa_check.sh bench (cuDNN's fused attention against the cuBLAS path and double, timed)
+#              and m64 on [1,1,1], [2,2,1] with the same tolerances, replicas bitwise identical
 #   lm         the whole GPT-2 (model.vocab 999, padded on q = 2; lm64: the m64 blocks, positions 128), training
 #              programs: on [1,1,1] and [2,2,1] the logits (--logits-out) within 1e-4 and the loss within 1e-5 of
 #              float64, every gradient (wte, wpe, ln_f, blocks) within 1e-4, bytes as planned; [2,2,2]: 3 AdamW
@@ -401,21 +404,21 @@ stage_tf32() {
 }
 
 # ---- bf16 ------------------------------------------------------------------------------------------------------
-bf16_forward() { # q d: m64 in bf16 against tessref --bf16 and float64, bytes as planned
+bf16_forward() { # q d [16cudnn]: m64 in bf16 against tessref --bf16 and float64, bytes as planned
     local dir r=$TG_WORK/ref_m64
-    dir=$(tg_dir m64 infer16 "$1" "$2")
+    dir=$(tg_dir m64 "infer${3:-16}" "$1" "$2")
     # shellcheck disable=SC2046
     tg_poison "$dir/y.npy" $(tg_bsc m64) &&
-        tg_run m64 infer16 "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --output "$dir/y.npy" --bytes &&
+        tg_run m64 "infer${3:-16}" "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --output "$dir/y.npy" --bytes &&
         "$PY" "$REF" compare --ref "$r/y16.npy" --got "$dir/y.npy" --tol 3e-3 --expect-f32 --label "m64 bf16 [$1,$1,$2] vs --bf16" &&
         "$PY" "$REF" compare --ref "$r/y.npy" --got "$dir/y.npy" --tol 1e-2 --expect-f32 --label "m64 bf16 [$1,$1,$2] vs float64"
 }
-bf16_grads() { # q d
+bf16_grads() { # q d [16cudnn]
     local dir r=$TG_WORK/ref_m64
-    dir=$(tg_dir m64 train16 "$1" "$2")
+    dir=$(tg_dir m64 "train${3:-16}" "$1" "$2")
     # shellcheck disable=SC2046
     tg_poison "$dir/dx.npy" $(tg_bsc m64) && rm -f "$dir/g.safetensors" &&
-        tg_run m64 train16 "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --dy "$r/dy.npy" \
+        tg_run m64 "train${3:-16}" "$1" "$2" --weights "$r/w.safetensors" --input "$r/x.npy" --dy "$r/dy.npy" \
             --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes &&
         "$PY" "$REF" compare --ref "$r/dx16.npy" --got "$dir/dx.npy" --tol 1e-2 --expect-f32 --label "m64 bf16 [$1,$1,$2] dL/dx vs --bf16" &&
         "$PY" "$REF" compare --ref "$r/dx.npy" --got "$dir/dx.npy" --tol 2e-2 --expect-f32 --label "m64 bf16 [$1,$1,$2] dL/dx vs float64" &&
@@ -457,6 +460,32 @@ stage_bf16() {
         tg_check "bf16: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-3), within 1e-3 of --bf16 and 1e-2 of float64, falling" \
             bf16_losses
     fi
+    bf16_cudnn
+}
+# attention = "cudnn" (docs/CUDA.md, "Fused attention through cuDNN"): cuDNN's fused attention against the cuBLAS path
+# and double, timed (tests/cuda/sdpa_check.cu; it also builds build/cuda/trc_sdpa.o here once); then m64 with that
+# attention on [1,1,1] and [2,2,1] with the bf16 tolerances above (cuDNN writes dQ, dK, dV in bf16: one rounding more)
+bf16_cudnn() {
+    if [ -z "$TG_CUDNN" ]; then
+        tg_ok "bf16: attention = \"cudnn\" (cuDNN fused attention) # skip $TG_CUDNN_WHY"
+        return
+    fi
+    if [ "$TG_STANDIN" != 1 ]; then
+        tg_check "bf16: cuDNN fused attention (trc_attn_cudnn, trc_attn_cudnn_bwd) against the cuBLAS path and double, statistics, deterministic backward; timed (tests/cuda/sdpa_check.cu)" \
+            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/sdpa_check.sh" "$TG_WORK/sdpak" bench
+    fi
+    local qd q d
+    for qd in 1,1 2,1; do
+        q=${qd%,*} d=${qd#*,}
+        build_check m64 infer16cudnn "$q" "$d" &&
+            tg_check "bf16: attention = \"cudnn\": m64 [$q,$q,$d] forward within 3e-3 of --bf16 and 1e-2 of float64, bytes as planned" \
+                bf16_forward "$q" "$d" 16cudnn
+        build_check m64 train16cudnn "$q" "$d" || continue
+        tg_check "bf16: attention = \"cudnn\": m64 [$q,$q,$d] dL/dx and every weight gradient within 1e-2 of --bf16 and 2e-2 of float64, bytes as planned" \
+            bf16_grads "$q" "$d" 16cudnn
+        tg_check "bf16: attention = \"cudnn\": m64 [$q,$q,$d] 5 AdamW steps, replicas bitwise identical" \
+            replicas_ok m64 "$q" "$d" train16cudnn
+    done
 }
 
 # ---- the whole GPT-2 ----------------------------------------------------------------------------------------------

@@ -163,6 +163,7 @@ tg_toolchain() {
         w=$("$PY" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) || w=""
         [ -n "$w" ] && [ -f "$w/include/nccl.h" ] && export TESS_NCCL_HOME=$w
     fi
+    tg_cudnn_env
     export TESS_WERROR=${TESS_WERROR:-0}
     export TESS_BACKENDS=cpu,cuda
     # the GPU
@@ -259,6 +260,31 @@ tg_refdata16() {
             --target "$d/target.npy" --steps 20 --lr 1e-3 --beta1 0.9 --beta2 0.999 --adam-eps 1e-8 \
             --weight-decay 0.01 >"$d/loss16.txt"
 }
+# tg_cudnn_env: what attention = "cudnn" needs (docs/CUDA.md, "Fused attention through cuDNN"): cuDNN 9 from
+# python3's nvidia-cudnn wheel (the one PyTorch loads: include/cudnn.h, lib/libcudnn.so.9), linked by that name with
+# an rpath and on LD_LIBRARY_PATH (cuDNN opens its engine libraries from there), and the cudnn-frontend headers
+# carried in build/gpu-carry/cudnn-frontend (no network there). build/cuda/trc_sdpa.o is then compiled here once,
+# against the wheel's cudnn.h, by the first build that needs it. TG_CUDNN: the wheel's folder ("emulated" on the
+# stand-in, whose emulation needs no cuDNN), empty with TG_CUDNN_WHY when it cannot be had.
+tg_cudnn_env() {
+    TG_CUDNN="" TG_CUDNN_WHY=""
+    if [ "$TG_STANDIN" = 1 ]; then
+        TG_CUDNN=emulated
+        return 0
+    fi
+    local w fe=$TG_REPO/build/gpu-carry/cudnn-frontend/include
+    [ -n "${TESS_CUDNN_FRONTEND:-}" ] || { [ -f "$fe/cudnn_frontend.h" ] && export TESS_CUDNN_FRONTEND=$fe; }
+    [ -n "${TESS_CUDNN_FRONTEND:-}" ] || { TG_CUDNN_WHY="no cudnn-frontend headers (tests/gpu/prepare.sh carries them)"; return 0; }
+    w=$("$PY" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) || w=""
+    if [ -z "$w" ] || [ ! -f "$w/include/cudnn.h" ] || [ ! -f "$w/lib/libcudnn.so.9" ]; then
+        TG_CUDNN_WHY="no cuDNN 9 wheel for python3 (import nvidia.cudnn: include/cudnn.h, lib/libcudnn.so.9)"
+        return 0
+    fi
+    export TESS_CUDNN_INCLUDE=$w/include
+    export TESS_CUDNN_LIBS="-L$w/lib -l:libcudnn.so.9 -Xlinker -rpath=$w/lib"
+    export LD_LIBRARY_PATH=$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    TG_CUDNN=$w
+}
 # tg_gen MODEL MODE q d -> prints the output folder (generated there; MODE infer or train, or infer16 or train16:
 # the same with dtype = "bf16")
 tg_dir() { echo "$TG_WORK/$1_$2_$3_$4"; }
@@ -267,7 +293,12 @@ tg_gen() {
     dir=$(tg_dir "$m" "$mode" "$q" "$dd")
     read -r L C H F S B <<<"$(tg_dims "$m")"
     local sfx="" lm="" # fp32 names as before
-    case "$mode" in *16) dtype=bf16 mode=${mode%16} sfx=_bf16 ;; esac
+    local attn="" # MODE infer16cudnn or train16cudnn: bf16 with attention = "cudnn"
+    case "$mode" in
+    *16cudnn) dtype=bf16 mode=${mode%16cudnn} sfx=_bf16_cudnn attn='
+  attention = "cudnn",' ;;
+    *16) dtype=bf16 mode=${mode%16} sfx=_bf16 ;;
+    esac
     local V P
     read -r V P <<<"$(tg_lmdims "$m")"
     [ -n "$V" ] && lm=", vocab = $V, positions = $P"
@@ -276,7 +307,7 @@ return {
   name = "${m}_${mode}${sfx}_q${q}_d${dd}",
   mesh = { q = $q, d = $dd },
   model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $B$lm },
-  mode = "$mode", dtype = "$dtype",
+  mode = "$mode", dtype = "$dtype",$attn
   backends = { "cpu", "cuda" },
 }
 SPEC

@@ -7,6 +7,8 @@
 #   build/gpu-carry/debs/*.deb    Open MPI 4.1 of Debian 12 and every library it loads that a bare Ubuntu or
 #                                 Debian lacks (PMIx, hwloc, libevent, libfabric, UCX, PSM, verbs, ...), plus
 #                                 ninja; tests/gpu/env.sh unpacks them into a scratch root there (dpkg-deb -x)
+#   build/gpu-carry/cudnn-frontend/include  the cudnn-frontend headers (scripts/cudnn_frontend.sh): attention =
+#                                 "cudnn" compiles build/cuda/trc_sdpa.o there against the cuDNN wheel's cudnn.h
 #   build/gpu-carry/MANIFEST      what was carried: package versions, the sources tessgen was built from
 #
 # It checks the closure: every shared library that any carried ELF file needs is either carried or one of
@@ -30,6 +32,14 @@ if ldd bin/tessgen | grep -q lua; then
 fi
 mkdir -p "$CARRY/bin" "$CARRY/debs"
 cp bin/tessgen "$CARRY/bin/tessgen"
+
+echo "# cudnn-frontend headers (attention = \"cudnn\"; the GPU machine has no network): build/gpu-carry/cudnn-frontend"
+if fe=$(scripts/cudnn_frontend.sh); then
+    rm -rf "$CARRY/cudnn-frontend" && mkdir -p "$CARRY/cudnn-frontend" && cp -r "$fe" "$CARRY/cudnn-frontend/include"
+else
+    echo "  not carried: the GPU check will skip attention = \"cudnn\"" # the one-line reason is above
+    rm -rf "$CARRY/cudnn-frontend"
+fi
 
 echo "# Debian packages: Open MPI and what it loads"
 # shellcheck disable=SC2086 # one word per package

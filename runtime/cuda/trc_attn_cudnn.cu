@@ -1,0 +1,111 @@
+/*
+ * trc_attn_cudnn.cu - the attention steps of an attention = "cudnn" program (trc_sdpa.h; docs/CUDA.md, "Fused
+ * attention through cuDNN"): what lies around cuDNN's fused attention (trc_sdpa.cpp, compiled once per checkout).
+ * Compiled per output with the other runtime .cu files, only for such programs; small, so cheap.
+ *
+ * Forward: k_bias_bf16 adds the QKV bias to qkv in place (the backward reads the biased QKV, as on the cuBLAS
+ * path) and writes its bf16 copy; trc_sdpa_fwd reads Q, K, V from that copy with strides and writes O in bf16,
+ * straight into the step's output when it is bf16, else into the plan's scratch and k_widen makes the fp32
+ * output. No statistics are kept: the backward recomputes them (one more fused forward, and no buffer that lives
+ * from the forward to the backward). Backward: qkv and dO cast to bf16 (trc_cast_bf16), trc_sdpa_fwd recomputes
+ * O and the log-sum-exp statistics, trc_sdpa_bwd writes bf16 dQ, dK, dV in the qkv layout and k_widen makes the
+ * fp32 dqkv. Everything on the compute stream s. A graph cuDNN refuses stops the rank naming the spec field.
+ */
+#include <stdio.h>
+
+#include <cuda_bf16.h>
+
+#include "trc_internal.h"
+#include "trc_sdpa.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(long long n)
+{
+    return (unsigned)((n + kThreads - 1) / kThreads);
+}
+
+/* qkv[rows, ld] += bias[ld] in place; h = the result rounded to bf16 (RNE) */
+__global__ void __launch_bounds__(kThreads) k_bias_bf16(float *__restrict__ qkv, const float *__restrict__ bias,
+                                                          __nv_bfloat16 *__restrict__ h, long long n, int ld)
+{
+    const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
+    if (i >= n)
+        return;
+    const float v = qkv[i] + bias[i % ld];
+    qkv[i] = v;
+    h[i] = __float2bfloat16_rn(v);
+}
+
+__global__ void __launch_bounds__(kThreads) k_widen(const __nv_bfloat16 *__restrict__ x, float *__restrict__ y,
+                                                      long long n)
+{
+    const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
+    if (i < n)
+        y[i] = __bfloat162float(x[i]);
+}
+
+void widen(cudaStream_t s, const tr_bf16 *x, float *y, long long n)
+{
+    k_widen<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __nv_bfloat16 *>(x), y, n);
+    TRC_LAUNCHED("trc_attn_cudnn (widen)");
+}
+
+[[noreturn]] void refused(const char *err)
+{
+    int rank = 0, init = 0;
+    MPI_Initialized(&init);
+    if (init)
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr,
+            "rank %d: %s\nhint: this program was generated with attention = \"cudnn\" (cuDNN's fused attention) and "
+            "cuDNN cannot run it on this GPU and shape: regenerate with attention = \"cublas\" in the spec (the cuBLAS "
+            "path computes the same attention), or use a GPU and cuDNN that support it (docs/CUDA.md)\n",
+            rank, err);
+    trc_die();
+}
+
+void fwd_common(cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias, tr_bf16 *qkvh,
+                tr_bf16 *o)
+{
+    const long long ld = 3LL * heads * hd, n = (long long)nseq * seq * ld;
+    k_bias_bf16<<<blocks_for(n), kThreads, 0, s>>>(qkv, bias, reinterpret_cast<__nv_bfloat16 *>(qkvh), n, (int)ld);
+    TRC_LAUNCHED("trc_attn_cudnn (bias)");
+    char err[1024];
+    if (trc_sdpa_fwd(s, nseq, seq, heads, hd, qkvh, o, nullptr, err, sizeof err) != 0)
+        refused(err);
+}
+
+} // namespace
+
+void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
+                    tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf)
+{
+    (void)c;
+    (void)obuf;
+    fwd_common(s, nseq, seq, heads, hd, qkv, bias, qkvh, out);
+}
+
+void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
+                    float *out, tr_bf16 *qkvh, tr_bf16 *obuf)
+{
+    (void)c;
+    fwd_common(s, nseq, seq, heads, hd, qkv, bias, qkvh, obuf);
+    widen(s, obuf, out, (long long)nseq * seq * heads * hd);
+}
+
+void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const float *qkv,
+                        const float *dout, float *dqkv, float *stats, tr_bf16 *work, tr_bf16 *qkvh, tr_bf16 *douth)
+{
+    const long long q = (long long)nseq * seq * heads * hd;
+    trc_cast_bf16(c, qkv, 3 * q, qkvh);
+    trc_cast_bf16(c, dout, q, douth);
+    tr_bf16 *o = work, *dq = work + q;
+    char err[1024];
+    if (trc_sdpa_fwd(s, nseq, seq, heads, hd, qkvh, o, stats, err, sizeof err) != 0 ||
+        trc_sdpa_bwd(s, nseq, seq, heads, hd, qkvh, o, douth, stats, dq, err, sizeof err) != 0)
+        refused(err);
+    widen(s, dq, dqkv, 3 * q);
+}

@@ -1,0 +1,45 @@
+/*
+ * trc_sdpa.h - fused (flash) attention through cuDNN, the CUDA backend's path for specs with
+ * attention = "cudnn" (docs/CUDA.md, "Fused attention through cuDNN"). Two layers:
+ *
+ *   trc_sdpa_fwd / trc_sdpa_bwd (trc_sdpa.cpp): cuDNN's SDPA forward and backward built with cudnn-frontend, host
+ *   C++ only (the frontend calls cuDNN's backend API; nothing here is device code), so it is compiled once per
+ *   tessgen checkout into build/cuda/trc_sdpa.o (the frontend takes over a minute to compile) and every generated
+ *   CUDA build links that object. One graph per literal shape and direction, built on the first call and cached;
+ *   one workspace for all of them, grown when a new graph needs more. They return 0, or -1 with a one-line
+ *   reason in err (cuDNN refused the graph: GPU, shape, library), and never exit: the caller names the fix.
+ *
+ *   trc_attn_cudnn / trc_attn_cudnn_bwd (trc_attn_cudnn.cu, compiled per output with the other runtime .cu
+ *   files): the generated attention steps. The forward adds the QKV bias in place and writes the bf16 copy of
+ *   the biased QKV that cuDNN reads, runs trc_sdpa_fwd without statistics (nothing is kept for the backward) and
+ *   widens the output when the step's output is fp32. The backward casts qkv and dO to bf16, recomputes O and the
+ *   softmax statistics with trc_sdpa_fwd, runs trc_sdpa_bwd into a bf16 dQKV and widens it into the fp32 dqkv.
+ *   A refused graph stops the rank with a message naming the spec field (attention = "cublas" is the fix).
+ *
+ * Layouts (row-major, bf16 = tr_bf16): qkv [nseq*seq, 3*C] with C = heads*hd, Q, K, V of head h at columns
+ * h*hd, C + h*hd, 2C + h*hd (the plan's layout: nothing is permuted, cuDNN reads them with strides); o, dout
+ * [nseq*seq, C]; dqkv as qkv; stats [nseq, heads, seq] fp32, the natural log of each row's softmax sum
+ * (log-sum-exp of the scaled, masked scores). Causal (top left), scale 1/sqrt(hd), no dropout. All on stream s.
+ */
+#ifndef TRC_SDPA_H
+#define TRC_SDPA_H
+
+#include <stddef.h>
+
+#include "trc.h"
+
+int trc_sdpa_fwd(cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkv, tr_bf16 *o, float *stats,
+                 char *err, size_t errlen);
+int trc_sdpa_bwd(cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkv, const tr_bf16 *o,
+                 const tr_bf16 *dout, const float *stats, tr_bf16 *dqkv, char *err, size_t errlen);
+
+/* The generated steps (on the compute stream s). obuf: [nseq*seq, C] bf16, used when out is fp32. */
+void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
+                    tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf);
+void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
+                    float *out, tr_bf16 *qkvh, tr_bf16 *obuf);
+/* stats: [nseq*heads*seq] fp32; work: [nseq*seq, 4*C] bf16 (O, then dQKV); qkvh, douth: the bf16 copies. */
+void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const float *qkv,
+                        const float *dout, float *dqkv, float *stats, tr_bf16 *work, tr_bf16 *qkvh, tr_bf16 *douth);
+
+#endif

@@ -1,0 +1,25 @@
+#!/bin/sh
+# scripts/sdpa_build.sh OUT - compile runtime/cuda/trc_sdpa.cpp (cuDNN's fused attention through cudnn-frontend,
+# host C++ only) into OUT, the one object every generated CUDA build with attention = "cudnn" links
+# (docs/CUDA.md "Fused attention through cuDNN"). Run by tessgen's build.ninja (`ninja sdpa`), never per output.
+# The frontend headers come from scripts/cudnn_frontend.sh, cudnn.h from TESS_CUDNN_INCLUDE, else beside nvcc's
+# CUDA (include/), else /usr/local/cuda/include. Fails with one line on stderr, naming what is missing, when either
+# cannot be had. Atomic: the object appears complete or not at all.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+out=$1
+fe=$(scripts/cudnn_frontend.sh) || { echo "sdpa_build: no cudnn-frontend headers (scripts/cudnn_frontend.sh, above): $out not built" >&2; exit 1; }
+inc=${TESS_CUDNN_INCLUDE:-}
+if [ -z "$inc" ]; then
+    nvcc=$(command -v "${TESS_NVCC:-nvcc}" 2>/dev/null || true)
+    for d in ${nvcc:+"$(dirname "$(readlink -f "$nvcc")")/../include"} /usr/local/cuda/include; do
+        if [ -f "$d/cudnn.h" ]; then inc=$d; break; fi
+    done
+fi
+if [ -z "$inc" ] || [ ! -f "$inc/cudnn.h" ]; then echo "sdpa_build: no cudnn.h (set TESS_CUDNN_INCLUDE to its folder): $out not built" >&2; exit 1; fi
+cuinc=${TESS_CUDA_INCLUDE:-/usr/local/cuda/include}
+mkdir -p "$(dirname "$out")"
+# -w for the frontend's own headers only (-isystem): this file itself is -Wall -Wextra -Werror
+${CXX:-g++} -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Iruntime -Iruntime/cuda -isystem "$fe" -isystem "$inc" \
+    -isystem "$cuinc" -MD -MT "$out" -MF "$out.d" -c runtime/cuda/trc_sdpa.cpp -o "$out.tmp" || { rm -f "$out.tmp"; exit 1; }
+mv "$out.tmp" "$out"

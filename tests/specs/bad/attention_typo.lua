@@ -1,0 +1,7 @@
+-- expect: attention = "flash" is not an attention path: use "cublas" (the default: cuBLAS GEMMs and softmax kernels) or "cudnn"
+return {
+  mesh  = { q = 1 },
+  model = { layers = 1, hidden = 16, heads = 2, ffn = 16, seq = 4, batch = 1 },
+  dtype = "bf16",
+  attention = "flash",
+}
