@@ -6,7 +6,13 @@
 #   small   4 layers, C=256, 4 heads, F=1024
 # tessgen: the generated program's --steps N --timing median step (its time per kind beside);
 # PyTorch: bench/torch_cpu.py, eager (scaled_dot_product_attention, fused AdamW) and torch.compile.
-# Ratios are tessgen / PyTorch (below 1: tessgen faster). Without torch (PyTorch's CPU wheel:
+# llm.c: its CPU trainer train_gpt2.c, from a checkout of karpathy/llm.c named by TESS_LLMC_DIR (never committed
+# here; unset: its column says so), copied beside the run and built by its own Makefile (`make train_gpt2`:
+# -Ofast -march=native -fopenmp), on the same model and batch (bench/llmc_files.py writes its checkpoint and
+# token shard; train_gpt2.c's own B=4, T=64, the batch here) and threads; its printed "took X ms" of steps 1..N
+# (step 0 allocates the gradients), the run stopped after step N.
+# The batch: B*T+1 random ids, tokens the first B*T, targets the last (llm.c's targets are its inputs shifted
+# by one), the same for all three. Ratios are tessgen / peer (below 1: tessgen faster). Without torch (PyTorch's CPU wheel:
 # pip install torch --index-url https://download.pytorch.org/whl/cpu, or TESS_TORCH_PY naming a python that
 # has it) the PyTorch columns say so. TESS_LMCPU_MODELS picks models (default "small gpt2s"),
 # TESS_LMCPU_STEPS the timed steps (default 5, after 2 of warm-up for PyTorch; tessgen's median covers all).
@@ -25,8 +31,21 @@ lmcpu_run() {
     local TPY=${TESS_TORCH_PY:-$PY} steps=${TESS_LMCPU_STEPS:-5} threads m L C H F d row
     threads=$(nproc)
     local V=50257 P=1024 S=64 NB=4
-    local have_torch=1
+    local have_torch=1 llmc="" llmc_why=""
     "$TPY" -c 'import torch' 2>/dev/null || have_torch=0
+    if [ -z "${TESS_LLMC_DIR:-}" ]; then
+        llmc_why="TESS_LLMC_DIR is unset (a checkout of karpathy/llm.c)"
+    elif [ ! -f "$TESS_LLMC_DIR/train_gpt2.c" ] || [ ! -f "$TESS_LLMC_DIR/Makefile" ]; then
+        llmc_why="TESS_LLMC_DIR=$TESS_LLMC_DIR has no train_gpt2.c and Makefile"
+    else
+        rm -rf "$B/llmc_build" && mkdir -p "$B/llmc_build"
+        cp -r "$TESS_LLMC_DIR/Makefile" "$TESS_LLMC_DIR/train_gpt2.c" "$TESS_LLMC_DIR/llmc" "$B/llmc_build/"
+        if make -C "$B/llmc_build" train_gpt2 >"$B/llmc_build/make.out" 2>&1; then
+            llmc="$PWD/$B/llmc_build/train_gpt2"
+        else
+            llmc_why="make train_gpt2 failed (see $B/llmc_build/make.out)"
+        fi
+    fi
     say ""
     say "### The whole GPT-2's training step on [1,1,1] against PyTorch CPU"
     say ""
@@ -38,9 +57,14 @@ lmcpu_run() {
     else
         say "PyTorch: not importable by $TPY: its columns are empty (install the CPU wheel, or set TESS_TORCH_PY)."
     fi
+    if [ -n "$llmc" ]; then
+        say "llm.c: $(git -C "$TESS_LLMC_DIR" log -1 --format='commit %h (%cs)' 2>/dev/null || echo "$TESS_LLMC_DIR"), built by its Makefile: \`$(grep -E '(^| )train_gpt2\.c( |$)' "$B/llmc_build/make.out" | tail -1)\`."
+    else
+        say "llm.c: its columns are empty: $llmc_why."
+    fi
     say ""
-    say "| model | tessgen step s | loss 1 | eager s | loss 1 | compile s | tessgen / eager | tessgen / compile | tessgen's kinds (s): gemm, loss, optimizer, layernorm, attention |"
-    say "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    say "| model | tessgen step s | loss 1 | eager s | loss 1 | compile s | llm.c s | loss 1 | tessgen / eager | tessgen / compile | tessgen / llm.c | tessgen's kinds (s): gemm, loss, optimizer, layernorm, attention |"
+    say "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     for m in ${TESS_LMCPU_MODELS:-small gpt2s}; do
         read -r L C H F <<<"$(lmcpu_model "$m")"
         d="$B/lmcpu_$m"
@@ -53,8 +77,8 @@ return { name = "lmcpu_$m", mode = "train", mesh = { q = 1, d = 1 },
 SPEC
         "$PY" tests/ref/tessref.py lm-weights --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --seq $S \
             --batch $NB --vocab $V --positions $P --seed 1 --out "$d/w.st"
-        "$PY" tests/ref/tessref.py tokens --batch $NB --seq $S --vocab $V --seed 1 --out "$d/tok.npy"
-        "$PY" tests/ref/tessref.py tokens --batch $NB --seq $S --vocab $V --seed 2 --out "$d/tgt.npy"
+        "$PY" bench/llmc_files.py --weights "$d/w.st" --layers "$L" --heads "$H" --batch $NB --seq $S --seed 1 \
+            --dir "$d" ${llmc:+--checkpoint}
         bin/tessgen "$d.lua" -o "$d/prog" --quiet
         ninja -C "$d/prog" cpu >/dev/null
         "$d/prog/run" --weights "$d/w.st" --tokens "$d/tok.npy" --targets "$d/tgt.npy" --steps $((steps + 1)) \
@@ -73,12 +97,23 @@ SPEC
             el=$(sed -n 's/^eager_loss1=//p' "$d/torch.out")
             cs=$(sed -n 's/^compile_step_seconds_median=//p' "$d/torch.out")
         fi
+        local ls="" ll=""
+        if [ -n "$llmc" ]; then
+            # train_gpt2.c runs 40 steps (and samples text at 20): stop it after step N (SIGPIPE at its next line)
+            (cd "$d" && OMP_NUM_THREADS=$threads stdbuf -oL "$llmc" 2>&1) |
+                awk -v n="$steps" '{ print } /^step [0-9]+: train loss/ { if (++k > n) exit }' >"$d/llmc.out" || true
+            ll=$(sed -n 's/^step 0: train loss \([^ ]*\) .*/\1/p' "$d/llmc.out")
+            ls=$(sed -n 's/^step \([0-9]*\): train loss .*(took \([0-9.]*\) ms)/\1 \2/p' "$d/llmc.out" |
+                awk '$1 > 0 { print $2 / 1000 }' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+        fi
         row="| $m ($L layers, C=$C) | $(printf '%.3f' "$ts") | $tl | ${es:+$(printf '%.3f' "$es")} | $el | ${cs:+$(printf '%.3f' "$cs")}"
-        row="$row | ${es:+$(ratio "$ts" "$es")} | ${cs:+$(ratio "$ts" "$cs")} | ${kinds%, } |"
+        row="$row | ${ls:+$(printf '%.3f' "$ls")} | $ll | ${es:+$(ratio "$ts" "$es")} | ${cs:+$(ratio "$ts" "$cs")}"
+        row="$row | ${ls:+$(ratio "$ts" "$ls")} | ${kinds%, } |"
         say "$row"
     done
     say ""
-    say "(raw lines: $B/lmcpu_*/tessgen.out, $B/lmcpu_*/torch.out; torch.compile's errors, if any, in torch.out)"
+    say "(raw lines: $B/lmcpu_*/tessgen.out, $B/lmcpu_*/torch.out, $B/lmcpu_*/llmc.out; torch.compile's errors, if"
+    say "any, in torch.out)"
 }
 
 lmcpu_run

@@ -35,7 +35,8 @@ typedef struct tr_ctx {
     struct tr_steprec *rec;
     int phase; /* what the main runs now, for the record: TR_PHASE_FORWARD, _BACKWARD or _OPTIMIZER */
     long long arena_bytes; /* bytes the main allocated for the arena (the plan: desc->arena_elems * 4) */
-    /* the bf16 kernels' fp32 scratch (tr_kernels_bf16.c: tr_scratch), grown on demand, freed by tr_ctx_free */
+    /* the CPU kernels' fp32 scratch (tr_kernels_bf16.c: tr_scratch): the bf16 kernels' widened operands and rows,
+     * attention's per-thread scores; grown on demand (outside parallel regions), freed by tr_ctx_free */
     float *scratch;
     size_t scratch_cap; /* floats */
 } tr_ctx;

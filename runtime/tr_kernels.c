@@ -5,6 +5,13 @@
  * accumulate in double; the per-element arithmetic is in tr_math.h, shared
  * with the CUDA kernels.
  *
+ * Threads (tr_vec.h): every kernel spreads its rows over the rank's OpenMP
+ * threads with a static schedule, each row computed whole by one thread in the
+ * order the single-threaded loop used, so the bits do not depend on the thread
+ * count (and equal those of the loops before they were threaded); attention
+ * spreads its (sequence, head) pairs the same way, each with its own scores
+ * scratch. One thread below TR_PAR_MIN elements.
+ *
  * Attention works per (sequence, head) on strided views of the [rows, 3*cols]
  * QKV block whose columns are [Q | K | V] of the local head group:
  *   scores[seq,seq] = Q K^T / sqrt(hdim)   (cblas, lda = 3*cols)
@@ -13,15 +20,18 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 
 #include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
 #include "tr_math.h"
+#include "tr_vec.h"
 
 void tr_ln_rowsum(tr_ctx *c, const float *x, int rows, int cols, float *rs)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
     for (int r = 0; r < rows; r++) {
         double s = 0;
         const float *xr = x + (long)r * cols;
@@ -40,6 +50,7 @@ void tr_resid_rowsum(tr_ctx *c, float *x, const float *p, const float *bias, int
 void tr_ln_sqdev(tr_ctx *c, const float *x, const float *rs, int rows, int cols, int hidden, float *vs)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (long)r * cols;
         double mean = (double)rs[r] / hidden, s = 0;
@@ -64,6 +75,7 @@ void tr_ln_apply(tr_ctx *c, const float *x, const float *rs, const float *vs, co
                  int rows, int cols, int hidden, float eps, float *y)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
     for (int r = 0; r < rows; r++)
         tr_ln_apply_row(x + (long)r * cols, rs[r], vs[r], gamma, beta, cols, hidden, eps, y + (long)r * cols);
     TIMED_END(TR_K_LN);
@@ -72,6 +84,7 @@ void tr_ln_apply(tr_ctx *c, const float *x, const float *rs, const float *vs, co
 void tr_bias_gelu(tr_ctx *c, float *h, const float *bias, int rows, int cols)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
     for (int r = 0; r < rows; r++) {
         float *hr = h + (long)r * cols;
         for (int j = 0; j < cols; j++)
@@ -104,6 +117,7 @@ void tr_attention_bias(float *qkv, const float *bias, int nseq, int seq, int hea
 {
     int ld = 3 * heads * hdim;
     long rows = (long)nseq * seq;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, ld))
     for (long r = 0; r < rows; r++)
         for (int j = 0; j < ld; j++)
             qkv[r * ld + j] += bias[j];
@@ -115,31 +129,56 @@ void tr_round_bf16_inplace(float *x, long long n)
         x[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
 }
 
-void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim, int round_p)
+/* One head of tr_attention_seq. */
+static void attention_head(const float *blk, float *o, float *scores, int seq, int heads, int hdim, int h,
+                           int round_p)
 {
     int cols = heads * hdim; /* local width of Q, K, V and out */
     int ld = 3 * cols;
     float scale = 1.0f / sqrtf((float)hdim);
-    for (int h = 0; h < heads; h++) {
-        const float *Q = blk + h * hdim;
-        const float *K = blk + cols + h * hdim;
-        const float *V = blk + 2 * cols + h * hdim;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores, seq);
-        tr_causal_softmax(scores, seq);
-        if (round_p) /* P as the bf16 program's P V GEMM reads it (docs/BF16.md, "Attention") */
-            tr_round_bf16_inplace(scores, (long long)seq * seq);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
-                    o + h * hdim, cols);
-    }
+    const float *Q = blk + h * hdim;
+    const float *K = blk + cols + h * hdim;
+    const float *V = blk + 2 * cols + h * hdim;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hdim, scale, Q, ld, K, ld, 0.0f, scores, seq);
+    tr_causal_softmax(scores, seq);
+    if (round_p) /* P as the bf16 program's P V GEMM reads it (docs/BF16.md, "Attention") */
+        tr_round_bf16_inplace(scores, (long long)seq * seq);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hdim, seq, 1.0f, scores, seq, V, ld, 0.0f,
+                o + h * hdim, cols);
+}
+
+void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int heads, int hdim, int round_p)
+{
+    for (int h = 0; h < heads; h++)
+        attention_head(blk, o, scores, seq, heads, hdim, h, round_p);
+}
+
+int tr_attention_threads(int units, int seq, int hdim)
+{
+    int nt = omp_get_max_threads();
+    if (units < 2 || nt < 2 || (long long)seq * seq * hdim > TR_BLAS_ONE_THREAD ||
+        (long long)units * seq * seq < TR_PAR_MIN)
+        return 1;
+    return nt < units ? nt : units;
 }
 
 void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *scores, int nseq, int seq, int heads,
                   int hdim)
 {
     TIMED_BEGIN;
-    int cols = heads * hdim;
+    long cols = (long)heads * hdim, ss = (long)seq * seq;
     tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
-    for (int s = 0; s < nseq; s++)
-        tr_attention_seq(qkv + (long)s * seq * 3 * cols, out + (long)s * seq * cols, scores, seq, heads, hdim, 0);
+    int pairs = nseq * heads, nt = tr_attention_threads(pairs, seq, hdim);
+    float *more = nt > 1 ? tr_scratch(c, (size_t)(nt - 1) * (size_t)ss) : NULL; /* threads 1.. */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num();
+        float *sc = t == 0 ? scores : more + (long)(t - 1) * ss;
+#pragma omp for schedule(static)
+        for (int p = 0; p < pairs; p++) {
+            int s = p / heads, h = p % heads;
+            attention_head(qkv + (long)s * seq * 3 * cols, out + (long)s * seq * cols, sc, seq, heads, hdim, h, 0);
+        }
+    }
     TIMED_END(TR_K_ATTENTION);
 }

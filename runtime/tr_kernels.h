@@ -41,5 +41,10 @@ void tr_attention_seq(const float *blk, float *o, float *scores, int seq, int he
  * rounded by the caller): P and dS rounded to bf16 before the GEMMs that read them. */
 void tr_attention_bwd_seq(const float *blk, const float *dO0, float *dblk, float *probs, float *dscores, int seq,
                           int heads, int hdim, int round);
+/* The threads attention runs its `units` independent pieces on (sequence x head pairs, or sequences), each
+ * doing GEMMs of seq x seq x hdim: 1 when there is one piece or one thread, when the GEMMs are large enough
+ * that the BLAS threads them itself (TR_BLAS_ONE_THREAD), or when the whole is small (TR_PAR_MIN); else the
+ * rank's threads, at most one per piece. Thread 0 uses the arena's scratch, threads 1.. tr_scratch. */
+int tr_attention_threads(int units, int seq, int hdim);
 
 #endif

@@ -23,7 +23,12 @@
  * (the widened GEMM operands, one row, one sequence's rounded [Q|K|V] and
  * attention output) belongs to the ctx:
  * allocated only when a call needs more than any before it, freed by
- * tr_ctx_free, so the steady state allocates nothing. Every call is timed
+ * tr_ctx_free, so the steady state allocates nothing. Threads (tr_vec.h):
+ * the cast and the widening are elementwise, layernorm and GeLU spread rows
+ * (each thread its own row of the scratch), attention spreads sequences
+ * (each thread its own rounded copy, output and scores in the scratch), so
+ * every output is computed by one thread as with one thread: the bits do not
+ * depend on the thread count. Every call is timed
  * and counted under its float32 twin's step kind; the cast under its own,
  * TR_K_CAST.
  */
@@ -31,10 +36,12 @@
 #include <stdlib.h>
 
 #include <cblas.h>
+#include <omp.h>
 
 #include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
+#include "tr_vec.h"
 
 float *tr_scratch(tr_ctx *c, size_t n)
 {
@@ -59,7 +66,12 @@ static void round_to_bf16(const float *x, long long n, tr_bf16 *y)
 void tr_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
 {
     TIMED_BEGIN;
-    round_to_bf16(x, n, y);
+#pragma omp parallel if (TR_PAR(n, 1))
+    {
+        long lo, hi;
+        tr_slice((long)n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        round_to_bf16(x + lo, hi - lo, y + lo);
+    }
     TIMED_END(TR_K_CAST);
 }
 
@@ -72,6 +84,7 @@ static size_t span(int rows, int width, int ld)
 /* dst (same ld) = the stored [rows, width] bf16 matrix src, widened. */
 static void widen(const tr_bf16 *src, int rows, int width, int ld, float *dst)
 {
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, width))
     for (int r = 0; r < rows; r++) {
         const tr_bf16 *s = src + (size_t)r * ld;
         float *d = dst + (size_t)r * ld;
@@ -99,30 +112,45 @@ void tr_ln_apply_bf16(tr_ctx *c, const float *x, const float *rs, const float *v
                       const float *beta, int rows, int cols, int hidden, float eps, tr_bf16 *y)
 {
     TIMED_BEGIN;
-    float *row = tr_scratch(c, (size_t)(cols > 0 ? cols : 0));
-    for (int r = 0; r < rows; r++) {
-        tr_ln_apply_row(x + (long)r * cols, rs[r], vs[r], gamma, beta, cols, hidden, eps, row);
-        round_to_bf16(row, cols, y + (long)r * cols);
+    int nt = TR_PAR(rows, cols) ? omp_get_max_threads() : 1;
+    float *rows_ = tr_scratch(c, (size_t)nt * (size_t)(cols > 0 ? cols : 0)); /* a row per thread */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *row = rows_ + (long)omp_get_thread_num() * cols;
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            tr_ln_apply_row(x + (long)r * cols, rs[r], vs[r], gamma, beta, cols, hidden, eps, row);
+            round_to_bf16(row, cols, y + (long)r * cols);
+        }
     }
     TIMED_END(TR_K_LN);
 }
 
 /* Attention with its GEMM operands rounded to bf16 (docs/BF16.md, "Attention"): the biased Q, K, V and P
- * before P V; one sequence at a time, the rounded [Q|K|V] and the fp32 output in the scratch. Exactly one of
- * out16 (a bf16 output, rounded) and out32 (an fp32 output) is non-NULL. */
+ * before P V; sequences spread over the threads, each with the rounded [Q|K|V], the fp32 output and (threads
+ * 1..) the scores in its part of the scratch. Exactly one of out16 (a bf16 output, rounded) and out32 (an fp32
+ * output) is non-NULL. */
 static void attention_bf16(tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out16, float *out32, float *scores,
                            int nseq, int seq, int heads, int hdim)
 {
-    long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk;
-    float *qr = tr_scratch(c, (size_t)(blk > 0 ? 4 * blk : 0)), *o = qr + in;
+    long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk, ss = (long)seq * seq;
+    long per = blk > 0 ? 4 * blk + ss : 0;
+    int nt = tr_attention_threads(nseq, seq, hdim);
+    float *scr = tr_scratch(c, (size_t)nt * (size_t)per);
     tr_attention_bias(qkv, bias, nseq, seq, heads, hdim);
-    for (int s = 0; s < nseq; s++) {
-        const float *x = qkv + (long)s * in;
-        for (long e = 0; e < in; e++)
-            qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
-        tr_attention_seq(qr, out32 ? out32 + (long)s * blk : o, scores, seq, heads, hdim, 1);
-        if (out16)
-            round_to_bf16(o, blk, out16 + (long)s * blk);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num();
+        float *qr = scr + (long)t * per, *o = qr + in, *sc = t == 0 ? scores : o + blk;
+#pragma omp for schedule(static)
+        for (int s = 0; s < nseq; s++) {
+            const float *x = qkv + (long)s * in;
+            for (long e = 0; e < in; e++)
+                qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
+            tr_attention_seq(qr, out32 ? out32 + (long)s * blk : o, sc, seq, heads, hdim, 1);
+            if (out16)
+                round_to_bf16(o, blk, out16 + (long)s * blk);
+        }
     }
 }
 
@@ -146,15 +174,24 @@ void tr_attention_bwd_bf16(tr_ctx *c, const float *qkv, const float *dout, float
                            float *dscores, int nseq, int seq, int heads, int hdim)
 {
     TIMED_BEGIN;
-    long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk;
-    float *qr = tr_scratch(c, (size_t)(blk > 0 ? 4 * blk : 0)), *dor = qr + in;
-    for (int s = 0; s < nseq; s++) {
-        const float *x = qkv + (long)s * in, *g = dout + (long)s * blk;
-        for (long e = 0; e < in; e++)
-            qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
-        for (long e = 0; e < blk; e++)
-            dor[e] = tr_bf16_to_f32(tr_f32_to_bf16(g[e]));
-        tr_attention_bwd_seq(qr, dor, dqkv + (long)s * in, probs, dscores, seq, heads, hdim, 1);
+    long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk, ss = (long)seq * seq;
+    long per = blk > 0 ? 4 * blk + 2 * ss : 0;
+    int nt = tr_attention_threads(nseq, seq, hdim);
+    float *scr = tr_scratch(c, (size_t)nt * (size_t)per);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = omp_get_thread_num();
+        float *qr = scr + (long)t * per, *dor = qr + in;
+        float *pr = t == 0 ? probs : dor + blk, *ds = t == 0 ? dscores : pr + ss;
+#pragma omp for schedule(static)
+        for (int s = 0; s < nseq; s++) {
+            const float *x = qkv + (long)s * in, *g = dout + (long)s * blk;
+            for (long e = 0; e < in; e++)
+                qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
+            for (long e = 0; e < blk; e++)
+                dor[e] = tr_bf16_to_f32(tr_f32_to_bf16(g[e]));
+            tr_attention_bwd_seq(qr, dor, dqkv + (long)s * in, pr, ds, seq, heads, hdim, 1);
+        }
     }
     TIMED_END(TR_K_ATTENTION);
 }
@@ -162,10 +199,16 @@ void tr_attention_bwd_bf16(tr_ctx *c, const float *qkv, const float *dout, float
 void tr_bias_gelu_save_bf16(tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols)
 {
     TIMED_BEGIN;
-    float *row = tr_scratch(c, (size_t)(cols > 0 ? cols : 0));
-    for (int r = 0; r < rows; r++) {
-        tr_bias_gelu_save_row(u + (long)r * cols, bias, row, cols);
-        round_to_bf16(row, cols, g + (long)r * cols);
+    int nt = TR_PAR(rows, cols) ? omp_get_max_threads() : 1;
+    float *rows_ = tr_scratch(c, (size_t)nt * (size_t)(cols > 0 ? cols : 0)); /* a row per thread */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *row = rows_ + (long)omp_get_thread_num() * cols;
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            tr_bias_gelu_save_row(u + (long)r * cols, bias, row, cols);
+            round_to_bf16(row, cols, g + (long)r * cols);
+        }
     }
     TIMED_END(TR_K_GELU);
 }

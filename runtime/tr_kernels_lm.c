@@ -9,9 +9,15 @@
  * The loss kernels are vectorised (the exponentials in float by tr_vexpf,
  * tr_vec.h) and spread their rows over the rank's threads; sums of the
  * exponentials accumulate in double lanes; every loop runs in a fixed order,
- * so results are deterministic and independent of the thread count. tr_allreduce_max is the loss's one new collective.
+ * so results are deterministic and independent of the thread count. The
+ * embedding and position kernels spread rows over the threads, their
+ * backward (a scatter-add: rows with the same id or position meet) splits
+ * the columns instead, each thread adding every row in order into its own
+ * columns: the same sums in the same order whatever the thread count.
+ * tr_allreduce_max is the loss's one new collective.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +42,7 @@ void tr_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
 void tr_embed_rows(tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols, float *out)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
     for (int r = 0; r < rows; r++) {
         int id = tok[r] - v0;
         float *o = out + (long)r * cols;
@@ -50,6 +57,7 @@ void tr_embed_rows(tr_ctx *c, const int32_t *tok, const float *E, int v0, int nv
 void tr_pos_add(tr_ctx *c, float *x, const float *wpe, int rows, int cols, int seq)
 {
     TIMED_BEGIN;
+#pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
     for (int r = 0; r < rows; r++) {
         const float *p = wpe + (long)(r % seq) * cols;
         float *xr = x + (long)r * cols;
@@ -140,14 +148,19 @@ void tr_embed_rows_bwd(tr_ctx *c, const int32_t *tok, const float *g, int v0, in
                        float *dE)
 {
     TIMED_BEGIN;
-    for (int r = 0; r < rows; r++) {
-        int id = tok[r] - v0;
-        if (id < 0 || id >= nvalid)
-            continue;
-        const float *gr = g + (long)r * cols;
-        float *e = dE + (long)id * cols;
-        for (int k = 0; k < cols; k++)
-            e[k] += gr[k];
+#pragma omp parallel if (TR_PAR(rows, cols))
+    {
+        long lo, hi; /* this thread's columns; every row in order */
+        tr_slice(cols, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        for (int r = 0; r < rows; r++) {
+            int id = tok[r] - v0;
+            if (id < 0 || id >= nvalid)
+                continue;
+            const float *gr = g + (long)r * cols;
+            float *e = dE + (long)id * cols;
+            for (long k = lo; k < hi; k++)
+                e[k] += gr[k];
+        }
     }
     TIMED_END(TR_K_RESID);
 }
@@ -155,12 +168,18 @@ void tr_embed_rows_bwd(tr_ctx *c, const int32_t *tok, const float *g, int v0, in
 void tr_pos_bwd(tr_ctx *c, const float *g, int rows, int cols, int seq, int npos, float *dwpe)
 {
     TIMED_BEGIN;
-    memset(dwpe, 0, (size_t)npos * (size_t)cols * sizeof *dwpe);
-    for (int r = 0; r < rows; r++) {
-        const float *gr = g + (long)r * cols;
-        float *p = dwpe + (long)(r % seq) * cols;
-        for (int k = 0; k < cols; k++)
-            p[k] += gr[k];
+#pragma omp parallel if (TR_PAR(rows, cols))
+    {
+        long lo, hi; /* this thread's columns; every row in order */
+        tr_slice(cols, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        for (int q = 0; q < npos; q++)
+            memset(dwpe + (long)q * cols + lo, 0, (size_t)(hi - lo) * sizeof *dwpe);
+        for (int r = 0; r < rows; r++) {
+            const float *gr = g + (long)r * cols;
+            float *p = dwpe + (long)(r % seq) * cols;
+            for (long k = lo; k < hi; k++)
+                p[k] += gr[k];
+        }
     }
     TIMED_END(TR_K_RESID);
 }

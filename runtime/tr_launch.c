@@ -29,13 +29,18 @@
  * cores divided by the node's tasks, at least 1: OPENBLAS_NUM_THREADS (the
  * GEMMs) and OMP_NUM_THREADS (the CPU kernels' OpenMP threads, tr_vec.h) are
  * set to it (CPU programs), so a rank never runs more threads than its cores
- * (the two pools take turns: a kernel and a GEMM never run at once). With more tasks on the node than cores a task may run on
+ * (the two pools take turns: a kernel and a GEMM never run at once), and
+ * OMP_WAIT_POLICY=passive, so OpenMP's threads sleep after a kernel instead
+ * of spinning (libgomp's default) on the cores the next GEMM's OpenBLAS
+ * threads need: with spinning, the threaded kernels of a training step took
+ * 0.5 s instead of 0.02 s on a loaded 2-core machine, the GEMMs 2x longer
+ * (docs/BENCHMARKS.md). With more tasks on the node than cores a task may run on
  * (and no srun -c), OMPI_MCA_mpi_yield_when_idle=1, so a waiting rank yields its
  * core instead of spinning on it (mpirun does that itself only for a job it
  * knows oversubscribes; under srun, Open MPI spins: 200 times slower here). A
  * task bound to fewer cores than the node has tasks cannot be told from an
  * oversubscribed one and also gets it, at a small latency cost. A variable the
- * user set (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS; the yield variable) is
+ * user set (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS; OMP_WAIT_POLICY; the yield variable) is
  * left as it is; a user's OMP_NUM_THREADS alone also sets OpenBLAS's count
  * (OpenBLAS reads it when OPENBLAS_NUM_THREADS is unset).
  */
@@ -154,6 +159,9 @@ static void set_threads(void)
             setenv("OPENBLAS_NUM_THREADS", buf, 1);
         if (!getenv("OMP_NUM_THREADS"))
             setenv("OMP_NUM_THREADS", buf, 1); /* the kernels' OpenMP threads: the same share */
+        /* OpenMP's threads sleep between kernels instead of spinning on the cores the GEMMs run on next */
+        if (!getenv("OMP_WAIT_POLICY"))
+            setenv("OMP_WAIT_POLICY", "passive", 1);
     }
     if (!per_task && tasks > cores && !getenv("OMPI_MCA_mpi_yield_when_idle"))
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);

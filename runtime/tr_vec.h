@@ -42,6 +42,12 @@
 #endif
 
 #define TR_PAR_MIN 32768 /* elements below which a kernel stays on one thread */
+/* The `if` of a kernel's `omp parallel` over rows x cols elements. */
+#define TR_PAR(rows, cols) ((long long)(rows) * (long long)(cols) >= TR_PAR_MIN)
+/* m*n*k up to which OpenBLAS runs a GEMM on one thread (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default):
+ * attention runs its per-head GEMMs on the rank's threads side by side only up to this size, so the threads
+ * never call a BLAS that would start threads of its own (tr_attention_threads). */
+#define TR_BLAS_ONE_THREAD 262144LL
 
 /* Thread t of n owns [*lo, *hi) of [0, count): contiguous, fixed, in order. */
 static inline void tr_slice(long count, int t, int n, long *lo, long *hi)

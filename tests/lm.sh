@@ -102,6 +102,28 @@ lm_timing_kind() { # q d
     grep -q '"loss", TR_K_LOSS,' "$dir"/rank_i0_j0.c || { echo "rank_i0_j0.c has no TR_K_LOSS step"; return 1; }
 }
 
+# The CPU kernels on the rank's threads (docs/ARCHITECTURE.md, "CPU kernels: threads and vectors"): 2 AdamW steps
+# of a model large enough that every threaded kernel splits its work (256 token rows x hidden 128 and ffn 512,
+# 32 (sequence, head) pairs of 32 x 32 scores, vocab 1000: each above the kernels' one-thread limit) write the same
+# weights, bit for bit, on 1, 2 and 3 OpenMP threads. OPENBLAS_NUM_THREADS stays 1: OpenBLAS's GEMM bits follow
+# its own thread count, which is not what this checks.
+lm_threads_bitwise() {
+    local dir="$WORK/lm/threads" n
+    mkdir -p "$dir" && cat >"$dir.lua" <<'SPEC'
+return { name = "lm_threads", mode = "train", mesh = { q = 1, d = 1 },
+         model = { layers = 1, hidden = 128, heads = 4, ffn = 512, seq = 32, batch = 8, eps = 1e-5,
+                   vocab = 1000, positions = 32 },
+         optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 } }
+SPEC
+    bin/tessgen "$dir.lua" -o "$dir/prog" --quiet && ninja -C "$dir/prog" cpu >/dev/null || return 1
+    for n in 1 2 3; do
+        rm -f "$dir/w$n.st"
+        OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$n "$dir/prog/run" --seed 5 --steps 2 --weights-out "$dir/w$n.st" \
+            >"$dir/run$n.out" || { cat "$dir/run$n.out"; return 1; }
+    done
+    cmp "$dir/w1.st" "$dir/w2.st" && cmp "$dir/w1.st" "$dir/w3.st" && grep "^step 2 " "$dir/run1.out"
+}
+
 # 20 steps: every mesh within 2e-5 of [1,1,1] and within 1e-4 of the float64 reference at every step (the loss
 # falls from 4.74 to 2.36). Why: the meshes differ only in the order of float32 sums (SUMMA partial products,
 # reductions over row and col), measured <= 6e-8 relative over the 20 steps on [3,3,1] and [2,2,2]; float32 against
@@ -326,6 +348,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
             fi
         done
         check "lm: 20-step losses equal across meshes, falling, tracking the float64 reference" lm_losses
+        check "lm: 2 training steps write the same weights bit for bit on 1, 2 and 3 kernel threads" \
+            lm_threads_bitwise
         for m in 2,1 2,2 3,1; do
             check "lm: mesh [${m%,*},${m%,*},${m#*,}] measured bytes of embedding, head and loss equal docs/MODEL.md" \
                 lm_bytes_formula "${m%,*}" "${m#*,}"

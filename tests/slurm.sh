@@ -36,12 +36,12 @@ slurm_build() { # name mode -> $SL/name built
 }
 
 # $SL/stub: a copy of the forward program's launcher, with a stub for each rank class that prints its
-# name, the thread (BLAS, OpenMP) and yield variables it got and its arguments
+# name, the thread (BLAS, OpenMP), yield and OpenMP wait variables it got and its arguments
 stub_setup() {
     mkdir -p "$SL/stub/cpu" && cp "$SL/fwd/bin/model" "$SL/stub/model" || return 1
     local c
     for c in rank_i0_j0 rank_i0_j1 rank_i1_j0 rank_i1_j1; do
-        printf '#!/bin/sh\necho "%s threads=${OPENBLAS_NUM_THREADS-unset} omp=${OMP_NUM_THREADS-unset} yield=${OMPI_MCA_mpi_yield_when_idle-unset} args=$*"\n' \
+        printf '#!/bin/sh\necho "%s threads=${OPENBLAS_NUM_THREADS-unset} omp=${OMP_NUM_THREADS-unset} yield=${OMPI_MCA_mpi_yield_when_idle-unset} wait=${OMP_WAIT_POLICY-unset} args=$*"\n' \
             "$c" >"$SL/stub/cpu/$c" && chmod +x "$SL/stub/cpu/$c" || return 1
     done
 }
@@ -74,48 +74,51 @@ if wanted "slurm"; then
     if slurm_build fwd infer >"$WORK/log" 2>&1 && stub_setup >>"$WORK/log" 2>&1; then
         if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then
             check "slurm: stub: a rank alone on its node with 2 cores gets 2 BLAS threads and no yield" \
-                stub_says "rank_i0_j0 threads=2 omp=2 yield=unset args=--seed 5" 0,1 SLURM_PROCID=0 \
+                stub_says "rank_i0_j0 threads=2 omp=2 yield=unset wait=passive args=--seed 5" 0,1 SLURM_PROCID=0 \
                 SLURM_STEP_TASKS_PER_NODE=1 SLURM_NODEID=0
             check "slurm: stub: 4 srun tasks sharing 2 cores get 1 BLAS thread and yield when idle" \
-                stub_says "rank_i1_j0 threads=1 omp=1 yield=1 args=--seed 5" 0,1 SLURM_PROCID=2 \
+                stub_says "rank_i1_j0 threads=1 omp=1 yield=1 wait=passive args=--seed 5" 0,1 SLURM_PROCID=2 \
                 SLURM_STEP_TASKS_PER_NODE=4 SLURM_NODEID=0
             check "slurm: stub: srun's tasks per node are read at this task's node (2(x2),1)" \
-                stub_says "rank_i0_j1 threads=1 omp=1 yield=unset args=--seed 5" 0,1 SLURM_PROCID=1 \
+                stub_says "rank_i0_j1 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0,1 SLURM_PROCID=1 \
                 SLURM_STEP_TASKS_PER_NODE="2(x2),1" SLURM_NODEID=1
             check "slurm: stub: the last node of 2(x2),1 has one task, which gets both cores" \
-                stub_says "rank_i0_j0 threads=2 omp=2 yield=unset args=--seed 5" 0,1 SLURM_PROCID=4 \
+                stub_says "rank_i0_j0 threads=2 omp=2 yield=unset wait=passive args=--seed 5" 0,1 SLURM_PROCID=4 \
                 SLURM_STEP_TASKS_PER_NODE="2(x2),1" SLURM_NODEID=2
             check "slurm: stub: srun -c 2 gives each task its 2 cores and no yield" \
-                stub_says "rank_i1_j1 threads=2 omp=2 yield=unset args=--seed 5" 0,1 SLURM_PROCID=3 \
+                stub_says "rank_i1_j1 threads=2 omp=2 yield=unset wait=passive args=--seed 5" 0,1 SLURM_PROCID=3 \
                 SLURM_STEP_TASKS_PER_NODE=4 SLURM_NODEID=0 SLURM_CPUS_PER_TASK=2
         else
             ok "slurm: stub: BLAS threads from 2 cores # skip this machine has one core"
         fi
         check "slurm: stub: 4 mpirun ranks on 1 core get 1 BLAS thread and yield when idle" \
-            stub_says "rank_i0_j1 threads=1 omp=1 yield=1 args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
+            stub_says "rank_i0_j1 threads=1 omp=1 yield=1 wait=passive args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
             OMPI_COMM_WORLD_LOCAL_SIZE=4
         check "slurm: stub: the user's OPENBLAS_NUM_THREADS and yield setting are kept, OpenMP gets the core share" \
-            stub_says "rank_i0_j1 threads=3 omp=1 yield=0 args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
+            stub_says "rank_i0_j1 threads=3 omp=1 yield=0 wait=passive args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
             OMPI_COMM_WORLD_LOCAL_SIZE=4 OPENBLAS_NUM_THREADS=3 OMPI_MCA_mpi_yield_when_idle=0
         check "slurm: stub: with OMP_NUM_THREADS set it is kept and no OPENBLAS_NUM_THREADS is added" \
-            stub_says "rank_i0_j1 threads=unset omp=2 yield=1 args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
+            stub_says "rank_i0_j1 threads=unset omp=2 yield=1 wait=passive args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
             OMPI_COMM_WORLD_LOCAL_SIZE=4 OMP_NUM_THREADS=2
+        check "slurm: stub: the user's OMP_WAIT_POLICY is kept" \
+            stub_says "rank_i0_j1 threads=1 omp=1 yield=1 wait=active args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
+            OMPI_COMM_WORLD_LOCAL_SIZE=4 OMP_WAIT_POLICY=active
         # the rank variables' order (mesh [2,2,1], placement row: rank r runs class (r / 2, r % 2))
         check "slurm: stub: PMIX_RANK is read before SLURM_PROCID" \
-            stub_says "rank_i1_j1 threads=1 omp=1 yield=unset args=--seed 5" 0 PMIX_RANK=3 SLURM_PROCID=1
+            stub_says "rank_i1_j1 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0 PMIX_RANK=3 SLURM_PROCID=1
         check "slurm: stub: OMPI_COMM_WORLD_RANK is read before PMIX_RANK" \
-            stub_says "rank_i1_j0 threads=1 omp=1 yield=unset args=--seed 5" 0 OMPI_COMM_WORLD_RANK=2 PMIX_RANK=3
+            stub_says "rank_i1_j0 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0 OMPI_COMM_WORLD_RANK=2 PMIX_RANK=3
         check "slurm: stub: PMI_RANK is read before SLURM_PROCID" \
-            stub_says "rank_i0_j1 threads=1 omp=1 yield=unset args=--seed 5" 0 PMI_RANK=1 SLURM_PROCID=3
+            stub_says "rank_i0_j1 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0 PMI_RANK=1 SLURM_PROCID=3
         check "slurm: stub: the variable TESS_RANK_VAR names is read before all others" \
-            stub_says "rank_i0_j1 threads=1 omp=1 yield=unset args=--seed 5" 0 TESS_RANK_VAR=MY_RANK MY_RANK=1 \
+            stub_says "rank_i0_j1 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0 TESS_RANK_VAR=MY_RANK MY_RANK=1 \
             OMPI_COMM_WORLD_RANK=3 PMIX_RANK=3
         check "slurm: stub: an empty PMIX_RANK is passed over for SLURM_PROCID" \
-            stub_says "rank_i1_j0 threads=1 omp=1 yield=unset args=--seed 5" 0 PMIX_RANK= SLURM_PROCID=2
+            stub_says "rank_i1_j0 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0 PMIX_RANK= SLURM_PROCID=2
         check "slurm: stub: SLURM_PROCID alone gives the rank" \
-            stub_says "rank_i1_j1 threads=1 omp=1 yield=unset args=--seed 5" 0 SLURM_PROCID=3
+            stub_says "rank_i1_j1 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0 SLURM_PROCID=3
         check "slurm: stub: no rank variable is a one-process start, rank 0" \
-            stub_says "rank_i0_j0 threads=1 omp=1 yield=unset args=--seed 5" 0
+            stub_says "rank_i0_j0 threads=1 omp=1 yield=unset wait=passive args=--seed 5" 0
         for bad in abc 3x -1 99999999999; do
             check "slurm: stub: PMIX_RANK=$bad is refused naming it, not passed over for SLURM_PROCID" \
                 stub_refused "PMIX_RANK=$bad is not a rank number" PMIX_RANK="$bad" SLURM_PROCID=1
@@ -262,7 +265,7 @@ slurm_threads() {
     [ $share -lt 1 ] && share=1
     want=""
     for r in 0 1 2 3; do
-        want="$want$(printf 'rank_i%d_j%d threads=%d omp=%d yield=%s args=--seed 5' $((r / 2)) $((r % 2)) $share $share \
+        want="$want$(printf 'rank_i%d_j%d threads=%d omp=%d yield=%s wait=passive args=--seed 5' $((r / 2)) $((r % 2)) $share $share \
             "$([ 4 -gt "$cores" ] && echo 1 || echo unset)")
 "
     done

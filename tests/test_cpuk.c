@@ -1,6 +1,7 @@
 /*
  * test_cpuk.c - unit tests for the CPU backend's vectorised, threaded kernels: AdamW (tr_kernels_bwd.c), the
- * loss kernels (tr_kernels_lm.c) and tr_vexpf (tr_vec.h); tests/tt.h protocol, one line per case.
+ * loss kernels (tr_kernels_lm.c), tr_vexpf (tr_vec.h) and every other fused kernel on the rank's threads
+ * (tr_kernels*.c); tests/tt.h protocol, one line per case.
  *
  * References are written here, not taken from the code under test:
  *   - AdamW: the update element by element in float, in the order the kernel documents; the kernel must give
@@ -9,7 +10,11 @@
  *     NaN in, NaN out; the clamps;
  *   - the loss: row max, sum of exponentials and dlogits against the same quantities in double (exp of double),
  *     pad columns excluded from every max and sum and zero in dlogits;
- *   - threads: every kernel run on 1, 2, 3 and 5 OpenMP threads gives the same bits.
+ *   - threads: every kernel run on 1, 2, 3 and 5 OpenMP threads gives the same bits (layernorm forward and
+ *     backward, residual, GeLU, bias column sums, attention forward and backward, embeddings, their bf16
+ *     variants: shapes above the kernels' one-thread limits, so the threads really split the work);
+ *   - the column sums (bias gradients, dgamma and dbeta, the embedding and position scatter-adds): the bits of
+ *     the plain loop, each column summed in row order in double (what the kernels document).
  * A zeroed tr_ctx is enough (timing off); the kernels read tr_model's AdamW fields, defined below.
  */
 #include <math.h>
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_vec.h"
 #include "tt.h"
@@ -207,10 +213,177 @@ static void test_loss(void)
     free(L), free(dl), free(dl1);
 }
 
+/* ---- the fused kernels on 1, 2, 3 and 5 threads ---------------------------------------------------------- */
+
+enum { FR = 70, FC = 515, AN = 7, AS = 70, AH = 3, AD = 8, AC = AH * AD, AQ = 3 * AC, NPOS = 40, NV = 23 };
+
+typedef struct {
+    const char *name;
+    void *p;
+    size_t bytes;
+} fk_out;
+
+/* The inputs of every kernel, filled once; each run copies what a kernel updates in place. */
+typedef struct {
+    float x[FR * FC], p[FR * FC], dy[FR * FC], bias[FC], gamma[FC], beta[FC], rs[FR], vs[FR];
+    float qkv[AN * AS * AQ], qbias[AQ], dout[AN * AS * AC], scores[2 * AS * AS];
+    float E[NV * FC], wpe[NPOS * FC];
+    int32_t tok[FR];
+} fk_in;
+
+/* Every output of one run of the kernels, compared bitwise across thread counts. */
+typedef struct {
+    float rs[FR], vs[FR], y[FR * FC], resid[FR * FC], rrs[FR], gelu[FR * FC], u[FR * FC], g[FR * FC],
+        db[FC], dg[FR * FC], s[2 * FR], dgamma[FC], dbeta[FC], lng[FR * FC], qkv[AN * AS * AQ], ao[AN * AS * AC],
+        dqkv[AN * AS * AQ], emb[FR * FC], pos[FR * FC], dE[NV * FC], dwpe[NPOS * FC];
+    tr_bf16 c16[FR * FC], y16[FR * FC], g16[FR * FC], ao16[AN * AS * AC];
+    float u16[FR * FC], qkv16[AN * AS * AQ], ao32[AN * AS * AC], dqkv16[AN * AS * AQ], gemm16[FR * FR];
+} fk_res;
+
+static void fk_run(tr_ctx *c, const fk_in *in, fk_res *o)
+{
+    const int seq = 10; /* the position kernels: 7 sequences of 10 rows */
+    tr_ln_rowsum(c, in->x, FR, FC, o->rs);
+    tr_ln_sqdev(c, in->x, o->rs, FR, FC, FC, o->vs);
+    tr_ln_apply(c, in->x, o->rs, o->vs, in->gamma, in->beta, FR, FC, FC, 1e-5f, o->y);
+    memcpy(o->resid, in->x, sizeof o->resid);
+    tr_resid_rowsum(c, o->resid, in->p, in->bias, FR, FC, o->rrs);
+    memcpy(o->gelu, in->p, sizeof o->gelu);
+    tr_bias_gelu(c, o->gelu, in->bias, FR, FC);
+    memcpy(o->u, in->p, sizeof o->u);
+    tr_bias_gelu_save(c, o->u, in->bias, o->g, FR, FC);
+    tr_colsum(c, in->dy, FR, FC, o->db);
+    memcpy(o->dg, in->dy, sizeof o->dg);
+    tr_gelu_bwd(c, o->dg, in->p, FR, FC);
+    tr_ln_bwd_sums(c, in->dy, in->x, in->rs, in->vs, in->gamma, FR, FC, FC, 1e-5f, o->s, o->dgamma, o->dbeta);
+    memcpy(o->lng, in->p, sizeof o->lng);
+    tr_ln_bwd_apply(c, in->dy, in->x, in->rs, in->vs, in->gamma, o->s, FR, FC, FC, 1e-5f, o->lng);
+    float scores[2 * AS * AS];
+    memcpy(o->qkv, in->qkv, sizeof o->qkv);
+    tr_attention(c, o->qkv, in->qbias, o->ao, scores, AN, AS, AH, AD);
+    tr_attention_bwd(c, o->qkv, in->dout, o->dqkv, scores, scores + AS * AS, AN, AS, AH, AD);
+    tr_embed_rows(c, in->tok, in->E, 100, NV, FR, FC, o->emb);
+    memcpy(o->pos, in->x, sizeof o->pos);
+    tr_pos_add(c, o->pos, in->wpe, FR, FC, seq);
+    memcpy(o->dE, in->E, sizeof o->dE);
+    tr_embed_rows_bwd(c, in->tok, in->dy, 100, NV, FR, FC, o->dE);
+    tr_pos_bwd(c, in->dy, FR, FC, seq, NPOS, o->dwpe);
+    /* bf16 */
+    tr_cast_bf16(c, in->x, (long long)FR * FC, o->c16);
+    tr_ln_apply_bf16(c, in->x, o->rs, o->vs, in->gamma, in->beta, FR, FC, FC, 1e-5f, o->y16);
+    memcpy(o->u16, in->p, sizeof o->u16);
+    tr_bias_gelu_save_bf16(c, o->u16, in->bias, o->g16, FR, FC);
+    memcpy(o->qkv16, in->qkv, sizeof o->qkv16);
+    tr_attention_bf16(c, o->qkv16, in->qbias, o->ao16, scores, AN, AS, AH, AD);
+    memcpy(o->qkv16, in->qkv, sizeof o->qkv16);
+    tr_attention_bf16_fp32out(c, o->qkv16, in->qbias, o->ao32, scores, AN, AS, AH, AD);
+    tr_attention_bwd_bf16(c, o->qkv16, in->dout, o->dqkv16, scores, scores + AS * AS, AN, AS, AH, AD);
+    tr_gemm_bf16(c, 0, 1, FR, FR, FC, o->c16, FC, o->y16, FC, 0.0f, o->gemm16, FR);
+}
+
+static int fk_outs(fk_res *o, fk_out *out)
+{
+    int n = 0;
+#define FK(f) out[n++] = (fk_out){#f, o->f, sizeof o->f}
+    FK(rs), FK(vs), FK(y), FK(resid), FK(rrs), FK(gelu), FK(u), FK(g), FK(db), FK(dg), FK(s), FK(dgamma);
+    FK(dbeta), FK(lng), FK(qkv), FK(ao), FK(dqkv), FK(emb), FK(pos), FK(dE), FK(dwpe), FK(c16), FK(y16);
+    FK(g16), FK(ao16), FK(u16), FK(qkv16), FK(ao32), FK(dqkv16), FK(gemm16);
+#undef FK
+    return n;
+}
+
+static void test_fused(void)
+{
+    fk_in *in = calloc(1, sizeof *in);
+    fk_res *r1 = calloc(1, sizeof *r1), *rt = calloc(1, sizeof *rt);
+    for (int e = 0; e < FR * FC; e++) {
+        in->x[e] = tt_rndf(-2, 2);
+        in->p[e] = tt_rndf(-3, 3);
+        in->dy[e] = tt_rndf(-1, 1);
+    }
+    for (int j = 0; j < FC; j++) {
+        in->bias[j] = tt_rndf(-0.5f, 0.5f);
+        in->gamma[j] = tt_rndf(0.5f, 1.5f);
+        in->beta[j] = tt_rndf(-0.5f, 0.5f);
+    }
+    for (int r = 0; r < FR; r++) {
+        double s = 0, v = 0;
+        for (int j = 0; j < FC; j++)
+            s += in->x[r * FC + j];
+        for (int j = 0; j < FC; j++)
+            v += (in->x[r * FC + j] - s / FC) * (in->x[r * FC + j] - s / FC);
+        in->rs[r] = (float)s, in->vs[r] = (float)v;
+        in->tok[r] = r % 9 == 8 ? 7 : 100 + (int)(tt_rnd32() % NV); /* repeated ids; every ninth another block's */
+    }
+    for (int e = 0; e < AN * AS * AQ; e++)
+        in->qkv[e] = tt_rndf(-1, 1);
+    for (int e = 0; e < AQ; e++)
+        in->qbias[e] = tt_rndf(-0.2f, 0.2f);
+    for (int e = 0; e < AN * AS * AC; e++)
+        in->dout[e] = tt_rndf(-1, 1);
+    for (int e = 0; e < NV * FC; e++)
+        in->E[e] = tt_rndf(-1, 1);
+    for (int e = 0; e < NPOS * FC; e++)
+        in->wpe[e] = tt_rndf(-1, 1);
+    tr_ctx c;
+    memset(&c, 0, sizeof c);
+    fk_out o1[40], ot[40];
+    int nout = fk_outs(r1, o1);
+    fk_outs(rt, ot);
+    TT_CASE("layernorm, residual, GeLU, column sums, attention, embeddings and their bf16 kernels give the same "
+            "bits on 1, 2, 3 and 5 threads")
+    {
+        omp_set_num_threads(1);
+        fk_run(&c, in, r1);
+        for (int t = 1; t < NTHREADS; t++) {
+            omp_set_num_threads(g_threads[t]);
+            memset(rt, 0xff, sizeof *rt); /* NaN-poisoned: an unwritten element shows */
+            fk_run(&c, in, rt);
+            for (int k = 0; k < nout; k++)
+                TT_CHECK(!memcmp(o1[k].p, ot[k].p, o1[k].bytes), "%s: %d threads differ from 1 thread", o1[k].name,
+                         g_threads[t]);
+        }
+    }
+    TT_CASE("the column sums are each column summed in row order in double: bias, dgamma, dbeta, embeddings, "
+            "positions")
+    {
+        omp_set_num_threads(3);
+        fk_run(&c, in, rt);
+        int bad = 0;
+        for (int j = 0; j < FC; j++) {
+            double db = 0, dg = 0, dbeta = 0;
+            for (int r = 0; r < FR; r++) {
+                float d = in->dy[r * FC + j], mean = in->rs[r] / (float)FC;
+                float rstd = 1.0f / sqrtf(in->vs[r] / (float)FC + 1e-5f), xhat = (in->x[r * FC + j] - mean) * rstd;
+                db += d;
+                dg += (double)d * xhat;
+                dbeta += d;
+            }
+            bad += rt->db[j] != (float)db || rt->dgamma[j] != (float)dg || rt->dbeta[j] != (float)dbeta;
+        }
+        TT_CHECK(!bad, "%d columns of db, dgamma or dbeta differ from the row-order sums", bad);
+        static float dE[NV * FC], dwpe[NPOS * FC];
+        memcpy(dE, in->E, sizeof dE);
+        memset(dwpe, 0, sizeof dwpe);
+        for (int r = 0; r < FR; r++)
+            for (int j = 0; j < FC; j++) {
+                if (in->tok[r] >= 100 && in->tok[r] < 100 + NV)
+                    dE[(in->tok[r] - 100) * FC + j] += in->dy[r * FC + j];
+                dwpe[(r % 10) * FC + j] += in->dy[r * FC + j];
+            }
+        TT_CHECK(!memcmp(dE, rt->dE, sizeof dE), "the embedding scatter-add differs from the row-order sums");
+        TT_CHECK(!memcmp(dwpe, rt->dwpe, sizeof dwpe), "the position scatter-add differs from the row-order sums");
+    }
+    omp_set_num_threads(1);
+    tr_ctx_free(&c);
+    free(in), free(r1), free(rt);
+}
+
 int main(void)
 {
     test_adamw();
     test_vexpf();
     test_loss();
+    test_fused();
     TT_EXIT();
 }
