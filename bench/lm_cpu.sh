@@ -47,11 +47,12 @@ lmcpu_run() {
         fi
     fi
     say ""
-    say "### The whole GPT-2's training step on [1,1,1] against PyTorch CPU"
+    say "### The whole GPT-2's training step on [1,1,1] against PyTorch CPU and llm.c"
     say ""
     say "Vocab $V, positions $P, batch $NB x seq $S, float32, AdamW (lr 1e-3, weight decay 0.01), $threads threads each"
     say "(bin/model sets OPENBLAS_NUM_THREADS and OMP_NUM_THREADS; torch.set_num_threads). Same random weights"
-    say "(tests/ref/tessref.py lm-weights) and token batches on both sides; the first step's loss shown for both."
+    say "(tests/ref/tessref.py lm-weights) and token batch (bench/llmc_files.py) on every side; the first step's loss"
+    say "shown for each."
     if [ $have_torch = 1 ]; then
         say "PyTorch: $("$TPY" -c 'import torch; print(torch.__version__, "- BLAS:", next((l.split("=",1)[1].strip() for l in torch.__config__.show().replace(",", "\n").splitlines() if "BLAS_INFO" in l), "?"))' 2>/dev/null)."
     else
@@ -101,7 +102,7 @@ SPEC
         if [ -n "$llmc" ]; then
             # train_gpt2.c runs 40 steps (and samples text at 20): stop it after step N (SIGPIPE at its next line)
             (cd "$d" && OMP_NUM_THREADS=$threads stdbuf -oL "$llmc" 2>&1) |
-                awk -v n="$steps" '{ print } /^step [0-9]+: train loss/ { if (++k > n) exit }' >"$d/llmc.out" || true
+                awk -v n="$steps" '{ print; fflush() } /^step [0-9]+: train loss/ { if (++k > n) exit }' >"$d/llmc.out" || true
             ll=$(sed -n 's/^step 0: train loss \([^ ]*\) .*/\1/p' "$d/llmc.out")
             ls=$(sed -n 's/^step \([0-9]*\): train loss .*(took \([0-9.]*\) ms)/\1 \2/p' "$d/llmc.out" |
                 awk '$1 > 0 { print $2 / 1000 }' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
