@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cuda/lt_check.sh OUTDIR [run|bench]: trc_gemm_lt (cuBLASLt GEMMs with bias, bias + GeLU and bias + GeLU +
 # pre-activation epilogues, runtime/cuda/trc_gemm_lt.cu) outside any schedule. Makes OUTDIR/kernels.cu and
-# kernels.cuh from templates/kernels.cu.in and kernels.cuh.in with the bias + GeLU kernels it is compared with,
+# kernels.cuh from templates/kernels.cu.in, the families kernels_rows.cu.in and kernels_gelu.cu.in, and kernels.cuh.in
+# with the bias + GeLU kernels it is compared with,
 # compiles them, tests/cuda/lt_check.cu, runtime/cuda/trc_gemm.cu and trc_gemm_lt.cu for sm_80 and sm_90 with
 # warnings as errors, links OUTDIR/lt_check; with `run`, runs the checks, with `bench` also the microbenchmark
 # (both need a GPU).
@@ -19,7 +20,11 @@ template void bias_gelu<8192, 3072>(cudaStream_t, float *, const float *);
 template void bias_gelu_save<8192, 3072>(cudaStream_t, float *, const float *, float *);
 INST
 )
-INST=$inst fill "$repo/templates/kernels.cu.in" >"$out/kernels.cu"
+{
+    fill "$repo/templates/kernels.cu.in"
+    INST=$(grep '^template void ln_' <<<"$inst") fill "$repo/templates/kernels_rows.cu.in"
+    INST=$(grep '^template void bias_' <<<"$inst") fill "$repo/templates/kernels_gelu.cu.in"
+} >"$out/kernels.cu"
 fill "$repo/templates/kernels.cuh.in" >"$out/kernels.cuh"
 # shellcheck disable=SC2086
 $nvcc $flags -c "$out/kernels.cu" -o "$out/kernels.o"
