@@ -124,7 +124,7 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                               "    obj/rt/tr_comm.o obj/rt/tr_trace.o obj/rt/tr_gather.o obj/rt/tr_hfnames.o obj/rt/tr_stset.o $\n"
                               "    obj/rt/tr_hfout.o obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o $\n"
                               "    obj/rt/tr_tokens.o obj/rt/tr_lmdata.o%s\n",
-                         sdpa ? " $\n    obj-cuda/rt/trc_attn_cudnn.o $sdpa_obj\n  cudalibs = -lcublas -lm $cudnn_libs -lnvrtc" : "");
+                         sdpa ? " $\n    obj-cuda/rt/trc_attn_cudnn.o $sdpa_obj\n  cudalibs = -lcublasLt -lcublas -lm $cudnn_libs -lnvrtc" : "");
             tg_sb_printf(&cls, " $\n    bin/cuda/%s", cn);
         }
     tg_sb_printf(rules, "build cuda: phony bin/model-cuda%s\n", cls.s);

@@ -836,7 +836,7 @@ cus_settings() { # the generated build.ninja's cuDNN part: the default object (a
     grep -qx 'sdpa_obj = $tessroot/build/cuda/trc_sdpa.o' "$b" && grep -qx 'cudnn_libs = -l:libcudnn.so.9' "$b" &&
         grep -qx '  command = ninja -C $tessroot build/cuda/trc_sdpa.o' "$b" && grep -qx '  restat = 1' "$b" &&
         grep -qx 'build obj-cuda/rt/trc_attn_cudnn.o: nvcc $tessroot/runtime/cuda/trc_attn_cudnn.cu' "$b" &&
-        [ "$(grep -c '^  cudalibs = -lcublas -lm $cudnn_libs -lnvrtc$' "$b")" -eq 1 ] || { echo "default settings"; return 1; }
+        [ "$(grep -c '^  cudalibs = -lcublasLt -lcublas -lm $cudnn_libs -lnvrtc$' "$b")" -eq 1 ] || { echo "default settings"; return 1; }
     TESS_SDPA_OBJ=/opt/x/trc_sdpa.o TESS_CUDNN_LIBS="-L/w/lib -l:libcudnn.so.9 -Xlinker -rpath=/w/lib" \
         bin/tessgen "$dir.lua" -o "$dir" --quiet &&
         grep -qx 'sdpa_obj = /opt/x/trc_sdpa.o' "$b" && ! grep -q 'tess_sdpa' "$b" &&
