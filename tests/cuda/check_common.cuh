@@ -3,7 +3,7 @@
  * lnb_check.cu) share, included once by each (every check is one translation unit): the runtime's failure
  * hooks, which stop the check naming the call and where (the kernels' TRC_LAUNCHED and TRC_ALIGNED16 call
  * them; with trc_internal.h included first, also the cudaCheck/cublasCheck hooks, the runtime state the
- * cuBLAS wrappers use, and dev/get/put for device buffers), a failure counter, and a seeded generator of uniform floats so every run checks the
+ * cuBLAS wrappers use, dev/get/put for device buffers and time_ms for the microbenchmarks), a failure counter, and a seeded generator of uniform floats so every run checks the
  * same inputs.
  */
 #ifndef TESS_CHECK_COMMON_CUH
@@ -72,6 +72,27 @@ static float *put(const std::vector<float> &h)
     float *d = dev<float>(h.size());
     cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
     return d;
+}
+
+/* milliseconds per call of f on stream s, the mean of 20 after 3 warm-up calls (CUDA events) */
+template <typename F>
+static double time_ms(cudaStream_t s, F f)
+{
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a));
+    cudaCheck(cudaEventCreate(&b));
+    for (int k = 0; k < 3; k++)
+        f();
+    cudaCheck(cudaEventRecord(a, s));
+    for (int k = 0; k < 20; k++)
+        f();
+    cudaCheck(cudaEventRecord(b, s));
+    cudaCheck(cudaEventSynchronize(b));
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, a, b));
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms / 20;
 }
 #endif
 

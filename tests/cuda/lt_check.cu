@@ -171,26 +171,6 @@ static void check_row(int slot, cudaStream_t s)
     }
 }
 
-template <typename F>
-static double time_ms(cudaStream_t s, F f)
-{
-    cudaEvent_t e0, e1;
-    cudaCheck(cudaEventCreate(&e0));
-    cudaCheck(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++)
-        f();
-    cudaCheck(cudaEventRecord(e0, s));
-    for (int i = 0; i < 20; i++)
-        f();
-    cudaCheck(cudaEventRecord(e1, s));
-    cudaCheck(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    return ms / 20;
-}
-
 static void bench(cudaStream_t s)
 {
     const size_t na = (size_t)BM * BK, nb = (size_t)BK * BN, nc = (size_t)BM * BN;

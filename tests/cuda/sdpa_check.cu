@@ -201,27 +201,6 @@ static void check(cudaStream_t s, bool all_heads)
         cudaFree(p);
 }
 
-/* milliseconds per call of f, the mean of 20 after 3 warm-up calls */
-template <typename F>
-static double time_ms(cudaStream_t s, F f)
-{
-    cudaEvent_t a, b;
-    cudaCheck(cudaEventCreate(&a));
-    cudaCheck(cudaEventCreate(&b));
-    for (int k = 0; k < 3; k++)
-        f();
-    cudaCheck(cudaEventRecord(a, s));
-    for (int k = 0; k < 20; k++)
-        f();
-    cudaCheck(cudaEventRecord(b, s));
-    cudaCheck(cudaEventSynchronize(b));
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, a, b));
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return ms / 20;
-}
-
 static void bench(cudaStream_t s)
 {
     constexpr int NSEQ = 8, SEQ = 1024, H = 12, HD = 64, CQ = H * HD, LD = 3 * CQ;
