@@ -66,14 +66,22 @@ skip=0
 filter=${TESS_TEST_FILTER:-}
 t0=$(date +%s)
 
+# a result 10 s or more after the previous one (the check and any build before it) says so on its own line,
+# so where the suite's time goes can be read from its output
+last_result=$SECONDS
+took() {
+    [ $((SECONDS - last_result)) -lt 10 ] || echo "#   $((SECONDS - last_result))s since the previous result"
+    last_result=$SECONDS
+}
 ok() {
+    took
     case "$1" in
     *"# skip"*) skip=$((skip + 1)) ;;
     *) pass=$((pass + 1)) ;;
     esac
     echo "ok - $1"
 }
-notok() { fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    # /' "$2" | tail -25; }
+notok() { took; fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    # /' "$2" | tail -25; }
 wanted() { [ -z "$filter" ] || echo "$1" | grep -Eq "$filter"; }
 
 # check NAME CMD...: passes when CMD exits 0
@@ -90,6 +98,7 @@ unit() {
     wanted "unit $label" || return 0
     "$bin" >"$WORK/unit.log" 2>&1
     local rc=$?
+    took
     local n=0
     while IFS= read -r line; do
         case "$line" in
