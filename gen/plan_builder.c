@@ -6,8 +6,12 @@
  * broadcast from or a reduce onto a local root of a group, all-reduces), the
  * GEMM step, the bf16 operand casts and one AdamW step per shard.
  *
- * Design: this file knows buffers, steps, groups and the spec's element type,
- * never a scheme. It calls no other plan*.c file: the shared step sequences
+ * Design: this file knows buffers, steps, groups and the spec's element type;
+ * it never asks which scheme it builds for. Two defaults follow the Tesseract
+ * layout and are documented where they are set: a new shard's replica group
+ * (dep for a matrix, coldep for a vector; megatron's planner sets its own),
+ * and a broadcast's receive buffer pinned to the GEMM of the previous SUMMA
+ * step of the same op (no such GEMM: nothing). It calls no other plan*.c file: the shared step sequences
  * (plan_steps.c), the scheme planners (plan_tesseract.c, plan_megatron.c and
  * their language models) and the top (plan.c) call down into it, and
  * tools/plandeps.py fails the unit checks if a call ever runs the other way.
