@@ -15,9 +15,12 @@
  * of [2, R] sums over the row. The backward reuses the same broadcasts: one of
  * dlogits over row and of E over col per step t serve dX (SUMMA form) and dE
  * (ATB form, reduced over col). The steps that do not depend on the layout
- * are plan_steps.c's layernorm; everything else is here.
+ * are plan_steps.c's (the layernorm, the loss over a logits block); everything
+ * else is here. Design: part of the Tesseract scheme's planner (the upper
+ * layer, plan_schemes.h): only plan_tesseract.c calls it, and it calls only
+ * plan_steps.c and the builder.
  */
-#include "plan_builder.h"
+#include "plan_schemes.h"
 
 #include <stdio.h>
 
@@ -76,13 +79,6 @@ void tg_lm_declare_final(tg_builder *b, tg_lm *lm)
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
-int tg_lm_nvalid(const tg_plan *pl, int blk)
-{
-    int n = pl->V - blk * pl->Vq;
-    return n < 0 ? 0 : n > pl->Vq ? pl->Vq : n;
-}
-
-/* The previous SUMMA-style step's recv buffers: two alternate when q >= 3, as plan.c's SUMMA does. */
 /* The receive buffers of a broadcast of buffer `like` (its shape and element type): two alternate when q >= 3. */
 static void recv_pair(tg_builder *b, int like, const char *what, const char *name, int *out)
 {
@@ -182,79 +178,6 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
     }
     /* the loss: max, then (sum of exponentials, target logit), each over the row */
     tg_lm_loss(b, lm, R, j, TG_ROW, q, tg_pb_allreduce_row);
-}
-
-/* One loss step over this rank's logits block [rows, Vq] of vocab block blk. */
-static tg_step *loss_step(tg_builder *b, tg_step_kind kind, int rows, int blk, const char *label)
-{
-    tg_step *s = tg_pb_step(b, kind, TG_LAYER_HEAD, "loss", -1);
-    if (!s)
-        return NULL;
-    s->rows = rows;
-    s->cols = b->pl->Vq;
-    s->vocab0 = blk * b->pl->Vq;
-    s->nvalid = tg_lm_nvalid(b->pl, blk);
-    s->label = label;
-    return s;
-}
-
-void tg_lm_loss(tg_builder *b, tg_lm *lm, int rows, int blk, tg_group g, int gsize, tg_pb_sum_fn sum)
-{
-    tg_class_plan *rp = b->rp;
-    const int L = TG_LAYER_HEAD;
-    lm->mx = tg_pb_buf(b, 1, rows, 0, "per-token max logit (over all of V)", "lm_max");
-    tg_step *s = loss_step(b, TG_STEP_LM_ROWMAX, rows, blk, "per-token max of the local logits (pad columns excluded)");
-    if (!s)
-        return;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_W);
-    if (gsize > 1) {
-        s = tg_pb_step(b, TG_STEP_ALLREDUCE, L, "loss", -1);
-        if (!s)
-            return;
-        s->group = g;
-        s->group_size = gsize;
-        s->maxop = 1;
-        s->count = rows;
-        tg_pb_use(s, 0, lm->mx, TG_ACC_R | TG_ACC_W);
-        s->label = g == TG_ROW ? "all-reduce(max) of the per-token max over row"
-                               : "all-reduce(max) of the per-token max over world";
-    }
-    lm->sums = tg_pb_buf(b, 2, rows, 0, "per token: sum of exp(logit - max); the target's logit", "lm_sums");
-    s = loss_step(b, TG_STEP_LM_SUMS, rows, blk,
-                  "local sums of exp(logit - max), the target logit where this rank's vocab block holds it");
-    if (!s)
-        return;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 2, rp->tgt_buf, TG_ACC_R);
-    tg_pb_use(s, 3, lm->sums, TG_ACC_W);
-    sum(b, L, "loss", lm->sums, 2LL * rows, "sums of exp, target logits");
-    s = tg_pb_step(b, TG_STEP_LM_LOSS, L, "loss", -1);
-    if (!s)
-        return;
-    tg_pb_use(s, 0, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 1, lm->sums, TG_ACC_R);
-    tg_pb_use(s, 2, rp->loss_buf, TG_ACC_W);
-    s->rows = rows;
-    s->label = "per-token loss = log(sum of exp) + max - target logit";
-}
-
-int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what)
-{
-    tg_class_plan *rp = b->rp;
-    int dl = tg_pb_buf(b, rows, b->pl->Vq, 0, what, "lm_dlogits");
-    tg_step *s = loss_step(b, TG_STEP_LM_DLOGITS, rows, blk,
-                           "dlogits = (softmax - onehot(target)) / (batch*seq), pad columns 0");
-    if (!s)
-        return -1;
-    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
-    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
-    tg_pb_use(s, 2, lm->sums, TG_ACC_R);
-    tg_pb_use(s, 3, rp->tgt_buf, TG_ACC_R);
-    tg_pb_use(s, 4, dl, TG_ACC_W);
-    s->scale = 1.0f / (float)b->pl->T;
-    return dl;
 }
 
 /* ---- backward ---------------------------------------------------------------------------------------------- */

@@ -1,7 +1,10 @@
 /*
  * plan_megatron.c - the steps of the Megatron-LM 1-D scheme (Shoeybi et al.,
- * 2019) for one rank, on the planner's primitives (plan_builder.h); plan.c
- * places the buffers and plans the streams as for Tesseract.
+ * 2019) for one rank, a scheme planner of the planner's upper layer
+ * (plan_schemes.h): it calls its language model (plan_megatron_lm.c), the
+ * shared step sequences (plan_steps.c) and the builder's primitives
+ * (plan_builder.c); plan.c calls it, then places the buffers and plans the
+ * streams as for Tesseract.
  *
  * p ranks, rank r is class (r, 0). The residual stream x [T, C] (T = batch *
  * seq) is whole and bitwise identical on every rank. Rank r holds the Q, K
@@ -24,7 +27,7 @@
  * Every all-reduce is exact (the same bits on every member), so the replicas
  * of x, of its gradient and of the whole parameters stay bitwise identical.
  */
-#include "plan_builder.h"
+#include "plan_schemes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,10 +17,12 @@
  *           of the tokens in range (local: dL/dx is whole); ln_f and wpe
  *           gradients come from whole, identical tensors: no collective.
  *
- * The step kinds and kernels are plan_lm.c's (EMBED, POS_ADD, LM_*, ...)
- * with one vocab block per rank and all T tokens; no new runtime kernel.
+ * The step kinds and kernels are the Tesseract layout's (EMBED, POS_ADD,
+ * LM_*, ...) with one vocab block per rank and all T tokens; no new runtime
+ * kernel. The loss and dL/dlogits are plan_steps.c's, as for plan_lm.c; only
+ * plan_megatron.c calls this file.
  */
-#include "plan_builder.h"
+#include "plan_schemes.h"
 
 #include <stdio.h>
 

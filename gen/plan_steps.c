@@ -7,9 +7,15 @@
  * need summing over the ranks that share a token's row (Tesseract), it passes
  * the all-reduce as `sum`, called between the two steps; NULL when rows are
  * whole. Collectives of the scheme, SUMMA and the choice of groups stay in
- * plan.c and plan_megatron.c.
+ * plan_tesseract.c and plan_megatron.c. The language model's loss over a
+ * logits block [rows, Vq] is here too: both layouts run it, with their group
+ * and sum.
+ *
+ * Design: the planner's middle layer (plan_steps.h). It calls only the
+ * builder (plan_builder.c); the scheme planners and their language models
+ * call it, never the other way (tools/plandeps.py).
  */
-#include "plan_builder.h"
+#include "plan_steps.h"
 
 bool tg_pb_ln_rowsum(tg_builder *b, int layer, int rows, int cols, int x, int rs, const char *label)
 {
@@ -276,4 +282,85 @@ bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, 
     attn_scratch(b, s, layer, true, rows, cols);
     s->label = "attention backward, probabilities recomputed from Q and K";
     return true;
+}
+
+/* ---- the language model's loss (docs/MODEL.md) ------------------------------------------------------ */
+
+int tg_lm_nvalid(const tg_plan *pl, int blk)
+{
+    int n = pl->V - blk * pl->Vq;
+    return n < 0 ? 0 : n > pl->Vq ? pl->Vq : n;
+}
+
+/* One loss step over this rank's logits block [rows, Vq] of vocab block blk. */
+static tg_step *loss_step(tg_builder *b, tg_step_kind kind, int rows, int blk, const char *label)
+{
+    tg_step *s = tg_pb_step(b, kind, TG_LAYER_HEAD, "loss", -1);
+    if (!s)
+        return NULL;
+    s->rows = rows;
+    s->cols = b->pl->Vq;
+    s->vocab0 = blk * b->pl->Vq;
+    s->nvalid = tg_lm_nvalid(b->pl, blk);
+    s->label = label;
+    return s;
+}
+
+void tg_lm_loss(tg_builder *b, tg_lm *lm, int rows, int blk, tg_group g, int gsize, tg_pb_sum_fn sum)
+{
+    tg_class_plan *rp = b->rp;
+    const int L = TG_LAYER_HEAD;
+    lm->mx = tg_pb_buf(b, 1, rows, 0, "per-token max logit (over all of V)", "lm_max");
+    tg_step *s = loss_step(b, TG_STEP_LM_ROWMAX, rows, blk, "per-token max of the local logits (pad columns excluded)");
+    if (!s)
+        return;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_W);
+    if (gsize > 1) {
+        s = tg_pb_step(b, TG_STEP_ALLREDUCE, L, "loss", -1);
+        if (!s)
+            return;
+        s->group = g;
+        s->group_size = gsize;
+        s->maxop = 1;
+        s->count = rows;
+        tg_pb_use(s, 0, lm->mx, TG_ACC_R | TG_ACC_W);
+        s->label = g == TG_ROW ? "all-reduce(max) of the per-token max over row"
+                               : "all-reduce(max) of the per-token max over world";
+    }
+    lm->sums = tg_pb_buf(b, 2, rows, 0, "per token: sum of exp(logit - max); the target's logit", "lm_sums");
+    s = loss_step(b, TG_STEP_LM_SUMS, rows, blk,
+                  "local sums of exp(logit - max), the target logit where this rank's vocab block holds it");
+    if (!s)
+        return;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 2, rp->tgt_buf, TG_ACC_R);
+    tg_pb_use(s, 3, lm->sums, TG_ACC_W);
+    sum(b, L, "loss", lm->sums, 2LL * rows, "sums of exp, target logits");
+    s = tg_pb_step(b, TG_STEP_LM_LOSS, L, "loss", -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 1, lm->sums, TG_ACC_R);
+    tg_pb_use(s, 2, rp->loss_buf, TG_ACC_W);
+    s->rows = rows;
+    s->label = "per-token loss = log(sum of exp) + max - target logit";
+}
+
+int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what)
+{
+    tg_class_plan *rp = b->rp;
+    int dl = tg_pb_buf(b, rows, b->pl->Vq, 0, what, "lm_dlogits");
+    tg_step *s = loss_step(b, TG_STEP_LM_DLOGITS, rows, blk,
+                           "dlogits = (softmax - onehot(target)) / (batch*seq), pad columns 0");
+    if (!s)
+        return -1;
+    tg_pb_use(s, 0, rp->logits_buf, TG_ACC_R);
+    tg_pb_use(s, 1, lm->mx, TG_ACC_R);
+    tg_pb_use(s, 2, lm->sums, TG_ACC_R);
+    tg_pb_use(s, 3, rp->tgt_buf, TG_ACC_R);
+    tg_pb_use(s, 4, dl, TG_ACC_W);
+    s->scale = 1.0f / (float)b->pl->T;
+    return dl;
 }

@@ -3,7 +3,8 @@
 # installs missing Debian packages (scripts/deps.sh), builds tessgen, the
 # runtime and the unit tests (normal and ASan+UBSan), then runs
 #   unit      mesh, spec, machine, plan, streams, placement, file-I/O, data, bf16 kernel and CPU kernel (AdamW, loss,
-#             expf, thread counts) unit tests, both builds; no errno-setting math calls in the runtime's kernels
+#             expf, thread counts) unit tests, both builds; no errno-setting math calls in the runtime's kernels;
+#             the planner's files call one way (tools/plandeps.py)
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
@@ -135,6 +136,11 @@ unit_no_errno_math() {
     return $bad
 }
 check "unit: the runtime's kernels call no errno-setting sqrtf, the loss no libm exp" unit_no_errno_math
+# the planner's files call one way: plan.c -> scheme planners -> shared steps -> builder (docs/ARCHITECTURE.md,
+# "The planner's layers"); the checker is first shown to find a cycle, one through a function pointer included
+check "unit: tools/plandeps.py finds planner files that call each other in a cycle, and passes one-way calls" \
+    python3 tools/plandeps.py --self-test
+check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle" python3 tools/plandeps.py
 
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"

@@ -1,0 +1,431 @@
+/*
+ * plan_builder.c - the bottom layer of the planner: the primitives every scheme
+ * builds a class program with (plan_builder.h). A builder appends to one class
+ * plan buffers (named, shaped, typed), weight shards and their pieces, steps and
+ * the operands each reads and writes; on top of those come the collectives (a
+ * broadcast from or a reduce onto a local root of a group, all-reduces), the
+ * GEMM step, the bf16 operand casts and one AdamW step per shard.
+ *
+ * Design: this file knows buffers, steps, groups and the spec's element type;
+ * it never asks which scheme it builds for. Two defaults follow the Tesseract
+ * layout and are documented where they are set: a new shard's replica group
+ * (dep for a matrix, coldep for a vector; megatron's planner sets its own),
+ * and a broadcast's receive buffer pinned to the GEMM of the previous SUMMA
+ * step of the same op (no such GEMM: nothing). It calls no other plan*.c file: the shared step sequences
+ * (plan_steps.c), the scheme planners (plan_tesseract.c, plan_megatron.c and
+ * their language models) and the top (plan.c) call down into it, and
+ * tools/plandeps.py fails the unit checks if a call ever runs the other way.
+ * Allocation failure sets the builder's oom flag; the caller reports it once.
+ */
+#include "plan_builder.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* vsnprintf for buffer names, which use only %d and %s: a plan names thousands of buffers per class, and
+ * the C library's formatter was a tenth of the planning time. Truncates at cap - 1 characters. */
+static void name_fmt(char *dst, size_t cap, const char *fmt, va_list ap)
+{
+    size_t n = 0;
+    for (const char *f = fmt; *f && n + 1 < cap; f++) {
+        if (f[0] == '%' && f[1] == 's') {
+            for (const char *a = va_arg(ap, const char *); *a && n + 1 < cap; a++)
+                dst[n++] = *a;
+            f++;
+        } else if (f[0] == '%' && f[1] == 'd') {
+            int v = va_arg(ap, int);
+            char digits[16];
+            int k = 0;
+            unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+            do
+                digits[k++] = (char)('0' + u % 10);
+            while ((u /= 10) && k < 15);
+            if (v < 0 && n + 1 < cap)
+                dst[n++] = '-';
+            while (k > 0 && n + 1 < cap)
+                dst[n++] = digits[--k];
+            f++;
+        } else {
+            dst[n++] = *f;
+        }
+    }
+    dst[n] = '\0';
+}
+
+int tg_dtype_size(int dtype)
+{
+    return dtype == TG_BUF_BF16 ? 2 : 4;
+}
+
+long long tg_buf_slots(const tg_buf *b)
+{
+    return (b->elems * tg_dtype_size(b->dtype) + 3) / 4;
+}
+
+int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *what, const char *fmt, ...)
+{
+    tg_class_plan *rp = b->rp;
+    if (rp->nbufs == b->cap_bufs) {
+        int cap = b->cap_bufs ? 2 * b->cap_bufs : 64;
+        tg_buf *nb = realloc(rp->bufs, (size_t)cap * sizeof *nb);
+        if (!nb) {
+            b->oom = true;
+            return -1;
+        }
+        rp->bufs = nb;
+        b->cap_bufs = cap;
+    }
+    tg_buf *x = &rp->bufs[rp->nbufs];
+    memset(x, 0, sizeof *x);
+    va_list ap;
+    va_start(ap, fmt);
+    name_fmt(x->name, sizeof x->name, fmt, ap);
+    va_end(ap);
+    /* the LM's pseudo-layers (plan.h) name their shared-step buffers "L-2_..." and "L-3_...": make identifiers */
+    static const char *const pseudo[2][2] = {{"L-2_", "embed_"}, {"L-3_", "head_"}};
+    for (int k = 0; k < 2; k++)
+        if (!strncmp(x->name, pseudo[k][0], 4)) {
+            char tmp[sizeof x->name];
+            snprintf(tmp, sizeof tmp, "%s%s", pseudo[k][1], x->name + 4);
+            memcpy(x->name, tmp, sizeof tmp);
+        }
+    size_t wl = strlen(what);
+    if (wl >= sizeof x->what)
+        wl = sizeof x->what - 1;
+    memcpy(x->what, what, wl);
+    x->what[wl] = '\0';
+    x->rows = rows;
+    x->cols = cols;
+    x->elems = (long long)rows * cols;
+    x->persistent = persistent;
+    x->first = -1;
+    x->last = -1;
+    return rp->nbufs++;
+}
+
+int tg_pb_buf_like(tg_builder *b, int like, const char *what, const char *fmt, ...)
+{
+    if (like < 0)
+        return -1;
+    char name[sizeof b->rp->bufs[0].name];
+    va_list ap;
+    va_start(ap, fmt);
+    name_fmt(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int rows = b->rp->bufs[like].rows, cols = b->rp->bufs[like].cols, dtype = b->rp->bufs[like].dtype;
+    int id = tg_pb_buf(b, rows, cols, 0, what, "%s", name);
+    if (id >= 0)
+        b->rp->bufs[id].dtype = dtype;
+    return id;
+}
+
+int tg_pb_bf16_out(tg_builder *b, int buf)
+{
+    if (buf >= 0 && b->pl->spec.dtype == TG_BF16)
+        b->rp->bufs[buf].dtype = TG_BUF_BF16;
+    return buf;
+}
+
+/* "L3", "embed", "head": the layer part of a generated name (the LM's pseudo-layers are negative) */
+static const char *layer_tag(char *dst, size_t cap, int layer)
+{
+    if (layer == TG_LAYER_EMBED)
+        snprintf(dst, cap, "embed");
+    else if (layer == TG_LAYER_HEAD)
+        snprintf(dst, cap, "head");
+    else
+        snprintf(dst, cap, "L%d", layer);
+    return dst;
+}
+
+/* A training weight's persistent bf16 copy (tg_param.w16): declared when a GEMM first reads the weight; -1 when buf
+ * is no weight's fp32 master. Persistent: it carries the weights from one step's optimizer to the next step's GEMMs,
+ * so it costs 2 bytes an element of arena for the whole run, in the memory plan like the master. */
+static int weight_copy(tg_builder *b, int buf)
+{
+    tg_class_plan *rp = b->rp;
+    if (b->pl->spec.mode != TG_TRAIN)
+        return -1;
+    for (int i = 0; i < rp->nparams; i++) {
+        tg_param *p = &rp->params[i];
+        if (p->buf != buf)
+            continue;
+        if (p->w16 < 0) {
+            char what[160], name[sizeof rp->bufs[0].name]; /* tg_pb_buf may move rp->bufs */
+            snprintf(what, sizeof what, "bf16 copy of the shard of %.64s for the GEMMs, written by AdamW", p->name);
+            snprintf(name, sizeof name, "%s", rp->bufs[buf].name);
+            int id = tg_pb_buf(b, rp->bufs[buf].rows, rp->bufs[buf].cols, 1, what, "bf16_%s", name);
+            if (id < 0)
+                return -1;
+            rp->bufs[id].dtype = TG_BUF_BF16;
+            p->w16 = id;
+        }
+        return rp->params[i].w16;
+    }
+    return -1;
+}
+
+int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
+{
+    if (buf < 0 || b->pl->spec.dtype != TG_BF16 || b->rp->bufs[buf].dtype != TG_BUF_F32)
+        return buf;
+    int w16 = weight_copy(b, buf); /* a training weight: no cast, AdamW keeps its bf16 copy */
+    if (w16 >= 0 || b->oom)
+        return w16;
+    if (b->ncast > 0 && (b->cast_phase != b->phase || b->cast_layer != layer || strcmp(b->cast_op, op) != 0))
+        b->ncast = 0; /* another op: its buffers may have been written since */
+    for (int k = 0; k < b->ncast; k++)
+        if (b->cast[k].src == buf)
+            return b->cast[k].dst;
+    char src[sizeof b->rp->bufs[0].name], tag[16], what[120];
+    snprintf(src, sizeof src, "%s", b->rp->bufs[buf].name);
+    snprintf(what, sizeof what, "copy of %s for the %s GEMMs%s, rounded to nearest even", src, op,
+             b->phase == TG_PHASE_BWD ? " of the backward" : "");
+    /* the forward and backward casts of one buffer live in different functions, but name them apart anyway */
+    int id = tg_pb_buf_like(b, buf, what, "bf16%s_%s_%s_%s", b->phase == TG_PHASE_BWD ? "b" : "",
+                            layer_tag(tag, sizeof tag, layer), op, src);
+    if (id < 0)
+        return -1;
+    b->rp->bufs[id].dtype = TG_BUF_BF16;
+    tg_step *s = tg_pb_step(b, TG_STEP_CAST, layer, op, -1);
+    if (!s)
+        return -1;
+    s->count = b->rp->bufs[buf].elems;
+    tg_pb_use(s, 0, buf, TG_ACC_R);
+    tg_pb_use(s, 1, id, TG_ACC_W);
+    s->desc = TG_D_CAST;
+    if (b->ncast == (int)(sizeof b->cast / sizeof b->cast[0]))
+        b->ncast = 0;
+    b->cast[b->ncast].src = buf;
+    b->cast[b->ncast++].dst = id;
+    b->cast_phase = b->phase;
+    b->cast_layer = layer;
+    b->cast_op = op;
+    return id;
+}
+
+tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int t)
+{
+    tg_class_plan *rp = b->rp;
+    if (rp->nsteps == b->cap_steps) {
+        int cap = b->cap_steps ? 2 * b->cap_steps : 128;
+        tg_step *ns = realloc(rp->steps, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            b->oom = true;
+            return NULL;
+        }
+        rp->steps = ns;
+        b->cap_steps = cap;
+    }
+    tg_step *s = &rp->steps[rp->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->phase = b->phase;
+    s->layer = layer;
+    s->op = op;
+    s->t = t;
+    s->root_local = -1;
+    s->desc = TG_D_LABEL;
+    s->label = "";
+    for (int i = 0; i < TG_STEP_MAXBUF; i++)
+        s->buf[i] = -1;
+    s->pin[0] = s->pin[1] = -1;
+    s->fused = -1;
+    return s;
+}
+
+void tg_pb_use(tg_step *s, int slot, int buf, unsigned char acc)
+{
+    s->buf[slot] = buf;
+    s->acc[slot] = acc;
+}
+
+/* ---- weight shards ---------------------------------------------------------- */
+
+int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols)
+{
+    tg_class_plan *rp = b->rp;
+    if (rp->nparams == b->cap_params) {
+        int cap = b->cap_params ? 2 * b->cap_params : 16;
+        tg_param *np = realloc(rp->params, (size_t)cap * sizeof *np);
+        if (!np) {
+            b->oom = true;
+            return -1;
+        }
+        rp->params = np;
+        b->cap_params = cap;
+    }
+    tg_param *p = &rp->params[rp->nparams++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->full[0] = full0;
+    p->full[1] = full1;
+    char ident[64], what[120];
+    int n = 0;
+    for (const char *c = name; *c && n < 60; c++)
+        ident[n++] = (*c == '.') ? '_' : *c;
+    ident[n] = '\0';
+    snprintf(what, sizeof what, "shard of %s", name);
+    p->buf = tg_pb_buf(b, rows, cols, 1, what, "w_%s", ident);
+    p->grad = p->m = p->v = p->w16 = -1;
+    /* bf16 inference stores a matrix as its GEMMs read it (docs/BF16.md); a caller whose matrix something else
+     * reads too (the LM's wte, wpe) sets it back to fp32 */
+    if (ndim == 2 && b->pl->spec.dtype == TG_BF16 && b->pl->spec.mode != TG_TRAIN && p->buf >= 0)
+        rp->bufs[p->buf].dtype = TG_BUF_BF16;
+    /* tesseract: a weight block is repeated on every depth, a vector block on every (i, k) */
+    p->replica = ndim == 2 ? TG_DEP : TG_COLDEP;
+    if (b->pl->spec.mode == TG_TRAIN) {
+        snprintf(what, sizeof what, "gradient of the shard of %s", name);
+        p->grad = tg_pb_buf(b, rows, cols, 0, what, "g_%s", ident);
+        snprintf(what, sizeof what, "AdamW first moment of the shard of %s", name);
+        p->m = tg_pb_buf(b, rows, cols, 1, what, "m_%s", ident);
+        snprintf(what, sizeof what, "AdamW second moment of the shard of %s", name);
+        p->v = tg_pb_buf(b, rows, cols, 1, what, "v_%s", ident);
+    }
+    return rp->nparams - 1;
+}
+
+void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int dst_col)
+{
+    if (param < 0)
+        return;
+    tg_param *p = &b->rp->params[param];
+    tg_piece pc = {r0, nr, c0, nc, dst_col};
+    p->piece[p->npieces++] = pc;
+}
+
+/* ---- collectives ---------------------------------------------------------------- */
+
+/* One SUMMA broadcast of buf over group g from local root t: read on the root, written elsewhere.
+ * It moves X(h,t) over a row or W(t,j) over a column; why ends its description (" (for dX)"). */
+tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count,
+                     const char *why)
+{
+    const tg_mesh *m = &b->pl->mesh;
+    tg_coord co = b->c;
+    tg_step *s = tg_pb_step(b, TG_STEP_BCAST, layer, op, t);
+    if (!s)
+        return NULL;
+    s->group = g;
+    s->group_size = tg_group_size(m, g);
+    s->root_local = t;
+    s->is_root = tg_group_local(m, g, co) == t;
+    s->count = count;
+    tg_pb_use(s, 0, buf, s->is_root ? TG_ACC_R : TG_ACC_W);
+    s->desc = TG_D_BCAST;
+    s->label = why;
+    if (!s->is_root && t > 0) {
+        /* keep the receive buffer off the bytes of the previous SUMMA step's GEMM operands */
+        tg_class_plan *rp = b->rp;
+        for (int i = rp->nsteps - 2; i >= 0; i--) {
+            tg_step *g = &rp->steps[i];
+            if (g->kind == TG_STEP_GEMM && g->layer == layer && g->t == t - 1 && !strcmp(g->op, op)) {
+                g->pin[g->pin[0] < 0 ? 0 : 1] = buf;
+                break;
+            }
+        }
+    }
+    return s;
+}
+
+/* Reduce P onto local root t of g: dX(h,t) over a row (ABT) or dW(t,j) over a column (ATB). */
+tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count)
+{
+    const tg_plan *pl = b->pl;
+    tg_coord co = b->c;
+    tg_step *s = tg_pb_step(b, TG_STEP_REDUCE, layer, op, t);
+    if (!s)
+        return NULL;
+    s->group = g;
+    s->group_size = tg_group_size(&pl->mesh, g);
+    s->root_local = t;
+    s->is_root = tg_group_local(&pl->mesh, g, co) == t;
+    s->count = count;
+    tg_pb_use(s, 0, buf, s->is_root ? (TG_ACC_R | TG_ACC_W) : TG_ACC_R);
+    s->desc = TG_D_REDUCE;
+    return s;
+}
+
+void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what)
+{
+    int n = tg_group_size(&b->pl->mesh, TG_ROW);
+    if (n == 1)
+        return; /* a group of one: nothing to sum */
+    tg_step *s = tg_pb_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+    if (!s)
+        return;
+    s->group = TG_ROW;
+    s->group_size = n;
+    s->count = count;
+    tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    s->desc = TG_D_ALLREDUCE;
+    s->label = what;
+}
+
+void tg_pb_allreduce_exact(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
+                            const char *what)
+{
+    const tg_plan *pl = b->pl;
+    int n = tg_group_size(&pl->mesh, g);
+    if (n == 1)
+        return;
+    tg_step *s = tg_pb_step(b, TG_STEP_ALLREDUCE, layer, op, -1);
+    if (!s)
+        return;
+    s->group = g;
+    s->group_size = n;
+    s->exact = 1;
+    s->count = count;
+    tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    s->desc = TG_D_ALLREDUCE_X;
+    s->label = what;
+}
+
+/* ---- GEMM, optimizer ------------------------------------------------------------- */
+
+tg_step *tg_pb_gemm(tg_builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
+                          int lda, int B, int ldb, int C, int ldc)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_GEMM, layer, op, t);
+    if (!s)
+        return NULL;
+    s->m = m;
+    s->n = n;
+    s->k = k;
+    s->lda = lda;
+    s->ldb = ldb;
+    s->ldc = ldc;
+    s->transa = ta;
+    s->transb = tb;
+    s->beta = 0.0f;
+    s->flops = 2LL * m * n * k;
+    tg_pb_use(s, 0, A, TG_ACC_R);
+    tg_pb_use(s, 1, B, TG_ACC_R);
+    tg_pb_use(s, 2, C, TG_ACC_W);
+    return s;
+}
+
+void tg_pb_optimizer(tg_builder *b)
+{
+    tg_class_plan *rp = b->rp;
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        const tg_buf *pb = &rp->bufs[p->buf];
+        tg_step *s = tg_pb_step(b, TG_STEP_ADAMW, -1, "adamw", -1);
+        if (!s)
+            return;
+        s->count = pb->elems;
+        s->decay = p->ndim == 2;
+        tg_pb_use(s, 0, p->buf, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 1, p->grad, TG_ACC_R);
+        tg_pb_use(s, 2, p->m, TG_ACC_R | TG_ACC_W);
+        tg_pb_use(s, 3, p->v, TG_ACC_R | TG_ACC_W);
+        if (p->w16 >= 0)
+            tg_pb_use(s, 4, p->w16, TG_ACC_W); /* rounded from the updated param: the next step's GEMMs read it */
+        s->desc = TG_D_ADAMW;
+        s->aux = i;
+    }
+}

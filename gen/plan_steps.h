@@ -1,0 +1,60 @@
+/*
+ * plan_steps.h - the planner's middle layer (plan_steps.c): the step
+ * sequences every scheme builds alike, on a block [rows, cols] of this rank's
+ * tokens x columns that the scheme gives: layernorm, residual, GeLU and
+ * attention and their backward, and the language model's vocab-parallel loss
+ * over a logits block. They call only the builder (plan_builder.h); the scheme
+ * planners (plan_schemes.h) call them. Functions returning bool return false
+ * on oom.
+ */
+#ifndef TG_PLAN_STEPS_H
+#define TG_PLAN_STEPS_H
+
+#include "plan_builder.h"
+
+/* Sums a per-token statistic buf [count] over the ranks that share the tokens' rows (Tesseract's row group). */
+typedef void (*tg_pb_sum_fn)(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
+
+/* The "ln1" row sums rs of x [rows, cols] (the first block; later ones get them from the residual step). */
+bool tg_pb_ln_rowsum(tg_builder *b, int layer, int rows, int cols, int x, int rs, const char *label);
+/* y = LN(x) given the row sums rs: centred squares (labelled sqdev_label) then the normalisation, with sum
+ * called on rs and on the squares before each use when rows are split (NULL: whole rows). Returns the squares'
+ * buffer. */
+int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int gamma, int beta,
+                    int y, const char *sqdev_label, tg_pb_sum_fn sum);
+/* y = x + p + bias (in place when y == x), with the row sums of y for the next layernorm into rs when rs >= 0. */
+void tg_pb_resid(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int p, int bias, int rs, int y,
+                 const char *label);
+/* Attention of the class's heads: qkv [rows, 3 cols] (+ bias, in place) -> att [rows, cols]. */
+bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att);
+/* GeLU(h + bias) [rows, cols]: in place when g == h (inference), else u = h + bias kept in h and g = GeLU(u). */
+bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g);
+/* db [cols] = column sums of dy [rows, cols] (local: the caller sums over the ranks). */
+bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label);
+/* dg [rows, cols] *= GeLU'(u), in place. */
+bool tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u);
+/* g += dx of y = LN(x) given dy; local dgamma, dbeta (the caller sums them over the ranks); sum as for
+ * tg_pb_layernorm, on the two per-token sums. */
+bool tg_pb_ln_bwd(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int x, int rs, int vs,
+                  int gamma, int g, int dgamma, int dbeta, tg_pb_sum_fn sum);
+/* dqkv [rows, 3 cols] from qkv and datt [rows, cols], the probabilities recomputed. */
+bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, int datt, int dqkv);
+
+/* ---- the language model's loss (docs/MODEL.md) ----------------------------------------------------------- */
+
+/* What a scheme's language model keeps between its calls (plan_lm.c, plan_megatron_lm.c). */
+typedef struct tg_lm {
+    int wte, wpe, lnf_g, lnf_b;         /* shard buffers */
+    int p_wte, p_wpe, p_lnf_g, p_lnf_b; /* their param indices */
+    int y, rs, vs, xf, mx, sums;        /* what the head's backward needs of its forward */
+} tg_lm;
+
+/* Real ids (< V) among the Vq columns of vocab block blk; the vocab-parallel loss over this rank's
+ * logits block [rows, Vq] of vocab block blk (local row max, all-reduce(max) over g of gsize ranks, local sums of
+ * exponentials and the target logit, their sum by `sum`, the per-token loss); and dL/dlogits of that block into a
+ * new [rows, Vq] buffer described by what (returned; -1 on oom). */
+int tg_lm_nvalid(const tg_plan *pl, int blk);
+void tg_lm_loss(tg_builder *b, tg_lm *lm, int rows, int blk, tg_group g, int gsize, tg_pb_sum_fn sum);
+int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what);
+
+#endif
