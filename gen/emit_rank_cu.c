@@ -136,12 +136,24 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     }
 }
 
+/* The runtime's name of a plan epilogue (runtime/cuda/trc.h: cuBLASLt's bias gradient of its A, our dY) */
+static const char *lt_epi(int epi)
+{
+    switch (epi) {
+    case TG_EPI_GELU_BIAS: return "TRC_EPI_GELU_BIAS";
+    case TG_EPI_GELU_AUX_BIAS: return "TRC_EPI_GELU_AUX_BIAS";
+    case TG_EPI_DGELU: return "TRC_EPI_DGELU";
+    default: return "TRC_EPI_BGRADA";
+    }
+}
+
 /* The distinct shapes of the class's fused GEMMs (fuse.c), in first-seen order: trc_gemm_lt's table (trc_lt_shapes,
  * prepared once at start-up) and the index a call passes. */
 static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
 {
     return a->epi == b->epi && a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
-           a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0);
+           a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0) && a->transa == b->transa &&
+           a->transb == b->transb;
 }
 
 /* slot[i]: the table row of fused GEMM step i, else -1; returns the number of rows (-1: out of memory). Rows are
@@ -185,9 +197,8 @@ static void print_lt_shapes(tg_sb *o, const tg_class_plan *rp, const int *slot)
             tg_sb_puts(o, "/* The shapes of this class's GEMMs with an epilogue (trc_gemm_lt): their cuBLASLt descriptors and "
                           "algorithms are\n * chosen once at start-up; each call names its row. */\n"
                           "extern \"C\" const trc_lt_shape trc_lt_shapes[] = {\n");
-        tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, 0},\n",
-                     t->epi == TG_EPI_GELU_AUX_BIAS ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", t->m, t->n, t->k,
-                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2);
+        tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, 0, %d, %d},\n", lt_epi(t->epi), t->m, t->n, t->k,
+                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, t->transa, t->transb);
         n++;
     }
     if (n)
@@ -221,7 +232,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
         break;
     case TG_STEP_GEMM:
-        if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
+        if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) { /* fuse.c: the backward pairs, one cuBLASLt call */
+            const tg_step *k = &rp->steps[s->fused];
+            int dgelu = s->epi == TG_EPI_DGELU;
+            tg_sb_printf(o, "    trc_gemm_lt_bwd(c, %d, %s, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s);\n",
+                         lt ? lt[s - rp->steps] : -1, lt_epi(s->epi), s->transa, s->transb, s->m, s->n, s->k,
+                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
+                         dgelu ? bn(rp, k, 1) : "nullptr", dgelu ? "nullptr" : bn(rp, k, 1));
+        } else if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
             const tg_step *k = &rp->steps[s->fused];
             int save = s->epi == TG_EPI_GELU_AUX_BIAS;
             tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",

@@ -89,7 +89,7 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
     tg_sb_puts(o, "# stream: where the CUDA program runs a step (compute, comm); 'wait N': it first waits for step N of "
                   "the other stream\n# (the latest one whose buffers share arena bytes with its own, one of the two "
                   "writing); 'overlaps gemm N':\n# a SUMMA broadcast that runs while GEMM N computes; 'CUDA: ... "
-                  "epilogue': a GEMM and the GeLU step after it run as one cuBLASLt call\n");
+                  "epilogue': a GEMM and the step after it (GeLU, its gradient or a bias gradient) run as one\n# cuBLASLt call\n");
     if (m->d > 1) {
         char kr[48];
         tg_sb_printf(o, "# every rank below runs these steps on these offsets; k is its depth: rank = %s\n",

@@ -1,7 +1,8 @@
 /*
- * fuse.c - marks the GEMM + GeLU pairs that a backend may run as one GEMM with an epilogue (fuse.h gives the
- * rule and why each condition is there). One forward scan: a pair is a GEMM and the step right after it, so
- * O(S) per class.
+ * fuse.c - marks the GEMM + GeLU, GEMM + GeLU-gradient and GEMM + bias-gradient pairs that a backend may run as
+ * one GEMM with an epilogue (fuse.h gives the rule and why each condition is there). One forward scan: a pair is
+ * a GEMM and the next step on its stream; the collectives between are skipped once per GEMM, so O(S * c) per
+ * class, c the longest run of collectives (a few).
  */
 #include "fuse.h"
 
@@ -13,41 +14,89 @@ static bool f32(const tg_class_plan *cp, int buf)
 }
 
 /* Is kernel step k (BIAS_GELU or GELU_SAVE) fusable into GEMM step g? */
-static bool fusable(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
+static bool fusable_fwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
-    if (g->kind != TG_STEP_GEMM || g->transa || g->transb || g->phase != k->phase)
+    if (g->transa || g->transb)
         return false;
     if (g->buf[2] != k->buf[0] || g->m != k->rows || g->n != k->cols || g->ldc != k->cols)
         return false;
-    if (k->wait >= 0 || !f32(cp, k->buf[0]) || !f32(cp, k->buf[1]))
+    if (!f32(cp, k->buf[0]) || !f32(cp, k->buf[1]))
         return false;
     /* A and B of one type (both fp32 or both bf16), as trc_gemm_lt takes them */
     if (g->buf[0] < 0 || g->buf[1] < 0 || cp->bufs[g->buf[0]].dtype != cp->bufs[g->buf[1]].dtype)
         return false;
     if (k->kind == TG_STEP_BIAS_GELU)
         return true;
-    return k->kind == TG_STEP_GELU_SAVE && f32(cp, k->buf[2]) && g->beta == 0.0f && k->cols % 8 == 0;
+    return f32(cp, k->buf[2]) && g->beta == 0.0f && k->cols % 8 == 0;
+}
+
+/* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
+static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
+{
+    if (!f32(cp, g->buf[0]) || !f32(cp, g->buf[1]) || !f32(cp, g->buf[2]) || !f32(cp, k->buf[0]) ||
+        !f32(cp, k->buf[1]))
+        return false;
+    if (k->kind == TG_STEP_GELU_BWD) /* dg = dY @ W^T, then dg *= GeLU'(u) */
+        return !g->transa && g->transb && g->buf[2] == k->buf[0] && g->m == k->rows && g->n == k->cols &&
+               g->ldc == k->cols && k->cols % 8 == 0;
+    /* dW = X^T @ dY, then db = column sums of dY ([k, n], ld n) */
+    return g->transa && !g->transb && g->buf[1] == k->buf[0] && g->k == k->rows && g->n == k->cols &&
+           g->ldb == k->cols;
+}
+
+static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
+{
+    if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0)
+        return TG_EPI_NONE;
+    switch (k->kind) {
+    case TG_STEP_BIAS_GELU: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_BIAS : TG_EPI_NONE;
+    case TG_STEP_GELU_SAVE: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
+    case TG_STEP_GELU_BWD: return fusable_bwd(cp, g, k) ? TG_EPI_DGELU : TG_EPI_NONE;
+    case TG_STEP_COLSUM: return fusable_bwd(cp, g, k) ? TG_EPI_BGRAD : TG_EPI_NONE;
+    default: return TG_EPI_NONE;
+    }
 }
 
 bool tg_fuse_plan(tg_class_plan *cp)
 {
-    for (int i = 1; i < cp->nsteps; i++) {
-        tg_step *k = &cp->steps[i], *g = &cp->steps[i - 1];
-        if ((k->kind != TG_STEP_BIAS_GELU && k->kind != TG_STEP_GELU_SAVE) || !fusable(cp, g, k))
+    for (int i = 0; i < cp->nsteps; i++) {
+        tg_step *g = &cp->steps[i];
+        if (g->kind != TG_STEP_GEMM || g->fused >= 0) /* a GEMM carries one epilogue */
             continue;
-        g->epi = k->kind == TG_STEP_BIAS_GELU ? TG_EPI_GELU_BIAS : TG_EPI_GELU_AUX_BIAS;
-        g->fused = i;
-        k->fused = i - 1;
+        int j = i + 1; /* the next step on the GEMM's stream: only steps of the other stream come between */
+        while (j < cp->nsteps && cp->steps[j].stream != g->stream)
+            j++;
+        if (j == cp->nsteps)
+            continue;
+        tg_step *k = &cp->steps[j];
+        int epi = epi_of(cp, g, k);
+        if (epi == TG_EPI_NONE)
+            continue;
+        g->epi = epi;
+        g->fused = j;
+        k->fused = i;
     }
     return true;
 }
 
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
 {
-    long long b = 4LL * cp->bufs[s->buf[1]].elems; /* the bias */
+    if (s->kind == TG_STEP_GELU_BWD)
+        return 4LL * cp->bufs[s->buf[1]].elems; /* u, read beside the GEMM's result */
+    long long b = 4LL * cp->bufs[s->buf[1]].elems; /* the bias read, or for COLSUM the bias gradient written */
     if (s->kind == TG_STEP_GELU_SAVE)
         b += 4LL * cp->bufs[s->buf[2]].elems; /* g, besides u in C */
     return b;
+}
+
+static const char *epi_name(int epi)
+{
+    switch (epi) {
+    case TG_EPI_GELU_BIAS: return "bias+GeLU";
+    case TG_EPI_GELU_AUX_BIAS: return "bias+GeLU+pre-activation";
+    case TG_EPI_DGELU: return "GeLU-gradient";
+    default: return "bias-gradient";
+    }
 }
 
 const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_step *s)
@@ -56,8 +105,7 @@ const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_s
     if (s->fused < 0 || s->fused >= cp->nsteps)
         return buf;
     if (s->kind == TG_STEP_GEMM && s->epi != TG_EPI_NONE)
-        snprintf(buf, (size_t)cap, "; CUDA: %s epilogue (step %d) of this GEMM",
-                 s->epi == TG_EPI_GELU_BIAS ? "bias+GeLU" : "bias+GeLU+pre-activation", s->fused);
+        snprintf(buf, (size_t)cap, "; CUDA: %s epilogue (step %d) of this GEMM", epi_name(s->epi), s->fused);
     else if (s->kind != TG_STEP_GEMM && cp->steps[s->fused].epi != TG_EPI_NONE)
         snprintf(buf, (size_t)cap, "; CUDA: the epilogue of gemm %d", s->fused);
     return buf;

@@ -1,20 +1,31 @@
 /*
- * fuse.h - the bake stage's pass after streams.c: which GEMM may run the GeLU step after it as its epilogue.
+ * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue.
  *
- * A GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
- * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt
- * call on the CUDA backend (CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS; docs/CUDA.md).
+ * Forward: a GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
+ * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt call on
+ * the CUDA backend (CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS; docs/CUDA.md).
+ * Backward: the input-gradient GEMM dg = beta*dg + dY @ W^T followed directly by the GELU_BWD step on the same dg
+ * (dg *= GeLU'(u), u the pre-activation GELU_SAVE kept) is one call with CUBLASLT_EPILOGUE_DGELU (u as its aux
+ * input); the weight-gradient GEMM dW = beta*dW + X^T @ dY followed directly by the COLSUM step of that dY (the
+ * bias gradient db = column sums of dY) is one call with CUBLASLT_EPILOGUE_BGRADA (cuBLASLt's A is our dY: the
+ * operands are swapped for the row-major layout, trc_gemm_lt.cu).
  * The pair is marked when that call computes exactly what the two steps compute and orders exactly as they do:
  *
- *   - the kernel step comes right after the GEMM (nothing in between reads the unbiased C) and reads its C
- *     as [m, n] with ldc = n = cols; the GEMM is not transposed (the forward's SUMMA and megatron GEMMs);
- *   - C, the bias and the GeLU output are fp32: cuBLASLt writes D, the bias and the pre-activation in one
- *     type (D's), and the bf16 programs keep an fp32 pre-activation beside a bf16 output (docs/BF16.md);
+ *   - the kernel step is the next step on the GEMM's stream: only steps of the other stream come between (on
+ *     data parallel meshes the all-reduce of dW comes between dW's GEMM and the column sum); the kernel step
+ *     waits for none of them (below), so none touches its buffers before it, and the ones that wait for the
+ *     GEMM then also wait for the epilogue, which only orders more;
+ *     GeLU steps read the GEMM's C as [m, n] with ldc = n = cols; the column sum reads the GEMM's B as [k, n]
+ *     with ldb = n = cols. Forward: the GEMM is not transposed (the forward's SUMMA and megatron GEMMs); DGELU:
+ *     only B is (dY @ W^T); BGRAD: only A is (X^T @ dY; cuBLASLt sums its A only when A is not transposed);
+ *   - every buffer of the pair is fp32, the operands included for the backward pairs: cuBLASLt writes D, the bias
+ *     (or bias gradient) and the aux matrix in one type (D's), and the bf16 programs keep an fp32 pre-activation
+ *     beside a bf16 output (docs/BF16.md); the backward epilogues are checked in fp32 programs only;
  *   - the kernel step waits for no step of the other stream (tg_step.wait == -1): every conflict of its
- *     buffers is then already ordered before the GEMM starts, so moving its writes into the GEMM is safe;
+ *     buffers is then already ordered before the GEMM starts, so moving its work into the GEMM is safe;
  *   - GELU_SAVE only with beta == 0 (cuBLASLt would read C and write the pre-activation into the same
- *     bytes, which it does not promise to support) and n a multiple of 8 (the pre-activation's leading
- *     dimension, a cuBLASLt rule).
+ *     bytes, which it does not promise to support); GELU_SAVE and DGELU with n a multiple of 8 (the aux
+ *     matrix's leading dimension, a cuBLASLt rule).
  *
  * The plan keeps both steps (the CPU backend runs them one after the other, the byte and flop counts and
  * the buffers' lifetimes stay as they were); the marking is in the steps (tg_step.epi, tg_step.fused), in
@@ -32,11 +43,13 @@
 bool tg_fuse_plan(tg_class_plan *cp);
 
 /* Bytes the epilogue of kernel step s (marked fused) adds to its GEMM: the bias read, and for GELU_SAVE the
- * GeLU output written besides the pre-activation the GEMM writes anyway. */
+ * GeLU output written besides the pre-activation the GEMM writes anyway; for DGELU the pre-activation read; for
+ * BGRAD the bias gradient written (the GEMM reads dY anyway). */
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s);
 
-/* What a marked step says about its pair, for schedule.txt, --show and the CUDA comments: "; CUDA: GeLU epilogue
- * (step N) of this GEMM" on the GEMM, "; CUDA: the epilogue of gemm N" on the kernel step; "" for other steps. */
+/* What a marked step says about its pair, for schedule.txt, --show and the CUDA comments: "; CUDA: bias+GeLU
+ * epilogue (step N) of this GEMM" (or "GeLU-gradient", "bias-gradient") on the GEMM, "; CUDA: the epilogue of
+ * gemm N" on the kernel step; "" for other steps. */
 const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_step *s);
 
 #endif

@@ -298,7 +298,7 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
                   "and 'wait N' when it first waits for step N of the other stream;\n# collectives: group={member "
                   "ranks}, root (global rank), what this rank does, elements, bytes, 'overlaps gemm N' when a SUMMA "
                   "broadcast runs while GEMM N computes;\n# others: flops and what is computed ('CUDA: ... epilogue': a "
-                  "GEMM and the GeLU step after it run as one cuBLASLt call). "
+                  "GEMM and the step after it (GeLU, its gradient or a bias gradient) run as one cuBLASLt call). "
                   "Buffers: name:access@offset+bytes (offsets and sizes in bytes of the rank's arena)\n");
     for (int r = 0; r < m->p && ok; r++) {
         if (!f->rank[r])

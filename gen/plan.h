@@ -126,7 +126,9 @@ typedef enum tg_desc {
 typedef enum tg_epi {
     TG_EPI_NONE = 0,
     TG_EPI_GELU_BIAS = 1,     /* the BIAS_GELU step after it: C = GeLU(C + bias) in place */
-    TG_EPI_GELU_AUX_BIAS = 2  /* the GELU_SAVE step after it: C = C + bias kept (aux), g = GeLU(C) */
+    TG_EPI_GELU_AUX_BIAS = 2, /* the GELU_SAVE step after it: C = C + bias kept (aux), g = GeLU(C) */
+    TG_EPI_DGELU = 3,         /* the GELU_BWD step after it: C *= GeLU'(u), u the saved pre-activation (aux) */
+    TG_EPI_BGRAD = 4          /* the COLSUM step after it: db = column sums of B, the GEMM's dY (dW = X^T dY) */
 } tg_epi;
 
 typedef struct tg_step {
@@ -181,7 +183,8 @@ typedef struct tg_step {
                           * so runs beside; else -1 */
 
     /* fused epilogues (fuse.c, after streams.c): a GEMM whose result the next step alone turns into GeLU(C + bias)
-     * gets epi != TG_EPI_NONE and fused = that kernel step; the kernel step gets fused = the GEMM. The CUDA backend
+     * or GeLU'(u) * C, or whose dY operand the next step alone sums by column (the bias gradient), gets
+     * epi != TG_EPI_NONE and fused = that kernel step; the kernel step gets fused = the GEMM. The CUDA backend
      * runs the pair as one cuBLASLt call (trc_gemm_lt); the CPU backend runs both steps as before */
     int epi;   /* tg_epi */
     int fused; /* the other step of a fused pair, or -1 */

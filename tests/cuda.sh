@@ -199,20 +199,26 @@ cu_emu_run() { # q d order
         "$PY" $CU_REF compare --ref "$WORK/cu_ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
             --label "cuda emulation [$1,$1,$2] $3 first"
 }
-cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt calls with that epilogue (the plan's
-    # fused fc1 GEMMs, gen/fuse.h), each GeLU step after one is trc_fused, and no separate bias + GeLU kernel is
-    # left when count > 0
-    local f n nf nk
+cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (or trc_gemm_lt_bwd) calls with that
+    # epilogue (the plan's fused GEMMs, gen/fuse.h), makes as many trc_fused as GEMMs with any epilogue, and calls no
+    # separate kernel of that epilogue's step when count > 0 (bias + GeLU; GeLU gradient; column sum)
+    local f n nf nall nk kern
+    case $2 in
+    TRC_EPI_DGELU) kern="trk::gelu_bwd" ;;
+    TRC_EPI_BGRADA) kern="trk::colsum" ;;
+    *) kern="trk::bias_gelu" ;;
+    esac
     for f in "$1"/rank_i*_j*.cu; do
-        n=$(grep -c "trc_gemm_lt(c, [0-9]*, $2," "$f")
+        n=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, $2," "$f")
+        nall=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, TRC_EPI_" "$f")
         nf=$(grep -c "trc_fused(c, " "$f")
-        nk=$(grep -c "trk::bias_gelu" "$f")
-        if [ "$n" != "$3" ] || [ "$nf" != "$3" ]; then
-            echo "$(basename "$f"): $n trc_gemm_lt with $2 and $nf trc_fused, want $3 of each"
+        nk=$(grep -c "$kern" "$f")
+        if [ "$n" != "$3" ] || [ "$nf" != "$nall" ]; then
+            echo "$(basename "$f"): $n trc_gemm_lt with $2 (want $3) and $nf trc_fused for $nall GEMMs with an epilogue"
             return 1
         fi
         if [ "$3" != 0 ] && [ "$nk" != 0 ]; then
-            echo "$(basename "$f"): still calls a separate bias + GeLU kernel"
+            echo "$(basename "$f"): still calls a separate $kern kernel"
             return 1
         fi
     done
@@ -341,10 +347,16 @@ if wanted "cuda: training|cuda: compile"; then
             if [ "$q" = 1 ]; then
                 check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM keeps the pre-activation and writes GeLU as a cuBLASLt epilogue (trc_gemm_lt)" \
                     cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_GELU_AUX_BIAS 2
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc2 input-gradient GEMM applies GeLU's gradient as a cuBLASLt epilogue (trc_gemm_lt_bwd)" \
+                    cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_DGELU 2
             else
                 check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so the pre-activation step stays a separate kernel" \
                     cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_GELU_AUX_BIAS 0
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: the GeLU-gradient step waits for the reduce of dL/dg, so it stays a separate kernel" \
+                    cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_DGELU 0
             fi
+            check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: every weight-gradient GEMM that a bias gradient follows sums dY's columns as a cuBLASLt epilogue (trc_gemm_lt_bwd)" \
+                cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_BGRADA 8
             if cu_emu_build "$q" "$d" t >"$WORK/log" 2>&1; then
                 for order in comm compute random; do
                     check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
@@ -746,6 +758,8 @@ if wanted "cuda: megatron"; then
         if cu_emu_build mg 2 >"$WORK/log" 2>&1 && cu_emu_build mg 2 t >>"$WORK/log" 2>&1; then
             check "cuda: megatron: rank_iI_j0.cu of p=2: each layer's fc1 GEMM runs its bias + GeLU as a cuBLASLt epilogue, inference and training" \
                 eval 'cu_fused "$WORK/cu_mg_2" TRC_EPI_GELU_BIAS 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_GELU_AUX_BIAS 2'
+            check "cuda: megatron: rank_iI_j0.cu of p=2 training: GeLU's gradient and every bias gradient run as cuBLASLt epilogues of their GEMMs" \
+                eval 'cu_fused "$WORK/cut_mg_2" TRC_EPI_DGELU 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_BGRADA 8'
             CU_NP=2
             for order in comm compute random; do
                 check "cuda: megatron: rank_iI_j0.cu of p=2, $order first, matches the float64 reference" \

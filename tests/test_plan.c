@@ -15,7 +15,12 @@
  *   - the same spec bakes to the same plan (determinism);
  *   - fused epilogues (fuse.h): the pairs marked are exactly a GEMM and the GeLU step right after it on its
  *     output, fp32, the GeLU step waiting for nothing, one a layer where the rule allows it (fp32 inference;
- *     fp32 training on q = 1, where the GEMM does not accumulate) and none elsewhere (bf16; training on q >= 2).
+ *     fp32 training on q = 1, where the GEMM does not accumulate) and none elsewhere (bf16; training on q >= 2);
+ *     in the backward, the fc2 input-gradient GEMM and the GeLU-gradient step next on its stream on its output,
+ *     and each weight-gradient GEMM and the column sum next on its stream of its dY operand (dW's all-reduce may
+ *     come between): five a layer in fp32 training on q = 1 and megatron; on q >= 2 the four bias gradients (the
+ *     last SUMMA dW GEMM reads the local dY the column sum reads) but no GeLU gradient (the GeLU-gradient step
+ *     waits for the reduce of the GEMM's result); none in bf16.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -220,12 +225,35 @@ static void check_plan(const tg_plan *pl, const tg_class_plan *all, const char *
  * real rows covered once (rank r: rows r*Vq.., the pad never in a piece), wpe and ln_f on every rank, the vocab
  * blocks of the loss steps tiling [0, V), and the LM's all-reduces: T*C (embedding), T (max, not exact), 2T (sums)
  * forward, T*C (dX) backward. */
-/* Every class of `all` marks `want` GEMM + GeLU pairs, each as fuse.h states the rule. */
-static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char *label, int want)
+/* A backward pair as fuse.h states the rule: dg = dY @ W^T, then dg *= GeLU'(u) on its output; or dW = X^T @ dY,
+ * then the column sums of its dY */
+static bool bwd_pair(const tg_class_plan *rp, const tg_step *s, const tg_step *k)
+{
+    bool f = rp->bufs[s->buf[0]].dtype == TG_BUF_F32 && rp->bufs[s->buf[1]].dtype == TG_BUF_F32 &&
+             rp->bufs[s->buf[2]].dtype == TG_BUF_F32 && k->wait < 0;
+    if (s->epi == TG_EPI_DGELU)
+        return f && k->kind == TG_STEP_GELU_BWD && !s->transa && s->transb && s->buf[2] == k->buf[0] &&
+               s->n % 8 == 0 && s->ldc == s->n;
+    return f && s->epi == TG_EPI_BGRAD && k->kind == TG_STEP_COLSUM && s->transa && !s->transb &&
+           s->buf[1] == k->buf[0] && k->rows == s->k && k->cols == s->n && s->ldb == s->n;
+}
+
+static int count_bwd(const tg_class_plan *rp)
+{
+    int n = 0;
+    for (int i = 0; i < rp->nsteps; i++)
+        n += rp->steps[i].epi == TG_EPI_DGELU || rp->steps[i].epi == TG_EPI_BGRAD;
+    return n;
+}
+
+/* Every class of `all` marks `want` GEMM + GeLU pairs and from bwd_min to bwd_max backward pairs, each as fuse.h
+ * states the rule. */
+static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char *label, int want, int bwd_min,
+                         int bwd_max)
 {
     for (int c = 0; c < tg_plan_nclasses(pl); c++) {
         const tg_class_plan *rp = &all[c];
-        int pairs = 0;
+        int pairs = 0, bwd = 0;
         for (int i = 0; i < rp->nsteps; i++) {
             const tg_step *s = &rp->steps[i];
             if (s->kind != TG_STEP_GEMM || s->epi == TG_EPI_NONE) {
@@ -233,18 +261,30 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
                          "%s class %d step %d: fused with %d, which is not fused with it", label, c, i, s->fused);
                 continue;
             }
-            pairs++;
             const tg_step *k = &rp->steps[s->fused];
-            TT_CHECK(s->fused == i + 1 && k->fused == i, "%s class %d: gemm %d fused with %d", label, c, i, s->fused);
+            bool between = s->fused > i; /* only steps of the other stream between the two */
+            for (int j = i + 1; j < s->fused && between; j++)
+                between = rp->steps[j].stream != s->stream;
+            TT_CHECK(between && k->fused == i && k->stream == s->stream, "%s class %d: gemm %d fused with %d", label,
+                     c, i, s->fused);
+            if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) {
+                bwd++;
+                TT_CHECK(bwd_pair(rp, s, k), "%s class %d: gemm %d epilogue %d and its %s step break fuse.h's rule",
+                         label, c, i, s->epi, tg_step_kind_name(k->kind));
+                continue;
+            }
+            pairs++;
             TT_CHECK((s->epi == TG_EPI_GELU_BIAS && k->kind == TG_STEP_BIAS_GELU) ||
                          (s->epi == TG_EPI_GELU_AUX_BIAS && k->kind == TG_STEP_GELU_SAVE && s->beta == 0.0f),
                      "%s class %d: gemm %d epilogue %d for a %s step (beta %g)", label, c, i, s->epi,
                      tg_step_kind_name(k->kind), (double)s->beta);
             TT_CHECK(s->buf[2] == k->buf[0] && k->wait < 0 && !s->transa && !s->transb &&
                          rp->bufs[s->buf[2]].dtype == TG_BUF_F32,
-                     "%s class %d: gemm %d and step %d are not one fp32 output without a wait", label, c, i, i + 1);
+                     "%s class %d: gemm %d and step %d are not one fp32 output without a wait", label, c, i, s->fused);
         }
         TT_CHECK(pairs == want, "%s class %d: %d fused GEMMs, want %d", label, c, pairs, want);
+        TT_CHECK(bwd >= bwd_min && bwd <= bwd_max, "%s class %d: %d backward fused GEMMs, want %d to %d", label, c,
+                 bwd, bwd_min, bwd_max);
     }
 }
 
@@ -332,7 +372,8 @@ static void check_megatron(int p, int train, int V)
     }
     char ml[48];
     snprintf(ml, sizeof ml, "megatron p=%d%s", p, train ? " training" : "");
-    check_fusion(&pl, all, ml, L); /* one GEMM a layer's fc1: beta 0, so training fuses too */
+    /* one GEMM a layer's fc1: beta 0, so training fuses too; and in training DGELU and four bias gradients */
+    check_fusion(&pl, all, ml, L, train ? 5 * L : 0, train ? 5 * L : 0);
     tg_plan_all_free(&pl, all);
 }
 
@@ -368,7 +409,7 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, all, label);
-                check_fusion(&pl, all, label, bf16 ? 0 : s.layers);
+                check_fusion(&pl, all, label, bf16 ? 0 : s.layers, 0, 0);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -390,7 +431,12 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, all, label);
-                check_fusion(&pl, all, label, !bf16 && q == 1 ? s.layers : 0);
+                /* backward: on q >= 2 the bias gradients only (the last SUMMA dW GEMM reads the same local dY),
+                 * where the column sum waits for no collective (class 0 all four, others fewer) */
+                int bmax = bf16 ? 0 : (q == 1 ? 5 : 4) * s.layers;
+                check_fusion(&pl, all, label, !bf16 && q == 1 ? s.layers : 0, q == 1 ? bmax : 0, bmax);
+                TT_CHECK(bf16 || q == 1 || all[0].nsteps == 0 || count_bwd(&all[0]) == bmax,
+                         "%s class 0: %d backward fused GEMMs, want %d", label, count_bwd(&all[0]), bmax);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */
                 const tg_class_plan *rp = &all[tg_class_of(&pl, pl.mesh.p - 1)];
                 int adam = 0;

@@ -113,16 +113,18 @@ void trc_adamw_multi(struct tr_ctx *c, float *A, const tr_adamw_tensor *t, int n
 enum trc_epi {
     TRC_EPI_BIAS = 1,         /* D = C' + bias (C' = beta*C + A@B) */
     TRC_EPI_GELU_BIAS = 2,    /* D = GeLU(C' + bias), tanh approximation */
-    TRC_EPI_GELU_AUX_BIAS = 3 /* aux = C' + bias (the pre-activation, D's type), D = GeLU(aux) */
+    TRC_EPI_GELU_AUX_BIAS = 3, /* aux = C' + bias (the pre-activation, D's type), D = GeLU(aux) */
+    TRC_EPI_DGELU = 4,         /* D = GeLU'(aux) * C' (aux: the pre-activation TRC_EPI_GELU_AUX_BIAS kept) */
+    TRC_EPI_BGRADA = 5         /* D = C'; bias gradient = column sums of B, the row-major dY (cuBLASLt's A) */
 };
 /* One literal shape of a class's GEMMs with an epilogue; bf16: A and B are bf16 (else fp32); out_bf16: C, D and aux
- * are bf16 (else fp32). The class program
+ * are bf16 (else fp32); transa, transb: op(A), op(B) as trc_gemm_ex's (the backward epilogues only). The class program
  * defines the table trc_lt_shapes[trc_lt_nshapes] (none when it fuses nothing: weak references) and the runtime
  * makes each row's cuBLASLt descriptors and algorithm once at start-up. */
 typedef struct trc_lt_shape {
     int epi, m, n, k, lda, ldb, ldc;
     float beta;
-    int bf16, out_bf16;
+    int bf16, out_bf16, transa, transb;
 } trc_lt_shape;
 extern "C" const trc_lt_shape trc_lt_shapes[] __attribute__((weak));
 extern "C" const int trc_lt_nshapes __attribute__((weak));
@@ -131,6 +133,12 @@ extern "C" const int trc_lt_nshapes __attribute__((weak));
  * C (in place); aux: the pre-activation for TRC_EPI_GELU_AUX_BIAS (ld n, never C when beta != 0), else nullptr. */
 void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux);
+/* The backward epilogues, fp32 only, on TRC_COMPUTE: row-major C[m,n] = beta*C + op(A)[m,k] @ op(B)[k,n] (in
+ * place) through the prepared row `slot`, then for TRC_EPI_DGELU (transa 0, transb 1: dg = dY @ W^T) C *= GeLU'(aux),
+ * aux [m,n] ld n the saved pre-activation, n a multiple of 8; for TRC_EPI_BGRADA (transa 1, transb 0: dW = X^T @ dY)
+ * bgrad[n] = the column sums of B ([k,n], ld n), written. The other pointer is nullptr. */
+void trc_gemm_lt_bwd(struct tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc, const float *aux, float *bgrad);
 /* Step `id` is done by the epilogue of step `by`, the trc_gemm_lt before it: issues nothing (the step keeps its
  * trc_begin/trc_end, so its waits and its signal stay where the plan put them). */
 void trc_fused(struct tr_ctx *c, int id, int by);

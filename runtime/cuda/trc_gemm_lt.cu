@@ -11,6 +11,14 @@
  * cuBLASLt's GeLU is the tanh approximation, the formula of runtime/tr_math.h's tr_gelu; it evaluates it with its
  * own instructions, so a result may differ from the kernel's in the last bits (docs/CUDA.md gives the check).
  *
+ * The backward epilogues (trc_gemm_lt_bwd, fp32): _DGELU on dg = dY @ W^T (D = GeLU'(aux) * C', aux the
+ * pre-activation _GELU_AUX_BIAS kept, leading dimension n) and _BGRADA on dW = X^T @ dY: in the swapped call
+ * cuBLASLt's A is our dY, not transposed ([n, k] column-major, ld n), and its bias gradient (one value per row of
+ * the column-major D^T, a column sum of dY) is what the COLSUM step computes; cuBLASLt takes BGRADA only with A not
+ * transposed and BGRADB only with B transposed, and this layout is the first. The sum's order is cuBLASLt's, fixed for
+ * the row's algorithm: every rank that runs the same shape on the same GPU model and library gets the same bits
+ * (docs/CUDA.md says what that means for replicas).
+ *
  * Nothing is made in the step loop: the class program lists the literal shapes of its fused GEMMs
  * (trc_lt_shapes, weak: a program without any leaves the table out) and trc_gemm_lt_init makes, once per row,
  * the matmul descriptor, the three matrix layouts and the algorithm (cublasLtMatmulAlgoGetHeuristic, the best of
@@ -46,9 +54,18 @@ static struct {
 
 static cublasLtEpilogue_t lt_epilogue(int epi)
 {
-    return epi == TRC_EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
-           : epi == TRC_EPI_GELU_BIAS ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                      : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    switch (epi) {
+    case TRC_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+    case TRC_EPI_GELU_BIAS: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case TRC_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
+    case TRC_EPI_BGRADA: return CUBLASLT_EPILOGUE_BGRADA;
+    default: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    }
+}
+
+static bool lt_aux(int epi)
+{
+    return epi == TRC_EPI_GELU_AUX_BIAS || epi == TRC_EPI_DGELU;
 }
 
 static void lt_make(trc_lt_row *r, const trc_lt_shape *s)
@@ -56,20 +73,25 @@ static void lt_make(trc_lt_row *r, const trc_lt_shape *s)
     cudaDataType_t ab = s->bf16 ? CUDA_R_16BF : CUDA_R_32F, cd = s->out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasComputeType_t ct = s->bf16 ? CUBLAS_COMPUTE_32F : trc_g.compute;
     cublasCheck(cublasLtMatmulDescCreate(&r->op, ct, CUDA_R_32F));
-    cublasOperation_t nt = CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_TRANSA, &nt, sizeof nt));
-    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
+    /* swapped: cuBLASLt's A is our B (op from transb), its B our A (op from transa), as trc_gemm_ex */
+    cublasOperation_t ta = s->transb ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtEpilogue_t ep = lt_epilogue(s->epi);
     cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-    cudaDataType_t bt = CUDA_R_32F; /* the plan's biases are fp32 masters */
-    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-    if (s->epi == TRC_EPI_GELU_AUX_BIAS) {
+    if (s->epi != TRC_EPI_DGELU) { /* the plan's biases and their gradients are fp32 masters */
+        cudaDataType_t bt = CUDA_R_32F;
+        cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    if (lt_aux(s->epi)) {
         int64_t ld = s->n;
         cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     }
-    /* column-major: D^T[n,m] = B^T[n,k] A^T[k,m] */
-    cublasCheck(cublasLtMatrixLayoutCreate(&r->a, ab, (uint64_t)s->n, (uint64_t)s->k, s->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&r->b, ab, (uint64_t)s->k, (uint64_t)s->m, s->lda));
+    /* column-major: D^T[n,m] = op(B)^T[n,k] op(A)^T[k,m]; a stored matrix's layout is its rows and columns as kept */
+    cublasCheck(cublasLtMatrixLayoutCreate(&r->a, ab, (uint64_t)(s->transb ? s->k : s->n),
+                                           (uint64_t)(s->transb ? s->n : s->k), s->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&r->b, ab, (uint64_t)(s->transa ? s->m : s->k),
+                                           (uint64_t)(s->transa ? s->k : s->m), s->lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&r->cd, cd, (uint64_t)s->n, (uint64_t)s->m, s->ldc));
     /* the heuristic needs the epilogue's pointers' alignment, not the pointers: set placeholders that are */
     cublasLtMatmulPreference_t pref;
@@ -87,9 +109,10 @@ static void lt_make(trc_lt_row *r, const trc_lt_shape *s)
     cublasLtMatmulPreferenceDestroy(pref);
     if (!found) {
         fprintf(stderr,
-                "cuBLASLt has no algorithm for the GEMM with epilogue %d, [%d x %d] @ [%d x %d] (%s operands, %s "
+                "cuBLASLt has no algorithm for the GEMM with epilogue %d, [%d x %d]%s @ [%d x %d]%s (%s operands, %s "
                 "output); generate the program with the epilogue off to run it (docs/CUDA.md)\n",
-                s->epi, s->m, s->k, s->k, s->n, s->bf16 ? "bf16" : "fp32", s->out_bf16 ? "bf16" : "fp32");
+                s->epi, s->m, s->k, s->transa ? "^T" : "", s->k, s->n, s->transb ? "^T" : "",
+                s->bf16 ? "bf16" : "fp32", s->out_bf16 ? "bf16" : "fp32");
         trc_die();
     }
     r->algo = h.algo;
@@ -127,13 +150,14 @@ void trc_gemm_lt_free(void)
     trc_lt.lt = nullptr;
 }
 
-static void lt_run(int slot, int epi, int m, int n, int k, const void *A, int lda, const void *B, int ldb,
-                   float beta, const void *C, int ldc, const float *bias, void *D, void *aux, int bf16, int out_bf16)
+static void lt_run(int slot, int epi, int transa, int transb, int m, int n, int k, const void *A, int lda,
+                   const void *B, int ldb, float beta, const void *C, int ldc, const void *bias, void *D,
+                   const void *aux, int bf16, int out_bf16)
 {
     const trc_lt_shape *s = slot >= 0 && slot < trc_lt.n ? &trc_lt_shapes[slot] : nullptr;
     if (!s || s->epi != epi || s->m != m || s->n != n || s->k != k || s->lda != lda || s->ldb != ldb ||
-        s->ldc != ldc || s->beta != beta || s->bf16 != bf16 || s->out_bf16 != out_bf16 ||
-        (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr)) {
+        s->ldc != ldc || s->beta != beta || s->bf16 != bf16 || s->out_bf16 != out_bf16 || s->transa != transa ||
+        s->transb != transb || lt_aux(epi) != (aux != nullptr) || (epi == TRC_EPI_DGELU) != (bias == nullptr)) {
         fprintf(stderr, "trc_gemm_lt: the call (row %d, epilogue %d, m=%d n=%d k=%d) is not row %d of trc_lt_shapes "
                         "(%d rows prepared): the class program and its table disagree\n",
                 slot, epi, m, n, k, slot, trc_lt.n);
@@ -144,9 +168,11 @@ static void lt_run(int slot, int epi, int m, int n, int k, const void *A, int ld
     TRC_ALIGNED16(B, "trc_gemm_lt B");
     TRC_ALIGNED16(C, "trc_gemm_lt C");
     TRC_ALIGNED16(D, "trc_gemm_lt D");
-    TRC_ALIGNED16(bias, "trc_gemm_lt bias");
+    if (bias)
+        TRC_ALIGNED16(bias, "trc_gemm_lt bias");
     trc_lt_row *r = &trc_lt.row[slot];
-    cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (bias) /* the bias, or for TRC_EPI_BGRADA the bias gradient cuBLASLt writes */
+        cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     if (aux) {
         TRC_ALIGNED16(aux, "trc_gemm_lt aux");
         cublasCheck(cublasLtMatmulDescSetAttribute(r->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
@@ -161,21 +187,33 @@ void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const float 
                  float beta, float *C, int ldc, const float *bias, float *D, float *aux)
 {
     (void)c;
-    lt_run(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 0, 0);
+    lt_run(slot, epi, 0, 0, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 0, 0);
 }
 
 void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
                  int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux)
 {
     (void)c;
-    lt_run(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 1, 0);
+    lt_run(slot, epi, 0, 0, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 1, 0);
 }
 
 void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
                  int ldb, float beta, tr_bf16 *C, int ldc, const float *bias, tr_bf16 *D, tr_bf16 *aux)
 {
     (void)c;
-    lt_run(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 1, 1);
+    lt_run(slot, epi, 0, 0, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux, 1, 1);
+}
+
+void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc, const float *aux, float *bgrad)
+{
+    (void)c;
+    if (epi != TRC_EPI_DGELU && epi != TRC_EPI_BGRADA) {
+        fprintf(stderr, "trc_gemm_lt_bwd: epilogue %d is not a backward one (TRC_EPI_DGELU, TRC_EPI_BGRADA)\n", epi);
+        trc_print_step();
+        trc_die();
+    }
+    lt_run(slot, epi, transa, transb, m, n, k, A, lda, B, ldb, beta, C, ldc, bgrad, C, aux, 0, 0);
 }
 
 void trc_fused(tr_ctx *c, int id, int by)

@@ -94,6 +94,7 @@ struct emu {
     std::mt19937 rng;
     int order = 2; /* 0 comm first, 1 compute first, 2 random */
     int lt_id = -1;      /* the step of the last trc_gemm_lt call (trc_fused checks it names that step) */
+    int lt_after = 0;    /* compute-stream work issued since that call (trc_fused checks there is none) */
     long long syncs = 0; /* the host waits the CUDA backend (tr_backend_cuda.cu) makes for the same calls */
     /* CUDA graphs */
     bool graphs = false;  /* allowed (else note says why) */
@@ -144,6 +145,8 @@ void push(int stream, std::function<void()> f)
     else
         E.launches++;
     E.q[stream].push_back(work{E.cur_id, E.cur_wait, std::move(f)});
+    if (stream == TRC_COMPUTE)
+        E.lt_after++;
 }
 
 int stream_of(cudaStream_t s)
@@ -699,12 +702,13 @@ void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const flo
     });
 }
 
-/* the step the trc_gemm_lt just before it carries: nothing to run, but it must be that GEMM's */
+/* the step the trc_gemm_lt before it carries: nothing to run, but it must be that GEMM's, and nothing may have run
+ * on the compute stream between them (steps of the comm stream may: gen/fuse.h) */
 void trc_fused(tr_ctx *c, int id, int by)
 {
     (void)c;
-    if (id != E.cur_id || by != E.lt_id || by != id - 1)
-        emu_fail("trc_fused names a step that is not the trc_gemm_lt just before it", id);
+    if (id != E.cur_id || by != E.lt_id || by >= id || E.lt_after != 1)
+        emu_fail("trc_fused names a step that is not the trc_gemm_lt last issued on its stream", id);
     push(E.cur_stream, [] {});
 }
 
@@ -737,10 +741,12 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
     const int bf = std::is_same<AB, tr_bf16>::value, obf = std::is_same<CD, tr_bf16>::value;
     const trc_lt_shape *r = &trc_lt_nshapes && slot >= 0 && slot < trc_lt_nshapes ? &trc_lt_shapes[slot] : nullptr;
     if (!r || r->epi != epi || r->m != m || r->n != n || r->k != k || r->lda != lda || r->ldb != ldb ||
-        r->ldc != ldc || r->beta != beta || r->bf16 != bf || r->out_bf16 != obf ||
+        r->ldc != ldc || r->beta != beta || r->bf16 != bf || r->out_bf16 != obf || r->transa || r->transb ||
+        (epi != TRC_EPI_BIAS && epi != TRC_EPI_GELU_BIAS && epi != TRC_EPI_GELU_AUX_BIAS) ||
         (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr) || (aux && aux == C && beta != 0.0f))
         emu_fail("trc_gemm_lt: the call is not its row of trc_lt_shapes (or its aux is C with beta != 0)", E.cur_id);
     E.lt_id = E.cur_id;
+    E.lt_after = 0; /* its own push makes 1 */
     push(TRC_COMPUTE, [=] {
         /* the stored extent: every row but the last at its stride, the last only as wide as it is */
         std::vector<float> a(m > 0 && k > 0 ? (size_t)(m - 1) * lda + (size_t)k : 0);
@@ -783,6 +789,49 @@ void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf1
 {
     (void)c;
     emu_gemm_lt(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux);
+}
+
+/* trc_gemm_lt_bwd: the call must be row `slot` of trc_lt_shapes, transposes included; then C = beta*C + op(A) op(B)
+ * (cblas_sgemm, as trc_gemm_ex) and the epilogue: TRC_EPI_DGELU C *= tr_gelu_grad(aux) per element (the gelu_bwd
+ * kernel's arithmetic, so the same bits as the two steps); TRC_EPI_BGRADA bgrad[j] = the float sum of column j of B,
+ * rows in ascending order (the order of the GEMM's k loop: cuBLASLt's own order is fixed per algorithm but not
+ * documented, so the emulation uses an order other than the column-sum kernel's, and the float64 comparisons show
+ * the result within their tolerance whatever the order). */
+void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc, const float *aux, float *bgrad)
+{
+    (void)c;
+    const trc_lt_shape *r = &trc_lt_nshapes && slot >= 0 && slot < trc_lt_nshapes ? &trc_lt_shapes[slot] : nullptr;
+    const bool dgelu = epi == TRC_EPI_DGELU;
+    if (!r || r->epi != epi || r->m != m || r->n != n || r->k != k || r->lda != lda || r->ldb != ldb ||
+        r->ldc != ldc || r->beta != beta || r->bf16 || r->out_bf16 || r->transa != transa || r->transb != transb ||
+        (!dgelu && epi != TRC_EPI_BGRADA) || dgelu != (aux != nullptr) || dgelu == (bgrad != nullptr) ||
+        (dgelu && (transa || !transb || n % 8 != 0 || (const float *)C == aux)) ||
+        (!dgelu && (!transa || transb || ldb != n)))
+        emu_fail("trc_gemm_lt_bwd: the call is not its row of trc_lt_shapes (or not the epilogue's layout)", E.cur_id);
+    trc_check_aligned(A, "trc_gemm_lt_bwd A", __FILE__, __LINE__);
+    trc_check_aligned(B, "trc_gemm_lt_bwd B", __FILE__, __LINE__);
+    trc_check_aligned(C, "trc_gemm_lt_bwd C", __FILE__, __LINE__);
+    trc_check_aligned(dgelu ? aux : bgrad, dgelu ? "trc_gemm_lt_bwd aux" : "trc_gemm_lt_bwd bias gradient", __FILE__,
+                      __LINE__);
+    E.lt_id = E.cur_id;
+    E.lt_after = 0; /* its own push makes 1 */
+    push(TRC_COMPUTE, [=] {
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+                    1.0f, A, lda, B, ldb, beta, C, ldc);
+        if (dgelu) {
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++)
+                    C[(size_t)i * ldc + j] *= tr_gelu_grad(aux[(size_t)i * n + j]);
+        } else {
+            for (int j = 0; j < n; j++) {
+                float acc = 0.0f;
+                for (int t = 0; t < k; t++)
+                    acc += B[(size_t)t * ldb + j];
+                bgrad[j] = acc;
+            }
+        }
+    });
 }
 
 /* ---- kernels.cuh: the CUDA kernels' semantics as loops ------------------------------------------------------ */

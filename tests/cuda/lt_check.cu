@@ -1,16 +1,24 @@
 /*
- * lt_check.cu - trc_gemm_lt (runtime/cuda/trc_gemm_lt.cu: cuBLASLt with a bias, bias + GeLU or bias + GeLU +
- * pre-activation epilogue) on a GPU, outside any schedule: built by tests/cuda/lt_check.sh against a kernels.cu
- * made from templates/kernels.cu.in with the bias + GeLU kernels it is compared with.
+ * lt_check.cu - trc_gemm_lt and trc_gemm_lt_bwd (runtime/cuda/trc_gemm_lt.cu: cuBLASLt with a bias, bias + GeLU
+ * or bias + GeLU + pre-activation epilogue; in the backward a GeLU-gradient or bias-gradient epilogue) on a GPU,
+ * outside any schedule: built by tests/cuda/lt_check.sh against a kernels.cu made from templates/kernels.cu.in
+ * with the bias + GeLU, GeLU-gradient and column-sum kernels it is compared with.
  *
  *   epilogues  every row of the table below that is not a benchmark shape: D (and aux) against a double
  *              reference of beta*C + A@B + bias and its tanh GeLU (runtime/tr_math.h's formula) within 1e-5 of
  *              the largest magnitude for fp32 operands, and against the unfused path the CUDA backend ran
  *              before (trc_gemm or trc_gemm_bf16, then trk::bias_gelu or trk::bias_gelu_save) within 1e-5;
  *              bf16 operands (fp32 D and aux) likewise, bf16 D within one bf16 rounding (2^-8 relative)
+ *   backward   DGELU (dg = beta*dg + dY @ W^T, then dg *= GeLU'(u)) and BGRADA (dW = beta*dW + X^T @ dY and
+ *              db = the column sums of dY) with beta 0 and 1: D against the double reference within 1e-5, and
+ *              against trc_gemm_ex followed by trk::gelu_bwd or trk::colsum within 1e-5; the bias gradient
+ *              within 1e-5 of the double column sums (cuBLASLt sums in its own fixed order), and two runs of
+ *              each call bitwise identical (replicas rely on it: docs/CUDA.md)
  *   bench      (lt_check bench) GPT-2 small's fc1, [8192 x 768] @ [768 x 3072]: trc_gemm_lt against the GEMM
  *              followed by the separate kernel, for the inference pair (in place), the training pair (the
- *              pre-activation kept) in fp32 and with bf16 operands; milliseconds, mean of 20 after 3 warm-ups
+ *              pre-activation kept) in fp32 and with bf16 operands; GPT-2 small's fc2 input gradient
+ *              ([8192 x 768] @ [3072 x 768]^T, then GeLU's gradient) and fc1 weight gradient ([8192 x 768]^T @
+ *              [8192 x 3072], then the bias gradient) both ways; milliseconds, mean of 20 after 3 warm-ups
  *
  * The table is the one a class program defines (trc.h); the runtime makes every row's descriptors and algorithm
  * at trc_gemm_lt_init, before anything runs. The bf16-output row is last: should cuBLASLt have no algorithm for
@@ -34,15 +42,21 @@
 constexpr int SM = 37, SN = 96, SK = 64, BM = 8192, BN = 3072, BK = 768;
 
 extern "C" const trc_lt_shape trc_lt_shapes[] = {
-    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 0, 0},     /* 0: inference, q = 1 */
-    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 1.0f, 0, 0},     /* 1: inference, the last SUMMA step */
-    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 0, 0}, /* 2: training */
-    {TRC_EPI_BIAS, SM, SN, SK, SK, SN, SN, 1.0f, 0, 0},          /* 3: bias alone */
-    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 0}, /* 4: bf16 operands, fp32 D and aux */
-    {TRC_EPI_GELU_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 0, 0},     /* 5: bench */
-    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 0, 0}, /* 6: bench */
-    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 1, 0}, /* 7: bench, bf16 operands */
-    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 1},     /* 8: bf16 operands and D */
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 0, 0, 0, 0},     /* 0: inference, q = 1 */
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 1.0f, 0, 0, 0, 0},     /* 1: inference, the last SUMMA step */
+    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 0, 0, 0, 0}, /* 2: training */
+    {TRC_EPI_BIAS, SM, SN, SK, SK, SN, SN, 1.0f, 0, 0, 0, 0},          /* 3: bias alone */
+    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 0, 0, 0}, /* 4: bf16 operands, fp32 D and aux */
+    {TRC_EPI_GELU_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 0, 0, 0, 0},     /* 5: bench */
+    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 0, 0, 0, 0}, /* 6: bench */
+    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 1, 0, 0, 0}, /* 7: bench, bf16 operands */
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 1, 0, 0},     /* 8: bf16 operands and D */
+    {TRC_EPI_DGELU, SM, SN, SK, SK, SK, SN, 0.0f, 0, 0, 0, 1},         /* 9: dg = dY @ W^T, GeLU' */
+    {TRC_EPI_DGELU, SM, SN, SK, SK, SK, SN, 1.0f, 0, 0, 0, 1},         /* 10: the same, accumulating */
+    {TRC_EPI_BGRADA, SK, SN, SM, SK, SN, SN, 0.0f, 0, 0, 1, 0},        /* 11: dW = X^T @ dY, db */
+    {TRC_EPI_BGRADA, SK, SN, SM, SK, SN, SN, 1.0f, 0, 0, 1, 0},        /* 12: the same, accumulating dW */
+    {TRC_EPI_DGELU, BM, BN, BK, BK, BK, BN, 0.0f, 0, 0, 0, 1},         /* 13: bench, fc2's input gradient */
+    {TRC_EPI_BGRADA, BK, BN, BM, BK, BN, BN, 0.0f, 0, 0, 1, 0},        /* 14: bench, fc1's weight gradient */
 };
 extern "C" const int trc_lt_nshapes = sizeof trc_lt_shapes / sizeof trc_lt_shapes[0];
 
@@ -171,6 +185,80 @@ static void check_row(int slot, cudaStream_t s)
     }
 }
 
+/* tanh GeLU's derivative in double (runtime/tr_math.h's tr_gelu_grad) */
+static double gelu_grad_d(double x)
+{
+    const double k = 0.7978845608028654, z = k * (x + 0.044715 * x * x * x), t = 1.0 / (1.0 + exp(-2.0 * z));
+    return t + x * t * (1.0 - t) * 2.0 * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static bool same_bits(const std::vector<float> &a, const std::vector<float> &b)
+{
+    return a.size() == b.size() && !memcmp(a.data(), b.data(), a.size() * sizeof(float));
+}
+
+/* One backward row: trc_gemm_lt_bwd against the double reference, against trc_gemm_ex and the separate kernel, and
+ * against itself (a second run, bitwise). DGELU: C[m,n] = GeLU'(u) * (beta*C + A[m,k] @ B[n,k]^T); BGRADA:
+ * C[m,n] = beta*C + A[k,m]^T @ B[k,n] and db[n] = the column sums of B. */
+static void check_row_bwd(int slot, cudaStream_t s)
+{
+    const trc_lt_shape *r = &trc_lt_shapes[slot];
+    const int m = r->m, n = r->n, k = r->k;
+    const bool dgelu = r->epi == TRC_EPI_DGELU;
+    std::vector<float> a = rnd((size_t)m * k, -1, 1), b = rnd((size_t)k * n, -1, 1), c0 = rnd((size_t)m * n, -2, 2),
+                       u = rnd((size_t)m * n, -3, 3);
+    std::vector<double> want((size_t)m * n), dbw(n, 0.0);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = r->beta * (double)c0[(size_t)i * n + j];
+            for (int p = 0; p < k; p++)
+                acc += dgelu ? (double)a[(size_t)i * k + p] * b[(size_t)j * k + p] /* A [m,k], B [n,k] */
+                             : (double)a[(size_t)p * m + i] * b[(size_t)p * n + j]; /* A [k,m], B [k,n] */
+            want[(size_t)i * n + j] = dgelu ? acc * gelu_grad_d(u[(size_t)i * n + j]) : acc;
+        }
+    for (int p = 0; p < k && !dgelu; p++)
+        for (int j = 0; j < n; j++)
+            dbw[j] += b[(size_t)p * n + j];
+    const int lda = r->lda, ldb = r->ldb;
+    float *da = up(a), *dbm = up(b), *du = up(u);
+    std::vector<float> got[2], gotb[2];
+    for (int run = 0; run < 2; run++) {
+        float *dc = up(c0), *dbias = dgelu ? nullptr : dev<float>(n);
+        trc_gemm_lt_bwd(nullptr, slot, r->epi, r->transa, r->transb, m, n, k, da, lda, dbm, ldb, r->beta, dc, n,
+                        dgelu ? du : nullptr, dbias);
+        got[run] = get(dc, (size_t)m * n);
+        if (!dgelu)
+            gotb[run] = get(dbias, n);
+    }
+    float *fc = up(c0), *fb = dev<float>(n); /* the unfused path */
+    trc_gemm_ex(nullptr, r->transa, r->transb, m, n, k, da, lda, dbm, ldb, r->beta, fc, n);
+    if (dgelu)
+        trk::gelu_bwd<SM, SN>(s, fc, du);
+    else
+        trk::colsum<SM, SN>(s, dbm, fb);
+    char what[160];
+    snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d (%s, beta %g)", slot, dgelu ? "DGELU" : "BGRADA",
+             (double)r->beta);
+    const double tol = 1e-5;
+    report(what, rel(want, got[0]), tol);
+    std::vector<float> sep = get(fc, (size_t)m * n);
+    std::vector<double> sd(sep.begin(), sep.end());
+    snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d against trc_gemm_ex and the separate kernel", slot);
+    report(what, rel(sd, got[0]), tol);
+    if (!dgelu) {
+        snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d: the bias gradient", slot);
+        report(what, rel(dbw, gotb[0]), tol);
+        std::vector<float> sb = get(fb, n);
+        std::vector<double> sbd(sb.begin(), sb.end());
+        snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d: the bias gradient against trk::colsum", slot);
+        report(what, rel(sbd, gotb[0]), tol);
+    }
+    const bool same = same_bits(got[0], got[1]) && (dgelu || same_bits(gotb[0], gotb[1]));
+    if (!same)
+        failures++;
+    printf("%s - trc_gemm_lt_bwd row %d: two runs bitwise identical\n", same ? "ok" : "not ok", slot);
+}
+
 static void bench(cudaStream_t s)
 {
     const size_t na = (size_t)BM * BK, nb = (size_t)BK * BN, nc = (size_t)BM * BN;
@@ -195,6 +283,29 @@ static void bench(cudaStream_t s)
         printf("lt_check bench: fc1 [%d x %d] @ [%d x %d], %s: GEMM + kernel %.3f ms, trc_gemm_lt %.3f ms (%.2fx; %.0f "
                "TFLOP/s fused)\n",
                BM, BK, BK, BN, r.what, r.sep, r.fused, r.sep / r.fused, flop / (r.fused * 1e-3) * 1e-12);
+    /* the backward: dg [BM, BN] = dY [BM, BK] @ W2 [BN, BK]^T, then GeLU'; dW1 [BK, BN] = X [BM, BK]^T @ du [BM, BN] */
+    float *dy = up(rnd((size_t)BM * BK, -1, 1)), *w2 = up(rnd((size_t)BN * BK, -0.05f, 0.05f)), *db = dev<float>(BN);
+    float *dw = dev<float>((size_t)BK * BN);
+    double dg_sep = time_ms(s, [&] {
+        trc_gemm_ex(nullptr, 0, 1, BM, BN, BK, dy, BK, w2, BK, 0.0f, g, BN);
+        trk::gelu_bwd<BM, BN>(s, g, u);
+    });
+    double dg_fused = time_ms(s, [&] {
+        trc_gemm_lt_bwd(nullptr, 13, TRC_EPI_DGELU, 0, 1, BM, BN, BK, dy, BK, w2, BK, 0.0f, g, BN, u, nullptr);
+    });
+    double bg_sep = time_ms(s, [&] {
+        trc_gemm_ex(nullptr, 1, 0, BK, BN, BM, a, BK, g, BN, 0.0f, dw, BN);
+        trk::colsum<BM, BN>(s, g, db);
+    });
+    double bg_fused = time_ms(s, [&] {
+        trc_gemm_lt_bwd(nullptr, 14, TRC_EPI_BGRADA, 1, 0, BK, BN, BM, a, BK, g, BN, 0.0f, dw, BN, nullptr, db);
+    });
+    printf("lt_check bench: fc2 input gradient [%d x %d] @ [%d x %d]^T, then GeLU': GEMM + kernel %.3f ms, "
+           "trc_gemm_lt_bwd %.3f ms (%.2fx)\n",
+           BM, BK, BN, BK, dg_sep, dg_fused, dg_sep / dg_fused);
+    printf("lt_check bench: fc1 weight gradient [%d x %d]^T @ [%d x %d], then the bias gradient: GEMM + column sum "
+           "%.3f ms, trc_gemm_lt_bwd %.3f ms (%.2fx)\n",
+           BM, BK, BM, BN, bg_sep, bg_fused, bg_sep / bg_fused);
 }
 
 int main(int argc, char **argv)
@@ -210,6 +321,8 @@ int main(int argc, char **argv)
     cudaStream_t s = trc_g.stream[TRC_COMPUTE];
     for (int slot : {0, 1, 2, 3, 4, 8})
         check_row(slot, s);
+    for (int slot : {9, 10, 11, 12})
+        check_row_bwd(slot, s);
     if (do_bench)
         bench(s);
     trc_gemm_lt_free();

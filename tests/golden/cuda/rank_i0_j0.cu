@@ -339,7 +339,7 @@ static void forward(struct tr_ctx *c, float *A)
 /* The shapes of this class's GEMMs with an epilogue (trc_gemm_lt): their cuBLASLt descriptors and algorithms are
  * chosen once at start-up; each call names its row. */
 extern "C" const trc_lt_shape trc_lt_shapes[] = {
-    {TRC_EPI_GELU_BIAS, 2, 8, 4, 4, 8, 8, 1.0f, 0, 0},
+    {TRC_EPI_GELU_BIAS, 2, 8, 4, 4, 8, 8, 1.0f, 0, 0, 0, 0},
 };
 extern "C" const int trc_lt_nshapes = 1;
 
