@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/cuda/emu_build.sh DIR VARIANT LAUNCHER: build the generated CUDA class programs of the output DIR
-# against the CPU emulation of the CUDA runtime (tests/cuda/emu.cc): DIR/bin/VARIANT/rank_iI_jJ for each
+# against the CPU emulation of the CUDA runtime (tests/cuda/emu.cc, built once in this checkout's build/emu/, and
+# tests/cuda/emu_kernels.cc, built here with DIR's shapes): DIR/bin/VARIANT/rank_iI_jJ for each
 # class, and DIR/bin/LAUNCHER, the launcher that starts them (runtime/tr_launch.c), as bin/model-cuda starts
 # bin/cuda/... . Used by tests/cuda.sh (emu, model-emu) and by the GPU check's stand-in (cuda, model-cuda).
 # The CPU program's backend-neutral runtime objects come from DIR's own build.ninja.
@@ -16,7 +17,9 @@ rt="obj/rt/tr_err.o obj/rt/tr_json.o obj/rt/tr_safetensors.o obj/rt/tr_npy.o obj
     obj/rt/tr_sched.o obj/rt/tr_clip.o obj/rt/tr_ckpt.o obj/rt/tr_data.o obj/rt/tr_tokens.o obj/rt/tr_lmdata.o"
 # shellcheck disable=SC2086
 ninja -C "$dir" obj/model.o $rt >/dev/null
-$cxx -I"$dir" -I"$dir/obj-emu" -c "$repo/tests/cuda/emu.cc" -o "$dir/obj-emu/emu.o"
+# the runtime's emulation once per checkout, the kernels' per output (its shapes)
+ninja -C "$repo" build/emu/emu.o >/dev/null
+$cxx -I"$dir" -I"$dir/obj-emu" -c "$repo/tests/cuda/emu_kernels.cc" -o "$dir/obj-emu/emu_kernels.o"
 mpicc -std=c11 -D_XOPEN_SOURCE=700 -O1 -Wall -Wextra -Werror -I"$repo/runtime" -DTR_LAUNCH_DIR="\"$variant\"" \
     -c "$repo/runtime/tr_launch.c" -o "$dir/obj-emu/tr_launch.o"
 mpicc -o "$dir/bin/$launcher" "$dir/obj-emu/tr_launch.o" "$dir/obj/model.o"
@@ -24,6 +27,6 @@ for f in "$dir"/rank_i*_j*.cu; do
     cls=$(basename "$f" .cu)
     $cxx -I"$dir" -x c++ -c "$f" -o "$dir/obj-emu/$cls.o"
     # shellcheck disable=SC2086
-    mpicxx -o "$dir/bin/$variant/$cls" "$dir/obj-emu/$cls.o" "$dir/obj-emu/emu.o" "$dir/obj/model.o" \
+    mpicxx -o "$dir/bin/$variant/$cls" "$dir/obj-emu/$cls.o" "$dir/obj-emu/emu_kernels.o" "$repo/build/emu/emu.o" "$dir/obj/model.o" \
         $(printf "$dir/%s " $rt) -lopenblas -lm
 done
