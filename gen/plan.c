@@ -152,7 +152,8 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
     if (!lifetimes(pl, rp, err) || !place(rp, err))
         return false;
     totals(rp);
-    return tg_streams_plan(rp, err) && tg_fuse_plan(rp);
+    /* epilogues = false (the spec): every step stays a kernel of its own on the CUDA backend */
+    return tg_streams_plan(rp, err) && (!pl->spec.epilogues || tg_fuse_plan(rp));
 }
 
 void tg_plan_init(const tg_spec *spec, tg_plan *out)

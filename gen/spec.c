@@ -61,7 +61,7 @@
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
-       TOP_ATTENTION, TOP_COUNT };
+       TOP_ATTENTION, TOP_EPILOGUES, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
@@ -71,7 +71,8 @@ static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "opti
 static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer"};
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
-    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention"},
+    {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
+     "epilogues"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
@@ -290,6 +291,25 @@ static void check_dtype(spec_ctx *c, tg_spec *s)
     tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
     fail(c, "dtype = %s is not supported: use \"fp32\" or \"bf16\" (bf16 GEMM operands, fp32 accumulation; "
             "docs/BF16.md)", shown);
+}
+
+/* epilogues = true (default) or false: whether the CUDA backend runs the bias, GeLU and gradient steps that follow a
+ * GEMM as that GEMM's cuBLASLt epilogue (gen/fuse.c, docs/CUDA.md "GEMMs with an epilogue"); false keeps every step
+ * a kernel of its own, the way out where cuBLASLt has no algorithm for a fused shape. The CPU program is the same. */
+static void check_epilogues(spec_ctx *c, tg_spec *s)
+{
+    const tg_lval *v = &c->val[LVL_TOP][TOP_EPILOGUES];
+    char shown[256];
+    s->epilogues = true;
+    if (v->type == LUA_TNONE)
+        return;
+    if (v->type == LUA_TBOOLEAN) {
+        s->epilogues = v->b;
+        return;
+    }
+    tg_lval_describe(shown, sizeof shown, v);
+    fail(c, "epilogues must be true or false, got %s; use epilogues = false to run every bias, GeLU and gradient step "
+            "as its own kernel instead of a cuBLASLt epilogue (docs/CUDA.md), or drop the key", shown);
 }
 
 /* attention = "cublas" (default) or "cudnn": how the CUDA backend computes attention (docs/CUDA.md, "Fused
@@ -675,6 +695,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_mode(c, s);
     check_scheme(c, s);
     check_attention(c, s);
+    check_epilogues(c, s);
     check_optimizer(c, s);
     check_backends(c, s);
     check_memory(c, s);

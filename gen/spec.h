@@ -19,6 +19,7 @@
  *                                          -- tie = true optional (false refused: only the tied head)
  *     dtype = "fp32",                      -- optional, default "fp32"; or "bf16" (docs/BF16.md)
  *     attention = "cublas",                -- optional, default "cublas"; or "cudnn" (bf16 only; docs/CUDA.md)
+ *     epilogues = true,                    -- optional, default true; false: no cuBLASLt epilogues (docs/CUDA.md)
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
  *                   warmup = 0, decay_steps = 0, lr_min = 0, clip = 0 },  -- every key optional
@@ -71,6 +72,7 @@ typedef struct tg_spec {
     int positions;   /* model.positions P >= seq, learned positions (with vocab; else 0) */
     tg_dtype dtype;
     tg_attention attention; /* "cublas" (default) or "cudnn": cuDNN's fused attention, needs bf16 */
+    bool epilogues;         /* true (default): cuBLASLt epilogues on the CUDA backend (gen/fuse.c); false: none */
     tg_mode mode;    /* "infer" (default) or "train" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */
     unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */

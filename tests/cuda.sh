@@ -128,6 +128,17 @@ cu_choice_vocab() { # a spec with model.vocab and backends cuda: emitted, the LM
         grep -q '^extern "C" const tr_lm_desc tr_lm_class = {$' "$WORK/cu_vocab/rank_i1_j0.cu" &&
         ! grep -q -e "trk_lm_kernels.cuh\"$" -e "^template void embed_bwd<" "$WORK/cu_train_ok/kernels.cu"
 }
+cu_choice_epilogues() { # epilogues = false: no GEMM carries a cuBLASLt epilogue; each step is its own kernel again
+    local on="$WORK/cu_epi_on" off="$WORK/cu_epi_off"
+    printf '%s\n' "$CU_OK_BODY, mode = \"train\", backends = { \"cpu\", \"cuda\" } }" |
+        sed 's/q = 2/q = 1/' >"$on.lua" &&
+        sed 's/mode = "train"/mode = "train", epilogues = false/' "$on.lua" >"$off.lua" &&
+        build/asan/tessgen "$on.lua" -o "$on" --quiet && build/asan/tessgen "$off.lua" -o "$off" --quiet || return 1
+    grep -q "trc_gemm_lt(c, " "$on/rank_i0_j0.cu" || { echo "the default program has no epilogue to turn off"; return 1; }
+    ! grep -n "trc_gemm_lt\|trc_fused(c, " "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
+    grep -q "trk::bias_gelu_save<" "$off/rank_i0_j0.cu" && grep -q "trk::colsum<" "$off/rank_i0_j0.cu" ||
+        { echo "epilogues = false: no separate bias + GeLU or column-sum kernel"; return 1; }
+}
 cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
     local fake="$WORK/fakecuda" spec="$WORK/inc.lua"
     rm -rf "$fake" && mkdir -p "$fake/cuda-9.9/bin" "$fake/cuda-9.9/include" "$fake/bare/bin" "$fake/usr/bin" &&
@@ -170,6 +181,8 @@ if wanted "cuda: choice"; then
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
+    check "cuda: choice: epilogues = false in the spec: no GEMM carries a cuBLASLt epilogue, every step is its own kernel" \
+        cu_choice_epilogues
 fi
 
 # ---- emulation: the generated CUDA rank code run on the CPU --------------------------------------------

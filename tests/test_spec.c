@@ -515,6 +515,14 @@ int main(void)
         TT_CHECK(strcmp(E.msg, "specs/x.lua: dtype must be a string such as \"fp32\", got 32") == 0, "%.400s", E.msg);
     }
 
+    TT_CASE("epilogues: true by default, false turns the cuBLASLt epilogues off, anything else refused") {
+        TT_CHECK(load("return { " OK_TAIL " }") && S.epilogues, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL ", epilogues = false }") && !S.epilogues, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL ", epilogues = true }") && S.epilogues, "%.400s", E.msg);
+        TT_CHECK(!load("return { " OK_TAIL ", epilogues = 0 }"), "epilogues = 0 accepted");
+        TT_CHECK(has("epilogues must be true or false, got") && has("use epilogues = false"), "%.400s", E.msg);
+    }
+
     TT_CASE("attention: cublas by default, cudnn only in bf16 with a head dimension cuDNN supports") {
         const char *m16 = "mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, seq = 4, batch = 1 }";
         char src[512];

@@ -110,7 +110,8 @@ static void lt_make(trc_lt_row *r, const trc_lt_shape *s)
     if (!found) {
         fprintf(stderr,
                 "cuBLASLt has no algorithm for the GEMM with epilogue %d, [%d x %d]%s @ [%d x %d]%s (%s operands, %s "
-                "output); generate the program with the epilogue off to run it (docs/CUDA.md)\n",
+                "output); add epilogues = false to the spec and generate again to run the bias and GeLU steps as kernels of "
+                "their own (docs/CUDA.md)\n",
                 s->epi, s->m, s->k, s->transa ? "^T" : "", s->k, s->n, s->transb ? "^T" : "",
                 s->bf16 ? "bf16" : "fp32", s->out_bf16 ? "bf16" : "fp32");
         trc_die();
