@@ -42,7 +42,8 @@
 #             README starts with its status table (tests/docs.sh, tools/doccheck.py)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
-# TESS_TEST_FILTER=REGEX runs only the checks whose names match.
+# TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
+# (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -144,8 +145,8 @@ check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle
 
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"
-for group in cli spec_errors advise golden inspect e2e megatron lm megatron_lm bf16_compute hf hf_io slurm cuda gpu \
-    fuzz data docs; do
+for group in ${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm megatron_lm bf16_compute hf hf_io \
+    slurm cuda gpu fuzz data docs}; do
     g0=$(date +%s)
     # shellcheck source=/dev/null
     . "tests/$group.sh"
