@@ -42,11 +42,26 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
     static const char *const var[2][3] = {{"obj", "$cflags", "cpu"}, {"obj-asan", "$asanflags", "asan"}};
     size_t nrt = sizeof rt_src / sizeof rt_src[0];
     for (int v = 0; v < 2; v++) {
-        tg_sb_printf(&rt, "build %s/rt/tr_main.o: cc $tessroot/runtime/tr_main.c\n  flags = %s\n", var[v][0], var[v][1]);
-        for (size_t k = 0; k < nrt; k++) {
-            bool kernel = !strncmp(rt_src[k], "tr_kernels", 10) || !strcmp(rt_src[k], "tr_gemm");
-            tg_sb_printf(&rt, "build %s/rt/%s.o: cc $tessroot/runtime/%s.c\n  flags = %s\n", var[v][0], rt_src[k],
-                         rt_src[k], v == 0 && kernel ? "$kflags" : var[v][1]);
+        /* the compiled objects: in the optimised variant one shared set per flag set (cflags, kflags) */
+        for (int kset = 0; kset < (v == 0 ? 2 : 1); kset++) {
+            tg_sb_puts(&rt, "build");
+            tg_sb names;
+            tg_sb_init(&names);
+            int col = 0;
+            for (size_t k = 0; k <= nrt; k++) {
+                const char *src = k == nrt ? "tr_main" : rt_src[k];
+                bool kernel = !strncmp(src, "tr_kernels", 10) || !strcmp(src, "tr_gemm");
+                if (v == 0 && kernel != (kset == 1))
+                    continue;
+                tg_sb_printf(&rt, "%s %s/rt/%s.o", col && col % 3 == 0 ? " $\n   " : "", var[v][0], src);
+                tg_sb_printf(&names, "%s%s", names.len ? " " : "", src);
+                col++;
+            }
+            tg_sb_printf(&rt, ": rt_shared | rt_always\n  objdir = %s/rt\n  srcdir = runtime\n  ext = c\n"
+                              "  names = %s\n  cmd = $mpicc %s -MMD -MF\n  rsp = %s/rt/%s.rsp\n",
+                         var[v][0], names.s, v == 0 && kset == 1 ? "$kflags" : var[v][1], var[v][0],
+                         v == 0 && kset == 1 ? "kflags" : "cflags");
+            tg_sb_free(&names);
         }
         tg_sb_printf(&rt, "build %s/rt/libtessrt.a: ar", var[v][0]);
         for (size_t k = 0; k < nrt; k++)

@@ -92,25 +92,17 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                           "  deps = gcc\n"
                           "  description = CXX $out\n\n");
     /* the CUDA runtime: the same objects for every output built with these flags, so compiled once per checkout and
-     * flag set (scripts/cuda_rt.sh, into $tessroot/build/cuda/rt-<hash>) and copied here where they changed; the
-     * edge runs at every build (the script's own ninja knows what is stale) and restat keeps an unchanged runtime
-     * from relinking anything */
+     * command (rule rt_shared of the CPU part: scripts/rt_shared.sh) and copied here where they changed */
     static const char *rt[] = {"tr_backend_cuda", "trc_comm", "trc_gemm", "trc_gemm_lt", "trc_adamw", "trc_step",
                                "trc_profile"};
-    tg_sb_puts(rules, "# the CUDA runtime (runtime/cuda/*.cu): the same objects for every output with these flags,\n"
-                      "# compiled once per checkout and flag set in $tessroot/build/cuda/ (scripts/cuda_rt.sh) and\n"
-                      "# copied here where they changed; an up-to-date runtime relinks nothing (restat)\n"
-                      "rule cuda_rt\n"
-                      "  command = $tessroot/scripts/cuda_rt.sh obj-cuda/rt \"");
+    tg_sb_puts(rules, "# the CUDA runtime (runtime/cuda/*.cu): compiled once per tessgen checkout and command, as the\n"
+                      "# CPU runtime above\nbuild");
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
-        tg_sb_printf(rules, "%s%s", i ? " " : "", rt[i]);
-    tg_sb_puts(rules, "\" $nvcc $nvccflags\n"
-                      "  description = CUDA runtime (once per checkout and flags, in $tessroot/build/cuda)\n"
-                      "  restat = 1\n"
-                      "build");
+        tg_sb_printf(rules, "%s obj-cuda/rt/%s.o", i && i % 3 == 0 ? " $\n   " : "", rt[i]);
+    tg_sb_puts(rules, ": rt_shared | rt_always\n  objdir = obj-cuda/rt\n  srcdir = runtime/cuda\n  ext = cu\n  names =");
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
-        tg_sb_printf(rules, "%s obj-cuda/rt/%s.o", i % 4 == 3 ? " $\n   " : "", rt[i]);
-    tg_sb_puts(rules, ": cuda_rt | cuda_rt_always\nbuild cuda_rt_always: phony\n");
+        tg_sb_printf(rules, " %s", rt[i]);
+    tg_sb_puts(rules, "\n  cmd = $nvcc $nvccflags -MD -MF\n  rsp = obj-cuda/rt/nvccflags.rsp\n");
     const bool sdpa = pl->spec.attention == TG_ATTN_CUDNN;
     if (sdpa)
         emit_sdpa(rules, bs);

@@ -153,7 +153,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
         return false;
     totals(rp);
     /* epilogues = false (the spec): every step stays a kernel of its own on the CUDA backend */
-    return tg_streams_plan(rp, err) && (!pl->spec.epilogues || tg_fuse_plan(rp));
+    return tg_streams_plan(rp, err) && (pl->spec.no_epilogues || tg_fuse_plan(rp));
 }
 
 void tg_plan_init(const tg_spec *spec, tg_plan *out)

@@ -300,11 +300,11 @@ static void check_epilogues(spec_ctx *c, tg_spec *s)
 {
     const tg_lval *v = &c->val[LVL_TOP][TOP_EPILOGUES];
     char shown[256];
-    s->epilogues = true;
+    s->no_epilogues = false;
     if (v->type == LUA_TNONE)
         return;
     if (v->type == LUA_TBOOLEAN) {
-        s->epilogues = v->b;
+        s->no_epilogues = !v->b;
         return;
     }
     tg_lval_describe(shown, sizeof shown, v);

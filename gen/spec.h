@@ -72,7 +72,8 @@ typedef struct tg_spec {
     int positions;   /* model.positions P >= seq, learned positions (with vocab; else 0) */
     tg_dtype dtype;
     tg_attention attention; /* "cublas" (default) or "cudnn": cuDNN's fused attention, needs bf16 */
-    bool epilogues;         /* true (default): cuBLASLt epilogues on the CUDA backend (gen/fuse.c); false: none */
+    bool no_epilogues;      /* epilogues = false: no cuBLASLt epilogues on the CUDA backend (gen/fuse.c); zero, the
+                             * default, has them (so a tg_spec made in code has them too) */
     tg_mode mode;    /* "infer" (default) or "train" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */
     unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */

@@ -641,12 +641,12 @@ cu_compile_as() { # objs q d [t]: cu_compile with CU_OBJS=objs
     shift
     cu_compile "$@"
 }
-cu_rt_shared() { # the runtime objects of the [2,2,2] programs came from one compile in build/cuda/rt-<hash>
+cu_rt_shared() { # the runtime objects of the [2,2,2] programs came from one compile in build/shared-rt/<hash>
     local d first="" n
     for d in cu_2_2 cut_2_2 cub_2_2 culm_2_2; do
         [ -f "$WORK/$d/build.log" ] || { echo "$d was not built"; return 1; }
         if [ -z "$first" ]; then first=$d; continue; fi
-        if grep "NVCC .*the CUDA runtime" "$WORK/$d/build.log"; then echo "$d compiled the runtime again"; return 1; fi
+        if grep "CC .*once for every output" "$WORK/$d/build.log"; then echo "$d compiled the runtime again"; return 1; fi
         for n in "$WORK/$first"/obj-cuda/rt/tr*.o; do
             case $n in *tr_launch.o | *trc_attn_cudnn.o) continue ;; esac # compiled per output (cc; cuDNN's steps)
             cmp "$n" "$WORK/$d/obj-cuda/rt/$(basename "$n")" || return 1
@@ -654,9 +654,9 @@ cu_rt_shared() { # the runtime objects of the [2,2,2] programs came from one com
     done
     for n in "$WORK/$first"/obj-cuda/rt/tr*.o; do
         case $n in *tr_launch.o | *trc_attn_cudnn.o) continue ;; esac
-        # shellcheck disable=SC2012 # the one flag set's folder holding this object
-        ls "$ROOT"/build/cuda/rt-*/"$(basename "$n")" | while read -r s; do cmp -s "$n" "$s" && echo "$s"; done | grep -q . ||
-            { echo "no shared copy of $(basename "$n") in build/cuda/rt-*"; return 1; }
+        # shellcheck disable=SC2012 # the one command's folder holding this object
+        ls "$ROOT"/build/shared-rt/*/"$(basename "$n")" | while read -r s; do cmp -s "$n" "$s" && echo "$s"; done | grep -q . ||
+            { echo "no shared copy of $(basename "$n") in build/shared-rt/*"; return 1; }
     done
 }
 cu_compile() { # q d [t]: build bin/model-cuda (or, with CU_OBJS=1, only kernels.o and the rank objects); then
@@ -730,7 +730,7 @@ if wanted "cuda: compile"; then
                 check "cuda: compile: $what of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
                     cu_compile_as $objs "$q" "$d" lm
         done
-        check "cuda: compile: the CUDA runtime compiled once for the four programs of [2,2,2] (scripts/cuda_rt.sh), each output's copy byte for byte the shared one" \
+        check "cuda: compile: the CUDA runtime compiled once for the four programs of [2,2,2] (scripts/rt_shared.sh), each output's copy byte for byte the shared one" \
             cu_rt_shared
         check "cuda: compile: the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/lnb_check.sh "$WORK/lnb_check"

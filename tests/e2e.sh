@@ -40,7 +40,30 @@ e2e_build() { # q d [placement] -> $WORK/e2e_q_d[_placement] built
     local dir="$WORK/e2e_$1_$2${3:+_$3}"
     e2e_spec "$1" "$2" "${3:-}" >"$dir.lua" &&
         bin/tessgen "$dir.lua" -o "$dir" --quiet &&
-        ninja -C "$dir" >/dev/null
+        ninja -C "$dir" >"$dir.ninja.log"
+}
+
+# the runtime is compiled once for all these outputs (scripts/rt_shared.sh, in build/shared-rt of this checkout):
+# after the first mesh's build no output compiles a runtime source, and each output's objects are the shared ones
+e2e_rt_shared() {
+    local first="" f n
+    for f in "$WORK"/e2e_*.ninja.log; do
+        n=${f%.ninja.log}
+        [ -d "$n/obj/rt" ] || continue
+        if [ -z "$first" ]; then first=$n; continue; fi
+        if grep "CC .*once for every output" "$f"; then echo "$(basename "$n") compiled the runtime again"; return 1; fi
+        for o in "$first"/obj/rt/tr_*.o; do
+            case $o in *tr_launch.o) continue ;; esac # per output: its -DTR_LAUNCH_DIR
+            cmp "$o" "$n/obj/rt/$(basename "$o")" || return 1
+        done
+    done
+    [ -n "$first" ] || { echo "no e2e output was built"; return 1; }
+    for o in "$first"/obj/rt/tr_*.o; do
+        case $o in *tr_launch.o) continue ;; esac
+        # shellcheck disable=SC2012 # the one command's folder holding this object
+        ls "$ROOT"/build/shared-rt/*/"$(basename "$o")" 2>/dev/null | while read -r s; do cmp -s "$o" "$s" && echo "$s"; done |
+            grep -q . || { echo "no shared copy of $(basename "$o") in build/shared-rt/*"; return 1; }
+    done
 }
 
 e2e_mesh() { # q d [placement]
@@ -81,6 +104,8 @@ if wanted "e2e|files|asan|train|bf16|sched|ckpt"; then
                 notok "e2e: mesh [$q,$q,$d] placement $pl generate and build" "$WORK/log"
             fi
         done
+        wanted "e2e: mesh" && check "e2e: the runtime is compiled once for every mesh's program (scripts/rt_shared.sh), each output's objects the shared ones" \
+            e2e_rt_shared
         if [ -x "$WORK/e2e_2_2/bin/model" ]; then
             check "e2e: synthetic weights and input (seed 5) match the documented generator" e2e_synthetic 2 2
             . tests/files.sh

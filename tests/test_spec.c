@@ -516,9 +516,9 @@ int main(void)
     }
 
     TT_CASE("epilogues: true by default, false turns the cuBLASLt epilogues off, anything else refused") {
-        TT_CHECK(load("return { " OK_TAIL " }") && S.epilogues, "%.400s", E.msg);
-        TT_CHECK(load("return { " OK_TAIL ", epilogues = false }") && !S.epilogues, "%.400s", E.msg);
-        TT_CHECK(load("return { " OK_TAIL ", epilogues = true }") && S.epilogues, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL " }") && !S.no_epilogues, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL ", epilogues = false }") && S.no_epilogues, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL ", epilogues = true }") && !S.no_epilogues, "%.400s", E.msg);
         TT_CHECK(!load("return { " OK_TAIL ", epilogues = 0 }"), "epilogues = 0 accepted");
         TT_CHECK(has("epilogues must be true or false, got") && has("use epilogues = false"), "%.400s", E.msg);
     }
