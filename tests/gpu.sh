@@ -40,9 +40,14 @@ gpu_settings_nccl() { # a pip-style NCCL folder: include/nccl.h and only lib/lib
     readelf -d "$WORK/gs/bin/cuda/rank_i0_j0" | grep -q "R.*PATH.*$w/lib" || { echo "no rpath to $w/lib"; return 1; }
     env -u LD_LIBRARY_PATH ldd "$WORK/gs/bin/cuda/rank_i0_j0" | grep "libnccl.so.2 => $w/lib/libnccl.so.2" ||
         { echo "bin/cuda/rank_i0_j0 does not load the wheel's libnccl.so.2"; return 1; }
-    grep -q "$w/include/nccl.h" "$WORK/gs/obj-cuda/rt/trc_comm.o.d" 2>/dev/null ||
-        ninja -C "$WORK/gs" -t deps obj-cuda/rt/trc_comm.o | grep -q "$w/include/nccl.h" ||
-        { echo "trc_comm.cu was not compiled against the wheel's nccl.h"; return 1; }
+    # the runtime was compiled in the checkout's build/shared-rt (scripts/rt_shared.sh): the folder whose trc_comm.o
+    # this output copied records the headers it read
+    local s found=0
+    for s in "$ROOT"/build/shared-rt/*/trc_comm.o; do
+        cmp -s "$s" "$WORK/gs/obj-cuda/rt/trc_comm.o" || continue
+        (cd "$(dirname "$s")" && ninja -t deps trc_comm.o) | grep -q "$w/include/nccl.h" && found=1
+    done
+    [ $found = 1 ] || { echo "trc_comm.cu was not compiled against the wheel's nccl.h"; return 1; }
 }
 gpu_settings_values() { # every setting reaches build.ninja; TESS_WERROR=0 drops -Werror in both parts
     printf '%s\n' "$GPU_SPEC" >"$WORK/gs2.lua" &&
