@@ -23,7 +23,7 @@
 
 #include "err.h"
 
-#define TG_LVAL_MAX_KEYS 10    /* known keys of one table of a schema */
+#define TG_LVAL_MAX_KEYS 12    /* known keys of one table of a schema */
 #define TG_LVAL_MAX_UNKNOWN 32 /* unknown keys listed one by one; the rest are only counted */
 #define TG_NAME_MAX 100        /* the longest name (spec and machine names make paths) */
 #define TG_NAME_RULE "use 1 to 100 characters from A-Z a-z 0-9 _ . - (not only dots)"
