@@ -17,7 +17,7 @@
 
 #include "fuse.h"
 
-_Static_assert(TG_STEP_CAST + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+_Static_assert(TG_STEP_GRAD_ACC + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
 {

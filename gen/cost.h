@@ -30,7 +30,7 @@
 #include "plan.h"
 #include "strbuf.h"
 
-#define TG_COST_NKINDS 26 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_CAST */
+#define TG_COST_NKINDS 27 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_GRAD_ACC */
 
 /* One phase (forward, backward or optimizer) of a class program. */
 typedef struct tg_cost_phase {

@@ -78,6 +78,8 @@ void tg_segment_name(char *buf, size_t cap, const tg_segment *sg)
         snprintf(buf, cap, "%s_embed", p);
     else if (sg->layer == TG_LAYER_HEAD)
         snprintf(buf, cap, "%s_head", p);
+    else if (sg->layer == TG_LAYER_GRADS)
+        snprintf(buf, cap, "%s_grads", p);
     else
         snprintf(buf, cap, "%s_all", p);
 }
@@ -105,15 +107,20 @@ bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_co
         if (a > 0 && ids[a] == ids[a - 1])
             continue;
         const tg_buf *b = &cp->bufs[ids[a]];
-        char bw[160];
+        char bw[160], off[96];
+        /* an I/O block of every micro-batch (tg_buf.mb_stride): the steps see the part of micro-batch tr_mb(c) */
+        if (b->mb_stride > 0)
+            snprintf(off, sizeof off, "%lld + (size_t)tr_mb(c) * %lld", b->offset, b->mb_stride);
+        else
+            snprintf(off, sizeof off, "%lld", b->offset);
         if (b->dtype == TG_BUF_I32 || b->dtype == TG_BUF_BF16) {
             const char *ty = b->dtype == TG_BUF_I32 ? "int32_t" : "tr_bf16";
-            tg_sb_printf(o, "    %s *const %s = (%s *)(A + %lld); /* [%d,%d] %s %s; live %d..%d */\n", ty, b->name, ty,
-                         b->offset, b->rows, b->cols, b->dtype == TG_BUF_I32 ? "int32" : "bf16",
+            tg_sb_printf(o, "    %s *const %s = (%s *)(A + %s); /* [%d,%d] %s %s; live %d..%d */\n", ty, b->name, ty,
+                         off, b->rows, b->cols, b->dtype == TG_BUF_I32 ? "int32" : "bf16",
                          tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
         }
         else
-            tg_sb_printf(o, "    float *const %s = A + %lld; /* [%d,%d] %s; live %d..%d */\n", b->name, b->offset,
+            tg_sb_printf(o, "    float *const %s = A + %s; /* [%d,%d] %s; live %d..%d */\n", b->name, off,
                          b->rows, b->cols, tg_buf_text(bw, sizeof bw, pl, co, b), b->first, b->last);
     }
     free(ids);

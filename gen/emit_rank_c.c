@@ -158,6 +158,9 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
     case TG_STEP_CAST:
         tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
         break;
+    case TG_STEP_GRAD_ACC: /* the first micro-batch of a step writes, the later ones add */
+        tg_sb_printf(o, "    tr_grad_acc(c, %s, %s, %lld, tr_mb(c) > 0);\n", bn(rp, s, 0), bn(rp, s, 1), s->count);
+        break;
     }
 }
 
@@ -206,7 +209,11 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         for (int g = 0; g < nseg; g++) {
             char fn[32];
             tg_segment_name(fn, sizeof fn, &sg[g]);
-            if (sg[g].phase == (tg_phase)ph)
+            if (sg[g].phase != (tg_phase)ph)
+                continue;
+            if (sg[g].layer == TG_LAYER_GRADS) /* micro-batches: once per step, after the last one's backward */
+                tg_sb_printf(o, "    if (tr_mb(c) == %d)\n        %s(c, A);\n", pl->mb - 1, fn);
+            else
                 tg_sb_printf(o, "    %s(c, A);\n", fn);
         }
         tg_sb_puts(o, "}\n\n");
@@ -334,7 +341,13 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
                  op->warmup, op->decay_steps, op->lr_min, op->clip);
     vars[n++] = (tg_tvar){"WD", wd};
     /* the dtype only when it is not fp32 (tr_model.dtype NULL reads "fp32"), as the schedule fields above */
-    vars[n++] = (tg_tvar){"DTYPE", pl->spec.dtype == TG_BF16 ? "\n    .dtype = \"bf16\", /* docs/BF16.md */" : ""};
+    char dt[200];
+    snprintf(dt, sizeof dt, "%s%s", pl->spec.dtype == TG_BF16 ? "\n    .dtype = \"bf16\", /* docs/BF16.md */" : "",
+             pl->mb > 1 ? "\n    .microbatches = " : "");
+    if (pl->mb > 1) /* micro-batches only when the spec has them (0 reads 1), as the dtype */
+        snprintf(dt + strlen(dt), sizeof dt - strlen(dt), "%d, /* per step: docs/TRAINING.md \"Micro-batches\" */",
+                 pl->mb);
+    vars[n++] = (tg_tvar){"DTYPE", dt};
     VAR("FINGERPRINT", "%s", pl->fingerprint);
     VAR("NCLASSES", "%d", tg_plan_nclasses(pl));
     VAR("PLACEMENT", "%s", tg_placement_name(pl->mesh.placement));

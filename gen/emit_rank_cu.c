@@ -111,6 +111,7 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     }
     case TG_STEP_REDUCE: return 4 * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
+    case TG_STEP_GRAD_ACC: return 12 * s->count; /* part and gradient in, gradient out */
     case TG_STEP_GELU_SAVE: return 4 * (2 * rc + s->cols) + esz(rp, s, 2) * rc;
     case TG_STEP_COLSUM: return 4 * (rc + s->cols);
     case TG_STEP_GELU_BWD: return 4 * 3 * rc;
@@ -230,6 +231,9 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         break;
     case TG_STEP_CAST:
         tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
+        break;
+    case TG_STEP_GRAD_ACC: /* the first micro-batch of a step writes, the later ones add */
+        tg_sb_printf(o, "    trc_grad_acc(c, %s, %s, %lld, tr_mb(c) > 0);\n", bn(rp, s, 0), bn(rp, s, 1), s->count);
         break;
     case TG_STEP_GEMM:
         if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) { /* fuse.c: the backward pairs, one cuBLASLt call */
@@ -553,7 +557,11 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         for (int g = 0; g < nseg; g++) {
             char fn[32];
             tg_segment_name(fn, sizeof fn, &sg[g]);
-            if (sg[g].phase == (tg_phase)ph)
+            if (sg[g].phase != (tg_phase)ph)
+                continue;
+            if (sg[g].layer == TG_LAYER_GRADS) /* micro-batches: once per step, after the last one's backward */
+                tg_sb_printf(&funcs, "    if (tr_mb(c) == %d)\n        %s(c, A);\n", pl->mb - 1, fn);
+            else
                 tg_sb_printf(&funcs, "    %s(c, A);\n", fn);
         }
         tg_sb_printf(&funcs, "    %s(c);\n}\n\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");

@@ -39,7 +39,8 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_EMBED:
     case TG_STEP_POS_ADD:
     case TG_STEP_EMBED_BWD:
-    case TG_STEP_POS_BWD: return "TR_K_RESID";
+    case TG_STEP_POS_BWD:
+    case TG_STEP_GRAD_ACC: return "TR_K_RESID";
     case TG_STEP_CAST: return "TR_K_CAST";
     case TG_STEP_LM_ROWMAX:
     case TG_STEP_LM_SUMS:

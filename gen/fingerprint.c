@@ -75,6 +75,10 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
         real(fp, s->opt.lr_min);
         real(fp, s->opt.clip);
     }
+    if (s->mode == TG_TRAIN && s->microbatches > 1) { /* only when a spec has them, as the schedule */
+        str(fp, "microbatches");
+        num(fp, s->microbatches);
+    }
 }
 
 void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)

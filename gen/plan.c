@@ -108,14 +108,17 @@ static bool place(tg_class_plan *rp, tg_err *err)
 
 /* ---- totals ------------------------------------------------------------------------- */
 
-static void totals(tg_class_plan *rp)
+/* Per training step (and per forward): with micro-batches the forward and backward steps run mb times, the
+ * gradients' all-reduces (TG_LAYER_GRADS) and the optimizer once. */
+static void totals(const tg_plan *pl, tg_class_plan *rp)
 {
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
-        rp->flops += st->flops;
+        long long times = st->phase != TG_PHASE_OPT && st->layer != TG_LAYER_GRADS ? pl->mb : 1;
+        rp->flops += st->flops * times;
         int bwd = st->phase == TG_PHASE_BWD;
         rp->steps[s].esize = st->buf[0] >= 0 ? tg_dtype_size(rp->bufs[st->buf[0]].dtype) : 4;
-        long long bytes = st->count * st->esize;
+        long long bytes = st->count * st->esize * times;
         long long *recv = bwd ? rp->bwd_bcast_recv : rp->bcast_recv;
         long long *sent = bwd ? rp->bwd_bcast_sent : rp->bcast_sent;
         long long *ar = bwd ? rp->bwd_allreduce : rp->allreduce;
@@ -140,18 +143,23 @@ static void totals(tg_class_plan *rp)
 /* shards_only: declare the weight shards and the residual stream block, no steps, no offsets */
 static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, tg_err *err)
 {
-    tg_builder b = {.pl = pl, .rp = rp, .c = {rp->i, rp->j, 0}, .phase = TG_PHASE_FWD};
+    /* micro-batches: the steps are those of one micro-batch, R/mb rows of nseq/mb sequences (plan.h tg_plan.mb) */
+    tg_plan mp = *pl;
+    mp.R = pl->R / pl->mb;
+    mp.nseq = pl->nseq / pl->mb;
+    tg_builder b = {.pl = &mp, .rp = rp, .c = {rp->i, rp->j, 0}, .phase = TG_PHASE_FWD};
     if (pl->mesh.scheme == TG_SCHEME_MEGATRON)
         tg_plan_megatron(&b, shards_only);
     else
         tg_plan_tesseract(&b, shards_only);
+    free(b.deferred);
     if (b.oom)
         return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     if (shards_only)
         return true;
     if (!lifetimes(pl, rp, err) || !place(rp, err))
         return false;
-    totals(rp);
+    totals(pl, rp);
     /* epilogues = false (the spec): every step stays a kernel of its own on the CUDA backend */
     return tg_streams_plan(rp, err) && (pl->spec.no_epilogues || tg_fuse_plan(rp));
 }
@@ -171,6 +179,7 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
         out->nseq = spec->batch;
         out->V = spec->vocab;
         out->Vq = spec->vocab > 0 ? (spec->vocab + spec->p - 1) / spec->p : 0; /* Vp = p*Vq */
+        out->mb = 1; /* the spec refuses micro-batches on this scheme */
         return;
     }
     out->mesh = tg_mesh_make(spec->q, spec->d, spec->placement);
@@ -184,6 +193,7 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->nseq = spec->batch / qd;
     out->V = spec->vocab;
     out->Vq = spec->vocab > 0 ? (spec->vocab + spec->q - 1) / spec->q : 0;
+    out->mb = spec->mode == TG_TRAIN && spec->microbatches > 1 ? spec->microbatches : 1;
 }
 
 bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err)
@@ -306,6 +316,7 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_EMBED_BWD: return "embed_bwd";
     case TG_STEP_POS_BWD: return "pos_bwd";
     case TG_STEP_CAST: return "cast";
+    case TG_STEP_GRAD_ACC: return "grad_acc";
     }
     return "?";
 }

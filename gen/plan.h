@@ -82,12 +82,17 @@ typedef enum tg_step_kind {
     TG_STEP_EMBED_BWD,    /* buf[0] tok [rows] i32, buf[1] g [rows,cols] -> buf[2] dE [Vq,cols] += g rows of its tokens */
     TG_STEP_POS_BWD,      /* buf[0] g [rows,cols] -> buf[1] dwpe [P,cols] = sum of g rows by position (written) */
     /* bf16 plans (docs/BF16.md) */
-    TG_STEP_CAST          /* buf[0] x [count] fp32 -> buf[1] y [count] bf16, round to nearest even: a GEMM operand */
+    TG_STEP_CAST,         /* buf[0] x [count] fp32 -> buf[1] y [count] bf16, round to nearest even: a GEMM operand */
+    /* micro-batches (spec pipeline.microbatches > 1; docs/TRAINING.md "Micro-batches") */
+    TG_STEP_GRAD_ACC      /* buf[0] grad [count] = buf[1] (the first micro-batch of a step), += buf[1] (the later ones):
+                           * a weight gradient summed over the micro-batches */
 } tg_step_kind;
 
 /* Pseudo-layers of the language model's steps (each its own function in the generated code). */
 #define TG_LAYER_EMBED (-2) /* token and position embedding (forward), their gradients (backward) */
 #define TG_LAYER_HEAD (-3)  /* ln_f, the tied LM head and the loss (forward), their backward */
+#define TG_LAYER_GRADS (-4) /* micro-batches: the all-reduces of the summed weight gradients, run once per step after
+                             * the last micro-batch's backward (function bwd_grads) */
 
 typedef enum tg_phase {
     TG_PHASE_FWD = 0, /* forward(): the whole stack */
@@ -204,6 +209,9 @@ typedef struct tg_buf {
     long long offset; /* in floats from the arena start, 64-byte aligned */
     char what[100];   /* what it holds, for comments; "{h}" stands for the rank's row block (describe.c) */
     int dtype;        /* tg_buf_dtype: the element type */
+    long long mb_stride; /* micro-batches (tg_plan.mb > 1): an I/O block holding every micro-batch of the step, whose
+                          * steps see the part of the current micro-batch c->mb, mb_stride elements further per
+                          * micro-batch (rows, elems: the whole block); 0 for every other buffer */
 } tg_buf;
 
 /* The element type of a buffer (docs/BF16.md says which buffers are bf16). Offsets and the arena stay in floats
@@ -284,6 +292,9 @@ typedef struct tg_plan {
     int nseq; /* batch / (d*q) local sequences (megatron: batch) */
     int V;    /* vocabulary (0: the block stack alone) */
     int Vq;   /* ceil(V / q): rows of a vocab block; Vp = q*Vq rows of the padded embedding */
+    int mb;   /* micro-batches per training step (spec pipeline.microbatches; 1: none). The class program is that of
+               * one micro-batch of R/mb rows (nseq/mb sequences), run mb times per step; R and nseq stay the
+               * rank's whole block (the I/O), the planner's own copy has them per micro-batch (plan.c) */
     /* the schedule fingerprint (fingerprint.h), 16 hex digits: filled in by tessgen's main after
      * planning every class, then printed by the emitters into every program, and by the running
      * program, so a run names exactly the schedule it executed */

@@ -115,6 +115,12 @@ int tg_pb_buf_like(tg_builder *b, int like, const char *what, const char *fmt, .
     name_fmt(name, sizeof name, fmt, ap);
     va_end(ap);
     int rows = b->rp->bufs[like].rows, cols = b->rp->bufs[like].cols, dtype = b->rp->bufs[like].dtype;
+    if (b->rp->bufs[like].mb_stride > 0) { /* an I/O block of every micro-batch: like its view of one */
+        if (rows > 1)
+            rows /= b->pl->mb;
+        else
+            cols /= b->pl->mb;
+    }
     int id = tg_pb_buf(b, rows, cols, 0, what, "%s", name);
     if (id >= 0)
         b->rp->bufs[id].dtype = dtype;
@@ -192,7 +198,7 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
     tg_step *s = tg_pb_step(b, TG_STEP_CAST, layer, op, -1);
     if (!s)
         return -1;
-    s->count = b->rp->bufs[buf].elems;
+    s->count = b->rp->bufs[id].elems; /* of the copy: an I/O block's view of one micro-batch */
     tg_pb_use(s, 0, buf, TG_ACC_R);
     tg_pb_use(s, 1, id, TG_ACC_W);
     s->desc = TG_D_CAST;
@@ -279,7 +285,8 @@ int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1,
     p->replica = ndim == 2 ? TG_DEP : TG_COLDEP;
     if (b->pl->spec.mode == TG_TRAIN) {
         snprintf(what, sizeof what, "gradient of the shard of %s", name);
-        p->grad = tg_pb_buf(b, rows, cols, 0, what, "g_%s", ident);
+        /* micro-batches: a gradient sums every micro-batch's part, so it outlives the functions of each */
+        p->grad = tg_pb_buf(b, rows, cols, b->pl->mb > 1, what, "g_%s", ident);
         snprintf(what, sizeof what, "AdamW first moment of the shard of %s", name);
         p->m = tg_pb_buf(b, rows, cols, 1, what, "m_%s", ident);
         snprintf(what, sizeof what, "AdamW second moment of the shard of %s", name);
@@ -428,4 +435,65 @@ void tg_pb_optimizer(tg_builder *b)
         s->desc = TG_D_ADAMW;
         s->aux = i;
     }
+}
+
+/* ---- micro-batches ---------------------------------------------------------------------------------------------- */
+
+int tg_pb_grad_target(tg_builder *b, int grad)
+{
+    if (b->pl->mb <= 1 || grad < 0)
+        return grad;
+    char what[100];
+    snprintf(what, sizeof what, "this micro-batch's part of %s", b->rp->bufs[grad].name);
+    return tg_pb_buf_like(b, grad, what, "mb_%s", b->rp->bufs[grad].name);
+}
+
+void tg_pb_grad_acc(tg_builder *b, int layer, const char *op, int grad, int part)
+{
+    if (part == grad || part < 0 || grad < 0)
+        return;
+    tg_step *s = tg_pb_step(b, TG_STEP_GRAD_ACC, layer, op, -1);
+    if (!s)
+        return;
+    tg_pb_use(s, 0, grad, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, part, TG_ACC_R);
+    s->count = b->rp->bufs[grad].elems;
+    s->label = "weight gradient = this micro-batch's part (the first), += it (the later ones)";
+}
+
+void tg_pb_grad_allreduce(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
+                          const char *what)
+{
+    if (b->pl->mb <= 1) {
+        tg_pb_allreduce_exact(b, layer, op, g, buf, count, what);
+        return;
+    }
+    if (b->ndeferred == b->cap_deferred) {
+        int cap = b->cap_deferred ? 2 * b->cap_deferred : 64;
+        struct tg_pb_deferred *nd = realloc(b->deferred, (size_t)cap * sizeof *nd);
+        if (!nd) {
+            b->oom = true;
+            return;
+        }
+        b->deferred = nd;
+        b->cap_deferred = cap;
+    }
+    b->deferred[b->ndeferred++] = (struct tg_pb_deferred){layer, op, what, g, buf, count};
+}
+
+void tg_pb_grad_allreduces_flush(tg_builder *b)
+{
+    for (int k = 0; k < b->ndeferred && !b->oom; k++) {
+        const struct tg_pb_deferred *d = &b->deferred[k];
+        tg_pb_allreduce_exact(b, TG_LAYER_GRADS, d->op, d->g, d->buf, d->count, d->what);
+    }
+    b->ndeferred = 0;
+}
+
+int tg_pb_io_buf(tg_builder *b, int rows, int cols, long long stride, const char *what, const char *name)
+{
+    int id = tg_pb_buf(b, rows, cols, 1, what, "%s", name);
+    if (id >= 0 && b->pl->mb > 1)
+        b->rp->bufs[id].mb_stride = stride;
+    return id;
 }

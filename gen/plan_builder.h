@@ -33,6 +33,16 @@ typedef struct tg_builder {
     int ncast, cast_layer;
     const char *cast_op;
     tg_phase cast_phase;
+    /* micro-batches (tg_plan.mb > 1): the weight gradients' all-reduces held back by tg_pb_grad_allreduce until
+     * tg_pb_grad_allreduces_flush appends them after the last layer's backward (plan.c frees the array) */
+    struct tg_pb_deferred {
+        int layer;
+        const char *op, *what;
+        tg_group g;
+        int buf;
+        long long count;
+    } *deferred;
+    int ndeferred, cap_deferred;
 } tg_builder;
 
 /* A buffer [rows, cols]; its name is printf-like with %d and %s only. Returns its id (-1 on oom). */
@@ -69,5 +79,22 @@ tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group 
 void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
 /* One AdamW step per parameter shard (which also writes the shard's persistent bf16 copy, if any). */
 void tg_pb_optimizer(tg_builder *b);
+
+/* ---- micro-batches (tg_plan.mb > 1; docs/TRAINING.md "Micro-batches") ---------------------------------------- */
+
+/* The buffer a weight-gradient step of one micro-batch writes: grad itself without micro-batches, else a
+ * transient buffer of grad's shape that tg_pb_grad_acc then adds into grad. */
+int tg_pb_grad_target(tg_builder *b, int grad);
+/* grad = part (first micro-batch), grad += part (the later ones); nothing when part is grad itself. */
+void tg_pb_grad_acc(tg_builder *b, int layer, const char *op, int grad, int part);
+/* The exact all-reduce of a weight gradient over g: appended now without micro-batches; with them held back until
+ * tg_pb_grad_allreduces_flush, so it runs once per step on the sum of every micro-batch. */
+void tg_pb_grad_allreduce(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
+                          const char *what);
+/* Append the held-back all-reduces, in the order they were asked for, as pseudo-layer TG_LAYER_GRADS. */
+void tg_pb_grad_allreduces_flush(tg_builder *b);
+/* A persistent I/O block [rows, cols] holding every micro-batch of the step; with micro-batches the steps see
+ * the part of the current one, stride elements further per micro-batch (tg_buf.mb_stride). */
+int tg_pb_io_buf(tg_builder *b, int rows, int cols, long long stride, const char *what, const char *name);
 
 #endif

@@ -65,16 +65,20 @@ void tg_lm_declare_final(tg_builder *b, tg_lm *lm)
     char what[100];
     lm->lnf_g = lm_vec(b, "ln_f.weight", &lm->p_lnf_g);
     lm->lnf_b = lm_vec(b, "ln_f.bias", &lm->p_lnf_b);
-    rp->tok_buf = tg_pb_buf(b, 1, q * R, 1, "token ids of row blocks q*k..q*k+q-1 (int32, the runtime fills them)",
-                            "tokens");
-    rp->tgt_buf = tg_pb_buf(b, 1, R, 1, "target ids of row block {h} (int32, the runtime fills them)", "targets");
+    /* micro-batches: each holds the rank's whole batch, the steps see the rows of micro-batch c->mb (R here) */
+    int mb = pl->mb;
+    rp->tok_buf = tg_pb_io_buf(b, 1, q * R * mb, R,
+                               "token ids of row blocks q*k..q*k+q-1 (int32, the runtime fills them)", "tokens");
+    rp->tgt_buf = tg_pb_io_buf(b, 1, R * mb, R, "target ids of row block {h} (int32, the runtime fills them)",
+                               "targets");
     if (rp->tok_buf >= 0)
         rp->bufs[rp->tok_buf].dtype = TG_BUF_I32;
     if (rp->tgt_buf >= 0)
         rp->bufs[rp->tgt_buf].dtype = TG_BUF_I32;
     snprintf(what, sizeof what, "logits(h={h}, vocab block j=%d): ids %d..%d", j, j * Vq, j * Vq + Vq - 1);
-    rp->logits_buf = tg_pb_buf(b, R, Vq, 1, what, "logits");
-    rp->loss_buf = tg_pb_buf(b, 1, R, 1, "per-token loss of row block {h} (the same on every j)", "token_loss");
+    rp->logits_buf = tg_pb_io_buf(b, R * mb, Vq, (long long)R * Vq, what, "logits");
+    rp->loss_buf = tg_pb_io_buf(b, 1, R * mb, R, "per-token loss of row block {h} (the same on every j)",
+                                "token_loss");
 }
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
@@ -105,7 +109,7 @@ void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
         tg_pb_use(s, 0, b->rp->tok_buf, TG_ACC_R);
         tg_pb_use(s, 1, lm->wte, TG_ACC_R);
         tg_pb_use(s, 2, target, TG_ACC_W);
-        s->boff = t * R;
+        s->boff = t * R * pl->mb; /* row block h' of the whole batch; the view adds the micro-batch's rows */
         s->rows = R;
         s->cols = Cq;
         s->vocab0 = i * Vq;
@@ -188,7 +192,7 @@ void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g)
     tg_class_plan *rp = b->rp;
     int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, j = b->c.j;
     const int L = TG_LAYER_HEAD;
-    int gwte = rp->params[lm->p_wte].grad;
+    int gwte = lm->gwte_part = tg_pb_grad_target(b, rp->params[lm->p_wte].grad); /* tg_lm_embed_bwd adds to it */
     int dl = tg_lm_dlogits(b, lm, R, j, "dL/dlogits(h={h}, vocab block j)");
     if (dl < 0)
         return;
@@ -240,10 +244,13 @@ void tg_lm_head_bwd(tg_builder *b, tg_lm *lm, int g)
     }
     /* ln_f backward into g (zero before the backward: the loss does not read y) */
     int ggam = rp->params[lm->p_lnf_g].grad, gbet = rp->params[lm->p_lnf_b].grad;
-    if (!tg_pb_ln_bwd(b, L, "ln_f", R, Cq, dxf, lm->y, lm->rs, lm->vs, lm->lnf_g, g, ggam, gbet, tg_pb_allreduce_row))
+    int pg = tg_pb_grad_target(b, ggam), pb = tg_pb_grad_target(b, gbet);
+    if (!tg_pb_ln_bwd(b, L, "ln_f", R, Cq, dxf, lm->y, lm->rs, lm->vs, lm->lnf_g, g, pg, pb, tg_pb_allreduce_row))
         return;
-    tg_pb_allreduce_exact(b, L, "ln_f", TG_COLDEP, ggam, Cq, "dgamma over every row block");
-    tg_pb_allreduce_exact(b, L, "ln_f", TG_COLDEP, gbet, Cq, "dbeta over every row block");
+    tg_pb_grad_acc(b, L, "ln_f", ggam, pg);
+    tg_pb_grad_acc(b, L, "ln_f", gbet, pb);
+    tg_pb_grad_allreduce(b, L, "ln_f", TG_COLDEP, ggam, Cq, "dgamma over every row block");
+    tg_pb_grad_allreduce(b, L, "ln_f", TG_COLDEP, gbet, Cq, "dbeta over every row block");
 }
 
 void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
@@ -253,6 +260,7 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
     int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, P = pl->spec.positions;
     const int L = TG_LAYER_EMBED;
     int gwte = rp->params[lm->p_wte].grad, gwpe = rp->params[lm->p_wpe].grad;
+    int pwte = lm->gwte_part, pwpe = tg_pb_grad_target(b, gwpe); /* micro-batches: this one's parts */
     int recv_g[2], nr = q >= 3 ? 2 : 1, ng = 0;
     recv_pair(b, g, "dL/dx(h'=t+q*k, j) received over col", "recv_embed_g", recv_g);
     for (int t = 0; t < q; t++) {
@@ -270,8 +278,8 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
             return;
         tg_pb_use(s, 0, rp->tok_buf, TG_ACC_R);
         tg_pb_use(s, 1, G, TG_ACC_R);
-        tg_pb_use(s, 2, gwte, TG_ACC_R | TG_ACC_W);
-        s->boff = t * R;
+        tg_pb_use(s, 2, pwte, TG_ACC_R | TG_ACC_W);
+        s->boff = t * R * pl->mb; /* row block h' of the whole batch; the view adds the micro-batch's rows */
         s->rows = R;
         s->cols = Cq;
         s->vocab0 = i * Vq;
@@ -282,12 +290,15 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
     if (!s)
         return;
     tg_pb_use(s, 0, g, TG_ACC_R);
-    tg_pb_use(s, 1, gwpe, TG_ACC_W);
+    tg_pb_use(s, 1, pwpe, TG_ACC_W);
     s->rows = R;
     s->cols = Cq;
     s->seq = pl->spec.seq;
     s->count = (long long)P * Cq;
     s->label = "dwpe(:, j) = dL/dx rows of this rank's tokens summed by position";
-    tg_pb_allreduce_exact(b, L, "pos", TG_COLDEP, gwpe, (long long)P * Cq, "dwpe over every row block");
-    tg_pb_allreduce_exact(b, L, "embed", TG_DEP, gwte, (long long)Vq * Cq, "dE (head and embedding) over the depth layers");
+    tg_pb_grad_acc(b, L, "pos", gwpe, pwpe);
+    tg_pb_grad_acc(b, L, "embed", gwte, pwte);
+    tg_pb_grad_allreduce(b, L, "pos", TG_COLDEP, gwpe, (long long)P * Cq, "dwpe over every row block");
+    tg_pb_grad_allreduce(b, L, "embed", TG_DEP, gwte, (long long)Vq * Cq,
+                         "dE (head and embedding) over the depth layers");
 }

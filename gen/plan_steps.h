@@ -45,6 +45,7 @@ bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, 
 /* What a scheme's language model keeps between its calls (plan_lm.c, plan_megatron_lm.c). */
 typedef struct tg_lm {
     int wte, wpe, lnf_g, lnf_b;         /* shard buffers */
+    int gwte_part;                      /* micro-batches: this one's part of the wte gradient (head and embedding) */
     int p_wte, p_wpe, p_lnf_g, p_lnf_b; /* their param indices */
     int y, rs, vs, xf, mx, sums;        /* what the head's backward needs of its forward */
 } tg_lm;

@@ -188,7 +188,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int xo = xm;
     if (train) {
         if (last)
-            xo = tg_pb_buf(b, R, Cq, 1, "output block (h, j) of the last layer", "y");
+            xo = tg_pb_io_buf(b, R * pl->mb, Cq, (long long)R * Cq, "output block (h, j) of the last layer", "y");
         else
             xo = tg_pb_buf(b, R, Cq, 0, "residual stream after the block (h, j)", "L%d_x_out", l);
     }
@@ -255,6 +255,8 @@ static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw,
     char what[160];
     x = tg_pb_operand(b, layer, op, x);
     dy = tg_pb_operand(b, layer, op, dy);
+    int grad = dw;
+    dw = tg_pb_grad_target(b, grad); /* micro-batches: this one's part, summed into the gradient below */
     if (q == 1) {
         tg_step *s = tg_pb_gemm(b, layer, op, 0, 1, 0, Kq, Nq, R, x, Kq, dy, Nq, dw, Nq);
         if (s)
@@ -280,14 +282,18 @@ static void atb(tg_builder *b, int layer, const char *op, int x, int dy, int dw,
             tg_pb_reduce(b, layer, op, t, TG_COL, target, (long long)Kq * Nq);
         }
     }
-    tg_pb_allreduce_exact(b, layer, op, TG_DEP, dw, (long long)Kq * Nq, "dW over the depth layers");
+    tg_pb_grad_acc(b, layer, op, grad, dw);
+    tg_pb_grad_allreduce(b, layer, op, TG_DEP, grad, (long long)Kq * Nq, "dW over the depth layers");
 }
 
 /* db = column sums of dY over this rank's tokens, summed over every (i,k) holding column block j. */
 static void bias_grad(tg_builder *b, int layer, const char *op, int dy, int cols, int db)
 {
-    if (tg_pb_colsum(b, layer, op, b->pl->R, cols, dy, db, "db = column sums of dY, local tokens"))
-        tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
+    int part = tg_pb_grad_target(b, db);
+    if (!tg_pb_colsum(b, layer, op, b->pl->R, cols, dy, part, "db = column sums of dY, local tokens"))
+        return;
+    tg_pb_grad_acc(b, layer, op, db, part);
+    tg_pb_grad_allreduce(b, layer, op, TG_COLDEP, db, cols, "db over every row block");
 }
 
 /* Layernorm backward: g += dx for y = LN(x) given dy; dgamma, dbeta as column sums over every row block. */
@@ -295,10 +301,13 @@ static void ln_bwd(tg_builder *b, int layer, const char *op, int dy, int x, int 
                    int dbeta)
 {
     int R = b->pl->R, Cq = b->pl->Cq;
-    if (!tg_pb_ln_bwd(b, layer, op, R, Cq, dy, x, rs, vs, gamma, g, dgamma, dbeta, tg_pb_allreduce_row))
+    int pg = tg_pb_grad_target(b, dgamma), pb = tg_pb_grad_target(b, dbeta);
+    if (!tg_pb_ln_bwd(b, layer, op, R, Cq, dy, x, rs, vs, gamma, g, pg, pb, tg_pb_allreduce_row))
         return;
-    tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
-    tg_pb_allreduce_exact(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
+    tg_pb_grad_acc(b, layer, op, dgamma, pg);
+    tg_pb_grad_acc(b, layer, op, dbeta, pb);
+    tg_pb_grad_allreduce(b, layer, op, TG_COLDEP, dgamma, Cq, "dgamma over every row block");
+    tg_pb_grad_allreduce(b, layer, op, TG_COLDEP, dbeta, Cq, "dbeta over every row block");
 }
 
 static int grad_of(tg_builder *b, const layer_w *w, int k)
@@ -373,11 +382,13 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
     char what[120];
     snprintf(what, sizeof what, "residual stream block (h={h}, j=%d): input in%s", rp->j,
              train ? "" : ", output out");
-    rp->x_buf = tg_pb_buf(b, pl->R, pl->Cq, 1, what, "x");
+    /* micro-batches: the I/O blocks hold the rank's whole batch, the steps see one micro-batch's rows of them */
+    long long mbe = (long long)pl->R * pl->Cq;
+    rp->x_buf = tg_pb_io_buf(b, pl->R * pl->mb, pl->Cq, mbe, what, "x");
     rp->gx_buf = -1;
     if (train) {
         snprintf(what, sizeof what, "gradient block (h={h}, j=%d): dL/dy in, dL/dx out", rp->j);
-        rp->gx_buf = tg_pb_buf(b, pl->R, pl->Cq, 1, what, "grad_x");
+        rp->gx_buf = tg_pb_io_buf(b, pl->R * pl->mb, pl->Cq, mbe, what, "grad_x");
     }
     if (!shards_only) {
         if (pl->V > 0)
@@ -396,6 +407,7 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
                 build_layer_bwd(b, l, &lw[l], &sv[l], rp->gx_buf);
             if (pl->V > 0 && !b->oom)
                 tg_lm_embed_bwd(b, &lm, rp->gx_buf);
+            tg_pb_grad_allreduces_flush(b); /* micro-batches: once per step, after the last one (bwd_grads) */
             b->phase = TG_PHASE_OPT;
             if (!b->oom)
                 tg_pb_optimizer(b);

@@ -59,23 +59,25 @@
 
 /* ---- the key schema ------------------------------------------------------ */
 
-enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_COUNT };
+enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_PIPE, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
-       TOP_ATTENTION, TOP_EPILOGUES, TOP_COUNT };
+       TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_COUNT };
+enum { PIPE_MICROBATCHES, PIPE_COUNT };
 
-static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer."};
-static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer"};
-static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT};
+static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer.", "pipeline."};
+static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer", "pipeline"};
+static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT, PIPE_COUNT};
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
-     "epilogues"},
+     "epilogues", "pipeline"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
+    {"microbatches"},
 };
 static const tg_lval_schema schema = {LVL_COUNT, level_prefix, level_table, level_nkeys, level_keys, false};
 
@@ -130,9 +132,13 @@ static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
     lua_pushnil(L);
     while (lua_next(L, tidx)) {
         int slot = tg_lval_take(&schema, L, level, c->val[level], &c->unknown);
-        if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL || slot == TOP_OPT) &&
+        if (level == LVL_TOP && (slot == TOP_MESH || slot == TOP_MODEL || slot == TOP_OPT || slot == TOP_PIPE) &&
             lua_type(L, -1) == LUA_TTABLE)
-            collect(c, L, lua_absindex(L, -1), slot == TOP_MESH ? LVL_MESH : slot == TOP_MODEL ? LVL_MODEL : LVL_OPT);
+            collect(c, L, lua_absindex(L, -1),
+                    slot == TOP_MESH    ? LVL_MESH
+                    : slot == TOP_MODEL ? LVL_MODEL
+                    : slot == TOP_OPT   ? LVL_OPT
+                                        : LVL_PIPE);
         else if (level == LVL_TOP && slot == TOP_BACKENDS && lua_type(L, -1) == LUA_TTABLE)
             collect_list(c, L, lua_absindex(L, -1));
         lua_pop(L, 1);
@@ -667,8 +673,52 @@ static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
     }
 }
 
+/* pipeline = { microbatches = m }: a training step runs m micro-batches of the per-rank batch, accumulating the
+ * weight gradients (docs/TRAINING.md "Micro-batches"). m >= 1 (default 1) and divides the sequences of each rank;
+ * the table exists only with mode = "train"; the megatron scheme refuses m > 1. per_rank: sequences per rank, or 0
+ * when the batch or mesh was refused already. */
+static void check_pipeline(spec_ctx *c, tg_spec *s, long long per_rank, const char *per_rank_what)
+{
+    const tg_lval *t = &c->val[LVL_TOP][TOP_PIPE];
+    char shown[256];
+    s->microbatches = 1;
+    if (t->type == LUA_TNONE)
+        return;
+    if (t->type != LUA_TTABLE) {
+        tg_lval_describe(shown, sizeof shown, t);
+        fail(c, "pipeline must be a table such as { microbatches = 4 }, got %s", shown);
+        return;
+    }
+    if (s->mode != TG_TRAIN) {
+        fail(c, "pipeline is given without mode = \"train\": micro-batches split a training step (the gradients "
+                "of m micro-batches are summed before one optimizer step); add mode = \"train\" or drop pipeline");
+        return;
+    }
+    if (c->val[LVL_PIPE][PIPE_MICROBATCHES].type == LUA_TNONE)
+        return;
+    int m = 1;
+    if (!check_int(c, LVL_PIPE, PIPE_MICROBATCHES, SPEC_MAX_DIM, &m))
+        return;
+    if (m > 1 && s->scheme == TG_SCHEME_MEGATRON) {
+        fail(c, "pipeline.microbatches = %d is not supported with scheme = \"megatron\" (only the tesseract scheme "
+                "plans micro-batches); use microbatches = 1, or scheme = \"tesseract\"", m);
+        return;
+    }
+    if (per_rank > 0 && per_rank % m != 0) {
+        long long div[512];
+        char set[256];
+        int n = divisors(per_rank, per_rank, div, 512);
+        fmt_set(set, sizeof set, div, n, m);
+        fail(c, "pipeline.microbatches = %d does not divide the %lld sequences of each rank (%s): every micro-batch "
+                "holds the same whole sequences; use microbatches in %s", m, per_rank, per_rank_what, set);
+        return;
+    }
+    s->microbatches = m;
+}
+
 static void validate(spec_ctx *c, tg_spec *s)
 {
+    s->microbatches = 1; /* check_pipeline sets it once the batch is known */
     tg_lval_name(&c->rep, &c->val[LVL_TOP][TOP_NAME], "model", "spec", "spec", "gpt2-small", s->name);
 
     /* mesh and model tables */
@@ -798,6 +848,7 @@ static void validate(spec_ctx *c, tg_spec *s)
             check_count(c, "the per-rank position embedding block", "positions*hidden", sat_mul(s->positions, C),
                         "use fewer positions or a smaller hidden");
         }
+        check_pipeline(c, s, ok_batch ? B : 0, "model.batch: the megatron scheme gives every rank the whole batch");
         return;
     }
     /* heads % q: heads are split across the q columns */
@@ -836,6 +887,11 @@ static void validate(spec_ctx *c, tg_spec *s)
             snprintf(fix, sizeof fix, "%lld, %lld, ...", qd, 2 * qd);
         fail(c, "model.batch = %lld is not divisible by q*d = %lld (mesh.q = %lld, mesh.d = %lld): "
                 "each of the q*d row blocks holds whole sequences; use batch = %s", B, qd, q, d, fix);
+    }
+    {
+        char what[160];
+        snprintf(what, sizeof what, "model.batch / (q*d) = %lld / %lld", B, q * d);
+        check_pipeline(c, s, ok_batch && ok_q && ok_d && B % (q * d) == 0 ? B / (q * d) : 0, what);
     }
 
     /* int32 guards; ceil divisions so an indivisible field cannot hide an overflow */
@@ -915,15 +971,24 @@ static const char *lm_keys(char *buf, size_t cap, const tg_spec *s)
     return buf;
 }
 
+/* ", pipeline = { microbatches = m }" of a spec with m > 1, else "" */
+static const char *pipe_keys(char *buf, size_t cap, const tg_spec *s)
+{
+    buf[0] = '\0';
+    if (s->microbatches > 1)
+        snprintf(buf, cap, ", pipeline = { microbatches = %d }", s->microbatches);
+    return buf;
+}
+
 bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
 {
-    char src[600], chunk[sizeof s->path + 64], lm[80];
+    char src[600], chunk[sizeof s->path + 64], lm[80], pipe[64];
     lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
              "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
-             "ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s }",
+             "ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s%s }",
              s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps, lm,
-             s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
+             s->mode == TG_TRAIN ? ", mode = \"train\"" : "", pipe_keys(pipe, sizeof pipe, s));
     snprintf(chunk, sizeof chunk, "%s as [%d,%d,%d]", s->path, q, q, d);
     tg_spec alt;
     if (!load_source(chunk, src, strlen(src), &alt, err))
@@ -938,13 +1003,13 @@ bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
 
 bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
 {
-    char src[600], chunk[sizeof s->path + 64], lm[80];
+    char src[600], chunk[sizeof s->path + 64], lm[80], pipe[64];
     lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
              "return { name = \"%s\", scheme = \"megatron\", mesh = { p = %d }, model = { layers = %d, hidden = %d, "
-             "heads = %d, ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s }",
+             "heads = %d, ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s%s }",
              s->name, p, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps, lm,
-             s->mode == TG_TRAIN ? ", mode = \"train\"" : "");
+             s->mode == TG_TRAIN ? ", mode = \"train\"" : "", pipe_keys(pipe, sizeof pipe, s));
     snprintf(chunk, sizeof chunk, "%s as megatron p=%d", s->path, p);
     tg_spec alt;
     if (!load_source(chunk, src, strlen(src), &alt, err))

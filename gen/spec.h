@@ -25,6 +25,8 @@
  *                   warmup = 0, decay_steps = 0, lr_min = 0, clip = 0 },  -- every key optional
  *     backends = { "cpu", "cuda" },        -- optional; default: TESS_BACKENDS, else cpu (+ cuda if nvcc found)
  *     memory_gib = 80,                     -- optional; the memory of one rank: every arena must fit
+ *     pipeline = { microbatches = 4 },     -- optional, mode = "train" only: gradient accumulation over m
+ *                                          -- micro-batches; m divides batch/(q*d) (tesseract scheme only)
  *   }
  */
 #ifndef TG_SPEC_H
@@ -78,6 +80,8 @@ typedef struct tg_spec {
     tg_adamw opt;    /* used when mode == TG_TRAIN */
     unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */
     double memory_gib; /* memory of one rank, GiB: every rank's arena must fit (default TG_MEMORY_GIB_DEFAULT) */
+    int microbatches;  /* pipeline.microbatches m (training only, default 1): a step runs m micro-batches of
+                        * batch/(q*d*m) sequences per rank, summing their gradients (docs/TRAINING.md) */
 } tg_spec;
 
 #define TG_MEMORY_GIB_DEFAULT 80.0 /* an 80 GB H100 or A100 */

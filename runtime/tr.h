@@ -141,6 +141,8 @@ typedef struct tr_model_desc {
     long long warmup, decay_steps;
     double lr_min, clip;
     const char *dtype; /* the spec's dtype: "bf16", or NULL for "fp32" (model.c sets it only for bf16) */
+    int microbatches;  /* per training step (spec pipeline.microbatches); 0 or 1: none (model.c sets it only when
+                        * more): forward and backward run once per micro-batch, tr_mb(c) says which */
 } tr_model_desc;
 
 /* What differs between the ranks of one class: the rank, its depth, where its block of the residual stream
@@ -257,6 +259,11 @@ void tr_adamw_multi(struct tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 void tr_bcast_bf16(struct tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count);
 /* y[e] = RNE(x[e]) for n elements (a CAST step; timed as TR_K_RESID, the elementwise kind). */
 void tr_cast_bf16(struct tr_ctx *c, const float *x, long long n, tr_bf16 *y);
+/* Micro-batches (docs/TRAINING.md "Micro-batches"): the one the main runs now, 0..tr_model.microbatches-1 (0 without
+ * them); the generated code offsets its I/O blocks by it and runs the gradients' all-reduces after the last. */
+int tr_mb(const struct tr_ctx *c);
+/* A GRAD_ACC step: g = part (add 0: the first micro-batch of a step), g += part (add 1: the later ones). */
+void tr_grad_acc(struct tr_ctx *c, float *g, const float *part, long long n, int add);
 /* tr_gemm_ex with bf16 A and B (widened to float32, exactly) and a float32 C: C = beta*C + op(A) op(B). */
 void tr_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
                   const tr_bf16 *B, int ldb, float beta, float *C, int ldc);

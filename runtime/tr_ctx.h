@@ -19,6 +19,7 @@ typedef struct tr_ctx {
     const tr_rank_desc *desc;
     int cur_step; /* the step running now (TR_STEP), -1 before the first */
     int opt_step; /* AdamW step number, from 1 (training) */
+    int mb;       /* the micro-batch running now (tr_mb), 0 without micro-batches */
     double lr;    /* AdamW learning rate of this step (tr_sched_lr; tr_model.lr until the loop sets it) */
     MPI_Comm comm[TR_NGROUPS];
     /* measured, in bytes (4 per float32 element, 2 per bf16), since the last tr_ctx_reset_counts */

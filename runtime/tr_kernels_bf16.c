@@ -34,6 +34,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 #include <omp.h>
@@ -73,6 +74,22 @@ void tr_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
         round_to_bf16(x + lo, hi - lo, y + lo);
     }
     TIMED_END(TR_K_CAST);
+}
+
+void tr_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)
+{
+    TIMED_BEGIN;
+#pragma omp parallel if (TR_PAR(n, 1))
+    {
+        long lo, hi;
+        tr_slice((long)n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        if (add)
+            for (long e = lo; e < hi; e++)
+                g[e] += part[e];
+        else
+            memcpy(g + lo, part + lo, (size_t)(hi - lo) * sizeof *g);
+    }
+    TIMED_END(TR_K_RESID);
 }
 
 /* Floats a stored [rows, width] matrix with leading dimension ld spans. */

@@ -1090,6 +1090,38 @@ static double mean_loss(const tr_rank_desc *d, double local)
     return sum / copies / total_n;
 }
 
+int tr_mb(const tr_ctx *c)
+{
+    return c->mb;
+}
+
+/* Micro-batches per step (docs/TRAINING.md "Micro-batches"): 1 without them. */
+static int microbatches(void)
+{
+    return tr_model.microbatches > 1 ? tr_model.microbatches : 1;
+}
+
+/* The forward of the whole batch: of every micro-batch in turn (each writes its rows of y). */
+static void forward_all(tr_ctx *c, float *A)
+{
+    for (c->mb = 0; c->mb < microbatches(); c->mb++)
+        c->desc->forward(c, A);
+    c->mb = 0;
+}
+
+/* The forward and backward of every micro-batch in turn, the upstream gradient already in grad_x (--dy, or zero for
+ * the LM): the last backward all-reduces the summed weight gradients. */
+static void forward_backward_all(tr_ctx *c, float *A)
+{
+    for (c->mb = 0; c->mb < microbatches(); c->mb++) {
+        c->phase = TR_PHASE_FORWARD;
+        c->desc->forward(c, A);
+        c->phase = TR_PHASE_BACKWARD;
+        c->desc->backward(c, A);
+    }
+    c->mb = 0;
+}
+
 /* The training objective after a forward, outside a step (validation, after the last step): dL/dy into the run
  * arena's gx as a step leaves it, then one read. */
 static double objective(tr_ctx *c, float *A)
@@ -1109,7 +1141,7 @@ static bool validate(tr_ctx *c, tr_lmdata *ld, float *H, float *A, double *loss)
     for (int b = 0; b < ld->val_batches; b++) {
         if (!tr_lmdata_fill(c, &ld->val, H, A))
             return false;
-        c->desc->forward(c, A);
+        forward_all(c, A);
         sum += objective(c, A);
         tr_data_next(&ld->val);
     }
@@ -1448,15 +1480,21 @@ static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps)
 static void issue_grads(tr_ctx *c, float *H, float *A, int k, bool record)
 {
     const tr_rank_desc *d = c->desc;
-    c->phase = TR_PHASE_FORWARD;
-    d->forward(c, A);
-    if (record) {
-        tr_backend_sync(c);
-        tr_step_mark(c, -1); /* the loss and dL/dy: between the slices */
+    /* micro-batches: forward, objective, backward of each in turn. The objective runs on the whole output block
+     * each time: the rows of this micro-batch are its own (the MSE's dL/dy is per element; the LM's dL/dy is zero),
+     * and after the last forward every row is, so the last one's loss is the whole batch's */
+    for (c->mb = 0; c->mb < microbatches(); c->mb++) {
+        c->phase = TR_PHASE_FORWARD;
+        d->forward(c, A);
+        if (record) {
+            tr_backend_sync(c);
+            tr_step_mark(c, -1); /* the loss and dL/dy: between the slices */
+        }
+        tr_backend_objective(c, A);
+        c->phase = TR_PHASE_BACKWARD;
+        d->backward(c, A);
     }
-    tr_backend_objective(c, A);
-    c->phase = TR_PHASE_BACKWARD;
-    d->backward(c, A);
+    c->mb = 0;
     if (record) {
         tr_backend_sync(c);
         tr_step_mark(c, -1); /* the divergence check: between the slices */
@@ -1648,7 +1686,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: out of memory\n", rank);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        d->forward(&ctx, A); /* warm-up */
+        forward_all(&ctx, A); /* warm-up */
         tr_ctx_reset_counts(&ctx);
         ctx.timing = 1;
         for (int r = 0; r < o.repeat; r++) {
@@ -1656,7 +1694,7 @@ int main(int argc, char **argv)
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
-            d->forward(&ctx, A);
+            forward_all(&ctx, A);
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             reps[r] = tr_now() - t0;
@@ -1832,7 +1870,7 @@ int main(int argc, char **argv)
             goto out;
         }
         tr_ctx_reset_counts(&ctx); /* --bytes checks this final forward; --trace and --stats show the last step */
-        d->forward(&ctx, A);
+        forward_all(&ctx, A);
         double loss = objective(&ctx, A);
         free(th);
         if (!isfinite(loss)) {
@@ -1845,24 +1883,23 @@ int main(int argc, char **argv)
     } else {
         tr_trace_begin(&ctx, o.trace || o.stats); /* records the measured run */
         tr_ctx_reset_counts(&ctx);
-        d->forward(&ctx, A);
         if (o.dy) {
-            /* one backward with the given upstream gradient, into grad_x */
+            /* one forward and backward with the given upstream gradient, into grad_x (micro-batches: of each) */
             float *gh = H + d->gx_offset;
             if (!load_bsc(d, o.dy, "dy", gh)) {
                 rc = 1;
                 goto out;
             }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
-            ctx.phase = TR_PHASE_BACKWARD;
-            d->backward(&ctx, A);
+            forward_backward_all(&ctx, A);
         } else if (lm_bwd) {
             /* one backward of the LM loss: dL/dy = 0 (the loss reads ln_f(y), not y) */
             float *gh = H + d->gx_offset;
             memset(gh, 0, (size_t)xn * sizeof *gh);
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
-            ctx.phase = TR_PHASE_BACKWARD;
-            d->backward(&ctx, A);
+            forward_backward_all(&ctx, A);
+        } else {
+            forward_all(&ctx, A);
         }
     }
     tr_backend_sync(&ctx);

@@ -607,6 +607,48 @@ int main(void)
                  "%.400s", E.msg);
     }
 
+    TT_CASE("pipeline.microbatches: default 1, a divisor of the per-rank sequences kept") {
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train' }"), "%.400s", E.msg);
+        TT_CHECK(S.microbatches == 1, "default %d", S.microbatches);
+        /* [2,2,2]: batch 16 gives 4 sequences per rank; m = 4 divides them */
+        TT_CHECK(load("return { mesh = { q = 2, d = 2 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, "
+                      "seq = 2, batch = 16 }, mode = 'train', pipeline = { microbatches = 4 } }"),
+                 "%.400s", E.msg);
+        TT_CHECK(S.microbatches == 4, "got %d", S.microbatches);
+        TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', pipeline = {} }"), "%.400s", E.msg);
+        TT_CHECK(S.microbatches == 1, "empty table: %d", S.microbatches);
+    }
+
+    TT_CASE("pipeline.microbatches: each bad value refused with its rule and fix") {
+        static const struct {
+            const char *spec, *want;
+        } bad[] = {
+            {"return { mesh = { q = 2, d = 2 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, "
+             "batch = 8 }, mode = 'train', pipeline = { microbatches = 4 } }",
+             "specs/x.lua: pipeline.microbatches = 4 does not divide the 2 sequences of each rank (model.batch / "
+             "(q*d) = 8 / 4): every micro-batch holds the same whole sequences; use microbatches in {1,2}"},
+            {"return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', pipeline = { microbatches = 0 } }",
+             "specs/x.lua: pipeline.microbatches = 0 is not a positive integer"},
+            {"return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', pipeline = { microbatches = 1.5 } }",
+             "specs/x.lua: pipeline.microbatches must be a positive integer, got 1.5"},
+            {"return { mesh = { q = 1 }, " OK_MODEL ", pipeline = { microbatches = 1 } }",
+             "specs/x.lua: pipeline is given without mode = \"train\""},
+            {"return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', pipeline = 2 }",
+             "specs/x.lua: pipeline must be a table such as { microbatches = 4 }, got 2"},
+            {"return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', pipeline = { microbatch = 2 } }",
+             "specs/x.lua: pipeline.microbatch is not a known key; did you mean pipeline.microbatches?"},
+            {"return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', pipeline = { stages = 2 } }",
+             "specs/x.lua: pipeline.stages is not a known key; the keys of pipeline are microbatches"},
+            {"return { scheme = 'megatron', mesh = { p = 1 }, model = { layers = 1, hidden = 8, heads = 1, ffn = 8, "
+             "seq = 1, batch = 2 }, mode = 'train', pipeline = { microbatches = 2 } }",
+             "specs/x.lua: pipeline.microbatches = 2 is not supported with scheme = \"megatron\""},
+        };
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            TT_CHECK(!load(bad[k].spec), "accepted: %s", bad[k].spec);
+            TT_CHECK(strncmp(E.msg, bad[k].want, strlen(bad[k].want)) == 0, "case %zu: %.400s", k, E.msg);
+        }
+    }
+
     TT_CASE("optimizer schedule and clip: defaults 0 (off), values kept") {
         TT_CHECK(load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train' }"), "%s", E.msg);
         TT_CHECK(S.opt.warmup == 0 && S.opt.decay_steps == 0 && S.opt.lr_min == 0 && S.opt.clip == 0,

@@ -208,3 +208,89 @@ if train_setup >"$WORK/log" 2>&1; then
 else
     notok "train: float64 reference gradients and losses" "$WORK/log"
 fi
+
+# ---- micro-batches (spec pipeline.microbatches; docs/TRAINING.md "Micro-batches") ----------------------------------
+# batch 16, so that m = 2 and m = 4 divide the sequences of a rank on [1,1,1], [2,2,1] and [2,2,2]
+MB_DIMS="--layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 16"
+mb_setup() {
+    mkdir -p "$WORK/mb" &&
+        "$PY" $REF weights $MB_DIMS --seed 11 --out "$WORK/mb/w.safetensors" &&
+        "$PY" $REF input $MB_DIMS --seed 11 --out "$WORK/mb/x.npy" &&
+        "$PY" $REF dy $MB_DIMS --seed 3 --out "$WORK/mb/dy.npy" &&
+        "$PY" $REF backward $MB_DIMS --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" \
+            --dy "$WORK/mb/dy.npy" --dx-out "$WORK/mb/dx_ref.npy" --grads-out "$WORK/mb/g_ref.safetensors" &&
+        "$PY" $REF input $MB_DIMS --seed 4 --out "$WORK/mb/target.npy"
+}
+mb_build() { # q d m
+    local dir="$WORK/mb/p_$1_$2_$3"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "mb_q$1_d$2_m$3", mode = "train",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16, eps = 1e-5 },
+  pipeline = { microbatches = $3 },
+}
+SPEC
+    TESS_BACKENDS=cpu bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+mb_grads() { # q d m: one forward and backward of every micro-batch against the float64 full batch
+    local dir="$WORK/mb/p_$1_$2_$3"
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((16, 8, 48), np.nan, np.float32))" "$dir/dx.npy" &&
+        rm -f "$dir/g.safetensors" &&
+        "$dir/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --dy "$WORK/mb/dy.npy" \
+            --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes --quiet &&
+        "$PY" $REF compare --ref "$WORK/mb/dx_ref.npy" --got "$dir/dx.npy" --tol 1e-4 --expect-f32 \
+            --label "dx [$1,$1,$2] m=$3" &&
+        "$PY" $REF compare-grads --ref "$WORK/mb/g_ref.safetensors" --got "$dir/g.safetensors" --tol 1e-4 \
+            --label "[$1,$1,$2] m=$3"
+}
+mb_steps() { # q d m: 4 AdamW steps: losses within 1e-5 of the m = 1 program's, replicas bitwise identical
+    local dir="$WORK/mb/p_$1_$2_$3" one="$WORK/mb/p_$1_$2_1"
+    "$one/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy" \
+        --steps 4 | grep -E '^(step|after) ' >"$dir.loss1" &&
+        "$dir/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy" \
+            --steps 4 --replica-check --bytes >"$dir.out" &&
+        cat "$dir.out" && grep -q "bitwise identical" "$dir.out" &&
+        grep -E '^(step|after) ' "$dir.out" >"$dir.lossm" &&
+        "$PY" - "$dir.loss1" "$dir.lossm" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 5 and len(b) == 5
+for k, (x, y) in enumerate(zip(a, b)):
+    rel = abs(x - y) / abs(x)
+    print("loss %d: m=1 %.9g, micro-batches %.9g (rel %.2e)" % (k + 1, x, y, rel))
+    ok = ok and rel <= 1e-5
+sys.exit(0 if ok else 1)
+PYEOF
+}
+mb_dep_bytes() { # q d m: the planned backward all-reduces (dep: dW; coldep: biases, layernorms) equal the m = 1
+    # program's: once per step, not once per micro-batch (--bytes checks the run against this plan)
+    local a b
+    a=$(grep -h '\.plan_bwd_allreduce' "$WORK/mb/p_$1_$2_1"/rank_i*_j*.c)
+    b=$(grep -h '\.plan_bwd_allreduce' "$WORK/mb/p_$1_$2_$3"/rank_i*_j*.c)
+    echo "m=1: $a"
+    echo "m=$3: $b"
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$(grep -c 'if (tr_mb(c) == '"$(($3 - 1))"')' "$WORK/mb/p_$1_$2_$3/rank_i0_j0.c")" = 1 ]
+}
+
+if mb_setup >"$WORK/log" 2>&1; then
+    for t in 1,1,1 1,1,2 1,1,4 2,1,1 2,1,2 2,2,1 2,2,2; do
+        IFS=, read -r q d m <<<"$t"
+        mb_build "$q" "$d" "$m" >"$WORK/log" 2>&1 || notok "train: micro-batches [$q,$q,$d] m=$m generate and build" "$WORK/log"
+    done
+    for t in 1,1,2 1,1,4 2,1,2 2,2,2; do
+        IFS=, read -r q d m <<<"$t"
+        [ -x "$WORK/mb/p_${q}_${d}_$m/bin/model" ] || continue
+        check "train: $m micro-batches on [$q,$q,$d], dL/dx and 24 weight gradients match the float64 full batch" \
+            mb_grads "$q" "$d" "$m"
+        check "train: $m micro-batches on [$q,$q,$d], 4 AdamW steps lose as the whole batch, replicas bitwise" \
+            mb_steps "$q" "$d" "$m"
+        [ $((q * q * d)) -gt 1 ] && # one rank: no all-reduce
+            check "train: $m micro-batches on [$q,$q,$d] all-reduce the gradients once per step, as the whole batch" \
+                mb_dep_bytes "$q" "$d" "$m"
+    done
+else
+    notok "train: micro-batches float64 reference" "$WORK/log"
+fi

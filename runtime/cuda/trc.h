@@ -66,6 +66,8 @@ void trc_bcast_bf16(struct tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int co
 /* On TRC_COMPUTE (bf16): y[n] = x[n] rounded to nearest even (__float2bfloat16_rn: the bits of tr_bf16.h's
  * tr_f32_to_bf16 for every finite value and infinity; a NaN stays a NaN). */
 void trc_cast_bf16(struct tr_ctx *c, const float *x, long long n, tr_bf16 *y);
+/* A GRAD_ACC step (micro-batches): g = part (add 0, the first micro-batch of a step), g += part (add 1). */
+void trc_grad_acc(struct tr_ctx *c, float *g, const float *part, long long n, int add);
 /* On TRC_COMM: sum count floats at buf in place over group g. */
 void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMM (a language model's loss): the element-wise maximum of count floats at buf in place over group g

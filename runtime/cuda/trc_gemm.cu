@@ -166,6 +166,14 @@ __global__ void __launch_bounds__(kCastThreads)
         y[i] = __float2bfloat16_rn(x[i]);
 }
 
+/* g = part, or g += part: a weight gradient summed over the micro-batches of a step */
+__global__ void k_grad_acc(float *__restrict__ g, const float *__restrict__ part, long long n, int add)
+{
+    for (long long i = (long long)blockIdx.x * kCastThreads + threadIdx.x; i < n;
+         i += (long long)gridDim.x * kCastThreads)
+        g[i] = add ? g[i] + part[i] : part[i];
+}
+
 unsigned cast_blocks(long long n)
 {
     const long long b = (n + kCastThreads - 1) / kCastThreads;
@@ -173,6 +181,15 @@ unsigned cast_blocks(long long n)
 }
 
 } // namespace
+
+void trc_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)
+{
+    (void)c;
+    if (n <= 0)
+        return;
+    k_grad_acc<<<cast_blocks(n), kCastThreads, 0, trc_g.stream[TRC_COMPUTE]>>>(g, part, n, add);
+    trc_launch_check("trc_grad_acc", __FILE__, __LINE__);
+}
 
 void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
 {

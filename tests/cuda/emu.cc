@@ -668,6 +668,16 @@ void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
     });
 }
 
+/* runtime/cuda/trc_gemm.cu's k_grad_acc: g = part, or g += part (micro-batches) */
+void trc_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] {
+        for (long long i = 0; i < n; i++)
+            g[i] = add ? g[i] + part[i] : part[i];
+    });
+}
+
 /* tr_adamw's arithmetic (runtime/trc_adamw.cu computes the same, operation by operation), at the step's lr (c->lr),
  * on every tensor of the table, each followed by its bf16 copy (tr_f32_to_bf16, trc_cast_bf16's rounding); the lr
  * and bias corrections from the step scalars (tr_backend_step_scalars), read as the kernel runs */

@@ -1,0 +1,7 @@
+-- expect: pipeline.microbatch is not a known key; did you mean pipeline.microbatches?
+return {
+  mode = "train",
+  mesh = { q = 2, d = 1 },
+  model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 4 },
+  pipeline = { microbatch = 2 },
+}
