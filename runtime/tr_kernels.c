@@ -81,15 +81,18 @@ void tr_ln_apply(tr_ctx *c, const float *x, const float *rs, const float *vs, co
     TIMED_END(TR_K_LN);
 }
 
+TR_VEC_CLONES static void bias_gelu_row(float *hr, const float *bias, int cols)
+{
+    for (int j = 0; j < cols; j++)
+        hr[j] = tr_vgelu(hr[j] + bias[j]);
+}
+
 void tr_bias_gelu(tr_ctx *c, float *h, const float *bias, int rows, int cols)
 {
     TIMED_BEGIN;
 #pragma omp parallel for schedule(static) if (TR_PAR(rows, cols))
-    for (int r = 0; r < rows; r++) {
-        float *hr = h + (long)r * cols;
-        for (int j = 0; j < cols; j++)
-            hr[j] = tr_gelu(hr[j] + bias[j]);
-    }
+    for (int r = 0; r < rows; r++)
+        bias_gelu_row(h + (long)r * cols, bias, cols);
     TIMED_END(TR_K_GELU);
 }
 

@@ -51,11 +51,11 @@ void tr_resid_rowsum_to(tr_ctx *c, const float *x, const float *p, const float *
     TIMED_END(TR_K_RESID);
 }
 
-void tr_bias_gelu_save_row(float *ur, const float *bias, float *gr, int cols)
+TR_VEC_CLONES void tr_bias_gelu_save_row(float *ur, const float *bias, float *gr, int cols)
 {
     for (int j = 0; j < cols; j++) {
         ur[j] += bias[j];
-        gr[j] = tr_gelu(ur[j]);
+        gr[j] = tr_vgelu(ur[j]);
     }
 }
 
@@ -94,13 +94,22 @@ void tr_colsum(tr_ctx *c, const float *dy, int rows, int cols, float *db)
     TIMED_END(TR_K_RESID);
 }
 
+TR_VEC_CLONES static void gelu_bwd_slice(float *dg, const float *u, long lo, long hi)
+{
+    for (long e = lo; e < hi; e++)
+        dg[e] *= tr_vgelu_grad(u[e]);
+}
+
 void tr_gelu_bwd(tr_ctx *c, float *dg, const float *u, int rows, int cols)
 {
     TIMED_BEGIN;
     long n = (long)rows * cols;
-#pragma omp parallel for schedule(static) if (TR_PAR(n, 1))
-    for (long e = 0; e < n; e++)
-        dg[e] *= tr_gelu_grad(u[e]);
+#pragma omp parallel if (TR_PAR(n, 1))
+    {
+        long lo, hi;
+        tr_slice(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        gelu_bwd_slice(dg, u, lo, hi);
+    }
     TIMED_END(TR_K_GELU);
 }
 

@@ -82,4 +82,22 @@ static inline float tr_vexpf(float x)
     return p * s;
 }
 
+/* GeLU and its derivative in tr_math.h's form (x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3)) with
+ * tr_vexpf for expf, so the CPU kernels' loops over them vectorise (libm's expf is a call: one element at a time).
+ * Within a few ulp of tr_gelu and tr_gelu_grad (tests/test_cpuk.c sweeps them); the CUDA kernels keep tr_math.h's. */
+static inline float tr_vgelu(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    float z = k * (x + 0.044715f * x * x * x);
+    return x / (1.0f + tr_vexpf(-2.0f * z));
+}
+
+static inline float tr_vgelu_grad(float x)
+{
+    const float k = 0.7978845608028654f;
+    float z = k * (x + 0.044715f * x * x * x);
+    float s = 1.0f / (1.0f + tr_vexpf(-2.0f * z));
+    return s + x * s * (1.0f - s) * 2.0f * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 #endif

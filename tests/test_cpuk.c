@@ -26,6 +26,7 @@
 
 #include "tr_bf16.h"
 #include "tr_ctx.h"
+#include "tr_math.h"
 #include "tr_vec.h"
 #include "tt.h"
 
@@ -142,6 +143,46 @@ static void test_vexpf(void)
                  "exp(-1000) = %g, exp(-87.3) = %g", (double)tr_vexpf(-1000.0f), (double)lo);
         TT_CHECK(tr_vexpf(1000.0f) == hi && isfinite(hi) && hi > 1.6e38f, "exp(1000) = %g", (double)tr_vexpf(1000.0f));
         TT_CHECK(isnan(tr_vexpf(NAN)), "exp(NaN) = %g", (double)tr_vexpf(NAN));
+    }
+}
+
+/* GeLU (tanh form) and its derivative in double */
+static double gelu_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_grad_ref(double x)
+{
+    double k = 0.7978845608028654, t = tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static void test_vgelu(void)
+{
+    TT_CASE("tr_vgelu and tr_vgelu_grad (the CPU kernels' GeLU) are as close to double GeLU as tr_math.h's libm form")
+    {
+        double wv = 0, wm = 0, gv = 0, gm = 0, at = 0;
+        const long steps = 2000000;
+        for (long i = 0; i <= steps; i++) {
+            float x = (float)(-20.0 + 40.0 * (double)i / (double)steps);
+            double s = fabs((double)x) > 1 ? fabs((double)x) : 1; /* absolute error near 0, relative beyond */
+            double ev = fabs(tr_vgelu(x) - gelu_ref(x)) / s, em = fabs(tr_gelu(x) - gelu_ref(x)) / s;
+            double dv = fabs(tr_vgelu_grad(x) - gelu_grad_ref(x)) / s, dm = fabs(tr_gelu_grad(x) - gelu_grad_ref(x)) / s;
+            if (ev > wv)
+                wv = ev, at = x;
+            wm = em > wm ? em : wm;
+            gv = dv > gv ? dv : gv;
+            gm = dm > gm ? dm : gm;
+        }
+        printf("# GeLU over [-20, 20], largest error: tr_vgelu %.3g (at %.6g), tr_gelu %.3g; gradient: tr_vgelu_grad "
+               "%.3g, tr_gelu_grad %.3g\n", wv, at, wm, gv, gm);
+        TT_CHECK(wv < 2e-7 && wv <= 2 * wm, "tr_vgelu error %.3g (libm form %.3g)", wv, wm);
+        TT_CHECK(gv < 1e-6 && gv <= 2 * gm, "tr_vgelu_grad error %.3g (libm form %.3g)", gv, gm);
+        TT_CHECK(tr_vgelu(0.0f) == 0.0f && tr_vgelu(-1000.0f) <= 0.0f && tr_vgelu(-1000.0f) > -1e-30f &&
+                     tr_vgelu(1000.0f) == 1000.0f,
+                 "GeLU(0) = %g, GeLU(-1000) = %g, GeLU(1000) = %g", (double)tr_vgelu(0.0f), (double)tr_vgelu(-1000.0f),
+                 (double)tr_vgelu(1000.0f));
     }
 }
 
@@ -383,6 +424,7 @@ int main(void)
 {
     test_adamw();
     test_vexpf();
+    test_vgelu();
     test_loss();
     test_fused();
     TT_EXIT();
