@@ -11,7 +11,9 @@
 
 #include "tr_backend.h"
 #include "tr_clip.h"
+#include "tr_kernels.h"
 #include "tr_tokens.h"
+#include "tr_vec.h"
 
 static struct {
     const float *target; /* the MSE target block, the main's */
@@ -103,18 +105,43 @@ void tr_backend_objective(tr_ctx *c, float *A)
     cpu_step.sums.loss = local;
 }
 
+/* This rank's part of the squared norm: the squares (in double) of the pieces of its canonical shards of the
+ * gradients in G (the arena holding them), in parameter, piece, row, column order of blocks (tr_sumsq). */
+static double clip_local(const tr_rank_desc *d, const float *G)
+{
+    double mine = 0.0;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        if (!tr_clip_canonical(d, pr))
+            continue;
+        /* the pieces of the full tensor this shard holds (every element of the shard, [rows, cols]); a piece of
+         * whole rows is one contiguous run */
+        for (int c = 0; c < pr->npieces; c++) {
+            const tr_piece *pc = &pr->piece[c];
+            if (pc->nc == pr->cols && pc->dst_col == 0) {
+                mine += tr_sumsq(G + pr->grad_offset, (long long)pc->nr * pr->cols);
+                continue;
+            }
+            for (int a = 0; a < pc->nr; a++) /* [nc] of row a */
+                mine += tr_sumsq(G + pr->grad_offset + (long long)a * pr->cols + pc->dst_col, pc->nc);
+        }
+    }
+    return mine;
+}
+
 void tr_backend_grad_sums(tr_ctx *c, float *A)
 {
     const tr_rank_desc *d = c->desc;
-    cpu_step.sums.canon = tr_clip_local(d, A);
+    cpu_step.sums.canon = clip_local(d, A);
     double rest = 0; /* NaN when any local gradient element is not finite: what the divergence check needs */
     for (int i = 0; i < d->nparams && rest == 0; i++) {
         const float *g = A + d->params[i].grad_offset;
-        for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
-            if (!isfinite(g[e])) {
-                rest = NAN;
-                break;
-            }
+        long long n = (long long)d->params[i].rows * d->params[i].cols, bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (TR_PAR(n, 1))
+        for (long long e = 0; e < n; e++)
+            bad += !isfinite(g[e]);
+        if (bad)
+            rest = NAN;
     }
     cpu_step.sums.rest = rest;
 }
@@ -133,7 +160,9 @@ void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
         return; /* g * 1 is g */
     for (int i = 0; i < d->nparams; i++) {
         float *g = A + d->params[i].grad_offset; /* [rows, cols] */
-        for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
+        long long n = (long long)d->params[i].rows * d->params[i].cols;
+#pragma omp parallel for schedule(static) if (TR_PAR(n, 1))
+        for (long long e = 0; e < n; e++)
             g[e] *= s;
     }
 }

@@ -14,26 +14,6 @@ int tr_clip_canonical(const tr_rank_desc *d, const tr_param *pr)
     return pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0;
 }
 
-double tr_clip_local(const tr_rank_desc *d, const float *G)
-{
-    double mine = 0.0;
-    for (int i = 0; i < d->nparams; i++) {
-        const tr_param *pr = &d->params[i];
-        if (!tr_clip_canonical(d, pr))
-            continue;
-        /* the pieces of the full tensor this shard holds (every element of the shard, [rows, cols]) */
-        for (int c = 0; c < pr->npieces; c++) {
-            const tr_piece *pc = &pr->piece[c];
-            for (int a = 0; a < pc->nr; a++) {
-                const float *g = G + pr->grad_offset + (long long)a * pr->cols + pc->dst_col; /* [nc] */
-                for (int b = 0; b < pc->nc; b++)
-                    mine += (double)g[b] * (double)g[b];
-            }
-        }
-    }
-    return mine;
-}
-
 double tr_clip_norm(const tr_rank_desc *d, double canon, double rest, int *finite)
 {
     double mine[2] = {canon, rest}, *all = NULL, out[2] = {0.0, 1.0}; /* out: norm, all finite */

@@ -16,10 +16,6 @@
 
 #include "tr_ctx.h"
 
-/* This rank's part of the squared norm: the squares (in double) of the pieces of its canonical shards of the
- * gradients in G (the arena holding them), in parameter, piece, row, column order. */
-double tr_clip_local(const tr_rank_desc *d, const float *G);
-
 /* Does this rank hold pr's canonical copy (the one counted once, the one tr_gather writes)? */
 int tr_clip_canonical(const tr_rank_desc *d, const tr_param *pr);
 

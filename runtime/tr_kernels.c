@@ -21,6 +21,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 
 #include "tr_bf16.h"
 #include "tr_ctx.h"
@@ -184,4 +185,38 @@ void tr_attention(tr_ctx *c, float *qkv, const float *bias, float *out, float *s
         }
     }
     TIMED_END(TR_K_ATTENTION);
+}
+
+#define TR_SUMSQ_BLOCK 65536 /* elements of one partial sum of squares */
+
+/* The sum of squares of g[0, n) in double, as blocks of TR_SUMSQ_BLOCK elements (each summed in order) added in block
+ * order: the association is fixed by n, so the bits are the same whatever the number of threads that sum the
+ * blocks (tr_vec.h). The gradient norm's sums (the CPU backend's tr_backend_grad_sums). */
+double tr_sumsq(const float *g, long long n)
+{
+    long long nb = (n + TR_SUMSQ_BLOCK - 1) / TR_SUMSQ_BLOCK;
+    double small[64], *part = nb <= 64 ? small : malloc((size_t)nb * sizeof *part);
+    double s = 0.0;
+    if (!part) { /* no memory for the partial sums: the same blocks one after another */
+        for (long long b = 0; b < nb; b++) {
+            double p = 0.0;
+            for (long long e = b * TR_SUMSQ_BLOCK; e < n && e < (b + 1) * TR_SUMSQ_BLOCK; e++)
+                p += (double)g[e] * (double)g[e];
+            s += p;
+        }
+        return s;
+    }
+#pragma omp parallel for schedule(static) if (TR_PAR(n, 1))
+    for (long long b = 0; b < nb; b++) {
+        double p = 0.0;
+        long long hi = (b + 1) * TR_SUMSQ_BLOCK < n ? (b + 1) * TR_SUMSQ_BLOCK : n;
+        for (long long e = b * TR_SUMSQ_BLOCK; e < hi; e++)
+            p += (double)g[e] * (double)g[e];
+        part[b] = p;
+    }
+    for (long long b = 0; b < nb; b++)
+        s += part[b];
+    if (part != small)
+        free(part);
+    return s;
 }

@@ -26,6 +26,7 @@
 
 #include "tr_bf16.h"
 #include "tr_ctx.h"
+#include "tr_kernels.h"
 #include "tr_math.h"
 #include "tr_vec.h"
 #include "tt.h"
@@ -143,6 +144,32 @@ static void test_vexpf(void)
                  "exp(-1000) = %g, exp(-87.3) = %g", (double)tr_vexpf(-1000.0f), (double)lo);
         TT_CHECK(tr_vexpf(1000.0f) == hi && isfinite(hi) && hi > 1.6e38f, "exp(1000) = %g", (double)tr_vexpf(1000.0f));
         TT_CHECK(isnan(tr_vexpf(NAN)), "exp(NaN) = %g", (double)tr_vexpf(NAN));
+    }
+}
+
+static void test_sumsq(void)
+{
+    TT_CASE("tr_sumsq (the gradient norm's sums) gives the same bits on 1, 2, 3 and 5 threads, near double")
+    {
+        const long long n = 1000003; /* 16 blocks and a tail */
+        float *g = malloc((size_t)n * sizeof *g);
+        long double ref = 0;
+        for (long long e = 0; e < n; e++) {
+            g[e] = tt_rndf(-3, 3);
+            ref += (long double)g[e] * g[e];
+        }
+        double first = 0;
+        for (int t = 0; t < 4; t++) {
+            omp_set_num_threads(g_threads[t]);
+            double s = tr_sumsq(g, n);
+            if (t == 0)
+                first = s;
+            TT_CHECK(s == first, "%d threads: %.17g, 1 thread: %.17g", g_threads[t], s, first);
+        }
+        omp_set_num_threads(1);
+        TT_CHECK(fabsl(first - ref) / ref < 1e-11, "sum %.17g, long double %.17Lg", first, ref);
+        TT_CHECK(tr_sumsq(g, 0) == 0.0 && tr_sumsq(g, 1) == (double)g[0] * g[0], "empty or one element");
+        free(g);
     }
 }
 
@@ -425,6 +452,7 @@ int main(void)
     test_adamw();
     test_vexpf();
     test_vgelu();
+    test_sumsq();
     test_loss();
     test_fused();
     TT_EXIT();

@@ -12,7 +12,7 @@
  * The gradients are walked as one flattened array: the rank's gradient shards one after another in parameter
  * order, each row-major ([rows, cols] at grad_offset). An element counts in the norm ("canon") when its shard
  * is this rank's canonical copy (tr_clip_canonical) and it lies in one of the shard's pieces (local rows
- * [0, nr), columns [c0, c0 + nc)): exactly the elements tr_clip_local adds. Every other element (replicas,
+ * [0, nr), columns [c0, c0 + nc)): exactly the elements the CPU backend's clip_local (tr_backend_cpu.c) adds. Every other element (replicas,
  * padding) goes into "rest", whose only use is to be finite or not.
  */
 #ifndef TRC_STEP_H
