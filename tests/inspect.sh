@@ -84,8 +84,11 @@ SPEC
         ASAN_OPTIONS=detect_leaks=1 $ITG "$WORK/inspect_mb$m.lua" --summary >"$WORK/inspect_mb$m.txt" || return 1
         head -1 "$WORK/inspect_mb$m.txt"
     done
-    head -1 "$WORK/inspect_mb2.txt" | grep -q ", micro-batches: 2 of 4 sequences per rank" &&
-        ! head -1 "$WORK/inspect_mb1.txt" | grep -q "micro-batches" || { echo "header: want micro-batches with m = 2 only"; return 1; }
+    if ! head -1 "$WORK/inspect_mb2.txt" | grep -q ", micro-batches: 2 of 4 sequences per rank" ||
+        head -1 "$WORK/inspect_mb1.txt" | grep -q "micro-batches"; then
+        echo "header: want micro-batches with m = 2 only"
+        return 1
+    fi
     "$PY" - "$WORK/inspect_mb1.txt" "$WORK/inspect_mb2.txt" <<'PYEOF'
 import re, sys
 def arenas(f):  # the arena column of the memory table: rows after its header line, up to the blank line
