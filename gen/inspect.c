@@ -251,13 +251,16 @@ void tg_print_ranks(tg_sb *o, const int *r, int n)
 void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
 {
     const tg_spec *s = &pl->spec;
-    char mt[48];
+    char mt[48], mb[120] = "";
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
+    if (pl->mb > 1) /* the arena and the per-step figures below are those of this split (docs/TRAINING.md) */
+        snprintf(mb, sizeof mb, ", micro-batches: %d of %d sequence%s per rank", pl->mb, pl->nseq / pl->mb,
+                 pl->nseq / pl->mb == 1 ? "" : "s");
     tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
-                    "S=%d, B=%d)%s%s\n",
+                    "S=%d, B=%d)%s%s%s\n",
                  TG_VERSION, what, s->name, s->path, mt, pl->mesh.p, s->layers,
                  s->layers == 1 ? "" : "s", s->hidden, s->heads, s->ffn, s->seq, s->batch,
-                 s->mode == TG_TRAIN ? ", training" : "", s->dtype == TG_BF16 ? ", bf16 (docs/BF16.md)" : "");
+                 s->mode == TG_TRAIN ? ", training" : "", mb, s->dtype == TG_BF16 ? ", bf16 (docs/BF16.md)" : "");
 }
 
 void tg_step_label(tg_sb *o, const tg_step *s)

@@ -41,8 +41,18 @@ typedef struct tr_step_sums {
  * language model; batch_elems: the most floats tr_backend_upload_batch moves between two reads. */
 bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, long long batch_elems, tr_err *err);
 /* After a forward: the objective's local sum, and dL/dy into A + gx_offset (2 (y - target) / N for the MSE,
- * 0 for a language model, whose gradient comes from its loss steps). */
+ * 0 for a language model, whose gradient comes from its loss steps). With micro-batches (docs/TRAINING.md
+ * "Micro-batches") only over the rows of micro-batch tr_mb(c) (tr_objective_rows), each its 1/m of the work: the
+ * first one's sum is the step's, the later ones add theirs to it, so the read after the last is the whole batch's. */
 void tr_backend_objective(tr_ctx *c, float *A);
+/* The rows of the rank's output block [io_rows, io_cols] the objective of micro-batch tr_mb(c) covers: nr rows from
+ * r0 (the whole block without micro-batches). The block holds the micro-batches one after the other. */
+static inline void tr_objective_rows(const tr_ctx *c, long long *r0, long long *nr)
+{
+    int m = tr_model.microbatches > 1 ? tr_model.microbatches : 1;
+    *nr = c->desc->io_rows / m;
+    *r0 = (long long)c->mb * *nr;
+}
 /* After a backward: the sums of squares of the local gradients (tr_step_sums.canon and .rest). */
 void tr_backend_grad_sums(tr_ctx *c, float *A);
 /* Wait for the work issued and return what the two above computed (0 for what was not issued since the last read). */

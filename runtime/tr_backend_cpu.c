@@ -84,17 +84,19 @@ bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, long long b
 void tr_backend_objective(tr_ctx *c, float *A)
 {
     const tr_rank_desc *d = c->desc;
-    long long n = (long long)d->io_rows * d->io_cols;
-    float *dy = A + d->gx_offset;
+    long long r0, nr; /* micro-batches: this one's rows only (tr_backend.h) */
+    tr_objective_rows(c, &r0, &nr);
+    long long e0 = r0 * d->io_cols, n = nr * d->io_cols;
+    float *dy = A + d->gx_offset + e0;
     double local = 0;
     if (tr_lm_vocab()) {
         if (tr_lm_counts_loss(d))
-            for (int r = 0; r < d->io_rows; r++)
+            for (long long r = r0; r < r0 + nr; r++)
                 local += A[tr_lm()->loss_offset + r];
         memset(dy, 0, (size_t)n * sizeof *dy);
     } else {
-        /* sum (y - target)^2 and dL/dy = 2 (y - target) / N over the whole output of N elements */
-        const float *y = A + d->y_offset, *t = cpu_step.target;
+        /* sum (y - target)^2 and dL/dy = 2 (y - target) / N over the output's N elements (of these rows) */
+        const float *y = A + d->y_offset + e0, *t = cpu_step.target + e0;
         double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
         for (long long e = 0; e < n; e++) {
             double diff = (double)y[e] - t[e];
@@ -102,7 +104,7 @@ void tr_backend_objective(tr_ctx *c, float *A)
             dy[e] = (float)(2.0 * diff / total_n);
         }
     }
-    cpu_step.sums.loss = local;
+    cpu_step.sums.loss = c->mb > 0 ? cpu_step.sums.loss + local : local;
 }
 
 /* This rank's part of the squared norm: the squares (in double) of the pieces of its canonical shards of the

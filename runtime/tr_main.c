@@ -1123,11 +1123,13 @@ static void forward_backward_all(tr_ctx *c, float *A)
 }
 
 /* The training objective after a forward, outside a step (validation, after the last step): dL/dy into the run
- * arena's gx as a step leaves it, then one read. */
+ * arena's gx as a step leaves it, then one read. Micro-batches: the objective of each over its rows, summed. */
 static double objective(tr_ctx *c, float *A)
 {
     tr_step_sums s;
-    tr_backend_objective(c, A);
+    for (c->mb = 0; c->mb < microbatches(); c->mb++)
+        tr_backend_objective(c, A);
+    c->mb = 0;
     tr_backend_step_read(c, &s);
     return mean_loss(c->desc, s.loss);
 }
@@ -1480,9 +1482,8 @@ static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps)
 static void issue_grads(tr_ctx *c, float *H, float *A, int k, bool record)
 {
     const tr_rank_desc *d = c->desc;
-    /* micro-batches: forward, objective, backward of each in turn. The objective runs on the whole output block
-     * each time: the rows of this micro-batch are its own (the MSE's dL/dy is per element; the LM's dL/dy is zero),
-     * and after the last forward every row is, so the last one's loss is the whole batch's */
+    /* micro-batches: forward, objective, backward of each in turn. The objective of each covers its own rows of the
+     * output block and adds its loss to the step's (tr_backend_objective), so the read sees the whole batch's */
     for (c->mb = 0; c->mb < microbatches(); c->mb++) {
         c->phase = TR_PHASE_FORWARD;
         d->forward(c, A);

@@ -15,7 +15,9 @@
 #              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
 #              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
 #              identical) under the comm-first order; 6 steps of a warmup schedule with clipping replayed from
-#              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured
+#              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured; the
+#              spec with 2 micro-batches on [2,2,1]: --dy in random order against the float64 full batch, bytes
+#              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
 #   lm         a spec with model.vocab (embedding, tied LM head, vocab-parallel loss; training) on the same meshes:
 #              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
 #              every gradient (three stream orders, bytes as planned), 3 AdamW steps (losses, replicas bitwise)
@@ -272,8 +274,8 @@ cu_train_setup() {
             --dy "$WORK/cu_dy.npy" --dx-out "$WORK/cu_dx_ref.npy" --grads-out "$WORK/cu_g_ref.safetensors" &&
         "$PY" $CU_REF input $CU_DIMS --seed 23 --out "$WORK/cu_target.npy"
 }
-cu_train_grads() { # q d order: one forward + backward
-    local dir="$WORK/cut_$1_$2" np=${CU_NP:-$(($1 * $1 * $2))} # CU_NP: the megatron block's rank count
+cu_train_grads() { # q d order [prefix of the output's directory: cut]: one forward + backward
+    local dir="$WORK/${4:-cut}_$1_$2" np=${CU_NP:-$(($1 * $1 * $2))} # CU_NP: the megatron block's rank count
     "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/dx.npy" &&
         rm -f "$dir/g.safetensors" &&
         TESS_EMU_ORDER=$3 TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" --weights "$WORK/cu_w.safetensors" \
@@ -391,6 +393,50 @@ if wanted "cuda: training|cuda: compile"; then
         done
     else
         notok "cuda: training: reference gradients for the CUDA tests" "$WORK/log"
+    fi
+fi
+
+# ---- micro-batches (pipeline.microbatches, docs/TRAINING.md "Micro-batches") under the emulation -----------------
+# The training spec above with 2 micro-batches on [2,2,1] (2 sequences per rank, 1 per micro-batch): the gradients
+# of the whole batch summed by trc_grad_acc, the all-reduces once after the last micro-batch (bwd_grads), the I/O
+# blocks viewed per micro-batch; the CPU program of the same output is the reference of the training steps.
+cu_mb_generate() { # q d m -> $WORK/cutmb_q_d: both backends; the CPU program built
+    local dir="$WORK/cutmb_$1_$2"
+    cu_spec "cutmb_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train",
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, warmup = 3, clip = 0.05 },
+  pipeline = { microbatches = '"$3"' },' >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null
+}
+cu_mb_train() { # q d: 5 AdamW steps, random order: losses within 1e-6 of the CPU program's, replicas bitwise identical
+    local dir="$WORK/cutmb_$1_$2" np=$(($1 * $1 * $2))
+    local args="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy --target $WORK/cu_target.npy --steps 5"
+    # shellcheck disable=SC2086
+    "$dir/run" $args | grep -E '^(step|after) ' >"$dir/steps_cpu.txt" &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun "$np" "$dir/bin/model-emu" $args --replica-check \
+            >"$dir/emu_train.out" &&
+        cat "$dir/emu_train.out" && grep -q "bitwise identical" "$dir/emu_train.out" &&
+        "$PY" - "$dir/steps_cpu.txt" "$dir/emu_train.out" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
+            if l.startswith("step ") or l.startswith("after ")]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 6 and len(b) == 6
+for k in range(min(len(a), len(b))):
+    rel = abs(a[k] - b[k]) / abs(a[k])
+    print("loss %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
+    ok = ok and rel <= 1e-6
+sys.exit(0 if ok else 1)
+PYEOF
+}
+CU_MB_N1="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches, --dy, random first: dL/dx and weight gradients match the float64 full batch, bytes as planned"
+CU_MB_N2="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches, 5 AdamW steps: losses match the CPU program's, replicas bitwise identical"
+if wanted "$CU_MB_N1" || wanted "$CU_MB_N2"; then
+    if cu_train_setup >"$WORK/log" 2>&1 && cu_mb_generate 2 1 2 >"$WORK/log" 2>&1 && cu_emu_build 2 1 tmb >"$WORK/log" 2>&1; then
+        check "$CU_MB_N1" cu_train_grads 2 1 random cutmb
+        check "$CU_MB_N2" cu_mb_train 2 1
+    else
+        notok "cuda: training: generate and build the spec with 2 micro-batches on [2,2,1] against tests/cuda/emu.cc" "$WORK/log"
     fi
 fi
 

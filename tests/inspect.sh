@@ -3,7 +3,8 @@
 #   text      tessgen --show / --blocks / --summary of tests/specs/golden.lua
 #             against tests/golden/inspect_*.txt (TESS_UPDATE_GOLDEN=1 rewrites;
 #             review the diff first); they print, write nothing, exit 0; bad
-#             filter values are usage errors naming the value
+#             filter values are usage errors naming the value; the header of a
+#             spec with micro-batches says so and its arena is smaller
 #   json      schedule.json for a matrix of meshes (inference, and training on
 #             some): valid, one object per step, and per rank per layer the
 #             broadcast bytes received equal the DESIGN.md formula
@@ -70,6 +71,43 @@ inspect_filters() {
         grep -qE '^ +[0-9]+ fwd L1 +qkv +t=1 +bcast ' "$WORK/f.txt"
 }
 
+# micro-batches (pipeline.microbatches, docs/TRAINING.md): --summary of a training spec says how the step is split in
+# its header, and its arena (the activations of one micro-batch) is smaller than the same spec's without them
+inspect_microbatches() {
+    local m
+    for m in 1 2; do
+        cat >"$WORK/inspect_mb$m.lua" <<SPEC
+return { name = "mb$m", mode = "train", mesh = { q = 2, d = 1 },
+         model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16, eps = 1e-5 },
+         pipeline = { microbatches = $m } }
+SPEC
+        ASAN_OPTIONS=detect_leaks=1 $ITG "$WORK/inspect_mb$m.lua" --summary >"$WORK/inspect_mb$m.txt" || return 1
+        head -1 "$WORK/inspect_mb$m.txt"
+    done
+    if ! head -1 "$WORK/inspect_mb2.txt" | grep -q ", micro-batches: 2 of 4 sequences per rank" ||
+        head -1 "$WORK/inspect_mb1.txt" | grep -q "micro-batches"; then
+        echo "header: want micro-batches with m = 2 only"
+        return 1
+    fi
+    "$PY" - "$WORK/inspect_mb1.txt" "$WORK/inspect_mb2.txt" <<'PYEOF'
+import re, sys
+def arenas(f):  # the arena column of the memory table: rows after its header line, up to the blank line
+    lines, out, on = open(f).read().split("\n"), [], False
+    for l in lines:
+        if l.startswith("  ranks") and "arena" in l:
+            on = True
+            continue
+        if on:
+            if not l.strip():
+                break
+            out.append(int(re.split(r"\s{2,}", l.strip())[1]))
+    return out
+a, b = arenas(sys.argv[1]), arenas(sys.argv[2])
+print("arena bytes per rank class: one micro-batch", a, "two", b)
+sys.exit(0 if a and b and max(b) < min(a) else 1)
+PYEOF
+}
+
 if wanted "inspect: text"; then
     check "inspect: text --show (golden)" inspect_golden show --show
     check "inspect: text --show --ranks 1,3 --layers 0 --kinds bcast,gemm (golden)" inspect_golden show_filtered \
@@ -85,6 +123,8 @@ if wanted "inspect: text"; then
     check "inspect: text --summary --full of 16 ranks lists every class and layer (golden)" inspect_golden summary16_full \
         --summary --full --spec tests/specs/inspect16.lua
     check "inspect: text filters select ranks, layers and kinds" inspect_filters
+    check "inspect: text --summary of a training spec with 2 micro-batches names them and plans a smaller arena" \
+        inspect_microbatches
     check "inspect: text --ranks out of range is a usage error" inspect_bad "rank 9 is not in 0..7" --show --ranks 9
     check "inspect: text --layers bad list is a usage error" inspect_bad "--layers 1-x" --show --layers 1-x
     check "inspect: text --kinds unknown kind names the kinds" inspect_bad "'gemmm' is not a step kind" --show \

@@ -9,12 +9,15 @@
 #   grads    --grads-out (one backward of the loss): every tensor (wte, wpe, ln_f, the blocks) within 1e-4 of
 #            lm-backward, measured bytes of forward + backward equal to the plan
 #   replicas after 3 AdamW steps every shard is bitwise identical to its replicas (wte over dep, wpe over coldep)
+# then with 2 micro-batches per step (pipeline.microbatches) on LM_MB_MESHES: logits, loss and every gradient against
+# the reference of the whole batch (bytes planned), replicas bitwise and losses within 1e-5 of one micro-batch's;
 # then: 20-step losses equal across the meshes and tracking lm-train; the docs/MODEL.md byte formula of the
 # embedding, head and loss equals the measured difference between this model and the same stack without vocab;
 # an inference program prints the loss and writes the same logits; synthetic tokens are deterministic; bad token
 # files (id >= V, negative, float32, wrong shape) are refused naming file, index and value, nothing written;
 # and training from token shards (--data, --val-data; tests/lmdata.sh).
 LM_MESHES=${TESS_LM_MESHES:-"1,1 1,2 2,1 2,2 3,1"}
+LM_MB_MESHES=${TESS_LM_MB_MESHES:-"1,1 2,1"} # the meshes of the micro-batch checks
 LM_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
 LM_REF=tests/ref/tessref.py
 
@@ -72,8 +75,8 @@ sys.exit(0 if got and rel <= 1e-6 else 1)
 PYEOF
 }
 
-lm_grads() { # q d
-    local W="$WORK/lm" dir="$WORK/lm/train_$1_$2"
+lm_grads() { # q d [prefix of the program's directory: train]
+    local W="$WORK/lm" dir="$WORK/lm/${3:-train}_$1_$2"
     rm -f "$dir/g.st"
     "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out "$dir/g.st" --bytes \
         --quiet >"$dir/bwd.out" &&
@@ -84,6 +87,40 @@ lm_replicas() { # q d
     local W="$WORK/lm" dir="$WORK/lm/train_$1_$2"
     "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 --replica-check |
         tee "$W/rep.out" && grep -q "bitwise identical" "$W/rep.out"
+}
+
+# Micro-batches (pipeline.microbatches, docs/TRAINING.md "Micro-batches"): the program of mesh q, d with m micro-batches
+# per step in $WORK/lm/mbM_q_d (the model's 12 sequences: 6 per rank on [2,2,1], 3 per micro-batch)
+lm_build_mb() { # q d m
+    local dir="$WORK/lm/mb$3_$1_$2"
+    lm_spec "$1" "$2" train | sed -e "s/name = \"lm_q$1_d$2_train\"/name = \"lm_q$1_d$2_mb$3\"/" \
+        -e "\$i\\  pipeline = { microbatches = $3 }," >"$dir.lua" &&
+        grep -q "microbatches = $3" "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+
+# 3 AdamW steps with m micro-batches: replicas bitwise identical, every loss within 1e-5 of the program without them
+# (the same model: the gradients differ only by the order of float32 sums, measured ~1e-7)
+lm_mb_steps() { # q d m
+    local W="$WORK/lm" dir="$WORK/lm/mb$3_$1_$2" one="$WORK/lm/train_$1_$2"
+    [ -x "$one/bin/model" ] || lm_build "$1" "$2" train || return 1
+    "$one/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 |
+        grep -E '^(step|after) ' >"$dir/loss1.txt" &&
+        "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 --replica-check \
+            >"$dir/steps.out" &&
+        cat "$dir/steps.out" && grep -q "bitwise identical" "$dir/steps.out" &&
+        grep -E '^(step|after) ' "$dir/steps.out" >"$dir/lossm.txt" &&
+        "$PY" - "$dir/loss1.txt" "$dir/lossm.txt" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 4 and len(b) == 4
+for k, (x, y) in enumerate(zip(a, b)):
+    rel = abs(x - y) / abs(x)
+    print("loss %d: one micro-batch %.9g, micro-batches %.9g (rel %.2e, tol 1e-5)" % (k + 1, x, y, rel))
+    ok = ok and rel <= 1e-5
+sys.exit(0 if ok else 1)
+PYEOF
 }
 
 # --timing: the vocab cross-entropy (row max, exp sums, loss, dlogits) is its own kind, "loss", with time in it,
@@ -345,6 +382,21 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
                     lm_timing_kind "$q" "$d"
             else
                 notok "lm: mesh [$q,$q,$d] generate and build" "$WORK/log"
+            fi
+        done
+        for m in $LM_MB_MESHES; do # 2 micro-batches per step
+            q=${m%,*}
+            d=${m#*,}
+            n1="lm: 2 micro-batches on [$q,$q,$d]: logits and loss match the float64 reference, planned bytes"
+            n2="lm: 2 micro-batches on [$q,$q,$d]: every gradient matches lm-backward of the whole batch, planned bytes"
+            n3="lm: 2 micro-batches on [$q,$q,$d]: replicas bitwise after 3 AdamW steps, losses within 1e-5 of one micro-batch's"
+            wanted "$n1" || wanted "$n2" || wanted "$n3" || continue
+            if lm_build_mb "$q" "$d" 2 >"$WORK/log" 2>&1; then
+                check "$n1" lm_logits "$q" "$d" mb2
+                check "$n2" lm_grads "$q" "$d" mb2
+                check "$n3" lm_mb_steps "$q" "$d" 2
+            else
+                notok "lm: 2 micro-batches on [$q,$q,$d]: generate and build" "$WORK/log"
             fi
         done
         check "lm: 20-step losses equal across meshes, falling, tracking the float64 reference" lm_losses

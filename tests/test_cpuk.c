@@ -14,7 +14,9 @@
  *     backward, residual, GeLU, bias column sums, attention forward and backward, embeddings, their bf16
  *     variants: shapes above the kernels' one-thread limits, so the threads really split the work);
  *   - the column sums (bias gradients, dgamma and dbeta, the embedding and position scatter-adds): the bits of
- *     the plain loop, each column summed in row order in double (what the kernels document).
+ *     the plain loop, each column summed in row order in double (what the kernels document);
+ *   - the CPU backend's MSE objective with tr_model's 2 micro-batches: each call reads and writes the rows of its
+ *     micro-batch only (the others' dL/dy untouched), and the step's loss is the sum over both (in double).
  * A zeroed tr_ctx is enough (timing off); the kernels read tr_model's AdamW fields, defined below.
  */
 #include <math.h>
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tr_backend.h"
 #include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
@@ -34,6 +37,9 @@
 const tr_model_desc tr_model = {.name = "test_cpuk",
                                 .layers = 1,
                                 .hidden = 8,
+                                .seq = 2,
+                                .batch = 2, /* the objective's 32 outputs: 4 rows of 8 */
+                                .microbatches = 2,
                                 .heads = 1,
                                 .ffn = 32,
                                 .eps = 1e-5,
@@ -447,8 +453,45 @@ static void test_fused(void)
     free(in), free(r1), free(rt);
 }
 
+/* The MSE objective of one rank holding the whole output [4, 8], 2 micro-batches of 2 rows (tr_model above) */
+static void test_objective_microbatches(void)
+{
+    enum { ROWS = 4, COLS = 8, N = ROWS * COLS };
+    float A[3 * N], target[N];
+    tr_rank_desc d = {.arena_elems = 3 * N, .y_offset = 0, .gx_offset = N, .io_rows = ROWS, .io_cols = COLS};
+    tr_ctx c = {.desc = &d};
+    tr_err err = {{0}};
+    double want_loss = 0;
+    for (int e = 0; e < N; e++) {
+        A[e] = 0.25f * (float)(e % 7) - 0.5f;
+        target[e] = 0.125f * (float)(e % 5);
+        A[N + e] = 777.0f; /* dL/dy: poisoned */
+        double diff = (double)A[e] - target[e];
+        want_loss += diff * diff;
+    }
+    TT_CASE("the CPU objective with 2 micro-batches: each covers its own rows of the output, the loss sums both") {
+        TT_CHECK(tr_backend_train_init(&c, A, target, 0, &err), "train_init: %s", err.msg);
+        int bad = 0;
+        for (c.mb = 0; c.mb < 2; c.mb++) {
+            tr_backend_objective(&c, A);
+            for (int e = 0; e < N; e++) {
+                int row = e / COLS, done = row < (c.mb + 1) * ROWS / 2;
+                float want = done ? (float)(2.0 * ((double)A[e] - target[e]) / N) : 777.0f;
+                if (A[N + e] != want && bad++ == 0)
+                    TT_CHECK(0, "after micro-batch %d: dL/dy of row %d = %g, want %g (%s)", c.mb, row,
+                             (double)A[N + e], (double)want, done ? "its rows" : "a later micro-batch's, untouched");
+            }
+        }
+        tr_step_sums s;
+        tr_backend_step_read(&c, &s);
+        TT_CHECK(fabs(s.loss - want_loss) <= 1e-12 * want_loss, "loss %.17g, want %.17g (both micro-batches)", s.loss,
+                 want_loss);
+    }
+}
+
 int main(void)
 {
+    test_objective_microbatches();
     test_adamw();
     test_vexpf();
     test_vgelu();

@@ -160,8 +160,9 @@ __global__ void __launch_bounds__(kT)
 }
 
 /* The kB partials into out[0] (and out[1] when two): one block, thread t starts from the sum of partials t,
- * t + kT, ... in order, then the pairwise order. */
-__global__ void __launch_bounds__(kT) k_final(const double2 *__restrict__ part, double *__restrict__ out, int two)
+ * t + kT, ... in order, then the pairwise order. add: out[0] += the sum (a later micro-batch's loss). */
+__global__ void __launch_bounds__(kT)
+    k_final(const double2 *__restrict__ part, double *__restrict__ out, int two, int add)
 {
     double a0 = 0.0, a1 = 0.0;
     for (int b = threadIdx.x; b < kB; b += kT) {
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(kT) k_final(const double2 *__restrict__ part, 
     block_sum(a0, a1, &r);
     __syncthreads();
     if (threadIdx.x == 0) {
-        out[0] = r.x;
+        out[0] = add ? __dadd_rn(out[0], r.x) : r.x;
         if (two)
             out[1] = r.y;
     }
@@ -289,17 +290,20 @@ extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, 
 extern "C" void tr_backend_objective(tr_ctx *c, float *A)
 {
     const tr_rank_desc *d = c->desc;
-    long long n = (long long)d->io_rows * d->io_cols;
-    float *dy = A + d->gx_offset;
+    long long r0, nr; /* micro-batches: this one's rows only, its loss added to the earlier ones' (tr_backend.h) */
+    tr_objective_rows(c, &r0, &nr);
+    const long long e0 = r0 * d->io_cols, n = nr * d->io_cols;
+    float *dy = A + d->gx_offset + e0;
     if (tr_lm_vocab()) {
-        k_lm_loss<<<kB, kT, 0, compute()>>>(A + tr_lm()->loss_offset, tr_lm_counts_loss(d) ? 1 : 0, dy,
-                                            d->io_rows, n, trc_red_chunk(n), st.part);
+        k_lm_loss<<<kB, kT, 0, compute()>>>(A + tr_lm()->loss_offset + r0, tr_lm_counts_loss(d) ? 1 : 0, dy, nr, n,
+                                            trc_red_chunk(n), st.part);
     } else {
         double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
-        k_mse<<<kB, kT, 0, compute()>>>(A + d->y_offset, st.target, dy, n, trc_red_chunk(n), total_n, st.part);
+        k_mse<<<kB, kT, 0, compute()>>>(A + d->y_offset + e0, st.target + e0, dy, n, trc_red_chunk(n), total_n,
+                                        st.part);
     }
     trc_launch_check("the objective's kernel", __FILE__, __LINE__);
-    k_final<<<1, kT, 0, compute()>>>(st.part, st.res, 0);
+    k_final<<<1, kT, 0, compute()>>>(st.part, st.res, 0, c->mb > 0);
     trc_launch_check("k_final (loss)", __FILE__, __LINE__);
     st.issued[0] = 1;
 }
@@ -309,7 +313,7 @@ extern "C" void tr_backend_grad_sums(tr_ctx *c, float *A)
     (void)c;
     k_grad_sums<<<kB, kT, 0, compute()>>>(A, st.segs, st.nsegs, st.ngrad, trc_red_chunk(st.ngrad), st.part);
     trc_launch_check("k_grad_sums", __FILE__, __LINE__);
-    k_final<<<1, kT, 0, compute()>>>(st.part, st.res + 1, 1);
+    k_final<<<1, kT, 0, compute()>>>(st.part, st.res + 1, 1, 0);
     trc_launch_check("k_final (gradients)", __FILE__, __LINE__);
     st.issued[1] = 1;
 }

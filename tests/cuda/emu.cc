@@ -307,13 +307,14 @@ extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, 
     return true;
 }
 
-static void objective_run(tr_ctx *c, float *A);
+static void objective_run(tr_ctx *c, float *A, int mb);
 static void grad_sums_run(tr_ctx *c, float *A);
 static void scale_run(tr_ctx *c, float *A);
 
 extern "C" void tr_backend_objective(tr_ctx *c, float *A)
 {
-    issue([=] { objective_run(c, A); }, 2);
+    const int mb = c->mb; /* the micro-batch of this call (trc_step.cu bakes its rows into the launch) */
+    issue([=] { objective_run(c, A, mb); }, 2);
 }
 
 extern "C" void tr_backend_grad_sums(tr_ctx *c, float *A)
@@ -327,15 +328,20 @@ extern "C" void tr_backend_scale_grads(tr_ctx *c, float *A, float s)
     issue([=] { scale_run(c, A); }, 1);
 }
 
-static void objective_run(tr_ctx *c, float *A)
+static void objective_run(tr_ctx *c, float *A, int mb)
 {
     const tr_rank_desc *d = c->desc;
-    const long long n = (long long)d->io_rows * d->io_cols;
-    float *dy = A + d->gx_offset;
+    tr_ctx at = *c; /* trc_step.cu's rows of micro-batch mb (tr_objective_rows) */
+    at.mb = mb;
+    long long r0, nr;
+    tr_objective_rows(&at, &r0, &nr);
+    const long long e0 = r0 * d->io_cols, n = nr * d->io_cols;
+    float *dy = A + d->gx_offset + e0;
+    double sum = 0.0;
     if (tr_lm_vocab()) {
-        const float *loss = A + tr_lm()->loss_offset;
+        const float *loss = A + tr_lm()->loss_offset + r0;
         const bool counted = tr_lm_counts_loss(d);
-        const long long rows = d->io_rows;
+        const long long rows = nr;
         red_sums(
             n,
             [&](long long e, double *a, double *) {
@@ -343,9 +349,9 @@ static void objective_run(tr_ctx *c, float *A)
                     *a = *a + (double)loss[e];
                 dy[e] = 0.0f;
             },
-            &S.sums.loss, nullptr);
+            &sum, nullptr);
     } else {
-        const float *y = A + d->y_offset, *t = S.target.data();
+        const float *y = A + d->y_offset + e0, *t = S.target.data() + e0;
         const double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
         red_sums(
             n,
@@ -354,8 +360,9 @@ static void objective_run(tr_ctx *c, float *A)
                 *a = *a + diff * diff;
                 dy[e] = (float)(2.0 * diff / total_n);
             },
-            &S.sums.loss, nullptr);
+            &sum, nullptr);
     }
+    S.sums.loss = mb > 0 ? S.sums.loss + sum : sum; /* trc_step.cu's k_final with add */
 }
 
 static void grad_sums_run(tr_ctx *c, float *A)
