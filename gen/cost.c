@@ -112,6 +112,16 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
     return t;
 }
 
+/* A phase's stream time from its simulated span [start, end): mb times the part up to the end of its last
+ * per-micro-batch step (mb_end), then what runs once (the gradients' all-reduces; the optimizer phase has only
+ * that). Without micro-batches: the span. */
+static double streams_span(double start, double mb_end, double end, int mb, int phase)
+{
+    if (mb <= 1 || phase == TG_PHASE_OPT)
+        return end - start;
+    return (mb_end - start) * mb + (end - mb_end);
+}
+
 bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine *mc, tg_cost *out, tg_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -128,35 +138,39 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
     out->peak_bytes = 4 * cp->arena_elems;
     out->nodes = (pl->mesh.p + mc->ranks_per_node - 1) / mc->ranks_per_node;
 
+    /* Micro-batches (tg_step_times): the steps are one micro-batch's, run mb times, but for the gradients'
+     * all-reduces (run once, after the last micro-batch's backward, at the end of the backward phase): a phase's
+     * stream time is mb times its span up to the end of its last per-micro-batch step, plus the rest; every sum
+     * (serial, kinds, bytes) counts each step as often as it runs, and a layer's span mb times. */
     double clock[2] = {0, 0}; /* the two streams, within the current phase */
-    double phase_start = 0, layer_mark = 0;
+    double phase_start = 0, layer_mark = 0, mb_end = 0; /* mb_end: the phase's last per-micro-batch step's end */
     int cur_phase = -1, cur_layer = -2;
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
         if ((int)s->phase != cur_phase) { /* a phase starts with both streams joined */
             double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
             if (cur_phase >= 0)
-                out->phase[cur_phase].streams_s = t0 - phase_start;
-            clock[0] = clock[1] = phase_start = layer_mark = t0;
+                out->phase[cur_phase].streams_s = streams_span(phase_start, mb_end, t0, pl->mb, cur_phase);
+            clock[0] = clock[1] = phase_start = layer_mark = mb_end = t0;
             cur_phase = (int)s->phase;
             cur_layer = -2;
         }
         int inter = 0;
-        double t = tg_cost_step(pl, cp, s, mc, &inter);
+        double t = tg_cost_step(pl, cp, s, mc, &inter), times = (double)tg_step_times(pl, s);
         tg_cost_phase *ph = &out->phase[s->phase];
-        ph->serial_s += t;
+        ph->serial_s += times * t;
         ph->nsteps++;
-        ph->kind_s[s->kind] += t;
+        ph->kind_s[s->kind] += times * t;
         if (is_collective(s->kind)) {
-            ph->comm_s += t;
+            ph->comm_s += times * t;
             if (inter)
-                ph->comm_inter_s += t;
+                ph->comm_inter_s += times * t;
             if (s->group_size > 1)
-                *(inter ? &ph->inter_bytes : &ph->intra_bytes) += 4.0 * (double)s->count;
+                *(inter ? &ph->inter_bytes : &ph->intra_bytes) += times * 4.0 * (double)s->count;
         } else {
-            ph->compute_s += t;
+            ph->compute_s += times * t;
             if (s->kind == TG_STEP_GEMM)
-                ph->gemm_s += t;
+                ph->gemm_s += times * t;
         }
         int st = s->stream == TG_STREAM_COMM ? 1 : 0;
         double start = clock[st];
@@ -164,20 +178,22 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
             start = end[s->wait];
         end[i] = start + t;
         clock[st] = end[i];
+        if (times > 1 && end[i] > mb_end)
+            mb_end = end[i];
         if (s->layer != cur_layer) {
             layer_mark = start < layer_mark ? layer_mark : start;
             cur_layer = s->layer;
         }
         if (s->layer >= 0 && s->layer < L) { /* a layer's time: from where it starts to its last step's end */
             double *ls = &out->layer_s[(size_t)s->phase * (size_t)L + (size_t)s->layer];
-            double span = end[i] - layer_mark;
+            double span = (end[i] - layer_mark) * times;
             if (span > *ls)
                 *ls = span;
         }
     }
     if (cur_phase >= 0) {
         double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
-        out->phase[cur_phase].streams_s = t0 - phase_start;
+        out->phase[cur_phase].streams_s = streams_span(phase_start, mb_end, t0, pl->mb, cur_phase);
     }
     free(end);
     return true;

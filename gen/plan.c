@@ -108,13 +108,17 @@ static bool place(tg_class_plan *rp, tg_err *err)
 
 /* ---- totals ------------------------------------------------------------------------- */
 
-/* Per training step (and per forward): with micro-batches the forward and backward steps run mb times, the
- * gradients' all-reduces (TG_LAYER_GRADS) and the optimizer once. */
+long long tg_step_times(const tg_plan *pl, const tg_step *s)
+{
+    return s->phase != TG_PHASE_OPT && s->layer != TG_LAYER_GRADS ? pl->mb : 1;
+}
+
+/* Per training step (and per forward): each step's figures times tg_step_times. */
 static void totals(const tg_plan *pl, tg_class_plan *rp)
 {
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
-        long long times = st->phase != TG_PHASE_OPT && st->layer != TG_LAYER_GRADS ? pl->mb : 1;
+        long long times = tg_step_times(pl, st);
         rp->flops += st->flops * times;
         int bwd = st->phase == TG_PHASE_BWD;
         rp->steps[s].esize = st->buf[0] >= 0 ? tg_dtype_size(rp->bufs[st->buf[0]].dtype) : 4;

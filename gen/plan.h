@@ -311,6 +311,10 @@ void tg_class_free(tg_class_plan *cp);
 
 /* Classes are numbered i*q + j; a rank's class is that of its (i, j). Megatron: p classes (r, 0), class r
  * is rank r. */
+/* How many times a step of a class plan runs per training step (and per forward): with micro-batches the forward
+ * and backward steps run mb times, the gradients' all-reduces (TG_LAYER_GRADS) and the optimizer once. Every
+ * per-step figure (totals, --summary, the cost model) multiplies by it. */
+long long tg_step_times(const tg_plan *pl, const tg_step *s);
 int tg_plan_nclasses(const tg_plan *pl);
 int tg_class_of(const tg_plan *pl, int rank);
 /* Every class at once, indexed by class number (small meshes, tests). */

@@ -19,16 +19,17 @@
 
 /* ---- figures -------------------------------------------------------------------------- */
 
-static void add_step_traffic(tg_traffic *t, const tg_step *s)
+/* a step's traffic and flops per training step: `times` runs (tg_step_times: micro-batches) */
+static void add_step_traffic(tg_traffic *t, const tg_step *s, long long times)
 {
     long long r, se, re;
     tg_step_traffic(s, &r, &se, &re);
     if (tg_step_is_comm(s) && s->group >= 0 && s->group < TG_NGROUPS) {
-        t->recv[s->group] += r;
-        t->sent[s->group] += se;
-        t->red[s->group] += re;
+        t->recv[s->group] += times * r;
+        t->sent[s->group] += times * se;
+        t->red[s->group] += times * re;
     }
-    t->flops += s->flops;
+    t->flops += times * s->flops;
     t->used = 1;
 }
 
@@ -70,12 +71,13 @@ bool tg_class_figures(const tg_plan *pl, const tg_class_plan *cp, tg_class_fig *
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
         int l = (s->layer >= 0 && s->layer < pl->spec.layers) ? s->layer + 1 : 0;
-        add_step_traffic(&fg->bucket[tg_phase_of(s) * L + l], s);
+        long long times = tg_step_times(pl, s);
+        add_step_traffic(&fg->bucket[tg_phase_of(s) * L + l], s, times);
         long long rc, se, re;
         tg_step_traffic(s, &rc, &se, &re);
-        fg->recv += rc;
-        fg->sent += se;
-        fg->red += re;
+        fg->recv += times * rc;
+        fg->sent += times * se;
+        fg->red += times * re;
         if (tg_step_is_comm(s) && s->group >= 0 && s->group < TG_NGROUPS)
             fg->cols |= (rc ? 1u : 0u) << (3 * s->group) | (se ? 1u : 0u) << (3 * s->group + 1) |
                         (re ? 1u : 0u) << (3 * s->group + 2);

@@ -104,7 +104,21 @@ def arenas(f):  # the arena column of the memory table: rows after its header li
     return out
 a, b = arenas(sys.argv[1]), arenas(sys.argv[2])
 print("arena bytes per rank class: one micro-batch", a, "two", b)
-sys.exit(0 if a and b and max(b) < min(a) else 1)
+def totals(f):  # the "all all" row of the per-rank communication table: {column: value}
+    head = None
+    for l in open(f).read().split("\n"):
+        if l.startswith("  ranks") and "flops" in l:
+            head = re.split(r"\s{2,}", l.strip().split("layer", 1)[1].strip())
+        elif head and re.search(r"\sall\s+all\s", l):
+            nums = [int(c) for c in l.split(" all ", 2)[-1].split()[1:]]
+            return dict(zip(head, nums))
+    return {}
+t1, t2 = totals(sys.argv[1]), totals(sys.argv[2])
+print("per step, one micro-batch:", t1, "two:", t2)
+# per training step: the same flops; every broadcast of a weight block runs in each micro-batch, so more received
+recv = lambda t: sum(v for k, v in t.items() if k.endswith("recv"))
+ok = bool(t1) and bool(t2) and t2["flops"] == t1["flops"] and recv(t2) > recv(t1)
+sys.exit(0 if a and b and max(b) < min(a) and ok else 1)
 PYEOF
 }
 
@@ -123,7 +137,7 @@ if wanted "inspect: text"; then
     check "inspect: text --summary --full of 16 ranks lists every class and layer (golden)" inspect_golden summary16_full \
         --summary --full --spec tests/specs/inspect16.lua
     check "inspect: text filters select ranks, layers and kinds" inspect_filters
-    check "inspect: text --summary of a training spec with 2 micro-batches names them and plans a smaller arena" \
+    check "inspect: text --summary of a training spec with 2 micro-batches names them, plans a smaller arena and counts per-step figures (the flops of one step, each micro-batch's broadcasts)" \
         inspect_microbatches
     check "inspect: text --ranks out of range is a usage error" inspect_bad "rank 9 is not in 0..7" --show --ranks 9
     check "inspect: text --layers bad list is a usage error" inspect_bad "--layers 1-x" --show --layers 1-x

@@ -139,5 +139,29 @@ int main(void)
             tg_cost_free(&c);
         }
     }
+    TT_CASE("micro-batches: a training step costs each per-micro-batch step m times, the gradients' all-reduces once") {
+        tg_machine mc = machine(4, 50, 5, 3, 10, 500);
+        tg_spec s1 = tt_spec(2, 2, L, C, H, F, S, 24, 1), s2 = s1;
+        s2.microbatches = 2;
+        tg_cost c1, c2;
+        TT_CHECK(cost_of(s1, &mc, &c1) && cost_of(s2, &mc, &c2), "plan");
+        for (int p = 0; p < 3; p++) {
+            const tg_cost_phase *a = &c1.phase[p], *b = &c2.phase[p];
+            /* the same flops per step, and more: the gradient accumulation, smaller GEMMs at the same latency */
+            TT_CHECK(b->compute_s >= 0.99 * a->compute_s,
+                     "phase %d: compute %.6g with 2 micro-batches, %.6g with 1", p, b->compute_s, a->compute_s);
+            TT_CHECK(b->streams_s >= 0.75 * a->streams_s, "phase %d: streams %.6g with 2 micro-batches, %.6g with 1", p,
+                     b->streams_s, a->streams_s);
+            double busiest = b->compute_s > b->comm_s ? b->compute_s : b->comm_s;
+            TT_CHECK(b->streams_s >= busiest * (1 - 1e-12) && b->streams_s <= b->serial_s * (1 + 1e-12),
+                     "phase %d: busiest %.6g <= streams %.6g <= serial %.6g", p, busiest, b->streams_s, b->serial_s);
+        }
+        /* the backward's bytes: the weights' broadcasts twice, the gradients' depth all-reduce once */
+        TT_CHECK(c2.phase[1].intra_bytes + c2.phase[1].inter_bytes > c1.phase[1].intra_bytes + c1.phase[1].inter_bytes,
+                 "backward bytes %.6g with 2 micro-batches, %.6g with 1",
+                 c2.phase[1].intra_bytes + c2.phase[1].inter_bytes, c1.phase[1].intra_bytes + c1.phase[1].inter_bytes);
+        tg_cost_free(&c1);
+        tg_cost_free(&c2);
+    }
     TT_EXIT();
 }
