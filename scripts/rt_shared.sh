@@ -15,7 +15,13 @@ objdir=$1 srcdir=$2 ext=$3 names=$4 cmd=$(cat "$5")
 root=$(cd "$(dirname "$0")/.." && pwd)
 key=$(printf '%s\n%s\n%s\n%s\n' "$cmd" "$srcdir" "$ext" "$names" | sha256sum | cut -c1-16)
 dir=$root/build/shared-rt/$key
-mkdir -p "$dir" "$objdir"
+if ! mkdir -p "$dir" 2>/dev/null || [ ! -w "$dir" ]; then
+    echo "rt_shared: cannot write $root/build/shared-rt: the runtime is compiled once in the tessgen checkout that" \
+        "generated this output; build as a user who can write it, or rebuild tessgen in a checkout you own and" \
+        "generate again (docs/ARCHITECTURE.md, \"The runtime is compiled once per checkout\")" >&2
+    exit 1
+fi
+mkdir -p "$objdir"
 exec 9>"$dir.lock"
 flock 9
 {

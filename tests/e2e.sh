@@ -43,6 +43,21 @@ e2e_build() { # q d [placement] -> $WORK/e2e_q_d[_placement] built
         ninja -C "$dir" >"$dir.ninja.log"
 }
 
+# the shared runtime's folder cannot be written (a checkout owned by someone else): exit 1 with what to do, no object
+e2e_rt_readonly() {
+    local ck="$WORK/ro_checkout" run=()
+    rm -rf "$ck" "$WORK/ro_obj" && mkdir -p "$ck/scripts" "$ck/build" && cp scripts/rt_shared.sh "$ck/scripts/" &&
+        echo "cc" >"$WORK/ro_cmd" && chmod a-w "$ck/build" && chmod a+rx "$WORK" || return 1
+    # root writes anywhere: run as nobody there (the suite runs as root in CI)
+    [ "$(id -u)" = 0 ] && run=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    "${run[@]}" "$ck/scripts/rt_shared.sh" "$WORK/ro_obj" runtime c tr_err "$WORK/ro_cmd" >"$WORK/ro.out" 2>&1
+    local rc=$?
+    chmod u+w "$ck/build"
+    cat "$WORK/ro.out"
+    [ $rc = 1 ] && grep -q "rt_shared: cannot write $ck/build/shared-rt: .*build as a user who can write it" "$WORK/ro.out" &&
+        [ ! -e "$WORK/ro_obj/tr_err.o" ]
+}
+
 # the runtime is compiled once for all these outputs (scripts/rt_shared.sh, in build/shared-rt of this checkout):
 # after the first mesh's build no output compiles a runtime source, and each output's objects are the shared ones
 e2e_rt_shared() {
@@ -104,6 +119,8 @@ if wanted "e2e|files|asan|train|bf16|sched|ckpt"; then
                 notok "e2e: mesh [$q,$q,$d] placement $pl generate and build" "$WORK/log"
             fi
         done
+        wanted "e2e: mesh" && check "e2e: a tessgen checkout the builder cannot write stops the runtime's build with a message naming it and the fix" \
+            e2e_rt_readonly
         wanted "e2e: mesh" && check "e2e: the runtime is compiled once for every mesh's program (scripts/rt_shared.sh), each output's objects the shared ones" \
             e2e_rt_shared
         if [ -x "$WORK/e2e_2_2/bin/model" ]; then
