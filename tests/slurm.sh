@@ -70,6 +70,25 @@ stub_refused() {
     [ "$(wc -l <"$WORK/stub.out")" -eq 1 ] || { echo "more than one line (a rank program ran?)"; return 1; }
 }
 
+# run_binds WANT CORES [VAR=VALUE...]: the forward program's run script, with an mpirun that prints its
+# arguments and a node of CORES cores (a getconf that says so), passes --bind-to none to mpirun (WANT=unbound)
+# or not (WANT=bound)
+run_binds() {
+    local want=$1 cores=$2 fake="$SL/fakebin"
+    shift 2
+    mkdir -p "$fake" &&
+        printf '#!/bin/sh\necho "mpirun $*"\n' >"$fake/mpirun" &&
+        printf '#!/bin/sh\necho %s\n' "$cores" >"$fake/getconf" && chmod +x "$fake/mpirun" "$fake/getconf" || return 1
+    env -i PATH="$fake:$PATH" "$@" "$SL/fwd/run" --seed 5 >"$WORK/binds.out" 2>&1 || { cat "$WORK/binds.out"; return 1; }
+    cat "$WORK/binds.out"
+    case "$want:$(grep -c -- '--bind-to none' "$WORK/binds.out")" in
+    unbound:1 | bound:0) return 0 ;;
+    *) echo "want $want"; return 1 ;;
+    esac
+}
+
+run_binds_one_thread() { run_binds bound 8 OMP_NUM_THREADS=1 && run_binds bound 4; }
+
 if wanted "slurm"; then
     if slurm_build fwd infer >"$WORK/log" 2>&1 && stub_setup >>"$WORK/log" 2>&1; then
         if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then
@@ -100,6 +119,16 @@ if wanted "slurm"; then
         check "slurm: stub: with OMP_NUM_THREADS set it is kept and no OPENBLAS_NUM_THREADS is added" \
             stub_says "rank_i0_j1 threads=unset omp=2 yield=1 wait=passive args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
             OMPI_COMM_WORLD_LOCAL_SIZE=4 OMP_NUM_THREADS=2
+        check "slurm: run: 4 ranks on 8 cores are left unbound so that each rank's 2 threads can spread" \
+            run_binds unbound 8
+        check "slurm: run: the user's OMP_NUM_THREADS=2 for 4 ranks on 4 cores leaves them unbound (not 2 threads on 1 core)" \
+            run_binds unbound 4 OMP_NUM_THREADS=2
+        check "slurm: run: the user's OPENBLAS_NUM_THREADS=2 leaves 4 ranks on 4 cores unbound" \
+            run_binds unbound 4 OPENBLAS_NUM_THREADS=2
+        check "slurm: run: OPENBLAS_NUM_THREADS=1 alone still gives OpenMP 2 threads a rank on 8 cores: unbound" \
+            run_binds unbound 8 OPENBLAS_NUM_THREADS=1
+        check "slurm: run: one thread a rank (OMP_NUM_THREADS=1 on 8 cores, or 4 ranks on 4) keeps mpirun's binding" \
+            run_binds_one_thread
         check "slurm: stub: the user's OMP_WAIT_POLICY is kept" \
             stub_says "rank_i0_j1 threads=1 omp=1 yield=1 wait=active args=--seed 5" 0 OMPI_COMM_WORLD_RANK=1 \
             OMPI_COMM_WORLD_LOCAL_SIZE=4 OMP_WAIT_POLICY=active
