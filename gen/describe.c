@@ -134,6 +134,11 @@ const char *tg_step_text(char *buf, size_t cap, const tg_plan *pl, const tg_clas
                  s->decay ? " (with weight decay)" : "", s->buf[4] >= 0 ? ", then its bf16 copy (round to nearest even)" : "");
         break;
     }
+    if (s->again && cap > 0) {
+        char t[512];
+        snprintf(t, sizeof t, "%s", buf);
+        snprintf(buf, cap, "recomputed: %s", t);
+    }
     return buf;
 }
 

@@ -251,11 +251,15 @@ void tg_print_ranks(tg_sb *o, const int *r, int n)
 void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
 {
     const tg_spec *s = &pl->spec;
-    char mt[48], mb[120] = "";
+    char mt[48], mb[160] = "";
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
+    size_t n = 0;
     if (pl->mb > 1) /* the arena and the per-step figures below are those of this split (docs/TRAINING.md) */
-        snprintf(mb, sizeof mb, ", micro-batches: %d of %d sequence%s per rank", pl->mb, pl->nseq / pl->mb,
-                 pl->nseq / pl->mb == 1 ? "" : "s");
+        n = (size_t)snprintf(mb, sizeof mb, ", micro-batches: %d of %d sequence%s per rank", pl->mb,
+                             pl->nseq / pl->mb, pl->nseq / pl->mb == 1 ? "" : "s");
+    if (s->mode == TG_TRAIN && s->recompute > 0 && n < sizeof mb) /* and so are the arena and the flops here */
+        snprintf(mb + n, sizeof mb - n, ", recompute: %s%d of %d layer%s", s->recompute == s->layers ? "all " : "",
+                 s->recompute, s->layers, s->layers == 1 ? "" : "s");
     tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
                     "S=%d, B=%d)%s%s%s\n",
                  TG_VERSION, what, s->name, s->path, mt, pl->mesh.p, s->layers,

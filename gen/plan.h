@@ -193,6 +193,7 @@ typedef struct tg_step {
      * runs the pair as one cuBLASLt call (trc_gemm_lt); the CPU backend runs both steps as before */
     int epi;   /* tg_epi */
     int fused; /* the other step of a fused pair, or -1 */
+    bool again; /* a forward step run again in the backward (spec recompute), described as "recomputed: ..." */
 
     /* description (describe.c): the form, a static phrase, and for adamw the parameter index */
     tg_desc desc;

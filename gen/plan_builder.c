@@ -83,6 +83,11 @@ int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *wha
     va_start(ap, fmt);
     name_fmt(x->name, sizeof x->name, fmt, ap);
     va_end(ap);
+    if (b->name_sfx) {
+        size_t nl = strlen(x->name), sl = strlen(b->name_sfx);
+        if (nl + sl < sizeof x->name)
+            memcpy(x->name + nl, b->name_sfx, sl + 1);
+    }
     /* the LM's pseudo-layers (plan.h) name their shared-step buffers "L-2_..." and "L-3_...": make identifiers */
     static const char *const pseudo[2][2] = {{"L-2_", "embed_"}, {"L-3_", "head_"}};
     for (int k = 0; k < 2; k++)
@@ -233,6 +238,7 @@ tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op,
     s->op = op;
     s->t = t;
     s->root_local = -1;
+    s->again = b->name_sfx != NULL; /* set while the backward recomputes a layer (plan_builder.h) */
     s->desc = TG_D_LABEL;
     s->label = "";
     for (int i = 0; i < TG_STEP_MAXBUF; i++)

@@ -43,6 +43,9 @@ typedef struct tg_builder {
         long long count;
     } *deferred;
     int ndeferred, cap_deferred;
+    /* appended to the name of every buffer declared while set: "_rc" while the backward recomputes a layer's
+     * forward (spec recompute), so that its buffers are not the forward's */
+    const char *name_sfx;
 } tg_builder;
 
 /* A buffer [rows, cols]; its name is printf-like with %d and %s only. Returns its id (-1 on oom). */

@@ -59,9 +59,16 @@ int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols
     s->label = sqdev_label;
     if (sum)
         sum(b, layer, op, vs, rows, "squared deviations");
-    s = ln_step(b, TG_STEP_LN_APPLY, layer, op, rows, cols, true);
+    tg_pb_ln_apply(b, layer, op, rows, cols, x, rs, vs, gamma, beta, y);
+    return vs;
+}
+
+void tg_pb_ln_apply(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int vs, int gamma,
+                    int beta, int y)
+{
+    tg_step *s = ln_step(b, TG_STEP_LN_APPLY, layer, op, rows, cols, true);
     if (!s)
-        return vs;
+        return;
     tg_pb_use(s, 0, x, TG_ACC_R);
     tg_pb_use(s, 1, rs, TG_ACC_R);
     tg_pb_use(s, 2, vs, TG_ACC_R);
@@ -69,7 +76,6 @@ int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols
     tg_pb_use(s, 4, beta, TG_ACC_R);
     tg_pb_use(s, 5, y, TG_ACC_W);
     s->label = "y = (x - mean) / sqrt(var + eps) * gamma + beta";
-    return vs;
 }
 
 void tg_pb_resid(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int p, int bias, int rs, int y,

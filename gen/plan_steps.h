@@ -22,6 +22,10 @@ bool tg_pb_ln_rowsum(tg_builder *b, int layer, int rows, int cols, int x, int rs
  * buffer. */
 int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int gamma, int beta,
                     int y, const char *sqdev_label, tg_pb_sum_fn sum);
+/* y = LN(x) from the row-group sums rs (of x) and vs (of its centred squares) already summed: the last step of
+ * tg_pb_layernorm alone (a recomputed layer's ln1, whose sums the forward kept). */
+void tg_pb_ln_apply(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int vs, int gamma,
+                    int beta, int y);
 /* y = x + p + bias (in place when y == x), with the row sums of y for the next layernorm into rs when rs >= 0. */
 void tg_pb_resid(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int p, int bias, int rs, int y,
                  const char *label);

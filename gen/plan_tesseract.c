@@ -137,22 +137,31 @@ typedef struct layer_saved {
 
 /* Forward of one block. Inference updates the residual stream x in place; training writes
  * each residual into a new buffer so the backward finds every layernorm input. Returns the
- * block's output buffer. */
-static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_carry, layer_saved *sv)
+ * block's output buffer. again: the backward's recomputation of the block (spec recompute) from what
+ * its forward kept in *sv (the input x_in and ln1's summed statistics rs1 and vs1, so ln1 is its last
+ * step alone); it stops after the GeLU (fc2's product and the block's output are not what the backward
+ * reads), replaces the rest of *sv with its own buffers and returns -1. */
+static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_carry, layer_saved *sv, bool again)
 {
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq, Fq = pl->Fq;
     int last = l == pl->spec.layers - 1, train = pl->spec.mode == TG_TRAIN;
 
     /* ln1: the row sums come from the previous block's final residual step */
-    int rs1 = *rs_carry;
+    int rs1 = again ? sv->rs1 : *rs_carry, vs1;
     if (rs1 < 0) {
         rs1 = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l);
         if (!tg_pb_ln_rowsum(b, l, R, Cq, x, rs1, "row sums of x, local columns"))
             return -1;
     }
     int a1 = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "LN1(x) block (h, j)", "L%d_ln1_out", l));
-    int vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
+    if (again) { /* the statistics are the forward's, already summed over the row */
+        x = sv->x_in;
+        vs1 = sv->vs1;
+        tg_pb_ln_apply(b, l, "ln1", R, Cq, x, rs1, vs1, w->ln1_g, w->ln1_b, a1);
+    } else {
+        vs1 = layernorm(b, l, "ln1", x, rs1, w->ln1_g, w->ln1_b, a1);
+    }
 
     int qkv = tg_pb_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
     summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
@@ -179,6 +188,11 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
                 : hh;
     if (!tg_pb_gelu(b, l, R, Fq, hh, w->fc1_b, g))
         return -1;
+    if (again) {
+        layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
+        *sv = out;
+        return -1;
+    }
 
     int p2 = tg_pb_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
     summa(b, l, "fc2", g, w->fc2_w, p2, Fq, Cq);
@@ -395,7 +409,7 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
             tg_lm_embed(b, &lm, rp->x_buf);
         int rs_carry = -1, x = rp->x_buf;
         for (int l = 0; l < sp->layers && !b->oom; l++)
-            x = build_layer(b, l, &lw[l], x, &rs_carry, &sv[l]);
+            x = build_layer(b, l, &lw[l], x, &rs_carry, &sv[l], false);
         rp->y_buf = x;
         if (pl->V > 0 && !b->oom)
             tg_lm_head(b, &lm, x);
@@ -403,8 +417,17 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
             b->phase = TG_PHASE_BWD;
             if (pl->V > 0 && !b->oom)
                 tg_lm_head_bwd(b, &lm, rp->gx_buf);
-            for (int l = sp->layers - 1; l >= 0 && !b->oom; l--)
+            for (int l = sp->layers - 1; l >= 0 && !b->oom; l--) {
+                if (l < sp->recompute) {
+                    /* recomputation: the forward's activations of this layer died after its forward (nothing
+                     * later reads them, so the placement reuses their memory); run the layer again from its
+                     * input and ln1 row sums, which the forward keeps, into buffers of its own */
+                    b->name_sfx = "_rc";
+                    build_layer(b, l, &lw[l], sv[l].x_in, NULL, &sv[l], true);
+                    b->name_sfx = NULL;
+                }
                 build_layer_bwd(b, l, &lw[l], &sv[l], rp->gx_buf);
+            }
             if (pl->V > 0 && !b->oom)
                 tg_lm_embed_bwd(b, &lm, rp->gx_buf);
             tg_pb_grad_allreduces_flush(b); /* micro-batches: once per step, after the last one (bwd_grads) */

@@ -61,7 +61,7 @@
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_PIPE, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
-       TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_COUNT };
+       TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_RECOMPUTE, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
@@ -73,7 +73,7 @@ static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "mo
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT, PIPE_COUNT};
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
-     "epilogues", "pipeline"},
+     "epilogues", "pipeline", "recompute"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
@@ -716,6 +716,51 @@ static void check_pipeline(spec_ctx *c, tg_spec *s, long long per_rank, const ch
     s->microbatches = m;
 }
 
+/* recompute = "none" (default) | "full" | N: the backward recomputes the forward of the first N layers (all of them
+ * with "full") from each layer's input instead of keeping its activations (docs/TRAINING.md "Recomputation").
+ * Training only, the tesseract scheme only; 0 <= N <= model.layers. ok_layers: model.layers was accepted. */
+static void check_recompute(spec_ctx *c, tg_spec *s, bool ok_layers)
+{
+    const tg_lval *v = &c->val[LVL_TOP][TOP_RECOMPUTE];
+    char shown[256];
+    s->recompute = 0;
+    if (v->type == LUA_TNONE || tg_lval_str_is(v, "none"))
+        return;
+    int n = -1;
+    if (tg_lval_str_is(v, "full")) {
+        n = ok_layers ? s->layers : 0;
+    } else if (v->type == LUA_TNUMBER && (v->is_int || (isfinite(v->n) && floor(v->n) == v->n))) {
+        double x = tg_lval_num(v);
+        tg_lval_show_number(shown, sizeof shown, v);
+        if (x < 0 || (ok_layers && x > s->layers)) {
+            if (ok_layers)
+                fail(c, "recompute = %s is out of range: it counts the layers whose activations the backward "
+                        "recomputes, 0 to model.layers = %d; use recompute = \"full\" for all of them", shown,
+                     s->layers);
+            else
+                fail(c, "recompute = %s is out of range: it counts layers, 0 or more", shown);
+            return;
+        }
+        n = (int)x;
+    } else {
+        tg_lval_describe(shown, sizeof shown, v);
+        fail(c, "recompute must be \"none\", \"full\" or a number of layers, got %s; use recompute = \"full\" to "
+                "keep only each layer's input for the backward (docs/TRAINING.md), or drop the key", shown);
+        return;
+    }
+    if (n > 0 && s->mode != TG_TRAIN) {
+        fail(c, "recompute is given without mode = \"train\": it trades the backward's flops for the activations a "
+                "training step keeps; add mode = \"train\" or drop recompute");
+        return;
+    }
+    if (n > 0 && s->scheme == TG_SCHEME_MEGATRON) {
+        fail(c, "recompute is not supported with scheme = \"megatron\" (only the tesseract scheme plans the "
+                "recomputation); drop recompute, or use scheme = \"tesseract\"");
+        return;
+    }
+    s->recompute = n;
+}
+
 static void validate(spec_ctx *c, tg_spec *s)
 {
     s->microbatches = 1; /* check_pipeline sets it once the batch is known */
@@ -768,7 +813,7 @@ static void validate(spec_ctx *c, tg_spec *s)
         check_eps(c, s);
         check_lm(c, s, ok_seq);
     }
-    (void)ok_layers;
+    check_recompute(c, s, ok_layers);
 
     long long q = s->q, d = s->d, C = s->hidden, H = s->heads, F = s->ffn, S = s->seq,
               B = s->batch;
@@ -975,14 +1020,17 @@ static const char *lm_keys(char *buf, size_t cap, const tg_spec *s)
 static const char *pipe_keys(char *buf, size_t cap, const tg_spec *s)
 {
     buf[0] = '\0';
+    size_t n = 0;
     if (s->microbatches > 1)
-        snprintf(buf, cap, ", pipeline = { microbatches = %d }", s->microbatches);
+        n = (size_t)snprintf(buf, cap, ", pipeline = { microbatches = %d }", s->microbatches);
+    if (s->recompute > 0 && n < cap) /* the same rules: the megatron scheme refuses it */
+        snprintf(buf + n, cap - n, ", recompute = %d", s->recompute);
     return buf;
 }
 
 bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
 {
-    char src[600], chunk[sizeof s->path + 64], lm[80], pipe[64];
+    char src[600], chunk[sizeof s->path + 64], lm[80], pipe[96];
     lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
              "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
@@ -1003,7 +1051,7 @@ bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
 
 bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
 {
-    char src[600], chunk[sizeof s->path + 64], lm[80], pipe[64];
+    char src[600], chunk[sizeof s->path + 64], lm[80], pipe[96];
     lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
              "return { name = \"%s\", scheme = \"megatron\", mesh = { p = %d }, model = { layers = %d, hidden = %d, "

@@ -27,6 +27,8 @@
  *     memory_gib = 80,                     -- optional; the memory of one rank: every arena must fit
  *     pipeline = { microbatches = 4 },     -- optional, mode = "train" only: gradient accumulation over m
  *                                          -- micro-batches; m divides batch/(q*d) (tesseract scheme only)
+ *     recompute = "full",                  -- optional, mode = "train" only: "none" (default), "full" or N: the
+ *                                          -- backward recomputes the first N layers' forward (tesseract scheme)
  *   }
  */
 #ifndef TG_SPEC_H
@@ -82,6 +84,8 @@ typedef struct tg_spec {
     double memory_gib; /* memory of one rank, GiB: every rank's arena must fit (default TG_MEMORY_GIB_DEFAULT) */
     int microbatches;  /* pipeline.microbatches m (training only, default 1): a step runs m micro-batches of
                         * batch/(q*d*m) sequences per rank, summing their gradients (docs/TRAINING.md) */
+    int recompute;     /* recompute: layers 0..recompute-1 keep only their input in the forward and recompute the
+                        * rest in the backward (training, tesseract scheme; 0: none, the default) */
 } tg_spec;
 
 #define TG_MEMORY_GIB_DEFAULT 80.0 /* an 80 GB H100 or A100 */

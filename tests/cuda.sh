@@ -16,7 +16,7 @@
 #              backward bytes equal to the plan; then 5 AdamW steps with --replica-check (replicas bitwise
 #              identical) under the comm-first order; 6 steps of a warmup schedule with clipping replayed from
 #              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured; the
-#              spec with 2 micro-batches on [2,2,1]: --dy in random order against the float64 full batch, bytes
+#              spec with 2 micro-batches and layer 0 recomputed on [2,2,1]: --dy in random order against the float64 full batch, bytes
 #              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
 #   lm         a spec with model.vocab (embedding, tied LM head, vocab-parallel loss; training) on the same meshes:
 #              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
@@ -399,12 +399,13 @@ fi
 # ---- micro-batches (pipeline.microbatches, docs/TRAINING.md "Micro-batches") under the emulation -----------------
 # The training spec above with 2 micro-batches on [2,2,1] (2 sequences per rank, 1 per micro-batch): the gradients
 # of the whole batch summed by trc_grad_acc, the all-reduces once after the last micro-batch (bwd_grads), the I/O
-# blocks viewed per micro-batch; the CPU program of the same output is the reference of the training steps.
+# blocks viewed per micro-batch; the CPU program of the same output is the reference of the training steps. The spec
+# also recomputes layer 0 in the backward (recompute = 1): its forward steps run again inside bwd_L0.
 cu_mb_generate() { # q d m -> $WORK/cutmb_q_d: both backends; the CPU program built
     local dir="$WORK/cutmb_$1_$2"
     cu_spec "cutmb_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train",
   optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, warmup = 3, clip = 0.05 },
-  pipeline = { microbatches = '"$3"' },' >"$dir.lua" &&
+  pipeline = { microbatches = '"$3"' }, recompute = 1,' >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null
 }
 cu_mb_train() { # q d: 5 AdamW steps, random order: losses within 1e-6 of the CPU program's, replicas bitwise identical
@@ -429,8 +430,8 @@ for k in range(min(len(a), len(b))):
 sys.exit(0 if ok else 1)
 PYEOF
 }
-CU_MB_N1="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches, --dy, random first: dL/dx and weight gradients match the float64 full batch, bytes as planned"
-CU_MB_N2="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches, 5 AdamW steps: losses match the CPU program's, replicas bitwise identical"
+CU_MB_N1="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches and layer 0 recomputed, --dy, random first: dL/dx and weight gradients match the float64 full batch, bytes as planned"
+CU_MB_N2="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches and layer 0 recomputed, 5 AdamW steps: losses match the CPU program's, replicas bitwise identical"
 if wanted "$CU_MB_N1" || wanted "$CU_MB_N2"; then
     if cu_train_setup >"$WORK/log" 2>&1 && cu_mb_generate 2 1 2 >"$WORK/log" 2>&1 && cu_emu_build 2 1 tmb >"$WORK/log" 2>&1; then
         check "$CU_MB_N1" cu_train_grads 2 1 random cutmb

@@ -523,6 +523,36 @@ int main(void)
         TT_CHECK(has("epilogues must be true or false, got") && has("use epilogues = false"), "%.400s", E.msg);
     }
 
+    TT_CASE("recompute: none by default; full or a number of layers in a tesseract training spec; anything else refused") {
+        const char *tr = "mesh = { q = 1 }, mode = 'train', model = { layers = 3, hidden = 8, heads = 1, ffn = 8, "
+                         "seq = 1, batch = 1 }";
+        char src[512];
+        snprintf(src, sizeof src, "return { %s }", tr);
+        TT_CHECK(load(src) && S.recompute == 0, "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 'none' }", tr);
+        TT_CHECK(load(src) && S.recompute == 0, "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 'full' }", tr);
+        TT_CHECK(load(src) && S.recompute == 3, "full: %.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 2 }", tr);
+        TT_CHECK(load(src) && S.recompute == 2, "2: %.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 0 }", tr);
+        TT_CHECK(load(src) && S.recompute == 0, "0: %.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 4 }", tr);
+        TT_CHECK(!load(src), "recompute = 4 of 3 layers accepted");
+        TT_CHECK(has("recompute = 4 is out of range") && has("0 to model.layers = 3"), "%.400s", E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 1.5 }", tr);
+        TT_CHECK(!load(src) && has("recompute must be \"none\", \"full\" or a number of layers, got 1.5"), "%.400s",
+                 E.msg);
+        snprintf(src, sizeof src, "return { %s, recompute = 'some' }", tr);
+        TT_CHECK(!load(src) && has("recompute must be") && has("got string \"some\""), "%.400s", E.msg);
+        TT_CHECK(!load("return { " OK_TAIL ", recompute = 'full' }"), "recompute in an inference spec accepted");
+        TT_CHECK(has("recompute is given without mode = \"train\""), "%.400s", E.msg);
+        TT_CHECK(!load("return { scheme = 'megatron', mesh = { p = 1 }, mode = 'train', model = { layers = 1, "
+                       "hidden = 8, heads = 1, ffn = 8, seq = 1, batch = 1 }, recompute = 1 }"),
+                 "recompute with megatron accepted");
+        TT_CHECK(has("recompute is not supported with scheme = \"megatron\""), "%.400s", E.msg);
+    }
+
     TT_CASE("attention: cublas by default, cudnn only in bf16 with a head dimension cuDNN supports") {
         const char *m16 = "mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, seq = 4, batch = 1 }";
         char src[512];

@@ -294,3 +294,100 @@ if mb_setup >"$WORK/log" 2>&1; then
 else
     notok "train: micro-batches float64 reference" "$WORK/log"
 fi
+
+# ---- recomputation (spec recompute; docs/TRAINING.md "Recomputation") ---------------------------------------------
+# the program that recomputes N layers' forward in the backward against the one that keeps them (the micro-batch
+# section's programs, same model, weights and batches): the same arithmetic on the same inputs, so dL/dx, every
+# gradient and every loss are bitwise the same; the backward moves exactly the recomputed layers' extra bytes
+rc_build() { # q d m r: recompute = r (a number or "full")
+    local dir="$WORK/mb/rc_$1_$2_$3_$4" pipe=""
+    [ "$3" -gt 1 ] && pipe="pipeline = { microbatches = $3 },"
+    local r=$4
+    [ "$r" = full ] && r='"full"'
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "rc_q$1_d$2_m$3", mode = "train",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16, eps = 1e-5 },
+  $pipe recompute = $r,
+}
+SPEC
+    TESS_BACKENDS=cpu bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+rc_same() { # q d m r: one step's dL/dx and gradients, then 3 AdamW steps, bitwise those of the program that keeps
+    local dir="$WORK/mb/rc_$1_$2_$3_$4" keep="$WORK/mb/p_$1_$2_$3"
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((16, 8, 48), np.nan, np.float32))" "$dir/dx.npy" &&
+        rm -f "$dir/g.safetensors" &&
+        "$dir/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --dy "$WORK/mb/dy.npy" \
+            --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes --quiet &&
+        "$keep/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --dy "$WORK/mb/dy.npy" \
+            --dx-out "$dir/dx_keep.npy" --grads-out "$dir/g_keep.safetensors" --quiet &&
+        "$PY" $REF compare --ref "$WORK/mb/dx_ref.npy" --got "$dir/dx.npy" --tol 1e-4 --expect-f32 \
+            --label "dx [$1,$1,$2] m=$3 recompute=$4" &&
+        cmp "$dir/dx.npy" "$dir/dx_keep.npy" && cmp "$dir/g.safetensors" "$dir/g_keep.safetensors" &&
+        echo "dL/dx and gradients: bitwise those of the program without recomputation" &&
+        "$keep/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy" \
+            --steps 3 | grep -E '^(step|after) ' | sed 's/ tok\/s.*//' >"$dir.loss_keep" &&
+        "$dir/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy" \
+            --steps 3 --replica-check >"$dir.out" && cat "$dir.out" &&
+        { [ "$1$2" = 11 ] || grep -q "bitwise identical" "$dir.out"; } &&
+        grep -E '^(step|after) ' "$dir.out" | sed 's/ tok\/s.*//' | diff "$dir.loss_keep" - &&
+        [ "$(wc -l <"$dir.loss_keep")" = 4 ]
+}
+rc_bytes() { # q d m r n: the backward's planned broadcasts and row all-reduces grow by exactly the n recomputed
+    # layers' forward: the row broadcasts of the qkv, proj and fc1 inputs (R x C/q each) and the column broadcasts
+    # of their weight blocks, q-1 received and one sent per SUMMA, and ln2's two row sums (R each); ln1's statistics
+    # are kept. Per step: R is the rank's rows of all m micro-batches, and each micro-batch broadcasts the weights
+    local q=$1 m=$3 n=$5 R=$((16 * 8 / ($1 * $2))) Cq=$((48 / $1)) Fq=$((192 / $1))
+    local f="$WORK/mb/rc_$1_$2_$3_$4/rank_i0_j0.c" k="$WORK/mb/p_$1_$2_$3/rank_i0_j0.c"
+    local row=$((n * 3 * R * Cq * 4)) col=$((m * n * (4 * Cq * Cq + Cq * Fq) * 4)) ar=$((n * 2 * R * 4))
+    "$PY" - "$k" "$f" "$row" "$col" "$ar" "$q" <<'PYEOF'
+import re, sys
+def plan(path):
+    t = open(path).read()
+    return {k: [int(x) for x in v.split(",")] for k, v in re.findall(r"\.(plan_bwd_\w+) = \{([^}]*)\}", t)}
+keep, rc = plan(sys.argv[1]), plan(sys.argv[2])
+row, col, ar, q = (int(a) for a in sys.argv[3:7])
+want = dict(keep)
+for k, times in (("plan_bwd_bcast_recv", q - 1), ("plan_bwd_bcast_sent", 1)):
+    want[k] = [keep[k][0] + times * row, keep[k][1] + times * col] + keep[k][2:]
+want["plan_bwd_allreduce"] = [keep["plan_bwd_allreduce"][0] + ar] + keep["plan_bwd_allreduce"][1:]
+for k in sorted(want):
+    print(k, "keep", keep[k], "recompute", rc.get(k), "want", want[k])
+sys.exit(0 if all(rc.get(k) == want[k] for k in want) else 1)
+PYEOF
+}
+rc_arena() { # q d m r: --summary of the recomputing program says so and its largest arena is smaller
+    bin/tessgen "$WORK/mb/p_$1_$2_$3.lua" --summary >"$WORK/mb/rc_keep.sum" &&
+        bin/tessgen "$WORK/mb/rc_$1_$2_$3_$4.lua" --summary >"$WORK/mb/rc.sum" &&
+        head -1 "$WORK/mb/rc.sum" && head -1 "$WORK/mb/rc.sum" | grep -q ", recompute: " &&
+        "$PY" - "$WORK/mb/rc_keep.sum" "$WORK/mb/rc.sum" <<'PYEOF'
+import sys
+def arena(path):
+    lines = open(path).read().split("\n")
+    k = next(i for i, l in enumerate(lines) if l.startswith("memory per rank"))
+    return max(int(l.split()[1]) for l in lines[k + 2:] if l.strip() and l.split()[1].isdigit())
+a, b = arena(sys.argv[1]), arena(sys.argv[2])
+print("largest arena: keeps the activations %d bytes, recomputes %d" % (a, b))
+sys.exit(0 if b < a else 1)
+PYEOF
+}
+if [ -x "$WORK/mb/p_2_2_2/bin/model" ]; then
+    for t in 1,1,1,full 2,1,1,1 2,2,2,full; do
+        IFS=, read -r q d m r <<<"$t"
+        n=$r
+        [ "$r" = full ] && n=2
+        if rc_build "$q" "$d" "$m" "$r" >"$WORK/log" 2>&1; then
+            check "train: recompute = $r on [$q,$q,$d] (m=$m): dL/dx, gradients and 3 AdamW losses bitwise those of the program that keeps the activations" \
+                rc_same "$q" "$d" "$m" "$r"
+            [ "$q" -gt 1 ] &&
+                check "train: recompute = $r on [$q,$q,$d] (m=$m) moves exactly the recomputed layers' broadcasts and row sums more" \
+                    rc_bytes "$q" "$d" "$m" "$r" "$n"
+            [ "$r" = full ] &&
+                check "train: recompute = full on [$q,$q,$d] (m=$m): --summary says so, and the largest arena is smaller" \
+                    rc_arena "$q" "$d" "$m" "$r"
+        else
+            notok "train: recompute = $r on [$q,$q,$d] generate and build" "$WORK/log"
+        fi
+    done
+fi
