@@ -17,11 +17,12 @@
 
 #include "fuse.h"
 
-_Static_assert(TG_STEP_GRAD_ACC + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+_Static_assert(TG_STEP_ALLGATHER + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
 {
-    return k == TG_STEP_BCAST || k == TG_STEP_ALLREDUCE || k == TG_STEP_REDUCE;
+    return k == TG_STEP_BCAST || k == TG_STEP_ALLREDUCE || k == TG_STEP_REDUCE || k == TG_STEP_REDUCESCATTER ||
+           k == TG_STEP_ALLGATHER;
 }
 
 /* Bytes a compute step reads and writes: each operand once per access (a read-write operand twice). */
@@ -95,6 +96,8 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
                 t = 2 * (g - 1) * lat + 2 * (g - 1) / g * n / bw;
             else if (s->kind == TG_STEP_ALLREDUCE) /* reduce onto one member, then bcast from it */
                 t = 2 * ((g - 1) * lat + n / bw);
+            else if (s->kind == TG_STEP_REDUCESCATTER || s->kind == TG_STEP_ALLGATHER) /* each member (g-1)/g of n */
+                t = (g - 1) * lat + (g - 1) / g * n / bw;
             else
                 t = (g - 1) * lat + n / bw;
             t += mc->launch_us * 1e-6;

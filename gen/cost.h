@@ -30,7 +30,7 @@
 #include "plan.h"
 #include "strbuf.h"
 
-#define TG_COST_NKINDS 27 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_GRAD_ACC */
+#define TG_COST_NKINDS 29 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_ALLGATHER */
 
 /* One phase (forward, backward or optimizer) of a class program. */
 typedef struct tg_cost_phase {

@@ -129,7 +129,19 @@ const char *tg_step_text(char *buf, size_t cap, const tg_plan *pl, const tg_clas
         snprintf(buf, cap, "bf16 copy of %s for the GEMMs (round to nearest even)",
                  cp && s->buf[0] >= 0 ? cp->bufs[s->buf[0]].name : "?");
         break;
+    case TG_D_RSCATTER:
+    case TG_D_AGATHER:
+        snprintf(buf, cap, "%s %s over %s, member k gets slice k of %lld elements", s->desc == TG_D_RSCATTER ?
+                 "reduce-scatter(sum, member order)" : "all-gather", lab, tg_group_text(g, sizeof g, pl, c, s->group),
+                 (s->count + s->group_size - 1) / s->group_size);
+        break;
     case TG_D_ADAMW:
+        if (s->slice_of > 0) {
+            snprintf(buf, cap, "AdamW on slice k of %s (%lld of its %lld elements; k = this rank's member of dep)%s",
+                     cp && s->aux >= 0 && s->aux < cp->nparams ? cp->params[s->aux].name : "?", s->count,
+                     s->slice_of, s->decay ? " (with weight decay)" : "");
+            break;
+        }
         snprintf(buf, cap, "AdamW on %s%s%s", cp && s->aux >= 0 && s->aux < cp->nparams ? cp->params[s->aux].name : "?",
                  s->decay ? " (with weight decay)" : "", s->buf[4] >= 0 ? ", then its bf16 copy (round to nearest even)" : "");
         break;

@@ -50,6 +50,11 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
         tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "",
                      tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
         break;
+    case TG_STEP_REDUCESCATTER:
+    case TG_STEP_ALLGATHER: /* optimizer.shard: slice k of ceil(count / group size) elements on member k */
+        tg_sb_printf(o, "    tr_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter",
+                     tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
+        break;
     case TG_STEP_EMBED:
         tg_sb_printf(o, "    tr_embed_rows(c, %s + %d, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->boff, bn(rp, s, 1),
                      s->vocab0, s->nvalid, s->rows, s->cols, bn(rp, s, 2));
@@ -187,10 +192,18 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
             tg_sb_printf(o, "/* ==== %s ==== */\n", names[sg[g].phase]);
         tg_sb_printf(o, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
         if (sg[g].phase == TG_PHASE_OPT) { /* one call over a table of every shard, not a call per shard */
-            ok = tg_emit_adamw_table(o, pl, rp, co, sg[g].first, sg[g].last, "tensors", err);
+            int last = sg[g].first; /* the AdamW steps; optimizer.shard: the all-gathers after them */
+            while (last < sg[g].last && rp->steps[last + 1].kind == TG_STEP_ADAMW)
+                last++;
+            ok = tg_emit_adamw_table(o, pl, rp, co, sg[g].first, last, "tensors", err);
+            if (last < sg[g].last)
+                ok = ok && tg_emit_buffers(o, pl, rp, co, last + 1, sg[g].last, cpu_uses, "rank's");
             tg_sb_printf(o, "    TR_STEP(c, %d); /* steps %d..%d: AdamW on every local shard, one call */\n",
-                         sg[g].first, sg[g].first, sg[g].last);
-            tg_sb_printf(o, "    tr_adamw_multi(c, A, tensors, %d);\n}\n\n", sg[g].last - sg[g].first + 1);
+                         sg[g].first, sg[g].first, last);
+            tg_sb_printf(o, "    tr_adamw_multi(c, A, tensors, %d);\n", last - sg[g].first + 1);
+            for (int i = last + 1; i <= sg[g].last; i++)
+                print_step(o, pl, rp, co, &rp->steps[i], i);
+            tg_sb_puts(o, "}\n\n");
             continue;
         }
         ok = tg_emit_buffers(o, pl, rp, co, sg[g].first, sg[g].last, cpu_uses, "rank's");

@@ -20,7 +20,9 @@ const char *tg_emit_kind_enum(tg_step_kind k)
 {
     switch (k) {
     case TG_STEP_BCAST: return "TR_K_BCAST";
-    case TG_STEP_ALLREDUCE: return "TR_K_ALLREDUCE";
+    case TG_STEP_ALLREDUCE:
+    case TG_STEP_REDUCESCATTER: /* counted and timed with the all-reduces (--stats) */
+    case TG_STEP_ALLGATHER: return "TR_K_ALLREDUCE";
     case TG_STEP_GEMM: return "TR_K_GEMM";
     case TG_STEP_LN_ROWSUM:
     case TG_STEP_LN_SQDEV:
@@ -68,8 +70,9 @@ void tg_emit_params(tg_sb *o, const tg_class_plan *rp)
                          rp->bufs[p->v].offset);
         else
             tg_sb_puts(o, ", -1, -1, -1");
-        tg_sb_printf(o, ", %s, %d, %lld},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16,
-                     p->w16 >= 0 ? rp->bufs[p->w16].offset : -1LL); /* bf16 shard; its persistent bf16 copy */
+        tg_sb_printf(o, ", %s, %d, %lld, %lld},\n", tg_emit_group_enum((tg_group)p->replica), b->dtype == TG_BUF_BF16,
+                     p->w16 >= 0 ? rp->bufs[p->w16].offset : -1LL, /* bf16 shard; its persistent bf16 copy */
+                     p->shard); /* optimizer.shard: elements of one slice of the moments */
     }
 }
 
@@ -78,7 +81,8 @@ bool tg_emit_adamw_table(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, t
 {
     for (int i = first; i <= last; i++) {
         const tg_step *s = &cp->steps[i];
-        if (s->kind != TG_STEP_ADAMW || s->wait >= 0 || s->signal)
+        /* optimizer.shard (CPU only): the all-gathers after the table wait for it, which the CPU need not see */
+        if (s->kind != TG_STEP_ADAMW || s->wait >= 0 || (s->signal && !pl->spec.opt.shard))
             return tg_fail(err,
                            "internal emitter error: class (i=%d, j=%d) step %d of the optimizer is %s%s: the "
                            "multi-tensor AdamW table holds AdamW steps that wait for nothing",
@@ -87,17 +91,17 @@ bool tg_emit_adamw_table(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, t
     tg_sb_printf(o,
                  "    /* The multi-tensor AdamW step (steps %d..%d of schedule.txt, in that order): one row per local "
                  "shard, arena\n     * offsets in floats of {param, grad, m, v, bf16 copy of param (-1: none)}, "
-                 "then elements and weight decay. */\n",
+                 "then elements, weight decay, and the parameter's elements when the row is one slice of it (0: whole). */\n",
                  first, last);
     tg_sb_printf(o, "    static const tr_adamw_tensor %s[%d] = {\n", var, last - first + 1);
     for (int i = first; i <= last; i++) {
         const tg_step *s = &cp->steps[i];
         char what[256];
         tg_step_text(what, sizeof what, pl, cp, co, s);
-        tg_sb_printf(o, "        {%lld, %lld, %lld, %lld, %lld, %lld, %d}, /* step %d: %s */\n",
+        tg_sb_printf(o, "        {%lld, %lld, %lld, %lld, %lld, %lld, %d, %lld}, /* step %d: %s */\n",
                      cp->bufs[s->buf[0]].offset, cp->bufs[s->buf[1]].offset, cp->bufs[s->buf[2]].offset,
                      cp->bufs[s->buf[3]].offset, s->buf[4] >= 0 ? cp->bufs[s->buf[4]].offset : -1LL, s->count,
-                     s->decay, i, what);
+                     s->decay, s->slice_of, i, what);
     }
     tg_sb_puts(o, "    };\n");
     return true;
@@ -105,7 +109,8 @@ bool tg_emit_adamw_table(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, t
 
 void tg_emit_step_info(tg_sb *o, const tg_step *s)
 {
-    int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE;
+    int coll = s->kind == TG_STEP_BCAST || s->kind == TG_STEP_ALLREDUCE || s->kind == TG_STEP_REDUCE ||
+               s->kind == TG_STEP_REDUCESCATTER || s->kind == TG_STEP_ALLGATHER;
     tg_sb_printf(o, "    {%d, %d, \"%s\", %s, %s, %d, %lld, %lld, %d},\n", s->layer, s->t, s->op,
                  tg_emit_kind_enum(s->kind), coll ? tg_emit_group_enum(s->group) : "-1", s->root_local, s->count, s->flops,
                  coll ? s->esize : 0);
@@ -177,6 +182,8 @@ void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, co
     ll4(o, "plan_bwd_allreduce", rp->bwd_allreduce);
     ll4(o, "plan_bwd_reduce_recv", rp->bwd_reduce_recv);
     ll4(o, "plan_bwd_reduce_sent", rp->bwd_reduce_sent);
+    ll4(o, "plan_bwd_rscatter", rp->bwd_rscatter);
+    ll4(o, "plan_opt_allgather", rp->opt_allgather);
     tg_sb_printf(o, "        .nsteps = %d,\n        .steps = step_info,\n", rp->nsteps);
     tg_sb_printf(o, "        .forward = forward,\n        .backward = %s,\n        .optimizer = %s,\n",
                  train ? "backward" : null_ptr, train ? "optimizer" : null_ptr);

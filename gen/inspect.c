@@ -251,7 +251,7 @@ void tg_print_ranks(tg_sb *o, const int *r, int n)
 void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
 {
     const tg_spec *s = &pl->spec;
-    char mt[48], mb[160] = "";
+    char mt[48], mb[320] = "";
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
     size_t n = 0;
     if (pl->mb > 1) /* the arena and the per-step figures below are those of this split (docs/TRAINING.md) */
@@ -260,6 +260,10 @@ void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
     if (s->mode == TG_TRAIN && s->recompute > 0 && n < sizeof mb) /* and so are the arena and the flops here */
         snprintf(mb + n, sizeof mb - n, ", recompute: %s%d of %d layer%s", s->recompute == s->layers ? "all " : "",
                  s->recompute, s->layers, s->layers == 1 ? "" : "s");
+    if (s->opt.shard) /* docs/TRAINING.md "Optimizer state sharded over depth" */
+        snprintf(mb + strlen(mb), sizeof mb - strlen(mb), pl->mesh.d > 1 ?
+                 ", optimizer.shard: the matrices' AdamW moments / d = %d (ceil(elems/d) each)" :
+                 ", optimizer.shard: d = %d, nothing to shard", pl->mesh.d);
     tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
                     "S=%d, B=%d)%s%s%s\n",
                  TG_VERSION, what, s->name, s->path, mt, pl->mesh.p, s->layers,

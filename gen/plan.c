@@ -116,6 +116,13 @@ long long tg_step_times(const tg_plan *pl, const tg_step *s)
 /* Per training step (and per forward): each step's figures times tg_step_times. */
 static void totals(const tg_plan *pl, tg_class_plan *rp)
 {
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        if (p->m < 0)
+            continue;
+        rp->moment_elems += 2 * rp->bufs[p->m].elems;
+        rp->moment_full += 2 * rp->bufs[p->buf].elems;
+    }
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
         long long times = tg_step_times(pl, st);
@@ -133,6 +140,10 @@ static void totals(const tg_plan *pl, tg_class_plan *rp)
                 recv[st->group] += bytes;
         } else if (st->kind == TG_STEP_ALLREDUCE) {
             ar[st->group] += bytes;
+        } else if (st->kind == TG_STEP_REDUCESCATTER) {
+            rp->bwd_rscatter[st->group] += bytes;
+        } else if (st->kind == TG_STEP_ALLGATHER) {
+            rp->opt_allgather[st->group] += bytes;
         } else if (st->kind == TG_STEP_REDUCE) {
             long long *rr = bwd ? rp->bwd_reduce_recv : rp->reduce_recv;
             long long *rs = bwd ? rp->bwd_reduce_sent : rp->reduce_sent;
@@ -321,6 +332,8 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_POS_BWD: return "pos_bwd";
     case TG_STEP_CAST: return "cast";
     case TG_STEP_GRAD_ACC: return "grad_acc";
+    case TG_STEP_REDUCESCATTER: return "reducescatter";
+    case TG_STEP_ALLGATHER: return "allgather";
     }
     return "?";
 }

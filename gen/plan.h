@@ -84,8 +84,14 @@ typedef enum tg_step_kind {
     /* bf16 plans (docs/BF16.md) */
     TG_STEP_CAST,         /* buf[0] x [count] fp32 -> buf[1] y [count] bf16, round to nearest even: a GEMM operand */
     /* micro-batches (spec pipeline.microbatches > 1; docs/TRAINING.md "Micro-batches") */
-    TG_STEP_GRAD_ACC      /* buf[0] grad [count] = buf[1] (the first micro-batch of a step), += buf[1] (the later ones):
+    TG_STEP_GRAD_ACC,     /* buf[0] grad [count] = buf[1] (the first micro-batch of a step), += buf[1] (the later ones):
                            * a weight gradient summed over the micro-batches */
+    /* the optimizer state sharded over depth (spec optimizer.shard; docs/TRAINING.md "Optimizer state sharded over
+     * depth"): a tensor of count elements is cut into group_size slices of ceil(count/group_size) elements (the last
+     * ones shorter, possibly empty); member k of the group owns slice k */
+    TG_STEP_REDUCESCATTER, /* buf[0]: [count]; member k's slice of it becomes the sum over the group of that slice (every
+                            * member's part added in member order 0, 1, ..; the rest of buf[0] is left as it was) */
+    TG_STEP_ALLGATHER      /* buf[0]: [count]; every member's slice k becomes member k's slice k (a copy of its bits) */
 } tg_step_kind;
 
 /* Pseudo-layers of the language model's steps (each its own function in the generated code). */
@@ -124,7 +130,9 @@ typedef enum tg_desc {
     TG_D_ATB,         /* "P = X(h,t)^T @ dY(h,j) ..." (q = 1: "dW(0,0) = X(h,0)^T @ dY(h,0) ...") */
     TG_D_ATTENTION,   /* "causal softmax attention, N sequences x H local heads" */
     TG_D_ADAMW,       /* "AdamW on <param aux>[ (with weight decay)]" */
-    TG_D_CAST         /* "bf16 copy of <buf 0> for the GEMMs (round to nearest even)" */
+    TG_D_CAST,        /* "bf16 copy of <buf 0> for the GEMMs (round to nearest even)" */
+    TG_D_RSCATTER,    /* "reduce-scatter(sum) <label> over <group>, slices of N" */
+    TG_D_AGATHER      /* "all-gather <label> over <group>, slices of N" */
 } tg_desc;
 
 /* The epilogue a GEMM step carries (fuse.c). */
@@ -174,6 +182,8 @@ typedef struct tg_step {
     int vocab0, nvalid;         /* LM steps: first vocab id of the local block, ids of it below V */
     int boff;                   /* EMBED, EMBED_BWD: element offset into buf[0] (one row block's token ids) */
     float scale;                /* LM_DLOGITS: 1 / (batch*seq) */
+    long long slice_of;         /* adamw on a slice (optimizer.shard): the parameter's elements, count being one slice,
+                                 * ceil(slice_of / d) (the member of dep(i,j) picks which); 0: the whole shard */
 
     long long flops;
 
@@ -243,6 +253,8 @@ typedef struct tg_param {
     tg_piece piece[3];
     int replica;   /* tg_group whose members hold bitwise-identical copies of this shard (member 0's is the
                     * canonical copy written to files), or -1 when no other rank holds it */
+    long long shard; /* optimizer.shard with d > 1 and replica dep: the elements of one slice, ceil(elems/d) (the
+                      * moments m, v hold one slice; member k of dep updates slice k), else 0 */
 } tg_param;
 
 /* The program of one rank class: every rank (i, j, k), k = 0..d-1, runs exactly these steps on these
@@ -272,6 +284,11 @@ typedef struct tg_class_plan {
     long long bwd_reduce_recv[TG_NGROUPS], bwd_reduce_sent[TG_NGROUPS];
     /* the forward's reductions (the LM's embedding; 0 without a vocabulary) */
     long long reduce_recv[TG_NGROUPS], reduce_sent[TG_NGROUPS];
+    /* optimizer.shard: the backward's reduce-scatters and the optimizer's all-gathers, bytes of the whole tensors
+     * (count * 4 each, as an all-reduce counts its count); 0 without sharding */
+    long long bwd_rscatter[TG_NGROUPS], opt_allgather[TG_NGROUPS];
+    long long moment_elems, moment_full; /* training: elements of the AdamW moments m and v of this rank (both), and
+                                          * what they would be unsharded */
     /* the language model (spec vocab > 0), else -1: token ids of the q row blocks q*k..q*k+q-1 [1, q*R] i32,
      * targets of row block h [1, R] i32, logits(h, vocab block j) [R, Vq], per-token loss [1, R] */
     int tok_buf, tgt_buf, logits_buf, loss_buf;

@@ -293,12 +293,47 @@ int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1,
         snprintf(what, sizeof what, "gradient of the shard of %s", name);
         /* micro-batches: a gradient sums every micro-batch's part, so it outlives the functions of each */
         p->grad = tg_pb_buf(b, rows, cols, b->pl->mb > 1, what, "g_%s", ident);
-        snprintf(what, sizeof what, "AdamW first moment of the shard of %s", name);
-        p->m = tg_pb_buf(b, rows, cols, 1, what, "m_%s", ident);
-        snprintf(what, sizeof what, "AdamW second moment of the shard of %s", name);
-        p->v = tg_pb_buf(b, rows, cols, 1, what, "v_%s", ident);
+        /* optimizer.shard: the moments of one slice of the shard, ceil(elems/d) (the last slices may be shorter) */
+        long long n = (long long)rows * cols, d = b->pl->mesh.d;
+        p->shard = tg_pb_sharded(b, p->replica) ? (n + d - 1) / d : 0;
+        int mr = p->shard ? 1 : rows, mc = p->shard ? (int)p->shard : cols;
+        const char *sl = p->shard ? "this rank's slice of the shard" : "the shard";
+        snprintf(what, sizeof what, "AdamW first moment of %s of %s", sl, name);
+        p->m = tg_pb_buf(b, mr, mc, 1, what, "m_%s", ident);
+        snprintf(what, sizeof what, "AdamW second moment of %s of %s", sl, name);
+        p->v = tg_pb_buf(b, mr, mc, 1, what, "v_%s", ident);
     }
     return rp->nparams - 1;
+}
+
+bool tg_pb_sharded(const tg_builder *b, int g)
+{
+    const tg_plan *pl = b->pl;
+    return pl->spec.opt.shard && pl->spec.mode == TG_TRAIN && pl->mesh.scheme == TG_SCHEME_TESSERACT &&
+           pl->mesh.d > 1 && g == TG_DEP;
+}
+
+void tg_pb_param_replica(tg_builder *b, int param, int g)
+{
+    if (param < 0)
+        return;
+    tg_param *p = &b->rp->params[param];
+    p->replica = g;
+    if (!p->shard || tg_pb_sharded(b, g))
+        return;
+    p->shard = 0;
+    const tg_buf *w = &b->rp->bufs[p->buf];
+    int mv[2] = {p->m, p->v};
+    for (int k = 0; k < 2; k++) {
+        tg_buf *m = &b->rp->bufs[mv[k]];
+        m->rows = w->rows;
+        m->cols = w->cols;
+        m->elems = w->elems;
+        char *at = strstr(m->what, "this rank's slice of the shard");
+        if (at)
+            snprintf(m->what, sizeof m->what, "AdamW %s moment of the shard of %s", k ? "second" : "first",
+                     p->name);
+    }
 }
 
 void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int dst_col)
@@ -397,6 +432,21 @@ void tg_pb_allreduce_exact(tg_builder *b, int layer, const char *op, tg_group g,
     s->label = what;
 }
 
+/* optimizer.shard: the reduce-scatter that replaces the exact all-reduce of a sharded weight's gradient. */
+static void reduce_scatter(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
+                           const char *what)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_REDUCESCATTER, layer, op, -1);
+    if (!s)
+        return;
+    s->group = g;
+    s->group_size = tg_group_size(&b->pl->mesh, g);
+    s->count = count;
+    tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    s->desc = TG_D_RSCATTER;
+    s->label = what;
+}
+
 /* ---- GEMM, optimizer ------------------------------------------------------------- */
 
 tg_step *tg_pb_gemm(tg_builder *b, int layer, const char *op, int t, int ta, int tb, int m, int n, int k, int A,
@@ -440,6 +490,27 @@ void tg_pb_optimizer(tg_builder *b)
             tg_pb_use(s, 4, p->w16, TG_ACC_W); /* rounded from the updated param: the next step's GEMMs read it */
         s->desc = TG_D_ADAMW;
         s->aux = i;
+        if (p->shard) { /* this rank's slice: count is one slice (the last ones shorter; the runtime clips) */
+            s->slice_of = s->count;
+            s->count = p->shard;
+        }
+    }
+    /* optimizer.shard: every member of dep(i,j) updated its slice; the all-gather copies each slice's bits to the
+     * others, so the replicas are identical by construction */
+    for (int i = 0; i < rp->nparams; i++) {
+        const tg_param *p = &rp->params[i];
+        if (!p->shard)
+            continue;
+        tg_step *s = tg_pb_step(b, TG_STEP_ALLGATHER, -1, "adamw", -1);
+        if (!s)
+            return;
+        s->group = (tg_group)p->replica;
+        s->group_size = tg_group_size(&b->pl->mesh, s->group);
+        s->count = rp->bufs[p->buf].elems;
+        tg_pb_use(s, 0, p->buf, TG_ACC_R | TG_ACC_W);
+        s->desc = TG_D_AGATHER;
+        s->label = p->name;
+        s->aux = i;
     }
 }
 
@@ -471,7 +542,10 @@ void tg_pb_grad_allreduce(tg_builder *b, int layer, const char *op, tg_group g, 
                           const char *what)
 {
     if (b->pl->mb <= 1) {
-        tg_pb_allreduce_exact(b, layer, op, g, buf, count, what);
+        if (tg_pb_sharded(b, g))
+            reduce_scatter(b, layer, op, g, buf, count, what);
+        else
+            tg_pb_allreduce_exact(b, layer, op, g, buf, count, what);
         return;
     }
     if (b->ndeferred == b->cap_deferred) {
@@ -491,7 +565,10 @@ void tg_pb_grad_allreduces_flush(tg_builder *b)
 {
     for (int k = 0; k < b->ndeferred && !b->oom; k++) {
         const struct tg_pb_deferred *d = &b->deferred[k];
-        tg_pb_allreduce_exact(b, TG_LAYER_GRADS, d->op, d->g, d->buf, d->count, d->what);
+        if (tg_pb_sharded(b, d->g))
+            reduce_scatter(b, TG_LAYER_GRADS, d->op, d->g, d->buf, d->count, d->what);
+        else
+            tg_pb_allreduce_exact(b, TG_LAYER_GRADS, d->op, d->g, d->buf, d->count, d->what);
     }
     b->ndeferred = 0;
 }

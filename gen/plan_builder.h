@@ -80,8 +80,15 @@ tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g
                      const char *why);
 tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count);
 void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
-/* One AdamW step per parameter shard (which also writes the shard's persistent bf16 copy, if any). */
+/* One AdamW step per parameter shard (which also writes the shard's persistent bf16 copy, if any); with
+ * optimizer.shard, a sharded parameter's step covers this rank's slice and the all-gathers of the updated slices
+ * follow every AdamW step. */
 void tg_pb_optimizer(tg_builder *b);
+/* optimizer.shard (docs/TRAINING.md "Optimizer state sharded over depth"): does the plan shard the AdamW state of a
+ * parameter whose replicas are over group g? (g = dep, d > 1, a training plan with the key set.) */
+bool tg_pb_sharded(const tg_builder *b, int g);
+/* The parameter's replicas are over g after all (the LM's wpe): its moments take the whole shard again. */
+void tg_pb_param_replica(tg_builder *b, int param, int g);
 
 /* ---- micro-batches (tg_plan.mb > 1; docs/TRAINING.md "Micro-batches") ---------------------------------------- */
 
@@ -90,8 +97,9 @@ void tg_pb_optimizer(tg_builder *b);
 int tg_pb_grad_target(tg_builder *b, int grad);
 /* grad = part (first micro-batch), grad += part (the later ones); nothing when part is grad itself. */
 void tg_pb_grad_acc(tg_builder *b, int layer, const char *op, int grad, int part);
-/* The exact all-reduce of a weight gradient over g: appended now without micro-batches; with them held back until
- * tg_pb_grad_allreduces_flush, so it runs once per step on the sum of every micro-batch. */
+/* The exact all-reduce of a weight gradient over g (a reduce-scatter when tg_pb_sharded(g)): appended now without
+ * micro-batches; with them held back until tg_pb_grad_allreduces_flush, so it runs once per step on the sum of every
+ * micro-batch. */
 void tg_pb_grad_allreduce(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
                           const char *what);
 /* Append the held-back all-reduces, in the order they were asked for, as pseudo-layer TG_LAYER_GRADS. */

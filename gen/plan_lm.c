@@ -42,8 +42,7 @@ void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
     /* wpe column block j: every position, on every (i, k) */
     lm->p_wpe = tg_pb_param(b, "wpe.weight", 2, P, C, P, Cq);
     tg_pb_piece(b, lm->p_wpe, 0, P, j * Cq, Cq, 0);
-    if (lm->p_wpe >= 0)
-        b->rp->params[lm->p_wpe].replica = TG_COLDEP;
+    tg_pb_param_replica(b, lm->p_wpe, TG_COLDEP);
     lm->wpe = lm->p_wpe < 0 ? -1 : b->rp->params[lm->p_wpe].buf;
     if (lm->wpe >= 0) /* read by the position add: fp32 */
         b->rp->bufs[lm->wpe].dtype = TG_BUF_F32;

@@ -65,7 +65,7 @@ enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
-enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_COUNT };
+enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_SHARD, OPT_COUNT };
 enum { PIPE_MICROBATCHES, PIPE_COUNT };
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer.", "pipeline."};
@@ -76,7 +76,7 @@ static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
      "epilogues", "pipeline", "recompute"},
     {"q", "d", "p", "placement"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
-    {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip"},
+    {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip", "shard"},
     {"microbatches"},
 };
 static const tg_lval_schema schema = {LVL_COUNT, level_prefix, level_table, level_nkeys, level_keys, false};
@@ -431,7 +431,7 @@ static void check_mode(spec_ctx *c, tg_spec *s)
  * learning-rate schedule and gradient clipping, every key optional. */
 static void check_optimizer(spec_ctx *c, tg_spec *s)
 {
-    static const double defaults[OPT_COUNT] = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0, 0};
+    static const double defaults[OPT_COUNT] = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0, 0, 0};
     static const char *const rule[OPT_COUNT] = {
         ("the learning rate must be >= 1e-10 and a finite float32 (<= 3.4e38): below 1e-10 AdamW's step, about lr "
          "per weight, is under the rounding of float32 weights and training does nothing; use lr = 1e-3"),
@@ -445,6 +445,7 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
          "after the warmup)"),
         "lr_min must be >= 0 and finite; use lr_min = 0 (or lr/10)",
         "clip is the largest global gradient norm, >= 0 and finite; use clip = 1.0 (0 turns clipping off)",
+        "", /* shard: a boolean (check_shard) */
     };
     double val[OPT_COUNT];
     for (int k = 0; k < OPT_COUNT; k++)
@@ -454,7 +455,7 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
     if (t->type == LUA_TTABLE) {
         for (int k = 0; k < OPT_COUNT; k++) {
             const tg_lval *v = &c->val[LVL_OPT][k];
-            if (v->type == LUA_TNONE)
+            if (v->type == LUA_TNONE || k == OPT_SHARD)
                 continue;
             if (v->type != LUA_TNUMBER) {
                 tg_lval_describe(shown, sizeof shown, v);
@@ -496,6 +497,45 @@ static void check_optimizer(spec_ctx *c, tg_spec *s)
                         .weight_decay = val[OPT_WD], .warmup = (long long)val[OPT_WARMUP],
                         .decay_steps = (long long)val[OPT_DECAY], .lr_min = val[OPT_LR_MIN],
                         .clip = val[OPT_CLIP]};
+}
+
+/* optimizer.shard = true: the AdamW state of every weight held by the d ranks of a depth group is split over them
+ * (ZeRO-1, docs/TRAINING.md "Optimizer state sharded over depth"): a reduce-scatter of the gradient instead of the
+ * all-reduce, AdamW on a 1/d slice, an all-gather of the updated weight. Boolean, default false; only with
+ * mode = "train" and the tesseract scheme. With d = 1 it is accepted and changes nothing (--summary says so). Not
+ * built for dtype = "bf16": refused, naming the fix (the CUDA backend: tessgen's main, with the backends). Called
+ * once mode, scheme and dtype are known. */
+static void check_shard(spec_ctx *c, tg_spec *s)
+{
+    const tg_lval *v = &c->val[LVL_OPT][OPT_SHARD];
+    char shown[256];
+    s->opt.shard = false;
+    if (c->val[LVL_TOP][TOP_OPT].type != LUA_TTABLE || v->type == LUA_TNONE)
+        return;
+    if (v->type != LUA_TBOOLEAN) {
+        tg_lval_describe(shown, sizeof shown, v);
+        fail(c, "optimizer.shard must be true or false, got %s; use shard = true to split the AdamW moments over "
+                "the depth groups (docs/TRAINING.md), or drop the key", shown);
+        return;
+    }
+    if (!v->b)
+        return;
+    if (s->mode != TG_TRAIN) {
+        fail(c, "optimizer.shard = true is given without mode = \"train\": it splits the AdamW state of a training "
+                "program; add mode = \"train\" or drop shard");
+        return;
+    }
+    if (s->scheme == TG_SCHEME_MEGATRON) {
+        fail(c, "optimizer.shard = true is not supported with scheme = \"megatron\" (it shards over the depth axis "
+                "of the tesseract mesh, which the megatron scheme has not); drop shard, or use scheme = \"tesseract\"");
+        return;
+    }
+    if (s->dtype == TG_BF16) {
+        fail(c, "optimizer.shard = true is not built for dtype = \"bf16\" (the bf16 copy of each weight would have "
+                "to be gathered too); drop shard, or use dtype = \"fp32\"");
+        return;
+    }
+    s->opt.shard = true;
 }
 
 /* memory_gib = 80: the memory of one rank (GPU or process), in GiB; every rank's arena must fit in it. */
@@ -793,6 +833,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_epilogues(c, s);
     check_optimizer(c, s);
     check_backends(c, s);
+    check_shard(c, s);
     check_memory(c, s);
 
     /* unknown keys, sorted so that messages do not depend on Lua's hash order */

@@ -55,6 +55,7 @@ typedef struct tg_adamw {
     long long warmup, decay_steps; /* steps, >= 0; default 0 */
     double lr_min;                 /* 0 <= lr_min <= lr; default 0 */
     double clip;                   /* >= 0; default 0 (off) */
+    bool shard;                    /* AdamW state split over the depth group (ZeRO-1); default false */
 } tg_adamw;
 
 typedef struct tg_spec {

@@ -38,7 +38,9 @@ int tg_streams_of(tg_step_kind kind)
     switch (kind) {
     case TG_STEP_BCAST:
     case TG_STEP_ALLREDUCE:
-    case TG_STEP_REDUCE: return TG_STREAM_COMM;
+    case TG_STEP_REDUCE:
+    case TG_STEP_REDUCESCATTER:
+    case TG_STEP_ALLGATHER: return TG_STREAM_COMM;
     case TG_STEP_GEMM:
     case TG_STEP_RESID_ROWSUM:
     case TG_STEP_ATTENTION:

@@ -66,6 +66,8 @@ typedef struct tr_param {
     long long w16_offset; /* bf16 training: arena offset (floats) of the persistent bf16 copy of the shard that the
                            * GEMMs read, written by AdamW after each update and by the main once before the first
                            * step; -1: none */
+    long long shard; /* optimizer.shard: the moments hold one slice of shard elements of the [rows, cols] shard
+                      * (member k of dep updates elements k*shard .. min((k+1)*shard, rows*cols)); 0: the whole */
 } tr_param;
 
 struct tr_ctx;
@@ -105,6 +107,10 @@ typedef struct tr_rank_desc {
     long long plan_bwd_allreduce[TR_NGROUPS];
     long long plan_bwd_reduce_recv[TR_NGROUPS];
     long long plan_bwd_reduce_sent[TR_NGROUPS];
+    /* optimizer.shard (docs/TRAINING.md): the backward's reduce-scatters and the optimizer's all-gathers, bytes of
+     * the whole tensors (4 per element, as an all-reduce counts its elements); 0 without sharding */
+    long long plan_bwd_rscatter[TR_NGROUPS];
+    long long plan_opt_allgather[TR_NGROUPS];
     int nsteps;
     const tr_step_info *steps;
     void (*forward)(struct tr_ctx *c, float *A);
@@ -182,6 +188,12 @@ void tr_step_mark(struct tr_ctx *c, int id);
 void tr_bcast(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
 /* Sum count floats at buf in place over group g. */
 void tr_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* optimizer.shard (docs/TRAINING.md "Optimizer state sharded over depth"): buf [count] cut into size(g) slices of
+ * ceil(count/size) elements (the last ones shorter), member k owning slice k. tr_reduce_scatter: member k's slice
+ * becomes the sum over the group of everyone's slice k, added in member order (the rest of buf keeps this rank's
+ * own values); tr_allgather: every member's slice k becomes member k's (its bits). Each counts 4 * count bytes. */
+void tr_reduce_scatter(struct tr_ctx *c, tr_group g, float *buf, long long count);
+void tr_allgather(struct tr_ctx *c, tr_group g, float *buf, long long count);
 /* Row-major C[m,n] = beta*C + A[m,k] @ B[k,n]. */
 void tr_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc);
@@ -243,6 +255,8 @@ typedef struct tr_adamw_tensor {
     long long param, grad, m, v, w16;
     long long count;
     int decay;
+    long long slice_of; /* optimizer.shard: the tensor's elements, the row updating member k of dep's slice
+                         * [k*count, min((k+1)*count, slice_of)) of param and grad (m, v: from 0); 0: all count */
 } tr_adamw_tensor;
 /* The whole optimizer step in one call: tr_adamw's arithmetic on each of the n tensors of arena A, and where a tensor
  * has a bf16 copy, that copy = the updated master rounded to nearest even (tr_f32_to_bf16), right after the update.

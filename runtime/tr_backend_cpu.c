@@ -114,6 +114,13 @@ static double clip_local(const tr_rank_desc *d, const float *G)
     double mine = 0.0;
     for (int i = 0; i < d->nparams; i++) {
         const tr_param *pr = &d->params[i];
+        if (pr->shard > 0) { /* optimizer.shard: every member of dep counts its slice, the one summed over dep */
+            long long n = (long long)pr->rows * pr->cols, lo = (long long)d->key[TR_DEP] * pr->shard;
+            long long hi = lo + pr->shard < n ? lo + pr->shard : n;
+            if (hi > lo)
+                mine += tr_sumsq(G + pr->grad_offset + lo, hi - lo);
+            continue;
+        }
         if (!tr_clip_canonical(d, pr))
             continue;
         /* the pieces of the full tensor this shard holds (every element of the shard, [rows, cols]); a piece of

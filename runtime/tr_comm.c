@@ -91,6 +91,8 @@ void tr_ctx_reset_counts(tr_ctx *c)
     memset(c->allreduce, 0, sizeof c->allreduce);
     memset(c->reduce_recv, 0, sizeof c->reduce_recv);
     memset(c->reduce_sent, 0, sizeof c->reduce_sent);
+    memset(c->rscatter, 0, sizeof c->rscatter);
+    memset(c->allgather, 0, sizeof c->allgather);
     memset(c->calls, 0, sizeof c->calls);
     memset(c->seconds, 0, sizeof c->seconds);
 }
@@ -165,6 +167,88 @@ void tr_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
         MPI_CHECK(MPI_Reduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, 0, c->comm[g]), "MPI_Reduce", g);
     MPI_CHECK(MPI_Bcast(buf, count, MPI_FLOAT, 0, c->comm[g]), "MPI_Bcast", g);
     c->allreduce[g] += 4LL * count;
+    c->calls[TR_K_ALLREDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
+}
+
+/* Slice s of count elements cut into n slices of ceil(count/n): its first element and length (0 past the end). */
+static void slice_of(long long count, int n, int s, long long *lo, int *len)
+{
+    long long cs = (count + n - 1) / n, a = (long long)s * cs, b = a + cs < count ? a + cs : count;
+    *lo = a;
+    *len = b > a ? (int)(b - a) : 0;
+}
+
+/* The counts and displacements of one slice per member, in elements (int: a shard's count fits an int). */
+static bool slice_table(tr_ctx *c, tr_group g, long long count, int **tab)
+{
+    int n = c->desc->size[g];
+    *tab = malloc(2 * (size_t)n * sizeof **tab);
+    if (!*tab)
+        return false;
+    for (int s = 0; s < n; s++) {
+        long long lo;
+        slice_of(count, n, s, &lo, &(*tab)[s]);
+        (*tab)[n + s] = (int)lo;
+    }
+    return true;
+}
+
+/* Alltoallv: member s receives everyone's slice s; then it adds them in member order 0, 1, .., n-1 (its own part at
+ * its place in that order), so the slice's sum does not depend on the MPI library's reduction order. With n = 2
+ * that is one addition, the bits the exact all-reduce gives (a + b = b + a in IEEE arithmetic). */
+void tr_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    int n = c->desc->size[g], me = c->desc->key[g], *tab = NULL;
+    long long lo;
+    int len;
+    slice_of(count, n, me, &lo, &len);
+    float *parts = malloc(((size_t)n * (size_t)len + 1) * sizeof *parts);
+    int *rc = malloc(2 * (size_t)n * sizeof *rc);
+    if (!parts || !rc || !slice_table(c, g, count, &tab)) {
+        fprintf(stderr, "rank %d: out of memory in the reduce-scatter over the %s group\n", c->desc->rank,
+                group_name(g));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int s = 0; s < n; s++) { /* from every member its part of my slice, side by side in member order */
+        rc[s] = len;
+        rc[n + s] = s * len;
+    }
+    MPI_CHECK(MPI_Alltoallv(buf, tab, tab + n, MPI_FLOAT, parts, rc, rc + n, MPI_FLOAT, c->comm[g]), "MPI_Alltoallv",
+              g);
+    float *out = buf + lo;
+    for (int e = 0; e < len; e++) {
+        float sum = parts[e];
+        for (int s = 1; s < n; s++)
+            sum += parts[(long long)s * len + e];
+        out[e] = sum;
+    }
+    free(parts);
+    free(rc);
+    free(tab);
+    c->rscatter[g] += 4LL * count;
+    c->rscatter_run += 4LL * count;
+    c->calls[TR_K_ALLREDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
+}
+
+void tr_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    int *tab = NULL;
+    if (!slice_table(c, g, count, &tab)) {
+        fprintf(stderr, "rank %d: out of memory in the all-gather over the %s group\n", c->desc->rank, group_name(g));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab, tab + c->desc->size[g], MPI_FLOAT,
+                             c->comm[g]),
+              "MPI_Allgatherv", g);
+    free(tab);
+    c->allgather[g] += 4LL * count;
+    c->allgather_run += 4LL * count;
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;

@@ -28,6 +28,10 @@ typedef struct tr_ctx {
     long long allreduce[TR_NGROUPS];
     long long reduce_recv[TR_NGROUPS]; /* as reduce root: count from each other member */
     long long reduce_sent[TR_NGROUPS];
+    long long rscatter[TR_NGROUPS];  /* optimizer.shard: reduce-scatters, 4 * count each */
+    long long allgather[TR_NGROUPS]; /* optimizer.shard: all-gathers, 4 * count each */
+    long long rscatter_run, allgather_run; /* the same over the whole run, every group (tr_ctx_reset_counts keeps
+                                            * them): what --bytes checks against the steps run times the plan */
     long long calls[TR_NKINDS];
     /* seconds per step kind, when timing is on */
     int timing;

@@ -289,6 +289,7 @@ void tr_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
     float wd = (float)md->weight_decay;
     float c1 = (float)(1.0 - pow(md->beta1, c->opt_step)), c2 = (float)(1.0 - pow(md->beta2, c->opt_step));
     long long total = 0;
+    int member = c->desc->key[TR_DEP]; /* optimizer.shard: which slice of a sliced row this rank updates */
     for (int i = 0; i < n; i++)
         total += t[i].count;
     /* elementwise: each thread the same fixed slice of every tensor (tr_vec.h), no barrier between tensors (their
@@ -297,13 +298,17 @@ void tr_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
     {
         int th = omp_get_thread_num(), nth = omp_get_num_threads();
         for (int i = 0; i < n; i++) {
-            long lo, hi;
-            tr_slice((long)t[i].count, th, nth, &lo, &hi);
-            float *p = A + t[i].param + lo;
-            adamw_slice(p, A + t[i].grad + lo, A + t[i].m + lo, A + t[i].v + lo, hi - lo, b1, b2, lr, eps,
+            long lo, hi, n_i = (long)t[i].count, off = 0; /* off: a slice's place in param and grad */
+            if (t[i].slice_of > 0) {
+                off = (long)member * n_i;
+                n_i = off >= t[i].slice_of ? 0 : (t[i].slice_of - off < n_i ? (long)(t[i].slice_of - off) : n_i);
+            }
+            tr_slice(n_i, th, nth, &lo, &hi);
+            float *p = A + t[i].param + off + lo;
+            adamw_slice(p, A + t[i].grad + off + lo, A + t[i].m + lo, A + t[i].v + lo, hi - lo, b1, b2, lr, eps,
                         t[i].decay ? wd : 0.0f, c1, c2);
             if (t[i].w16 >= 0) {
-                tr_bf16 *w = (tr_bf16 *)(A + t[i].w16) + lo;
+                tr_bf16 *w = (tr_bf16 *)(A + t[i].w16) + off + lo;
                 for (long e = 0; e < hi - lo; e++)
                     w[e] = tr_f32_to_bf16(p[e]);
             }

@@ -510,6 +510,16 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                      "trained weights, pass them with --weights");
         return -1;
     }
+    bool sharded = false; /* optimizer.shard: the moments and the gradients after the backward hold slices */
+    for (int i = 0; i < tr_class.proto.nparams; i++)
+        sharded |= tr_class.proto.params[i].shard > 0;
+    if (sharded && (o->resume || o->checkpoint_out || o->checkpoint_every || o->grads_out)) {
+        tr_fail(err, "--resume, --checkpoint-out, --checkpoint-every and --grads-out are not supported by a program "
+                     "generated with optimizer.shard = true: its AdamW moments and its summed weight gradients are "
+                     "split over the depth groups (docs/TRAINING.md \"Optimizer state sharded over depth\") and "
+                     "would be written incomplete; regenerate without shard to checkpoint or write gradients");
+        return -1;
+    }
     if (o->resume && o->weights) {
         tr_fail(err, "--resume and --weights exclude each other: the checkpoint holds the weights to continue from "
                      "(with the AdamW moments and the step); give --resume C to continue a run, or --weights W to "
@@ -1014,6 +1024,49 @@ static int cmp_double(const void *a, const void *b)
 
 /* Per rank: measured bytes per collective kind and group against the plan (forward, plus the
  * backward when bwd; both in bytes). Returns false on any difference. */
+/* optimizer.shard (docs/TRAINING.md): every rank's reduce-scatter and all-gather bytes over the whole run against the
+ * plan's per step times nbwd backwards and nopt optimizer steps run. Returns false on any difference; true at once
+ * for an unsharded program. */
+static bool report_shard_bytes(tr_ctx *c, long long nbwd, long long nopt, int quiet)
+{
+    const tr_rank_desc *d = c->desc;
+    long long prs = 0, pag = 0;
+    for (int g = 0; g < TR_NGROUPS; g++) {
+        prs += d->plan_bwd_rscatter[g];
+        pag += d->plan_opt_allgather[g];
+    }
+    int any = prs > 0, all_any = 0;
+    MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!all_any)
+        return true;
+    long long mine[4] = {c->rscatter_run, nbwd * prs, c->allgather_run, nopt * pag}, *all = NULL;
+    if (d->rank == 0 && !(all = malloc(sizeof mine * (size_t)tr_model.p)))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Gather(mine, 4, MPI_LONG_LONG, all, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    int mismatch = 0;
+    if (d->rank == 0) {
+        if (!quiet)
+            printf("optimizer.shard bytes over the run (%lld backward%s, %lld optimizer step%s), measured / planned:\n"
+                   "%5s %23s %23s\n", nbwd, nbwd == 1 ? "" : "s", nopt, nopt == 1 ? "" : "s", "rank",
+                   "reduce-scatter dep", "all-gather dep");
+        for (int r = 0; r < tr_model.p; r++) {
+            long long *v = all + 4 * r;
+            int bad = v[0] != v[1] || v[2] != v[3];
+            mismatch |= bad;
+            if (!quiet || bad)
+                printf("%5d %11lld/%-11lld %11lld/%-11lld%s\n", r, v[0], v[1], v[2], v[3], bad ? "  MISMATCH" : "");
+        }
+        if (mismatch)
+            fprintf(stderr, "error: measured reduce-scatter or all-gather bytes differ from the plan (MISMATCH rows "
+                            "above)\n");
+        else if (!quiet)
+            printf("bytes: every rank's reduce-scatters and all-gathers moved exactly the planned bytes\n");
+        free(all);
+    }
+    MPI_Bcast(&mismatch, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return !mismatch;
+}
+
 static bool report_bytes(tr_ctx *c, int bwd, int quiet)
 {
     enum { NK = 5, NV = NK * TR_NGROUPS }; /* bcast recv, bcast sent, allreduce, reduce recv, reduce sent */
@@ -1648,8 +1701,10 @@ int main(int argc, char **argv)
     }
     /* AdamW moments start at zero, or the checkpoint's (the rest of the arena stays poisoned until written) */
     for (int i = 0; i < d->nparams && !o.resume; i++)
-        if (d->params[i].m_offset >= 0)
-            for (long long e = 0; e < (long long)d->params[i].rows * d->params[i].cols; e++)
+        if (d->params[i].m_offset >= 0) /* optimizer.shard: the moments hold one slice */
+            for (long long e = 0; e < (d->params[i].shard > 0 ? d->params[i].shard
+                                                              : (long long)d->params[i].rows * d->params[i].cols);
+                 e++)
                 H[d->params[i].m_offset + e] = H[d->params[i].v_offset + e] = 0.0f;
     weight_copies(d, H);
     ok = tr_backend_init(&ctx, &err) && (A = tr_backend_arena(&ctx, H, d->arena_elems, &err)) != NULL;
@@ -1906,6 +1961,8 @@ int main(int argc, char **argv)
     tr_backend_sync(&ctx);
     tr_step_mark(&ctx, -1); /* closes the last step's slice once the backend has really finished it */
     if (o.bytes && !report_bytes(&ctx, o.dy != NULL || lm_bwd, o.quiet))
+        rc = 3;
+    if (o.bytes && !report_shard_bytes(&ctx, o.steps > 0 ? o.steps : (o.dy != NULL || lm_bwd), o.steps, o.quiet))
         rc = 3;
     if (o.stats && !tr_stats_report(&ctx, o.quiet))
         rc = 3;

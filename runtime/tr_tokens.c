@@ -80,7 +80,9 @@ void tr_lm_zero_pad(const tr_rank_desc *d, float *H)
             continue;
         int real = pr->npieces > 0 ? pr->piece[0].nr : 0; /* rows of this vocab block below vocab */
         /* the weights and, in training, the AdamW moments: a resumed run loads only the real rows of both */
-        long long offs[3] = {pr->offset, tr_model.mode ? pr->m_offset : -1, tr_model.mode ? pr->v_offset : -1};
+        /* (optimizer.shard: the moments hold a slice, zero from the start, and their pad stays zero) */
+        int moments = tr_model.mode && pr->shard == 0;
+        long long offs[3] = {pr->offset, moments ? pr->m_offset : -1, moments ? pr->v_offset : -1};
         for (int w = 0; w < 3; w++)
             for (long long r = real; r < pr->rows && offs[w] >= 0; r++)
                 memset(H + offs[w] + r * pr->cols, 0, (size_t)pr->cols * sizeof(float));

@@ -633,7 +633,7 @@ int main(void)
         TT_CHECK(!load("return { mesh = { q = 1 }, " OK_MODEL ", mode = 'train', optimizer = { momentum = 0.9 } }"),
                  "accepted");
         TT_CHECK(strcmp(E.msg, "specs/x.lua: optimizer.momentum is not a known key; the keys of optimizer are lr, "
-                               "beta1, beta2, eps, weight_decay, warmup, decay_steps, lr_min, clip") == 0,
+                               "beta1, beta2, eps, weight_decay, warmup, decay_steps, lr_min, clip, shard") == 0,
                  "%.400s", E.msg);
     }
 
@@ -677,6 +677,24 @@ int main(void)
             TT_CHECK(!load(bad[k].spec), "accepted: %s", bad[k].spec);
             TT_CHECK(strncmp(E.msg, bad[k].want, strlen(bad[k].want)) == 0, "case %zu: %.400s", k, E.msg);
         }
+    }
+
+    TT_CASE("optimizer.shard: default false, true kept for training, anything but a boolean refused") {
+        TT_CHECK(load("return { mesh = { q = 1, d = 1 }, " OK_MODEL ", mode = 'train' }"), "%s", E.msg);
+        TT_CHECK(!S.opt.shard, "default true");
+        TT_CHECK(load("return { mesh = { q = 1, d = 1 }, " OK_MODEL ", mode = 'train', optimizer = { shard = true } }"),
+                 "%s", E.msg);
+        TT_CHECK(S.opt.shard, "true not kept");
+        TT_CHECK(load("return { mesh = { q = 1, d = 1 }, " OK_MODEL ", mode = 'train', optimizer = { shard = true } }"),
+                 "d = 1 (nothing to shard) is accepted: %s", E.msg);
+        TT_CHECK(!load("return { mesh = { q = 1, d = 1 }, " OK_MODEL ", mode = 'train', optimizer = { shard = 'yes' } }"),
+                 "a string accepted");
+        TT_CHECK(strstr(E.msg, "optimizer.shard must be true or false, got") != NULL, "%.400s", E.msg);
+        TT_CHECK(!load("return { scheme = 'megatron', mesh = { p = 2 }, " OK_MODEL ", mode = 'train', "
+                       "optimizer = { shard = true } }"),
+                 "megatron accepted");
+        TT_CHECK(strstr(E.msg, "optimizer.shard = true is not supported with scheme = \"megatron\"") != NULL, "%.400s",
+                 E.msg);
     }
 
     TT_CASE("optimizer schedule and clip: defaults 0 (off), values kept") {

@@ -391,3 +391,92 @@ if [ -x "$WORK/mb/p_2_2_2/bin/model" ]; then
         fi
     done
 fi
+
+# ---- optimizer state sharded over depth (spec optimizer.shard; docs/TRAINING.md) -------------------------------------
+# the micro-batch section's model and files; clip = 0.05 is below every step's norm, so clipping acts on every step
+zero_build() { # q d shard(true|false) m
+    local dir="$WORK/mb/z_$1_$2_$3_$4"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "zero", mode = "train",
+  mesh = { q = $1, d = $2 },
+  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16, eps = 1e-5 },
+  optimizer = { lr = 1e-3, weight_decay = 0.01, clip = 0.05, shard = $3 },
+  pipeline = { microbatches = $4 },
+}
+SPEC
+    TESS_BACKENDS=cpu bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+zero_steps() { # q d m: 4 AdamW steps with clipping, sharded against unsharded; d = 2: losses and weights bitwise
+    # (the reduce-scatter's one addition per element is the exact all-reduce's, AdamW the same arithmetic on the same
+    # bits); d > 2: losses within 1e-6 relative, weights within 1e-5 (1% of lr; the all-reduce adds in MPI_Reduce's
+    # order, the reduce-scatter in member order, and AdamW's m/sqrt(v) magnifies a last-bit difference of a tiny
+    # gradient up to lr)
+    local one="$WORK/mb/z_$1_$2_false_$3" sh="$WORK/mb/z_$1_$2_true_$3" r
+    for r in "$one" "$sh"; do
+        poison "$r.w.safetensors" &&
+            "$r/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy" \
+                --steps 4 --replica-check --bytes --weights-out "$r.w.safetensors" >"$r.out" || return 1
+        grep -q "bitwise identical" "$r.out" || return 1
+    done
+    cat "$sh.out"
+    grep -q "reduce-scatters and all-gathers moved exactly the planned bytes" "$sh.out" || return 1
+    "$PY" - "$one.out" "$sh.out" "$one.w.safetensors" "$sh.w.safetensors" "$2" <<'PYEOF'
+import sys, json, struct
+import numpy as np
+def losses(f):
+    return [l.split()[3] if l.startswith("step ") else l.split()[4] for l in open(f) if l.startswith(("step ", "after "))]
+def tensors(f):
+    b = open(f, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+wa, wb = tensors(sys.argv[3]), tensors(sys.argv[4])
+bitwise = sys.argv[5] == "2"
+ok = len(a) == 5 and a == b if bitwise else len(a) == 5 and all(abs(float(x) - float(y)) <= 1e-6 * abs(float(x)) for x, y in zip(a, b))
+print("losses unsharded", a, "sharded", b, "bitwise" if a == b else "")
+ok = ok and sorted(wa) == sorted(wb) and len(wa) == 24
+for k in sorted(wa):
+    d = float(np.max(np.abs(wa[k].astype(np.float64) - wb[k]))) if wa[k].size else 0.0
+    same = wa[k].tobytes() == wb[k].tobytes()
+    ok = ok and (same if bitwise else d <= 1e-5)  # d > 2: 1% of lr, one step's largest change
+    if not same:
+        print("weight %s: max diff %.3g" % (k, d))
+sys.exit(0 if ok else 1)
+PYEOF
+}
+zero_memory() { # q d: every matrix's AdamW step covers ceil(elems/d) elements (its moments' size), vectors stay whole,
+    # and --summary says so
+    local sh="$WORK/mb/z_$1_$2_true_1"
+    grep -q "optimizer.shard: the matrices' AdamW moments / d = $2" <(bin/tessgen "$sh.lua" --summary) &&
+        "$PY" - "$sh/schedule/rank_i0_j0.txt" "$2" <<'PYEOF'
+import re, sys
+d, n, ok = int(sys.argv[2]), 0, True
+for l in open(sys.argv[1]):
+    m = re.search(r"AdamW on slice k of (\S+) \((\d+) of its (\d+) elements", l)
+    if m:
+        n += 1
+        ok = ok and m.group(1).endswith(".weight") and int(m.group(2)) == -(-int(m.group(3)) // d)
+    elif "AdamW on" in l:
+        ok = ok and not re.search(r"AdamW on h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight", l)
+print("sliced AdamW steps:", n)
+sys.exit(0 if ok and n > 0 else 1)
+PYEOF
+}
+zero_refuses() { # q d: a sharded program refuses --checkpoint-out and --grads-out (their moments and gradients are slices)
+    local sh="$WORK/mb/z_$1_$2_true_1"
+    rm -f "$sh.ck" && ! "$sh/run" --steps 1 --checkpoint-out "$sh.ck" >"$sh.ref" 2>&1 && [ ! -e "$sh.ck" ] &&
+        grep -q "optimizer.shard = true" "$sh.ref" &&
+        ! "$sh/run" --dy "$WORK/mb/dy.npy" --grads-out "$sh.g" >"$sh.ref" 2>&1 && [ ! -e "$sh.g" ]
+}
+if [ -f "$WORK/mb/w.safetensors" ]; then
+    for t in 2,2,1 1,2,1 1,4,1 2,2,2; do
+        IFS=, read -r q d m <<<"$t"
+        zero_build "$q" "$d" false "$m" >"$WORK/log" 2>&1 && zero_build "$q" "$d" true "$m" >>"$WORK/log" 2>&1 ||
+            notok "train: optimizer.shard [$q,$q,$d] m=$m generates and builds" "$WORK/log"
+        check "train: AdamW state sharded over depth on [$q,$q,$d] with $m micro-batch(es) trains as the unsharded program" \
+            zero_steps "$q" "$d" "$m"
+    done
+    check "train: sharded AdamW moments are 1/d of each matrix's on [2,2,2], and the summary says so" zero_memory 2 2
+    check "train: a program with sharded AdamW state refuses checkpoints and gradient files" zero_refuses 2 2
+fi

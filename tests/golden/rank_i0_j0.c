@@ -6,7 +6,7 @@
  * Arena: 384 floats = 1536 bytes, of which weight shards 688 bytes.
  * One forward moves, as broadcasts: 672 bytes received (row 160, col 512).
  * Every call below has literal arguments; schedule/rank_i0_j0.txt lists the same steps with their groups.
- * Schedule 836cc3e27fd9f093: the program refuses to run beside a model.c or ranks of another schedule.
+ * Schedule b3622999ceaec663: the program refuses to run beside a model.c or ranks of another schedule.
  */
 #include "tr.h"
 
@@ -14,19 +14,20 @@
 static const tr_param params[12] = {
     /* name, ndim, full shape, arena offset, local [rows, cols], pieces {r0, nr, c0, nc, dst_col},
      * arena offsets of the gradient and the AdamW moments (-1: inference), replica group, stored as bf16,
-     * arena offset of the persistent bf16 copy that AdamW writes (bf16 training; -1: none) */
-    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
-    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0, -1},
-    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1},
+     * arena offset of the persistent bf16 copy that AdamW writes (bf16 training; -1: none), elements of one slice of
+     * the moments (optimizer.shard; 0: the whole shard) */
+    {"h.0.ln_1.weight", 1, {8, 0}, 0, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.ln_1.bias", 1, {8, 0}, 16, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.attn.c_attn.weight", 2, {8, 24}, 32, 4, 12, 3, {{0, 4, 0, 4, 0}, {0, 4, 8, 4, 4}, {0, 4, 16, 4, 8}}, -1, -1, -1, TR_DEP, 0, -1, 0},
+    {"h.0.attn.c_attn.bias", 1, {24, 0}, 80, 1, 12, 3, {{0, 1, 0, 4, 0}, {0, 1, 8, 4, 4}, {0, 1, 16, 4, 8}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.attn.c_proj.weight", 2, {8, 8}, 96, 4, 4, 1, {{0, 4, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0, -1, 0},
+    {"h.0.attn.c_proj.bias", 1, {8, 0}, 112, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.ln_2.weight", 1, {8, 0}, 128, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.ln_2.bias", 1, {8, 0}, 144, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.mlp.c_fc.weight", 2, {8, 16}, 160, 4, 8, 1, {{0, 4, 0, 8, 0}}, -1, -1, -1, TR_DEP, 0, -1, 0},
+    {"h.0.mlp.c_fc.bias", 1, {16, 0}, 192, 1, 8, 1, {{0, 1, 0, 8, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
+    {"h.0.mlp.c_proj.weight", 2, {16, 8}, 208, 8, 4, 1, {{0, 8, 0, 4, 0}}, -1, -1, -1, TR_DEP, 0, -1, 0},
+    {"h.0.mlp.c_proj.bias", 1, {8, 0}, 240, 1, 4, 1, {{0, 1, 0, 4, 0}}, -1, -1, -1, TR_COLDEP, 0, -1, 0},
 };
 
 /* Each step as the runtime sees it: layer, SUMMA t, op, kind, group, root (index in the group), elements, flops,
@@ -199,7 +200,7 @@ static const tr_rank_row rows[1] = {
 
 const tr_class_desc tr_class = {
     .i = 0, .j = 0,
-    .fingerprint = "836cc3e27fd9f093",
+    .fingerprint = "b3622999ceaec663",
     .proto = {
         .rank = -1, .i = 0, .j = 0, .k = -1, /* rank, k, io_r0, color, key: the rank's row */
         /* groups: row, col, dep, coldep, world */
@@ -222,6 +223,8 @@ const tr_class_desc tr_class = {
         .plan_bwd_allreduce = {0, 0, 0, 0, 0},
         .plan_bwd_reduce_recv = {0, 0, 0, 0, 0},
         .plan_bwd_reduce_sent = {0, 0, 0, 0, 0},
+        .plan_bwd_rscatter = {0, 0, 0, 0, 0},
+        .plan_opt_allgather = {0, 0, 0, 0, 0},
         .nsteps = 37,
         .steps = step_info,
         .forward = forward,
