@@ -53,6 +53,8 @@ static long long arena_with_layers(const tg_spec *s, const tg_machine *mc, int l
 {
     tg_spec t = *s;
     t.layers = layers;
+    if (t.recompute > layers || t.recompute == s->layers) /* "full" stays full */
+        t.recompute = layers;
     tg_cost c;
     char why[256];
     if (!cost_layout(&t, mc, &c, why, sizeof why))
@@ -60,6 +62,139 @@ static long long arena_with_layers(const tg_spec *s, const tg_machine *mc, int l
     long long b = c.peak_bytes;
     tg_cost_free(&c);
     return b;
+}
+
+/* A training candidate's memory options, short ("mb=2 rc=all shard", "rc=3": the first 3 layers; "-": none). */
+static void options_text(const tg_candidate *c, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s", "");
+    if (c->microbatches > 1)
+        n += snprintf(buf + n, cap - (size_t)n, "%smb=%d", n ? " " : "", c->microbatches);
+    if (c->recompute > 0 && c->recompute >= c->layers && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "%src=all", n ? " " : "");
+    else if (c->recompute > 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "%src=%d", n ? " " : "", c->recompute);
+    if (c->shard && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "%sshard", n ? " " : "");
+    if (n == 0)
+        snprintf(buf, cap, "-");
+}
+
+/* The training options of spec s as candidate c's (what the figures and the spec lines are of). */
+static void take_options(tg_candidate *c, const tg_spec *s)
+{
+    c->microbatches = s->microbatches > 1 ? s->microbatches : 1;
+    c->recompute = s->recompute;
+    c->layers = s->layers;
+    c->shard = s->opt.shard;
+}
+
+/* The training step's figures of a costed layout into c. */
+static void take_train(tg_candidate *c, const tg_spec *spec, const tg_machine *mc, const tg_cost *ct)
+{
+    memcpy(c->train, ct->phase, sizeof c->train);
+    c->train_step_s = ct->phase[0].streams_s + ct->phase[1].streams_s + ct->phase[2].streams_s;
+    c->step_s = c->train_step_s;
+    c->tokens_per_s = c->step_s > 0 ? (double)spec->batch * spec->seq / c->step_s : 0;
+    double peak = tg_cost_peak_flops(spec, mc) * c->p;
+    c->mfu = c->step_s > 0 && peak > 0 ? tg_cost_model_flops(spec, true) / (c->step_s * peak) : 0;
+    c->peak_bytes = ct->peak_bytes;
+    c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
+}
+
+/* A Tesseract training layout whose arena does not fit with the spec's own options: try the options that trade
+ * time for memory (docs/COST.md "Training options"): micro-batches m (1 and the powers of two that divide the
+ * sequences of a rank, and the spec's own m), recomputation (none, every layer, the spec's own) and, with d > 1 in
+ * fp32, the AdamW state sharded over depth. Micro-batches and recomputation only add work (m micro-batches
+ * broadcast the weights m times, recomputation runs the forward again), so they are searched only where the
+ * spec's own options do not fit (where they fit, judge tries sharding alone). c gets the fastest combination that
+ * fits, else the one of least memory; *s becomes that combination's spec (for fit_fix). For each of the at most
+ * 3 recomputation choices, two plans (m = 1 and the most) and, where only the most fit, a bisection over m: at
+ * most 3 x (2 + log2(log2(sequences per rank) + 2)) class plans. */
+/* One combination of training options, costed: its step time and arena; false when it cannot be planned. */
+static bool try_options(const tg_spec *s, int m, int rc, bool shard, const tg_machine *mc, tg_spec *t, double *ts,
+                        long long *bytes)
+{
+    *t = *s;
+    t->microbatches = m;
+    t->recompute = rc;
+    t->opt.shard = shard;
+    tg_cost ct;
+    char why[256];
+    if (!cost_layout(t, mc, &ct, why, sizeof why))
+        return false;
+    *ts = ct.phase[0].streams_s + ct.phase[1].streams_s + ct.phase[2].streams_s;
+    *bytes = ct.peak_bytes;
+    tg_cost_free(&ct);
+    return true;
+}
+
+static void search_options(tg_spec *s, const tg_machine *mc, tg_candidate *c)
+{
+    int per_rank = s->batch / (s->q * s->d);
+    int ms[40], nm = 0;
+    for (int m = 1; m <= per_rank && nm < 38; m *= 2)
+        if (per_rank % m == 0)
+            ms[nm++] = m;
+    if (s->microbatches > 1 && (s->microbatches & (s->microbatches - 1))) { /* the spec's own m, in order */
+        int k = nm++;
+        for (; k > 0 && ms[k - 1] > s->microbatches; k--)
+            ms[k] = ms[k - 1];
+        ms[k] = s->microbatches;
+    }
+    int rcs[3] = {0, s->layers, s->recompute}, nrc = s->recompute > 0 && s->recompute < s->layers ? 3 : 2;
+    /* sharding takes less memory for about the same time (the same bytes in two collectives instead of one, AdamW on
+     * 1/d), so where memory is short and it is allowed the search keeps it on */
+    bool shard = s->d > 1 && s->dtype == TG_FP32;
+    double cap = mc->memory_gib * (double)(1LL << 30);
+    tg_spec best_fit = *s, least = *s, t;
+    double best_t = 0, ts;
+    long long least_b = c->peak_bytes, bytes;
+    bool found = false;
+    for (int r = 0; r < nrc; r++) {
+        /* m = 1, then the most micro-batches: from m = 2 on, the activations fall as m grows and the time rises (m = 2
+         * adds a gradient accumulator the size of the weights, so m = 1 is tried alone), so where the most do not fit
+         * no m does, and otherwise the fewest that fit are found by bisection over ms[1..] */
+        tg_spec fit = *s;
+        double fit_t = 0;
+        bool fits = false;
+        for (int e = 0; e < (nm > 1 ? 2 : 1) && !fits; e++) {
+            if (!try_options(s, ms[e ? nm - 1 : 0], rcs[r], shard, mc, &t, &ts, &bytes))
+                continue;
+            if (bytes < least_b) {
+                least_b = bytes;
+                least = t;
+            }
+            if ((double)bytes <= cap) {
+                fits = true;
+                fit = t;
+                fit_t = ts;
+                for (int lo = 0, hi = nm - 1; e == 1 && hi - lo > 1;) { /* ms[hi] fits; ms[lo] does not */
+                    int mid = lo + (hi - lo) / 2;
+                    if (try_options(s, ms[mid], rcs[r], shard, mc, &t, &ts, &bytes) && (double)bytes <= cap) {
+                        hi = mid;
+                        fit = t;
+                        fit_t = ts;
+                    } else {
+                        lo = mid;
+                    }
+                }
+            }
+        }
+        if (fits && (!found || fit_t < best_t)) {
+            found = true;
+            best_t = fit_t;
+            best_fit = fit;
+        }
+    }
+    *s = found ? best_fit : least;
+    tg_cost ct;
+    char why[256];
+    if (!cost_layout(s, mc, &ct, why, sizeof why))
+        return; /* planned above */
+    take_train(c, s, mc, &ct);
+    take_options(c, s);
+    tg_cost_free(&ct);
 }
 
 /* A layout whose arena does not fit: the change that makes it fit, as a spec would write it. The arena
@@ -77,9 +212,16 @@ static void fit_fix(const tg_spec *s, const tg_machine *mc, tg_candidate *c)
         else
             hi = mid;
     }
+    char opts[64] = "";
+    if (s->mode == TG_TRAIN && (s->microbatches > 1 || s->recompute > 0 || s->opt.shard)) {
+        char t[48];
+        options_text(c, t, sizeof t);
+        snprintf(opts, sizeof opts, " (options %s)", t);
+    }
     if (lo > 0)
         snprintf(c->fix, sizeof c->fix,
-                 "fits with model.layers = %d (of %d), or on a machine with memory_gib >= %.2f", lo, s->layers, need);
+                 "fits with model.layers = %d (of %d)%s, or on a machine with memory_gib >= %.2f", lo, s->layers, opts,
+                 need);
     else
         snprintf(c->fix, sizeof c->fix, "fits only on a machine with memory_gib >= %.2f (one layer does not fit)",
                  need);
@@ -112,18 +254,38 @@ static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
     c->possible = 1;
     bool train = spec->mode == TG_TRAIN;
     c->fwd = ci.phase[TG_PHASE_FWD];
-    memcpy(c->train, ct.phase, sizeof c->train);
     c->forward_s = ci.phase[TG_PHASE_FWD].streams_s;
-    c->train_step_s = ct.phase[0].streams_s + ct.phase[1].streams_s + ct.phase[2].streams_s;
-    c->step_s = train ? c->train_step_s : c->forward_s;
-    c->tokens_per_s = c->step_s > 0 ? (double)spec->batch * spec->seq / c->step_s : 0;
-    double peak = tg_cost_peak_flops(spec, mc) * c->p;
-    c->mfu = c->step_s > 0 && peak > 0 ? tg_cost_model_flops(spec, train) / (c->step_s * peak) : 0;
-    c->peak_bytes = train ? ct.peak_bytes : ci.peak_bytes;
-    c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
+    take_train(c, spec, mc, &ct);
+    take_options(c, &st);
+    if (!train) {
+        c->step_s = c->forward_s;
+        c->tokens_per_s = c->step_s > 0 ? (double)spec->batch * spec->seq / c->step_s : 0;
+        double peak = tg_cost_peak_flops(spec, mc) * c->p;
+        c->mfu = c->step_s > 0 && peak > 0 ? tg_cost_model_flops(spec, false) / (c->step_s * peak) : 0;
+        c->peak_bytes = ci.peak_bytes;
+        c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
+    }
     c->nodes = ci.nodes;
     tg_cost_free(&ci);
     tg_cost_free(&ct);
+    if (train && !c->megatron && !c->fits) { /* then fit_fix below starts from the options of least memory */
+        search_options(&st, mc, c);
+        s = st;
+    } else if (train && !c->megatron && st.d > 1 && st.dtype == TG_FP32) {
+        /* sharding the AdamW state is not only memory: each rank's AdamW does 1/d of the work, for the same bytes */
+        tg_spec sh = st;
+        sh.opt.shard = !st.opt.shard;
+        tg_cost cs;
+        char why[256];
+        if (cost_layout(&sh, mc, &cs, why, sizeof why)) {
+            double ts = cs.phase[0].streams_s + cs.phase[1].streams_s + cs.phase[2].streams_s;
+            if (ts < c->train_step_s && (double)cs.peak_bytes <= mc->memory_gib * (double)(1LL << 30)) {
+                take_train(c, spec, mc, &cs);
+                take_options(c, &sh);
+            }
+            tg_cost_free(&cs);
+        }
+    }
     if (!c->fits) {
         snprintf(c->why, sizeof c->why, "the arena of one rank, %.2f GiB, does not fit in the machine's memory_gib = %g",
                  (double)c->peak_bytes / (double)(1LL << 30), mc->memory_gib);
@@ -210,14 +372,29 @@ static void layout_name(const tg_candidate *c, char *buf, size_t cap)
         snprintf(buf, cap, "[%d,%d,%d] %s", c->q, c->q, c->d, tg_placement_name(c->placement));
 }
 
-/* The spec lines that select candidate c, written into buf. */
-static void spec_lines(const tg_candidate *c, char *buf, size_t cap)
+/* The spec lines that select candidate c, written into buf: the layout, then the memory options where they are
+ * not the defaults (optimizer.shard as a comment: a second optimizer table would replace the spec's own). */
+static void spec_lines(const tg_candidate *c, const tg_spec *spec, char *buf, size_t cap)
 {
+    int n;
     if (c->megatron)
-        snprintf(buf, cap, "scheme = \"megatron\",\n  mesh = { p = %d },", c->p);
+        n = snprintf(buf, cap, "scheme = \"megatron\",\n  mesh = { p = %d },", c->p);
     else
-        snprintf(buf, cap, "mesh = { q = %d, d = %d, placement = \"%s\" },", c->q, c->d,
-                 tg_placement_name(c->placement));
+        n = snprintf(buf, cap, "mesh = { q = %d, d = %d, placement = \"%s\" },", c->q, c->d,
+                     tg_placement_name(c->placement));
+    if (spec->mode != TG_TRAIN || c->megatron)
+        return;
+    int m0 = spec->microbatches > 1 ? spec->microbatches : 1;
+    if (c->microbatches != m0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "\n  pipeline = { microbatches = %d },", c->microbatches);
+    if (c->recompute != spec->recompute && (size_t)n < cap) {
+        if (c->recompute == spec->layers)
+            n += snprintf(buf + n, cap - (size_t)n, "\n  recompute = \"full\",");
+        else
+            n += snprintf(buf + n, cap - (size_t)n, "\n  recompute = %d,", c->recompute);
+    }
+    if (c->shard != (int)spec->opt.shard && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "\n  -- and in optimizer = { ... }: shard = %s,", c->shard ? "true" : "false");
 }
 
 /* The phases of a training step as one (the times and bytes add), for "what dominates". */
@@ -256,7 +433,7 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                     "ranks x %.4g TFLOP/s %s peak)\n",
                  train ? "training step" : "forward", train ? "train" : "infer", train ? "step" : "forward", P,
                  tg_cost_peak_flops(spec, mc) / 1e12, spec->dtype == TG_BF16 ? "bf16" : "fp32");
-    tg_sb_printf(o, "\n  %-4s %-22s %13s %11s %6s %11s %10s  %-5s %s\n", "#", "layout",
+    tg_sb_printf(o, "\n  %-4s %-22s %s%13s %11s %6s %11s %10s  %-5s %s\n", "#", "layout", train ? "options          " : "",
                  train ? "train step (s)" : "forward (s)", "tokens/s", "MFU", train ? "forward (s)" : "train step (s)",
                  "peak GiB", "fits", train ? "step dominated by" : "forward dominated by");
     int shown = 0;
@@ -271,7 +448,15 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         if (c[k].fits && !best)
             best = &c[k];
         snprintf(mfu, sizeof mfu, "%.1f%%", 100 * c[k].mfu);
-        tg_sb_printf(o, "  %-4d %-22s %13.4g %11.0f %6s %11.4g %10.2f  %-5s %s", ++shown, name, c[k].step_s,
+        char opts[64] = "";
+        if (train) {
+            options_text(&c[k], opts, sizeof opts);
+            size_t ol = strlen(opts);
+            for (; ol < 17 && ol + 1 < sizeof opts; ol++)
+                opts[ol] = ' ';
+            opts[ol] = '\0';
+        }
+        tg_sb_printf(o, "  %-4d %-22s %s%13.4g %11.0f %6s %11.4g %10.2f  %-5s %s", ++shown, name, opts, c[k].step_s,
                      c[k].tokens_per_s, mfu, train ? c[k].forward_s : c[k].train_step_s,
                      (double)c[k].peak_bytes / (double)(1LL << 30), c[k].fits ? "yes" : "NO", dom);
         if (c[k].fits && best && c[k].step_s > best->step_s)
@@ -291,8 +476,8 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                      c[k].fix[0] ? "; " : "", c[k].fix);
     }
     if (best) {
-        char lines[160];
-        spec_lines(best, lines, sizeof lines);
+        char lines[400];
+        spec_lines(best, spec, lines, sizeof lines);
         tg_sb_printf(o, "\nthe fastest layout that fits, in the spec:\n  %s\n", lines);
     } else if (shown > 0) {
         tg_sb_printf(o, "\nno layout fits in %g GiB per rank: each refusal above says the change that makes it fit\n",
@@ -332,16 +517,17 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         json_num(o, c[k].tokens_per_s);
         tg_sb_puts(o, ",\"mfu\":");
         json_num(o, c[k].mfu);
-        char lines[160];
-        spec_lines(&c[k], lines, sizeof lines);
+        char lines[400];
+        spec_lines(&c[k], spec, lines, sizeof lines);
         tg_sb_puts(o, ",\"spec_lines\":");
         tg_sb_jstr(o, lines);
         tg_sb_puts(o, ",\"forward_s\":");
         json_num(o, c[k].forward_s);
         tg_sb_puts(o, ",\"train_step_s\":");
         json_num(o, c[k].train_step_s);
-        tg_sb_printf(o, ",\"peak_bytes\":%lld,\"fits\":%s,\"nodes\":%d,\"dominant\":", c[k].peak_bytes,
-                     c[k].fits ? "true" : "false", c[k].nodes);
+        tg_sb_printf(o, ",\"peak_bytes\":%lld,\"fits\":%s,\"nodes\":%d,\"microbatches\":%d,\"recompute\":%d,"
+                        "\"shard\":%s,\"dominant\":", c[k].peak_bytes, c[k].fits ? "true" : "false", c[k].nodes,
+                     c[k].microbatches, c[k].recompute, c[k].shard ? "true" : "false");
         tg_sb_jstr(o, dom);
         tg_sb_puts(o, ",\"forward\":{\"compute_s\":");
         json_num(o, c[k].fwd.compute_s);

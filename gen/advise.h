@@ -42,6 +42,10 @@ typedef struct tg_candidate {
     tg_cost_phase fwd;     /* the inference forward, for "what dominates" */
     tg_cost_phase train[3]; /* the training step's phases */
     int nodes;
+    /* a training spec's memory options on this layout (the spec's own, unless they do not fit: then the fastest
+     * combination of micro-batches, recomputation and optimizer sharding that fits, else the one of least memory) */
+    int microbatches, recompute, shard;
+    int layers; /* of the spec those options are for (recompute == layers: every layer) */
 } tg_candidate;
 
 /* Every candidate for spec's model on `ranks` ranks (0: the spec's own count), sorted by step_s (the

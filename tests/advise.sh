@@ -181,9 +181,11 @@ for c in cands:
 best = cands[0]
 want = ('mesh = { p = %d },' % P) if best["scheme"] == "megatron" else \
        'mesh = { q = %d, d = %d, placement = "%s" },' % (best["mesh"][0], best["mesh"][2], best["placement"])
-assert best["spec_lines"].endswith(want), best["spec_lines"]
+assert want in best["spec_lines"].split("\n")[-1] or want in best["spec_lines"], best["spec_lines"]
 assert "the fastest layout that fits, in the spec:\n  " + best["spec_lines"].replace("\n", "\n") in text, text
-src = open(sys.argv[3]).read().replace("mesh = { q = 2, d = 2 },", best["spec_lines"])
+# the spec has no optimizer table: the line the advisor writes as a comment for an existing one becomes the table
+lines = best["spec_lines"].replace("-- and in optimizer = { ... }: shard = true,", "optimizer = { shard = true },")
+src = open(sys.argv[3]).read().replace("mesh = { q = 2, d = 2 },", lines)
 open(sys.argv[4], "w").write(src)
 print("best", best["scheme"], best["mesh"], best["placement"], "%.3g tok/s, MFU %.2f%%" % (best["tokens_per_s"], 100 * best["mfu"]))
 PYEOF
@@ -192,6 +194,63 @@ PYEOF
     local m
     m=$("$PY" -c 'import json,sys; c=json.load(open(sys.argv[1]))["candidates"][0]; print("[%s]" % ",".join(map(str, c["mesh"])) if c["scheme"] == "tesseract" else "megatron")' "$WORK/advt.json")
     grep -qF -- "$m" "$WORK/paste.txt" || { echo "the pasted spec does not plan $m"; return 1; }
+}
+
+# a training layout whose arena does not fit with the spec's own options (none: m = 1, no recomputation, unsharded)
+# gets the fastest combination of micro-batches, recomputation and optimizer sharding that fits: each of the eight
+# combinations (m 1 or 2, recompute none or full, shard or not) is costed here through --cost on its own spec, and
+# the fastest that fits must be the advisor's; its JSON names it, and its spec lines pasted into the spec give a spec
+# whose every arena fits the machine's memory (tessgen refuses one that does not)
+adv_options() {
+    sed 's/layers = 2,/layers = 8,/; s/name = "advise",/name = "advise_opts", mode = "train",/' "$ADV_SPEC" \
+        >"$WORK/adv_opts.lua" && adv_machine 4 80 >"$WORK/m4.lua" || return 1
+    local m r h pipe
+    : >"$WORK/opts_combos.txt"
+    for m in 1 2; do for r in none full; do for h in false true; do
+        pipe=""
+        [ "$m" -gt 1 ] && pipe="pipeline = { microbatches = $m },"
+        sed "s/mesh = { q = 2, d = 2 },/mesh = { q = 2, d = 4 }, $pipe recompute = \"$r\", optimizer = { shard = $h },/" \
+            "$WORK/adv_opts.lua" >"$WORK/adv_combo.lua" &&
+            $TG "$WORK/adv_combo.lua" --cost --json --machine "$WORK/m4.lua" >"$WORK/combo.json" || return 1
+        "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3], sys.argv[4], d["peak_bytes"], repr(sum(p["streams_s"] for p in d["phases"].values())))' \
+            "$WORK/combo.json" "$m" "$r" "$h" >>"$WORK/opts_combos.txt" || return 1
+    done; done; done
+    cat "$WORK/opts_combos.txt"
+    # two machines: one byte less than the spec's own options need (m = 1, none, unsharded), and just the least
+    # memory of the eight (only that combination fits)
+    local gib caps
+    caps=$(awk '$1 == 1 && $2 == "none" && $3 == "false" { own = $4 } NR == 1 || $4 < least { least = $4 }
+        END { printf "%.12f %.12f", (own - 1) / 2^30, (least + 0.5) / 2^30 }' "$WORK/opts_combos.txt") || return 1
+    for gib in $caps; do
+        adv_machine 4 "$gib" >"$WORK/m_tight.lua" &&
+            $TG "$WORK/adv_opts.lua" --advise --json --machine "$WORK/m_tight.lua" --ranks 16 >"$WORK/opts.json" &&
+            $TG "$WORK/adv_opts.lua" --advise --machine "$WORK/m_tight.lua" --ranks 16 >"$WORK/opts.txt" || return 1
+        cat "$WORK/opts.txt"
+        "$PY" - "$WORK/opts_combos.txt" "$WORK/opts.json" "$gib" "$WORK/adv_opts.lua" "$WORK/adv_opts_paste.lua" <<'PYEOF' || return 1
+import json, sys
+cap = float(sys.argv[3]) * 2**30
+rows = [l.split() for l in open(sys.argv[1])]
+fit = [(float(t), int(m), 8 if r == "full" else 0, h == "true") for m, r, h, b, t in rows if int(b) <= cap]
+assert fit, "no combination fits"
+best = min(fit)
+c = [x for x in json.load(open(sys.argv[2]))["candidates"] if x["mesh"] == [2, 2, 4] and x["placement"] == "row"][0]
+print("memory %d bytes: the fastest combination that fits (costed here) %s; the advisor's %s %d %d %s" % (
+    cap, best, c["train_step_s"], c["microbatches"], c["recompute"], c["shard"]))
+assert c["fits"] and (c["microbatches"], c["recompute"], c["shard"]) == best[1:], c
+assert abs(c["train_step_s"] - best[0]) <= 1e-5 * best[0], (c, best)
+lines = c["spec_lines"]
+assert ("microbatches = %d" % c["microbatches"] in lines) == (c["microbatches"] > 1), lines
+assert ('recompute = "full"' in lines) == (c["recompute"] == 8), lines
+assert ("shard = true" in lines) == c["shard"], lines
+lines = lines.replace("-- and in optimizer = { ... }: shard = true,", "optimizer = { shard = true },")
+src = open(sys.argv[4]).read().replace("mesh = { q = 2, d = 2 },", lines + "\n  memory_gib = %s," % sys.argv[3])
+open(sys.argv[5], "w").write(src)
+PYEOF
+        cat "$WORK/adv_opts_paste.lua"
+        $TG "$WORK/adv_opts_paste.lua" --summary >"$WORK/opts_sum.txt" 2>&1 || { cat "$WORK/opts_sum.txt"; return 1; }
+        head -4 "$WORK/opts_sum.txt"
+        grep -q "fits" "$WORK/opts_sum.txt" || return 1
+    done
 }
 
 # a layout that does not fit says the change that makes it fit: with the layers it names it fits, one more does not
@@ -205,7 +264,7 @@ adv_fit_fix() {
 import json, re, sys
 c = [x for x in json.load(open(sys.argv[1]))["candidates"] if x["scheme"] == "tesseract" and x["mesh"] == [2, 2, 4] and x["placement"] == "row"][0]
 assert not c["fits"], c
-m = re.search(r"fits with model.layers = (\d+) \(of 40\), or on a machine with memory_gib >= ([0-9.]+)", c["fix"])
+m = re.search(r"fits with model.layers = (\d+) \(of 40\)(?: \(options [^)]*\))?, or on a machine with memory_gib >= ([0-9.]+)", c["fix"])
 assert m, c["fix"]
 assert abs(float(m.group(2)) - c["peak_bytes"] / 2**30) < 0.01, (m.group(2), c["peak_bytes"])
 print(m.group(1))
@@ -226,6 +285,7 @@ PYEOF
 
 check "advise: a training spec is ranked by its step, with tokens/s and MFU; the best layout's spec lines generate it" adv_train
 check "advise: a layout that does not fit names the depth and the memory that make it fit" adv_fit_fix
+check "advise: a training layout too big with the spec's options gets micro-batches, recomputation or sharding that fit; its spec lines generate a spec that fits" adv_options
 check "advise: --json lists every [q,q,d] of P = 16, timed or refused, sorted by forward_s" adv_json
 check "advise: a machine too small: fits false, the memory rule named" adv_small_memory
 check "advise: cost model payload bytes = measured (--stats); placement dep sends the column bcasts across nodes" adv_bytes
