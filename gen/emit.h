@@ -45,7 +45,7 @@ void tg_segment_name(char *buf, size_t cap, const tg_segment *sg); /* "fwd_L3", 
 /* "float *const name = A + offset; comment" for each buffer that steps first..last name (uses, when not
  * NULL, says which slots the printed calls name), in plan order; arena: "rank's", "device". */
 bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
-                     bool (*uses)(const tg_step *s, int slot), const char *arena);
+                     bool (*uses)(const tg_class_plan *cp, const tg_step *s, int slot), const char *arena);
 
 /* The tables every rank program carries (emit_rank_tables.c), shared by the C and CUDA emitters. */
 const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */

@@ -26,8 +26,9 @@ static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
 
 /* Does the CPU call of step s name the buffer in slot? Attention's scratch beyond slot 3 (the CUDA backend's
  * probabilities and bf16 copies, plan_steps.c) is not declared here. */
-static bool cpu_uses(const tg_step *s, int slot)
+static bool cpu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
+    (void)cp;
     return s->buf[slot] >= 0 && !((s->kind == TG_STEP_ATTENTION || s->kind == TG_STEP_ATTN_BWD) && slot >= 4);
 }
 
@@ -104,14 +105,19 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
                          bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
         break;
     case TG_STEP_GELU_SAVE:
-        tg_sb_printf(o, "    tr_bias_gelu_save%s(c, %s, %s, %s, %d, %d);\n", bf(rp, s, 2), bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), s->rows, s->cols);
+        if (s->buf[3] >= 0) /* bf16 training: u kept in a bf16 buffer of its own, h only read (docs/BF16.md) */
+            tg_sb_printf(o, "    tr_bias_gelu_keep_bf16(c, %s, %s, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
+                         bn(rp, s, 2), bn(rp, s, 3), s->rows, s->cols);
+        else
+            tg_sb_printf(o, "    tr_bias_gelu_save%s(c, %s, %s, %s, %d, %d);\n", bf(rp, s, 2), bn(rp, s, 0),
+                         bn(rp, s, 1), bn(rp, s, 2), s->rows, s->cols);
         break;
     case TG_STEP_COLSUM:
         tg_sb_printf(o, "    tr_colsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
         break;
     case TG_STEP_GELU_BWD:
-        tg_sb_printf(o, "    tr_gelu_bwd(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
+        tg_sb_printf(o, "    tr_gelu_bwd%s(c, %s, %s, %d, %d);\n", bf(rp, s, 1), bn(rp, s, 0), bn(rp, s, 1), s->rows,
+                     s->cols);
         break;
     case TG_STEP_LN_BWD_SUMS:
         tg_sb_printf(o, "    tr_ln_bwd_sums(c, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s, %s, %s);\n", bn(rp, s, 0),

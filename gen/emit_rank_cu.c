@@ -112,9 +112,11 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_REDUCE: return 4 * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
     case TG_STEP_GRAD_ACC: return 12 * s->count; /* part and gradient in, gradient out */
-    case TG_STEP_GELU_SAVE: return 4 * (2 * rc + s->cols) + esz(rp, s, 2) * rc;
+    case TG_STEP_GELU_SAVE: /* h in (and out, when u is kept in it), bias in, g out (and u, bf16 training) */
+        return 4 * ((s->buf[3] >= 0 ? 1 : 2) * rc + s->cols) + esz(rp, s, 2) * rc +
+               (s->buf[3] >= 0 ? esz(rp, s, 3) * rc : 0);
     case TG_STEP_COLSUM: return 4 * (rc + s->cols);
-    case TG_STEP_GELU_BWD: return 4 * 3 * rc;
+    case TG_STEP_GELU_BWD: return 4 * 2 * rc + esz(rp, s, 1) * rc;
     case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
     case TG_STEP_LN_BWD_APPLY: return 4 * (4 * rc + 4LL * s->rows + s->cols);
     case TG_STEP_ATTN_BWD: { /* qkv and dout in (and their bf16 copies), dqkv out; the GEMMs read Q, K, V, dO twice;
@@ -148,13 +150,35 @@ static const char *lt_epi(int epi)
     }
 }
 
+/* Does fused GEMM t write its output D (and aux) in bf16? The forward epilogues write the GeLU output g (bf16
+ * training: g and the kept u, both bf16, gen/fuse.c); the others write C. */
+static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
+{
+    if (t->epi == TG_EPI_GELU_AUX_BIAS)
+        return esz(rp, &rp->steps[t->fused], 2) == 2;
+    return esz(rp, t, 2) == 2;
+}
+
+/* Does the CUDA code of step s name the buffer in slot? Not the fp32 h (the GEMM's C, the GeLU step's input) of a
+ * pair whose epilogue writes bf16 training's GeLU output and kept u (D and aux, gen/fuse.c): cuBLASLt neither reads
+ * (beta 0) nor writes it. */
+static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
+{
+    const tg_step *k = s->kind == TG_STEP_GEMM && s->epi == TG_EPI_GELU_AUX_BIAS ? &cp->steps[s->fused]
+                       : s->kind == TG_STEP_GELU_SAVE && s->fused >= 0   ? s
+                                                                         : NULL;
+    if (k && k->buf[3] >= 0 && s->buf[slot] == k->buf[0])
+        return false;
+    return tg_streams_slot_used(s, slot);
+}
+
 /* The distinct shapes of the class's fused GEMMs (fuse.c), in first-seen order: trc_gemm_lt's table (trc_lt_shapes,
  * prepared once at start-up) and the index a call passes. */
 static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
 {
     return a->epi == b->epi && a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
            a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0) && a->transa == b->transa &&
-           a->transb == b->transb;
+           a->transb == b->transb && lt_out_bf16(rp, a) == lt_out_bf16(rp, b);
 }
 
 /* slot[i]: the table row of fused GEMM step i, else -1; returns the number of rows (-1: out of memory). Rows are
@@ -198,8 +222,9 @@ static void print_lt_shapes(tg_sb *o, const tg_class_plan *rp, const int *slot)
             tg_sb_puts(o, "/* The shapes of this class's GEMMs with an epilogue (trc_gemm_lt): their cuBLASLt descriptors and "
                           "algorithms are\n * chosen once at start-up; each call names its row. */\n"
                           "extern \"C\" const trc_lt_shape trc_lt_shapes[] = {\n");
-        tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, 0, %d, %d},\n", lt_epi(t->epi), t->m, t->n, t->k,
-                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, t->transa, t->transb);
+        tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, %d, %d, %d},\n", lt_epi(t->epi), t->m, t->n, t->k,
+                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, lt_out_bf16(rp, t), t->transa,
+                     t->transb);
         n++;
     }
     if (n)
@@ -245,11 +270,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                          dgelu ? bn(rp, k, 1) : "nullptr", dgelu ? "nullptr" : bn(rp, k, 1));
         } else if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
             const tg_step *k = &rp->steps[s->fused];
-            int save = s->epi == TG_EPI_GELU_AUX_BIAS;
+            int save = s->epi == TG_EPI_GELU_AUX_BIAS, keep16 = save && k->buf[3] >= 0;
+            /* fp32: u into C (aux = C), g into D; bf16 training: D = g and aux = u, both bf16, and beta = 0 (fuse.c),
+             * so C (D's type) is not read: D stands in for it */
             tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",
                          lt ? lt[s - rp->steps] : -1, save ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", s->m, s->n, s->k,
-                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
-                         bn(rp, k, 1), save ? bn(rp, k, 2) : bn(rp, s, 2), save ? bn(rp, s, 2) : "nullptr");
+                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, keep16 ? bn(rp, k, 2) : bn(rp, s, 2),
+                         s->ldc, bn(rp, k, 1), save ? bn(rp, k, 2) : bn(rp, s, 2),
+                         keep16 ? bn(rp, k, 3) : save ? bn(rp, s, 2) : "nullptr");
         } else if (*bf(rp, s, 0)) /* bf16 operands, fp32 result: cublasGemmEx (the plan checks both operands) */
             tg_sb_printf(o, "    trc_gemm_bf16(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
                          s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
@@ -321,6 +349,15 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  cty(rp, s, 4));
         break;
     case TG_STEP_GELU_SAVE:
+        if (s->buf[3] >= 0) { /* bf16 training: u = bf16(h + bias) into a buffer of its own, h only read */
+            tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
+                         bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3));
+            snprintf(line, sizeof line,
+                     "template void bias_gelu_save<%d, %d>(cudaStream_t, const float *, const float *, tr_bf16 *, "
+                     "tr_bf16 *);\n",
+                     s->rows, s->cols);
+            break;
+        }
         tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2));
         snprintf(line, sizeof line,
@@ -334,8 +371,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         break;
     case TG_STEP_GELU_BWD:
         tg_sb_printf(o, "    trk::gelu_bwd<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
-        snprintf(line, sizeof line, "template void gelu_bwd<%d, %d>(cudaStream_t, float *, const float *);\n",
-                 s->rows, s->cols);
+        snprintf(line, sizeof line, "template void gelu_bwd<%d, %d>(cudaStream_t, float *, const %s *);\n",
+                 s->rows, s->cols, cty(rp, s, 1));
         break;
     case TG_STEP_LN_BWD_SUMS:
         tg_sb_printf(o, "    trk::ln_bwd_sums<%d, %d, %d>(S, %s, %s, %s, %s, %s, %gf, %s, %s, %s);\n", s->rows, s->cols,
@@ -512,7 +549,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
                          sg[g].first, sg[g].last, sg[g].first, sg[g].last - sg[g].first + 1, sg[g].first);
             continue;
         }
-        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, tg_streams_slot_used, "device");
+        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, cu_uses, "device");
         tg_sb_puts(&funcs, "\n");
         /* S only where a fused kernel runs */
         int kernels = 0;

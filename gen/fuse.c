@@ -13,6 +13,11 @@ static bool f32(const tg_class_plan *cp, int buf)
     return buf >= 0 && cp->bufs[buf].dtype == TG_BUF_F32;
 }
 
+static bool b16(const tg_class_plan *cp, int buf)
+{
+    return buf >= 0 && cp->bufs[buf].dtype == TG_BUF_BF16;
+}
+
 /* Is kernel step k (BIAS_GELU or GELU_SAVE) fusable into GEMM step g? */
 static bool fusable_fwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
@@ -27,7 +32,13 @@ static bool fusable_fwd(const tg_class_plan *cp, const tg_step *g, const tg_step
         return false;
     if (k->kind == TG_STEP_BIAS_GELU)
         return true;
-    return f32(cp, k->buf[2]) && g->beta == 0.0f && k->cols % 8 == 0;
+    if (g->beta != 0.0f || k->cols % 8 != 0)
+        return false;
+    if (k->buf[3] < 0) /* fp32: u kept in C (aux = C), g fp32 */
+        return f32(cp, k->buf[2]);
+    /* bf16 training (docs/BF16.md): D = g and aux = u, both bf16 (cuBLASLt writes them in D's type), bf16 operands;
+     * C, fp32 h, is neither read (beta 0) nor written */
+    return b16(cp, k->buf[2]) && b16(cp, k->buf[3]) && b16(cp, g->buf[0]);
 }
 
 /* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
@@ -81,11 +92,16 @@ bool tg_fuse_plan(tg_class_plan *cp)
 
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
 {
+    const tg_buf *b1 = &cp->bufs[s->buf[1]];
     if (s->kind == TG_STEP_GELU_BWD)
-        return 4LL * cp->bufs[s->buf[1]].elems; /* u, read beside the GEMM's result */
-    long long b = 4LL * cp->bufs[s->buf[1]].elems; /* the bias read, or for COLSUM the bias gradient written */
-    if (s->kind == TG_STEP_GELU_SAVE)
-        b += 4LL * cp->bufs[s->buf[2]].elems; /* g, besides u in C */
+        return tg_dtype_size(b1->dtype) * b1->elems; /* u, read beside the GEMM's result */
+    long long b = 4LL * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
+    if (s->kind == TG_STEP_GELU_SAVE) {
+        const tg_buf *g = &cp->bufs[s->buf[2]];
+        b += tg_dtype_size(g->dtype) * g->elems; /* g, besides u in C */
+        if (s->buf[3] >= 0) /* bf16 training: u as aux, g as D: the GEMM writes 2 + 2 bytes where it wrote 4 */
+            b += tg_dtype_size(cp->bufs[s->buf[3]].dtype) * cp->bufs[s->buf[3]].elems - 4LL * g->elems;
+    }
     return b;
 }
 

@@ -2,7 +2,8 @@
  * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue.
  *
  * Forward: a GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
- * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt call on
+ * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer; bf16 training: u = bf16(C + bias) into a
+ * bf16 buffer of its own, g = bf16(GeLU(C + bias)), docs/BF16.md) on the same C is one cuBLASLt call on
  * the CUDA backend (CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS; docs/CUDA.md).
  * Backward: the input-gradient GEMM dg = beta*dg + dY @ W^T followed directly by the GELU_BWD step on the same dg
  * (dg *= GeLU'(u), u the pre-activation GELU_SAVE kept) is one call with CUBLASLT_EPILOGUE_DGELU (u as its aux
@@ -18,9 +19,11 @@
  *     GeLU steps read the GEMM's C as [m, n] with ldc = n = cols; the column sum reads the GEMM's B as [k, n]
  *     with ldb = n = cols. Forward: the GEMM is not transposed (the forward's SUMMA and megatron GEMMs); DGELU:
  *     only B is (dY @ W^T); BGRAD: only A is (X^T @ dY; cuBLASLt sums its A only when A is not transposed);
- *   - every buffer of the pair is fp32, the operands included for the backward pairs: cuBLASLt writes D, the bias
- *     (or bias gradient) and the aux matrix in one type (D's), and the bf16 programs keep an fp32 pre-activation
- *     beside a bf16 output (docs/BF16.md); the backward epilogues are checked in fp32 programs only;
+ *   - cuBLASLt writes D and the aux matrix in one type (D's) and reads an fp32 bias: the GEMM's C and the bias are
+ *     fp32, A and B of one type; GELU_SAVE's g (D) fp32 with u in C (fp32 programs), or g and the kept u both bf16
+ *     (bf16 training, bf16 operands: D = g, aux = u, C not touched); BIAS_GELU in place in the fp32 C. The
+ *     backward pairs only with every buffer fp32, operands included (bf16 programs' backward GEMMs read bf16
+ *     operands, and a bias gradient summed from bf16 dY would change the definition);
  *   - the kernel step waits for no step of the other stream (tg_step.wait == -1): every conflict of its
  *     buffers is then already ordered before the GEMM starts, so moving its work into the GEMM is safe;
  *   - GELU_SAVE only with beta == 0 (cuBLASLt would read C and write the pre-activation into the same
@@ -43,7 +46,8 @@
 bool tg_fuse_plan(tg_class_plan *cp);
 
 /* Bytes the epilogue of kernel step s (marked fused) adds to its GEMM: the bias read, and for GELU_SAVE the
- * GeLU output written besides the pre-activation the GEMM writes anyway; for DGELU the pre-activation read; for
+ * GeLU output written besides the pre-activation the GEMM writes anyway (bf16 training: g and u, 2 bytes each, in
+ * place of the GEMM's 4-byte C, so the bias alone); for DGELU the pre-activation read; for
  * BGRAD the bias gradient written (the GEMM reads dY anyway). */
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s);
 

@@ -59,7 +59,8 @@ typedef enum tg_step_kind {
     TG_STEP_ATTENTION,    /* buf[0] qkv [rows,3*cols] += buf[1] bias; buf[2] out [rows,cols]; buf[3] scores [seq,seq] */
     /* training */
     TG_STEP_REDUCE,       /* buf[0]: [count] summed onto the group's local root (in place there) */
-    TG_STEP_GELU_SAVE,    /* buf[0] u [rows,cols] += buf[1] bias (kept: pre-activation); buf[2] g = GeLU(u) */
+    TG_STEP_GELU_SAVE,    /* buf[0] u [rows,cols] += buf[1] bias (kept: pre-activation); buf[2] g = GeLU(u); bf16
+                           * training: buf[0] h only read, buf[3] u = bf16(h + bias), g = GeLU(h + bias) */
     TG_STEP_COLSUM,       /* buf[0] dy [rows,cols] -> buf[1] db [cols] = column sums */
     TG_STEP_GELU_BWD,     /* buf[0] dg [rows,cols] *= GeLU'(buf[1] u) */
     TG_STEP_LN_BWD_SUMS,  /* buf[0] dy, buf[1] x, buf[2] rs, buf[3] vs, buf[4] gamma -> buf[5] s [2,rows];

@@ -167,8 +167,12 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
     int hh = tg_pb_buf(b, T, Fp, 0, "MLP hidden columns of this rank", "L%d_fc1_out", l);
     gemm(b, l, "fc1", 0, 0, T, Fp, C, a2, C, w->fc1_w, Fp, hh, Fp,
          "h = LN2(x) @ W1(:, columns of this rank), column-parallel");
-    int g = train ? tg_pb_buf(b, T, Fp, 0, "GeLU output, this rank's columns", "L%d_gelu_out", l) : hh;
-    if (!tg_pb_gelu(b, l, T, Fp, hh, w->fc1_b, g))
+    /* training: out of place (the backward reads u); bf16: g is bf16 (fc2's operand, written by the GeLU step or the
+     * fused GEMM's epilogue, gen/fuse.c), no cast before fc2 */
+    int g = train ? tg_pb_bf16_out(b, tg_pb_buf(b, T, Fp, 0, "GeLU output, this rank's columns", "L%d_gelu_out", l))
+                  : hh;
+    int u = tg_pb_gelu(b, l, T, Fp, hh, w->fc1_b, g);
+    if (u < 0)
         return -1;
 
     int p2 = tg_pb_buf(b, T, C, 0, "MLP output, partial then summed", "L%d_fc2_out", l);
@@ -185,7 +189,7 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
                      : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
                               : "x += mlp + bias; row sums of x for the next ln1"));
     *rs_carry = rs_next;
-    mg_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
+    mg_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, u, g};
     *sv = out;
     return xo;
 }

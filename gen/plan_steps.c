@@ -193,14 +193,28 @@ bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int 
     return true;
 }
 
-bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g)
+int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g)
 {
+    /* bf16 training keeps u in bf16 (docs/BF16.md): GeLU reads the fp32 v = h + b1, the backward's GeLU' the stored
+     * bf16(v), and cuBLASLt's GELU_AUX_BIAS epilogue writes that aux in D's type (gen/fuse.c) */
+    bool keep16 = g != h && b->pl->spec.mode == TG_TRAIN && b->pl->spec.dtype == TG_BF16;
+    int u = h;
+    if (keep16) {
+        u = tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "GeLU pre-activation u = h + b1, kept for the backward",
+                                        "L%d_fc1_u", layer));
+        if (u < 0)
+            return -1;
+    }
     tg_step *s = tg_pb_step(b, g != h ? TG_STEP_GELU_SAVE : TG_STEP_BIAS_GELU, layer, "gelu", -1);
     if (!s)
-        return false;
-    tg_pb_use(s, 0, h, TG_ACC_R | TG_ACC_W);
+        return -1;
+    tg_pb_use(s, 0, h, keep16 ? TG_ACC_R : TG_ACC_R | TG_ACC_W);
     tg_pb_use(s, 1, bias, TG_ACC_R);
-    if (g != h) {
+    if (keep16) {
+        tg_pb_use(s, 2, g, TG_ACC_W);
+        tg_pb_use(s, 3, u, TG_ACC_W);
+        s->label = "v = h + b1; u = bf16(v) (kept for the backward); g = GeLU(v)";
+    } else if (g != h) {
         tg_pb_use(s, 2, g, TG_ACC_W);
         s->label = b->pl->spec.mode == TG_TRAIN ? "u = h + b1 (kept for the backward); g = GeLU(u)"
                                                 : "u = h + b1; g = GeLU(u) (bf16, for fc2)";
@@ -209,7 +223,7 @@ bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, i
     }
     s->rows = rows;
     s->cols = cols;
-    return true;
+    return u;
 }
 
 /* ---- backward ------------------------------------------------------------------ */

@@ -31,8 +31,10 @@ void tg_pb_resid(tg_builder *b, int layer, const char *op, int rows, int cols, i
                  const char *label);
 /* Attention of the class's heads: qkv [rows, 3 cols] (+ bias, in place) -> att [rows, cols]. */
 bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att);
-/* GeLU(h + bias) [rows, cols]: in place when g == h (inference), else u = h + bias kept in h and g = GeLU(u). */
-bool tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g);
+/* GeLU(h + bias) [rows, cols]: in place when g == h (inference), else u = h + bias and g = GeLU(u). Returns the
+ * buffer that holds u for the backward (-1 on oom): h itself (u written in place), or where a bf16 plan trains a
+ * bf16 buffer of its own (slot 3; h only read), as docs/BF16.md defines it. */
+int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g);
 /* db [cols] = column sums of dy [rows, cols] (local: the caller sums over the ranks). */
 bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label);
 /* dg [rows, cols] *= GeLU'(u), in place. */

@@ -186,7 +186,8 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int g = train || pl->spec.dtype == TG_BF16
                 ? tg_pb_bf16_out(b, tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l))
                 : hh;
-    if (!tg_pb_gelu(b, l, R, Fq, hh, w->fc1_b, g))
+    int u = tg_pb_gelu(b, l, R, Fq, hh, w->fc1_b, g);
+    if (u < 0)
         return -1;
     if (again) {
         layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
@@ -211,7 +212,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
                      : (train ? "x_out = x_mid + mlp + bias; row sums for the next ln1"
                               : "x += mlp + bias; row sums of x for the next ln1"));
     *rs_carry = rs_next;
-    layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
+    layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, u, g};
     *sv = out;
     return xo;
 }

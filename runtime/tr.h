@@ -296,6 +296,12 @@ void tr_attention_bwd_bf16(struct tr_ctx *c, const float *qkv, const float *dout
                            float *dscores, int nseq, int seq, int heads, int hdim);
 /* tr_bias_gelu_save with a bf16 output g (u += bias stays float32). */
 void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols);
+/* bf16 training's bias + GeLU (docs/BF16.md): v = h + bias in float32 (h not written), u = bf16(v) kept for the
+ * backward, g = bf16(GeLU(v)); each bf16 value is the rounding of what tr_bias_gelu_save computes in float32. */
+void tr_bias_gelu_keep_bf16(struct tr_ctx *c, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u, int rows,
+                            int cols);
+/* tr_gelu_bwd reading the bf16 pre-activation tr_bias_gelu_keep_bf16 kept: dg *= GeLU'(u). */
+void tr_gelu_bwd_bf16(struct tr_ctx *c, float *dg, const tr_bf16 *u, int rows, int cols);
 
 /* ---- the language model's steps (tr_kernels_lm.c; docs/MODEL.md) --------------------------------------- */
 

@@ -15,7 +15,10 @@
  * The fused kernels do not repeat the float32 kernels' arithmetic: they run
  * the same per-row (per-sequence) bodies (tr_kernels.h) into a float32
  * scratch and round it, so each bf16 output is exactly tr_f32_to_bf16 of what
- * the float32 kernel writes on the same inputs. Attention is the one kernel
+ * the float32 kernel writes on the same inputs (bf16 training's bias + GeLU
+ * rounds both of its outputs so: u = bf16(h + bias) kept for the backward, g =
+ * bf16(GeLU(h + bias)), GeLU of the unrounded sum as cuBLASLt's epilogue
+ * computes it; the GeLU gradient then reads the bf16 u). Attention is the one kernel
  * that rounds inside: its GEMMs read bf16 on the GPU (tensor cores; the
  * biased Q, K, V, P, and in the backward dO and dS), so it runs the float32
  * per-sequence bodies on a rounded copy of [Q|K|V] (and dO), with P and dS
@@ -226,6 +229,45 @@ void tr_bias_gelu_save_bf16(tr_ctx *c, float *u, const float *bias, tr_bf16 *g, 
             tr_bias_gelu_save_row(u + (long)r * cols, bias, row, cols);
             round_to_bf16(row, cols, g + (long)r * cols);
         }
+    }
+    TIMED_END(TR_K_GELU);
+}
+
+void tr_bias_gelu_keep_bf16(tr_ctx *c, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u, int rows, int cols)
+{
+    TIMED_BEGIN;
+    int nt = TR_PAR(rows, cols) ? omp_get_max_threads() : 1;
+    long w = cols > 0 ? cols : 0;
+    float *rows_ = tr_scratch(c, (size_t)nt * 2 * (size_t)w); /* v and GeLU(v): two rows per thread */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        float *v = rows_ + (long)omp_get_thread_num() * 2 * w, *gv = v + w;
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            memcpy(v, h + (long)r * cols, (size_t)w * sizeof *v);
+            tr_bias_gelu_save_row(v, bias, gv, cols); /* v += bias; gv = GeLU(v): the float32 kernel's bits */
+            round_to_bf16(v, cols, u + (long)r * cols);
+            round_to_bf16(gv, cols, g + (long)r * cols);
+        }
+    }
+    TIMED_END(TR_K_GELU);
+}
+
+TR_VEC_CLONES static void gelu_bwd_bf16_slice(float *dg, const tr_bf16 *u, long lo, long hi)
+{
+    for (long e = lo; e < hi; e++)
+        dg[e] *= tr_vgelu_grad(tr_bf16_to_f32(u[e]));
+}
+
+void tr_gelu_bwd_bf16(tr_ctx *c, float *dg, const tr_bf16 *u, int rows, int cols)
+{
+    TIMED_BEGIN;
+    long n = (long)rows * cols;
+#pragma omp parallel if (TR_PAR(n, 1))
+    {
+        long lo, hi;
+        tr_slice(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        gelu_bwd_bf16_slice(dg, u, lo, hi);
     }
     TIMED_END(TR_K_GELU);
 }

@@ -449,7 +449,10 @@ fi
 #   backward  dL/dx and every weight gradient within 1e-3 of the CPU program, bytes as planned, each order
 #   training  5 AdamW steps, comm-first order: replicas bitwise identical; 6 steps, random order: the losses
 #             within 1e-3 of the CPU program's (the optimizer writes the bf16 weight copies the next step reads)
-# and "cuda: compile" compiles every .cu of the three for sm_80 and sm_90 (-Werror, no spills).
+# and "cuda: compile" compiles every .cu of the three for sm_80 and sm_90 (-Werror, no spills). On [1,1,1] (and
+# megatron p = 2) each layer's fc1 GEMM runs bias + GeLU as a cuBLASLt epilogue writing the bf16 GeLU output and the
+# bf16 kept pre-activation (docs/BF16.md stores u in bf16 for this; the emulation rounds both as the kernel step does);
+# on q >= 2 the last SUMMA GEMM accumulates and the separate kernel stays.
 # Why 1e-3 against the CPU program: both widen bf16 operands exactly and call the same sgemm, but the emulated
 # kernels and reductions sum in other orders (fp32 programs differ by <= 5e-7, the LM section below); where such a
 # difference crosses a bf16 rounding boundary, a cast moves that element by one bf16 ulp (3.9e-3 relative), and the
@@ -515,6 +518,17 @@ cub_steps() { # q d: 6 AdamW steps under the emulation track the CPU program's l
         "$PY" $CU_REF compare-losses --label "cuda bf16 [$1,$1,$2] 6 steps" --mesh-tol 0 --steps 6 --falling \
             --run "emulation=$dir/loss_emu.txt" --ref "the CPU program=$dir/loss_cpu.txt=1e-3"
 }
+cub_fused() { # dir: bf16 training on q = 1 or megatron (docs/BF16.md): each layer's fc1 GEMM a trc_gemm_lt with
+    # GELU_AUX_BIAS whose table row writes bf16 (out_bf16 1: D = the GeLU output, aux = the kept u), its call naming
+    # the layer's bf16 u as aux; no separate bias + GeLU kernel; no backward epilogue (bf16 operands)
+    local f
+    cu_fused "$1" TRC_EPI_GELU_AUX_BIAS 2 && cu_fused "$1" 'TRC_EPI_\(DGELU\|BGRADA\)' 0 || return 1
+    for f in "$1"/rank_i*_j*.cu; do
+        grep -q "{TRC_EPI_GELU_AUX_BIAS, [-0-9., f]*, 1, 1, 0, 0}," "$f" &&
+            [ "$(grep -c "trc_gemm_lt(c, [0-9]*, TRC_EPI_GELU_AUX_BIAS, .*, L[0-9]*_fc1_u);" "$f")" = 2 ] ||
+            { echo "$(basename "$f"): want a bf16-output GELU_AUX_BIAS row and two calls writing L<l>_fc1_u"; return 1; }
+    done
+}
 cub_megatron() { # the megatron scheme in bf16, p = 2: its casts before each GEMM, under the emulation
     local dir="$WORK/cub_mg_2" a
     cat >"$dir.lua" <<SPEC &&
@@ -524,8 +538,8 @@ return {
   backends = { "cpu", "cuda" },
 }
 SPEC
-        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
-        tests/cuda/emu_build.sh "$dir" emu model-emu || return 1
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && cub_fused "$dir" &&
+        ninja -C "$dir" cpu >/dev/null && tests/cuda/emu_build.sh "$dir" emu model-emu || return 1
     a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy --dy $WORK/cu_dy.npy"
     # shellcheck disable=SC2086
     "$dir/run" $a --dx-out "$dir/dx_cpu.npy" --grads-out "$dir/g_cpu.st" --quiet &&
@@ -542,8 +556,13 @@ if wanted "cuda: bf16|cuda: compile"; then
             q=${m%,*}
             d=${m#*,}
             if cub_generate "$q" "$d" >"$WORK/log" 2>&1; then
-                check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: no GEMM takes the GeLU step as its epilogue (a bf16 output beside an fp32 pre-activation, which one cuBLASLt call cannot write)" \
-                    cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
+                if [ "$q" = 1 ]; then
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM writes the bf16 GeLU output and the bf16 pre-activation as a cuBLASLt epilogue (trc_gemm_lt); no backward epilogue" \
+                        cub_fused "$WORK/cub_${q}_${d}"
+                else
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so no GEMM takes an epilogue" \
+                        cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
+                fi
                 for order in comm compute random; do
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d], $order first: forward within 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned" \
                         cub_fwd "$q" "$d" "$order"
@@ -557,7 +576,7 @@ if wanted "cuda: bf16|cuda: compile"; then
                 notok "cuda: bf16: generate [$q,$q,$d] and build its CPU program and the emulation" "$WORK/log"
             fi
         done
-        check "cuda: bf16: megatron p=2 training under the emulation, random order: dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
+        check "cuda: bf16: megatron p=2 training under the emulation, random order: fc1's bias + GeLU a bf16 cuBLASLt epilogue; dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
             cub_megatron
     else
         notok "cuda: bf16: reference inputs" "$WORK/log"

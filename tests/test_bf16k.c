@@ -349,6 +349,12 @@ static double rel_err(const float *got, const double *ref, long n)
     return sqrt(e / r);
 }
 
+/* the tanh GeLU in double (tr_math.h's formula) */
+static double gelu_d(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
 static void test_fused(void)
 {
     tr_ctx c = {0};
@@ -395,6 +401,62 @@ static void test_fused(void)
         TT_CHECK(d < 0, "element %d: 0x%04x, want 0x%04x", d, d < 0 ? 0 : gb[d], d < 0 ? 0 : ref_rne(g[d]));
         TT_CHECK(memcmp(u1, u2, sizeof u1) == 0, "u after the call differs from the twin's");
         TT_CHECK(c.calls[TR_K_GELU] == calls + 1, "not counted as gelu");
+    }
+    /* bf16 training keeps the MLP's pre-activation in bf16 (docs/BF16.md): GeLU of the unrounded float32 sum
+     * v = h + bias (cuBLASLt's order), u = r(v) stored for the backward, whose GeLU' reads r(v). */
+    TT_CASE("bias gelu keep bf16 (training): u bitwise RNE of the float32 h + bias, g bitwise RNE of the float32 "
+            "twin's GeLU of the unrounded sum, h not written")
+    {
+        enum { R = 9, C = 21 };
+        float h0[R * C], h[R * C], u1[R * C], bias[C], g[R * C];
+        tr_bf16 gb[R * C], ub[R * C];
+        for (int e = 0; e < R * C; e++)
+            h0[e] = tt_rndf(-6, 6);
+        for (int j = 0; j < C; j++)
+            bias[j] = tt_rndf(-1, 1);
+        memcpy(h, h0, sizeof h0);
+        memcpy(u1, h0, sizeof h0);
+        tr_bias_gelu_save(&c, u1, bias, g, R, C);
+        long long calls = c.calls[TR_K_GELU];
+        tr_bias_gelu_keep_bf16(&c, h, bias, gb, ub, R, C);
+        int bad = -1, same_as_rounded_u = 0;
+        for (int e = 0; e < R * C && bad < 0; e++)
+            if (ub[e] != ref_rne(h0[e] + bias[e % C]))
+                bad = e;
+        TT_CHECK(bad < 0, "u element %d: 0x%04x, want RNE(h + bias) 0x%04x", bad, bad < 0 ? 0 : ub[bad],
+                 bad < 0 ? 0 : ref_rne(h0[bad] + bias[bad % C]));
+        int d = first_diff(g, gb, R * C);
+        TT_CHECK(d < 0, "g element %d: 0x%04x, want 0x%04x", d, d < 0 ? 0 : gb[d], d < 0 ? 0 : ref_rne(g[d]));
+        for (int e = 0; e < R * C; e++)
+            same_as_rounded_u += gb[e] == ref_rne((float)gelu_d(widen1(ub[e])));
+        TT_CHECK(same_as_rounded_u < R * C, "g equals GeLU(r(u)) everywhere: the test cannot tell the orders apart");
+        TT_CHECK(memcmp(h, h0, sizeof h) == 0, "h was written");
+        TT_CHECK(c.calls[TR_K_GELU] == calls + 1, "not counted as gelu");
+    }
+    TT_CASE("gelu bwd bf16: dg * GeLU'(u) of the bf16 u within 1e-6 of the double reference, while GeLU' of the "
+            "unrounded pre-activation (the float32 definition) is more than 1e-4 from it")
+    {
+        enum { R = 7, C = 33, N = R * C };
+        float v[N], dg[N], dg32[N];
+        tr_bf16 ub[N];
+        double ref[N];
+        for (int e = 0; e < N; e++) {
+            v[e] = tt_rndf(-4, 4);
+            ub[e] = ref_rne(v[e]);
+            dg[e] = dg32[e] = tt_rndf(-1, 1);
+        }
+        for (int e = 0; e < N; e++) {
+            double x = widen1(ub[e]), k = 0.7978845608028654, t = tanh(k * (x + 0.044715 * x * x * x));
+            ref[e] = dg[e] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
+        }
+        long long calls = c.calls[TR_K_GELU];
+        tr_gelu_bwd_bf16(&c, dg, ub, R, C);
+        tr_gelu_bwd(&c, dg32, v, R, C);
+        double e16 = rel_err(dg, ref, N), e32 = rel_err(dg32, ref, N);
+        printf("# gelu bwd against GeLU'(r(u)) in double: bf16 u %.2g, float32 u %.2g\n", e16, e32);
+        TT_CHECK(e16 < 1e-6, "relative error %.3g", e16);
+        TT_CHECK(e32 > 1e-4, "the float32 definition is only %.3g away: the check cannot tell them apart", e32);
+        TT_CHECK(c.calls[TR_K_GELU] == calls + 2, "not counted as gelu");
     }
     /* Attention in a bf16 program reads its GEMM operands in bf16 (Q, K, V, P; backward also dO, dS), as the
      * CUDA backend's tensor-core GEMMs do: against a double reference with exactly those roundings. A rounding

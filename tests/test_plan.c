@@ -14,8 +14,9 @@
  *     cover [T, C] exactly once;
  *   - the same spec bakes to the same plan (determinism);
  *   - fused epilogues (fuse.h): the pairs marked are exactly a GEMM and the GeLU step right after it on its
- *     output, fp32, the GeLU step waiting for nothing, one a layer where the rule allows it (fp32 inference;
- *     fp32 training on q = 1, where the GEMM does not accumulate) and none elsewhere (bf16; training on q >= 2);
+ *     output (fp32; bf16 training's GeLU output and kept pre-activation both bf16), the GeLU step waiting for
+ *     nothing, one a layer where the rule allows it (fp32 inference; training on q = 1 and megatron, fp32 and
+ *     bf16, where the GEMM does not accumulate) and none elsewhere (bf16 inference; training on q >= 2);
  *     in the backward, the fc2 input-gradient GEMM and the GeLU-gradient step next on its stream on its output,
  *     and each weight-gradient GEMM and the column sum next on its stream of its dY operand (dW's all-reduce may
  *     come between): five a layer in fp32 training on q = 1 and megatron; on q >= 2 the four bias gradients (the
@@ -281,10 +282,49 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
             TT_CHECK(s->buf[2] == k->buf[0] && k->wait < 0 && !s->transa && !s->transb &&
                          rp->bufs[s->buf[2]].dtype == TG_BUF_F32,
                      "%s class %d: gemm %d and step %d are not one fp32 output without a wait", label, c, i, s->fused);
+            /* cuBLASLt writes D and aux in one type: g and u both fp32 (u in C) or both bf16 (bf16 training) */
+            if (k->kind == TG_STEP_GELU_SAVE)
+                TT_CHECK(k->buf[3] < 0 ? rp->bufs[k->buf[2]].dtype == TG_BUF_F32
+                                       : rp->bufs[k->buf[2]].dtype == TG_BUF_BF16 &&
+                                             rp->bufs[k->buf[3]].dtype == TG_BUF_BF16 &&
+                                             rp->bufs[s->buf[0]].dtype == TG_BUF_BF16,
+                         "%s class %d: gemm %d and step %d: GeLU output and kept u not of one type", label, c, i,
+                         s->fused);
         }
         TT_CHECK(pairs == want, "%s class %d: %d fused GEMMs, want %d", label, c, pairs, want);
         TT_CHECK(bwd >= bwd_min && bwd <= bwd_max, "%s class %d: %d backward fused GEMMs, want %d to %d", label, c,
                  bwd, bwd_min, bwd_max);
+    }
+}
+
+/* The pre-activation u that GeLU's backward reads (docs/BF16.md): written by the layer's GELU_SAVE step, read by its
+ * GELU_BWD step; bf16 in a bf16 plan (a buffer of its own: the GEMM's fp32 output h is only read), h itself in fp32.
+ * One GELU_SAVE and one GELU_BWD a layer. */
+static void check_gelu_u(const tg_plan *pl, const tg_class_plan *all, const char *label)
+{
+    bool bf16 = pl->spec.dtype == TG_BF16;
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+        const tg_class_plan *rp = &all[c];
+        int saves = 0, bwds = 0;
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *s = &rp->steps[i];
+            if (s->kind != TG_STEP_GELU_SAVE)
+                continue;
+            saves++;
+            int u = bf16 ? s->buf[3] : s->buf[0];
+            TT_CHECK(u >= 0 && rp->bufs[u].dtype == (bf16 ? TG_BUF_BF16 : TG_BUF_F32) &&
+                         (bf16 ? s->acc[0] == TG_ACC_R && s->acc[3] == TG_ACC_W && u != s->buf[0] : s->buf[3] < 0),
+                     "%s class %d: gelu_save step %d keeps u in buffer %d (%s), h %d", label, c, i, u,
+                     u >= 0 && rp->bufs[u].dtype == TG_BUF_BF16 ? "bf16" : "fp32", s->buf[0]);
+            for (int j = i + 1; j < rp->nsteps; j++)
+                if (rp->steps[j].kind == TG_STEP_GELU_BWD && rp->steps[j].layer == s->layer) {
+                    bwds++;
+                    TT_CHECK(rp->steps[j].buf[1] == u, "%s class %d: gelu_bwd step %d reads %d, not u %d", label, c,
+                             j, rp->steps[j].buf[1], u);
+                }
+        }
+        TT_CHECK(saves == pl->spec.layers && bwds == saves, "%s class %d: %d gelu_save, %d gelu_bwd for %d layers",
+                 label, c, saves, bwds, pl->spec.layers);
     }
 }
 
@@ -389,6 +429,27 @@ int main(void)
                     check_megatron(p, train, V);
                 }
             }
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        TT_CASE(bf16 ? "megatron p=2 bf16 training: GeLU's backward reads the bf16 pre-activation its forward kept, "
+                       "fc1's GEMM writes it and the bf16 GeLU output as its epilogue"
+                     : "megatron p=2 training: GeLU's backward reads the pre-activation in place in fp32, fc1's GEMM "
+                       "writes it as its epilogue") {
+            tg_spec s = tt_spec_megatron(2, 2, 48, 12, 192, 8, 6, 1);
+            s.dtype = bf16 ? TG_BF16 : TG_FP32;
+            tg_plan pl;
+            tg_class_plan *all;
+            tg_err err = {{0}, 0};
+            tg_plan_init(&s, &pl);
+            bool ok = tg_plan_all(&pl, &all, &err);
+            TT_CHECK(ok, "plan failed: %s", err.msg);
+            if (ok) {
+                check_gelu_u(&pl, all, bf16 ? "megatron bf16" : "megatron");
+                /* fc1's one GEMM a layer (beta 0) fuses in both; the backward's epilogues in fp32 only */
+                check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", s.layers, bf16 ? 0 : 5 * s.layers,
+                             bf16 ? 0 : 5 * s.layers);
+                tg_plan_all_free(&pl, all);
+            }
+        }
     static const int meshes[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {4, 1}, {4, 2}, {2, 4}};
     for (size_t mi = 0; mi < 2 * (sizeof meshes / sizeof meshes[0]); mi++) {
         int q = meshes[mi / 2][0], d = meshes[mi / 2][1], bf16 = (int)(mi % 2);
@@ -431,10 +492,11 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, all, label);
+                check_gelu_u(&pl, all, label);
                 /* backward: on q >= 2 the bias gradients only (the last SUMMA dW GEMM reads the same local dY),
                  * where the column sum waits for no collective (class 0 all four, others fewer) */
                 int bmax = bf16 ? 0 : (q == 1 ? 5 : 4) * s.layers;
-                check_fusion(&pl, all, label, !bf16 && q == 1 ? s.layers : 0, q == 1 ? bmax : 0, bmax);
+                check_fusion(&pl, all, label, q == 1 ? s.layers : 0, q == 1 ? bmax : 0, bmax);
                 TT_CHECK(bf16 || q == 1 || all[0].nsteps == 0 || count_bwd(&all[0]) == bmax,
                          "%s class 0: %d backward fused GEMMs, want %d", label, count_bwd(&all[0]), bmax);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */

@@ -51,7 +51,8 @@
  * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
  * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
  * bf16 (docs/BF16.md): the kernels that write a GEMM operand (ln_apply, attention, bias_gelu_save) take a
- * float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16;
+ * float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16 (bf16 training's
+ * bias_gelu_save also the kept u, and gelu_bwd reads it: emu_kernels.cc);
  * trc_cast_bf16 is tr_f32_to_bf16 per element, trc_gemm_bf16 widens both operands to fp32 (exact) and calls
  * cblas_sgemm, trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
  */

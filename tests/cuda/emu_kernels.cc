@@ -263,12 +263,34 @@ void colsum(cudaStream_t s, const float *dy, float *db)
     });
 }
 
+/* bf16 training (docs/BF16.md): GeLU of the unrounded v = h + bias, u = bf16(v) kept, h not written */
+template <int ROWS, int COLS>
+void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+{
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)ROWS * COLS; i++) {
+            const float v = h[i] + bias[i % COLS];
+            put(&u[i], v);
+            put(&g[i], tr_gelu(v));
+        }
+    });
+}
+
 template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const float *u)
 {
     push(stream_of(s), [=] {
         for (long long i = 0; i < (long long)ROWS * COLS; i++)
             dg[i] *= tr_gelu_grad(u[i]);
+    });
+}
+
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u)
+{
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)ROWS * COLS; i++)
+            dg[i] *= tr_gelu_grad(get(&u[i]));
     });
 }
 

@@ -177,13 +177,14 @@ same-bits A.safetensors B.safetensors
         a1 = r(LN1(x)); qkv = a1 @ r(Wqkv) + bqkv; att = r(attention(qkv))
         x1 = x + att @ r(Wo) + bo; a2 = r(LN2(x1)); u = a2 @ r(W1) + b1
         g = r(GeLU(u)); y = x1 + g @ r(W2) + b2          (x, qkv, x1, u, y not rounded)
+    and r(u) kept for the backward (the programs store the pre-activation in bf16)
     attention's own GEMMs read bf16 too (as tensor cores do; docs/BF16.md, "Attention"):
         P = softmax(mask(r(Q) r(K)^T / sqrt(D))); attention = r(P) r(V)
     backward: dW2 = g^T r(dy), dg = r(dy) r(W2)^T; dW1 = a2^T r(du),
     da2 = r(du) r(W1)^T; dWo = att^T r(dx1), datt = r(dx1) r(Wo)^T;
     dWqkv = a1^T r(dqkv), da1 = r(dqkv) r(Wqkv)^T (dy, dx1 the residual
-    gradients); bias gradients sum the unrounded dL/dY; LayerNorm and GeLU'
-    in float64 from the unrounded values; attention backward reads r(dO),
+    gradients), du = dg GeLU'(r(u)); bias gradients sum the unrounded dL/dY;
+    LayerNorm in float64 from the unrounded values; attention backward reads r(dO),
     r(Q), r(K), r(V), r(P) and dS = r(P (dP - rowsum(dP P))), dP = r(dO)
     r(V)^T, everything else float64.  train: float64
     master weights and AdamW, the weights rounded at each use.  LM: logits =
@@ -659,9 +660,11 @@ def block_fwd(x, w, l, H, eps, rnd=None):
 
     rnd: None, or the rounding of --bf16 (bf16_round), applied exactly where docs/BF16.md rounds:
     every GEMM operand (the LN1/LN2 outputs, the attention output, the GeLU output and the 2-D
-    weights at each use); the biases are added, and everything else (x, qkv, x1, f, y) computed,
-    in float64.  The cache keeps the rounded GEMM operands (h1, a, h2, m): the backward's weight
-    gradients read those; the LayerNorm and attention caches are the float64 ones."""
+    weights at each use) and the MLP's pre-activation f that the backward keeps (GeLU reads the
+    unrounded f, GeLU' the rounded one, as the programs store u in bf16); the biases are added, and
+    everything else (x, qkv, x1, f, y) computed, in float64.  The cache keeps the rounded GEMM
+    operands (h1, a, h2, m) and r(f): the backward's weight gradients and GeLU' read those; the
+    LayerNorm and attention caches are the float64 ones."""
     R = rnd or _ident
     p = f"h.{l}."
     h1, ln1 = layernorm_fwd(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
@@ -675,7 +678,7 @@ def block_fwd(x, w, l, H, eps, rnd=None):
     f = h2 @ R(w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"]
     m = R(gelu(f))
     y = x1 + (m @ R(w[p + "mlp.c_proj.weight"]) + w[p + "mlp.c_proj.bias"])
-    return y, (h1, ln1, att, a, ln2, h2, f, m)
+    return y, (h1, ln1, att, a, ln2, h2, R(f), m)
 
 
 def block_bwd(dy, cache, w, l, rnd=None):
@@ -683,7 +686,8 @@ def block_bwd(dy, cache, w, l, rnd=None):
 
     rnd (--bf16, see block_fwd): every GEMM operand rounded: the weights at each use and the
     dL/dY operands (the residual gradient dy of fc2, df of fc1, dx1 of the projection, dqkv of
-    c_attn); the saved activations are already rounded in the cache.  The bias gradients are the
+    c_attn); the saved activations (and the kept pre-activation f) are already rounded in the
+    cache.  The bias gradients are the
     column sums of the unrounded float64 dL/dY; GeLU', attention and LayerNorm backward are float64."""
     R = rnd or _ident
     p = f"h.{l}."
@@ -1974,10 +1978,11 @@ def cmd_bf16_selftest(a):
     dxb, gb = backward(dyt, cb, wt, Lt, rec)
     R, T = (Bt, St), {(Ct, 3 * Ct), (Ct, Ct), (Ct, Ft), (Ft, Ct)}
     PS = (Bt, Ht, St, St)
-    check("the hook is called 10 times per block forward (4 weights, LN1, [Q|K|V], P, attention, LN2, GeLU "
-          "outputs) and 10 per block backward (4 weights, dy, dL/du, dL/dx1, dO, dS, dL/dqkv)",
-          nf == 10 * Lt and len(calls) == 20 * Lt and sum(s in T for s in calls) == 8 * Lt
-          and sum(s[:2] == R for s in calls) == 10 * Lt and sum(s == PS for s in calls) == 2 * Lt,
+    check("the hook is called 11 times per block forward (4 weights, LN1, [Q|K|V], P, attention, LN2, GeLU "
+          "outputs, the kept pre-activation u) and 10 per block backward (4 weights, dy, dL/du, dL/dx1, dO, dS, "
+          "dL/dqkv)",
+          nf == 11 * Lt and len(calls) == 21 * Lt and sum(s in T for s in calls) == 8 * Lt
+          and sum(s[:2] == R for s in calls) == 11 * Lt and sum(s == PS for s in calls) == 2 * Lt,
           f"{nf} forward, {len(calls) - nf} backward")
     mats = [n for n in wt if n.endswith(DECAY_SUFFIXES)]
     wr = dict(wt)
@@ -2002,11 +2007,12 @@ def cmd_bf16_selftest(a):
     yb1, cb1 = block_fwd(xt, wt, 0, Ht, eps, bf16_round)
     _, gb1 = block_bwd(dyt, cb1, wt, 0, bf16_round)
     dW2 = m.reshape(-1, Ft).T @ r_(dyt).reshape(-1, Ct)
-    du = (r_(dyt) @ r_(wt[p + "mlp.c_proj.weight"]).T) * gelu_grad(f)
+    du = (r_(dyt) @ r_(wt[p + "mlp.c_proj.weight"]).T) * gelu_grad(r_(f))
     dW1 = h2.reshape(-1, Ct).T @ r_(du).reshape(-1, Ft)
     e1, e2, e3 = rel_fro(yb1, y1), rel_fro(gb1[p + "mlp.c_proj.weight"], dW2), rel_fro(gb1[p + "mlp.c_fc.weight"], dW1)
     check("one --bf16 block == the block written out by hand with the rounding of docs/BF16.md "
-          "(forward with attention on r(qkv) and r(P), dW2 = r(g)^T r(dy), dW1 = r(a2)^T r(du))", max(e1, e2, e3) < 1e-6,
+          "(forward with attention on r(qkv) and r(P), dW2 = r(g)^T r(dy), dW1 = r(a2)^T r(du), "
+          "du = dg GeLU'(r(u)))", max(e1, e2, e3) < 1e-6,
           f"{e1:.1e} {e2:.1e} {e3:.1e} (bf16 vs float64 is ~1e-3)")
     check("--bf16 backward's bias gradients are sums of the unrounded dL/dY",
           np.array_equal(gb1[p + "mlp.c_proj.bias"], dyt.reshape(-1, Ct).sum(axis=0)))

@@ -262,7 +262,8 @@ template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const flo
  *
  * bias_gelu (inference, in place: h = GeLU(h + bias), 4 elements a thread with 16-byte accesses when the width
  * allows), bias_gelu_save (training: u += bias kept for the backward, g = GeLU(u) of type OUT, float or tr_bf16
- * rounded to nearest even) and gelu_bwd (dg *= GeLU'(u)), one thread per element otherwise. GeLU and its
+ * rounded to nearest even; bf16 training: v = h + bias, u = bf16(v) into a buffer of its own, g = bf16(GeLU(v)),
+ * docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. GeLU and its
  * derivative are tr_math.h's, the CPU backend's code. Where the plan fuses fc1's bias + GeLU into the GEMM
  * (a cuBLASLt epilogue) these kernels are not called.
  */
@@ -323,12 +324,35 @@ __global__ void __launch_bounds__(kEltThreads)
         store::put(g + i, tr_gelu(u));
 }
 
+/* bf16 training: u = bf16(h + bias) and g = bf16(GeLU(h + bias)), GeLU of the unrounded sum (cuBLASLt's order) */
 template <int ROWS, int COLS>
-__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const float *__restrict__ u)
+__global__ void __launch_bounds__(kEltThreads) k_bias_gelu_keep(const float *__restrict__ h,
+                                                                 const float *__restrict__ bias,
+                                                                 tr_bf16 *__restrict__ g, tr_bf16 *__restrict__ u)
+{
+    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
+    if (i >= (long long)ROWS * COLS)
+        return;
+    const float v = h[i] + bias[i % COLS];
+    store::put(u + i, v);
+    store::put(g + i, tr_gelu(v));
+}
+
+[[maybe_unused]] __device__ __forceinline__ float widen(float x) /* unused where no training kernel is */
+{
+    return x;
+}
+[[maybe_unused]] __device__ __forceinline__ float widen(tr_bf16 x) /* exact: the high half of a float */
+{
+    return __uint_as_float((unsigned)x << 16);
+}
+
+template <int ROWS, int COLS, typename U>
+__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const U *__restrict__ u)
 {
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
     if (i < (long long)ROWS * COLS)
-        dg[i] *= tr_gelu_grad(u[i]);
+        dg[i] *= tr_gelu_grad(widen(u[i]));
 }
 
 } // namespace
@@ -354,9 +378,23 @@ void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
 }
 
 template <int ROWS, int COLS>
+void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+{
+    gelu::k_bias_gelu_keep<ROWS, COLS><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(h, bias, g, u);
+    TRC_LAUNCHED("trk::bias_gelu_save");
+}
+
+template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const float *u)
 {
-    gelu::k_gelu_bwd<ROWS, COLS><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
+    gelu::k_gelu_bwd<ROWS, COLS, float><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
+    TRC_LAUNCHED("trk::gelu_bwd");
+}
+
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u)
+{
+    gelu::k_gelu_bwd<ROWS, COLS, tr_bf16><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
     TRC_LAUNCHED("trk::gelu_bwd");
 }
 

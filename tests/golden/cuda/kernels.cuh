@@ -18,9 +18,12 @@
 #ifndef TESS_KERNELS_CUH
 #define TESS_KERNELS_CUH
 
+#include <stdint.h>
+
 #include <cuda_runtime.h>
 
 struct tr_ctx;
+typedef uint16_t tr_bf16; /* bfloat16 bits, as runtime/tr.h declares it */
 
 namespace trk {
 
@@ -65,6 +68,9 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
 /* u[ROWS, COLS] += bias (kept: the pre-activation); g = GeLU(u) */
 template <int ROWS, int COLS, typename OUT>
 void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g);
+/* bf16 training (docs/BF16.md): v = h + bias in float, u = bf16(v) kept, g = bf16(GeLU(v)); h not written */
+template <int ROWS, int COLS>
+void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u);
 
 /* db[COLS] = column sums of dy[ROWS, COLS] (a fixed summation order: deterministic) */
 template <int ROWS, int COLS>
@@ -73,6 +79,9 @@ void colsum(cudaStream_t s, const float *dy, float *db);
 /* dg[ROWS, COLS] *= GeLU'(u) */
 template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const float *u);
+/* the same, reading the bf16 u that bf16 training keeps */
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u);
 
 /* layernorm backward, part 1: sums[0..ROWS) = sum_j dy*gamma, sums[ROWS..2 ROWS) = sum_j dy*gamma*xhat over
  * this rank's columns; dgamma[COLS] = sum_r dy*xhat, dbeta[COLS] = sum_r dy */
