@@ -190,7 +190,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     if (u < 0)
         return -1;
     if (again) {
-        layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, hh, g};
+        layer_saved out = {x, rs1, vs1, a1, qkv, att, xm, rs2, vs2, a2, u, g};
         *sv = out;
         return -1;
     }

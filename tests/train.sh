@@ -299,31 +299,39 @@ fi
 # the program that recomputes N layers' forward in the backward against the one that keeps them (the micro-batch
 # section's programs, same model, weights and batches): the same arithmetic on the same inputs, so dL/dx, every
 # gradient and every loss are bitwise the same; the backward moves exactly the recomputed layers' extra bytes
-rc_build() { # q d m r: recompute = r (a number or "full")
-    local dir="$WORK/mb/rc_$1_$2_$3_$4" pipe=""
+rc_build() { # q d m r [dtype]: recompute = r (a number or "full"); with dtype bf16, also the bf16 program that keeps
+    local dir="$WORK/mb/rc_$1_$2_$3_$4${5:+_$5}" pipe="" dt=""
     [ "$3" -gt 1 ] && pipe="pipeline = { microbatches = $3 },"
     local r=$4
     [ "$r" = full ] && r='"full"'
+    [ -n "${5:-}" ] && dt="dtype = \"$5\","
     cat >"$dir.lua" <<SPEC
 return {
-  name = "rc_q$1_d$2_m$3", mode = "train",
+  name = "rc_q$1_d$2_m$3", mode = "train", $dt
   mesh = { q = $1, d = $2 },
   model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 16, eps = 1e-5 },
   $pipe recompute = $r,
 }
 SPEC
-    TESS_BACKENDS=cpu bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+    TESS_BACKENDS=cpu bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null || return 1
+    if [ -n "${5:-}" ]; then # the program that keeps, in that dtype
+        sed 's/recompute = .*,$//' "$dir.lua" >"$WORK/mb/p_$1_$2_$3_$5.lua" &&
+            TESS_BACKENDS=cpu bin/tessgen "$WORK/mb/p_$1_$2_$3_$5.lua" -o "$WORK/mb/p_$1_$2_$3_$5" --quiet &&
+            ninja -C "$WORK/mb/p_$1_$2_$3_$5" >/dev/null
+    fi
 }
-rc_same() { # q d m r: one step's dL/dx and gradients, then 3 AdamW steps, bitwise those of the program that keeps
-    local dir="$WORK/mb/rc_$1_$2_$3_$4" keep="$WORK/mb/p_$1_$2_$3"
+rc_same() { # q d m r [dtype]: one step's dL/dx and gradients, then 3 AdamW steps, bitwise those of the program that
+    # keeps (bf16: dL/dx against the float64 reference at bf16's tolerance, docs/BF16.md)
+    local dir="$WORK/mb/rc_$1_$2_$3_$4${5:+_$5}" keep="$WORK/mb/p_$1_$2_$3${5:+_$5}" tol=1e-4
+    [ -n "${5:-}" ] && tol=3e-2
     "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((16, 8, 48), np.nan, np.float32))" "$dir/dx.npy" &&
         rm -f "$dir/g.safetensors" &&
         "$dir/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --dy "$WORK/mb/dy.npy" \
             --dx-out "$dir/dx.npy" --grads-out "$dir/g.safetensors" --bytes --quiet &&
         "$keep/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --dy "$WORK/mb/dy.npy" \
             --dx-out "$dir/dx_keep.npy" --grads-out "$dir/g_keep.safetensors" --quiet &&
-        "$PY" $REF compare --ref "$WORK/mb/dx_ref.npy" --got "$dir/dx.npy" --tol 1e-4 --expect-f32 \
-            --label "dx [$1,$1,$2] m=$3 recompute=$4" &&
+        "$PY" $REF compare --ref "$WORK/mb/dx_ref.npy" --got "$dir/dx.npy" --tol $tol --expect-f32 \
+            --label "dx [$1,$1,$2] m=$3 recompute=$4 ${5:-}" &&
         cmp "$dir/dx.npy" "$dir/dx_keep.npy" && cmp "$dir/g.safetensors" "$dir/g_keep.safetensors" &&
         echo "dL/dx and gradients: bitwise those of the program without recomputation" &&
         "$keep/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy" \
@@ -380,6 +388,12 @@ if [ -x "$WORK/mb/p_2_2_2/bin/model" ]; then
         if rc_build "$q" "$d" "$m" "$r" >"$WORK/log" 2>&1; then
             check "train: recompute = $r on [$q,$q,$d] (m=$m): dL/dx, gradients and 3 AdamW losses bitwise those of the program that keeps the activations" \
                 rc_same "$q" "$d" "$m" "$r"
+            [ "$t" = 1,1,1,full ] && if rc_build 1 1 1 full bf16 >"$WORK/log" 2>&1; then
+                check "train: recompute = full on [1,1,1] in bf16 (the bf16 pre-activation u recomputed): bitwise the bf16 program that keeps the activations" \
+                    rc_same 1 1 1 full bf16
+            else
+                notok "train: recompute = full on [1,1,1] in bf16 generate and build" "$WORK/log"
+            fi
             [ "$q" -gt 1 ] &&
                 check "train: recompute = $r on [$q,$q,$d] (m=$m) moves exactly the recomputed layers' broadcasts and row sums more" \
                     rc_bytes "$q" "$d" "$m" "$r" "$n"
