@@ -24,6 +24,7 @@
  */
 #include <cuda_bf16.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "trc_internal.h"
