@@ -109,7 +109,9 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
         long long ss = (long long)s->nseq * s->heads * s->seq * s->seq;
         return 4 * (6 * q + 3LL * s->heads * s->hdim) + (e == 2 ? 6 * q : 0) + e * 3 * q + 8 * ss + 2 * e * ss + e * q;
     }
-    case TG_STEP_REDUCE: return 4 * s->count;
+    case TG_STEP_REDUCE:
+    case TG_STEP_REDUCESCATTER: /* optimizer.shard: the payload, as the plan counts it */
+    case TG_STEP_ALLGATHER: return 4 * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
     case TG_STEP_GRAD_ACC: return 12 * s->count; /* part and gradient in, gradient out */
     case TG_STEP_GELU_SAVE: /* h in (and out, when u is kept in it), bias in, g out (and u, bf16 training) */
@@ -253,6 +255,11 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         break;
     case TG_STEP_REDUCE:
         tg_sb_printf(o, "    trc_reduce(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_REDUCESCATTER: /* optimizer.shard: slice k of ceil(count / group size) elements on member k */
+    case TG_STEP_ALLGATHER:
+        tg_sb_printf(o, "    trc_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter", g,
+                     bn(rp, s, 0), s->count);
         break;
     case TG_STEP_CAST:
         tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
@@ -540,13 +547,35 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
             tg_sb_printf(&funcs, "/* ==== %s ==== */\n", fname[sg[g].phase]);
         tg_sb_printf(&funcs, "static void %s(struct tr_ctx *c, float *A)\n{\n", fn);
         if (sg[g].phase == TG_PHASE_OPT) { /* one launch over a table of every shard (trc_adamw.cu) */
-            ok = tg_emit_adamw_table(&funcs, pl, rp, co, sg[g].first, sg[g].last, "tensors", err);
+            int last = sg[g].first; /* the AdamW steps; optimizer.shard: the all-gathers after them */
+            while (last < sg[g].last && rp->steps[last + 1].kind == TG_STEP_ADAMW)
+                last++;
+            ok = tg_emit_adamw_table(&funcs, pl, rp, co, sg[g].first, last, "tensors", err);
+            /* the launch is every AdamW step at once: it signals (as step `first`) when an all-gather waits */
             tg_sb_printf(&funcs,
                          "    /* steps %d..%d: AdamW on every local shard (and the bf16 copies), one kernel launch */\n"
                          "    trc_begin(c, %d, TRC_COMPUTE, -1);\n"
                          "    trc_adamw_multi(c, A, tensors, %d);\n"
-                         "    trc_end(c, %d, TRC_COMPUTE, 0);\n}\n\n",
-                         sg[g].first, sg[g].last, sg[g].first, sg[g].last - sg[g].first + 1, sg[g].first);
+                         "    trc_end(c, %d, TRC_COMPUTE, %d);\n",
+                         sg[g].first, last, sg[g].first, last - sg[g].first + 1, sg[g].first, last < sg[g].last);
+            if (last < sg[g].last) /* optimizer.shard: the updated slices to every member of dep */
+                ok = ok && tg_emit_buffers(&funcs, pl, rp, co, last + 1, sg[g].last, tg_streams_slot_used, "device");
+            for (int i = last + 1; ok && i <= sg[g].last; i++) {
+                const tg_step *s = &rp->steps[i];
+                char what[256];
+                tg_step_text(what, sizeof what, pl, rp, co, s);
+                if (s->kind != TG_STEP_ALLGATHER || s->stream != TG_STREAM_COMM)
+                    ok = tg_fail(err, "internal emitter error: class (i=%d, j=%d) step %d after the optimizer's AdamW "
+                                      "steps is not an all-gather on the comm stream",
+                                 rp->i, rp->j, i);
+                /* a wait on any AdamW step is a wait on the one launch */
+                int wait = s->wait >= sg[g].first && s->wait <= last ? sg[g].first : s->wait;
+                tg_sb_printf(&funcs, "    /* step %d: %s (after the AdamW launch) */\n", i, what);
+                tg_sb_printf(&funcs, "    trc_begin(c, %d, TRC_COMM, %d);\n", i, wait);
+                print_call(&funcs, NULL, rp, s, lt);
+                tg_sb_printf(&funcs, "    trc_end(c, %d, TRC_COMM, %d);\n", i, s->signal);
+            }
+            tg_sb_puts(&funcs, "}\n\n");
             continue;
         }
         ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, cu_uses, "device");

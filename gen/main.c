@@ -321,10 +321,6 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         snprintf(unsupported, sizeof unsupported,
                  "model.vocab on scheme = \"megatron\": the CUDA backend is not wired for the megatron scheme's "
                  "vocab-parallel embedding and LM head yet (docs/MEGATRON.md); the CPU backend runs it");
-    if (!unsupported[0] && plan.spec.opt.shard && plan.mesh.d > 1) /* docs/TRAINING.md: CPU only */
-        snprintf(unsupported, sizeof unsupported,
-                 "optimizer.shard = true: the CUDA backend has no reduce-scatter and all-gather yet "
-                 "(docs/TRAINING.md \"Optimizer state sharded over depth\"); the CPU backend runs it, or drop shard");
     if (!tg_bounds_memory(&plan, fig, &err)) {
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         tg_figures_free(&plan, fig);

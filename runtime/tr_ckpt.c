@@ -156,15 +156,15 @@ static long long full_elems(const tr_param *pr)
     return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
 }
 
-bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
-                   tr_err *err)
+bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
+                   uint64_t seed, tr_err *err)
 {
     static const int which[3] = {TR_GATHER_WEIGHTS, TR_GATHER_ADAM_M, TR_GATHER_ADAM_V};
     float **full[3] = {NULL, NULL, NULL}; /* rank 0: [3][nparams] full tensors */
     tr_err e = {{0}};
     bool ok = true;
     for (int k = 0; k < 3 && ok; k++)
-        ok = tr_gather_full(d, H, which[k], &full[k], &e);
+        ok = tr_gather_full(d, dep, H, which[k], &full[k], &e); /* moments: whole */
     if (!ok && d->rank == 0)
         tr_fail(err, "%s: %s; the checkpoint was not written", path, e.msg);
     if (ok && d->rank == 0) {
@@ -447,6 +447,29 @@ static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name
     return ok;
 }
 
+/* The elements of pr's moments in the arena: one slice of pr->shard (optimizer.shard), or the whole shard. */
+static long long moment_elems(const tr_param *pr)
+{
+    return pr->shard > 0 ? pr->shard : (long long)pr->rows * pr->cols;
+}
+
+/* optimizer.shard: this rank's slice k (k = its place in dep) of a moment the checkpoint holds whole: the rank's
+ * pieces into a zeroed [rows, cols] shard (rows no file holds, as the LM's pad rows of wte, stay zero), then
+ * elements [k*s, min((k+1)*s, n)) to H at off, the rest of the s elements zero (as a fresh run's). */
+static bool read_slice(const tr_rank_desc *d, const tr_st_file *f, const tr_param *pr, const char *name, float *H,
+                       long long off, tr_err *err)
+{
+    long long n = (long long)pr->rows * pr->cols, lo = (long long)d->key[TR_DEP] * pr->shard;
+    float *whole = calloc((size_t)(n > 0 ? n : 1), sizeof *whole);
+    if (!whole)
+        return tr_fail(err, "%s: out of memory reading the moment's slice", name);
+    bool ok = read_shard(f, pr, name, whole, 0, err);
+    for (long long e = 0; ok && e < pr->shard; e++)
+        H[off + e] = lo + e < n ? whole[lo + e] : 0.0f;
+    free(whole);
+    return ok;
+}
+
 bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int check_data, float *H, tr_ckpt_state *st,
                     tr_err *err)
 {
@@ -484,7 +507,9 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
         const long long off[3] = {pr->offset, pr->m_offset, pr->v_offset};
         for (int k = 0; k < 3 && ok; k++) {
             char name[TR_ST_NAME_CAP + 8];
-            ok = read_shard(&f, pr, tensor_name(name, sizeof name, pr, k), H, off[k], &e);
+            tensor_name(name, sizeof name, pr, k);
+            ok = k > 0 && pr->shard > 0 ? read_slice(d, &f, pr, name, H, off[k], &e) /* optimizer.shard */
+                                        : read_shard(&f, pr, name, H, off[k], &e);
         }
     }
     tr_st_close(&f);
@@ -492,10 +517,11 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
     int first = d->nparams;
     for (int i = 0; i < d->nparams && ok && first == d->nparams; i++) {
         const tr_param *pr = &d->params[i];
-        long long n = (long long)pr->rows * pr->cols;
+        long long n = (long long)pr->rows * pr->cols, nm = moment_elems(pr);
         for (long long x = 0; x < n && first == d->nparams; x++)
-            if (!isfinite(H[pr->offset + x]) || !isfinite(H[pr->m_offset + x]) || !(H[pr->v_offset + x] >= 0.0f) ||
-                !isfinite(H[pr->v_offset + x]))
+            if (!isfinite(H[pr->offset + x]) ||
+                (x < nm && (!isfinite(H[pr->m_offset + x]) || !(H[pr->v_offset + x] >= 0.0f) ||
+                            !isfinite(H[pr->v_offset + x]))))
                 first = i;
     }
     int failed = ok ? 0 : 1, anyfailed = 0, firsts = first;

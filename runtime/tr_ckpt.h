@@ -17,7 +17,9 @@
  * checksum) and shares the verdict; then every rank copies its pieces of the full tensors, exactly as
  * --weights does, so a checkpoint of another mesh re-shards on load. Weights and moments are restored
  * bitwise; the step continues from the checkpoint's (AdamW's bias correction and the learning-rate
- * schedule with it). Generic over the rank's parameter list.
+ * schedule with it). Generic over the rank's parameter list. optimizer.shard: a program whose moments hold
+ * one slice per depth member writes them gathered whole and takes its own slice on resume, so a checkpoint
+ * moves between sharded and unsharded programs (and meshes, with --reshard) as any other.
  */
 #ifndef TR_CKPT_H
 #define TR_CKPT_H
@@ -45,11 +47,16 @@ const char *tr_ckpt_data_pos(void);
 void tr_ckpt_set_data(const char *record);
 const char *tr_ckpt_data(void);
 
+#ifndef TR_CKPT_READER_ONLY /* the fuzz harness's build: no MPI */
+#include <mpi.h>
+
 /* Collective over MPI_COMM_WORLD: write the weights and AdamW moments of the host arena H, with `step`
  * steps done and `seed`, to path (rank 0, atomically). False on every rank on failure, with the message
- * in rank 0's err. */
-bool tr_ckpt_write(const tr_rank_desc *d, const float *H, const char *path, long long step, uint64_t seed,
-                   tr_err *err);
+ * in rank 0's err. optimizer.shard: each sliced moment is made whole over dep (the rank's depth-group
+ * communicator; MPI_COMM_NULL without shard) first, so the file is the format above either way. */
+bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
+                   uint64_t seed, tr_err *err);
+#endif
 
 /* --checkpoint-every: the checkpoint of step k is written (tr_ckpt_write) to TR_CKPT_PENDING(path) =
  * "<path>.pending" and replaces path only once step k+1's loss and gradients are finite, so a diverging run

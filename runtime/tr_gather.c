@@ -121,7 +121,35 @@ void tr_gather_full_free(const tr_rank_desc *d, float **full)
     free(full);
 }
 
-bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***out, tr_err *err)
+/* Elements of slice k of a sliced array (optimizer.shard): [k*s, min((k+1)*s, n)), none past n. */
+static int slice_len(long long n, long long s, int k)
+{
+    long long lo = (long long)k * s, hi = lo + s < n ? lo + s : n;
+    return hi > lo ? (int)(hi - lo) : 0;
+}
+
+/* optimizer.shard (docs/TRAINING.md): pr's `which` array made whole into out [rows*cols] on every member of dep,
+ * slice k from member k (MPI_Allgatherv, bits copied): the moments hold this rank's slice k from their first
+ * element; the gradient after the backward holds the summed slice k at k*s (the rest of it, this rank's own
+ * unsummed values, is not used). The weights are whole already (the optimizer's all-gather). Collective over dep. */
+static bool unslice(const tr_rank_desc *d, MPI_Comm dep, const float *H, const tr_param *pr, int which, float *out)
+{
+    int n = d->size[TR_DEP], me = d->key[TR_DEP];
+    long long total = (long long)pr->rows * pr->cols;
+    int *cnt = malloc(2 * (size_t)n * sizeof *cnt);
+    if (!cnt)
+        return false;
+    for (int k = 0; k < n; k++) {
+        cnt[k] = slice_len(total, pr->shard, k);
+        cnt[n + k] = (int)((long long)k * pr->shard < total ? (long long)k * pr->shard : total);
+    }
+    const float *src = which == TR_GATHER_GRADS ? H + pr->grad_offset + cnt[n + me] : H + which_offset(pr, which);
+    int rc = MPI_Allgatherv(src, cnt[me], MPI_FLOAT, out, cnt, cnt + n, MPI_FLOAT, dep);
+    free(cnt);
+    return rc == MPI_SUCCESS;
+}
+
+bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, float ***out, tr_err *err)
 {
     int rank = d->rank, p = tr_model.p;
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
@@ -135,6 +163,19 @@ bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***o
     bool ok = mine != NULL && meta != NULL;
     for (int i = 0; ok && i < d->nparams; i++)
         ok = which_offset(&d->params[i], which) >= 0; /* moments exist in training programs only */
+    /* optimizer.shard: the moments and gradients of sliced parameters are gathered over dep below, which every
+     * rank of the group must enter (a rank out of memory stops them all first) */
+    bool sliced = false;
+    for (int i = 0; i < d->nparams; i++)
+        sliced |= d->params[i].shard > 0 && which != TR_GATHER_WEIGHTS;
+    if (sliced && dep == MPI_COMM_NULL) {
+        free(mine);
+        free(meta);
+        return tr_fail(err, "internal error: the moments or gradients of a program with optimizer.shard gathered "
+                            "without its depth group");
+    }
+    if (sliced)
+        ok = all_ok_world(ok);
     if (ok) {
         memset(meta, 0, (size_t)nmeta * sizeof *meta);
         meta[0] = d->i;
@@ -156,7 +197,10 @@ bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***o
         for (int i = 0; i < d->nparams; i++) {
             const tr_param *pr = &d->params[i];
             long long e = (long long)pr->rows * pr->cols;
-            memcpy(mine + o, H + which_offset(pr, which), (size_t)e * sizeof *mine);
+            if (pr->shard > 0 && which != TR_GATHER_WEIGHTS)
+                ok = unslice(d, dep, H, pr, which, mine + o) && ok; /* collective: entered on every member */
+            else
+                memcpy(mine + o, H + which_offset(pr, which), (size_t)e * sizeof *mine);
             o += e;
         }
     }
@@ -211,12 +255,12 @@ bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***o
     return ok;
 }
 
-bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
-                      tr_err *err)
+bool tr_gather_params(const tr_rank_desc *d, MPI_Comm dep, const float *H, int grads, const char *path,
+                      tr_st_dtype dtype, tr_err *err)
 {
     float **full = NULL;
     tr_err e = {{0}};
-    if (!tr_gather_full(d, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &full, &e)) {
+    if (!tr_gather_full(d, dep, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &full, &e)) {
         if (d->rank == 0)
             tr_fail(err, "%s: %s", path, e.msg);
         return false;

@@ -15,12 +15,12 @@
 /* Gather each rank's [io_rows, io_cols] block (host memory) and write [batch, seq, hidden] to path. */
 bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err);
 
-/* Gather every parameter (grads = 0) or its gradient (grads = 1) from the host arena H and write
+/* Gather every parameter (grads = 0) or its gradient (grads = 1; dep as tr_gather_full) from the host arena H and write
  * the full tensors to path as safetensors of dtype (TR_ST_F32 or TR_ST_BF16, tr_safetensors.h). The
  * copy of depth 0 (and row 0 for vectors) is written; tr_gather_replica_check says whether the
  * others agree. */
-bool tr_gather_params(const tr_rank_desc *d, const float *H, int grads, const char *path, tr_st_dtype dtype,
-                      tr_err *err);
+bool tr_gather_params(const tr_rank_desc *d, MPI_Comm dep, const float *H, int grads, const char *path,
+                      tr_st_dtype dtype, tr_err *err);
 
 /* Which per-parameter array of the arena tr_gather_full gathers. */
 enum { TR_GATHER_WEIGHTS = 0, TR_GATHER_GRADS = 1, TR_GATHER_ADAM_M = 2, TR_GATHER_ADAM_V = 3 };
@@ -28,8 +28,12 @@ enum { TR_GATHER_WEIGHTS = 0, TR_GATHER_GRADS = 1, TR_GATHER_ADAM_M = 2, TR_GATH
 /* Collective: the full tensors of every parameter's `which` array in the host arena H, from the canonical
  * copies (as tr_gather_params writes them). On rank 0 *full gets d->nparams malloc'd arrays, [full[0]] or
  * [full[0], full[1]] row-major each, to free with tr_gather_full_free; elsewhere NULL. False on every rank
- * when rank 0 runs out of memory (or a training array is asked of an inference program). */
-bool tr_gather_full(const tr_rank_desc *d, const float *H, int which, float ***full, tr_err *err);
+ * when rank 0 runs out of memory (or a training array is asked of an inference program).
+ * optimizer.shard: the moments and the gradients of a sliced parameter (tr_param.shard > 0) exist as one slice per
+ * member of the depth group; they are made whole over dep (the rank's TR_DEP communicator, collective over it; a
+ * program without shard, or which = TR_GATHER_WEIGHTS, may pass MPI_COMM_NULL), so the result is the unsharded
+ * program's layout: a checkpoint or gradient file of either program is the same format. */
+bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, float ***full, tr_err *err);
 void tr_gather_full_free(const tr_rank_desc *d, float **full);
 
 /* Compare every parameter shard bitwise with the same block on member 0 of its replica group

@@ -552,7 +552,7 @@ bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_s
     /* every rank gathers (collective); only rank 0 asks what the model is (tr_hfout_check said so before the
      * run, on rank 0: the other ranks' environment need not carry the test hook) and writes */
     float **full = NULL;
-    if (!tr_gather_full(d, H, TR_GATHER_WEIGHTS, &full, err))
+    if (!tr_gather_full(d, MPI_COMM_NULL, H, TR_GATHER_WEIGHTS, &full, err))
         return false;
     bool ok = true;
     if (d->rank == 0) {

@@ -510,16 +510,6 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                      "trained weights, pass them with --weights");
         return -1;
     }
-    bool sharded = false; /* optimizer.shard: the moments and the gradients after the backward hold slices */
-    for (int i = 0; i < tr_class.proto.nparams; i++)
-        sharded |= tr_class.proto.params[i].shard > 0;
-    if (sharded && (o->resume || o->checkpoint_out || o->checkpoint_every || o->grads_out)) {
-        tr_fail(err, "--resume, --checkpoint-out, --checkpoint-every and --grads-out are not supported by a program "
-                     "generated with optimizer.shard = true: its AdamW moments and its summed weight gradients are "
-                     "split over the depth groups (docs/TRAINING.md \"Optimizer state sharded over depth\") and "
-                     "would be written incomplete; regenerate without shard to checkpoint or write gradients");
-        return -1;
-    }
     if (o->resume && o->weights) {
         tr_fail(err, "--resume and --weights exclude each other: the checkpoint holds the weights to continue from "
                      "(with the AdamW moments and the step); give --resume C to continue a run, or --weights W to "
@@ -1413,14 +1403,14 @@ static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *
     tr_backend_sync(c);
     for (int i = 0; i < d->nparams; i++) {
         const tr_param *p = &d->params[i];
-        long long n = (long long)p->rows * p->cols;
+        long long n = (long long)p->rows * p->cols, nm = p->shard > 0 ? p->shard : n; /* optimizer.shard: a slice */
         tr_backend_download(c, H + p->offset, A + p->offset, n);
-        tr_backend_download(c, H + p->m_offset, A + p->m_offset, n);
-        tr_backend_download(c, H + p->v_offset, A + p->v_offset, n);
+        tr_backend_download(c, H + p->m_offset, A + p->m_offset, nm);
+        tr_backend_download(c, H + p->v_offset, A + p->v_offset, nm);
     }
     if (!weights_out_finite(d, H))
         return 5;
-    if (!tr_ckpt_write(d, H, path, step, o->seed, &err)) {
+    if (!tr_ckpt_write(d, c->comm[TR_DEP], H, path, step, o->seed, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
         return 1;
@@ -2009,7 +1999,7 @@ int main(int argc, char **argv)
         if (!outs[k].path)
             continue;
         bool wrote = outs[k].kind == 0 ? tr_gather_block_npy(d, outs[k].path, H + d->gx_offset, &err)
-                                       : tr_gather_params(d, H, outs[k].kind == 1, outs[k].path,
+                                       : tr_gather_params(d, ctx.comm[TR_DEP], H, outs[k].kind == 1, outs[k].path,
                                                           (tr_st_dtype)o.out_dtype, &err);
         if (!wrote) {
             if (rank == 0)

@@ -441,6 +441,52 @@ if wanted "$CU_MB_N1" || wanted "$CU_MB_N2"; then
     fi
 fi
 
+# ---- optimizer.shard (docs/TRAINING.md "Optimizer state sharded over depth") under the emulation -----------------
+# The training spec with shard = true on [2,2,2]: trc_reduce_scatter of each dW over dep, trc_adamw_multi on each
+# member's slice, trc_allgather of the updated slices waiting for the AdamW launch; random stream order, clipping on.
+# (TESS_CUDA_GRAPH=0 with --bytes: the run totals of the two collectives are counted as they are issued, which a
+# graph replay does not do yet.)
+cu_zero_generate() { # q d -> $WORK/cutz_q_d: both backends; the CPU program built
+    local dir="$WORK/cutz_$1_$2"
+    cu_spec "cutz_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train",
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, warmup = 3, clip = 0.05,
+    shard = true },' >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
+        grep -q "trc_reduce_scatter(c, TR_DEP" "$dir"/rank_i0_j0.cu && grep -q "trc_allgather(c, TR_DEP" "$dir"/rank_i0_j0.cu
+}
+cu_zero_train() { # q d: 5 AdamW steps, random order, graphs off: losses within 1e-6 of the CPU program's, replicas
+    # bitwise identical, reduce-scatter and all-gather bytes as planned
+    local dir="$WORK/cutz_$1_$2" np=$(($1 * $1 * $2))
+    local args="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy --target $WORK/cu_target.npy --steps 5"
+    # shellcheck disable=SC2086
+    "$dir/run" $args | grep -E '^(step|after) ' >"$dir/steps_cpu.txt" &&
+        TESS_CUDA_GRAPH=0 TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun "$np" "$dir/bin/model-emu" $args \
+            --replica-check --bytes >"$dir/emu_train.out" &&
+        cat "$dir/emu_train.out" && grep -q "bitwise identical" "$dir/emu_train.out" &&
+        grep -q "reduce-scatters and all-gathers moved exactly the planned bytes" "$dir/emu_train.out" &&
+        "$PY" - "$dir/steps_cpu.txt" "$dir/emu_train.out" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
+            if l.startswith("step ") or l.startswith("after ")]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 6 and len(b) == 6
+for k in range(min(len(a), len(b))):
+    rel = abs(a[k] - b[k]) / abs(a[k])
+    print("loss %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
+    ok = ok and rel <= 1e-6
+sys.exit(0 if ok else 1)
+PYEOF
+}
+CU_ZERO_N="cuda: training: rank_iI_jJ.cu of [2,2,2] with optimizer.shard, 5 AdamW steps with clipping in random order: losses match the CPU program's, replicas bitwise identical, bytes as planned"
+if wanted "$CU_ZERO_N"; then
+    if cu_train_setup >"$WORK/log" 2>&1 && cu_zero_generate 2 2 >"$WORK/log" 2>&1 && cu_emu_build 2 2 tz >"$WORK/log" 2>&1; then
+        check "$CU_ZERO_N" cu_zero_train 2 2
+    else
+        notok "cuda: training: generate and build the optimizer.shard spec on [2,2,2] against tests/cuda/emu.cc" "$WORK/log"
+    fi
+fi
+
 # ---- bf16 (dtype = "bf16", docs/BF16.md) under the emulation, against the CPU program and --bf16 ---------------
 # The training spec of the section above in dtype "bf16" on [1,1,1], [2,2,1], [2,2,2]: trc_gemm_bf16, trc_cast_bf16,
 # trc_bcast_bf16 and the kernels' bf16 outputs. The CPU program of the same output (checked by

@@ -477,11 +477,67 @@ print("sliced AdamW steps:", n)
 sys.exit(0 if ok and n > 0 else 1)
 PYEOF
 }
-zero_refuses() { # q d: a sharded program refuses --checkpoint-out and --grads-out (their moments and gradients are slices)
-    local sh="$WORK/mb/z_$1_$2_true_1"
-    rm -f "$sh.ck" && ! "$sh/run" --steps 1 --checkpoint-out "$sh.ck" >"$sh.ref" 2>&1 && [ ! -e "$sh.ck" ] &&
-        grep -q "optimizer.shard = true" "$sh.ref" &&
-        ! "$sh/run" --dy "$WORK/mb/dy.npy" --grads-out "$sh.g" >"$sh.ref" 2>&1 && [ ! -e "$sh.g" ]
+# checkpoints of a sharded program are today's format: each moment gathered whole from its slices on save, each
+# member taking its slice on resume
+zero_tensors() { # A B [same|report]: the tensors of two safetensors files (metadata aside) byte for byte
+    "$PY" - "$1" "$2" <<'PYEOF'
+import sys, json, struct
+def tensors(f):
+    b = open(f, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+bad = sorted(k for k in a if a[k] != b.get(k))
+print(len(a), "tensors;", "differ:" if bad else "all bitwise equal", " ".join(bad[:8]))
+sys.exit(0 if a and sorted(a) == sorted(b) and not bad else 1)
+PYEOF
+}
+zero_losses() { # OUT: the losses of steps 3, 4 and after step 4, one a line
+    awk '/^step [34] loss/ {print $4} /^after step 4: loss/ {print $5}' "$1"
+}
+zero_ckpt() { # q d: sharded 2 steps + checkpoint + 2 resumed = 4 straight steps bitwise; the checkpoint's tensors are
+    # the unsharded program's; each program resumes the other's checkpoint bitwise (d = 2: the two run the same bits)
+    local one="$WORK/mb/z_$1_$2_false_1" sh="$WORK/mb/z_$1_$2_true_1" r
+    local in=(--input "$WORK/mb/x.npy" --target "$WORK/mb/target.npy")
+    for r in "$one" "$sh"; do
+        rm -f "$r.ck2" "$r.w4" &&
+            "$r/run" --weights "$WORK/mb/w.safetensors" "${in[@]}" --steps 4 --weights-out "$r.w4" >"$r.s4" &&
+            "$r/run" --weights "$WORK/mb/w.safetensors" "${in[@]}" --steps 2 --checkpoint-out "$r.ck2" >/dev/null ||
+            return 1
+    done
+    zero_tensors "$one.ck2" "$sh.ck2" || return 1 # gathered moments: the unsharded program's bits
+    zero_losses "$sh.s4" >"$sh.l4" && [ "$(wc -l <"$sh.l4")" = 3 ] && cmp "$one.w4" "$sh.w4" || return 1
+    local from to
+    for from in "$sh" "$one"; do
+        for to in "$sh" "$one"; do
+            rm -f "$to.w4r" && "$to/run" --resume "$from.ck2" "${in[@]}" --steps 2 --weights-out "$to.w4r" >"$to.r" &&
+                zero_losses "$to.r" | cmp - "$sh.l4" && cmp "$to.w4r" "$sh.w4" || {
+                echo "resuming ${from##*/}'s checkpoint in ${to##*/}: not the 4 straight steps"
+                cat "$to.r"
+                return 1
+            }
+        done
+    done
+    echo "losses of steps 3, 4 and after:" $(cat "$sh.l4")
+}
+zero_reshard() { # q d Q D: the [q,q,d] sharded checkpoint resumed with --reshard on the sharded [Q,Q,D] for 0 steps
+    # writes the same tensors (its slices of other sizes taken and gathered back bitwise); without --reshard refused,
+    # nothing written
+    local sh="$WORK/mb/z_$1_$2_true_1" to="$WORK/mb/z_$3_$4_true_1"
+    rm -f "$to.ckr" "$sh.ck2" && "$sh/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" \
+        --target "$WORK/mb/target.npy" --steps 2 --checkpoint-out "$sh.ck2" >/dev/null &&
+        ! "$to/run" --resume "$sh.ck2" --input "$WORK/mb/x.npy" --checkpoint-out "$to.ckr" \
+        >"$to.ref" 2>&1 && grep -q "add --reshard" "$to.ref" && [ ! -e "$to.ckr" ] &&
+        "$to/run" --resume "$sh.ck2" --reshard --input "$WORK/mb/x.npy" --checkpoint-out "$to.ckr" &&
+        zero_tensors "$sh.ck2" "$to.ckr"
+}
+zero_grads() { # q d: --grads-out of a sharded program (each summed slice gathered from its owner) is the unsharded
+    # program's file (d = 2: bitwise)
+    local one="$WORK/mb/z_$1_$2_false_1" sh="$WORK/mb/z_$1_$2_true_1" r
+    for r in "$one" "$sh"; do
+        rm -f "$r.g" && "$r/run" --weights "$WORK/mb/w.safetensors" --input "$WORK/mb/x.npy" --dy "$WORK/mb/dy.npy" \
+            --grads-out "$r.g" >/dev/null || return 1
+    done
+    cmp "$one.g" "$sh.g"
 }
 if [ -f "$WORK/mb/w.safetensors" ]; then
     for t in 2,2,1 1,2,1 1,4,1 2,2,2; do
@@ -492,5 +548,10 @@ if [ -f "$WORK/mb/w.safetensors" ]; then
             zero_steps "$q" "$d" "$m"
     done
     check "train: sharded AdamW moments are 1/d of each matrix's on [2,2,2], and the summary says so" zero_memory 2 2
-    check "train: a program with sharded AdamW state refuses checkpoints and gradient files" zero_refuses 2 2
+    check "train: a sharded run's checkpoint holds the unsharded program's tensors and resumes bitwise in either program, 2 + 2 steps equal 4" \
+        zero_ckpt 2 2
+    check "train: a sharded [2,2,2] checkpoint resumed with --reshard on the sharded [1,1,4] writes it back bitwise" \
+        zero_reshard 2 2 1 4
+    check "train: --grads-out of a sharded program gathers the summed slices into the unsharded program's file" \
+        zero_grads 2 2
 fi

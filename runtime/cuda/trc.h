@@ -81,6 +81,17 @@ void trc_reduce(struct tr_ctx *c, tr_group g, int root, float *buf, int count);
 /* On TRC_COMM (training): the exact all-reduce of tr_allreduce_exact: reduce to local member 0, then
  * broadcast its sum, so every member holds the same bits. Counted as one all-reduce of count. */
 void trc_allreduce_exact(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* On TRC_COMM (training, optimizer.shard; docs/TRAINING.md "Optimizer state sharded over depth"): buf [count] cut
+ * into size(g) slices of ceil(count/size) elements (the last ones shorter), member k owning slice k.
+ * trc_reduce_scatter: member k's slice becomes the sum over the group of everyone's slice k (the rest of buf is
+ * left unspecified: nothing reads it). NCCL: ncclReduceScatter in place when size divides count, else one grouped
+ * ncclReduce per slice onto its owner, in NCCL's order of addition (with two members the one addition the CPU
+ * makes; with more, within the last bit of it); staged through MPI: tr_comm.c's Alltoallv and member-order sum,
+ * the CPU program's bits at any size. trc_allgather: every member's slice k becomes member k's bits
+ * (ncclAllGather in place, or one grouped ncclBroadcast per slice; MPI_Allgatherv staged), so the replicas are
+ * identical whatever the sum's order. Each counts 4 * count bytes, as tr_comm.c does. */
+void trc_reduce_scatter(struct tr_ctx *c, tr_group g, float *buf, long long count);
+void trc_allgather(struct tr_ctx *c, tr_group g, float *buf, long long count);
 /* On TRC_COMPUTE: row-major C[m,n] = beta*C + A[m,k] @ B[k,n] through cuBLAS, fp32. */
 void trc_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);

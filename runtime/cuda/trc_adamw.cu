@@ -19,9 +19,12 @@
  * and an add into an FMA and the result is the CPU's; the bf16 copy is __float2bfloat16_rn of the new p
  * (trc_cast_bf16's rounding, the bits of tr_f32_to_bf16). No reduction: the same bits in give the same bits out
  * on every replica, which is what keeps replicas bitwise identical after the exact gradient all-reduce.
+ * optimizer.shard: a row that is one slice of its parameter (slice_of > 0) is moved to this rank's slice when the
+ * launch plan is built (build_plan), so the kernel never sees slices.
  */
 #include <cuda_bf16.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "trc_internal.h"
@@ -47,6 +50,8 @@ struct adam_plan {
     tr_adamw_tensor *tensors = nullptr;    /* device copy of the table */
     adam_block *blocks = nullptr;          /* device: what each block owns */
     std::vector<adam_block> hblocks;       /* its host side, alive until the copy has run */
+    std::vector<tr_adamw_tensor> hrows;    /* the table as launched (sliced rows moved to the member's slice) */
+    int member = 0;                        /* optimizer.shard: the slice it was built for */
     unsigned nblocks = 0;
 } plan;
 
@@ -80,23 +85,41 @@ __global__ void __launch_bounds__(kAdamThreads)
     }
 }
 
-/* (Re)build the launch plan for table t of n rows: its device copy and the block table. */
-void build_plan(const tr_adamw_tensor *t, int n, cudaStream_t s)
+/* (Re)build the launch plan for table t of n rows: its device copy and the block table. optimizer.shard: a row
+ * with slice_of > 0 updates slice `member` of its parameter ([member*count, min((member+1)*count, slice_of)) of
+ * param and grad; m and v from 0), so its device row is moved there and shortened: the kernel stays the same. */
+void build_plan(const tr_adamw_tensor *t, int n, int member, cudaStream_t s)
 {
     trc_adamw_free();
+    std::vector<tr_adamw_tensor> &rows = plan.hrows;
+    rows.assign(t, t + n);
+    for (tr_adamw_tensor &r : rows) {
+        if (r.slice_of <= 0)
+            continue;
+        const long long off = (long long)member * r.count;
+        if (r.w16 >= 0) { /* bf16 with shard is refused by the spec: its copy would need gathering too */
+            fprintf(stderr, "internal error: a sliced AdamW row with a bf16 copy (optimizer.shard with bf16)\n");
+            trc_die();
+        }
+        r.count = off >= r.slice_of ? 0 : (r.slice_of - off < r.count ? r.slice_of - off : r.count);
+        r.param += off;
+        r.grad += off;
+        r.slice_of = 0;
+    }
     std::vector<adam_block> &blocks = plan.hblocks;
     for (int i = 0; i < n; i++)
-        for (long long e0 = 0; e0 < t[i].count; e0 += kChunk)
+        for (long long e0 = 0; e0 < rows[i].count; e0 += kChunk)
             blocks.push_back({i, e0});
     plan.host = t;
     plan.n = n;
+    plan.member = member;
     plan.nblocks = (unsigned)blocks.size();
     if (n <= 0 || blocks.empty())
         return;
     cudaCheck(cudaMalloc((void **)&plan.tensors, (size_t)n * sizeof *plan.tensors));
     cudaCheck(cudaMalloc((void **)&plan.blocks, blocks.size() * sizeof blocks[0]));
-    /* ordered on s before the first launch, no host wait (the generated table is static, hblocks is kept) */
-    cudaCheck(cudaMemcpyAsync(plan.tensors, t, (size_t)n * sizeof *t, cudaMemcpyHostToDevice, s));
+    /* ordered on s before the first launch, no host wait (the generated table is static, hrows and hblocks kept) */
+    cudaCheck(cudaMemcpyAsync(plan.tensors, rows.data(), (size_t)n * sizeof *t, cudaMemcpyHostToDevice, s));
     cudaCheck(cudaMemcpyAsync(plan.blocks, blocks.data(), blocks.size() * sizeof blocks[0], cudaMemcpyHostToDevice,
                               s));
 }
@@ -113,10 +136,10 @@ void trc_adamw_free(void)
 }
 
 void trc_adamw_launch(float *A, const tr_adamw_tensor *t, int n, const float *sc, double beta1, double beta2,
-                      double eps, double weight_decay, cudaStream_t s)
+                      double eps, double weight_decay, int member, cudaStream_t s)
 {
-    if (plan.host != t || plan.n != n)
-        build_plan(t, n, s);
+    if (plan.host != t || plan.n != n || plan.member != member)
+        build_plan(t, n, member, s);
     if (plan.nblocks == 0)
         return;
     const float b1 = (float)beta1, b2 = (float)beta2;
@@ -128,7 +151,7 @@ void trc_adamw_launch(float *A, const tr_adamw_tensor *t, int n, const float *sc
 void trc_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 {
     const tr_model_desc *md = &tr_model;
-    (void)c; /* c->lr and the bias corrections of c->opt_step: trc_step_scalars, written by tr_backend_step_scalars */
+    /* c->lr and the bias corrections of c->opt_step: trc_step_scalars, written by tr_backend_step_scalars */
     trc_adamw_launch(A, t, n, trc_step_scalars(), md->beta1, md->beta2, md->adam_eps, md->weight_decay,
-                     trc_g.stream[TRC_COMPUTE]);
+                     c->desc->key[TR_DEP], trc_g.stream[TRC_COMPUTE]);
 }

@@ -357,3 +357,127 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
     }
     c->allreduce[g] += (long long)count * (long long)sizeof(float);
 }
+
+/* ---- optimizer.shard: reduce-scatter and all-gather over dep (trc.h) ---- */
+
+/* Slice k of count elements cut into n slices of ceil(count/n): its first element and length (0 past the end). */
+static void shard_slice(long long count, int n, int k, long long *lo, long long *len)
+{
+    long long cs = (count + n - 1) / n, a = (long long)k * cs, b = a + cs < count ? a + cs : count;
+    *lo = a < count ? a : count;
+    *len = b > a ? b - a : 0;
+}
+
+void trc_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    trc_g.last_comm_step = c->cur_step;
+    cudaStream_t s = trc_g.stream[TRC_COMM];
+    int n = c->desc->size[g], me = c->desc->key[g];
+    if (n > 1) {
+        if (trc_g.use_nccl) {
+            if (count % n == 0) { /* in place: member k's result lands at buf + k * count/n */
+                size_t rc = (size_t)(count / n);
+                ncclCheck(ncclReduceScatter(buf, buf + (size_t)me * rc, rc, ncclFloat, ncclSum, trc_g.nccl[g], s));
+            } else { /* uneven slices: one reduce per slice onto its owner, in place there */
+                ncclCheck(ncclGroupStart());
+                for (int k = 0; k < n; k++) {
+                    long long lo, len;
+                    shard_slice(count, n, k, &lo, &len);
+                    if (len > 0)
+                        ncclCheck(ncclReduce(buf + lo, buf + lo, (size_t)len, ncclFloat, ncclSum, k, trc_g.nccl[g], s));
+                }
+                ncclCheck(ncclGroupEnd());
+            }
+            trc_count_launch();
+        } else { /* tr_comm.c's algorithm on the staged copy: the CPU program's bits */
+            size_t bytes = (size_t)count * sizeof(float);
+            check_stage(bytes);
+            long long lo, len;
+            shard_slice(count, n, me, &lo, &len);
+            int *tab = (int *)malloc(4 * (size_t)n * sizeof(int));
+            float *parts = (float *)malloc(((size_t)n * (size_t)len + 1) * sizeof(float));
+            if (!tab || !parts) {
+                fprintf(stderr, "out of memory in the reduce-scatter over %s\n", trc_g.group_desc[g]);
+                MPI_Abort(MPI_COMM_WORLD, TRC_EXIT_DEVICE);
+            }
+            for (int k = 0; k < n; k++) { /* send: slice k to member k; receive: everyone's part of my slice */
+                long long a, l;
+                shard_slice(count, n, k, &a, &l);
+                tab[k] = (int)l;
+                tab[n + k] = (int)a;
+                tab[2 * n + k] = (int)len;
+                tab[3 * n + k] = (int)((long long)k * len);
+            }
+            cudaCheck(cudaMemcpyAsync(trc_g.stage, buf, bytes, cudaMemcpyDeviceToHost, s));
+            trc_g.host_syncs++;
+            cudaCheck(cudaStreamSynchronize(s));
+            mpiCheck(MPI_Alltoallv(trc_g.stage, tab, tab + n, MPI_FLOAT, parts, tab + 2 * n, tab + 3 * n, MPI_FLOAT,
+                                   c->comm[g]));
+            for (long long e = 0; e < len; e++) { /* member order 0, 1, .., n-1 */
+                float sum = parts[e];
+                for (int k = 1; k < n; k++)
+                    sum += parts[(long long)k * len + e];
+                trc_g.stage[lo + e] = sum;
+            }
+            free(tab);
+            free(parts);
+            if (len > 0)
+                cudaCheck(cudaMemcpyAsync(buf + lo, trc_g.stage + lo, (size_t)len * sizeof(float),
+                                          cudaMemcpyHostToDevice, s));
+        }
+    }
+    c->rscatter[g] += 4LL * count;
+    c->rscatter_run += 4LL * count;
+}
+
+void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    trc_g.last_comm_step = c->cur_step;
+    cudaStream_t s = trc_g.stream[TRC_COMM];
+    int n = c->desc->size[g], me = c->desc->key[g];
+    if (n > 1) {
+        if (trc_g.use_nccl) {
+            if (count % n == 0) { /* in place: this member's slice is at buf + me * count/n */
+                size_t sc = (size_t)(count / n);
+                ncclCheck(ncclAllGather(buf + (size_t)me * sc, buf, sc, ncclFloat, trc_g.nccl[g], s));
+            } else { /* uneven slices: each owner broadcasts its slice (bits copied) */
+                ncclCheck(ncclGroupStart());
+                for (int k = 0; k < n; k++) {
+                    long long lo, len;
+                    shard_slice(count, n, k, &lo, &len);
+                    if (len > 0)
+                        ncclCheck(ncclBroadcast(buf + lo, buf + lo, (size_t)len, ncclFloat, k, trc_g.nccl[g], s));
+                }
+                ncclCheck(ncclGroupEnd());
+            }
+            trc_count_launch();
+        } else {
+            size_t bytes = (size_t)count * sizeof(float);
+            check_stage(bytes);
+            long long lo, len;
+            shard_slice(count, n, me, &lo, &len);
+            int *tab = (int *)malloc(2 * (size_t)n * sizeof(int));
+            if (!tab) {
+                fprintf(stderr, "out of memory in the all-gather over %s\n", trc_g.group_desc[g]);
+                MPI_Abort(MPI_COMM_WORLD, TRC_EXIT_DEVICE);
+            }
+            for (int k = 0; k < n; k++) {
+                long long a, l;
+                shard_slice(count, n, k, &a, &l);
+                tab[k] = (int)l;
+                tab[n + k] = (int)a;
+            }
+            if (len > 0)
+                cudaCheck(cudaMemcpyAsync(trc_g.stage + lo, buf + lo, (size_t)len * sizeof(float),
+                                          cudaMemcpyDeviceToHost, s));
+            trc_g.host_syncs++;
+            cudaCheck(cudaStreamSynchronize(s));
+            mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, trc_g.stage, tab, tab + n, MPI_FLOAT,
+                                    c->comm[g]));
+            free(tab);
+            cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
+        }
+    }
+    c->allgather[g] += 4LL * count;
+    c->allgather_run += 4LL * count;
+}

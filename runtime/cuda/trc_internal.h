@@ -152,9 +152,10 @@ void trc_gemm_lt_free(void);
 void trc_harvest(tr_ctx *c);
 /* trc_adamw.cu: trc_adamw_multi at explicit hyperparameters on stream s, the learning rate and bias corrections
  * read on the device from sc[TRC_SC_LR, TRC_SC_C1, TRC_SC_C2] (tr_model's and trc_step_scalars() there; the
- * standalone check tests/cuda/adamw_check.cu calls it directly), and freeing the launch plan it keeps */
+ * standalone check tests/cuda/adamw_check.cu calls it directly; member: the rank's place in dep, the slice a
+ * row with slice_of > 0 updates, optimizer.shard), and freeing the launch plan it keeps */
 void trc_adamw_launch(float *A, const tr_adamw_tensor *t, int n, const float *sc, double beta1, double beta2,
-                      double eps, double weight_decay, cudaStream_t s);
+                      double eps, double weight_decay, int member, cudaStream_t s);
 void trc_adamw_free(void);
 /* trc_step.cu: free the training step's buffers */
 void trc_step_free(void);

@@ -13,7 +13,8 @@
  * order, each row-major ([rows, cols] at grad_offset). An element counts in the norm ("canon") when its shard
  * is this rank's canonical copy (tr_clip_canonical) and it lies in one of the shard's pieces (local rows
  * [0, nr), columns [c0, c0 + nc)): exactly the elements the CPU backend's clip_local (tr_backend_cpu.c) adds. Every other element (replicas,
- * padding) goes into "rest", whose only use is to be finite or not.
+ * padding) goes into "rest", whose only use is to be finite or not. optimizer.shard: a sliced shard's elements
+ * count where they lie in this rank's slice of it (every member of dep its own), as clip_local counts them.
  */
 #ifndef TRC_STEP_H
 #define TRC_STEP_H
@@ -39,6 +40,8 @@ typedef struct trc_grad_seg {
     int canonical;
     int npieces;
     int nr[3], c0[3], nc[3];
+    long long slice_lo, slice_hi; /* optimizer.shard: the elements [lo, hi) of this rank's slice count, no piece */
+    int sliced;
 } trc_grad_seg;
 
 /* segs[d->nparams + 1]: the shards and a last entry whose start is the number of gradient elements (returned). */
@@ -59,6 +62,12 @@ static inline long long trc_grad_segs(const tr_rank_desc *d, trc_grad_seg *segs)
             s->c0[c] = p->piece[c].dst_col;
             s->nc[c] = p->piece[c].nc;
         }
+        if (p->shard > 0) { /* optimizer.shard: every member of dep counts its slice (clip_local's rule) */
+            long long n = (long long)p->rows * p->cols, lo = (long long)d->key[TR_DEP] * p->shard;
+            s->sliced = 1;
+            s->slice_lo = lo < n ? lo : n;
+            s->slice_hi = lo + p->shard < n ? lo + p->shard : n;
+        }
         at += (long long)p->rows * p->cols;
     }
     segs[d->nparams] = trc_grad_seg{};
@@ -69,6 +78,10 @@ static inline long long trc_grad_segs(const tr_rank_desc *d, trc_grad_seg *segs)
 /* Does local element (row a, column b) of s count in the norm? */
 TRC_HD static inline bool trc_seg_counted(const trc_grad_seg *s, int a, int b)
 {
+    if (s->sliced) {
+        const long long e = (long long)a * s->cols + b;
+        return e >= s->slice_lo && e < s->slice_hi;
+    }
     if (!s->canonical)
         return false;
     for (int c = 0; c < s->npieces; c++)

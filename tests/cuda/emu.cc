@@ -638,6 +638,73 @@ void trc_allreduce_exact(tr_ctx *c, tr_group g, float *buf, int count)
     c->allreduce[g] += 4LL * count;
 }
 
+/* optimizer.shard (trc.h): slice k of count elements cut into n slices of ceil(count/n), its first element and
+ * length (0 past the end) */
+static void emu_slice(long long count, int n, int k, long long *lo, long long *len)
+{
+    long long cs = (count + n - 1) / n, a = (long long)k * cs, b = a + cs < count ? a + cs : count;
+    *lo = a < count ? a : count;
+    *len = b > a ? b - a : 0;
+}
+
+/* tr_comm.c's reduce-scatter (Alltoallv, then the parts of my slice added in member order): the CPU program's bits,
+ * which trc_comm.cu's staged path gives too (NCCL's order is its own; with two members the same one addition) */
+void trc_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    MPI_Comm comm = c->comm[g];
+    int n = c->desc->size[g], me = c->desc->key[g];
+    push(TRC_COMM, [=] {
+        if (n < 2)
+            return;
+        long long lo, len;
+        emu_slice(count, n, me, &lo, &len);
+        std::vector<int> tab(4 * (size_t)n);
+        for (int k = 0; k < n; k++) {
+            long long a, l;
+            emu_slice(count, n, k, &a, &l);
+            tab[k] = (int)l;
+            tab[n + k] = (int)a;
+            tab[2 * n + k] = (int)len;
+            tab[3 * n + k] = (int)((long long)k * len);
+        }
+        std::vector<float> parts((size_t)n * (size_t)len + 1);
+        if (MPI_Alltoallv(buf, tab.data(), tab.data() + n, MPI_FLOAT, parts.data(), tab.data() + 2 * n,
+                          tab.data() + 3 * n, MPI_FLOAT, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Alltoallv failed", -1);
+        for (long long e = 0; e < len; e++) {
+            float sum = parts[(size_t)e];
+            for (int k = 1; k < n; k++)
+                sum += parts[(size_t)k * (size_t)len + (size_t)e];
+            buf[lo + e] = sum;
+        }
+    });
+    c->rscatter[g] += 4LL * count;
+    c->rscatter_run += 4LL * count;
+}
+
+/* every member's slice k becomes member k's bits (MPI_Allgatherv in place) */
+void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    MPI_Comm comm = c->comm[g];
+    int n = c->desc->size[g];
+    push(TRC_COMM, [=] {
+        if (n < 2)
+            return;
+        std::vector<int> tab(2 * (size_t)n);
+        for (int k = 0; k < n; k++) {
+            long long a, l;
+            emu_slice(count, n, k, &a, &l);
+            tab[k] = (int)l;
+            tab[n + k] = (int)a;
+        }
+        if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab.data(), tab.data() + n, MPI_FLOAT, comm) !=
+            MPI_SUCCESS)
+            emu_fail("MPI_Allgatherv failed", -1);
+    });
+    c->allgather[g] += 4LL * count;
+    c->allgather_run += 4LL * count;
+}
+
 void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc)
 {
@@ -692,17 +759,22 @@ void trc_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)
 void trc_adamw_multi(tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 {
     const tr_model_desc *md = &tr_model;
-    (void)c;
     float b1 = (float)md->beta1, b2 = (float)md->beta2, eps = (float)md->adam_eps;
     float wdecay = (float)md->weight_decay;
+    const int member = c->desc->key[TR_DEP]; /* optimizer.shard: a row with slice_of > 0 updates this slice */
     push(TRC_COMPUTE, [=] {
         const float lr = E.sc[0], c1 = E.sc[1], c2 = E.sc[2]; /* the step scalars, read as the kernel runs */
         for (int i = 0; i < n; i++) {
-            float *param = A + t[i].param, *m = A + t[i].m, *v = A + t[i].v;
-            const float *grad = A + t[i].grad;
-            tr_bf16 *w = t[i].w16 >= 0 ? (tr_bf16 *)(A + t[i].w16) : nullptr;
+            long long off = 0, cnt = t[i].count;
+            if (t[i].slice_of > 0) { /* trc_adamw.cu's build_plan: the row moved to the member's slice */
+                off = (long long)member * t[i].count;
+                cnt = off >= t[i].slice_of ? 0 : (t[i].slice_of - off < cnt ? t[i].slice_of - off : cnt);
+            }
+            float *param = A + t[i].param + off, *m = A + t[i].m, *v = A + t[i].v;
+            const float *grad = A + t[i].grad + off;
+            tr_bf16 *w = t[i].w16 >= 0 ? (tr_bf16 *)(A + t[i].w16) + off : nullptr;
             float wd = t[i].decay ? wdecay : 0.0f;
-            for (long long e = 0; e < t[i].count; e++) {
+            for (long long e = 0; e < cnt; e++) {
                 float g = grad[e];
                 m[e] = b1 * m[e] + (1.0f - b1) * g;
                 v[e] = b2 * v[e] + (1.0f - b2) * g * g;
