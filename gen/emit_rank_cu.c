@@ -559,7 +559,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
                          "    trc_end(c, %d, TRC_COMPUTE, %d);\n",
                          sg[g].first, last, sg[g].first, last - sg[g].first + 1, sg[g].first, last < sg[g].last);
             if (last < sg[g].last) /* optimizer.shard: the updated slices to every member of dep */
-                ok = ok && tg_emit_buffers(&funcs, pl, rp, co, last + 1, sg[g].last, tg_streams_slot_used, "device");
+                ok = ok && tg_emit_buffers(&funcs, pl, rp, co, last + 1, sg[g].last, cu_uses, "device");
             for (int i = last + 1; ok && i <= sg[g].last; i++) {
                 const tg_step *s = &rp->steps[i];
                 char what[256];
