@@ -444,8 +444,8 @@ fi
 # ---- optimizer.shard (docs/TRAINING.md "Optimizer state sharded over depth") under the emulation -----------------
 # The training spec with shard = true on [2,2,2]: trc_reduce_scatter of each dW over dep, trc_adamw_multi on each
 # member's slice, trc_allgather of the updated slices waiting for the AdamW launch; random stream order, clipping on.
-# (TESS_CUDA_GRAPH=0 with --bytes: the run totals of the two collectives are counted as they are issued, which a
-# graph replay does not do yet.)
+# Steps 2-5 are replayed from CUDA graphs: each replay counts the bytes of the collectives its graph holds (a call is
+# counted when it is issued, and a captured one is not run until the replay), so --bytes checks them over the run.
 cu_zero_generate() { # q d -> $WORK/cutz_q_d: both backends; the CPU program built
     local dir="$WORK/cutz_$1_$2"
     cu_spec "cutz_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train",
@@ -454,15 +454,16 @@ cu_zero_generate() { # q d -> $WORK/cutz_q_d: both backends; the CPU program bui
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
         grep -q "trc_reduce_scatter(c, TR_DEP" "$dir"/rank_i0_j0.cu && grep -q "trc_allgather(c, TR_DEP" "$dir"/rank_i0_j0.cu
 }
-cu_zero_train() { # q d: 5 AdamW steps, random order, graphs off: losses within 1e-6 of the CPU program's, replicas
+cu_zero_train() { # q d: 5 AdamW steps, random order, replayed from graphs: losses within 1e-6 of the CPU program's, replicas
     # bitwise identical, reduce-scatter and all-gather bytes as planned
     local dir="$WORK/cutz_$1_$2" np=$(($1 * $1 * $2))
     local args="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy --target $WORK/cu_target.npy --steps 5"
     # shellcheck disable=SC2086
     "$dir/run" $args | grep -E '^(step|after) ' >"$dir/steps_cpu.txt" &&
-        TESS_CUDA_GRAPH=0 TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun "$np" "$dir/bin/model-emu" $args \
+        TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun "$np" "$dir/bin/model-emu" $args \
             --replica-check --bytes >"$dir/emu_train.out" &&
         cat "$dir/emu_train.out" && grep -q "bitwise identical" "$dir/emu_train.out" &&
+        ! grep -q "CUDA graphs: off" "$dir/emu_train.out" &&
         grep -q "reduce-scatters and all-gathers moved exactly the planned bytes" "$dir/emu_train.out" &&
         "$PY" - "$dir/steps_cpu.txt" "$dir/emu_train.out" <<'PYEOF'
 import sys

@@ -58,6 +58,9 @@ struct graph_part {
     long long launches;     /* kernels, GEMMs and collectives in it */
     unsigned char *timed;   /* per schedule step: its timing events are recorded by the graph */
     int fwd_timed;
+    /* optimizer.shard: the reduce-scatter and all-gather bytes its calls count (trc_comm.cu counts a call when it
+     * is issued; a captured call runs, and is counted, at each replay) */
+    long long rs[TR_NGROUPS], ag[TR_NGROUPS];
 };
 struct graph_state {
     int allowed;            /* graphs may be captured (else `note` says why) */
@@ -208,9 +211,15 @@ bool graph_init(tr_err *err)
 }
 
 /* Run part p's graph on the compute stream, as if its work had been issued now. */
-void graph_replay(int p)
+void graph_replay(tr_ctx *c, int p)
 {
     graph_part *g = &gr.part[p];
+    for (int k = 0; k < TR_NGROUPS; k++) {
+        c->rscatter[k] += g->rs[k];
+        c->rscatter_run += g->rs[k];
+        c->allgather[k] += g->ag[k];
+        c->allgather_run += g->ag[k];
+    }
     cudaCheck(cudaGraphLaunch(g->exec, compute()));
     trc_g.replays++;
     trc_g.replayed += g->launches;
@@ -365,13 +374,16 @@ const float *trc_step_scalars(void)
 
 extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 {
-    (void)c;
     if (!gr.allowed || !capture || !trc_g.inited || !trc_g.stream[0])
         return false;
     graph_part *g = &gr.part[part];
     if (g->exec) {
-        graph_replay(part);
+        graph_replay(c, part);
         return true;
+    }
+    for (int k = 0; k < TR_NGROUPS; k++) { /* the counts before the capture: part_end takes the capture's own */
+        g->rs[k] = c->rscatter[k];
+        g->ag[k] = c->allgather[k];
     }
     /* thread-local: a CUDA call of another thread (an MPI progress thread) does not break the capture */
     cudaCheck(cudaStreamBeginCapture(compute(), cudaStreamCaptureModeThreadLocal));
@@ -385,7 +397,6 @@ extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 
 extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
 {
-    (void)c;
     if (!trc_g.capturing)
         return true;
     trc_g.capturing = 0;
@@ -408,7 +419,15 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     g->exec = exec;
     g->launches = trc_g.captured;
     g->fwd_timed = trc_g.cap_fwd_timed;
-    graph_replay(part); /* the step that captured it runs it too */
+    for (int k = 0; k < TR_NGROUPS; k++) { /* what the captured calls counted, taken back: each replay counts it */
+        g->rs[k] = c->rscatter[k] - g->rs[k];
+        g->ag[k] = c->allgather[k] - g->ag[k];
+        c->rscatter[k] -= g->rs[k];
+        c->rscatter_run -= g->rs[k];
+        c->allgather[k] -= g->ag[k];
+        c->allgather_run -= g->ag[k];
+    }
+    graph_replay(c, part); /* the step that captured it runs it too */
     return true;
 }
 

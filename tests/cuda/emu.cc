@@ -107,6 +107,8 @@ struct emu {
     int capturing = -1;   /* the part being captured */
     std::vector<std::function<void()>> rec, part[TR_NPARTS]; /* the capture's record; each part's graph */
     bool have[TR_NPARTS] = {false, false};
+    /* optimizer.shard: a part's reduce-scatter and all-gather bytes, counted at each replay (trc_step.cu's rule) */
+    long long rs[TR_NPARTS][TR_NGROUPS] = {}, ag[TR_NPARTS][TR_NGROUPS] = {};
     long long launches = 0, captured = 0, replayed = 0, replays = 0, nlaunch[TR_NPARTS] = {0, 0};
     float sc[4] = {0, 0, 0, 0}; /* the step scalars: lr, c1, c2, clipping scale (trc_internal.h TRC_SC_*) */
 } E;
@@ -414,8 +416,14 @@ extern "C" void tr_backend_step_scalars(tr_ctx *c, float s)
     E.sc[3] = s;
 }
 
-static void emu_replay(int part)
+static void emu_replay(tr_ctx *c, int part)
 {
+    for (int k = 0; k < TR_NGROUPS; k++) {
+        c->rscatter[k] += E.rs[part][k];
+        c->rscatter_run += E.rs[part][k];
+        c->allgather[k] += E.ag[part][k];
+        c->allgather_run += E.ag[part][k];
+    }
     for (auto &f : E.part[part])
         f();
     E.replays++;
@@ -424,12 +432,15 @@ static void emu_replay(int part)
 
 extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 {
-    (void)c;
     if (!E.graphs || !capture)
         return false;
     if (E.have[part]) {
-        emu_replay(part);
+        emu_replay(c, part);
         return true;
+    }
+    for (int k = 0; k < TR_NGROUPS; k++) {
+        E.rs[part][k] = c->rscatter[k];
+        E.ag[part][k] = c->allgather[k];
     }
     E.capturing = part;
     E.captured = 0;
@@ -439,7 +450,6 @@ extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 
 extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
 {
-    (void)c;
     if (E.capturing < 0)
         return true;
     if (E.capturing != part)
@@ -449,7 +459,15 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     E.rec.clear();
     E.nlaunch[part] = E.captured;
     E.have[part] = true;
-    emu_replay(part);
+    for (int k = 0; k < TR_NGROUPS; k++) {
+        E.rs[part][k] = c->rscatter[k] - E.rs[part][k];
+        E.ag[part][k] = c->allgather[k] - E.ag[part][k];
+        c->rscatter[k] -= E.rs[part][k];
+        c->rscatter_run -= E.rs[part][k];
+        c->allgather[k] -= E.ag[part][k];
+        c->allgather_run -= E.ag[part][k];
+    }
+    emu_replay(c, part);
     return true;
 }
 
