@@ -115,14 +115,34 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
     return t;
 }
 
-/* A phase's stream time from its simulated span [start, end): mb times the part up to the end of its last
- * per-micro-batch step (mb_end), then what runs once (the gradients' all-reduces; the optimizer phase has only
- * that). Without micro-batches: the span. */
-static double streams_span(double start, double mb_end, double end, int mb, int phase)
+/* The two-stream timeline of each phase of one micro-batch that is not the last: the steps that run on the last
+ * micro-batch only (tg_step.last_mb: the gradients' all-reduces) left out, so they take no time and delay no step of
+ * their stream. span[phase] gets its length. t[i]: each step's time (tg_cost_step); end: scratch of nsteps. */
+static void span_not_last(const tg_class_plan *cp, const double *t, double *end, double span[3])
 {
-    if (mb <= 1 || phase == TG_PHASE_OPT)
-        return end - start;
-    return (mb_end - start) * mb + (end - mb_end);
+    double clock[2] = {0, 0}, start = 0;
+    int cur = -1;
+    for (int i = 0; i < cp->nsteps; i++) {
+        const tg_step *s = &cp->steps[i];
+        if ((int)s->phase != cur) {
+            double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
+            if (cur >= 0)
+                span[cur] = t0 - start;
+            clock[0] = clock[1] = start = t0;
+            cur = (int)s->phase;
+        }
+        end[i] = 0;
+        if (s->last_mb)
+            continue;
+        int st = s->stream == TG_STREAM_COMM ? 1 : 0;
+        double b = clock[st];
+        if (s->wait >= 0 && end[s->wait] > b)
+            b = end[s->wait];
+        end[i] = b + t[i];
+        clock[st] = end[i];
+    }
+    if (cur >= 0)
+        span[cur] = (clock[0] > clock[1] ? clock[0] : clock[1]) - start;
 }
 
 bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine *mc, tg_cost *out, tg_err *err)
@@ -142,24 +162,31 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
     out->nodes = (pl->mesh.p + mc->ranks_per_node - 1) / mc->ranks_per_node;
 
     /* Micro-batches (tg_step_times): the steps are one micro-batch's, run mb times, but for the gradients'
-     * all-reduces (run once, after the last micro-batch's backward, at the end of the backward phase): a phase's
-     * stream time is mb times its span up to the end of its last per-micro-batch step, plus the rest; every sum
+     * all-reduces (last_mb: inside their layers' backward, on the last micro-batch only): a phase's stream time is
+     * mb - 1 times the span of a micro-batch without them plus the span of the last one, with them; every sum
      * (serial, kinds, bytes) counts each step as often as it runs, and a layer's span mb times. */
+    double *step_t = malloc((size_t)(cp->nsteps > 0 ? cp->nsteps : 1) * sizeof *step_t);
+    if (!step_t) {
+        free(end);
+        tg_cost_free(out);
+        return tg_fail(err, "cost model: out of memory for %d steps", cp->nsteps);
+    }
     double clock[2] = {0, 0}; /* the two streams, within the current phase */
-    double phase_start = 0, layer_mark = 0, mb_end = 0; /* mb_end: the phase's last per-micro-batch step's end */
+    double phase_start = 0, layer_mark = 0;
     int cur_phase = -1, cur_layer = -2;
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
         if ((int)s->phase != cur_phase) { /* a phase starts with both streams joined */
             double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
             if (cur_phase >= 0)
-                out->phase[cur_phase].streams_s = streams_span(phase_start, mb_end, t0, pl->mb, cur_phase);
-            clock[0] = clock[1] = phase_start = layer_mark = mb_end = t0;
+                out->phase[cur_phase].streams_s = t0 - phase_start;
+            clock[0] = clock[1] = phase_start = layer_mark = t0;
             cur_phase = (int)s->phase;
             cur_layer = -2;
         }
         int inter = 0;
         double t = tg_cost_step(pl, cp, s, mc, &inter), times = (double)tg_step_times(pl, s);
+        step_t[i] = t;
         tg_cost_phase *ph = &out->phase[s->phase];
         ph->serial_s += times * t;
         ph->nsteps++;
@@ -181,8 +208,6 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
             start = end[s->wait];
         end[i] = start + t;
         clock[st] = end[i];
-        if (times > 1 && end[i] > mb_end)
-            mb_end = end[i];
         if (s->layer != cur_layer) {
             layer_mark = start < layer_mark ? layer_mark : start;
             cur_layer = s->layer;
@@ -196,8 +221,15 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
     }
     if (cur_phase >= 0) {
         double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
-        out->phase[cur_phase].streams_s = streams_span(phase_start, mb_end, t0, pl->mb, cur_phase);
+        out->phase[cur_phase].streams_s = t0 - phase_start;
     }
+    if (pl->mb > 1) { /* the phases so far are the last micro-batch's; the others run without the last_mb steps */
+        double span[3] = {0, 0, 0};
+        span_not_last(cp, step_t, end, span);
+        for (int ph = TG_PHASE_FWD; ph < TG_PHASE_OPT; ph++)
+            out->phase[ph].streams_s += (double)(pl->mb - 1) * span[ph];
+    }
+    free(step_t);
     free(end);
     return true;
 }

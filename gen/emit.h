@@ -42,6 +42,9 @@ typedef struct tg_segment {
 } tg_segment;
 int tg_segments(const tg_class_plan *cp, tg_segment **out); /* count, -1 out of memory; *out: free() it */
 void tg_segment_name(char *buf, size_t cap, const tg_segment *sg); /* "fwd_L3", "bwd_L0", "opt_all" */
+/* A step's code `body` (lines of 4-space-indented statements) into o; a step that runs on the last micro-batch
+ * only (tg_step.last_mb) inside `if (tr_mb(c) == mb - 1) { ... }`, indented one more level. */
+void tg_emit_step_body(tg_sb *o, const tg_plan *pl, const tg_step *s, const tg_sb *body);
 /* "float *const name = A + offset; comment" for each buffer that steps first..last name (uses, when not
  * NULL, says which slots the printed calls name), in plan order; arena: "rank's", "device". */
 bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,

@@ -68,6 +68,26 @@ int tg_segments(const tg_class_plan *cp, tg_segment **out)
     return sg ? n : -1;
 }
 
+void tg_emit_step_body(tg_sb *o, const tg_plan *pl, const tg_step *s, const tg_sb *body)
+{
+    if (!s->last_mb) {
+        tg_sb_putn(o, body->s ? body->s : "", body->len);
+        return;
+    }
+    tg_sb_printf(o, "    if (tr_mb(c) == %d) { /* once per step: the sum of every micro-batch's gradient */\n",
+                 pl->mb - 1);
+    for (size_t a = 0; a < body->len;) {
+        size_t e = a;
+        while (e < body->len && body->s[e] != '\n')
+            e++;
+        if (e > a)
+            tg_sb_puts(o, "    ");
+        tg_sb_putn(o, body->s + a, e - a + (e < body->len));
+        a = e + 1;
+    }
+    tg_sb_puts(o, "    }\n");
+}
+
 void tg_segment_name(char *buf, size_t cap, const tg_segment *sg)
 {
     static const char *pre[3] = {"fwd", "bwd", "opt"};
@@ -78,8 +98,6 @@ void tg_segment_name(char *buf, size_t cap, const tg_segment *sg)
         snprintf(buf, cap, "%s_embed", p);
     else if (sg->layer == TG_LAYER_HEAD)
         snprintf(buf, cap, "%s_head", p);
-    else if (sg->layer == TG_LAYER_GRADS)
-        snprintf(buf, cap, "%s_grads", p);
     else
         snprintf(buf, cap, "%s_all", p);
 }

@@ -32,7 +32,8 @@ static bool cpu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
     return s->buf[slot] >= 0 && !((s->kind == TG_STEP_ATTENTION || s->kind == TG_STEP_ATTN_BWD) && slot >= 4);
 }
 
-static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s, int id)
+static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s,
+                            int id)
 {
     char what[256];
     tg_step_text(what, sizeof what, pl, rp, co, s);
@@ -175,6 +176,16 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
     }
 }
 
+/* One step: its marker and call, guarded when it runs on the last micro-batch only. */
+static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, const tg_step *s, int id)
+{
+    tg_sb body;
+    tg_sb_init(&body);
+    print_step_body(&body, pl, rp, co, s, id);
+    tg_emit_step_body(o, pl, s, &body);
+    tg_sb_free(&body);
+}
+
 /* The functions: one per segment (a phase's steps of one layer), then one per phase calling them in order. */
 static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, tg_err *err)
 {
@@ -230,10 +241,7 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
             tg_segment_name(fn, sizeof fn, &sg[g]);
             if (sg[g].phase != (tg_phase)ph)
                 continue;
-            if (sg[g].layer == TG_LAYER_GRADS) /* micro-batches: once per step, after the last one's backward */
-                tg_sb_printf(o, "    if (tr_mb(c) == %d)\n        %s(c, A);\n", pl->mb - 1, fn);
-            else
-                tg_sb_printf(o, "    %s(c, A);\n", fn);
+            tg_sb_printf(o, "    %s(c, A);\n", fn);
         }
         tg_sb_puts(o, "}\n\n");
     }

@@ -602,10 +602,14 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
             char fu[96];
             if (*tg_fuse_text(fu, sizeof fu, rp, s))
                 tg_sb_printf(&funcs, "    /* %s */\n", fu + strlen("; CUDA: "));
-            print_wait_comment(&funcs, rp, s);
-            tg_sb_printf(&funcs, "    trc_begin(c, %d, %s, %d);\n", i, sname, s->wait);
-            print_call(&funcs, NULL, rp, s, lt);
-            tg_sb_printf(&funcs, "    trc_end(c, %d, %s, %d);\n", i, sname, s->signal);
+            tg_sb body;
+            tg_sb_init(&body);
+            print_wait_comment(&body, rp, s);
+            tg_sb_printf(&body, "    trc_begin(c, %d, %s, %d);\n", i, sname, s->wait);
+            print_call(&body, NULL, rp, s, lt);
+            tg_sb_printf(&body, "    trc_end(c, %d, %s, %d);\n", i, sname, s->signal);
+            tg_emit_step_body(&funcs, pl, s, &body);
+            tg_sb_free(&body);
         }
         tg_sb_puts(&funcs, "}\n\n");
     }
@@ -625,10 +629,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
             tg_segment_name(fn, sizeof fn, &sg[g]);
             if (sg[g].phase != (tg_phase)ph)
                 continue;
-            if (sg[g].layer == TG_LAYER_GRADS) /* micro-batches: once per step, after the last one's backward */
-                tg_sb_printf(&funcs, "    if (tr_mb(c) == %d)\n        %s(c, A);\n", pl->mb - 1, fn);
-            else
-                tg_sb_printf(&funcs, "    %s(c, A);\n", fn);
+            tg_sb_printf(&funcs, "    %s(c, A);\n", fn);
         }
         tg_sb_printf(&funcs, "    %s(c);\n}\n\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");
     }

@@ -110,7 +110,7 @@ static bool place(tg_class_plan *rp, tg_err *err)
 
 long long tg_step_times(const tg_plan *pl, const tg_step *s)
 {
-    return s->phase != TG_PHASE_OPT && s->layer != TG_LAYER_GRADS ? pl->mb : 1;
+    return s->phase != TG_PHASE_OPT && !s->last_mb ? pl->mb : 1;
 }
 
 /* Per training step (and per forward): each step's figures times tg_step_times. */
@@ -167,7 +167,6 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
         tg_plan_megatron(&b, shards_only);
     else
         tg_plan_tesseract(&b, shards_only);
-    free(b.deferred);
     if (b.oom)
         return tg_fail(err, "out of memory while planning class (i=%d, j=%d)", rp->i, rp->j);
     if (shards_only)

@@ -98,8 +98,6 @@ typedef enum tg_step_kind {
 /* Pseudo-layers of the language model's steps (each its own function in the generated code). */
 #define TG_LAYER_EMBED (-2) /* token and position embedding (forward), their gradients (backward) */
 #define TG_LAYER_HEAD (-3)  /* ln_f, the tied LM head and the loss (forward), their backward */
-#define TG_LAYER_GRADS (-4) /* micro-batches: the all-reduces of the summed weight gradients, run once per step after
-                             * the last micro-batch's backward (function bwd_grads) */
 
 typedef enum tg_phase {
     TG_PHASE_FWD = 0, /* forward(): the whole stack */
@@ -205,6 +203,9 @@ typedef struct tg_step {
     int epi;   /* tg_epi */
     int fused; /* the other step of a fused pair, or -1 */
     bool again; /* a forward step run again in the backward (spec recompute), described as "recomputed: ..." */
+    bool last_mb; /* micro-batches: runs on the last micro-batch only (a weight gradient's all-reduce or
+                   * reduce-scatter over the depth or coldep group, right after that layer's last accumulation);
+                   * the emitters guard it with tr_mb(c) == mb - 1, tg_step_times counts it once per step */
 
     /* description (describe.c): the form, a static phrase, and for adamw the parameter index */
     tg_desc desc;
@@ -331,7 +332,7 @@ void tg_class_free(tg_class_plan *cp);
 /* Classes are numbered i*q + j; a rank's class is that of its (i, j). Megatron: p classes (r, 0), class r
  * is rank r. */
 /* How many times a step of a class plan runs per training step (and per forward): with micro-batches the forward
- * and backward steps run mb times, the gradients' all-reduces (TG_LAYER_GRADS) and the optimizer once. Every
+ * and backward steps run mb times, the gradients' all-reduces (last_mb) and the optimizer once. Every
  * per-step figure (totals, --summary, the cost model) multiplies by it. */
 long long tg_step_times(const tg_plan *pl, const tg_step *s);
 int tg_plan_nclasses(const tg_plan *pl);

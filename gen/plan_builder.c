@@ -541,36 +541,14 @@ void tg_pb_grad_acc(tg_builder *b, int layer, const char *op, int grad, int part
 void tg_pb_grad_allreduce(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
                           const char *what)
 {
-    if (b->pl->mb <= 1) {
-        if (tg_pb_sharded(b, g))
-            reduce_scatter(b, layer, op, g, buf, count, what);
-        else
-            tg_pb_allreduce_exact(b, layer, op, g, buf, count, what);
-        return;
-    }
-    if (b->ndeferred == b->cap_deferred) {
-        int cap = b->cap_deferred ? 2 * b->cap_deferred : 64;
-        struct tg_pb_deferred *nd = realloc(b->deferred, (size_t)cap * sizeof *nd);
-        if (!nd) {
-            b->oom = true;
-            return;
-        }
-        b->deferred = nd;
-        b->cap_deferred = cap;
-    }
-    b->deferred[b->ndeferred++] = (struct tg_pb_deferred){layer, op, what, g, buf, count};
-}
-
-void tg_pb_grad_allreduces_flush(tg_builder *b)
-{
-    for (int k = 0; k < b->ndeferred && !b->oom; k++) {
-        const struct tg_pb_deferred *d = &b->deferred[k];
-        if (tg_pb_sharded(b, d->g))
-            reduce_scatter(b, TG_LAYER_GRADS, d->op, d->g, d->buf, d->count, d->what);
-        else
-            tg_pb_allreduce_exact(b, TG_LAYER_GRADS, d->op, d->g, d->buf, d->count, d->what);
-    }
-    b->ndeferred = 0;
+    int first = b->rp->nsteps;
+    if (tg_pb_sharded(b, g))
+        reduce_scatter(b, layer, op, g, buf, count, what);
+    else
+        tg_pb_allreduce_exact(b, layer, op, g, buf, count, what);
+    if (b->pl->mb > 1) /* the micro-batches' gradients are summed once the last one's is accumulated */
+        for (int i = first; i < b->rp->nsteps; i++)
+            b->rp->steps[i].last_mb = true;
 }
 
 int tg_pb_io_buf(tg_builder *b, int rows, int cols, long long stride, const char *what, const char *name)

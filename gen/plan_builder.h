@@ -33,16 +33,6 @@ typedef struct tg_builder {
     int ncast, cast_layer;
     const char *cast_op;
     tg_phase cast_phase;
-    /* micro-batches (tg_plan.mb > 1): the weight gradients' all-reduces held back by tg_pb_grad_allreduce until
-     * tg_pb_grad_allreduces_flush appends them after the last layer's backward (plan.c frees the array) */
-    struct tg_pb_deferred {
-        int layer;
-        const char *op, *what;
-        tg_group g;
-        int buf;
-        long long count;
-    } *deferred;
-    int ndeferred, cap_deferred;
     /* appended to the name of every buffer declared while set: "_rc" while the backward recomputes a layer's
      * forward (spec recompute), so that its buffers are not the forward's */
     const char *name_sfx;
@@ -97,13 +87,11 @@ void tg_pb_param_replica(tg_builder *b, int param, int g);
 int tg_pb_grad_target(tg_builder *b, int grad);
 /* grad = part (first micro-batch), grad += part (the later ones); nothing when part is grad itself. */
 void tg_pb_grad_acc(tg_builder *b, int layer, const char *op, int grad, int part);
-/* The exact all-reduce of a weight gradient over g (a reduce-scatter when tg_pb_sharded(g)): appended now without
- * micro-batches; with them held back until tg_pb_grad_allreduces_flush, so it runs once per step on the sum of every
- * micro-batch. */
+/* The exact all-reduce of a weight gradient over g (a reduce-scatter when tg_pb_sharded(g)), appended now, right
+ * after the gradient's accumulation; with micro-batches its steps are marked last_mb: they run once per step, on the
+ * last micro-batch, on the sum of every micro-batch, while the backward of the layers before goes on. */
 void tg_pb_grad_allreduce(tg_builder *b, int layer, const char *op, tg_group g, int buf, long long count,
                           const char *what);
-/* Append the held-back all-reduces, in the order they were asked for, as pseudo-layer TG_LAYER_GRADS. */
-void tg_pb_grad_allreduces_flush(tg_builder *b);
 /* A persistent I/O block [rows, cols] holding every micro-batch of the step; with micro-batches the steps see
  * the part of the current one, stride elements further per micro-batch (tg_buf.mb_stride). */
 int tg_pb_io_buf(tg_builder *b, int rows, int cols, long long stride, const char *what, const char *name);

@@ -431,7 +431,6 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
             }
             if (pl->V > 0 && !b->oom)
                 tg_lm_embed_bwd(b, &lm, rp->gx_buf);
-            tg_pb_grad_allreduces_flush(b); /* micro-batches: once per step, after the last one (bwd_grads) */
             b->phase = TG_PHASE_OPT;
             if (!b->oom)
                 tg_pb_optimizer(b);

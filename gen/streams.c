@@ -313,11 +313,27 @@ bool tg_streams_plan(tg_class_plan *cp, tg_err *err)
         for (int x = 0; x < TG_STEP_MAXBUF; x++)
             if (tg_streams_slot_used(s, x))
                 hit = imax(hit, latest_get(&L, (s->acc[x] & TG_ACC_W) ? 2 + other : other, s->buf[x]));
+        if (hit > waited[me] && cp->steps[hit].last_mb && !s->last_mb) {
+            /* a step that runs on every micro-batch would wait for one that runs on the last only: on the others
+             * its wait would order nothing (planners put nothing after a gradient's once-per-step all-reduce that
+             * touches that gradient in the same phase) */
+            int sb, sa;
+            conflict_slots(cp, s, &cp->steps[hit], &sb, &sa);
+            latest_free(&L);
+            return tg_fail(err, "internal planner error: class (i=%d, j=%d) step %d (L%d %s %s) waits for step %d (L%d "
+                                "%s %s), which runs on the last micro-batch only (buffers %s, %s)", cp->i, cp->j, b,
+                           s->layer, s->op, tg_step_kind_name(s->kind), hit, cp->steps[hit].layer, cp->steps[hit].op,
+                           tg_step_kind_name(cp->steps[hit].kind), sb >= 0 ? cp->bufs[s->buf[sb]].name : "?",
+                           sa >= 0 ? cp->bufs[cp->steps[hit].buf[sa]].name : "?");
+        }
         if (hit > waited[me]) {
             s->wait = hit;
             conflict_slots(cp, s, &cp->steps[hit], &s->wait_slot, &s->wait_other_slot);
             cp->steps[hit].signal = 1;
-            waited[me] = hit;
+            /* a step that runs on the last micro-batch only orders nothing on the others: the steps of its stream
+             * after it do not count its wait as theirs */
+            if (!s->last_mb)
+                waited[me] = hit;
             cp->waits++;
         }
         for (int x = 0; x < TG_STEP_MAXBUF; x++)

@@ -9,7 +9,8 @@
  * where either of the two writes (read-after-write, write-after-read,
  * write-after-write); older conflicting steps are covered by that step's own
  * stream order, and a step waits only when no earlier step of its stream
- * already waited for the same or a later step. Each phase opens and closes by
+ * already waited for the same or a later step (a step that runs on the last micro-batch only, tg_step.last_mb,
+ * does not count: on the other micro-batches its wait is not made). Each phase opens and closes by
  * joining the two streams, so waits never reach into an earlier phase.
  * Buffers a backend's call does not name (attention's scores scratch: the
  * CUDA kernel keeps scores on chip) are not part of the rule.

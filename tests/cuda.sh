@@ -398,7 +398,7 @@ fi
 
 # ---- micro-batches (pipeline.microbatches, docs/TRAINING.md "Micro-batches") under the emulation -----------------
 # The training spec above with 2 micro-batches on [2,2,1] (2 sequences per rank, 1 per micro-batch): the gradients
-# of the whole batch summed by trc_grad_acc, the all-reduces once after the last micro-batch (bwd_grads), the I/O
+# of the whole batch summed by trc_grad_acc, the all-reduces in each layer's backward on the last micro-batch only, the I/O
 # blocks viewed per micro-batch; the CPU program of the same output is the reference of the training steps. The spec
 # also recomputes layer 0 in the backward (recompute = 1): its forward steps run again inside bwd_L0.
 cu_mb_generate() { # q d m -> $WORK/cutmb_q_d: both backends; the CPU program built

@@ -43,7 +43,9 @@ static int ref_stream(tg_step_kind k)
     switch (k) {
     case TG_STEP_BCAST:
     case TG_STEP_ALLREDUCE:
-    case TG_STEP_REDUCE: return 1;
+    case TG_STEP_REDUCE:
+    case TG_STEP_REDUCESCATTER: /* optimizer.shard */
+    case TG_STEP_ALLGATHER: return 1;
     default: return 0;
     }
 }
@@ -110,7 +112,8 @@ static void ref_build(const tg_class_plan *rp, ref *c)
                 c->wait_a[b] = sa;
                 c->wait_b[b] = sb;
                 c->signal[a] = 1;
-                waited[me] = a;
+                if (!rp->steps[b].last_mb) /* runs on the last micro-batch only: orders nothing on the others */
+                    waited[me] = a;
                 break;
             }
         }
@@ -275,6 +278,14 @@ int main(void)
             tg_spec s = tt_spec(q, d, 2, 48, 12, 192, 8, 2 * q * d, 1);
             char label[64];
             snprintf(label, sizeof label, "train mesh [%d,%d,%d]", q, q, d);
+            real_plan(&s, label, &waits);
+            /* 2 micro-batches: the gradients' all-reduces run on the last one only (tg_step.last_mb), inside the
+             * backward of their layers; with the AdamW state sharded over depth they are reduce-scatters */
+            s.microbatches = 2;
+            snprintf(label, sizeof label, "train mesh [%d,%d,%d], 2 micro-batches", q, q, d);
+            real_plan(&s, label, &waits);
+            s.opt.shard = d > 1;
+            snprintf(label, sizeof label, "train mesh [%d,%d,%d], 2 micro-batches, shard", q, q, d);
             real_plan(&s, label, &waits);
         }
         tg_spec u = tt_spec(2, 2, 1, 40, 4, 24, 5, 8, 0);

@@ -266,13 +266,30 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 mb_dep_bytes() { # q d m: the planned backward all-reduces (dep: dW; coldep: biases, layernorms) equal the m = 1
-    # program's: once per step, not once per micro-batch (--bytes checks the run against this plan)
+    # program's: once per step, not once per micro-batch (--bytes checks the run against this plan); each runs inside
+    # its own layer's backward function, right after that layer's last accumulation, guarded to the last micro-batch
+    # (so on the CUDA backend it overlaps the backward of the layers before)
     local a b
     a=$(grep -h '\.plan_bwd_allreduce' "$WORK/mb/p_$1_$2_1"/rank_i*_j*.c)
     b=$(grep -h '\.plan_bwd_allreduce' "$WORK/mb/p_$1_$2_$3"/rank_i*_j*.c)
     echo "m=1: $a"
     echo "m=$3: $b"
-    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$(grep -c 'if (tr_mb(c) == '"$(($3 - 1))"')' "$WORK/mb/p_$1_$2_$3/rank_i0_j0.c")" = 1 ]
+    [ -n "$a" ] && [ "$a" = "$b" ] || return 1
+    "$PY" - "$WORK/mb/p_$1_$2_$3/rank_i0_j0.c" "$(($3 - 1))" <<'PYEOF'
+import re, sys
+src, last = open(sys.argv[1]).read(), sys.argv[2]
+funcs = dict(re.findall(r"static void (\w+)\(struct tr_ctx \*c, float \*A\)\n\{\n(.*?)\n\}\n", src, re.S))
+assert "bwd_grads" not in funcs, "a separate bwd_grads function"
+n = 0
+for name, body in funcs.items():
+    calls = re.findall(r"tr_allreduce_exact\(", body)
+    guarded = re.findall(r"    if \(tr_mb\(c\) == %s\) \{[^\n]*\n        TR_STEP\(c, \d+\);[^\n]*\n        tr_allreduce_exact\(" % last, body)
+    assert len(calls) == len(guarded), (name, len(calls), len(guarded))
+    assert not calls or re.fullmatch(r"bwd_(L\d+|embed|head)", name), name
+    n += len(calls)
+assert n > 0, "no all-reduce of a gradient"
+print(n, "gradient all-reduces, each in its layer's backward, on the last micro-batch only")
+PYEOF
 }
 
 if mb_setup >"$WORK/log" 2>&1; then
