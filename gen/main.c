@@ -35,6 +35,7 @@
 #include "outfile.h"
 #include "plan.h"
 #include "spec.h"
+#include "pipe.h"
 #include "summary.h"
 #include "version.h"
 
@@ -552,6 +553,10 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
                 err.count == 1 ? "" : "s");
         return 1;
     }
+    if (!tg_pipe_can_emit(&spec, advise ? "--advise" : "--cost", &err)) {
+        fprintf(stderr, "%s\ntessgen: nothing was printed\n", err.msg);
+        return 1;
+    }
     tg_sb text;
     tg_sb_init(&text);
     int rc = 0;
@@ -805,6 +810,22 @@ int main(int argc, char **argv)
                 spec_path);
         return 1;
     }
+    if (inspect && spec.pp > 1) { /* the stages' schedule, proved; the stage programs are not planned yet */
+        if (show || blocks || full || f_ranks || f_layers || f_kinds) {
+            tg_pipe_can_emit(&spec, show ? "--show" : blocks ? "--blocks" : "--summary with a selection", &err);
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        tg_sb text;
+        tg_sb_init(&text);
+        int irc = tg_pipe_summary(&spec, &text, &err) ? 0 : 1;
+        if (irc)
+            fprintf(stderr, "%s\ntessgen: %s: mesh.pp = %d: the schedule was refused\n", err.msg, spec.path, spec.pp);
+        else
+            fwrite(text.s, 1, text.len, stdout);
+        tg_sb_free(&text);
+        return irc;
+    }
     if (inspect) {
         tg_plan ip;
         tg_plan_init(&spec, &ip);
@@ -839,6 +860,10 @@ int main(int argc, char **argv)
         return irc;
     }
 
+    if (!tg_pipe_can_emit(&spec, "generating", &err)) {
+        fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
+        return 1;
+    }
     char root[PATH_MAX];
     if (!find_tessroot(root, sizeof root)) {
         fprintf(stderr, "tessgen: cannot find the runtime (runtime/tr.h) above this program; set TESSGEN_ROOT to "

@@ -48,6 +48,7 @@
 #define SPEC_MAX_RANKS 65536LL                 /* q*q*d */
 #define SPEC_SET_SHOWN 12                      /* values listed in a "use q in {...}" fix */
 #define SPEC_MAX_LIST 8                        /* entries of a list value (backends) kept */
+#define SPEC_MAX_STAGES TG_MAX_STAGES           /* mesh.pp, and the entries of pipeline.layers kept */
 /* Where lr and the epsilons stop meaning anything in float32 (the runtime rounds them to float once):
  * AdamW's step is about lr per weight, and below 1e-10 it is under half the spacing of float32 weights of
  * magnitude 1e-3 and more, so nothing trains (1e-46 is 0 in float32); an epsilon below 1e-30 is near the
@@ -62,11 +63,11 @@
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_PIPE, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
        TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_RECOMPUTE, TOP_COUNT };
-enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_COUNT };
+enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_PP, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_SHARD, OPT_COUNT };
-enum { PIPE_MICROBATCHES, PIPE_COUNT };
+enum { PIPE_MICROBATCHES, PIPE_LAYERS, PIPE_SCHEDULE, PIPE_COUNT };
 
 static const char *const level_prefix[LVL_COUNT] = {"", "mesh.", "model.", "optimizer.", "pipeline."};
 static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "model", "optimizer", "pipeline"};
@@ -74,10 +75,10 @@ static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, O
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
      "epilogues", "pipeline", "recompute"},
-    {"q", "d", "p", "placement"},
+    {"q", "d", "p", "placement", "pp"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip", "shard"},
-    {"microbatches"},
+    {"microbatches", "layers", "schedule"},
 };
 static const tg_lval_schema schema = {LVL_COUNT, level_prefix, level_table, level_nkeys, level_keys, false};
 
@@ -92,6 +93,10 @@ typedef struct spec_ctx {
     tg_lval list[SPEC_MAX_LIST];
     int nlist;          /* entries found (may exceed SPEC_MAX_LIST) */
     int list_keyed;     /* an entry had a key other than 1..n */
+    /* pipeline.layers = { n0, n1, ... }: the same, one entry per stage */
+    tg_lval stages[SPEC_MAX_STAGES];
+    int nstages;
+    int stages_keyed;
 } spec_ctx;
 
 /* ---- messages ------------------------------------------------------------ */
@@ -108,20 +113,21 @@ static void fail(spec_ctx *c, const char *fmt, ...)
 
 /* ---- the Lua half ---------------------------------------------------------- */
 
-/* Copy a list value (backends = { "cpu", "cuda" }) into c->list, raw accesses only. */
-static void collect_list(spec_ctx *c, lua_State *L, int tidx)
+/* Copy a list value (backends = { "cpu", "cuda" }, pipeline.layers = { 2, 2 }) into list (cap entries kept; *nlist
+ * counts all of them, up to 1000), raw accesses only; *keyed is set when an entry has a key other than 1..n. */
+static void collect_list_into(lua_State *L, int tidx, tg_lval *list, int cap, int *nlist, int *keyed)
 {
     lua_Integer n = (lua_Integer)lua_rawlen(L, tidx);
     lua_pushnil(L);
     while (lua_next(L, tidx)) {
         if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n)
-            c->list_keyed = 1;
+            *keyed = 1;
         lua_pop(L, 1);
     }
-    c->nlist = n > 1000 ? 1000 : (int)n;
-    for (lua_Integer k = 1; k <= n && k <= SPEC_MAX_LIST; k++) {
+    *nlist = n > 1000 ? 1000 : (int)n;
+    for (lua_Integer k = 1; k <= n && k <= cap; k++) {
         lua_rawgeti(L, tidx, k);
-        tg_lval_store(L, -1, &c->list[k - 1]);
+        tg_lval_store(L, -1, &list[k - 1]);
         lua_pop(L, 1);
     }
 }
@@ -140,7 +146,9 @@ static void collect(spec_ctx *c, lua_State *L, int tidx, int level)
                     : slot == TOP_OPT   ? LVL_OPT
                                         : LVL_PIPE);
         else if (level == LVL_TOP && slot == TOP_BACKENDS && lua_type(L, -1) == LUA_TTABLE)
-            collect_list(c, L, lua_absindex(L, -1));
+            collect_list_into(L, lua_absindex(L, -1), c->list, SPEC_MAX_LIST, &c->nlist, &c->list_keyed);
+        else if (level == LVL_PIPE && slot == PIPE_LAYERS && lua_type(L, -1) == LUA_TTABLE)
+            collect_list_into(L, lua_absindex(L, -1), c->stages, SPEC_MAX_STAGES, &c->nstages, &c->stages_keyed);
         lua_pop(L, 1);
     }
 }
@@ -224,6 +232,7 @@ static const char *field_hint(int level, int k)
         return k == MESH_Q   ? "the mesh is [q,q,d] with q*q ranks per depth layer"
                : k == MESH_D ? "the depth of the [q,q,d] mesh"
                : k == MESH_P ? "the ranks of the megatron scheme's 1-D mesh"
+               : k == MESH_PP ? "the pipeline stages, each a [q,q,d] group"
                              : "the group whose ranks are numbered consecutively";
     switch (k) {
     case MODEL_LAYERS: return "the number of transformer blocks";
@@ -246,7 +255,7 @@ static bool check_int(spec_ctx *c, int level, int k, long long max, int *out)
     const char *pre = level_prefix[level];
     char got[256];
     if (v->type == LUA_TNONE) {
-        if (level == LVL_MESH && k == MESH_D) {
+        if (level == LVL_MESH && (k == MESH_D || k == MESH_PP)) {
             *out = 1;
             return true;
         }
@@ -393,6 +402,10 @@ static void check_mesh(spec_ctx *c, tg_spec *s, bool *ok_q, bool *ok_d, bool *ok
         if (v[MESH_PLACEMENT].type != LUA_TNONE)
             fail(c, "mesh.placement is a key of the tesseract mesh only: the megatron scheme's p ranks form one "
                     "group, numbered in order; drop mesh.placement");
+        s->pp = 1;
+        if (v[MESH_PP].type != LUA_TNONE)
+            fail(c, "mesh.pp is not supported with scheme = \"megatron\" (pipeline stages are planned around the "
+                    "tesseract [q,q,d] group); drop mesh.pp, or use scheme = \"tesseract\"");
         *ok_p = check_int(c, LVL_MESH, MESH_P, SPEC_MAX_RANKS, &s->p);
         s->q = s->d = 1;
         *ok_q = *ok_d = *ok_p && v[MESH_Q].type == LUA_TNONE && v[MESH_D].type == LUA_TNONE;
@@ -404,6 +417,10 @@ static void check_mesh(spec_ctx *c, tg_spec *s, bool *ok_q, bool *ok_d, bool *ok
     *ok_q = check_int(c, LVL_MESH, MESH_Q, SPEC_MAX_MESH, &s->q);
     *ok_d = check_int(c, LVL_MESH, MESH_D, SPEC_MAX_MESH, &s->d);
     check_placement(c, s);
+    s->pp = 1;
+    int pp = 1;
+    if (check_int(c, LVL_MESH, MESH_PP, SPEC_MAX_STAGES, &pp))
+        s->pp = pp;
     *ok_p = *ok_q && *ok_d && v[MESH_P].type == LUA_TNONE;
     if (*ok_p)
         s->p = s->q * s->q * s->d;
@@ -756,6 +773,106 @@ static void check_pipeline(spec_ctx *c, tg_spec *s, long long per_rank, const ch
     s->microbatches = m;
 }
 
+/* mesh.pp = S with pipeline.layers and pipeline.schedule (docs/TRAINING.md "Pipeline stages"): S stages, each a
+ * [q,q,d] group, hold contiguous runs of the layers: pipeline.layers = { n0, .., nS-1 } (each >= 1, summing to
+ * model.layers), default as even as possible (the L mod S extra layers on stages 1, 2, ..: stage 0 also holds the
+ * embedding). schedule "1f1b" (default) or "gpipe". S > 1 is training only, the tesseract scheme only, and refused
+ * with optimizer.shard and recompute (not planned across stages). ranks: q*q*d of one group, 0 when refused. */
+static void check_stages(spec_ctx *c, tg_spec *s, bool ok_layers, long long ranks)
+{
+    const tg_lval *pipe = &c->val[LVL_TOP][TOP_PIPE];
+    const tg_lval *sv = &c->val[LVL_PIPE][PIPE_SCHEDULE], *lv = &c->val[LVL_PIPE][PIPE_LAYERS];
+    char shown[256];
+    int S = s->pp;
+    memset(s->stage_layers, 0, sizeof s->stage_layers);
+    s->schedule = TG_PIPE_1F1B;
+    bool have_pipe = pipe->type == LUA_TTABLE && s->mode == TG_TRAIN; /* else check_pipeline refused it */
+    if (have_pipe && sv->type != LUA_TNONE) {
+        if (tg_lval_str_is(sv, "gpipe")) {
+            s->schedule = TG_PIPE_GPIPE;
+        } else if (!tg_lval_str_is(sv, "1f1b")) {
+            tg_lval_describe(shown, sizeof shown, sv);
+            fail(c, "pipeline.schedule must be \"1f1b\" (one forward, one backward: at most S - s micro-batches "
+                    "in flight on stage s) or \"gpipe\" (all forwards, then all backwards), got %s", shown);
+        }
+    }
+    if (S > 1) {
+        if (s->mode != TG_TRAIN) {
+            fail(c, "mesh.pp = %d is given without mode = \"train\": pipeline stages are built for training steps "
+                    "only (an inference pipeline is not planned); add mode = \"train\", or use pp = 1", S);
+            return;
+        }
+        if (s->opt.shard)
+            fail(c, "mesh.pp = %d is not supported with optimizer.shard = true (the sharded AdamW state is not planned "
+                    "per stage); drop shard, or use pp = 1", S);
+        if (s->recompute > 0)
+            fail(c, "mesh.pp = %d is not supported with recompute (the recomputation is not planned per stage); "
+                    "drop recompute, or use pp = 1", S);
+        if (ranks > 0 && ranks * S > SPEC_MAX_RANKS)
+            fail(c, "mesh.pp = %d makes pp*q*q*d = %lld ranks, more than the %lld tessgen supports; use a smaller "
+                    "pp, q or d", S, ranks * S, SPEC_MAX_RANKS);
+        if (ok_layers && S > s->layers) {
+            fail(c, "mesh.pp = %d is more than model.layers = %d: every stage holds at least one layer; use pp <= "
+                    "%d", S, s->layers, s->layers);
+            return;
+        }
+    }
+    if (!ok_layers)
+        return;
+    if (!have_pipe || lv->type == LUA_TNONE) { /* as even as possible */
+        for (int k = 0; k < S; k++)
+            s->stage_layers[k] = s->layers / S;
+        for (int k = 0; k < s->layers % S; k++)
+            s->stage_layers[1 + k] += 1; /* L mod S < S: stages 1 .. L mod S */
+        return;
+    }
+    char even[128];
+    {
+        size_t o = (size_t)snprintf(even, sizeof even, "{ ");
+        for (int k = 0; k < S && o < sizeof even; k++)
+            o += (size_t)snprintf(even + o, sizeof even - o, "%s%d", k ? ", " : "",
+                                  s->layers / S + (k >= 1 && k <= s->layers % S));
+        if (o < sizeof even)
+            snprintf(even + o, sizeof even - o, " }");
+    }
+    if (lv->type != LUA_TTABLE || c->stages_keyed) {
+        tg_lval_describe(shown, sizeof shown, lv);
+        fail(c, "pipeline.layers must be a list of layer counts, one per stage, such as %s, got %s%s", even,
+             lv->type == LUA_TTABLE ? "a table with keys" : shown, lv->type == LUA_TTABLE ? "; write the counts without keys" : "");
+        return;
+    }
+    if (c->nstages != S) {
+        fail(c, "pipeline.layers has %d entr%s but mesh.pp = %d: one layer count per stage; use e.g. layers = %s",
+             c->nstages, c->nstages == 1 ? "y" : "ies", S, even);
+        return;
+    }
+    long long sum = 0;
+    int bad = 0;
+    for (int k = 0; k < S; k++) {
+        const tg_lval *v = &c->stages[k];
+        bool integral = v->type == LUA_TNUMBER && (v->is_int || (isfinite(v->n) && floor(v->n) == v->n));
+        double x = integral ? tg_lval_num(v) : 0;
+        if (!integral || x < 1 || x > SPEC_MAX_LAYERS) {
+            tg_lval_describe(shown, sizeof shown, v);
+            fail(c, "pipeline.layers[%d] = %s is not a positive layer count: stage %d holds at least one layer; use "
+                    "e.g. layers = %s", k + 1, shown, k, even);
+            bad = 1;
+            continue;
+        }
+        s->stage_layers[k] = (int)x;
+        sum += (long long)x;
+    }
+    if (bad) {
+        memset(s->stage_layers, 0, sizeof s->stage_layers);
+        return;
+    }
+    if (sum != s->layers) {
+        fail(c, "pipeline.layers sums to %lld, not model.layers = %d: the stages hold contiguous runs of all the "
+                "layers; use e.g. layers = %s", sum, s->layers, even);
+        memset(s->stage_layers, 0, sizeof s->stage_layers);
+    }
+}
+
 /* recompute = "none" (default) | "full" | N: the backward recomputes the forward of the first N layers (all of them
  * with "full") from each layer's input instead of keeping its activations (docs/TRAINING.md "Recomputation").
  * Training only, the tesseract scheme only; 0 <= N <= model.layers. ok_layers: model.layers was accepted. */
@@ -804,6 +921,7 @@ static void check_recompute(spec_ctx *c, tg_spec *s, bool ok_layers)
 static void validate(spec_ctx *c, tg_spec *s)
 {
     s->microbatches = 1; /* check_pipeline sets it once the batch is known */
+    s->pp = 1;           /* check_mesh sets mesh.pp */
     tg_lval_name(&c->rep, &c->val[LVL_TOP][TOP_NAME], "model", "spec", "spec", "gpt2-small", s->name);
 
     /* mesh and model tables */
@@ -935,6 +1053,7 @@ static void validate(spec_ctx *c, tg_spec *s)
                         "use fewer positions or a smaller hidden");
         }
         check_pipeline(c, s, ok_batch ? B : 0, "model.batch: the megatron scheme gives every rank the whole batch");
+        check_stages(c, s, ok_layers, 0);
         return;
     }
     /* heads % q: heads are split across the q columns */
@@ -978,6 +1097,7 @@ static void validate(spec_ctx *c, tg_spec *s)
         char what[160];
         snprintf(what, sizeof what, "model.batch / (q*d) = %lld / %lld", B, q * d);
         check_pipeline(c, s, ok_batch && ok_q && ok_d && B % (q * d) == 0 ? B / (q * d) : 0, what);
+        check_stages(c, s, ok_layers, ok_q && ok_d ? q * q * d : 0);
     }
 
     /* int32 guards; ceil divisions so an indivisible field cannot hide an overflow */
@@ -1074,9 +1194,9 @@ bool tg_spec_on_mesh(const tg_spec *s, int q, int d, tg_spec *out, tg_err *err)
     char src[600], chunk[sizeof s->path + 64], lm[80], pipe[96];
     lm_keys(lm, sizeof lm, s);
     snprintf(src, sizeof src,
-             "return { name = \"%s\", mesh = { q = %d, d = %d }, model = { layers = %d, hidden = %d, heads = %d, "
-             "ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s%s }",
-             s->name, q, d, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps, lm,
+             "return { name = \"%s\", mesh = { q = %d, d = %d, pp = %d }, model = { layers = %d, hidden = %d, "
+             "heads = %d, ffn = %d, seq = %d, batch = %d, eps = %.17g%s }%s%s }",
+             s->name, q, d, s->pp, s->layers, s->hidden, s->heads, s->ffn, s->seq, s->batch, s->eps, lm,
              s->mode == TG_TRAIN ? ", mode = \"train\"" : "", pipe_keys(pipe, sizeof pipe, s));
     snprintf(chunk, sizeof chunk, "%s as [%d,%d,%d]", s->path, q, q, d);
     tg_spec alt;
@@ -1107,6 +1227,9 @@ bool tg_spec_on_megatron(const tg_spec *s, int p, tg_spec *out, tg_err *err)
     out->scheme = TG_SCHEME_MEGATRON;
     out->q = out->d = 1;
     out->p = p;
+    out->pp = 1; /* the megatron scheme has no stages: the whole model on p ranks */
+    memset(out->stage_layers, 0, sizeof out->stage_layers);
+    out->stage_layers[0] = s->layers;
     return true;
 }
 

@@ -12,6 +12,8 @@
  *     scheme = "tesseract",                -- optional: "tesseract" (default) or "megatron"
  *     mesh  = { q = 2, d = 2 },            -- tesseract: q required, d optional (default 1),
  *                                          -- placement optional: "row" (default), "col" or "dep" (mesh.h)
+ *                                          -- pp optional (default 1): pipeline stages, each a [q,q,d] group
+ *                                          -- (docs/TRAINING.md "Pipeline stages"; gen/pipe.h)
  *                                          -- megatron: mesh = { p = 4 } (q and d refused)
  *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
  *               seq = 16, batch = 4, eps = 1e-5,     -- eps optional (default 1e-5)
@@ -26,7 +28,9 @@
  *     backends = { "cpu", "cuda" },        -- optional; default: TESS_BACKENDS, else cpu (+ cuda if nvcc found)
  *     memory_gib = 80,                     -- optional; the memory of one rank: every arena must fit
  *     pipeline = { microbatches = 4 },     -- optional, mode = "train" only: gradient accumulation over m
- *                                          -- micro-batches; m divides batch/(q*d) (tesseract scheme only)
+ *                                          -- micro-batches; m divides batch/(q*d) (tesseract scheme only);
+ *                                          -- with mesh.pp = S > 1 also layers = { n0, .., nS-1 } (optional,
+ *                                          -- default as even as possible) and schedule = "1f1b" | "gpipe"
  *     recompute = "full",                  -- optional, mode = "train" only: "none" (default), "full" or N: the
  *                                          -- backward recomputes the first N layers' forward (tesseract scheme)
  *   }
@@ -44,6 +48,9 @@ typedef enum tg_dtype { TG_FP32 = 0, TG_BF16 = 1 } tg_dtype; /* docs/BF16.md */
 /* spec key attention: the CUDA backend's attention path (docs/CUDA.md); the CPU program is the same for both */
 typedef enum tg_attention { TG_ATTN_CUBLAS = 0, TG_ATTN_CUDNN = 1 } tg_attention;
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
+/* pipeline.schedule (docs/TRAINING.md "Pipeline stages"): one forward, one backward (default) or all forwards first */
+typedef enum tg_pipe_sched { TG_PIPE_1F1B = 0, TG_PIPE_GPIPE = 1 } tg_pipe_sched;
+#define TG_MAX_STAGES 256 /* mesh.pp at most */
 /* Backends to emit (spec key backends), as bits; "cpu" is always among them when the key is given. */
 enum { TG_BACKEND_CPU = 1, TG_BACKEND_CUDA = 2 };
 
@@ -87,6 +94,12 @@ typedef struct tg_spec {
                         * batch/(q*d*m) sequences per rank, summing their gradients (docs/TRAINING.md) */
     int recompute;     /* recompute: layers 0..recompute-1 keep only their input in the forward and recompute the
                         * rest in the backward (training, tesseract scheme; 0: none, the default) */
+    int pp;            /* mesh.pp S: pipeline stages, each a [q,q,d] group of its own (default 1; S > 1 training
+                        * only); ranks are numbered stage-major: stage s holds ranks s*q*q*d .. (s+1)*q*q*d - 1 */
+    int stage_layers[TG_MAX_STAGES]; /* pipeline.layers: the blocks of stage s, each >= 1, summing to layers
+                                      * (entries pp.. are 0); stage 0 also holds the embedding, stage pp-1 ln_f,
+                                      * the tied head and the loss */
+    tg_pipe_sched schedule; /* pipeline.schedule, default "1f1b" */
 } tg_spec;
 
 #define TG_MEMORY_GIB_DEFAULT 80.0 /* an 80 GB H100 or A100 */

@@ -204,3 +204,22 @@ cli_disk_room() {
         awk -v e="$est" -v w="$written" 'BEGIN { exit !(e * 1e6 >= w) }'
 }
 check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room
+# mesh.pp = 2: --summary prints each stage's proved schedule with its stash and the bubble; generating, --show and
+# the advisor are refused naming mesh.pp (the stage programs are not planned yet), nothing written
+cli_pipeline_stages() {
+    cat >"$WORK/pp2.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 8 }, pipeline = { microbatches = 4, layers = { 1, 3 }, schedule = "gpipe" } }
+SPEC
+    $TG "$WORK/pp2.lua" --summary >"$WORK/pp2.sum" &&
+        grep -q "^pipeline: 2 stages of \[2,2,1\] (8 ranks; stage s holds ranks s\*4 .. s\*4+3), schedule gpipe, 4 micro-batches per step$" "$WORK/pp2.sum" &&
+        grep -q "^  stage 0: layers 0..0, stash 4 micro-batches, busy 12 of 39 slots: F0 sA0>1 F1 " "$WORK/pp2.sum" &&
+        grep -q "^  stage 1: layers 1..3 + loss, stash 4 micro-batches, busy 36 of 39 slots: rA0<0 F0 rA1<0 " "$WORK/pp2.sum" &&
+        grep -q "^  bubble: 30 idle of 78 stage-slots (38.5%;" "$WORK/pp2.sum" || return 1
+    $TG "$WORK/pp2.lua" -o "$WORK/pp2" 2>"$WORK/pp2.err"
+    [ $? -eq 1 ] && [ ! -e "$WORK/pp2" ] && grep -q "mesh.pp = 2: the stage programs are not planned or emitted yet, so generating is refused" "$WORK/pp2.err" &&
+        grep -q "nothing was written" "$WORK/pp2.err" || return 1
+    $TG "$WORK/pp2.lua" --show 2>"$WORK/pp2.err" >/dev/null
+    [ $? -eq 1 ] && grep -q "so --show is refused" "$WORK/pp2.err"
+}
+check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash and the bubble; generating and --show are refused naming mesh.pp, nothing written" cli_pipeline_stages

@@ -117,7 +117,7 @@ unit() {
 }
 
 # ---- unit --------------------------------------------------------------------------
-for t in test_mesh test_spec test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k test_cpuk; do
+for t in test_mesh test_spec test_pipe test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k test_cpuk; do
     unit build/tests/$t "$t"
     ASAN_OPTIONS=detect_leaks=1 unit build/asan/tests/$t "$t (asan)"
 done

@@ -679,6 +679,71 @@ int main(void)
         }
     }
 
+    TT_CASE("mesh.pp: default one stage; stages split the layers as evenly as possible or as pipeline.layers says") {
+        TT_CHECK(load("return { " OK_TAIL " }"), "%.400s", E.msg);
+        TT_CHECK(S.pp == 1 && S.stage_layers[0] == 1 && S.stage_layers[1] == 0 && S.schedule == TG_PIPE_1F1B,
+                 "defaults: pp %d layers {%d,%d} schedule %d", S.pp, S.stage_layers[0], S.stage_layers[1], S.schedule);
+#define PP_MODEL "model = { layers = 7, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 8 }, mode = 'train'"
+        TT_CHECK(load("return { mesh = { q = 2, d = 1, pp = 3 }, " PP_MODEL " }"), "%.400s", E.msg);
+        TT_CHECK(S.pp == 3 && S.stage_layers[0] == 2 && S.stage_layers[1] == 3 && S.stage_layers[2] == 2 &&
+                     S.stage_layers[3] == 0,
+                 "7 layers on 3 stages: {%d,%d,%d,%d}", S.stage_layers[0], S.stage_layers[1], S.stage_layers[2],
+                 S.stage_layers[3]);
+        TT_CHECK(load("return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { microbatches = 4, "
+                      "layers = { 5, 2 }, schedule = 'gpipe' } }"),
+                 "%.400s", E.msg);
+        TT_CHECK(S.pp == 2 && S.stage_layers[0] == 5 && S.stage_layers[1] == 2 && S.schedule == TG_PIPE_GPIPE &&
+                     S.microbatches == 4,
+                 "explicit: pp %d {%d,%d} schedule %d m %d", S.pp, S.stage_layers[0], S.stage_layers[1], S.schedule,
+                 S.microbatches);
+        TT_CHECK(load("return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { schedule = '1f1b' } }"),
+                 "%.400s", E.msg);
+        TT_CHECK(S.schedule == TG_PIPE_1F1B && S.microbatches == 1, "1f1b: %d, m %d", S.schedule, S.microbatches);
+    }
+
+    TT_CASE("mesh.pp and pipeline.layers, pipeline.schedule: each bad value refused with its rule and fix") {
+        static const struct {
+            const char *spec, *want;
+        } bad[] = {
+            {"return { mesh = { q = 1, pp = 0 }, " PP_MODEL " }",
+             "specs/x.lua: mesh.pp = 0 is not a positive integer (the pipeline stages, each a [q,q,d] group); use "
+             "pp >= 1"},
+            {"return { mesh = { q = 1, pp = 2 }, model = { layers = 2, hidden = 8, heads = 1, ffn = 8, seq = 1, "
+             "batch = 1 } }",
+             "specs/x.lua: mesh.pp = 2 is given without mode = \"train\": pipeline stages are built for training "
+             "steps only"},
+            {"return { mesh = { q = 1, pp = 8 }, " PP_MODEL " }",
+             "specs/x.lua: mesh.pp = 8 is more than model.layers = 7: every stage holds at least one layer; use pp "
+             "<= 7"},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { layers = { 5, 1 } } }",
+             "specs/x.lua: pipeline.layers sums to 6, not model.layers = 7: the stages hold contiguous runs of all "
+             "the layers; use e.g. layers = { 3, 4 }"},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { layers = { 7 } } }",
+             "specs/x.lua: pipeline.layers has 1 entry but mesh.pp = 2: one layer count per stage; use e.g. layers "
+             "= { 3, 4 }"},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { layers = { 7, 0 } } }",
+             "specs/x.lua: pipeline.layers[2] = 0 is not a positive layer count: stage 1 holds at least one layer"},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { layers = 7 } }",
+             "specs/x.lua: pipeline.layers must be a list of layer counts, one per stage, such as { 3, 4 }, got 7"},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { schedule = 'interleaved' } }",
+             "specs/x.lua: pipeline.schedule must be \"1f1b\""},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", optimizer = { shard = true } }",
+             "specs/x.lua: mesh.pp = 2 is not supported with optimizer.shard = true"},
+            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", recompute = 'full' }",
+             "specs/x.lua: mesh.pp = 2 is not supported with recompute"},
+            {"return { scheme = 'megatron', mesh = { p = 1, pp = 2 }, " PP_MODEL " }",
+             "specs/x.lua: mesh.pp is not supported with scheme = \"megatron\""},
+            {"return { mesh = { q = 16, d = 256, pp = 2 }, model = { layers = 2, hidden = 16, heads = 16, ffn = 16, "
+             "seq = 1, batch = 4096 }, mode = 'train' }",
+             "specs/x.lua: mesh.pp = 2 makes pp*q*q*d = 131072 ranks, more than the 65536"},
+        };
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            TT_CHECK(!load(bad[k].spec), "accepted: %s", bad[k].spec);
+            TT_CHECK(strncmp(E.msg, bad[k].want, strlen(bad[k].want)) == 0, "case %zu: %.400s", k, E.msg);
+        }
+#undef PP_MODEL
+    }
+
     TT_CASE("optimizer.shard: default false, true kept for training, anything but a boolean refused") {
         TT_CHECK(load("return { mesh = { q = 1, d = 1 }, " OK_MODEL ", mode = 'train' }"), "%s", E.msg);
         TT_CHECK(!S.opt.shard, "default true");
@@ -761,7 +826,7 @@ int main(void)
 
     TT_CASE("unknown key without a close match lists the keys") {
         TT_CHECK(!load("return { mesh = { q = 1, topology = 'ring' }, " OK_MODEL " }"), "accepted");
-        TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.topology is not a known key; the keys of mesh are q, d, p, placement") == 0,
+        TT_CHECK(strcmp(E.msg, "specs/x.lua: mesh.topology is not a known key; the keys of mesh are q, d, p, placement, pp") == 0,
                  "%.400s", E.msg);
     }
 
