@@ -17,7 +17,7 @@
 
 #include "fuse.h"
 
-_Static_assert(TG_STEP_ALLGATHER + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+_Static_assert(TG_STEP_LM_ARGMAX + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
 {
@@ -240,7 +240,7 @@ void tg_cost_free(tg_cost *c)
     c->layer_s = NULL;
 }
 
-static const char *const phase_name[3] = {"forward", "backward", "optimizer"};
+static const char *const phase_name[4] = {"forward", "backward", "optimizer", "decode"};
 
 void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_sb *o)
 {
@@ -256,7 +256,7 @@ void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
                  (double)c->peak_bytes / (double)(1LL << 30));
     tg_sb_printf(o, "  %-10s %12s %12s %12s %12s %12s %14s %14s\n", "phase", "streams (s)", "serial (s)", "compute (s)",
                  "gemm (s)", "comm (s)", "comm in node B", "comm across B");
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         const tg_cost_phase *ph = &c->phase[p];
         if (!ph->nsteps)
             continue;
@@ -264,7 +264,7 @@ void tg_cost_text(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
                      ph->serial_s, ph->compute_s, ph->gemm_s, ph->comm_s, ph->intra_bytes, ph->inter_bytes);
     }
     tg_sb_puts(o, "\n  busy time per step kind (s):\n");
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         const tg_cost_phase *ph = &c->phase[p];
         if (!ph->nsteps)
             continue;
@@ -311,7 +311,7 @@ void tg_cost_json(const tg_plan *pl, const tg_cost *c, const tg_machine *mc, tg_
                      tg_placement_name(m->placement));
     tg_sb_printf(o, ",\"nodes\":%d,\"peak_bytes\":%lld,\"phases\":{", c->nodes, c->peak_bytes);
     int first = 1;
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         const tg_cost_phase *ph = &c->phase[p];
         if (!ph->nsteps)
             continue;

@@ -30,7 +30,7 @@
 #include "plan.h"
 #include "strbuf.h"
 
-#define TG_COST_NKINDS 29 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_ALLGATHER */
+#define TG_COST_NKINDS 32 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_LM_ARGMAX */
 
 /* One phase (forward, backward or optimizer) of a class program. */
 typedef struct tg_cost_phase {
@@ -45,7 +45,7 @@ typedef struct tg_cost_phase {
 } tg_cost_phase;
 
 typedef struct tg_cost {
-    tg_cost_phase phase[3];    /* tg_phase: forward, backward, optimizer */
+    tg_cost_phase phase[4];    /* tg_phase: forward, backward, optimizer, decode */
     double *layer_s;           /* [3 * layers]: streams time of each (phase, layer), phase-major; caller frees */
     int layers;
     long long peak_bytes;      /* the class's arena */

@@ -90,8 +90,8 @@ void tg_emit_step_body(tg_sb *o, const tg_plan *pl, const tg_step *s, const tg_s
 
 void tg_segment_name(char *buf, size_t cap, const tg_segment *sg)
 {
-    static const char *pre[3] = {"fwd", "bwd", "opt"};
-    const char *p = sg->phase <= TG_PHASE_OPT ? pre[sg->phase] : "phase";
+    static const char *pre[4] = {"fwd", "bwd", "opt", "dec"};
+    const char *p = sg->phase <= TG_PHASE_DEC ? pre[sg->phase] : "phase";
     if (sg->layer >= 0)
         snprintf(buf, cap, "%s_L%d", p, sg->layer);
     else if (sg->layer == TG_LAYER_EMBED)

@@ -45,12 +45,32 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         tg_sb_printf(o, "    TR_STEP(c, %d); /* L%d %s: %s */\n", id, s->layer, s->op, what);
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    tr_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), tg_emit_group_enum(s->group),
-                     s->root_local, bn(rp, s, 0), s->count);
+        if (s->boff) /* generation's argmax pairs: one row block's slice of the buffer */
+            tg_sb_printf(o, "    tr_bcast%s(c, %s, %d, %s + %d, %lld);\n", bf(rp, s, 0), tg_emit_group_enum(s->group),
+                         s->root_local, bn(rp, s, 0), s->boff, s->count);
+        else
+            tg_sb_printf(o, "    tr_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), tg_emit_group_enum(s->group),
+                         s->root_local, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "",
-                     tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
+        if (s->maxop == 2) /* generation's (max logit, id) pairs: MPI_MAXLOC */
+            tg_sb_printf(o, "    tr_allreduce_maxloc(c, %s, %s + %d, %lld);\n", tg_emit_group_enum(s->group),
+                         bn(rp, s, 0), s->boff, s->count);
+        else
+            tg_sb_printf(o, "    tr_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "",
+                         tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_KV_WRITE:
+        tg_sb_printf(o, "    tr_kv_write(c, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->nseq, s->seq, s->cols,
+                     s->context, bn(rp, s, 1));
+        break;
+    case TG_STEP_ATTN_DECODE:
+        tg_sb_printf(o, "    tr_attn_decode(c, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
+                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5), s->nseq, s->heads, s->hdim, s->context);
+        break;
+    case TG_STEP_LM_ARGMAX:
+        tg_sb_printf(o, "    tr_lm_argmax(c, %s, %d, %d, %d, %d, %s + %d);\n", bn(rp, s, 0), s->rows, s->cols,
+                     s->nvalid, s->vocab0, bn(rp, s, 1), s->boff);
         break;
     case TG_STEP_REDUCESCATTER:
     case TG_STEP_ALLGATHER: /* optimizer.shard: slice k of ceil(count / group size) elements on member k */
@@ -62,7 +82,12 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
                      s->vocab0, s->nvalid, s->rows, s->cols, bn(rp, s, 2));
         break;
     case TG_STEP_POS_ADD:
-        tg_sb_printf(o, "    tr_pos_add(c, %s, %s, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols, s->seq);
+        if (s->buf[2] >= 0) /* generation's decode step: each row at its sequence's position */
+            tg_sb_printf(o, "    tr_pos_add_at(c, %s, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                         s->rows, s->cols);
+        else
+            tg_sb_printf(o, "    tr_pos_add(c, %s, %s, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols,
+                         s->seq);
         break;
     case TG_STEP_LM_ROWMAX:
         tg_sb_printf(o, "    tr_lm_rowmax(c, %s, %d, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, s->nvalid,
@@ -189,11 +214,14 @@ static void print_step(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
 /* The functions: one per segment (a phase's steps of one layer), then one per phase calling them in order. */
 static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_coord co, tg_err *err)
 {
-    static const char *names[3] = {"forward", "backward", "optimizer"};
-    static const char *what[3] = {
-        "the forward of every block",
+    static const char *names[4] = {"forward", "backward", "optimizer", "decode"};
+    const char *what[4] = {
+        pl->spec.mode == TG_GENERATE ? "the prefill: the forward of the prompts, their K and V into the KV cache, the "
+                                       "argmax of every row"
+                                     : "the forward of every block",
         "the backward: dL/dy in grad_x -> dL/dx in grad_x, and every weight gradient",
         "one AdamW step on every local shard (step number in the context)",
+        "one decode step: a token per sequence at its position through the KV cache, its argmax",
     };
     tg_segment *sg;
     int nseg = tg_segments(rp, &sg);
@@ -229,7 +257,7 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
             print_step(o, pl, rp, co, &rp->steps[i], i);
         tg_sb_puts(o, "}\n\n");
     }
-    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT; ph++) {
+    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_DEC; ph++) {
         int any = 0;
         for (int g = 0; g < nseg; g++)
             any |= sg[g].phase == (tg_phase)ph;

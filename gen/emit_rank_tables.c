@@ -35,6 +35,7 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_GELU_SAVE:
     case TG_STEP_GELU_BWD: return "TR_K_GELU";
     case TG_STEP_ATTENTION:
+    case TG_STEP_ATTN_DECODE:
     case TG_STEP_ATTN_BWD: return "TR_K_ATTENTION";
     case TG_STEP_REDUCE: return "TR_K_REDUCE";
     case TG_STEP_ADAMW: return "TR_K_OPTIMIZER";
@@ -42,11 +43,13 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_POS_ADD:
     case TG_STEP_EMBED_BWD:
     case TG_STEP_POS_BWD:
+    case TG_STEP_KV_WRITE:
     case TG_STEP_GRAD_ACC: return "TR_K_RESID";
     case TG_STEP_CAST: return "TR_K_CAST";
     case TG_STEP_LM_ROWMAX:
     case TG_STEP_LM_SUMS:
     case TG_STEP_LM_LOSS:
+    case TG_STEP_LM_ARGMAX:
     case TG_STEP_LM_DLOGITS: return "TR_K_LOSS";
     }
     return "TR_K_GEMM";
@@ -150,6 +153,24 @@ void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const
                  rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
                  rp->bufs[rp->loss_buf].offset);
     tg_sb_puts(o, "};\n\n");
+    if (pl->spec.mode != TG_GENERATE)
+        return;
+    tg_sb_puts(o, "/* Generation (docs/GENERATE.md): forward() is the prefill, decode() one decode step; the buffers the runtime\n"
+                  " * fills (decode tokens, positions) and reads (argmax pairs, decode logits), the KV caches, and the\n"
+                  " * decode step's planned bytes. */\n");
+    tg_sb_printf(o, "%sconst tr_gen_desc tr_gen_class = {\n", linkage);
+    tg_sb_printf(o, "        .context = %d,\n", pl->spec.context);
+    tg_sb_printf(o, "        .pairs_offset = %lld, .dtok_offset = %lld, .dpos_offset = %lld, .dlogits_offset = %lld,\n"
+                    "        .dpairs_offset = %lld, .kv_offset = %lld, .kv_elems = %lld,\n",
+                 rp->bufs[rp->pairs_buf].offset, rp->bufs[rp->dtok_buf].offset, rp->bufs[rp->dpos_buf].offset,
+                 rp->bufs[rp->dlogits_buf].offset, rp->bufs[rp->dpairs_buf].offset, rp->bufs[rp->kv_buf0].offset,
+                 rp->kv_elems);
+    ll4(o, "plan_dec_bcast_recv", rp->dec_bcast_recv);
+    ll4(o, "plan_dec_bcast_sent", rp->dec_bcast_sent);
+    ll4(o, "plan_dec_allreduce", rp->dec_allreduce);
+    ll4(o, "plan_dec_reduce_recv", rp->dec_reduce_recv);
+    ll4(o, "plan_dec_reduce_sent", rp->dec_reduce_sent);
+    tg_sb_puts(o, "        .decode = decode,\n};\n\n");
 }
 
 void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *null_ptr)

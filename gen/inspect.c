@@ -67,8 +67,8 @@ const char *tg_step_dir(const tg_step *s)
 
 const char *tg_phase_label(int phase)
 {
-    static const char *n[] = {"fwd", "bwd", "opt"};
-    return (phase >= 0 && phase < 3) ? n[phase] : "phase?";
+    static const char *n[] = {"fwd", "bwd", "opt", "dec"};
+    return (phase >= 0 && phase < 4) ? n[phase] : "phase?";
 }
 
 static int nkinds(void)

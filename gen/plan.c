@@ -127,12 +127,14 @@ static void totals(const tg_plan *pl, tg_class_plan *rp)
         const tg_step *st = &rp->steps[s];
         long long times = tg_step_times(pl, st);
         rp->flops += st->flops * times;
-        int bwd = st->phase == TG_PHASE_BWD;
+        int bwd = st->phase == TG_PHASE_BWD, dec = st->phase == TG_PHASE_DEC;
+        if (dec) /* generation's decode step: its own figures, per call (docs/GENERATE.md) */
+            rp->dec_flops += st->flops;
         rp->steps[s].esize = st->buf[0] >= 0 ? tg_dtype_size(rp->bufs[st->buf[0]].dtype) : 4;
         long long bytes = st->count * st->esize * times;
-        long long *recv = bwd ? rp->bwd_bcast_recv : rp->bcast_recv;
-        long long *sent = bwd ? rp->bwd_bcast_sent : rp->bcast_sent;
-        long long *ar = bwd ? rp->bwd_allreduce : rp->allreduce;
+        long long *recv = bwd ? rp->bwd_bcast_recv : dec ? rp->dec_bcast_recv : rp->bcast_recv;
+        long long *sent = bwd ? rp->bwd_bcast_sent : dec ? rp->dec_bcast_sent : rp->bcast_sent;
+        long long *ar = bwd ? rp->bwd_allreduce : dec ? rp->dec_allreduce : rp->allreduce;
         if (st->kind == TG_STEP_BCAST) {
             if (st->is_root)
                 sent[st->group] += bytes;
@@ -145,8 +147,8 @@ static void totals(const tg_plan *pl, tg_class_plan *rp)
         } else if (st->kind == TG_STEP_ALLGATHER) {
             rp->opt_allgather[st->group] += bytes;
         } else if (st->kind == TG_STEP_REDUCE) {
-            long long *rr = bwd ? rp->bwd_reduce_recv : rp->reduce_recv;
-            long long *rs = bwd ? rp->bwd_reduce_sent : rp->reduce_sent;
+            long long *rr = bwd ? rp->bwd_reduce_recv : dec ? rp->dec_reduce_recv : rp->reduce_recv;
+            long long *rs = bwd ? rp->bwd_reduce_sent : dec ? rp->dec_reduce_sent : rp->reduce_sent;
             if (st->is_root)
                 rr[st->group] += bytes * (st->group_size - 1);
             else
@@ -331,6 +333,9 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_POS_BWD: return "pos_bwd";
     case TG_STEP_CAST: return "cast";
     case TG_STEP_GRAD_ACC: return "grad_acc";
+    case TG_STEP_KV_WRITE: return "kv_write";
+    case TG_STEP_ATTN_DECODE: return "attn_decode";
+    case TG_STEP_LM_ARGMAX: return "lm_argmax";
     case TG_STEP_REDUCESCATTER: return "reducescatter";
     case TG_STEP_ALLGATHER: return "allgather";
     }

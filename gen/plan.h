@@ -92,7 +92,16 @@ typedef enum tg_step_kind {
      * ones shorter, possibly empty); member k of the group owns slice k */
     TG_STEP_REDUCESCATTER, /* buf[0]: [count]; member k's slice of it becomes the sum over the group of that slice (every
                             * member's part added in member order 0, 1, ..; the rest of buf[0] is left as it was) */
-    TG_STEP_ALLGATHER      /* buf[0]: [count]; every member's slice k becomes member k's slice k (a copy of its bits) */
+    TG_STEP_ALLGATHER,     /* buf[0]: [count]; every member's slice k becomes member k's slice k (a copy of its bits) */
+    /* generation (spec mode = "generate"; docs/GENERATE.md). The KV cache of a layer is [nseq*context, 2*cols]: row
+     * s*context + p holds K | V (the local heads side by side, as in [Q|K|V]) of local sequence s at position p */
+    TG_STEP_KV_WRITE,     /* prefill: buf[0] qkv [nseq*seq, 3*cols] (bias added) -> buf[1] cache rows s*context + p,
+                           * p < seq: its K and V columns */
+    TG_STEP_ATTN_DECODE,  /* decode: buf[0] qkv [nseq, 3*cols] += buf[1] bias; K, V into buf[3] cache row
+                           * s*context + buf[4] pos[s] (i32 [nseq]); buf[2] out [nseq, cols] = softmax(q K^T/sqrt(hdim)) V
+                           * over the cache rows 0..pos[s]; buf[5] scratch [context] */
+    TG_STEP_LM_ARGMAX     /* buf[0] logits [rows, cols] -> buf[1] + boff: per row the pair (max logit, its id) over the
+                           * nvalid first columns, ties to the lowest id (a float and an int32 in two 4-byte slots) */
 } tg_step_kind;
 
 /* Pseudo-layers of the language model's steps (each its own function in the generated code). */
@@ -102,7 +111,9 @@ typedef enum tg_step_kind {
 typedef enum tg_phase {
     TG_PHASE_FWD = 0, /* forward(): the whole stack */
     TG_PHASE_BWD = 1, /* backward(): from dL/dy in the gradient buffer to dL/dx and every weight gradient */
-    TG_PHASE_OPT = 2  /* optimizer(): one AdamW step on every local shard */
+    TG_PHASE_OPT = 2, /* optimizer(): one AdamW step on every local shard */
+    TG_PHASE_DEC = 3  /* decode(): one token per sequence through the KV cache (mode = "generate"); forward() is the
+                       * prefill */
 } tg_phase;
 
 #define TG_STEP_MAXBUF 8
@@ -179,7 +190,9 @@ typedef struct tg_step {
     int nseq, seq, heads, hdim; /* attention: local sequences, tokens, local heads, head dim */
     int cudnn;                  /* attention steps of an attention = "cudnn" plan: cuDNN's fused path (docs/CUDA.md) */
     int vocab0, nvalid;         /* LM steps: first vocab id of the local block, ids of it below V */
-    int boff;                   /* EMBED, EMBED_BWD: element offset into buf[0] (one row block's token ids) */
+    int boff;                   /* EMBED, EMBED_BWD: element offset into buf[0] (one row block's token ids); LM_ARGMAX
+                                 * (into buf[1]), and the BCAST and ALLREDUCE of its pairs (into buf[0]) */
+    int context;                /* KV_WRITE, ATTN_DECODE: the KV-cache length (spec model.context) */
     float scale;                /* LM_DLOGITS: 1 / (batch*seq) */
     long long slice_of;         /* adamw on a slice (optimizer.shard): the parameter's elements, count being one slice,
                                  * ceil(slice_of / d) (the member of dep(i,j) picks which); 0: the whole shard */
@@ -294,6 +307,16 @@ typedef struct tg_class_plan {
     /* the language model (spec vocab > 0), else -1: token ids of the q row blocks q*k..q*k+q-1 [1, q*R] i32,
      * targets of row block h [1, R] i32, logits(h, vocab block j) [R, Vq], per-token loss [1, R] */
     int tok_buf, tgt_buf, logits_buf, loss_buf;
+    /* generation (mode = "generate"), else -1: the prefill's argmax pairs of the q row blocks of the depth
+     * [q*R, 2]; the decode step's token ids of those row blocks [q*nseq] i32, positions of row block h [nseq] i32,
+     * logits [nseq, Vq] and pairs [q*nseq, 2]; and the first layer's KV cache (the others follow it in the plan's
+     * buffers, one per layer) */
+    int pairs_buf, dtok_buf, dpos_buf, dlogits_buf, dpairs_buf, kv_buf0;
+    long long kv_elems; /* the KV caches of every layer, elements (4 bytes each) */
+    /* the decode step's bytes (TG_PHASE_DEC), as the forward's above: one call of decode() */
+    long long dec_bcast_recv[TG_NGROUPS], dec_bcast_sent[TG_NGROUPS], dec_allreduce[TG_NGROUPS];
+    long long dec_reduce_recv[TG_NGROUPS], dec_reduce_sent[TG_NGROUPS];
+    long long dec_flops;
     long long flops;
     /* streams.c's totals: steps on the comm stream, steps that wait for the other stream, SUMMA bcasts of
      * step t >= 1, and how many of those overlap the GEMM before them */

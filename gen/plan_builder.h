@@ -36,6 +36,12 @@ typedef struct tg_builder {
     /* appended to the name of every buffer declared while set: "_rc" while the backward recomputes a layer's
      * forward (spec recompute), so that its buffers are not the forward's */
     const char *name_sfx;
+    /* generation (mode = "generate"): 1 while the prefill is planned (each attention also writes the KV cache), 2
+     * while the decode step is (attention over the cache); 0 otherwise. kv: the KV cache of each layer; pos: the
+     * decode step's positions buffer */
+    int gen;
+    const int *kv;
+    int pos;
 } tg_builder;
 
 /* A buffer [rows, cols]; its name is printf-like with %d and %s only. Returns its id (-1 on oom). */

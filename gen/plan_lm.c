@@ -78,6 +78,9 @@ void tg_lm_declare_final(tg_builder *b, tg_lm *lm)
     rp->logits_buf = tg_pb_io_buf(b, R * mb, Vq, (long long)R * Vq, what, "logits");
     rp->loss_buf = tg_pb_io_buf(b, 1, R * mb, R, "per-token loss of row block {h} (the same on every j)",
                                 "token_loss");
+    lm->tok = rp->tok_buf;
+    lm->logits = rp->logits_buf;
+    lm->pos = -1;
 }
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
@@ -105,7 +108,7 @@ void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
         tg_step *s = tg_pb_step(b, TG_STEP_EMBED, L, "embed", t);
         if (!s)
             return;
-        tg_pb_use(s, 0, b->rp->tok_buf, TG_ACC_R);
+        tg_pb_use(s, 0, lm->tok, TG_ACC_R);
         tg_pb_use(s, 1, lm->wte, TG_ACC_R);
         tg_pb_use(s, 2, target, TG_ACC_W);
         s->boff = t * R * pl->mb; /* row block h' of the whole batch; the view adds the micro-batch's rows */
@@ -132,6 +135,10 @@ void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
     s->cols = Cq;
     s->seq = pl->spec.seq;
     s->label = "x += wpe rows of the token positions (r mod seq)";
+    if (lm->pos >= 0) { /* the decode step: each row at its sequence's position */
+        tg_pb_use(s, 2, lm->pos, TG_ACC_R);
+        s->label = "x += wpe rows of the sequences' positions";
+    }
 }
 
 void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
@@ -166,7 +173,7 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
             s->desc = TG_D_LABEL;
             s->label = "bcast E(t, j) (wte vocab block t, columns j) over col from local root t";
         }
-        int target = (j == t) ? rp->logits_buf : part;
+        int target = (j == t) ? lm->logits : part;
         tg_step *s = tg_pb_gemm(b, L, "head", t, 0, 1, R, Vq, Cq, lm->xf, Cq, E, Cq, target, Vq);
         if (!s)
             return;
@@ -179,8 +186,10 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
             s->label = "reduce(sum) P over row to local root t: logits(h, vocab block t)";
         }
     }
-    /* the loss: max, then (sum of exponentials, target logit), each over the row */
-    tg_lm_loss(b, lm, R, j, TG_ROW, q, tg_pb_allreduce_row);
+    /* the loss: max, then (sum of exponentials, target logit), each over the row (generation: the argmax instead,
+     * plan_tesseract.c) */
+    if (pl->spec.mode != TG_GENERATE)
+        tg_lm_loss(b, lm, R, j, TG_ROW, q, tg_pb_allreduce_row);
 }
 
 /* ---- backward ---------------------------------------------------------------------------------------------- */

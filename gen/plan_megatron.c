@@ -250,6 +250,7 @@ void tg_plan_megatron(tg_builder *b, bool shards_only)
     tg_lm lm;
     int lmod = pl->V > 0; /* the whole GPT-2 (plan_megatron_lm.c) */
     rp->tok_buf = rp->tgt_buf = rp->logits_buf = rp->loss_buf = -1;
+    rp->pairs_buf = rp->dtok_buf = rp->dpos_buf = rp->dlogits_buf = rp->dpairs_buf = rp->kv_buf0 = -1;
     if (lmod)
         tg_mglm_declare_embedding(b, &lm);
     for (int l = 0; l < L; l++)

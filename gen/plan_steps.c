@@ -384,3 +384,71 @@ int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what)
     s->scale = 1.0f / (float)b->pl->T;
     return dl;
 }
+
+/* ---- generation (docs/GENERATE.md) ------------------------------------------------------------------------- */
+
+bool tg_pb_kv_write(tg_builder *b, int layer, int rows, int cols, int qkv, int kv)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_KV_WRITE, layer, "kv", -1);
+    if (!s)
+        return false;
+    tg_pb_use(s, 0, qkv, TG_ACC_R);
+    tg_pb_use(s, 1, kv, TG_ACC_W);
+    s->rows = rows;
+    s->cols = cols;
+    s->nseq = b->pl->nseq;
+    s->seq = b->pl->spec.seq;
+    s->context = b->pl->spec.context;
+    s->label = "KV cache rows s*context + p, p < seq = K | V of the prompt's tokens (bias added)";
+    return true;
+}
+
+bool tg_pb_attn_decode(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att, int kv, int pos)
+{
+    const tg_plan *pl = b->pl;
+    int N = pl->spec.context;
+    tg_step *s = tg_pb_step(b, TG_STEP_ATTN_DECODE, layer, "attn", -1);
+    if (!s)
+        return false;
+    tg_pb_use(s, 0, qkv, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 1, qkv_bias, TG_ACC_R);
+    tg_pb_use(s, 2, att, TG_ACC_W);
+    tg_pb_use(s, 3, kv, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 4, pos, TG_ACC_R);
+    tg_pb_use(s, 5, tg_pb_buf(b, 1, N, 0, "attention scores of one sequence's head over the KV cache",
+                              "L%d_dec_scores", layer), TG_ACC_W);
+    s->rows = rows;
+    s->cols = cols;
+    s->nseq = rows;
+    s->seq = 1;
+    s->heads = pl->Hq;
+    s->hdim = pl->D;
+    s->context = N;
+    s->flops = 4LL * rows * pl->Hq * N * pl->D; /* at most: a sequence at position N-1 */
+    s->label = "K, V of the token into the cache at its position; softmax(q K^T / sqrt(hdim)) V over positions 0..pos";
+    return true;
+}
+
+void tg_lm_argmax(tg_builder *b, int logits, int rows, int blk, int pairs, int boff, tg_group g, int gsize)
+{
+    tg_step *s = loss_step(b, TG_STEP_LM_ARGMAX, rows, blk,
+                           "per-token (max logit, its id) of the local logits, ties to the lowest id");
+    if (!s)
+        return;
+    s->op = "argmax";
+    s->boff = boff;
+    tg_pb_use(s, 0, logits, TG_ACC_R);
+    tg_pb_use(s, 1, pairs, TG_ACC_R | TG_ACC_W);
+    if (gsize > 1) {
+        s = tg_pb_step(b, TG_STEP_ALLREDUCE, TG_LAYER_HEAD, "argmax", -1);
+        if (!s)
+            return;
+        s->group = g;
+        s->group_size = gsize;
+        s->maxop = 2; /* MPI_MAXLOC on (float, int) pairs: 2 slots each */
+        s->count = 2LL * rows;
+        s->boff = boff;
+        tg_pb_use(s, 0, pairs, TG_ACC_R | TG_ACC_W);
+        s->label = "all-reduce(maxloc) of the (max logit, id) pairs over row: the argmax over all of V, lowest id on ties";
+    }
+}

@@ -54,6 +54,9 @@ typedef struct tg_lm {
     int gwte_part;                      /* micro-batches: this one's part of the wte gradient (head and embedding) */
     int p_wte, p_wpe, p_lnf_g, p_lnf_b; /* their param indices */
     int y, rs, vs, xf, mx, sums;        /* what the head's backward needs of its forward */
+    /* the buffers the embedding and the head read and write (the plan's tokens and logits; generation's decode step
+     * has its own), and the positions of the rows (-1: row r is at position r mod seq) */
+    int tok, logits, pos;
 } tg_lm;
 
 /* Real ids (< V) among the Vq columns of vocab block blk; the vocab-parallel loss over this rank's
@@ -61,6 +64,14 @@ typedef struct tg_lm {
  * exponentials and the target logit, their sum by `sum`, the per-token loss); and dL/dlogits of that block into a
  * new [rows, Vq] buffer described by what (returned; -1 on oom). */
 int tg_lm_nvalid(const tg_plan *pl, int blk);
+/* Generation (docs/GENERATE.md). The prefill's copy of K and V of every token into the layer's KV cache kv, after
+ * the attention (which added the bias to qkv); the decode step's attention of one token per sequence over the cache
+ * up to its position (pos: [nseq] i32), which first writes that token's K and V there; and the greedy choice: per
+ * row of this rank's logits block, (max, id) into pairs + boff [rows, 2], then the max all-reduce of the pairs over
+ * g (MPI_MAXLOC: ties to the lowest id), so every member holds the argmax over the whole vocabulary. */
+bool tg_pb_kv_write(tg_builder *b, int layer, int rows, int cols, int qkv, int kv);
+bool tg_pb_attn_decode(tg_builder *b, int layer, int rows, int cols, int qkv, int qkv_bias, int att, int kv, int pos);
+void tg_lm_argmax(tg_builder *b, int logits, int rows, int blk, int pairs, int boff, tg_group g, int gsize);
 void tg_lm_loss(tg_builder *b, tg_lm *lm, int rows, int blk, tg_group g, int gsize, tg_pb_sum_fn sum);
 int tg_lm_dlogits(tg_builder *b, tg_lm *lm, int rows, int blk, const char *what);
 

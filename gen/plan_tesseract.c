@@ -167,8 +167,13 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
 
     int att = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l));
-    if (!tg_pb_attention(b, l, R, Cq, qkv, w->qkv_b, att))
+    if (b->gen == 2) { /* generation's decode step: one token per sequence over the KV cache */
+        if (!tg_pb_attn_decode(b, l, R, Cq, qkv, w->qkv_b, att, b->kv[l], b->pos))
+            return -1;
+    } else if (!tg_pb_attention(b, l, R, Cq, qkv, w->qkv_b, att) ||
+               (b->gen == 1 && !tg_pb_kv_write(b, l, R, Cq, qkv, b->kv[l]))) { /* the prefill fills the cache */
         return -1;
+    }
 
     int p1 = tg_pb_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
     summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
@@ -372,6 +377,103 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
            grad_of(b, w, P_LN1_B));
 }
 
+/* Generation's greedy choice (docs/GENERATE.md) after the head: the argmax pairs of row block h into slice i of pairs
+ * [q*rows, 2], all-reduced over the row; then q broadcasts over the column from root t of slice t, so every rank
+ * holds the choices of the q row blocks of its depth: the token ids its next embedding reads. */
+static void gen_choose(tg_builder *b, int logits, int pairs, int rows)
+{
+    int q = b->pl->mesh.q, i = b->c.i;
+    tg_lm_argmax(b, logits, rows, b->c.j, pairs, 2 * i * rows, TG_ROW, q);
+    for (int t = 0; q > 1 && t < q; t++) {
+        tg_step *s = tg_pb_bcast(b, TG_LAYER_HEAD, "argmax", t, TG_COL, pairs, 2LL * rows, "");
+        if (!s)
+            return;
+        s->boff = 2 * t * rows;
+        s->desc = TG_D_LABEL;
+        s->label = "bcast the (max, id) pairs of row block t+q*k over col from local root t";
+    }
+}
+
+/* mode = "generate": the prefill (phase forward: the inference forward of the prompts, which also writes K and V of
+ * every layer into the KV cache, then the greedy choice for every row) and the decode step (phase decode: the same
+ * layout on one row per sequence, plan dp: R = nseq, seq = 1), on one arena; the KV caches are persistent. */
+static void plan_generate(tg_builder *b, tg_lm *lm, const layer_w *lw, layer_saved *sv)
+{
+    const tg_plan *pl = b->pl;
+    tg_class_plan *rp = b->rp;
+    const tg_spec *sp = &pl->spec;
+    int q = pl->mesh.q, nseq = pl->nseq, Cq = pl->Cq, N = sp->context;
+    int *kv = malloc((size_t)sp->layers * sizeof *kv);
+    if (!kv) {
+        b->oom = true;
+        return;
+    }
+    char what[100];
+    for (int l = 0; l < sp->layers; l++) {
+        snprintf(what, sizeof what, "KV cache of layer %d: K | V of head group j, row s*%d + position", l, N);
+        kv[l] = tg_pb_buf(b, nseq * N, 2 * Cq, 1, what, "L%d_kv", l);
+    }
+    rp->kv_buf0 = kv[0];
+    rp->kv_elems = 2LL * Cq * nseq * N * sp->layers;
+    rp->pairs_buf = tg_pb_buf(b, q * pl->R, 2, 1, "prefill (max logit, id) pairs of row blocks q*k..q*k+q-1",
+                              "pairs");
+    rp->dtok_buf = tg_pb_buf(b, 1, q * nseq, 1, "decode token ids of row blocks q*k..q*k+q-1 (int32, the runtime)",
+                             "dec_tokens");
+    rp->dpos_buf = tg_pb_buf(b, 1, nseq, 1, "decode positions of row block {h}'s sequences (int32, the runtime)",
+                             "dec_pos");
+    snprintf(what, sizeof what, "decode logits(h={h}, vocab block j=%d)", rp->j);
+    rp->dlogits_buf = tg_pb_buf(b, nseq, pl->Vq, 1, what, "dec_logits");
+    rp->dpairs_buf = tg_pb_buf(b, q * nseq, 2, 1, "decode (max logit, id) pairs of row blocks q*k..q*k+q-1",
+                               "dec_pairs");
+    for (int k = 0; k < 5 && !b->oom; k++) {
+        int id = (int[]){rp->tok_buf, rp->dtok_buf, rp->dpos_buf, rp->pairs_buf, rp->dpairs_buf}[k];
+        if (id < 0)
+            b->oom = true;
+        else if (k < 3)
+            rp->bufs[id].dtype = TG_BUF_I32;
+    }
+    b->kv = kv;
+    /* the prefill */
+    b->gen = 1;
+    tg_lm_embed(b, lm, rp->x_buf);
+    int rs_carry = -1, x = rp->x_buf;
+    for (int l = 0; l < sp->layers && !b->oom; l++)
+        x = build_layer(b, l, &lw[l], x, &rs_carry, &sv[l], false);
+    rp->y_buf = x;
+    if (!b->oom)
+        tg_lm_head(b, lm, x);
+    if (!b->oom)
+        gen_choose(b, rp->logits_buf, rp->pairs_buf, pl->R);
+    /* the decode step */
+    tg_plan dp = *pl;
+    dp.R = nseq;
+    dp.T = sp->batch;
+    dp.spec.seq = 1;
+    b->pl = &dp;
+    b->phase = TG_PHASE_DEC;
+    b->gen = 2;
+    b->pos = rp->dpos_buf;
+    b->name_sfx = "_dec";
+    lm->tok = rp->dtok_buf;
+    lm->logits = rp->dlogits_buf;
+    lm->pos = rp->dpos_buf;
+    int xd = tg_pb_buf(b, nseq, Cq, 0, "residual stream of the decoded tokens (h, j)", "x");
+    if (!b->oom)
+        tg_lm_embed(b, lm, xd);
+    rs_carry = -1;
+    for (int l = 0; l < sp->layers && !b->oom; l++)
+        xd = build_layer(b, l, &lw[l], xd, &rs_carry, &sv[l], false);
+    if (!b->oom)
+        tg_lm_head(b, lm, xd);
+    if (!b->oom)
+        gen_choose(b, rp->dlogits_buf, rp->dpairs_buf, nseq);
+    b->name_sfx = NULL;
+    b->gen = 0;
+    b->kv = NULL;
+    b->pl = pl;
+    free(kv);
+}
+
 void tg_plan_tesseract(tg_builder *b, bool shards_only)
 {
     const tg_plan *pl = b->pl;
@@ -388,6 +490,7 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
     }
     tg_lm lm;
     rp->tok_buf = rp->tgt_buf = rp->logits_buf = rp->loss_buf = -1;
+    rp->pairs_buf = rp->dtok_buf = rp->dpos_buf = rp->dlogits_buf = rp->dpairs_buf = rp->kv_buf0 = -1;
     if (pl->V > 0)
         tg_lm_declare_embedding(b, &lm);
     for (int l = 0; l < sp->layers; l++)
@@ -405,7 +508,9 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
         snprintf(what, sizeof what, "gradient block (h={h}, j=%d): dL/dy in, dL/dx out", rp->j);
         rp->gx_buf = tg_pb_io_buf(b, pl->R * pl->mb, pl->Cq, mbe, what, "grad_x");
     }
-    if (!shards_only) {
+    if (!shards_only && sp->mode == TG_GENERATE) {
+        plan_generate(b, &lm, lw, sv);
+    } else if (!shards_only) {
         if (pl->V > 0)
             tg_lm_embed(b, &lm, rp->x_buf);
         int rs_carry = -1, x = rp->x_buf;

@@ -65,7 +65,7 @@ enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS
        TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_RECOMPUTE, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_PP, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
-       MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_COUNT };
+       MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_CONTEXT, MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_SHARD, OPT_COUNT };
 enum { PIPE_MICROBATCHES, PIPE_LAYERS, PIPE_SCHEDULE, PIPE_COUNT };
 
@@ -76,7 +76,7 @@ static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
      "epilogues", "pipeline", "recompute"},
     {"q", "d", "p", "placement", "pp"},
-    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie"},
+    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie", "context"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip", "shard"},
     {"microbatches", "layers", "schedule"},
 };
@@ -243,6 +243,7 @@ static const char *field_hint(int level, int k)
     case MODEL_BATCH: return "the sequences per step B";
     case MODEL_VOCAB: return "the vocabulary size V";
     case MODEL_POSITIONS: return "the learned positions P, at least seq";
+    case MODEL_CONTEXT: return "the KV-cache length N of generation, seq <= N <= positions";
     default: return "";
     }
 }
@@ -439,9 +440,13 @@ static void check_mode(spec_ctx *c, tg_spec *s)
         s->mode = TG_TRAIN;
         return;
     }
+    if (tg_lval_str_is(v, "generate")) {
+        s->mode = TG_GENERATE;
+        return;
+    }
     tg_lval_describe(shown, sizeof shown, v);
-    fail(c, "mode = %s is not a mode: use mode = \"infer\" (forward only) or mode = \"train\" (forward, "
-            "backward and AdamW)", shown);
+    fail(c, "mode = %s is not a mode: use mode = \"infer\" (forward only), mode = \"train\" (forward, "
+            "backward and AdamW) or mode = \"generate\" (prefill and KV-cache decode)", shown);
 }
 
 /* optimizer = { lr, beta1, beta2, eps, weight_decay, warmup, decay_steps, lr_min, clip }: AdamW, its
@@ -730,6 +735,48 @@ static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
     }
 }
 
+/* mode = "generate" (docs/GENERATE.md): model.context N is the KV-cache length, required with the mode and refused
+ * without it; the whole language model is needed (model.vocab: tokens in, tokens out); seq <= N <= positions (the
+ * prompt fits the cache, every cached position has a learned embedding). This slice plans the Tesseract scheme's fp32
+ * program only: the megatron scheme and dtype = "bf16" are refused here, the CUDA backend where tessgen picks the
+ * backends (main.c). */
+static void check_generate(spec_ctx *c, tg_spec *s, bool ok_seq)
+{
+    const tg_lval *v = &c->val[LVL_MODEL][MODEL_CONTEXT];
+    s->context = 0;
+    if (s->mode != TG_GENERATE) {
+        if (v->type != LUA_TNONE)
+            fail(c, "model.context is given without mode = \"generate\": it is the KV-cache length of text "
+                    "generation; add mode = \"generate\" or drop context");
+        return;
+    }
+    if (c->val[LVL_MODEL][MODEL_VOCAB].type == LUA_TNONE)
+        fail(c, "mode = \"generate\" needs model.vocab: generation reads and writes token ids through the embedding "
+                "and the tied LM head; add vocab = <V> and positions = <P> to model");
+    if (s->scheme == TG_SCHEME_MEGATRON)
+        fail(c, "mode = \"generate\" is not built for scheme = \"megatron\": only the Tesseract layout has a prefill "
+                "and a decode program; drop scheme, or use mode = \"infer\"");
+    if (s->dtype == TG_BF16)
+        fail(c, "mode = \"generate\" is not built for dtype = \"bf16\": the decode step and the KV cache are fp32 "
+                "only; use dtype = \"fp32\"");
+    if (v->type == LUA_TNONE) {
+        fail(c, "model.context is missing: mode = \"generate\" needs the KV-cache length N (prompt plus generated "
+                "tokens, seq <= N <= positions); add context = <N> to model (GPT-2: 1024)");
+        return;
+    }
+    if (!check_int(c, LVL_MODEL, MODEL_CONTEXT, SPEC_MAX_DIM, &s->context))
+        return;
+    if (ok_seq && s->context < s->seq) {
+        fail(c, "model.context = %d is smaller than model.seq = %d: the prompt (up to seq tokens) must fit the KV "
+                "cache; use context >= %d", s->context, s->seq, s->seq);
+        s->context = 0;
+    } else if (s->positions > 0 && s->context > s->positions) {
+        fail(c, "model.context = %d is larger than model.positions = %d: every cached position needs a learned "
+                "position embedding; use context <= %d", s->context, s->positions, s->positions);
+        s->context = 0;
+    }
+}
+
 /* pipeline = { microbatches = m }: a training step runs m micro-batches of the per-rank batch, accumulating the
  * weight gradients (docs/TRAINING.md "Micro-batches"). m >= 1 (default 1) and divides the sequences of each rank;
  * the table exists only with mode = "train"; the megatron scheme refuses m > 1. per_rank: sequences per rank, or 0
@@ -971,6 +1018,7 @@ static void validate(spec_ctx *c, tg_spec *s)
         ok_batch = check_int(c, LVL_MODEL, MODEL_BATCH, SPEC_MAX_DIM, &s->batch);
         check_eps(c, s);
         check_lm(c, s, ok_seq);
+        check_generate(c, s, ok_seq);
     }
     check_recompute(c, s, ok_layers);
 
@@ -1124,6 +1172,10 @@ static void validate(spec_ctx *c, tg_spec *s)
         check_count(c, "the per-rank position embedding block", "positions*(hidden/q)",
                     sat_mul(s->positions, ceil_div(C, q)), "use fewer positions or a larger q");
     }
+    if (s->context > 0 && ok_batch && ok_hidden && ok_q && ok_d) /* one layer's KV cache (docs/GENERATE.md) */
+        check_count(c, "the per-rank KV cache of one layer", "(batch/(q*d))*context*2*(hidden/q)",
+                    sat_mul(sat_mul(ceil_div(B, q * d), s->context), 2 * ceil_div(C, q)),
+                    "use a smaller batch or context, or a larger q or d");
     if (ok_batch && ok_heads && ok_seq && ok_q && ok_d)
         check_count(c, "the per-rank attention scores", "(batch/(q*d))*(heads/q)*seq*seq",
                     sat_mul(sat_mul(sat_mul(ceil_div(B, q * d), ceil_div(H, q)), S), S),

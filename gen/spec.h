@@ -47,7 +47,7 @@
 typedef enum tg_dtype { TG_FP32 = 0, TG_BF16 = 1 } tg_dtype; /* docs/BF16.md */
 /* spec key attention: the CUDA backend's attention path (docs/CUDA.md); the CPU program is the same for both */
 typedef enum tg_attention { TG_ATTN_CUBLAS = 0, TG_ATTN_CUDNN = 1 } tg_attention;
-typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1 } tg_mode;
+typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1, TG_GENERATE = 2 } tg_mode; /* generate: docs/GENERATE.md */
 /* pipeline.schedule (docs/TRAINING.md "Pipeline stages"): one forward, one backward (default) or all forwards first */
 typedef enum tg_pipe_sched { TG_PIPE_1F1B = 0, TG_PIPE_GPIPE = 1 } tg_pipe_sched;
 #define TG_MAX_STAGES 256 /* mesh.pp at most */
@@ -82,11 +82,13 @@ typedef struct tg_spec {
     int vocab;       /* model.vocab V: token embedding, ln_f and the tied LM head with a vocab-parallel
                       * cross-entropy (docs/MODEL.md); 0: the block stack alone, as before */
     int positions;   /* model.positions P >= seq, learned positions (with vocab; else 0) */
+    int context;     /* model.context N: mode = "generate" only, seq <= N <= positions, the KV-cache length (prompt
+                      * and generated tokens of one sequence); else 0 (docs/GENERATE.md) */
     tg_dtype dtype;
     tg_attention attention; /* "cublas" (default) or "cudnn": cuDNN's fused attention, needs bf16 */
     bool no_epilogues;      /* epilogues = false: no cuBLASLt epilogues on the CUDA backend (gen/fuse.c); zero, the
                              * default, has them (so a tg_spec made in code has them too) */
-    tg_mode mode;    /* "infer" (default) or "train" */
+    tg_mode mode;    /* "infer" (default), "train" or "generate" */
     tg_adamw opt;    /* used when mode == TG_TRAIN */
     unsigned backends; /* TG_BACKEND_* bits from the spec; 0 when it does not say (emit_rank_cu.c decides) */
     double memory_gib; /* memory of one rank, GiB: every rank's arena must fit (default TG_MEMORY_GIB_DEFAULT) */

@@ -132,6 +132,24 @@ typedef struct tr_lm_desc {
  * their goldens) stay as they were, link without it and see &tr_lm_class == NULL (tr_tokens.c: tr_lm()). */
 extern const tr_lm_desc tr_lm_class __attribute__((weak));
 
+/* Generation (spec mode = "generate"; docs/GENERATE.md): the rank's forward is the prefill of the prompts (their K
+ * and V into the KV caches, the greedy argmax of every row) and decode() one decode step (one token per sequence at
+ * its position). Offsets (floats) of: the prefill's (max logit, id) pairs of the q row blocks of the depth
+ * [q*io_rows, 2]; the decode step's token ids of those row blocks [q*nseq] int32 and positions of its row block
+ * [nseq] int32 (the runtime fills both), its logits [nseq, vq] and pairs [q*nseq, 2]; the first KV cache (kv_elems:
+ * every layer's, elements). A weak reference, as tr_lm_class. */
+typedef struct tr_gen_desc {
+    int context;
+    long long pairs_offset, dtok_offset, dpos_offset, dlogits_offset, dpairs_offset, kv_offset, kv_elems;
+    long long plan_dec_bcast_recv[TR_NGROUPS]; /* planned bytes of one decode step */
+    long long plan_dec_bcast_sent[TR_NGROUPS];
+    long long plan_dec_allreduce[TR_NGROUPS];
+    long long plan_dec_reduce_recv[TR_NGROUPS];
+    long long plan_dec_reduce_sent[TR_NGROUPS];
+    void (*decode)(struct tr_ctx *c, float *A);
+} tr_gen_desc;
+extern const tr_gen_desc tr_gen_class __attribute__((weak));
+
 typedef struct tr_model_desc {
     const char *name, *spec_path, *tessgen_version;
     const char *fingerprint; /* of the schedule, as printed by tessgen and in manifest.json */
@@ -307,6 +325,16 @@ void tr_gelu_bwd_bf16(struct tr_ctx *c, float *dg, const tr_bf16 *u, int rows, i
 
 /* Maximum of count floats at buf in place over group g (every member gets the same value). */
 void tr_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* Generation (docs/GENERATE.md; plan.h TG_STEP_KV_WRITE, TG_STEP_ATTN_DECODE, TG_STEP_LM_ARGMAX): x[r] += wpe row
+ * pos[r]; the prompt's K | V into the KV cache; one decode token's attention over the cache; the (max, id) pairs of a
+ * logits block, ties to the lowest id; and their all-reduce over g (MPI_MAXLOC on MPI_FLOAT_INT; count: 4-byte
+ * slots, two a pair). */
+void tr_pos_add_at(struct tr_ctx *c, float *x, const float *wpe, const int32_t *pos, int rows, int cols);
+void tr_kv_write(struct tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int context, float *kv);
+void tr_attn_decode(struct tr_ctx *c, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos,
+                    float *scores, int nseq, int heads, int hdim, int context);
+void tr_lm_argmax(struct tr_ctx *c, const float *L, int rows, int cols, int nvalid, int vocab0, float *pairs);
+void tr_allreduce_maxloc(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* out [rows, cols]: row r = E [nvalid, cols] row tok[r] - v0 when v0 <= tok[r] < v0 + nvalid, else zero. */
 void tr_embed_rows(struct tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols,
                    float *out);

@@ -97,21 +97,26 @@ void tr_bias_gelu(tr_ctx *c, float *h, const float *bias, int rows, int cols)
     TIMED_END(TR_K_GELU);
 }
 
+void tr_causal_softmax_row(float *row, int n)
+{
+    float mx = row[0];
+    for (int j = 1; j < n; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++)
+        row[j] *= inv;
+}
+
 void tr_causal_softmax(float *P, int seq)
 {
     for (int i = 0; i < seq; i++) {
         float *row = P + (long)i * seq;
-        float mx = row[0];
-        for (int j = 1; j <= i; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        double sum = 0;
-        for (int j = 0; j <= i; j++) {
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j <= i; j++)
-            row[j] *= inv;
+        tr_causal_softmax_row(row, i + 1);
         for (int j = i + 1; j < seq; j++)
             row[j] = 0.0f; /* causal mask */
     }

@@ -19,6 +19,9 @@
 
 /* P[seq, seq] holds scaled scores; replace row i by softmax over columns 0..i, zeros after. */
 void tr_causal_softmax(float *P, int seq);
+/* The softmax of one row's first n entries in place (tr_causal_softmax's row i is n = i + 1): generation's decode
+ * step uses it on the scores over the KV cache. */
+void tr_causal_softmax_row(float *row, int n);
 
 /* The per-row (per-sequence) arithmetic of the fp32 kernels, shared with their bf16-output variants
  * (tr_kernels_bf16.c), which run it into an fp32 scratch and round: one copy of the math, so a bf16 output

@@ -16,6 +16,7 @@
  * columns: the same sums in the same order whatever the thread count.
  * tr_allreduce_max is the loss's one new collective.
  */
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -182,4 +183,91 @@ void tr_pos_bwd(tr_ctx *c, const float *g, int rows, int cols, int seq, int npos
         }
     }
     TIMED_END(TR_K_RESID);
+}
+
+/* ---- generation (spec mode = "generate"; docs/GENERATE.md) ------------------------------------------------------- */
+
+void tr_pos_add_at(tr_ctx *c, float *x, const float *wpe, const int32_t *pos, int rows, int cols)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *p = wpe + (long)pos[r] * cols;
+        float *xr = x + (long)r * cols;
+        for (int k = 0; k < cols; k++)
+            xr[k] += p[k];
+    }
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_kv_write(tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int context, float *kv)
+{
+    TIMED_BEGIN;
+    for (int s = 0; s < nseq; s++)
+        for (int p = 0; p < seq; p++)
+            memcpy(kv + ((long)s * context + p) * 2 * cols, qkv + ((long)s * seq + p) * 3 * cols + cols,
+                   (size_t)2 * cols * sizeof *kv);
+    TIMED_END(TR_K_RESID);
+}
+
+/* The same arithmetic as the prefill's attention (tr_kernels.c attention_head: scores scaled in the GEMM, the
+ * softmax of tr_causal_softmax's row), on one query row against the cache rows 0..pos. */
+void tr_attn_decode(tr_ctx *c, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos,
+                    float *scores, int nseq, int heads, int hdim, int context)
+{
+    TIMED_BEGIN;
+    int cols = heads * hdim;
+    float scale = 1.0f / sqrtf((float)hdim);
+    tr_attention_bias(qkv, bias, nseq, 1, heads, hdim);
+    for (int s = 0; s < nseq; s++) {
+        const float *q = qkv + (long)s * 3 * cols;
+        float *cache = kv + (long)s * context * 2 * cols;
+        int n = pos[s] + 1;
+        memcpy(cache + (long)pos[s] * 2 * cols, q + cols, (size_t)2 * cols * sizeof *cache);
+        for (int h = 0; h < heads; h++) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, n, hdim, scale, cache + h * hdim, 2 * cols, q + h * hdim, 1,
+                        0.0f, scores, 1);
+            tr_causal_softmax_row(scores, n);
+            cblas_sgemv(CblasRowMajor, CblasTrans, n, hdim, 1.0f, cache + cols + h * hdim, 2 * cols, scores, 1, 0.0f,
+                        out + (long)s * cols + h * hdim, 1);
+        }
+    }
+    TIMED_END(TR_K_ATTENTION);
+}
+
+void tr_lm_argmax(tr_ctx *c, const float *L, int rows, int cols, int nvalid, int vocab0, float *pairs)
+{
+    TIMED_BEGIN;
+    for (int r = 0; r < rows; r++) {
+        const float *l = L + (long)r * cols;
+        float best = -INFINITY;
+        int32_t id = -1;
+        for (int k = 0; k < nvalid; k++) /* ascending ids, strictly greater: the lowest id of a tie */
+            if (l[k] > best || id < 0) {
+                best = l[k];
+                id = vocab0 + k;
+            }
+        if (id < 0) { /* a block of pad columns only: loses every comparison */
+            best = -INFINITY;
+            id = INT32_MAX;
+        }
+        pairs[2 * r] = best;
+        memcpy(&pairs[2 * r + 1], &id, sizeof id);
+    }
+    TIMED_END(TR_K_LOSS);
+}
+
+void tr_allreduce_maxloc(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    double t0 = c->timing ? tr_now() : 0;
+    _Static_assert(sizeof(struct { float v; int32_t i; }) == 8, "MPI_FLOAT_INT pairs are two 4-byte slots");
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count / 2, MPI_FLOAT_INT, MPI_MAXLOC, c->comm[g]);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "rank %d: MPI_Allreduce(MPI_MAXLOC) over group %d failed (code %d)\n", c->desc->rank, (int)g,
+                rc);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    c->allreduce[g] += 4LL * count; /* bytes */
+    c->calls[TR_K_ALLREDUCE]++;
+    if (c->timing)
+        c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
 }

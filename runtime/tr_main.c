@@ -76,6 +76,10 @@ typedef struct tr_opts {
     int out_dtype_set; /* --out-dtype was given */
     const char *trace; /* --trace FILE (tr_trace.c) */
     const char *hf_out; /* --hf-out DIR (tr_hfout.c) */
+    /* generation (mode = "generate"; docs/GENERATE.md): --generate, --prompt-tokens P.npy, --max-new N, --eos ID */
+    int generate;
+    const char *prompts;
+    int max_new, eos;
     int stats;         /* --stats (tr_trace.c) */
     int seed_set;      /* --seed was given (else a resumed run takes the checkpoint's) */
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
@@ -371,6 +375,7 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
 {
     memset(o, 0, sizeof *o);
     o->seed = 1;
+    o->eos = -1;
     o->repeat = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
@@ -387,7 +392,30 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             return -1;
         if (dt > 0)
             continue;
-        if (!strcmp(s, "--bytes")) {
+        if (!strcmp(s, "--generate")) {
+            o->generate = 1;
+        } else if (!strcmp(s, "--prompt-tokens") || !strcmp(s, "--max-new") || !strcmp(s, "--eos")) {
+            if (!val) {
+                tr_fail(err, "%s needs a value (see --help)", s);
+                return -1;
+            }
+            if (s[2] == 'p') {
+                o->prompts = val;
+            } else {
+                char *end;
+                long v = strtol(val, &end, 10);
+                if (*end || end == val || v < (s[2] == 'm' ? 1 : 0) || v > INT_MAX) {
+                    tr_fail(err, "%s = %s is not valid: use an integer %s", s, val,
+                            s[2] == 'm' ? ">= 1 (new tokens per sequence)" : ">= 0 (the end-of-text id)");
+                    return -1;
+                }
+                if (s[2] == 'm')
+                    o->max_new = (int)v;
+                else
+                    o->eos = (int)v;
+            }
+            a++;
+        } else if (!strcmp(s, "--bytes")) {
             o->bytes = 1;
         } else if (!strcmp(s, "--stats")) {
             o->stats = 1;
@@ -1057,6 +1085,8 @@ static bool report_shard_bytes(tr_ctx *c, long long nbwd, long long nopt, int qu
     return !mismatch;
 }
 
+static long long gen_reduce_recv[TR_NGROUPS], gen_reduce_sent[TR_NGROUPS]; /* report_bytes: decode steps' reduces */
+
 static bool report_bytes(tr_ctx *c, int bwd, int quiet)
 {
     enum { NK = 5, NV = NK * TR_NGROUPS }; /* bcast recv, bcast sent, allreduce, reduce recv, reduce sent */
@@ -1069,8 +1099,8 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
             d->plan_bcast_recv[g] + (bwd ? d->plan_bwd_bcast_recv[g] : 0),
             d->plan_bcast_sent[g] + (bwd ? d->plan_bwd_bcast_sent[g] : 0),
             d->plan_allreduce[g] + (bwd ? d->plan_bwd_allreduce[g] : 0),
-            tr_lm()->plan_reduce_recv[g] + (bwd ? d->plan_bwd_reduce_recv[g] : 0),
-            tr_lm()->plan_reduce_sent[g] + (bwd ? d->plan_bwd_reduce_sent[g] : 0),
+            tr_lm()->plan_reduce_recv[g] + (bwd ? d->plan_bwd_reduce_recv[g] : 0) + gen_reduce_recv[g],
+            tr_lm()->plan_reduce_sent[g] + (bwd ? d->plan_bwd_reduce_sent[g] : 0) + gen_reduce_sent[g],
         };
         for (int k = 0; k < NK; k++) {
             mine[k * TR_NGROUPS + g] = meas[k];
@@ -1557,6 +1587,214 @@ static void issue_update(tr_ctx *c, float *A, float scale)
     c->desc->optimizer(c, A);
 }
 
+/* ---- generation (mode = "generate"; docs/GENERATE.md) --------------------------------------------------------- */
+
+
+/* Rank 0 reads and checks the prompt file (int32 [n, L], n <= batch, L <= seq, each row a prompt left-aligned and
+ * ended by -1 pads, at least one token, every id in [0, vocab), L + max_new <= context); every rank gets the ids
+ * [batch, seq] (-1 beyond a prompt; rows n.. a one-token prompt of id 0, run and dropped) and n, L. */
+static bool gen_prompts(const tr_opts *o, int32_t *ids, int *n_out, int *L_out, tr_err *err)
+{
+    int B = tr_model.batch, S = tr_model.seq, V = tr_lm_vocab(), N = tr_gen_class.context;
+    int hdr[3] = {0, 0, 0}, rank; /* ok, n, L */
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        tr_npy f;
+        bool ok = tr_npy_open_i32(&f, o->prompts, err);
+        if (ok && (f.ndim != 2 || f.shape[0] < 1 || f.shape[0] > B || f.shape[1] < 1 || f.shape[1] > S))
+            ok = tr_fail(err, "%s: --prompt-tokens must be int32 [sequences, L] with 1 <= sequences <= model.batch = %d "
+                              "and 1 <= L <= model.seq = %d (the longest prompt), got %d dimension(s)%s; nothing was "
+                              "run", o->prompts, B, S, f.ndim, f.ndim == 2 ? " of the wrong size" : "");
+        if (ok && f.shape[1] + o->max_new > N)
+            ok = tr_fail(err, "%s: prompt length %lld + --max-new %d = %lld tokens exceed model.context = %d (the KV "
+                              "cache); use --max-new <= %lld or a spec with a larger context; nothing was run",
+                         o->prompts, (long long)f.shape[1], o->max_new, (long long)f.shape[1] + o->max_new, N,
+                         (long long)(N - f.shape[1]));
+        if (ok) {
+            int n = (int)f.shape[0], L = (int)f.shape[1];
+            for (int b = 0; b < B; b++)
+                for (int p = 0; p < S; p++)
+                    ids[(long)b * S + p] = b >= n ? (p == 0 ? 0 : -1) : -1;
+            for (int b = 0; b < n && ok; b++) {
+                int ended = 0;
+                for (int p = 0; p < L && ok; p++) {
+                    int32_t v;
+                    memcpy(&v, f.map + f.data_off + 4 * ((long)b * L + p), 4);
+                    if (v == -1 && p > 0) {
+                        ended = 1;
+                    } else if (v < 0 || v >= V || ended) {
+                        ok = tr_fail(err, "%s: prompt[%d, %d] = %d is %s: every prompt is token ids in [0, %d) "
+                                          "(model.vocab), left-aligned, then -1 pads to the end of its row; nothing was "
+                                          "run", o->prompts, b, p, (int)v,
+                                     ended ? "after a -1 pad" : "not a token id", V);
+                    } else {
+                        ids[(long)b * S + p] = v;
+                    }
+                }
+            }
+            hdr[1] = n;
+            hdr[2] = L;
+        }
+        tr_npy_close(&f);
+        hdr[0] = ok;
+    }
+    MPI_Bcast(hdr, 3, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!hdr[0])
+        return false;
+    MPI_Bcast(ids, B * S, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    *n_out = hdr[1];
+    *L_out = hdr[2];
+    return true;
+}
+
+/* Rank 0 collects every rank's [nseq, vq] logits block lg (of row block h, vocab block j) into all [B, V]. */
+static void gen_gather_logits(const tr_rank_desc *d, const float *lg, int nseq, float *all)
+{
+    int vq = tr_lm()->vq, V = tr_lm_vocab(), q = tr_model.q;
+    float *buf = d->rank == 0 ? malloc((size_t)tr_model.p * nseq * vq * sizeof *buf) : NULL;
+    MPI_Gather(lg, nseq * vq, MPI_FLOAT, buf, nseq * vq, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (d->rank != 0)
+        return;
+    for (int r = 0; r < tr_model.p; r++) {
+        int i, j, k;
+        tr_rank_coord(r, &i, &j, &k);
+        int h = i + q * k;
+        for (int s = 0; s < nseq; s++)
+            for (int v = 0; v < vq && j * vq + v < V; v++)
+                all[(long)(h * nseq + s) * V + j * vq + v] = buf[((long)r * nseq + s) * vq + v];
+    }
+    free(buf);
+}
+
+/* The prefill, then decode steps until every sequence of this rank's depth has max_new new tokens or its end-of-text
+ * id; the ids (prompt, then the new ones, then -1) to o->output on rank 0, the logits of every new token to
+ * --logits-out [sequences, max_new, vocab]. Depths run independently (their groups never mix). *ndec: decode steps. */
+static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
+{
+    const tr_rank_desc *d = c->desc;
+    const tr_gen_desc *g = &tr_gen_class;
+    int B = tr_model.batch, S = tr_model.seq, q = tr_model.q, V = tr_lm_vocab(), M = o->max_new;
+    int nseq = B / (q * tr_model.d), R = d->io_rows, n = 0, L = 0, W;
+    tr_err err = {{0}};
+    int32_t *ids = malloc((size_t)B * S * sizeof *ids);
+    if (!ids || !gen_prompts(o, ids, &n, &L, &err)) {
+        if (d->rank == 0)
+            fprintf(stderr, "%s\n", ids ? err.msg : "out of memory");
+        free(ids);
+        return 1;
+    }
+    W = L + M;
+    int32_t *out = malloc((size_t)B * W * sizeof *out), *len = malloc((size_t)B * sizeof *len);
+    int32_t *next = malloc((size_t)B * sizeof *next), *done = calloc((size_t)B, sizeof *done);
+    float *lg = malloc((size_t)nseq * tr_lm()->vq * sizeof *lg);
+    float *lall = o->lm.logits_out && d->rank == 0 ? malloc((size_t)n * M * V * sizeof *lall) : NULL;
+    float *step_l = o->lm.logits_out && d->rank == 0 ? malloc((size_t)B * V * sizeof *step_l) : NULL;
+    for (int b = 0; b < B; b++) {
+        len[b] = 0;
+        while (len[b] < S && ids[(long)b * S + len[b]] >= 0)
+            len[b]++;
+        for (int p = 0; p < W; p++)
+            out[(long)b * W + p] = p < len[b] ? ids[(long)b * S + p] : -1;
+    }
+    /* the prefill's tokens: the q row blocks of this depth, -1 pads as id 0 (causal: they never reach a prompt) */
+    int32_t *tok = (int32_t *)(A + tr_lm()->tok_offset);
+    for (int t = 0; t < q; t++)
+        for (int s = 0; s < nseq; s++)
+            for (int p = 0; p < S; p++) {
+                int32_t v = ids[((long)(t + q * d->k) * nseq + s) * S + p];
+                tok[((long)t * nseq + s) * S + p] = v < 0 ? 0 : v;
+            }
+    c->desc->forward(c, A);
+    const float *pairs = A + g->pairs_offset;
+    const float *plog = A + tr_lm()->logits_offset;
+    for (int t = 0; t < q; t++)
+        for (int s = 0; s < nseq; s++) {
+            int b = (t + q * d->k) * nseq + s;
+            memcpy(&next[b], &pairs[2 * ((long)t * R + (long)s * S + len[b] - 1) + 1], 4);
+        }
+    for (int s = 0; s < nseq; s++) /* this row block's logits of each sequence's last prompt token */
+        memcpy(lg + (long)s * tr_lm()->vq, plog + ((long)s * S + len[(d->i + q * d->k) * nseq + s] - 1) * tr_lm()->vq,
+               (size_t)tr_lm()->vq * sizeof *lg);
+    *ndec = 0;
+    for (int m = 0;; m++) {
+        if (o->lm.logits_out) {
+            gen_gather_logits(d, lg, nseq, step_l);
+            for (int b = 0; b < n && lall; b++)
+                memcpy(lall + ((long)b * M + m) * V, step_l + (long)b * V, (size_t)V * sizeof *lall);
+        }
+        int live = 0;
+        for (int t = 0; t < q; t++)
+            for (int s = 0; s < nseq; s++) {
+                int b = (t + q * d->k) * nseq + s;
+                if (!done[b]) {
+                    out[(long)b * W + len[b] + m] = next[b];
+                    done[b] = next[b] == o->eos || m + 1 == M;
+                }
+                live |= !done[b];
+            }
+        /* --logits-out needs every step on every rank (its gather is over the world) */
+        int any = live;
+        if (o->lm.logits_out)
+            MPI_Allreduce(&live, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (!any)
+            break;
+        int32_t *dtok = (int32_t *)(A + g->dtok_offset), *dpos = (int32_t *)(A + g->dpos_offset);
+        for (int t = 0; t < q; t++)
+            for (int s = 0; s < nseq; s++) {
+                int b = (t + q * d->k) * nseq + s;
+                dtok[t * nseq + s] = next[b];
+                if (t == d->i) /* a finished sequence keeps a valid position: its row is computed and dropped */
+                    dpos[s] = len[b] + (m < M - 1 ? m : M - 2);
+            }
+        g->decode(c, A);
+        (*ndec)++;
+        const float *dp = A + g->dpairs_offset;
+        for (int t = 0; t < q; t++)
+            for (int s = 0; s < nseq; s++)
+                memcpy(&next[(t + q * d->k) * nseq + s], &dp[2 * ((long)t * nseq + s) + 1], 4);
+        memcpy(lg, A + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
+    }
+    /* every depth's sequences to rank 0 */
+    int32_t *mine = malloc((size_t)B * W * sizeof *mine), *all = d->rank == 0 ? malloc((size_t)B * W * sizeof *all) : NULL;
+    for (long e = 0; e < (long)B * W; e++)
+        mine[e] = INT32_MIN;
+    for (int t = 0; t < q; t++)
+        for (int s = 0; s < nseq; s++) {
+            int b = (t + q * d->k) * nseq + s;
+            memcpy(mine + (long)b * W, out + (long)b * W, (size_t)W * sizeof *mine);
+        }
+    MPI_Reduce(mine, all, B * W, MPI_INT32_T, MPI_MAX, 0, MPI_COMM_WORLD);
+    int rc = 0;
+    if (d->rank == 0) {
+        int64_t shape[3] = {n, W, V};
+        if (o->output && !tr_npy_write_i32_atomic(o->output, 2, shape, all, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            rc = 1;
+        } else if (o->output && !o->quiet) {
+            printf("wrote %s [%d, %d] (prompt and %d new token ids a sequence, -1 after its end)\n", o->output, n, W, M);
+        }
+        shape[1] = M;
+        if (!rc && lall && !tr_npy_write_atomic(o->lm.logits_out, 3, shape, lall, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            rc = 1;
+        } else if (!rc && lall && !o->quiet) {
+            printf("wrote %s [%d, %d, %d] (the logits of every new token)\n", o->lm.logits_out, n, M, V);
+        }
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(mine);
+    free(all);
+    free(ids);
+    free(out);
+    free(len);
+    free(next);
+    free(done);
+    free(lg);
+    free(lall);
+    free(step_l);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -1592,6 +1830,20 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
+    if (pa == 0 && (o.generate || o.prompts || o.max_new || o.eos >= 0)) { /* generation's options (docs/GENERATE.md) */
+        const char *why = &tr_gen_class == NULL ? "this program was not generated with mode = \"generate\" (the spec's "
+                                                  "mode); regenerate with mode = \"generate\" and model.context"
+                          : !o.generate         ? "--prompt-tokens, --max-new and --eos belong to --generate; add it"
+                          : !o.prompts || !o.max_new ? "--generate needs --prompt-tokens P.npy and --max-new N"
+                          : o.eos >= tr_lm_vocab() ? "--eos must be a token id below model.vocab"
+                                                   : NULL;
+        if (why) {
+            if (rank == 0)
+                fprintf(stderr, "%s: %s\n", prog, why);
+            MPI_Finalize();
+            return 2;
+        }
+    }
     if (o.checkpoint_out) {
         ck_out = o.checkpoint_out;
         snprintf(ck_pending_path, sizeof ck_pending_path, "%s%s", o.checkpoint_out, TR_CKPT_PENDING_SUFFIX);
@@ -1944,6 +2196,20 @@ int main(int argc, char **argv)
             memset(gh, 0, (size_t)xn * sizeof *gh);
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
             forward_backward_all(&ctx, A);
+        } else if (o.generate) {
+            long long ndec = 0;
+            rc = gen_run(&ctx, &o, A, &ndec);
+            if (rc)
+                goto out;
+            for (int g = 0; g < TR_NGROUPS; g++) { /* --bytes: the prefill, then ndec decode steps */
+                self.plan_bcast_recv[g] += ndec * tr_gen_class.plan_dec_bcast_recv[g];
+                self.plan_bcast_sent[g] += ndec * tr_gen_class.plan_dec_bcast_sent[g];
+                self.plan_allreduce[g] += ndec * tr_gen_class.plan_dec_allreduce[g];
+                gen_reduce_recv[g] = ndec * tr_gen_class.plan_dec_reduce_recv[g];
+                gen_reduce_sent[g] = ndec * tr_gen_class.plan_dec_reduce_sent[g];
+            }
+            o.output = NULL; /* written */
+            o.lm.logits_out = NULL;
         } else {
             forward_all(&ctx, A);
         }

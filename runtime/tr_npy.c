@@ -477,7 +477,8 @@ void tr_npy_close(tr_npy *f)
     f->fd = -1;
 }
 
-bool tr_npy_write_atomic(const char *path, int ndim, const int64_t *shape, const float *data, tr_err *err)
+static bool write_atomic(const char *path, int ndim, const int64_t *shape, const void *data, const char *descr,
+                         tr_err *err)
 {
     if (!tr_st_host_le(path, err))
         return false;
@@ -506,7 +507,7 @@ bool tr_npy_write_atomic(const char *path, int ndim, const int64_t *shape, const
     char hdr[512];
     char tup[200];
     fmt_tuple(tup, sizeof tup, ndim, shape);
-    int n = snprintf(hdr + 10, sizeof hdr - 10, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", tup);
+    int n = snprintf(hdr + 10, sizeof hdr - 10, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, tup);
     if (n < 0 || (size_t)n + 10 + 64 >= sizeof hdr)
         return tr_fail(err, "%s: header too long", path);
     size_t total = 10 + (size_t)n + 1;
@@ -520,4 +521,14 @@ bool tr_npy_write_atomic(const char *path, int ndim, const int64_t *shape, const
     const void *parts[2] = {hdr, data};
     size_t lens[2] = {total, (size_t)nelem * 4};
     return tr_st_write_file_atomic(path, parts, lens, 2, err);
+}
+
+bool tr_npy_write_atomic(const char *path, int ndim, const int64_t *shape, const float *data, tr_err *err)
+{
+    return write_atomic(path, ndim, shape, data, "<f4", err);
+}
+
+bool tr_npy_write_i32_atomic(const char *path, int ndim, const int64_t *shape, const int32_t *data, tr_err *err)
+{
+    return write_atomic(path, ndim, shape, data, "<i4", err);
 }

@@ -65,5 +65,7 @@ void tr_npy_close(tr_npy *f);
  * v1.0 '<f4' C-order .npy, atomically (path.tmp.<pid>, fsync, rename; on
  * failure the temp file is removed and path is untouched). ndim in 0..8. */
 bool tr_npy_write_atomic(const char *path, int ndim, const int64_t *shape, const float *data, tr_err *err);
+/* The same for int32 data ('<i4'): generation's token ids (docs/GENERATE.md). */
+bool tr_npy_write_i32_atomic(const char *path, int ndim, const int64_t *shape, const int32_t *data, tr_err *err);
 
 #endif

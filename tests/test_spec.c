@@ -226,6 +226,22 @@ int main(void)
                  "vocab %d", S.vocab);
     }
 
+    TT_CASE("mode = \"generate\" loads model.context; every other mode has context 0") {
+        bool ok = load("return { mesh = { q = 2, d = 1 }, mode = \"generate\", model = { layers = 1, hidden = 8,"
+                       " heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11, positions = 12, context = 10 } }");
+        TT_CHECK(ok, "%.400s", E.msg);
+        TT_CHECK(S.mode == TG_GENERATE && S.context == 10 && S.seq == 4, "mode %d context %d", (int)S.mode, S.context);
+        ok = load("return { mesh = { q = 2, d = 1 }, mode = \"generate\", model = { layers = 1, hidden = 8,"
+                  " heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11, positions = 12, context = 4 } }");
+        TT_CHECK(ok && S.context == 4, "context = seq refused: %.400s", E.msg);
+        ok = load("return { mesh = { q = 2, d = 1 }, model = { layers = 1, hidden = 8,"
+                  " heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11, positions = 12 } }");
+        TT_CHECK(ok && S.mode == TG_INFER && S.context == 0, "mode %d context %d", (int)S.mode, S.context);
+        ok = load("return { mesh = { q = 2, d = 1 }, mode = \"generate\", model = { layers = 1, hidden = 8,"
+                  " heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11, positions = 12, context = 13 } }");
+        TT_CHECK(!ok && E.count == 1 && strstr(E.msg, "use context <= 12"), "got: %.400s", E.msg);
+    }
+
     /* ---- divisibility rules --------------------------------------------- */
 
     TT_CASE("heads % q: the exact message of the issue") {

@@ -961,6 +961,61 @@ def cmd_lm_forward_weights(a):
     return 0
 
 
+def cmd_generate(a):
+    """Greedy generation (docs/GENERATE.md), independent of tessgen's KV cache: for every prompt (a row of int32
+    ids, -1 pads after its end) run the whole float64 forward on the growing sequence at each step and take the
+    argmax (lowest id on ties), until --max-new tokens or --eos. Writes the ids [n, L + max_new] (-1 after a
+    sequence's end) and the logits of every new token [n, max_new, V] (0 after the end)."""
+    check_dims(a)
+    w = read_safetensors(a.weights)
+    for n, shp in lm_tensor_specs(a.layers, a.hidden, a.ffn, a.vocab, a.positions):
+        if n not in w or tuple(w[n].shape) != tuple(shp):
+            sys.exit(f"tessref: {a.weights}: {n} missing or not of shape {list(shp)}")
+    w = to_f64(w)
+    P = np.load(a.prompt_tokens)
+    n, L = P.shape
+    out = np.full((n, L + a.max_new), -1, np.int32)
+    lg = np.zeros((n, a.max_new, a.vocab), np.float32)
+    for b in range(n):
+        seq = [int(v) for v in P[b] if v >= 0]
+        out[b, :len(seq)] = seq
+        for m in range(a.max_new):
+            logits, _, _ = lm_forward(np.array([seq], np.int64), None, w, a.layers, a.heads, a.eps)
+            last = logits[0, -1]
+            lg[b, m] = last
+            nxt = int(np.argmax(last))  # the first maximum: the lowest id of a tie
+            out[b, len(seq)] = nxt
+            seq.append(nxt)
+            if nxt == a.eos:
+                break
+    np.save(a.out, out)
+    if a.logits_out:
+        np.save(a.logits_out, lg)
+    return 0
+
+
+def cmd_compare_generate(a):
+    """tessgen's generated ids must equal the reference's, token for token, and the logits of every new token
+    (up to each sequence's end) be within --tol (max absolute difference)."""
+    ta, tb = np.load(a.tokens), np.load(a.ref_tokens)
+    if ta.shape != tb.shape or ta.dtype != np.int32 or not np.array_equal(ta, tb):
+        print(f"tokens differ:\n{ta}\nreference:\n{tb}")
+        return 1
+    la, lb = np.load(a.logits), np.load(a.ref_logits)
+    if la.shape != lb.shape:
+        print(f"logits shape {la.shape}, reference {lb.shape}")
+        return 1
+    L = ta.shape[1] - la.shape[1]
+    worst = 0.0
+    for b in range(ta.shape[0]):
+        plen = int((ta[b, :L] >= 0).sum())
+        new = int((ta[b, plen:] >= 0).sum())
+        if new:
+            worst = max(worst, float(np.max(np.abs(la[b, :new].astype(np.float64) - lb[b, :new]))))
+    print(f"tokens equal; max |logit - reference| {worst:.3g} (tol {a.tol:g})")
+    return 0 if worst <= a.tol else 1
+
+
 def cmd_lm_backward(a):
     w, tok, tgt = lm_load(a)
     loss, g = lm_loss_grads(tok, tgt, w, a.layers, a.heads, a.eps, bf16_round if a.bf16 else None)
@@ -2211,6 +2266,22 @@ def main(argv=None):
     p.add_argument("b")
     p.set_defaults(fn=cmd_same_bits)
 
+    p = sp.add_parser("generate", help="float64 greedy generation, the whole forward on the growing sequence per token")
+    add_lm_dims(p)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--prompt-tokens", required=True)
+    p.add_argument("--max-new", type=int, required=True)
+    p.add_argument("--eos", type=int, default=-1)
+    p.add_argument("--out", required=True)
+    p.add_argument("--logits-out", default=None)
+    p.set_defaults(fn=cmd_generate)
+    p = sp.add_parser("compare-generate", help="generated ids equal, logits of every new token within --tol")
+    p.add_argument("tokens")
+    p.add_argument("ref_tokens")
+    p.add_argument("logits")
+    p.add_argument("ref_logits")
+    p.add_argument("--tol", type=float, default=1e-4)
+    p.set_defaults(fn=cmd_compare_generate)
     p = sp.add_parser("lm-weights", help="write a language model's safetensors (wte, wpe, blocks, ln_f)")
     add_lm_dims(p)
     p.add_argument("--seed", type=int, required=True)

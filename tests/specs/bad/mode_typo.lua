@@ -1,4 +1,4 @@
--- expect: mode = string "trian" is not a mode: use mode = "infer" (forward only) or mode = "train"
+-- expect: mode = string "trian" is not a mode: use mode = "infer" (forward only), mode = "train"
 return {
   mode = "trian",
   mesh = { q = 2, d = 1 },
