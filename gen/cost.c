@@ -118,7 +118,7 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
 /* The two-stream timeline of each phase of one micro-batch that is not the last: the steps that run on the last
  * micro-batch only (tg_step.last_mb: the gradients' all-reduces) left out, so they take no time and delay no step of
  * their stream. span[phase] gets its length. t[i]: each step's time (tg_cost_step); end: scratch of nsteps. */
-static void span_not_last(const tg_class_plan *cp, const double *t, double *end, double span[3])
+static void span_not_last(const tg_class_plan *cp, const double *t, double *end, double span[4])
 {
     double clock[2] = {0, 0}, start = 0;
     int cur = -1;
@@ -150,7 +150,7 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
     memset(out, 0, sizeof *out);
     int L = pl->spec.layers;
     double *end = malloc((size_t)(cp->nsteps > 0 ? cp->nsteps : 1) * sizeof *end);
-    out->layer_s = calloc((size_t)3 * (size_t)L, sizeof *out->layer_s);
+    out->layer_s = calloc((size_t)4 * (size_t)L, sizeof *out->layer_s); /* every tg_phase, decode included */
     if (!end || !out->layer_s) {
         free(end);
         free(out->layer_s);
@@ -224,7 +224,7 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
         out->phase[cur_phase].streams_s = t0 - phase_start;
     }
     if (pl->mb > 1) { /* the phases so far are the last micro-batch's; the others run without the last_mb steps */
-        double span[3] = {0, 0, 0};
+        double span[4] = {0, 0, 0, 0};
         span_not_last(cp, step_t, end, span);
         for (int ph = TG_PHASE_FWD; ph < TG_PHASE_OPT; ph++)
             out->phase[ph].streams_s += (double)(pl->mb - 1) * span[ph];

@@ -46,7 +46,8 @@ typedef struct tg_cost_phase {
 
 typedef struct tg_cost {
     tg_cost_phase phase[4];    /* tg_phase: forward, backward, optimizer, decode */
-    double *layer_s;           /* [3 * layers]: streams time of each (phase, layer), phase-major; caller frees */
+    double *layer_s;           /* [4 * layers]: streams time of each (phase, layer), phase-major (tg_phase, decode
+                                * included); caller frees */
     int layers;
     long long peak_bytes;      /* the class's arena */
     int nodes;                 /* nodes the mesh spans */

@@ -557,6 +557,13 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
                 err.count == 1 ? "" : "s");
         return 1;
     }
+    if (advise && spec.mode == TG_GENERATE) { /* it would rank the prefill as a forward, without the KV cache */
+        fprintf(stderr, "tessgen: --advise: %s has mode = \"generate\", which the advisor does not rank yet (it would time "
+                        "the prefill alone and leave the KV cache out of each layout's memory); use --cost --machine M.lua "
+                        "for the spec's own mesh (prefill and decode step), or --advise on the same model with mode = "
+                        "\"infer\"\n", spec_path);
+        return 2;
+    }
     if (!tg_pipe_can_emit(&spec, advise ? "--advise" : "--cost", &err)) {
         fprintf(stderr, "%s\ntessgen: nothing was printed\n", err.msg);
         return 1;

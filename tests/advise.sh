@@ -105,6 +105,16 @@ adv_errors() {
     [ $? -eq 2 ] && grep -q "number of ranks" "$WORK/e"
 }
 
+adv_generate() {
+    sed 's/name = "advise",/name = "advise_gen", mode = "generate",/; s/batch = 16 }/batch = 16, vocab = 96, positions = 32, context = 16 }/' \
+        "$ADV_SPEC" >"$WORK/adv_gen.lua" &&
+        $TG "$WORK/adv_gen.lua" --cost --machine specs/machines/h100x8.lua | grep -q "^  decode " || return 1
+    $TG "$WORK/adv_gen.lua" --advise --machine specs/machines/h100x8.lua --ranks 16 >"$WORK/advg.out" 2>"$WORK/e"
+    local rc=$?
+    cat "$WORK/e"
+    [ $rc -eq 2 ] && [ ! -s "$WORK/advg.out" ] && grep -q 'has mode = "generate", which the advisor does not rank yet' "$WORK/e"
+}
+
 adv_profiles() {
     $TG "$ADV_SPEC" --advise --machine specs/machines/meluxina.lua --ranks 16 | grep -q "^  1 " &&
         $TG "$ADV_SPEC" --advise --machine specs/machines/h100x8.lua --ranks 16 | grep -q "^  1 " &&
@@ -291,5 +301,6 @@ check "advise: a machine too small: fits false, the memory rule named" adv_small
 check "advise: cost model payload bytes = measured (--stats); placement dep sends the column bcasts across nodes" adv_bytes
 check "advise: megatron: cost model payload bytes = measured (--stats) = 2 all-reduces of [T,C] per layer" adv_bytes_megatron
 check "advise: a bad machine file is exit 1 naming file and field; misuse exit 2" adv_errors
+check "advise: a mode = \"generate\" spec is refused (exit 2, nothing printed), not ranked as an inference forward without its KV cache" adv_generate
 check "advise: both shipped machine profiles rank and cost" adv_profiles
 check "advise: a rate of 5e-324 is refused naming the field; machines at the ends of every range give finite text and valid JSON" adv_extreme_machines
