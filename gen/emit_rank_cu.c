@@ -156,7 +156,7 @@ static const char *lt_epi(int epi)
  * training: g and the kept u, both bf16, gen/fuse.c); the others write C. */
 static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
 {
-    if (t->epi == TG_EPI_GELU_AUX_BIAS)
+    if (t->epi == TG_EPI_GELU_AUX_BIAS || (t->epi == TG_EPI_GELU_BIAS && rp->steps[t->fused].kind == TG_STEP_GELU_SAVE))
         return esz(rp, &rp->steps[t->fused], 2) == 2;
     return esz(rp, t, 2) == 2;
 }
@@ -166,10 +166,12 @@ static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
  * (beta 0) nor writes it. */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
-    const tg_step *k = s->kind == TG_STEP_GEMM && s->epi == TG_EPI_GELU_AUX_BIAS ? &cp->steps[s->fused]
-                       : s->kind == TG_STEP_GELU_SAVE && s->fused >= 0   ? s
-                                                                         : NULL;
-    if (k && k->buf[3] >= 0 && s->buf[slot] == k->buf[0])
+    const tg_step *k = s->kind == TG_STEP_GEMM && s->fused >= 0 && cp->steps[s->fused].kind == TG_STEP_GELU_SAVE
+                           ? &cp->steps[s->fused]
+                       : s->kind == TG_STEP_GELU_SAVE && s->fused >= 0 ? s
+                                                                       : NULL;
+    /* bf16 training (aux = u) and bf16 inference (GELU_BIAS, D = g): both write bf16 and leave h alone */
+    if (k && (k->buf[3] >= 0 || cp->steps[k->fused].epi == TG_EPI_GELU_BIAS) && s->buf[slot] == k->buf[0])
         return false;
     return tg_streams_slot_used(s, slot);
 }
@@ -278,6 +280,13 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         } else if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
             const tg_step *k = &rp->steps[s->fused];
             int save = s->epi == TG_EPI_GELU_AUX_BIAS, keep16 = save && k->buf[3] >= 0;
+            if (!save && k->kind == TG_STEP_GELU_SAVE) { /* bf16 inference: D = g (bf16); C, h, not read (beta 0) */
+                tg_sb_printf(o, "    trc_gemm_lt(c, %d, TRC_EPI_GELU_BIAS, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, "
+                                "nullptr);\n",
+                             lt ? lt[s - rp->steps] : -1, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb,
+                             (double)s->beta, bn(rp, k, 2), s->ldc, bn(rp, k, 1), bn(rp, k, 2));
+                break;
+            }
             /* fp32: u into C (aux = C), g into D; bf16 training: D = g and aux = u, both bf16, and beta = 0 (fuse.c),
              * so C (D's type) is not read: D stands in for it */
             tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",

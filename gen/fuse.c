@@ -55,13 +55,27 @@ static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step
            g->ldb == k->cols;
 }
 
-static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
+/* bf16 inference (docs/BF16.md): GELU_SAVE k writes the bf16 g that fc2 reads and u = h + b1 back into h, which
+ * nothing reads after it (no backward): one GELU_BIAS epilogue writing g as D in bf16 (GeLU of the fp32 sum, then
+ * rounded, as the CPU kernel does), h neither read (beta 0) nor written. k is the index of the GeLU step. */
+static bool gelu_to_bf16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kidx)
+{
+    return k->kind == TG_STEP_GELU_SAVE && k->buf[3] < 0 && b16(cp, k->buf[2]) && b16(cp, g->buf[0]) &&
+           b16(cp, g->buf[1]) && f32(cp, k->buf[0]) && f32(cp, k->buf[1]) && g->buf[2] == k->buf[0] &&
+           !g->transa && !g->transb && g->beta == 0.0f && g->m == k->rows && g->n == k->cols && g->ldc == k->cols &&
+           cp->bufs[k->buf[0]].last <= kidx;
+}
+
+static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kidx)
 {
     if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0)
         return TG_EPI_NONE;
     switch (k->kind) {
     case TG_STEP_BIAS_GELU: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_BIAS : TG_EPI_NONE;
-    case TG_STEP_GELU_SAVE: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
+    case TG_STEP_GELU_SAVE:
+        if (gelu_to_bf16(cp, g, k, kidx))
+            return TG_EPI_GELU_BIAS;
+        return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
     case TG_STEP_GELU_BWD: return fusable_bwd(cp, g, k) ? TG_EPI_DGELU : TG_EPI_NONE;
     case TG_STEP_COLSUM: return fusable_bwd(cp, g, k) ? TG_EPI_BGRAD : TG_EPI_NONE;
     default: return TG_EPI_NONE;
@@ -80,7 +94,7 @@ bool tg_fuse_plan(tg_class_plan *cp)
         if (j == cp->nsteps)
             continue;
         tg_step *k = &cp->steps[j];
-        int epi = epi_of(cp, g, k);
+        int epi = epi_of(cp, g, k, j);
         if (epi == TG_EPI_NONE)
             continue;
         g->epi = epi;
@@ -96,6 +110,11 @@ long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
     if (s->kind == TG_STEP_GELU_BWD)
         return tg_dtype_size(b1->dtype) * b1->elems; /* u, read beside the GEMM's result */
     long long b = 4LL * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
+    if (s->kind == TG_STEP_GELU_SAVE && cp->steps[s->fused].epi == TG_EPI_GELU_BIAS) {
+        /* bf16 inference: g (2 bytes) as D, where the GEMM wrote h (4): no u */
+        const tg_buf *g = &cp->bufs[s->buf[2]];
+        return b + (tg_dtype_size(g->dtype) - 4LL) * g->elems;
+    }
     if (s->kind == TG_STEP_GELU_SAVE) {
         const tg_buf *g = &cp->bufs[s->buf[2]];
         b += tg_dtype_size(g->dtype) * g->elems; /* g, besides u in C */

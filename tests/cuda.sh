@@ -584,6 +584,24 @@ cub_fused() { # dir: bf16 training on q = 1 or megatron (docs/BF16.md): each lay
             { echo "$(basename "$f"): want a bf16-output GELU_AUX_BIAS row and two calls writing L<l>_fc1_u"; return 1; }
     done
 }
+cub_infer() { # bf16 inference on [1,1,1] (docs/BF16.md): each fc1 GEMM a trc_gemm_lt with GELU_BIAS whose table row
+    # writes bf16, D the layer's bf16 GeLU output (fc2's operand), the fp32 h neither named nor written, no separate
+    # bias + GeLU kernel; the emulated forward against the CPU program of the same output (poisoned first)
+    local dir="$WORK/cubi" f a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy"
+    cu_spec cubi 1 1 'backends = { "cpu", "cuda" }, dtype = "bf16",' >"$dir.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
+        tests/cuda/emu_build.sh "$dir" emu model-emu >/dev/null || return 1
+    cu_fused "$dir" TRC_EPI_GELU_BIAS 2 || return 1
+    f="$dir/rank_i0_j0.cu"
+    grep -q "{TRC_EPI_GELU_BIAS, [-0-9., f]*, 1, 1, 0, 0}," "$f" &&
+        [ "$(grep -c "trc_gemm_lt(c, [0-9]*, TRC_EPI_GELU_BIAS, .*, L[0-9]_gelu_out, nullptr);" "$f")" = 2 ] &&
+        ! grep -q "L[0-9]_fc1_out" "$f" || { echo "want 2 bf16-output GELU_BIAS calls writing L<l>_gelu_out, no h"; return 1; }
+    # shellcheck disable=SC2086
+    "$dir/run" $a --output "$dir/y_cpu.npy" --quiet &&
+        "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/y.npy" &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun 1 "$dir/bin/model-emu" $a --output "$dir/y.npy" --bytes --quiet &&
+        "$PY" $CU_REF compare --ref "$dir/y_cpu.npy" --got "$dir/y.npy" --tol 1e-3 --expect-f32 --label "bf16 inference [1,1,1]"
+}
 cub_megatron() { # the megatron scheme in bf16, p = 2: its casts before each GEMM, under the emulation
     local dir="$WORK/cub_mg_2" a
     cat >"$dir.lua" <<SPEC &&
@@ -633,6 +651,8 @@ if wanted "cuda: bf16|cuda: compile"; then
         done
         check "cuda: bf16: megatron p=2 training under the emulation, random order: fc1's bias + GeLU a bf16 cuBLASLt epilogue; dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
             cub_megatron
+        check "cuda: bf16: an inference program on [1,1,1]: each fc1 GEMM writes the bf16 GeLU output as a GELU_BIAS epilogue (no fp32 pre-activation); under the emulation its output within 1e-3 of the CPU program's, bytes as planned" \
+            cub_infer
     else
         notok "cuda: bf16: reference inputs" "$WORK/log"
     fi
