@@ -822,7 +822,7 @@ int main(int argc, char **argv)
         }
         tg_sb text;
         tg_sb_init(&text);
-        int irc = tg_pipe_summary(&spec, &text, &err) ? 0 : 1;
+        int irc = tg_pipe_summary(&spec, &text, &err) && tg_stage_memory(&spec, &text, &err) ? 0 : 1;
         if (irc)
             fprintf(stderr, "%s\ntessgen: %s: mesh.pp = %d: the schedule was refused\n", err.msg, spec.path, spec.pp);
         else

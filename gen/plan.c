@@ -166,7 +166,7 @@ static void stash(const tg_plan *pl, tg_class_plan *rp)
         const tg_buf *bf = &rp->bufs[i];
         if (!bf->persistent && bf->first >= 0 && rp->steps[bf->first].phase == TG_PHASE_FWD &&
             rp->steps[bf->last].phase == TG_PHASE_BWD)
-            rp->stash_elems += tg_buf_slots(bf);
+            rp->stash_elems += (tg_buf_slots(bf) + 15) / 16 * 16; /* 64-byte aligned, as the arena's */
     }
     rp->stash_total = pl->spec.pp > 1 ? rp->stash_elems * pl->stash : 0;
 }

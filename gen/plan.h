@@ -323,7 +323,7 @@ typedef struct tg_class_plan {
     int comm_steps, waits, late_bcasts, overlapped_bcasts;
     /* pipeline stages: the stage of the class (tg_plan.stage); stash_elems: arena slots of the buffers one micro-batch's
      * forward keeps for its backward (written in the forward, read in the backward, not persistent: what a stage
-     * must hold per in-flight micro-batch); stash_total: tg_plan.stash copies of them when pp > 1 (the stash that
+     * must hold per in-flight micro-batch; each 64-byte aligned); stash_total: tg_plan.stash copies of them when pp > 1 (the stash that
      * the stage's peak memory adds to arena_elems), 0 with pp = 1 (the forward's buffers are in the arena) */
     int stage;
     long long stash_elems, stash_total;
