@@ -814,7 +814,7 @@ int main(int argc, char **argv)
                 spec_path);
         return 1;
     }
-    if (inspect && spec.pp > 1) { /* the stages' schedule, proved; the stage programs are not planned yet */
+    if (inspect && spec.pp > 1) { /* the proved schedule and each stage's memory; the stage programs are not emitted yet */
         if (show || blocks || full || f_ranks || f_layers || f_kinds) {
             tg_pipe_can_emit(&spec, show ? "--show" : blocks ? "--blocks" : "--summary with a selection", &err);
             fprintf(stderr, "%s\n", err.msg);

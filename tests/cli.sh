@@ -205,7 +205,7 @@ cli_disk_room() {
 }
 check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room
 # mesh.pp = 2: --summary prints each stage's proved schedule with its stash, the bubble and each stage's memory; generating, --show and
-# the advisor are refused naming mesh.pp (the stage programs are not planned yet), nothing written
+# the advisor are refused naming mesh.pp (the stage programs are planned, not emitted yet), nothing written
 cli_pipeline_stages() {
     cat >"$WORK/pp2.lua" <<'SPEC'
 return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
@@ -223,7 +223,7 @@ SPEC
         awk '/^  stage [01] memory:/ { if ($5 + $10 * $12 != $14) bad = 1; w[$2] = $7 + 0 }
              END { exit bad || w["0"] * 3 != w["1"] }' "$WORK/pp2.sum" || return 1
     $TG "$WORK/pp2.lua" -o "$WORK/pp2" 2>"$WORK/pp2.err"
-    [ $? -eq 1 ] && [ ! -e "$WORK/pp2" ] && grep -q "mesh.pp = 2: the stage programs are not planned or emitted yet, so generating is refused" "$WORK/pp2.err" &&
+    [ $? -eq 1 ] && [ ! -e "$WORK/pp2" ] && grep -q "mesh.pp = 2: the stage programs are planned but not emitted or run yet, so generating is refused" "$WORK/pp2.err" &&
         grep -q "nothing was written" "$WORK/pp2.err" || return 1
     $TG "$WORK/pp2.lua" --show 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --show is refused" "$WORK/pp2.err"
