@@ -821,7 +821,7 @@ int main(int argc, char **argv)
                 spec_path);
         return 1;
     }
-    if (inspect && spec.pp > 1) { /* the stages' schedule, proved; the stage programs are not planned yet */
+    if (inspect && spec.pp > 1) { /* the proved schedule and each stage's memory; the stage programs are not emitted yet */
         if (show || blocks || full || f_ranks || f_layers || f_kinds) {
             tg_pipe_can_emit(&spec, show ? "--show" : blocks ? "--blocks" : "--summary with a selection", &err);
             fprintf(stderr, "%s\n", err.msg);
@@ -829,7 +829,7 @@ int main(int argc, char **argv)
         }
         tg_sb text;
         tg_sb_init(&text);
-        int irc = tg_pipe_summary(&spec, &text, &err) ? 0 : 1;
+        int irc = tg_pipe_summary(&spec, &text, &err) && tg_stage_memory(&spec, &text, &err) ? 0 : 1;
         if (irc)
             fprintf(stderr, "%s\ntessgen: %s: mesh.pp = %d: the schedule was refused\n", err.msg, spec.path, spec.pp);
         else

@@ -366,7 +366,7 @@ bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err)
 {
     if (s->pp <= 1)
         return true;
-    return tg_fail(err, "%s: mesh.pp = %d: the stage programs are not planned or emitted yet, so %s is refused; "
+    return tg_fail(err, "%s: mesh.pp = %d: the stage programs are planned but not emitted or run yet, so %s is refused; "
                         "the schedule is proved and shown by tessgen %s --summary; use pp = 1 to run "
                         "(docs/TRAINING.md \"Pipeline stages\")",
                    s->path, s->pp, what, s->path);

@@ -23,6 +23,7 @@
 #include "plan.h"
 #include "plan_schemes.h"
 #include "fuse.h"
+#include "pipe.h"
 #include "place.h"
 #include "streams.h"
 
@@ -157,6 +158,19 @@ static void totals(const tg_plan *pl, tg_class_plan *rp)
     }
 }
 
+/* What a stage holds per in-flight micro-batch: the buffers live across the forward/backward boundary. */
+static void stash(const tg_plan *pl, tg_class_plan *rp)
+{
+    rp->stage = pl->stage;
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *bf = &rp->bufs[i];
+        if (!bf->persistent && bf->first >= 0 && rp->steps[bf->first].phase == TG_PHASE_FWD &&
+            rp->steps[bf->last].phase == TG_PHASE_BWD)
+            rp->stash_elems += (tg_buf_slots(bf) + 15) / 16 * 16; /* 64-byte aligned, as the arena's */
+    }
+    rp->stash_total = pl->spec.pp > 1 ? rp->stash_elems * pl->stash : 0;
+}
+
 /* shards_only: declare the weight shards and the residual stream block, no steps, no offsets */
 static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, tg_err *err)
 {
@@ -176,6 +190,7 @@ static bool build_class(const tg_plan *pl, tg_class_plan *rp, bool shards_only, 
     if (!lifetimes(pl, rp, err) || !place(rp, err))
         return false;
     totals(pl, rp);
+    stash(pl, rp);
     /* epilogues = false (the spec): every step stays a kernel of its own on the CUDA backend */
     return tg_streams_plan(rp, err) && (pl->spec.no_epilogues || tg_fuse_plan(rp));
 }
@@ -186,6 +201,8 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->spec = *spec;
     out->T = spec->batch * spec->seq;
     out->D = spec->hidden / spec->heads;
+    out->nl = spec->layers; /* stage 0 of 1: every block (tg_plan_stage) */
+    out->stash = 1;
     if (spec->scheme == TG_SCHEME_MEGATRON) {
         out->mesh = tg_mesh_make_megatron(spec->p);
         out->R = out->T;
@@ -210,6 +227,33 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->V = spec->vocab;
     out->Vq = spec->vocab > 0 ? (spec->vocab + spec->q - 1) / spec->q : 0;
     out->mb = spec->mode == TG_TRAIN && spec->microbatches > 1 ? spec->microbatches : 1;
+}
+
+bool tg_plan_stage(tg_plan *pl, int s, tg_err *err)
+{
+    const tg_spec *sp = &pl->spec;
+    if (sp->pp <= 1) {
+        pl->stage = pl->l0 = 0;
+        pl->nl = sp->layers;
+        pl->stash = 1;
+        return true;
+    }
+    if (s < 0 || s >= sp->pp)
+        return tg_fail(err, "internal planner error: stage %d of mesh.pp = %d", s, sp->pp);
+    tg_pipe p;
+    if (!tg_pipe_build(&p, sp->pp, sp->microbatches, sp->schedule, sp->stage_layers, err))
+        return false;
+    bool ok = tg_pipe_simulate(&p, err);
+    if (ok) {
+        pl->stage = s;
+        pl->l0 = 0;
+        for (int k = 0; k < s; k++)
+            pl->l0 += sp->stage_layers[k];
+        pl->nl = sp->stage_layers[s];
+        pl->stash = p.stash[s];
+    }
+    tg_pipe_free(&p);
+    return ok;
 }
 
 bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err)

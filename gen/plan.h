@@ -321,6 +321,12 @@ typedef struct tg_class_plan {
     /* streams.c's totals: steps on the comm stream, steps that wait for the other stream, SUMMA bcasts of
      * step t >= 1, and how many of those overlap the GEMM before them */
     int comm_steps, waits, late_bcasts, overlapped_bcasts;
+    /* pipeline stages: the stage of the class (tg_plan.stage); stash_elems: arena slots of the buffers one micro-batch's
+     * forward keeps for its backward (written in the forward, read in the backward, not persistent: what a stage
+     * must hold per in-flight micro-batch; each 64-byte aligned); stash_total: tg_plan.stash copies of them when pp > 1 (the stash that
+     * the stage's peak memory adds to arena_elems), 0 with pp = 1 (the forward's buffers are in the arena) */
+    int stage;
+    long long stash_elems, stash_total;
 } tg_class_plan;
 
 typedef struct tg_plan {
@@ -342,11 +348,21 @@ typedef struct tg_plan {
      * planning every class, then printed by the emitters into every program, and by the running
      * program, so a run names exactly the schedule it executed */
     char fingerprint[17];
+    /* pipeline stages (spec mesh.pp = S > 1; docs/TRAINING.md "Pipeline stages"): the stage whose class programs
+     * tg_plan_class bakes, set by tg_plan_stage; with pp = 1 stage 0 holds every block. Stage s plans only its blocks
+     * l0 .. l0+nl-1: its first block reads x (stage 0: the input; later stages: the activation block received from
+     * stage s-1), its last writes y (on the last stage the objective's input). stash: the most micro-batches the
+     * stage holds between their forward and backward in the proved schedule (gen/pipe.c; 1 without stages) */
+    int stage, l0, nl, stash;
 } tg_plan;
 
 /* The mesh and the local shapes of an accepted spec (cheap; no class is baked). */
 void tg_plan_init(const tg_spec *spec, tg_plan *out);
-/* Bake the program of class (i, j). */
+/* Point pl at pipeline stage s (0 .. spec.pp-1): its blocks and its stash from the proved schedule (gen/pipe.c);
+ * false with the schedule's error when the schedule is refused. tg_plan_init leaves stage 0, which for pp = 1 is
+ * the whole program. */
+bool tg_plan_stage(tg_plan *pl, int s, tg_err *err);
+/* Bake the program of class (i, j) (of the stage tg_plan_stage chose). */
 bool tg_plan_class(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err);
 /* Only its weight shards (params, their buffers without offsets) and residual stream block: no steps. */
 bool tg_plan_class_shards(const tg_plan *pl, int i, int j, tg_class_plan *out, tg_err *err);

@@ -145,7 +145,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
 {
     const tg_plan *pl = b->pl;
     int R = pl->R, Cq = pl->Cq, Fq = pl->Fq;
-    int last = l == pl->spec.layers - 1, train = pl->spec.mode == TG_TRAIN;
+    int last = l == pl->l0 + pl->nl - 1, train = pl->spec.mode == TG_TRAIN;
 
     /* ln1: the row sums come from the previous block's final residual step */
     int rs1 = again ? sv->rs1 : *rs_carry, vs1;
@@ -491,11 +491,15 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
     tg_lm lm;
     rp->tok_buf = rp->tgt_buf = rp->logits_buf = rp->loss_buf = -1;
     rp->pairs_buf = rp->dtok_buf = rp->dpos_buf = rp->dlogits_buf = rp->dpairs_buf = rp->kv_buf0 = -1;
-    if (pl->V > 0)
+    /* pipeline stages (plan.h tg_plan.stage): this stage's blocks l0 .. l1-1; the embedding on the first stage, ln_f,
+     * the head and the loss on the last */
+    int l0 = pl->l0, l1 = pl->l0 + pl->nl, emb = pl->V > 0 && pl->stage == 0,
+        head = pl->V > 0 && pl->stage == (sp->pp > 1 ? sp->pp : 1) - 1;
+    if (emb)
         tg_lm_declare_embedding(b, &lm);
-    for (int l = 0; l < sp->layers; l++)
+    for (int l = l0; l < l1; l++)
         lw[l] = declare_layer_weights(b, l);
-    if (pl->V > 0)
+    if (head)
         tg_lm_declare_final(b, &lm);
     char what[120];
     snprintf(what, sizeof what, "residual stream block (h={h}, j=%d): input in%s", rp->j,
@@ -511,19 +515,19 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
     if (!shards_only && sp->mode == TG_GENERATE) {
         plan_generate(b, &lm, lw, sv);
     } else if (!shards_only) {
-        if (pl->V > 0)
+        if (emb)
             tg_lm_embed(b, &lm, rp->x_buf);
         int rs_carry = -1, x = rp->x_buf;
-        for (int l = 0; l < sp->layers && !b->oom; l++)
+        for (int l = l0; l < l1 && !b->oom; l++)
             x = build_layer(b, l, &lw[l], x, &rs_carry, &sv[l], false);
         rp->y_buf = x;
-        if (pl->V > 0 && !b->oom)
+        if (head && !b->oom)
             tg_lm_head(b, &lm, x);
         if (train) {
             b->phase = TG_PHASE_BWD;
-            if (pl->V > 0 && !b->oom)
+            if (head && !b->oom)
                 tg_lm_head_bwd(b, &lm, rp->gx_buf);
-            for (int l = sp->layers - 1; l >= 0 && !b->oom; l--) {
+            for (int l = l1 - 1; l >= l0 && !b->oom; l--) {
                 if (l < sp->recompute) {
                     /* recomputation: the forward's activations of this layer died after its forward (nothing
                      * later reads them, so the placement reuses their memory); run the layer again from its
@@ -534,7 +538,7 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
                 }
                 build_layer_bwd(b, l, &lw[l], &sv[l], rp->gx_buf);
             }
-            if (pl->V > 0 && !b->oom)
+            if (emb && !b->oom)
                 tg_lm_embed_bwd(b, &lm, rp->gx_buf);
             b->phase = TG_PHASE_OPT;
             if (!b->oom)

@@ -557,3 +557,25 @@ bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_fig *figs, tg_sb *out
     tg_filter_free(&f);
     return ok;
 }
+
+/* ---- pipeline stages -------------------------------------------------------------------- */
+
+bool tg_stage_memory(const tg_spec *s, tg_sb *out, tg_err *err)
+{
+    tg_plan pl;
+    tg_plan_init(s, &pl);
+    if (!tg_bounds_work(&pl, err))
+        return false;
+    tg_sb_puts(out, "  memory per rank (class (0,0), bytes; arena: weights, gradients, moments, one micro-batch's "
+                    "activations and temporaries; stash: what a micro-batch's forward keeps for its backward, once "
+                    "per micro-batch in flight):\n");
+    for (int st = 0; st < s->pp; st++) {
+        tg_class_plan cp;
+        if (!tg_plan_stage(&pl, st, err) || !tg_plan_class(&pl, 0, 0, &cp, err))
+            return false;
+        tg_sb_printf(out, "  stage %d memory: arena %lld (weights %lld) + stash %d x %lld = %lld\n", st, 4 * cp.arena_elems,
+                     4 * cp.weight_elems, pl.stash, 4 * cp.stash_elems, 4 * (cp.arena_elems + cp.stash_total));
+        tg_class_free(&cp);
+    }
+    return true;
+}

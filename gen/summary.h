@@ -62,6 +62,11 @@ void tg_figures_free(const tg_plan *pl, tg_class_fig *figs);
 bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_filter *f, int full, tg_sb *o,
                         tg_err *err);
 /* summary.txt: the full summary of every rank and layer. */
+/* Pipeline stages (mesh.pp > 1): each stage's memory per rank of its class (0,0), bytes: the stage's planned arena
+ * (its weights, gradients and moments, one micro-batch's activations and temporaries) plus its stash, the buffers
+ * one micro-batch's forward keeps for the backward times the proved schedule's in-flight micro-batches
+ * (docs/TRAINING.md "Pipeline stages"). False with the planner's or the schedule's error. */
+bool tg_stage_memory(const tg_spec *s, tg_sb *out, tg_err *err);
 bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_fig *figs, tg_sb *out, tg_err *err);
 
 #endif

@@ -204,8 +204,8 @@ cli_disk_room() {
         awk -v e="$est" -v w="$written" 'BEGIN { exit !(e * 1e6 >= w) }'
 }
 check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room
-# mesh.pp = 2: --summary prints each stage's proved schedule with its stash and the bubble; generating, --show and
-# the advisor are refused naming mesh.pp (the stage programs are not planned yet), nothing written
+# mesh.pp = 2: --summary prints each stage's proved schedule with its stash, the bubble and each stage's memory; generating, --show and
+# the advisor are refused naming mesh.pp (the stage programs are planned, not emitted yet), nothing written
 cli_pipeline_stages() {
     cat >"$WORK/pp2.lua" <<'SPEC'
 return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
@@ -216,10 +216,16 @@ SPEC
         grep -q "^  stage 0: layers 0..0, stash 4 micro-batches, busy 12 of 39 slots: F0 sA0>1 F1 " "$WORK/pp2.sum" &&
         grep -q "^  stage 1: layers 1..3 + loss, stash 4 micro-batches, busy 36 of 39 slots: rA0<0 F0 rA1<0 " "$WORK/pp2.sum" &&
         grep -q "^  bubble: 30 idle of 78 stage-slots (38.5%;" "$WORK/pp2.sum" || return 1
+    # each stage's memory: its own blocks' weights (stage 1 holds 3 of the 4 blocks: 3 times stage 0's), the arena
+    # plus the stash of 4 micro-batches in flight (gpipe) of what one micro-batch's forward keeps
+    grep -q "^  stage 0 memory: arena 5504 (weights 688) + stash 4 x 768 = 8576$" "$WORK/pp2.sum" &&
+        grep -q "^  stage 1 memory: arena 15360 (weights 2064) + stash 4 x 2432 = 25088$" "$WORK/pp2.sum" &&
+        awk '/^  stage [01] memory:/ { if ($5 + $10 * $12 != $14) bad = 1; w[$2] = $7 + 0 }
+             END { exit bad || w["0"] * 3 != w["1"] }' "$WORK/pp2.sum" || return 1
     $TG "$WORK/pp2.lua" -o "$WORK/pp2" 2>"$WORK/pp2.err"
-    [ $? -eq 1 ] && [ ! -e "$WORK/pp2" ] && grep -q "mesh.pp = 2: the stage programs are not planned or emitted yet, so generating is refused" "$WORK/pp2.err" &&
+    [ $? -eq 1 ] && [ ! -e "$WORK/pp2" ] && grep -q "mesh.pp = 2: the stage programs are planned but not emitted or run yet, so generating is refused" "$WORK/pp2.err" &&
         grep -q "nothing was written" "$WORK/pp2.err" || return 1
     $TG "$WORK/pp2.lua" --show 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --show is refused" "$WORK/pp2.err"
 }
-check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash and the bubble; generating and --show are refused naming mesh.pp, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating and --show are refused naming mesh.pp, nothing written" cli_pipeline_stages

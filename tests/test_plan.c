@@ -421,8 +421,87 @@ static void check_megatron(int p, int train, int V)
     tg_plan_all_free(&pl, all);
 }
 
+/* Pipeline stages (plan.h tg_plan_stage): each stage's class program holds exactly its own blocks' shards, in the
+ * order of the whole program's; its steps name only those blocks (the optimizer aside); its first step reads x and
+ * its output y is a buffer of its own; the stages' forward and backward flops add up to the whole stack's; the
+ * stash is what one micro-batch's forward keeps for its backward, times the proved schedule's stash count. */
+static void check_stages(int q, int d, int L, int n0, int m, tg_pipe_sched sched)
+{
+    char label[96];
+    snprintf(label, sizeof label, "[%d,%d,%d] x 2 stages of %d+%d blocks, m=%d %s", q, q, d, n0, L - n0, m,
+             sched == TG_PIPE_GPIPE ? "gpipe" : "1f1b");
+    tg_spec s = tt_spec(q, d, L, 48, 12, 192, 4, 2 * q * d * m, 1);
+    s.microbatches = m;
+    tg_plan whole, st;
+    tg_err err = {{0}, 0};
+    tg_plan_init(&s, &whole);
+    s.pp = 2;
+    s.stage_layers[0] = n0;
+    s.stage_layers[1] = L - n0;
+    s.schedule = sched;
+    tg_plan_init(&s, &st);
+    for (int c = 0; c < q * q; c++) {
+        tg_class_plan w, sp[2];
+        bool ok = tg_plan_class(&whole, c / q, c % q, &w, &err);
+        TT_CHECK(ok, "%s: whole plan failed: %s", label, err.msg);
+        if (!ok)
+            return;
+        int np = 0;
+        long long flops[2] = {0, 0}, wflops[2] = {0, 0};
+        for (int k = 0; k < w.nsteps; k++)
+            if (w.steps[k].phase != TG_PHASE_OPT)
+                wflops[w.steps[k].phase] += w.steps[k].flops;
+        for (int g = 0; g < 2; g++) {
+            ok = tg_plan_stage(&st, g, &err) && tg_plan_class(&st, c / q, c % q, &sp[g], &err);
+            TT_CHECK(ok, "%s: stage %d plan failed: %s", label, g, err.msg);
+            if (!ok)
+                continue;
+            const tg_class_plan *rp = &sp[g];
+            int lo = g == 0 ? 0 : n0, hi = g == 0 ? n0 : L;
+            TT_CHECK(rp->stage == g, "%s: stage %d plans as stage %d", label, g, rp->stage);
+            for (int k = 0; k < rp->nparams; k++, np++)
+                TT_CHECK(np < w.nparams && strcmp(rp->params[k].name, w.params[np].name) == 0,
+                         "%s: stage %d shard %d is %s, the whole program's next is %s", label, g, k,
+                         rp->params[k].name, np < w.nparams ? w.params[np].name : "(none)");
+            for (int k = 0; k < rp->nsteps; k++) {
+                const tg_step *x = &rp->steps[k];
+                TT_CHECK(x->phase == TG_PHASE_OPT || (x->layer >= lo && x->layer < hi),
+                         "%s: stage %d step %d is of block %d, outside %d..%d", label, g, k, x->layer, lo, hi - 1);
+                if (x->phase != TG_PHASE_OPT)
+                    flops[x->phase] += x->flops;
+            }
+            int reads_x = 0;
+            for (int b = 0; b < TG_STEP_MAXBUF; b++)
+                reads_x |= rp->steps[0].buf[b] == rp->x_buf;
+            TT_CHECK(reads_x, "%s: stage %d's first step does not read x", label, g);
+            TT_CHECK(rp->y_buf != rp->x_buf && rp->y_buf >= 0, "%s: stage %d has no output block of its own", label,
+                     g);
+            int want = sched == TG_PIPE_GPIPE ? m : (2 - g < m ? 2 - g : m);
+            TT_CHECK(rp->stash_elems > 0 && rp->stash_total == rp->stash_elems * want,
+                     "%s: stage %d stash %lld = %lld x ?, want x %d", label, g, rp->stash_total, rp->stash_elems,
+                     want);
+            check_memory(rp, label);
+        }
+        TT_CHECK(np == w.nparams, "%s: the stages hold %d shards, the whole program %d", label, np, w.nparams);
+        TT_CHECK(flops[0] == wflops[0] && flops[1] == wflops[1],
+                 "%s: stage flops forward %lld backward %lld, whole %lld %lld", label, flops[0], flops[1], wflops[0],
+                 wflops[1]);
+        TT_CHECK(w.stash_total == 0, "%s: pp = 1 counts a stash", label);
+        tg_class_free(&w);
+        tg_class_free(&sp[0]);
+        tg_class_free(&sp[1]);
+    }
+}
+
 int main(void)
 {
+    TT_CASE("pipeline stages: each stage's class programs hold its own blocks only, read x, write their own y, add up "
+            "to the whole stack's flops and stash the forward's kept buffers once per in-flight micro-batch") {
+        check_stages(1, 1, 3, 1, 2, TG_PIPE_1F1B);
+        check_stages(1, 1, 3, 2, 4, TG_PIPE_GPIPE);
+        check_stages(2, 1, 4, 1, 4, TG_PIPE_1F1B);
+        check_stages(2, 2, 3, 2, 2, TG_PIPE_GPIPE);
+    }
     for (int p = 1; p <= 4; p++)
         for (int train = 0; train < 2; train++)
             for (int V = 0; V <= 49; V += 49) { /* 49: padded on p = 2, 3, 4 */
