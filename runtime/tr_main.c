@@ -159,6 +159,15 @@ static void usage(FILE *f, const char *prog)
                    "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4)\n"
                    "  --timing      with --steps: median time per training step and per step kind\n");
     }
+    if (&tr_gen_class != NULL) /* mode = "generate" */
+        fprintf(f, "\nGeneration (docs/GENERATE.md; context %d tokens a sequence, at most %d sequences):\n"
+                   "  --generate    run the prefill of the prompts, then decode steps, instead of one forward\n"
+                   "  --prompt-tokens P  int32 .npy [n <= %d, L <= %d]: a prompt a row, left-aligned, then -1 pads\n"
+                   "  --max-new N   new tokens a sequence (L + N <= %d)\n"
+                   "  --eos ID      a sequence stops after emitting this id (written); default: none\n"
+                   "  --output T    with --generate: the ids, int32 [n, L + N]: prompt, new tokens, then -1\n"
+                   "  --logits-out L  with --generate: the logits of every new token, float32 [n, N, vocab]\n",
+                tr_gen_class.context, tr_model.batch, tr_model.batch, tr_model.seq, tr_gen_class.context);
     fprintf(f, "\nOutputs (written atomically by rank 0; every path is checked before any work):\n");
     if (lm)
         fprintf(f, "  --logits-out F  the logits, float32 [batch, seq, vocab=%d], gathered to rank 0\n"
@@ -194,7 +203,7 @@ static const char *const all_options[] = {
     "--grads-out",   "--steps",       "--target",      "--weights-out",    "--replica-check", "--out-dtype",
     "--checkpoint-out", "--checkpoint-every", "--resume", "--reshard",     "--hf-out",      "--timing",
     "--tokens",      "--targets",     "--logits-out",  "--data",           "--val-data",    "--val-every",
-    "--val-batches", "--data-change",
+    "--val-batches", "--data-change", "--generate",    "--prompt-tokens",  "--max-new",     "--eos",
 };
 
 /* Edit distance (insertions, deletions, substitutions) of two short strings; 99 when either is too long. */

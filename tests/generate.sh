@@ -55,6 +55,58 @@ gen_kv_bytes() { # the KV cache of [2,2,1]: per layer [nseq*context, 2*hidden/q]
         grep -q '\.kv_elems = 320,' "$f"
 }
 
+gen_help() { # --help of a generate program lists generation's options, each one its parser takes; the run script too
+    local dir="$WORK/gen/o_1_1" h="$WORK/gen/help.txt" opt
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    "$dir/run" --help >"$h" 2>&1 || { cat "$h"; return 1; }
+    cat "$h"
+    for opt in "--generate" "--prompt-tokens P" "--max-new N" "--eos ID" "--output T" "--logits-out L"; do
+        grep -qF -- "  $opt" "$h" || { echo "help lacks: $opt"; return 1; }
+        case $opt in *" N" | *" ID") opt="${opt%% *} 1" ;; esac
+        "$dir/run" ${opt%% *} ${opt#* } --help >/dev/null 2>&1 || { echo "$opt is listed but not taken"; return 1; }
+    done
+    grep -q '^#   ./run --weights W.safetensors --generate --prompt-tokens P.npy --max-new N' "$dir/run" ||
+        { echo "the run script's header lacks --generate"; return 1; }
+}
+
+gen_typo() { # a mistyped generation option: did you mean, exit 2
+    local dir="$WORK/gen/o_1_1" opt want out
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    for opt in --max-nw:--max-new --prompt-token:--prompt-tokens --generat:--generate --eso:--eos; do
+        out=$("$dir/run" "${opt%%:*}" 3 2>&1)
+        [ $? -eq 2 ] || { echo "$out"; echo "${opt%%:*}: exit not 2"; return 1; }
+        grep -qF -- "did you mean ${opt#*:}?" <<<"$out" || { echo "$out"; echo "no suggestion of ${opt#*:}"; return 1; }
+    done
+}
+
+gen_usage() { # program-dir want-message args...: exit 2, the message, no output written
+    local dir=$1 want=$2 W="$WORK/gen"
+    shift 2
+    rm -f "$W/usage_out.npy"
+    "$dir/run" --weights "$W/w.st" "$@" --output "$W/usage_out.npy" >"$W/usage.log" 2>&1
+    local rc=$?
+    cat "$W/usage.log"
+    [ $rc -eq 2 ] || { echo "exit $rc, want 2"; return 1; }
+    grep -qF -- "$want" "$W/usage.log" || { echo "message lacks: $want"; return 1; }
+    [ ! -e "$W/usage_out.npy" ] || { echo "an output was written"; return 1; }
+}
+
+gen_usage_gen() { # the generate program of [1,1,1]
+    [ -x "$WORK/gen/o_1_1/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    gen_usage "$WORK/gen/o_1_1" "$@"
+}
+
+gen_usage_infer() { # an inference program of the same model (mode = "infer", no KV cache)
+    local W="$WORK/gen" dir="$WORK/gen/infer"
+    [ -e "$W/p.npy" ] || gen_setup || return 1
+    if [ ! -x "$dir/run" ]; then
+        printf '%s\n' 'return { name = "gen_infer", mesh = { q = 1, d = 1 },' \
+            '  model = { layers = 2, hidden = 16, heads = 4, ffn = 32, seq = 4, batch = 2, vocab = 23, positions = 12 } }' \
+            >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null || return 1
+    fi
+    gen_usage "$dir" "not generated with mode = \"generate\"" --generate --prompt-tokens "$W/p.npy" --max-new 2
+}
+
 if true; then
     check "generate: the float64 reference generates (tessref generate)" gen_setup
     check "generate: [1,1,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
@@ -64,6 +116,15 @@ if true; then
     check "generate: [2,2,2] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
         gen_mesh 2 2 4
     check "generate: the KV cache is layers x [sequences per rank * context, 2*hidden/q] persistent floats" gen_kv_bytes
+    check "generate: run --help lists the generation options and the run script's header shows --generate" gen_help
+    check "generate: a mistyped generation option gets did you mean, exit 2" gen_typo
+    check "generate: --generate on an inference program is refused with exit 2, nothing written" gen_usage_infer
+    check "generate: --prompt-tokens without --generate is refused with exit 2, nothing written" gen_usage_gen \
+        "belong to --generate" --prompt-tokens "$WORK/gen/p.npy" --max-new 2
+    check "generate: --generate without --max-new is refused with exit 2, nothing written" gen_usage_gen \
+        "needs --prompt-tokens P.npy and --max-new N" --generate --prompt-tokens "$WORK/gen/p.npy"
+    check "generate: --eos not below model.vocab is refused with exit 2, nothing written" gen_usage_gen \
+        "below model.vocab" --generate --prompt-tokens "$WORK/gen/p.npy" --max-new 2 --eos 23
     check "generate: a token id out of range is refused, nothing written" gen_bad id "[[3, 23, -1, -1]]" 2 \
         "is not a token id"
     check "generate: a prompt longer than model.seq is refused, nothing written" gen_bad long "[[1, 2, 3, 4, 5]]" 2 \
