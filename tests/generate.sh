@@ -148,6 +148,46 @@ gen_usage_infer() { # an inference program of the same model (mode = "infer", no
     gen_usage "$dir" "not generated with mode = \"generate\"" --generate --prompt-tokens "$W/p.npy" --max-new 2
 }
 
+gen_summary() { # --summary of [2,2,1]: the KV cache line equals the program's kv_elems, the decode step's bytes its plan
+    local dir="$WORK/gen/o_2_1"
+    [ -e "$dir/rank_i0_j0.c" ] || gen_mesh 2 1 2 >/dev/null || return 1
+    bin/tessgen "$dir.lua" --summary >"$WORK/gen/summary.txt" || return 1
+    grep -A2 '^generation' "$WORK/gen/summary.txt"
+    "$PY" - "$WORK/gen/summary.txt" "$dir/rank_i0_j0.c" <<'PYEOF'
+import re, sys
+summ, prog = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+kv = re.search(r"KV cache per rank: .* = 2 \* 1 \* 10 \* 2 \* 8 \* 4 = (\d+) bytes", summ)
+assert kv and int(kv.group(1)) == 4 * int(re.search(r"\.kv_elems = (\d+)", prog).group(1)), "KV cache line"
+plan = {k: sum(int(v) for v in re.search(r"\.plan_dec_%s = \{([^}]*)\}" % k, prog).group(1).split(","))
+        for k in ("bcast_recv", "bcast_sent", "allreduce", "reduce_recv", "reduce_sent")}
+dec = re.search(r"decode step, class \(0,0\)[^:]*: received (\d+), sent (\d+), reduced (\d+) bytes", summ)
+assert dec, "no decode step line"
+want = (plan["bcast_recv"] + plan["reduce_recv"], plan["bcast_sent"] + plan["reduce_sent"], plan["allreduce"])
+assert tuple(int(g) for g in dec.groups()) == want, (dec.groups(), want)
+PYEOF
+}
+
+gen_from_hf() { # tessgen --from-hf DIR --mode generate --context N prints a spec the loader takes, with the KV cache
+    local W="$WORK/gen"
+    "$PY" $GEN_REF hf-dir --layers 2 --hidden 16 --heads 4 --ffn 32 --seq 4 --batch 2 --seed 4 --vocab 23 \
+        --n-positions 12 --out "$W/hf" >/dev/null &&
+        bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --mode generate --context 10 >"$W/hf.lua" || return 1
+    cat "$W/hf.lua"
+    grep -q 'mode = "generate"' "$W/hf.lua" && grep -q 'context = 10' "$W/hf.lua" || { echo "no mode or context"; return 1; }
+    bin/tessgen "$W/hf.lua" --summary | grep -F "= 2 * 1 * 10 * 2 * 8 * 4 = 1280 bytes" || { echo "no KV line"; return 1; }
+    local out rc
+    out=$(bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --mode generate 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "--mode generate needs --context N" <<<"$out" || { echo "$out (exit $rc)"; return 1; }
+    out=$(bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --context 10 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "--context goes with --mode generate" <<<"$out" || { echo "$out (exit $rc)"; return 1; }
+    out=$(bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --mode generate --context 13 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] && grep -qF "model.context = 13 is larger than model.positions = 12" <<<"$out" ||
+        { echo "$out (exit $rc)"; return 1; }
+}
+
 if true; then
     check "generate: the float64 reference generates (tessref generate)" gen_setup
     check "generate: [1,1,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
@@ -167,6 +207,10 @@ if true; then
         gen_chisq kp 1e-6
     check "generate: temperature samples follow the float64 distribution (chi-square, 1e-6 false failures)" \
         gen_chisq t 1e-6
+    check "generate: --summary shows the KV cache per rank with its formula and the decode step's planned bytes" \
+        gen_summary
+    check "generate: tessgen --from-hf --mode generate --context N prints a spec with the KV cache; without one refused" \
+        gen_from_hf
     check "generate: the KV cache is layers x [sequences per rank * context, 2*hidden/q] persistent floats" gen_kv_bytes
     check "generate: run --help lists the generation options and the run script's header shows --generate" gen_help
     check "generate: a mistyped generation option gets did you mean, exit 2" gen_typo
