@@ -591,9 +591,13 @@ bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text,
     put_double(&text_out, md.eps);
     if (whole)
         tg_sb_printf(&text_out, ",\n            vocab = %d, positions = %d", md.vocab, md.n_positions);
+    if (r->mode == TG_GENERATE)
+        tg_sb_printf(&text_out, ",\n            context = %d", r->context);
     tg_sb_puts(&text_out, " },\n");
     if (r->mode == TG_TRAIN)
         tg_sb_puts(&text_out, "  mode = \"train\",\n");
+    if (r->mode == TG_GENERATE) /* seq: the longest prompt; context: prompt + new tokens (the KV cache) */
+        tg_sb_puts(&text_out, "  mode = \"generate\",  -- seq is the longest prompt, context the KV cache: prompt + new tokens\n");
     hf_optimizer_block(&text_out, r->mode == TG_TRAIN);
     tg_sb_puts(&text_out, "}\n");
 
@@ -608,9 +612,12 @@ bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text,
             snprintf(mesh, sizeof mesh, "megatron p=%d", r->p);
         else
             snprintf(mesh, sizeof mesh, "[%d,%d,%d]", r->q, r->q, r->d);
+        char ctx[48] = "";
+        if (r->mode == TG_GENERATE)
+            snprintf(ctx, sizeof ctx, ", context %d", r->context);
         ok = tg_fail(err, "%s: the model (layers = n_layer = %d, hidden = n_embd = %d, heads = n_head = %d, ffn = %d) "
-                          "does not fit mesh %s, seq %d, batch %d; the spec loader says:",
-                     path, md.n_layer, md.n_embd, md.n_head, ffn, mesh, r->seq, r->batch);
+                          "does not fit mesh %s, seq %d, batch %d%s; the spec loader says:",
+                     path, md.n_layer, md.n_embd, md.n_head, ffn, mesh, r->seq, r->batch, ctx);
         tg_fail(err, "%s", lerr.msg);
         err->count += lerr.count - 1;
     } else {

@@ -32,7 +32,8 @@ typedef struct tg_hf_request {
     tg_scheme scheme; /* TG_SCHEME_TESSERACT: mesh q, d; TG_SCHEME_MEGATRON: p */
     int q, d, p;
     int seq, batch;   /* tokens per sequence, sequences */
-    tg_mode mode;     /* "infer" or "train" */
+    tg_mode mode;     /* "infer", "train" or "generate" */
+    int context;      /* --context N: model.context with mode generate (docs/GENERATE.md), else 0 */
     int blocks_only;  /* --blocks-only: the block stack (no vocab); else the whole GPT2LMHeadModel (tesseract) */
 } tg_hf_request;
 

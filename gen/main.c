@@ -47,6 +47,7 @@ static void usage(FILE *f)
             "       tessgen SPEC.lua --advise --machine M.lua [--ranks P] [--json]\n"
             "       tessgen SPEC.lua --cost --machine M.lua [--json]\n"
             "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B [--mode train] [--blocks-only]  (> SPEC.lua)\n"
+            "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B --mode generate --context N\n"
             "       tessgen --from-hf DIR --scheme megatron --mesh P --seq S --batch B [--mode train]\n"
             "       tessgen --help | --version\n"
             "\n"
@@ -103,7 +104,8 @@ static void usage(FILE *f)
             "  --mesh Q,D | Q     the Tesseract mesh [Q,Q,D] (D default 1); with --scheme megatron, P ranks\n"
             "  --scheme S         tesseract (default) or megatron\n"
             "  --seq S, --batch B tokens per sequence (at most n_positions), sequences\n"
-            "  --mode M           infer (default) or train\n"
+            "  --mode M           infer (default), train or generate (docs/GENERATE.md)\n"
+            "  --context N        with --mode generate: model.context, the KV cache (prompt + new tokens)\n"
             "\n"
             "Then:  ninja -C DIR  &&  DIR/run [--weights W.safetensors] [--input X.npy] [--output Y.npy]\n"
             "Spec keys and run options: README.md. Exit: 0 ok, 1 rejected spec/output, 2 usage, 70 internal.\n");
@@ -625,11 +627,11 @@ static bool opt_count(const char *opt, const char *v, int *out)
 
 /* --from-hf: print a spec for a save_pretrained directory (hf_config.c), write nothing. */
 static int hf_main(const char *dir, const char *mesh, const char *scheme, const char *seq, const char *batch,
-                   const char *mode, int blocks_only, int other)
+                   const char *mode, const char *context, int blocks_only, int other)
 {
     if (other) {
-        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch, --mode and --blocks-only, and "
-                        "no spec file; "
+        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch, --mode, --context and "
+                        "--blocks-only, and no spec file; "
                         "it prints a spec to stdout (see tessgen --help)\n");
         return 2;
     }
@@ -648,10 +650,20 @@ static int hf_main(const char *dir, const char *mesh, const char *scheme, const 
     }
     if (mode && !strcmp(mode, "train")) {
         r.mode = TG_TRAIN;
+    } else if (mode && !strcmp(mode, "generate")) {
+        r.mode = TG_GENERATE;
     } else if (mode && strcmp(mode, "infer") != 0) {
-        fprintf(stderr, "tessgen: --mode %s: use infer (default) or train\n", mode);
+        fprintf(stderr, "tessgen: --mode %s: use infer (default), train or generate\n", mode);
         return 2;
     }
+    if ((r.mode == TG_GENERATE) != (context != NULL)) {
+        fprintf(stderr, "tessgen: %s\n", context ? "--context goes with --mode generate (it is the KV cache's length)"
+                                                 : "--mode generate needs --context N: the KV cache's length, prompt + "
+                                                   "new tokens a sequence (e.g. --seq 64 --context 256)");
+        return 2;
+    }
+    if (context && !opt_count("--context", context, &r.context))
+        return 2;
     if (!opt_count("--seq", seq, &r.seq) || !opt_count("--batch", batch, &r.batch))
         return 2;
     const char *comma = strchr(mesh, ',');
@@ -700,6 +712,7 @@ int main(int argc, char **argv)
     const char *machine_path = NULL;
     const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
     const char *hf_dir = NULL, *hf_mesh = NULL, *hf_scheme = NULL, *hf_seq = NULL, *hf_batch = NULL, *hf_mode = NULL;
+    const char *hf_context = NULL; /* --context (with --from-hf --mode generate) */
     int hf_blocks_only = 0; /* --blocks-only (with --from-hf) */
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
@@ -740,7 +753,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[a], "--blocks-only")) {
             hf_blocks_only = 1;
         } else if (!strcmp(argv[a], "--from-hf") || !strcmp(argv[a], "--mesh") || !strcmp(argv[a], "--scheme") ||
-                   !strcmp(argv[a], "--seq") || !strcmp(argv[a], "--batch") || !strcmp(argv[a], "--mode")) {
+                   !strcmp(argv[a], "--seq") || !strcmp(argv[a], "--batch") || !strcmp(argv[a], "--mode") ||
+                   !strcmp(argv[a], "--context")) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "tessgen: %s needs a value (see tessgen --help)\n", argv[a]);
                 return 2;
@@ -751,6 +765,7 @@ int main(int argc, char **argv)
                                : !strcmp(o, "scheme") ? &hf_scheme
                                : !strcmp(o, "seq")   ? &hf_seq
                                : !strcmp(o, "batch") ? &hf_batch
+                               : !strcmp(o, "context") ? &hf_context
                                                      : &hf_mode;
             *dst = argv[++a];
         } else if (!strcmp(argv[a], "--ranks") || !strcmp(argv[a], "--layers") || !strcmp(argv[a], "--kinds")) {
@@ -777,11 +792,11 @@ int main(int argc, char **argv)
         }
     }
     if (hf_dir)
-        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode, hf_blocks_only,
+        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode, hf_context, hf_blocks_only,
                        spec_path || outdir || quiet || show || blocks || summary || full || advise || cost || json ||
                            machine_path || f_ranks || f_layers || f_kinds);
-    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode || hf_blocks_only) {
-        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch, --mode and --blocks-only go with --from-hf DIR; a spec "
+    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode || hf_context || hf_blocks_only) {
+        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch, --mode, --context and --blocks-only go with --from-hf DIR; a spec "
                         "file says "
                         "them itself\n");
         return 2;

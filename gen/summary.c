@@ -68,6 +68,7 @@ bool tg_class_figures(const tg_plan *pl, const tg_class_plan *cp, tg_class_fig *
     fg->weights = cp->weight_elems;
     fg->nsteps = cp->nsteps;
     fg->flops = cp->flops;
+    fg->kv = pl->spec.mode == TG_GENERATE ? cp->kv_elems : 0;
     for (int i = 0; i < cp->nsteps; i++) {
         const tg_step *s = &cp->steps[i];
         int l = (s->layer >= 0 && s->layer < pl->spec.layers) ? s->layer + 1 : 0;
@@ -310,6 +311,51 @@ static void memory_table(tg_sb *o, const tg_plan *pl, const tg_class_fig *figs, 
 }
 
 /* One phase of one class figure (or a total), layer by layer, runs of equal layers merged unless full. */
+/* mode = "generate" (docs/GENERATE.md): the KV cache per rank with its formula, and per class the bytes of one decode
+ * step (the phase dec of the table below, all layers), which a run repeats once per new token after the first. */
+static void generation_lines(tg_sb *o, const tg_plan *pl, const tg_class_fig *figs, const unsigned char *sel)
+{
+    if (pl->spec.mode != TG_GENERATE)
+        return;
+    long long kv = 4LL * pl->spec.layers * pl->nseq * pl->spec.context * 2 * pl->Cq;
+    tg_sb_printf(o, "\ngeneration (docs/GENERATE.md): context %d tokens a sequence, %d sequences per rank\n",
+                 pl->spec.context, pl->nseq);
+    tg_sb_printf(o, "  KV cache per rank: layers * (batch/(q*d)) * context * 2 * (hidden/q) * 4 = %d * %d * %d * 2 * %d * 4 "
+                    "= %lld bytes (persistent, in the arena)%s\n",
+                 pl->spec.layers, pl->nseq, pl->spec.context, pl->Cq, kv,
+                 figs[0].kv * 4 == kv ? "" : " [the plan's caches differ: internal error]");
+    int L = pl->spec.layers + 1, n = tg_plan_nclasses(pl);
+    tg_traffic *dec = calloc((size_t)n, sizeof *dec);
+    for (int c = 0; dec && c < n; c++)
+        for (int l = 0; l < L; l++)
+            add_traffic(&dec[c], &figs[c].bucket[TG_PHASE_DEC * L + l], 1);
+    for (int c = 0; dec && c < n; c++) {
+        if (sel && !sel[c])
+            continue;
+        int first = 1;
+        for (int e = 0; e < c && first; e++)
+            first = (sel && !sel[e]) || !same_traffic(&dec[e], &dec[c]);
+        if (!first)
+            continue;
+        long long rv = 0, se = 0, re = 0;
+        for (int g = 0; g < TG_NGROUPS; g++) {
+            rv += dec[c].recv[g];
+            se += dec[c].sent[g];
+            re += dec[c].red[g];
+        }
+        tg_sb_printf(o, "  decode step, class%s", "");
+        int shown = 0;
+        for (int e = c; e < n; e++)
+            if ((!sel || sel[e]) && same_traffic(&dec[e], &dec[c]) && shown++ < 8)
+                tg_sb_printf(o, " (%d,%d)", figs[e].i, figs[e].j);
+        if (shown > 8)
+            tg_sb_printf(o, " and %d more", shown - 8);
+        tg_sb_printf(o, ": received %lld, sent %lld, reduced %lld bytes per rank and new token after the first\n", rv, se,
+                     re);
+    }
+    free(dec);
+}
+
 static void phase_rows(tg_sb *o, const tg_traffic *bk, int L, int ph, const tg_filter *f, int full, unsigned cols,
                        const char *who, tg_traffic *sum)
 {
@@ -543,6 +589,7 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_fi
     for (int c = 0; c < tg_plan_nclasses(pl); c++)
         cols |= figs[c].cols;
     memory_table(o, pl, figs, f, full, sel);
+    generation_lines(o, pl, figs, sel);
     traffic_table(o, pl, figs, f, full, sel, cols);
     free(sel);
     return alternatives(pl, figs, full, o, err);

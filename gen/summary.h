@@ -48,6 +48,7 @@ struct tg_class_fig {
     unsigned cols;                        /* bit 3*g + d: group g carries direction d (recv, sent, reduced) */
     int nbuckets;                         /* TG_NPHASE * (layers + 1): [phase][layer + 1], layer -1 at 0 */
     tg_traffic *bucket;
+    long long kv; /* mode = "generate": the KV caches of every layer, elements (persistent, in the arena); else 0 */
 };
 typedef struct tg_class_fig tg_class_fig;
 

@@ -80,6 +80,7 @@ typedef struct tr_opts {
     int generate;
     const char *prompts;
     int max_new, eos;
+    tr_sample_opts sample; /* --temperature, --top-k, --top-p (tr_tokens.h); its seed is --seed */
     int stats;         /* --stats (tr_trace.c) */
     int seed_set;      /* --seed was given (else a resumed run takes the checkpoint's) */
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
@@ -159,6 +160,19 @@ static void usage(FILE *f, const char *prog)
                    "  --replica-check  after the run, check every replicated shard is bitwise identical (exit 4)\n"
                    "  --timing      with --steps: median time per training step and per step kind\n");
     }
+    if (&tr_gen_class != NULL) /* mode = "generate" */
+        fprintf(f, "\nGeneration (docs/GENERATE.md; context %d tokens a sequence, at most %d sequences):\n"
+                   "  --generate    run the prefill of the prompts, then decode steps, instead of one forward\n"
+                   "  --prompt-tokens P  int32 .npy [n <= %d, L <= %d]: a prompt a row, left-aligned, then -1 pads\n"
+                   "  --max-new N   new tokens a sequence (L + N <= %d)\n"
+                   "  --eos ID      a sequence stops after emitting this id (written); default: none\n"
+                   "  --temperature T  sample from softmax(logits / T) instead of the greedy argmax (default 1 when\n"
+                   "                --top-k or --top-p is given); the same --seed gives the same ids on every mesh\n"
+                   "  --top-k K     sample among the K most likely ids\n"
+                   "  --top-p P     sample among the most likely ids whose probability reaches P (after --top-k)\n"
+                   "  --output T    with --generate: the ids, int32 [n, L + N]: prompt, new tokens, then -1\n"
+                   "  --logits-out L  with --generate: the logits of every new token, float32 [n, N, vocab]\n",
+                tr_gen_class.context, tr_model.batch, tr_model.batch, tr_model.seq, tr_gen_class.context);
     fprintf(f, "\nOutputs (written atomically by rank 0; every path is checked before any work):\n");
     if (lm)
         fprintf(f, "  --logits-out F  the logits, float32 [batch, seq, vocab=%d], gathered to rank 0\n"
@@ -194,7 +208,8 @@ static const char *const all_options[] = {
     "--grads-out",   "--steps",       "--target",      "--weights-out",    "--replica-check", "--out-dtype",
     "--checkpoint-out", "--checkpoint-every", "--resume", "--reshard",     "--hf-out",      "--timing",
     "--tokens",      "--targets",     "--logits-out",  "--data",           "--val-data",    "--val-every",
-    "--val-batches", "--data-change",
+    "--val-batches", "--data-change", "--generate",    "--prompt-tokens",  "--max-new",     "--eos",
+    "--temperature", "--top-k",       "--top-p",
 };
 
 /* Edit distance (insertions, deletions, substitutions) of two short strings; 99 when either is too long. */
@@ -376,6 +391,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     memset(o, 0, sizeof *o);
     o->seed = 1;
     o->eos = -1;
+    o->sample.temperature = 1;
+    o->sample.top_p = 1;
     o->repeat = 0;
     for (int a = 1; a < argc; a++) {
         const char *s = argv[a];
@@ -394,6 +411,29 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             continue;
         if (!strcmp(s, "--generate")) {
             o->generate = 1;
+        } else if (!strcmp(s, "--temperature") || !strcmp(s, "--top-k") || !strcmp(s, "--top-p")) {
+            char *end = NULL;
+            double v = val ? strtod(val, &end) : 0;
+            bool good = val && end != val && !*end && isfinite(v);
+            if (s[2] == 't' && s[3] == 'e' && !(good && v > 0 && v <= 1e6))
+                good = tr_fail(err, "--temperature %s: expected a number > 0 (logits are divided by it; 1: the "
+                                    "model's distribution)", val ? val : "(missing)");
+            else if (!strcmp(s, "--top-k") && !(good && v >= 1 && v <= INT_MAX && v == floor(v)))
+                good = tr_fail(err, "--top-k %s: expected an integer >= 1 (sample among the k most likely ids)",
+                               val ? val : "(missing)");
+            else if (!strcmp(s, "--top-p") && !(good && v > 0 && v <= 1))
+                good = tr_fail(err, "--top-p %s: expected a number in (0, 1] (sample among the most likely ids whose "
+                                    "probability reaches it)", val ? val : "(missing)");
+            if (!good)
+                return -1;
+            if (!strcmp(s, "--temperature"))
+                o->sample.temperature = v;
+            else if (!strcmp(s, "--top-k"))
+                o->sample.top_k = (int)v;
+            else
+                o->sample.top_p = v;
+            o->sample.on = 1;
+            a++;
         } else if (!strcmp(s, "--prompt-tokens") || !strcmp(s, "--max-new") || !strcmp(s, "--eos")) {
             if (!val) {
                 tr_fail(err, "%s needs a value (see --help)", s);
@@ -1666,6 +1706,38 @@ static void gen_gather_logits(const tr_rank_desc *d, const float *lg, int nseq, 
     free(buf);
 }
 
+/* Sampling (--temperature, --top-k, --top-p): the next id of every sequence of this rank's depth from lg, the logits
+ * [nseq, vq] of its row block's sequences (vocab block j), the one at position len[b] + off of sequence b: the
+ * members of the row sample their row block's alike (tr_sample_rows), then a max all-reduce over the column gives
+ * every rank the ids of the q row blocks of its depth. These exchanges are the runtime's, outside the plan (--bytes
+ * counts the plan's steps; the program's greedy pairs are still computed and dropped). */
+static bool gen_sample(tr_ctx *c, const tr_opts *o, const float *lg, int nseq, const int32_t *len, int off,
+                       int32_t *next)
+{
+    const tr_rank_desc *d = c->desc;
+    int q = tr_model.q, h = d->i + q * d->k;
+    int *key = malloc((size_t)2 * nseq * sizeof *key);
+    int32_t *pick = malloc((size_t)q * nseq * sizeof *pick);
+    tr_sample_opts so = o->sample;
+    so.seed = o->seed;
+    bool ok = key && pick;
+    for (int s = 0; ok && s < nseq; s++) {
+        key[s] = h * nseq + s;
+        key[nseq + s] = len[h * nseq + s] + off;
+    }
+    for (int e = 0; ok && e < q * nseq; e++)
+        pick[e] = INT32_MIN;
+    ok = tr_sample_rows(c->comm[TR_ROW], d->j, lg, ok ? nseq : 0, tr_lm()->vq, tr_lm_vocab(), key, key + nseq, &so,
+                        pick + (long)d->i * nseq) && ok;
+    MPI_Allreduce(MPI_IN_PLACE, pick, q * nseq, MPI_INT32_T, MPI_MAX, c->comm[TR_COL]);
+    for (int t = 0; ok && t < q; t++)
+        for (int s = 0; s < nseq; s++)
+            next[(t + q * d->k) * nseq + s] = pick[t * nseq + s];
+    free(key);
+    free(pick);
+    return ok;
+}
+
 /* The prefill, then decode steps until every sequence of this rank's depth has max_new new tokens or its end-of-text
  * id; the ids (prompt, then the new ones, then -1) to o->output on rank 0, the logits of every new token to
  * --logits-out [sequences, max_new, vocab]. Depths run independently (their groups never mix). *ndec: decode steps. */
@@ -1715,6 +1787,7 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
     for (int s = 0; s < nseq; s++) /* this row block's logits of each sequence's last prompt token */
         memcpy(lg + (long)s * tr_lm()->vq, plog + ((long)s * S + len[(d->i + q * d->k) * nseq + s] - 1) * tr_lm()->vq,
                (size_t)tr_lm()->vq * sizeof *lg);
+    bool sampled = !o->sample.on || gen_sample(c, o, lg, nseq, len, 0, next);
     *ndec = 0;
     for (int m = 0;; m++) {
         if (o->lm.logits_out) {
@@ -1753,6 +1826,8 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
             for (int s = 0; s < nseq; s++)
                 memcpy(&next[(t + q * d->k) * nseq + s], &dp[2 * ((long)t * nseq + s) + 1], 4);
         memcpy(lg, A + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
+        if (o->sample.on)
+            sampled = gen_sample(c, o, lg, nseq, len, m + 1, next) && sampled;
     }
     /* every depth's sequences to rank 0 */
     int32_t *mine = malloc((size_t)B * W * sizeof *mine), *all = d->rank == 0 ? malloc((size_t)B * W * sizeof *all) : NULL;
@@ -1764,8 +1839,13 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
             memcpy(mine + (long)b * W, out + (long)b * W, (size_t)W * sizeof *mine);
         }
     MPI_Reduce(mine, all, B * W, MPI_INT32_T, MPI_MAX, 0, MPI_COMM_WORLD);
-    int rc = 0;
-    if (d->rank == 0) {
+    int rc = 0, sampled_all = sampled;
+    MPI_Allreduce(MPI_IN_PLACE, &sampled_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!sampled_all) {
+        if (d->rank == 0)
+            fprintf(stderr, "out of memory while sampling the next ids; nothing was written\n");
+        rc = 1;
+    } else if (d->rank == 0) {
         int64_t shape[3] = {n, W, V};
         if (o->output && !tr_npy_write_i32_atomic(o->output, 2, shape, all, &err)) {
             fprintf(stderr, "%s\n", err.msg);
@@ -1830,10 +1910,11 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
-    if (pa == 0 && (o.generate || o.prompts || o.max_new || o.eos >= 0)) { /* generation's options (docs/GENERATE.md) */
+    if (pa == 0 && (o.generate || o.prompts || o.max_new || o.eos >= 0 || o.sample.on)) { /* generation's options (docs/GENERATE.md) */
         const char *why = &tr_gen_class == NULL ? "this program was not generated with mode = \"generate\" (the spec's "
                                                   "mode); regenerate with mode = \"generate\" and model.context"
-                          : !o.generate         ? "--prompt-tokens, --max-new and --eos belong to --generate; add it"
+                          : !o.generate ? "--prompt-tokens, --max-new, --eos, --temperature, --top-k and --top-p belong "
+                                          "to --generate; add it"
                           : !o.prompts || !o.max_new ? "--generate needs --prompt-tokens P.npy and --max-new N"
                           : o.eos >= tr_lm_vocab() ? "--eos must be a token id below model.vocab"
                                                    : NULL;

@@ -222,3 +222,128 @@ bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H,
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return v == 1;
 }
+
+/* ---- sampling of generation (tr_tokens.h) ------------------------------------------------------------------------ */
+
+static uint64_t sample_mix(uint64_t z) /* splitmix64's finaliser: a bijection that scatters every input bit */
+{
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+double tr_sample_gumbel(uint64_t seed, uint64_t sequence, uint64_t position, uint64_t id)
+{
+    uint64_t h = sample_mix(sample_mix(sample_mix(sample_mix(seed) ^ sequence) ^ position) ^ id);
+    double u = ((double)(h >> 12) + 0.5) * 0x1p-52; /* in (0, 1), exact: 52 bits and a half, never 0 or 1 */
+    return -log(-log(u));
+}
+
+typedef struct sample_cand {
+    float v;
+    int32_t id; /* INT32_MAX: a pad slot (a block with fewer valid ids than slots) */
+} sample_cand;
+
+static int sample_cand_cmp(const void *pa, const void *pb) /* descending logit, then ascending id */
+{
+    const sample_cand *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+bool tr_sample_rows(MPI_Comm row, int j, const float *lg, int rows, int vq, int vocab, const int *seq, const int *pos,
+                    const tr_sample_opts *so, int32_t *chosen)
+{
+    int nvalid = vocab - j * vq;
+    nvalid = nvalid < 0 ? 0 : nvalid > vq ? vq : nvalid;
+    double T = so->temperature;
+    if (!so->top_k && so->top_p >= 1) { /* every id kept: each block's Gumbel-max, then the max over the row */
+        struct {
+            double v;
+            int i;
+        } *pr = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *pr);
+        if (!pr)
+            return false;
+        for (int r = 0; r < rows; r++) {
+            const float *l = lg + (long)r * vq;
+            pr[r].v = -INFINITY;
+            pr[r].i = INT32_MAX;
+            for (int k = 0; k < nvalid; k++) { /* ascending ids, strictly greater: the lower id of a tie */
+                double z = (double)l[k] / T + tr_sample_gumbel(so->seed, (uint64_t)seq[r], (uint64_t)pos[r],
+                                                               (uint64_t)(j * vq + k));
+                if (z > pr[r].v) {
+                    pr[r].v = z;
+                    pr[r].i = j * vq + k;
+                }
+            }
+        }
+        MPI_Allreduce(MPI_IN_PLACE, pr, rows, MPI_DOUBLE_INT, MPI_MAXLOC, row);
+        for (int r = 0; r < rows; r++)
+            chosen[r] = pr[r].i;
+        free(pr);
+        return true;
+    }
+    /* top-k and/or top-p: the global top K by logit is among the union of each block's top min(K, vq) */
+    int K = so->top_k ? (so->top_k < vocab ? so->top_k : vocab) : vocab, kl = K < vq ? K : vq, nm;
+    MPI_Comm_size(row, &nm);
+    sample_cand *mine = malloc((size_t)rows * kl * sizeof *mine), *all = malloc((size_t)nm * rows * kl * sizeof *all);
+    sample_cand *tmp = malloc((size_t)(vq > nm * kl ? vq : nm * kl) * sizeof *tmp);
+    double *pz = malloc((size_t)K * sizeof *pz);
+    bool ok = mine && all && tmp && pz;
+    for (int r = 0; ok && r < rows; r++) {
+        for (int k = 0; k < nvalid; k++)
+            tmp[k] = (sample_cand){lg[(long)r * vq + k], j * vq + k};
+        qsort(tmp, (size_t)nvalid, sizeof *tmp, sample_cand_cmp);
+        for (int c = 0; c < kl; c++)
+            mine[(long)r * kl + c] = c < nvalid ? tmp[c] : (sample_cand){-INFINITY, INT32_MAX};
+    }
+    int okall = ok;
+    MPI_Allreduce(MPI_IN_PLACE, &okall, 1, MPI_INT, MPI_MIN, row);
+    if (okall)
+        MPI_Allgather(mine, (int)(rows * kl * sizeof *mine), MPI_BYTE, all, (int)(rows * kl * sizeof *mine), MPI_BYTE,
+                      row);
+    for (int r = 0; okall && r < rows; r++) {
+        int n = 0;
+        for (int m = 0; m < nm; m++)
+            for (int c = 0; c < kl; c++) {
+                sample_cand e = all[((long)m * rows + r) * kl + c];
+                if (e.id != INT32_MAX)
+                    tmp[n++] = e;
+            }
+        qsort(tmp, (size_t)n, sizeof *tmp, sample_cand_cmp); /* every member: the same list in the same order */
+        n = n < K ? n : K;
+        double sum = 0, zmax = (double)tmp[0].v / T;
+        for (int c = 0; c < n; c++)
+            sum += pz[c] = exp((double)tmp[c].v / T - zmax);
+        if (so->top_p < 1) { /* the smallest prefix whose probability reaches top_p */
+            double cum = 0;
+            int keep = n;
+            for (int c = 0; c < n; c++) {
+                cum += pz[c] / sum;
+                if (cum >= so->top_p) {
+                    keep = c + 1;
+                    break;
+                }
+            }
+            n = keep;
+        }
+        double best = -INFINITY;
+        int32_t id = INT32_MAX;
+        for (int c = 0; c < n; c++) {
+            double z = (double)tmp[c].v / T +
+                       tr_sample_gumbel(so->seed, (uint64_t)seq[r], (uint64_t)pos[r], (uint64_t)tmp[c].id);
+            if (z > best || (z == best && tmp[c].id < id)) {
+                best = z;
+                id = tmp[c].id;
+            }
+        }
+        chosen[r] = id;
+    }
+    free(mine);
+    free(all);
+    free(tmp);
+    free(pz);
+    return okall != 0;
+}

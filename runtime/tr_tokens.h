@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <mpi.h>
+
 #include "tr.h"
 #include "tr_err.h"
 
@@ -41,5 +43,28 @@ double tr_lm_mean_loss(const tr_rank_desc *d, const float *H);
 bool tr_lm_counts_loss(const tr_rank_desc *d);
 /* Collective: gather the logits in H to rank 0 and write them to path ([batch, seq, vocab], atomically). */
 bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H, tr_err *err);
+
+/* Sampling of generation (run --generate --temperature T --top-k K --top-p P --seed S; docs/GENERATE.md, "Sampling").
+ * The choice of a row is a Gumbel-max: argmax over the kept ids v of logit_v / T + G(seed, sequence, position, v),
+ * G = -log(-log(u)) with u in (0,1) from a counter-based hash (splitmix64 chained over the four keys), so it
+ * depends on the logits and those keys only, not on how the vocabulary is split. Kept: every id, or the top-k by
+ * logit (ties to the lower id), then of those the smallest prefix (descending probability of softmax(logit/T) over
+ * them) whose mass reaches P. on == 0: greedy (the program's own argmax). */
+typedef struct tr_sample_opts {
+    int on;             /* any of --temperature, --top-k, --top-p was given */
+    double temperature; /* > 0; 1 unless given */
+    int top_k;          /* 0: no top-k */
+    double top_p;       /* (0, 1]; 1: no top-p */
+    uint64_t seed;
+} tr_sample_opts;
+
+/* The Gumbel noise of (seed, sequence, position, id) (tests/ref/tessref.py gumbel computes the same bits). */
+double tr_sample_gumbel(uint64_t seed, uint64_t sequence, uint64_t position, uint64_t id);
+/* Collective over row (the members holding the other vocab blocks; this one block j of vq columns, ids j*vq + v
+ * below vocab): the sampled id of each of rows rows of lg [rows, vq], row r keyed by seq[r] and pos[r], into
+ * chosen[r], the same on every member. Top-k or top-p all-gather each block's min(k, vq) best logits (top-p alone:
+ * the whole block) with their ids; temperature alone all-reduces (max, id) pairs. False: out of memory. */
+bool tr_sample_rows(MPI_Comm row, int j, const float *lg, int rows, int vq, int vocab, const int *seq, const int *pos,
+                    const tr_sample_opts *so, int32_t *chosen);
 
 #endif

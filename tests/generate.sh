@@ -2,7 +2,8 @@
 # the prefill + KV-cache decode programs against the float64 reference that runs the whole forward on the growing
 # sequence (tests/ref/tessref.py generate), token for token, with every new token's logits within 1e-4, on [1,1,1],
 # [2,2,1] and [2,2,2] with prompts of mixed lengths and --bytes on; bad prompts refused with nothing written; the
-# KV cache's size in the plan.
+# KV cache's size in the plan; seeded sampling (temperature, top-k, top-p) equal to the reference's with the same
+# seed on the three meshes and, over 2000 sequences, to the float64 distribution by chi-square; the usage refusals.
 GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
 GEN_REF=tests/ref/tessref.py
 
@@ -21,7 +22,45 @@ gen_setup() {
         "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.array([[3, 7, 1, -1], [5, 2, 9, 11]], np.int32))" \
             "$W/p.npy" &&
         "$PY" $GEN_REF generate $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
-            --out "$W/t_ref.npy" --logits-out "$W/l_ref.npy"
+            --out "$W/t_ref.npy" --logits-out "$W/l_ref.npy" &&
+        "$PY" $GEN_REF generate $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref_kp.npy" --logits-out "$W/l_ref_kp.npy" $GEN_SAMPLE_KP &&
+        "$PY" $GEN_REF generate $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref_t.npy" --logits-out "$W/l_ref_t.npy" $GEN_SAMPLE_T
+}
+
+# sampling: top-k and top-p (each block's candidates all-gathered), temperature alone (a max all-reduce)
+GEN_SAMPLE_KP="--temperature 1.5 --top-k 9 --top-p 0.8 --seed 7"
+GEN_SAMPLE_T="--temperature 2 --seed 11"
+
+gen_sampled() { # q d tag: the program built by gen_mesh q d, sampling as the reference did with the same seed
+    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2" args
+    [ -x "$dir/run" ] || gen_mesh "$1" "$2" $(($1 * $1 * $2 > 2 ? $1 * $1 * $2 : 2)) >/dev/null || return 1
+    [ "$3" = kp ] && args=$GEN_SAMPLE_KP || args=$GEN_SAMPLE_T
+    # shellcheck disable=SC2086
+    "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$W/p.npy" --max-new 6 --output "$dir/t_$3.npy" \
+        --logits-out "$dir/l_$3.npy" --bytes --quiet $args &&
+        "$PY" $GEN_REF compare-generate "$dir/t_$3.npy" "$W/t_ref_$3.npy" "$dir/l_$3.npy" "$W/l_ref_$3.npy" --tol 1e-4 &&
+        ! cmp -s "$dir/t_$3.npy" "$W/t_ref.npy" || { echo "sampled ids equal the greedy ones"; return 1; }
+}
+
+# The first sampled id of 2000 sequences of one prompt (each its own key) against the float64 distribution: Pearson's
+# chi-square, failing at survival probability 1e-6 (a sampler that follows the distribution fails one run in a
+# million; the ids are a fixed function of the seed, so the check is reproducible).
+gen_chisq() { # tag alpha
+    local W="$WORK/gen" dir="$WORK/gen/o_chisq" args
+    [ -e "$W/w.st" ] || gen_setup || return 1
+    if [ ! -x "$dir/run" ]; then
+        gen_spec 1 1 2000 >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
+            "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.tile(np.array([[3, 7, 1]], np.int32), (2000, 1)))" \
+                "$W/p2000.npy" || return 1
+    fi
+    [ "$1" = kp ] && args="--temperature 1.5 --top-k 9 --top-p 0.8" || args="--temperature 2"
+    # shellcheck disable=SC2086
+    "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$W/p2000.npy" --max-new 1 --output "$dir/t_$1.npy" \
+        --seed 5 --quiet $args &&
+        "$PY" $GEN_REF sample-chisq $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p2000.npy" \
+            --samples "$dir/t_$1.npy" --alpha "$2" $args
 }
 
 gen_mesh() { # q d batch
@@ -55,6 +94,100 @@ gen_kv_bytes() { # the KV cache of [2,2,1]: per layer [nseq*context, 2*hidden/q]
         grep -q '\.kv_elems = 320,' "$f"
 }
 
+gen_help() { # --help of a generate program lists generation's options, each one its parser takes; the run script too
+    local dir="$WORK/gen/o_1_1" h="$WORK/gen/help.txt" opt
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    "$dir/run" --help >"$h" 2>&1 || { cat "$h"; return 1; }
+    cat "$h"
+    for opt in "--generate" "--prompt-tokens P" "--max-new N" "--eos ID" "--output T" "--logits-out L" \
+        "--temperature T" "--top-k K" "--top-p P"; do
+        grep -qF -- "  $opt" "$h" || { echo "help lacks: $opt"; return 1; }
+        case $opt in *" N" | *" ID" | *" K" | *"e T" | *"p P") opt="${opt%% *} 1" ;; esac
+        "$dir/run" ${opt%% *} ${opt#* } --help >/dev/null 2>&1 || { echo "$opt is listed but not taken"; return 1; }
+    done
+    grep -q '^#   ./run --weights W.safetensors --generate --prompt-tokens P.npy --max-new N' "$dir/run" ||
+        { echo "the run script's header lacks --generate"; return 1; }
+}
+
+gen_typo() { # a mistyped generation option: did you mean, exit 2
+    local dir="$WORK/gen/o_1_1" opt want out
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    for opt in --max-nw:--max-new --prompt-token:--prompt-tokens --generat:--generate --eso:--eos \
+        --temprature:--temperature --topk:--top-k; do
+        out=$("$dir/run" "${opt%%:*}" 3 2>&1)
+        [ $? -eq 2 ] || { echo "$out"; echo "${opt%%:*}: exit not 2"; return 1; }
+        grep -qF -- "did you mean ${opt#*:}?" <<<"$out" || { echo "$out"; echo "no suggestion of ${opt#*:}"; return 1; }
+    done
+}
+
+gen_usage() { # program-dir want-message args...: exit 2, the message, no output written
+    local dir=$1 want=$2 W="$WORK/gen"
+    shift 2
+    rm -f "$W/usage_out.npy"
+    "$dir/run" --weights "$W/w.st" "$@" --output "$W/usage_out.npy" >"$W/usage.log" 2>&1
+    local rc=$?
+    cat "$W/usage.log"
+    [ $rc -eq 2 ] || { echo "exit $rc, want 2"; return 1; }
+    grep -qF -- "$want" "$W/usage.log" || { echo "message lacks: $want"; return 1; }
+    [ ! -e "$W/usage_out.npy" ] || { echo "an output was written"; return 1; }
+}
+
+gen_usage_gen() { # the generate program of [1,1,1]
+    [ -x "$WORK/gen/o_1_1/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    gen_usage "$WORK/gen/o_1_1" "$@"
+}
+
+gen_usage_infer() { # an inference program of the same model (mode = "infer", no KV cache)
+    local W="$WORK/gen" dir="$WORK/gen/infer"
+    [ -e "$W/p.npy" ] || gen_setup || return 1
+    if [ ! -x "$dir/run" ]; then
+        printf '%s\n' 'return { name = "gen_infer", mesh = { q = 1, d = 1 },' \
+            '  model = { layers = 2, hidden = 16, heads = 4, ffn = 32, seq = 4, batch = 2, vocab = 23, positions = 12 } }' \
+            >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null || return 1
+    fi
+    gen_usage "$dir" "not generated with mode = \"generate\"" --generate --prompt-tokens "$W/p.npy" --max-new 2
+}
+
+gen_summary() { # --summary of [2,2,1]: the KV cache line equals the program's kv_elems, the decode step's bytes its plan
+    local dir="$WORK/gen/o_2_1"
+    [ -e "$dir/rank_i0_j0.c" ] || gen_mesh 2 1 2 >/dev/null || return 1
+    bin/tessgen "$dir.lua" --summary >"$WORK/gen/summary.txt" || return 1
+    grep -A2 '^generation' "$WORK/gen/summary.txt"
+    "$PY" - "$WORK/gen/summary.txt" "$dir/rank_i0_j0.c" <<'PYEOF'
+import re, sys
+summ, prog = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+kv = re.search(r"KV cache per rank: .* = 2 \* 1 \* 10 \* 2 \* 8 \* 4 = (\d+) bytes", summ)
+assert kv and int(kv.group(1)) == 4 * int(re.search(r"\.kv_elems = (\d+)", prog).group(1)), "KV cache line"
+plan = {k: sum(int(v) for v in re.search(r"\.plan_dec_%s = \{([^}]*)\}" % k, prog).group(1).split(","))
+        for k in ("bcast_recv", "bcast_sent", "allreduce", "reduce_recv", "reduce_sent")}
+dec = re.search(r"decode step, class \(0,0\)[^:]*: received (\d+), sent (\d+), reduced (\d+) bytes", summ)
+assert dec, "no decode step line"
+want = (plan["bcast_recv"] + plan["reduce_recv"], plan["bcast_sent"] + plan["reduce_sent"], plan["allreduce"])
+assert tuple(int(g) for g in dec.groups()) == want, (dec.groups(), want)
+PYEOF
+}
+
+gen_from_hf() { # tessgen --from-hf DIR --mode generate --context N prints a spec the loader takes, with the KV cache
+    local W="$WORK/gen"
+    "$PY" $GEN_REF hf-dir --layers 2 --hidden 16 --heads 4 --ffn 32 --seq 4 --batch 2 --seed 4 --vocab 23 \
+        --n-positions 12 --out "$W/hf" >/dev/null &&
+        bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --mode generate --context 10 >"$W/hf.lua" || return 1
+    cat "$W/hf.lua"
+    grep -q 'mode = "generate"' "$W/hf.lua" && grep -q 'context = 10' "$W/hf.lua" || { echo "no mode or context"; return 1; }
+    bin/tessgen "$W/hf.lua" --summary | grep -F "= 2 * 1 * 10 * 2 * 8 * 4 = 1280 bytes" || { echo "no KV line"; return 1; }
+    local out rc
+    out=$(bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --mode generate 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "--mode generate needs --context N" <<<"$out" || { echo "$out (exit $rc)"; return 1; }
+    out=$(bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --context 10 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "--context goes with --mode generate" <<<"$out" || { echo "$out (exit $rc)"; return 1; }
+    out=$(bin/tessgen --from-hf "$W/hf" --mesh 2,1 --seq 4 --batch 2 --mode generate --context 13 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] && grep -qF "model.context = 13 is larger than model.positions = 12" <<<"$out" ||
+        { echo "$out (exit $rc)"; return 1; }
+}
+
 if true; then
     check "generate: the float64 reference generates (tessref generate)" gen_setup
     check "generate: [1,1,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
@@ -63,7 +196,37 @@ if true; then
         gen_mesh 2 1 2
     check "generate: [2,2,2] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
         gen_mesh 2 2 4
+    for m in "1 1" "2 1" "2 2"; do
+        set -- $m
+        check "generate: [$1,$1,$2] samples with top-k and top-p as the reference does with the same seed, token for token" \
+            gen_sampled $1 $2 kp
+        check "generate: [$1,$1,$2] samples with a temperature as the reference does with the same seed, token for token" \
+            gen_sampled $1 $2 t
+    done
+    check "generate: top-k and top-p samples follow the float64 distribution (chi-square, 1e-6 false failures)" \
+        gen_chisq kp 1e-6
+    check "generate: temperature samples follow the float64 distribution (chi-square, 1e-6 false failures)" \
+        gen_chisq t 1e-6
+    check "generate: --summary shows the KV cache per rank with its formula and the decode step's planned bytes" \
+        gen_summary
+    check "generate: tessgen --from-hf --mode generate --context N prints a spec with the KV cache; without one refused" \
+        gen_from_hf
     check "generate: the KV cache is layers x [sequences per rank * context, 2*hidden/q] persistent floats" gen_kv_bytes
+    check "generate: run --help lists the generation options and the run script's header shows --generate" gen_help
+    check "generate: a mistyped generation option gets did you mean, exit 2" gen_typo
+    check "generate: --generate on an inference program is refused with exit 2, nothing written" gen_usage_infer
+    check "generate: --prompt-tokens without --generate is refused with exit 2, nothing written" gen_usage_gen \
+        "belong to --generate" --prompt-tokens "$WORK/gen/p.npy" --max-new 2
+    check "generate: --generate without --max-new is refused with exit 2, nothing written" gen_usage_gen \
+        "needs --prompt-tokens P.npy and --max-new N" --generate --prompt-tokens "$WORK/gen/p.npy"
+    check "generate: --eos not below model.vocab is refused with exit 2, nothing written" gen_usage_gen \
+        "below model.vocab" --generate --prompt-tokens "$WORK/gen/p.npy" --max-new 2 --eos 23
+    check "generate: --temperature 0 is refused with exit 2, nothing written" gen_usage_gen \
+        "expected a number > 0" --generate --prompt-tokens "$WORK/gen/p.npy" --max-new 2 --temperature 0
+    check "generate: --top-p above 1 is refused with exit 2, nothing written" gen_usage_gen \
+        "expected a number in (0, 1]" --generate --prompt-tokens "$WORK/gen/p.npy" --max-new 2 --top-p 1.5
+    check "generate: --top-k without --generate is refused with exit 2, nothing written" gen_usage_gen \
+        "belong to --generate" --top-k 3
     check "generate: a token id out of range is refused, nothing written" gen_bad id "[[3, 23, -1, -1]]" 2 \
         "is not a token id"
     check "generate: a prompt longer than model.seq is refused, nothing written" gen_bad long "[[1, 2, 3, 4, 5]]" 2 \

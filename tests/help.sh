@@ -14,7 +14,7 @@ help_is() {
     block-*) want+=("a stack of" "--input F" "[batch=" "hidden=") never+=(--tokens --targets --logits-out "--data P" --hf-out
         "the whole GPT-2" "cross-entropy") ;;
     lm-*) want+=("the whole GPT-2" "--tokens F" "--targets F" "--logits-out F" "--hf-out DIR" "ln_f")
-        never+=("--input" "--target F" "--dy" "--dx-out" "mean((y - target)^2)" "not used") ;;
+        never+=("--input" "--target F" "--dy" "--dx-out" "mean((y - target)^2)" "not used" "--generate" "--max-new") ;;
     esac
     case $kind in
     *-train) want+=("--steps N" "--checkpoint-out" "--resume" "training (AdamW") ;;

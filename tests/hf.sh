@@ -353,7 +353,7 @@ open(sys.argv[2], "w").write("{" + ", ".join(head + keys[:20] + keys[:10]) + "}\
         --mesh 2,x --seq 8 --batch 12
     check "hf: --scheme megatron with --mesh Q,D (exit 2)" hf_refused 2 "with --scheme megatron, --mesh is the rank count" \
         --from-hf "$WORK/hf/empty" --scheme megatron --mesh 2,2 --seq 8 --batch 12
-    check "hf: --mode other than infer or train (exit 2)" hf_refused 2 "--mode fast: use infer (default) or train" \
+    check "hf: --mode other than infer or train (exit 2)" hf_refused 2 "--mode fast: use infer (default), train or generate" \
         --from-hf "$WORK/hf/empty" --mesh 1 --seq 8 --batch 12 --mode fast
     check "hf: --seq 0 (exit 2)" hf_refused 2 "--seq 0: a positive integer is needed" --from-hf "$WORK/hf/empty" \
         --mesh 1 --seq 0 --batch 12

@@ -17,8 +17,8 @@
 #   lm        the whole GPT-2 (model.vocab: embedding, ln_f, tied head, vocab-parallel loss; tests/lm.sh) on five
 #             meshes against the float64 reference: logits, loss, every gradient, replicas, 20-step losses, the
 #             docs/MODEL.md byte formula, bad token files
-#   generate  mode = "generate": greedy ids and logits of the prefill and KV-cache decode programs against the
-#             float64 reference on [1,1,1], [2,2,1], [2,2,2], bad prompts (tests/generate.sh, docs/GENERATE.md)
+#   generate  mode = "generate": greedy and sampled ids and logits of the prefill and KV-cache decode programs against
+#             the float64 reference on [1,1,1], [2,2,1], [2,2,2], sampling by chi-square, bad prompts and options (tests/generate.sh, docs/GENERATE.md)
 #   bf16      dtype = "bf16" (tests/bf16_compute.sh, docs/BF16.md) on the e2e mesh matrix against tessref --bf16 and
 #             float64: forward, gradients, replicas, bytes half of fp32's broadcasts, 20-step losses, the whole
 #             GPT-2 and megatron; BF16 weight files (tests/bf16.sh); `cuda: bf16` under the emulation

@@ -961,6 +961,139 @@ def cmd_lm_forward_weights(a):
     return 0
 
 
+MASK64 = (1 << 64) - 1
+
+
+def sample_mix(z):
+    """splitmix64's finaliser, as runtime/tr_tokens.c sample_mix"""
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def gumbel(seed, sequence, position, tid):
+    """The Gumbel noise of (seed, sequence, position, id), bit for bit tr_sample_gumbel's."""
+    h = sample_mix(sample_mix(sample_mix(sample_mix(seed & MASK64) ^ sequence) ^ position) ^ tid)
+    u = (float(h >> 12) + 0.5) * 2.0 ** -52
+    return -math.log(-math.log(u))
+
+
+def sample_kept(last, T, top_k, top_p):
+    """The ids sampling keeps (docs/GENERATE.md, "Sampling") and their probabilities: the top_k largest logits (ties
+    to the lower id; 0: all), then the smallest prefix of them, by descending softmax(logit / T), whose mass reaches
+    top_p; the probabilities renormalised over what is kept. float64."""
+    V = last.shape[0]
+    order = np.lexsort((np.arange(V), -last))  # descending logit, then ascending id
+    kept = order[:min(top_k, V)] if top_k else order
+    z = last[kept] / T
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if top_p < 1:
+        cum, n = 0.0, len(kept)
+        for c in range(len(kept)):
+            cum += p[c]
+            if cum >= top_p:
+                n = c + 1
+                break
+        kept, p = kept[:n], p[:n] / p[:n].sum()
+    return kept, p
+
+
+def sample_id(last, a, sequence, position):
+    """Gumbel-max over the kept ids: argmax logit / T + gumbel(seed, sequence, position, id), lower id on ties."""
+    T = a.temperature if a.temperature is not None else 1.0
+    kept, _ = sample_kept(last, T, a.top_k, a.top_p)
+    best, bid = -math.inf, None
+    for t in sorted(int(v) for v in kept):
+        s = last[t] / T + gumbel(a.seed, sequence, position, t)
+        if s > best:
+            best, bid = s, t
+    return bid
+
+
+def gamma_q(s, x):
+    """The regularised upper incomplete gamma function Q(s, x) (series below s + 1, Lentz's continued fraction
+    above; Numerical Recipes 6.2): the chi-square survival function of x with k degrees is Q(k/2, x/2)."""
+    if x <= 0:
+        return 1.0
+    lead = math.exp(-x + s * math.log(x) - math.lgamma(s))
+    if x < s + 1:
+        ap, term = s, 1.0 / s
+        total = term
+        for _ in range(10000):
+            ap += 1
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return max(0.0, 1.0 - total * lead)
+    tiny = 1e-300
+    b = x + 1 - s
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10000):
+        an = -i * (i - s)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-16:
+            break
+    return lead * h
+
+
+def cmd_sample_chisq(a):
+    """The first sampled id of every row of --samples (int32 [n, L + N], all rows the one prompt of --prompt-tokens)
+    against the float64 distribution of sample_kept on the reference logits of that prompt: no id outside the kept
+    set, and Pearson's chi-square over the kept ids (those with expected count below 5 merged, the smallest first)
+    with survival probability >= --alpha, which is then the test's false-failure rate."""
+    assert abs(gamma_q(0.5, 3.841458820694124 / 2) - 0.05) < 1e-9 and abs(gamma_q(5, 18.307038053275146 / 2) - 0.05) < 1e-9
+    check_dims(a)
+    w = to_f64(read_safetensors(a.weights))
+    prompt = [int(v) for v in np.load(a.prompt_tokens)[0] if v >= 0]
+    logits, _, _ = lm_forward(np.array([prompt], np.int64), None, w, a.layers, a.heads, a.eps)
+    kept, p = sample_kept(logits[0, -1], a.temperature if a.temperature is not None else 1.0, a.top_k, a.top_p)
+    T = np.load(a.samples)
+    first = T[:, len(prompt)].astype(np.int64)
+    n = first.shape[0]
+    if not all(np.array_equal(T[b, :len(prompt)], prompt) for b in range(n)):
+        print("a row of the samples does not start with the prompt")
+        return 1
+    outside = sorted(set(first.tolist()) - set(int(v) for v in kept))
+    if outside:
+        print(f"sampled ids outside the kept set {sorted(int(v) for v in kept)}: {outside}")
+        return 1
+    obs = np.array([(first == t).sum() for t in kept], np.float64)
+    exp_ = p * n
+    order = np.argsort(exp_)
+    bins_o, bins_e, acc_o, acc_e = [], [], 0.0, 0.0
+    for t in order:
+        acc_o += obs[t]
+        acc_e += exp_[t]
+        if acc_e >= 5:
+            bins_o.append(acc_o)
+            bins_e.append(acc_e)
+            acc_o = acc_e = 0.0
+    if acc_e > 0:
+        if bins_e:
+            bins_o[-1] += acc_o
+            bins_e[-1] += acc_e
+        else:
+            bins_o.append(acc_o)
+            bins_e.append(acc_e)
+    bo, be = np.array(bins_o), np.array(bins_e)
+    chi2 = float(((bo - be) ** 2 / be).sum())
+    dof = len(be) - 1
+    pval = gamma_q(dof / 2, chi2 / 2) if dof > 0 else 1.0
+    print(f"{n} samples, {len(kept)} ids kept, {len(be)} bins: chi-square {chi2:.4g} with {dof} degrees, "
+          f"P(>= it) = {pval:.3g} (fail below {a.alpha:g})")
+    return 0 if pval >= a.alpha else 1
+
+
 def cmd_generate(a):
     """Greedy generation (docs/GENERATE.md), independent of tessgen's KV cache: for every prompt (a row of int32
     ids, -1 pads after its end) run the whole float64 forward on the growing sequence at each step and take the
@@ -983,7 +1116,10 @@ def cmd_generate(a):
             logits, _, _ = lm_forward(np.array([seq], np.int64), None, w, a.layers, a.heads, a.eps)
             last = logits[0, -1]
             lg[b, m] = last
-            nxt = int(np.argmax(last))  # the first maximum: the lowest id of a tie
+            if a.temperature is None and not a.top_k and a.top_p >= 1:
+                nxt = int(np.argmax(last))  # the first maximum: the lowest id of a tie
+            else:
+                nxt = sample_id(last, a, b, len(seq))
             out[b, len(seq)] = nxt
             seq.append(nxt)
             if nxt == a.eos:
@@ -992,6 +1128,13 @@ def cmd_generate(a):
     if a.logits_out:
         np.save(a.logits_out, lg)
     return 0
+
+
+def add_sample_args(p):
+    p.add_argument("--temperature", type=float, default=None, help="sample (default: greedy); 1 with --top-k/--top-p")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=1)
 
 
 def cmd_compare_generate(a):
@@ -2274,7 +2417,16 @@ def main(argv=None):
     p.add_argument("--eos", type=int, default=-1)
     p.add_argument("--out", required=True)
     p.add_argument("--logits-out", default=None)
+    add_sample_args(p)
     p.set_defaults(fn=cmd_generate)
+    p = sp.add_parser("sample-chisq", help="first sampled ids against the float64 distribution, chi-square")
+    add_lm_dims(p)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--prompt-tokens", required=True)
+    p.add_argument("--samples", required=True)
+    p.add_argument("--alpha", type=float, default=1e-6)
+    add_sample_args(p)
+    p.set_defaults(fn=cmd_sample_chisq)
     p = sp.add_parser("compare-generate", help="generated ids equal, logits of every new token within --tol")
     p.add_argument("tokens")
     p.add_argument("ref_tokens")
