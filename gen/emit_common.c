@@ -42,6 +42,20 @@ void tg_class_name(char *buf, size_t cap, int i, int j)
     snprintf(buf, cap, "rank_i%d_j%d", i, j);
 }
 
+void tg_class_name_n(char *buf, size_t cap, const tg_plan *pl, int c)
+{
+    int q = pl->mesh.q, qq = q * q;
+    if (tg_plan_stages(pl) > 1)
+        snprintf(buf, cap, "rank_s%d_i%d_j%d", c / qq, (c % qq) / q, c % q);
+    else
+        tg_class_name(buf, cap, c / q, c % q);
+}
+
+void tg_class_name_cp(char *buf, size_t cap, const tg_plan *pl, const tg_class_plan *cp)
+{
+    tg_class_name_n(buf, cap, pl, (cp->stage * pl->mesh.q + cp->i) * pl->mesh.q + cp->j);
+}
+
 int tg_segments(const tg_class_plan *cp, tg_segment **out)
 {
     int n = 0, cap = 16;

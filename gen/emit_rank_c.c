@@ -316,7 +316,7 @@ int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars
     VAR("NPARAMS", "%d", rp->nparams);
     VAR("NSTEPS", "%d", rp->nsteps);
     VAR("FINGERPRINT", "%s", pl->fingerprint);
-    tg_class_name(store[si], 64, rp->i, rp->j);
+    tg_class_name_cp(store[si], 64, pl, rp);
     vars[n++] = (tg_tvar){"FILE", store[si++]};
 #undef VAR
     vars[n++] = (tg_tvar){"WHO", who->s};

@@ -283,7 +283,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         return 1;
     }
-    int nc = tg_plan_nclasses(&plan), q = plan.mesh.q, rc = 0, lockfd = -1, written = 0;
+    int nc = tg_plan_nclasses(&plan), rc = 0, lockfd = -1, written = 0;
     tg_class_fig *fig = calloc((size_t)nc, sizeof *fig);
     tg_kernels *kernels = NULL;
     tg_filelist old, now;
@@ -300,7 +300,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     char unsupported[600] = "";
     for (int c = 0; c < nc; c++) {
         tg_class_plan cp;
-        if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
+        if (!tg_plan_class_n(&plan, c, &cp, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
             tg_figures_free(&plan, fig);
             return 70;
@@ -346,7 +346,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         ok = tg_filelist_add(&now, index_files[k].name);
     for (int c = 0; c < nc && ok; c++) {
         char cn[32], name[48];
-        tg_class_name(cn, sizeof cn, c / q, c % q);
+        tg_class_name_n(cn, sizeof cn, &plan, c);
         snprintf(name, sizeof name, "%s.c", cn);
         ok = tg_filelist_add(&now, name);
         snprintf(name, sizeof name, "%s.cu", cn);
@@ -412,13 +412,13 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     tg_sb_init(&blockmap);
     for (int c = 0; c < nc && rc == 0; c++) {
         tg_class_plan cp;
-        if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
+        if (!tg_plan_class_n(&plan, c, &cp, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
             rc = 70;
             break;
         }
         char cn[32], name[48];
-        tg_class_name(cn, sizeof cn, c / q, c % q);
+        tg_class_name_n(cn, sizeof cn, &plan, c);
         tg_emit_manifest_class(&plan, &cp, &mclasses);
         tg_emit_blockmap_class(&blockmap, &cp);
         tg_sb text;
