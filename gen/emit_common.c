@@ -16,7 +16,7 @@ int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64])
     vars[n++] = (tg_tvar){"VERSION", TG_VERSION};
     vars[n++] = (tg_tvar){"SPEC", pl->spec.path};
     vars[n++] = (tg_tvar){"NAME", pl->spec.name};
-    snprintf(store[0], 64, "%d", pl->mesh.p);
+    snprintf(store[0], 64, "%d", tg_plan_world(pl)); /* every stage's ranks */
     vars[n++] = (tg_tvar){"P", store[0]};
     snprintf(store[1], 64, "%d", pl->mesh.q);
     vars[n++] = (tg_tvar){"Q", store[1]};
