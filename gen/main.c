@@ -177,9 +177,9 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
     printf("tessgen %s: %s, mesh %s = %d ranks in %d rank class%s, %d layers (C=%d, heads=%d, F=%d, S=%d, "
            "B=%d)\n",
-           TG_VERSION, s->name, mt, pl->mesh.p, nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
+           TG_VERSION, s->name, mt, tg_plan_world(pl), nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
            s->ffn, s->seq, s->batch);
-    printf("%-22s %8s %14s %14s %16s %8s\n", "classes (i,j)", "ranks", "arena bytes", "weight bytes", "bcast recv B",
+    printf("%-22s %8s %14s %14s %16s %8s\n", tg_plan_stages(pl) > 1 ? "classes (s,i,j)" : "classes (i,j)", "ranks", "arena bytes", "weight bytes", "bcast recv B",
            "steps");
     char *done = calloc((size_t)nc, 1);
     for (int c = 0; done && c < nc; c++) {
@@ -193,11 +193,18 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
                 same++;
                 last = o;
             }
-        char who[96];
+        char who[160], a[40], b[40]; /* (i,j), or (s,i,j) with pipeline stages (class number (s*q + i)*q + j) */
+        if (tg_plan_stages(pl) > 1) {
+            snprintf(a, sizeof a, "(%d,%d,%d)", c / (q * q), c % (q * q) / q, c % q);
+            snprintf(b, sizeof b, "(%d,%d,%d)", last / (q * q), last % (q * q) / q, last % q);
+        } else {
+            snprintf(a, sizeof a, "(%d,%d)", c / q, c % q);
+            snprintf(b, sizeof b, "(%d,%d)", last / q, last % q);
+        }
         if (same == 1)
-            snprintf(who, sizeof who, "(%d,%d)", c / q, c % q);
+            snprintf(who, sizeof who, "%s", a);
         else
-            snprintf(who, sizeof who, "%d classes, (%d,%d)..(%d,%d)", same, c / q, c % q, last / q, last % q);
+            snprintf(who, sizeof who, "%d classes, %s..%s", same, a, b);
         printf("%-22s %8d %14lld %14lld %16lld %8d\n", who, same * pl->mesh.d, 4 * fig[c].arena, 4 * fig[c].weights,
                fig[c].recv, fig[c].nsteps);
     }

@@ -374,10 +374,10 @@ bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err)
                        s->path, s->pp, s->vocab);
     if (strcmp(what, "generating") == 0)
         return true; /* the block stack's stages: the CPU backend (the CUDA backend is not offered, main.c) */
-    return tg_fail(err, "%s: mesh.pp = %d: the stage programs are generated and run but not shown by %s, so it is refused; "
-                        "the schedule is proved and shown by tessgen %s --summary; use pp = 1 to run "
+    return tg_fail(err, "%s: mesh.pp = %d: the stage programs are generated and run, but %s does not cover pipeline "
+                        "stages yet, so %s is refused; the schedule is proved and shown by tessgen %s --summary "
                         "(docs/TRAINING.md \"Pipeline stages\")",
-                   s->path, s->pp, what, s->path);
+                   s->path, s->pp, what, what, s->path);
 }
 
 bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err)
