@@ -54,7 +54,7 @@ static bool arena_max(const tg_spec *spec, int q, int d, int layers, long long *
     *arena = -1;
     for (int c = 0; c < tg_plan_nclasses(&pl); c++) {
         tg_class_plan cp;
-        if (!tg_plan_class(&pl, c / q, c % q, &cp, err))
+        if (!tg_plan_class_n(&pl, c, &cp, err))
             return false;
         if (cp.arena_elems > *arena) {
             *arena = cp.arena_elems;

@@ -28,6 +28,9 @@ void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const c
 
 /* A class program's file base name: "rank_i1_j2" (rank_i1_j2.c, rank_i1_j2.cu, bin/cpu/rank_i1_j2). */
 void tg_class_name(char *buf, size_t cap, int i, int j);
+/* The file name of class number c (tg_plan_class_n): rank_iI_jJ, or rank_sS_iI_jJ with pipeline stages. */
+void tg_class_name_n(char *buf, size_t cap, const tg_plan *pl, int c);
+void tg_class_name_cp(char *buf, size_t cap, const tg_plan *pl, const tg_class_plan *cp);
 /* Who runs a class program: "rank 3 of 4, coordinates (i=1, j=1, k=0)", or for d > 1
  * "ranks 3+4k of 8 for k = 0..1 (3, 7), coordinates (i=1, j=1, k)". */
 void tg_class_who(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);

@@ -16,7 +16,7 @@ int tg_emit_common_vars(const tg_plan *pl, tg_tvar *vars, char (*store)[64])
     vars[n++] = (tg_tvar){"VERSION", TG_VERSION};
     vars[n++] = (tg_tvar){"SPEC", pl->spec.path};
     vars[n++] = (tg_tvar){"NAME", pl->spec.name};
-    snprintf(store[0], 64, "%d", pl->mesh.p);
+    snprintf(store[0], 64, "%d", tg_plan_world(pl)); /* every stage's ranks */
     vars[n++] = (tg_tvar){"P", store[0]};
     snprintf(store[1], 64, "%d", pl->mesh.q);
     vars[n++] = (tg_tvar){"Q", store[1]};
@@ -40,6 +40,20 @@ void tg_emit_members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, const c
 void tg_class_name(char *buf, size_t cap, int i, int j)
 {
     snprintf(buf, cap, "rank_i%d_j%d", i, j);
+}
+
+void tg_class_name_n(char *buf, size_t cap, const tg_plan *pl, int c)
+{
+    int q = pl->mesh.q, qq = q * q;
+    if (tg_plan_stages(pl) > 1)
+        snprintf(buf, cap, "rank_s%d_i%d_j%d", c / qq, (c % qq) / q, c % q);
+    else
+        tg_class_name(buf, cap, c / q, c % q);
+}
+
+void tg_class_name_cp(char *buf, size_t cap, const tg_plan *pl, const tg_class_plan *cp)
+{
+    tg_class_name_n(buf, cap, pl, (cp->stage * pl->mesh.q + cp->i) * pl->mesh.q + cp->j);
 }
 
 int tg_segments(const tg_class_plan *cp, tg_segment **out)

@@ -23,7 +23,7 @@ void tg_emit_manifest_class(const tg_plan *pl, const tg_class_plan *cp, tg_sb *o
 {
     const tg_mesh *m = &pl->mesh;
     char cn[32];
-    tg_class_name(cn, sizeof cn, cp->i, cp->j);
+    tg_class_name_cp(cn, sizeof cn, pl, cp);
     tg_sb_printf(o, "%s    {\"class\": %d, \"i\": %d, \"j\": %d, \"program\": \"%s.c\", \"ranks\": [", o->len ? ",\n" : "",
                  cp->i * m->q + cp->j, cp->i, cp->j, cn);
     for (int k = 0; k < m->d; k++)

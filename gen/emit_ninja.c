@@ -68,10 +68,9 @@ bool tg_emit_ninja(const tg_plan *pl, const char *tessroot, const tg_cuda_opts *
             tg_sb_printf(&rt, " $\n    %s/rt/%s.o", var[v][0], rt_src[k]);
         tg_sb_puts(&rt, "\n");
     }
-    for (int c = 0; c < tg_plan_nclasses(pl); c++) { /* class c is (c / q, c % q) */
-            int i = c / pl->mesh.q, j = c % pl->mesh.q;
-            char cn[32];
-            tg_class_name(cn, sizeof cn, i, j);
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) { /* class c is number c (tg_class_name_n) */
+                        char cn[32];
+            tg_class_name_n(cn, sizeof cn, pl, c);
             for (int v = 0; v < 2; v++) {
                 tg_sb_printf(&builds, "build %s/%s.o: cc %s.c\n  flags = %s\n", var[v][0], cn, cn, var[v][1]);
                 tg_sb_printf(&builds, "build bin/%s/%s: link %s/%s.o %s/model.o %s/rt/tr_main.o %s/rt/libtessrt.a\n",

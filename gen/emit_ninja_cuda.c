@@ -119,10 +119,9 @@ void tg_emit_ninja_cuda(const tg_plan *pl, const tg_cuda_opts *cu, const tg_buil
                             "# (TESS_CUDA_INCLUDE): nvcc compiles it\n");
     tg_sb cls;
     tg_sb_init(&cls);
-    for (int c = 0; c < tg_plan_nclasses(pl); c++) { /* class c is (c / q, c % q) */
-            int i = c / pl->mesh.q, j = c % pl->mesh.q;
-            char cn[32];
-            tg_class_name(cn, sizeof cn, i, j);
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) { /* class c is number c (tg_class_name_n) */
+                        char cn[32];
+            tg_class_name_n(cn, sizeof cn, pl, c);
             tg_sb_printf(rules, "build obj-cuda/%s.o: %s %s.cu\n", cn, cu->include[0] ? "hostcxx" : "nvcc", cn);
             tg_sb_printf(rules, "build bin/cuda/%s: nvlink obj-cuda/%s.o obj/model.o obj-cuda/kernels.o", cn, cn);
             for (size_t k = 0; k < sizeof rt / sizeof rt[0]; k++)

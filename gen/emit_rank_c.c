@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "pipe.h"
 
 static const char *bn(const tg_class_plan *rp, const tg_step *s, int slot)
 {
@@ -277,6 +278,96 @@ static bool print_functions(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
     return ok;
 }
 
+/* Pipeline stages (docs/TRAINING.md "Pipeline stages"): the stage's kept forward buffers (what its stash holds per
+ * in-flight micro-batch), and step(), the stage's proved list of operations (gen/pipe.c) as one unrolled sequence of
+ * calls: the forward and backward of micro-batch u with its stash slot u mod stash, and the point-to-point steps that
+ * move micro-batch u's rows of y (forward) and of grad_x (dL/dx, backward) to and from the same (i, j, k) of the
+ * neighbour stage, this rank +- p (literal: p = q*q*d ranks per stage). A joint pair is one tr_pipe_sendrecv. Then
+ * tr_pipe_class, which the runtime reads (a weak reference, as tr_lm_class). */
+static bool print_pipe(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_err *err)
+{
+    const tg_spec *sp = &pl->spec;
+    int S = sp->pp, s = rp->stage, m = pl->mb, p = pl->mesh.p;
+    long long n = (long long)(pl->R / m) * pl->Cq; /* one micro-batch's rows of an I/O block */
+    const tg_buf *bx = &rp->bufs[rp->x_buf], *by = &rp->bufs[rp->y_buf], *bg = &rp->bufs[rp->gx_buf];
+    if (m > 1 && (bx->mb_stride != n || by->mb_stride != n || bg->mb_stride != n))
+        return tg_fail(err, "internal planner error: stage %d's x, y and grad_x blocks are not %lld elements per "
+                            "micro-batch", s, n);
+    tg_pipe pp;
+    if (!tg_pipe_build(&pp, S, m, sp->schedule, sp->stage_layers, err))
+        return false;
+    if (!tg_pipe_simulate(&pp, err)) {
+        tg_pipe_free(&pp);
+        return false;
+    }
+    int nst = 0, stash = pp.stash[s]; /* the proved schedule's (pl is not pointed at this stage) */
+    tg_sb_puts(o, "/* Pipeline stage: the buffers one micro-batch's forward keeps for its backward (arena offset, 4-byte "
+                  "slots),\n * saved to stash slot u mod stash after the forward of u and put back before its backward "
+                  "(docs/TRAINING.md). */\n");
+    tg_sb_puts(o, "static const tr_pipe_buf pipe_stash[] = {\n");
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *bf = &rp->bufs[i];
+        if (!bf->persistent && bf->first >= 0 && rp->steps[bf->first].phase == TG_PHASE_FWD &&
+            rp->steps[bf->last].phase == TG_PHASE_BWD) {
+            tg_sb_printf(o, "    {%lld, %lld}, /* %s */\n", bf->offset, tg_buf_slots(bf), bf->name);
+            nst++;
+        }
+    }
+    if (!nst)
+        tg_sb_puts(o, "    {0, 0}, /* none */\n");
+    tg_sb_puts(o, "};\n\n");
+    tg_sb_printf(o, "/* Stage %d of %d, schedule \"%s\", %d micro-batches of %lld elements of x, y and grad_x each; "
+                    "stash %d. */\n",
+                 s, S, sp->schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b", m, n, stash);
+    tg_sb_puts(o, "static void pipe_step(struct tr_ctx *c, float *A)\n{\n    const int me = tr_pipe_rank(c);\n");
+    const tg_pipe_op *ops = pp.ops[s];
+    for (int k = 0; k < pp.nops[s]; k++) {
+        char note[32], note2[32];
+        tg_pipe_op_str(&ops[k], note, sizeof note);
+        const tg_pipe_op *a = &ops[k];
+        if (a->kind == TG_PIPE_FWD || a->kind == TG_PIPE_BWD) {
+            tg_sb_printf(o, "    tr_pipe_%s(c, A, %d, %d); /* %s */\n", a->kind == TG_PIPE_FWD ? "forward" : "backward",
+                         a->mb, a->mb % stash, note);
+            continue;
+        }
+        const tg_pipe_op *b = a->joint && k + 1 < pp.nops[s] ? &ops[k + 1] : NULL;
+        const tg_pipe_op *snd = NULL, *rcv = NULL;
+        for (int t = 0; t < (b ? 2 : 1); t++) {
+            const tg_pipe_op *x = t ? b : a;
+            if (x->kind == TG_PIPE_SEND_ACT || x->kind == TG_PIPE_SEND_GRAD)
+                snd = x;
+            else
+                rcv = x;
+        }
+        if (b && (!snd || !rcv)) {
+            tg_pipe_free(&pp);
+            return tg_fail(err, "internal planner error: stage %d's joint step %d is not a send and a receive", s, k);
+        }
+        char sarg[96] = "", rarg[96] = "";
+        if (snd)
+            snprintf(sarg, sizeof sarg, "A + %lld, %lld, me %c %d", (snd->kind == TG_PIPE_SEND_ACT ? by : bg)->offset +
+                     (long long)snd->mb * n, n, snd->peer > s ? '+' : '-', p);
+        if (rcv)
+            snprintf(rarg, sizeof rarg, "A + %lld, %lld, me %c %d", (rcv->kind == TG_PIPE_RECV_ACT ? bx : bg)->offset +
+                     (long long)rcv->mb * n, n, rcv->peer > s ? '+' : '-', p);
+        if (b) {
+            tg_pipe_op_str(b, note2, sizeof note2);
+            tg_sb_printf(o, "    tr_pipe_sendrecv(c, %s, %s); /* %s %s */\n", sarg, rarg, note, note2);
+            k++;
+        } else {
+            tg_sb_printf(o, "    tr_pipe_%s(c, %s); /* %s */\n", snd ? "send" : "recv", snd ? sarg : rarg, note);
+        }
+    }
+    tg_sb_puts(o, "}\n\n");
+    tg_sb_printf(o, "const tr_pipe_desc tr_pipe_class = {\n"
+                    "    .stage = %d, .stages = %d, .ranks = %d, .microbatches = %d, .mb_elems = %lld,\n"
+                    "    .stash = %d, .nstash = %d, .stash_bufs = pipe_stash,\n"
+                    "    .step = pipe_step,\n};\n\n",
+                 s, S, p, m, n, stash, nst);
+    tg_pipe_free(&pp);
+    return true;
+}
+
 /* The header placeholders that the C and CUDA class programs share. */
 int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars, char (*store)[64], tg_sb *who)
 {
@@ -316,7 +407,7 @@ int tg_emit_class_vars(const tg_plan *pl, const tg_class_plan *rp, tg_tvar *vars
     VAR("NPARAMS", "%d", rp->nparams);
     VAR("NSTEPS", "%d", rp->nsteps);
     VAR("FINGERPRINT", "%s", pl->fingerprint);
-    tg_class_name(store[si], 64, rp->i, rp->j);
+    tg_class_name_cp(store[si], 64, pl, rp);
     vars[n++] = (tg_tvar){"FILE", store[si++]};
 #undef VAR
     vars[n++] = (tg_tvar){"WHO", who->s};
@@ -338,6 +429,8 @@ bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg_
     int nerr = err->count;
     bool ok = print_functions(&steps, pl, rp, co, err);
     tg_emit_lm_desc(&steps, pl, rp, "");
+    if (ok && tg_plan_stages(pl) > 1)
+        ok = print_pipe(&steps, pl, rp, err);
     for (int i = 0; i < rp->nsteps; i++)
         tg_emit_step_info(&info, &rp->steps[i]);
     tg_emit_rank_rows(&rows, pl, rp);
@@ -396,12 +489,15 @@ bool tg_emit_model_c(const tg_plan *pl, tg_sb *out, tg_err *err)
                  op->warmup, op->decay_steps, op->lr_min, op->clip);
     vars[n++] = (tg_tvar){"WD", wd};
     /* the dtype only when it is not fp32 (tr_model.dtype NULL reads "fp32"), as the schedule fields above */
-    char dt[200];
+    char dt[400];
     snprintf(dt, sizeof dt, "%s%s", pl->spec.dtype == TG_BF16 ? "\n    .dtype = \"bf16\", /* docs/BF16.md */" : "",
              pl->mb > 1 ? "\n    .microbatches = " : "");
     if (pl->mb > 1) /* micro-batches only when the spec has them (0 reads 1), as the dtype */
         snprintf(dt + strlen(dt), sizeof dt - strlen(dt), "%d, /* per step: docs/TRAINING.md \"Micro-batches\" */",
                  pl->mb);
+    if (tg_plan_stages(pl) > 1) /* pipeline stages only when the spec has them (0 reads 1), as the micro-batches */
+        snprintf(dt + strlen(dt), sizeof dt - strlen(dt), "\n    .pp = %d, /* pipeline stages of p / pp ranks each, "
+                 "stage-major: docs/TRAINING.md \"Pipeline stages\" */", tg_plan_stages(pl));
     vars[n++] = (tg_tvar){"DTYPE", dt};
     VAR("FINGERPRINT", "%s", pl->fingerprint);
     VAR("NCLASSES", "%d", tg_plan_nclasses(pl));

@@ -129,9 +129,11 @@ void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
     const tg_mesh *m = &pl->mesh;
     for (int k = 0; k < m->d; k++) {
         tg_coord co = {cp->i, cp->j, k};
-        tg_sb_printf(o, "    {%d, %d, %d, {", tg_mesh_rank(m, co), k, tg_io_r0(pl, co));
+        /* pipeline stages: ranks stage-major, and the stage folded into every color (each stage's groups its own) */
+        int off = tg_plan_stages(pl) > 1 ? cp->stage * m->p : 0;
+        tg_sb_printf(o, "    {%d, %d, %d, {", off + tg_mesh_rank(m, co), k, tg_io_r0(pl, co));
         for (int g = 0; g < TG_NGROUPS; g++)
-            tg_sb_printf(o, "%s%d", g ? ", " : "", tg_group_color(m, (tg_group)g, co));
+            tg_sb_printf(o, "%s%d", g ? ", " : "", off + tg_group_color(m, (tg_group)g, co));
         tg_sb_puts(o, "}, {");
         for (int g = 0; g < TG_NGROUPS; g++)
             tg_sb_printf(o, "%s%d", g ? ", " : "", tg_group_local(m, (tg_group)g, co));

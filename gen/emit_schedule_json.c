@@ -303,7 +303,7 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
     for (int c = 0; c < tg_plan_nclasses(pl); c++) {
         const tg_class_fig *g = &figs[c];
         char cn[32];
-        tg_class_name(cn, sizeof cn, g->i, g->j);
+        tg_class_name_n(cn, sizeof cn, pl, c);
         tg_sb_printf(o, "{\"class\":%d,\"i\":%d,\"j\":%d,\"json\":\"schedule/%s.json\",\"script\":\"schedule/%s.js\","
                         "\"ranks\":",
                      c, g->i, g->j, cn, cn);

@@ -190,7 +190,7 @@ bool tg_emit_schedule_txt(const tg_plan *pl, const tg_class_fig *figs, tg_sb *o,
     for (int c = 0; c < tg_plan_nclasses(pl); c++) {
         const tg_class_fig *g = &figs[c];
         char cn[32], file[64], ranks[64];
-        tg_class_name(cn, sizeof cn, g->i, g->j);
+        tg_class_name_n(cn, sizeof cn, pl, c);
         snprintf(file, sizeof file, "schedule/%s.txt", cn);
         int r0 = tg_mesh_rank(m, (tg_coord){g->i, g->j, 0});
         if (m->d == 1)

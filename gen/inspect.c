@@ -302,7 +302,7 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
             need[tg_class_of(pl, r)] = 1;
     for (int c = 0; c < nc && ok; c++)
         if (need[c])
-            ok = tg_plan_class(pl, c / m->q, c % m->q, &cls[c], err);
+            ok = tg_plan_class_n(pl, c, &cls[c], err);
     tg_inspect_header(o, pl, "schedule");
     tg_sb_printf(o, "# showing %s\n", f->desc);
     tg_sb_puts(o, "# per step: index, phase, layer, op, SUMMA step, kind, stream of the CUDA program (compute, comm) "

@@ -179,9 +179,9 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
     printf("tessgen %s: %s, mesh %s = %d ranks in %d rank class%s, %d layers (C=%d, heads=%d, F=%d, S=%d, "
            "B=%d)\n",
-           TG_VERSION, s->name, mt, pl->mesh.p, nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
+           TG_VERSION, s->name, mt, tg_plan_world(pl), nc, nc == 1 ? "" : "es", s->layers, s->hidden, s->heads,
            s->ffn, s->seq, s->batch);
-    printf("%-22s %8s %14s %14s %16s %8s\n", "classes (i,j)", "ranks", "arena bytes", "weight bytes", "bcast recv B",
+    printf("%-22s %8s %14s %14s %16s %8s\n", tg_plan_stages(pl) > 1 ? "classes (s,i,j)" : "classes (i,j)", "ranks", "arena bytes", "weight bytes", "bcast recv B",
            "steps");
     char *done = calloc((size_t)nc, 1);
     for (int c = 0; done && c < nc; c++) {
@@ -195,11 +195,18 @@ static void report(const tg_plan *pl, const tg_class_fig *fig, const char *backe
                 same++;
                 last = o;
             }
-        char who[96];
+        char who[160], a[40], b[40]; /* (i,j), or (s,i,j) with pipeline stages (class number (s*q + i)*q + j) */
+        if (tg_plan_stages(pl) > 1) {
+            snprintf(a, sizeof a, "(%d,%d,%d)", c / (q * q), c % (q * q) / q, c % q);
+            snprintf(b, sizeof b, "(%d,%d,%d)", last / (q * q), last % (q * q) / q, last % q);
+        } else {
+            snprintf(a, sizeof a, "(%d,%d)", c / q, c % q);
+            snprintf(b, sizeof b, "(%d,%d)", last / q, last % q);
+        }
         if (same == 1)
-            snprintf(who, sizeof who, "(%d,%d)", c / q, c % q);
+            snprintf(who, sizeof who, "%s", a);
         else
-            snprintf(who, sizeof who, "%d classes, (%d,%d)..(%d,%d)", same, c / q, c % q, last / q, last % q);
+            snprintf(who, sizeof who, "%d classes, %s..%s", same, a, b);
         printf("%-22s %8d %14lld %14lld %16lld %8d\n", who, same * pl->mesh.d, 4 * fig[c].arena, 4 * fig[c].weights,
                fig[c].recv, fig[c].nsteps);
     }
@@ -285,7 +292,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         return 1;
     }
-    int nc = tg_plan_nclasses(&plan), q = plan.mesh.q, rc = 0, lockfd = -1, written = 0;
+    int nc = tg_plan_nclasses(&plan), rc = 0, lockfd = -1, written = 0;
     tg_class_fig *fig = calloc((size_t)nc, sizeof *fig);
     tg_kernels *kernels = NULL;
     tg_filelist old, now;
@@ -302,7 +309,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     char unsupported[600] = "";
     for (int c = 0; c < nc; c++) {
         tg_class_plan cp;
-        if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
+        if (!tg_plan_class_n(&plan, c, &cp, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
             tg_figures_free(&plan, fig);
             return 70;
@@ -324,6 +331,10 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         snprintf(unsupported, sizeof unsupported,
                  "model.vocab on scheme = \"megatron\": the CUDA backend is not wired for the megatron scheme's "
                  "vocab-parallel embedding and LM head yet (docs/MEGATRON.md); the CPU backend runs it");
+    if (!unsupported[0] && spec->pp > 1) /* docs/TRAINING.md "Pipeline stages": the point-to-point steps are CPU only */
+        snprintf(unsupported, sizeof unsupported,
+                 "mesh.pp = %d: the CUDA backend has no pipeline stages (stash, point-to-point steps) yet "
+                 "(docs/TRAINING.md \"Pipeline stages\"); the CPU backend runs them", spec->pp);
     if (!unsupported[0] && spec->mode == TG_GENERATE) /* docs/GENERATE.md: the decode step is CPU only */
         snprintf(unsupported, sizeof unsupported,
                  "mode = \"generate\": the CUDA backend has no prefill, decode or KV-cache kernels yet "
@@ -348,7 +359,7 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         ok = tg_filelist_add(&now, index_files[k].name);
     for (int c = 0; c < nc && ok; c++) {
         char cn[32], name[48];
-        tg_class_name(cn, sizeof cn, c / q, c % q);
+        tg_class_name_n(cn, sizeof cn, &plan, c);
         snprintf(name, sizeof name, "%s.c", cn);
         ok = tg_filelist_add(&now, name);
         snprintf(name, sizeof name, "%s.cu", cn);
@@ -414,13 +425,13 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
     tg_sb_init(&blockmap);
     for (int c = 0; c < nc && rc == 0; c++) {
         tg_class_plan cp;
-        if (!tg_plan_class(&plan, c / q, c % q, &cp, &err)) {
+        if (!tg_plan_class_n(&plan, c, &cp, &err)) {
             fprintf(stderr, "tessgen: %s\n", err.msg);
             rc = 70;
             break;
         }
         char cn[32], name[48];
-        tg_class_name(cn, sizeof cn, c / q, c % q);
+        tg_class_name_n(cn, sizeof cn, &plan, c);
         tg_emit_manifest_class(&plan, &cp, &mclasses);
         tg_emit_blockmap_class(&blockmap, &cp);
         tg_sb text;

@@ -366,10 +366,18 @@ bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err)
 {
     if (s->pp <= 1)
         return true;
-    return tg_fail(err, "%s: mesh.pp = %d: the stage programs are planned but not emitted or run yet, so %s is refused; "
-                        "the schedule is proved and shown by tessgen %s --summary; use pp = 1 to run "
+    if (strcmp(what, "generating") == 0 && s->vocab > 0)
+        return tg_fail(err, "%s: mesh.pp = %d with model.vocab = %d: the language model's stages (the embedding on the "
+                            "first, the head and the loss on the last, the tied wte gradient between them) are not "
+                            "emitted yet, so generating is refused; a stack of blocks (no model.vocab) runs with stages, "
+                            "or use pp = 1 (docs/TRAINING.md \"Pipeline stages\")",
+                       s->path, s->pp, s->vocab);
+    if (strcmp(what, "generating") == 0)
+        return true; /* the block stack's stages: the CPU backend (the CUDA backend is not offered, main.c) */
+    return tg_fail(err, "%s: mesh.pp = %d: the stage programs are generated and run, but %s does not cover pipeline "
+                        "stages yet, so %s is refused; the schedule is proved and shown by tessgen %s --summary "
                         "(docs/TRAINING.md \"Pipeline stages\")",
-                   s->path, s->pp, what, s->path);
+                   s->path, s->pp, what, what, s->path);
 }
 
 bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err)

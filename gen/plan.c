@@ -295,15 +295,37 @@ int tg_plan_nclasses(const tg_plan *pl)
 {
     if (pl->mesh.scheme == TG_SCHEME_MEGATRON)
         return pl->mesh.p;
-    return pl->mesh.q * pl->mesh.q;
+    return tg_plan_stages(pl) * pl->mesh.q * pl->mesh.q;
+}
+
+int tg_plan_stages(const tg_plan *pl)
+{
+    return pl->spec.pp > 1 ? pl->spec.pp : 1;
+}
+
+int tg_plan_world(const tg_plan *pl)
+{
+    return tg_plan_stages(pl) * pl->mesh.p;
 }
 
 int tg_class_of(const tg_plan *pl, int rank)
 {
     if (pl->mesh.scheme == TG_SCHEME_MEGATRON)
         return rank;
-    tg_coord c = tg_mesh_coord(&pl->mesh, rank);
-    return c.i * pl->mesh.q + c.j;
+    int st = rank / pl->mesh.p; /* stage-major: stage s holds ranks s*p .. s*p + p - 1 */
+    tg_coord c = tg_mesh_coord(&pl->mesh, rank % pl->mesh.p);
+    return (st * pl->mesh.q + c.i) * pl->mesh.q + c.j;
+}
+
+bool tg_plan_class_n(const tg_plan *pl, int c, tg_class_plan *out, tg_err *err)
+{
+    if (pl->mesh.scheme == TG_SCHEME_MEGATRON)
+        return tg_plan_class(pl, c, 0, out, err);
+    int qq = pl->mesh.q * pl->mesh.q, st = c / qq;
+    if (tg_plan_stages(pl) == 1)
+        return tg_plan_class(pl, c / pl->mesh.q, c % pl->mesh.q, out, err);
+    tg_plan sp = *pl; /* a copy pointed at the class's stage (tg_plan_stage only sets its stage fields) */
+    return tg_plan_stage(&sp, st, err) && tg_plan_class(&sp, (c % qq) / pl->mesh.q, c % pl->mesh.q, out, err);
 }
 
 bool tg_plan_all(const tg_plan *pl, tg_class_plan **out, tg_err *err)
@@ -312,8 +334,9 @@ bool tg_plan_all(const tg_plan *pl, tg_class_plan **out, tg_err *err)
     tg_class_plan *all = calloc((size_t)n, sizeof *all);
     if (!all)
         return tg_fail(err, "out of memory: %d rank classes", n);
+    (void)q;
     for (int c = 0; c < n; c++)
-        if (!tg_plan_class(pl, c / q, c % q, &all[c], err)) {
+        if (!tg_plan_class_n(pl, c, &all[c], err)) {
             tg_plan_all_free(pl, all);
             return false;
         }

@@ -376,6 +376,13 @@ void tg_class_free(tg_class_plan *cp);
 long long tg_step_times(const tg_plan *pl, const tg_step *s);
 int tg_plan_nclasses(const tg_plan *pl);
 int tg_class_of(const tg_plan *pl, int rank);
+/* Pipeline stages (spec mesh.pp = S > 1): classes are keyed by (stage, i, j), class number (s*q + i)*q + j, and ranks
+ * are numbered stage-major (stage s holds world ranks s*p .. s*p + p - 1, p = q*q*d, numbered inside as
+ * mesh.placement says). tg_plan_stages: S (1 without stages); tg_plan_world: S*p, every rank of the program;
+ * tg_plan_class_n: bake class number c (with its stage; pl itself is not changed). */
+int tg_plan_stages(const tg_plan *pl);
+int tg_plan_world(const tg_plan *pl);
+bool tg_plan_class_n(const tg_plan *pl, int c, tg_class_plan *out, tg_err *err);
 /* Every class at once, indexed by class number (small meshes, tests). */
 bool tg_plan_all(const tg_plan *pl, tg_class_plan **out, tg_err *err);
 void tg_plan_all_free(const tg_plan *pl, tg_class_plan *all);

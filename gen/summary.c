@@ -142,13 +142,13 @@ void tg_class_fig_free(tg_class_fig *fig)
 
 bool tg_plan_figures(const tg_plan *pl, tg_class_fig **out, tg_err *err)
 {
-    int nc = tg_plan_nclasses(pl), q = pl->mesh.q;
+    int nc = tg_plan_nclasses(pl);
     tg_class_fig *figs = calloc((size_t)nc, sizeof *figs);
     if (!figs)
         return tg_fail(err, "out of memory");
     for (int c = 0; c < nc; c++) {
         tg_class_plan cp;
-        bool ok = tg_plan_class(pl, c / q, c % q, &cp, err) && tg_class_figures(pl, &cp, &figs[c], err);
+        bool ok = tg_plan_class_n(pl, c, &cp, err) && tg_class_figures(pl, &cp, &figs[c], err);
         tg_class_free(&cp);
         if (!ok) {
             tg_figures_free(pl, figs);
@@ -544,7 +544,7 @@ static bool alternatives(const tg_plan *pl, const tg_class_fig *figs, int full, 
             tg_class_plan cp;
             tg_class_fig g;
             tg_err pe = {{0}, 0};
-            ok = tg_plan_class(&ap, c / q, c % q, &cp, &pe) && tg_class_figures(&ap, &cp, &g, &pe);
+            ok = tg_plan_class_n(&ap, c, &cp, &pe) && tg_class_figures(&ap, &cp, &g, &pe);
             tg_class_free(&cp);
             if (ok) {
                 fold(&mf, &g, d);

@@ -165,6 +165,8 @@ typedef struct tr_model_desc {
     long long warmup, decay_steps;
     double lr_min, clip;
     const char *dtype; /* the spec's dtype: "bf16", or NULL for "fp32" (model.c sets it only for bf16) */
+    int pp;            /* pipeline stages (spec mesh.pp; docs/TRAINING.md "Pipeline stages"); 0 or 1: none (model.c sets
+                        * it only when more): p / pp ranks per stage, numbered stage-major */
     int microbatches;  /* per training step (spec pipeline.microbatches); 0 or 1: none (model.c sets it only when
                         * more): forward and backward run once per micro-batch, tr_mb(c) says which */
 } tr_model_desc;
@@ -291,6 +293,34 @@ void tr_adamw_multi(struct tr_ctx *c, float *A, const tr_adamw_tensor *t, int n)
 void tr_bcast_bf16(struct tr_ctx *c, tr_group g, int root, tr_bf16 *buf, int count);
 /* y[e] = RNE(x[e]) for n elements (a CAST step; timed as TR_K_RESID, the elementwise kind). */
 void tr_cast_bf16(struct tr_ctx *c, const float *x, long long n, tr_bf16 *y);
+/* ---- pipeline stages (tr_model.pp > 1; docs/TRAINING.md "Pipeline stages"; tr_comm.c) --------------------------
+ * A stage's class program defines tr_pipe_class: its stage, the buffers its forward keeps for its backward (stashed
+ * per in-flight micro-batch outside the arena) and step(), the stage's proved schedule unrolled: the calls below with
+ * literal arguments, peers this rank +- ranks (the same (i, j, k) of the neighbour stage). */
+typedef struct tr_pipe_buf {
+    long long offset, slots; /* arena offset and 4-byte slots of a buffer the forward keeps for the backward */
+} tr_pipe_buf;
+typedef struct tr_pipe_desc {
+    int stage, stages, ranks, microbatches; /* ranks: p / pp, one stage's */
+    long long mb_elems; /* one micro-batch's rows of x, y and grad_x: what one send or receive moves (4 bytes each) */
+    int stash, nstash;  /* stash slots (micro-batches in flight); kept buffers */
+    const tr_pipe_buf *stash_bufs;
+    void (*step)(struct tr_ctx *c, float *A); /* one training step's forwards, objectives, backwards and exchanges */
+} tr_pipe_desc;
+/* A weak reference, as tr_lm_class: only a stage's program defines it. */
+extern const tr_pipe_desc tr_pipe_class __attribute__((weak));
+/* This rank (in MPI_COMM_WORLD). */
+int tr_pipe_rank(const struct tr_ctx *c);
+/* The forward of micro-batch u (the objective and dL/dy after it on the last stage), then its kept buffers into
+ * stash slot `slot`; and the backward of u after they are put back from that slot. */
+void tr_pipe_forward(struct tr_ctx *c, float *A, int u, int slot);
+void tr_pipe_backward(struct tr_ctx *c, float *A, int u, int slot);
+/* Blocking point-to-point on MPI_COMM_WORLD (n floats each); tr_pipe_sendrecv posts both and waits for both. */
+void tr_pipe_send(struct tr_ctx *c, const float *buf, long long n, int peer);
+void tr_pipe_recv(struct tr_ctx *c, float *buf, long long n, int peer);
+void tr_pipe_sendrecv(struct tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn,
+                      int rpeer);
+
 /* Micro-batches (docs/TRAINING.md "Micro-batches"): the one the main runs now, 0..tr_model.microbatches-1 (0 without
  * them); the generated code offsets its I/O blocks by it and runs the gradients' all-reduces after the last. */
 int tr_mb(const struct tr_ctx *c);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tr_backend.h"
 #include "tr_ctx.h"
 
 static const char *group_name(tr_group g)
@@ -80,6 +81,8 @@ void tr_ctx_free(tr_ctx *c)
         if (c->comm[g] != MPI_COMM_NULL && c->comm[g] != 0)
             MPI_Comm_free(&c->comm[g]);
     free(c->scratch);
+    free(c->pipe_stash);
+    c->pipe_stash = NULL;
     c->scratch = NULL;
     c->scratch_cap = 0;
 }
@@ -290,4 +293,84 @@ int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
     default: return -1;
     }
     return i * tr_model.si + j * tr_model.sj + k * tr_model.sk;
+}
+
+/* ---- pipeline stages (docs/TRAINING.md "Pipeline stages") ---------------------------------------------------
+ * The stage's generated step() calls these with literal arguments. The stash is one block of floats, slot-major:
+ * slot s holds every kept buffer of one micro-batch side by side. Point-to-point steps go over MPI_COMM_WORLD to
+ * the same (i, j, k) of the neighbour stage and count their bytes (4 per float) in p2p_sent / p2p_recv, which
+ * --bytes checks against the plan. */
+int tr_pipe_rank(const tr_ctx *c)
+{
+    return c->desc->rank;
+}
+
+static long long stash_slot_elems(void)
+{
+    long long n = 0;
+    for (int b = 0; b < tr_pipe_class.nstash; b++)
+        n += tr_pipe_class.stash_bufs[b].slots;
+    return n;
+}
+
+static void stash_copy(tr_ctx *c, float *A, int slot, int save)
+{
+    long long per = stash_slot_elems(), at = (long long)slot * per;
+    if (per == 0)
+        return;
+    if (!c->pipe_stash) {
+        c->pipe_stash = malloc((size_t)(per * tr_pipe_class.stash) * sizeof(float));
+        if (!c->pipe_stash) {
+            fprintf(stderr, "rank %d: out of memory for the pipeline stash (%lld floats)\n", c->desc->rank,
+                    per * tr_pipe_class.stash);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    for (int b = 0; b < tr_pipe_class.nstash; b++) {
+        const tr_pipe_buf *pb = &tr_pipe_class.stash_bufs[b];
+        if (save)
+            memcpy(c->pipe_stash + at, A + pb->offset, (size_t)pb->slots * sizeof(float));
+        else
+            memcpy(A + pb->offset, c->pipe_stash + at, (size_t)pb->slots * sizeof(float));
+        at += pb->slots;
+    }
+}
+
+void tr_pipe_forward(tr_ctx *c, float *A, int u, int slot)
+{
+    c->mb = u;
+    c->phase = TR_PHASE_FORWARD;
+    c->desc->forward(c, A);
+    if (tr_pipe_class.stage == tr_pipe_class.stages - 1)
+        tr_backend_objective(c, A); /* the loss of u's rows and dL/dy into grad_x */
+    stash_copy(c, A, slot, 1);
+}
+
+void tr_pipe_backward(tr_ctx *c, float *A, int u, int slot)
+{
+    stash_copy(c, A, slot, 0);
+    c->mb = u;
+    c->phase = TR_PHASE_BACKWARD;
+    c->desc->backward(c, A);
+}
+
+void tr_pipe_send(tr_ctx *c, const float *buf, long long n, int peer)
+{
+    MPI_CHECK(MPI_Send(buf, (int)n, MPI_FLOAT, peer, 0, MPI_COMM_WORLD), "MPI_Send", TR_WORLD);
+    c->p2p_sent += 4 * n;
+}
+
+void tr_pipe_recv(tr_ctx *c, float *buf, long long n, int peer)
+{
+    MPI_CHECK(MPI_Recv(buf, (int)n, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", TR_WORLD);
+    c->p2p_recv += 4 * n;
+}
+
+void tr_pipe_sendrecv(tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn, int rpeer)
+{
+    MPI_CHECK(MPI_Sendrecv(sbuf, (int)sn, MPI_FLOAT, speer, 0, rbuf, (int)rn, MPI_FLOAT, rpeer, 0, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE),
+              "MPI_Sendrecv", TR_WORLD);
+    c->p2p_sent += 4 * sn;
+    c->p2p_recv += 4 * rn;
 }

@@ -44,6 +44,10 @@ typedef struct tr_ctx {
      * attention's per-thread scores; grown on demand (outside parallel regions), freed by tr_ctx_free */
     float *scratch;
     size_t scratch_cap; /* floats */
+    /* pipeline stages (tr_comm.c tr_pipe_*): the stash, tr_pipe_class.stash slots of the kept buffers, allocated at
+     * the first forward, freed by tr_ctx_free; bytes sent and received point-to-point over the whole run */
+    float *pipe_stash;
+    long long p2p_sent, p2p_recv;
 } tr_ctx;
 
 /* Split MPI_COMM_WORLD into the desc's groups and check each split against the

@@ -201,7 +201,11 @@ int main(int argc, char **argv)
     char *slash = strrchr(exe, '/');
     if (slash)
         *slash = '\0';
-    snprintf(path, sizeof path, "%s/%s/rank_i%d_j%d", exe, TR_LAUNCH_DIR, i, j);
+    if (tr_model.pp > 1) /* pipeline stages: stage-major, p / pp ranks each (docs/TRAINING.md "Pipeline stages") */
+        snprintf(path, sizeof path, "%s/%s/rank_s%d_i%d_j%d", exe, TR_LAUNCH_DIR,
+                 (int)(rank / (tr_model.p / tr_model.pp)), i, j);
+    else
+        snprintf(path, sizeof path, "%s/%s/rank_i%d_j%d", exe, TR_LAUNCH_DIR, i, j);
     set_threads();
     execv(path, argv);
     fprintf(stderr,

@@ -633,6 +633,18 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--target is the objective of --steps N; add --steps");
         return -1;
     }
+    if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
+        const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out" : o->grads_out ? "--grads-out"
+                          : o->weights_out ? "--weights-out" : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
+                          : o->resume ? "--resume" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
+                          : o->data.data || o->data.val_data ? "--data" : NULL;
+        if (opt) {
+            tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
+                         "--steps N with --input, --target, --seed, --weights, --bytes, --replica-check and --timing; "
+                         "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
+            return -1;
+        }
+    }
     if (o->repeat && (o->dy || o->steps)) {
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;
@@ -1125,6 +1137,46 @@ static bool report_shard_bytes(tr_ctx *c, long long nbwd, long long nopt, int qu
     return !mismatch;
 }
 
+/* Pipeline stages: every rank's point-to-point bytes over the run against the plan: per training step, m micro-batch
+ * blocks of mb_elems floats each way across each of its stage's boundaries (activations forward, dL/dx back), and
+ * per forward outside a step (the final one) the activations alone. */
+static bool piped(void);
+static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int quiet)
+{
+    if (!piped())
+        return true;
+    const tr_pipe_desc *pd = &tr_pipe_class;
+    long long blk = 4LL * pd->microbatches * pd->mb_elems; /* one boundary, one direction, one step */
+    int up = pd->stage > 0, down = pd->stage < pd->stages - 1;
+    long long mine[4] = {c->p2p_sent, steps * blk * (up + down) + forwards * blk * down, c->p2p_recv,
+                         steps * blk * (up + down) + forwards * blk * up},
+              *all = NULL;
+    if (c->desc->rank == 0 && !(all = malloc(sizeof mine * (size_t)tr_model.p)))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Gather(mine, 4, MPI_LONG_LONG, all, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    int mismatch = 0;
+    if (c->desc->rank == 0) {
+        if (!quiet)
+            printf("point-to-point bytes between pipeline stages over the run (%lld step%s, %lld forward%s), measured "
+                   "/ planned:\n%5s %23s %23s\n", steps, steps == 1 ? "" : "s", forwards, forwards == 1 ? "" : "s",
+                   "rank", "sent", "received");
+        for (int r = 0; r < tr_model.p; r++) {
+            long long *v = all + 4 * r;
+            int bad = v[0] != v[1] || v[2] != v[3];
+            mismatch |= bad;
+            if (!quiet || bad)
+                printf("%5d %11lld/%-11lld %11lld/%-11lld%s\n", r, v[0], v[1], v[2], v[3], bad ? "  MISMATCH" : "");
+        }
+        if (mismatch)
+            fprintf(stderr, "error: measured point-to-point bytes differ from the plan (MISMATCH rows above)\n");
+        else if (!quiet)
+            printf("bytes: every rank's sends and receives between stages moved exactly the planned bytes\n");
+        free(all);
+    }
+    MPI_Bcast(&mismatch, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return !mismatch;
+}
+
 static long long gen_reduce_recv[TR_NGROUPS], gen_reduce_sent[TR_NGROUPS]; /* report_bytes: decode steps' reduces */
 
 static bool report_bytes(tr_ctx *c, int bwd, int quiet)
@@ -1190,6 +1242,17 @@ static bool report_bytes(tr_ctx *c, int bwd, int quiet)
 
 /* Collective: the training objective from every rank's local sum (tr_step_sums.loss): the LM's mean
  * cross-entropy over batch*seq tokens, or mean((y - target)^2) over the whole output. */
+/* Pipeline stages (tr_model.pp > 1): the program of a stage defines tr_pipe_class. */
+static bool piped(void)
+{
+    return &tr_pipe_class != NULL && tr_pipe_class.stages > 1;
+}
+
+static bool last_stage(void)
+{
+    return !piped() || tr_pipe_class.stage == tr_pipe_class.stages - 1;
+}
+
 static double mean_loss(const tr_rank_desc *d, double local)
 {
     double sum = 0;
@@ -1198,8 +1261,9 @@ static double mean_loss(const tr_rank_desc *d, double local)
         return sum / ((double)tr_model.batch * tr_model.seq);
     long n = (long)d->io_rows * d->io_cols;
     double total_n = (double)tr_model.batch * tr_model.seq * tr_model.hidden;
-    /* each element of y is held by `copies` ranks: 1 on the [q,q,d] mesh, p for the megatron scheme */
-    double copies = (double)tr_model.p * (double)n / total_n;
+    /* each element of y is held by `copies` ranks: 1 on the [q,q,d] mesh, p for the megatron scheme; with pipeline
+     * stages only the last stage's ranks hold y (the others add 0) */
+    double copies = (double)(piped() ? tr_pipe_class.ranks : tr_model.p) * (double)n / total_n;
     return sum / copies / total_n;
 }
 
@@ -1217,8 +1281,16 @@ static int microbatches(void)
 /* The forward of the whole batch: of every micro-batch in turn (each writes its rows of y). */
 static void forward_all(tr_ctx *c, float *A)
 {
-    for (c->mb = 0; c->mb < microbatches(); c->mb++)
+    /* pipeline stages: each micro-batch's x from the stage before, its y to the stage after (a chain: no cycle) */
+    long long n = piped() ? tr_pipe_class.mb_elems : 0;
+    int me = c->desc->rank, p = piped() ? tr_pipe_class.ranks : 0;
+    for (c->mb = 0; c->mb < microbatches(); c->mb++) {
+        if (piped() && tr_pipe_class.stage > 0)
+            tr_pipe_recv(c, A + c->desc->x_offset + c->mb * n, n, me - p);
         c->desc->forward(c, A);
+        if (piped() && !last_stage())
+            tr_pipe_send(c, A + c->desc->y_offset + c->mb * n, n, me + p);
+    }
     c->mb = 0;
 }
 
@@ -1240,7 +1312,7 @@ static void forward_backward_all(tr_ctx *c, float *A)
 static double objective(tr_ctx *c, float *A)
 {
     tr_step_sums s;
-    for (c->mb = 0; c->mb < microbatches(); c->mb++)
+    for (c->mb = 0; c->mb < microbatches() && last_stage(); c->mb++)
         tr_backend_objective(c, A);
     c->mb = 0;
     tr_backend_step_read(c, &s);
@@ -1596,8 +1668,11 @@ static void issue_grads(tr_ctx *c, float *H, float *A, int k, bool record)
 {
     const tr_rank_desc *d = c->desc;
     /* micro-batches: forward, objective, backward of each in turn. The objective of each covers its own rows of the
-     * output block and adds its loss to the step's (tr_backend_objective), so the read sees the whole batch's */
-    for (c->mb = 0; c->mb < microbatches(); c->mb++) {
+     * output block and adds its loss to the step's (tr_backend_objective), so the read sees the whole batch's.
+     * Pipeline stages: the stage's generated schedule (its objectives on the last stage) */
+    if (piped())
+        tr_pipe_class.step(c, A);
+    for (c->mb = 0; c->mb < microbatches() && !piped(); c->mb++) {
         c->phase = TR_PHASE_FORWARD;
         d->forward(c, A);
         if (record) {
@@ -2300,6 +2375,8 @@ int main(int argc, char **argv)
     if (o.bytes && !report_bytes(&ctx, o.dy != NULL || lm_bwd, o.quiet))
         rc = 3;
     if (o.bytes && !report_shard_bytes(&ctx, o.steps > 0 ? o.steps : (o.dy != NULL || lm_bwd), o.steps, o.quiet))
+        rc = 3;
+    if (o.bytes && !report_p2p_bytes(&ctx, o.steps, 1, o.quiet))
         rc = 3;
     if (o.stats && !tr_stats_report(&ctx, o.quiet))
         rc = 3;

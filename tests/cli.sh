@@ -222,10 +222,19 @@ SPEC
         grep -q "^  stage 1 memory: arena 15360 (weights 2064) + stash 4 x 2432 = 25088$" "$WORK/pp2.sum" &&
         awk '/^  stage [01] memory:/ { if ($5 + $10 * $12 != $14) bad = 1; w[$2] = $7 + 0 }
              END { exit bad || w["0"] * 3 != w["1"] }' "$WORK/pp2.sum" || return 1
-    $TG "$WORK/pp2.lua" -o "$WORK/pp2" 2>"$WORK/pp2.err"
-    [ $? -eq 1 ] && [ ! -e "$WORK/pp2" ] && grep -q "mesh.pp = 2: the stage programs are planned but not emitted or run yet, so generating is refused" "$WORK/pp2.err" &&
+    # generating writes a program per (stage, i, j), ranks stage-major (rank 7 is (i=1, j=1) of stage 1: every color
+    # of its groups is its stage-0 color + 4); the language model's stages are refused
+    $TG "$WORK/pp2.lua" -o "$WORK/pp2" >"$WORK/pp2.out" || return 1
+    grep -q "mesh \[2,2,1\] = 8 ranks in 8 rank classes" "$WORK/pp2.out" &&
+        grep -q "^4 classes, (1,0,0)..(1,1,1) " "$WORK/pp2.out" &&
+        [ "$(cd "$WORK/pp2" && ls rank_*.c | tr '\n' ' ')" = "rank_s0_i0_j0.c rank_s0_i0_j1.c rank_s0_i1_j0.c rank_s0_i1_j1.c rank_s1_i0_j0.c rank_s1_i0_j1.c rank_s1_i1_j0.c rank_s1_i1_j1.c " ] &&
+        grep -q "\.q = 2, \.d = 1, \.p = 8," "$WORK/pp2/model.c" && grep -q "^    \.pp = 2, " "$WORK/pp2/model.c" &&
+        grep -q "^    {7, 0, 8, {5, 5, 7, 5, 4}, " "$WORK/pp2/rank_s1_i1_j1.c" || return 1
+    sed 's/batch = 8 }/batch = 8, vocab = 10, positions = 2 }/' "$WORK/pp2.lua" >"$WORK/pp2lm.lua"
+    $TG "$WORK/pp2lm.lua" -o "$WORK/pp2lm" 2>"$WORK/pp2.err"
+    [ $? -eq 1 ] && [ ! -e "$WORK/pp2lm" ] && grep -q "the language model's stages .* are not emitted yet, so generating is refused" "$WORK/pp2.err" &&
         grep -q "nothing was written" "$WORK/pp2.err" || return 1
     $TG "$WORK/pp2.lua" --show 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --show is refused" "$WORK/pp2.err"
 }
-check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating and --show are refused naming mesh.pp, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --show are refused, nothing written" cli_pipeline_stages

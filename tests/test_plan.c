@@ -493,8 +493,51 @@ static void check_stages(int q, int d, int L, int n0, int m, tg_pipe_sched sched
     }
 }
 
+/* Pipeline stages: classes keyed by (stage, i, j), ranks stage-major, each class number planned at its stage. */
+static void check_stage_classes(int q, int d, int S)
+{
+    tg_spec s = tt_spec(q, d, 2 * S, 48, 12, 192, 4, 2 * q * d * 2, 1);
+    s.microbatches = 2;
+    s.pp = S;
+    for (int g = 0; g < S; g++)
+        s.stage_layers[g] = 2;
+    tg_plan pl;
+    tg_err err = {{0}, 0};
+    tg_plan_init(&s, &pl);
+    int p = q * q * d;
+    TT_CHECK(tg_plan_nclasses(&pl) == S * q * q, "[%d,%d,%d] x %d: %d classes, not %d", q, q, d, S,
+             tg_plan_nclasses(&pl), S * q * q);
+    TT_CHECK(tg_plan_world(&pl) == S * p, "[%d,%d,%d] x %d: world %d", q, q, d, S, tg_plan_world(&pl));
+    for (int r = 0; r < S * p; r++) {
+        tg_coord co = tg_mesh_coord(&pl.mesh, r % p);
+        int want = ((r / p) * q + co.i) * q + co.j;
+        TT_CHECK(tg_class_of(&pl, r) == want, "[%d,%d,%d] x %d: rank %d in class %d, not %d", q, q, d, S, r,
+                 tg_class_of(&pl, r), want);
+    }
+    for (int c = 0; c < S * q * q; c++) {
+        tg_class_plan cp;
+        bool ok = tg_plan_class_n(&pl, c, &cp, &err);
+        TT_CHECK(ok, "class %d: %s", c, err.msg);
+        if (!ok)
+            continue;
+        TT_CHECK(cp.stage == c / (q * q) && cp.i == (c % (q * q)) / q && cp.j == c % q,
+                 "class %d planned as (s=%d, i=%d, j=%d)", c, cp.stage, cp.i, cp.j);
+        for (int k = 0; k < cp.nsteps; k++)
+            TT_CHECK(cp.steps[k].layer < 0 || cp.steps[k].layer / 2 == cp.stage, "class %d runs a step of layer %d",
+                     c, cp.steps[k].layer);
+        tg_class_free(&cp);
+    }
+    TT_CHECK(pl.stage == 0, "tg_plan_class_n changed the plan's stage to %d", pl.stage);
+}
+
 int main(void)
 {
+    TT_CASE("pipeline stages: classes are keyed by (stage, i, j), ranks are numbered stage-major and each class "
+            "number is planned at its own stage") {
+        check_stage_classes(1, 1, 2);
+        check_stage_classes(2, 1, 2);
+        check_stage_classes(2, 2, 3);
+    }
     TT_CASE("pipeline stages: each stage's class programs hold its own blocks only, read x, write their own y, add up "
             "to the whole stack's flops and stash the forward's kept buffers once per in-flight micro-batch") {
         check_stages(1, 1, 3, 1, 2, TG_PIPE_1F1B);
