@@ -79,6 +79,13 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
         str(fp, "microbatches");
         num(fp, s->microbatches);
     }
+    if (s->pp > 1) { /* pipeline stages: the split and the schedule (the stage programs' order of calls) */
+        str(fp, "pipeline");
+        num(fp, s->pp);
+        num(fp, s->schedule);
+        for (int k = 0; k < s->pp; k++)
+            num(fp, s->stage_layers[k]);
+    }
 }
 
 void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)
@@ -94,6 +101,11 @@ void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)
                          s->flops,   s->desc,    s->aux,   s->stream, s->wait,  s->signal, s->epi, s->fused};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
             num(fp, v[k]);
+        if (s->last_mb || s->again) { /* only then, so other fingerprints are what they were */
+            str(fp, "once/again");
+            num(fp, s->last_mb);
+            num(fp, s->again);
+        }
         for (int k = 0; k < TG_STEP_MAXBUF; k++) {
             num(fp, s->buf[k]);
             num(fp, s->acc[k]);

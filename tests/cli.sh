@@ -237,4 +237,20 @@ SPEC
     $TG "$WORK/pp2.lua" --show 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --show is refused" "$WORK/pp2.err"
 }
+# the schedule fingerprint (model.c, manifest.json: what the runtime checks every rank program against) covers the
+# pipeline: the same spec with the other schedule or another split of its layers has another one
+cli_pipeline_fingerprint() {
+    local a b c
+    sed 's/schedule = "gpipe"/schedule = "1f1b"/' "$WORK/pp2.lua" >"$WORK/pp2b.lua" &&
+        sed 's/layers = { 1, 3 }/layers = { 2, 2 }/' "$WORK/pp2.lua" >"$WORK/pp2c.lua" &&
+        $TG "$WORK/pp2.lua" -o "$WORK/pp2a_out" --quiet && $TG "$WORK/pp2b.lua" -o "$WORK/pp2b_out" --quiet &&
+        $TG "$WORK/pp2c.lua" -o "$WORK/pp2c_out" --quiet || return 1
+    a=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2a_out/manifest.json")
+    b=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2b_out/manifest.json")
+    c=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2c_out/manifest.json")
+    echo "gpipe {1,3}: $a; 1f1b {1,3}: $b; gpipe {2,2}: $c"
+    [ -n "$a" ] && [ "$a" != "$b" ] && [ "$a" != "$c" ] && [ "$b" != "$c" ]
+}
 check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --show are refused, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: the schedule fingerprint differs with the other schedule and with another split of the layers" \
+    cli_pipeline_fingerprint
