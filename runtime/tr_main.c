@@ -171,7 +171,8 @@ static void usage(FILE *f, const char *prog)
                    "  --top-k K     sample among the K most likely ids\n"
                    "  --top-p P     sample among the most likely ids whose probability reaches P (after --top-k)\n"
                    "  --output T    with --generate: the ids, int32 [n, L + N]: prompt, new tokens, then -1\n"
-                   "  --logits-out L  with --generate: the logits of every new token, float32 [n, N, vocab]\n",
+                   "  --logits-out L  with --generate: the logits of every new token, float32 [n, N, vocab]\n"
+                   "  --timing      with --generate: the prefill's time, the median decode step and its step kinds\n",
                 tr_gen_class.context, tr_model.batch, tr_model.batch, tr_model.seq, tr_gen_class.context);
     fprintf(f, "\nOutputs (written atomically by rank 0; every path is checked before any work):\n");
     if (lm)
@@ -1851,7 +1852,15 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
                 int32_t v = ids[((long)(t + q * d->k) * nseq + s) * S + p];
                 tok[((long)t * nseq + s) * S + p] = v < 0 ? 0 : v;
             }
+    double t_pre = tr_now();
     c->desc->forward(c, A);
+    t_pre = tr_now() - t_pre;
+    /* --timing: each decode step's wall time (the step and the choice of the next ids), and the step kinds' */
+    double *reps = o->timing ? calloc((size_t)M + 1, sizeof *reps) : NULL;
+    if (reps) {
+        memset(c->seconds, 0, sizeof c->seconds);
+        c->timing = 1;
+    }
     const float *pairs = A + g->pairs_offset;
     const float *plog = A + tr_lm()->logits_offset;
     for (int t = 0; t < q; t++)
@@ -1894,8 +1903,8 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
                 if (t == d->i) /* a finished sequence keeps a valid position: its row is computed and dropped */
                     dpos[s] = len[b] + (m < M - 1 ? m : M - 2);
             }
+        double t0 = tr_now();
         g->decode(c, A);
-        (*ndec)++;
         const float *dp = A + g->dpairs_offset;
         for (int t = 0; t < q; t++)
             for (int s = 0; s < nseq; s++)
@@ -1903,6 +1912,16 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
         memcpy(lg, A + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
         if (o->sample.on)
             sampled = gen_sample(c, o, lg, nseq, len, m + 1, next) && sampled;
+        if (reps)
+            reps[*ndec] = tr_now() - t0;
+        (*ndec)++;
+    }
+    if (reps) { /* every rank reports (a collective); one that ran no decode step counts a step of 0 s */
+        c->timing = 0;
+        if (d->rank == 0)
+            printf("prefill: %.6f s (rank 0)\nprefill_seconds=%.9f\n", t_pre, t_pre);
+        report_timing(c, reps, *ndec > 0 ? (int)*ndec : 1, "decode");
+        free(reps);
     }
     /* every depth's sequences to rank 0 */
     int32_t *mine = malloc((size_t)B * W * sizeof *mine), *all = d->rank == 0 ? malloc((size_t)B * W * sizeof *all) : NULL;

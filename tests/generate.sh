@@ -6,6 +6,7 @@
 # seed on the three meshes and, over 2000 sequences, to the float64 distribution by chi-square; the usage refusals.
 GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
 GEN_REF=tests/ref/tessref.py
+GEN_HFPY=${TESS_HF_PYTHON:-$PY}
 
 gen_spec() { # q d batch
     cat <<SPEC
@@ -188,6 +189,27 @@ gen_from_hf() { # tessgen --from-hf DIR --mode generate --context N prints a spe
         { echo "$out (exit $rc)"; return 1; }
 }
 
+# Hugging Face itself: a save_pretrained directory of a random model (tessref hf-dir, transformer.* names, tied head)
+# and GPT2LMHeadModel.generate(do_sample=False) of it, each prompt alone with its own KV cache (tests/ref/hf_generate.py,
+# run by TESS_HF_PYTHON: an interpreter with transformers and torch)
+gen_hf_setup() {
+    local W="$WORK/gen"
+    [ -e "$W/p.npy" ] || gen_setup || return 1
+    "$PY" $GEN_REF hf-dir --layers 2 --hidden 16 --heads 4 --ffn 32 --seq 4 --batch 2 --seed 8 --vocab 23 \
+        --n-positions 12 --out "$W/hfgen" &&
+        "$GEN_HFPY" tests/ref/hf_generate.py --dir "$W/hfgen" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_hf.npy" --logits-out "$W/l_hf.npy"
+}
+
+gen_hf() { # q d batch: the program of gen_mesh run on the directory's weights, greedy, against transformers' generate
+    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2"
+    [ -e "$W/l_hf.npy" ] || gen_hf_setup || return 1
+    [ -x "$dir/run" ] || gen_mesh "$@" >/dev/null || return 1
+    "$dir/run" --weights "$W/hfgen/model.safetensors" --generate --prompt-tokens "$W/p.npy" --max-new 6 \
+        --output "$dir/t_hf.npy" --logits-out "$dir/l_hf.npy" --bytes --quiet &&
+        "$PY" $GEN_REF compare-generate "$dir/t_hf.npy" "$W/t_hf.npy" "$dir/l_hf.npy" "$W/l_hf.npy" --tol 1e-4
+}
+
 if true; then
     check "generate: the float64 reference generates (tessref generate)" gen_setup
     check "generate: [1,1,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
@@ -207,6 +229,15 @@ if true; then
         gen_chisq kp 1e-6
     check "generate: temperature samples follow the float64 distribution (chi-square, 1e-6 false failures)" \
         gen_chisq t 1e-6
+    for m in "1 1" "2 1"; do
+        set -- $m
+        gen_hf_name="generate: [$1,$1,$2] greedy ids equal transformers' GPT2LMHeadModel.generate token for token, logits within 1e-4"
+        if "$GEN_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
+            check "$gen_hf_name" gen_hf $1 $2 2
+        elif wanted "$gen_hf_name"; then
+            ok "$gen_hf_name # skip transformers and torch not importable by $GEN_HFPY (set TESS_HF_PYTHON)"
+        fi
+    done
     check "generate: --summary shows the KV cache per rank with its formula and the decode step's planned bytes" \
         gen_summary
     check "generate: tessgen --from-hf --mode generate --context N prints a spec with the KV cache; without one refused" \
