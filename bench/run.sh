@@ -30,8 +30,11 @@
 #    model, vocab 50257) against PyTorch CPU, eager (sdpa, fused AdamW) and
 #    torch.compile, same model, batches and threads (bench/lm_cpu.sh).
 #
+# 8. Greedy decode of a mode = "generate" program on [1,1,1] against Hugging Face
+#    `generate` on the same random model, batch 1 and 16 (bench/gen_cpu.sh).
+#
 # TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), cost and
-# paper (5), scale (4), bf16 (6), lmcpu (7); default all. The report names the OpenBLAS kernels that ran.
+# paper (5), scale (4), bf16 (6), lmcpu (7), gencpu (8); default all. The report names the OpenBLAS kernels that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -42,7 +45,7 @@ mkdir -p "$B"
 REPORT="$B/report.md"
 : >"$REPORT"
 say() { echo "$@" | tee -a "$REPORT"; }
-PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16 lmcpu}
+PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16 lmcpu gencpu}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
@@ -276,6 +279,10 @@ fi
 
 if part lmcpu; then
     . bench/lm_cpu.sh
+fi
+
+if part gencpu; then
+    . bench/gen_cpu.sh
 fi
 
 if part scale; then
