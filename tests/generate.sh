@@ -210,6 +210,16 @@ gen_hf() { # q d batch: the program of gen_mesh run on the directory's weights, 
         "$PY" $GEN_REF compare-generate "$dir/t_hf.npy" "$W/t_hf.npy" "$dir/l_hf.npy" "$W/l_hf.npy" --tol 1e-4
 }
 
+gen_timing() { # --timing with --generate: the prefill's time, the median of the 5 decode steps, their step kinds
+    local W="$WORK/gen" dir="$WORK/gen/o_1_1" t="$WORK/gen/timing.txt"
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$W/p.npy" --max-new 6 --timing --quiet >"$t" || return 1
+    cat "$t"
+    grep -q '^prefill_seconds=[0-9.]*$' "$t" && grep -q '^decode: median [0-9.]* s over 5 runs' "$t" &&
+        grep -q '^decode_seconds_median=[0-9.]*$' "$t" && grep -q '^per decode, slowest rank, by step kind:' "$t" &&
+        grep -q '^gemm_seconds=[0-9.]*$' "$t"
+}
+
 if true; then
     check "generate: the float64 reference generates (tessref generate)" gen_setup
     check "generate: [1,1,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
@@ -238,6 +248,7 @@ if true; then
             ok "$gen_hf_name # skip transformers and torch not importable by $GEN_HFPY (set TESS_HF_PYTHON)"
         fi
     done
+    check "generate: run --generate --timing prints the prefill's time and the median decode step by step kind" gen_timing
     check "generate: --summary shows the KV cache per rank with its formula and the decode step's planned bytes" \
         gen_summary
     check "generate: tessgen --from-hf --mode generate --context N prints a spec with the KV cache; without one refused" \

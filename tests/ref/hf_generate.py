@@ -39,7 +39,7 @@ def main(argv=None):
         print(f"hf_generate: FAIL: the directory's keys do not match GPT2LMHeadModel's: {bad}")
         return 1
     model.eval()
-    # a random model's config keeps GPT-2's end-of-text id 50256, outside a small vocabulary: no id ends a sequence
+    # tessgen's run goes without --eos: the config's eos_token_id (tessref hf-dir writes vocab - 1) must not stop HF
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     prompts = np.load(a.prompt_tokens)
