@@ -4,7 +4,8 @@
 # model (tests/ref/tessref.py hf-dir: a save_pretrained directory both load), the same prompts and threads, batch 1
 # and batch 16, side by side in one run. Prompts of PL random ids (one length, so HF needs no padding), N new ids.
 # tessgen: the program tessgen --from-hf DIR --mode generate prints, run with --generate --timing: the median decode
-# step of the run (its step kinds beside: what dominates). HF: bench/gen_hf.py, (t(N new) - t(1 new)) / (N - 1),
+# step of the run (beside it the three largest step kinds, their mean time a decode step on the slowest rank: what
+# dominates). HF: bench/gen_hf.py, (t(N new) - t(1 new)) / (N - 1),
 # the median of 3 after a warm-up. A decode step makes one id per sequence: tokens/s = batch / step. Ratios are
 # tessgen's tokens/s over HF's (above 1: tessgen faster). The ids of both are compared (greedy: they must agree).
 # Without transformers (TESS_HF_PYTHON naming a python that has it and torch) the HF columns say so.
@@ -56,7 +57,7 @@ gencpu_run() {
             local ts kinds hs="" htps="" ratio_s="" same="-"
             ts=$(sed -n 's/^decode_seconds_median=//p' "$o/timing.txt")
             kinds=$(awk '/^per decode, slowest rank, by step kind:/ { on = 1; next } on && /^  / { print $2, $1 } !/^  / { on = 0 }' \
-                "$o/timing.txt" | sort -gr | head -3 | awk -v t="$ts" '{ printf "%s%s %.0f%%", NR > 1 ? ", " : "", $2, 100 * $1 / t }')
+                "$o/timing.txt" | sort -gr | head -3 | awk '{ printf "%s%s %.2f ms", (NR > 1 ? ", " : ""), $2, 1000 * $1 }')
             if [ $have_hf = 1 ]; then
                 "$HPY" bench/gen_hf.py --dir "$dir/hf" --prompt-tokens "$dir/p$NB.npy" --max-new "$N" --threads "$threads" \
                     --out "$o/t_hf.npy" >"$o/hf.txt" 2>/dev/null
