@@ -635,6 +635,19 @@ pipe_clip() {
         awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6 * $1 || $2 == "") bad = 1; n++ } END { exit (bad || n != 1) }'
 }
 
+# the stage programs under ASan+UBSan: 1f1b with 4 micro-batches reuses stash slots (u mod stash) and has every kind
+# of point-to-point step (send, receive, joint exchange); a sanitizer report fails the check even with exit 0
+pipe_asan() {
+    local two="$WORK/pipe_1_1_2_4_1f1b"
+    pipe_build 1 1 2 4 1f1b && ninja -C "$two" asan >/dev/null || return 1
+    TESS_VARIANT=asan "$two/run" --steps 2 --bytes --replica-check >"$WORK/pipe_asan.out" 2>"$WORK/pipe_asan.err"
+    local rc=$?
+    cat "$WORK/pipe_asan.out" "$WORK/pipe_asan.err"
+    [ $rc -eq 0 ] && ! grep -Eq "Sanitizer|runtime error" "$WORK/pipe_asan.err" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" \
+            "$WORK/pipe_asan.out" && grep -q "bitwise identical to its replicas" "$WORK/pipe_asan.out"
+}
+
 pipe_refuses() {
     local two="$WORK/pipe_1_1_2_2_1f1b"
     pipe_build 1 1 2 2 1f1b || return 1
@@ -652,4 +665,5 @@ check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches gpipe: the losses e
 check "train: pipeline, 2 stages of [2,2,1] (8 ranks), 2 micro-batches 1f1b: the losses equal the pp = 1 program's, planned bytes, replicas bitwise" pipe_losses 2 1 2 1f1b
 check "train: pipeline, the point-to-point bytes of 3 steps and the final forward are 2 x m x R/m x C/q floats per boundary and direction" pipe_bytes
 check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
+check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
 check "train: pipeline, --output is refused with pipeline stages, naming the option and mesh.pp" pipe_refuses
