@@ -34,6 +34,9 @@ void tg_class_name_cp(char *buf, size_t cap, const tg_plan *pl, const tg_class_p
 /* Who runs a class program: "rank 3 of 4, coordinates (i=1, j=1, k=0)", or for d > 1
  * "ranks 3+4k of 8 for k = 0..1 (3, 7), coordinates (i=1, j=1, k)". */
 void tg_class_who(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);
+/* Pipeline stages: the world rank of stage s's rank 0 (stage-major numbering, s*q*q*d; 0 without stages). The
+ * listings (schedule.txt, schedule.json, manifest.json, the class files) add it to the in-group rank. */
+int tg_stage_rank0(const tg_plan *pl, int stage);
 
 /* A class program is printed as one C function per run of steps of one phase and one layer (fwd_L3,
  * bwd_L3, opt_all), so a compiler never meets one function of a whole deep model, and the phase

@@ -159,18 +159,25 @@ bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_co
     return true;
 }
 
+int tg_stage_rank0(const tg_plan *pl, int stage)
+{
+    return stage * pl->mesh.p;
+}
+
 void tg_class_who(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
 {
     const tg_mesh *m = &pl->mesh;
     tg_coord c0 = {cp->i, cp->j, 0};
-    int r0 = tg_mesh_rank(m, c0);
-    char kr[48];
+    int r0 = tg_mesh_rank(m, c0) + tg_stage_rank0(pl, cp->stage), world = tg_plan_world(pl);
+    char kr[48], st[32] = "";
+    if (tg_plan_stages(pl) > 1)
+        snprintf(st, sizeof st, "stage %d, ", cp->stage);
     if (m->d == 1) {
-        tg_sb_printf(o, "rank %d of %d, coordinates (i=%d, j=%d, k=0)", r0, m->p, cp->i, cp->j);
+        tg_sb_printf(o, "rank %d of %d, %scoordinates (i=%d, j=%d, k=0)", r0, world, st, cp->i, cp->j);
         return;
     }
-    tg_sb_printf(o, "ranks %s of %d for k = 0..%d (", tg_k_ranks_text(kr, sizeof kr, m, r0), m->p, m->d - 1);
+    tg_sb_printf(o, "ranks %s of %d for k = 0..%d (", tg_k_ranks_text(kr, sizeof kr, m, r0), world, m->d - 1);
     for (int k = 0; k < m->d && k < 6; k++)
         tg_sb_printf(o, "%s%d", k ? ", " : "", r0 + m->sk * k);
-    tg_sb_printf(o, "%s), coordinates (i=%d, j=%d, k)", m->d > 6 ? ", ..." : "", cp->i, cp->j);
+    tg_sb_printf(o, "%s), %scoordinates (i=%d, j=%d, k)", m->d > 6 ? ", ..." : "", st, cp->i, cp->j);
 }

@@ -24,10 +24,14 @@ void tg_emit_manifest_class(const tg_plan *pl, const tg_class_plan *cp, tg_sb *o
     const tg_mesh *m = &pl->mesh;
     char cn[32];
     tg_class_name_cp(cn, sizeof cn, pl, cp);
-    tg_sb_printf(o, "%s    {\"class\": %d, \"i\": %d, \"j\": %d, \"program\": \"%s.c\", \"ranks\": [", o->len ? ",\n" : "",
-                 cp->i * m->q + cp->j, cp->i, cp->j, cn);
-    for (int k = 0; k < m->d; k++)
-        tg_sb_printf(o, "%s%d", k ? ", " : "", tg_mesh_rank(m, (tg_coord){cp->i, cp->j, k}));
+    char st[24] = "";
+    if (tg_plan_stages(pl) > 1)
+        snprintf(st, sizeof st, "\"stage\": %d, ", cp->stage);
+    tg_sb_printf(o, "%s    {\"class\": %d, %s\"i\": %d, \"j\": %d, \"program\": \"%s.c\", \"ranks\": [",
+                 o->len ? ",\n" : "", (cp->stage * m->q + cp->i) * m->q + cp->j, st, cp->i, cp->j, cn);
+    for (int k = 0; k < m->d; k++) /* world ranks: stage-major */
+        tg_sb_printf(o, "%s%d", k ? ", " : "",
+                     tg_mesh_rank(m, (tg_coord){cp->i, cp->j, k}) + tg_stage_rank0(pl, cp->stage));
     tg_sb_printf(o, "],\n     \"arena_bytes\": %lld, \"weight_bytes\": %lld, \"steps\": %d, \"flops\": %lld,\n",
                  4 * cp->arena_elems, 4 * cp->weight_elems, cp->nsteps, cp->flops);
     tg_sb_puts(o, "     ");
@@ -75,9 +79,12 @@ bool tg_emit_manifest(const tg_plan *pl, const tg_sb *classes, tg_sb *o, tg_err 
     tg_sb_puts(o, ",\n  \"name\": ");
     tg_sb_jstr(o, s->name);
     tg_sb_printf(o, ",\n  \"dtype\": \"%s\",\n  \"backend\": \"cpu\",\n", s->dtype == TG_BF16 ? "bf16" : "fp32");
-    tg_sb_printf(o, "  \"mesh\": {\"scheme\": \"%s\", \"q\": %d, \"d\": %d, \"p\": %d, \"classes\": %d},\n",
+    tg_sb_printf(o, "  \"mesh\": {\"scheme\": \"%s\", \"q\": %d, \"d\": %d, \"p\": %d, \"classes\": %d",
                  m->scheme == TG_SCHEME_MEGATRON ? "megatron" : "tesseract", m->q, m->d, m->p,
                  tg_plan_nclasses(pl));
+    if (tg_plan_stages(pl) > 1) /* p: ranks per stage; world: every rank, stage-major */
+        tg_sb_printf(o, ", \"pp\": %d, \"world\": %d", tg_plan_stages(pl), tg_plan_world(pl));
+    tg_sb_puts(o, "},\n");
     tg_sb_printf(o,
                  "  \"model\": {\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"ffn\": %d, \"seq\": %d, "
                  "\"batch\": %d, \"eps\": %.17g},\n",
@@ -89,12 +96,15 @@ bool tg_emit_manifest(const tg_plan *pl, const tg_sb *classes, tg_sb *o, tg_err 
     tg_sb_printf(o, "  \"local\": {\"rows\": %d, \"hidden\": %d, \"ffn\": %d, \"heads\": %d, \"head_dim\": %d},\n",
                  pl->R, pl->Cq, pl->Fq, pl->Hq, pl->D);
     tg_sb_puts(o, "  \"ranks\": [\n");
-    for (int r = 0; r < m->p; r++) {
-        tg_coord co = tg_mesh_coord(m, r);
-        tg_sb_printf(o, "    {\"rank\": %d, \"i\": %d, \"j\": %d, \"k\": %d, \"row_block\": %d, \"class\": %d, "
+    for (int r = 0, world = tg_plan_world(pl); r < world; r++) { /* every stage's ranks, stage-major */
+        tg_coord co = tg_mesh_coord(m, r % m->p);
+        char st[24] = "";
+        if (tg_plan_stages(pl) > 1)
+            snprintf(st, sizeof st, "\"stage\": %d, ", r / m->p);
+        tg_sb_printf(o, "    {\"rank\": %d, %s\"i\": %d, \"j\": %d, \"k\": %d, \"row_block\": %d, \"class\": %d, "
                         "\"io_block\": {\"row0\": %d, \"rows\": %d, \"col0\": %d, \"cols\": %d}}%s\n",
-                     r, co.i, co.j, co.k, tg_mesh_row_block(m, co), tg_class_of(pl, r), tg_io_r0(pl, co), pl->R,
-                     tg_io_c0(pl, co), pl->Cq, r + 1 < m->p ? "," : "");
+                     r, st, co.i, co.j, co.k, tg_mesh_row_block(m, co), tg_class_of(pl, r), tg_io_r0(pl, co), pl->R,
+                     tg_io_c0(pl, co), pl->Cq, r + 1 < world ? "," : "");
     }
     tg_sb_puts(o, "  ],\n  \"classes\": [\n");
     tg_sb_putn(o, classes->s, classes->len);

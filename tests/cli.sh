@@ -251,6 +251,43 @@ cli_pipeline_fingerprint() {
     echo "gpipe {1,3}: $a; 1f1b {1,3}: $b; gpipe {2,2}: $c"
     [ -n "$a" ] && [ "$a" != "$b" ] && [ "$a" != "$c" ] && [ "$b" != "$c" ]
 }
+# schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks, stage-major: on 2 stages of
+# [2,2,2] (16 ranks) each world rank once, with its stage r / 8 and the class (s, i, j) whose ranks hold it
+cli_pipeline_listings() {
+    cat >"$WORK/pp2d.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 2, d = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 16 }, pipeline = { microbatches = 4, layers = { 1, 3 }, schedule = "gpipe" } }
+SPEC
+    $TG "$WORK/pp2d.lua" -o "$WORK/pp2d" --quiet || return 1
+    "$PY" - "$WORK/pp2d" <<'PYEOF' || return 1
+import json, sys
+out = sys.argv[1]
+for f, cls in (("manifest.json", None), ("schedule.json", None)):
+    j = json.load(open(f"{out}/{f}"))
+    assert j["mesh"]["p"] == 8 and j["mesh"]["pp"] == 2 and j["mesh"]["world"] == 16, (f, j["mesh"])
+    assert [r["rank"] for r in j["ranks"]] == list(range(16)), (f, "ranks")
+    owner = {}
+    assert [c["class"] for c in j["classes"]] == list(range(8)), (f, "classes")
+    for c in j["classes"]:
+        assert c["stage"] == c["class"] // 4 and len(c["ranks"]) == 2, (f, c["class"])
+        for r in c["ranks"]:
+            assert r // 8 == c["stage"] and r not in owner, (f, r)
+            owner[r] = c["class"]
+    for r in j["ranks"]:
+        assert r["stage"] == r["rank"] // 8 and owner[r["rank"]] == r["class"], (f, r)
+    print(f, "lists ranks 0..15 with their stage and class")
+c = json.load(open(f"{out}/schedule/rank_s1_i1_j1.json"))
+assert c["class"] == 7 and c["stage"] == 1 and c["ranks"] == [11, 15], c["ranks"]
+PYEOF
+    cat "$WORK/pp2d/schedule.txt"
+    grep -q "mesh \[2,2,2\] x 2 pipeline stages = 16 ranks in 8 rank classes" "$WORK/pp2d/schedule.txt" || return 1
+    grep -Eq "^schedule/rank_s1_i1_j1.txt +11\+4k, k=0..1 " "$WORK/pp2d/schedule.txt" &&
+        grep -q "^  rank 15 (i=1, j=1, k=1), row block h=3:" "$WORK/pp2d/schedule/rank_s1_i1_j1.txt" &&
+        grep -q "ranks 11+4k of 16 for k = 0..1 (11, 15), stage 1, coordinates (i=1, j=1, k)" \
+            "$WORK/pp2d/schedule/rank_s1_i1_j1.txt"
+}
 check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --show are refused, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks with their stage and class" \
+    cli_pipeline_listings
 check "cli: 2 pipeline stages: the schedule fingerprint differs with the other schedule and with another split of the layers" \
     cli_pipeline_fingerprint

@@ -576,14 +576,14 @@ fi
 # Pipeline stages (docs/TRAINING.md "Pipeline stages"): 2 stages of one block each against the pp = 1 program with the
 # same micro-batches: 3 AdamW steps' losses and the loss after them within 1e-6 relative (the stages split only where
 # the row sums of a stage's first layernorm are taken), every rank's point-to-point bytes as planned, replicas bitwise
-pipe_build() { # q d pp m schedule
-    local dir="$WORK/pipe_$1_$2_$3_$4_$5"
+pipe_build() { # q d pp m schedule [clip]
+    local dir="$WORK/pipe_$1_$2_$3_$4_$5${6:+_clip}"
     cat >"$dir.lua" <<SPEC
 return {
   name = "pipe", mode = "train",
   mesh = { q = $1, d = $2, pp = $3 },
   model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 4, eps = 1e-5 },
-  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01${6:+, clip = $6} },
   pipeline = { microbatches = $4, schedule = "$5" },
 }
 SPEC
@@ -616,6 +616,38 @@ pipe_bytes() {
         grep -Eq "^ +1 +18432/18432 +24576/24576 *$" "$WORK/pipe2.out"
 }
 
+# clipping: the global gradient norm sums the squares of every stage's gradients (a norm over stage 0's or the
+# last stage's alone would be smaller, clip less and drift from the pp = 1 losses); clip = 0.05 is below the norm of
+# every step, so each of the 3 steps is scaled
+pipe_clip() {
+    local one="$WORK/pipe_1_1_1_2_1f1b_clip" two="$WORK/pipe_1_1_2_2_1f1b_clip"
+    pipe_build 1 1 1 2 1f1b 0.05 && pipe_build 1 1 2 2 1f1b 0.05 || return 1
+    "$one/run" --steps 3 >"$WORK/pipe1.out" && "$two/run" --steps 3 --replica-check >"$WORK/pipe2.out" || return 1
+    cat "$WORK/pipe1.out" "$WORK/pipe2.out"
+    grep -q "bitwise identical to its replicas" "$WORK/pipe2.out" &&
+        paste <(grep -E "^step [0-9]+ loss" "$WORK/pipe1.out" | sed 's/.*loss \([^ ]*\).* norm \([^ ]*\).*/\1 \2/') \
+            <(grep -E "^step [0-9]+ loss" "$WORK/pipe2.out" | sed 's/.*loss \([^ ]*\).* norm \([^ ]*\).*/\1 \2/') |
+        awk '{ for (c = 1; c <= 2; c++) { d = $c - $(c + 2); if (d < 0) d = -d; if (d > 1e-6 * $c || $(c + 2) == "") bad = 1 }
+               if ($2 <= 0.05) bad = 1; n++ }
+             END { print n " steps compared (loss, norm)"; exit (bad || n != 3) }' &&
+        paste <(grep -E "^after step [0-9]+: loss" "$WORK/pipe1.out" | sed 's/.*loss \([^ ]*\).*/\1/') \
+            <(grep -E "^after step [0-9]+: loss" "$WORK/pipe2.out" | sed 's/.*loss \([^ ]*\).*/\1/') |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6 * $1 || $2 == "") bad = 1; n++ } END { exit (bad || n != 1) }'
+}
+
+# the stage programs under ASan+UBSan: 1f1b with 4 micro-batches reuses stash slots (u mod stash) and has every kind
+# of point-to-point step (send, receive, joint exchange); a sanitizer report fails the check even with exit 0
+pipe_asan() {
+    local two="$WORK/pipe_1_1_2_4_1f1b"
+    pipe_build 1 1 2 4 1f1b && ninja -C "$two" asan >/dev/null || return 1
+    TESS_VARIANT=asan "$two/run" --steps 2 --bytes --replica-check >"$WORK/pipe_asan.out" 2>"$WORK/pipe_asan.err"
+    local rc=$?
+    cat "$WORK/pipe_asan.out" "$WORK/pipe_asan.err"
+    [ $rc -eq 0 ] && ! grep -Eq "Sanitizer|runtime error" "$WORK/pipe_asan.err" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" \
+            "$WORK/pipe_asan.out" && grep -q "bitwise identical to its replicas" "$WORK/pipe_asan.out"
+}
+
 pipe_refuses() {
     local two="$WORK/pipe_1_1_2_2_1f1b"
     pipe_build 1 1 2 2 1f1b || return 1
@@ -632,4 +664,6 @@ check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses e
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 4 gpipe
 check "train: pipeline, 2 stages of [2,2,1] (8 ranks), 2 micro-batches 1f1b: the losses equal the pp = 1 program's, planned bytes, replicas bitwise" pipe_losses 2 1 2 1f1b
 check "train: pipeline, the point-to-point bytes of 3 steps and the final forward are 2 x m x R/m x C/q floats per boundary and direction" pipe_bytes
+check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
+check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
 check "train: pipeline, --output is refused with pipeline stages, naming the option and mesh.pp" pipe_refuses
