@@ -52,12 +52,13 @@ const char *tg_k_ranks_text(char *buf, size_t cap, const tg_mesh *m, int r0)
 }
 
 /* The global rank of a root as c sees it: "14", or "2+16k" for every k. */
-static const char *root_text(char *buf, size_t cap, const tg_plan *pl, tg_coord c, const tg_step *s)
+static const char *root_text(char *buf, size_t cap, const tg_plan *pl, const tg_class_plan *cp, tg_coord c,
+                             const tg_step *s)
 {
     tg_coord k0 = c;
     if (k0.k < 0)
         k0.k = 0;
-    int r = tg_step_root(pl, k0, s);
+    int r = tg_step_root(pl, k0, s) + (cp ? cp->stage * pl->mesh.p : 0); /* pipeline stages: the stage's ranks */
     if (c.k >= 0 || pl->mesh.d == 1)
         snprintf(buf, cap, "%d", r);
     else
@@ -84,7 +85,7 @@ const char *tg_step_text(char *buf, size_t cap, const tg_plan *pl, const tg_clas
     case TG_D_BCAST:
         tg_h_text(h, sizeof h, pl, c);
         tg_group_text(g, sizeof g, pl, c, s->group);
-        root_text(r, sizeof r, pl, c, s);
+        root_text(r, sizeof r, pl, cp, c, s);
         if (s->group == TG_ROW)
             snprintf(buf, cap, "bcast X(h=%s,t=%d) over %s from rank %s%s", h, s->t, g, r, lab);
         else
@@ -93,7 +94,7 @@ const char *tg_step_text(char *buf, size_t cap, const tg_plan *pl, const tg_clas
     case TG_D_REDUCE:
         tg_h_text(h, sizeof h, pl, c);
         tg_group_text(g, sizeof g, pl, c, s->group);
-        root_text(r, sizeof r, pl, c, s);
+        root_text(r, sizeof r, pl, cp, c, s);
         if (s->group == TG_ROW)
             snprintf(buf, cap, "reduce(sum) P into dX(h=%s,t=%d) over %s to rank %s", h, s->t, g, r);
         else

@@ -18,8 +18,9 @@
 #include "version.h"
 
 /* The members of the group of kind g as c (c.k < 0: every k of the class) sees them: "{2+16k,3+16k}";
- * big groups are cut to their first and last members and a count. */
-static void members_text(tg_sb *o, const tg_plan *pl, tg_coord c, tg_group g)
+ * big groups are cut to their first and last members and a count. off: the class's stage's first world rank
+ * (pipeline stages; 0 without). */
+static void members_text(tg_sb *o, const tg_plan *pl, tg_coord c, tg_group g, int off)
 {
     const tg_mesh *m = &pl->mesh;
     int n = tg_group_size(m, g);
@@ -34,7 +35,7 @@ static void members_text(tg_sb *o, const tg_plan *pl, tg_coord c, tg_group g)
             l = n - 2;
             continue;
         }
-        int r = tg_group_member(m, g, k0, l);
+        int r = tg_group_member(m, g, k0, l) + off;
         char kr[48];
         if (by_k)
             tg_sb_printf(o, "%s%s", l ? "," : "", tg_k_ranks_text(kr, sizeof kr, m, r));
@@ -136,11 +137,12 @@ bool tg_emit_class_txt(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg_
         if (st->kind == TG_STEP_BCAST || st->kind == TG_STEP_ALLREDUCE || st->kind == TG_STEP_REDUCE) {
             char g[32], r[32];
             tg_sb_printf(o, "%s=", tg_group_text(g, sizeof g, pl, co, st->group));
-            members_text(o, pl, co, st->group);
+            int off = rp->stage * m->p; /* pipeline stages: the stage's world ranks */
+            members_text(o, pl, co, st->group, off);
             tg_coord k0 = co;
             if (k0.k < 0)
                 k0.k = 0;
-            int root = tg_step_root(pl, k0, st), byk = co.k < 0 && m->d > 1 &&
+            int root = tg_step_root(pl, k0, st) + off, byk = co.k < 0 && m->d > 1 &&
                                                      (st->group == TG_ROW || st->group == TG_COL);
             if (byk)
                 tg_k_ranks_text(r, sizeof r, m, root);

@@ -249,7 +249,11 @@ cli_pipeline_fingerprint() {
     b=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2b_out/manifest.json")
     c=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2c_out/manifest.json")
     echo "gpipe {1,3}: $a; 1f1b {1,3}: $b; gpipe {2,2}: $c"
-    [ -n "$a" ] && [ "$a" != "$b" ] && [ "$a" != "$c" ] && [ "$b" != "$c" ]
+    [ -n "$a" ] && [ "$a" != "$b" ] && [ "$a" != "$c" ] && [ "$b" != "$c" ] || return 1
+    # stage 1 of [2,2,1] holds world ranks 4..7: its class (1,0)'s broadcasts name them, not stage 0's (2, 3)
+    grep -q "row(1,0)={6,7} root 6 send" "$WORK/pp2a_out/schedule/rank_s1_i1_j0.txt" &&
+        grep -q "over row(1,0) from rank 6 \*/" "$WORK/pp2a_out/rank_s1_i1_j0.c" ||
+        { echo "stage 1's group members or roots are not its own world ranks"; return 1; }
 }
 # schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks, stage-major: on 2 stages of
 # [2,2,2] (16 ranks) each world rank once, with its stage r / 8 and the class (s, i, j) whose ranks hold it
@@ -289,5 +293,5 @@ PYEOF
 check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --show are refused, nothing written" cli_pipeline_stages
 check "cli: 2 pipeline stages: schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks with their stage and class" \
     cli_pipeline_listings
-check "cli: 2 pipeline stages: the schedule fingerprint differs with the other schedule and with another split of the layers" \
+check "cli: 2 pipeline stages: the schedule fingerprint differs with the other schedule and with another split of the layers; stage 1's class files name its own world ranks as group members and roots" \
     cli_pipeline_fingerprint
