@@ -409,6 +409,23 @@ fi
 # of the whole batch summed by trc_grad_acc, the all-reduces in each layer's backward on the last micro-batch only, the I/O
 # blocks viewed per micro-batch; the CPU program of the same output is the reference of the training steps. The spec
 # also recomputes layer 0 in the backward (recompute = 1): its forward steps run again inside bwd_L0.
+# cu_losses_5 CPU EMU: the 5 step losses and the loss after them, printed by the CPU program (lines "step N loss L")
+# and by the emulated CUDA program, agree within 1e-6 relative, six of each
+cu_losses_5() {
+    "$PY" - "$1" "$2" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
+            if l.startswith("step ") or l.startswith("after ")]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 6 and len(b) == 6
+for k in range(min(len(a), len(b))):
+    rel = abs(a[k] - b[k]) / abs(a[k])
+    print("loss %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
+    ok = ok and rel <= 1e-6
+sys.exit(0 if ok else 1)
+PYEOF
+}
 cu_mb_generate() { # q d m -> $WORK/cutmb_q_d: both backends; the CPU program built
     local dir="$WORK/cutmb_$1_$2"
     cu_spec "cutmb_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train",
@@ -424,19 +441,7 @@ cu_mb_train() { # q d: 5 AdamW steps, random order: losses within 1e-6 of the CP
         TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun "$np" "$dir/bin/model-emu" $args --replica-check \
             >"$dir/emu_train.out" &&
         cat "$dir/emu_train.out" && grep -q "bitwise identical" "$dir/emu_train.out" &&
-        "$PY" - "$dir/steps_cpu.txt" "$dir/emu_train.out" <<'PYEOF'
-import sys
-def losses(f):
-    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
-            if l.startswith("step ") or l.startswith("after ")]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-ok = len(a) == 6 and len(b) == 6
-for k in range(min(len(a), len(b))):
-    rel = abs(a[k] - b[k]) / abs(a[k])
-    print("loss %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
-    ok = ok and rel <= 1e-6
-sys.exit(0 if ok else 1)
-PYEOF
+        cu_losses_5 "$dir/steps_cpu.txt" "$dir/emu_train.out"
 }
 CU_MB_N1="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches and layer 0 recomputed, --dy, random first: dL/dx and weight gradients match the float64 full batch, bytes as planned"
 CU_MB_N2="cuda: training: rank_iI_jJ.cu of [2,2,1] with 2 micro-batches and layer 0 recomputed, 5 AdamW steps: losses match the CPU program's, replicas bitwise identical"
@@ -473,19 +478,7 @@ cu_zero_train() { # q d: 5 AdamW steps, random order, replayed from graphs: loss
         cat "$dir/emu_train.out" && grep -q "bitwise identical" "$dir/emu_train.out" &&
         ! grep -q "CUDA graphs: off" "$dir/emu_train.out" &&
         grep -q "reduce-scatters and all-gathers moved exactly the planned bytes" "$dir/emu_train.out" &&
-        "$PY" - "$dir/steps_cpu.txt" "$dir/emu_train.out" <<'PYEOF'
-import sys
-def losses(f):
-    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
-            if l.startswith("step ") or l.startswith("after ")]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-ok = len(a) == 6 and len(b) == 6
-for k in range(min(len(a), len(b))):
-    rel = abs(a[k] - b[k]) / abs(a[k])
-    print("loss %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
-    ok = ok and rel <= 1e-6
-sys.exit(0 if ok else 1)
-PYEOF
+        cu_losses_5 "$dir/steps_cpu.txt" "$dir/emu_train.out"
 }
 CU_ZERO_N="cuda: training: rank_iI_jJ.cu of [2,2,2] with optimizer.shard, 5 AdamW steps with clipping in random order: losses match the CPU program's, replicas bitwise identical, bytes as planned"
 if wanted "$CU_ZERO_N"; then
