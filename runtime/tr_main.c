@@ -634,6 +634,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         tr_fail(err, "--target is the objective of --steps N; add --steps");
         return -1;
     }
+    if (o->timing && !o->steps && !o->generate) { /* it was accepted and ignored: a run that timed nothing */
+        tr_fail(err, "--timing times --steps N (each training step and its step kinds) or --generate (the prefill and "
+                     "the decode steps); add one of them (--repeat N times the forward on its own), or drop --timing");
+        return -1;
+    }
     if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
         const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out" : o->grads_out ? "--grads-out"
                           : o->weights_out ? "--weights-out" : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"

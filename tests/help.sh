@@ -36,6 +36,15 @@ help_is() {
     done < <(grep -oE '^  --[a-z-]+( [A-Z]+)?' "$h" | sed 's/^  //')
 }
 
+# --timing alone: exit 2 with the rule, nothing run
+help_timing_alone() {
+    "$1/run" --timing --seed 3 >"$WORK/timing.out" 2>&1
+    local rc=$?
+    cat "$WORK/timing.out"
+    [ $rc -eq 2 ] && grep -qF -- "--timing times --steps N" "$WORK/timing.out" &&
+        [ "$(wc -l <"$WORK/timing.out")" -eq 1 ]
+}
+
 # a mistyped option: one line naming it and the option meant, exit 2, no banner of the launcher
 help_typo() {
     local dir=$1
@@ -60,3 +69,5 @@ help_typo() {
     help_is "$WORK/lm/train_2_1" lm-train
 [ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: a mistyped run option gets 'did you mean', one line, exit 2" \
     help_typo "$WORK/lm/train_2_1"
+[ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: --timing without --steps or --generate (it timed nothing) is refused, one line, exit 2" \
+    help_timing_alone "$WORK/lm/train_2_1"
