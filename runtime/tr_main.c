@@ -1098,8 +1098,38 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Per rank: measured bytes per collective kind and group against the plan (forward, plus the
- * backward when bwd; both in bytes). Returns false on any difference. */
+/* Every rank's two (measured, planned) byte totals, mine = {measured a, planned a, measured b, planned b}, gathered
+ * on rank 0 and printed under `header` with columns ca and cb;
+ * a row that differs is printed (with MISMATCH) even when quiet, and `what` names them in the error. Returns false on
+ * any difference, on every rank. */
+static bool report_run_pairs(tr_ctx *c, const long long mine[4], const char *header, const char *ca, const char *cb,
+                             const char *what, const char *ok_line, int quiet)
+{
+    long long *all = NULL;
+    if (c->desc->rank == 0 && !(all = malloc(4 * sizeof *all * (size_t)tr_model.p)))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Gather(mine, 4, MPI_LONG_LONG, all, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    int mismatch = 0;
+    if (c->desc->rank == 0) {
+        if (!quiet)
+            printf("%s\n%5s %23s %23s\n", header, "rank", ca, cb);
+        for (int r = 0; r < tr_model.p; r++) {
+            long long *v = all + 4 * r;
+            int bad = v[0] != v[1] || v[2] != v[3];
+            mismatch |= bad;
+            if (!quiet || bad)
+                printf("%5d %11lld/%-11lld %11lld/%-11lld%s\n", r, v[0], v[1], v[2], v[3], bad ? "  MISMATCH" : "");
+        }
+        if (mismatch)
+            fprintf(stderr, "error: measured %s bytes differ from the plan (MISMATCH rows above)\n", what);
+        else if (!quiet)
+            printf("%s\n", ok_line);
+        free(all);
+    }
+    MPI_Bcast(&mismatch, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return !mismatch;
+}
+
 /* optimizer.shard (docs/TRAINING.md): every rank's reduce-scatter and all-gather bytes over the whole run against the
  * plan's per step times nbwd backwards and nopt optimizer steps run. Returns false on any difference; true at once
  * for an unsharded program. */
@@ -1115,32 +1145,12 @@ static bool report_shard_bytes(tr_ctx *c, long long nbwd, long long nopt, int qu
     MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!all_any)
         return true;
-    long long mine[4] = {c->rscatter_run, nbwd * prs, c->allgather_run, nopt * pag}, *all = NULL;
-    if (d->rank == 0 && !(all = malloc(sizeof mine * (size_t)tr_model.p)))
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Gather(mine, 4, MPI_LONG_LONG, all, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    int mismatch = 0;
-    if (d->rank == 0) {
-        if (!quiet)
-            printf("optimizer.shard bytes over the run (%lld backward%s, %lld optimizer step%s), measured / planned:\n"
-                   "%5s %23s %23s\n", nbwd, nbwd == 1 ? "" : "s", nopt, nopt == 1 ? "" : "s", "rank",
-                   "reduce-scatter dep", "all-gather dep");
-        for (int r = 0; r < tr_model.p; r++) {
-            long long *v = all + 4 * r;
-            int bad = v[0] != v[1] || v[2] != v[3];
-            mismatch |= bad;
-            if (!quiet || bad)
-                printf("%5d %11lld/%-11lld %11lld/%-11lld%s\n", r, v[0], v[1], v[2], v[3], bad ? "  MISMATCH" : "");
-        }
-        if (mismatch)
-            fprintf(stderr, "error: measured reduce-scatter or all-gather bytes differ from the plan (MISMATCH rows "
-                            "above)\n");
-        else if (!quiet)
-            printf("bytes: every rank's reduce-scatters and all-gathers moved exactly the planned bytes\n");
-        free(all);
-    }
-    MPI_Bcast(&mismatch, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return !mismatch;
+    const long long mine[4] = {c->rscatter_run, nbwd * prs, c->allgather_run, nopt * pag};
+    char header[160];
+    snprintf(header, sizeof header, "optimizer.shard bytes over the run (%lld backward%s, %lld optimizer step%s), "
+             "measured / planned:", nbwd, nbwd == 1 ? "" : "s", nopt, nopt == 1 ? "" : "s");
+    return report_run_pairs(c, mine, header, "reduce-scatter dep", "all-gather dep", "reduce-scatter or all-gather",
+                            "bytes: every rank's reduce-scatters and all-gathers moved exactly the planned bytes", quiet);
 }
 
 /* Pipeline stages: every rank's point-to-point bytes over the run against the plan: per training step, m micro-batch
@@ -1154,37 +1164,20 @@ static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int
     const tr_pipe_desc *pd = &tr_pipe_class;
     long long blk = 4LL * pd->microbatches * pd->mb_elems; /* one boundary, one direction, one step */
     int up = pd->stage > 0, down = pd->stage < pd->stages - 1;
-    long long mine[4] = {c->p2p_sent, steps * blk * (up + down) + forwards * blk * down, c->p2p_recv,
-                         steps * blk * (up + down) + forwards * blk * up},
-              *all = NULL;
-    if (c->desc->rank == 0 && !(all = malloc(sizeof mine * (size_t)tr_model.p)))
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Gather(mine, 4, MPI_LONG_LONG, all, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    int mismatch = 0;
-    if (c->desc->rank == 0) {
-        if (!quiet)
-            printf("point-to-point bytes between pipeline stages over the run (%lld step%s, %lld forward%s), measured "
-                   "/ planned:\n%5s %23s %23s\n", steps, steps == 1 ? "" : "s", forwards, forwards == 1 ? "" : "s",
-                   "rank", "sent", "received");
-        for (int r = 0; r < tr_model.p; r++) {
-            long long *v = all + 4 * r;
-            int bad = v[0] != v[1] || v[2] != v[3];
-            mismatch |= bad;
-            if (!quiet || bad)
-                printf("%5d %11lld/%-11lld %11lld/%-11lld%s\n", r, v[0], v[1], v[2], v[3], bad ? "  MISMATCH" : "");
-        }
-        if (mismatch)
-            fprintf(stderr, "error: measured point-to-point bytes differ from the plan (MISMATCH rows above)\n");
-        else if (!quiet)
-            printf("bytes: every rank's sends and receives between stages moved exactly the planned bytes\n");
-        free(all);
-    }
-    MPI_Bcast(&mismatch, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return !mismatch;
+    const long long mine[4] = {c->p2p_sent, steps * blk * (up + down) + forwards * blk * down, c->p2p_recv,
+                               steps * blk * (up + down) + forwards * blk * up};
+    char header[160];
+    snprintf(header, sizeof header, "point-to-point bytes between pipeline stages over the run (%lld step%s, %lld "
+             "forward%s), measured / planned:", steps, steps == 1 ? "" : "s", forwards, forwards == 1 ? "" : "s");
+    return report_run_pairs(c, mine, header, "sent", "received", "point-to-point",
+                            "bytes: every rank's sends and receives between stages moved exactly the planned bytes",
+                            quiet);
 }
 
 static long long gen_reduce_recv[TR_NGROUPS], gen_reduce_sent[TR_NGROUPS]; /* report_bytes: decode steps' reduces */
 
+/* Per rank: measured bytes per collective kind and group against the plan (forward, plus the
+ * backward when bwd; both in bytes). Returns false on any difference. */
 static bool report_bytes(tr_ctx *c, int bwd, int quiet)
 {
     enum { NK = 5, NV = NK * TR_NGROUPS }; /* bcast recv, bcast sent, allreduce, reduce recv, reduce sent */
