@@ -138,21 +138,30 @@ static double clip_local(const tr_rank_desc *d, const float *G)
     return mine;
 }
 
+/* The step's gradient sums: canon, this rank's part of the squared norm (clip_local); rest, NaN when a gradient
+ * element the squares do not cover is not finite. The squares cover every element of the shards this rank holds
+ * canonically (and its slice of a sharded one), and a sum of squares of finite floats in double cannot overflow
+ * (at most 2^256 a square), so a non-finite element there already makes the norm non-finite (tr_clip_norm); only
+ * the replica shards, and a sharded gradient outside this rank's slice, are scanned. One pass over each element. */
 void tr_backend_grad_sums(tr_ctx *c, float *A)
 {
     const tr_rank_desc *d = c->desc;
     cpu_step.sums.canon = clip_local(d, A);
-    double rest = 0; /* NaN when any local gradient element is not finite: what the divergence check needs */
-    for (int i = 0; i < d->nparams && rest == 0; i++) {
-        const float *g = A + d->params[i].grad_offset;
-        long long n = (long long)d->params[i].rows * d->params[i].cols, bad = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (TR_PAR(n, 1))
-        for (long long e = 0; e < n; e++)
-            bad += !isfinite(g[e]);
-        if (bad)
-            rest = NAN;
+    long long bad = 0;
+    for (int i = 0; i < d->nparams && bad == 0; i++) {
+        const tr_param *pr = &d->params[i];
+        const float *g = A + pr->grad_offset; /* [rows, cols] */
+        long long n = (long long)pr->rows * pr->cols;
+        if (pr->shard > 0) { /* [0, lo) and [hi, n): the other members' slices */
+            long long lo = (long long)d->key[TR_DEP] * pr->shard, hi = lo + pr->shard;
+            lo = lo < n ? lo : n;
+            hi = hi < n ? hi : n;
+            bad += tr_nonfinite(g, lo) + tr_nonfinite(g + hi, n - hi);
+        } else if (!tr_clip_canonical(d, pr)) {
+            bad += tr_nonfinite(g, n);
+        }
     }
-    cpu_step.sums.rest = rest;
+    cpu_step.sums.rest = bad ? NAN : 0.0;
 }
 
 void tr_backend_step_read(tr_ctx *c, tr_step_sums *s)

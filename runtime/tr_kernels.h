@@ -50,8 +50,10 @@ void tr_attention_bwd_seq(const float *blk, const float *dO0, float *dblk, float
  * rank's threads, at most one per piece. Thread 0 uses the arena's scratch, threads 1.. tr_scratch. */
 int tr_attention_threads(int units, int seq, int hdim);
 
-/* The sum of squares of g[0, n) in double, in a fixed association (blocks of 65536 summed in order), on the rank's
- * threads: the same bits whatever the thread count. */
+/* The sum of squares of g[0, n) in double, in a fixed association (blocks of 65536, each as eight lanes by index,
+ * summed in order), on the rank's threads: the same bits whatever the thread count and vector width. */
 double tr_sumsq(const float *g, long long n);
+/* The number of elements of g[0, n) that are Inf or NaN, on the rank's threads. */
+long long tr_nonfinite(const float *g, long long n);
 
 #endif

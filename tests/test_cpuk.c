@@ -19,6 +19,7 @@
  *     micro-batch only (the others' dL/dy untouched), and the step's loss is the sum over both (in double).
  * A zeroed tr_ctx is enough (timing off); the kernels read tr_model's AdamW fields, defined below.
  */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -175,6 +176,28 @@ static void test_sumsq(void)
         omp_set_num_threads(1);
         TT_CHECK(fabsl(first - ref) / ref < 1e-11, "sum %.17g, long double %.17Lg", first, ref);
         TT_CHECK(tr_sumsq(g, 0) == 0.0 && tr_sumsq(g, 1) == (double)g[0] * g[0], "empty or one element");
+        free(g);
+    }
+    TT_CASE("tr_nonfinite counts Inf, -Inf and NaN (not the largest float, subnormals or -0) on 1, 2, 3 and 5 threads")
+    {
+        const long long n = 300007; /* 4 blocks and a tail */
+        float *g = malloc((size_t)n * sizeof *g);
+        for (long long e = 0; e < n; e++)
+            g[e] = tt_rndf(-3, 3);
+        g[1] = FLT_MAX, g[2] = -FLT_MAX, g[3] = 1e-45f, g[4] = -0.0f, g[5] = FLT_MIN;
+        for (int t = 0; t < 4; t++) {
+            omp_set_num_threads(g_threads[t]);
+            TT_CHECK(tr_nonfinite(g, n) == 0, "%d threads: %lld of finite values", g_threads[t], tr_nonfinite(g, n));
+        }
+        const long long at[4] = {0, 65535, 65536, n - 1}; /* block edges and the tail's last */
+        g[at[0]] = INFINITY, g[at[1]] = -INFINITY, g[at[2]] = NAN, g[at[3]] = -NAN;
+        for (int t = 0; t < 4; t++) {
+            omp_set_num_threads(g_threads[t]);
+            TT_CHECK(tr_nonfinite(g, n) == 4, "%d threads: %lld, want 4", g_threads[t], tr_nonfinite(g, n));
+            TT_CHECK(tr_nonfinite(g + 1, n - 2) == 2, "inner range: %lld, want 2", tr_nonfinite(g + 1, n - 2));
+        }
+        omp_set_num_threads(1);
+        TT_CHECK(tr_nonfinite(g, 0) == 0 && tr_nonfinite(g + n - 1, 1) == 1, "empty, or the one NaN");
         free(g);
     }
 }

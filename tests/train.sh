@@ -122,11 +122,13 @@ train_diverge() {
 }
 
 # issue 12.3: a non-finite gradient with a finite loss stops before that step's update (the hook puts a
-# NaN into the last element of rank 3's shard of the last gradient, h.1.mlp.c_proj.bias, at step 3)
-train_nan_gradient() {
+# NaN into the last element of rank RANK's shard of the last gradient, h.1.mlp.c_proj.bias, at step 3). Rank 3
+# of [2,2,2] is (1,1,0); rank 7, (1,1,1), holds a depth replica, whose squares the norm does not count: the
+# finiteness scan must find it there
+train_nan_gradient() { # RANK
     local dir="$WORK/train_2_2"
     cp "$WORK/w.safetensors" "$WORK/wgrad.st"
-    TESS_TEST_NAN_GRADIENT=3,3 "$dir/run" --weights "$WORK/wgrad.st" --input "$WORK/x.npy" \
+    TESS_TEST_NAN_GRADIENT=3,$1 "$dir/run" --weights "$WORK/wgrad.st" --input "$WORK/x.npy" \
         --target "$WORK/target.npy" --steps 6 --weights-out "$WORK/wgrad.st" >"$WORK/grad.out" 2>"$WORK/grad.err"
     local rc=$?
     cat "$WORK/grad.out" "$WORK/grad.err"
@@ -181,7 +183,9 @@ if train_setup >"$WORK/log" 2>&1; then
         check "train: issue 12.3, lr = 1e30 stops at the first non-finite loss (exit 5), the previous weights kept" \
             train_diverge
         check "train: issue 12.3, a non-finite gradient stops before its update, naming step and tensor" \
-            train_nan_gradient
+            train_nan_gradient 3
+        check "train: a non-finite gradient in a depth replica only (rank 7 of [2,2,2]), which the norm does not count, stops the run too" \
+            train_nan_gradient 7
         check "train: issue 12.4, --weights-out into a missing directory is refused before step 1" \
             train_outputs_first --weights-out "$WORK/nodir/w.safetensors" "directory $WORK/nodir does not exist" \
             --steps 10
