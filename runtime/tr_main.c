@@ -2233,9 +2233,12 @@ int main(int argc, char **argv)
                 goto out;
             }
             bool record = k == step0 + o.steps && (o.trace || o.stats); /* the last step, whole */
-            if (record) {
+            if (record) { /* the recorded step's bytes alone (--stats); --timing's seconds keep the earlier steps' */
+                double kept[TR_NKINDS];
+                memcpy(kept, ctx.seconds, sizeof kept);
                 tr_trace_begin(&ctx, true);
                 tr_ctx_reset_counts(&ctx);
+                memcpy(ctx.seconds, kept, sizeof kept);
             }
             /* a step recorded whole, or one a test hook writes into, is issued as it is; so is the run's first
              * step, a warm-up: what the libraries and the runtime set up at their first call (cuBLAS and cuBLASLt

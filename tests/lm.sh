@@ -139,6 +139,19 @@ lm_timing_kind() { # q d
     grep -q '"loss", TR_K_LOSS,' "$dir"/rank_i0_j0.c || { echo "rank_i0_j0.c has no TR_K_LOSS step"; return 1; }
 }
 
+# --timing with --trace: the recorded last step resets the byte counts (--stats shows that step alone), not the
+# seconds of the steps before it; the kinds' seconds per step stay those of a run without --trace (they were one
+# step's in eight: gemm_seconds 1/8 of the untraced run's)
+lm_timing_trace() { # q d
+    local W="$WORK/lm" dir="$WORK/lm/train_$1_$2" a b
+    "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 8 --timing >"$W/t0.out" &&
+        "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 8 --timing \
+            --trace "$W/t1.json" >"$W/t1.out" || return 1
+    a=$(sed -n 's/^gemm_seconds=//p' "$W/t0.out") b=$(sed -n 's/^gemm_seconds=//p' "$W/t1.out")
+    echo "gemm seconds per step: $a without --trace, $b with it"
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b / a > 0.3) }'
+}
+
 # The CPU kernels on the rank's threads (docs/ARCHITECTURE.md, "CPU kernels: threads and vectors"): 2 AdamW steps
 # of a model large enough that every threaded kernel splits its work (256 token rows x hidden 128 and ffn 512,
 # 32 (sequence, head) pairs of 32 x 32 scores, vocab 1000: each above the kernels' one-thread limit) write the same
@@ -380,6 +393,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
                 check "lm: mesh [$q,$q,$d] replicas bitwise identical after 3 AdamW steps" lm_replicas "$q" "$d"
                 [ "$q,$d" = 1,1 ] && check "lm: --timing files the vocab loss under its own kind, loss" \
                     lm_timing_kind "$q" "$d"
+                [ "$q,$d" = 1,1 ] && check "lm: --timing with --trace reports every step's kinds, not the recorded step's alone" \
+                    lm_timing_trace "$q" "$d"
             else
                 notok "lm: mesh [$q,$q,$d] generate and build" "$WORK/log"
             fi
