@@ -73,6 +73,31 @@ gen_mesh() { # q d batch
         "$PY" $GEN_REF compare-generate "$dir/t.npy" "$W/t_ref.npy" "$dir/l.npy" "$W/l_ref.npy" --tol 1e-4
 }
 
+# Text in and out: prompts encoded by scripts/tokens.py with the 23-token BPE of tests/ref/tiny_bpe.py (the model's
+# vocab is 23), generated on [1,1,1], the output decoded by tokens.py: each row is its prompt's text, and the whole
+# equals tiny_bpe.py's own decoding of the ids (written without the tokenizers library)
+gen_text() {
+    local W="$WORK/gen" dir="$WORK/gen/o_1_1" T="$WORK/gen/tok"
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    mkdir -p "$T" && python3 tests/ref/tiny_bpe.py "$T" &&
+        python3 scripts/tokens.py encode "$T" -o "$T/p.npy" --text "hello wo" --text "Hi!" &&
+        "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$T/p.npy" --max-new 6 --output "$T/t.npy" --quiet &&
+        python3 scripts/tokens.py decode "$T" "$T/t.npy" --json >"$T/dec.json" || return 1
+    "$PY" - "$T" <<'PYEOF'
+import json, sys
+import numpy as np
+sys.path.insert(0, "tests/ref")
+import tiny_bpe
+d = sys.argv[1]
+t = np.load(d + "/t.npy")
+got = json.load(open(d + "/dec.json", encoding="utf-8"))
+want = [tiny_bpe.decode([int(x) for x in row if x >= 0]) for row in t]
+print(t, got, want, sep="\n")
+ok = got == want and got[0].startswith("hello wo") and got[1].startswith("Hi!") and t.shape == (2, 9)
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
 gen_bad() { # name prompt-python-expr max-new want
     local W="$WORK/gen" dir="$WORK/gen/o_1_1"
     [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
@@ -248,6 +273,12 @@ if true; then
             ok "$gen_hf_name # skip transformers and torch not importable by $GEN_HFPY (set TESS_HF_PYTHON)"
         fi
     done
+    if python3 -c 'import sys; sys.path.insert(0, "scripts"); import tokenizer; tokenizer._import()' >"$WORK/log" 2>&1; then
+        check "generate: text in and out: prompts encoded by scripts/tokens.py run on [1,1,1], the ids decode to each prompt's text and its continuation" \
+            gen_text
+    else
+        ok "generate: text in and out # skip the tokenizers wheel could not be installed ($(tail -1 "$WORK/log"))"
+    fi
     check "generate: run --generate --timing prints the prefill's time and the median decode step by step kind" gen_timing
     check "generate: --summary shows the KV cache per rank with its formula and the decode step's planned bytes" \
         gen_summary

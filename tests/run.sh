@@ -39,7 +39,8 @@
 #             carry (tests/gpu/prepare.sh), its rehearsal with the system's Open MPI and Lua hidden, the check
 #             flows on the CPU emulation, the benchmark report
 #   fuzz      each libFuzzer harness (tests/fuzz) for a few seconds under ASan+UBSan (tests/fuzz.sh)
-#   data      scripts/mkshard.py rewrites the shipped corpus data/tiny byte for byte (tests/data.sh)
+#   data      scripts/mkshard.py rewrites the shipped corpus data/tiny byte for byte; scripts/tokens.py and
+#             mkshard.py --tokenizer against a BPE worked out by hand (tests/data.sh)
 #   docs      every link of README.md and docs/ resolves inside the repository, no internal issue numbers,
 #             README starts with its status table (tests/docs.sh, tools/doccheck.py)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""tokens.py - text to token ids and back, for `run --generate` (docs/GENERATE.md "Text in and out").
+
+  scripts/tokens.py encode MODEL_DIR -o P.npy --text "Once upon a time" --text "The"
+  scripts/tokens.py encode MODEL_DIR -o P.npy --lines prompts.txt        (one prompt a line)
+  scripts/tokens.py encode MODEL_DIR -o P.npy story.txt notes.txt         (one prompt a file)
+  scripts/tokens.py decode MODEL_DIR T.npy [--json]
+
+MODEL_DIR is the Hugging Face directory the weights came from (its tokenizer.json, or vocab.json and merges.txt;
+scripts/tokenizer.py). encode writes the prompts as run --prompt-tokens reads them: int32 [n, L], each row one
+prompt's ids left-aligned and -1 after them, L the longest prompt; the prompts in the order given (--text, then
+--lines, then files). decode prints each row of run --output's T.npy (or of a P.npy) as text: the ids up to the
+first -1, one row after another, each followed by a newline; --json prints one JSON list of the rows' strings
+instead (exact, for scripts). The .npy file is written under a temporary name and renamed into place.
+
+Refused, exit 2, nothing written: no prompt, a prompt of no tokens (an empty line of --lines is skipped, an empty
+--text or file is refused), a file that cannot be read or is not UTF-8; decode of a file that is not an int32
+2-D .npy or whose ids lie outside the tokenizer's vocabulary. Exit 1: the tokenizer cannot be had or read.
+"""
+import argparse
+import ast
+import json
+import os
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tokenizer as tokz  # noqa: E402
+
+
+def fail(msg):
+    print(f"tokens.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail(f"{path}: not UTF-8 text (byte {e.start}): convert it to UTF-8")
+
+
+def save_npy(path, rows, width):
+    """rows (lists of ints) as an int32 [len(rows), width] .npy (format 1.0, C order), -1 after each row's ids;
+    written under a temporary name and renamed into place. The standard library only: any python3 runs this."""
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d, %d), }" % (len(rows), width)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"  # the whole preamble a multiple of 64 bytes
+    body = b"".join(struct.pack(f"<{width}i", *(r + [-1] * (width - len(r)))) for r in rows)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") + body)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        fail(f"{path}: {e.strerror}")
+
+
+def load_npy(path):
+    """An int32 2-D .npy (C order) as a list of rows; refused (exit 2) otherwise."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    if data[:6] != b"\x93NUMPY" or len(data) < 10 or data[6] not in (1, 2, 3):
+        fail(f"{path}: not a .npy file: want int32 [n, L] (run --output's T.npy, or a P.npy)")
+    hl, at = (struct.unpack("<H", data[8:10])[0], 10) if data[6] == 1 else (struct.unpack("<I", data[8:12])[0], 12)
+    try:
+        h = ast.literal_eval(data[at: at + hl].decode("latin1"))
+        descr, fortran, shape = h["descr"], h["fortran_order"], tuple(h["shape"])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        fail(f"{path}: its .npy header cannot be read")
+    names = {"<f4": "float32", "<f8": "float64", "<i8": "int64", "<i2": "int16", "|u1": "uint8", "<u2": "uint16"}
+    if descr not in ("<i4", "|i4") or fortran or len(shape) != 2:
+        fail(f"{path}: {names.get(descr, descr)}{' (Fortran order)' if fortran else ''} with shape {shape}: want "
+             f"int32 [n, L] in C order (run --output's T.npy, or a P.npy)")
+    n, width = shape
+    body = data[at + hl:]
+    if len(body) != 4 * n * width:
+        fail(f"{path}: {len(body)} bytes of data for shape {shape}: the file is cut short or padded")
+    vals = struct.unpack(f"<{n * width}i", body)
+    return [list(vals[i * width: (i + 1) * width]) for i in range(n)]
+
+
+def encode(a, tk):
+    prompts = [("--text " + repr(t), t) for t in a.text]
+    if a.lines:
+        for k, line in enumerate(read_text(a.lines).splitlines()):
+            if line.strip():
+                prompts.append((f"{a.lines} line {k + 1}", line))
+    prompts += [(p, read_text(p)) for p in a.files]
+    if not prompts:
+        fail("no prompt: give --text TEXT, --lines FILE or text files")
+    rows = []
+    for where, text in prompts:
+        ids = tk.encode(text).ids
+        if not ids:
+            fail(f"{where}: the prompt has no tokens: a prompt needs at least one")
+        rows.append(ids)
+    width = max(len(r) for r in rows)
+    save_npy(a.out, rows, width)
+    print(f"{a.out}: {len(rows)} prompts, int32 [{len(rows)}, {width}], lengths "
+          f"{', '.join(str(len(r)) for r in rows)}", file=sys.stderr)
+
+
+def decode(a, tk):
+    vocab = tk.get_vocab_size()
+    texts = []
+    for i, row in enumerate(load_npy(a.ids)):
+        ids = row[: row.index(-1)] if -1 in row else row
+        bad = [x for x in ids if not 0 <= x < vocab]
+        if bad:
+            fail(f"{a.ids}: row {i} holds id {bad[0]}, outside the tokenizer's vocabulary [0, {vocab}): "
+                 f"was the model's vocab larger than its tokenizer's?")
+        texts.append(tk.decode(ids, skip_special_tokens=False))
+    if a.json:
+        print(json.dumps(texts, ensure_ascii=False))
+    else:
+        for s in texts:
+            print(s)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("encode", help="prompts (text) to a P.npy of token ids")
+    e.add_argument("model_dir", help="the Hugging Face model directory (its tokenizer files)")
+    e.add_argument("files", nargs="*", help="text files, one prompt each")
+    e.add_argument("--text", action="append", default=[], help="a prompt (repeat for more)")
+    e.add_argument("--lines", help="a text file of prompts, one a line (empty lines skipped)")
+    e.add_argument("-o", "--out", required=True, help="the int32 [n, L] .npy to write")
+    d = sub.add_parser("decode", help="a T.npy of token ids to text")
+    d.add_argument("model_dir", help="the Hugging Face model directory (its tokenizer files)")
+    d.add_argument("ids", help="run --output's T.npy (or a P.npy)")
+    d.add_argument("--json", action="store_true", help="print one JSON list of the rows' strings")
+    a = ap.parse_args()
+    try:
+        tk = tokz.load(a.model_dir)
+    except tokz.TokenizerError as err:
+        print(f"tokens.py: {err}", file=sys.stderr)
+        sys.exit(1)
+    encode(a, tk) if a.cmd == "encode" else decode(a, tk)
+
+
+if __name__ == "__main__":
+    main()
