@@ -46,9 +46,15 @@
 #include "tr_json.h"
 #include "tr_tokens.h"
 
-/* The files an export holds: nothing else may be in a directory that --hf-out replaces. */
-static const char *const hfout_files[] = {TR_HFOUT_MARK, "config.json", "model.safetensors"};
-enum { HFOUT_NFILES = sizeof hfout_files / sizeof hfout_files[0] };
+/* The files an export holds: nothing else may be in a directory that --hf-out replaces. After the mark and the
+ * two it writes, those it carries from the weights' directory (tr_hfout_write_dir's src) when that has them: the
+ * tokenizer's and the generation config, which save_pretrained of a model and its tokenizer writes beside them. */
+static const char *const hfout_files[] = {TR_HFOUT_MARK,          "config.json",   "model.safetensors",
+                                          "vocab.json",           "merges.txt",    "tokenizer.json",
+                                          "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                                          "generation_config.json"};
+enum { HFOUT_NFILES = sizeof hfout_files / sizeof hfout_files[0], HFOUT_NWRITTEN = 3 };
+#define HFOUT_CARRY_MAX (256LL << 20) /* bytes of one carried file (GPT-2's tokenizer.json: 1.4 MB) */
 
 bool tr_hfout_model_of(tr_hfout_model *m, tr_err *err)
 {
@@ -115,8 +121,8 @@ static bool is_tagged(const char *name, const char *stem, const char *tag, long 
     return true;
 }
 
-/* A file an export writes: its three names, and the temp names its atomic writes give config.json and
- * model.safetensors while they are written (left inside the temp directory of an export killed then). */
+/* A file an export writes: its names, and the temp names its atomic writes give them while they are written
+ * (left inside the temp directory of an export killed then). */
 static bool is_export_file(const char *name)
 {
     for (int i = 0; i < HFOUT_NFILES; i++)
@@ -461,9 +467,47 @@ static bool put_in_place(const char *tmp, const char *path, bool exists, const c
     return true;
 }
 
-bool tr_hfout_write_dir(const char *dir, const tr_hfout_model *m, const tr_st_out *tensors, int n,
-                        tr_st_dtype dtype, tr_err *err)
+/* Copy src/name to tmp/name (atomically) when src has it as a regular file; *carried gets ", name" appended.
+ * Absent: nothing to do. Unreadable, not a regular file, or too large: refused naming it. */
+static bool carry_file(const char *src, const char *tmp, const char *name, const char *dir, char *carried,
+                       size_t ccap, tr_err *err)
 {
+    char from[4400], to[4400];
+    snprintf(from, sizeof from, "%s/%s", src, name);
+    struct stat st;
+    if (stat(from, &st) != 0)
+        return true; /* the weights' directory does not have it */
+    if (!S_ISREG(st.st_mode) || st.st_size > HFOUT_CARRY_MAX)
+        return tr_fail(err, "--hf-out %s: %s is %s: it cannot be carried into the export; remove or fix it", dir,
+                       from, S_ISREG(st.st_mode) ? "larger than 256 MiB" : "not a regular file");
+    FILE *f = fopen(from, "rb");
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = f && buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    bool ok = f && buf && got == (size_t)st.st_size;
+    int er = errno;
+    if (f)
+        fclose(f);
+    if (!ok) {
+        free(buf);
+        return tr_fail(err, "--hf-out %s: cannot read %s to carry it into the export: %s", dir, from,
+                       buf ? strerror(er) : "out of memory");
+    }
+    const void *parts[1] = {buf};
+    size_t lens[1] = {got};
+    snprintf(to, sizeof to, "%s/%s", tmp, name);
+    ok = tr_st_write_file_atomic(to, parts, lens, 1, err);
+    free(buf);
+    size_t at = strlen(carried);
+    if (ok && at < ccap)
+        snprintf(carried + at, ccap - at, "%s%s", at ? ", " : "", name);
+    return ok;
+}
+
+bool tr_hfout_write_dir(const char *dir, const tr_hfout_model *m, const tr_st_out *tensors, int n,
+                        tr_st_dtype dtype, const char *src, char *carried, size_t ccap, tr_err *err)
+{
+    if (carried && ccap)
+        carried[0] = '\0';
     char path[4096], parent[4096], tmp[4200], f[4400], foreign[300];
     const char *base;
     if (!split_dir(dir, path, sizeof path, parent, sizeof parent, &base))
@@ -508,8 +552,8 @@ bool tr_hfout_write_dir(const char *dir, const tr_hfout_model *m, const tr_st_ou
     struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     (void)fcntl(markfd, F_SETLK, &lock); /* held until the end: a live export's temp is never cleaned */
     static const char mark_text[] = "written by tessgen run --hf-out; a later --hf-out of this path replaces this "
-                                    "directory only while it holds nothing but config.json, model.safetensors and "
-                                    "this file\n";
+                                    "directory only while it holds nothing but config.json, model.safetensors, "
+                                    "the tokenizer and generation-config files it carried and this file\n";
     if (write(markfd, mark_text, sizeof mark_text - 1) != (ssize_t)(sizeof mark_text - 1) || fsync(markfd) != 0) {
         int er = errno;
         tr_fail(err, "--hf-out %s: writing %s failed: %s", dir, f, strerror(er));
@@ -525,6 +569,12 @@ bool tr_hfout_write_dir(const char *dir, const tr_hfout_model *m, const tr_st_ou
     snprintf(f, sizeof f, "%s/config.json", tmp);
     if (clen <= 0 || (size_t)clen >= sizeof cfg || !tr_st_write_file_atomic(f, parts, lens, 1, err))
         goto out;
+    for (int i = HFOUT_NWRITTEN; src && i < HFOUT_NFILES; i++) {
+        char none[1] = "";
+        if (!carry_file(src, tmp, hfout_files[i], dir, carried && ccap ? carried : none,
+                        carried && ccap ? ccap : sizeof none, err))
+            goto out;
+    }
     const char *fail = getenv("TESS_TEST_HFOUT_FAIL"); /* test hook: fail with everything written, before the rename */
     if (fail && *fail) {
         tr_fail(err, "--hf-out %s: failing on purpose (TESS_TEST_HFOUT_FAIL)", dir);
@@ -547,7 +597,8 @@ out_free:
     return ok;
 }
 
-bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_st_dtype dtype, tr_err *err)
+bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_st_dtype dtype, const char *src,
+                    char *carried, size_t ccap, tr_err *err)
 {
     /* every rank gathers (collective); only rank 0 asks what the model is (tr_hfout_check said so before the
      * run, on rank 0: the other ranks' environment need not carry the test hook) and writes */
@@ -566,7 +617,8 @@ bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_s
                 outs[i] = (tr_st_out){.name = pr->name, .ndim = pr->ndim, .shape = {pr->full[0], pr->full[1]},
                                       .data = full[i]};
             }
-            ok = tr_hfout_model_of(&m, err) && tr_hfout_write_dir(dir, &m, outs, d->nparams, dtype, err);
+            ok = tr_hfout_model_of(&m, err) &&
+                 tr_hfout_write_dir(dir, &m, outs, d->nparams, dtype, src, carried, ccap, err);
         }
         free(outs);
     }

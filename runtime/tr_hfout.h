@@ -46,12 +46,16 @@ bool tr_hfout_config_matches(const char *dir, tr_err *err);
 bool tr_hfout_check(const char *dir, tr_err *err);
 
 /* Write dir atomically from the full tensors[0..n) (tessgen's names; each gets the "transformer." prefix)
- * and m. No MPI. On failure nothing is left behind and dir is unchanged. */
+ * and m, with src's tokenizer and generation-config files (vocab.json, merges.txt, tokenizer.json,
+ * tokenizer_config.json, special_tokens_map.json, added_tokens.json, generation_config.json: those it has,
+ * byte for byte) when src is not NULL; carried (ccap bytes, may be NULL) gets their names, comma-separated.
+ * No MPI. On failure nothing is left behind and dir is unchanged. */
 bool tr_hfout_write_dir(const char *dir, const tr_hfout_model *m, const tr_st_out *tensors, int n,
-                        tr_st_dtype dtype, tr_err *err);
+                        tr_st_dtype dtype, const char *src, char *carried, size_t ccap, tr_err *err);
 
-/* Collective: gather every parameter from the host arena H to rank 0 and write dir there. The verdict is
- * shared; the message is on rank 0. */
-bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_st_dtype dtype, tr_err *err);
+/* Collective: gather every parameter from the host arena H to rank 0 and write dir there (src, carried:
+ * tr_hfout_write_dir's, on rank 0). The verdict is shared; the message is on rank 0. */
+bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_st_dtype dtype, const char *src,
+                    char *carried, size_t ccap, tr_err *err);
 
 #endif

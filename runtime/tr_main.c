@@ -180,7 +180,8 @@ static void usage(FILE *f, const char *prog)
                    "  --output F    the hidden states after the last block (the input of ln_f), float32\n"
                    "                [batch, seq, hidden=%d]\n"
                    "  --hf-out DIR  after the run, a directory for GPT2LMHeadModel.from_pretrained: config.json and\n"
-                   "                model.safetensors (transformer.* names)\n",
+                   "                model.safetensors (transformer.* names), and the tokenizer and generation-config\n"
+                   "                files of the --weights directory, when it has them\n",
                 tr_lm_vocab(), tr_model.hidden);
     else
         fprintf(f, "  --output F    the output of the last block, float32 [batch, seq, hidden]\n");
@@ -1445,6 +1446,29 @@ static void grads_diverged(tr_ctx *c, float *H, const float *A, int k, double lo
     }
 }
 
+/* The Hugging Face directory the weights came from, whose tokenizer and generation-config files --hf-out carries
+ * (tr_hfout_write_dir): --weights DIR itself, or the directory of --weights DIR/FILE when it holds config.json
+ * (save_pretrained's layout). None for synthetic weights or a file elsewhere. */
+static bool weights_dir(const char *weights, char *dir, size_t cap)
+{
+    struct stat st;
+    if (!weights || !*weights || stat(weights, &st) != 0 || strlen(weights) >= cap)
+        return false;
+    snprintf(dir, cap, "%s", weights);
+    if (S_ISDIR(st.st_mode))
+        return true;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0'; /* a file in / */
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, cap, ".");
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    return stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
 static bool weights_out_finite(const tr_rank_desc *d, const float *H)
 {
@@ -2455,12 +2479,17 @@ int main(int argc, char **argv)
         }
     }
     if (o.hf_out) {
-        if (!tr_hfout_write(d, H, o.hf_out, (tr_st_dtype)o.out_dtype, &err)) {
+        char src[4096], carried[256] = "";
+        bool have_src = rank == 0 && weights_dir(o.weights, src, sizeof src);
+        if (!tr_hfout_write(d, H, o.hf_out, (tr_st_dtype)o.out_dtype, have_src ? src : NULL, carried, sizeof carried,
+                            &err)) {
             if (rank == 0)
                 fprintf(stderr, "%s\n", err.msg);
             rc = 1;
         } else if (rank == 0 && !o.quiet) {
-            printf("wrote %s (GPT2LMHeadModel directory%s)\n", o.hf_out, o.out_dtype == TR_ST_BF16 ? ", BF16" : "");
+            printf("wrote %s (GPT2LMHeadModel directory%s%s%s%s%s)\n", o.hf_out,
+                   o.out_dtype == TR_ST_BF16 ? ", BF16" : "", carried[0] ? "; carried from " : "",
+                   carried[0] ? src : "", carried[0] ? ": " : "", carried);
         }
     }
     if (o.checkpoint_out) {

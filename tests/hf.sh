@@ -69,6 +69,28 @@ hf_whole() { # q d
         "$PY" $HF_REF compare --ref "$w/ref_logits.npy" --got "$out/logits.npy" --tol 1e-5 --label "whole model [$1,$1,$2]"
 }
 
+# --hf-out carries what save_pretrained of the tokenizer and the generation config wrote beside the weights (here the
+# 23-token BPE of tests/ref/tiny_bpe.py and a generation_config.json), byte for byte, and names them; the same
+# weights copied out of that directory carry nothing; an export holding carried files is replaced by the next
+hf_carry() {
+    local out="$WORK/hf/w_2_1" w="$WORK/hf" src="$WORK/hf/carry_src" e="$WORK/hf/carry_out" f
+    [ -x "$out/run" ] || return 1
+    rm -rf "$src" "$e" && mkdir -p "$src" && cp "$w/gpt2-hf/config.json" "$w/gpt2-hf/model.safetensors" "$src/" &&
+        python3 tests/ref/tiny_bpe.py "$src" && printf '{"bos_token_id": 22, "eos_token_id": 22}\n' \
+        >"$src/generation_config.json" && printf 'x' >"$src/training_args.bin" || return 1
+    "$out/run" --weights "$src/model.safetensors" --steps 1 --tokens "$w/tok.npy" --targets "$w/tok.npy" \
+        --hf-out "$e" >"$w/carry.out" || return 1
+    cat "$w/carry.out"
+    grep -qF "carried from $src: vocab.json, merges.txt, generation_config.json" "$w/carry.out" || return 1
+    for f in vocab.json merges.txt generation_config.json; do cmp "$src/$f" "$e/$f" || return 1; done
+    [ ! -e "$e/training_args.bin" ] || { echo "a file that is not the tokenizer's was carried"; return 1; }
+    cp "$src/model.safetensors" "$w/elsewhere.safetensors" &&
+        "$out/run" --weights "$w/elsewhere.safetensors" --steps 1 --tokens "$w/tok.npy" --targets "$w/tok.npy" \
+            --hf-out "$e" >"$w/carry2.out" || { echo "the second export (onto one holding carried files) failed"; return 1; }
+    cat "$w/carry2.out"
+    ! grep -q "carried" "$w/carry2.out" && [ ! -e "$e/vocab.json" ] && [ -s "$e/model.safetensors" ]
+}
+
 # in and out: the whole model from the save_pretrained directory, 3 AdamW steps, --hf-out; tessgen's logits of
 # the export (read back as --weights DIR/model.safetensors) equal the reference's forward of that directory and,
 # where transformers can be imported (TESS_HF_PYTHON), GPT2LMHeadModel.from_pretrained's logits of it
@@ -203,6 +225,8 @@ if wanted "hf:"; then
             hf_whole 1 1
         check "hf: the whole model from --from-hf on [2,2,1]: logits equal the reference's GPT2LMHeadModel forward" \
             hf_whole 2 1
+        check "hf: --hf-out carries the tokenizer and generation-config files of the weights' directory byte for byte; weights from elsewhere carry none" \
+            hf_carry
         if "$HF_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
             check "hf: in, 3 AdamW steps, --hf-out: the export's logits equal the reference's and transformers' (from_pretrained)" \
                 hf_roundtrip

@@ -1764,7 +1764,7 @@ static void test_hfout_dir(void)
     tr_hfout_model m = {.vocab = 50, .positions = 16, .layers = 1, .hidden = 4, .heads = 2, .ffn = 16, .eps = 1e-6};
     TT_CASE("hfout: the directory: transformer.* names with the values, config.json, the mark; nothing beside it") {
         tr_err e = {{0}};
-        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e), "%.300s", e.msg);
         tr_st_file f;
         char p[600];
         snprintf(p, sizeof p, "%s/model.safetensors", P("exp"));
@@ -1799,7 +1799,7 @@ static void test_hfout_dir(void)
     TT_CASE("hfout: a second export replaces the first (BF16), nothing left beside it") {
         tr_err e = {{0}};
         m.ffn = 12;
-        TT_CHECK(tr_hfout_write_dir(P("exp/"), &m, t, 2, TR_ST_BF16, &e), "%.300s", e.msg);
+        TT_CHECK(tr_hfout_write_dir(P("exp/"), &m, t, 2, TR_ST_BF16, NULL, NULL, 0, &e), "%.300s", e.msg);
         char p[600];
         snprintf(p, sizeof p, "%s/config.json", P("exp"));
         FILE *fp = fopen(p, "rb");
@@ -1823,11 +1823,11 @@ static void test_hfout_dir(void)
         setenv("TESS_TEST_HFOUT_FAIL", "1", 1);
         tr_err e = {{0}};
         m.ffn = 20;
-        TT_CHECK(!tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e) &&
+        TT_CHECK(!tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e) &&
                      strstr(e.msg, "the previous export is kept as it was"),
                  "%.300s", e.msg);
         tr_err e2 = {{0}};
-        TT_CHECK(!tr_hfout_write_dir(P("exp_new"), &m, t, 2, TR_ST_F32, &e2) && access(P("exp_new"), F_OK) != 0,
+        TT_CHECK(!tr_hfout_write_dir(P("exp_new"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e2) && access(P("exp_new"), F_OK) != 0,
                  "a failed new export left its directory");
         unsetenv("TESS_TEST_HFOUT_FAIL");
         fp = fopen(p, "rb");
@@ -1852,7 +1852,7 @@ static void test_hfout_dir(void)
         snprintf(f, sizeof f, "%s/notes.txt", keep);
         TT_CHECK(write_bytes(f, "x", 1), "setup");
         tr_err e = {{0}};
-        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e), "%.300s", e.msg);
         TT_CHECK(access(d, F_OK) != 0, "the stale temp directory is still there");
         TT_CHECK(access(keep, F_OK) == 0, "a directory with another file was removed");
         rm_tree(keep);
@@ -1867,7 +1867,7 @@ static void test_hfout_dir(void)
             TT_CHECK(write_bytes(f, "x", 1), "setup");
         }
         tr_err e = {{0}};
-        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e), "%.300s", e.msg);
         TT_CHECK(access(d, F_OK) != 0, "the stale temp directory with a model.safetensors temp is still there");
     }
     TT_CASE("hfout: an empty temp directory of a gone process (killed before the mark) is removed; a live one's kept") {
@@ -1877,7 +1877,7 @@ static void test_hfout_dir(void)
         mkdir(gone, 0755);
         mkdir(live, 0755);
         tr_err e = {{0}};
-        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e), "%.300s", e.msg);
         TT_CHECK(access(gone, F_OK) != 0, "the empty temp directory of a gone process is still there");
         TT_CHECK(access(live, F_OK) == 0, "the empty temp directory of a live process was removed");
         rmdir(live);
@@ -1890,7 +1890,7 @@ static void test_hfout_dir(void)
         if (c == 0) {
             setenv("TESS_TEST_HFOUT_KILL", "1", 1);
             tr_err ce = {{0}};
-            tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &ce);
+            tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &ce);
             _exit(0);
         }
         int status = 0;
@@ -1900,25 +1900,66 @@ static void test_hfout_dir(void)
         TT_CHECK(count_named(g_dir, "exp.") == 1, "the killed export left %d directories beside it",
                  count_named(g_dir, "exp."));
         tr_err e = {{0}};
-        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, &e), "%.300s", e.msg);
+        TT_CHECK(tr_hfout_write_dir(P("exp"), &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e), "%.300s", e.msg);
         TT_CHECK(count_named(g_dir, "exp.") == 0, "the next export left the killed one's directory");
     }
     TT_CASE("hfout: a directory with other files, or without the mark, is refused and kept") {
         char d[600], f[700];
         snprintf(d, sizeof d, "%s", P("foreign"));
         mkdir(d, 0755);
-        snprintf(f, sizeof f, "%s/tokenizer.json", d);
+        snprintf(f, sizeof f, "%s/notes.txt", d);
         TT_CHECK(write_bytes(f, "{}", 2), "setup");
         tr_err e = {{0}};
-        TT_CHECK(!tr_hfout_write_dir(d, &m, t, 2, TR_ST_F32, &e) && strstr(e.msg, "is not a tessgen export"),
+        TT_CHECK(!tr_hfout_write_dir(d, &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e) && strstr(e.msg, "is not a tessgen export"),
                  "%.300s", e.msg);
         TT_CHECK(access(f, F_OK) == 0, "the foreign file is gone");
         snprintf(f, sizeof f, "%s/" TR_HFOUT_MARK, d);
         TT_CHECK(write_bytes(f, "x", 1), "setup");
         tr_err e2 = {{0}};
-        TT_CHECK(!tr_hfout_write_dir(d, &m, t, 2, TR_ST_F32, &e2) && strstr(e2.msg, "tokenizer.json"),
+        TT_CHECK(!tr_hfout_write_dir(d, &m, t, 2, TR_ST_F32, NULL, NULL, 0, &e2) && strstr(e2.msg, "notes.txt"),
                  "mark plus a foreign file: %.300s", e2.msg);
         rm_tree(d);
+    }
+    TT_CASE("hfout: the weights' directory's tokenizer and generation-config files are carried byte for byte, "
+            "nothing else; an export holding them is replaced; an unreadable one refuses the export") {
+        char src[600], f[700], g[800];
+        snprintf(src, sizeof src, "%s", P("hfsrc"));
+        mkdir(src, 0755);
+        const char *names[4] = {"vocab.json", "merges.txt", "generation_config.json", "pytorch_model.bin"};
+        const char *texts[4] = {"{\"a\": 0}", "#version: 0.2\na b\n", "{\"do_sample\": false}", "not carried"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(f, sizeof f, "%s/%s", src, names[i]);
+            TT_CHECK(write_bytes(f, texts[i], strlen(texts[i])), "setup");
+        }
+        char carried[256];
+        tr_err e = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp_tok"), &m, t, 2, TR_ST_F32, src, carried, sizeof carried, &e), "%.300s",
+                 e.msg);
+        TT_CHECK(!strcmp(carried, "vocab.json, merges.txt, generation_config.json"), "carried: %s", carried);
+        for (int i = 0; i < 3; i++) {
+            snprintf(g, sizeof g, "%s/%s", P("exp_tok"), names[i]);
+            char b[128];
+            long n = read_small(g, b, sizeof b);
+            TT_CHECK(n == (long)strlen(texts[i]) && !memcmp(b, texts[i], (size_t)n), "%s not carried byte for byte",
+                     names[i]);
+        }
+        snprintf(g, sizeof g, "%s/pytorch_model.bin", P("exp_tok"));
+        TT_CHECK(access(g, F_OK) != 0, "a file that is not the tokenizer's was carried");
+        tr_err e2 = {{0}};
+        TT_CHECK(tr_hfout_write_dir(P("exp_tok"), &m, t, 2, TR_ST_F32, NULL, carried, sizeof carried, &e2) &&
+                     !carried[0],
+                 "replacing an export that holds carried files: %.300s", e2.msg);
+        snprintf(g, sizeof g, "%s/vocab.json", P("exp_tok"));
+        TT_CHECK(access(g, F_OK) != 0, "the new export (no src) kept the old one's vocab.json");
+        snprintf(f, sizeof f, "%s/tokenizer.json", src);
+        mkdir(f, 0755); /* not a regular file */
+        tr_err e3 = {{0}};
+        TT_CHECK(!tr_hfout_write_dir(P("exp_tok2"), &m, t, 2, TR_ST_F32, src, carried, sizeof carried, &e3) &&
+                     strstr(e3.msg, "tokenizer.json is not a regular file") && access(P("exp_tok2"), F_OK) != 0,
+                 "%.300s", e3.msg);
+        rmdir(f);
+        rm_tree(P("exp_tok"));
+        rm_tree(src);
     }
 }
 
