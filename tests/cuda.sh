@@ -31,7 +31,8 @@
 #              FP64 and tensor core table (tests/cuda/sass_audit.py); the standalone GPU checks
 #              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu, rows_check.cu,
 #              adamw_check.cu (multi-tensor AdamW) and lt_check.cu (cuBLASLt epilogues) compiled the same way (they
-#              run on a GPU only)
+#              run on a GPU only; bf16_check's host part, the 16-byte and scalar paths of runtime/cuda/trk_elt.cuh,
+#              runs here)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 # The stream orders an emulated run is checked under, for mesh [q,q,d]: all three (collectives first, compute first,
 # random) on [2,2,2], whose ranks have the most cross-stream waits (row, column and depth collectives); random alone
@@ -870,8 +871,8 @@ if wanted "cuda: compile"; then
             tests/cuda/lnb_check.sh "$WORK/lnb_check"
         check "cuda: compile: the attention check and microbenchmark (tests/cuda/attn_check.cu: softmax kernels, cuBLAS attention) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/attn_check.sh "$WORK/attn_check"
-        check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/bf16_check.sh "$WORK/bf16_check"
+        check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the element-wise kernels' 16-byte and scalar bf16 paths bit for bit the reference" \
+            tests/cuda/bf16_check.sh "$WORK/bf16_check" host
         check "cuda: compile: the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/rows_check.sh "$WORK/rows_check"
         check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills" \
