@@ -195,6 +195,12 @@ void tr_backend_step_scalars(tr_ctx *c, float s)
     (void)c, (void)s; /* the CPU's kernels read c->lr and c->opt_step as they run */
 }
 
+bool tr_backend_graph_init(tr_ctx *c, tr_err *err)
+{
+    (void)c, (void)err;
+    return true;
+}
+
 /* No graphs: every part is issued (run at once) every step. */
 bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 {

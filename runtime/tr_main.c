@@ -1662,10 +1662,11 @@ static void report_syncs(tr_ctx *c, long long syncs, int steps)
     printf("step_host_syncs=%g\n", max);
 }
 
-/* --timing of a training run on a backend that counts its launches: kernels, GEMMs and collectives per step, how
- * many of them the host issued one by one, and the graph replays per step (the slowest rank's means over the steps
- * after the first, a warm-up issued one by one, when there are several). */
-static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps)
+/* --timing of a training run (what: "step") or --repeat (what: "forward") on a backend that counts its launches:
+ * kernels, GEMMs and collectives per step or forward, how many of them the host issued one by one, and the graph
+ * replays (the slowest rank's means over the steps after the first, a warm-up issued one by one, when there are
+ * several; over the repeats, after their own warm-up). */
+static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps, const char *what)
 {
     tr_launch_counts any;
     if (!tr_backend_launch_counts(c, &any) || steps <= 0)
@@ -1677,12 +1678,12 @@ static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps)
     if (c->desc->rank != 0)
         return;
     const char *note = tr_backend_graph_note(c);
-    printf("launches per step: %g kernels, GEMMs and collectives, %g of them issued one by one; CUDA graph replays "
-           "per step: %g\n",
-           max[0], max[1], max[2]);
+    printf("launches per %s: %g kernels, GEMMs and collectives, %g of them issued one by one; CUDA graph replays "
+           "per %s: %g\n",
+           what, max[0], max[1], what, max[2]);
     if (note)
         printf("%s\n", note);
-    printf("step_launches=%g\nstep_launches_issued=%g\nstep_graph_replays=%g\n", max[0], max[1], max[2]);
+    printf("%s_launches=%g\n%s_launches_issued=%g\n%s_graph_replays=%g\n", what, max[0], what, max[1], what, max[2]);
 }
 
 /* A training step's first part (tr_backend.h TR_PART_GRADS): forward, objective, backward, gradient sums. record:
@@ -2174,29 +2175,58 @@ int main(int argc, char **argv)
         }
     }
 
+    /* --repeat: the forward captured once as a CUDA graph after its warm-up and replayed (docs/CUDA.md "CUDA graphs"),
+     * the measured forward after the repeats too; pipeline stages exchange on the host between micro-batches */
+    bool fwd_graph = o.repeat > 0 && !o.trace && !o.stats && !piped();
     if (o.repeat > 0) {
-        /* inference updates x in place: restore the input block from the host arena before each run */
+        ok = tr_backend_graph_init(&ctx, &err);
+        if (!all_ok(ok)) {
+            if (!ok)
+                fprintf(stderr, "rank %d: %s backend: %s\n", rank, tr_backend_name(), err.msg);
+            rc = 1;
+            goto out;
+        }
+        const char *graph_note = tr_backend_graph_note(&ctx);
+        if (graph_note && rank == 0 && !o.quiet)
+            printf("%s\n", graph_note);
+        /* inference updates x in place: restore the input block before each run, from a copy (where the run arena is
+         * the host arena, as on the CPU, the host's block is the one the forward overwrites) */
         double *reps = malloc((size_t)o.repeat * sizeof *reps);
-        if (!reps) {
+        float *x0 = malloc((size_t)xn * sizeof *x0);
+        if (!reps || !x0) {
             fprintf(stderr, "rank %d: out of memory\n", rank);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        forward_all(&ctx, A); /* warm-up */
+        memcpy(x0, xh, (size_t)xn * sizeof *x0);
+        forward_all(&ctx, A); /* warm-up: what the libraries set up at their first call, outside any capture */
         tr_ctx_reset_counts(&ctx);
         ctx.timing = 1;
+        tr_launch_counts n0, n1;
+        tr_backend_launch_counts(&ctx, &n0);
         for (int r = 0; r < o.repeat; r++) {
+            memcpy(xh, x0, (size_t)xn * sizeof *x0);
             tr_backend_upload(&ctx, x, xh, xn);
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = tr_now();
-            forward_all(&ctx, A);
+            if (!tr_backend_part_begin(&ctx, TR_PART_FORWARD, fwd_graph))
+                do
+                    forward_all(&ctx, A);
+                while (!tr_backend_part_end(&ctx, TR_PART_FORWARD));
             tr_backend_sync(&ctx);
             MPI_Barrier(MPI_COMM_WORLD);
             reps[r] = tr_now() - t0;
         }
+        tr_backend_launch_counts(&ctx, &n1);
+        n1.issued -= n0.issued;
+        n1.replayed -= n0.replayed;
+        n1.replays -= n0.replays;
         ctx.timing = 0;
         report_timing(&ctx, reps, o.repeat, "forward");
+        report_launches(&ctx, &n1, o.repeat, "forward");
+        memcpy(xh, x0, (size_t)xn * sizeof *x0);
         tr_backend_upload(&ctx, x, xh, xn);
+        free(x0);
         free(reps);
     }
 
@@ -2359,7 +2389,7 @@ int main(int argc, char **argv)
         if (o.timing) {
             report_timing(&ctx, reps, o.steps, "step");
             report_syncs(&ctx, step_syncs, o.steps);
-            report_launches(&ctx, &step_launches, o.steps > 1 ? o.steps - 1 : o.steps);
+            report_launches(&ctx, &step_launches, o.steps > 1 ? o.steps - 1 : o.steps, "step");
         }
         free(reps);
         if (ld.have_train && !tr_lmdata_fill(&ctx, &ld.train, H, A)) { /* --data: the loss of the next batch */
@@ -2410,8 +2440,10 @@ int main(int argc, char **argv)
             }
             o.output = NULL; /* written */
             o.lm.logits_out = NULL;
-        } else {
-            forward_all(&ctx, A);
+        } else if (!tr_backend_part_begin(&ctx, TR_PART_FORWARD, fwd_graph)) { /* after --repeat: its graph */
+            do
+                forward_all(&ctx, A);
+            while (!tr_backend_part_end(&ctx, TR_PART_FORWARD));
         }
     }
     tr_backend_sync(&ctx);

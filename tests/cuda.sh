@@ -10,7 +10,8 @@
 #              compiler against tests/cuda/emu.cc (the CUDA runtime as loops and two emulated streams),
 #              run under three stream orders (collectives first, compute first, random; on [2,2,2], the
 #              others random only: cu_orders) with --bytes and compared with the float64 reference: every
-#              call, shape and cross-stream wait checked
+#              call, shape and cross-stream wait checked; on [2,2,1], --repeat 3 replayed from a CUDA graph (the
+#              output bitwise that of TESS_CUDA_GRAPH=0, bytes as planned)
 #   training   a train spec (mode = "train") on the same meshes, its rank_iI_jJ.cu (forward, backward,
 #              optimizer) under the emulation: one forward + backward with --dy under the three stream
 #              orders, dL/dx and every weight gradient within 1e-4 of tessref.py backward and forward +
@@ -31,7 +32,8 @@
 #              FP64 and tensor core table (tests/cuda/sass_audit.py); the standalone GPU checks
 #              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu, rows_check.cu,
 #              adamw_check.cu (multi-tensor AdamW) and lt_check.cu (cuBLASLt epilogues) compiled the same way (they
-#              run on a GPU only)
+#              run on a GPU only; bf16_check's host part, the 16-byte and scalar paths of runtime/cuda/trk_elt.cuh,
+#              runs here)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 # The stream orders an emulated run is checked under, for mesh [q,q,d]: all three (collectives first, compute first,
 # random) on [2,2,2], whose ranks have the most cross-stream waits (row, column and depth collectives); random alone
@@ -222,6 +224,25 @@ cu_emu_run() { # q d order
         "$PY" $CU_REF compare --ref "$WORK/cu_ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 \
             --label "cuda emulation [$1,$1,$2] $3 first"
 }
+cu_fwd_graph() { # q d: --repeat 3 replays the forward from a CUDA graph captured after the warm-up, and so does the
+    # measured forward after the repeats: its output bitwise that of TESS_CUDA_GRAPH=0 (every forward issued launch by
+    # launch) and within 1e-4 of the float64 reference, its bytes as planned (--bytes: counted at the replay)
+    local dir="$WORK/cu_$1_$2" np=$(($1 * $1 * $2)) g
+    for g in 1 0; do
+        "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/yg$g.npy" &&
+            TESS_CUDA_GRAPH=$g TESS_EMU_ORDER=random TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" \
+                --weights "$WORK/cu_w.safetensors" --input "$WORK/cu_x.npy" --output "$dir/yg$g.npy" --repeat 3 --bytes \
+                >"$dir/fg$g.out" 2>&1 || { tail -5 "$dir/fg$g.out"; return 1; }
+        grep -E "^(launches|CUDA graphs|forward_launches|forward_graph)" "$dir/fg$g.out"
+    done
+    { grep -qx "forward_graph_replays=1" "$dir/fg1.out" && grep -qx "forward_launches_issued=0" "$dir/fg1.out"; } ||
+        { echo "want one graph replay and no launch issued one by one per forward"; return 1; }
+    { grep -qx "forward_graph_replays=0" "$dir/fg0.out" && grep -q "^CUDA graphs: off (TESS_CUDA_GRAPH=0)" "$dir/fg0.out"; } ||
+        { echo "want no replay and the note with TESS_CUDA_GRAPH=0"; return 1; }
+    cmp "$dir/yg1.npy" "$dir/yg0.npy" || { echo "the outputs differ"; return 1; }
+    "$PY" $CU_REF compare --ref "$WORK/cu_ref.npy" --got "$dir/yg1.npy" --tol 1e-4 --expect-f32 \
+        --label "cuda emulation [$1,$1,$2], forward replayed from a CUDA graph"
+}
 cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (or trc_gemm_lt_bwd) calls with that
     # epilogue (the plan's fused GEMMs, gen/fuse.h), makes as many trc_fused as GEMMs with any epilogue, and calls no
     # separate kernel of that epilogue's step when count > 0 (bias + GeLU; GeLU gradient; column sum)
@@ -263,6 +284,9 @@ if wanted "cuda: emulation|cuda: compile"; then
                     check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d], $order first, matches the float64 reference" \
                         cu_emu_run "$q" "$d" "$order"
                 done
+                [ "$q,$d" = 2,1 ] &&
+                    check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d], --repeat 3 replayed from a CUDA graph: the output bitwise the one issued launch by launch, bytes as planned" \
+                        cu_fwd_graph "$q" "$d"
             else
                 notok "cuda: emulation: build the rank_iI_jJ.cu of [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
             fi
@@ -870,8 +894,8 @@ if wanted "cuda: compile"; then
             tests/cuda/lnb_check.sh "$WORK/lnb_check"
         check "cuda: compile: the attention check and microbenchmark (tests/cuda/attn_check.cu: softmax kernels, cuBLAS attention) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/attn_check.sh "$WORK/attn_check"
-        check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/bf16_check.sh "$WORK/bf16_check"
+        check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the element-wise kernels' 16-byte and scalar bf16 paths bit for bit the reference" \
+            tests/cuda/bf16_check.sh "$WORK/bf16_check" host
         check "cuda: compile: the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/rows_check.sh "$WORK/rows_check"
         check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills" \

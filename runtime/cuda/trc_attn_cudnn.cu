@@ -3,11 +3,11 @@
  * attention through cuDNN"): what lies around cuDNN's fused attention (trc_sdpa.cpp, compiled once per checkout).
  * Compiled per output with the other runtime .cu files, only for such programs; small, so cheap.
  *
- * Forward: k_bias_bf16 adds the QKV bias to qkv in place (the backward reads the biased QKV, as on the cuBLAS
- * path) and writes its bf16 copy; trc_sdpa_fwd reads Q, K, V from that copy with strides and writes O in bf16,
- * straight into the step's output when it is bf16, else into the plan's scratch and k_widen makes the fp32
- * output. No statistics are kept: the backward recomputes them (one more fused forward, and no buffer that lives
- * from the forward to the backward). Backward: qkv and dO cast to bf16 (trc_cast_bf16), trc_sdpa_fwd recomputes
+ * Forward: k_bias_bf16 adds the QKV bias to qkv in place (the backward reads the biased QKV, as on the cuBLAS path)
+ * and writes its bf16 copy (it and k_widen 8 elements a thread with 16-byte accesses, trk_elt.cuh); trc_sdpa_fwd
+ * reads Q, K, V from that copy with strides and writes O in bf16, straight into the step's output when it is bf16,
+ * else into the plan's scratch and k_widen makes the fp32 output. No statistics are kept: the backward recomputes
+ * them (one more fused forward, and no buffer that lives from the forward to the backward). Backward: qkv and dO cast to bf16 (trc_cast_bf16), trc_sdpa_fwd recomputes
  * O and the log-sum-exp statistics, trc_sdpa_bwd writes bf16 dQ, dK, dV in the qkv layout and k_widen makes the
  * fp32 dqkv. Everything on the compute stream s. A graph cuDNN refuses stops the rank naming the spec field.
  */
@@ -17,6 +17,7 @@
 
 #include "trc_internal.h"
 #include "trc_sdpa.h"
+#include "trk_elt.cuh"
 
 namespace {
 
@@ -27,29 +28,41 @@ unsigned blocks_for(long long n)
     return (unsigned)((n + kThreads - 1) / kThreads);
 }
 
-/* qkv[rows, ld] += bias[ld] in place; h = the result rounded to bf16 (RNE) */
-__global__ void __launch_bounds__(kThreads) k_bias_bf16(float *__restrict__ qkv, const float *__restrict__ bias,
-                                                          __nv_bfloat16 *__restrict__ h, long long n, int ld)
+/* threads for n elements: n / 8 eight at a time, then n % 8 one at a time (vec), else n one at a time */
+unsigned blocks_for(long long n, bool vec)
 {
-    const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
-    if (i >= n)
-        return;
-    const float v = qkv[i] + bias[i % ld];
-    qkv[i] = v;
-    h[i] = __float2bfloat16_rn(v);
+    return blocks_for(vec ? n / 8 + n % 8 : n);
 }
 
-__global__ void __launch_bounds__(kThreads) k_widen(const __nv_bfloat16 *__restrict__ x, float *__restrict__ y,
-                                                      long long n)
+/* qkv[rows, ld] += bias[ld] in place; h = the result rounded to bf16 (RNE); vec (ld a multiple of 8, 16-byte aligned
+ * pointers): 8 a thread with 16-byte accesses (trk_elt.cuh, the same bits) */
+__global__ void __launch_bounds__(kThreads) k_bias_bf16(float *__restrict__ qkv, const float *__restrict__ bias,
+                                                          tr_bf16 *__restrict__ h, long long n, int ld, int vec)
 {
     const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;
-    if (i < n)
-        y[i] = __bfloat162float(x[i]);
+    if (vec) {
+        if (i < n / 8)
+            trk::elt::bias_bf16_8(8 * i, ld, qkv, bias, h);
+    } else if (i < n) {
+        trk::elt::bias_bf16_1(i, ld, qkv, bias, h);
+    }
+}
+
+/* y = x widened; vec: threads 0 .. n/8-1 take 8 elements each with 16-byte accesses, the next n % 8 one each */
+__global__ void __launch_bounds__(kThreads) k_widen(const tr_bf16 *__restrict__ x, float *__restrict__ y, long long n,
+                                                      int vec)
+{
+    const long long i = (long long)blockIdx.x * kThreads + threadIdx.x, n8 = vec ? n / 8 : 0;
+    if (i < n8)
+        trk::elt::widen8(8 * i, x, y);
+    else if (8 * n8 + (i - n8) < n)
+        trk::elt::widen1(8 * n8 + (i - n8), x, y);
 }
 
 void widen(cudaStream_t s, const tr_bf16 *x, float *y, long long n)
 {
-    k_widen<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __nv_bfloat16 *>(x), y, n);
+    const bool vec = trk::elt::aligned16(x, y);
+    k_widen<<<blocks_for(n, vec), kThreads, 0, s>>>(x, y, n, vec);
     TRC_LAUNCHED("trc_attn_cudnn (widen)");
 }
 
@@ -71,7 +84,8 @@ void fwd_common(cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv
                 tr_bf16 *o)
 {
     const long long ld = 3LL * heads * hd, n = (long long)nseq * seq * ld;
-    k_bias_bf16<<<blocks_for(n), kThreads, 0, s>>>(qkv, bias, reinterpret_cast<__nv_bfloat16 *>(qkvh), n, (int)ld);
+    const bool vec = ld % 8 == 0 && trk::elt::aligned16(qkv, bias) && trk::elt::aligned16(qkvh, qkvh);
+    k_bias_bf16<<<blocks_for(n, vec), kThreads, 0, s>>>(qkv, bias, qkvh, n, (int)ld, vec);
     TRC_LAUNCHED("trc_attn_cudnn (bias)");
     char err[1024];
     if (trc_sdpa_fwd(s, nseq, seq, heads, hd, qkvh, o, nullptr, err, sizeof err) != 0)

@@ -13,7 +13,7 @@
  * in a small device array written by one copy from pinned memory before each step's update (tr_backend_step_scalars),
  * and the kernels read them there: so the step can be captured once as CUDA graphs and replayed (docs/CUDA.md "CUDA
  * graphs"). A step is captured in two parts, TR_PART_GRADS (forward .. gradient sums) and TR_PART_UPDATE (clipping,
- * optimizer), since the host decides between the two (the divergence check, the norm over all ranks): stream
+ * optimizer; an inference forward of --repeat is a third, TR_PART_FORWARD), since the host decides between the two (the divergence check, the norm over all ranks): stream
  * capture on the compute stream, the comm stream forked and joined by the steps' own events. Allowed where every
  * collective can be captured: one rank, or NCCL; MPI host staging waits on the host inside the step.
  *
@@ -58,11 +58,12 @@ struct graph_part {
     long long launches;     /* kernels, GEMMs and collectives in it */
     unsigned char *timed;   /* per schedule step: its timing events are recorded by the graph */
     int fwd_timed;
-    /* optimizer.shard: the reduce-scatter and all-gather bytes its calls count (trc_comm.cu counts a call when it
-     * is issued; a captured call runs, and is counted, at each replay) */
-    long long rs[TR_NGROUPS], ag[TR_NGROUPS];
+    /* the bytes its collectives count (trc_comm.cu counts a call when it is issued; a captured call runs, and is
+     * counted, at each replay): tr_ctx's counters, see graph_counts */
+    long long n[7][TR_NGROUPS];
 };
 struct graph_state {
+    int inited;             /* graph_init ran */
     int allowed;            /* graphs may be captured (else `note` says why) */
     char note[320];
     graph_part part[TR_NPARTS];
@@ -187,9 +188,23 @@ cudaStream_t compute(void)
     return trc_g.stream[TRC_COMPUTE];
 }
 
-/* TESS_CUDA_GRAPH and the collectives decide whether steps are captured; false with err on a bad value */
-bool graph_init(tr_err *err)
+/* the byte counters of tr_ctx a replay adds to: broadcasts, all-reduces, reduces, optimizer.shard's */
+long long *graph_counts(tr_ctx *c, int k)
 {
+    long long *n[7] = {c->bcast_recv, c->bcast_sent, c->allreduce, c->reduce_recv, c->reduce_sent, c->rscatter,
+                       c->allgather};
+    return n[k];
+}
+
+/* TESS_CUDA_GRAPH and the collectives decide whether steps are captured; false with err on a bad value */
+bool graph_init(tr_ctx *c, tr_err *err)
+{
+    if (gr.inited)
+        return true;
+    for (int p = 0; p < TR_NPARTS; p++)
+        if (!(gr.part[p].timed = (unsigned char *)calloc((size_t)(c->desc->nsteps > 0 ? c->desc->nsteps : 1), 1)))
+            return tr_fail(err, "out of host memory for the CUDA graphs' tables");
+    gr.inited = 1;
     const char *v = getenv("TESS_CUDA_GRAPH");
     if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
         return tr_fail(err, "TESS_CUDA_GRAPH=%s is not 0 or 1: use TESS_CUDA_GRAPH=0 to issue every training step "
@@ -215,10 +230,10 @@ void graph_replay(tr_ctx *c, int p)
 {
     graph_part *g = &gr.part[p];
     for (int k = 0; k < TR_NGROUPS; k++) {
-        c->rscatter[k] += g->rs[k];
-        c->rscatter_run += g->rs[k];
-        c->allgather[k] += g->ag[k];
-        c->allgather_run += g->ag[k];
+        for (int i = 0; i < 7; i++)
+            graph_counts(c, i)[k] += g->n[i][k];
+        c->rscatter_run += g->n[5][k];
+        c->allgather_run += g->n[6][k];
     }
     cudaCheck(cudaGraphLaunch(g->exec, compute()));
     trc_g.replays++;
@@ -272,16 +287,13 @@ extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, 
         e = cudaMalloc((void **)&st.sc, TRC_NSC * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMallocHost((void **)&st.sc_pin, TRC_NSC * sizeof(float));
-    for (int p = 0; p < TR_NPARTS && e == cudaSuccess; p++)
-        if (!(gr.part[p].timed = (unsigned char *)calloc((size_t)(d->nsteps > 0 ? d->nsteps : 1), 1)))
-            e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess) {
         free(segs);
         cudaGetLastError();
         return tr_fail(err, "cannot allocate the training step's buffers on GPU %d (%s): %s", trc_g.device,
                        trc_g.device_name, cudaGetErrorString(e));
     }
-    if (!graph_init(err)) {
+    if (!graph_init(c, err)) {
         free(segs);
         return false;
     }
@@ -372,19 +384,25 @@ const float *trc_step_scalars(void)
     return st.sc;
 }
 
+extern "C" bool tr_backend_graph_init(tr_ctx *c, tr_err *err)
+{
+    if (!trc_g.inited || !trc_g.stream[0])
+        return true; /* another rank failed its start-up */
+    return graph_init(c, err);
+}
+
 extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 {
-    if (!gr.allowed || !capture || !trc_g.inited || !trc_g.stream[0])
+    if (!gr.inited || !gr.allowed || !capture || !trc_g.inited || !trc_g.stream[0])
         return false;
     graph_part *g = &gr.part[part];
     if (g->exec) {
         graph_replay(c, part);
         return true;
     }
-    for (int k = 0; k < TR_NGROUPS; k++) { /* the counts before the capture: part_end takes the capture's own */
-        g->rs[k] = c->rscatter[k];
-        g->ag[k] = c->allgather[k];
-    }
+    for (int k = 0; k < TR_NGROUPS; k++) /* the counts before the capture: part_end takes the capture's own */
+        for (int i = 0; i < 7; i++)
+            g->n[i][k] = graph_counts(c, i)[k];
     /* thread-local: a CUDA call of another thread (an MPI progress thread) does not break the capture */
     cudaCheck(cudaStreamBeginCapture(compute(), cudaStreamCaptureModeThreadLocal));
     trc_g.capturing = 1;
@@ -411,8 +429,9 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     if (e != cudaSuccess) { /* nothing of the part ran: the caller issues it again, uncaptured */
         cudaGetLastError();
         gr.allowed = 0;
-        snprintf(gr.note, sizeof gr.note, "CUDA graphs: off: capturing a training step failed (%s); every step "
-                 "issued launch by launch", cudaGetErrorString(e));
+        snprintf(gr.note, sizeof gr.note, "CUDA graphs: off: capturing %s failed (%s); every step "
+                 "issued launch by launch", part == TR_PART_FORWARD ? "the forward" : "a training step",
+                 cudaGetErrorString(e));
         return false;
     }
     graph_part *g = &gr.part[part];
@@ -420,12 +439,12 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     g->launches = trc_g.captured;
     g->fwd_timed = trc_g.cap_fwd_timed;
     for (int k = 0; k < TR_NGROUPS; k++) { /* what the captured calls counted, taken back: each replay counts it */
-        g->rs[k] = c->rscatter[k] - g->rs[k];
-        g->ag[k] = c->allgather[k] - g->ag[k];
-        c->rscatter[k] -= g->rs[k];
-        c->rscatter_run -= g->rs[k];
-        c->allgather[k] -= g->ag[k];
-        c->allgather_run -= g->ag[k];
+        for (int i = 0; i < 7; i++) {
+            g->n[i][k] = graph_counts(c, i)[k] - g->n[i][k];
+            graph_counts(c, i)[k] -= g->n[i][k];
+        }
+        c->rscatter_run -= g->n[5][k];
+        c->allgather_run -= g->n[6][k];
     }
     graph_replay(c, part); /* the step that captured it runs it too */
     return true;

@@ -4,7 +4,14 @@
  *
  *   kernels    ln_apply (16-byte and scalar paths) and bias_gelu_save with a tr_bf16 output give, bit for bit,
  *              tr_f32_to_bf16 of the same kernel's float output (and the same float side effects: the kept
- *              pre-activation); attention has its own check (tests/cuda/attn_check.cu)
+ *              pre-activation); gelu_bwd reading a bf16 u and bf16 training's bias_gelu_save (u and g bf16): the
+ *              16-byte path (aligned buffers), the scalar path (the same buffers one element off) and a host
+ *              reference bit for bit; attention has its own check (tests/cuda/attn_check.cu)
+ *   host       (--host: no GPU needed, and nothing of the GPU is touched) the 8-wide and scalar bodies of
+ *              runtime/cuda/trk_elt.cuh, run on the host as the kernels dispatch them (8 a thread, then the tail
+ *              one a thread), against each other and tr_bf16.h's rounding, bit for bit: gelu_bwd, bias + GeLU
+ *              (float and bf16 g), bf16 training's bias + GeLU, cuDNN attention's bias and widening; sizes with
+ *              and without a tail, ties, infinities, overflow and subnormals
  *   cast       trc_cast_bf16 bit for bit tr_f32_to_bf16 (ties, infinities, overflow, subnormals, aligned and
  *              not, tails)
  *   gemm       trc_gemm_bf16, every transpose and beta 0/1, against a double product of the widened operands
@@ -23,6 +30,7 @@
 #include "tr_bf16.h"
 
 #include "check_common.cuh"
+#include "trk_elt.cuh"
 
 /* bf16 bits == RNE of the float output, element by element */
 static void same_rne(const char *what, const float *yf, const tr_bf16 *yb, size_t n)
@@ -92,6 +100,71 @@ static void check_gelu(cudaStream_t s)
     snprintf(what, sizeof what, "bias_gelu_save<%d, %d>", R, C);
     same_rne(what, gf, gb, (size_t)R * C);
     same_f32(what, u1, u2, (size_t)R * C);
+}
+
+/* got == want bit for bit (host vectors) */
+template <typename T>
+static void same_host(const char *what, const std::vector<T> &got, const std::vector<T> &want)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); i++)
+        bad += memcmp(&got[i], &want[i], sizeof(T)) != 0;
+    if (bad) {
+        failures++;
+        printf("not ok - %s: %zu of %zu elements differ from the reference\n", what, bad, got.size());
+    } else {
+        printf("ok - %s: %zu elements, the reference bit for bit\n", what, got.size());
+    }
+}
+
+/* gelu_bwd with a bf16 u: aligned buffers (16-byte path), the same one element off (scalar path), a host reference */
+template <int R, int C>
+static void check_gelu_bwd(cudaStream_t s)
+{
+    const size_t n = (size_t)R * C;
+    std::vector<float> dg = rnd(n, -2, 2), u = rnd(n, -4, 4);
+    std::vector<tr_bf16> ub(n);
+    std::vector<float> ref(n);
+    for (size_t i = 0; i < n; i++) {
+        ub[i] = tr_f32_to_bf16(u[i]);
+        ref[i] = dg[i] * tr_gelu_grad(tr_bf16_to_f32(ub[i]));
+    }
+    for (int off = 0; off < 2; off++) {
+        float *ddg = dev<float>(n + 1);
+        tr_bf16 *du = dev<tr_bf16>(n + 1);
+        cudaCheck(cudaMemcpy(ddg + off, dg.data(), n * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(du + off, ub.data(), n * 2, cudaMemcpyHostToDevice));
+        trk::gelu_bwd<R, C>(s, ddg + off, du + off);
+        char what[96];
+        snprintf(what, sizeof what, "gelu_bwd<%d, %d>, bf16 u, %s", R, C, off ? "scalar path" : "16-byte path");
+        same_host(what, get(ddg + off, n), ref);
+    }
+}
+
+/* bf16 training's bias_gelu_save (u and g bf16): the 16-byte and scalar paths against a host reference */
+template <int R, int C>
+static void check_gelu_keep(cudaStream_t s)
+{
+    const size_t n = (size_t)R * C;
+    std::vector<float> h = rnd(n, -4, 4), b = rnd(C, -0.5f, 0.5f);
+    std::vector<tr_bf16> ur(n), gr(n);
+    for (size_t i = 0; i < n; i++) {
+        const float v = h[i] + b[i % C];
+        ur[i] = tr_f32_to_bf16(v);
+        gr[i] = tr_f32_to_bf16(tr_gelu(v));
+    }
+    for (int off = 0; off < 2; off++) {
+        float *dh = dev<float>(n + 1), *db = put(b);
+        tr_bf16 *dgo = dev<tr_bf16>(n + 1), *duo = dev<tr_bf16>(n + 1);
+        cudaCheck(cudaMemcpy(dh + off, h.data(), n * 4, cudaMemcpyHostToDevice));
+        trk::bias_gelu_save<R, C>(s, dh + off, db, dgo + off, duo + off);
+        char what[96];
+        snprintf(what, sizeof what, "bias_gelu_save<%d, %d> keeping bf16 u, %s: u", R, C,
+                 off || C % 8 ? "scalar path" : "16-byte path");
+        same_host(what, get(duo + off, n), ur);
+        what[strlen(what) - 1] = 'g';
+        same_host(what, get(dgo + off, n), gr);
+    }
 }
 
 static void check_cast(void)
@@ -167,8 +240,174 @@ static void check_gemm(void)
             }
 }
 
-int main(void)
+/* ---- --host: trk_elt.cuh's bodies on the host -------------------------------------------------------------- */
+
+/* inputs with the rounding's corner cases among uniform values; infinities where inf (GeLU makes NaN of -inf, and
+ * the host's and tr_bf16.h's NaN bits differ: a NaN is no test of the paths' rounding) */
+static std::vector<float> corner(size_t n, float lo, float hi, bool inf = true)
 {
+    std::vector<float> x = rnd(n, lo, hi);
+    const uint32_t special[] = {0x3f808000u /* tie, even */, 0x3f818000u /* tie, odd */, 0x7f7fffffu /* to inf */,
+                                0x00000001u /* subnormal */, 0x80000000u, 0xc0a08000u, 0x7f800000u, 0xff800000u};
+    for (size_t i = 0; i < sizeof special / sizeof special[0] - (inf ? 0 : 2) && 3 * i < n; i++)
+        memcpy(&x[n - 1 - 3 * i], &special[i], 4);
+    return x;
+}
+
+static std::vector<tr_bf16> to_bf16(const std::vector<float> &x)
+{
+    std::vector<tr_bf16> r(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+        r[i] = tr_f32_to_bf16(x[i]);
+    return r;
+}
+
+template <typename T>
+static void same_bits(const char *what, const char *path, const std::vector<T> &got, const std::vector<T> &want)
+{
+    if (memcmp(got.data(), want.data(), got.size() * sizeof(T))) {
+        size_t i = 0;
+        while (!memcmp(&got[i], &want[i], sizeof(T)))
+            i++;
+        failures++;
+        printf("not ok - host %s: the %s differs from the reference at element %zu of %zu\n", what, path, i,
+               got.size());
+    } else {
+        printf("ok - host %s: the %s is the reference, bit for bit (%zu elements)\n", what, path, got.size());
+    }
+}
+
+/* a kernel's dispatch: vec, 8 a thread over n / 8 * 8 elements then the tail one a thread; else one a thread */
+template <typename B8, typename B1>
+static void dispatch(long long n, bool vec, B8 body8, B1 body1)
+{
+    const long long n8 = vec ? n / 8 : 0;
+    for (long long t = 0; t < n8 + (n - 8 * n8); t++)
+        if (t < n8)
+            body8(8 * t);
+        else
+            body1(8 * n8 + (t - n8));
+}
+
+static void host_gelu_bwd(long long n)
+{
+    const std::vector<float> dg0 = corner((size_t)n, -2, 2);
+    const std::vector<tr_bf16> u = to_bf16(corner((size_t)n, -4, 4, false));
+    std::vector<float> ref(dg0);
+    for (long long i = 0; i < n; i++)
+        ref[(size_t)i] = dg0[(size_t)i] * tr_gelu_grad(tr_bf16_to_f32(u[(size_t)i]));
+    char what[64];
+    snprintf(what, sizeof what, "gelu_bwd, bf16 u, %lld elements", n);
+    for (int vec = 1; vec >= 0; vec--) {
+        std::vector<float> dg(dg0);
+        dispatch(n, vec, [&](long long e) { trk::elt::gelu_bwd8(e, dg.data(), u.data()); },
+                 [&](long long i) { trk::elt::gelu_bwd1(i, dg.data(), u.data()); });
+        same_bits(what, vec ? "16-byte path" : "scalar path", dg, ref);
+    }
+}
+
+template <typename OUT>
+static void host_bias_add(int rows, int cols)
+{
+    const size_t n = (size_t)rows * cols;
+    const std::vector<float> x0 = corner(n, -4, 4, false), b = rnd((size_t)cols, -0.5f, 0.5f);
+    std::vector<float> xr(n);
+    std::vector<OUT> gr(n);
+    for (size_t i = 0; i < n; i++) {
+        xr[i] = x0[i] + b[i % (size_t)cols];
+        const float g = tr_gelu(xr[i]);
+        if constexpr (std::is_same_v<OUT, float>)
+            gr[i] = g;
+        else
+            gr[i] = tr_f32_to_bf16(g);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "bias + GeLU [%d, %d], %s g", rows, cols, std::is_same_v<OUT, float> ? "float" : "bf16");
+    for (int vec = cols % 8 == 0; vec >= 0; vec--) {
+        std::vector<float> x(x0);
+        std::vector<OUT> g(n);
+        dispatch((long long)n, vec, [&](long long e) { trk::elt::bias_add8<true>(e, cols, x.data(), b.data(), g.data()); },
+                 [&](long long i) { trk::elt::bias_add1<true>(i, cols, x.data(), b.data(), g.data()); });
+        same_bits(what, vec ? "16-byte path's kept pre-activation" : "scalar path's kept pre-activation", x, xr);
+        same_bits(what, vec ? "16-byte path's g" : "scalar path's g", g, gr);
+    }
+}
+
+static void host_bias_gelu_keep(int rows, int cols)
+{
+    const size_t n = (size_t)rows * cols;
+    const std::vector<float> h = corner(n, -4, 4, false), b = rnd((size_t)cols, -0.5f, 0.5f);
+    std::vector<tr_bf16> ur(n), gr(n);
+    for (size_t i = 0; i < n; i++) {
+        const float v = h[i] + b[i % (size_t)cols];
+        ur[i] = tr_f32_to_bf16(v);
+        gr[i] = tr_f32_to_bf16(tr_gelu(v));
+    }
+    char what[96];
+    snprintf(what, sizeof what, "bf16 training's bias + GeLU [%d, %d]", rows, cols);
+    for (int vec = cols % 8 == 0; vec >= 0; vec--) {
+        std::vector<tr_bf16> u(n), g(n);
+        dispatch((long long)n, vec,
+                 [&](long long e) { trk::elt::bias_gelu_keep8(e, cols, h.data(), b.data(), g.data(), u.data()); },
+                 [&](long long i) { trk::elt::bias_gelu_keep1(i, cols, h.data(), b.data(), g.data(), u.data()); });
+        same_bits(what, vec ? "16-byte path's u" : "scalar path's u", u, ur);
+        same_bits(what, vec ? "16-byte path's g" : "scalar path's g", g, gr);
+    }
+}
+
+static void host_attn(int rows, int ld, long long nw)
+{
+    const size_t n = (size_t)rows * ld;
+    const std::vector<float> q0 = corner(n, -3, 3), b = rnd((size_t)ld, -0.5f, 0.5f);
+    std::vector<float> qr(n);
+    std::vector<tr_bf16> hr(n);
+    for (size_t i = 0; i < n; i++) {
+        qr[i] = q0[i] + b[i % (size_t)ld];
+        hr[i] = tr_f32_to_bf16(qr[i]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "cuDNN attention's QKV bias [%d, %d]", rows, ld);
+    for (int vec = ld % 8 == 0; vec >= 0; vec--) {
+        std::vector<float> q(q0);
+        std::vector<tr_bf16> h(n);
+        dispatch((long long)n, vec, [&](long long e) { trk::elt::bias_bf16_8(e, ld, q.data(), b.data(), h.data()); },
+                 [&](long long i) { trk::elt::bias_bf16_1(i, ld, q.data(), b.data(), h.data()); });
+        same_bits(what, vec ? "16-byte path's qkv" : "scalar path's qkv", q, qr);
+        same_bits(what, vec ? "16-byte path's bf16 copy" : "scalar path's bf16 copy", h, hr);
+    }
+    const std::vector<tr_bf16> x = to_bf16(corner((size_t)nw, -1e3f, 1e3f));
+    std::vector<float> yr((size_t)nw);
+    for (long long i = 0; i < nw; i++)
+        yr[(size_t)i] = tr_bf16_to_f32(x[(size_t)i]);
+    snprintf(what, sizeof what, "cuDNN attention's widening, %lld elements", nw);
+    for (int vec = 1; vec >= 0; vec--) {
+        std::vector<float> y((size_t)nw);
+        dispatch(nw, vec, [&](long long e) { trk::elt::widen8(e, x.data(), y.data()); },
+                 [&](long long i) { trk::elt::widen1(i, x.data(), y.data()); });
+        same_bits(what, vec ? "16-byte path" : "scalar path", y, yr);
+    }
+}
+
+static int check_host(void)
+{
+    host_gelu_bwd(1824); /* a multiple of 8 */
+    host_gelu_bwd(1831); /* a tail of 7 */
+    host_gelu_bwd(5);    /* the tail alone */
+    host_bias_add<float>(19, 96);
+    host_bias_add<tr_bf16>(19, 96);
+    host_bias_add<tr_bf16>(7, 33); /* a width the 8-wide body does not take */
+    host_bias_gelu_keep(19, 96);
+    host_bias_gelu_keep(7, 33);
+    host_attn(16, 384, 1000003);
+    host_attn(5, 36, 13);
+    printf("bf16_check --host: %d failures\n", failures);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--host"))
+        return check_host();
     cudaCheck(cudaSetDevice(0));
     for (int k = 0; k < TRC_NSTREAMS; k++)
         cudaCheck(cudaStreamCreateWithFlags(&trc_g.stream[k], cudaStreamNonBlocking));
@@ -180,6 +419,10 @@ int main(void)
     check_ln<37, 30, 60>(s);   /* scalar path */
     check_gelu<19, 96>(s);
     check_gelu<7, 33>(s);
+    check_gelu_bwd<19, 96>(s);   /* a multiple of 8 */
+    check_gelu_bwd<7, 33>(s);    /* 16-byte path and a tail of 7 */
+    check_gelu_keep<19, 96>(s);
+    check_gelu_keep<7, 33>(s);
     check_cast();
     check_gemm();
     trc_gemm_free();

@@ -106,10 +106,11 @@ struct emu {
     char note[320] = "";
     int capturing = -1;   /* the part being captured */
     std::vector<std::function<void()>> rec, part[TR_NPARTS]; /* the capture's record; each part's graph */
-    bool have[TR_NPARTS] = {false, false};
-    /* optimizer.shard: a part's reduce-scatter and all-gather bytes, counted at each replay (trc_step.cu's rule) */
-    long long rs[TR_NPARTS][TR_NGROUPS] = {}, ag[TR_NPARTS][TR_NGROUPS] = {};
-    long long launches = 0, captured = 0, replayed = 0, replays = 0, nlaunch[TR_NPARTS] = {0, 0};
+    bool have[TR_NPARTS] = {};
+    bool graph_inited = false;
+    /* a part's collective bytes (tr_ctx's counters, graph_counts), counted at each replay (trc_step.cu's rule) */
+    long long n[TR_NPARTS][7][TR_NGROUPS] = {};
+    long long launches = 0, captured = 0, replayed = 0, replays = 0, nlaunch[TR_NPARTS] = {};
     float sc[4] = {0, 0, 0, 0}; /* the step scalars: lr, c1, c2, clipping scale (trc_internal.h TRC_SC_*) */
 } E;
 
@@ -289,7 +290,16 @@ extern "C" bool tr_backend_train_init(tr_ctx *c, float *A, const float *target, 
     S.ngrad = trc_grad_segs(d, S.segs.data());
     S.sums = tr_step_sums{};
     E.syncs += 1; /* trc_step.cu waits for its set-up copies */
-    /* trc_step.cu's graph_init, the emulated collectives counting as NCCL unless TESS_COMM=mpi */
+    return tr_backend_graph_init(c, err);
+}
+
+/* trc_step.cu's graph_init, the emulated collectives counting as NCCL unless TESS_COMM=mpi */
+extern "C" bool tr_backend_graph_init(tr_ctx *c, tr_err *err)
+{
+    (void)c;
+    if (E.graph_inited)
+        return true;
+    E.graph_inited = true;
     const char *v = getenv("TESS_CUDA_GRAPH"), *m = getenv("TESS_COMM");
     if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
         return tr_fail(err, "TESS_CUDA_GRAPH=%s is not 0 or 1: use TESS_CUDA_GRAPH=0 to issue every training step "
@@ -416,13 +426,21 @@ extern "C" void tr_backend_step_scalars(tr_ctx *c, float s)
     E.sc[3] = s;
 }
 
+/* trc_step.cu's graph_counts: the byte counters a replay adds to */
+static long long *graph_counts(tr_ctx *c, int i)
+{
+    long long *n[7] = {c->bcast_recv, c->bcast_sent, c->allreduce, c->reduce_recv, c->reduce_sent, c->rscatter,
+                       c->allgather};
+    return n[i];
+}
+
 static void emu_replay(tr_ctx *c, int part)
 {
     for (int k = 0; k < TR_NGROUPS; k++) {
-        c->rscatter[k] += E.rs[part][k];
-        c->rscatter_run += E.rs[part][k];
-        c->allgather[k] += E.ag[part][k];
-        c->allgather_run += E.ag[part][k];
+        for (int i = 0; i < 7; i++)
+            graph_counts(c, i)[k] += E.n[part][i][k];
+        c->rscatter_run += E.n[part][5][k];
+        c->allgather_run += E.n[part][6][k];
     }
     for (auto &f : E.part[part])
         f();
@@ -432,16 +450,15 @@ static void emu_replay(tr_ctx *c, int part)
 
 extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
 {
-    if (!E.graphs || !capture)
+    if (!E.graph_inited || !E.graphs || !capture)
         return false;
     if (E.have[part]) {
         emu_replay(c, part);
         return true;
     }
-    for (int k = 0; k < TR_NGROUPS; k++) {
-        E.rs[part][k] = c->rscatter[k];
-        E.ag[part][k] = c->allgather[k];
-    }
+    for (int k = 0; k < TR_NGROUPS; k++)
+        for (int i = 0; i < 7; i++)
+            E.n[part][i][k] = graph_counts(c, i)[k];
     E.capturing = part;
     E.captured = 0;
     E.rec.clear();
@@ -460,12 +477,12 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     E.nlaunch[part] = E.captured;
     E.have[part] = true;
     for (int k = 0; k < TR_NGROUPS; k++) {
-        E.rs[part][k] = c->rscatter[k] - E.rs[part][k];
-        E.ag[part][k] = c->allgather[k] - E.ag[part][k];
-        c->rscatter[k] -= E.rs[part][k];
-        c->rscatter_run -= E.rs[part][k];
-        c->allgather[k] -= E.ag[part][k];
-        c->allgather_run -= E.ag[part][k];
+        for (int i = 0; i < 7; i++) {
+            E.n[part][i][k] = graph_counts(c, i)[k] - E.n[part][i][k];
+            graph_counts(c, i)[k] -= E.n[part][i][k];
+        }
+        c->rscatter_run -= E.n[part][5][k];
+        c->allgather_run -= E.n[part][6][k];
     }
     emu_replay(c, part);
     return true;

@@ -263,9 +263,12 @@ template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const flo
  * bias_gelu (inference, in place: h = GeLU(h + bias), 4 elements a thread with 16-byte accesses when the width
  * allows), bias_gelu_save (training: u += bias kept for the backward, g = GeLU(u) of type OUT, float or tr_bf16
  * rounded to nearest even; bf16 training: v = h + bias, u = bf16(v) into a buffer of its own, g = bf16(GeLU(v)),
- * docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. GeLU and its
- * derivative are tr_math.h's, the CPU backend's code. Where the plan fuses fc1's bias + GeLU into the GEMM
- * (a cuBLASLt epilogue) these kernels are not called.
+ * docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. The kernels that
+ * read or write bf16 take 8 elements a thread with 16-byte accesses (runtime/cuda/trk_elt.cuh, the same bits as one
+ * element a thread): bias_gelu_save where the row width is a multiple of 8, gelu_bwd with a bf16 u over the largest
+ * multiple of 8 of its elements (the rest one a thread), both where the pointers are 16-byte aligned (plan buffers
+ * are). GeLU and its derivative are tr_math.h's, the CPU backend's code. Where the plan fuses fc1's bias + GeLU into
+ * the GEMM (a cuBLASLt epilogue) these kernels are not called.
  */
 #include <math.h>
 
@@ -274,7 +277,7 @@ template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const flo
 #include "kernels.cuh"
 #include "tr_math.h"
 #include "trc.h"
-#include "trk_store.cuh"
+#include "trk_elt.cuh"
 
 namespace trk {
 namespace gelu {
@@ -309,50 +312,72 @@ __global__ void __launch_bounds__(kEltThreads) k_bias_gelu(float *__restrict__ h
     }
 }
 
-/* x[e] += bias[e % COLS] in place (the kept GeLU pre-activation with g = GeLU(x), g of type OUT) */
+/* the 8-wide bodies may run on a bias kernel of row width COLS (trk_elt.cuh), given 16-byte aligned pointers */
+template <int COLS>
+constexpr bool bias_vec = COLS % 8 == 0;
+
+/* threads for n elements: n / 8 eight at a time, then n % 8 one at a time (vec), else n one at a time */
+[[maybe_unused]] constexpr unsigned elt_blocks(long long n, bool vec)
+{
+    return elt_blocks(vec ? n / 8 + n % 8 : n);
+}
+
+/* x[e] += bias[e % COLS] in place (the kept GeLU pre-activation with g = GeLU(x), g of type OUT); vec: 8 a thread */
 template <int ROWS, int COLS, bool GELU, typename OUT>
 __global__ void __launch_bounds__(kEltThreads)
-    k_bias_add(float *__restrict__ x, const float *__restrict__ bias, OUT *__restrict__ g)
+    k_bias_add(float *__restrict__ x, const float *__restrict__ bias, OUT *__restrict__ g, int vec)
 {
     (void)g; /* unused without GELU */
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
-    if (i >= (long long)ROWS * COLS)
-        return;
-    const float u = x[i] + bias[i % COLS];
-    x[i] = u;
-    if constexpr (GELU)
-        store::put(g + i, tr_gelu(u));
+    if constexpr (bias_vec<COLS>) {
+        if (vec) {
+            if (i < (long long)ROWS * COLS / 8)
+                elt::bias_add8<GELU>(8 * i, COLS, x, bias, g);
+            return;
+        }
+    }
+    if (i < (long long)ROWS * COLS)
+        elt::bias_add1<GELU>(i, COLS, x, bias, g);
 }
 
 /* bf16 training: u = bf16(h + bias) and g = bf16(GeLU(h + bias)), GeLU of the unrounded sum (cuBLASLt's order) */
 template <int ROWS, int COLS>
 __global__ void __launch_bounds__(kEltThreads) k_bias_gelu_keep(const float *__restrict__ h,
                                                                  const float *__restrict__ bias,
-                                                                 tr_bf16 *__restrict__ g, tr_bf16 *__restrict__ u)
+                                                                 tr_bf16 *__restrict__ g, tr_bf16 *__restrict__ u,
+                                                                 int vec)
 {
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
-    if (i >= (long long)ROWS * COLS)
-        return;
-    const float v = h[i] + bias[i % COLS];
-    store::put(u + i, v);
-    store::put(g + i, tr_gelu(v));
+    if constexpr (bias_vec<COLS>) {
+        if (vec) {
+            if (i < (long long)ROWS * COLS / 8)
+                elt::bias_gelu_keep8(8 * i, COLS, h, bias, g, u);
+            return;
+        }
+    }
+    if (i < (long long)ROWS * COLS)
+        elt::bias_gelu_keep1(i, COLS, h, bias, g, u);
 }
 
-[[maybe_unused]] __device__ __forceinline__ float widen(float x) /* unused where no training kernel is */
-{
-    return x;
-}
-[[maybe_unused]] __device__ __forceinline__ float widen(tr_bf16 x) /* exact: the high half of a float */
-{
-    return __uint_as_float((unsigned)x << 16);
-}
-
-template <int ROWS, int COLS, typename U>
-__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const U *__restrict__ u)
+template <int ROWS, int COLS>
+__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const float *__restrict__ u)
 {
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
     if (i < (long long)ROWS * COLS)
-        dg[i] *= tr_gelu_grad(widen(u[i]));
+        dg[i] *= tr_gelu_grad(u[i]);
+}
+
+/* u bf16: threads 0 .. n/8-1 take 8 elements each, the next n % 8 one each (vec), else every thread one */
+template <int ROWS, int COLS>
+__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const tr_bf16 *__restrict__ u,
+                                                           int vec)
+{
+    constexpr long long n = (long long)ROWS * COLS;
+    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x, n8 = vec ? n / 8 : 0;
+    if (i < n8)
+        elt::gelu_bwd8(8 * i, dg, u);
+    else if (8 * n8 + (i - n8) < n)
+        elt::gelu_bwd1(8 * n8 + (i - n8), dg, u);
 }
 
 } // namespace
@@ -373,28 +398,34 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
 template <int ROWS, int COLS, typename OUT>
 void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
 {
-    gelu::k_bias_add<ROWS, COLS, true, OUT><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(u, bias, g);
+    const bool vec = gelu::bias_vec<COLS> && elt::aligned16(u, g) && elt::aligned16(bias, bias);
+    gelu::k_bias_add<ROWS, COLS, true, OUT>
+        <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(u, bias, g, vec);
     TRC_LAUNCHED("trk::bias_gelu_save");
 }
 
 template <int ROWS, int COLS>
 void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
 {
-    gelu::k_bias_gelu_keep<ROWS, COLS><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(h, bias, g, u);
+    const bool vec = gelu::bias_vec<COLS> && elt::aligned16(h, bias) && elt::aligned16(g, u);
+    gelu::k_bias_gelu_keep<ROWS, COLS>
+        <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(h, bias, g, u, vec);
     TRC_LAUNCHED("trk::bias_gelu_save");
 }
 
 template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const float *u)
 {
-    gelu::k_gelu_bwd<ROWS, COLS, float><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
+    gelu::k_gelu_bwd<ROWS, COLS><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
     TRC_LAUNCHED("trk::gelu_bwd");
 }
 
 template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u)
 {
-    gelu::k_gelu_bwd<ROWS, COLS, tr_bf16><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
+    const bool vec = elt::aligned16(dg, u);
+    gelu::k_gelu_bwd<ROWS, COLS>
+        <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(dg, u, vec);
     TRC_LAUNCHED("trk::gelu_bwd");
 }
 

@@ -1,0 +1,200 @@
+/*
+ * trk_elt.cuh - the per-thread bodies of the element-wise kernels that read or write bf16 (docs/BF16.md; docs/CUDA.md
+ * "bf16 element-wise kernels"): gelu_bwd reading the bf16 pre-activation, bf16 training's bias + GeLU (templates/
+ * kernels_gelu.cu.in), and the bias and widening kernels around cuDNN's attention (trc_attn_cudnn.cu).
+ *
+ * Each has two bodies: `1`, one element (the scalar path), and `8`, elements e .. e+7 with e a multiple of 8, each
+ * bf16 operand one 16-byte access (a uint4 of 8 bf16, the lower element at the lower address) and each float operand
+ * two float4. The arithmetic of every element is the scalar body's, in the same order, so both paths give the same
+ * bits. A kernel runs the 8-wide body over the largest multiple of 8 of its elements and the scalar one over the rest
+ * (the tail), or the scalar body alone where its pointers are not 16-byte aligned; a body with a bias column needs the
+ * row width a multiple of 8 (chosen from the literal shape in kernels.cu). The bodies are TR_HD so that
+ * tests/cuda/bf16_check.cu runs both on the host, without a GPU, against tr_bf16.h's rounding.
+ */
+#ifndef TRK_ELT_CUH
+#define TRK_ELT_CUH
+
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "tr_math.h"
+#include "trc.h"
+
+namespace trk {
+namespace elt {
+
+/* 8 consecutive values of a thread */
+struct f8 {
+    float v[8];
+};
+
+/* both 16-byte aligned: the 8-wide bodies may run on them */
+TR_HD inline bool aligned16(const void *a, const void *b)
+{
+    return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15u) == 0;
+}
+
+/* bf16 bits widened to float: exact (the high half of the float) */
+TR_HD inline float widen(tr_bf16 x)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float((unsigned)x << 16);
+#else
+    const uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+
+/* x rounded to bf16, nearest even (__float2bfloat16_rn: tr_bf16.h's tr_f32_to_bf16) */
+TR_HD inline tr_bf16 narrow(float x)
+{
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    tr_bf16 r;
+    memcpy(&r, &h, sizeof r);
+    return r;
+}
+
+/* two bf16 (a at the lower address) as the bits of one __nv_bfloat162 */
+TR_HD inline unsigned narrow2(float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    unsigned r;
+    memcpy(&r, &h, sizeof r);
+    return r;
+}
+
+TR_HD inline f8 load8(const float *p, long long e)
+{
+    const float4 a = reinterpret_cast<const float4 *>(p + e)[0], b = reinterpret_cast<const float4 *>(p + e)[1];
+    return f8{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+}
+
+TR_HD inline f8 load8(const tr_bf16 *p, long long e) /* one 16-byte load */
+{
+    const uint4 q = *reinterpret_cast<const uint4 *>(p + e);
+    const unsigned w[4] = {q.x, q.y, q.z, q.w};
+    f8 r;
+    for (int k = 0; k < 4; k++) {
+        r.v[2 * k] = widen((tr_bf16)(w[k] & 0xffffu));
+        r.v[2 * k + 1] = widen((tr_bf16)(w[k] >> 16));
+    }
+    return r;
+}
+
+TR_HD inline void store8(float *p, long long e, const f8 &x)
+{
+    reinterpret_cast<float4 *>(p + e)[0] = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    reinterpret_cast<float4 *>(p + e)[1] = make_float4(x.v[4], x.v[5], x.v[6], x.v[7]);
+}
+
+TR_HD inline void store8(tr_bf16 *p, long long e, const f8 &x) /* one 16-byte store */
+{
+    *reinterpret_cast<uint4 *>(p + e) =
+        make_uint4(narrow2(x.v[0], x.v[1]), narrow2(x.v[2], x.v[3]), narrow2(x.v[4], x.v[5]), narrow2(x.v[6], x.v[7]));
+}
+
+TR_HD inline void store1(float *p, float v)
+{
+    *p = v;
+}
+TR_HD inline void store1(tr_bf16 *p, float v)
+{
+    *p = narrow(v);
+}
+
+/* ---- the bodies: element i (1), elements e .. e+7 (8) ---- */
+
+/* dg *= GeLU'(u), u the kept bf16 pre-activation */
+TR_HD inline void gelu_bwd1(long long i, float *dg, const tr_bf16 *u)
+{
+    dg[i] *= tr_gelu_grad(widen(u[i]));
+}
+TR_HD inline void gelu_bwd8(long long e, float *dg, const tr_bf16 *u)
+{
+    f8 d = load8(dg, e);
+    const f8 w = load8(u, e);
+    for (int k = 0; k < 8; k++)
+        d.v[k] *= tr_gelu_grad(w.v[k]);
+    store8(dg, e, d);
+}
+
+/* x += bias (the kept pre-activation), g = GeLU(x) as OUT (GELU); cols: the row width (8 | cols for the 8-wide body) */
+template <bool GELU, typename OUT>
+TR_HD inline void bias_add1(long long i, int cols, float *x, const float *bias, OUT *g)
+{
+    const float u = x[i] + bias[i % cols];
+    x[i] = u;
+    if constexpr (GELU)
+        store1(g + i, tr_gelu(u));
+}
+template <bool GELU, typename OUT>
+TR_HD inline void bias_add8(long long e, int cols, float *x, const float *bias, OUT *g)
+{
+    f8 u = load8(x, e);
+    const f8 b = load8(bias, e % cols);
+    for (int k = 0; k < 8; k++)
+        u.v[k] = u.v[k] + b.v[k];
+    store8(x, e, u);
+    if constexpr (GELU) {
+        f8 y;
+        for (int k = 0; k < 8; k++)
+            y.v[k] = tr_gelu(u.v[k]);
+        store8(g, e, y);
+    }
+}
+
+/* bf16 training: u = bf16(h + bias), g = bf16(GeLU(h + bias)), GeLU of the unrounded sum */
+TR_HD inline void bias_gelu_keep1(long long i, int cols, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+{
+    const float v = h[i] + bias[i % cols];
+    u[i] = narrow(v);
+    g[i] = narrow(tr_gelu(v));
+}
+TR_HD inline void bias_gelu_keep8(long long e, int cols, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+{
+    f8 v = load8(h, e), y;
+    const f8 b = load8(bias, e % cols);
+    for (int k = 0; k < 8; k++) {
+        v.v[k] = v.v[k] + b.v[k];
+        y.v[k] = tr_gelu(v.v[k]);
+    }
+    store8(u, e, v);
+    store8(g, e, y);
+}
+
+/* qkv += bias in place, h = bf16(qkv) (cuDNN attention's operand) */
+TR_HD inline void bias_bf16_1(long long i, int cols, float *qkv, const float *bias, tr_bf16 *h)
+{
+    const float v = qkv[i] + bias[i % cols];
+    qkv[i] = v;
+    h[i] = narrow(v);
+}
+TR_HD inline void bias_bf16_8(long long e, int cols, float *qkv, const float *bias, tr_bf16 *h)
+{
+    f8 v = load8(qkv, e);
+    const f8 b = load8(bias, e % cols);
+    for (int k = 0; k < 8; k++)
+        v.v[k] = v.v[k] + b.v[k];
+    store8(qkv, e, v);
+    store8(h, e, v);
+}
+
+/* y = x widened (cuDNN attention's bf16 outputs as fp32) */
+TR_HD inline void widen1(long long i, const tr_bf16 *x, float *y)
+{
+    y[i] = widen(x[i]);
+}
+TR_HD inline void widen8(long long e, const tr_bf16 *x, float *y)
+{
+    store8(y, e, load8(x, e));
+}
+
+} // namespace elt
+} // namespace trk
+
+#endif
