@@ -78,6 +78,7 @@ typedef struct tr_opts {
     const char *hf_out; /* --hf-out DIR (tr_hfout.c) */
     /* generation (mode = "generate"; docs/GENERATE.md): --generate, --prompt-tokens P.npy, --max-new N, --eos ID */
     int generate;
+    int stream; /* --stream: each decode step's new ids on stdout as they come (rank 0) */
     const char *prompts;
     int max_new, eos;
     tr_sample_opts sample; /* --temperature, --top-k, --top-p (tr_tokens.h); its seed is --seed */
@@ -170,6 +171,9 @@ static void usage(FILE *f, const char *prog)
                    "                --top-k or --top-p is given); the same --seed gives the same ids on every mesh\n"
                    "  --top-k K     sample among the K most likely ids\n"
                    "  --top-p P     sample among the most likely ids whose probability reaches P (after --top-k)\n"
+                   "  --stream      each step's new ids on stdout as they come: a line \"tokens M ID ...\" per step\n"
+                   "                (M from 0; one id a sequence, -1 once it has ended); scripts/tokens.py stream\n"
+                   "                turns them into text\n"
                    "  --output T    with --generate: the ids, int32 [n, L + N]: prompt, new tokens, then -1\n"
                    "  --logits-out L  with --generate: the logits of every new token, float32 [n, N, vocab]\n"
                    "  --timing      with --generate: the prefill's time, the median decode step and its step kinds\n",
@@ -211,7 +215,7 @@ static const char *const all_options[] = {
     "--checkpoint-out", "--checkpoint-every", "--resume", "--reshard",     "--hf-out",      "--timing",
     "--tokens",      "--targets",     "--logits-out",  "--data",           "--val-data",    "--val-every",
     "--val-batches", "--data-change", "--generate",    "--prompt-tokens",  "--max-new",     "--eos",
-    "--temperature", "--top-k",       "--top-p",
+    "--temperature", "--top-k",       "--top-p",         "--stream",
 };
 
 /* Edit distance (insertions, deletions, substitutions) of two short strings; 99 when either is too long. */
@@ -413,6 +417,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             continue;
         if (!strcmp(s, "--generate")) {
             o->generate = 1;
+        } else if (!strcmp(s, "--stream")) {
+            o->stream = 1;
         } else if (!strcmp(s, "--temperature") || !strcmp(s, "--top-k") || !strcmp(s, "--top-p")) {
             char *end = NULL;
             double v = val ? strtod(val, &end) : 0;
@@ -1860,6 +1866,12 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
     float *lg = malloc((size_t)nseq * tr_lm()->vq * sizeof *lg);
     float *lall = o->lm.logits_out && d->rank == 0 ? malloc((size_t)n * M * V * sizeof *lall) : NULL;
     float *step_l = o->lm.logits_out && d->rank == 0 ? malloc((size_t)B * V * sizeof *step_l) : NULL;
+    int32_t *emitted = o->stream ? malloc((size_t)B * sizeof *emitted) : NULL; /* [B] --stream: this step's ids */
+    if (!out || !len || !next || !done || !lg || (o->stream && !emitted) || (o->lm.logits_out && d->rank == 0 &&
+                                                                            (!lall || !step_l))) {
+        fprintf(stderr, "rank %d: out of memory for the generated ids of %d sequences\n", d->rank, B);
+        MPI_Abort(MPI_COMM_WORLD, 1); /* the other ranks are inside the collective steps */
+    }
     for (int b = 0; b < B; b++) {
         len[b] = 0;
         while (len[b] < S && ids[(long)b * S + len[b]] >= 0)
@@ -1903,18 +1915,32 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
                 memcpy(lall + ((long)b * M + m) * V, step_l + (long)b * V, (size_t)V * sizeof *lall);
         }
         int live = 0;
+        for (int b = 0; b < B && emitted; b++)
+            emitted[b] = INT32_MIN; /* the other depths' sequences: their ranks fill them in */
         for (int t = 0; t < q; t++)
             for (int s = 0; s < nseq; s++) {
                 int b = (t + q * d->k) * nseq + s;
+                if (emitted)
+                    emitted[b] = done[b] ? -1 : next[b];
                 if (!done[b]) {
                     out[(long)b * W + len[b] + m] = next[b];
                     done[b] = next[b] == o->eos || m + 1 == M;
                 }
                 live |= !done[b];
             }
-        /* --logits-out needs every step on every rank (its gather is over the world) */
+        if (emitted) { /* --stream: this step's ids of every depth to rank 0, printed at once */
+            MPI_Reduce(d->rank == 0 ? MPI_IN_PLACE : emitted, emitted, B, MPI_INT32_T, MPI_MAX, 0, MPI_COMM_WORLD);
+            if (d->rank == 0) {
+                printf("tokens %d", m);
+                for (int b = 0; b < n; b++)
+                    printf(" %d", (int)emitted[b]);
+                printf("\n");
+                fflush(stdout);
+            }
+        }
+        /* --logits-out and --stream need every step on every rank (their gathers are over the world) */
         int any = live;
-        if (o->lm.logits_out)
+        if (o->lm.logits_out || emitted)
             MPI_Allreduce(&live, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (!any)
             break;
@@ -1989,6 +2015,7 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
     free(lg);
     free(lall);
     free(step_l);
+    free(emitted);
     return rc;
 }
 
@@ -2027,11 +2054,11 @@ int main(int argc, char **argv)
         return pa > 0 ? 0 : 2;
     }
 
-    if (pa == 0 && (o.generate || o.prompts || o.max_new || o.eos >= 0 || o.sample.on)) { /* generation's options (docs/GENERATE.md) */
+    if (pa == 0 && (o.generate || o.prompts || o.max_new || o.eos >= 0 || o.sample.on || o.stream)) { /* generation's options (docs/GENERATE.md) */
         const char *why = &tr_gen_class == NULL ? "this program was not generated with mode = \"generate\" (the spec's "
                                                   "mode); regenerate with mode = \"generate\" and model.context"
-                          : !o.generate ? "--prompt-tokens, --max-new, --eos, --temperature, --top-k and --top-p belong "
-                                          "to --generate; add it"
+                          : !o.generate ? "--prompt-tokens, --max-new, --eos, --temperature, --top-k, --top-p and "
+                                          "--stream belong to --generate; add it"
                           : !o.prompts || !o.max_new ? "--generate needs --prompt-tokens P.npy and --max-new N"
                           : o.eos >= tr_lm_vocab() ? "--eos must be a token id below model.vocab"
                                                    : NULL;

@@ -5,13 +5,18 @@
   scripts/tokens.py encode MODEL_DIR -o P.npy --lines prompts.txt        (one prompt a line)
   scripts/tokens.py encode MODEL_DIR -o P.npy story.txt notes.txt         (one prompt a file)
   scripts/tokens.py decode MODEL_DIR T.npy [--json]
+  run ... --generate --stream | scripts/tokens.py stream MODEL_DIR [--prompt P.npy]
 
 MODEL_DIR is the Hugging Face directory the weights came from (its tokenizer.json, or vocab.json and merges.txt;
 scripts/tokenizer.py). encode writes the prompts as run --prompt-tokens reads them: int32 [n, L], each row one
 prompt's ids left-aligned and -1 after them, L the longest prompt; the prompts in the order given (--text, then
 --lines, then files). decode prints each row of run --output's T.npy (or of a P.npy) as text: the ids up to the
 first -1, one row after another, each followed by a newline; --json prints one JSON list of the rows' strings
-instead (exact, for scripts). The .npy file is written under a temporary name and renamed into place.
+instead (exact, for scripts). The .npy file is written under a temporary name and renamed into place. stream reads
+run --stream's lines ("tokens M ID ...": decode step M's new id of each sequence, -1 once it has ended) from standard
+input as they come and prints the text: one sequence's as a running text (after its prompt's, with --prompt),
+several as "[b] text" lines, each when it has new text (a newline in the text written \n); a token that ends inside
+a UTF-8 character is held until the character is whole. The run's other lines go to standard error.
 
 Refused, exit 2, nothing written: no prompt, a prompt of no tokens (an empty line of --lines is skipped, an empty
 --text or file is refused), a file that cannot be read or is not UTF-8; decode of a file that is not an int32
@@ -127,6 +132,54 @@ def decode(a, tk):
             print(s)
 
 
+def stream(a, tk):
+    prompts = load_npy(a.prompt) if a.prompt else None
+    seqs = None  # per sequence: its ids (prompt first), the length of its text already printed, ended
+    for line in sys.stdin:
+        f = line.split()
+        if len(f) < 2 or f[0] != "tokens":
+            sys.stderr.write(line)
+            continue
+        try:
+            ids = [int(x) for x in f[2:]]
+        except ValueError:
+            fail(f"standard input: not a line of run --stream: {line.strip()!r}")
+        if seqs is None:
+            if prompts is not None and len(prompts) != len(ids):
+                fail(f"--prompt {a.prompt} has {len(prompts)} prompts, the run {len(ids)} sequences")
+            seqs = []
+            for b in range(len(ids)):
+                p = [x for x in prompts[b] if x >= 0] if prompts is not None else []
+                text = tk.decode(p, skip_special_tokens=False) if p else ""
+                seqs.append([p, 0, False])
+                if len(ids) == 1 and text:
+                    sys.stdout.write(text)
+                    seqs[b][1] = len(text)
+                elif text:
+                    seqs[b][1] = len(text)
+                    print(f"[{b}] {text}".replace("\n", "\\n"))
+        for b, x in enumerate(ids[: len(seqs)]):
+            if x < 0 or seqs[b][2]:
+                seqs[b][2] = True
+                continue
+            seqs[b][0].append(x)
+            text = tk.decode(seqs[b][0], skip_special_tokens=False)
+            if text.endswith("\ufffd"):
+                continue  # inside a UTF-8 character: wait for its other bytes
+            new, seqs[b][1] = text[seqs[b][1]:], len(text)
+            if len(seqs) == 1:
+                sys.stdout.write(new)
+            elif new:
+                print(f"[{b}] " + new.replace("\n", "\\n"))
+        sys.stdout.flush()
+    for b, sq in enumerate(seqs or []):  # what a cut character held back
+        rest = tk.decode(sq[0], skip_special_tokens=False)[sq[1]:]
+        if rest:
+            sys.stdout.write(rest if len(seqs) == 1 else f"[{b}] " + rest.replace("\n", "\\n") + "\n")
+    if seqs is not None and len(seqs) == 1:
+        sys.stdout.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -140,13 +193,16 @@ def main():
     d.add_argument("model_dir", help="the Hugging Face model directory (its tokenizer files)")
     d.add_argument("ids", help="run --output's T.npy (or a P.npy)")
     d.add_argument("--json", action="store_true", help="print one JSON list of the rows' strings")
+    st = sub.add_parser("stream", help="run --stream's lines on standard input to text as it comes")
+    st.add_argument("model_dir", help="the Hugging Face model directory (its tokenizer files)")
+    st.add_argument("--prompt", help="the P.npy of the run: each sequence's text starts with its prompt's")
     a = ap.parse_args()
     try:
         tk = tokz.load(a.model_dir)
     except tokz.TokenizerError as err:
         print(f"tokens.py: {err}", file=sys.stderr)
         sys.exit(1)
-    encode(a, tk) if a.cmd == "encode" else decode(a, tk)
+    {"encode": encode, "decode": decode, "stream": stream}[a.cmd](a, tk)
 
 
 if __name__ == "__main__":

@@ -75,14 +75,18 @@ gen_mesh() { # q d batch
 
 # Text in and out: prompts encoded by scripts/tokens.py with the 23-token BPE of tests/ref/tiny_bpe.py (the model's
 # vocab is 23), generated on [1,1,1], the output decoded by tokens.py: each row is its prompt's text, and the whole
-# equals tiny_bpe.py's own decoding of the ids (written without the tokenizers library)
+# equals tiny_bpe.py's own decoding of the ids (written without the tokenizers library); --stream prints each step's
+# new ids (T's columns) and tokens.py stream turns them into the same text
 gen_text() {
     local W="$WORK/gen" dir="$WORK/gen/o_1_1" T="$WORK/gen/tok"
     [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
     mkdir -p "$T" && python3 tests/ref/tiny_bpe.py "$T" &&
         python3 scripts/tokens.py encode "$T" -o "$T/p.npy" --text "hello wo" --text "Hi!" &&
-        "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$T/p.npy" --max-new 6 --output "$T/t.npy" --quiet &&
-        python3 scripts/tokens.py decode "$T" "$T/t.npy" --json >"$T/dec.json" || return 1
+        "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$T/p.npy" --max-new 6 --output "$T/t.npy" \
+            --stream --quiet >"$T/stream.out" &&
+        python3 scripts/tokens.py decode "$T" "$T/t.npy" --json >"$T/dec.json" &&
+        python3 scripts/tokens.py stream "$T" --prompt "$T/p.npy" <"$T/stream.out" >"$T/text.out" || return 1
+    cat "$T/stream.out" "$T/text.out"
     "$PY" - "$T" <<'PYEOF'
 import json, sys
 import numpy as np
@@ -94,6 +98,35 @@ got = json.load(open(d + "/dec.json", encoding="utf-8"))
 want = [tiny_bpe.decode([int(x) for x in row if x >= 0]) for row in t]
 print(t, got, want, sep="\n")
 ok = got == want and got[0].startswith("hello wo") and got[1].startswith("Hi!") and t.shape == (2, 9)
+# --stream: a line per step, each the new id of every sequence (T's column prompt + m); streamed text as decoded
+lines = [l.split() for l in open(d + "/stream.out") if l.startswith("tokens ")]
+ok = ok and len(lines) == 6 and all(l[1] == str(m) and [int(x) for x in l[2:]] == list(t[:, 3 + m]) for m, l in enumerate(lines))
+text = ["", ""]
+for l in open(d + "/text.out", encoding="utf-8"):
+    b, _, rest = l.rstrip("\n").partition("] ")
+    text[int(b.lstrip("["))] += rest.replace("\\n", "\n")
+print("streamed:", text)
+sys.exit(0 if ok and text == want else 1)
+PYEOF
+}
+
+# --stream on a mesh with two depths: every step's line holds each sequence's new id (its T row at prompt length + m),
+# gathered from the depth that decodes it; the ids equal the run's --output
+gen_stream() { # q d
+    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2"
+    [ -x "$dir/run" ] || gen_mesh "$1" "$2" $(($1 * $1 * $2 > 2 ? $1 * $1 * $2 : 2)) >/dev/null || return 1
+    "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$W/p.npy" --max-new 6 --output "$dir/ts.npy" \
+        --stream --quiet >"$dir/stream.out" || return 1
+    cat "$dir/stream.out"
+    "$PY" - "$dir/stream.out" "$dir/ts.npy" "$W/p.npy" "$W/t_ref.npy" <<'PYEOF'
+import sys
+import numpy as np
+t, p, ref = np.load(sys.argv[2]), np.load(sys.argv[3]), np.load(sys.argv[4])
+lens = [(r >= 0).sum() for r in p]
+lines = [l.split() for l in open(sys.argv[1]) if l.startswith("tokens ")]
+ok = (t == ref).all() and len(lines) == 6
+for m, l in enumerate(lines):
+    ok = ok and l[1] == str(m) and [int(x) for x in l[2:]] == [int(t[b, lens[b] + m]) for b in range(len(p))]
 sys.exit(0 if ok else 1)
 PYEOF
 }
@@ -274,11 +307,13 @@ if true; then
         fi
     done
     if python3 -c 'import sys; sys.path.insert(0, "scripts"); import tokenizer; tokenizer._import()' >"$WORK/log" 2>&1; then
-        check "generate: text in and out: prompts encoded by scripts/tokens.py run on [1,1,1], the ids decode to each prompt's text and its continuation" \
+        check "generate: text in and out: prompts encoded by scripts/tokens.py run on [1,1,1], the ids decode to each prompt's text and its continuation; --stream's lines are each step's ids, streamed text the same" \
             gen_text
     else
         ok "generate: text in and out # skip the tokenizers wheel could not be installed ($(tail -1 "$WORK/log"))"
     fi
+    check "generate: [2,2,2] --stream prints every decode step's new id of each sequence, gathered over the depths, as --output has them" \
+        gen_stream 2 2
     check "generate: run --generate --timing prints the prefill's time and the median decode step by step kind" gen_timing
     check "generate: --summary shows the KV cache per rank with its formula and the decode step's planned bytes" \
         gen_summary
