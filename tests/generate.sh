@@ -259,6 +259,19 @@ gen_hf_setup() {
             --out "$W/t_hf.npy" --logits-out "$W/l_hf.npy"
 }
 
+# the same prompts (lengths 3 and 4) in one left-padded transformers call with an attention mask, as users batch
+# ragged prompts there, against the [1,1,1] program's ids and logits of its own ragged batch
+gen_hf_batched() {
+    local W="$WORK/gen" dir="$WORK/gen/o_1_1"
+    [ -e "$W/l_hf.npy" ] || gen_hf_setup || return 1
+    [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
+    "$GEN_HFPY" tests/ref/hf_generate.py --dir "$W/hfgen" --prompt-tokens "$W/p.npy" --max-new 6 --batched \
+        --out "$W/t_hfb.npy" --logits-out "$W/l_hfb.npy" &&
+        "$dir/run" --weights "$W/hfgen/model.safetensors" --generate --prompt-tokens "$W/p.npy" --max-new 6 \
+            --output "$dir/t_hfb.npy" --logits-out "$dir/l_hfb.npy" --quiet &&
+        "$PY" $GEN_REF compare-generate "$dir/t_hfb.npy" "$W/t_hfb.npy" "$dir/l_hfb.npy" "$W/l_hfb.npy" --tol 1e-4
+}
+
 gen_hf() { # q d batch: the program of gen_mesh run on the directory's weights, greedy, against transformers' generate
     local W="$WORK/gen" dir="$WORK/gen/o_$1_$2"
     [ -e "$W/l_hf.npy" ] || gen_hf_setup || return 1
@@ -297,15 +310,21 @@ if true; then
         gen_chisq kp 1e-6
     check "generate: temperature samples follow the float64 distribution (chi-square, 1e-6 false failures)" \
         gen_chisq t 1e-6
-    for m in "1 1" "2 1"; do
+    for m in "1 1 2" "2 1 2" "2 2 4"; do
         set -- $m
         gen_hf_name="generate: [$1,$1,$2] greedy ids equal transformers' GPT2LMHeadModel.generate token for token, logits within 1e-4"
         if "$GEN_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
-            check "$gen_hf_name" gen_hf $1 $2 2
+            check "$gen_hf_name" gen_hf $1 $2 $3
         elif wanted "$gen_hf_name"; then
             ok "$gen_hf_name # skip transformers and torch not importable by $GEN_HFPY (set TESS_HF_PYTHON)"
         fi
     done
+    gen_hf_name="generate: [1,1,1] greedy ids equal one left-padded, masked transformers generate call of the ragged prompts, logits within 1e-4"
+    if "$GEN_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
+        check "$gen_hf_name" gen_hf_batched
+    elif wanted "$gen_hf_name"; then
+        ok "$gen_hf_name # skip transformers and torch not importable by $GEN_HFPY (set TESS_HF_PYTHON)"
+    fi
     if python3 -c 'import sys; sys.path.insert(0, "scripts"); import tokenizer; tokenizer._import()' >"$WORK/log" 2>&1; then
         check "generate: text in and out: prompts encoded by scripts/tokens.py run on [1,1,1], the ids decode to each prompt's text and its continuation; --stream's lines are each step's ids, streamed text the same" \
             gen_text
