@@ -19,10 +19,23 @@ fi
 if [ -z "$inc" ] || [ ! -f "$inc/cudnn.h" ]; then echo "sdpa_build: no cudnn.h (set TESS_CUDNN_INCLUDE to its folder): $out not built" >&2; exit 1; fi
 cuinc=${TESS_CUDA_INCLUDE:-/usr/local/cuda/include}
 mkdir -p "$(dirname "$out")"
+# One compile at a time per object (tests/run.sh starts one in the background while the suite's first groups run,
+# and a generated build's `ninja -C <checkout> build/cuda/trc_sdpa.o` may ask at the same moment): the second waits,
+# then finds the object newer than this script and every input its depfile named (kept as $out.inputs: ninja
+# deletes the depfile it reads), and stops there.
+exec 9>"$out.lock"
+flock 9
+if [ -f "$out" ] && [ -f "$out.inputs" ] && [ ! scripts/sdpa_build.sh -nt "$out" ]; then
+    stale=0
+    for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$out.inputs"); do
+        if [ ! -e "$f" ] || [ "$f" -nt "$out" ]; then stale=1; break; fi
+    done
+    [ $stale = 0 ] && exit 0
+fi
 # -w for the frontend's own headers only (-isystem): this file itself is -Wall -Wextra -Werror. -O0 -g0: the object
 # only builds cuDNN graphs, once per shape at the first step, so its speed does not matter, and the frontend's
 # templates compile in about 70 s of CPU and 1.9 GB this way against about 3 minutes and 2.7 GB at -O2 -g (measured
 # on the 2-core CI machine), which CI pays on every run
 ${CXX:-g++} -std=c++17 -O0 -g0 -fPIC -Wall -Wextra -Werror -Iruntime -Iruntime/cuda -isystem "$fe" -isystem "$inc" \
     -isystem "$cuinc" -MD -MT "$out" -MF "$out.d" -c runtime/cuda/trc_sdpa.cpp -o "$out.tmp" || { rm -f "$out.tmp"; exit 1; }
-mv "$out.tmp" "$out"
+cp "$out.d" "$out.inputs" && mv "$out.tmp" "$out"
