@@ -282,6 +282,51 @@ SPEC
     $TG "$WORK/pp2lm.lua" --show 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "tessgen: --show prints the stage programs, so it is refused with them" "$WORK/pp2.err"
 }
+# schedule.json's "pipeline": each stage's proved order with the slot each step runs in, and the class files' pipeline
+# steps with their peer, micro-batch and stash slot; 2 stages x 4 micro-batches of 1f1b, the order tests/test_pipe.c
+# asserts for 3 micro-batches continued by its rule, the slots worked out by hand above (cli_pipeline_show)
+cli_pipeline_json() {
+    $TG "$WORK/pp11.lua" -o "$WORK/pp11" --quiet || return 1
+    "$PY" - "$WORK/pp11" <<'PYEOF'
+import json, sys
+out = sys.argv[1]
+j = json.load(open(f"{out}/schedule.json"))
+p = j["pipeline"]
+assert (p["stages"], p["schedule"], p["microbatches"], p["makespan"]) == (2, "1f1b", 4, 15), p
+assert p["bubble"] == {"idle": 6, "total": 30, "fraction": 0.2}, p["bubble"]
+f = p["op_fields"]
+def short(op):
+    o = dict(zip(f, op))
+    s = f'{o["kind"]}{o["mb"]}' + ("" if o["peer"] is None else (">" if o["kind"][0] == "s" else "<") + str(o["peer"]))
+    return s + ("+" if o["joint"] else "")
+want = ["F0 sA0>1 F1 sA1>1+ rG0<1 B0 F2 sA2>1+ rG1<1 B1 F3 sA3>1+ rG2<1 B2 rG3<1 B3",
+        "rA0<0 F0 B0 sG0>0+ rA1<0 F1 B1 sG1>0+ rA2<0 F2 B2 sG2>0+ rA3<0 F3 B3 sG3>0"]
+for st, w in zip(p["stage"], want):
+    got = " ".join(short(op) for op in st["ops"])
+    assert got == w, (st["stage"], got)
+s0, s1 = p["stage"]
+assert [(s["stash"], s["busy"], s["layers"], s["ranks"]) for s in (s0, s1)] == [(2, 12, [0, 0], [0, 0]), (1, 12, [1, 1], [1, 1])]
+at = lambda st, k: [op[f.index("at")] for op in st["ops"] if op[0] == k]
+assert at(s0, "F") == [0, 1, 6, 9] and at(s0, "B") == [4, 7, 10, 13], (at(s0, "F"), at(s0, "B"))
+assert at(s1, "F") == [1, 4, 7, 10] and at(s1, "B") == [2, 5, 8, 11], (at(s1, "F"), at(s1, "B"))
+# the class files: every send and receive with its peer (world rank + peer_offset), micro-batch and rows of y, x or grad_x
+for c, peer in (("rank_s0_i0_j0", 1), ("rank_s1_i0_j0", 0)):
+    cj = json.load(open(f"{out}/schedule/{c}.json"))
+    ps = cj["pipeline_steps"]
+    rows = [dict(zip(ps["fields"], r)) for r in ps["rows"]]
+    buf = {i: b[0] for i, b in enumerate(cj["buffers"]["rows"])}
+    p2p = [r for r in rows if r["peer_stage"] is not None]
+    assert len(p2p) == 8 and all(cj["ranks"][0] + r["peer_offset"] == peer and r["bytes"] == 128 for r in p2p), p2p
+    assert all(r["slot"] == r["mb"] % ps["stash"] for r in rows if r["slot"] is not None)
+    kinds = {(r["kind"], buf[r["buffer"]]) for r in p2p}
+    assert kinds == ({("send_act", "y"), ("recv_grad", "grad_x")} if peer else {("recv_act", "x"), ("send_grad", "grad_x")}), kinds
+    y0 = [r["offset"] for r in p2p if r["mb"] == 0][0]
+    assert [r["offset"] - y0 for r in p2p if r["kind"] == p2p[0]["kind"]] == [0, 128, 256, 384]
+    saves = [(r["mb"], r["slot"]) for r in rows if r["kind"] == "stash_save"]
+    assert saves == [(u, u % ps["stash"]) for u in range(4)] and ps["stash"] == (2 if peer else 1), saves
+print("pipeline order, slots and class steps as worked out by hand")
+PYEOF
+}
 # the schedule fingerprint (model.c, manifest.json: what the runtime checks every rank program against) covers the
 # pipeline: the same spec with the other schedule or another split of its layers has another one
 cli_pipeline_fingerprint() {
@@ -338,6 +383,8 @@ PYEOF
 check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --summary --full are refused, nothing written" cli_pipeline_stages
 check "cli: 2 pipeline stages: --show prints each stage's classes and every pipeline step with its peer world rank, micro-batch, stash slot and time slot; --blocks names the stage that holds a layer" \
     cli_pipeline_show
+check "cli: 2 pipeline stages: schedule.json carries each stage's proved 1f1b order with its time slots, makespan, bubble and stash, and the class files every send and receive with its peer, micro-batch and stash slot" \
+    cli_pipeline_json
 check "cli: 2 pipeline stages: schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks with their stage and class" \
     cli_pipeline_listings
 check "cli: 2 pipeline stages: the schedule fingerprint differs with the other schedule and with another split of the layers; stage 1's class files name its own world ranks as group members and roots" \
