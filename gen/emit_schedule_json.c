@@ -121,6 +121,8 @@ static void texts_free(texts *t)
 #define COMM_FIELDS                                                                                                    \
     "[\"group\",\"group_size\",\"root_local\",\"is_root\",\"dir\",\"elems\",\"recv_bytes\",\"sent_bytes\","        \
     "\"reduced_bytes\",\"elem_bytes\"]"
+#define PSTEP_FIELDS                                                                                                   \
+    "[\"step\",\"kind\",\"mb\",\"at\",\"peer_stage\",\"peer_offset\",\"slot\",\"buffer\",\"offset\",\"bytes\",\"joint\"]"
 #define GEMM_FIELDS "[\"m\",\"n\",\"k\",\"lda\",\"ldb\",\"ldc\",\"beta\",\"transa\",\"transb\"]"
 #define SHAPE_FIELDS "[\"rows\",\"cols\",\"hidden\",\"nseq\",\"seq\",\"heads\",\"hdim\",\"eps\"]"
 
@@ -241,7 +243,31 @@ bool tg_emit_class_json(const tg_plan *pl, const tg_class_plan *rp, tg_sb *o, tg
         ok = step_row(o, pl, rp, co, i, &tx);
         tg_sb_puts(o, i + 1 < rp->nsteps ? ",\n" : "\n");
     }
-    tg_sb_puts(o, "]},\n\"texts\":[\n");
+    tg_sb_puts(o, "]},\n");
+    if (ok && tg_plan_stages(pl) > 1) { /* the stage's proved steps as this class runs them (inspect.h) */
+        tg_pipe_view v;
+        if (!tg_pipe_view_build(pl, rp, &v, err)) {
+            texts_free(&tx);
+            return false;
+        }
+        tg_sb_printf(o, "\"pipeline_steps\":{\"stash\":%d,\"slot_bytes\":%lld,\"fields\":" PSTEP_FIELDS ",\"rows\":[\n",
+                     v.stash, v.slot_bytes);
+        for (int k = 0; k < v.n; k++) {
+            const tg_pstep *st = &v.steps[k];
+            tg_sb_printf(o, "[%d,\"%s\",%d,%lld,", k, tg_pstep_kind_name(st->kind), st->mb, st->at);
+            if (st->peer_stage >= 0)
+                tg_sb_printf(o, "%d,%d,null,%d,%lld,%lld,%d]", st->peer_stage, st->peer_offset, st->buf, st->offset,
+                             st->bytes, st->joint);
+            else if (st->kind == TG_PSTEP_STASH_SAVE || st->kind == TG_PSTEP_STASH_LOAD)
+                tg_sb_printf(o, "null,null,%d,null,null,%lld,0]", st->slot, st->bytes);
+            else
+                tg_sb_printf(o, "null,null,%d,null,null,null,0]", st->slot);
+            tg_sb_puts(o, k + 1 < v.n ? ",\n" : "\n");
+        }
+        tg_sb_puts(o, "]},\n");
+        tg_pipe_view_free(&v);
+    }
+    tg_sb_puts(o, "\"texts\":[\n");
     for (int i = 0; i < tx.n; i++) {
         jstr(o, tx.s[i]);
         tg_sb_puts(o, i + 1 < tx.n ? ",\n" : "\n");
@@ -277,9 +303,48 @@ void tg_emit_blockmap_class(tg_sb *o, const tg_class_plan *cp)
     }
 }
 
+/* Pipeline stages: every stage's proved order (gen/pipe.c), each step with the slot tg_pipe_simulate ran it in
+ * ("F" "B" "sA" "rA" "sG" "rG": forward, backward, send or receive of the activation or gradient block), and
+ * the schedule's makespan, bubble and per-stage stash; docs/SCHEDULE.md. */
+static bool pipeline_json(const tg_plan *pl, tg_sb *o, tg_err *err)
+{
+    const tg_spec *s = &pl->spec;
+    tg_pipe p;
+    if (!tg_pipe_build(&p, s->pp, pl->mb, s->schedule, s->stage_layers, err))
+        return false;
+    if (!tg_pipe_simulate(&p, err)) {
+        tg_pipe_free(&p);
+        return false;
+    }
+    static const char *kn[] = {"F", "B", "sA", "rA", "sG", "rG"};
+    tg_sb_printf(o, "\"pipeline\":{\"stages\":%d,\"schedule\":\"%s\",\"microbatches\":%d,\"makespan\":%lld,"
+                    "\"bubble\":{\"idle\":%lld,\"total\":%lld,\"fraction\":%.6f},\"op_fields\":[\"kind\",\"mb\","
+                    "\"peer\",\"joint\",\"at\",\"slots\"],\"stage\":[\n",
+                 p.S, s->schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b", p.m, p.makespan, p.idle, p.total,
+                 p.total ? (double)p.idle / (double)p.total : 0.0);
+    for (int st = 0, l0 = 0; st < p.S; l0 += p.layers[st], st++) {
+        tg_sb_printf(o, "{\"stage\":%d,\"layers\":[%d,%d],\"ranks\":[%d,%d],\"stash\":%d,\"busy\":%lld,\"ops\":[", st,
+                     l0, l0 + p.layers[st] - 1, st * pl->mesh.p, (st + 1) * pl->mesh.p - 1, p.stash[st], p.busy[st]);
+        for (int k = 0; k < p.nops[st]; k++) {
+            const tg_pipe_op *op = &p.ops[st][k];
+            int comp = op->kind == TG_PIPE_FWD || op->kind == TG_PIPE_BWD;
+            tg_sb_printf(o, "%s[\"%s\",%d,", k ? "," : "", op->kind >= 0 && op->kind < 6 ? kn[op->kind] : "?", op->mb);
+            if (comp)
+                tg_sb_puts(o, "null,");
+            else
+                tg_sb_printf(o, "%d,", op->peer);
+            tg_sb_printf(o, "%d,%lld,%lld]", op->joint, op->at,
+                         comp ? (long long)p.layers[st] * (op->kind == TG_PIPE_FWD ? 1 : 2) : 0LL);
+        }
+        tg_sb_printf(o, "]}%s\n", st + 1 < p.S ? "," : "");
+    }
+    tg_sb_puts(o, "]},\n");
+    tg_pipe_free(&p);
+    return true;
+}
+
 bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg_sb *blockmap, tg_sb *o, tg_err *err)
 {
-    (void)err;
     const tg_spec *s = &pl->spec;
     const tg_mesh *m = &pl->mesh;
     int L = s->layers + 1;
@@ -366,7 +431,10 @@ bool tg_emit_schedule_json(const tg_plan *pl, const tg_class_fig *figs, const tg
         tg_sb_printf(o, ",\"flops\":%lld}", t.flops);
         first = 0;
     }
-    tg_sb_puts(o, "\n],\n\"blocks\":{\"note\":\"layer 0's tensors, one entry per class: [i, j, name, [[r0, nr, c0, "
+    tg_sb_puts(o, "\n],\n");
+    if (tg_plan_stages(pl) > 1 && !pipeline_json(pl, o, err))
+        return false;
+    tg_sb_puts(o, "\"blocks\":{\"note\":\"layer 0's tensors, one entry per class: [i, j, name, [[r0, nr, c0, "
                   "nc], ...]]; every layer is split alike, and every k of a class holds the same blocks\",\n"
                   "\"shards\":[\n");
     tg_sb_putn(o, blockmap->s, blockmap->len);

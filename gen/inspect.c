@@ -134,7 +134,7 @@ bool tg_filter_init(tg_filter *f, const tg_plan *pl, const char *ranks, const ch
                     tg_err *err)
 {
     memset(f, 0, sizeof *f);
-    f->p = pl->mesh.p;
+    f->p = tg_plan_world(pl); /* pipeline stages: every stage's world ranks */
     f->layers = pl->spec.layers;
     f->rank = malloc((size_t)f->p);
     f->layer = malloc((size_t)f->layers);
@@ -144,7 +144,10 @@ bool tg_filter_init(tg_filter *f, const tg_plan *pl, const char *ranks, const ch
     }
     char ctx[96], mt[48];
     tg_mesh_text(&pl->mesh, mt, sizeof mt);
-    snprintf(ctx, sizeof ctx, "mesh %s has %d ranks", mt, pl->mesh.p);
+    if (tg_plan_stages(pl) > 1)
+        snprintf(ctx, sizeof ctx, "mesh %s x %d pipeline stages has %d ranks", mt, tg_plan_stages(pl), f->p);
+    else
+        snprintf(ctx, sizeof ctx, "mesh %s has %d ranks", mt, pl->mesh.p);
     f->all_ranks = !ranks || !strcmp(ranks, "all");
     if (!parse_set("--ranks", ranks ? ranks : "all", "rank", f->p, ctx, f->rank, err)) {
         tg_filter_free(f);
@@ -264,9 +267,11 @@ void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
         snprintf(mb + strlen(mb), sizeof mb - strlen(mb), pl->mesh.d > 1 ?
                  ", optimizer.shard: the matrices' AdamW moments / d = %d (ceil(elems/d) each)" :
                  ", optimizer.shard: d = %d, nothing to shard", pl->mesh.d);
+    if (tg_plan_stages(pl) > 1) /* pipeline stages: every stage's ranks */
+        snprintf(mt + strlen(mt), sizeof mt - strlen(mt), " x %d pipeline stages", tg_plan_stages(pl));
     tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
                     "S=%d, B=%d)%s%s%s\n",
-                 TG_VERSION, what, s->name, s->path, mt, pl->mesh.p, s->layers,
+                 TG_VERSION, what, s->name, s->path, mt, tg_plan_world(pl), s->layers,
                  s->layers == 1 ? "" : "s", s->hidden, s->heads, s->ffn, s->seq, s->batch,
                  s->mode == TG_TRAIN ? ", training" : "", mb, s->dtype == TG_BF16 ? ", bf16 (docs/BF16.md)" : "");
 }
@@ -282,7 +287,165 @@ void tg_step_label(tg_sb *o, const tg_step *s)
     tg_sb_printf(o, " %s", tg_step_kind_name(s->kind));
 }
 
+/* ---- pipeline stages: one stage's proved steps, resolved for a class ----------------------------------------- */
+
+const char *tg_pstep_kind_name(int kind)
+{
+    static const char *n[] = {"recv_act", "send_act", "recv_grad", "send_grad",
+                              "forward", "backward", "stash_save", "stash_load"};
+    return kind >= 0 && kind < (int)(sizeof n / sizeof *n) ? n[kind] : "?";
+}
+
+void tg_pipe_view_free(tg_pipe_view *v)
+{
+    tg_pipe_free(&v->pipe);
+    free(v->steps);
+    memset(v, 0, sizeof *v);
+}
+
+bool tg_pipe_view_build(const tg_plan *pl, const tg_class_plan *rp, tg_pipe_view *v, tg_err *err)
+{
+    const tg_spec *sp = &pl->spec;
+    memset(v, 0, sizeof *v);
+    int s = rp->stage, m = pl->mb, p = pl->mesh.p;
+    if (!tg_pipe_build(&v->pipe, sp->pp, m, sp->schedule, sp->stage_layers, err))
+        return false;
+    if (!tg_pipe_simulate(&v->pipe, err)) {
+        tg_pipe_free(&v->pipe);
+        return false;
+    }
+    v->stage = s;
+    v->stash = v->pipe.stash[s];
+    /* what a stash slot holds: the runtime copies these (emit_rank_c.c's pipe_stash, the same rule) */
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *bf = &rp->bufs[i];
+        if (!bf->persistent && bf->first >= 0 && rp->steps[bf->first].phase == TG_PHASE_FWD &&
+            rp->steps[bf->last].phase == TG_PHASE_BWD) {
+            v->nstash++;
+            v->slot_bytes += 4 * tg_buf_slots(bf);
+        }
+    }
+    const tg_pipe_op *ops = v->pipe.ops[s];
+    int nops = v->pipe.nops[s];
+    v->steps = calloc((size_t)(2 * nops + 1), sizeof *v->steps); /* F and B may each bring a stash copy */
+    if (!v->steps) {
+        tg_pipe_view_free(v);
+        return tg_fail(err, "out of memory");
+    }
+    long long n = (long long)(pl->R / m) * pl->Cq; /* one micro-batch's rows of x, y and grad_x */
+    for (int k = 0; k < nops; k++) {
+        const tg_pipe_op *o = &ops[k];
+        tg_pstep st = {0, o->mb, -1, -1, 0, o->joint, -1, 0, 0, o->at};
+        int slot = v->stash > 0 ? o->mb % v->stash : 0;
+        switch (o->kind) {
+        case TG_PIPE_FWD:
+        case TG_PIPE_BWD: {
+            int fwd = o->kind == TG_PIPE_FWD;
+            tg_pstep cp = {fwd ? TG_PSTEP_STASH_SAVE : TG_PSTEP_STASH_LOAD, o->mb, slot, -1, 0, 0, -1, 0,
+                           v->slot_bytes, o->at + (fwd ? (long long)v->pipe.layers[s] : 0)};
+            st.kind = fwd ? TG_PSTEP_FORWARD : TG_PSTEP_BACKWARD;
+            st.slot = slot;
+            if (!fwd && v->slot_bytes)
+                v->steps[v->n++] = cp;
+            v->steps[v->n++] = st;
+            if (fwd && v->slot_bytes)
+                v->steps[v->n++] = cp;
+            continue;
+        }
+        case TG_PIPE_RECV_ACT: st.kind = TG_PSTEP_RECV_ACT, st.buf = rp->x_buf; break;
+        case TG_PIPE_SEND_ACT: st.kind = TG_PSTEP_SEND_ACT, st.buf = rp->y_buf; break;
+        case TG_PIPE_RECV_GRAD: st.kind = TG_PSTEP_RECV_GRAD, st.buf = rp->gx_buf; break;
+        default: st.kind = TG_PSTEP_SEND_GRAD, st.buf = rp->gx_buf; break;
+        }
+        st.peer_stage = o->peer;
+        st.peer_offset = o->peer > s ? p : -p;
+        st.offset = 4 * (rp->bufs[st.buf].offset + (long long)o->mb * n);
+        st.bytes = 4 * n;
+        v->steps[v->n++] = st;
+    }
+    return true;
+}
+
 /* ---- show ------------------------------------------------------------------------------ */
+
+/* A group's members as world ranks: off is the first world rank of the stage (pipeline stages; 0 without). */
+static void members(tg_sb *o, const tg_mesh *m, tg_group g, tg_coord c, int off)
+{
+    tg_sb_puts(o, "{");
+    for (int l = 0; l < tg_group_size(m, g); l++)
+        tg_sb_printf(o, "%s%d", l ? "," : "", tg_group_member(m, g, c, l) + off);
+    tg_sb_puts(o, "}");
+}
+
+/* The stages: layers, stash, and the classes with their world ranks. */
+static bool show_stages(const tg_plan *pl, tg_sb *o, tg_err *err)
+{
+    const tg_spec *sp = &pl->spec;
+    const tg_mesh *m = &pl->mesh;
+    int S = sp->pp, q = m->q;
+    tg_pipe pp;
+    if (!tg_pipe_build(&pp, S, pl->mb, sp->schedule, sp->stage_layers, err))
+        return false;
+    if (!tg_pipe_simulate(&pp, err)) {
+        tg_pipe_free(&pp);
+        return false;
+    }
+    int *rk = malloc((size_t)m->d * sizeof *rk);
+    if (!rk) {
+        tg_pipe_free(&pp);
+        return tg_fail(err, "out of memory");
+    }
+    tg_sb_printf(o, "# pipeline: %d stages, schedule %s, %d micro-batch%s per step, makespan %lld slots; stage s holds "
+                    "world ranks s*%d .. s*%d+%d. A rank's steps below are its class program: one micro-batch's "
+                    "forward and backward (and the optimizer), which its stage's proved pipeline steps (after them) "
+                    "run per micro-batch\n",
+                 S, sp->schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b", pl->mb, pl->mb == 1 ? "" : "es", pp.makespan,
+                 m->p, m->p, m->p - 1);
+    for (int s = 0, l0 = 0; s < S; l0 += sp->stage_layers[s], s++) {
+        tg_sb_printf(o, "# stage %d: layers %d..%d, stash %d slot%s; classes (s,i,j):", s, l0,
+                     l0 + sp->stage_layers[s] - 1, pp.stash[s], pp.stash[s] == 1 ? "" : "s");
+        for (int c = 0; c < q * q; c++) {
+            for (int k = 0; k < m->d; k++)
+                rk[k] = tg_mesh_rank(m, (tg_coord){c / q, c % q, k}) + s * m->p;
+            tg_sb_printf(o, "%s (%d,%d,%d) rank%s ", c ? "," : "", s, c / q, c % q, m->d == 1 ? "" : "s");
+            tg_print_ranks(o, rk, m->d);
+        }
+        tg_sb_puts(o, "\n");
+    }
+    free(rk);
+    tg_pipe_free(&pp);
+    return true;
+}
+
+/* World rank r's pipeline steps (its class rp's stage's proved list); all: also the forwards, backwards and stash
+ * copies, else only the sends and receives. */
+static bool show_pipe_steps(const tg_plan *pl, const tg_class_plan *rp, int r, int all, tg_sb *o, tg_err *err)
+{
+    tg_pipe_view v;
+    if (!tg_pipe_view_build(pl, rp, &v, err))
+        return false;
+    tg_sb_printf(o, "   pipeline steps of stage %d (schedule %s, %d micro-batch%s, stash %d slot%s of %lld bytes: %d "
+                    "buffer%s); 'at': the slot of the proved schedule, 'joint': one exchange with the next step "
+                    "(MPI_Sendrecv)\n",
+                 v.stage, pl->spec.schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b", pl->mb, pl->mb == 1 ? "" : "es",
+                 v.stash, v.stash == 1 ? "" : "s", v.slot_bytes, v.nstash, v.nstash == 1 ? "" : "s");
+    for (int k = 0; k < v.n; k++) {
+        const tg_pstep *st = &v.steps[k];
+        if (!all && st->peer_stage < 0)
+            continue;
+        tg_sb_printf(o, "  p%-4d at %-4lld %-10s mb %d", k, st->at, tg_pstep_kind_name(st->kind), st->mb);
+        if (st->peer_stage >= 0)
+            tg_sb_printf(o, " peer %d (stage %d) %s:%s@%lld+%lld%s\n", r + st->peer_offset, st->peer_stage,
+                         rp->bufs[st->buf].name, st->kind == TG_PSTEP_RECV_ACT || st->kind == TG_PSTEP_RECV_GRAD ?
+                         "w" : "r", st->offset, st->bytes, st->joint ? " joint" : "");
+        else if (st->kind == TG_PSTEP_STASH_SAVE || st->kind == TG_PSTEP_STASH_LOAD)
+            tg_sb_printf(o, " slot %d %lld bytes\n", st->slot, st->bytes);
+        else
+            tg_sb_printf(o, " slot %d\n", st->slot);
+    }
+    tg_pipe_view_free(&v);
+    return true;
+}
 
 bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *err)
 {
@@ -297,7 +460,7 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
         return tg_fail(err, "out of memory");
     }
     bool ok = true;
-    for (int r = 0; r < m->p; r++)
+    for (int r = 0; r < f->p; r++)
         if (f->rank[r])
             need[tg_class_of(pl, r)] = 1;
     for (int c = 0; c < nc && ok; c++)
@@ -311,22 +474,29 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
                   "broadcast runs while GEMM N computes;\n# others: flops and what is computed ('CUDA: ... epilogue': a "
                   "GEMM and the step after it (GeLU, its gradient or a bias gradient) run as one cuBLASLt call). "
                   "Buffers: name:access@offset+bytes (offsets and sizes in bytes of the rank's arena)\n");
-    for (int r = 0; r < m->p && ok; r++) {
+    int S = tg_plan_stages(pl);
+    if (S > 1 && ok)
+        ok = show_stages(pl, o, err);
+    for (int r = 0; r < f->p && ok; r++) {
         if (!f->rank[r])
             continue;
         const tg_class_plan *rp = &cls[tg_class_of(pl, r)];
-        tg_coord co = tg_mesh_coord(m, r);
+        tg_coord co = tg_mesh_coord(m, r % m->p);
+        int off = (r / m->p) * m->p; /* pipeline stages: the first world rank of r's stage (0 without) */
         int shown = 0;
         for (int i = 0; i < rp->nsteps; i++)
             shown += tg_filter_step(f, &rp->steps[i]);
-        tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)", r, co.i, co.j, co.k);
+        if (S > 1)
+            tg_sb_printf(o, "\n== rank %d (stage %d, i=%d, j=%d, k=%d)", r, rp->stage, co.i, co.j, co.k);
+        else
+            tg_sb_printf(o, "\n== rank %d (i=%d, j=%d, k=%d)", r, co.i, co.j, co.k);
         for (int g = 0; g < TG_NGROUPS; g++) {
             char lab[32];
             if (!tg_group_used(m, (tg_group)g))
                 continue;
             tg_group_label(m, (tg_group)g, co, lab, sizeof lab);
             tg_sb_printf(o, "  %s=", lab);
-            tg_emit_members(o, m, (tg_group)g, co, "{", "}");
+            members(o, m, (tg_group)g, co, off);
         }
         tg_sb_printf(o, "\n   arena %lld bytes (weights %lld), %lld flops, %d steps, %d shown\n", 4 * rp->arena_elems,
                      4 * rp->weight_elems, rp->flops, rp->nsteps, shown);
@@ -352,9 +522,9 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
                 char lab[32];
                 tg_group_label(m, s->group, co, lab, sizeof lab);
                 tg_sb_printf(o, "%s=", lab);
-                tg_emit_members(o, m, s->group, co, "{", "}");
+                members(o, m, s->group, co, off);
                 if (tg_step_root(pl, co, s) >= 0)
-                    tg_sb_printf(o, " root %d", tg_step_root(pl, co, s));
+                    tg_sb_printf(o, " root %d", tg_step_root(pl, co, s) + off);
                 tg_sb_printf(o, " %s %lld elems %lld bytes", tg_step_dir(s), s->count, s->esize * s->count);
                 if (s->overlaps >= 0)
                     tg_sb_printf(o, "; overlaps gemm %d", s->overlaps);
@@ -376,6 +546,8 @@ bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *er
             }
             tg_sb_puts(o, "\n");
         }
+        if (S > 1 && f->other_layers && (f->all_kinds || f->comm))
+            ok = show_pipe_steps(pl, rp, r, f->all_kinds, o, err);
     }
     for (int c = 0; c < nc; c++)
         tg_class_free(&cls[c]);
@@ -429,7 +601,8 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
 {
     const tg_mesh *m = &pl->mesh;
     char lab[64];
-    int cw = snprintf(lab, sizeof lab, "%d", m->p - 1), lw = snprintf(lab, sizeof lab, "depth k=%d:", m->d - 1);
+    int S = tg_plan_stages(pl);
+    int cw = snprintf(lab, sizeof lab, "%d", S * m->p - 1), lw = snprintf(lab, sizeof lab, "depth k=%d:", m->d - 1);
     int jw = snprintf(lab, sizeof lab, "j=%d", m->q - 1);
     if (jw > cw)
         cw = jw;
@@ -439,6 +612,12 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
     }
     tg_sb_printf(o, "mesh [%d,%d,%d] = %d ranks; %s (i: row, j: column, k: depth; placement \"%s\")\n", m->q,
                  m->q, m->d, m->p, tg_mesh_rank_formula(m), tg_placement_name(m->placement));
+    if (S > 1)
+        tg_sb_printf(o, "%d pipeline stages: stage s holds world ranks s*%d + the rank formula (docs/TRAINING.md "
+                        "\"Pipeline stages\")\n", S, m->p);
+    for (int st = 0, l0 = 0; st < S; l0 += pl->spec.stage_layers[st], st++) {
+    if (S > 1)
+        tg_sb_printf(o, " stage %d (layers %d..%d):\n", st, l0, l0 + pl->spec.stage_layers[st] - 1);
     for (int k = 0; k < m->d; k++) {
         snprintf(lab, sizeof lab, "depth k=%d:", k);
         tg_sb_printf(o, "  %-*s", lw, lab);
@@ -451,22 +630,36 @@ static void print_mesh(const tg_plan *pl, tg_sb *o)
             snprintf(lab, sizeof lab, "i=%d", i);
             tg_sb_printf(o, "  %*s", lw, lab);
             for (int j = 0; j < m->q; j++)
-                tg_sb_printf(o, " %*d", cw, tg_mesh_rank(m, (tg_coord){i, j, k}));
+                tg_sb_printf(o, " %*d", cw, tg_mesh_rank(m, (tg_coord){i, j, k}) + st * m->p);
             tg_sb_puts(o, "\n");
         }
     }
+    }
 }
 
-/* One tensor's block map over the selected ranks; sh: every class's shards (tg_plan_class_shards). */
-static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_filter *f, int pi, tg_sb *o,
-                         tg_err *err)
+/* The index of the tensor called name in the params of class plan cp, -1 for x, -2 when cp does not hold it. */
+static int param_index(const tg_class_plan *cp, const char *name)
+{
+    if (!strcmp(name, "x"))
+        return -1;
+    for (int i = 0; i < cp->nparams; i++)
+        if (!strcmp(cp->params[i].name, name))
+            return i;
+    return -2;
+}
+
+/* One tensor's block map over the selected ranks; sh: every class's shards (tg_plan_class_shards), by class
+ * number. pi indexes the params of stage st0's classes, which hold the tensor (-1: x); with pipeline stages
+ * the ranks of every stage that holds it (a block's layer lives on one stage; x on all: each stage's input). */
+static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_filter *f, int st0, int pi,
+                         tg_sb *o, tg_err *err)
 {
     const tg_mesh *m = &pl->mesh;
-    int cap = 3 * m->p, n = 0;
+    int cap = 3 * f->p, n = 0;
     blk *b = malloc((size_t)cap * sizeof *b);
     int *rs = malloc((size_t)cap * sizeof *rs), *rl = malloc((size_t)cap * sizeof *rl);
     int *cs = malloc((size_t)cap * sizeof *cs), *cl = malloc((size_t)cap * sizeof *cl);
-    int *hold = malloc((size_t)m->p * sizeof *hold);
+    int *hold = malloc((size_t)f->p * sizeof *hold);
     if (!b || !rs || !rl || !cs || !cl || !hold) {
         free(b), free(rs), free(rl), free(cs), free(cl), free(hold);
         return tg_fail(err, "out of memory");
@@ -474,7 +667,8 @@ static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_fi
     const char *name;
     int full0, full1, ndim;
     char local[96];
-    const tg_class_plan *r0 = &sh[0];
+    int S = tg_plan_stages(pl), qq = m->q * m->q;
+    const tg_class_plan *r0 = &sh[st0 * qq];
     if (pi < 0) {
         const tg_buf *x = &r0->bufs[r0->x_buf];
         name = "x";
@@ -491,17 +685,21 @@ static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_fi
         const tg_buf *sb = &r0->bufs[p->buf];
         snprintf(local, sizeof local, "buffer %s [%d,%d]", sb->name, sb->rows, sb->cols);
     }
-    int per_rank = 0;
-    for (int r = 0; r < m->p; r++) {
+    int per_rank = 0, spi = pi;
+    for (int r = 0; r < f->p; r++) {
         const tg_class_plan *rp = &sh[tg_class_of(pl, r)];
-        tg_coord co = tg_mesh_coord(m, r);
+        tg_coord co = tg_mesh_coord(m, r % m->p);
+        if (S > 1 && r % m->p == 0) /* a stage's classes declare the same tensors in the same order */
+            spi = param_index(&sh[(r / m->p) * qq], name);
+        if (spi == -2) /* not on this stage */
+            continue;
         if (pi < 0) {
             const tg_buf *x = &rp->bufs[rp->x_buf];
             b[n++] = (blk){tg_io_r0(pl, co), x->rows, tg_io_c0(pl, co), x->cols, r};
             per_rank = 1;
             continue;
         }
-        const tg_param *p = &rp->params[pi]; /* every class declares the same tensors in the same order */
+        const tg_param *p = &rp->params[spi]; /* every class declares the same tensors in the same order */
         per_rank = p->npieces;
         for (int k = 0; k < p->npieces && n < cap; k++)
             b[n++] = (blk){p->piece[k].r0, p->piece[k].nr, p->piece[k].c0, p->piece[k].nc, r};
@@ -513,7 +711,7 @@ static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_fi
     else
         tg_sb_printf(o, "\n%s [%d, %d]: %d x %d blocks", name, full0, full1, nr, nc);
     /* holders per cell: runs of equal (r0, c0) */
-    int minh = m->p, maxh = 0;
+    int minh = f->p, maxh = 0;
     for (int i = 0; i < n;) {
         int e = i;
         while (e < n && b[e].r0 == b[i].r0 && b[e].c0 == b[i].c0)
@@ -532,6 +730,11 @@ static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_fi
     if (pi < 0)
         tg_sb_puts(o, "(the residual stream, [batch*seq, hidden]: input in, output out; every activation of a "
                       "block has this row split)\n");
+    if (pi < 0 && S > 1)
+        tg_sb_puts(o, "(with pipeline stages each stage's ranks hold it: a stage's input, received from the stage "
+                      "before)\n");
+    else if (S > 1)
+        tg_sb_printf(o, "(held by stage %d: world ranks %d..%d)\n", st0, st0 * m->p, st0 * m->p + m->p - 1);
     /* cell texts: selected holders */
     tg_sb *cell = calloc((size_t)nr * (size_t)nc, sizeof *cell);
     if (!cell) {
@@ -618,25 +821,38 @@ bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor
     if (!sh)
         return tg_fail(err, "out of memory");
     bool ok = true;
-    for (int c = 0; c < nc && ok; c++)
-        ok = tg_plan_class_shards(pl, c / q, c % q, &sh[c], err);
-    const tg_class_plan *r0 = &sh[0];
-    /* which tensors: -1 is x. Without a pattern, every layer's blocks are laid out alike: the selected
-     * layers (--layers), or layer 0 alone when the model has several and none was chosen */
+    int S = tg_plan_stages(pl), qq = q * q, all = 0;
+    for (int c = 0; c < nc && ok; c++) { /* class c of stage c / qq (pipeline stages: its own blocks) */
+        tg_plan sp = *pl;
+        if (S == 1)
+            ok = tg_plan_class_shards(pl, c / q, c % q, &sh[c], err);
+        else
+            ok = tg_plan_stage(&sp, c / qq, err) && tg_plan_class_shards(&sp, (c % qq) / q, c % q, &sh[c], err);
+    }
+    for (int st = 0; ok && st < S; st++)
+        all += sh[st * qq].nparams + 1;
+    /* which tensors, as (stage, index into that stage's params; -1 is x, once). Without a pattern, every layer's
+     * blocks are laid out alike: the selected layers (--layers), or layer 0 alone when the model has several and
+     * none was chosen */
     int matched = 0, only0 = !tensor && f->all_layers && pl->spec.layers > 1;
-    int *which = ok ? malloc((size_t)(r0->nparams + 1) * sizeof *which) : NULL;
-    if (ok && !which)
+    int *which = ok ? malloc((size_t)(all > 0 ? all : 1) * sizeof *which) : NULL;
+    int *wst = ok ? malloc((size_t)(all > 0 ? all : 1) * sizeof *wst) : NULL;
+    if (ok && (!which || !wst))
         ok = tg_fail(err, "out of memory");
-    for (int pi = -1; ok && pi < r0->nparams; pi++) {
-        const char *name = pi < 0 ? "x" : r0->params[pi].name;
-        if (tensor && fnmatch(tensor, name, 0) != 0)
-            continue;
-        int l = layer_of_name(name);
-        if (!tensor && l >= 0 && ((l < f->layers && !f->layer[l]) || (only0 && l != 0)))
-            continue;
-        if (!tensor && pi < 0 && !f->all_layers)
-            continue;
-        which[matched++] = pi;
+    for (int st = 0; ok && st < S; st++) {
+        const tg_class_plan *r0 = &sh[st * qq];
+        for (int pi = st ? 0 : -1; pi < r0->nparams; pi++) {
+            const char *name = pi < 0 ? "x" : r0->params[pi].name;
+            if (tensor && fnmatch(tensor, name, 0) != 0)
+                continue;
+            int l = layer_of_name(name);
+            if (!tensor && l >= 0 && ((l < f->layers && !f->layer[l]) || (only0 && l != 0)))
+                continue;
+            if (!tensor && pi < 0 && !f->all_layers)
+                continue;
+            wst[matched] = st;
+            which[matched++] = pi;
+        }
     }
     if (ok && tensor && matched == 0)
         ok = tg_fail(err,
@@ -657,8 +873,9 @@ bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor
         print_mesh(pl, o);
     }
     for (int i = 0; i < matched && ok; i++)
-        ok = print_tensor(pl, sh, f, which[i], o, err);
+        ok = print_tensor(pl, sh, f, wst[i], which[i], o, err);
     free(which);
+    free(wst);
     for (int c = 0; c < nc; c++)
         tg_class_free(&sh[c]);
     free(sh);

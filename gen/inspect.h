@@ -29,12 +29,13 @@
 #include <stdbool.h>
 
 #include "err.h"
+#include "pipe.h"
 #include "plan.h"
 #include "strbuf.h"
 
 /* Which steps (and for blocks/summary, which ranks and layers) to print. */
 typedef struct tg_filter {
-    int p, layers;
+    int p, layers;         /* p: every rank of the program (tg_plan_world: every stage's with pipeline stages) */
     unsigned char *rank;   /* [p]: 1 when shown */
     unsigned char *layer;  /* [layers]: 1 when shown; steps outside 0..layers-1 follow `other_layers` */
     int other_layers;      /* steps whose layer is outside 0..layers-1 (e.g. optimizer steps) are shown */
@@ -72,6 +73,41 @@ int tg_phase_of(const tg_step *s); /* the step's phase, clamped to 0..TG_NPHASE-
 void tg_print_ranks(tg_sb *o, const int *r, int n);
 void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what);
 void tg_step_label(tg_sb *o, const tg_step *s);
+
+/* Pipeline stages (mesh.pp > 1; docs/TRAINING.md "Pipeline stages"): one stage's proved list of steps (gen/pipe.c)
+ * as each rank of a class of that stage runs it, the stash copies included, every operand resolved against the
+ * class plan, for --show and the class files of schedule.json (the rank programs' pipe_step() prints the same
+ * list, emit_rank_c.c). A send or receive moves micro-batch mb's rows of x, y or grad_x to or from the same
+ * (i, j, k) of the neighbour stage: world rank + peer_offset (+p or -p, p = q*q*d). */
+typedef enum tg_pstep_kind {
+    TG_PSTEP_RECV_ACT, TG_PSTEP_SEND_ACT, TG_PSTEP_RECV_GRAD, TG_PSTEP_SEND_GRAD, /* point-to-point */
+    TG_PSTEP_FORWARD, TG_PSTEP_BACKWARD, /* the class program's forward (then, on the last stage, the loss and
+                                          * dL/dy) or backward of micro-batch mb */
+    TG_PSTEP_STASH_SAVE, TG_PSTEP_STASH_LOAD /* the kept buffers to stash slot `slot` after the forward of mb, and
+                                              * back before its backward */
+} tg_pstep_kind;
+typedef struct tg_pstep {
+    int kind, mb;
+    int slot;             /* stash slot mb mod stash: forward, backward and the copies; -1 for a send or receive */
+    int peer_stage;       /* send or receive: the other stage; else -1 */
+    int peer_offset;      /* its world rank minus this rank's (+p or -p); 0 for the others */
+    int joint;            /* posted with the next step as one exchange (tr_pipe_sendrecv, MPI_Sendrecv) */
+    int buf;              /* send or receive: the class buffer (x, y or grad_x); else -1 */
+    long long offset, bytes; /* bytes: where micro-batch mb's rows of buf lie in the arena and their size; a stash
+                              * copy: 0 and the bytes of one slot */
+    long long at;         /* the slot of the proved schedule it starts (F, B) or completes (send, receive) in */
+} tg_pstep;
+typedef struct tg_pipe_view {
+    tg_pipe pipe;         /* every stage's proved list, simulated (makespan, busy, stash) */
+    int stage, stash;     /* the class's stage and its stash slots */
+    int nstash;           /* buffers one micro-batch's forward keeps for its backward (what a slot holds) */
+    long long slot_bytes; /* their bytes: one stash slot */
+    int n;
+    tg_pstep *steps;
+} tg_pipe_view;
+bool tg_pipe_view_build(const tg_plan *pl, const tg_class_plan *rp, tg_pipe_view *v, tg_err *err);
+void tg_pipe_view_free(tg_pipe_view *v);
+const char *tg_pstep_kind_name(int kind); /* "recv_act", "send_act", ..., "stash_save", "stash_load" */
 
 /* The steps of the chosen ranks; plans only the classes of those ranks. */
 bool tg_inspect_show(const tg_plan *pl, const tg_filter *f, tg_sb *o, tg_err *err);

@@ -847,12 +847,18 @@ int main(int argc, char **argv)
                 spec_path);
         return 1;
     }
-    if (inspect && spec.pp > 1) { /* the proved schedule and each stage's memory; the stage programs are not emitted yet */
-        if (show || blocks || full || f_ranks || f_layers || f_kinds) {
-            tg_pipe_can_emit(&spec, show ? "--show" : blocks ? "--blocks" : "--summary with a selection", &err);
-            fprintf(stderr, "%s\n", err.msg);
-            return 1;
-        }
+    if (inspect && spec.pp > 1 && (show || blocks) && spec.vocab > 0 && !tg_pipe_can_emit(&spec, "generating", &err)) {
+        /* --show and --blocks print the stage programs that generating writes, so they follow its refusal */
+        fprintf(stderr, "%s\ntessgen: %s prints the stage programs, so it is refused with them\n", err.msg,
+                show ? "--show" : "--blocks");
+        return 1;
+    }
+    if (inspect && spec.pp > 1 && summary && (full || ((f_ranks || f_layers || f_kinds) && !show && !blocks))) {
+        tg_pipe_can_emit(&spec, "--summary with a selection", &err);
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (inspect && spec.pp > 1 && !show && !blocks) { /* the proved schedule and each stage's memory */
         tg_sb text;
         tg_sb_init(&text);
         int irc = tg_pipe_summary(&spec, &text, &err) && tg_stage_memory(&spec, &text, &err) ? 0 : 1;
@@ -882,7 +888,10 @@ int main(int argc, char **argv)
             irc = 70;
         if (blocks && irc == 0 && !tg_inspect_blocks(&ip, &flt, tensor, &text, &err))
             irc = strstr(err.msg, "out of memory") ? 70 : 2;
-        if (summary && irc == 0) {
+        if (summary && irc == 0 && spec.pp > 1) { /* the stages' summary, as --summary alone prints it */
+            if (!tg_pipe_summary(&spec, &text, &err) || !tg_stage_memory(&spec, &text, &err))
+                irc = 1;
+        } else if (summary && irc == 0) {
             tg_class_fig *figs = NULL;
             if (!tg_plan_figures(&ip, &figs, &err) || !tg_inspect_summary(&ip, figs, &flt, full, &text, &err))
                 irc = 70;

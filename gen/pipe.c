@@ -66,7 +66,7 @@ bool tg_pipe_alloc(tg_pipe *p, int S, int m, const int *layers, const int *n, tg
 /* Append op to stage s's list. */
 static void put(tg_pipe *p, int s, int *k, int kind, int mb, int peer, int joint)
 {
-    p->ops[s][(*k)++] = (tg_pipe_op){kind, mb, peer, joint};
+    p->ops[s][(*k)++] = (tg_pipe_op){kind, mb, peer, joint, 0};
 }
 
 /* Append F(u) or B(u) with the receive before and the send after it (each a blocking call of its own). */
@@ -282,9 +282,10 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
         moved = false;
         for (int s = 0; s < S; s++) {
             while (pc[s] < p->nops[s]) {
-                const tg_pipe_op *o = &p->ops[s][pc[s]];
+                tg_pipe_op *o = &p->ops[s][pc[s]];
                 if (!is_comm(o->kind)) {
                     long long d = (long long)p->layers[s] * (o->kind == TG_PIPE_FWD ? 1 : 2);
+                    o->at = t[s];
                     t[s] += d;
                     p->busy[s] += d;
                     live[s] += o->kind == TG_PIPE_FWD ? 1 : -1;
@@ -318,6 +319,8 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
                 if (!all)
                     break;
                 t[s] = gt[s] > t[s] ? gt[s] : t[s];
+                for (int k = pc[s]; k < end; k++)
+                    p->ops[s][k].at = t[s];
                 memset(done[s], 0, sizeof done[s]);
                 gt[s] = 0;
                 pc[s] = end;

@@ -47,6 +47,8 @@ typedef struct tg_pipe_op {
     int peer; /* the other stage of a send or receive; -1 for F and B */
     int joint; /* a send or receive posted together with the next step, also one (an MPI_Sendrecv): the stage
                 * waits for both, in either order */
+    long long at; /* tg_pipe_simulate's result: the slot F or B starts in, the slot a send or receive completes in
+                   * (with the rest of its posted group); the views draw the timeline from it */
 } tg_pipe_op;
 
 #define TG_PIPE_MAX_OPS (1LL << 24) /* all stages' operations together: S * 6m at most */

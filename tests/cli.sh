@@ -234,8 +234,98 @@ SPEC
     $TG "$WORK/pp2lm.lua" -o "$WORK/pp2lm" 2>"$WORK/pp2.err"
     [ $? -eq 1 ] && [ ! -e "$WORK/pp2lm" ] && grep -q "the language model's stages .* are not emitted yet, so generating is refused" "$WORK/pp2.err" &&
         grep -q "nothing was written" "$WORK/pp2.err" || return 1
-    $TG "$WORK/pp2.lua" --show 2>"$WORK/pp2.err" >/dev/null
-    [ $? -eq 1 ] && grep -q "so --show is refused" "$WORK/pp2.err"
+    $TG "$WORK/pp2.lua" --summary --full 2>"$WORK/pp2.err" >/dev/null
+    [ $? -eq 1 ] && grep -q "so --summary with a selection is refused" "$WORK/pp2.err"
+}
+# --show and --blocks with 2 stages of [1,1,1] (1 layer each), 1f1b over 4 micro-batches, worked out by hand: stage 0
+# runs w = 1 warm-up forward, then F(i+1) with B(i) (the send of F's activation joint with the receive of B's
+# gradient), B3 last; F takes 1 slot, B 2, so stage 0 runs F0 at 0, F1 at 1, B0 at 4 (after stage 1's F0 at 1 and B0
+# at 2), F2 at 6, B1 at 7, F3 at 9, B2 at 10, B3 at 13 (stage 1's B3 ends at 13): makespan 15. Stage 0 stashes 2
+# micro-batches (slot u mod 2), stage 1 one. Micro-batch u's rows of y are 2 sequences x 2 tokens x 8 columns = 128
+# bytes at y's offset + 128 u. The peer of rank 0 is rank 1 and back.
+cli_pipeline_show() {
+    cat >"$WORK/pp11.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 1, pp = 2 }, model = { layers = 2, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 8 }, pipeline = { microbatches = 4, schedule = "1f1b" } }
+SPEC
+    $TG "$WORK/pp11.lua" --show >"$WORK/pp11.show" || return 1
+    grep -q "^# tessgen .* schedule of pp11 .*: mesh \[1,1,1\] x 2 pipeline stages = 2 ranks," "$WORK/pp11.show" &&
+        grep -q "^# pipeline: 2 stages, schedule 1f1b, 4 micro-batches per step, makespan 15 slots;" "$WORK/pp11.show" &&
+        grep -q "^# stage 0: layers 0..0, stash 2 slots; classes (s,i,j): (0,0,0) rank 0$" "$WORK/pp11.show" &&
+        grep -q "^# stage 1: layers 1..1, stash 1 slot; classes (s,i,j): (1,0,0) rank 1$" "$WORK/pp11.show" &&
+        grep -q "^== rank 1 (stage 1, i=0, j=0, k=0)  row(0,0)={1} " "$WORK/pp11.show" || return 1
+    # stage 0's list, one line per step: the kind, micro-batch, peer world rank and stash slot, and the slot it runs in
+    awk '/^== rank 0 /{on=1} /^== rank 1 /{on=0} on && /^  p[0-9]/ {
+           s = $4 " " $5 $6; if ($7 == "peer") s = s " >" $8; else s = s " @" $8; print $3 ":" s (/ joint$/ ? "+" : "") }' \
+        "$WORK/pp11.show" | tr '\n' ' ' >"$WORK/pp11.list"
+    cat "$WORK/pp11.list"; echo
+    [ "$(cat "$WORK/pp11.list")" = "0:forward mb0 @0 1:stash_save mb0 @0 1:send_act mb0 >1 1:forward mb1 @1 2:stash_save mb1 @1 4:send_act mb1 >1+ 4:recv_grad mb0 >1 4:stash_load mb0 @0 4:backward mb0 @0 6:forward mb2 @0 7:stash_save mb2 @0 7:send_act mb2 >1+ 7:recv_grad mb1 >1 7:stash_load mb1 @1 7:backward mb1 @1 9:forward mb3 @1 10:stash_save mb3 @1 10:send_act mb3 >1+ 10:recv_grad mb2 >1 10:stash_load mb2 @0 10:backward mb2 @0 13:recv_grad mb3 >1 13:stash_load mb3 @1 13:backward mb3 @1 " ] ||
+        { echo "stage 0's pipeline steps differ"; return 1; }
+    # the arena bytes of the activation rows each send reads: y's offset + 128 u
+    local y
+    y=$(grep -m1 "send_act   mb 0 peer 1 (stage 1) y:r@" "$WORK/pp11.show" | sed 's/.*y:r@\([0-9]*\)+128$/\1/') &&
+        grep -q "send_act   mb 3 peer 1 (stage 1) y:r@$((y + 384))+128 joint$" "$WORK/pp11.show" &&
+        grep -q "recv_act   mb 0 peer 0 (stage 0) x:w@" "$WORK/pp11.show" || return 1
+    # --ranks names world ranks; --kinds comm keeps only the sends and receives
+    $TG "$WORK/pp11.lua" --show --ranks 1 --kinds comm >"$WORK/pp11c.show" &&
+        ! grep -q "^== rank 0 " "$WORK/pp11c.show" && [ "$(grep -c "^  p[0-9]" "$WORK/pp11c.show")" -eq 8 ] &&
+        ! grep -q "stash_save\|forward  " "$WORK/pp11c.show" || return 1
+    # --blocks: a layer's tensors are held by the stage that holds the layer, x by every stage
+    $TG "$WORK/pp2.lua" --blocks 'h.2.attn.c_proj.weight' >"$WORK/pp2.blk" &&
+        grep -q "^(held by stage 1: world ranks 4..7)$" "$WORK/pp2.blk" &&
+        grep -Eq "^  rows 0..3 +4 +5$" "$WORK/pp2.blk" && grep -Eq "^  rows 4..7 +6 +7$" "$WORK/pp2.blk" || return 1
+    $TG "$WORK/pp2.lua" --blocks x >"$WORK/pp2x.blk" &&
+        grep -Eq "^  rows 0..7 +0,4 +1,5$" "$WORK/pp2x.blk" && grep -Eq "^  rows 8..15 +2,6 +3,7$" "$WORK/pp2x.blk" || return 1
+    $TG "$WORK/pp2.lua" --show --ranks 8 2>"$WORK/pp2.err" >/dev/null
+    [ $? -eq 2 ] && grep -q "rank 8 is not in 0..7 (mesh \[2,2,1\] x 2 pipeline stages has 8 ranks)" "$WORK/pp2.err" || return 1
+    # the language model's stages are not generated, so neither are they shown
+    $TG "$WORK/pp2lm.lua" --show 2>"$WORK/pp2.err" >/dev/null
+    [ $? -eq 1 ] && grep -q "tessgen: --show prints the stage programs, so it is refused with them" "$WORK/pp2.err"
+}
+# schedule.json's "pipeline": each stage's proved order with the slot each step runs in, and the class files' pipeline
+# steps with their peer, micro-batch and stash slot; 2 stages x 4 micro-batches of 1f1b, the order tests/test_pipe.c
+# asserts for 3 micro-batches continued by its rule, the slots worked out by hand above (cli_pipeline_show)
+cli_pipeline_json() {
+    $TG "$WORK/pp11.lua" -o "$WORK/pp11" --quiet || return 1
+    "$PY" - "$WORK/pp11" <<'PYEOF'
+import json, sys
+out = sys.argv[1]
+j = json.load(open(f"{out}/schedule.json"))
+p = j["pipeline"]
+assert (p["stages"], p["schedule"], p["microbatches"], p["makespan"]) == (2, "1f1b", 4, 15), p
+assert p["bubble"] == {"idle": 6, "total": 30, "fraction": 0.2}, p["bubble"]
+f = p["op_fields"]
+def short(op):
+    o = dict(zip(f, op))
+    s = f'{o["kind"]}{o["mb"]}' + ("" if o["peer"] is None else (">" if o["kind"][0] == "s" else "<") + str(o["peer"]))
+    return s + ("+" if o["joint"] else "")
+want = ["F0 sA0>1 F1 sA1>1+ rG0<1 B0 F2 sA2>1+ rG1<1 B1 F3 sA3>1+ rG2<1 B2 rG3<1 B3",
+        "rA0<0 F0 B0 sG0>0+ rA1<0 F1 B1 sG1>0+ rA2<0 F2 B2 sG2>0+ rA3<0 F3 B3 sG3>0"]
+for st, w in zip(p["stage"], want):
+    got = " ".join(short(op) for op in st["ops"])
+    assert got == w, (st["stage"], got)
+s0, s1 = p["stage"]
+assert [(s["stash"], s["busy"], s["layers"], s["ranks"]) for s in (s0, s1)] == [(2, 12, [0, 0], [0, 0]), (1, 12, [1, 1], [1, 1])]
+at = lambda st, k: [op[f.index("at")] for op in st["ops"] if op[0] == k]
+assert at(s0, "F") == [0, 1, 6, 9] and at(s0, "B") == [4, 7, 10, 13], (at(s0, "F"), at(s0, "B"))
+assert at(s1, "F") == [1, 4, 7, 10] and at(s1, "B") == [2, 5, 8, 11], (at(s1, "F"), at(s1, "B"))
+# the class files: every send and receive with its peer (world rank + peer_offset), micro-batch and rows of y, x or grad_x
+for c, peer in (("rank_s0_i0_j0", 1), ("rank_s1_i0_j0", 0)):
+    cj = json.load(open(f"{out}/schedule/{c}.json"))
+    ps = cj["pipeline_steps"]
+    rows = [dict(zip(ps["fields"], r)) for r in ps["rows"]]
+    buf = {i: b[0] for i, b in enumerate(cj["buffers"]["rows"])}
+    p2p = [r for r in rows if r["peer_stage"] is not None]
+    assert len(p2p) == 8 and all(cj["ranks"][0] + r["peer_offset"] == peer and r["bytes"] == 128 for r in p2p), p2p
+    assert all(r["slot"] == r["mb"] % ps["stash"] for r in rows if r["slot"] is not None)
+    kinds = {(r["kind"], buf[r["buffer"]]) for r in p2p}
+    assert kinds == ({("send_act", "y"), ("recv_grad", "grad_x")} if peer else {("recv_act", "x"), ("send_grad", "grad_x")}), kinds
+    y0 = [r["offset"] for r in p2p if r["mb"] == 0][0]
+    assert [r["offset"] - y0 for r in p2p if r["kind"] == p2p[0]["kind"]] == [0, 128, 256, 384]
+    saves = [(r["mb"], r["slot"]) for r in rows if r["kind"] == "stash_save"]
+    assert saves == [(u, u % ps["stash"]) for u in range(4)] and ps["stash"] == (2 if peer else 1), saves
+print("pipeline order, slots and class steps as worked out by hand")
+PYEOF
 }
 # the schedule fingerprint (model.c, manifest.json: what the runtime checks every rank program against) covers the
 # pipeline: the same spec with the other schedule or another split of its layers has another one
@@ -290,7 +380,11 @@ PYEOF
         grep -q "ranks 11+4k of 16 for k = 0..1 (11, 15), stage 1, coordinates (i=1, j=1, k)" \
             "$WORK/pp2d/schedule/rank_s1_i1_j1.txt"
 }
-check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --show are refused, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --summary --full are refused, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: --show prints each stage's classes and every pipeline step with its peer world rank, micro-batch, stash slot and time slot; --blocks names the stage that holds a layer" \
+    cli_pipeline_show
+check "cli: 2 pipeline stages: schedule.json carries each stage's proved 1f1b order with its time slots, makespan, bubble and stash, and the class files every send and receive with its peer, micro-batch and stash slot" \
+    cli_pipeline_json
 check "cli: 2 pipeline stages: schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks with their stage and class" \
     cli_pipeline_listings
 check "cli: 2 pipeline stages: the schedule fingerprint differs with the other schedule and with another split of the layers; stage 1's class files name its own world ranks as group members and roots" \

@@ -373,6 +373,35 @@ SPEC
     rm -rf "$dir" # 470 MB of rank files
     return $rc
 }
+# pipeline stages: the page of 2 stages of [1,1,1] (1f1b, 4 micro-batches) draws the timeline: a row per stage, 4 F and
+# 4 B cells in the proved order (worked out by hand: docs/TRAINING.md, tests/cli.sh cli_pipeline_show), F one slot, B
+# two, and 3 idle slots per stage (the bubble: 6 of 2 x 15 stage-slots); no script error
+inspect_html_pipeline() {
+    local dir="$WORK/inspect_html_pp"
+    cat >"$WORK/html_pp.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 1, pp = 2 }, model = { layers = 2, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 8 }, pipeline = { microbatches = 4, schedule = "1f1b" } }
+SPEC
+    rm -rf "$dir" && $ITG "$WORK/html_pp.lua" -o "$dir" --quiet || return 1
+    inspect_chromium "file://$dir/schedule.html" "$dir/dom0.html" &&
+        inspect_dom_ok "$dir/dom0.html" 1 0 "$(inspect_nsteps "$dir/schedule.json" 0)" || return 1
+    "$PY" - "$dir/dom0.html" <<'PYEOF'
+import re, sys
+html = open(sys.argv[1]).read()
+assert re.search(r'<div id="pipesec"(?! hidden)[^>]*>', html), "the pipeline section is hidden"
+rows = re.findall(r'<tr class="pstage" data-stage="(\d)">(.*?)</tr>', html)
+want = {"0": "F0 F1 . . B0 F2 B1 F3 B2 . B3", "1": ". F0 B0 F1 B1 F2 B2 F3 B3 . ."}
+assert [r[0] for r in rows] == ["0", "1"], rows
+for st, body in rows:
+    cells = re.findall(r'<td class="(pf|pb|idle)"(?: colspan="(\d+)")?[^>]*>([^<]*)</td>', body)
+    got = " ".join(c[2] if c[0] != "idle" else "." for c in cells)
+    assert got == want[st], (st, got)
+    assert sum(int(c[1] or 1) for c in cells) == 15, (st, "slots")
+    assert all(int(c[1]) == (1 if c[0] == "pf" else 2) for c in cells if c[0] != "idle"), (st, "spans")
+assert "bubble 6 idle of 30 stage-slots (20.0%)" in html, "bubble line"
+print("timeline: 2 stages, 8 F/B cells and 3 idle slots each")
+PYEOF
+}
 # the check can fail: a page whose script throws is reported
 inspect_html_error_caught() {
     local dir="$WORK/inspect_html"
@@ -412,6 +441,8 @@ if wanted "inspect: html"; then
         check "inspect: html schedule.html renders in headless Chromium: rank count, step list with streams and waits, no script error" \
             inspect_html
         check "inspect: html the megatron scheme's page (specs/gpt2-tiny-megatron.lua), rank 3 of 4" inspect_html_megatron
+        check "inspect: html a 2-stage pipeline's page draws the stage x time slot timeline: F and B cells in the proved order, labelled with the micro-batch, the idle slots, no script error" \
+            inspect_html_pipeline
         check "inspect: html a page that shows other waits than the class file is caught" inspect_html_streams_caught
         check "inspect: html a page whose script fails is caught" inspect_html_error_caught
         if inspect_html_scale >"$WORK/scale.log" 2>&1; then

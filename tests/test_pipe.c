@@ -90,10 +90,10 @@ int main(void)
         tg_pipe p;
         tg_err_clear(&E);
         TT_CHECK(tg_pipe_alloc(&p, 2, 1, layers, n, &E), "%s", E.msg);
-        tg_pipe_op s0[4] = {{TG_PIPE_RECV_GRAD, 0, 1, 0}, {TG_PIPE_FWD, 0, -1, 0}, {TG_PIPE_SEND_ACT, 0, 1, 0},
-                            {TG_PIPE_BWD, 0, -1, 0}};
-        tg_pipe_op s1[4] = {{TG_PIPE_RECV_ACT, 0, 0, 0}, {TG_PIPE_FWD, 0, -1, 0}, {TG_PIPE_BWD, 0, -1, 0},
-                            {TG_PIPE_SEND_GRAD, 0, 0, 0}};
+        tg_pipe_op s0[4] = {{TG_PIPE_RECV_GRAD, 0, 1, 0, 0}, {TG_PIPE_FWD, 0, -1, 0, 0}, {TG_PIPE_SEND_ACT, 0, 1, 0, 0},
+                            {TG_PIPE_BWD, 0, -1, 0, 0}};
+        tg_pipe_op s1[4] = {{TG_PIPE_RECV_ACT, 0, 0, 0, 0}, {TG_PIPE_FWD, 0, -1, 0, 0}, {TG_PIPE_BWD, 0, -1, 0, 0},
+                            {TG_PIPE_SEND_GRAD, 0, 0, 0, 0}};
         memcpy(p.ops[0], s0, sizeof s0);
         memcpy(p.ops[1], s1, sizeof s1);
         TT_CHECK(!tg_pipe_simulate(&p, &E), "accepted");
