@@ -88,6 +88,17 @@ e2e_mesh() { # q d [placement]
         "$PY" $REF compare --ref "$WORK/ref.npy" --got "$dir/y.npy" --tol 1e-4 --expect-f32 --label "[$1,$1,$2]"
 }
 
+# --repeat N times the forward, then writes --output of one forward of the input: each repeat restores the input
+# block the in-place forward overwrote (from a copy: on the CPU the run arena is the host arena, and the output was
+# the forward applied N+1 times)
+e2e_repeat() {
+    local dir="$WORK/e2e_$1_$2"
+    poison "$dir/yr.npy" &&
+        "$dir/run" --weights "$WORK/w.safetensors" --input "$WORK/x.npy" --repeat 3 --output "$dir/yr.npy" --bytes \
+            --quiet &&
+        "$PY" $REF compare --ref "$WORK/ref.npy" --got "$dir/yr.npy" --tol 1e-4 --expect-f32 --label "--repeat 3 [$1,$1,$2]"
+}
+
 # without --weights/--input the runtime makes the documented synthetic tensors
 e2e_synthetic() {
     local dir="$WORK/e2e_$1_$2"
@@ -125,6 +136,8 @@ if wanted "e2e|files|asan|train|bf16|sched|ckpt"; then
             e2e_rt_shared
         if [ -x "$WORK/e2e_2_2/bin/model" ]; then
             check "e2e: synthetic weights and input (seed 5) match the documented generator" e2e_synthetic 2 2
+            check "e2e: --repeat 3 then --output on [2,2,2]: the output is one forward's (the input restored before each repeat), bytes as planned" \
+                e2e_repeat 2 2
             . tests/files.sh
         fi
         wanted "train" && . tests/train.sh
