@@ -93,7 +93,8 @@ static bool all_ok_world(bool ok)
  * that holds its replicas (every shard is canonical when no other rank holds it). */
 static int canonical(const tr_rank_desc *d, const tr_param *pr)
 {
-    return pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0;
+    /* pipeline stages: the last stage's copy of the tied wte is not written (stage 0's is) */
+    return (pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0) && !tr_pipe_tied_copy(d, pr);
 }
 
 static long long shard_elems(const tr_rank_desc *d)
@@ -318,7 +319,7 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H)
     }
     long long all = 0;
     MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    return all;
+    return all + tr_pipe_tied_check(c, H); /* pipeline stages: the tied wte of the first and last stage */
 }
 
 /* Non-finite elements of pr's local shard (at off in H): how many and the smallest full-tensor index. */

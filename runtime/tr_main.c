@@ -643,10 +643,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out" : o->grads_out ? "--grads-out"
                           : o->weights_out ? "--weights-out" : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
                           : o->resume ? "--resume" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
-                          : o->data.data || o->data.val_data ? "--data" : NULL;
+                          : o->data.data || o->data.val_data ? "--data" : o->lm.logits_out ? "--logits-out" : NULL;
         if (opt) {
             tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
-                         "--steps N with --input, --target, --seed, --weights, --bytes, --replica-check and --timing; "
+                         "--steps N with --input, --target (a language model: --tokens, --targets), --seed, --weights, "
+                         "--bytes, --replica-check and --timing; "
                          "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
             return -1;
         }
@@ -1155,7 +1156,8 @@ static bool report_shard_bytes(tr_ctx *c, long long nbwd, long long nopt, int qu
 
 /* Pipeline stages: every rank's point-to-point bytes over the run against the plan: per training step, m micro-batch
  * blocks of mb_elems floats each way across each of its stage's boundaries (activations forward, dL/dx back), and
- * per forward outside a step (the final one) the activations alone. */
+ * per forward outside a step (the final one) the activations alone; the language model's first and last stage also
+ * exchange their tied wte gradient (tied_elems floats each way) once per step. */
 static bool piped(void);
 static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int quiet)
 {
@@ -1164,8 +1166,9 @@ static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int
     const tr_pipe_desc *pd = &tr_pipe_class;
     long long blk = 4LL * pd->microbatches * pd->mb_elems; /* one boundary, one direction, one step */
     int up = pd->stage > 0, down = pd->stage < pd->stages - 1;
-    const long long mine[4] = {c->p2p_sent, steps * blk * (up + down) + forwards * blk * down, c->p2p_recv,
-                               steps * blk * (up + down) + forwards * blk * up};
+    long long tied = 4LL * (pd->tied_param >= 0 ? pd->tied_elems : 0); /* one step, one direction */
+    const long long mine[4] = {c->p2p_sent, steps * (blk * (up + down) + tied) + forwards * blk * down, c->p2p_recv,
+                               steps * (blk * (up + down) + tied) + forwards * blk * up};
     char header[160];
     snprintf(header, sizeof header, "point-to-point bytes between pipeline stages over the run (%lld step%s, %lld "
              "forward%s), measured / planned:", steps, steps == 1 ? "" : "s", forwards, forwards == 1 ? "" : "s");
