@@ -640,14 +640,15 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         return -1;
     }
     if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
-        const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out" : o->grads_out ? "--grads-out"
-                          : o->weights_out ? "--weights-out" : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
+        const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out"
+                          : o->grads_out && !o->steps ? "--grads-out without --steps"
+                          : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
                           : o->resume ? "--resume" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
                           : o->data.data || o->data.val_data ? "--data" : o->lm.logits_out ? "--logits-out" : NULL;
         if (opt) {
             tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
                          "--steps N with --input, --target (a language model: --tokens, --targets), --seed, --weights, "
-                         "--bytes, --replica-check and --timing; "
+                         "--bytes, --replica-check, --timing, --weights-out and --grads-out; "
                          "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
             return -1;
         }
@@ -803,7 +804,10 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
 {
     long long count, first;
     int idx = tr_gather_nonfinite(d, H, grads, &count, &first);
-    if (idx >= 0 && d->rank == 0) {
+    if (idx >= d->nparams && d->rank == 0) /* pipeline stages: a tensor of a later stage */
+        snprintf(what, cap, "a tensor of a later pipeline stage holds %lld non-finite value%s (NaN or inf)", count,
+                 count == 1 ? "" : "s");
+    if (idx >= 0 && idx < d->nparams && d->rank == 0) {
         const tr_param *p = &d->params[idx];
         long long dims[2] = {p->full[0], p->full[1]};
         char at[64];
@@ -843,7 +847,7 @@ static bool weights_finite(const tr_rank_desc *d, const float *H, const char *pa
     if (d->rank == 0) {
         fprintf(stderr, "%s: %s%s%s%s%s: every weight must be finite (a NaN or an infinity reaches every output); "
                         "repair the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
-                path, what, prefix[0] ? " (in the file: " : "", prefix, prefix[0] ? d->params[idx].name : "",
+                path, what, prefix[0] ? " (in the file: " : "", prefix, prefix[0] && idx < d->nparams ? d->params[idx].name : "",
                 prefix[0] ? ")" : "");
     }
     return false;

@@ -721,6 +721,33 @@ pipe_lm_tied_check() {
         "$WORK/pipe_lm4.err"
 }
 
+# --weights-out and --grads-out with stages: each stage gathers its tensors to its first rank, which sends them to
+# rank 0, one file in the pp = 1 program's format. The block stack's weights after 2 steps are the pp = 1 file byte
+# for byte (its losses are bitwise too); the language model's file has the same header (names, order, shapes: the
+# last stage's copy of wte left out) and values within float rounding (its tied gradient is summed in another order;
+# the gradients within 1e-5, the weights within 1e-4: the key part of c_attn.bias has a gradient of rounding noise
+# only, which AdamW's m/sqrt(v) scales up to a full step, 8e-6 relative to that bias after 2 steps)
+pipe_outputs() {
+    local one="$WORK/pipe_1_1_1_2_1f1b" two="$WORK/pipe_1_1_2_2_1f1b" l1="$WORK/pipe_lm_1_1_1" l2="$WORK/pipe_lm_1_1_2"
+    pipe_build 1 1 1 2 1f1b && pipe_build 1 1 2 2 1f1b && pipe_lm_build 1 1 1 && pipe_lm_build 1 1 2 || return 1
+    rm -f "$WORK"/pipe_o*.st
+    "$one/run" --steps 2 --weights-out "$WORK/pipe_ow1.st" --quiet &&
+        "$two/run" --steps 2 --weights-out "$WORK/pipe_ow2.st" --quiet && cmp "$WORK/pipe_ow1.st" "$WORK/pipe_ow2.st" &&
+        "$l1/run" --steps 2 --weights-out "$WORK/pipe_olw1.st" --grads-out "$WORK/pipe_olg1.st" --quiet &&
+        "$l2/run" --steps 2 --weights-out "$WORK/pipe_olw2.st" --grads-out "$WORK/pipe_olg2.st" --quiet || return 1
+    "$PY" - "$WORK"/pipe_olw1.st "$WORK"/pipe_olw2.st "$WORK"/pipe_olg1.st "$WORK"/pipe_olg2.st <<'PYEOF' &&
+import struct, sys
+def header(p):
+    b = open(p, "rb").read()
+    return b[:8 + struct.unpack("<Q", b[:8])[0]]
+ok = header(sys.argv[1]) == header(sys.argv[2]) and header(sys.argv[3]) == header(sys.argv[4])
+print("headers identical:", ok)
+sys.exit(0 if ok else 1)
+PYEOF
+        "$PY" $REF compare-grads --ref "$WORK/pipe_olw1.st" --got "$WORK/pipe_olw2.st" --tol 1e-4 --label "LM weights" &&
+        "$PY" $REF compare-grads --ref "$WORK/pipe_olg1.st" --got "$WORK/pipe_olg2.st" --tol 1e-5 --label "LM gradients"
+}
+
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches 1f1b: the losses of 3 steps equal the pp = 1 program's, planned point-to-point bytes, replicas bitwise" pipe_losses 1 1 2 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches 1f1b: the losses equal the pp = 1 program's" pipe_losses 1 1 4 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 2 gpipe
@@ -733,3 +760,4 @@ check "train: pipeline, --output is refused with pipeline stages, naming the opt
 check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches: 3 AdamW steps' losses equal the pp = 1 program's, the tied wte gradient's bytes as planned, both copies bitwise; unsummed, the losses leave pp = 1's after step 1" pipe_lm_losses 1 1
 check "train: pipeline, the whole GPT-2 on 2 stages of [2,2,1] (8 ranks): the losses equal the pp = 1 program's on [1,1,1], planned bytes, replicas and tied copies bitwise" pipe_lm_losses 2 1
 check "train: pipeline, --replica-check compares the first and last stage's copies of the tied wte" pipe_lm_tied_check
+check "train: pipeline, --weights-out and --grads-out gather every stage into one file: the block stack's weights byte for byte the pp = 1 program's, the GPT-2's header the same, gradients within 1e-5 and weights within 1e-4" pipe_outputs
