@@ -107,6 +107,8 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
                      bn(rp, s, 4));
         break;
     case TG_STEP_EMBED_BWD:
+        if (s->zero_first) /* a pipeline stage without the tied head: this micro-batch's dE starts from zero */
+            tg_sb_printf(o, "    tr_zero(c, %s, %lld);\n", bn(rp, s, 2), s->count);
         tg_sb_printf(o, "    tr_embed_rows_bwd(c, %s + %d, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->boff,
                      bn(rp, s, 1), s->vocab0, s->nvalid, s->rows, s->cols, bn(rp, s, 2));
         break;
@@ -358,12 +360,29 @@ static bool print_pipe(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, tg_
             tg_sb_printf(o, "    tr_pipe_%s(c, %s); /* %s */\n", snd ? "send" : "recv", snd ? sarg : rarg, note);
         }
     }
+    /* the language model: wte is held by the first stage (the embedding) and the last (the tied head); after the
+     * last backward (its dep all-reduce included) each adds the other's gradient, so both run the same AdamW */
+    int tied = -1;
+    for (int i = 0; i < rp->nparams && pl->V > 0 && (s == 0 || s == S - 1); i++)
+        if (strcmp(rp->params[i].name, "wte.weight") == 0)
+            tied = i;
+    if (pl->V > 0 && (s == 0 || s == S - 1) && tied < 0) {
+        tg_pipe_free(&pp);
+        return tg_fail(err, "internal planner error: stage %d of %d holds no wte for the tied head", s, S);
+    }
+    if (tied >= 0) {
+        const tg_buf *gw = &rp->bufs[rp->params[tied].grad];
+        tg_sb_printf(o, "    tr_pipe_tied_sum(c, A + %lld, %lld, me %c %d, %d); /* the tied wte gradient: + stage %d's "
+                        "*/\n", gw->offset, gw->elems, s == 0 ? '+' : '-', (S - 1) * p, s == 0, s == 0 ? S - 1 : 0);
+    }
     tg_sb_puts(o, "}\n\n");
     tg_sb_printf(o, "const tr_pipe_desc tr_pipe_class = {\n"
                     "    .stage = %d, .stages = %d, .ranks = %d, .microbatches = %d, .mb_elems = %lld,\n"
                     "    .stash = %d, .nstash = %d, .stash_bufs = pipe_stash,\n"
+                    "    .tied_param = %d, .tied_elems = %lld, .tied_peer = %d,\n"
                     "    .step = pipe_step,\n};\n\n",
-                 s, S, p, m, n, stash, nst);
+                 s, S, p, m, n, stash, nst, tied, tied >= 0 ? rp->bufs[rp->params[tied].grad].elems : 0LL,
+                 tied < 0 ? 0 : s == 0 ? (S - 1) * p : -(S - 1) * p);
     tg_pipe_free(&pp);
     return true;
 }

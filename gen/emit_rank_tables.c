@@ -141,6 +141,13 @@ void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp)
     }
 }
 
+/* A buffer's arena offset, -1 where the class has none (pipeline stages: the tokens on the first stage only, the
+ * targets, logits and loss on the last) */
+static long long buf_off(const tg_class_plan *rp, int buf)
+{
+    return buf >= 0 ? rp->bufs[buf].offset : -1;
+}
+
 void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *linkage)
 {
     if (pl->V <= 0)
@@ -152,8 +159,8 @@ void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const
     ll4(o, "plan_reduce_sent", rp->reduce_sent);
     tg_sb_printf(o, "        .vocab = %d, .vq = %d, .positions = %d,\n", pl->V, pl->Vq, pl->spec.positions);
     tg_sb_printf(o, "        .tok_offset = %lld, .tgt_offset = %lld, .logits_offset = %lld, .loss_offset = %lld,\n",
-                 rp->bufs[rp->tok_buf].offset, rp->bufs[rp->tgt_buf].offset, rp->bufs[rp->logits_buf].offset,
-                 rp->bufs[rp->loss_buf].offset);
+                 buf_off(rp, rp->tok_buf), buf_off(rp, rp->tgt_buf), buf_off(rp, rp->logits_buf),
+                 buf_off(rp, rp->loss_buf));
     tg_sb_puts(o, "};\n\n");
     if (pl->spec.mode != TG_GENERATE)
         return;

@@ -106,6 +106,10 @@ void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)
             num(fp, s->last_mb);
             num(fp, s->again);
         }
+        if (s->zero_first) { /* a pipeline stage's embedding backward without the head: only then, as above */
+            str(fp, "zero first");
+            num(fp, s->count);
+        }
         for (int k = 0; k < TG_STEP_MAXBUF; k++) {
             num(fp, s->buf[k]);
             num(fp, s->acc[k]);

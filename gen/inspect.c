@@ -685,12 +685,15 @@ static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_fi
         const tg_buf *sb = &r0->bufs[p->buf];
         snprintf(local, sizeof local, "buffer %s [%d,%d]", sb->name, sb->rows, sb->cols);
     }
-    int per_rank = 0, spi = pi;
+    int per_rank = 0, spi = pi, nheld = 0, held[2] = {st0, st0}; /* the stages holding it: one, or wte's two */
     for (int r = 0; r < f->p; r++) {
         const tg_class_plan *rp = &sh[tg_class_of(pl, r)];
         tg_coord co = tg_mesh_coord(m, r % m->p);
-        if (S > 1 && r % m->p == 0) /* a stage's classes declare the same tensors in the same order */
+        if (S > 1 && r % m->p == 0) { /* a stage's classes declare the same tensors in the same order */
             spi = param_index(&sh[(r / m->p) * qq], name);
+            if (spi != -2 && pi >= 0 && nheld < 2)
+                held[nheld++] = r / m->p;
+        }
         if (spi == -2) /* not on this stage */
             continue;
         if (pi < 0) {
@@ -733,6 +736,11 @@ static bool print_tensor(const tg_plan *pl, const tg_class_plan *sh, const tg_fi
     if (pi < 0 && S > 1)
         tg_sb_puts(o, "(with pipeline stages each stage's ranks hold it: a stage's input, received from the stage "
                       "before)\n");
+    else if (S > 1 && nheld == 2)
+        tg_sb_printf(o, "(held by stages %d and %d: world ranks %d..%d and %d..%d; the last stage's is the tied LM head's "
+                        "copy, its gradient summed with stage %d's every step)\n",
+                     held[0], held[1], held[0] * m->p, held[0] * m->p + m->p - 1, held[1] * m->p,
+                     held[1] * m->p + m->p - 1, held[0]);
     else if (S > 1)
         tg_sb_printf(o, "(held by stage %d: world ranks %d..%d)\n", st0, st0 * m->p, st0 * m->p + m->p - 1);
     /* cell texts: selected holders */
@@ -849,6 +857,11 @@ bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor
             if (!tensor && l >= 0 && ((l < f->layers && !f->layer[l]) || (only0 && l != 0)))
                 continue;
             if (!tensor && pi < 0 && !f->all_layers)
+                continue;
+            bool earlier = false; /* the language model's wte: stage 0's and the last stage's tied copy, one map */
+            for (int e = 0; st > 0 && pi >= 0 && e < st && !earlier; e++)
+                earlier = param_index(&sh[e * qq], name) >= 0;
+            if (earlier)
                 continue;
             wst[matched] = st;
             which[matched++] = pi;

@@ -369,14 +369,9 @@ bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err)
 {
     if (s->pp <= 1)
         return true;
-    if (strcmp(what, "generating") == 0 && s->vocab > 0)
-        return tg_fail(err, "%s: mesh.pp = %d with model.vocab = %d: the language model's stages (the embedding on the "
-                            "first, the head and the loss on the last, the tied wte gradient between them) are not "
-                            "emitted yet, so generating is refused; a stack of blocks (no model.vocab) runs with stages, "
-                            "or use pp = 1 (docs/TRAINING.md \"Pipeline stages\")",
-                       s->path, s->pp, s->vocab);
     if (strcmp(what, "generating") == 0)
-        return true; /* the block stack's stages: the CPU backend (the CUDA backend is not offered, main.c) */
+        return true; /* the block stack's and the language model's stages: the CPU backend (the CUDA backend is not
+                      * offered, main.c) */
     return tg_fail(err, "%s: mesh.pp = %d: the stage programs are generated and run, but %s does not cover pipeline "
                         "stages yet, so %s is refused; the schedule is proved and shown by tessgen %s --summary "
                         "(docs/TRAINING.md \"Pipeline stages\")",
@@ -417,6 +412,12 @@ bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err)
                           "stages give (S-1)/(m+S-1) = %.1f%%); no deadlock with blocking send/receive\n",
                      p.idle, p.total, p.total ? 100.0 * (double)p.idle / (double)p.total : 0.0,
                      100.0 * (S - 1) / (double)(m + S - 1));
+        if (s->vocab > 0) { /* the tied wte gradient: block E(i, j) [Vq, C/q] of each rank, once per step */
+            long long vq = (s->vocab + s->q - 1) / s->q, n = vq * (s->hidden / s->q);
+            tg_sb_printf(out, "  tied wte gradient: stage 0 and stage %d exchange and add it after the last backward, "
+                              "every step: %lld floats (%lld bytes) each way per rank (Vq x C/q = %lld x %d)\n",
+                         S - 1, n, 4 * n, vq, s->hidden / s->q);
+        }
     }
     tg_pipe_free(&p);
     return ok;

@@ -216,6 +216,8 @@ typedef struct tg_step {
     int epi;   /* tg_epi */
     int fused; /* the other step of a fused pair, or -1 */
     bool again; /* a forward step run again in the backward (spec recompute), described as "recomputed: ..." */
+    bool zero_first; /* EMBED_BWD on a pipeline stage without the tied head (whose GEMM writes dE first in the whole
+                      * model): dE, count elements, zeroed before the adds */
     bool last_mb; /* micro-batches: runs on the last micro-batch only (a weight gradient's all-reduce or
                    * reduce-scatter over the depth or coldep group, right after that layer's last accumulation);
                    * the emitters guard it with tr_mb(c) == mb - 1, tg_step_times counts it once per step */

@@ -26,12 +26,13 @@
 
 /* ---- shards ------------------------------------------------------------------------------------------------ */
 
-void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
+/* E(i, j): vocab rows i*Vq.. (those below V come from the file, the rest are zero pad), columns j*Cq.. Pipeline
+ * stages: stage 0 declares it for the embedding and the last stage its tied copy for the head (tg_lm_declare_tied) */
+static void declare_wte(tg_builder *b, tg_lm *lm)
 {
     const tg_plan *pl = b->pl;
-    int C = pl->spec.hidden, Cq = pl->Cq, Vq = pl->Vq, V = pl->V, P = pl->spec.positions;
+    int C = pl->spec.hidden, Cq = pl->Cq, Vq = pl->Vq, V = pl->V;
     int i = b->c.i, j = b->c.j;
-    /* E(i, j): vocab rows i*Vq.. (those below V come from the file, the rest are zero pad), columns j*Cq.. */
     lm->p_wte = tg_pb_param(b, "wte.weight", 2, V, C, Vq, Cq);
     int nr = V - i * Vq < Vq ? V - i * Vq : Vq;
     if (nr > 0)
@@ -39,6 +40,15 @@ void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
     lm->wte = lm->p_wte < 0 ? -1 : b->rp->params[lm->p_wte].buf;
     if (lm->wte >= 0) /* the row gather reads wte: fp32 in every plan (docs/BF16.md) */
         b->rp->bufs[lm->wte].dtype = TG_BUF_F32;
+    lm->gwte_part = -1; /* set by the head's backward (tg_lm_head_bwd) where the stage has the head */
+}
+
+void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
+{
+    const tg_plan *pl = b->pl;
+    int C = pl->spec.hidden, Cq = pl->Cq, P = pl->spec.positions;
+    int j = b->c.j;
+    declare_wte(b, lm);
     /* wpe column block j: every position, on every (i, k) */
     lm->p_wpe = tg_pb_param(b, "wpe.weight", 2, P, C, P, Cq);
     tg_pb_piece(b, lm->p_wpe, 0, P, j * Cq, Cq, 0);
@@ -46,6 +56,25 @@ void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm)
     lm->wpe = lm->p_wpe < 0 ? -1 : b->rp->params[lm->p_wpe].buf;
     if (lm->wpe >= 0) /* read by the position add: fp32 */
         b->rp->bufs[lm->wpe].dtype = TG_BUF_F32;
+}
+
+void tg_lm_declare_tied(tg_builder *b, tg_lm *lm)
+{
+    declare_wte(b, lm);
+    lm->p_wpe = lm->wpe = -1;
+}
+
+/* The token ids the embedding (and its backward) reads: q row blocks of the depth layer, of every micro-batch. */
+void tg_lm_declare_tokens(tg_builder *b, tg_lm *lm)
+{
+    tg_class_plan *rp = b->rp;
+    int q = b->pl->mesh.q, R = b->pl->R, mb = b->pl->mb;
+    rp->tok_buf = tg_pb_io_buf(b, 1, q * R * mb, R,
+                               "token ids of row blocks q*k..q*k+q-1 (int32, the runtime fills them)", "tokens");
+    if (rp->tok_buf >= 0)
+        rp->bufs[rp->tok_buf].dtype = TG_BUF_I32;
+    lm->tok = rp->tok_buf;
+    lm->pos = -1; /* the decode step's positions: generation only */
 }
 
 static int lm_vec(tg_builder *b, const char *name, int *param)
@@ -60,25 +89,24 @@ void tg_lm_declare_final(tg_builder *b, tg_lm *lm)
 {
     const tg_plan *pl = b->pl;
     tg_class_plan *rp = b->rp;
-    int q = pl->mesh.q, R = pl->R, Vq = pl->Vq, j = b->c.j;
+    int R = pl->R, Vq = pl->Vq, j = b->c.j;
     char what[100];
     lm->lnf_g = lm_vec(b, "ln_f.weight", &lm->p_lnf_g);
     lm->lnf_b = lm_vec(b, "ln_f.bias", &lm->p_lnf_b);
     /* micro-batches: each holds the rank's whole batch, the steps see the rows of micro-batch c->mb (R here) */
     int mb = pl->mb;
-    rp->tok_buf = tg_pb_io_buf(b, 1, q * R * mb, R,
-                               "token ids of row blocks q*k..q*k+q-1 (int32, the runtime fills them)", "tokens");
+    if (pl->stage == 0) /* the embedding's ids; pipeline stages: only the first stage has the embedding */
+        tg_lm_declare_tokens(b, lm);
+    else
+        rp->tok_buf = lm->tok = -1;
     rp->tgt_buf = tg_pb_io_buf(b, 1, R * mb, R, "target ids of row block {h} (int32, the runtime fills them)",
                                "targets");
-    if (rp->tok_buf >= 0)
-        rp->bufs[rp->tok_buf].dtype = TG_BUF_I32;
     if (rp->tgt_buf >= 0)
         rp->bufs[rp->tgt_buf].dtype = TG_BUF_I32;
     snprintf(what, sizeof what, "logits(h={h}, vocab block j=%d): ids %d..%d", j, j * Vq, j * Vq + Vq - 1);
     rp->logits_buf = tg_pb_io_buf(b, R * mb, Vq, (long long)R * Vq, what, "logits");
     rp->loss_buf = tg_pb_io_buf(b, 1, R * mb, R, "per-token loss of row block {h} (the same on every j)",
                                 "token_loss");
-    lm->tok = rp->tok_buf;
     lm->logits = rp->logits_buf;
     lm->pos = -1;
 }
@@ -268,7 +296,10 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
     int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, P = pl->spec.positions;
     const int L = TG_LAYER_EMBED;
     int gwte = rp->params[lm->p_wte].grad, gwpe = rp->params[lm->p_wpe].grad;
-    int pwte = lm->gwte_part, pwpe = tg_pb_grad_target(b, gwpe); /* micro-batches: this one's parts */
+    /* pipeline stages: without the head on this stage nothing wrote this micro-batch's wte part first, so the first
+     * adds start from zero (zero_first) */
+    int headless = lm->gwte_part < 0;
+    int pwte = headless ? tg_pb_grad_target(b, gwte) : lm->gwte_part, pwpe = tg_pb_grad_target(b, gwpe);
     int recv_g[2], nr = q >= 3 ? 2 : 1, ng = 0;
     recv_pair(b, g, "dL/dx(h'=t+q*k, j) received over col", "recv_embed_g", recv_g);
     for (int t = 0; t < q; t++) {
@@ -293,6 +324,13 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
         s->vocab0 = i * Vq;
         s->nvalid = tg_lm_nvalid(pl, i);
         s->label = "dE(i, j) += dL/dx rows of the tokens of row block h' in vocab block i";
+        if (headless && t == 0) {
+            s->zero_first = true;
+            s->acc[2] = TG_ACC_W; /* zeroed, then added to: written first */
+            s->count = (long long)Vq * Cq;
+            s->label = "dE(i, j) = 0, += dL/dx rows of the tokens of row block h' in vocab block i (the head's part "
+                       "is on the last stage)";
+        }
     }
     tg_step *s = tg_pb_step(b, TG_STEP_POS_BWD, L, "pos", -1);
     if (!s)
@@ -309,4 +347,14 @@ void tg_lm_embed_bwd(tg_builder *b, tg_lm *lm, int g)
     tg_pb_grad_allreduce(b, L, "pos", TG_COLDEP, gwpe, (long long)P * Cq, "dwpe over every row block");
     tg_pb_grad_allreduce(b, L, "embed", TG_DEP, gwte, (long long)Vq * Cq,
                          "dE (head and embedding) over the depth layers");
+}
+
+void tg_lm_tied_grad(tg_builder *b, tg_lm *lm)
+{
+    const tg_plan *pl = b->pl;
+    tg_class_plan *rp = b->rp;
+    int gwte = rp->params[lm->p_wte].grad;
+    tg_pb_grad_acc(b, TG_LAYER_HEAD, "head", gwte, lm->gwte_part);
+    tg_pb_grad_allreduce(b, TG_LAYER_HEAD, "head", TG_DEP, gwte, (long long)pl->Vq * pl->Cq,
+                         "dE (the tied head's part) over the depth layers");
 }

@@ -24,6 +24,13 @@ void tg_plan_megatron(tg_builder *b, bool shards_only);
 /* wte and wpe (before the blocks' params), ln_f (after them); the token, target, logits and loss buffers. */
 void tg_lm_declare_embedding(tg_builder *b, tg_lm *lm);
 void tg_lm_declare_final(tg_builder *b, tg_lm *lm);
+/* Pipeline stages (docs/TRAINING.md "Pipeline stages"): the last stage's copy of wte for the tied head (where the
+ * stage has no embedding), and the first stage's token ids (where it has no head, whose declare_final adds them). */
+void tg_lm_declare_tied(tg_builder *b, tg_lm *lm);
+void tg_lm_declare_tokens(tg_builder *b, tg_lm *lm);
+/* The last stage without the embedding: the head's part of the wte gradient accumulated and all-reduced over dep,
+ * as tg_lm_embed_bwd does with both parts (the runtime sums the stages' copies after the backward) */
+void tg_lm_tied_grad(tg_builder *b, tg_lm *lm);
 /* x [R, Cq] = wte rows of the tokens + wpe rows of their positions */
 void tg_lm_embed(tg_builder *b, tg_lm *lm, int x);
 /* ln_f of the last block's output y, the tied head's logits and the vocab-parallel loss */

@@ -497,10 +497,14 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
         head = pl->V > 0 && pl->stage == (sp->pp > 1 ? sp->pp : 1) - 1;
     if (emb)
         tg_lm_declare_embedding(b, &lm);
+    else if (head)
+        tg_lm_declare_tied(b, &lm); /* the last stage's copy of wte for the tied head */
     for (int l = l0; l < l1; l++)
         lw[l] = declare_layer_weights(b, l);
     if (head)
         tg_lm_declare_final(b, &lm);
+    else if (emb)
+        tg_lm_declare_tokens(b, &lm); /* the first stage of several: the ids without the head's buffers */
     char what[120];
     snprintf(what, sizeof what, "residual stream block (h={h}, j=%d): input in%s", rp->j,
              train ? "" : ", output out");
@@ -527,6 +531,8 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
             b->phase = TG_PHASE_BWD;
             if (head && !b->oom)
                 tg_lm_head_bwd(b, &lm, rp->gx_buf);
+            if (head && !emb && !b->oom) /* pipeline stages: the head's part of the tied wte gradient, summed over dep */
+                tg_lm_tied_grad(b, &lm);
             for (int l = l1 - 1; l >= l0 && !b->oom; l--) {
                 if (l < sp->recompute) {
                     /* recomputation: the forward's activations of this layer died after its forward (nothing

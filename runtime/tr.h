@@ -305,6 +305,12 @@ typedef struct tr_pipe_desc {
     long long mb_elems; /* one micro-batch's rows of x, y and grad_x: what one send or receive moves (4 bytes each) */
     int stash, nstash;  /* stash slots (micro-batches in flight); kept buffers */
     const tr_pipe_buf *stash_bufs;
+    /* the language model's tied wte (on the first and the last stage): its index in the rank's params (-1: none on
+     * this stage), its elements and the peer holding the other copy, relative to this rank (+-(stages-1)*ranks). The
+     * last stage's copy is not canonical: written, gathered and counted in the norm from stage 0's */
+    int tied_param;
+    long long tied_elems;
+    int tied_peer;
     void (*step)(struct tr_ctx *c, float *A); /* one training step's forwards, objectives, backwards and exchanges */
 } tr_pipe_desc;
 /* A weak reference, as tr_lm_class: only a stage's program defines it. */
@@ -320,6 +326,14 @@ void tr_pipe_send(struct tr_ctx *c, const float *buf, long long n, int peer);
 void tr_pipe_recv(struct tr_ctx *c, float *buf, long long n, int peer);
 void tr_pipe_sendrecv(struct tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn,
                       int rpeer);
+/* The tied wte gradient g [n] of the first and the last stage: exchanged with peer and summed, the first stage's
+ * part first (first: this is it), so both copies hold the same bits and their AdamW steps stay identical. */
+void tr_pipe_tied_sum(struct tr_ctx *c, float *g, long long n, int peer, int first);
+/* Is pr the last stage's copy of the tied wte (not the canonical one: stage 0's is)? */
+int tr_pipe_tied_copy(const struct tr_rank_desc *d, const struct tr_param *pr);
+/* --replica-check: the tied wte weights of the first and last stage compared bitwise (every rank takes part); the
+ * number of ranks whose copy differs */
+long long tr_pipe_tied_check(struct tr_ctx *c, const float *H);
 
 /* Micro-batches (docs/TRAINING.md "Micro-batches"): the one the main runs now, 0..tr_model.microbatches-1 (0 without
  * them); the generated code offsets its I/O blocks by it and runs the gradients' all-reduces after the last. */
@@ -382,6 +396,8 @@ void tr_lm_loss(struct tr_ctx *c, const float *mx, const float *s, int rows, flo
 void tr_lm_dlogits(struct tr_ctx *c, const float *L, const float *mx, const float *s, const int32_t *tgt, int v0,
                    int rows, int cols, int nvalid, float scale, float *dl);
 /* dE [nvalid.., cols] row tok[r] - v0 += g row r, for the tokens in [v0, v0 + nvalid), in row order. */
+/* buf[0 .. n) = 0 (a pipeline stage's embedding gradient without the tied head's part; tr_kernels_lm.c) */
+void tr_zero(struct tr_ctx *c, float *buf, long long n);
 void tr_embed_rows_bwd(struct tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,
                        float *dE);
 /* dwpe [npos, cols] = 0, then row (r mod seq) += g row r. */

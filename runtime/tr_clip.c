@@ -11,7 +11,8 @@
 /* Does this rank hold the canonical copy of pr (the one counted once)? As tr_gather.c decides. */
 int tr_clip_canonical(const tr_rank_desc *d, const tr_param *pr)
 {
-    return pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0;
+    /* pipeline stages: the last stage's copy of the tied wte is not counted (stage 0's is, once) */
+    return (pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0) && !tr_pipe_tied_copy(d, pr);
 }
 
 double tr_clip_norm(const tr_rank_desc *d, double canon, double rest, int *finite)

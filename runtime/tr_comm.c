@@ -374,3 +374,58 @@ void tr_pipe_sendrecv(tr_ctx *c, const float *sbuf, long long sn, int speer, flo
     c->p2p_sent += 4 * sn;
     c->p2p_recv += 4 * rn;
 }
+
+/* The tied wte gradient: a joint exchange with the other stage's rank (tag 1, apart from the activation and dL/dx
+ * blocks), then g = stage 0's + the last stage's, element by element in that order on both. Its bytes count with the
+ * other point-to-point ones (report_p2p_bytes plans them). */
+void tr_pipe_tied_sum(tr_ctx *c, float *g, long long n, int peer, int first)
+{
+    float *other = malloc((size_t)(n > 0 ? n : 1) * sizeof *other);
+    if (!other) {
+        fprintf(stderr, "rank %d: out of memory for the tied wte gradient (%lld floats)\n", c->desc->rank, n);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_CHECK(MPI_Sendrecv(g, (int)n, MPI_FLOAT, peer, 1, other, (int)n, MPI_FLOAT, peer, 1, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE),
+              "MPI_Sendrecv", TR_WORLD);
+    /* test hook (tests/train.sh): leave the gradients unsummed, to prove the losses and the tied check then differ */
+    const char *skip = getenv("TESS_TEST_SKIP_TIED_SUM");
+    for (long long e = 0; e < n && !(skip && *skip == '1'); e++)
+        g[e] = first ? g[e] + other[e] : other[e] + g[e];
+    free(other);
+    c->p2p_sent += 4 * n;
+    c->p2p_recv += 4 * n;
+}
+
+int tr_pipe_tied_copy(const tr_rank_desc *d, const tr_param *pr)
+{
+    const tr_pipe_desc *pd = &tr_pipe_class;
+    return pd && pd->stages > 1 && pd->stage > 0 && pd->tied_param >= 0 && pd->tied_param < d->nparams &&
+           pr == &d->params[pd->tied_param];
+}
+
+long long tr_pipe_tied_check(tr_ctx *c, const float *H)
+{
+    const tr_pipe_desc *pd = &tr_pipe_class;
+    long long bad = 0, all = 0;
+    if (pd && pd->stages > 1 && pd->tied_param >= 0) {
+        const tr_param *pr = &c->desc->params[pd->tied_param];
+        long long n = (long long)pr->rows * pr->cols;
+        float *other = malloc((size_t)(n > 0 ? n : 1) * sizeof *other);
+        if (!other)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        int peer = c->desc->rank + pd->tied_peer;
+        MPI_CHECK(MPI_Sendrecv(H + pr->offset, (int)n, MPI_FLOAT, peer, 2, other, (int)n, MPI_FLOAT, peer, 2,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  "MPI_Sendrecv", TR_WORLD);
+        if (memcmp(other, H + pr->offset, (size_t)n * sizeof *other) != 0) {
+            bad = 1;
+            fprintf(stderr, "rank %d: %s (stage %d's copy for the tied %s) differs from rank %d's on stage %d\n",
+                    c->desc->rank, pr->name, pd->stage, pd->stage == 0 ? "embedding" : "head", peer,
+                    pd->stage == 0 ? pd->stages - 1 : 0);
+        }
+        free(other);
+    }
+    MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+}

@@ -93,7 +93,8 @@ static bool all_ok_world(bool ok)
  * that holds its replicas (every shard is canonical when no other rank holds it). */
 static int canonical(const tr_rank_desc *d, const tr_param *pr)
 {
-    return pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0;
+    /* pipeline stages: the last stage's copy of the tied wte is not written (stage 0's is) */
+    return (pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0) && !tr_pipe_tied_copy(d, pr);
 }
 
 static long long shard_elems(const tr_rank_desc *d)
@@ -149,9 +150,28 @@ static bool unslice(const tr_rank_desc *d, MPI_Comm dep, const float *H, const t
     return rc == MPI_SUCCESS;
 }
 
+/* tr_gather_full over comm (MPI_COMM_WORLD, or with pipeline stages one stage's ranks), to its rank 0 */
+static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, const float *H, int which,
+                           float ***out, tr_err *err);
+
 bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, float ***out, tr_err *err)
 {
-    int rank = d->rank, p = tr_model.p;
+    return gather_full_in(d, dep, MPI_COMM_WORLD, H, which, out, err);
+}
+
+static bool all_ok_in(MPI_Comm comm, bool ok)
+{
+    int v = ok ? 1 : 0, all = 0;
+    MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, comm);
+    return all == 1;
+}
+
+static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, const float *H, int which,
+                           float ***out, tr_err *err)
+{
+    int rank = 0, p = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &p);
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
     /* where each rank's pieces go: its row and depth, then per parameter its pieces and whether its copy is the
      * canonical one (META_PER ints) */
@@ -175,7 +195,7 @@ bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int whi
                             "without its depth group");
     }
     if (sliced)
-        ok = all_ok_world(ok);
+        ok = all_ok_in(comm, ok);
     if (ok) {
         memset(meta, 0, (size_t)nmeta * sizeof *meta);
         meta[0] = d->i;
@@ -218,10 +238,10 @@ bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int whi
                 full[i][k] = NAN;
         }
     }
-    ok = all_ok_world(ok);
+    ok = all_ok_in(comm, ok);
     if (ok) {
-        MPI_Gather(meta, nmeta, MPI_INT, metas, nmeta, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Gather(meta, nmeta, MPI_INT, metas, nmeta, MPI_INT, 0, comm);
+        MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, comm);
         if (rank == 0) {
             /* every rank has the same tensors in the same order with shards of one shape: rank 0's table gives
              * names and shapes, each rank's meta where its pieces lie */
@@ -255,9 +275,148 @@ bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int whi
     return ok;
 }
 
+/* Pipeline stages (docs/TRAINING.md "Pipeline stages"): each stage gathers its tensors to its first rank (over a
+ * communicator of the stage's ranks), which sends them to world rank 0 (a count, then per tensor its name, ndim,
+ * shape and elements); rank 0 lists stage 0's tensors, then each later stage's, leaving out a name already listed
+ * (the last stage's tied copy of wte, which is not canonical: its gather is all NaN). The stages hold the blocks in
+ * order, so the list is the pp = 1 program's. Returns on rank 0 the count and the arrays (*names point into the
+ * rank's own descriptor or into *keep), elsewhere 0. */
+typedef struct stage_tensor {
+    char name[64];
+    int ndim;
+    long long shape[2];
+    float *data;
+} stage_tensor;
+
+static bool gather_stages(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, stage_tensor **out,
+                          int *count, tr_err *err)
+{
+    const tr_pipe_desc *pd = &tr_pipe_class;
+    int rank = d->rank, stage = pd->stage, S = pd->stages, root = stage * pd->ranks;
+    MPI_Comm sc;
+    *out = NULL;
+    *count = 0;
+    MPI_Comm_split(MPI_COMM_WORLD, stage, rank, &sc);
+    float **full = NULL;
+    bool ok = gather_full_in(d, dep, sc, H, which, &full, err);
+    MPI_Comm_free(&sc);
+    ok = all_ok_world(ok);
+    if (!ok) {
+        tr_gather_full_free(d, full);
+        return false;
+    }
+    if (rank == root && rank != 0) { /* a later stage's first rank: its tensors to rank 0 */
+        int n = d->nparams;
+        MPI_Send(&n, 1, MPI_INT, 0, 10, MPI_COMM_WORLD);
+        for (int i = 0; i < n; i++) {
+            const tr_param *pr = &d->params[i];
+            char name[64] = {0};
+            snprintf(name, sizeof name, "%s", pr->name);
+            long long hdr[3] = {pr->ndim, pr->full[0], pr->ndim == 1 ? 1 : pr->full[1]};
+            MPI_Send(name, 64, MPI_CHAR, 0, 11, MPI_COMM_WORLD);
+            MPI_Send(hdr, 3, MPI_LONG_LONG, 0, 12, MPI_COMM_WORLD);
+            MPI_Send(full[i], (int)(hdr[1] * hdr[2]), MPI_FLOAT, 0, 13, MPI_COMM_WORLD);
+        }
+    }
+    if (rank == 0) {
+        int cap = d->nparams, n = 0;
+        stage_tensor *t = calloc((size_t)(cap > 0 ? cap : 1), sizeof *t);
+        if (!t)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        for (int i = 0; i < d->nparams; i++) {
+            const tr_param *pr = &d->params[i];
+            snprintf(t[n].name, sizeof t[n].name, "%s", pr->name);
+            t[n].ndim = pr->ndim;
+            t[n].shape[0] = pr->full[0];
+            t[n].shape[1] = pr->ndim == 1 ? 0 : pr->full[1];
+            t[n++].data = full[i];
+            full[i] = NULL;
+        }
+        for (int s = 1; s < S; s++) {
+            int src = s * pd->ranks, m = 0;
+            MPI_Recv(&m, 1, MPI_INT, src, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (int i = 0; i < m; i++) {
+                char name[64];
+                long long hdr[3];
+                MPI_Recv(name, 64, MPI_CHAR, src, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Recv(hdr, 3, MPI_LONG_LONG, src, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                float *buf = malloc((size_t)(hdr[1] * hdr[2]) * sizeof *buf);
+                if (!buf)
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                MPI_Recv(buf, (int)(hdr[1] * hdr[2]), MPI_FLOAT, src, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                name[63] = '\0';
+                int seen = 0;
+                for (int k = 0; k < n; k++)
+                    seen |= strcmp(t[k].name, name) == 0;
+                if (seen) { /* the tied copy of wte: stage 0's is the one written */
+                    free(buf);
+                    continue;
+                }
+                if (n == cap) {
+                    cap *= 2;
+                    stage_tensor *nt = realloc(t, (size_t)cap * sizeof *nt);
+                    if (!nt)
+                        MPI_Abort(MPI_COMM_WORLD, 1);
+                    t = nt;
+                }
+                snprintf(t[n].name, sizeof t[n].name, "%s", name);
+                t[n].ndim = (int)hdr[0];
+                t[n].shape[0] = hdr[1];
+                t[n].shape[1] = hdr[0] == 1 ? 0 : hdr[2];
+                t[n++].data = buf;
+            }
+        }
+        *out = t;
+        *count = n;
+    }
+    tr_gather_full_free(d, full);
+    return true;
+}
+
+static bool write_stages(const tr_rank_desc *d, MPI_Comm dep, const float *H, int grads, const char *path,
+                         tr_st_dtype dtype, tr_err *err)
+{
+    stage_tensor *t = NULL;
+    int n = 0;
+    tr_err e = {{0}};
+    if (!gather_stages(d, dep, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &t, &n, &e)) {
+        if (d->rank == 0)
+            tr_fail(err, "%s: %s", path, e.msg);
+        return false;
+    }
+    bool ok = true;
+    if (d->rank == 0) {
+        tr_st_out *outs = calloc((size_t)(n > 0 ? n : 1), sizeof *outs);
+        long long bad = 0, total = 0;
+        for (int i = 0; i < n; i++) {
+            long long m = t[i].shape[0] * (t[i].ndim == 1 ? 1 : t[i].shape[1]);
+            for (long long k = 0; k < m; k++)
+                bad += !isfinite(t[i].data[k]);
+            total += m;
+        }
+        if (bad)
+            fprintf(stderr, "warning: %s has %lld non-finite values of %lld\n", path, bad, total);
+        if (!outs) {
+            ok = tr_fail(err, "%s: out of memory", path);
+        } else {
+            for (int i = 0; i < n; i++)
+                outs[i] = (tr_st_out){.name = t[i].name, .ndim = t[i].ndim, .shape = {t[i].shape[0], t[i].shape[1]},
+                                      .data = t[i].data};
+            ok = tr_st_write_atomic_as(path, outs, n, dtype, err);
+        }
+        free(outs);
+        for (int i = 0; i < n; i++)
+            free(t[i].data);
+        free(t);
+    }
+    return root_ok(ok);
+}
+
 bool tr_gather_params(const tr_rank_desc *d, MPI_Comm dep, const float *H, int grads, const char *path,
                       tr_st_dtype dtype, tr_err *err)
 {
+    if (&tr_pipe_class && tr_pipe_class.stages > 1)
+        return write_stages(d, dep, H, grads, path, dtype, err);
     float **full = NULL;
     tr_err e = {{0}};
     if (!tr_gather_full(d, dep, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &full, &e)) {
@@ -318,7 +477,7 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H)
     }
     long long all = 0;
     MPI_Allreduce(&bad, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    return all;
+    return all + tr_pipe_tied_check(c, H); /* pipeline stages: the tied wte of the first and last stage */
 }
 
 /* Non-finite elements of pr's local shard (at off in H): how many and the smallest full-tensor index. */
@@ -352,29 +511,33 @@ static long long scan_nonfinite(const tr_param *pr, const float *H, long long of
 
 int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long long *count, long long *first)
 {
-    int mine = d->nparams, idx = d->nparams;
-    for (int i = 0; i < d->nparams && mine == d->nparams; i++) {
+    /* the first tensor in model order over every rank: key stage * 65536 + index (pipeline stages hold different
+     * tensors; INT_MAX: none), so every rank enters the same collectives below */
+    const int piped = &tr_pipe_class && tr_pipe_class.stages > 1, stage = piped ? tr_pipe_class.stage : 0;
+    int mine = INT_MAX, idx = INT_MAX;
+    for (int i = 0; i < d->nparams && mine == INT_MAX; i++) {
         const tr_param *pr = &d->params[i];
         long long off = grads ? pr->grad_offset : pr->offset, e = (long long)pr->rows * pr->cols;
         for (long long k = 0; k < e; k++)
             if (!isfinite(shard_elem(pr, H, off, grads, k))) {
-                mine = i;
+                mine = stage * 65536 + i;
                 break;
             }
     }
     MPI_Allreduce(&mine, &idx, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     *count = 0;
     *first = -1;
-    if (idx >= d->nparams)
+    if (idx == INT_MAX)
         return -1;
-    const tr_param *pr = &d->params[idx];
-    long long at, n = scan_nonfinite(pr, H, grads ? pr->grad_offset : pr->offset, grads, &at);
-    long long cn = canonical(d, pr) ? n : 0;
+    int own = idx / 65536 == stage; /* this rank's stage holds the tensor */
+    const tr_param *pr = own ? &d->params[idx % 65536] : NULL;
+    long long at = LLONG_MAX, n = pr ? scan_nonfinite(pr, H, grads ? pr->grad_offset : pr->offset, grads, &at) : 0;
+    long long cn = pr && canonical(d, pr) ? n : 0;
     MPI_Allreduce(&cn, count, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&at, first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     if (*count == 0) /* only a replica holds them (the replica check tells which) */
         MPI_Allreduce(&n, count, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-    return idx;
+    return own ? idx % 65536 : d->nparams; /* d->nparams: another stage's tensor (its name is not known here) */
 }
 
 int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max)

@@ -45,7 +45,8 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H);
  * or gradients (grads = 1) in the host arena H hold a NaN or an infinity on any rank; -1 if
  * none. *count gets how many elements of the full tensor are non-finite (each counted once:
  * replicas are skipped) and *first the smallest row-major index of one in the full tensor.
- * Collective over MPI_COMM_WORLD; every rank gets the same answer. */
+ * Collective over MPI_COMM_WORLD; every rank gets the same answer, except with pipeline stages: a rank of another
+ * stage than the tensor's gets d->nparams (>= 0: found, its name unknown there). */
 int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long long *count, long long *first);
 
 /* The parameter holding the largest magnitude |value| over all ranks (its index, lowest on a

@@ -145,6 +145,13 @@ void tr_lm_dlogits(tr_ctx *c, const float *L, const float *mx, const float *s, c
     TIMED_END(TR_K_LOSS);
 }
 
+void tr_zero(tr_ctx *c, float *buf, long long n)
+{
+    TIMED_BEGIN;
+    memset(buf, 0, (size_t)n * sizeof *buf);
+    TIMED_END(TR_K_RESID);
+}
+
 void tr_embed_rows_bwd(tr_ctx *c, const int32_t *tok, const float *g, int v0, int nvalid, int rows, int cols,
                        float *dE)
 {

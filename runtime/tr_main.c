@@ -647,13 +647,15 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         return -1;
     }
     if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
-        const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out" : o->grads_out ? "--grads-out"
-                          : o->weights_out ? "--weights-out" : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
+        const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out"
+                          : o->grads_out && !o->steps ? "--grads-out without --steps"
+                          : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
                           : o->resume ? "--resume" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
-                          : o->data.data || o->data.val_data ? "--data" : NULL;
+                          : o->data.data || o->data.val_data ? "--data" : o->lm.logits_out ? "--logits-out" : NULL;
         if (opt) {
             tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
-                         "--steps N with --input, --target, --seed, --weights, --bytes, --replica-check and --timing; "
+                         "--steps N with --input, --target (a language model: --tokens, --targets), --seed, --weights, "
+                         "--bytes, --replica-check, --timing, --weights-out and --grads-out; "
                          "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
             return -1;
         }
@@ -809,7 +811,10 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
 {
     long long count, first;
     int idx = tr_gather_nonfinite(d, H, grads, &count, &first);
-    if (idx >= 0 && d->rank == 0) {
+    if (idx >= d->nparams && d->rank == 0) /* pipeline stages: a tensor of a later stage */
+        snprintf(what, cap, "a tensor of a later pipeline stage holds %lld non-finite value%s (NaN or inf)", count,
+                 count == 1 ? "" : "s");
+    if (idx >= 0 && idx < d->nparams && d->rank == 0) {
         const tr_param *p = &d->params[idx];
         long long dims[2] = {p->full[0], p->full[1]};
         char at[64];
@@ -849,7 +854,7 @@ static bool weights_finite(const tr_rank_desc *d, const float *H, const char *pa
     if (d->rank == 0) {
         fprintf(stderr, "%s: %s%s%s%s%s: every weight must be finite (a NaN or an infinity reaches every output); "
                         "repair the checkpoint (e.g. torch.nan_to_num) or pass another file\n",
-                path, what, prefix[0] ? " (in the file: " : "", prefix, prefix[0] ? d->params[idx].name : "",
+                path, what, prefix[0] ? " (in the file: " : "", prefix, prefix[0] && idx < d->nparams ? d->params[idx].name : "",
                 prefix[0] ? ")" : "");
     }
     return false;
@@ -1162,7 +1167,8 @@ static bool report_shard_bytes(tr_ctx *c, long long nbwd, long long nopt, int qu
 
 /* Pipeline stages: every rank's point-to-point bytes over the run against the plan: per training step, m micro-batch
  * blocks of mb_elems floats each way across each of its stage's boundaries (activations forward, dL/dx back), and
- * per forward outside a step (the final one) the activations alone. */
+ * per forward outside a step (the final one) the activations alone; the language model's first and last stage also
+ * exchange their tied wte gradient (tied_elems floats each way) once per step. */
 static bool piped(void);
 static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int quiet)
 {
@@ -1171,8 +1177,9 @@ static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int
     const tr_pipe_desc *pd = &tr_pipe_class;
     long long blk = 4LL * pd->microbatches * pd->mb_elems; /* one boundary, one direction, one step */
     int up = pd->stage > 0, down = pd->stage < pd->stages - 1;
-    const long long mine[4] = {c->p2p_sent, steps * blk * (up + down) + forwards * blk * down, c->p2p_recv,
-                               steps * blk * (up + down) + forwards * blk * up};
+    long long tied = 4LL * (pd->tied_param >= 0 ? pd->tied_elems : 0); /* one step, one direction */
+    const long long mine[4] = {c->p2p_sent, steps * (blk * (up + down) + tied) + forwards * blk * down, c->p2p_recv,
+                               steps * (blk * (up + down) + tied) + forwards * blk * up};
     char header[160];
     snprintf(header, sizeof header, "point-to-point bytes between pipeline stages over the run (%lld step%s, %lld "
              "forward%s), measured / planned:", steps, steps == 1 ? "" : "s", forwards, forwards == 1 ? "" : "s");

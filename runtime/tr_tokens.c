@@ -155,8 +155,12 @@ bool tr_lm_load_ids(const tr_rank_desc *d, const tr_lm_opts *o, uint64_t seed, f
         return false;
     }
     int R = d->io_rows, q = tr_model.q;
-    ok = read_ids(o->tokens, "tokens", seed, (long long)q * d->k * R, q * R, (int32_t *)(H + tr_lm()->tok_offset), &err) &&
-         read_ids(o->targets, "targets", seed, d->io_r0, R, (int32_t *)(H + tr_lm()->tgt_offset), &err);
+    /* pipeline stages: the tokens on the first stage, the targets on the last (offset -1 where a stage has none) */
+    ok = (tr_lm()->tok_offset < 0 ||
+          read_ids(o->tokens, "tokens", seed, (long long)q * d->k * R, q * R, (int32_t *)(H + tr_lm()->tok_offset),
+                   &err)) &&
+         (tr_lm()->tgt_offset < 0 ||
+          read_ids(o->targets, "targets", seed, d->io_r0, R, (int32_t *)(H + tr_lm()->tgt_offset), &err));
     int all = 0;
     v = ok;
     MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -168,7 +172,8 @@ bool tr_lm_load_ids(const tr_rank_desc *d, const tr_lm_opts *o, uint64_t seed, f
 bool tr_lm_counts_loss(const tr_rank_desc *d)
 {
     /* tesseract: ranks (i, 0, k) hold every row block once; megatron: every rank holds every token, rank 0 counts */
-    return tr_model.scheme == 1 ? d->rank == 0 : d->j == 0;
+    /* pipeline stages: the last stage's (the only one with a loss buffer) */
+    return tr_lm()->loss_offset >= 0 && (tr_model.scheme == 1 ? d->rank == 0 : d->j == 0);
 }
 
 double tr_lm_mean_loss(const tr_rank_desc *d, const float *H)

@@ -204,8 +204,8 @@ cli_disk_room() {
         awk -v e="$est" -v w="$written" 'BEGIN { exit !(e * 1e6 >= w) }'
 }
 check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room
-# mesh.pp = 2: --summary prints each stage's proved schedule with its stash, the bubble and each stage's memory; generating, --show and
-# the advisor are refused naming mesh.pp (the stage programs are planned, not emitted yet), nothing written
+# mesh.pp = 2: --summary prints each stage's proved schedule with its stash, the bubble and each stage's memory; --show and
+# the advisor are refused naming mesh.pp, nothing written; generating writes every stage's programs, the language model's too
 cli_pipeline_stages() {
     cat >"$WORK/pp2.lua" <<'SPEC'
 return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
@@ -223,7 +223,9 @@ SPEC
         awk '/^  stage [01] memory:/ { if ($5 + $10 * $12 != $14) bad = 1; w[$2] = $7 + 0 }
              END { exit bad || w["0"] * 3 != w["1"] }' "$WORK/pp2.sum" || return 1
     # generating writes a program per (stage, i, j), ranks stage-major (rank 7 is (i=1, j=1) of stage 1: every color
-    # of its groups is its stage-0 color + 4); the language model's stages are refused
+    # of its groups is its stage-0 color + 4); the language model's stages are generated too: the summary names the
+    # tied wte gradient's exchange (Vq x C/q = 5 x 4 floats, vocab 10 and hidden 8 on q = 2), the last stage's pipe_step ends with
+    # it (stage 0's rank 3 + 4 = 7 is its peer) and holds wte without wpe
     $TG "$WORK/pp2.lua" -o "$WORK/pp2" >"$WORK/pp2.out" || return 1
     grep -q "mesh \[2,2,1\] = 8 ranks in 8 rank classes" "$WORK/pp2.out" &&
         grep -q "^4 classes, (1,0,0)..(1,1,1) " "$WORK/pp2.out" &&
@@ -231,9 +233,11 @@ SPEC
         grep -q "\.q = 2, \.d = 1, \.p = 8," "$WORK/pp2/model.c" && grep -q "^    \.pp = 2, " "$WORK/pp2/model.c" &&
         grep -q "^    {7, 0, 8, {5, 5, 7, 5, 4}, " "$WORK/pp2/rank_s1_i1_j1.c" || return 1
     sed 's/batch = 8 }/batch = 8, vocab = 10, positions = 2 }/' "$WORK/pp2.lua" >"$WORK/pp2lm.lua"
-    $TG "$WORK/pp2lm.lua" -o "$WORK/pp2lm" 2>"$WORK/pp2.err"
-    [ $? -eq 1 ] && [ ! -e "$WORK/pp2lm" ] && grep -q "the language model's stages .* are not emitted yet, so generating is refused" "$WORK/pp2.err" &&
-        grep -q "nothing was written" "$WORK/pp2.err" || return 1
+    $TG "$WORK/pp2lm.lua" --summary >"$WORK/pp2lm.sum" && $TG "$WORK/pp2lm.lua" -o "$WORK/pp2lm" >/dev/null || return 1
+    grep -q "^  tied wte gradient: stage 0 and stage 1 exchange and add it after the last backward, every step: 20 floats (80 bytes) each way per rank (Vq x C/q = 5 x 4)$" "$WORK/pp2lm.sum" &&
+        grep -q "^    tr_pipe_tied_sum(c, A + [0-9]*, 20, me - 4, 0); /\* the tied wte gradient: + stage 0's \*/$" "$WORK/pp2lm/rank_s1_i1_j1.c" &&
+        grep -q "^    tr_pipe_tied_sum(c, A + [0-9]*, 20, me + 4, 1); " "$WORK/pp2lm/rank_s0_i1_j1.c" &&
+        grep -q '"wte.weight"' "$WORK/pp2lm/rank_s1_i0_j0.c" && ! grep -q '"wpe.weight"' "$WORK/pp2lm/rank_s1_i0_j0.c" || return 1
     $TG "$WORK/pp2.lua" --summary --full 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --summary with a selection is refused" "$WORK/pp2.err"
 }
@@ -278,9 +282,13 @@ SPEC
         grep -Eq "^  rows 0..7 +0,4 +1,5$" "$WORK/pp2x.blk" && grep -Eq "^  rows 8..15 +2,6 +3,7$" "$WORK/pp2x.blk" || return 1
     $TG "$WORK/pp2.lua" --show --ranks 8 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 2 ] && grep -q "rank 8 is not in 0..7 (mesh \[2,2,1\] x 2 pipeline stages has 8 ranks)" "$WORK/pp2.err" || return 1
-    # the language model's stages are not generated, so neither are they shown
-    $TG "$WORK/pp2lm.lua" --show 2>"$WORK/pp2.err" >/dev/null
-    [ $? -eq 1 ] && grep -q "tessgen: --show prints the stage programs, so it is refused with them" "$WORK/pp2.err"
+    # the language model's stages: --show prints them; --blocks maps wte once, held by the first stage and the last
+    # (the tied head's copy), the other tensors by their own stage
+    $TG "$WORK/pp2lm.lua" --show >"$WORK/pp2lm.show" && grep -q "^== rank 7 (stage 1, " "$WORK/pp2lm.show" &&
+        $TG "$WORK/pp2lm.lua" --blocks >"$WORK/pp2lm.blk" && [ "$(grep -c "^wte.weight " "$WORK/pp2lm.blk")" = 1 ] &&
+        grep -q "^(held by stages 0 and 1: world ranks 0..3 and 4..7; the last stage's is the tied LM head's copy" \
+            "$WORK/pp2lm.blk" && grep -Eq "^  rows 0..4 +0,4 +1,5$" "$WORK/pp2lm.blk" &&
+        $TG "$WORK/pp2lm.lua" --blocks wpe.weight | grep -q "^(held by stage 0: world ranks 0..3)$"
 }
 # schedule.json's "pipeline": each stage's proved order with the slot each step runs in, and the class files' pipeline
 # steps with their peer, micro-batch and stash slot; 2 stages x 4 micro-batches of 1f1b, the order tests/test_pipe.c
@@ -380,7 +388,7 @@ PYEOF
         grep -q "ranks 11+4k of 16 for k = 0..1 (11, 15), stage 1, coordinates (i=1, j=1, k)" \
             "$WORK/pp2d/schedule/rank_s1_i1_j1.txt"
 }
-check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks; the language model's stages and --summary --full are refused, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks, the language model's with the tied wte gradient's exchange; --summary --full is refused, nothing written" cli_pipeline_stages
 check "cli: 2 pipeline stages: --show prints each stage's classes and every pipeline step with its peer world rank, micro-batch, stash slot and time slot; --blocks names the stage that holds a layer" \
     cli_pipeline_show
 check "cli: 2 pipeline stages: schedule.json carries each stage's proved 1f1b order with its time slots, makespan, bubble and stash, and the class files every send and receive with its peer, micro-batch and stash slot" \

@@ -493,6 +493,81 @@ static void check_stages(int q, int d, int L, int n0, int m, tg_pipe_sched sched
     }
 }
 
+/* Pipeline stages of the language model (2 stages, m micro-batches): stage 0 holds wte, wpe, the token ids and its
+ * blocks, the last stage wte's tied copy (the same shard as the whole program's), its blocks, ln_f and the targets,
+ * logits and loss; each stage all-reduces its part of the wte gradient over dep once; stage 0's embedding backward
+ * starts its dE from zero (the head's part is on the other stage); the stages' flops add up to the whole model's. */
+static int find_param(const tg_class_plan *rp, const char *name)
+{
+    for (int k = 0; k < rp->nparams; k++)
+        if (strcmp(rp->params[k].name, name) == 0)
+            return k;
+    return -1;
+}
+
+static void check_lm_stages(int q, int d, int m)
+{
+    char label[96];
+    snprintf(label, sizeof label, "language model [%d,%d,%d] x 2 stages, m=%d", q, q, d, m);
+    tg_spec s = tt_spec(q, d, 2, 24, 6, 48, 4, 2 * q * d * m, 1);
+    s.vocab = 49;
+    s.positions = 4;
+    s.microbatches = m;
+    tg_plan whole, st;
+    tg_err err = {{0}, 0};
+    tg_plan_init(&s, &whole);
+    s.pp = 2;
+    s.stage_layers[0] = s.stage_layers[1] = 1;
+    tg_plan_init(&s, &st);
+    for (int c = 0; c < q * q; c++) {
+        tg_class_plan w, sp[2];
+        bool ok = tg_plan_class(&whole, c / q, c % q, &w, &err);
+        TT_CHECK(ok, "%s: whole plan failed: %s", label, err.msg);
+        if (!ok)
+            return;
+        long long flops = 0, wflops = 0;
+        for (int k = 0; k < w.nsteps; k++)
+            wflops += w.steps[k].phase != TG_PHASE_OPT ? w.steps[k].flops : 0;
+        int ww = find_param(&w, "wte.weight");
+        for (int g = 0; g < 2; g++) {
+            ok = tg_plan_stage(&st, g, &err) && tg_plan_class(&st, c / q, c % q, &sp[g], &err);
+            TT_CHECK(ok, "%s: stage %d plan failed: %s", label, g, err.msg);
+            if (!ok) {
+                sp[g].nsteps = 0;
+                continue;
+            }
+            const tg_class_plan *rp = &sp[g];
+            int wt = find_param(rp, "wte.weight");
+            TT_CHECK(wt >= 0 && ww >= 0 && rp->params[wt].npieces == w.params[ww].npieces &&
+                         rp->bufs[rp->params[wt].buf].elems == w.bufs[w.params[ww].buf].elems,
+                     "%s: stage %d's wte is not the whole program's shard", label, g);
+            TT_CHECK((find_param(rp, "wpe.weight") >= 0) == (g == 0) && (find_param(rp, "ln_f.weight") >= 0) == (g == 1),
+                     "%s: stage %d holds wpe %d, ln_f %d", label, g, find_param(rp, "wpe.weight") >= 0,
+                     find_param(rp, "ln_f.weight") >= 0);
+            TT_CHECK((rp->tok_buf >= 0) == (g == 0) && (rp->tgt_buf >= 0) == (g == 1) &&
+                         (rp->logits_buf >= 0) == (g == 1) && (rp->loss_buf >= 0) == (g == 1),
+                     "%s: stage %d buffers tokens %d targets %d logits %d loss %d", label, g, rp->tok_buf,
+                     rp->tgt_buf, rp->logits_buf, rp->loss_buf);
+            int dep = 0, zero = 0;
+            for (int k = 0; k < rp->nsteps; k++) {
+                const tg_step *x = &rp->steps[k];
+                flops += x->phase != TG_PHASE_OPT ? x->flops : 0;
+                dep += x->kind == TG_STEP_ALLREDUCE && x->group == TG_DEP && wt >= 0 &&
+                       x->buf[0] == rp->params[wt].grad;
+                zero += x->zero_first;
+            }
+            TT_CHECK(dep == (d > 1), "%s: stage %d all-reduces its wte gradient over dep %d times", label, g, dep);
+            TT_CHECK(zero == (g == 0), "%s: stage %d zeroes %d embedding gradients first", label, g, zero);
+        }
+        TT_CHECK(flops == wflops, "%s: the stages' flops %lld, the whole model's %lld", label, flops, wflops);
+        for (int k = 0; k < w.nsteps; k++)
+            TT_CHECK(!w.steps[k].zero_first, "%s: pp = 1 zeroes a gradient first", label);
+        tg_class_free(&w);
+        tg_class_free(&sp[0]);
+        tg_class_free(&sp[1]);
+    }
+}
+
 /* Pipeline stages: classes keyed by (stage, i, j), ranks stage-major, each class number planned at its stage. */
 static void check_stage_classes(int q, int d, int S)
 {
@@ -544,6 +619,12 @@ int main(void)
         check_stages(1, 1, 3, 2, 4, TG_PIPE_GPIPE);
         check_stages(2, 1, 4, 1, 4, TG_PIPE_1F1B);
         check_stages(2, 2, 3, 2, 2, TG_PIPE_GPIPE);
+    }
+    TT_CASE("pipeline stages of the language model: the embedding and token ids on the first stage, the tied copy of "
+            "wte, ln_f and the loss on the last, each stage's wte gradient all-reduced over dep, flops add up") {
+        check_lm_stages(1, 1, 2);
+        check_lm_stages(2, 1, 2);
+        check_lm_stages(2, 2, 1);
     }
     for (int p = 1; p <= 4; p++)
         for (int train = 0; train < 2; train++)

@@ -662,6 +662,96 @@ pipe_refuses() {
         "$WORK/pipe.err" && [ ! -e "$WORK/y.npy" ]
 }
 
+# The whole GPT-2 (model.vocab = 64) on 2 stages: the embedding on stage 0, ln_f, the tied head and the loss on stage 1,
+# the tied wte gradient summed between them after the last backward.
+pipe_lm_build() { # q d pp
+    local dir="$WORK/pipe_lm_$1_$2_$3"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "pipe_lm", mode = "train",
+  mesh = { q = $1, d = $2, pp = $3 },
+  model = { layers = 2, hidden = 24, heads = 6, ffn = 48, seq = 4, batch = 4, eps = 1e-5, vocab = 64, positions = 4 },
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+  pipeline = { microbatches = 2 },
+}
+SPEC
+    [ -x "$dir/bin/model" ] || { bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null; }
+}
+
+# the losses of two runs' logs (3 steps and the one after them) within 1e-6 relative: exit 0; n and the worst printed
+pipe_lm_same() {
+    paste <(grep -E "^(step [0-9]+|after step [0-9]+:) loss" "$1" | sed 's/.*loss \([^ ]*\).*/\1/') \
+        <(grep -E "^(step [0-9]+|after step [0-9]+:) loss" "$2" | sed 's/.*loss \([^ ]*\).*/\1/') |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; if (d > 1e-6 * $1 || $2 == "") bad = 1; n++ }
+             END { print n " losses compared, largest difference " w; exit (bad || n != 4) }'
+}
+
+# against the pp = 1 program on [1,1,1] (on [2,2,1] too: the meshes' losses agree within 1e-7, and it saves a build)
+pipe_lm_losses() { # q d
+    local one="$WORK/pipe_lm_1_1_1" two="$WORK/pipe_lm_$1_$2_2"
+    pipe_lm_build 1 1 1 && pipe_lm_build "$1" "$2" 2 || return 1
+    "$one/run" --steps 3 >"$WORK/pipe_lm1.out" && "$two/run" --steps 3 --bytes --replica-check >"$WORK/pipe_lm2.out" ||
+        return 1
+    cat "$WORK/pipe_lm1.out" "$WORK/pipe_lm2.out"
+    grep -q "^bytes: every rank moved exactly the planned bytes$" "$WORK/pipe_lm2.out" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" \
+            "$WORK/pipe_lm2.out" && grep -q "bitwise identical to its replicas" "$WORK/pipe_lm2.out" &&
+        pipe_lm_same "$WORK/pipe_lm1.out" "$WORK/pipe_lm2.out" || return 1
+    [ "$1" != 1 ] && return 0
+    # [1,1,1]: R = 16 rows, C = 24: a micro-batch block is 8 x 24 floats = 768 bytes, 2 each way per step; the tied
+    # wte gradient Vq x C = 64 x 24 floats = 6144 bytes each way per step; stage 0 also sends the final forward's 2
+    # blocks: sent 3 * (1536 + 6144) + 1536 = 24576, received 3 * (1536 + 6144) = 23040 (stage 1 the other way round)
+    grep -Eq "^ +0 +24576/24576 +23040/23040 *$" "$WORK/pipe_lm2.out" &&
+        grep -Eq "^ +1 +23040/23040 +24576/24576 *$" "$WORK/pipe_lm2.out" || return 1
+    # without the sum (test hook) each stage steps its copy with half the gradient: the losses leave the pp = 1
+    # program's after the first step and the copies differ (exit 4, both ranks named)
+    TESS_TEST_SKIP_TIED_SUM=1 "$two/run" --steps 3 --replica-check >"$WORK/pipe_lm3.out" 2>"$WORK/pipe_lm3.err"
+    local rc=$?
+    cat "$WORK/pipe_lm3.out" "$WORK/pipe_lm3.err"
+    [ $rc -eq 4 ] && ! pipe_lm_same "$WORK/pipe_lm1.out" "$WORK/pipe_lm3.out" &&
+        grep -q "^rank 1: wte.weight (stage 1's copy for the tied head) differs from rank 0's on stage 0$" \
+            "$WORK/pipe_lm3.err" &&
+        [ "$(grep -E "^step 1 loss" "$WORK/pipe_lm1.out" | cut -d' ' -f4)" = "$(grep -E "^step 1 loss" "$WORK/pipe_lm3.out" | cut -d' ' -f4)" ]
+}
+
+# --replica-check compares the two stages' copies of wte: one changed bit on stage 1's copy fails it (exit 4)
+pipe_lm_tied_check() {
+    local two="$WORK/pipe_lm_1_1_2"
+    pipe_lm_build 1 1 2 || return 1
+    TESS_TEST_PERTURB_REPLICA=1 "$two/run" --steps 1 --replica-check >"$WORK/pipe_lm4.out" 2>"$WORK/pipe_lm4.err"
+    local rc=$?
+    cat "$WORK/pipe_lm4.out" "$WORK/pipe_lm4.err"
+    [ $rc -eq 4 ] && grep -q "^rank 0: wte.weight (stage 0's copy for the tied embedding) differs from rank 1's on stage 1$" \
+        "$WORK/pipe_lm4.err"
+}
+
+# --weights-out and --grads-out with stages: each stage gathers its tensors to its first rank, which sends them to
+# rank 0, one file in the pp = 1 program's format. The block stack's weights after 2 steps are the pp = 1 file byte
+# for byte (its losses are bitwise too); the language model's file has the same header (names, order, shapes: the
+# last stage's copy of wte left out) and values within float rounding (its tied gradient is summed in another order;
+# the gradients within 1e-5, the weights within 1e-4: the key part of c_attn.bias has a gradient of rounding noise
+# only, which AdamW's m/sqrt(v) scales up to a full step, 8e-6 relative to that bias after 2 steps)
+pipe_outputs() {
+    local one="$WORK/pipe_1_1_1_2_1f1b" two="$WORK/pipe_1_1_2_2_1f1b" l1="$WORK/pipe_lm_1_1_1" l2="$WORK/pipe_lm_1_1_2"
+    pipe_build 1 1 1 2 1f1b && pipe_build 1 1 2 2 1f1b && pipe_lm_build 1 1 1 && pipe_lm_build 1 1 2 || return 1
+    rm -f "$WORK"/pipe_o*.st
+    "$one/run" --steps 2 --weights-out "$WORK/pipe_ow1.st" --quiet &&
+        "$two/run" --steps 2 --weights-out "$WORK/pipe_ow2.st" --quiet && cmp "$WORK/pipe_ow1.st" "$WORK/pipe_ow2.st" &&
+        "$l1/run" --steps 2 --weights-out "$WORK/pipe_olw1.st" --grads-out "$WORK/pipe_olg1.st" --quiet &&
+        "$l2/run" --steps 2 --weights-out "$WORK/pipe_olw2.st" --grads-out "$WORK/pipe_olg2.st" --quiet || return 1
+    "$PY" - "$WORK"/pipe_olw1.st "$WORK"/pipe_olw2.st "$WORK"/pipe_olg1.st "$WORK"/pipe_olg2.st <<'PYEOF' &&
+import struct, sys
+def header(p):
+    b = open(p, "rb").read()
+    return b[:8 + struct.unpack("<Q", b[:8])[0]]
+ok = header(sys.argv[1]) == header(sys.argv[2]) and header(sys.argv[3]) == header(sys.argv[4])
+print("headers identical:", ok)
+sys.exit(0 if ok else 1)
+PYEOF
+        "$PY" $REF compare-grads --ref "$WORK/pipe_olw1.st" --got "$WORK/pipe_olw2.st" --tol 1e-4 --label "LM weights" &&
+        "$PY" $REF compare-grads --ref "$WORK/pipe_olg1.st" --got "$WORK/pipe_olg2.st" --tol 1e-5 --label "LM gradients"
+}
+
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches 1f1b: the losses of 3 steps equal the pp = 1 program's, planned point-to-point bytes, replicas bitwise" pipe_losses 1 1 2 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches 1f1b: the losses equal the pp = 1 program's" pipe_losses 1 1 4 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 2 gpipe
@@ -671,3 +761,7 @@ check "train: pipeline, the point-to-point bytes of 3 steps and the final forwar
 check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
 check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
 check "train: pipeline, --output is refused with pipeline stages, naming the option and mesh.pp" pipe_refuses
+check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches: 3 AdamW steps' losses equal the pp = 1 program's, the tied wte gradient's bytes as planned, both copies bitwise; unsummed, the losses leave pp = 1's after step 1" pipe_lm_losses 1 1
+check "train: pipeline, the whole GPT-2 on 2 stages of [2,2,1] (8 ranks): the losses equal the pp = 1 program's on [1,1,1], planned bytes, replicas and tied copies bitwise" pipe_lm_losses 2 1
+check "train: pipeline, --replica-check compares the first and last stage's copies of the tied wte" pipe_lm_tied_check
+check "train: pipeline, --weights-out and --grads-out gather every stage into one file: the block stack's weights byte for byte the pp = 1 program's, the GPT-2's header the same, gradients within 1e-5 and weights within 1e-4" pipe_outputs
