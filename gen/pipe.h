@@ -84,8 +84,9 @@ void tg_pipe_op_str(const tg_pipe_op *op, char *out, size_t cap);
  * slots, and the bubble. Builds and simulates the schedule (false with its error when that fails). */
 bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err);
 
-/* Whether the generator builds programs for s: false for pp > 1 (the stage programs are not emitted yet), with a
- * message naming mesh.pp and the fix. what: "generating", "--show" ... for the message. */
+/* Whether the tool `what` covers s: everything for pp = 1; with pp > 1 generating (the block stack's and the language
+ * model's stage programs, CPU backend) and nothing else that asks (--summary --full, --advise: false with a message
+ * naming mesh.pp and the fix; --show and --blocks do not ask, gen/main.c). */
 bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err);
 
 #endif
