@@ -142,33 +142,168 @@ static uint64_t fnv(uint64_t h, const float *v, long long n)
 }
 
 /* "adam_m.<name>" (kind 1), "adam_v.<name>" (kind 2) or the name (kind 0) into buf. */
-static const char *tensor_name(char *buf, size_t cap, const tr_param *pr, int kind)
+static const char *tensor_name(char *buf, size_t cap, const char *param, int kind)
 {
     static const char *const pre[3] = {"", "adam_m.", "adam_v."};
-    snprintf(buf, cap, "%s%s", pre[kind], pr->name);
+    snprintf(buf, cap, "%s%s", pre[kind], param);
     return buf;
+}
+
+/* The model's parameters as a checkpoint holds them, in its order: the rank's own (pp = 1: every rank holds every
+ * name), or with pipeline stages every stage's in stage order, the last stage's tied copy of wte left out
+ * (ck_model_list: complete on rank 0 only). */
+typedef struct ck_tensor {
+    char name[64];
+    int ndim, full[2], stage;
+} ck_tensor;
+typedef struct ck_list {
+    int n, stages;
+    ck_tensor *t;
+} ck_list;
+
+/* d's parameters as one stage's list (the fuzz harness's and a pp = 1 program's whole list). tied: leave out this
+ * parameter index (-1: none). False: out of memory. */
+static bool list_from_desc(const tr_rank_desc *d, int stage, int tied, ck_list *l)
+{
+    l->n = 0;
+    l->stages = 1;
+    l->t = calloc((size_t)(d->nparams > 0 ? d->nparams : 1), sizeof *l->t);
+    if (!l->t)
+        return false;
+    for (int i = 0; i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        if (i == tied)
+            continue;
+        ck_tensor *t = &l->t[l->n++];
+        snprintf(t->name, sizeof t->name, "%s", pr->name);
+        t->ndim = pr->ndim;
+        t->full[0] = pr->full[0];
+        t->full[1] = pr->full[1];
+        t->stage = stage;
+    }
+    return true;
+}
+
+/* The blocks each stage holds, as the metadata "mesh.stages" records them: "a-b" per stage (its first and last
+ * h.<l> block), comma separated ("0-1" for one stage of 2 blocks). */
+static void stages_text(const ck_list *l, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int s = 0; s < l->stages; s++) {
+        int lo = -1, hi = -1;
+        for (int i = 0; i < l->n; i++) {
+            int b;
+            if (l->t[i].stage == s && sscanf(l->t[i].name, "h.%d.", &b) == 1) {
+                lo = lo < 0 || b < lo ? b : lo;
+                hi = b > hi ? b : hi;
+            }
+        }
+        if (n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%d-%d", s ? "," : "", lo, hi);
+    }
 }
 
 /* ---- writing (MPI: not in the fuzz harness's reader-only build, TR_CKPT_READER_ONLY) ---- */
 #ifndef TR_CKPT_READER_ONLY
-static long long full_elems(const tr_param *pr)
+/* Pipeline stages: this program is one stage of several (tr_pipe_class, docs/TRAINING.md "Pipeline stages"). */
+static bool piped(void)
 {
-    return pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+    return &tr_pipe_class != NULL && tr_pipe_class.stages > 1;
+}
+
+/* Collective: the checkpoint's list of the model's parameters (ck_list), complete on rank 0; the other ranks get
+ * their own stage's. Pipeline stages: each later stage's first rank sends its list to rank 0. False on every rank
+ * when one runs out of memory. */
+static bool ck_model_list(const tr_rank_desc *d, ck_list *l)
+{
+    const tr_pipe_desc *pd = piped() ? &tr_pipe_class : NULL;
+    int tied = pd && pd->stage > 0 && pd->tied_param >= 0 ? pd->tied_param : -1;
+    bool ok = list_from_desc(d, pd ? pd->stage : 0, tied, l);
+    int v = ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!v || !pd) {
+        if (!v) {
+            free(l->t);
+            l->t = NULL;
+        }
+        return v == 1;
+    }
+    if (d->rank == pd->stage * pd->ranks && d->rank != 0) {
+        MPI_Send(&l->n, 1, MPI_INT, 0, 20, MPI_COMM_WORLD);
+        MPI_Send(l->t, (int)(l->n * sizeof *l->t), MPI_BYTE, 0, 21, MPI_COMM_WORLD);
+    }
+    if (d->rank == 0) {
+        for (int s = 1; s < pd->stages; s++) {
+            int m = 0;
+            MPI_Recv(&m, 1, MPI_INT, s * pd->ranks, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            ck_tensor *t = realloc(l->t, (size_t)(l->n + m + 1) * sizeof *t);
+            if (!t)
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            l->t = t;
+            MPI_Recv(l->t + l->n, (int)(m * sizeof *l->t), MPI_BYTE, s * pd->ranks, 21, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            l->n += m;
+        }
+        l->stages = pd->stages;
+    }
+    return true;
+}
+
+/* Collective: the full tensors of `which` (TR_GATHER_*) on rank 0, in the list's order (ck_model_list): from the
+ * canonical shards (tr_gather_full), or with pipeline stages from every stage (tr_gather_stages). *out: rank 0's
+ * [n] arrays (free each, then the array), elsewhere NULL. */
+static bool gather_list(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, int n, float ***out,
+                        tr_err *err)
+{
+    *out = NULL;
+    if (!piped())
+        return tr_gather_full(d, dep, H, which, out, err);
+    tr_gather_tensor *t = NULL;
+    int cnt = 0;
+    if (!tr_gather_stages(d, dep, H, which, &t, &cnt, err))
+        return false;
+    if (d->rank == 0) {
+        float **a = calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *a);
+        if (!a || cnt != n)
+            MPI_Abort(MPI_COMM_WORLD, 1); /* the stages' lists are the ones ck_model_list received */
+        for (int i = 0; i < cnt; i++)
+            a[i] = t[i].data;
+        free(t);
+        *out = a;
+    }
+    return true;
+}
+
+static void free_list_arrays(float **a, int n)
+{
+    if (a)
+        for (int i = 0; i < n; i++)
+            free(a[i]);
+    free(a);
+}
+
+static long long list_elems(const ck_tensor *t)
+{
+    return t->ndim == 1 ? t->full[0] : (long long)t->full[0] * t->full[1];
 }
 
 bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
                    uint64_t seed, tr_err *err)
 {
     static const int which[3] = {TR_GATHER_WEIGHTS, TR_GATHER_ADAM_M, TR_GATHER_ADAM_V};
-    float **full[3] = {NULL, NULL, NULL}; /* rank 0: [3][nparams] full tensors */
+    float **full[3] = {NULL, NULL, NULL}; /* rank 0: [3][list.n] full tensors */
+    ck_list list = {0, 1, NULL};
     tr_err e = {{0}};
-    bool ok = true;
+    bool ok = ck_model_list(d, &list);
+    if (!ok)
+        tr_fail(&e, "out of memory listing the parameters");
     for (int k = 0; k < 3 && ok; k++)
-        ok = tr_gather_full(d, dep, H, which[k], &full[k], &e); /* moments: whole */
+        ok = gather_list(d, dep, H, which[k], list.n, &full[k], &e); /* moments: whole */
     if (!ok && d->rank == 0)
         tr_fail(err, "%s: %s; the checkpoint was not written", path, e.msg);
     if (ok && d->rank == 0) {
-        int n = 3 * d->nparams;
+        int n = 3 * list.n;
         tr_st_out *outs = calloc((size_t)(n > 0 ? n : 1), sizeof *outs);
         char (*names)[TR_ST_NAME_CAP] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
         meta_list *m = calloc(1, sizeof *m);
@@ -177,16 +312,20 @@ bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const ch
             ok = tr_fail(err, "%s: out of memory writing the checkpoint; nothing written", path);
         } else {
             uint64_t h = 0xcbf29ce484222325ULL;
-            for (int i = 0; i < d->nparams; i++) {
-                const tr_param *pr = &d->params[i];
+            for (int i = 0; i < list.n; i++) {
+                const ck_tensor *ct = &list.t[i];
                 for (int k = 0; k < 3; k++) {
                     int t = 3 * i + k;
-                    outs[t] = (tr_st_out){.name = tensor_name(names[t], sizeof names[t], pr, k), .ndim = pr->ndim,
-                                          .shape = {pr->full[0], pr->full[1]}, .data = full[k][i]};
-                    h = fnv(h, full[k][i], full_elems(pr));
+                    outs[t] = (tr_st_out){.name = tensor_name(names[t], sizeof names[t], ct->name, k),
+                                          .ndim = ct->ndim, .shape = {ct->full[0], ct->full[1]}, .data = full[k][i]};
+                    h = fnv(h, full[k][i], list_elems(ct));
                 }
             }
             built_meta(m);
+            char stages[META_VAL];
+            stages_text(&list, stages, sizeof stages);
+            meta_add(m, "mesh.pp", "%d", list.stages);
+            meta_add(m, "mesh.stages", "%s", stages);
             meta_add(m, "format", "%s", TR_CKPT_FORMAT);
             meta_add(m, "step", "%lld", step);
             meta_add(m, "seed", "%" PRIu64, seed);
@@ -210,7 +349,11 @@ bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const ch
         free(m);
     }
     for (int k = 0; k < 3; k++)
-        tr_gather_full_free(d, full[k]);
+        if (piped())
+            free_list_arrays(full[k], list.n);
+        else
+            tr_gather_full_free(d, full[k]);
+    free(list.t);
     int v = ok ? 1 : 0;
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return v == 1;
@@ -262,7 +405,7 @@ static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *
 }
 
 /* Rank 0: the checks on the open file f, in the order a user fixes them. */
-static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *path, int reshard, int check_data,
+static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, int reshard, int check_data,
                        tr_ckpt_state *st, char *pos, tr_err *err)
 {
     char v[TR_CKPT_DATA_POS_CAP], w[META_VAL];
@@ -318,6 +461,24 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
                          path, mw, sw, tr_mesh_text(), m->val[META_MODEL + META_OPT + 1], mw);
         }
     }
+    /* the pipeline stages and the blocks each holds: the same, or --reshard (each stage reads its own blocks by name);
+     * a checkpoint without "mesh.pp" was written by one program of all the blocks */
+    char fpp[META_VAL], fst[META_VAL], bst[META_VAL];
+    if (!tr_st_metadata(f, "mesh.pp", fpp, sizeof fpp))
+        snprintf(fpp, sizeof fpp, "1");
+    stages_text(l, bst, sizeof bst);
+    if (!tr_st_metadata(f, "mesh.stages", fst, sizeof fst))
+        snprintf(fst, sizeof fst, "%s", strcmp(fpp, "1") == 0 && l->stages == 1 ? bst : "?");
+    if (ok && !reshard && (atoi(fpp) != l->stages || strcmp(fst, bst) != 0)) {
+        char mw[META_VAL];
+        if (!tr_st_metadata(f, "mesh", mw, sizeof mw))
+            mw[0] = '\0';
+        ok = tr_fail(err, "%s: the checkpoint was written on mesh %s with mesh.pp = %.16s (the stages' blocks %.60s), "
+                          "this program runs mesh %s with mesh.pp = %d (blocks %s): add --reshard to re-shard it on "
+                          "load (each stage reads its own blocks' tensors), or resume with a program of mesh.pp = %.16s "
+                          "and those stage blocks",
+                     path, mw, fpp, fst, tr_mesh_text(), l->stages, bst, fpp);
+    }
     /* the dtype: the same, or --reshard (a checkpoint holds fp32 master weights and moments in either dtype) */
     if (!tr_st_metadata(f, "dtype", st->dtype, sizeof st->dtype))
         st->dtype[0] = '\0'; /* a checkpoint of an earlier tessgen: not checked, a note says so */
@@ -354,13 +515,13 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
         return tr_fail(err, "%s: the checkpoint's \"data_pos\" is missing or longer than %d bytes: corrupt "
                             "checkpoint", path, TR_CKPT_DATA_POS_CAP - 1);
     /* every tensor: present, F32, the full shape; nothing else */
-    int bad = 0, expected = 3 * d->nparams;
-    for (int i = 0; i < d->nparams; i++) {
-        const tr_param *pr = &d->params[i];
+    int bad = 0, expected = 3 * l->n;
+    for (int i = 0; i < l->n; i++) {
+        const ck_tensor *pr = &l->t[i];
         int64_t shape[2] = {pr->full[0], pr->full[1]};
         for (int k = 0; k < 3; k++) {
             char name[TR_ST_NAME_CAP + 8];
-            tensor_name(name, sizeof name, pr, k);
+            tensor_name(name, sizeof name, pr->name, k);
             const tr_st_tensor *t = tr_st_find(f, name);
             tr_err e = {{0}};
             bool good = true;
@@ -387,8 +548,8 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
             const char *n = f->tensors[t].name;
             const char *base = strncmp(n, "adam_m.", 7) == 0 || strncmp(n, "adam_v.", 7) == 0 ? n + 7 : n;
             int known = 0;
-            for (int i = 0; i < d->nparams && !known; i++)
-                known = strcmp(base, d->params[i].name) == 0;
+            for (int i = 0; i < l->n && !known; i++)
+                known = strcmp(base, l->t[i].name) == 0;
             if (!known)
                 return tr_fail(err, "%s: tensor %s is not a parameter of this model (%s) nor a moment of one: the "
                                     "checkpoint is of another model; resume it with a program generated for it",
@@ -400,15 +561,15 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
         return tr_fail(err, "%s: the checkpoint's __metadata__ has no \"checksum\": not a complete tessgen checkpoint",
                        path);
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (int i = 0; i < d->nparams; i++) {
-        const tr_param *pr = &d->params[i];
+    for (int i = 0; i < l->n; i++) {
+        const ck_tensor *pr = &l->t[i];
         long long rows = pr->ndim == 1 ? 1 : pr->full[0], cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
         float *buf = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *buf); /* [rows, cols] */
         if (!buf)
             return tr_fail(err, "%s: out of memory checking the checkpoint", path);
         for (int k = 0; k < 3; k++) {
             char name[TR_ST_NAME_CAP + 8];
-            if (!tr_st_read_block(f, tensor_name(name, sizeof name, pr, k), 0, rows, 0, cols, buf, cols, err)) {
+            if (!tr_st_read_block(f, tensor_name(name, sizeof name, pr->name, k), 0, rows, 0, cols, buf, cols, err)) {
                 free(buf);
                 return false;
             }
@@ -425,12 +586,23 @@ static bool check_open(const tr_rank_desc *d, const tr_st_file *f, const char *p
     return true;
 }
 
+static bool check_list(const ck_list *l, const char *path, int reshard, int check_data, tr_ckpt_state *st,
+                       char *pos, tr_err *err)
+{
+    tr_st_file f;
+    bool ok = tr_st_open(&f, path, err) && check_open(l, &f, path, reshard, check_data, st, pos, err);
+    tr_st_close(&f);
+    return ok;
+}
+
 bool tr_ckpt_check(const tr_rank_desc *d, const char *path, int reshard, int check_data, tr_ckpt_state *st,
                    char *pos, tr_err *err)
 {
-    tr_st_file f;
-    bool ok = tr_st_open(&f, path, err) && check_open(d, &f, path, reshard, check_data, st, pos, err);
-    tr_st_close(&f);
+    ck_list l;
+    if (!list_from_desc(d, 0, -1, &l))
+        return tr_fail(err, "%s: out of memory", path);
+    bool ok = check_list(&l, path, reshard, check_data, st, pos, err);
+    free(l.t);
     return ok;
 }
 
@@ -477,11 +649,19 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
     bool ok = pos != NULL;
     long long step = 0;
     unsigned long long seed = 0;
+    ck_list list = {0, 1, NULL};
+    if (!ck_model_list(d, &list)) {
+        free(pos);
+        if (d->rank == 0)
+            tr_fail(err, "%s: out of memory listing the parameters", path);
+        return false;
+    }
     if (ok && d->rank == 0) {
-        ok = tr_ckpt_check(d, path, reshard, check_data, st, pos, err);
+        ok = check_list(&list, path, reshard, check_data, st, pos, err);
         step = st->step;
         seed = st->seed;
     }
+    free(list.t);
     int v = ok ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!v) {
@@ -507,22 +687,24 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
         const long long off[3] = {pr->offset, pr->m_offset, pr->v_offset};
         for (int k = 0; k < 3 && ok; k++) {
             char name[TR_ST_NAME_CAP + 8];
-            tensor_name(name, sizeof name, pr, k);
+            tensor_name(name, sizeof name, pr->name, k);
             ok = k > 0 && pr->shard > 0 ? read_slice(d, &f, pr, name, H, off[k], &e) /* optimizer.shard */
                                         : read_shard(&f, pr, name, H, off[k], &e);
         }
     }
     tr_st_close(&f);
     /* finite weights and moments, v >= 0: the first offending tensor in model order */
-    int first = d->nparams;
-    for (int i = 0; i < d->nparams && ok && first == d->nparams; i++) {
+    /* the first offending tensor over the ranks: key stage * 65536 + index (pipeline stages hold other tensors) */
+    const int stage = piped() ? tr_pipe_class.stage : 0, none = INT_MAX;
+    int first = none;
+    for (int i = 0; i < d->nparams && ok && first == none; i++) {
         const tr_param *pr = &d->params[i];
         long long n = (long long)pr->rows * pr->cols, nm = moment_elems(pr);
-        for (long long x = 0; x < n && first == d->nparams; x++)
+        for (long long x = 0; x < n && first == none; x++)
             if (!isfinite(H[pr->offset + x]) ||
                 (x < nm && (!isfinite(H[pr->m_offset + x]) || !(H[pr->v_offset + x] >= 0.0f) ||
                             !isfinite(H[pr->v_offset + x]))))
-                first = i;
+                first = stage * 65536 + i;
     }
     int failed = ok ? 0 : 1, anyfailed = 0, firsts = first;
     MPI_Allreduce(&failed, &anyfailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -534,11 +716,17 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
             tr_fail(err, "%s: a rank could not read its pieces of the checkpoint (above); nothing was run", path);
         return false;
     }
-    if (firsts < d->nparams) {
+    if (firsts != none) {
+        /* the tensor's name: known on the ranks of its stage; its stage's first rank tells rank 0 */
+        char name[64] = "";
+        int fs = firsts / 65536, fi = firsts % 65536, froot = piped() ? fs * tr_pipe_class.ranks : 0;
+        if (d->rank == froot)
+            snprintf(name, sizeof name, "%s", d->params[fi].name);
+        MPI_Bcast(name, sizeof name, MPI_CHAR, froot, MPI_COMM_WORLD);
         if (d->rank == 0)
             tr_fail(err, "%s: tensor %s (or its adam_m./adam_v. moment) holds a NaN or an infinity (or adam_v a "
                          "negative value): a checkpoint of a diverged run, or damaged; use an earlier checkpoint",
-                    path, d->params[firsts].name);
+                    path, name);
         return false;
     }
     return true;

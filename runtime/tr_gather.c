@@ -275,21 +275,14 @@ static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, c
     return ok;
 }
 
-/* Pipeline stages (docs/TRAINING.md "Pipeline stages"): each stage gathers its tensors to its first rank (over a
+/* Pipeline stages (tr_gather.h tr_gather_stages): each stage gathers its tensors to its first rank (over a
  * communicator of the stage's ranks), which sends them to world rank 0 (a count, then per tensor its name, ndim,
  * shape and elements); rank 0 lists stage 0's tensors, then each later stage's, leaving out a name already listed
- * (the last stage's tied copy of wte, which is not canonical: its gather is all NaN). The stages hold the blocks in
- * order, so the list is the pp = 1 program's. Returns on rank 0 the count and the arrays (*names point into the
- * rank's own descriptor or into *keep), elsewhere 0. */
-typedef struct stage_tensor {
-    char name[64];
-    int ndim;
-    long long shape[2];
-    float *data;
-} stage_tensor;
+ * (the last stage's tied copy of wte, which is not canonical: its gather is all NaN). */
+typedef tr_gather_tensor stage_tensor;
 
-static bool gather_stages(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, stage_tensor **out,
-                          int *count, tr_err *err)
+bool tr_gather_stages(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, tr_gather_tensor **out,
+                      int *count, tr_err *err)
 {
     const tr_pipe_desc *pd = &tr_pipe_class;
     int rank = d->rank, stage = pd->stage, S = pd->stages, root = stage * pd->ranks;
@@ -379,7 +372,7 @@ static bool write_stages(const tr_rank_desc *d, MPI_Comm dep, const float *H, in
     stage_tensor *t = NULL;
     int n = 0;
     tr_err e = {{0}};
-    if (!gather_stages(d, dep, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &t, &n, &e)) {
+    if (!tr_gather_stages(d, dep, H, grads ? TR_GATHER_GRADS : TR_GATHER_WEIGHTS, &t, &n, &e)) {
         if (d->rank == 0)
             tr_fail(err, "%s: %s", path, e.msg);
         return false;

@@ -36,6 +36,20 @@ enum { TR_GATHER_WEIGHTS = 0, TR_GATHER_GRADS = 1, TR_GATHER_ADAM_M = 2, TR_GATH
 bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, float ***full, tr_err *err);
 void tr_gather_full_free(const tr_rank_desc *d, float **full);
 
+/* Pipeline stages (tr_pipe_class.stages > 1): the full tensors of every stage's `which` array (TR_GATHER_*), each
+ * stage gathered to its first rank, which sends them to world rank 0. On rank 0 *out gets *count tensors in the
+ * pp = 1 program's order (stage 0's, then each later stage's; the last stage's tied copy of wte left out: stage
+ * 0's is the canonical one), each data malloc'd (free it, then the array); elsewhere NULL and 0. Collective over
+ * MPI_COMM_WORLD; false on every rank when a stage's gather fails (the message in err on the ranks that saw it). */
+typedef struct tr_gather_tensor {
+    char name[64];
+    int ndim;
+    long long shape[2]; /* shape[1] is 0 for a vector */
+    float *data;
+} tr_gather_tensor;
+bool tr_gather_stages(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, tr_gather_tensor **out,
+                      int *count, tr_err *err);
+
 /* Compare every parameter shard bitwise with the same block on member 0 of its replica group
  * (dep(i,j) for matrices, coldep(j) for vectors). Returns the number of mismatching shards over
  * all ranks (0 on every rank when all replicas are identical). */

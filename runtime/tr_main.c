@@ -649,13 +649,13 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
     if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
         const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out"
                           : o->grads_out && !o->steps ? "--grads-out without --steps"
-                          : o->hf_out ? "--hf-out" : o->checkpoint_out ? "--checkpoint-out"
-                          : o->resume ? "--resume" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
+                          : o->hf_out ? "--hf-out" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
                           : o->data.data || o->data.val_data ? "--data" : o->lm.logits_out ? "--logits-out" : NULL;
         if (opt) {
             tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
                          "--steps N with --input, --target (a language model: --tokens, --targets), --seed, --weights, "
-                         "--bytes, --replica-check, --timing, --weights-out and --grads-out; "
+                         "--bytes, --replica-check, --timing, --weights-out, --grads-out, --checkpoint-out, --checkpoint-every, "
+                         "--resume and --reshard; "
                          "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
             return -1;
         }

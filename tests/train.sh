@@ -752,6 +752,67 @@ PYEOF
         "$PY" $REF compare-grads --ref "$WORK/pipe_olg1.st" --got "$WORK/pipe_olg2.st" --tol 1e-5 --label "LM gradients"
 }
 
+# Checkpoints with stages (docs/TRAINING.md "Checkpoints"): rank 0 writes one file of every stage's tensors (the last
+# stage's tied copy of wte left out), in the pp = 1 program's format with mesh.pp and each stage's blocks recorded;
+# --resume has each stage read its own tensors (the tied wte and its moments on the last stage too). Same program:
+# 2 steps + checkpoint + 2 resumed steps print the straight run's step lines bitwise (weights, moments and the step
+# are restored bitwise, and the program and its inputs are the same). Across pp (--reshard): the block stack's pp = 1
+# and pp = 2 programs step bitwise alike already, the GPT-2's within float rounding (its tied gradient is summed in
+# another order): the resumed losses within 1e-6 relative of the straight run of the resuming program.
+pipe_ck_losses() { # log log: step and after-step losses within 1e-6 relative, 3 of them (steps 3, 4 and after 4)
+    paste <(grep -E "^(step [34]|after step 4:) loss" "$1" | sed 's/.*loss \([^ ]*\).*/\1/') \
+        <(grep -E "^(step [34]|after step 4:) loss" "$2" | sed 's/.*loss \([^ ]*\).*/\1/') |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; if (d > 1e-6 * $1 || $2 == "") bad = 1; n++ }
+             END { print n " losses compared, largest difference " w; exit (bad || n != 3) }'
+}
+
+pipe_ckpt() { # one two: the pp = 1 and pp = 2 programs' directories
+    local one=$1 two=$2 c="$WORK/pipe_ck"
+    rm -f "$c".*
+    "$one/run" --steps 4 >"$c.1s.out" && "$two/run" --steps 4 >"$c.2s.out" &&
+        "$two/run" --steps 2 --checkpoint-out "$c.2.st" >"$c.2a.out" &&
+        "$two/run" --resume "$c.2.st" --steps 2 --replica-check >"$c.2b.out" &&
+        "$one/run" --steps 2 --checkpoint-out "$c.1.st" >"$c.1a.out" &&
+        "$two/run" --resume "$c.1.st" --reshard --steps 2 >"$c.12.out" &&
+        "$one/run" --resume "$c.2.st" --reshard --steps 2 >"$c.21.out" || return 1
+    cat "$c".*.out
+    grep -q "^resumed from $c.2.st after step 2" "$c.2b.out" && grep -q "bitwise identical to its replicas" "$c.2b.out" ||
+        { echo "no 'resumed from ... after step 2' or replica check"; return 1; }
+    diff <(grep -E "^(step [34]|after step 4:) loss" "$c.2s.out" | sed 's| tok/s.*||') \
+        <(grep -E "^(step [34]|after step 4:) loss" "$c.2b.out" | sed 's| tok/s.*||') ||
+        { echo "the pp = 2 program's resumed steps differ from its straight run"; return 1; }
+    [ "$(grep -cE "^step [34] loss" "$c.2b.out")" = 2 ] || { echo "want 2 resumed step lines"; return 1; }
+    "$PY" - "$c.2.st" "$c.1.st" <<'PYEOF' || return 1
+import json, struct, sys
+def load(p):
+    raw = open(p, "rb").read(); (n,) = struct.unpack("<Q", raw[:8]); h = json.loads(raw[8:8 + n])
+    return h.pop("__metadata__", {}), h
+m2, t2 = load(sys.argv[1]); m1, t1 = load(sys.argv[2])
+ok = sorted(t2) == sorted(t1) and all(t2[k]["shape"] == t1[k]["shape"] for k in t1)
+print("same tensor names and shapes as the pp = 1 checkpoint:", ok, len(t1))
+for key, want in (("mesh.pp", "2"), ("mesh.stages", "0-0,1-1")):
+    if m2.get(key) != want: print("pp = 2 metadata %s = %r, want %r" % (key, m2.get(key), want)); ok = False
+for key, want in (("mesh.pp", "1"), ("mesh.stages", "0-1")):
+    if m1.get(key) != want: print("pp = 1 metadata %s = %r, want %r" % (key, m1.get(key), want)); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+    pipe_ck_losses "$c.2s.out" "$c.12.out" && pipe_ck_losses "$c.1s.out" "$c.21.out" || return 1
+    # a pp = 2 checkpoint on the pp = 1 program without --reshard: refused (exit 1), naming mesh.pp and the fix
+    "$one/run" --resume "$c.2.st" --steps 1 --weights-out "$c.w.st" >"$c.r.out" 2>"$c.r.err"
+    local rc=$?
+    cat "$c.r.err"
+    [ $rc -eq 1 ] && [ ! -e "$c.w.st" ] && ! grep -q "^step " "$c.r.out" &&
+        grep -q "the checkpoint was written on mesh \[1,1,1\] with mesh.pp = 2 (the stages' blocks 0-0,1-1), this program runs mesh \[1,1,1\] with mesh.pp = 1 (blocks 0-1): add --reshard" "$c.r.err"
+}
+
+pipe_ckpt_stack() {
+    pipe_build 1 1 1 2 1f1b && pipe_build 1 1 2 2 1f1b && pipe_ckpt "$WORK/pipe_1_1_1_2_1f1b" "$WORK/pipe_1_1_2_2_1f1b"
+}
+
+pipe_ckpt_lm() {
+    pipe_lm_build 1 1 1 && pipe_lm_build 1 1 2 && pipe_ckpt "$WORK/pipe_lm_1_1_1" "$WORK/pipe_lm_1_1_2"
+}
+
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches 1f1b: the losses of 3 steps equal the pp = 1 program's, planned point-to-point bytes, replicas bitwise" pipe_losses 1 1 2 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches 1f1b: the losses equal the pp = 1 program's" pipe_losses 1 1 4 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 2 gpipe
@@ -765,3 +826,5 @@ check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches:
 check "train: pipeline, the whole GPT-2 on 2 stages of [2,2,1] (8 ranks): the losses equal the pp = 1 program's on [1,1,1], planned bytes, replicas and tied copies bitwise" pipe_lm_losses 2 1
 check "train: pipeline, --replica-check compares the first and last stage's copies of the tied wte" pipe_lm_tied_check
 check "train: pipeline, --weights-out and --grads-out gather every stage into one file: the block stack's weights byte for byte the pp = 1 program's, the GPT-2's header the same, gradients within 1e-5 and weights within 1e-4" pipe_outputs
+check "train: pipeline, checkpoint of 2 stages of the block stack: 2 steps + --checkpoint-out + --resume 2 steps print the straight run's losses bitwise; a pp = 1 checkpoint resumes on pp = 2 with --reshard and back within 1e-6; without --reshard a pp = 2 checkpoint is refused by the pp = 1 program" pipe_ckpt_stack
+check "train: pipeline, checkpoint of the whole GPT-2 on 2 stages: resumed losses bitwise the straight run's, resharded across pp within 1e-6, refused across pp without --reshard" pipe_ckpt_lm
