@@ -8,6 +8,7 @@
  */
 #include "tr_ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef TR_CKPT_READER_ONLY
@@ -24,6 +27,7 @@
 #endif
 #include "tr_json.h"
 #include "tr_safetensors.h"
+#include "tr_stset.h"
 
 static char tr_ckpt_pos[TR_CKPT_DATA_POS_CAP]; /* the data loader's position, "" until set */
 
@@ -288,9 +292,15 @@ static long long list_elems(const ck_tensor *t)
     return t->ndim == 1 ? t->full[0] : (long long)t->full[0] * t->full[1];
 }
 
+static bool is_index_path(const char *path);
+static bool write_sharded(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
+                          uint64_t seed, tr_err *err);
+
 bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
                    uint64_t seed, tr_err *err)
 {
+    if (is_index_path(path))
+        return write_sharded(d, dep, H, path, step, seed, err);
     static const int which[3] = {TR_GATHER_WEIGHTS, TR_GATHER_ADAM_M, TR_GATHER_ADAM_V};
     float **full[3] = {NULL, NULL, NULL}; /* rank 0: [3][list.n] full tensors */
     ck_list list = {0, 1, NULL};
@@ -359,6 +369,357 @@ bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const ch
     return v == 1;
 }
 
+/* ---- sharded checkpoints (tr_ckpt.h TR_CKPT_SHARD_PREFIX) ---- */
+
+/* A growing text (the index's JSON); oom set on failure. */
+typedef struct ck_text {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} ck_text;
+
+static void text_put(ck_text *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void text_str(ck_text *b, const char *s) /* a JSON string */
+{
+    text_put(b, "\"", 1);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        char esc[8];
+        if (*c == '"' || *c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*c;
+            text_put(b, esc, 2);
+        } else if (*c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *c);
+            text_put(b, esc, 6);
+        } else {
+            text_put(b, (const char *)c, 1);
+        }
+    }
+    text_put(b, "\"", 1);
+}
+
+/* The directory of an index path ("." when it has none). */
+static void dir_of(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == path)
+        snprintf(dir, cap, "/");
+    else
+        snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
+static bool is_pending(const char *path)
+{
+    size_t n = strlen(path), k = strlen(TR_CKPT_PENDING_SUFFIX);
+    return n >= k && strcmp(path + n - k, TR_CKPT_PENDING_SUFFIX) == 0;
+}
+
+/* Does path name a sharded checkpoint's index or its pending index ("<dir>/model.safetensors.index.json[.pending]")? */
+static bool is_index_path(const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    return strcmp(base, TR_STSET_INDEX) == 0 || strcmp(base, TR_STSET_INDEX TR_CKPT_PENDING_SUFFIX) == 0;
+}
+
+/* The shard files the index at path names, appended to *names (strdup'd); a missing or unreadable index adds none. */
+static void index_files(const char *path, char ***names, int *n)
+{
+    tr_json_doc doc;
+    tr_err e = {{0}};
+    if (access(path, F_OK) != 0 || !tr_st_read_json(path, "index", &doc, &e))
+        return;
+    const tr_json_node *root = tr_json_root(&doc), *wm = root->type == TR_JSON_OBJECT ? tr_json_get(&doc, root, "weight_map") : NULL;
+    for (const tr_json_node *m = wm && wm->type == TR_JSON_OBJECT ? tr_json_first(&doc, wm) : NULL; m;
+         m = tr_json_next(&doc, m)) {
+        if (m->type != TR_JSON_STRING)
+            continue;
+        char **nn = realloc(*names, (size_t)(*n + 1) * sizeof *nn);
+        if (!nn)
+            break;
+        *names = nn;
+        if (((*names)[*n] = strdup(m->str)) != NULL)
+            (*n)++;
+    }
+    tr_json_free(&doc);
+}
+
+/* Rank 0, after an index was renamed into place or a pending one removed: remove the shard files of the checkpoint's
+ * directory (TR_CKPT_SHARD_PREFIX, temps of a killed writer included) that neither the index nor a pending index
+ * names, so a directory holds one checkpoint (and at most one pending) however often it is written. */
+static void clean_shards(const char *index_path)
+{
+    char dir[1100], idx[1200];
+    dir_of(index_path, dir, sizeof dir);
+    char **keep = NULL;
+    int nkeep = 0;
+    snprintf(idx, sizeof idx, "%s/%s", dir, TR_STSET_INDEX);
+    index_files(idx, &keep, &nkeep);
+    snprintf(idx, sizeof idx, "%s/%s%s", dir, TR_STSET_INDEX, TR_CKPT_PENDING_SUFFIX);
+    index_files(idx, &keep, &nkeep);
+    DIR *dp = opendir(dir);
+    for (struct dirent *de = dp ? readdir(dp) : NULL; de; de = readdir(dp)) {
+        if (strncmp(de->d_name, TR_CKPT_SHARD_PREFIX, strlen(TR_CKPT_SHARD_PREFIX)) != 0)
+            continue;
+        int named = 0;
+        for (int k = 0; k < nkeep && !named; k++)
+            named = strcmp(keep[k], de->d_name) == 0;
+        if (!named) {
+            char f[1400];
+            snprintf(f, sizeof f, "%s/%s", dir, de->d_name);
+            unlink(f);
+        }
+    }
+    if (dp)
+        closedir(dp);
+    for (int k = 0; k < nkeep; k++)
+        free(keep[k]);
+    free(keep);
+}
+
+/* What a writer tells rank 0 of each tensor it wrote: the name and the FNV-1a 64 of the weights and both moments. */
+typedef struct ck_rec {
+    char name[64];
+    uint64_t h[3];
+} ck_rec;
+
+static bool write_sharded(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
+                          uint64_t seed, tr_err *err)
+{
+    static const int which[3] = {TR_GATHER_WEIGHTS, TR_GATHER_ADAM_M, TR_GATHER_ADAM_V};
+    const tr_pipe_desc *pd = piped() ? &tr_pipe_class : NULL;
+    char dir[1100], tag[48], file[160];
+    dir_of(path, dir, sizeof dir);
+    int made = 1; /* the directory: created if missing (its parent was checked before the run) */
+    if (d->rank == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        made = 0;
+        tr_fail(err, "%s: cannot create the checkpoint's directory %s: %s; the checkpoint was not written", path, dir,
+                strerror(errno));
+    }
+    MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!made)
+        return false;
+    ck_list list = {0, 1, NULL};
+    tr_err e = {{0}};
+    bool ok = ck_model_list(d, &list);
+    /* the shard names: unique to this write (step, rank 0's pid and the time), so no file of the checkpoint the index
+     * names now is written over before the new index replaces it */
+    if (d->rank == 0)
+        snprintf(tag, sizeof tag, "s%lld-%lx-%llx", step, (long)getpid(), (unsigned long long)time(NULL));
+    MPI_Bcast(tag, sizeof tag, MPI_CHAR, 0, MPI_COMM_WORLD);
+    snprintf(file, sizeof file, "%s%s-r%05d.safetensors", TR_CKPT_SHARD_PREFIX, tag, d->rank);
+    /* the writers: each parameter of a stage (its tied copy of wte left out), in order, to the rank of the stage
+     * (of the world, without stages) that has been given the fewest elements so far */
+    MPI_Comm comm = MPI_COMM_WORLD;
+    if (pd)
+        MPI_Comm_split(MPI_COMM_WORLD, pd->stage, d->rank, &comm);
+    int crank = 0, cp = 1;
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &cp);
+    int cap = 3 * (d->nparams > 0 ? d->nparams : 1), nout = 0, nrec = 0;
+    tr_st_out *outs = calloc((size_t)cap, sizeof *outs);
+    char (*names)[TR_ST_NAME_CAP] = calloc((size_t)cap, sizeof *names);
+    ck_rec *recs = calloc((size_t)cap, sizeof *recs);
+    if (!outs || !names || !recs)
+        ok = false;
+    int v = ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    ok = v == 1;
+    if (!ok)
+        tr_fail(&e, "out of memory");
+    long long *load = calloc((size_t)cp, sizeof *load); /* elements given to each rank of comm so far */
+    if (!load)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    for (int i = 0; ok && i < d->nparams; i++) {
+        const tr_param *pr = &d->params[i];
+        if (pd && pd->stage > 0 && i == pd->tied_param)
+            continue;
+        int root = 0; /* the least loaded rank (the lowest on a tie): the same choice on every rank */
+        for (int r = 1; r < cp; r++)
+            root = load[r] < load[root] ? r : root;
+        load[root] += pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+        for (int k = 0; k < 3 && ok; k++) {
+            float *full = NULL;
+            ok = tr_gather_one(d, dep, comm, H, which[k], i, root, &full);
+            if (ok && crank == root) {
+                long long fe = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+                outs[nout] = (tr_st_out){.name = tensor_name(names[nout], sizeof names[nout], pr->name, k),
+                                         .ndim = pr->ndim, .shape = {pr->full[0], pr->full[1]}, .data = full};
+                nout++;
+                if (k == 0)
+                    snprintf(recs[nrec++].name, sizeof recs->name, "%s", pr->name);
+                recs[nrec - 1].h[k] = fnv(0xcbf29ce484222325ULL, full, fe);
+            } else {
+                free(full);
+            }
+        }
+        if (!ok)
+            tr_fail(&e, "out of memory gathering %s", pr->name);
+    }
+    free(load);
+    if (pd)
+        MPI_Comm_free(&comm);
+    if (ok && nout > 0) { /* this rank's shard */
+        char fp[1300], stepv[32];
+        snprintf(fp, sizeof fp, "%s/%s", dir, file);
+        snprintf(stepv, sizeof stepv, "%lld", step);
+        const char *kv[4] = {"format", TR_CKPT_FORMAT "-shard", "step", stepv};
+        ok = tr_st_write_atomic_meta(fp, outs, nout, TR_ST_F32, kv, 2, &e);
+    }
+    for (int k = 0; k < nout; k++)
+        free((void *)outs[k].data);
+    free(outs);
+    free(names);
+    /* every shard written (or none counts): then rank 0 learns who holds what */
+    int good = ok ? 1 : 0, allgood = 0;
+    MPI_Allreduce(&good, &allgood, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!allgood) {
+        if (!ok)
+            fprintf(stderr, "rank %d: %s: %s\n", d->rank, path, e.msg);
+        if (d->rank == 0)
+            tr_fail(err, "%s: a rank could not write its shard (above); the checkpoint was not written (the index "
+                         "there, if any, still names the previous one, whole)", path);
+        free(recs);
+        free(list.t);
+        return false;
+    }
+    /* test hook TESS_TEST_CKPT_STOP: the run is killed with every shard written and the index not (exit 9): the
+     * directory's index still names the previous checkpoint, whole */
+    if (getenv("TESS_TEST_CKPT_STOP")) {
+        if (d->rank == 0)
+            fprintf(stderr, "TESS_TEST_CKPT_STOP: stopped before writing %s\n", path);
+        MPI_Abort(MPI_COMM_WORLD, 9);
+    }
+    int p = 0, *cnt = NULL, *displ = NULL, bytes = nrec * (int)sizeof *recs;
+    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    ck_rec *all = NULL;
+    if (d->rank == 0) {
+        cnt = calloc((size_t)p, sizeof *cnt);
+        displ = calloc((size_t)p, sizeof *displ);
+        if (!cnt || !displ)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(&bytes, 1, MPI_INT, cnt, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    long long total = 0;
+    if (d->rank == 0) {
+        for (int r = 0; r < p; r++) {
+            displ[r] = (int)total;
+            total += cnt[r];
+        }
+        all = malloc((size_t)(total > 0 ? total : 1));
+        if (!all)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gatherv(recs, bytes, MPI_BYTE, all, cnt, displ, MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(recs);
+    ok = true;
+    if (d->rank == 0) {
+        /* the index: the metadata of a single-file checkpoint, its checksum over the tensors' own checksums in model
+         * order; every tensor mapped to its writer's shard */
+        ck_text b = {NULL, 0, 0, false};
+        uint64_t h = 0xcbf29ce484222325ULL;
+        int *who = calloc((size_t)(list.n > 0 ? list.n : 1), sizeof *who), *at = calloc((size_t)(list.n > 0 ? list.n : 1), sizeof *at);
+        if (!who || !at)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        for (int i = 0; i < list.n; i++) {
+            who[i] = -1;
+            for (int r = 0; r < p && who[i] < 0; r++)
+                for (int x = 0; x < cnt[r] / (int)sizeof *all; x++)
+                    if (strcmp(all[displ[r] / (int)sizeof *all + x].name, list.t[i].name) == 0) {
+                        who[i] = r;
+                        at[i] = displ[r] / (int)sizeof *all + x;
+                        break;
+                    }
+            if (who[i] < 0)
+                ok = tr_fail(err, "%s: internal error: no rank wrote %s; the checkpoint was not written", path,
+                             list.t[i].name);
+            for (int k = 0; ok && k < 3; k++) {
+                unsigned char le[8];
+                for (int x = 0; x < 8; x++)
+                    le[x] = (unsigned char)(all[at[i]].h[k] >> (8 * x));
+                for (int x = 0; x < 8; x++)
+                    h = (h ^ le[x]) * 0x100000001b3ULL;
+            }
+        }
+        meta_list *m = calloc(1, sizeof *m);
+        if (!m)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        built_meta(m);
+        char stages[META_VAL];
+        stages_text(&list, stages, sizeof stages);
+        meta_add(m, "mesh.pp", "%d", list.stages);
+        meta_add(m, "mesh.stages", "%s", stages);
+        meta_add(m, "format", "%s", TR_CKPT_FORMAT);
+        meta_add(m, "step", "%lld", step);
+        meta_add(m, "seed", "%" PRIu64, seed);
+        meta_add(m, "checksum", "fnv1a64-tensors:%016" PRIx64, h);
+        text_put(&b, "{\"metadata\": {", 14);
+        for (int k = 0; k < m->n; k++) {
+            text_str(&b, m->key[k]);
+            text_put(&b, ": ", 2);
+            text_str(&b, m->val[k]);
+            text_put(&b, ", ", 2);
+        }
+        text_str(&b, "data_pos");
+        text_put(&b, ": ", 2);
+        text_str(&b, tr_ckpt_pos);
+        text_put(&b, ", ", 2);
+        text_str(&b, "data");
+        text_put(&b, ": ", 2);
+        text_str(&b, tr_ckpt_data_rec);
+        text_put(&b, "},\n\"weight_map\": {", 18);
+        for (int i = 0; ok && i < list.n; i++)
+            for (int k = 0; k < 3; k++) {
+                char tn[TR_ST_NAME_CAP + 8], fn[160];
+                snprintf(fn, sizeof fn, "%s%s-r%05d.safetensors", TR_CKPT_SHARD_PREFIX, tag, who[i]);
+                text_put(&b, i || k ? ",\n  " : "\n  ", i || k ? 4 : 3);
+                text_str(&b, tensor_name(tn, sizeof tn, list.t[i].name, k));
+                text_put(&b, ": ", 2);
+                text_str(&b, fn);
+            }
+        text_put(&b, "\n}}\n", 4);
+        free(m);
+        free(who);
+        free(at);
+        if (ok && b.oom)
+            ok = tr_fail(err, "%s: out of memory writing the index; the checkpoint was not written", path);
+        if (ok) {
+            const void *parts[1] = {b.p};
+            size_t lens[1] = {b.len};
+            ok = tr_st_write_file_atomic(path, parts, lens, 1, err); /* the set is complete: its index last */
+        }
+        free(b.p);
+        if (!is_pending(path)) /* the index names the new shards now (or, failed, the old ones): the rest go */
+            clean_shards(path);
+    }
+    free(cnt);
+    free(displ);
+    free(all);
+    free(list.t);
+    v = ok ? 1 : 0;
+    MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return v == 1;
+}
+
 bool tr_ckpt_promote(const tr_rank_desc *d, const char *pending, const char *path, tr_err *err)
 {
     int v = 1;
@@ -377,6 +738,8 @@ bool tr_ckpt_promote(const tr_rank_desc *d, const char *pending, const char *pat
                 (void)fsync(fd);
                 close(fd);
             }
+            if (is_index_path(path)) /* sharded: the previous checkpoint's shards go */
+                clean_shards(path);
         }
     }
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -385,8 +748,11 @@ bool tr_ckpt_promote(const tr_rank_desc *d, const char *pending, const char *pat
 
 void tr_ckpt_discard(const tr_rank_desc *d, const char *pending)
 {
-    if (d->rank == 0)
+    if (d->rank == 0) {
         (void)unlink(pending);
+        if (is_index_path(pending)) /* sharded: the pending checkpoint's shards too */
+            clean_shards(pending);
+    }
 }
 
 #endif /* TR_CKPT_READER_ONLY */
@@ -394,10 +760,58 @@ void tr_ckpt_discard(const tr_rank_desc *d, const char *pending)
 /* ---- resuming ---- */
 
 /* The metadata value of key as a decimal integer >= 0 (digits only). */
-static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *out)
+/* A checkpoint being read: one file or a sharded set (tr_stset), and a sharded one's index with its "metadata". */
+typedef struct ck_src {
+    tr_stset set;
+    tr_json_doc doc;
+    bool has_doc;
+    const tr_json_node *meta; /* the index's "metadata" object, NULL when it has none */
+} ck_src;
+
+/* The checkpoint's metadata string key into out (cap bytes with its NUL): false when missing, not a string or too
+ * long. A single file's __metadata__, a sharded checkpoint's index "metadata". */
+static bool src_meta(const ck_src *c, const char *key, char *out, size_t cap)
+{
+    if (!c->set.sharded)
+        return tr_st_metadata(&c->set.shards[0], key, out, cap);
+    const tr_json_node *v = c->meta ? tr_json_get(&c->doc, c->meta, key) : NULL;
+    if (cap == 0 || !v || v->type != TR_JSON_STRING || v->str_len >= cap || strlen(v->str) != v->str_len)
+        return false;
+    memcpy(out, v->str, v->str_len + 1);
+    return true;
+}
+
+/* Open path as a checkpoint: a file, or a sharded checkpoint's index or directory (validate: every shard checked
+ * against the index, rank 0). */
+static bool src_open(ck_src *c, const char *path, bool validate, tr_err *err)
+{
+    memset(c, 0, sizeof *c);
+    if (!tr_stset_open(&c->set, path, validate, err))
+        return false;
+    if (c->set.sharded) {
+        if (!tr_st_read_json(c->set.path, "safetensors index (JSON)", &c->doc, err)) {
+            tr_stset_close(&c->set);
+            return false;
+        }
+        c->has_doc = true;
+        const tr_json_node *m = tr_json_get(&c->doc, tr_json_root(&c->doc), "metadata");
+        c->meta = m && m->type == TR_JSON_OBJECT ? m : NULL;
+    }
+    return true;
+}
+
+static void src_close(ck_src *c)
+{
+    if (c->has_doc)
+        tr_json_free(&c->doc);
+    c->has_doc = false;
+    tr_stset_close(&c->set);
+}
+
+static bool meta_uint(const ck_src *f, const char *key, unsigned long long *out)
 {
     char v[META_VAL], *end;
-    if (!tr_st_metadata(f, key, v, sizeof v) || v[0] < '0' || v[0] > '9')
+    if (!src_meta(f, key, v, sizeof v) || v[0] < '0' || v[0] > '9')
         return false;
     errno = 0;
     *out = strtoull(v, &end, 10);
@@ -405,11 +819,11 @@ static bool meta_uint(const tr_st_file *f, const char *key, unsigned long long *
 }
 
 /* Rank 0: the checks on the open file f, in the order a user fixes them. */
-static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, int reshard, int check_data,
+static bool check_open(const ck_list *l, ck_src *f, const char *path, int reshard, int check_data,
                        tr_ckpt_state *st, char *pos, tr_err *err)
 {
     char v[TR_CKPT_DATA_POS_CAP], w[META_VAL];
-    if (!tr_st_metadata(f, "format", v, sizeof v))
+    if (!src_meta(f, "format", v, sizeof v))
         return tr_fail(err, "%s: not a tessgen checkpoint: its __metadata__ has no \"format\" (a checkpoint says "
                             "\"%s\"); to start from a weights file use --weights, not --resume",
                        path, TR_CKPT_FORMAT);
@@ -427,14 +841,14 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
     size_t nn = 0;
     st->note[0] = '\0';
     for (int k = META_MODEL; k < META_MODEL + META_OPT; k++)
-        if (tr_st_metadata(f, m->key[k], w, sizeof w) && strcmp(w, m->val[k]) != 0 && nn + 1 < sizeof st->note)
+        if (src_meta(f, m->key[k], w, sizeof w) && strcmp(w, m->val[k]) != 0 && nn + 1 < sizeof st->note)
             nn += (size_t)snprintf(st->note + nn, sizeof st->note - nn, "%s%s = %s in the checkpoint, %s here",
                                    nn ? "; " : "", m->key[k], w, m->val[k]);
-    if (!tr_st_metadata(f, "mesh", st->mesh, sizeof st->mesh))
+    if (!src_meta(f, "mesh", st->mesh, sizeof st->mesh))
         st->mesh[0] = '\0';
     /* the model: every dimension named at once */
     for (int k = 0; k < META_MODEL; k++) {
-        if (!tr_st_metadata(f, m->key[k], w, sizeof w))
+        if (!src_meta(f, m->key[k], w, sizeof w))
             ok = tr_fail(err, "%s: the checkpoint's __metadata__ has no \"%s\": not a complete tessgen checkpoint",
                          path, m->key[k]);
         else if (strcmp(w, m->val[k]) != 0)
@@ -445,14 +859,14 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
     bool model_ok = ok;
     /* the mesh (placement included): the same, or --reshard */
     for (int k = META_MODEL + META_OPT; ok && k < META_MODEL + META_OPT + 2; k++) {
-        if (!tr_st_metadata(f, m->key[k], w, sizeof w)) {
+        if (!src_meta(f, m->key[k], w, sizeof w)) {
             ok = tr_fail(err, "%s: the checkpoint's __metadata__ has no \"%s\": not a complete tessgen checkpoint",
                          path, m->key[k]);
         } else if (strcmp(w, m->val[k]) != 0 && !reshard) {
             char mw[META_VAL], sw[META_VAL];
-            if (!tr_st_metadata(f, "mesh", mw, sizeof mw))
+            if (!src_meta(f, "mesh", mw, sizeof mw))
                 mw[0] = '\0';
-            if (!tr_st_metadata(f, "mesh.strides", sw, sizeof sw))
+            if (!src_meta(f, "mesh.strides", sw, sizeof sw))
                 sw[0] = '\0';
             ok = tr_fail(err, "%s: the checkpoint was written on mesh %s (rank strides i,j,k = %s), this program "
                               "runs mesh %s (strides %s): add --reshard to re-shard it on load (every rank reads "
@@ -464,14 +878,14 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
     /* the pipeline stages and the blocks each holds: the same, or --reshard (each stage reads its own blocks by name);
      * a checkpoint without "mesh.pp" was written by one program of all the blocks */
     char fpp[META_VAL], fst[META_VAL], bst[META_VAL];
-    if (!tr_st_metadata(f, "mesh.pp", fpp, sizeof fpp))
+    if (!src_meta(f, "mesh.pp", fpp, sizeof fpp))
         snprintf(fpp, sizeof fpp, "1");
     stages_text(l, bst, sizeof bst);
-    if (!tr_st_metadata(f, "mesh.stages", fst, sizeof fst))
+    if (!src_meta(f, "mesh.stages", fst, sizeof fst))
         snprintf(fst, sizeof fst, "%s", strcmp(fpp, "1") == 0 && l->stages == 1 ? bst : "?");
     if (ok && !reshard && (atoi(fpp) != l->stages || strcmp(fst, bst) != 0)) {
         char mw[META_VAL];
-        if (!tr_st_metadata(f, "mesh", mw, sizeof mw))
+        if (!src_meta(f, "mesh", mw, sizeof mw))
             mw[0] = '\0';
         ok = tr_fail(err, "%s: the checkpoint was written on mesh %s with mesh.pp = %.16s (the stages' blocks %.60s), "
                           "this program runs mesh %s with mesh.pp = %d (blocks %s): add --reshard to re-shard it on "
@@ -480,7 +894,7 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
                      path, mw, fpp, fst, tr_mesh_text(), l->stages, bst, fpp);
     }
     /* the dtype: the same, or --reshard (a checkpoint holds fp32 master weights and moments in either dtype) */
-    if (!tr_st_metadata(f, "dtype", st->dtype, sizeof st->dtype))
+    if (!src_meta(f, "dtype", st->dtype, sizeof st->dtype))
         st->dtype[0] = '\0'; /* a checkpoint of an earlier tessgen: not checked, a note says so */
     if (model_ok && st->dtype[0] && strcmp(st->dtype, m->val[META_DTYPE]) != 0 && !reshard)
         ok = tr_fail(err, "%s: the checkpoint was trained with dtype = \"%.16s\", this program computes with dtype = "
@@ -493,7 +907,7 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
     if (!ok)
         return false;
     /* the data it was trained on (a checkpoint of an earlier tessgen has no record: not checked) */
-    if (!tr_st_metadata(f, "data", st->data, sizeof st->data))
+    if (!src_meta(f, "data", st->data, sizeof st->data))
         st->data[0] = '\0';
     if (check_data && st->data[0] && !same_data(st->data, tr_ckpt_data_rec))
         return tr_fail(err, "%s: the checkpoint was trained on %s, but this run would train on %s: %s%s to continue "
@@ -511,7 +925,7 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
         return tr_fail(err, "%s: the checkpoint's \"seed\" is missing or not an integer: corrupt checkpoint", path);
     st->step = (long long)step;
     st->seed = seed;
-    if (!tr_st_metadata(f, "data_pos", pos, TR_CKPT_DATA_POS_CAP))
+    if (!src_meta(f, "data_pos", pos, TR_CKPT_DATA_POS_CAP))
         return tr_fail(err, "%s: the checkpoint's \"data_pos\" is missing or longer than %d bytes: corrupt "
                             "checkpoint", path, TR_CKPT_DATA_POS_CAP - 1);
     /* every tensor: present, F32, the full shape; nothing else */
@@ -522,14 +936,14 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
         for (int k = 0; k < 3; k++) {
             char name[TR_ST_NAME_CAP + 8];
             tensor_name(name, sizeof name, pr->name, k);
-            const tr_st_tensor *t = tr_st_find(f, name);
+            const tr_st_tensor *t = tr_stset_tensor(&f->set, name);
             tr_err e = {{0}};
             bool good = true;
             if (!t) {
                 good = tr_fail(&e, "%s: tensor %s is missing: a checkpoint holds every parameter and its two AdamW "
                                    "moments (adam_m.<name>, adam_v.<name>); the file is incomplete, or of another "
                                    "model", path, name);
-            } else if (!tr_st_expect_float(f, name, pr->ndim, shape, &e)) {
+            } else if (!tr_stset_expect_float(&f->set, name, pr->ndim, shape, &e)) {
                 good = false;
             } else if (strcmp(t->dtype, "F32") != 0) {
                 good = tr_fail(&e, "%s: tensor %s is %s: a checkpoint stores F32 (the moments and weights exactly); "
@@ -543,9 +957,9 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
         tr_fail(err, "%s: ... and %d more tensor problems", path, bad - 8);
     if (bad)
         return false;
-    if (f->ntensors != expected) { /* all expected ones are present: the rest are foreign */
-        for (int t = 0; t < f->ntensors; t++) {
-            const char *n = f->tensors[t].name;
+    if (f->set.ntensors != expected) { /* all expected ones are present: the rest are foreign */
+        for (int t = 0; t < f->set.ntensors; t++) {
+            const char *n = tr_stset_name(&f->set, t);
             const char *base = strncmp(n, "adam_m.", 7) == 0 || strncmp(n, "adam_v.", 7) == 0 ? n + 7 : n;
             int known = 0;
             for (int i = 0; i < l->n && !known; i++)
@@ -557,9 +971,12 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
         }
     }
     /* the checksum over every tensor's bytes, in the writer's order */
-    if (!tr_st_metadata(f, "checksum", w, sizeof w))
+    if (!src_meta(f, "checksum", w, sizeof w))
         return tr_fail(err, "%s: the checkpoint's __metadata__ has no \"checksum\": not a complete tessgen checkpoint",
                        path);
+    /* one file: FNV-1a 64 over the tensors' bytes; sharded: over each tensor's own FNV-1a 64 (8 bytes,
+     * little-endian), the writers hashing their tensors apart */
+    bool per_tensor = f->set.sharded;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int i = 0; i < l->n; i++) {
         const ck_tensor *pr = &l->t[i];
@@ -569,16 +986,22 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
             return tr_fail(err, "%s: out of memory checking the checkpoint", path);
         for (int k = 0; k < 3; k++) {
             char name[TR_ST_NAME_CAP + 8];
-            if (!tr_st_read_block(f, tensor_name(name, sizeof name, pr->name, k), 0, rows, 0, cols, buf, cols, err)) {
+            if (!tr_stset_read_block(&f->set, tensor_name(name, sizeof name, pr->name, k), 0, rows, 0, cols, buf, cols, err)) {
                 free(buf);
                 return false;
             }
-            h = fnv(h, buf, rows * cols);
+            if (per_tensor) {
+                uint64_t t = fnv(0xcbf29ce484222325ULL, buf, rows * cols);
+                for (int x = 0; x < 8; x++)
+                    h = (h ^ (unsigned char)(t >> (8 * x))) * 0x100000001b3ULL;
+            } else {
+                h = fnv(h, buf, rows * cols);
+            }
         }
         free(buf);
     }
     char want[40];
-    snprintf(want, sizeof want, "fnv1a64:%016" PRIx64, h);
+    snprintf(want, sizeof want, "%s:%016" PRIx64, per_tensor ? "fnv1a64-tensors" : "fnv1a64", h);
     if (strcmp(w, want) != 0)
         return tr_fail(err, "%s: the tensors' checksum is %s but the checkpoint recorded %.40s: the file was "
                             "changed or damaged after it was written; use an intact copy (an earlier "
@@ -589,9 +1012,9 @@ static bool check_open(const ck_list *l, const tr_st_file *f, const char *path, 
 static bool check_list(const ck_list *l, const char *path, int reshard, int check_data, tr_ckpt_state *st,
                        char *pos, tr_err *err)
 {
-    tr_st_file f;
-    bool ok = tr_st_open(&f, path, err) && check_open(l, &f, path, reshard, check_data, st, pos, err);
-    tr_st_close(&f);
+    ck_src c;
+    bool ok = src_open(&c, path, true, err) && check_open(l, &c, path, reshard, check_data, st, pos, err);
+    src_close(&c);
     return ok;
 }
 
@@ -608,13 +1031,12 @@ bool tr_ckpt_check(const tr_rank_desc *d, const char *path, int reshard, int che
 
 #ifndef TR_CKPT_READER_ONLY
 /* This rank's pieces of tensor `name` of the open file into H at off (the shard layout of pr). */
-static bool read_shard(const tr_st_file *f, const tr_param *pr, const char *name, float *H, long long off,
-                       tr_err *err)
+static bool read_shard(tr_stset *f, const tr_param *pr, const char *name, float *H, long long off, tr_err *err)
 {
     bool ok = true;
     for (int k = 0; k < pr->npieces && ok; k++) {
         const tr_piece *pc = &pr->piece[k];
-        ok = tr_st_read_block(f, name, pc->r0, pc->nr, pc->c0, pc->nc, H + off + pc->dst_col, pr->cols, err);
+        ok = tr_stset_read_block(f, name, pc->r0, pc->nr, pc->c0, pc->nc, H + off + pc->dst_col, pr->cols, err);
     }
     return ok;
 }
@@ -628,7 +1050,7 @@ static long long moment_elems(const tr_param *pr)
 /* optimizer.shard: this rank's slice k (k = its place in dep) of a moment the checkpoint holds whole: the rank's
  * pieces into a zeroed [rows, cols] shard (rows no file holds, as the LM's pad rows of wte, stay zero), then
  * elements [k*s, min((k+1)*s, n)) to H at off, the rest of the s elements zero (as a fresh run's). */
-static bool read_slice(const tr_rank_desc *d, const tr_st_file *f, const tr_param *pr, const char *name, float *H,
+static bool read_slice(const tr_rank_desc *d, tr_stset *f, const tr_param *pr, const char *name, float *H,
                        long long off, tr_err *err)
 {
     long long n = (long long)pr->rows * pr->cols, lo = (long long)d->key[TR_DEP] * pr->shard;
@@ -679,9 +1101,9 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
     free(pos);
 
     /* every rank: its pieces of the weights and both moments, as --weights reads its pieces */
-    tr_st_file f;
+    tr_stset f;
     tr_err e = {{0}};
-    ok = tr_st_open(&f, path, &e);
+    ok = tr_stset_open(&f, path, false, &e); /* a sharded checkpoint: each shard mapped on first use */
     for (int i = 0; i < d->nparams && ok; i++) {
         const tr_param *pr = &d->params[i];
         const long long off[3] = {pr->offset, pr->m_offset, pr->v_offset};
@@ -692,7 +1114,7 @@ bool tr_ckpt_resume(const tr_rank_desc *d, const char *path, int reshard, int ch
                                         : read_shard(&f, pr, name, H, off[k], &e);
         }
     }
-    tr_st_close(&f);
+    tr_stset_close(&f);
     /* finite weights and moments, v >= 0: the first offending tensor in model order */
     /* the first offending tensor over the ranks: key stage * 65536 + index (pipeline stages hold other tensors) */
     const int stage = piped() ? tr_pipe_class.stage : 0, none = INT_MAX;

@@ -31,6 +31,9 @@
 #include "tr_err.h"
 
 #define TR_CKPT_FORMAT "tessgen-checkpoint-1"
+/* Sharded checkpoints (--checkpoint-shards): the shard files' names start with this; the directory's files so named
+ * that no index names are removed after each write (tr_ckpt_write, tr_ckpt_promote, tr_ckpt_discard). */
+#define TR_CKPT_SHARD_PREFIX "ckpt-"
 #define TR_CKPT_DATA_POS_CAP 1024 /* bytes of the data position, with its NUL */
 #define TR_CKPT_DATA_CAP 1024     /* bytes of the data record, with its NUL */
 

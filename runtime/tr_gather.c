@@ -275,6 +275,70 @@ static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, c
     return ok;
 }
 
+bool tr_gather_one(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, const float *H, int which, int i, int root,
+                   float **out)
+{
+    enum { META_PER = 1 + 3 * 5 + 1 };
+    const tr_param *pr = &d->params[i];
+    int rank = 0, p = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &p);
+    long long e = (long long)pr->rows * pr->cols, fe = pr->ndim == 1 ? pr->full[0] : (long long)pr->full[0] * pr->full[1];
+    int meta[META_PER] = {0}, *metas = NULL;
+    float *mine = malloc((size_t)(e > 0 ? e : 1) * sizeof *mine), *all = NULL, *full = NULL;
+    *out = NULL;
+    bool sliced = pr->shard > 0 && which != TR_GATHER_WEIGHTS;
+    bool ok = mine != NULL && which_offset(pr, which) >= 0 && (!sliced || dep != MPI_COMM_NULL);
+    if (sliced) { /* unslice is collective over dep: every member enters it, or none */
+        ok = all_ok_in(comm, ok);
+        if (ok)
+            ok = unslice(d, dep, H, pr, which, mine);
+    } else if (ok) {
+        memcpy(mine, H + which_offset(pr, which), (size_t)e * sizeof *mine);
+    }
+    meta[0] = pr->npieces;
+    for (int c = 0; c < pr->npieces && c < 3; c++) {
+        meta[1 + 5 * c] = pr->piece[c].r0;
+        meta[2 + 5 * c] = pr->piece[c].nr;
+        meta[3 + 5 * c] = pr->piece[c].c0;
+        meta[4 + 5 * c] = pr->piece[c].nc;
+        meta[5 + 5 * c] = pr->piece[c].dst_col;
+    }
+    meta[META_PER - 1] = canonical(d, pr);
+    if (rank == root && ok) {
+        all = malloc((size_t)(e > 0 ? e : 1) * (size_t)p * sizeof *all);
+        metas = malloc((size_t)META_PER * (size_t)p * sizeof *metas);
+        full = malloc((size_t)(fe > 0 ? fe : 1) * sizeof *full);
+        ok = all && metas && full;
+        for (long long k = 0; ok && k < fe; k++)
+            full[k] = NAN;
+    }
+    ok = all_ok_in(comm, ok);
+    if (ok) {
+        MPI_Gather(meta, META_PER, MPI_INT, metas, META_PER, MPI_INT, root, comm);
+        MPI_Gather(mine, (int)e, MPI_FLOAT, all, (int)e, MPI_FLOAT, root, comm);
+        if (rank == root) {
+            int full_cols = pr->ndim == 1 ? pr->full[0] : pr->full[1];
+            for (int r = 0; r < p; r++) {
+                const int *m = metas + (long long)r * META_PER;
+                for (int c = 0; m[META_PER - 1] && c < m[0] && c < 3; c++) {
+                    const int *pc = m + 1 + 5 * c; /* r0, nr, c0, nc, dst_col */
+                    for (int a = 0; a < pc[1]; a++)
+                        memcpy(full + (long long)(pc[0] + a) * full_cols + pc[2],
+                               all + (long long)r * e + (long long)a * pr->cols + pc[4], (size_t)pc[3] * sizeof(float));
+                }
+            }
+            *out = full;
+            full = NULL;
+        }
+    }
+    free(full);
+    free(all);
+    free(mine);
+    free(metas);
+    return ok;
+}
+
 /* Pipeline stages (tr_gather.h tr_gather_stages): each stage gathers its tensors to its first rank (over a
  * communicator of the stage's ranks), which sends them to world rank 0 (a count, then per tensor its name, ndim,
  * shape and elements); rank 0 lists stage 0's tensors, then each later stage's, leaving out a name already listed

@@ -36,6 +36,14 @@ enum { TR_GATHER_WEIGHTS = 0, TR_GATHER_GRADS = 1, TR_GATHER_ADAM_M = 2, TR_GATH
 bool tr_gather_full(const tr_rank_desc *d, MPI_Comm dep, const float *H, int which, float ***full, tr_err *err);
 void tr_gather_full_free(const tr_rank_desc *d, float **full);
 
+/* Collective over comm (MPI_COMM_WORLD, or one pipeline stage's ranks, which all hold parameter i): parameter i's
+ * `which` array (TR_GATHER_*) made full on comm's rank `root` from the canonical shards, as tr_gather_full makes
+ * every tensor on rank 0, so no rank holds more than one full tensor (and its p gathered shards) at a time. On
+ * root *out gets the malloc'd [full[0]] or [full[0], full[1]] array, elsewhere NULL. False on every rank of comm
+ * when one runs out of memory. dep as tr_gather_full. */
+bool tr_gather_one(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, const float *H, int which, int i, int root,
+                   float **out);
+
 /* Pipeline stages (tr_pipe_class.stages > 1): the full tensors of every stage's `which` array (TR_GATHER_*), each
  * stage gathered to its first rank, which sends them to world rank 0. On rank 0 *out gets *count tensors in the
  * pp = 1 program's order (stage 0's, then each later stage's; the last stage's tied copy of wte left out: stage

@@ -87,6 +87,7 @@ typedef struct tr_opts {
     const char *checkpoint_out, *resume; /* checkpoints (tr_ckpt.h) */
     int checkpoint_every;                /* also write --checkpoint-out every N steps; 0: at the end only */
     int reshard;                         /* --reshard: resume a checkpoint of another mesh or dtype */
+    int ckpt_shards;                     /* --checkpoint-shards: --checkpoint-out C is a sharded checkpoint's directory */
     int data_change;                     /* --data-change: resume a checkpoint trained on other data */
     tr_lm_opts lm;     /* --tokens, --targets, --logits-out (tr_tokens.c; programs with a vocabulary) */
     tr_lmdata_opts data; /* --data, --val-data, --val-every, --val-batches (tr_lmdata.c) */
@@ -154,7 +155,10 @@ static void usage(FILE *f, const char *prog)
         fprintf(f, "  --checkpoint-out C  write a checkpoint (weights, AdamW moments, step) after the run, atomically\n"
                    "  --checkpoint-every N  with --steps: also write it every N steps (C.pending, replacing C once\n"
                    "                the next step's loss and gradients are finite)\n"
-                   "  --resume C    continue from checkpoint C: weights, moments and the step (not with --weights)\n"
+                   "  --checkpoint-shards  with --checkpoint-out: C is a directory of shard files (each written by\n"
+                   "                the rank that gathers its tensors) and model.safetensors.index.json, written last\n"
+                   "  --resume C    continue from checkpoint C: weights, moments and the step (not with --weights);\n"
+                   "                C is a checkpoint file, or a sharded checkpoint's directory or index\n"
                    "  --reshard     with --resume: accept a checkpoint written on another mesh (re-sharded on load)\n"
                    "                or in another dtype (continued in this program's)\n"
                    "  --data-change with --resume and --steps: continue on other data than the checkpoint recorded\n"
@@ -213,6 +217,7 @@ static const char *const all_options[] = {
     "--trace",       "--stats",       "--quiet",       "--help",           "--dy",          "--dx-out",
     "--grads-out",   "--steps",       "--target",      "--weights-out",    "--replica-check", "--out-dtype",
     "--checkpoint-out", "--checkpoint-every", "--resume", "--reshard",     "--hf-out",      "--timing",
+    "--checkpoint-shards",
     "--tokens",      "--targets",     "--logits-out",  "--data",           "--val-data",    "--val-every",
     "--val-batches", "--data-change", "--generate",    "--prompt-tokens",  "--max-new",     "--eos",
     "--temperature", "--top-k",       "--top-p",         "--stream",
@@ -267,7 +272,8 @@ static const char *closest_option(const char *s)
 /* --checkpoint-every (tr_ckpt.h TR_CKPT_PENDING_SUFFIX): the checkpoint waiting in ck_pending_path for the next
  * step's loss and gradients (step ck_pending, 0: none), and the last one that replaced --checkpoint-out in this
  * run (ck_kept, 0: none) */
-static char ck_pending_path[4200];
+static char ck_pending_path[4300];
+static char ck_index_path[4200]; /* --checkpoint-shards: <C>/model.safetensors.index.json */
 static int ck_pending, ck_kept;
 static const char *ck_out;
 
@@ -477,6 +483,8 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
             o->trace = argv[++a];
         } else if (!strcmp(s, "--reshard")) {
             o->reshard = 1;
+        } else if (!strcmp(s, "--checkpoint-shards")) {
+            o->ckpt_shards = 1;
         } else if (!strcmp(s, "--data-change")) {
             o->data_change = 1;
         } else if (!strcmp(s, "--replica-check")) {
@@ -601,6 +609,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                      "on; add --resume and --steps, or drop --data-change");
         return -1;
     }
+    if (o->ckpt_shards && !o->checkpoint_out) {
+        tr_fail(err, "--checkpoint-shards writes --checkpoint-out C as a directory of shards and an index: add "
+                     "--checkpoint-out C, or drop --checkpoint-shards");
+        return -1;
+    }
     if (o->checkpoint_every && (!o->checkpoint_out || !o->steps)) {
         tr_fail(err, "--checkpoint-every N writes --checkpoint-out every N of the --steps: give both "
                      "--checkpoint-out C and --steps");
@@ -695,10 +708,24 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
 {
     const char *outs[6] = {o->output, o->trace, o->weights_out, o->grads_out, o->dx_out, o->checkpoint_out};
     bool ok = true;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 5 + !o->ckpt_shards; i++)
         if (outs[i] && !tr_st_check_output(outs[i], out_option[i], err))
             ok = false;
-    if (ok && o->checkpoint_every && !tr_st_check_output(ck_pending_path, "--checkpoint-every", err))
+    if (o->ckpt_shards) { /* a directory (created at the first write if missing) and its index */
+        struct stat sb;
+        if (stat(o->checkpoint_out, &sb) != 0)
+            ok = tr_st_check_output(o->checkpoint_out, "--checkpoint-out (the directory to create)", err) && ok;
+        else if (!S_ISDIR(sb.st_mode))
+            ok = tr_fail(err, "--checkpoint-out %s: not a directory: with --checkpoint-shards C is the directory of "
+                              "the shards and the index (created if missing); name a directory",
+                         o->checkpoint_out);
+        else
+            ok = tr_st_check_output(ck_index_path, "--checkpoint-out", err) && ok;
+    }
+    struct stat cs;
+    bool ck_dir_missing = o->ckpt_shards && stat(o->checkpoint_out, &cs) != 0; /* its index checked as the dir's */
+    if (ok && o->checkpoint_every && !ck_dir_missing &&
+        !tr_st_check_output(ck_pending_path, "--checkpoint-every", err))
         ok = false;
     if (ok && o->hf_out && !tr_hfout_check(o->hf_out, err))
         return false; /* its message says nothing was run */
@@ -1575,7 +1602,7 @@ static bool resume(const tr_rank_desc *d, tr_opts *o, float *H, tr_ckpt_state *s
  * (non-finite weights: diverged, not written). */
 static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *A, int step, int periodic)
 {
-    const char *path = periodic ? ck_pending_path : o->checkpoint_out;
+    const char *path = periodic ? ck_pending_path : ck_out;
     const tr_rank_desc *d = c->desc;
     tr_err err = {{0}};
     tr_backend_sync(c);
@@ -1596,7 +1623,7 @@ static int write_checkpoint(tr_ctx *c, const tr_opts *o, float *H, const float *
     if (periodic)
         ck_pending = step;
     else if (d->rank == 0 && !o->quiet)
-        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, step);
+        printf("wrote %s (checkpoint after step %d)\n", ck_out, step);
     return 0;
 }
 
@@ -1631,13 +1658,13 @@ static int keep_pending(const tr_rank_desc *d, const tr_opts *o)
     tr_err err = {{0}};
     if (!ck_pending)
         return 0;
-    if (!tr_ckpt_promote(d, ck_pending_path, o->checkpoint_out, &err)) {
+    if (!tr_ckpt_promote(d, ck_pending_path, ck_out, &err)) {
         if (d->rank == 0)
             fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
     if (d->rank == 0 && !o->quiet)
-        printf("wrote %s (checkpoint after step %d)\n", o->checkpoint_out, ck_pending);
+        printf("wrote %s (checkpoint after step %d)\n", ck_out, ck_pending);
     ck_kept = ck_pending;
     ck_pending = 0;
     return 0;
@@ -2076,9 +2103,13 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (o.checkpoint_out && o.ckpt_shards) /* the sharded checkpoint: written and promoted through its index */
+        snprintf(ck_index_path, sizeof ck_index_path, "%s%s%s", o.checkpoint_out,
+                 o.checkpoint_out[0] && o.checkpoint_out[strlen(o.checkpoint_out) - 1] == '/' ? "" : "/",
+                 TR_STSET_INDEX);
     if (o.checkpoint_out) {
-        ck_out = o.checkpoint_out;
-        snprintf(ck_pending_path, sizeof ck_pending_path, "%s%s", o.checkpoint_out, TR_CKPT_PENDING_SUFFIX);
+        ck_out = o.ckpt_shards ? ck_index_path : o.checkpoint_out;
+        snprintf(ck_pending_path, sizeof ck_pending_path, "%s%s", ck_out, TR_CKPT_PENDING_SUFFIX);
     }
     /* every output can be written, or nothing runs */
     bool ok = rank == 0 ? check_outputs(&o, &err) && tr_lm_check_outputs(&o.lm, &err) : true;

@@ -813,6 +813,69 @@ pipe_ckpt_lm() {
     pipe_lm_build 1 1 1 && pipe_lm_build 1 1 2 && pipe_ckpt "$WORK/pipe_lm_1_1_1" "$WORK/pipe_lm_1_1_2"
 }
 
+# Sharded checkpoints (--checkpoint-shards): C is a directory of shard files, each written by the rank that gathered
+# its tensors (every rank of a stage takes some, the least loaded first), and model.safetensors.index.json, written
+# last. Written on 2 stages of [2,2,1] (8 writers, --checkpoint-every 1: the pending index promoted, the step-1 shards
+# removed), its tensors are bitwise the unsharded checkpoint's of the same run; it resumes on the same layout and on
+# [1,1,1] pp = 1 (--reshard), each writing the unsharded checkpoint bitwise again. A run killed with its shards
+# written and its index not (test hook TESS_TEST_CKPT_STOP) leaves the index as it was and the checkpoint readable;
+# the next write removes the killed run's shards.
+pipe_ck_tensors() { # DIR-or-file...: every checkpoint's tensors (through an index when a directory) bitwise the first's
+    "$PY" - "$@" <<'PYEOF'
+import json, os, struct, sys
+def tensors(p):
+    files = {}
+    def load(f):
+        if f not in files:
+            raw = open(f, "rb").read(); (n,) = struct.unpack("<Q", raw[:8]); h = json.loads(raw[8:8 + n])
+            h.pop("__metadata__", None)
+            files[f] = {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
+        return files[f]
+    if not os.path.isdir(p):
+        return load(p), 1
+    idx = json.load(open(os.path.join(p, "model.safetensors.index.json")))
+    out = {k: load(os.path.join(p, f))[k] for k, f in idx["weight_map"].items()}
+    held = sum(len(load(os.path.join(p, f))) for f in set(idx["weight_map"].values()))
+    if held != len(out): print("the shards hold %d tensors, the index maps %d" % (held, len(out))); sys.exit(1)
+    return out, len(set(idx["weight_map"].values()))
+ref, _ = tensors(sys.argv[1])
+ok = len(ref) == 72
+for p in sys.argv[2:]:
+    t, nf = tensors(p)
+    same = sorted(t) == sorted(ref) and all(t[k] == ref[k] for k in ref)
+    print("%s: %d tensors in %d file(s), bitwise the first's: %s" % (os.path.basename(p), len(t), nf, same))
+    ok = ok and same
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+pipe_ckpt_sharded() {
+    local one="$WORK/pipe_1_1_1_2_1f1b" two="$WORK/pipe_2_1_2_2_1f1b" c="$WORK/pipe_cks"
+    pipe_build 1 1 1 2 1f1b && pipe_build 2 1 2 2 1f1b || return 1
+    rm -rf "$c".*
+    "$two/run" --steps 2 --checkpoint-out "$c.u.st" --quiet &&
+        "$two/run" --steps 2 --checkpoint-out "$c.d" --checkpoint-shards --checkpoint-every 1 >"$c.w.out" &&
+        "$two/run" --resume "$c.d" --checkpoint-out "$c.r2.st" >"$c.r2.out" &&
+        "$one/run" --resume "$c.d" --reshard --checkpoint-out "$c.r1.st" >"$c.r1.out" || return 1
+    cat "$c".*.out
+    grep -q "^wrote $c.d/model.safetensors.index.json (checkpoint after step 1)$" "$c.w.out" &&
+        grep -q "^resumed from $c.d after step 2 (seed 1; re-sharded from mesh \[2,2,1\])" "$c.r1.out" || return 1
+    # the directory: the index and the 8 shards it names, nothing else (the step-1 checkpoint's shards removed)
+    [ "$(ls "$c.d" | wc -l)" = 9 ] && [ "$(ls "$c.d" | grep -c '^ckpt-s2-.*\.safetensors$')" = 8 ] ||
+        { ls -la "$c.d"; echo "want the index and 8 shards of step 2"; return 1; }
+    pipe_ck_tensors "$c.u.st" "$c.d" "$c.r2.st" "$c.r1.st" || return 1
+    # killed half-way: the index and the checkpoint as they were; the next write cleans up
+    cp "$c.d/model.safetensors.index.json" "$c.idx"
+    TESS_TEST_CKPT_STOP=1 "$two/run" --resume "$c.d" --steps 1 --checkpoint-out "$c.d" --checkpoint-shards \
+        >"$c.k.out" 2>&1 && { echo "the stopped run exited 0"; return 1; }
+    [ "$(ls "$c.d" | wc -l)" -gt 9 ] && cmp "$c.idx" "$c.d/model.safetensors.index.json" &&
+        "$one/run" --resume "$c.d" --reshard --checkpoint-out "$c.r1k.st" --quiet && pipe_ck_tensors "$c.u.st" "$c.r1k.st" ||
+        { ls -la "$c.d"; echo "the killed write changed the checkpoint"; return 1; }
+    "$two/run" --resume "$c.d" --steps 1 --checkpoint-out "$c.d" --checkpoint-shards --quiet &&
+        [ "$(ls "$c.d" | wc -l)" = 9 ] && [ "$(ls "$c.d" | grep -c '^ckpt-s3-.*\.safetensors$')" = 8 ] ||
+        { ls -la "$c.d"; echo "the next write left other files"; return 1; }
+}
+
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches 1f1b: the losses of 3 steps equal the pp = 1 program's, planned point-to-point bytes, replicas bitwise" pipe_losses 1 1 2 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches 1f1b: the losses equal the pp = 1 program's" pipe_losses 1 1 4 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 2 gpipe
@@ -828,3 +891,4 @@ check "train: pipeline, --replica-check compares the first and last stage's copi
 check "train: pipeline, --weights-out and --grads-out gather every stage into one file: the block stack's weights byte for byte the pp = 1 program's, the GPT-2's header the same, gradients within 1e-5 and weights within 1e-4" pipe_outputs
 check "train: pipeline, checkpoint of 2 stages of the block stack: 2 steps + --checkpoint-out + --resume 2 steps print the straight run's losses bitwise; a pp = 1 checkpoint resumes on pp = 2 with --reshard and back within 1e-6; without --reshard a pp = 2 checkpoint is refused by the pp = 1 program" pipe_ckpt_stack
 check "train: pipeline, checkpoint of the whole GPT-2 on 2 stages: resumed losses bitwise the straight run's, resharded across pp within 1e-6, refused across pp without --reshard" pipe_ckpt_lm
+check "train: pipeline, sharded checkpoint (--checkpoint-shards) of 2 stages of [2,2,1]: 8 shards and an index, tensors bitwise the unsharded checkpoint's; resumed on the same layout and on [1,1,1] pp = 1 bitwise; a write killed before its index leaves the previous checkpoint readable, the next write removes its shards" pipe_ckpt_sharded
