@@ -9,10 +9,22 @@
  * tr_ckpt_set_data_pos), "data" (the data the run trained on, tr_ckpt_set_data), "model.*" (layers, hidden, heads, ffn, seq, batch, eps), "optimizer.*" (the
  * AdamW settings, the schedule and clip), "mesh" and "mesh.strides" (tr_mesh_text; si,sj,sk of the
  * placement), "dtype" (the spec's: "fp32" or "bf16"), "fingerprint", "name", "tessgen", and "checksum" (FNV-1a 64 over the tensors' bytes in
- * model order: each parameter, then its two moments). Written by rank 0 atomically (temp file, fsync,
- * rename): a failed or killed write leaves the previous checkpoint as it was.
+ * model order: each parameter, then its two moments), "mesh.pp" and "mesh.stages" (the pipeline stages and each
+ * one's blocks, "0-0,1-1"). Written by rank 0 atomically (temp file, fsync, rename): a failed or killed write leaves
+ * the previous checkpoint as it was. Pipeline stages: the tensors of every stage, gathered as --weights-out gathers
+ * them (tr_gather_stages; the last stage's tied copy of wte left out), so the file is the pp = 1 program's.
  *
- * Resume: rank 0 validates the whole file first (the reader's checks, the format tag, the model's
+ * Sharded (--checkpoint-shards; tr_ckpt_write given "<dir>/model.safetensors.index.json" or its ".pending"): each
+ * tensor made full on one writer (tr_gather_one: the least loaded rank of its stage so far), each writer's tensors
+ * one shard file "<dir>/ckpt-s<step>-<unique>-r<rank>.safetensors" (its __metadata__: format
+ * "tessgen-checkpoint-1-shard" and step), then rank 0 writes the index last ({"metadata": the metadata above,
+ * "weight_map": {tensor: shard}}; its checksum "fnv1a64-tensors:" is FNV-1a 64 over each tensor's own FNV-1a 64, 8
+ * bytes little-endian, in model order) and removes the directory's ckpt-* files no index or pending index names. No
+ * rank holds more than its share of the tensors; a write killed before its index leaves the index naming the
+ * previous checkpoint, whose shards are still there.
+ *
+ * Resume (a file, or a sharded checkpoint's directory or index, read through tr_stset): rank 0 validates the whole
+ * checkpoint first (the reader's checks, the format tag, the model's
  * dimensions, the mesh and the dtype unless reshard, every tensor present as F32 of its full shape and no other, the
  * checksum) and shares the verdict; then every rank copies its pieces of the full tensors, exactly as
  * --weights does, so a checkpoint of another mesh re-shards on load. Weights and moments are restored
@@ -54,7 +66,8 @@ const char *tr_ckpt_data(void);
 #include <mpi.h>
 
 /* Collective over MPI_COMM_WORLD: write the weights and AdamW moments of the host arena H, with `step`
- * steps done and `seed`, to path (rank 0, atomically). False on every rank on failure, with the message
+ * steps done and `seed`, to path (rank 0, atomically; path named "model.safetensors.index.json" or that with
+ * TR_CKPT_PENDING_SUFFIX: the sharded checkpoint of its directory, created if missing). False on every rank on failure, with the message
  * in rank 0's err. optimizer.shard: each sliced moment is made whole over dep (the rank's depth-group
  * communicator; MPI_COMM_NULL without shard) first, so the file is the format above either way. */
 bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const char *path, long long step,
