@@ -1,7 +1,8 @@
 /*
- * tr_ckpt.c - training checkpoints (tr_ckpt.h): the metadata a checkpoint records, its writer (the full
- * tensors gathered on rank 0, one atomic safetensors write) and resume (rank 0 validates, every rank
- * reads its pieces). The refusals name the file, the field, the checkpoint's value and the built
+ * tr_ckpt.c - training checkpoints (tr_ckpt.h): the metadata a checkpoint records, its writers (the full
+ * tensors gathered on rank 0, one atomic safetensors write, every pipeline stage's included; or sharded: each
+ * tensor on one writer rank, a shard file per writer, the index last) and resume (rank 0 validates a file or a
+ * sharded set through tr_stset, every rank reads its pieces). The refusals name the file, the field, the checkpoint's value and the built
  * model's, and the fix; a refused checkpoint loads nothing. Built with -DTR_CKPT_READER_ONLY (the fuzz
  * harness tests/fuzz/fuzz_ckpt.c) only the metadata and the rank-0 validation (tr_ckpt_check) are
  * compiled: no MPI.
