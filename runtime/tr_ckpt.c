@@ -787,6 +787,13 @@ static bool src_meta(const ck_src *c, const char *key, char *out, size_t cap)
 static bool src_open(ck_src *c, const char *path, bool validate, tr_err *err)
 {
     memset(c, 0, sizeof *c);
+    struct stat sb;
+    char idx[1200];
+    snprintf(idx, sizeof idx, "%s/%s", path, TR_STSET_INDEX);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && access(idx, F_OK) != 0)
+        return tr_fail(err, "%s: is a directory without %s: --resume takes a checkpoint file, or the directory (or "
+                            "the index) that --checkpoint-out C --checkpoint-shards wrote",
+                       path, TR_STSET_INDEX);
     if (!tr_stset_open(&c->set, path, validate, err))
         return false;
     if (c->set.sharded) {

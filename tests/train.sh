@@ -869,6 +869,10 @@ pipe_ckpt_sharded() {
         ! "$one/run" --resume "$c.bad" --reshard --quiet 2>"$c.bad.err" && cat "$c.bad.err" &&
         grep -q "^$c.bad: the tensors' checksum is fnv1a64-tensors:[0-9a-f]* but the checkpoint recorded fnv1a64-tensors:" "$c.bad.err" ||
         { echo "a changed bit in a shard was not refused by the checksum"; return 1; }
+    # a directory without the index: refused naming it and what --resume takes
+    mkdir -p "$c.empty" && ! "$one/run" --resume "$c.empty" --quiet 2>"$c.empty.err" && cat "$c.empty.err" &&
+        grep -q "^$c.empty: is a directory without model.safetensors.index.json: --resume takes a checkpoint file, or the directory" "$c.empty.err" ||
+        { echo "a directory without an index was not refused"; return 1; }
     # killed half-way: the index and the checkpoint as they were; the next write cleans up
     cp "$c.d/model.safetensors.index.json" "$c.idx"
     TESS_TEST_CKPT_STOP=1 "$two/run" --resume "$c.d" --steps 1 --checkpoint-out "$c.d" --checkpoint-shards \
@@ -896,4 +900,4 @@ check "train: pipeline, --replica-check compares the first and last stage's copi
 check "train: pipeline, --weights-out and --grads-out gather every stage into one file: the block stack's weights byte for byte the pp = 1 program's, the GPT-2's header the same, gradients within 1e-5 and weights within 1e-4" pipe_outputs
 check "train: pipeline, checkpoint of 2 stages of the block stack: 2 steps + --checkpoint-out + --resume 2 steps print the straight run's losses bitwise; a pp = 1 checkpoint resumes on pp = 2 with --reshard and back within 1e-6; without --reshard a pp = 2 checkpoint is refused by the pp = 1 program" pipe_ckpt_stack
 check "train: pipeline, checkpoint of the whole GPT-2 on 2 stages: resumed losses bitwise the straight run's, resharded across pp within 1e-6, refused across pp without --reshard" pipe_ckpt_lm
-check "train: pipeline, sharded checkpoint (--checkpoint-shards) of 2 stages of [2,2,1]: 8 shards and an index, tensors bitwise the unsharded checkpoint's; resumed on the same layout and on [1,1,1] pp = 1 bitwise; a changed bit in a shard fails the checksum; a write killed before its index leaves the previous checkpoint readable, the next write removes its shards" pipe_ckpt_sharded
+check "train: pipeline, sharded checkpoint (--checkpoint-shards) of 2 stages of [2,2,1]: 8 shards and an index, tensors bitwise the unsharded checkpoint's; resumed on the same layout and on [1,1,1] pp = 1 bitwise; a changed bit in a shard fails the checksum, a directory without an index is refused; a write killed before its index leaves the previous checkpoint readable, the next write removes its shards" pipe_ckpt_sharded
