@@ -238,7 +238,8 @@ tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op,
     s->op = op;
     s->t = t;
     s->root_local = -1;
-    s->again = b->name_sfx != NULL; /* set while the backward recomputes a layer (plan_builder.h) */
+    /* set while the backward recomputes a layer (plan_builder.h); name_sfx is also set for generation's decode step */
+    s->again = b->name_sfx != NULL && b->phase == TG_PHASE_BWD;
     s->desc = TG_D_LABEL;
     s->label = "";
     for (int i = 0; i < TG_STEP_MAXBUF; i++)

@@ -221,6 +221,13 @@ gen_kv_bytes() { # the KV cache of [2,2,1]: per layer [nseq*context, 2*hidden/q]
         grep -q '\.kv_elems = 320,' "$f"
 }
 
+gen_not_recomputed() { # the decode step's comments describe its steps, none as "recomputed" (that is training's)
+    local f="$WORK/gen/o_2_1/rank_i0_j1.c"
+    [ -e "$f" ] || gen_mesh 2 1 2 >/dev/null || return 1
+    grep -q 'TR_STEP(c, [0-9]*); /\* L0 qkv: all-gather X(:,j)' "$f" || { echo "no decode all-gather described"; return 1; }
+    ! grep -n 'recomputed' "$f" | head -3 | grep .
+}
+
 gen_help() { # --help of a generate program lists generation's options, each one its parser takes; the run script too
     local dir="$WORK/gen/o_1_1" h="$WORK/gen/help.txt" opt
     [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
@@ -415,6 +422,7 @@ if true; then
         gen_summary
     check "generate: tessgen --from-hf --mode generate --context N prints a spec with the KV cache; without one refused" \
         gen_from_hf
+    check "generate: no step of the prefill or the decode step is described as recomputed" gen_not_recomputed
     check "generate: the KV cache is layers x [sequences per rank * context, 2*hidden/q] persistent floats" gen_kv_bytes
     check "generate: run --help lists the generation options and the run script's header shows --generate" gen_help
     check "generate: a mistyped generation option gets did you mean, exit 2" gen_typo
