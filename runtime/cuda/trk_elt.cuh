@@ -1,7 +1,9 @@
 /*
  * trk_elt.cuh - the per-thread bodies of the element-wise kernels that read or write bf16 (docs/BF16.md; docs/CUDA.md
  * "bf16 element-wise kernels"): gelu_bwd reading the bf16 pre-activation, bf16 training's bias + GeLU (templates/
- * kernels_gelu.cu.in), and the bias and widening kernels around cuDNN's attention (trc_attn_cudnn.cu).
+ * kernels_gelu.cu.in), and the bias and widening kernels around cuDNN's attention (trc_attn_cudnn.cu); layernorm's
+ * ln_apply with a bf16 output (kernels_rows.cu.in, 8 columns a lane where the row width is a multiple of 8); the
+ * multi-tensor AdamW with its bf16 weight copy (trc_adamw.cu, adamw_chunk: 8 elements a thread where aligned).
  *
  * Each has two bodies: `1`, one element (the scalar path), and `8`, elements e .. e+7 with e a multiple of 8, each
  * bf16 operand one 16-byte access (a uint4 of 8 bf16, the lower element at the lower address) and each float operand
@@ -183,6 +185,25 @@ TR_HD inline void bias_bf16_8(long long e, int cols, float *qkv, const float *bi
         v.v[k] = v.v[k] + b.v[k];
     store8(qkv, e, v);
     store8(h, e, v);
+}
+
+/* layernorm's y = tr_ln(x) of one row (xr, yr: the row; gamma, beta: the columns), column j (1) or j .. j+7 (8, j a
+ * multiple of 8: x, gamma and beta two float4 each, a bf16 y one 16-byte store) */
+template <typename OUT>
+TR_HD inline void ln_apply1(int j, const float *xr, const float *gamma, const float *beta, float sum, float sq,
+                            float inv_n, float eps, OUT *yr)
+{
+    store1(yr + j, tr_ln(xr[j], sum, sq, inv_n, eps, gamma[j], beta[j]));
+}
+template <typename OUT>
+TR_HD inline void ln_apply8(int j, const float *xr, const float *gamma, const float *beta, float sum, float sq,
+                            float inv_n, float eps, OUT *yr)
+{
+    f8 x = load8(xr, j);
+    const f8 g = load8(gamma, j), b = load8(beta, j);
+    for (int k = 0; k < 8; k++)
+        x.v[k] = tr_ln(x.v[k], sum, sq, inv_n, eps, g.v[k], b.v[k]);
+    store8(yr, j, x);
 }
 
 /* ---- AdamW (runtime/cuda/trc_adamw.cu): one element, or 8 with 16-byte accesses and the bf16 copy one 16-byte store */

@@ -10,8 +10,8 @@
  *   host       (--host: no GPU needed, and nothing of the GPU is touched) the 8-wide and scalar bodies of
  *              runtime/cuda/trk_elt.cuh, run on the host as the kernels dispatch them (8 a thread, then the tail
  *              one a thread), against each other and tr_bf16.h's rounding, bit for bit: gelu_bwd, bias + GeLU
- *              (float and bf16 g), bf16 training's bias + GeLU, cuDNN attention's bias and widening; sizes with
- *              and without a tail, ties, infinities, overflow and subnormals
+ *              (float and bf16 g), bf16 training's bias + GeLU, cuDNN attention's bias and widening, ln_apply with a
+ *              bf16 y (8 columns a lane); sizes with and without a tail, ties, infinities, overflow and subnormals
  *   cast       trc_cast_bf16 bit for bit tr_f32_to_bf16 (ties, infinities, overflow, subnormals, aligned and
  *              not, tails)
  *   gemm       trc_gemm_bf16, every transpose and beta 0/1, against a double product of the widened operands
@@ -388,8 +388,46 @@ static void host_attn(int rows, int ld, long long nw)
     }
 }
 
+/* ln_apply with a bf16 output: lanes of a warp over each row as k_ln_apply runs them (8 columns a lane where the width
+ * is a multiple of 8, else one), against tr_f32_to_bf16 of tr_ln */
+static void host_ln(int rows, int cols, int hidden)
+{
+    const size_t n = (size_t)rows * cols;
+    const std::vector<float> x = corner(n, -3, 3, false), g = rnd((size_t)cols, 0.5f, 1.5f), b = rnd((size_t)cols, -0.5f, 0.5f);
+    std::vector<float> rs((size_t)rows), vs((size_t)rows);
+    for (int r = 0; r < rows; r++) {
+        rs[(size_t)r] = frand(-5, 5);
+        vs[(size_t)r] = frand(1, 50);
+    }
+    const float inv_n = 1.0f / (float)hidden, eps = 1e-5f;
+    std::vector<tr_bf16> yr(n);
+    for (size_t i = 0; i < n; i++)
+        yr[i] = tr_f32_to_bf16(tr_ln(x[i], rs[i / (size_t)cols], vs[i / (size_t)cols], inv_n, eps, g[i % (size_t)cols],
+                                     b[i % (size_t)cols]));
+    char what[96];
+    snprintf(what, sizeof what, "ln_apply [%d, %d] of %d, bf16 y", rows, cols, hidden);
+    for (int vec = cols % 8 == 0; vec >= 0; vec--) {
+        std::vector<tr_bf16> y(n);
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x.data() + (size_t)r * cols;
+            tr_bf16 *yo = y.data() + (size_t)r * cols;
+            for (int lane = 0; lane < 32; lane++)
+                if (vec)
+                    for (int v = lane; v < cols / 8; v += 32)
+                        trk::elt::ln_apply8(8 * v, xr, g.data(), b.data(), rs[(size_t)r], vs[(size_t)r], inv_n, eps, yo);
+                else
+                    for (int j = lane; j < cols; j += 32)
+                        trk::elt::ln_apply1(j, xr, g.data(), b.data(), rs[(size_t)r], vs[(size_t)r], inv_n, eps, yo);
+        }
+        same_bits(what, vec ? "16-byte path" : "scalar path", y, yr);
+    }
+}
+
 static int check_host(void)
 {
+    host_ln(37, 64, 128);
+    host_ln(5, 768, 768); /* GPT-2 small's width: 3 sweeps of a warp */
+    host_ln(7, 36, 72);   /* a width the 8-wide body does not take */
     host_gelu_bwd(1824); /* a multiple of 8 */
     host_gelu_bwd(1831); /* a tail of 7 */
     host_gelu_bwd(5);    /* the tail alone */
@@ -415,7 +453,8 @@ int main(int argc, char **argv)
     memset(&err, 0, sizeof err);
     trc_gemm_init(&err);
     cudaStream_t s = trc_g.stream[TRC_COMPUTE];
-    check_ln<37, 64, 128>(s);  /* 16-byte path: 8-byte bf16 stores */
+    check_ln<37, 64, 128>(s);  /* 8 columns a lane: 16-byte bf16 stores */
+    check_ln<37, 36, 72>(s);   /* 4 columns a lane: 8-byte bf16 stores */
     check_ln<37, 30, 60>(s);   /* scalar path */
     check_gelu<19, 96>(s);
     check_gelu<7, 33>(s);

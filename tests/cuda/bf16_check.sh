@@ -16,6 +16,10 @@ template void ln_apply<37, 64, 128>(cudaStream_t, const float *, const float *, 
                                   const float *, const float *, float, float *);
 template void ln_apply<37, 64, 128>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, tr_bf16 *);
+template void ln_apply<37, 36, 72>(cudaStream_t, const float *, const float *, const float *,
+                                  const float *, const float *, float, float *);
+template void ln_apply<37, 36, 72>(cudaStream_t, const float *, const float *, const float *,
+                                  const float *, const float *, float, tr_bf16 *);
 template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, float *);
 template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, const float *,

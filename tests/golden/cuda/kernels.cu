@@ -24,7 +24,9 @@
  * tree (no FP64: docs/CUDA.md "FP64 and tensor cores in the kernels"; tests/cuda/rows_check.cu checks them
  * against double on a GPU). The per-element arithmetic of ln_apply is tr_math.h's tr_ln, the CPU backend's code.
  * A bf16 output (OUT = tr_bf16, docs/BF16.md) is the fp32 result rounded to nearest even (runtime/cuda/trk_store.cuh);
- * the 16-byte path stores 4 bf16 in one 8-byte store.
+ * ln_apply with a bf16 output takes 8 columns a lane where the row width is a multiple of 8 (runtime/cuda/
+ * trk_elt.cuh's ln_apply8: two float4 of x, gamma and beta, one 16-byte store of 8 bf16; the same bits, checked on
+ * the host by bf16_check --host), else 4 a lane in one 8-byte store where it is a multiple of 4.
  */
 #include <math.h>
 
@@ -33,6 +35,7 @@
 #include "kernels.cuh"
 #include "tr_math.h"
 #include "trc.h"
+#include "trk_elt.cuh"
 #include "trk_store.cuh"
 
 namespace trk {
@@ -153,7 +156,10 @@ __global__ void __launch_bounds__(kRowThreads)
     const float *xr = x + (size_t)r * COLS;
     OUT *yr = y + (size_t)r * COLS;
     const float inv_n = 1.0f / (float)HIDDEN, sum = rs[r], sq = vs[r];
-    if constexpr (COLS % 4 == 0) {
+    if constexpr (std::is_same_v<OUT, tr_bf16> && COLS % 8 == 0) { /* 8 columns a lane: one 16-byte store */
+        for (int v = lane; v < COLS / 8; v += kWarp)
+            elt::ln_apply8(8 * v, xr, gamma, beta, sum, sq, inv_n, eps, yr);
+    } else if constexpr (COLS % 4 == 0) {
         const float4 *x4 = reinterpret_cast<const float4 *>(xr), *g4 = reinterpret_cast<const float4 *>(gamma),
                      *b4 = reinterpret_cast<const float4 *>(beta);
         for (int v = lane; v < COLS / 4; v += kWarp) {
