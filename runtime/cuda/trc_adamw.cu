@@ -18,8 +18,8 @@
  * a step: a step replayed from a CUDA graph must not have them baked in), then per element
  *   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g;
  *   p -= lr (m/c1 / (sqrt(v/c2) + eps) + wd p)
- * with every operation an IEEE round-to-nearest intrinsic (__fmul_rn, ...: trk_elt.cuh's mul_rn, ...), so nvcc cannot contract a multiply
- * and an add into an FMA and the result is the CPU's; the bf16 copy is __float2bfloat16_rn of the new p
+ * with every operation an IEEE round-to-nearest intrinsic (__fmul_rn, ...: trk_elt.cuh's mul_rn, ...), so nvcc
+ * cannot contract a multiply and an add into an FMA and the result is the CPU's; the bf16 copy is __float2bfloat16_rn of the new p
  * (trc_cast_bf16's rounding, the bits of tr_f32_to_bf16). No reduction: the same bits in give the same bits out
  * on every replica, which is what keeps replicas bitwise identical after the exact gradient all-reduce.
  * optimizer.shard: a row that is one slice of its parameter (slice_of > 0) is moved to this rank's slice when the

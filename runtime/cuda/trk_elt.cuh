@@ -1,8 +1,8 @@
 /*
  * trk_elt.cuh - the per-thread bodies of the element-wise kernels that read or write bf16 (docs/BF16.md; docs/CUDA.md
  * "bf16 element-wise kernels"): gelu_bwd reading the bf16 pre-activation, bf16 training's bias + GeLU (templates/
- * kernels_gelu.cu.in), and the bias and widening kernels around cuDNN's attention (trc_attn_cudnn.cu); layernorm's
- * ln_apply with a bf16 output (kernels_rows.cu.in, 8 columns a lane where the row width is a multiple of 8); the
+ * kernels_gelu.cu.in; and gelu_bwd with a float u), and the bias and widening kernels around cuDNN's attention
+ * (trc_attn_cudnn.cu); layernorm's ln_apply with a bf16 output (kernels_rows.cu.in, 8 columns a lane where the row width is a multiple of 8); the
  * multi-tensor AdamW with its bf16 weight copy (trc_adamw.cu, adamw_chunk: 8 elements a thread where aligned).
  *
  * Each has two bodies: `1`, one element (the scalar path), and `8`, elements e .. e+7 with e a multiple of 8, each
@@ -112,12 +112,17 @@ TR_HD inline void store1(tr_bf16 *p, float v)
 
 /* ---- the bodies: element i (1), elements e .. e+7 (8) ---- */
 
-/* dg *= GeLU'(u), u the kept bf16 pre-activation */
+/* dg *= GeLU'(u), u the kept pre-activation: bf16 (8 elements one 16-byte load) or float (two float4) */
 TR_HD inline void gelu_bwd1(long long i, float *dg, const tr_bf16 *u)
 {
     dg[i] *= tr_gelu_grad(widen(u[i]));
 }
-TR_HD inline void gelu_bwd8(long long e, float *dg, const tr_bf16 *u)
+TR_HD inline void gelu_bwd1(long long i, float *dg, const float *u)
+{
+    dg[i] *= tr_gelu_grad(u[i]);
+}
+template <typename U>
+TR_HD inline void gelu_bwd8(long long e, float *dg, const U *u)
 {
     f8 d = load8(dg, e);
     const f8 w = load8(u, e);
@@ -206,7 +211,7 @@ TR_HD inline void ln_apply8(int j, const float *xr, const float *gamma, const fl
     store8(yr, j, x);
 }
 
-/* ---- AdamW (runtime/cuda/trc_adamw.cu): one element, or 8 with 16-byte accesses and the bf16 copy one 16-byte store */
+/* ---- AdamW (runtime/cuda/trc_adamw.cu): one element, or 8 (16-byte accesses, the bf16 copy one 16-byte store) */
 
 /* IEEE round-to-nearest operations that nvcc never contracts into an FMA (the intrinsics on the device; on the host
  * the plain operators, which x86-64's baseline code has no FMA to contract into: tr_adamw's bits either way) */

@@ -284,14 +284,16 @@ static void host_table(const char *what, const std::vector<long long> &sizes, in
     char w[160];
     if (vec_seen == (shift != 0)) {
         failures++;
-        printf("not ok - host %s: the 8-wide path was %s\n", what, vec_seen ? "taken on unaligned operands" : "not taken");
+        printf("not ok - host %s: the 8-wide path was %s\n", what,
+               vec_seen ? "taken on unaligned operands" : "not taken");
         return;
     }
     for (int s = 0; s < 2; s++) {
-        snprintf(w, sizeof w, "host %s, %s", what, s ? "scalar path" : shift ? "unaligned: one a thread" : "16-byte path");
+        snprintf(w, sizeof w, "host %s, %s", what,
+                 s ? "scalar path" : shift ? "unaligned: one a thread" : "16-byte path");
         if (same_arena(w, P[s], H))
-            printf("ok - %s: %zu tensors, %d steps: params, moments, bf16 copies and gaps bit for bit the CPU loop's\n", w,
-                   t.size(), steps);
+            printf("ok - %s: %zu tensors, %d steps: params, moments, bf16 copies and gaps bit for bit the CPU loop's\n",
+                   w, t.size(), steps);
     }
 }
 
