@@ -17,7 +17,7 @@
 
 #include "fuse.h"
 
-_Static_assert(TG_STEP_LM_ARGMAX + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
+_Static_assert(TG_STEP_COPY + 1 == TG_COST_NKINDS, "TG_COST_NKINDS counts tg_step_kind");
 
 static bool is_collective(tg_step_kind k)
 {
@@ -28,6 +28,8 @@ static bool is_collective(tg_step_kind k)
 /* Bytes a compute step reads and writes: each operand once per access (a read-write operand twice). */
 static double step_bytes(const tg_class_plan *cp, const tg_step *s)
 {
+    if (s->kind == TG_STEP_COPY) /* count elements read and written, not the whole buffers */
+        return 8.0 * (double)s->count;
     if (s->kind == TG_STEP_ADAMW) /* param, m, v read and written; grad read; the bf16 copy written, if any */
         return (4.0 * 7.0 + (s->buf[4] >= 0 ? 2.0 : 0.0)) * (double)s->count;
     double b = 0;

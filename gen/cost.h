@@ -30,7 +30,7 @@
 #include "plan.h"
 #include "strbuf.h"
 
-#define TG_COST_NKINDS 32 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_LM_ARGMAX */
+#define TG_COST_NKINDS 33 /* tg_step_kind values: TG_STEP_BCAST .. TG_STEP_COPY */
 
 /* One phase (forward, backward or optimizer) of a class program. */
 typedef struct tg_cost_phase {

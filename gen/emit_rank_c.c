@@ -73,8 +73,13 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         tg_sb_printf(o, "    tr_lm_argmax(c, %s, %d, %d, %d, %d, %s + %d);\n", bn(rp, s, 0), s->rows, s->cols,
                      s->nvalid, s->vocab0, bn(rp, s, 1), s->boff);
         break;
+    case TG_STEP_COPY:
+        tg_sb_printf(o, "    tr_copy(c, %s + %lld, %s + %d, %lld);\n", bn(rp, s, 0), s->soff, bn(rp, s, 1), s->boff,
+                     s->count);
+        break;
     case TG_STEP_REDUCESCATTER:
-    case TG_STEP_ALLGATHER: /* optimizer.shard: slice k of ceil(count / group size) elements on member k */
+    case TG_STEP_ALLGATHER: /* optimizer.shard, and the weight-stationary layout: slice k of ceil(count / group size)
+                             * elements on member k */
         tg_sb_printf(o, "    tr_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter",
                      tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
         break;

@@ -113,6 +113,7 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_REDUCESCATTER: /* optimizer.shard: the payload, as the plan counts it */
     case TG_STEP_ALLGATHER: return 4 * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
+    case TG_STEP_COPY: return 8 * s->count;
     case TG_STEP_GRAD_ACC: return 12 * s->count; /* part and gradient in, gradient out */
     case TG_STEP_GELU_SAVE: /* h in (and out, when u is kept in it), bias in, g out (and u, bf16 training) */
         return 4 * ((s->buf[3] >= 0 ? 1 : 2) * rc + s->cols) + esz(rp, s, 2) * rc +
@@ -262,6 +263,9 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
     case TG_STEP_ALLGATHER:
         tg_sb_printf(o, "    trc_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter", g,
                      bn(rp, s, 0), s->count);
+        break;
+    case TG_STEP_COPY: /* generation's weight-stationary layout: CPU only (main.c refuses mode = "generate" here) */
+        tg_sb_puts(o, "#error \"the weight-stationary copy (mode = generate) has no CUDA kernel: use the CPU backend\"\n");
         break;
     case TG_STEP_CAST:
         tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));

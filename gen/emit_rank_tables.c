@@ -44,6 +44,7 @@ const char *tg_emit_kind_enum(tg_step_kind k)
     case TG_STEP_EMBED_BWD:
     case TG_STEP_POS_BWD:
     case TG_STEP_KV_WRITE:
+    case TG_STEP_COPY:
     case TG_STEP_GRAD_ACC: return "TR_K_RESID";
     case TG_STEP_CAST: return "TR_K_CAST";
     case TG_STEP_LM_ROWMAX:
@@ -179,6 +180,10 @@ void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const
     ll4(o, "plan_dec_allreduce", rp->dec_allreduce);
     ll4(o, "plan_dec_reduce_recv", rp->dec_reduce_recv);
     ll4(o, "plan_dec_reduce_sent", rp->dec_reduce_sent);
+    ll4(o, "plan_ws_allgather", rp->ws_allgather);
+    ll4(o, "plan_ws_rscatter", rp->ws_rscatter);
+    ll4(o, "plan_dec_ws_allgather", rp->dec_ws_allgather);
+    ll4(o, "plan_dec_ws_rscatter", rp->dec_ws_rscatter);
     tg_sb_puts(o, "        .decode = decode,\n};\n\n");
 }
 

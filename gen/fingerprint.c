@@ -101,6 +101,12 @@ void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)
                          s->flops,   s->desc,    s->aux,   s->stream, s->wait,  s->signal, s->epi, s->fused};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
             num(fp, v[k]);
+        if (s->kind == TG_STEP_COPY || s->ws) { /* the weight-stationary layout: where a copy reads and writes */
+            str(fp, "copy/ws");
+            num(fp, s->soff);
+            num(fp, s->boff);
+            num(fp, s->ws);
+        }
         if (s->last_mb || s->again) { /* only then, so other fingerprints are what they were */
             str(fp, "once/again");
             num(fp, s->last_mb);

@@ -41,7 +41,9 @@ void tg_step_traffic(const tg_step *s, long long *recv, long long *sent, long lo
     if (!tg_step_is_comm(s))
         return;
     long long bytes = s->count * s->esize;
-    if (s->kind == TG_STEP_BCAST)
+    if (s->ws) /* the weight-stationary layout's all-gather or reduce-scatter: the others' slices each way */
+        *recv = *sent = bytes / s->group_size * (s->group_size - 1);
+    else if (s->kind == TG_STEP_BCAST)
         *(s->is_root ? sent : recv) = bytes;
     else if (s->kind == TG_STEP_REDUCE) {
         if (s->is_root)
@@ -62,6 +64,8 @@ const char *tg_step_dir(const tg_step *s)
         return s->is_root ? "send" : "recv";
     if (s->kind == TG_STEP_REDUCE)
         return s->is_root ? "recv" : "send";
+    if (s->ws)
+        return "recv+send";
     return "reduce";
 }
 

@@ -143,6 +143,12 @@ static void totals(const tg_plan *pl, tg_class_plan *rp)
                 recv[st->group] += bytes;
         } else if (st->kind == TG_STEP_ALLREDUCE) {
             ar[st->group] += bytes;
+        } else if (st->ws) { /* the weight-stationary layout's: what each member receives (and sends) */
+            long long mine = bytes / st->group_size * (st->group_size - 1);
+            if (st->kind == TG_STEP_ALLGATHER)
+                (dec ? rp->dec_ws_allgather : rp->ws_allgather)[st->group] += mine;
+            else
+                (dec ? rp->dec_ws_rscatter : rp->ws_rscatter)[st->group] += mine;
         } else if (st->kind == TG_STEP_REDUCESCATTER) {
             rp->bwd_rscatter[st->group] += bytes;
         } else if (st->kind == TG_STEP_ALLGATHER) {
@@ -227,6 +233,42 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->V = spec->vocab;
     out->Vq = spec->vocab > 0 ? (spec->vocab + spec->q - 1) / spec->q : 0;
     out->mb = spec->mode == TG_TRAIN && spec->microbatches > 1 ? spec->microbatches : 1;
+    if (spec->mode == TG_GENERATE) { /* docs/GENERATE.md "Choosing the layout": fewer bytes wins, SUMMA on a tie */
+        long long Rp = (long long)out->nseq * spec->seq, Rd = out->nseq;
+        out->layout_fwd = tg_layout_recv_bytes(out, TG_LAYOUT_STATIONARY, Rp) <
+                                  tg_layout_recv_bytes(out, TG_LAYOUT_SUMMA, Rp)
+                              ? TG_LAYOUT_STATIONARY
+                              : TG_LAYOUT_SUMMA;
+        if (spec->decode_layout == TG_DECODE_AUTO)
+            out->layout_dec = tg_layout_recv_bytes(out, TG_LAYOUT_STATIONARY, Rd) <
+                                      tg_layout_recv_bytes(out, TG_LAYOUT_SUMMA, Rd)
+                                  ? TG_LAYOUT_STATIONARY
+                                  : TG_LAYOUT_SUMMA;
+        else
+            out->layout_dec = spec->decode_layout == TG_DECODE_STATIONARY ? TG_LAYOUT_STATIONARY : TG_LAYOUT_SUMMA;
+    }
+}
+
+/* Per layer and rank, elements received by the four linears (K, N: qkv C x 3C, proj C x C, fc1 C x F, fc2 F x C, each
+ * split q x q): SUMMA receives q-1 of the q activation blocks [R, K/q] over the row and q-1 of the q weight blocks
+ * [K/q, N/q] over the column; the weight-stationary layout (plan_tesseract.c stationary()) on a rank off the diagonal
+ * receives q-1 blocks [R, K/q] in the column's all-gather, the gathered [q*R, K/q] in the row's broadcast and q-1
+ * partial blocks [R, N/q] in the column's reduce-scatter (the diagonal rank, the broadcast's root, receives q*R*K/q
+ * less). */
+long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R)
+{
+    long long q = pl->mesh.q, Cq = pl->Cq, Fq = pl->Fq, L = pl->spec.layers;
+    long long sumK = 3 * Cq + Fq, sumN = 3 * Cq + Cq + Fq + Cq, sumKN = 4 * Cq * Cq + 2 * Cq * Fq;
+    if (q <= 1)
+        return 0;
+    if (lay == TG_LAYOUT_SUMMA)
+        return 4 * L * (q - 1) * (R * sumK + sumKN);
+    return 4 * L * ((2 * q - 1) * R * sumK + (q - 1) * R * sumN);
+}
+
+const char *tg_layout_name(tg_layout lay)
+{
+    return lay == TG_LAYOUT_STATIONARY ? "stationary" : "summa";
 }
 
 bool tg_plan_stage(tg_plan *pl, int s, tg_err *err)
@@ -405,6 +447,7 @@ const char *tg_step_kind_name(tg_step_kind k)
     case TG_STEP_LM_ARGMAX: return "lm_argmax";
     case TG_STEP_REDUCESCATTER: return "reducescatter";
     case TG_STEP_ALLGATHER: return "allgather";
+    case TG_STEP_COPY: return "copy";
     }
     return "?";
 }

@@ -100,9 +100,16 @@ typedef enum tg_step_kind {
     TG_STEP_ATTN_DECODE,  /* decode: buf[0] qkv [nseq, 3*cols] += buf[1] bias; K, V into buf[3] cache row
                            * s*context + buf[4] pos[s] (i32 [nseq]); buf[2] out [nseq, cols] = softmax(q K^T/sqrt(hdim)) V
                            * over the cache rows 0..pos[s]; buf[5] scratch [context] */
-    TG_STEP_LM_ARGMAX     /* buf[0] logits [rows, cols] -> buf[1] + boff: per row the pair (max logit, its id) over the
+    TG_STEP_LM_ARGMAX,    /* buf[0] logits [rows, cols] -> buf[1] + boff: per row the pair (max logit, its id) over the
                            * nvalid first columns, ties to the lowest id (a float and an int32 in two 4-byte slots) */
+    /* the weight-stationary layout of generation's linears (docs/GENERATE.md "The weight-stationary layout") */
+    TG_STEP_COPY          /* buf[0] + soff -> buf[1] + boff: count elements (fp32), a block into its slot of a gathered
+                           * buffer, or this rank's slice of a reduce-scattered one out of it */
 } tg_step_kind;
+
+/* How a phase computes its four linears (qkv, proj, fc1, fc2; spec decode_layout, docs/GENERATE.md): SUMMA (the
+ * weights broadcast, DESIGN.md section 2) or weight-stationary (the activations gathered, the weights stay). */
+typedef enum tg_layout { TG_LAYOUT_SUMMA = 0, TG_LAYOUT_STATIONARY = 1 } tg_layout;
 
 /* Pseudo-layers of the language model's steps (each its own function in the generated code). */
 #define TG_LAYER_EMBED (-2) /* token and position embedding (forward), their gradients (backward) */
@@ -193,6 +200,11 @@ typedef struct tg_step {
     int boff;                   /* EMBED, EMBED_BWD: element offset into buf[0] (one row block's token ids); LM_ARGMAX
                                  * (into buf[1]), and the BCAST and ALLREDUCE of its pairs (into buf[0]) */
     int context;                /* KV_WRITE, ATTN_DECODE: the KV-cache length (spec model.context) */
+    long long soff;             /* COPY: element offset into buf[0] (boff: into buf[1]) */
+    int ws;                     /* an ALLGATHER or REDUCESCATTER of the weight-stationary layout's activations
+                                 * (count divisible by group_size): counted as what each member receives and sends,
+                                 * (group_size - 1) * count / group_size elements each way (optimizer.shard's: the
+                                 * whole count, as an all-reduce) */
     float scale;                /* LM_DLOGITS: 1 / (batch*seq) */
     long long slice_of;         /* adamw on a slice (optimizer.shard): the parameter's elements, count being one slice,
                                  * ceil(slice_of / d) (the member of dep(i,j) picks which); 0: the whole shard */
@@ -318,6 +330,10 @@ typedef struct tg_class_plan {
     /* the decode step's bytes (TG_PHASE_DEC), as the forward's above: one call of decode() */
     long long dec_bcast_recv[TG_NGROUPS], dec_bcast_sent[TG_NGROUPS], dec_allreduce[TG_NGROUPS];
     long long dec_reduce_recv[TG_NGROUPS], dec_reduce_sent[TG_NGROUPS];
+    /* the weight-stationary layout (tg_step.ws): bytes received (= sent) by its all-gathers and reduce-scatters, in
+     * the prefill (forward) and in one decode step */
+    long long ws_allgather[TG_NGROUPS], ws_rscatter[TG_NGROUPS];
+    long long dec_ws_allgather[TG_NGROUPS], dec_ws_rscatter[TG_NGROUPS];
     long long dec_flops;
     long long flops;
     /* streams.c's totals: steps on the comm stream, steps that wait for the other stream, SUMMA bcasts of
@@ -356,6 +372,9 @@ typedef struct tg_plan {
      * stage s-1), its last writes y (on the last stage the objective's input). stash: the most micro-batches the
      * stage holds between their forward and backward in the proved schedule (gen/pipe.c; 1 without stages) */
     int stage, l0, nl, stash;
+    /* generation (mode = "generate"): the layout of the linears of the prefill (forward) and of the decode step
+     * (tg_plan_init chooses them: docs/GENERATE.md); SUMMA in every other mode */
+    tg_layout layout_fwd, layout_dec;
 } tg_plan;
 
 /* The mesh and the local shapes of an accepted spec (cheap; no class is baked). */
@@ -396,5 +415,11 @@ int tg_io_c0(const tg_plan *pl, tg_coord c);
 int tg_step_root(const tg_plan *pl, tg_coord c, const tg_step *s);
 
 const char *tg_step_kind_name(tg_step_kind k); /* "bcast", "allreduce", "gemm", ... */
+
+/* Generation's layouts (docs/GENERATE.md "Choosing the layout"): the bytes that the four linears of every layer make
+ * the busiest rank receive in one call of a phase of R rows per rank (R = nseq: the decode step; nseq*seq: the
+ * prefill) under layout lay, and its name ("summa", "stationary"). */
+long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R);
+const char *tg_layout_name(tg_layout lay);
 
 #endif

@@ -238,7 +238,8 @@ tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op,
     s->op = op;
     s->t = t;
     s->root_local = -1;
-    s->again = b->name_sfx != NULL; /* set while the backward recomputes a layer (plan_builder.h) */
+    /* set while the backward recomputes a layer (plan_builder.h); name_sfx is also set for generation's decode step */
+    s->again = b->name_sfx != NULL && b->phase == TG_PHASE_BWD;
     s->desc = TG_D_LABEL;
     s->label = "";
     for (int i = 0; i < TG_STEP_MAXBUF; i++)
@@ -370,7 +371,8 @@ tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g
         tg_class_plan *rp = b->rp;
         for (int i = rp->nsteps - 2; i >= 0; i--) {
             tg_step *g = &rp->steps[i];
-            if (g->kind == TG_STEP_GEMM && g->layer == layer && g->t == t - 1 && !strcmp(g->op, op)) {
+            if (g->kind == TG_STEP_GEMM && g->phase == b->phase && g->layer == layer && g->t == t - 1 &&
+                !strcmp(g->op, op)) {
                 g->pin[g->pin[0] < 0 ? 0 : 1] = buf;
                 break;
             }
@@ -445,6 +447,40 @@ static void reduce_scatter(tg_builder *b, int layer, const char *op, tg_group g,
     tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
     s->desc = TG_D_RSCATTER;
     s->label = what;
+}
+
+/* The weight-stationary layout's all-gather or reduce-scatter of buf [count] over g (count divisible by the group's
+ * size: member k's slice is k*count/size..); what names the payload. */
+tg_step *tg_pb_ws_collective(tg_builder *b, int layer, const char *op, tg_step_kind kind, tg_group g, int buf,
+                             long long count, const char *what)
+{
+    tg_step *s = tg_pb_step(b, kind, layer, op, -1);
+    if (!s)
+        return NULL;
+    s->group = g;
+    s->group_size = tg_group_size(&b->pl->mesh, g);
+    s->count = count;
+    s->ws = 1;
+    tg_pb_use(s, 0, buf, TG_ACC_R | TG_ACC_W);
+    s->desc = kind == TG_STEP_ALLGATHER ? TG_D_AGATHER : TG_D_RSCATTER;
+    s->label = what;
+    return s;
+}
+
+tg_step *tg_pb_copy(tg_builder *b, int layer, const char *op, int src, long long soff, int dst, long long doff,
+                    long long count, const char *what)
+{
+    tg_step *s = tg_pb_step(b, TG_STEP_COPY, layer, op, -1);
+    if (!s)
+        return NULL;
+    s->count = count;
+    s->soff = soff;
+    s->boff = (int)doff;
+    tg_pb_use(s, 0, src, TG_ACC_R);
+    tg_pb_use(s, 1, dst, TG_ACC_W);
+    s->desc = TG_D_LABEL;
+    s->label = what;
+    return s;
 }
 
 /* ---- GEMM, optimizer ------------------------------------------------------------- */

@@ -76,6 +76,13 @@ tg_step *tg_pb_bcast(tg_builder *b, int layer, const char *op, int t, tg_group g
                      const char *why);
 tg_step *tg_pb_reduce(tg_builder *b, int layer, const char *op, int t, tg_group g, int buf, long long count);
 void tg_pb_allreduce_row(tg_builder *b, int layer, const char *op, int buf, long long count, const char *what);
+/* Generation's weight-stationary layout (docs/GENERATE.md): an ALLGATHER or REDUCESCATTER (kind) of the activations
+ * in buf [count] over g, count divisible by the group's size (tg_step.ws); and a COPY of count elements from src +
+ * soff into dst + doff. what: the step's description (a static phrase). NULL on oom. */
+tg_step *tg_pb_ws_collective(tg_builder *b, int layer, const char *op, tg_step_kind kind, tg_group g, int buf,
+                             long long count, const char *what);
+tg_step *tg_pb_copy(tg_builder *b, int layer, const char *op, int src, long long soff, int dst, long long doff,
+                    long long count, const char *what);
 /* One AdamW step per parameter shard (which also writes the shard's persistent bf16 copy, if any); with
  * optimizer.shard, a sharded parameter's step covers this rank's slice and the all-gathers of the updated slices
  * follow every AdamW step. */

@@ -130,6 +130,56 @@ static void summa(tg_builder *b, int layer, const char *op, int a, int w, int c,
     }
 }
 
+/* Y(h,j) = sum_t X(h,t) W(t,j) with the weights staying put (generation's weight-stationary layout, docs/GENERATE.md):
+ * rank (i,j) copies its own block X(i,j) [R,Kq] into slot i of G [q*R, Kq] and the column all-gathers G = X(:,j);
+ * the diagonal rank (i,i) then holds X(:,i), the activations W(i,j) multiplies, and broadcasts it over row i (into G:
+ * off the diagonal what G held is no longer needed); P = G @ W(i,j) [q*R, Nq] is the partial sum t = i of every row
+ * block of the depth; a reduce-scatter over the column (member order) leaves sum_t X(h,t) W(t,j) in slice h of P on
+ * member h, which is Y(i,j) on this rank, copied into c [R,Nq]. Same flops as SUMMA: one GEMM of q*R rows. */
+static void stationary(tg_builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
+{
+    const tg_plan *pl = b->pl;
+    int q = pl->mesh.q, R = pl->R, i = b->c.i;
+    char what[120];
+    a = tg_pb_operand(b, layer, op, a);
+    w = tg_pb_operand(b, layer, op, w);
+    snprintf(what, sizeof what, "X(:,t) of the depth's row blocks, gathered for %s (weight-stationary)", op);
+    int G = tg_pb_buf(b, q * R, Kq, 0, what, "L%d_%s_xg", layer, op);
+    snprintf(what, sizeof what, "partials X(:,i) @ W(i,j) of %s, reduce-scattered over col", op);
+    int P = tg_pb_buf(b, q * R, Nq, 0, what, "L%d_%s_part", layer, op);
+    long long xb = (long long)R * Kq, yb = (long long)R * Nq;
+    if (!tg_pb_copy(b, layer, op, a, 0, G, i * xb, xb, "own block X(h,j) into slot i of the gathered X(:,j)") ||
+        !tg_pb_ws_collective(b, layer, op, TG_STEP_ALLGATHER, TG_COL, G, q * xb, "X(:,j), a block [R, K/q] a member"))
+        return;
+    tg_step *s = tg_pb_bcast(b, layer, op, i, TG_ROW, G, q * xb, "");
+    if (!s)
+        return;
+    s->t = -1; /* not a SUMMA step */
+    s->desc = TG_D_LABEL;
+    s->label = "bcast X(:,i) (every row block of the depth, feature block i) over row from the diagonal (i,i)";
+    s = tg_pb_gemm(b, layer, op, -1, 0, 0, q * R, Nq, Kq, G, Kq, w, Nq, P, Nq);
+    if (!s)
+        return;
+    s->desc = TG_D_LABEL;
+    s->label = "P(:,j) = X(:,i) @ W(i,j), the partial t = i of every row block of the depth";
+    if (!tg_pb_ws_collective(b, layer, op, TG_STEP_REDUCESCATTER, TG_COL, P, q * yb,
+                             "P: slice h = sum_t X(h,t) @ W(t,j), member order"))
+        return;
+    tg_pb_copy(b, layer, op, P, i * yb, c, 0, yb, "slice i of P: Y(h,j)");
+}
+
+/* One linear of the phase being planned, in its layout (tg_plan.layout_fwd, layout_dec). */
+static void linear(tg_builder *b, int layer, const char *op, int a, int w, int c, int Kq, int Nq)
+{
+    const tg_plan *pl = b->pl;
+    tg_layout lay = b->phase == TG_PHASE_DEC ? pl->layout_dec : b->phase == TG_PHASE_FWD ? pl->layout_fwd
+                                                                                          : TG_LAYOUT_SUMMA;
+    if (lay == TG_LAYOUT_STATIONARY && pl->mesh.q > 1)
+        stationary(b, layer, op, a, w, c, Kq, Nq);
+    else
+        summa(b, layer, op, a, w, c, Kq, Nq);
+}
+
 /* What the backward needs of one layer's forward. */
 typedef struct layer_saved {
     int x_in, rs1, vs1, a1, qkv, att, x_mid, rs2, vs2, a2, u, g;
@@ -164,7 +214,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     }
 
     int qkv = tg_pb_buf(b, R, 3 * Cq, 0, "[Q|K|V] of head group j", "L%d_qkv", l);
-    summa(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
+    linear(b, l, "qkv", a1, w->qkv_w, qkv, Cq, 3 * Cq);
 
     int att = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "attention output, head group j", "L%d_att", l));
     if (b->gen == 2) { /* generation's decode step: one token per sequence over the KV cache */
@@ -176,7 +226,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     }
 
     int p1 = tg_pb_buf(b, R, Cq, 0, "attention projection partial block", "L%d_proj", l);
-    summa(b, l, "proj", att, w->o_w, p1, Cq, Cq);
+    linear(b, l, "proj", att, w->o_w, p1, Cq, Cq);
 
     int rs2 = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln2_sum", l);
     int xm = train ? tg_pb_buf(b, R, Cq, 0, "residual stream after attention (h, j)", "L%d_x_mid", l) : x;
@@ -186,7 +236,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
     int hh = tg_pb_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
-    summa(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
+    linear(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
     /* out of place when training (the backward reads u) or bf16 (fc2 reads a bf16 g; u stays fp32 in hh) */
     int g = train || pl->spec.dtype == TG_BF16
                 ? tg_pb_bf16_out(b, tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l))
@@ -201,7 +251,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     }
 
     int p2 = tg_pb_buf(b, R, Cq, 0, "MLP output partial block", "L%d_fc2_out", l);
-    summa(b, l, "fc2", g, w->fc2_w, p2, Fq, Cq);
+    linear(b, l, "fc2", g, w->fc2_w, p2, Fq, Cq);
     int rs_next = -1;
     if (!last)
         rs_next = tg_pb_buf(b, 1, R, 0, "per-token local row sums of x", "L%d_ln1_sum", l + 1);

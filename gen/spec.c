@@ -62,7 +62,7 @@
 
 enum { LVL_TOP, LVL_MESH, LVL_MODEL, LVL_OPT, LVL_PIPE, LVL_COUNT };
 enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS, TOP_MEMORY, TOP_SCHEME,
-       TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_RECOMPUTE, TOP_COUNT };
+       TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_RECOMPUTE, TOP_DECODE_LAYOUT, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_PP, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
        MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_CONTEXT, MODEL_COUNT };
@@ -74,7 +74,7 @@ static const char *const level_table[LVL_COUNT] = {"the spec table", "mesh", "mo
 static const int level_nkeys[LVL_COUNT] = {TOP_COUNT, MESH_COUNT, MODEL_COUNT, OPT_COUNT, PIPE_COUNT};
 static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
-     "epilogues", "pipeline", "recompute"},
+     "epilogues", "pipeline", "recompute", "decode_layout"},
     {"q", "d", "p", "placement", "pp"},
     {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie", "context"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip", "shard"},
@@ -777,6 +777,39 @@ static void check_generate(spec_ctx *c, tg_spec *s, bool ok_seq)
     }
 }
 
+/* decode_layout = "auto" (default), "summa" or "stationary": how generation's decode step computes its linears
+ * (docs/GENERATE.md "The weight-stationary layout"); only with mode = "generate". */
+static void check_decode_layout(spec_ctx *c, tg_spec *s)
+{
+    const tg_lval *v = &c->val[LVL_TOP][TOP_DECODE_LAYOUT];
+    char shown[256];
+    s->decode_layout = TG_DECODE_AUTO;
+    if (v->type == LUA_TNONE)
+        return;
+    if (s->mode != TG_GENERATE) {
+        fail(c, "decode_layout is given without mode = \"generate\": it chooses how text generation's decode step "
+                "computes its linears; add mode = \"generate\" or drop decode_layout");
+        return;
+    }
+    if (tg_lval_str_is(v, "auto"))
+        return;
+    if (tg_lval_str_is(v, "summa")) {
+        s->decode_layout = TG_DECODE_SUMMA;
+        return;
+    }
+    if (tg_lval_str_is(v, "stationary")) {
+        s->decode_layout = TG_DECODE_STATIONARY;
+        return;
+    }
+    if (v->type == LUA_TSTRING)
+        tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
+    else
+        tg_lval_describe(shown, sizeof shown, v);
+    fail(c, "decode_layout = %s is not a decode layout: use \"auto\" (the default: the layout that moves fewer bytes "
+            "per decode step), \"summa\" (the weights broadcast) or \"stationary\" (the weights stay, the "
+            "activations move; docs/GENERATE.md)", shown);
+}
+
 /* pipeline = { microbatches = m }: a training step runs m micro-batches of the per-rank batch, accumulating the
  * weight gradients (docs/TRAINING.md "Micro-batches"). m >= 1 (default 1) and divides the sequences of each rank;
  * the table exists only with mode = "train"; the megatron scheme refuses m > 1. per_rank: sequences per rank, or 0
@@ -996,6 +1029,7 @@ static void validate(spec_ctx *c, tg_spec *s)
     check_scheme(c, s);
     check_attention(c, s);
     check_epilogues(c, s);
+    check_decode_layout(c, s);
     check_optimizer(c, s);
     check_backends(c, s);
     check_shard(c, s);

@@ -47,6 +47,7 @@
 typedef enum tg_dtype { TG_FP32 = 0, TG_BF16 = 1 } tg_dtype; /* docs/BF16.md */
 /* spec key attention: the CUDA backend's attention path (docs/CUDA.md); the CPU program is the same for both */
 typedef enum tg_attention { TG_ATTN_CUBLAS = 0, TG_ATTN_CUDNN = 1 } tg_attention;
+typedef enum tg_decode_layout { TG_DECODE_AUTO = 0, TG_DECODE_SUMMA = 1, TG_DECODE_STATIONARY = 2 } tg_decode_layout;
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1, TG_GENERATE = 2 } tg_mode; /* generate: docs/GENERATE.md */
 /* pipeline.schedule (docs/TRAINING.md "Pipeline stages"): one forward, one backward (default) or all forwards first */
 typedef enum tg_pipe_sched { TG_PIPE_1F1B = 0, TG_PIPE_GPIPE = 1 } tg_pipe_sched;
@@ -86,6 +87,8 @@ typedef struct tg_spec {
                       * and generated tokens of one sequence); else 0 (docs/GENERATE.md) */
     tg_dtype dtype;
     tg_attention attention; /* "cublas" (default) or "cudnn": cuDNN's fused attention, needs bf16 */
+    tg_decode_layout decode_layout; /* decode_layout (mode = "generate" only): the decode step's linears "auto" (the
+                                     * default: the layout of fewer bytes), "summa" or "stationary" (docs/GENERATE.md) */
     bool no_epilogues;      /* epilogues = false: no cuBLASLt epilogues on the CUDA backend (gen/fuse.c); zero, the
                              * default, has them (so a tg_spec made in code has them too) */
     tg_mode mode;    /* "infer" (default), "train" or "generate" */

@@ -67,7 +67,8 @@ int tg_streams_of(tg_step_kind kind)
     case TG_STEP_GRAD_ACC:
     case TG_STEP_KV_WRITE:
     case TG_STEP_ATTN_DECODE:
-    case TG_STEP_LM_ARGMAX: return TG_STREAM_COMPUTE;
+    case TG_STEP_LM_ARGMAX:
+    case TG_STEP_COPY: return TG_STREAM_COMPUTE;
     }
     return TG_STREAM_NONE;
 }

@@ -324,6 +324,22 @@ static void generation_lines(tg_sb *o, const tg_plan *pl, const tg_class_fig *fi
                     "= %lld bytes (persistent, in the arena)%s\n",
                  pl->spec.layers, pl->nseq, pl->spec.context, pl->Cq, kv,
                  figs[0].kv * 4 == kv ? "" : " [the plan's caches differ: internal error]");
+    /* the layout of each phase's linears and the bytes of both (docs/GENERATE.md "Choosing the layout") */
+    static const char *const key[] = {"auto", "summa", "stationary"};
+    tg_sb_puts(o, "  linears' bytes received by the busiest rank, one call: summa 4*layers*(q-1)*(R*(3C+F)/q + (4C^2+2CF)/q^2), "
+                  "stationary 4*layers*R*((2q-1)*(3C+F)/q + (q-1)*(5C+F)/q)\n");
+    for (int ph = 0; ph < 2; ph++) {
+        long long R = ph ? pl->nseq : (long long)pl->nseq * pl->spec.seq;
+        long long bs = tg_layout_recv_bytes(pl, TG_LAYOUT_SUMMA, R), bw = tg_layout_recv_bytes(pl, TG_LAYOUT_STATIONARY, R);
+        tg_layout lay = ph ? pl->layout_dec : pl->layout_fwd;
+        char why[80];
+        if (ph && pl->spec.decode_layout != TG_DECODE_AUTO)
+            snprintf(why, sizeof why, "decode_layout = \"%s\"", key[pl->spec.decode_layout]);
+        else
+            snprintf(why, sizeof why, "%s", bw == bs ? "as many bytes either way" : "fewer bytes");
+        tg_sb_printf(o, "  %s (R = %lld row%s a rank): layout %s (%s); summa %lld, stationary %lld bytes\n",
+                     ph ? "decode step" : "prefill", R, R == 1 ? "" : "s", tg_layout_name(lay), why, bs, bw);
+    }
     int L = pl->spec.layers + 1, n = tg_plan_nclasses(pl);
     tg_traffic *dec = calloc((size_t)n, sizeof *dec);
     for (int c = 0; dec && c < n; c++)

@@ -146,6 +146,12 @@ typedef struct tr_gen_desc {
     long long plan_dec_allreduce[TR_NGROUPS];
     long long plan_dec_reduce_recv[TR_NGROUPS];
     long long plan_dec_reduce_sent[TR_NGROUPS];
+    /* the weight-stationary layout (docs/GENERATE.md): bytes received by its all-gathers and reduce-scatters, in the
+     * prefill and in one decode step */
+    long long plan_ws_allgather[TR_NGROUPS];
+    long long plan_ws_rscatter[TR_NGROUPS];
+    long long plan_dec_ws_allgather[TR_NGROUPS];
+    long long plan_dec_ws_rscatter[TR_NGROUPS];
     void (*decode)(struct tr_ctx *c, float *A);
 } tr_gen_desc;
 extern const tr_gen_desc tr_gen_class __attribute__((weak));
@@ -379,6 +385,8 @@ void tr_attn_decode(struct tr_ctx *c, float *qkv, const float *bias, float *out,
                     float *scores, int nseq, int heads, int hdim, int context);
 void tr_lm_argmax(struct tr_ctx *c, const float *L, int rows, int cols, int nvalid, int vocab0, float *pairs);
 void tr_allreduce_maxloc(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* dst[0..count) = src[0..count) (TG_STEP_COPY: the weight-stationary layout's block into its slot, its slice out). */
+void tr_copy(struct tr_ctx *c, const float *src, float *dst, long long count);
 /* out [rows, cols]: row r = E [nvalid, cols] row tok[r] - v0 when v0 <= tok[r] < v0 + nvalid, else zero. */
 void tr_embed_rows(struct tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols,
                    float *out);

@@ -96,6 +96,8 @@ void tr_ctx_reset_counts(tr_ctx *c)
     memset(c->reduce_sent, 0, sizeof c->reduce_sent);
     memset(c->rscatter, 0, sizeof c->rscatter);
     memset(c->allgather, 0, sizeof c->allgather);
+    memset(c->ag_recv, 0, sizeof c->ag_recv);
+    memset(c->rs_recv, 0, sizeof c->rs_recv);
     memset(c->calls, 0, sizeof c->calls);
     memset(c->seconds, 0, sizeof c->seconds);
 }
@@ -233,6 +235,7 @@ void tr_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
     free(tab);
     c->rscatter[g] += 4LL * count;
     c->rscatter_run += 4LL * count;
+    c->rs_recv[g] += 4LL * (n - 1) * len;
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
@@ -249,6 +252,7 @@ void tr_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
     MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab, tab + c->desc->size[g], MPI_FLOAT,
                              c->comm[g]),
               "MPI_Allgatherv", g);
+    c->ag_recv[g] += 4LL * (count - tab[c->desc->key[g]]);
     free(tab);
     c->allgather[g] += 4LL * count;
     c->allgather_run += 4LL * count;

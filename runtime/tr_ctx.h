@@ -30,6 +30,9 @@ typedef struct tr_ctx {
     long long reduce_sent[TR_NGROUPS];
     long long rscatter[TR_NGROUPS];  /* optimizer.shard: reduce-scatters, 4 * count each */
     long long allgather[TR_NGROUPS]; /* optimizer.shard: all-gathers, 4 * count each */
+    long long ag_recv[TR_NGROUPS], rs_recv[TR_NGROUPS]; /* bytes received by all-gathers (the others' slices) and
+                                                         * reduce-scatters (the others' parts of its slice): the
+                                                         * weight-stationary layout's (docs/GENERATE.md) */
     long long rscatter_run, allgather_run; /* the same over the whole run, every group (tr_ctx_reset_counts keeps
                                             * them): what --bytes checks against the steps run times the plan */
     long long calls[TR_NKINDS];

@@ -216,6 +216,13 @@ void tr_kv_write(tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int c
     TIMED_END(TR_K_RESID);
 }
 
+void tr_copy(tr_ctx *c, const float *src, float *dst, long long count)
+{
+    TIMED_BEGIN;
+    memcpy(dst, src, (size_t)count * sizeof *dst);
+    TIMED_END(TR_K_RESID);
+}
+
 /* The same arithmetic as the prefill's attention (tr_kernels.c attention_head: scores scaled in the GEMM, the
  * softmax of tr_causal_softmax's row), on one query row against the cache rows 0..pos. */
 void tr_attn_decode(tr_ctx *c, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos,

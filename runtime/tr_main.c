@@ -1217,6 +1217,29 @@ static bool report_p2p_bytes(tr_ctx *c, long long steps, long long forwards, int
 
 static long long gen_reduce_recv[TR_NGROUPS], gen_reduce_sent[TR_NGROUPS]; /* report_bytes: decode steps' reduces */
 
+/* Generation's weight-stationary layout (docs/GENERATE.md): every rank's bytes received by the all-gathers and the
+ * reduce-scatters of the prefill and ndec decode steps against the plan. True at once when no rank plans any. */
+static bool report_ws_bytes(tr_ctx *c, long long ndec, int quiet)
+{
+    long long pag = 0, prs = 0, mag = 0, mrs = 0;
+    for (int g = 0; g < TR_NGROUPS; g++) {
+        pag += tr_gen_class.plan_ws_allgather[g] + ndec * tr_gen_class.plan_dec_ws_allgather[g];
+        prs += tr_gen_class.plan_ws_rscatter[g] + ndec * tr_gen_class.plan_dec_ws_rscatter[g];
+        mag += c->ag_recv[g];
+        mrs += c->rs_recv[g];
+    }
+    int any = pag > 0 || prs > 0, all_any = 0;
+    MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!all_any)
+        return true;
+    const long long mine[4] = {mag, pag, mrs, prs};
+    char header[160];
+    snprintf(header, sizeof header, "weight-stationary bytes received (the prefill and %lld decode step%s), measured / "
+             "planned:", ndec, ndec == 1 ? "" : "s");
+    return report_run_pairs(c, mine, header, "all-gather recv", "reduce-scatter recv", "all-gather or reduce-scatter",
+                            "bytes: every rank's all-gathers and reduce-scatters moved exactly the planned bytes", quiet);
+}
+
 /* Per rank: measured bytes per collective kind and group against the plan (forward, plus the
  * backward when bwd; both in bytes). Returns false on any difference. */
 static bool report_bytes(tr_ctx *c, int bwd, int quiet)
@@ -2060,6 +2083,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *prog = argc > 0 ? argv[0] : "model";
+    long long gen_ndec = -1; /* run --generate: the decode steps it ran (--bytes) */
 
     if (size != tr_model.p) {
         if (rank == 0)
@@ -2503,6 +2527,7 @@ int main(int argc, char **argv)
                 gen_reduce_recv[g] = ndec * tr_gen_class.plan_dec_reduce_recv[g];
                 gen_reduce_sent[g] = ndec * tr_gen_class.plan_dec_reduce_sent[g];
             }
+            gen_ndec = ndec;
             o.output = NULL; /* written */
             o.lm.logits_out = NULL;
         } else if (!tr_backend_part_begin(&ctx, TR_PART_FORWARD, fwd_graph)) { /* after --repeat: its graph */
@@ -2518,6 +2543,8 @@ int main(int argc, char **argv)
     if (o.bytes && !report_shard_bytes(&ctx, o.steps > 0 ? o.steps : (o.dy != NULL || lm_bwd), o.steps, o.quiet))
         rc = 3;
     if (o.bytes && !report_p2p_bytes(&ctx, o.steps, 1, o.quiet))
+        rc = 3;
+    if (o.bytes && gen_ndec >= 0 && !report_ws_bytes(&ctx, gen_ndec, o.quiet))
         rc = 3;
     if (o.stats && !tr_stats_report(&ctx, o.quiet))
         rc = 3;

@@ -38,12 +38,16 @@ def fail(msg):
     sys.exit(2)
 
 
-def read_text(path):
+def read_bytes(path):
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as e:
         fail(f"{path}: {e.strerror}")
+
+
+def read_text(path):
+    data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -69,11 +73,7 @@ def save_npy(path, rows, width):
 
 def load_npy(path):
     """An int32 2-D .npy (C order) as a list of rows; refused (exit 2) otherwise."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        fail(f"{path}: {e.strerror}")
+    data = read_bytes(path)
     if data[:6] != b"\x93NUMPY" or len(data) < 10 or data[6] not in (1, 2, 3):
         fail(f"{path}: not a .npy file: want int32 [n, L] (run --output's T.npy, or a P.npy)")
     hl, at = (struct.unpack("<H", data[8:10])[0], 10) if data[6] == 1 else (struct.unpack("<I", data[8:12])[0], 12)

@@ -32,8 +32,8 @@
 #              FP64 and tensor core table (tests/cuda/sass_audit.py); the standalone GPU checks
 #              tests/cuda/lnb_check.cu (column sums, layernorm backward), attn_check.cu, bf16_check.cu, rows_check.cu,
 #              adamw_check.cu (multi-tensor AdamW) and lt_check.cu (cuBLASLt epilogues) compiled the same way (they
-#              run on a GPU only; bf16_check's host part, the 16-byte and scalar paths of runtime/cuda/trk_elt.cuh,
-#              runs here)
+#              run on a GPU only; the host parts of bf16_check and adamw_check, the 16-byte and scalar paths of
+#              runtime/cuda/trk_elt.cuh, run here)
 CU_DIMS="--layers 2 --hidden 128 --heads 2 --ffn 256 --seq 16 --batch 4"
 # The stream orders an emulated run is checked under, for mesh [q,q,d]: all three (collectives first, compute first,
 # random) on [2,2,2], whose ranks have the most cross-stream waits (row, column and depth collectives); random alone
@@ -898,8 +898,8 @@ if wanted "cuda: compile"; then
             tests/cuda/bf16_check.sh "$WORK/bf16_check" host
         check "cuda: compile: the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/rows_check.sh "$WORK/rows_check"
-        check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/adamw_check.sh "$WORK/adamw_check"
+        check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the kernel's 16-byte and scalar paths bit for bit the CPU loop" \
+            tests/cuda/adamw_check.sh "$WORK/adamw_check" host
         check "cuda: compile: the cuBLASLt epilogue check and microbenchmark (tests/cuda/lt_check.cu: trc_gemm_lt) for sm_80 and sm_90, -Werror, no spills" \
             tests/cuda/lt_check.sh "$WORK/lt_check"
         # the SASS of every kernel the last mesh's programs compiled (docs/CUDA.md "FP64 and tensor cores in the

@@ -8,13 +8,17 @@ GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --
 GEN_REF=tests/ref/tessref.py
 GEN_HFPY=${TESS_HF_PYTHON:-$PY}
 
-gen_spec() { # q d batch
+gen_spec() { # q d batch [decode_layout]: q = 3 takes the model of GEN3_DIMS (hidden, heads and ffn divide by 3)
+    local dims="layers = 2, hidden = 16, heads = 4, ffn = 32" lay=""
+    [ "$1" = 3 ] && dims="layers = 2, hidden = 24, heads = 6, ffn = 48"
+    [ -n "${4:-}" ] && lay="decode_layout = \"$4\", "
     cat <<SPEC
-return { name = "gen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate",
-  model = { layers = 2, hidden = 16, heads = 4, ffn = 32, seq = 4, batch = $3, vocab = 23, positions = 12,
+return { name = "gen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate", $lay
+  model = { $dims, seq = 4, batch = $3, vocab = 23, positions = 12,
             context = 10 } }
 SPEC
 }
+GEN3_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --vocab 23 --positions 12 --seq 4 --batch 3"
 
 gen_setup() {
     local W="$WORK/gen"
@@ -28,6 +32,14 @@ gen_setup() {
             --out "$W/t_ref_kp.npy" --logits-out "$W/l_ref_kp.npy" $GEN_SAMPLE_KP &&
         "$PY" $GEN_REF generate $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
             --out "$W/t_ref_t.npy" --logits-out "$W/l_ref_t.npy" $GEN_SAMPLE_T
+}
+
+gen_setup3() { # the [3,3,1] model (GEN3_DIMS): its weights and the float64 reference's greedy ids and logits
+    local W="$WORK/gen"
+    [ -e "$W/p.npy" ] || gen_setup || return 1
+    "$PY" $GEN_REF lm-weights $GEN3_DIMS --seed 13 --out "$W/w3.st" &&
+        "$PY" $GEN_REF generate $GEN3_DIMS --weights "$W/w3.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref3.npy" --logits-out "$W/l_ref3.npy"
 }
 
 # sampling: top-k and top-p (each block's candidates all-gathered), temperature alone (a max all-reduce)
@@ -64,13 +76,69 @@ gen_chisq() { # tag alpha
             --samples "$dir/t_$1.npy" --alpha "$2" $args
 }
 
-gen_mesh() { # q d batch
-    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2"
+gen_mesh() { # q d batch [decode_layout]: the greedy run of o_Q_D[_LAYOUT] against the float64 reference, --bytes on
+    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2${4:+_$4}" m=""
     [ -e "$W/l_ref.npy" ] || gen_setup || return 1
+    [ "$1" = 3 ] && m=3
+    [ -z "$m" ] || [ -e "$W/l_ref3.npy" ] || gen_setup3 || return 1
     gen_spec "$@" >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
-        "$dir/run" --weights "$W/w.st" --generate --prompt-tokens "$W/p.npy" --max-new 6 --output "$dir/t.npy" \
+        "$dir/run" --weights "$W/w$m.st" --generate --prompt-tokens "$W/p.npy" --max-new 6 --output "$dir/t.npy" \
             --logits-out "$dir/l.npy" --bytes --quiet &&
-        "$PY" $GEN_REF compare-generate "$dir/t.npy" "$W/t_ref.npy" "$dir/l.npy" "$W/l_ref.npy" --tol 1e-4
+        "$PY" $GEN_REF compare-generate "$dir/t.npy" "$W/t_ref$m.npy" "$dir/l.npy" "$W/l_ref$m.npy" --tol 1e-4
+}
+
+# The decode layouts (docs/GENERATE.md "The weight-stationary layout"): the default program (decode_layout "auto",
+# which picks the weight-stationary decode on these meshes) and one with decode_layout = "summa" give the same ids and
+# logits within 1e-5, each with --bytes exact; the default's decode step plans all-gathers and reduce-scatters, the
+# summa one none (so a plan that ignored the key fails); the bytes the busiest rank (class (0,1)) receives in one
+# decode step differ between the two by summa - stationary of the formula, worked out by hand:
+#   [2,2,1] (C 16, F 32, R 1, 2 layers): summa 4*2*(1*80/2 + (4*256 + 2*512)/4) = 4416, stationary
+#           4*2*1*(3*80/2 + 1*112/2) = 1408;  [3,3,1] (C 24, F 48): summa 4*2*2*(120/3 + (4*576 + 2*1152)/9) = 8832,
+#           stationary 4*2*1*(5*120/3 + 2*168/3) = 2496
+gen_layouts() { # q d batch summa-bytes stationary-bytes
+    local W="$WORK/gen" auto="$WORK/gen/o_$1_$2" su="$WORK/gen/o_$1_$2_summa"
+    [ -e "$auto/l.npy" ] || gen_mesh "$1" "$2" "$3" >/dev/null || return 1
+    gen_mesh "$1" "$2" "$3" summa >/dev/null || { echo "the summa program fails its own greedy check"; return 1; }
+    "$PY" $GEN_REF compare-generate "$auto/t.npy" "$su/t.npy" "$auto/l.npy" "$su/l.npy" --tol 1e-5 || return 1
+    bin/tessgen "$auto.lua" --summary >"$auto.summary" && bin/tessgen "$su.lua" --summary >"$su.summary" || return 1
+    grep -F "decode step (R = 1 row a rank)" "$auto.summary" "$su.summary"
+    "$PY" - "$auto" "$su" "$4" "$5" <<'PYEOF'
+import re, sys
+auto, su, hs, hw = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def plan(d):  # class (0,1)'s planned bytes received in one decode step (what run --bytes checked)
+    prog = open(d + "/rank_i0_j1.c").read()
+    f = {k: sum(int(v) for v in re.search(r"\.plan_dec_%s = \{([^}]*)\}" % k, prog).group(1).split(","))
+         for k in ("bcast_recv", "reduce_recv", "ws_allgather", "ws_rscatter")}
+    return f, sum(f.values())
+def summ(d):
+    t = open(d + ".summary").read()
+    m = re.search(r"decode step \(R = 1 row a rank\): layout (\w+) \(([^)]*)\); summa (\d+), stationary (\d+) bytes", t)
+    r = re.search(r"decode step, class [^:]*\(0,1\)[^:]*: received (\d+),", t)
+    assert m and r, "no decode layout or class (0,1) line in " + d
+    return m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(r.group(1))
+fa, ra = plan(auto)
+fs, rs = plan(su)
+assert fa["ws_allgather"] > 0 and fa["ws_rscatter"] > 0, ("the default decode step has no all-gather", fa)
+assert fs["ws_allgather"] == 0 and fs["ws_rscatter"] == 0, ("decode_layout = summa ignored", fs)
+la, why_a, sa, wa, suma = summ(auto)
+ls, why_s, ss, ws, sums = summ(su)
+assert (la, why_a, ls, why_s) == ("stationary", "fewer bytes", "summa", 'decode_layout = "summa"'), (la, why_a, ls, why_s)
+assert (sa, wa) == (hs, hw) == (ss, ws), ("formula", sa, wa, hs, hw)
+assert wa < sa
+assert (suma, sums) == (ra, rs), ("summary against plan", suma, ra, sums, rs)
+assert rs - ra == hs - hw, ("summa - stationary received", rs - ra, hs - hw)
+print("class (0,1) receives %d bytes a decode step stationary, %d summa: %d less = %d - %d" % (ra, rs, rs - ra, hs, hw))
+PYEOF
+}
+
+gen_layout_forced() { # [2,2,1] with 4 sequences a rank: "auto" keeps SUMMA (fewer bytes), "stationary" is obeyed
+    local W="$WORK/gen" d="$WORK/gen/o_forced"
+    mkdir -p "$W" && gen_spec 2 1 8 >"$d.lua" && gen_spec 2 1 8 stationary >"${d}_ws.lua" || return 1
+    bin/tessgen "$d.lua" --summary >"$d.txt" && bin/tessgen "${d}_ws.lua" --summary >"${d}_ws.txt" || return 1
+    grep -F "decode step (R = 4 rows a rank)" "$d.txt" "${d}_ws.txt"
+    grep -qF "decode step (R = 4 rows a rank): layout summa (fewer bytes); summa 5376, stationary 5632 bytes" "$d.txt" &&
+        grep -qF 'decode step (R = 4 rows a rank): layout stationary (decode_layout = "stationary"); summa 5376' \
+            "${d}_ws.txt"
 }
 
 # Text in and out: prompts encoded by scripts/tokens.py with the 23-token BPE of tests/ref/tiny_bpe.py (the model's
@@ -153,6 +221,13 @@ gen_kv_bytes() { # the KV cache of [2,2,1]: per layer [nseq*context, 2*hidden/q]
         grep -q '\.kv_elems = 320,' "$f"
 }
 
+gen_not_recomputed() { # the decode step's comments describe its steps, none as "recomputed" (that is training's)
+    local f="$WORK/gen/o_2_1/rank_i0_j1.c"
+    [ -e "$f" ] || gen_mesh 2 1 2 >/dev/null || return 1
+    grep -q 'TR_STEP(c, [0-9]*); /\* L0 qkv: all-gather X(:,j)' "$f" || { echo "no decode all-gather described"; return 1; }
+    ! grep -n 'recomputed' "$f" | head -3 | grep .
+}
+
 gen_help() { # --help of a generate program lists generation's options, each one its parser takes; the run script too
     local dir="$WORK/gen/o_1_1" h="$WORK/gen/help.txt" opt
     [ -x "$dir/run" ] || gen_mesh 1 1 2 >/dev/null || return 1
@@ -218,10 +293,11 @@ summ, prog = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 kv = re.search(r"KV cache per rank: .* = 2 \* 1 \* 10 \* 2 \* 8 \* 4 = (\d+) bytes", summ)
 assert kv and int(kv.group(1)) == 4 * int(re.search(r"\.kv_elems = (\d+)", prog).group(1)), "KV cache line"
 plan = {k: sum(int(v) for v in re.search(r"\.plan_dec_%s = \{([^}]*)\}" % k, prog).group(1).split(","))
-        for k in ("bcast_recv", "bcast_sent", "allreduce", "reduce_recv", "reduce_sent")}
+        for k in ("bcast_recv", "bcast_sent", "allreduce", "reduce_recv", "reduce_sent", "ws_allgather", "ws_rscatter")}
 dec = re.search(r"decode step, class \(0,0\)[^:]*: received (\d+), sent (\d+), reduced (\d+) bytes", summ)
 assert dec, "no decode step line"
-want = (plan["bcast_recv"] + plan["reduce_recv"], plan["bcast_sent"] + plan["reduce_sent"], plan["allreduce"])
+ws = plan["ws_allgather"] + plan["ws_rscatter"]  # the weight-stationary layout's: received = sent
+want = (plan["bcast_recv"] + plan["reduce_recv"] + ws, plan["bcast_sent"] + plan["reduce_sent"] + ws, plan["allreduce"])
 assert tuple(int(g) for g in dec.groups()) == want, (dec.groups(), want)
 PYEOF
 }
@@ -299,6 +375,14 @@ if true; then
         gen_mesh 2 1 2
     check "generate: [2,2,2] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
         gen_mesh 2 2 4
+    check "generate: [3,3,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
+        gen_mesh 3 1 3
+    check "generate: [2,2,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the formula" \
+        gen_layouts 2 1 2 4416 1408
+    check "generate: [3,3,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the formula" \
+        gen_layouts 3 1 3 8832 2496
+    check "generate: decode_layout auto keeps SUMMA where it moves fewer bytes, and decode_layout stationary is obeyed there" \
+        gen_layout_forced
     for m in "1 1" "2 1" "2 2"; do
         set -- $m
         check "generate: [$1,$1,$2] samples with top-k and top-p as the reference does with the same seed, token for token" \
@@ -338,6 +422,7 @@ if true; then
         gen_summary
     check "generate: tessgen --from-hf --mode generate --context N prints a spec with the KV cache; without one refused" \
         gen_from_hf
+    check "generate: no step of the prefill or the decode step is described as recomputed" gen_not_recomputed
     check "generate: the KV cache is layers x [sequences per rank * context, 2*hidden/q] persistent floats" gen_kv_bytes
     check "generate: run --help lists the generation options and the run script's header shows --generate" gen_help
     check "generate: a mistyped generation option gets did you mean, exit 2" gen_typo

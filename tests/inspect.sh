@@ -383,10 +383,16 @@ return { mode = "train", mesh = { q = 1, pp = 2 }, model = { layers = 2, hidden 
   batch = 8 }, pipeline = { microbatches = 4, schedule = "1f1b" } }
 SPEC
     rm -rf "$dir" && $ITG "$WORK/html_pp.lua" -o "$dir" --quiet || return 1
+    # the page counts every stage's ranks (2), and rank 1's mesh is stage 1's: its own cell selected, world rank 1
     inspect_chromium "file://$dir/schedule.html" "$dir/dom0.html" &&
-        inspect_dom_ok "$dir/dom0.html" 1 0 "$(inspect_nsteps "$dir/schedule.json" 0)" || return 1
-    "$PY" - "$dir/dom0.html" <<'PYEOF'
+        inspect_dom_ok "$dir/dom0.html" 2 0 "$(inspect_nsteps "$dir/schedule.json" 0)" &&
+        inspect_chromium "file://$dir/schedule.html#rank=1" "$dir/dom1.html" &&
+        inspect_dom_ok "$dir/dom1.html" 2 1 "$(inspect_nsteps "$dir/schedule.json" 1)" || return 1
+    "$PY" - "$dir/dom0.html" "$dir/dom1.html" <<'PYEOF'
 import re, sys
+h1 = open(sys.argv[2]).read()
+assert "<caption>stage 1, depth k=0</caption>" in h1, "rank 1's mesh is not stage 1's"
+assert re.search(r'<button class="cell sel" data-rank="1"', h1), "rank 1's cell is not world rank 1, selected"
 html = open(sys.argv[1]).read()
 assert re.search(r'<div id="pipesec"(?! hidden)[^>]*>', html), "the pipeline section is hidden"
 rows = re.findall(r'<tr class="pstage" data-stage="(\d)">(.*?)</tr>', html)
@@ -441,7 +447,7 @@ if wanted "inspect: html"; then
         check "inspect: html schedule.html renders in headless Chromium: rank count, step list with streams and waits, no script error" \
             inspect_html
         check "inspect: html the megatron scheme's page (specs/gpt2-tiny-megatron.lua), rank 3 of 4" inspect_html_megatron
-        check "inspect: html a 2-stage pipeline's page draws the stage x time slot timeline: F and B cells in the proved order, labelled with the micro-batch, the idle slots, no script error" \
+        check "inspect: html a 2-stage pipeline's page draws the stage x time slot timeline: F and B cells in the proved order, labelled with the micro-batch, the idle slots, no script error; it counts both stages' ranks and rank 1's mesh is stage 1's" \
             inspect_html_pipeline
         check "inspect: html a page that shows other waits than the class file is caught" inspect_html_streams_caught
         check "inspect: html a page whose script fails is caught" inspect_html_error_caught

@@ -242,6 +242,29 @@ int main(void)
         TT_CHECK(!ok && E.count == 1 && strstr(E.msg, "use context <= 12"), "got: %.400s", E.msg);
     }
 
+    TT_CASE("decode_layout: \"auto\" by default, \"summa\" and \"stationary\" with mode = \"generate\"; a number and "
+            "another mode refused") {
+        const char *pre = "return { mesh = { q = 2, d = 1 }, mode = \"generate\", ";
+        const char *model = "model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11,"
+                            " positions = 12, context = 10 } }";
+        const char *val[] = {"", "decode_layout = \"auto\", ", "decode_layout = \"summa\", ",
+                             "decode_layout = \"stationary\", "};
+        const tg_decode_layout want[] = {TG_DECODE_AUTO, TG_DECODE_AUTO, TG_DECODE_SUMMA, TG_DECODE_STATIONARY};
+        char src[512];
+        for (int k = 0; k < 4; k++) {
+            snprintf(src, sizeof src, "%s%s%s", pre, val[k], model);
+            bool ok = load(src);
+            TT_CHECK(ok && S.decode_layout == want[k], "%s: %d %.400s", val[k], (int)S.decode_layout, E.msg);
+        }
+        snprintf(src, sizeof src, "%sdecode_layout = 2, %s", pre, model);
+        TT_CHECK(!load(src) && E.count == 1 && strstr(E.msg, "decode_layout = 2 is not a decode layout"), "got: %.400s",
+                 E.msg);
+        TT_CHECK(!load("return { mesh = { q = 2, d = 1 }, mode = \"train\", decode_layout = \"summa\", model = { "
+                       "layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 4, batch = 2 } }") &&
+                     E.count == 1 && strstr(E.msg, "decode_layout is given without mode = \"generate\""),
+                 "got: %.400s", E.msg);
+    }
+
     /* ---- divisibility rules --------------------------------------------- */
 
     TT_CASE("heads % q: the exact message of the issue") {

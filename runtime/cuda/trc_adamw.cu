@@ -7,7 +7,10 @@
  * shard, plan order). The first call with a table builds its launch plan: the table on the device and one
  * (tensor, first element) entry per block, each block owning kChunk consecutive elements of one tensor, so every
  * element has exactly one owner thread and the split depends on the table alone. Later calls with the same
- * table launch at once.
+ * table launch at once. A thread takes 8 consecutive elements of its chunk, each float operand two float4 and the
+ * bf16 copy one 16-byte store, where the tensor's operands are 16-byte aligned (plan buffers are), the chunk's last
+ * len % 8 elements one a thread; else one element a thread (runtime/cuda/trk_elt.cuh's adamw_chunk, whose bodies
+ * are __host__ __device__: tests/cuda/adamw_check.sh DIR host runs both paths on the CPU against tr_adamw's loop).
  *
  * The arithmetic is tr_adamw's (runtime/tr_kernels_bwd.c), operation by operation: hyperparameters from tr_model
  * rounded to float; the learning rate (c->lr, the schedule's for the step) and the bias corrections 1 - beta^t
@@ -15,8 +18,8 @@
  * a step: a step replayed from a CUDA graph must not have them baked in), then per element
  *   m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g;
  *   p -= lr (m/c1 / (sqrt(v/c2) + eps) + wd p)
- * with every operation an IEEE round-to-nearest intrinsic (__fmul_rn, ...), so nvcc cannot contract a multiply
- * and an add into an FMA and the result is the CPU's; the bf16 copy is __float2bfloat16_rn of the new p
+ * with every operation an IEEE round-to-nearest intrinsic (__fmul_rn, ...: trk_elt.cuh's mul_rn, ...), so nvcc
+ * cannot contract a multiply and an add into an FMA and the result is the CPU's; the bf16 copy is __float2bfloat16_rn of the new p
  * (trc_cast_bf16's rounding, the bits of tr_f32_to_bf16). No reduction: the same bits in give the same bits out
  * on every replica, which is what keeps replicas bitwise identical after the exact gradient all-reduce.
  * optimizer.shard: a row that is one slice of its parameter (slice_of > 0) is moved to this rank's slice when the
@@ -28,11 +31,12 @@
 #include <vector>
 
 #include "trc_internal.h"
+#include "trk_elt.cuh"
 
 namespace {
 
 constexpr int kAdamThreads = 256;
-constexpr long long kChunk = 4LL * kAdamThreads; /* elements per block: 4 per thread */
+constexpr long long kChunk = 8LL * kAdamThreads; /* elements per block: 8 per thread */
 
 struct adam_block {
     int tensor;
@@ -59,30 +63,14 @@ __global__ void __launch_bounds__(kAdamThreads)
     k_adamw_multi(float *__restrict__ A, const tr_adamw_tensor *__restrict__ T, const adam_block *__restrict__ B,
                   adam_hyper h, const float *__restrict__ sc)
 {
-    const float lr = sc[TRC_SC_LR], c1 = sc[TRC_SC_C1], c2 = sc[TRC_SC_C2];
     const adam_block blk = B[blockIdx.x];
     const tr_adamw_tensor t = T[blk.tensor];
-    float *__restrict__ p = A + t.param;
-    const float *__restrict__ g = A + t.grad;
-    float *__restrict__ m = A + t.m;
-    float *__restrict__ v = A + t.v;
-    __nv_bfloat16 *__restrict__ w = t.w16 >= 0 ? reinterpret_cast<__nv_bfloat16 *>(A + t.w16) : nullptr;
-    const float wd = t.decay ? h.wd : 0.0f;
-    const long long end = blk.e0 + kChunk < t.count ? blk.e0 + kChunk : t.count;
-    for (long long e = blk.e0 + threadIdx.x; e < end; e += kAdamThreads) {
-        const float ge = g[e];
-        const float me = __fadd_rn(__fmul_rn(h.b1, m[e]), __fmul_rn(h.omb1, ge));
-        const float ve = __fadd_rn(__fmul_rn(h.b2, v[e]), __fmul_rn(__fmul_rn(h.omb2, ge), ge));
-        m[e] = me;
-        v[e] = ve;
-        const float mhat = __fdiv_rn(me, c1), vhat = __fdiv_rn(ve, c2);
-        const float pe = p[e];
-        const float upd = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), h.eps)), __fmul_rn(wd, pe));
-        const float pn = __fsub_rn(pe, __fmul_rn(lr, upd));
-        p[e] = pn;
-        if (w)
-            w[e] = __float2bfloat16_rn(pn);
-    }
+    const trk::elt::adamw_k k = {h.b1,  h.b2, h.omb1, h.omb2, h.eps, t.decay ? h.wd : 0.0f, sc[TRC_SC_LR],
+                                 sc[TRC_SC_C1], sc[TRC_SC_C2]};
+    const trk::elt::adamw_t x = {A + t.param, A + t.grad, A + t.m, A + t.v,
+                                 t.w16 >= 0 ? reinterpret_cast<tr_bf16 *>(A + t.w16) : nullptr};
+    const long long len = blk.e0 + kChunk < t.count ? kChunk : t.count - blk.e0;
+    trk::elt::adamw_chunk((int)threadIdx.x, kAdamThreads, blk.e0, len, trk::elt::adamw_vec(x), k, x);
 }
 
 /* (Re)build the launch plan for table t of n rows: its device copy and the block table. optimizer.shard: a row

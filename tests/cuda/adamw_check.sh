@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# tests/cuda/adamw_check.sh OUTDIR [run|bench]: the multi-tensor AdamW step (runtime/cuda/trc_adamw.cu; docs/CUDA.md)
-# outside any schedule. Compiles runtime/cuda/trc_adamw.cu and tests/cuda/adamw_check.cu for sm_80 and sm_90 with
-# warnings as errors and spills reported, links OUTDIR/adamw_check; with `run`, runs the checks (bit for bit a CPU
-# loop with tr_adamw's arithmetic), with `bench` the checks and the microbenchmark (needs a GPU).
+# tests/cuda/adamw_check.sh OUTDIR [run|bench|host]: the multi-tensor AdamW step (runtime/cuda/trc_adamw.cu;
+# docs/CUDA.md) outside any schedule. Compiles runtime/cuda/trc_adamw.cu and tests/cuda/adamw_check.cu for sm_80 and
+# sm_90 with warnings as errors and spills reported, links OUTDIR/adamw_check; with `run`, runs the checks (bit for
+# bit a CPU loop with tr_adamw's arithmetic), with `bench` the checks and the microbenchmark (both need a GPU); with
+# `host`, its host part (adamw_check --host: the kernel's 16-byte and scalar per-thread code on the CPU, no GPU).
 set -euo pipefail
 out=$1
 name=adamw_check
@@ -17,4 +18,5 @@ $nvcc $arch -ccbin mpicxx "$out/adamw_check.o" "$out/trc_adamw.o" -o "$out/adamw
 case ${2:-} in
 run) "$out/adamw_check" ;;
 bench) "$out/adamw_check" bench ;;
+host) "$out/adamw_check" --host ;;
 esac

@@ -4,14 +4,15 @@
  *
  *   kernels    ln_apply (16-byte and scalar paths) and bias_gelu_save with a tr_bf16 output give, bit for bit,
  *              tr_f32_to_bf16 of the same kernel's float output (and the same float side effects: the kept
- *              pre-activation); gelu_bwd reading a bf16 u and bf16 training's bias_gelu_save (u and g bf16): the
- *              16-byte path (aligned buffers), the scalar path (the same buffers one element off) and a host
+ *              pre-activation); gelu_bwd reading a bf16 or a float u and bf16 training's bias_gelu_save (u and g
+ *              bf16): the 16-byte path (aligned buffers), the scalar path (the same buffers one element off) and a host
  *              reference bit for bit; attention has its own check (tests/cuda/attn_check.cu)
  *   host       (--host: no GPU needed, and nothing of the GPU is touched) the 8-wide and scalar bodies of
  *              runtime/cuda/trk_elt.cuh, run on the host as the kernels dispatch them (8 a thread, then the tail
- *              one a thread), against each other and tr_bf16.h's rounding, bit for bit: gelu_bwd, bias + GeLU
- *              (float and bf16 g), bf16 training's bias + GeLU, cuDNN attention's bias and widening; sizes with
- *              and without a tail, ties, infinities, overflow and subnormals
+ *              one a thread), against each other and tr_bf16.h's rounding, bit for bit: gelu_bwd (bf16 and float
+ *              u), bias + GeLU
+ *              (float and bf16 g), bf16 training's bias + GeLU, cuDNN attention's bias and widening, ln_apply with a
+ *              bf16 y (8 columns a lane); sizes with and without a tail, ties, infinities, overflow and subnormals
  *   cast       trc_cast_bf16 bit for bit tr_f32_to_bf16 (ties, infinities, overflow, subnormals, aligned and
  *              not, tails)
  *   gemm       trc_gemm_bf16, every transpose and beta 0/1, against a double product of the widened operands
@@ -117,26 +118,34 @@ static void same_host(const char *what, const std::vector<T> &got, const std::ve
     }
 }
 
-/* gelu_bwd with a bf16 u: aligned buffers (16-byte path), the same one element off (scalar path), a host reference */
-template <int R, int C>
+/* gelu_bwd with a bf16 or float u: aligned buffers (16-byte path), the same one element off (scalar path), a host
+ * reference */
+template <int R, int C, typename U>
 static void check_gelu_bwd(cudaStream_t s)
 {
     const size_t n = (size_t)R * C;
     std::vector<float> dg = rnd(n, -2, 2), u = rnd(n, -4, 4);
-    std::vector<tr_bf16> ub(n);
+    std::vector<U> ub(n);
     std::vector<float> ref(n);
     for (size_t i = 0; i < n; i++) {
-        ub[i] = tr_f32_to_bf16(u[i]);
-        ref[i] = dg[i] * tr_gelu_grad(tr_bf16_to_f32(ub[i]));
+        float ui = u[i];
+        if constexpr (std::is_same_v<U, float>) {
+            ub[i] = ui;
+        } else {
+            ub[i] = tr_f32_to_bf16(u[i]);
+            ui = tr_bf16_to_f32(ub[i]);
+        }
+        ref[i] = dg[i] * tr_gelu_grad(ui);
     }
     for (int off = 0; off < 2; off++) {
         float *ddg = dev<float>(n + 1);
-        tr_bf16 *du = dev<tr_bf16>(n + 1);
+        U *du = dev<U>(n + 1);
         cudaCheck(cudaMemcpy(ddg + off, dg.data(), n * 4, cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(du + off, ub.data(), n * 2, cudaMemcpyHostToDevice));
-        trk::gelu_bwd<R, C>(s, ddg + off, du + off);
+        cudaCheck(cudaMemcpy(du + off, ub.data(), n * sizeof(U), cudaMemcpyHostToDevice));
+        trk::gelu_bwd<R, C>(s, ddg + off, (const U *)(du + off));
         char what[96];
-        snprintf(what, sizeof what, "gelu_bwd<%d, %d>, bf16 u, %s", R, C, off ? "scalar path" : "16-byte path");
+        snprintf(what, sizeof what, "gelu_bwd<%d, %d>, %s u, %s", R, C, std::is_same_v<U, float> ? "float" : "bf16",
+                 off ? "scalar path" : "16-byte path");
         same_host(what, get(ddg + off, n), ref);
     }
 }
@@ -289,15 +298,27 @@ static void dispatch(long long n, bool vec, B8 body8, B1 body1)
             body1(8 * n8 + (t - n8));
 }
 
+/* u: tr_bf16 (bf16 training) or float (fp32 training) */
+template <typename U>
 static void host_gelu_bwd(long long n)
 {
     const std::vector<float> dg0 = corner((size_t)n, -2, 2);
-    const std::vector<tr_bf16> u = to_bf16(corner((size_t)n, -4, 4, false));
+    std::vector<U> u;
+    if constexpr (std::is_same_v<U, float>)
+        u = corner((size_t)n, -4, 4, false);
+    else
+        u = to_bf16(corner((size_t)n, -4, 4, false));
     std::vector<float> ref(dg0);
-    for (long long i = 0; i < n; i++)
-        ref[(size_t)i] = dg0[(size_t)i] * tr_gelu_grad(tr_bf16_to_f32(u[(size_t)i]));
+    for (long long i = 0; i < n; i++) {
+        float ui;
+        if constexpr (std::is_same_v<U, float>)
+            ui = u[(size_t)i];
+        else
+            ui = tr_bf16_to_f32(u[(size_t)i]);
+        ref[(size_t)i] = dg0[(size_t)i] * tr_gelu_grad(ui);
+    }
     char what[64];
-    snprintf(what, sizeof what, "gelu_bwd, bf16 u, %lld elements", n);
+    snprintf(what, sizeof what, "gelu_bwd, %s u, %lld elements", std::is_same_v<U, float> ? "float" : "bf16", n);
     for (int vec = 1; vec >= 0; vec--) {
         std::vector<float> dg(dg0);
         dispatch(n, vec, [&](long long e) { trk::elt::gelu_bwd8(e, dg.data(), u.data()); },
@@ -388,11 +409,53 @@ static void host_attn(int rows, int ld, long long nw)
     }
 }
 
+/* ln_apply with a bf16 output: lanes of a warp over each row as k_ln_apply runs them (8 columns a lane where the width
+ * is a multiple of 8, else one), against tr_f32_to_bf16 of tr_ln */
+static void host_ln(int rows, int cols, int hidden)
+{
+    const size_t n = (size_t)rows * cols;
+    const std::vector<float> x = corner(n, -3, 3, false), g = rnd((size_t)cols, 0.5f, 1.5f),
+                             b = rnd((size_t)cols, -0.5f, 0.5f);
+    std::vector<float> rs((size_t)rows), vs((size_t)rows);
+    for (int r = 0; r < rows; r++) {
+        rs[(size_t)r] = frand(-5, 5);
+        vs[(size_t)r] = frand(1, 50);
+    }
+    const float inv_n = 1.0f / (float)hidden, eps = 1e-5f;
+    std::vector<tr_bf16> yr(n);
+    for (size_t i = 0; i < n; i++)
+        yr[i] = tr_f32_to_bf16(tr_ln(x[i], rs[i / (size_t)cols], vs[i / (size_t)cols], inv_n, eps, g[i % (size_t)cols],
+                                     b[i % (size_t)cols]));
+    char what[96];
+    snprintf(what, sizeof what, "ln_apply [%d, %d] of %d, bf16 y", rows, cols, hidden);
+    for (int vec = cols % 8 == 0; vec >= 0; vec--) {
+        std::vector<tr_bf16> y(n);
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x.data() + (size_t)r * cols, sum = rs[(size_t)r], sq = vs[(size_t)r];
+            tr_bf16 *yo = y.data() + (size_t)r * cols;
+            for (int lane = 0; lane < 32; lane++)
+                if (vec)
+                    for (int v = lane; v < cols / 8; v += 32)
+                        trk::elt::ln_apply8(8 * v, xr, g.data(), b.data(), sum, sq, inv_n, eps, yo);
+                else
+                    for (int j = lane; j < cols; j += 32)
+                        trk::elt::ln_apply1(j, xr, g.data(), b.data(), sum, sq, inv_n, eps, yo);
+        }
+        same_bits(what, vec ? "16-byte path" : "scalar path", y, yr);
+    }
+}
+
 static int check_host(void)
 {
-    host_gelu_bwd(1824); /* a multiple of 8 */
-    host_gelu_bwd(1831); /* a tail of 7 */
-    host_gelu_bwd(5);    /* the tail alone */
+    host_ln(37, 64, 128);
+    host_ln(5, 768, 768); /* GPT-2 small's width: 3 sweeps of a warp */
+    host_ln(7, 36, 72);   /* a width the 8-wide body does not take */
+    host_gelu_bwd<tr_bf16>(1824); /* a multiple of 8 */
+    host_gelu_bwd<tr_bf16>(1831); /* a tail of 7 */
+    host_gelu_bwd<tr_bf16>(5);    /* the tail alone */
+    host_gelu_bwd<float>(1824);
+    host_gelu_bwd<float>(1827); /* a tail of 3 */
+    host_gelu_bwd<float>(6);
     host_bias_add<float>(19, 96);
     host_bias_add<tr_bf16>(19, 96);
     host_bias_add<tr_bf16>(7, 33); /* a width the 8-wide body does not take */
@@ -415,12 +478,15 @@ int main(int argc, char **argv)
     memset(&err, 0, sizeof err);
     trc_gemm_init(&err);
     cudaStream_t s = trc_g.stream[TRC_COMPUTE];
-    check_ln<37, 64, 128>(s);  /* 16-byte path: 8-byte bf16 stores */
+    check_ln<37, 64, 128>(s);  /* 8 columns a lane: 16-byte bf16 stores */
+    check_ln<37, 36, 72>(s);   /* 4 columns a lane: 8-byte bf16 stores */
     check_ln<37, 30, 60>(s);   /* scalar path */
     check_gelu<19, 96>(s);
     check_gelu<7, 33>(s);
-    check_gelu_bwd<19, 96>(s);   /* a multiple of 8 */
-    check_gelu_bwd<7, 33>(s);    /* 16-byte path and a tail of 7 */
+    check_gelu_bwd<19, 96, tr_bf16>(s); /* a multiple of 8 */
+    check_gelu_bwd<7, 33, tr_bf16>(s);  /* 16-byte path and a tail of 7 */
+    check_gelu_bwd<19, 96, float>(s);
+    check_gelu_bwd<7, 33, float>(s);
     check_gelu_keep<19, 96>(s);
     check_gelu_keep<7, 33>(s);
     check_cast();

@@ -16,6 +16,10 @@ template void ln_apply<37, 64, 128>(cudaStream_t, const float *, const float *, 
                                   const float *, const float *, float, float *);
 template void ln_apply<37, 64, 128>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, tr_bf16 *);
+template void ln_apply<37, 36, 72>(cudaStream_t, const float *, const float *, const float *,
+                                  const float *, const float *, float, float *);
+template void ln_apply<37, 36, 72>(cudaStream_t, const float *, const float *, const float *,
+                                  const float *, const float *, float, tr_bf16 *);
 template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, const float *,
                                   const float *, const float *, float, float *);
 template void ln_apply<37, 30, 60>(cudaStream_t, const float *, const float *, const float *,
@@ -31,6 +35,8 @@ template void bias_gelu_save<19, 96>(cudaStream_t, const float *, const float *,
 template void bias_gelu_save<7, 33>(cudaStream_t, const float *, const float *, tr_bf16 *, tr_bf16 *);
 template void gelu_bwd<19, 96>(cudaStream_t, float *, const tr_bf16 *);
 template void gelu_bwd<7, 33>(cudaStream_t, float *, const tr_bf16 *);
+template void gelu_bwd<19, 96>(cudaStream_t, float *, const float *);
+template void gelu_bwd<7, 33>(cudaStream_t, float *, const float *);
 INST
 )
 {

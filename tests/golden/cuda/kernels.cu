@@ -24,7 +24,9 @@
  * tree (no FP64: docs/CUDA.md "FP64 and tensor cores in the kernels"; tests/cuda/rows_check.cu checks them
  * against double on a GPU). The per-element arithmetic of ln_apply is tr_math.h's tr_ln, the CPU backend's code.
  * A bf16 output (OUT = tr_bf16, docs/BF16.md) is the fp32 result rounded to nearest even (runtime/cuda/trk_store.cuh);
- * the 16-byte path stores 4 bf16 in one 8-byte store.
+ * ln_apply with a bf16 output takes 8 columns a lane where the row width is a multiple of 8 (runtime/cuda/
+ * trk_elt.cuh's ln_apply8: two float4 of x, gamma and beta, one 16-byte store of 8 bf16; the same bits, checked on
+ * the host by bf16_check --host), else 4 a lane in one 8-byte store where it is a multiple of 4.
  */
 #include <math.h>
 
@@ -33,6 +35,7 @@
 #include "kernels.cuh"
 #include "tr_math.h"
 #include "trc.h"
+#include "trk_elt.cuh"
 #include "trk_store.cuh"
 
 namespace trk {
@@ -153,7 +156,10 @@ __global__ void __launch_bounds__(kRowThreads)
     const float *xr = x + (size_t)r * COLS;
     OUT *yr = y + (size_t)r * COLS;
     const float inv_n = 1.0f / (float)HIDDEN, sum = rs[r], sq = vs[r];
-    if constexpr (COLS % 4 == 0) {
+    if constexpr (std::is_same_v<OUT, tr_bf16> && COLS % 8 == 0) { /* 8 columns a lane: one 16-byte store */
+        for (int v = lane; v < COLS / 8; v += kWarp)
+            elt::ln_apply8(8 * v, xr, gamma, beta, sum, sq, inv_n, eps, yr);
+    } else if constexpr (COLS % 4 == 0) {
         const float4 *x4 = reinterpret_cast<const float4 *>(xr), *g4 = reinterpret_cast<const float4 *>(gamma),
                      *b4 = reinterpret_cast<const float4 *>(beta);
         for (int v = lane; v < COLS / 4; v += kWarp) {
@@ -265,10 +271,10 @@ template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const flo
  * rounded to nearest even; bf16 training: v = h + bias, u = bf16(v) into a buffer of its own, g = bf16(GeLU(v)),
  * docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. The kernels that
  * read or write bf16 take 8 elements a thread with 16-byte accesses (runtime/cuda/trk_elt.cuh, the same bits as one
- * element a thread): bias_gelu_save where the row width is a multiple of 8, gelu_bwd with a bf16 u over the largest
- * multiple of 8 of its elements (the rest one a thread), both where the pointers are 16-byte aligned (plan buffers
- * are). GeLU and its derivative are tr_math.h's, the CPU backend's code. Where the plan fuses fc1's bias + GeLU into
- * the GEMM (a cuBLASLt epilogue) these kernels are not called.
+ * element a thread): bias_gelu_save where the row width is a multiple of 8, gelu_bwd (a bf16 u, and a float u too:
+ * each float operand two float4) over the largest multiple of 8 of its elements (the rest one a thread), both where
+ * the pointers are 16-byte aligned (plan buffers are). GeLU and its derivative are tr_math.h's, the CPU backend's
+ * code. Where the plan fuses fc1's bias + GeLU into the GEMM (a cuBLASLt epilogue) these kernels are not called.
  */
 #include <math.h>
 
@@ -359,18 +365,9 @@ __global__ void __launch_bounds__(kEltThreads) k_bias_gelu_keep(const float *__r
         elt::bias_gelu_keep1(i, COLS, h, bias, g, u);
 }
 
-template <int ROWS, int COLS>
-__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const float *__restrict__ u)
-{
-    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
-    if (i < (long long)ROWS * COLS)
-        dg[i] *= tr_gelu_grad(u[i]);
-}
-
-/* u bf16: threads 0 .. n/8-1 take 8 elements each, the next n % 8 one each (vec), else every thread one */
-template <int ROWS, int COLS>
-__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const tr_bf16 *__restrict__ u,
-                                                           int vec)
+/* u float or bf16: threads 0 .. n/8-1 take 8 elements each, the next n % 8 one each (vec), else every thread one */
+template <int ROWS, int COLS, typename U>
+__global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg, const U *__restrict__ u, int vec)
 {
     constexpr long long n = (long long)ROWS * COLS;
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x, n8 = vec ? n / 8 : 0;
@@ -416,7 +413,9 @@ void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *
 template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const float *u)
 {
-    gelu::k_gelu_bwd<ROWS, COLS><<<gelu::elt_blocks((long long)ROWS * COLS), gelu::kEltThreads, 0, s>>>(dg, u);
+    const bool vec = elt::aligned16(dg, u);
+    gelu::k_gelu_bwd<ROWS, COLS, float>
+        <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(dg, u, vec);
     TRC_LAUNCHED("trk::gelu_bwd");
 }
 
@@ -424,7 +423,7 @@ template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u)
 {
     const bool vec = elt::aligned16(dg, u);
-    gelu::k_gelu_bwd<ROWS, COLS>
+    gelu::k_gelu_bwd<ROWS, COLS, tr_bf16>
         <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(dg, u, vec);
     TRC_LAUNCHED("trk::gelu_bwd");
 }
