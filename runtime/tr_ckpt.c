@@ -211,6 +211,22 @@ static void stages_text(const ck_list *l, char *buf, size_t cap)
 
 /* ---- writing (MPI: not in the fuzz harness's reader-only build, TR_CKPT_READER_ONLY) ---- */
 #ifndef TR_CKPT_READER_ONLY
+/* A checkpoint's metadata (one file's, or a sharded one's index): the build's, the stages' blocks, the format tag,
+ * the step, the seed and the checksum h of the kind named ("fnv1a64" over the bytes, "fnv1a64-tensors" over each
+ * tensor's own hash). */
+static void ckpt_meta(meta_list *m, const ck_list *list, long long step, uint64_t seed, const char *kind, uint64_t h)
+{
+    built_meta(m);
+    char stages[META_VAL];
+    stages_text(list, stages, sizeof stages);
+    meta_add(m, "mesh.pp", "%d", list->stages);
+    meta_add(m, "mesh.stages", "%s", stages);
+    meta_add(m, "format", "%s", TR_CKPT_FORMAT);
+    meta_add(m, "step", "%lld", step);
+    meta_add(m, "seed", "%" PRIu64, seed);
+    meta_add(m, "checksum", "%s:%016" PRIx64, kind, h);
+}
+
 /* Pipeline stages: this program is one stage of several (tr_pipe_class, docs/TRAINING.md "Pipeline stages"). */
 static bool piped(void)
 {
@@ -332,15 +348,7 @@ bool tr_ckpt_write(const tr_rank_desc *d, MPI_Comm dep, const float *H, const ch
                     h = fnv(h, full[k][i], list_elems(ct));
                 }
             }
-            built_meta(m);
-            char stages[META_VAL];
-            stages_text(&list, stages, sizeof stages);
-            meta_add(m, "mesh.pp", "%d", list.stages);
-            meta_add(m, "mesh.stages", "%s", stages);
-            meta_add(m, "format", "%s", TR_CKPT_FORMAT);
-            meta_add(m, "step", "%lld", step);
-            meta_add(m, "seed", "%" PRIu64, seed);
-            meta_add(m, "checksum", "fnv1a64:%016" PRIx64, h);
+            ckpt_meta(m, &list, step, seed, "fnv1a64", h);
             int nkv = 0;
             for (int k = 0; k < m->n; k++) {
                 kv[2 * nkv] = m->key[k];
@@ -664,15 +672,7 @@ static bool write_sharded(const tr_rank_desc *d, MPI_Comm dep, const float *H, c
         meta_list *m = calloc(1, sizeof *m);
         if (!m)
             MPI_Abort(MPI_COMM_WORLD, 1);
-        built_meta(m);
-        char stages[META_VAL];
-        stages_text(&list, stages, sizeof stages);
-        meta_add(m, "mesh.pp", "%d", list.stages);
-        meta_add(m, "mesh.stages", "%s", stages);
-        meta_add(m, "format", "%s", TR_CKPT_FORMAT);
-        meta_add(m, "step", "%lld", step);
-        meta_add(m, "seed", "%" PRIu64, seed);
-        meta_add(m, "checksum", "fnv1a64-tensors:%016" PRIx64, h);
+        ckpt_meta(m, &list, step, seed, "fnv1a64-tensors", h);
         text_put(&b, "{\"metadata\": {", 14);
         for (int k = 0; k < m->n; k++) {
             text_str(&b, m->key[k]);
