@@ -97,6 +97,22 @@ static int canonical(const tr_rank_desc *d, const tr_param *pr)
     return (pr->replica < 0 || pr->replica >= TR_NGROUPS || d->key[pr->replica] == 0) && !tr_pipe_tied_copy(d, pr);
 }
 
+/* A shard's description as the gathers send it: [0] pieces, then per piece r0, nr, c0, nc, dst_col (three at most),
+ * then [META_PER - 1] whether it is the canonical copy */
+enum { META_PER = 1 + 3 * 5 + 1 };
+static void pack_meta(int *m, const tr_rank_desc *d, const tr_param *pr)
+{
+    m[0] = pr->npieces;
+    for (int c = 0; c < pr->npieces && c < 3; c++) {
+        m[1 + 5 * c] = pr->piece[c].r0;
+        m[2 + 5 * c] = pr->piece[c].nr;
+        m[3 + 5 * c] = pr->piece[c].c0;
+        m[4 + 5 * c] = pr->piece[c].nc;
+        m[5 + 5 * c] = pr->piece[c].dst_col;
+    }
+    m[META_PER - 1] = canonical(d, pr);
+}
+
 static long long shard_elems(const tr_rank_desc *d)
 {
     long long n = 0;
@@ -175,7 +191,6 @@ static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, c
     long long n = shard_elems(d); /* the same on every rank: all shards of a tensor have one shape */
     /* where each rank's pieces go: its row and depth, then per parameter its pieces and whether its copy is the
      * canonical one (META_PER ints) */
-    enum { META_PER = 1 + 3 * 5 + 1 };
     int nmeta = 2 + META_PER * d->nparams, *meta = malloc((size_t)nmeta * sizeof *meta), *metas = NULL;
     float *mine = malloc((size_t)n * sizeof *mine), *all = NULL;
     float **full = NULL;
@@ -202,16 +217,7 @@ static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, c
         meta[1] = d->k;
         for (int i = 0; i < d->nparams; i++) {
             const tr_param *pr = &d->params[i];
-            int *m = meta + 2 + META_PER * i;
-            m[0] = pr->npieces;
-            for (int c = 0; c < pr->npieces && c < 3; c++) {
-                m[1 + 5 * c] = pr->piece[c].r0;
-                m[2 + 5 * c] = pr->piece[c].nr;
-                m[3 + 5 * c] = pr->piece[c].c0;
-                m[4 + 5 * c] = pr->piece[c].nc;
-                m[5 + 5 * c] = pr->piece[c].dst_col;
-            }
-            m[META_PER - 1] = canonical(d, pr);
+            pack_meta(meta + 2 + META_PER * i, d, pr);
         }
         long long o = 0;
         for (int i = 0; i < d->nparams; i++) {
@@ -278,7 +284,6 @@ static bool gather_full_in(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, c
 bool tr_gather_one(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, const float *H, int which, int i, int root,
                    float **out)
 {
-    enum { META_PER = 1 + 3 * 5 + 1 };
     const tr_param *pr = &d->params[i];
     int rank = 0, p = 1;
     MPI_Comm_rank(comm, &rank);
@@ -296,15 +301,7 @@ bool tr_gather_one(const tr_rank_desc *d, MPI_Comm dep, MPI_Comm comm, const flo
     } else if (ok) {
         memcpy(mine, H + which_offset(pr, which), (size_t)e * sizeof *mine);
     }
-    meta[0] = pr->npieces;
-    for (int c = 0; c < pr->npieces && c < 3; c++) {
-        meta[1 + 5 * c] = pr->piece[c].r0;
-        meta[2 + 5 * c] = pr->piece[c].nr;
-        meta[3 + 5 * c] = pr->piece[c].c0;
-        meta[4 + 5 * c] = pr->piece[c].nc;
-        meta[5 + 5 * c] = pr->piece[c].dst_col;
-    }
-    meta[META_PER - 1] = canonical(d, pr);
+    pack_meta(meta, d, pr);
     if (rank == root && ok) {
         all = malloc((size_t)(e > 0 ? e : 1) * (size_t)p * sizeof *all);
         metas = malloc((size_t)META_PER * (size_t)p * sizeof *metas);
