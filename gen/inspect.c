@@ -862,8 +862,9 @@ bool tg_inspect_blocks(const tg_plan *pl, const tg_filter *f, const char *tensor
                 continue;
             if (!tensor && pi < 0 && !f->all_layers)
                 continue;
-            bool earlier = false; /* the language model's wte: stage 0's and the last stage's tied copy, one map */
-            for (int e = 0; st > 0 && pi >= 0 && e < st && !earlier; e++)
+            bool earlier = false; /* the language model's wte: stage 0's and the last stage's tied copy, one map (a
+                                   * block's tensors are on one stage: only the others are looked up, so linear) */
+            for (int e = 0; st > 0 && pi >= 0 && l < 0 && e < st && !earlier; e++)
                 earlier = param_index(&sh[e * qq], name) >= 0;
             if (earlier)
                 continue;
