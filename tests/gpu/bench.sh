@@ -126,7 +126,7 @@ torch_check() {
     rm -f "$json"
     mkdir -p "$TG_WORK/logs"
     log=$TG_WORK/logs/torch_$(basename "$json" .json).log
-    if ! timeout -k 10 540 "$PY" "$TG_REPO/tests/gpu/torch_bench.py" "$@" --out "$json" >"$log" 2>&1; then
+    if ! timeout -k 10 "${TESS_TORCH_TIMEOUT:-540}" "$PY" "$TG_REPO/tests/gpu/torch_bench.py" "$@" --out "$json" >"$log" 2>&1; then
         tg_notok "$name" "$log"
     elif grep -q '"skipped"' "$json" 2>/dev/null; then
         tg_ok "$name # skip $(sed -n 's/^torch_bench: skip: //p' "$log" | head -1)"

@@ -250,6 +250,16 @@ sanitize() { # tool mode q d: the tiny model under compute-sanitizer --tool TOOL
 }
 
 # ---- stages -----------------------------------------------------------------------------------------------
+# kernel_check NAME MODE: tests/cuda/NAME_check.sh OUTDIR MODE (compile, then run or bench), or only its run where
+# tests/gpu/lease.sh compiled it already (TESS_GPU_PREBUILT=1 and the binary is there)
+kernel_check() {
+    local bin=$TG_WORK/${1}k/${1}_check
+    if [ "${TESS_GPU_PREBUILT:-0}" = 1 ] && [ -x "$bin" ]; then
+        if [ "$2" = bench ]; then "$bin" bench; else "$bin"; fi
+    else
+        env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/${1}_check.sh" "$TG_WORK/${1}k" "$2"
+    fi
+}
 build_check() { # model mode q d: one check line when the build fails, silence when it works
     tg_built "$@" && [ "${TESS_GPU_REBUILD:-0}" != 1 ] && return 0
     local log=$TG_WORK/build_$1_$2_$3_$4.log
@@ -323,15 +333,15 @@ stage_training() {
     local m qd q d
     if [ "$TG_STANDIN" != 1 ]; then
         tg_check "training: column sums and layernorm backward bit for bit the emulation's arithmetic, within 1e-5 of double, repeatable; timed (tests/cuda/lnb_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lnb_check.sh" "$TG_WORK/lnbk" bench
+            kernel_check lnb bench
         tg_check "training: attention (softmax kernels, cuBLAS strided-batched forward and backward, fp32 and bf16) against double; timed (tests/cuda/attn_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/attn_check.sh" "$TG_WORK/attnk" bench
+            kernel_check attn bench
         tg_check "training: float row statistics and vocabulary loss kernels (no FP64) within 1e-6 of double, repeatable; timed (tests/cuda/rows_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/rows_check.sh" "$TG_WORK/rowsk" bench
+            kernel_check rows bench
         tg_check "training: multi-tensor AdamW (one launch, bf16 weight copies) bit for bit a CPU loop with tr_adamw's arithmetic; timed (tests/cuda/adamw_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/adamw_check.sh" "$TG_WORK/adamwk" bench
+            kernel_check adamw bench
         tg_check "training: cuBLASLt GEMMs with bias, bias + GeLU and bias + GeLU + pre-activation epilogues (trc_gemm_lt) against double and the unfused path; timed against GEMM + kernel (tests/cuda/lt_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/lt_check.sh" "$TG_WORK/ltk" bench
+            kernel_check lt bench
     fi
     for m in m64 m128; do
         ref_check "$m" || continue
@@ -439,7 +449,7 @@ bf16_losses() {
 stage_bf16() {
     if [ "$TG_STANDIN" != 1 ]; then
         tg_check "bf16: kernels with bf16 outputs bitwise RNE of their fp32 outputs, trc_cast_bf16, trc_gemm_bf16 (tests/cuda/bf16_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/bf16_check.sh" "$TG_WORK/bf16k" run
+            kernel_check bf16 run
     fi
     if ! tg_refdata16 m64 >"$TG_WORK/ref_m64_bf16.log" 2>&1; then
         tg_notok "bf16 reference data for m64 (tests/ref/tessref.py --bf16)" "$TG_WORK/ref_m64_bf16.log"
@@ -472,7 +482,7 @@ bf16_cudnn() {
     fi
     if [ "$TG_STANDIN" != 1 ]; then
         tg_check "bf16: cuDNN fused attention (trc_attn_cudnn, trc_attn_cudnn_bwd) against the cuBLAS path and double, statistics, deterministic backward; timed (tests/cuda/sdpa_check.cu)" \
-            env TESS_NVCC="$TG_NVCC" "$TG_REPO/tests/cuda/sdpa_check.sh" "$TG_WORK/sdpak" bench
+            kernel_check sdpa bench
     fi
     local qd q d
     for qd in 1,1 2,1; do
