@@ -13,11 +13,6 @@ static bool f32(const tg_class_plan *cp, int buf)
     return buf >= 0 && cp->bufs[buf].dtype == TG_BUF_F32;
 }
 
-static bool b16(const tg_class_plan *cp, int buf)
-{
-    return buf >= 0 && cp->bufs[buf].dtype == TG_BUF_BF16;
-}
-
 /* Is kernel step k (BIAS_GELU or GELU_SAVE) fusable into GEMM step g? */
 static bool fusable_fwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
@@ -34,11 +29,10 @@ static bool fusable_fwd(const tg_class_plan *cp, const tg_step *g, const tg_step
         return true;
     if (g->beta != 0.0f || k->cols % 8 != 0)
         return false;
-    if (k->buf[3] < 0) /* fp32: u kept in C (aux = C), g fp32 */
-        return f32(cp, k->buf[2]);
-    /* bf16 training (docs/BF16.md): D = g and aux = u, both bf16 (cuBLASLt writes them in D's type), bf16 operands;
-     * C, fp32 h, is neither read (beta 0) nor written */
-    return b16(cp, k->buf[2]) && b16(cp, k->buf[3]) && b16(cp, g->buf[0]);
+    /* fp32 D only: u kept in C (aux = C), g fp32. cuBLASLt reads the bias in D's type (cublasLt.h,
+     * CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): a bf16 D (bf16 training's g and u) would need a bf16 copy of the fp32
+     * bias, and an fp32 bias with a bf16 D is refused (CUBLAS_STATUS_INVALID_VALUE on an H200, 2026-11-27) */
+    return k->buf[3] < 0 && f32(cp, k->buf[2]);
 }
 
 /* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
@@ -55,27 +49,13 @@ static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step
            g->ldb == k->cols;
 }
 
-/* bf16 inference (docs/BF16.md): GELU_SAVE k writes the bf16 g that fc2 reads and u = h + b1 back into h, which
- * nothing reads after it (no backward): one GELU_BIAS epilogue writing g as D in bf16 (GeLU of the fp32 sum, then
- * rounded, as the CPU kernel does), h neither read (beta 0) nor written. k is the index of the GeLU step. */
-static bool gelu_to_bf16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kidx)
-{
-    return k->kind == TG_STEP_GELU_SAVE && k->buf[3] < 0 && b16(cp, k->buf[2]) && b16(cp, g->buf[0]) &&
-           b16(cp, g->buf[1]) && f32(cp, k->buf[0]) && f32(cp, k->buf[1]) && g->buf[2] == k->buf[0] &&
-           !g->transa && !g->transb && g->beta == 0.0f && g->m == k->rows && g->n == k->cols && g->ldc == k->cols &&
-           cp->bufs[k->buf[0]].last <= kidx;
-}
-
-static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kidx)
+static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
     if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0)
         return TG_EPI_NONE;
     switch (k->kind) {
     case TG_STEP_BIAS_GELU: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_BIAS : TG_EPI_NONE;
-    case TG_STEP_GELU_SAVE:
-        if (gelu_to_bf16(cp, g, k, kidx))
-            return TG_EPI_GELU_BIAS;
-        return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
+    case TG_STEP_GELU_SAVE: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
     case TG_STEP_GELU_BWD: return fusable_bwd(cp, g, k) ? TG_EPI_DGELU : TG_EPI_NONE;
     case TG_STEP_COLSUM: return fusable_bwd(cp, g, k) ? TG_EPI_BGRAD : TG_EPI_NONE;
     default: return TG_EPI_NONE;
@@ -94,7 +74,7 @@ bool tg_fuse_plan(tg_class_plan *cp)
         if (j == cp->nsteps)
             continue;
         tg_step *k = &cp->steps[j];
-        int epi = epi_of(cp, g, k, j);
+        int epi = epi_of(cp, g, k);
         if (epi == TG_EPI_NONE)
             continue;
         g->epi = epi;
@@ -110,16 +90,9 @@ long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
     if (s->kind == TG_STEP_GELU_BWD)
         return tg_dtype_size(b1->dtype) * b1->elems; /* u, read beside the GEMM's result */
     long long b = 4LL * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
-    if (s->kind == TG_STEP_GELU_SAVE && cp->steps[s->fused].epi == TG_EPI_GELU_BIAS) {
-        /* bf16 inference: g (2 bytes) as D, where the GEMM wrote h (4): no u */
-        const tg_buf *g = &cp->bufs[s->buf[2]];
-        return b + (tg_dtype_size(g->dtype) - 4LL) * g->elems;
-    }
     if (s->kind == TG_STEP_GELU_SAVE) {
         const tg_buf *g = &cp->bufs[s->buf[2]];
         b += tg_dtype_size(g->dtype) * g->elems; /* g, besides u in C */
-        if (s->buf[3] >= 0) /* bf16 training: u as aux, g as D: the GEMM writes 2 + 2 bytes where it wrote 4 */
-            b += tg_dtype_size(cp->bufs[s->buf[3]].dtype) * cp->bufs[s->buf[3]].elems - 4LL * g->elems;
     }
     return b;
 }

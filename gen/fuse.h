@@ -2,8 +2,7 @@
  * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue.
  *
  * Forward: a GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
- * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer; bf16 training: u = bf16(C + bias) into a
- * bf16 buffer of its own, g = bf16(GeLU(C + bias)), docs/BF16.md) on the same C is one cuBLASLt call on
+ * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt call on
  * the CUDA backend (CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS; docs/CUDA.md).
  * Backward: the input-gradient GEMM dg = beta*dg + dY @ W^T followed directly by the GELU_BWD step on the same dg
  * (dg *= GeLU'(u), u the pre-activation GELU_SAVE kept) is one call with CUBLASLT_EPILOGUE_DGELU (u as its aux
@@ -19,9 +18,12 @@
  *     GeLU steps read the GEMM's C as [m, n] with ldc = n = cols; the column sum reads the GEMM's B as [k, n]
  *     with ldb = n = cols. Forward: the GEMM is not transposed (the forward's SUMMA and megatron GEMMs); DGELU:
  *     only B is (dY @ W^T); BGRAD: only A is (X^T @ dY; cuBLASLt sums its A only when A is not transposed);
- *   - cuBLASLt writes D and the aux matrix in one type (D's) and reads an fp32 bias: the GEMM's C and the bias are
- *     fp32, A and B of one type; GELU_SAVE's g (D) fp32 with u in C (fp32 programs), or g and the kept u both bf16
- *     (bf16 training, bf16 operands: D = g, aux = u, C not touched); BIAS_GELU in place in the fp32 C. The
+ *   - cuBLASLt writes D and the aux matrix in one type (D's) and reads the bias in D's type too (cublasLt.h,
+ *     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; an fp32 bias with a bf16 D is refused: CUBLAS_STATUS_INVALID_VALUE,
+ *     measured on an H200 on 2026-11-27), and the plan's biases are fp32: so D is fp32. The GEMM's C and the bias
+ *     fp32, A and B of one type (fp32, or bf16 with an fp32 C); GELU_SAVE's g (D) fp32 with u in C; BIAS_GELU in
+ *     place in the fp32 C. bf16 training's g and kept u and bf16 inference's g are bf16, so their GeLU steps stay
+ *     kernels (a bf16 copy of each bias would lift this: docs/CUDA.md, "Not done yet"). The
  *     backward pairs only with every buffer fp32, operands included (bf16 programs' backward GEMMs read bf16
  *     operands, and a bias gradient summed from bf16 dY would change the definition);
  *   - the kernel step waits for no step of the other stream (tg_step.wait == -1): every conflict of its
@@ -46,8 +48,7 @@
 bool tg_fuse_plan(tg_class_plan *cp);
 
 /* Bytes the epilogue of kernel step s (marked fused) adds to its GEMM: the bias read, and for GELU_SAVE the
- * GeLU output written besides the pre-activation the GEMM writes anyway (bf16 training: g and u, 2 bytes each, in
- * place of the GEMM's 4-byte C, so the bias alone); for DGELU the pre-activation read; for
+ * GeLU output written besides the pre-activation the GEMM writes anyway; for DGELU the pre-activation read; for
  * BGRAD the bias gradient written (the GEMM reads dY anyway). */
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s);
 

@@ -70,6 +70,16 @@ static bool lt_aux(int epi)
 
 static void lt_make(trc_lt_row *r, const trc_lt_shape *s)
 {
+    if (s->out_bf16 && s->epi != TRC_EPI_DGELU) {
+        /* cuBLASLt reads the bias in D's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) and refuses an fp32 bias with a
+         * bf16 D (CUBLAS_STATUS_INVALID_VALUE); tessgen emits no such row (gen/fuse.h), a stale program might */
+        fprintf(stderr,
+                "the class program asks cuBLASLt for a bf16 output with epilogue %d and an fp32 bias, which cuBLASLt "
+                "refuses; generate the program again with this tessgen (bf16 programs run their bias + GeLU steps as "
+                "kernels, docs/CUDA.md)\n",
+                s->epi);
+        trc_die();
+    }
     cudaDataType_t ab = s->bf16 ? CUDA_R_16BF : CUDA_R_32F, cd = s->out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasComputeType_t ct = s->bf16 ? CUBLAS_COMPUTE_32F : trc_g.compute;
     cublasCheck(cublasLtMatmulDescCreate(&r->op, ct, CUDA_R_32F));

@@ -874,6 +874,10 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
         (epi != TRC_EPI_BIAS && epi != TRC_EPI_GELU_BIAS && epi != TRC_EPI_GELU_AUX_BIAS) ||
         (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr) || (aux && aux == C && beta != 0.0f))
         emu_fail("trc_gemm_lt: the call is not its row of trc_lt_shapes (or its aux is C with beta != 0)", E.cur_id);
+    /* cuBLASLt reads the bias in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) and refuses an fp32
+     * bias with a bf16 D (CUBLAS_STATUS_INVALID_VALUE, seen on an H200): the runtime's fp32 bias needs an fp32 D */
+    if (obf)
+        emu_fail("trc_gemm_lt: a bf16 D with the plan's fp32 bias, which cuBLASLt refuses (docs/CUDA.md)", E.cur_id);
     E.lt_id = E.cur_id;
     E.lt_after = 0; /* its own push makes 1 */
     push(TRC_COMPUTE, [=] {
