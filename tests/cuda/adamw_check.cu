@@ -53,6 +53,9 @@ const float *trc_step_scalars(void)
     return g_sc;
 }
 
+/* the rank description trc_adamw_multi reads (its data-parallel member, key[TR_DEP]: 0, one member) */
+static const tr_rank_desc g_desc = {};
+
 static void set_step(const tr_ctx &c)
 {
     if (!g_sc)
@@ -161,6 +164,7 @@ static void check_table(const char *what, const std::vector<long long> &sizes, i
     float *A = put(H);
     tr_ctx c;
     memset(&c, 0, sizeof c);
+    c.desc = &g_desc; /* trc_adamw_multi reads c->desc->key[TR_DEP] (a null desc crashed this check on an H200) */
     for (int k = 1; k <= steps; k++) {
         new_grads(H, t);
         for (const auto &x : t) /* only the gradients: a wrong update must carry on to the end */
@@ -214,6 +218,7 @@ static void bench(void)
     cudaCheck(cudaMemset(A, 0, at * sizeof(float)));
     tr_ctx c;
     memset(&c, 0, sizeof c);
+    c.desc = &g_desc; /* trc_adamw_multi reads c->desc->key[TR_DEP] (a null desc crashed this check on an H200) */
     c.lr = 1e-4;
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));

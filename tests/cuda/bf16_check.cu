@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <string>
 #include <vector>
 
 #include "kernels.cuh"
@@ -118,8 +119,27 @@ static void same_host(const char *what, const std::vector<T> &got, const std::ve
     }
 }
 
-/* gelu_bwd with a bf16 or float u: aligned buffers (16-byte path), the same one element off (scalar path), a host
- * reference */
+/* got within tol of want: the largest difference over the largest |want| (the elements near GeLU'(u) = 0 have no
+ * relative error of their own to speak of) */
+static void close_host(const char *what, const std::vector<float> &got, const std::vector<float> &want, double tol)
+{
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < want.size(); i++)
+        big = fmax(big, fabs((double)want[i]));
+    for (size_t i = 0; i < want.size(); i++)
+        worst = fmax(worst, fabs((double)got[i] - want[i]));
+    if (!(worst <= tol * big)) {
+        failures++;
+        printf("not ok - %s: max difference %.3e of %.3e from the host reference (tol %.0e)\n", what, worst, big, tol);
+    } else {
+        printf("ok - %s: %zu elements, max difference %.3e of %.3e from the host reference (tol %.0e)\n", what,
+               got.size(), worst, big, tol);
+    }
+}
+
+/* gelu_bwd with a bf16 or float u: aligned buffers (16-byte path) and the same one element off (scalar path) bit for
+ * bit each other (the same per-element code on the device), and within 1e-6 of a host reference: the device's tanhf
+ * and its contracted multiply-adds are not the host's, so bits differ (488 of 1824 elements on an H200) */
 template <int R, int C, typename U>
 static void check_gelu_bwd(cudaStream_t s)
 {
@@ -137,6 +157,7 @@ static void check_gelu_bwd(cudaStream_t s)
         }
         ref[i] = dg[i] * tr_gelu_grad(ui);
     }
+    std::vector<float> vec; /* the 16-byte path's result */
     for (int off = 0; off < 2; off++) {
         float *ddg = dev<float>(n + 1);
         U *du = dev<U>(n + 1);
@@ -146,7 +167,12 @@ static void check_gelu_bwd(cudaStream_t s)
         char what[96];
         snprintf(what, sizeof what, "gelu_bwd<%d, %d>, %s u, %s", R, C, std::is_same_v<U, float> ? "float" : "bf16",
                  off ? "scalar path" : "16-byte path");
-        same_host(what, get(ddg + off, n), ref);
+        std::vector<float> got = get(ddg + off, n);
+        close_host(what, got, ref, 1e-6);
+        if (off == 0)
+            vec = got;
+        else
+            same_host((std::string(what) + " against the 16-byte path").c_str(), got, vec);
     }
 }
 
