@@ -1083,15 +1083,17 @@ static void validate(spec_ctx *c, tg_spec *s)
                 "hidden/heads columns; use heads in %s", C, H, set);
     }
     /* attention = "cudnn": cuDNN's fused attention reads and writes fp16/bf16 only, with head dimensions that are
-     * multiples of 8 up to 256 (its flash-attention support surface) */
+     * multiples of 8; at most 64 here: the head dimensions a GPU has checked (8 and 64 on an H200, 2026-11-27), and
+     * at 128 two forwards of one input differed there (docs/CUDA.md, "Fused attention through cuDNN") */
     if (s->attention == TG_ATTN_CUDNN) {
         if (s->dtype != TG_BF16)
             fail(c, "attention = \"cudnn\" needs dtype = \"bf16\": cuDNN's fused attention reads bf16 Q, K, V; "
                     "add dtype = \"bf16\", or use attention = \"cublas\" for an fp32 program");
-        if (ok_hidden && ok_heads && C % H == 0 && ((C / H) % 8 != 0 || C / H > 256))
+        if (ok_hidden && ok_heads && C % H == 0 && ((C / H) % 8 != 0 || C / H > 64))
             fail(c, "attention = \"cudnn\" needs a head dimension (model.hidden / model.heads = %lld / %lld = %lld) "
-                    "that is a multiple of 8 and at most 256 (cuDNN's fused attention); change hidden or heads, or "
-                    "use attention = \"cublas\"", C, H, C / H);
+                    "that is a multiple of 8 and at most 64 (cuDNN's fused attention as checked on a GPU: at head "
+                    "dimension 128 its results were not repeatable, docs/CUDA.md); change hidden or heads, or use "
+                    "attention = \"cublas\"", C, H, C / H);
     }
     /* megatron: heads and the MLP columns are split across the p ranks (hidden % p follows) */
     if (s->scheme == TG_SCHEME_MEGATRON && ok_p) {

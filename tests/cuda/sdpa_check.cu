@@ -257,7 +257,18 @@ int main(int argc, char **argv)
     cudaStream_t s = trc_g.stream[TRC_COMPUTE];
     check<2, 70, 3, 64>(s, true);
     check<1, 33, 2, 8>(s, true);
-    check<2, 72, 4, 128>(s, true);
+    {
+        /* head dimension 128: on an H200 (2026-11-27) two forwards of one input differed (154 elements by up to 2%)
+         * and the log-sum-exp error varied from 1e-4 to 1e-2 between runs, so the generator refuses attention =
+         * "cudnn" above head dimension 64 (gen/spec.c). Still run, as a probe: its differences are printed, not
+         * counted, so a later cuDNN that fixes it shows here first */
+        const int before = failures;
+        check<2, 72, 4, 128>(s, true);
+        if (failures > before)
+            printf("# probe: head dimension 128: %d differences (known, not counted: the generator refuses it)\n",
+                   failures - before);
+        failures = before;
+    }
     check<8, 1024, 12, 64>(s, false);
     if (argc > 1 && !strcmp(argv[1], "bench"))
         bench(s);
