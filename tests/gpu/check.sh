@@ -56,7 +56,7 @@ for s in "${stages[@]}"; do
 done
 TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-240}
 REF=$TG_REPO/tests/ref/tessref.py
-MESHES="1,1 2,1 2,2"
+MESHES=${TESS_GPU_MESHES:-"1,1 2,1 2,2"} # a second lease may narrow it (tests/gpu/lease.sh)
 
 if ! tg_setup >"$TG_OUT/setup.log" 2>&1; then
     cat "$TG_OUT/setup.log"

@@ -14,6 +14,10 @@
 #   torch    tests/gpu/bench.sh compare-torch report: PyTorch bf16 eager and torch.compile (within the time left:
 #            TESS_TORCH_TIMEOUT); bench.md
 #   more     tests/gpu/check.sh inference races, then tests/gpu/bench.sh bf16 (fp32 | bf16 | bf16 + cuDNN attention)
+# Also, when named: kernels (every kernel check `build` compiled, run with its microbenchmark, its whole output in
+# kernel_NAME.txt) and bf16bench (bench.sh bf16 alone). For a second, shorter lease: TESS_LEASE_BUILDS (the
+# programs to build, model:mode:q:d, instead of the list below), TESS_LEASE_KCHECKS (the kernel checks),
+# TESS_LEASE_CHECK (check.sh's stages) and TESS_GPU_MESHES (check.sh's meshes, e.g. "1,1").
 #
 # Default: all five. Before each part the time left is compared with TESS_LEASE_BUDGET (seconds from the start,
 # default 540): a part that cannot start with 30 s left is skipped with a line saying so.
@@ -26,7 +30,7 @@ REPO=$(pwd)
 parts=("$@")
 [ $# -eq 0 ] && parts=(build compare check torch more)
 for p in "${parts[@]}"; do
-    case "$p" in build | compare | check | torch | more) ;; *) echo "lease.sh: unknown part $p" >&2; exit 2 ;; esac
+    case "$p" in build | kernels | compare | check | torch | more | bf16bench) ;; *) echo "lease.sh: unknown part $p" >&2; exit 2 ;; esac
 done
 FINAL=${OUT:-/tmp/tessgen-lease}
 mkdir -p "$FINAL"
@@ -87,7 +91,8 @@ m64:infer16:1:1 m64:infer16:2:1 m64:infer16:2:2 m64:train16:1:1 m64:train16:2:1 
 lm64:train:1:1 lm64:train:2:1 lm64:train:2:2 lm64:train16:2:1
 m64:infer:1:1 m64:infer:2:1 m64:infer:2:2 m128:infer:1:1 m128:infer:2:1 m128:infer:2:2"
 CUDNN_BUILDS="m64:infer16cudnn:1:1 m64:infer16cudnn:2:1 m64:train16cudnn:1:1 m64:train16cudnn:2:1"
-KCHECKS="lnb attn rows adamw lt bf16"
+KCHECKS=${TESS_LEASE_KCHECKS:-"lnb attn rows adamw lt bf16"}
+BUILDS=${TESS_LEASE_BUILDS:-$BUILDS}
 
 build_one() { # model:mode:q:d
     local m mode q d
@@ -112,7 +117,7 @@ part_build() {
         pids+=($!) names+=("kernel check $k")
     done
     local all=$BUILDS
-    [ -n "$TG_CUDNN" ] && all="$all $CUDNN_BUILDS"
+    [ -n "$TG_CUDNN" ] && [ -z "${TESS_LEASE_BUILDS:-}" ] && all="$all $CUDNN_BUILDS"
     for b in $all; do
         throttle
         (build_one "$b") &
@@ -129,16 +134,38 @@ part_build() {
     echo "# built: $(ls -d "$TG_WORK"/*/bin/model-cuda 2>/dev/null | wc -l) programs, $fails failures"
 }
 
+# kernels: each standalone kernel check `build` compiled, with its microbenchmark, its whole output kept in
+# kernel_NAME.txt (check.sh keeps only a failure's last 40 lines)
+part_kernels() {
+    local k bin mode
+    for k in $KCHECKS sdpa; do
+        bin=$TG_WORK/${k}k/${k}_check
+        [ -x "$bin" ] || { echo "not ok - kernel check $k: not built (build/gpu-work/kbuild_$k.log)"; continue; }
+        mode=bench
+        [ "$k" = bf16 ] && mode=""
+        # shellcheck disable=SC2086
+        if timeout -k 5 120 "$bin" $mode >"$TESS_GPU_OUT/kernel_$k.txt" 2>&1; then
+            echo "ok - kernel check $k ($(grep -c '^ok' "$TESS_GPU_OUT/kernel_$k.txt") ok lines)"
+        else
+            echo "not ok - kernel check $k (exit $?): kernel_$k.txt"
+            grep -v '^ok' "$TESS_GPU_OUT/kernel_$k.txt" | head -30 | sed 's/^/    # /'
+        fi
+        grep -iE 'bench|ms|GB/s' "$TESS_GPU_OUT/kernel_$k.txt" | grep -v '^ok\|^not ok' | head -12 | sed 's/^/    # /'
+    done
+}
+
 for p in "${parts[@]}"; do
     case "$p" in
     build) part build part_build ;;
+    kernels) part kernels part_kernels ;;
     compare) part compare tests/gpu/bench.sh compare-tessgen ;;
-    check) part check tests/gpu/check.sh env training bf16 lm ;;
+    check) part check tests/gpu/check.sh ${TESS_LEASE_CHECK:-env training bf16 lm} ;;
     torch) TESS_TORCH_TIMEOUT=$(($(left) - 10)) part torch tests/gpu/bench.sh compare-torch report ;;
     more)
         part inference tests/gpu/check.sh inference races
         part bf16bench tests/gpu/bench.sh bf16
         ;;
+    bf16bench) part bf16bench tests/gpu/bench.sh bf16 ;;
     esac
     snapshot
 done
