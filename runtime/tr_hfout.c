@@ -467,19 +467,56 @@ static bool put_in_place(const char *tmp, const char *path, bool exists, const c
     return true;
 }
 
+/* Can src/name be carried? Absent: yes, nothing to carry (*present false). A regular file of at most 256 MiB that
+ * opens for reading: yes. Anything else: refused naming it. */
+static bool carry_ok(const char *src, const char *name, const char *dir, bool *present, struct stat *st,
+                     tr_err *err)
+{
+    char from[4400];
+    snprintf(from, sizeof from, "%s/%s", src, name);
+    *present = stat(from, st) == 0;
+    if (!*present)
+        return true; /* the weights' directory does not have it */
+    if (!S_ISREG(st->st_mode) || st->st_size > HFOUT_CARRY_MAX)
+        return tr_fail(err, "--hf-out %s: %s is %s: it cannot be carried into the export; remove or fix it", dir,
+                       from, S_ISREG(st->st_mode) ? "larger than 256 MiB" : "not a regular file");
+    FILE *f = fopen(from, "rb");
+    if (!f)
+        return tr_fail(err, "--hf-out %s: cannot read %s to carry it into the export: %s; fix its permissions or "
+                            "remove it",
+                       dir, from, strerror(errno));
+    fclose(f);
+    return true;
+}
+
+bool tr_hfout_check_carry(const char *src, const char *dir, tr_err *err)
+{
+    for (int i = HFOUT_NWRITTEN; src && i < HFOUT_NFILES; i++) {
+        bool present;
+        struct stat st;
+        if (!carry_ok(src, hfout_files[i], dir, &present, &st, err)) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return tr_fail(err, "%s; nothing was run", why);
+        }
+    }
+    return true;
+}
+
 /* Copy src/name to tmp/name (atomically) when src has it as a regular file; *carried gets ", name" appended.
- * Absent: nothing to do. Unreadable, not a regular file, or too large: refused naming it. */
+ * Absent: nothing to do. Unreadable, not a regular file, or too large: refused naming it (tr_hfout_check_carry
+ * refused those before the run; this is for a file that changed since). */
 static bool carry_file(const char *src, const char *tmp, const char *name, const char *dir, char *carried,
                        size_t ccap, tr_err *err)
 {
     char from[4400], to[4400];
     snprintf(from, sizeof from, "%s/%s", src, name);
     struct stat st;
-    if (stat(from, &st) != 0)
-        return true; /* the weights' directory does not have it */
-    if (!S_ISREG(st.st_mode) || st.st_size > HFOUT_CARRY_MAX)
-        return tr_fail(err, "--hf-out %s: %s is %s: it cannot be carried into the export; remove or fix it", dir,
-                       from, S_ISREG(st.st_mode) ? "larger than 256 MiB" : "not a regular file");
+    bool present;
+    if (!carry_ok(src, name, dir, &present, &st, err))
+        return false;
+    if (!present)
+        return true;
     FILE *f = fopen(from, "rb");
     char *buf = malloc((size_t)st.st_size + 1);
     size_t got = f && buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
@@ -488,9 +525,9 @@ static bool carry_file(const char *src, const char *tmp, const char *name, const
     if (f)
         fclose(f);
     if (!ok) {
+        const char *why = buf ? strerror(er) : "out of memory";
         free(buf);
-        return tr_fail(err, "--hf-out %s: cannot read %s to carry it into the export: %s", dir, from,
-                       buf ? strerror(er) : "out of memory");
+        return tr_fail(err, "--hf-out %s: cannot read %s to carry it into the export: %s", dir, from, why);
     }
     const void *parts[1] = {buf};
     size_t lens[1] = {got};

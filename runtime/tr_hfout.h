@@ -45,6 +45,11 @@ bool tr_hfout_config_matches(const char *dir, tr_err *err);
  * directory exists and is writable, and dir is absent or a previous tessgen export. */
 bool tr_hfout_check(const char *dir, tr_err *err);
 
+/* Before any work, on the rank that writes: can every file --hf-out DIR would carry from the weights' directory src
+ * (the tokenizer's, the generation config) be carried: absent, or a readable regular file of at most 256 MiB?
+ * Refused naming the file, "nothing was run". src NULL: nothing to carry. */
+bool tr_hfout_check_carry(const char *src, const char *dir, tr_err *err);
+
 /* Write dir atomically from the full tensors[0..n) (tessgen's names; each gets the "transformer." prefix)
  * and m, with src's tokenizer and generation-config files (vocab.json, merges.txt, tokenizer.json,
  * tokenizer_config.json, special_tokens_map.json, added_tokens.json, generation_config.json: those it has,

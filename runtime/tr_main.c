@@ -703,6 +703,29 @@ static void shape_of(const tr_param *p, int64_t *shape)
     shape[1] = p->full[1];
 }
 
+/* The Hugging Face directory the weights came from, whose tokenizer and generation-config files --hf-out carries
+ * (tr_hfout_write_dir): --weights DIR itself, or the directory of --weights DIR/FILE when it holds config.json
+ * (save_pretrained's layout). None for synthetic weights or a file elsewhere. */
+static bool weights_dir(const char *weights, char *dir, size_t cap)
+{
+    struct stat st;
+    if (!weights || !*weights || stat(weights, &st) != 0 || strlen(weights) >= cap)
+        return false;
+    snprintf(dir, cap, "%s", weights);
+    if (S_ISDIR(st.st_mode))
+        return true;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0'; /* a file in / */
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, cap, ".");
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    return stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Rank 0, before any work: can every output be written? */
 static bool check_outputs(const tr_opts *o, tr_err *err)
 {
@@ -729,6 +752,9 @@ static bool check_outputs(const tr_opts *o, tr_err *err)
         ok = false;
     if (ok && o->hf_out && !tr_hfout_check(o->hf_out, err))
         return false; /* its message says nothing was run */
+    char src[4096]; /* the files --hf-out carries from the weights' directory: refused now, not after the run */
+    if (ok && o->hf_out && weights_dir(o->weights, src, sizeof src) && !tr_hfout_check_carry(src, o->hf_out, err))
+        return false;
     if (!ok)
         tr_fail(err, "nothing was run");
     return ok;
@@ -1509,28 +1535,6 @@ static void grads_diverged(tr_ctx *c, float *H, const float *A, int k, double lo
     }
 }
 
-/* The Hugging Face directory the weights came from, whose tokenizer and generation-config files --hf-out carries
- * (tr_hfout_write_dir): --weights DIR itself, or the directory of --weights DIR/FILE when it holds config.json
- * (save_pretrained's layout). None for synthetic weights or a file elsewhere. */
-static bool weights_dir(const char *weights, char *dir, size_t cap)
-{
-    struct stat st;
-    if (!weights || !*weights || stat(weights, &st) != 0 || strlen(weights) >= cap)
-        return false;
-    snprintf(dir, cap, "%s", weights);
-    if (S_ISDIR(st.st_mode))
-        return true;
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        slash[1] = '\0'; /* a file in / */
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, cap, ".");
-    char cfg[4200];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    return stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /* Before --weights-out: never write non-finite weights over a file (H holds the run arena's copy). */
 static bool weights_out_finite(const tr_rank_desc *d, const float *H)

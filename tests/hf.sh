@@ -91,6 +91,23 @@ hf_carry() {
     ! grep -q "carried" "$w/carry2.out" && [ ! -e "$e/vocab.json" ] && [ -s "$e/model.safetensors" ]
 }
 
+# a file --hf-out would carry that cannot be carried (here tokenizer.json a directory) is refused before the first
+# step, naming it, with nothing written: not after the training it would have ended
+hf_carry_refused() {
+    local out="$WORK/hf/w_2_1" w="$WORK/hf" src="$WORK/hf/carry_bad" e="$WORK/hf/carry_bad_out"
+    [ -x "$out/run" ] || return 1
+    rm -rf "$src" "$e" "$w/bad_w.st" && mkdir -p "$src/tokenizer.json" &&
+        cp "$w/gpt2-hf/config.json" "$w/gpt2-hf/model.safetensors" "$src/" || return 1
+    if "$out/run" --weights "$src/model.safetensors" --steps 2 --tokens "$w/tok.npy" --targets "$w/tok.npy" \
+        --weights-out "$w/bad_w.st" --hf-out "$e" >"$w/carry_bad.out" 2>&1; then
+        echo "an uncarryable tokenizer.json was accepted"; return 1
+    fi
+    cat "$w/carry_bad.out"
+    grep -qF "$src/tokenizer.json is not a regular file: it cannot be carried into the export" "$w/carry_bad.out" &&
+        grep -q "nothing was run" "$w/carry_bad.out" && ! grep -q "^step " "$w/carry_bad.out" &&
+        [ ! -e "$e" ] && [ ! -e "$w/bad_w.st" ]
+}
+
 # in and out: the whole model from the save_pretrained directory, 3 AdamW steps, --hf-out; tessgen's logits of
 # the export (read back as --weights DIR/model.safetensors) equal the reference's forward of that directory and,
 # where transformers can be imported (TESS_HF_PYTHON), GPT2LMHeadModel.from_pretrained's logits of it
@@ -227,6 +244,8 @@ if wanted "hf:"; then
             hf_whole 2 1
         check "hf: --hf-out carries the tokenizer and generation-config files of the weights' directory byte for byte; weights from elsewhere carry none" \
             hf_carry
+        check "hf: a file --hf-out would carry but cannot (tokenizer.json a directory) is refused before the first step, naming it; nothing written" \
+            hf_carry_refused
         if "$HF_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then
             check "hf: in, 3 AdamW steps, --hf-out: the export's logits equal the reference's and transformers' (from_pretrained)" \
                 hf_roundtrip
