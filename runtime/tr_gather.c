@@ -594,12 +594,15 @@ int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long l
     return own ? idx % 65536 : d->nparams; /* d->nparams: another stage's tensor (its name is not known here) */
 }
 
-int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max)
+void tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max, char *name, size_t cap)
 {
+        int world = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
     struct {
         double v;
-        int idx;
-    } mine = {-1.0, 0}, all;
+        int rank;
+    } mine = {-1.0, world}, all;
+    int idx = 0;
     for (int i = 0; i < d->nparams; i++) {
         const tr_param *pr = &d->params[i];
         long long e = (long long)pr->rows * pr->cols;
@@ -607,11 +610,16 @@ int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max)
             double a = fabs((double)shard_elem(pr, H, pr->offset, 0, k));
             if (a > mine.v) {
                 mine.v = a;
-                mine.idx = i;
+                idx = i;
             }
         }
     }
+    /* the rank that holds the largest names it: ranks of other pipeline stages hold other tensors at that index */
     MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
     *max = all.v;
-    return all.idx;
+    char buf[256] = "";
+        if (world == all.rank && d->nparams > 0)
+        snprintf(buf, sizeof buf, "%s", d->params[idx].name);
+    MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, all.rank, MPI_COMM_WORLD);
+    snprintf(name, cap, "%s", buf);
 }

@@ -71,8 +71,9 @@ long long tr_gather_replica_check(tr_ctx *c, const float *H);
  * stage than the tensor's gets d->nparams (>= 0: found, its name unknown there). */
 int tr_gather_nonfinite(const tr_rank_desc *d, const float *H, int grads, long long *count, long long *first);
 
-/* The parameter holding the largest magnitude |value| over all ranks (its index, lowest on a
- * tie) and that magnitude in *max. Collective over MPI_COMM_WORLD. */
-int tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max);
+/* The largest magnitude |value| of any parameter over all ranks in *max, and that parameter's name in name (as the
+ * rank holding it names it: with pipeline stages the ranks hold different tensors; the lowest rank on a tie), on
+ * every rank. Collective over MPI_COMM_WORLD. */
+void tr_gather_max_abs(const tr_rank_desc *d, const float *H, double *max, char *name, size_t cap);
 
 #endif

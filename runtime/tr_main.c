@@ -1474,8 +1474,10 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
     tr_backend_sync(c);
     download_params(c, H, A, 0);
     int idx = find_nonfinite(d, H, 0, what, sizeof what);
-    double max = 0;
-    int big = idx < 0 ? tr_gather_max_abs(d, H, &max) : 0;
+        double max = 0;
+    char big[256] = "";
+    if (idx < 0)
+        tr_gather_max_abs(d, H, &max, big, sizeof big);
     if (d->rank != 0)
         return;
     if (k == 1)
@@ -1491,7 +1493,7 @@ static void diverged_loss(tr_ctx *c, float *H, const float *A, int k, double los
         fprintf(stderr, "error: training stopped at step %d: the loss is %s although every weight is finite: the "
                         "forward overflowed; the largest weight is %s with |w| = %g %s; lower optimizer.lr (now %g); "
                         "%s\n",
-                k, fmt_loss(ls, sizeof ls, loss), d->params[big].name, max, when, tr_model.lr,
+                k, fmt_loss(ls, sizeof ls, loss), big, max, when, tr_model.lr,
                 written_note(note, sizeof note));
     }
 }

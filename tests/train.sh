@@ -652,6 +652,31 @@ pipe_asan() {
             "$WORK/pipe_asan.out" && grep -q "bitwise identical to its replicas" "$WORK/pipe_asan.out"
 }
 
+# a forward that overflows with every weight finite names the largest weight as the rank holding it names it: here
+# one element of h.1.ln_2.weight (stage 1's) set to 3e38, so that layernorm's output overflows; rank 0 (stage 0) used
+# to print its own tensor at that index, h.0.ln_2.weight
+pipe_overflow_named() {
+    local two="$WORK/pipe_1_1_2_2_1f1b" w="$WORK/pipe_big.st"
+    pipe_build 1 1 2 2 1f1b || return 1
+    "$PY" tests/ref/tessref.py weights --layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 4 --seed 3 \
+        --out "$w" && "$PY" - "$w" <<'PY' || return 1
+import json, struct, sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+t = json.loads(data[8:8 + n])["h.1.ln_2.weight"]
+assert t["dtype"] == "F32"
+at = 8 + n + t["data_offsets"][0] + 4 * 5
+data[at:at + 4] = struct.pack("<f", 3e38)
+open(path, "wb").write(bytes(data))
+PY
+    "$two/run" --weights "$w" --steps 2 >"$WORK/pipe_big.out" 2>&1
+    local rc=$?
+    cat "$WORK/pipe_big.out"
+    [ $rc -ne 0 ] && grep -q "although every weight is finite: the forward overflowed; the largest weight is h.1.ln_2.weight with |w| = 3e+38" \
+        "$WORK/pipe_big.out"
+}
+
 pipe_refuses() {
     local two="$WORK/pipe_1_1_2_2_1f1b"
     pipe_build 1 1 2 2 1f1b || return 1
@@ -894,6 +919,7 @@ check "train: pipeline, the point-to-point bytes of 3 steps and the final forwar
 check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
 check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
 check "train: pipeline, --output is refused with pipeline stages, naming the option and mesh.pp" pipe_refuses
+check "train: pipeline, a forward that overflows with finite weights names the largest weight as the stage holding it names it" pipe_overflow_named
 check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches: 3 AdamW steps' losses equal the pp = 1 program's, the tied wte gradient's bytes as planned, both copies bitwise; unsummed, the losses leave pp = 1's after step 1" pipe_lm_losses 1 1
 check "train: pipeline, the whole GPT-2 on 2 stages of [2,2,1] (8 ranks): the losses equal the pp = 1 program's on [1,1,1], planned bytes, replicas and tied copies bitwise" pipe_lm_losses 2 1
 check "train: pipeline, --replica-check compares the first and last stage's copies of the tied wte" pipe_lm_tied_check
