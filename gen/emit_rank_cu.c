@@ -153,27 +153,10 @@ static const char *lt_epi(int epi)
     }
 }
 
-/* Does fused GEMM t write its output D (and aux) in bf16? The forward epilogues write the GeLU output g (bf16
- * training: g and the kept u, both bf16, gen/fuse.c); the others write C. */
-static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
-{
-    if (t->epi == TG_EPI_GELU_AUX_BIAS || (t->epi == TG_EPI_GELU_BIAS && rp->steps[t->fused].kind == TG_STEP_GELU_SAVE))
-        return esz(rp, &rp->steps[t->fused], 2) == 2;
-    return esz(rp, t, 2) == 2;
-}
-
-/* Does the CUDA code of step s name the buffer in slot? Not the fp32 h (the GEMM's C, the GeLU step's input) of a
- * pair whose epilogue writes bf16 training's GeLU output and kept u (D and aux, gen/fuse.c): cuBLASLt neither reads
- * (beta 0) nor writes it. */
+/* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule). */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
-    const tg_step *k = s->kind == TG_STEP_GEMM && s->fused >= 0 && cp->steps[s->fused].kind == TG_STEP_GELU_SAVE
-                           ? &cp->steps[s->fused]
-                       : s->kind == TG_STEP_GELU_SAVE && s->fused >= 0 ? s
-                                                                       : NULL;
-    /* bf16 training (aux = u) and bf16 inference (GELU_BIAS, D = g): both write bf16 and leave h alone */
-    if (k && (k->buf[3] >= 0 || cp->steps[k->fused].epi == TG_EPI_GELU_BIAS) && s->buf[slot] == k->buf[0])
-        return false;
+    (void)cp;
     return tg_streams_slot_used(s, slot);
 }
 
@@ -183,7 +166,7 @@ static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
 {
     return a->epi == b->epi && a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
            a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0) && a->transa == b->transa &&
-           a->transb == b->transb && lt_out_bf16(rp, a) == lt_out_bf16(rp, b);
+           a->transb == b->transb;
 }
 
 /* slot[i]: the table row of fused GEMM step i, else -1; returns the number of rows (-1: out of memory). Rows are
@@ -228,7 +211,7 @@ static void print_lt_shapes(tg_sb *o, const tg_class_plan *rp, const int *slot)
                           "algorithms are\n * chosen once at start-up; each call names its row. */\n"
                           "extern \"C\" const trc_lt_shape trc_lt_shapes[] = {\n");
         tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, %d, %d, %d},\n", lt_epi(t->epi), t->m, t->n, t->k,
-                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, lt_out_bf16(rp, t), t->transa,
+                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, 0, t->transa,
                      t->transb);
         n++;
     }
@@ -283,21 +266,13 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                          dgelu ? bn(rp, k, 1) : "nullptr", dgelu ? "nullptr" : bn(rp, k, 1));
         } else if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
             const tg_step *k = &rp->steps[s->fused];
-            int save = s->epi == TG_EPI_GELU_AUX_BIAS, keep16 = save && k->buf[3] >= 0;
-            if (!save && k->kind == TG_STEP_GELU_SAVE) { /* bf16 inference: D = g (bf16); C, h, not read (beta 0) */
-                tg_sb_printf(o, "    trc_gemm_lt(c, %d, TRC_EPI_GELU_BIAS, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, "
-                                "nullptr);\n",
-                             lt ? lt[s - rp->steps] : -1, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb,
-                             (double)s->beta, bn(rp, k, 2), s->ldc, bn(rp, k, 1), bn(rp, k, 2));
-                break;
-            }
-            /* fp32: u into C (aux = C), g into D; bf16 training: D = g and aux = u, both bf16, and beta = 0 (fuse.c),
-             * so C (D's type) is not read: D stands in for it */
+            int save = s->epi == TG_EPI_GELU_AUX_BIAS;
+            /* u into C (aux = C) and g into D, or GeLU in place in C; D fp32 always (gen/fuse.h: cuBLASLt reads the
+             * bias in D's type, and the plan's biases are fp32) */
             tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",
                          lt ? lt[s - rp->steps] : -1, save ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", s->m, s->n, s->k,
-                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, keep16 ? bn(rp, k, 2) : bn(rp, s, 2),
-                         s->ldc, bn(rp, k, 1), save ? bn(rp, k, 2) : bn(rp, s, 2),
-                         keep16 ? bn(rp, k, 3) : save ? bn(rp, s, 2) : "nullptr");
+                         bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
+                         bn(rp, k, 1), save ? bn(rp, k, 2) : bn(rp, s, 2), save ? bn(rp, s, 2) : "nullptr");
         } else if (*bf(rp, s, 0)) /* bf16 operands, fp32 result: cublasGemmEx (the plan checks both operands) */
             tg_sb_printf(o, "    trc_gemm_bf16(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
                          s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
