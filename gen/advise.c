@@ -427,6 +427,8 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                  spec->heads, spec->ffn, spec->seq, spec->batch);
     if (spec->vocab)
         tg_sb_printf(o, ", vocab %d", spec->vocab);
+    if (spec->vocab && spec->vocab_align > 1) /* each layout's vocab blocks padded to it (docs/MODEL.md "Padding") */
+        tg_sb_printf(o, " (blocks padded to a multiple of %d)", spec->vocab_align);
     tg_sb_printf(o, ", %s; predicted by the cost model (docs/COST.md), two streams as the CUDA backend runs\n",
                  spec->dtype == TG_BF16 ? "bf16" : "fp32");
     tg_sb_printf(o, "ranked by the %s (mode = \"%s\"); tokens/s = batch*seq per %s; MFU = model FLOPs / (time x %d "

@@ -60,6 +60,10 @@ void tg_fp_init(tg_fp *fp, const tg_spec *s)
         str(fp, "lm");
         num(fp, s->vocab);
         num(fp, s->positions);
+        if (s->vocab_align > 1) { /* only then, so fingerprints of unpadded language models are what they were */
+            str(fp, "vocab_align");
+            num(fp, s->vocab_align);
+        }
     }
     real(fp, s->eps);
     real(fp, s->opt.lr);

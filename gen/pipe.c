@@ -413,7 +413,7 @@ bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err)
                      p.idle, p.total, p.total ? 100.0 * (double)p.idle / (double)p.total : 0.0,
                      100.0 * (S - 1) / (double)(m + S - 1));
         if (s->vocab > 0) { /* the tied wte gradient: block E(i, j) [Vq, C/q] of each rank, once per step */
-            long long vq = (s->vocab + s->q - 1) / s->q, n = vq * (s->hidden / s->q);
+            long long vq = tg_spec_vocab_block(s, s->q), n = vq * (s->hidden / s->q);
             tg_sb_printf(out, "  tied wte gradient: stage 0 and stage %d exchange and add it after the last backward, "
                               "every step: %lld floats (%lld bytes) each way per rank (Vq x C/q = %lld x %d)\n",
                          S - 1, n, 4 * n, vq, s->hidden / s->q);

@@ -217,7 +217,7 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
         out->Hq = spec->heads / spec->p;
         out->nseq = spec->batch;
         out->V = spec->vocab;
-        out->Vq = spec->vocab > 0 ? (spec->vocab + spec->p - 1) / spec->p : 0; /* Vp = p*Vq */
+        out->Vq = (int)tg_spec_vocab_block(spec, spec->p); /* ceil(V/p) rounded up to vocab_align; Vp = p*Vq */
         out->mb = 1; /* the spec refuses micro-batches on this scheme */
         return;
     }
@@ -231,7 +231,7 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->Hq = spec->heads / spec->q;
     out->nseq = spec->batch / qd;
     out->V = spec->vocab;
-    out->Vq = spec->vocab > 0 ? (spec->vocab + spec->q - 1) / spec->q : 0;
+    out->Vq = (int)tg_spec_vocab_block(spec, spec->q); /* ceil(V/q) rounded up to vocab_align; Vp = q*Vq */
     out->mb = spec->mode == TG_TRAIN && spec->microbatches > 1 ? spec->microbatches : 1;
     if (spec->mode == TG_GENERATE) { /* docs/GENERATE.md "Choosing the layout": fewer bytes wins, SUMMA on a tie */
         long long Rp = (long long)out->nseq * spec->seq, Rd = out->nseq;

@@ -358,7 +358,8 @@ typedef struct tg_plan {
     int Hq;   /* heads / q local heads (megatron: heads / p) */
     int nseq; /* batch / (d*q) local sequences (megatron: batch) */
     int V;    /* vocabulary (0: the block stack alone) */
-    int Vq;   /* ceil(V / q): rows of a vocab block; Vp = q*Vq rows of the padded embedding */
+    int Vq;   /* ceil(V / q) (megatron: ceil(V / p)) rounded up to a multiple of model.vocab_align
+               * (tg_spec_vocab_block): rows of a vocab block; Vp = q*Vq rows of the padded embedding */
     int mb;   /* micro-batches per training step (spec pipeline.microbatches; 1: none). The class program is that of
                * one micro-batch of R/mb rows (nseq/mb sequences), run mb times per step; R and nseq stay the
                * rank's whole block (the I/O), the planner's own copy has them per micro-batch (plan.c) */

@@ -5,7 +5,8 @@
  * on the Tesseract layout. No rank ever holds a [tokens, vocab] array: rank
  * (i,j,k) holds logits(h, vocab block j) [R, Vq].
  *
- * wte [V, C] is padded to Vp = q*Vq rows (Vq = ceil(V/q)) and split like any
+ * wte [V, C] is padded to Vp = q*Vq rows (Vq = ceil(V/q) rounded up to
+ * model.vocab_align) and split like any
  * matrix: block E(a,b) [Vq, Cq] on ranks (a, b, every k), replica group dep;
  * its pad rows are zero (the runtime sets them at load, their gradient is
  * zero). wpe [P, C] is split by columns like a vector: [P, Cq] on (*, j, *),

@@ -2,8 +2,9 @@
  * plan_megatron_lm.c - the language model around the block stack (spec
  * model.vocab; docs/MODEL.md, docs/MEGATRON.md) on the megatron scheme's
  * vocab-parallel layout, as in Megatron-LM: p ranks, rank r holds wte rows
- * [r*Vq, (r+1)*Vq) whole-width [Vq, C] (Vq = ceil(V/p), Vp = p*Vq; rows at
- * or above V are zero pad, replica none); wpe [P, C] and ln_f are whole on
+ * [r*Vq, (r+1)*Vq) whole-width [Vq, C] (Vq = ceil(V/p) rounded up to
+ * model.vocab_align, Vp = p*Vq; rows at or above V are zero pad, replica
+ * none); wpe [P, C] and ln_f are whole on
  * every rank (replicas over world). The residual stream x [T, C] is whole
  * and bitwise identical on every rank, so:
  *

@@ -65,7 +65,7 @@ enum { TOP_NAME, TOP_MESH, TOP_MODEL, TOP_DTYPE, TOP_MODE, TOP_OPT, TOP_BACKENDS
        TOP_ATTENTION, TOP_EPILOGUES, TOP_PIPE, TOP_RECOMPUTE, TOP_DECODE_LAYOUT, TOP_COUNT };
 enum { MESH_Q, MESH_D, MESH_P, MESH_PLACEMENT, MESH_PP, MESH_COUNT };
 enum { MODEL_LAYERS, MODEL_HIDDEN, MODEL_HEADS, MODEL_FFN, MODEL_SEQ, MODEL_BATCH, MODEL_EPS,
-       MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_CONTEXT, MODEL_COUNT };
+       MODEL_VOCAB, MODEL_POSITIONS, MODEL_TIE, MODEL_CONTEXT, MODEL_VOCAB_ALIGN, MODEL_COUNT };
 enum { OPT_LR, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WD, OPT_WARMUP, OPT_DECAY, OPT_LR_MIN, OPT_CLIP, OPT_SHARD, OPT_COUNT };
 enum { PIPE_MICROBATCHES, PIPE_LAYERS, PIPE_SCHEDULE, PIPE_COUNT };
 
@@ -76,7 +76,7 @@ static const char *const level_keys[LVL_COUNT][TG_LVAL_MAX_KEYS] = {
     {"name", "mesh", "model", "dtype", "mode", "optimizer", "backends", "memory_gib", "scheme", "attention",
      "epilogues", "pipeline", "recompute", "decode_layout"},
     {"q", "d", "p", "placement", "pp"},
-    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie", "context"},
+    {"layers", "hidden", "heads", "ffn", "seq", "batch", "eps", "vocab", "positions", "tie", "context", "vocab_align"},
     {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup", "decay_steps", "lr_min", "clip", "shard"},
     {"microbatches", "layers", "schedule"},
 };
@@ -244,6 +244,7 @@ static const char *field_hint(int level, int k)
     case MODEL_VOCAB: return "the vocabulary size V";
     case MODEL_POSITIONS: return "the learned positions P, at least seq";
     case MODEL_CONTEXT: return "the KV-cache length N of generation, seq <= N <= positions";
+    case MODEL_VOCAB_ALIGN: return "the multiple each rank's vocabulary block is padded to, 1 for none";
     default: return "";
     }
 }
@@ -689,10 +690,14 @@ static long long sat_mul(long long a, long long b)
 static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
 {
     const tg_lval *vv = &c->val[LVL_MODEL][MODEL_VOCAB], *pv = &c->val[LVL_MODEL][MODEL_POSITIONS];
-    const tg_lval *tv = &c->val[LVL_MODEL][MODEL_TIE];
+    const tg_lval *tv = &c->val[LVL_MODEL][MODEL_TIE], *av = &c->val[LVL_MODEL][MODEL_VOCAB_ALIGN];
     char shown[256];
     s->vocab = s->positions = 0;
+    s->vocab_align = 1;
     if (vv->type == LUA_TNONE) {
+        if (av->type != LUA_TNONE)
+            fail(c, "model.vocab_align is given without model.vocab: it pads the LM head's vocabulary blocks, which "
+                    "exist only with a vocabulary; add vocab = <V> or drop vocab_align");
         if (pv->type != LUA_TNONE)
             fail(c, "model.positions is given without model.vocab: positions belong to the token embedding; add "
                     "vocab = <V> (e.g. 50257) or drop positions");
@@ -728,6 +733,18 @@ static void check_lm(spec_ctx *c, tg_spec *s, bool ok_seq)
                     "wte.weight, as in GPT-2); drop tie or use tie = true");
         }
     }
+    /* model.vocab_align a: each rank's vocab block ceil(V/q) (megatron: ceil(V/p)) rounded up to a multiple of a,
+     * so the logits [rows, Vq] and wte block [Vq, C/q] have rows cuBLAS's tensor-core kernels take (bf16: a
+     * multiple of 8); the pad is zero, outside max/sum/loss, gradient 0 (docs/MODEL.md "Padding") */
+    if (av->type != LUA_TNONE && check_int(c, LVL_MODEL, MODEL_VOCAB_ALIGN, SPEC_MAX_DIM, &s->vocab_align) &&
+        s->vocab_align > TG_SPEC_MAX_VOCAB_ALIGN) {
+        fail(c, "model.vocab_align = %d is larger than %d: every rank's vocab block would carry up to %d rows of "
+                "zero pad; use vocab_align <= %d (64 suits tensor cores)", s->vocab_align, TG_SPEC_MAX_VOCAB_ALIGN,
+             s->vocab_align - 1, TG_SPEC_MAX_VOCAB_ALIGN);
+        s->vocab_align = 1;
+    }
+    if (s->vocab_align < 1)
+        s->vocab_align = 1;
     if (!ok_v || !ok_p) {
         s->vocab = s->positions = 0;
         if (c->rep.nfail == 0)
@@ -1128,10 +1145,13 @@ static void validate(spec_ctx *c, tg_spec *s)
             check_count(c, "the token count", "batch*seq", B * S, "use a smaller batch or seq");
         if (s->vocab > 0 && ok_hidden && ok_batch && ok_seq) {
             /* the language model (plan_megatron_lm.c): every token, vocab block r of ceil(vocab/p) rows, whole width */
-            long long Vq = ceil_div(s->vocab, p);
-            check_count(c, "the per-rank logits block", "batch*seq*ceil(vocab/p)", sat_mul(B * S, Vq),
-                        "use a smaller batch, seq or vocab, or a larger p");
-            check_count(c, "the per-rank token embedding block", "ceil(vocab/p)*hidden", sat_mul(Vq, C),
+            long long Vq = tg_spec_vocab_block(s, p);
+            bool al = s->vocab_align > 1;
+            check_count(c, "the per-rank logits block",
+                        al ? "batch*seq*Vq (Vq: ceil(vocab/p) rounded up to vocab_align)" : "batch*seq*ceil(vocab/p)",
+                        sat_mul(B * S, Vq), "use a smaller batch, seq or vocab, or a larger p");
+            check_count(c, "the per-rank token embedding block", al ? "Vq*hidden" : "ceil(vocab/p)*hidden",
+                        sat_mul(Vq, C),
                         "use a smaller vocab or hidden, or a larger p");
             check_count(c, "the per-rank position embedding block", "positions*hidden", sat_mul(s->positions, C),
                         "use fewer positions or a smaller hidden");
@@ -1200,10 +1220,14 @@ static void validate(spec_ctx *c, tg_spec *s)
         check_count(c, "the per-rank MLP weight block", "(hidden/q)*(ffn/q)",
                     ceil_div(C, q) * ceil_div(F, q), "use a smaller hidden or ffn, or a larger q");
     if (s->vocab > 0 && ok_q && ok_d && ok_hidden && ok_batch && ok_seq) { /* the language model's blocks */
-        long long Vq = ceil_div(s->vocab, q);
-        check_count(c, "the per-rank logits block", "(batch*seq/(q*d))*ceil(vocab/q)",
+        long long Vq = tg_spec_vocab_block(s, q);
+        bool al = s->vocab_align > 1;
+        check_count(c, "the per-rank logits block",
+                    al ? "(batch*seq/(q*d))*Vq (Vq: ceil(vocab/q) rounded up to vocab_align)"
+                       : "(batch*seq/(q*d))*ceil(vocab/q)",
                     sat_mul(ceil_div(B * S, q * d), Vq), "use a smaller batch, seq or vocab, or a larger q or d");
-        check_count(c, "the per-rank token embedding block", "ceil(vocab/q)*(hidden/q)", sat_mul(Vq, ceil_div(C, q)),
+        check_count(c, "the per-rank token embedding block", al ? "Vq*(hidden/q)" : "ceil(vocab/q)*(hidden/q)",
+                    sat_mul(Vq, ceil_div(C, q)),
                     "use a smaller vocab or hidden, or a larger q");
         check_count(c, "the per-rank position embedding block", "positions*(hidden/q)",
                     sat_mul(s->positions, ceil_div(C, q)), "use fewer positions or a larger q");
@@ -1256,12 +1280,15 @@ bool tg_spec_load_buffer(const char *chunkname, const char *src, size_t len, tg_
     return load_source(chunkname, src, len, out, err);
 }
 
-/* ", vocab = V, positions = P" of a spec with a vocabulary, else "" */
+/* ", vocab = V, positions = P[, vocab_align = a]" of a spec with a vocabulary, else "" */
 static const char *lm_keys(char *buf, size_t cap, const tg_spec *s)
 {
+    char align[40] = "";
     buf[0] = '\0';
+    if (s->vocab_align > 1)
+        snprintf(align, sizeof align, ", vocab_align = %d", s->vocab_align);
     if (s->vocab > 0)
-        snprintf(buf, cap, ", vocab = %d, positions = %d", s->vocab, s->positions);
+        snprintf(buf, cap, ", vocab = %d, positions = %d%s", s->vocab, s->positions, align);
     return buf;
 }
 

@@ -18,7 +18,9 @@
  *     model = { layers = 2, hidden = 64, heads = 4, ffn = 256,
  *               seq = 16, batch = 4, eps = 1e-5,     -- eps optional (default 1e-5)
  *               vocab = 50257, positions = 1024 },   -- optional: the whole GPT-2 (docs/MODEL.md);
- *                                          -- tie = true optional (false refused: only the tied head)
+ *                                          -- tie = true optional (false refused: only the tied head);
+ *                                          -- vocab_align = 64 optional (default 1): each rank's vocab
+ *                                          -- block padded to a multiple of it (tensor cores)
  *     dtype = "fp32",                      -- optional, default "fp32"; or "bf16" (docs/BF16.md)
  *     attention = "cublas",                -- optional, default "cublas"; or "cudnn" (bf16 only; docs/CUDA.md)
  *     epilogues = true,                    -- optional, default true; false: no cuBLASLt epilogues (docs/CUDA.md)
@@ -83,6 +85,9 @@ typedef struct tg_spec {
     int vocab;       /* model.vocab V: token embedding, ln_f and the tied LM head with a vocab-parallel
                       * cross-entropy (docs/MODEL.md); 0: the block stack alone, as before */
     int positions;   /* model.positions P >= seq, learned positions (with vocab; else 0) */
+    int vocab_align; /* model.vocab_align a in 1..1024 (default 1; with vocab only): every rank's vocab block is
+                      * padded to a multiple of a rows (tg_spec_vocab_block); 0, as in a tg_spec made in code,
+                      * means 1 */
     int context;     /* model.context N: mode = "generate" only, seq <= N <= positions, the KV-cache length (prompt
                       * and generated tokens of one sequence); else 0 (docs/GENERATE.md) */
     tg_dtype dtype;
@@ -108,6 +113,16 @@ typedef struct tg_spec {
 } tg_spec;
 
 #define TG_MEMORY_GIB_DEFAULT 80.0 /* an 80 GB H100 or A100 */
+#define TG_SPEC_MAX_VOCAB_ALIGN 1024 /* model.vocab_align */
+
+/* Rows of one rank's vocab block when s's vocabulary V is split n ways (q on the tesseract scheme, p on the
+ * megatron one): ceil(V/n) rounded up to a multiple of model.vocab_align (docs/MODEL.md "Padding"); 0 without a
+ * vocabulary. The one place this rule lives: the planner, the spec's size checks and the texts all use it. */
+static inline long long tg_spec_vocab_block(const tg_spec *s, long long n)
+{
+    long long a = s->vocab_align > 1 ? s->vocab_align : 1, v = s->vocab > 0 ? (s->vocab + n - 1) / n : 0;
+    return (v + a - 1) / a * a;
+}
 
 /* Run the spec file at path in the sandbox and validate it. On failure err
  * holds one line per problem found (all of them, not only the first). */

@@ -293,7 +293,38 @@ PYEOF
     done
 }
 
+# model.vocab_align: every candidate layout is planned with its vocab blocks padded (V = 49 to a multiple of 64:
+# Vq 64 on [1,1,4] and [2,2,1], against 49 and 25 unpadded; heads 6 rule out megatron p = 4), so each candidate's
+# peak memory is larger than the unpadded spec's, and the model line says so
+adv_vocab_align() {
+    local a
+    adv_machine 4 80 >"$WORK/m4.lua" || return 1
+    for a in 1 64; do
+        cat >"$WORK/adv_va$a.lua" <<SPEC
+return { name = "va$a", mode = "train", mesh = { q = 1 },
+  model = { layers = 2, hidden = 24, heads = 6, ffn = 48, seq = 4, batch = 16, vocab = 49, positions = 6,
+            vocab_align = $a } }
+SPEC
+        $TG "$WORK/adv_va$a.lua" --advise --json --machine "$WORK/m4.lua" --ranks 4 >"$WORK/va$a.json" &&
+            $TG "$WORK/adv_va$a.lua" --advise --machine "$WORK/m4.lua" --ranks 4 >"$WORK/va$a.txt" || return 1
+    done
+    grep -F "vocab 49 (blocks padded to a multiple of 64)," "$WORK/va64.txt" && ! grep -F "padded" "$WORK/va1.txt" ||
+        return 1
+    "$PY" - "$WORK/va1.json" "$WORK/va64.json" <<'PYEOF'
+import json, sys
+def cands(f):
+    return {(c["scheme"], tuple(c["mesh"]), c["placement"]): c for c in json.load(open(f))["candidates"]}
+a, b = cands(sys.argv[1]), cands(sys.argv[2])
+assert a.keys() == b.keys() and len(a) >= 3, (sorted(a), sorted(b))
+for k in a:
+    print(k, "peak bytes", a[k]["peak_bytes"], "->", b[k]["peak_bytes"])
+    assert b[k]["peak_bytes"] > a[k]["peak_bytes"], k
+PYEOF
+}
+
 check "advise: a training spec is ranked by its step, with tokens/s and MFU; the best layout's spec lines generate it" adv_train
+check "advise: vocab_align pads every candidate's vocab blocks (more memory than unpadded) and the model line says so" \
+    adv_vocab_align
 check "advise: a layout that does not fit names the depth and the memory that make it fit" adv_fit_fix
 check "advise: a training layout too big with the spec's options gets micro-batches, recomputation or sharding that fit; its spec lines generate a spec that fits" adv_options
 check "advise: --json lists every [q,q,d] of P = 16, timed or refused, sorted by forward_s" adv_json

@@ -241,6 +241,42 @@ SPEC
     $TG "$WORK/pp2.lua" --summary --full 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --summary with a selection is refused" "$WORK/pp2.err"
 }
+# the tied wte gradient of 2 stages with model.vocab_align = 8: vocab 10 on q = 2 pads to Vq = 8 (not 5), and the
+# --summary line counts the floats the generated exchange moves (8 x 4 = 32, 128 bytes)
+cli_pipeline_vocab_align() {
+    cat >"$WORK/pp2va.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 8, vocab = 10, positions = 2, vocab_align = 8 }, pipeline = { microbatches = 4, layers = { 1, 3 } } }
+SPEC
+    $TG "$WORK/pp2va.lua" --summary >"$WORK/pp2va.sum" && $TG "$WORK/pp2va.lua" -o "$WORK/pp2va" >/dev/null || return 1
+    grep "tied wte" "$WORK/pp2va.sum"
+    grep -q "^  tied wte gradient: stage 0 and stage 1 exchange and add it after the last backward, every step: 32 floats (128 bytes) each way per rank (Vq x C/q = 8 x 4)$" "$WORK/pp2va.sum" &&
+        grep -q "^    tr_pipe_tied_sum(c, A + [0-9]*, 32, me - 4, 0); " "$WORK/pp2va/rank_s1_i1_j1.c" &&
+        grep -q "\.vocab = 10, \.vq = 8," "$WORK/pp2va/rank_s1_i1_j1.c"
+}
+# model.vocab_align = 1 is the default: its output is byte for byte the spec without the key; vocab 48 on q = 2 with
+# vocab_align = 8 plans the same blocks (Vq 24 either way) but is another spec, so another fingerprint
+cli_vocab_align_fingerprint() {
+    local a f1 f8
+    rm -rf "$WORK/va_out" "$WORK/va_none"
+    for a in none 1 8; do # one spec path and output directory (both are named in the output)
+        local key=", vocab_align = $a"
+        [ "$a" = none ] && key=""
+        cat >"$WORK/va.lua" <<SPEC
+return { name = "va", mode = "train", mesh = { q = 2 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 4, vocab = 48, positions = 2$key } }
+SPEC
+        $TG "$WORK/va.lua" -o "$WORK/va_out" --quiet || return 1
+        case $a in
+        none) cp -r "$WORK/va_out" "$WORK/va_none" ;;
+        1) diff -r "$WORK/va_none" "$WORK/va_out" || { echo "vocab_align = 1 changed the output"; return 1; }
+           f1=$(sed -n 's/.*"schedule_fingerprint": "\([0-9a-f]*\)".*/\1/p' "$WORK/va_out/manifest.json") ;;
+        8) f8=$(sed -n 's/.*"schedule_fingerprint": "\([0-9a-f]*\)".*/\1/p' "$WORK/va_out/manifest.json") ;;
+        esac
+    done
+    echo "fingerprints: vocab_align 1 $f1, 8 $f8"
+    [ -n "$f1" ] && [ -n "$f8" ] && [ "$f1" != "$f8" ] && grep -q "\.vocab = 48, \.vq = 24," "$WORK/va_out/rank_i0_j0.c"
+}
 # --show and --blocks with 2 stages of [1,1,1] (1 layer each), 1f1b over 4 micro-batches, worked out by hand: stage 0
 # runs w = 1 warm-up forward, then F(i+1) with B(i) (the send of F's activation joint with the receive of B's
 # gradient), B3 last; F takes 1 slot, B 2, so stage 0 runs F0 at 0, F1 at 1, B0 at 4 (after stage 1's F0 at 1 and B0
@@ -388,6 +424,10 @@ PYEOF
         grep -q "ranks 11+4k of 16 for k = 0..1 (11, 15), stage 1, coordinates (i=1, j=1, k)" \
             "$WORK/pp2d/schedule/rank_s1_i1_j1.txt"
 }
+check "cli: vocab_align = 1 writes the output of a spec without it, byte for byte; another vocab_align is another fingerprint" \
+    cli_vocab_align_fingerprint
+check "cli: 2 pipeline stages with vocab_align = 8: the tied wte gradient's exchange in --summary and in the program is the padded block's" \
+    cli_pipeline_vocab_align
 check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks, the language model's with the tied wte gradient's exchange; --summary --full is refused, nothing written" cli_pipeline_stages
 check "cli: 2 pipeline stages: --show prints each stage's classes and every pipeline step with its peer world rank, micro-batch, stash slot and time slot; --blocks names the stage that holds a layer" \
     cli_pipeline_show

@@ -252,6 +252,43 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 
+# model.vocab_align = 8 (docs/MODEL.md "Padding"): every rank's vocab block a multiple of 8 rows, so more pad than
+# q alone gives ([1,1,1]: Vq = 56, 7 pad rows; [2,2,1]: Vq = 32, 15 pad rows, 17 real ids in block 1). The program's
+# table says that Vq; one run (the CPU build) checks the poisoned logits and the loss against lm-forward, every
+# gradient against lm-backward and the bytes against the plan (--bytes), and --weights-out and --hf-out write the
+# V = 49 rows of wte it read (no pad rows), bit for bit
+lm_align() { # q d Vq
+    local W="$WORK/lm" dir="$WORK/lm/align8_$1_$2"
+    lm_spec "$1" "$2" train | sed "s/positions = 6 },/positions = 6, vocab_align = 8 },/" >"$dir.lua" &&
+        grep -q "vocab_align = 8" "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet &&
+        ninja -C "$dir" cpu >/dev/null || return 1
+    grep -q "\.vocab = 49, \.vq = $3," "$dir/rank_i0_j0.c" || { grep -n "\.vq =" "$dir/rank_i0_j0.c"; return 1; }
+    lm_poison "$dir/logits.npy" && rm -rf "$dir/g.st" "$dir/w.st" "$dir/hf" &&
+        "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --logits-out "$dir/logits.npy" \
+            --grads-out "$dir/g.st" --weights-out "$dir/w.st" --hf-out "$dir/hf" --bytes >"$dir/fwd.out" &&
+        cat "$dir/fwd.out" &&
+        "$PY" $LM_REF compare --ref "$W/logits_ref.npy" --got "$dir/logits.npy" --tol 1e-5 --label "logits [$1,$1,$2]" &&
+        "$PY" $LM_REF compare-grads --ref "$W/g_ref.st" --got "$dir/g.st" --tol 1e-4 --label "[$1,$1,$2]" &&
+        "$PY" - "$W/loss_ref.txt" "$dir/fwd.out" "$W/w.st" "$dir/w.st" "$dir/hf/model.safetensors" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, "tests/ref")
+import tessref
+ref = float(open(sys.argv[1]).read().split()[1])
+got = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("loss ")]
+rel = abs(got[0] - ref) / ref if got else 1.0
+print("loss", got, "reference", ref, "rel %.2e" % rel)
+ok = bool(got) and rel <= 1e-6
+w, wo, hf = (tessref.read_safetensors(f) for f in sys.argv[3:6])
+for n, t in w.items():
+    for label, g in (("--weights-out", wo.get(n)), ("--hf-out", hf.get("transformer." + n))):
+        if g is None or g.shape != t.shape or not np.array_equal(g, t):
+            print("%s %s: %s, not the %s read" % (label, n, None if g is None else g.shape, t.shape)); ok = False
+print("wte rows written:", wo["wte.weight"].shape[0], hf["transformer.wte.weight"].shape[0])
+sys.exit(0 if ok and len(wo) == len(w) and len(hf) == len(w) else 1)
+PYEOF
+}
+
 # an inference program prints the loss and writes the same logits (no backward, no optimizer state)
 # lm_placed PLACEMENT: the whole model on [2,2,2] with mesh.placement col or dep (other global ranks for the same
 # classes): logits against the reference, bytes planned
@@ -424,6 +461,10 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
         [ -x "$WORK/lm/train_2_1_novocab/bin/model" ] &&
             check "lm: --tokens refused by a block stack, --input by a language model" lm_wrong_options
         check "lm: an inference program prints the loss and writes the reference logits" lm_infer
+        check "lm: vocab_align = 8 on [1,1,1] (Vq 56): logits, loss and every gradient match the reference, planned bytes, V rows written" \
+            lm_align 1 1 56
+        check "lm: vocab_align = 8 on [2,2,1] (Vq 32): logits, loss and every gradient match the reference, planned bytes, V rows written" \
+            lm_align 2 1 32
         check "lm: mesh [2,2,2] placement col: logits match the reference, planned bytes" lm_placed col
         check "lm: mesh [2,2,2] placement dep: logits match the reference, planned bytes" lm_placed dep
         check "lm: transformer.-prefixed names load (lm_head unread); --weights-out read back gives the same loss" \

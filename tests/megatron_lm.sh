@@ -12,7 +12,7 @@
 # then: 20-step losses of p = 1, 2, 3 within 2e-5 of the Tesseract meshes [1,1,1] and [2,2,1] and 1e-4 of lm-train;
 # --data training (the validation loss before the first step equals the mean of lm-forward over the shard's 3
 # batches); p = 3 under ASan+UBSan; and a mutation (rank 1's target-logit range shifted by one in the generated
-# code) caught by the logits check.
+# code) caught by the logits check; and p = 2 with model.vocab_align = 8 (logits, loss, gradients, bytes).
 MGL=$WORK/mglm
 MGL_PS=${TESS_MEGATRON_LM_PS:-"1 2 3"}
 MGL_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
@@ -191,6 +191,30 @@ mgl_mutation() {
     echo "the mutated program fails the logits and loss check, as it must"
 }
 
+# model.vocab_align = 8 on p = 2 (docs/MODEL.md "Padding"): Vq = 32 (15 pad rows, 17 real ids on rank 1) in the
+# program's table; one run: the poisoned logits and the loss against lm-forward, every gradient against lm-backward,
+# --bytes as planned
+mgl_align() {
+    local d="$MGL/mg_align8_p2"
+    mgl_spec mg_align8_p2 "scheme = \"megatron\", mesh = { p = 2 }" |
+        sed "s/positions = 6 },/positions = 6, vocab_align = 8 },/" >"$d.lua" &&
+        grep -q "vocab_align = 8" "$d.lua" && bin/tessgen "$d.lua" -o "$d" --quiet && ninja -C "$d" cpu >/dev/null &&
+        grep -q "\.vocab = 49, \.vq = 32," "$d/rank_i0_j0.c" && mgl_poison "$d/logits.npy" && rm -f "$d/g.st" &&
+        "$d/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" --logits-out "$d/logits.npy" \
+            --grads-out "$d/g.st" --bytes >"$d/fwd.out" &&
+        cat "$d/fwd.out" && grep -q "every rank moved exactly the planned bytes" "$d/fwd.out" &&
+        "$PY" $MGL_REF compare --ref "$MGL/logits_ref.npy" --got "$d/logits.npy" --tol 1e-5 --label "logits" &&
+        "$PY" $MGL_REF compare-grads --ref "$MGL/g_ref.st" --got "$d/g.st" --tol 1e-4 --label "p=2 vocab_align 8" &&
+        "$PY" - "$MGL/loss_ref.txt" "$d/fwd.out" <<'PYEOF'
+import sys
+ref = float(open(sys.argv[1]).read().split()[1])
+got = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("loss ")]
+rel = abs(got[0] - ref) / ref if got else 1.0
+print("loss", got, "reference", ref, "rel %.2e" % rel)
+sys.exit(0 if got and rel <= 1e-6 else 1)
+PYEOF
+}
+
 if [ -z "$filter" ] || [[ "$filter" == *lm* ]] || [[ "$filter" == *megatron* ]]; then # checks filter themselves
     if mgl_setup >"$WORK/log" 2>&1; then
         ok "lm: megatron float64 reference (weights, tokens, logits, gradients, 20 steps)"
@@ -206,6 +230,8 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]] || [[ "$filter" == *megatron* ]];
                 notok "lm: megatron p=$p generate and build" "$WORK/log"
             fi
         done
+        check "lm: megatron p=2 vocab_align = 8 (Vq 32): logits, loss and every gradient match the reference, planned bytes" \
+            mgl_align
         if mgl_build tess_1_1 "mesh = { q = 1, d = 1 }" >"$WORK/log" 2>&1 &&
             mgl_build tess_2_1 "mesh = { q = 2, d = 1 }" >"$WORK/log" 2>&1; then
             check "lm: megatron 20-step losses equal tesseract [1,1,1] and [2,2,1], falling, tracking float64" mgl_losses

@@ -325,11 +325,12 @@ static void check_gelu_u(const tg_plan *pl, const tg_class_plan *all, const char
     }
 }
 
-static void check_megatron(int p, int train, int V)
+static void check_megatron(int p, int train, int V, int align)
 {
-    int L = 2, C = 48, F = 192, T = 8 * 6, Vq = V ? (V + p - 1) / p : 0;
+    int L = 2, C = 48, F = 192, T = 8 * 6, Vq = V ? ((V + p - 1) / p + align - 1) / align * align : 0;
     tg_spec s = tt_spec_megatron(p, L, C, 12, F, 8, 6, train);
     s.vocab = V;
+    s.vocab_align = align;
     s.positions = V ? 10 : 0;
     tg_plan pl;
     tg_class_plan *all;
@@ -340,6 +341,7 @@ static void check_megatron(int p, int train, int V)
     TT_CHECK(ok, "plan failed: %s", err.msg);
     if (!ok)
         return;
+    TT_CHECK(pl.Vq == Vq, "p=%d vocab_align %d: Vq %d, want %d", p, align, pl.Vq, Vq);
     for (int r = 0; r < p; r++) {
         tg_coord co = tg_mesh_coord(&pl.mesh, r);
         TT_CHECK(tg_class_of(&pl, r) == r && co.i == r && co.j == 0 && co.k == 0 && tg_mesh_rank(&pl.mesh, co) == r,
@@ -626,9 +628,18 @@ int main(void)
                 snprintf(name, sizeof name, "megatron p=%d%s%s: classes, shards, world all-reduces", p,
                          train ? " training" : "", V ? " vocab 49" : "");
                 TT_CASE(name) {
-                    check_megatron(p, train, V);
+                    check_megatron(p, train, V, 1);
                 }
             }
+    for (int p = 1; p <= 3; p++) /* vocab 49 on p = 1, 2, 3: Vq = 56, 32, 24 (7, 15, 23 pad rows) */
+        for (int train = 0; train < 2; train++) {
+            char name[128];
+            snprintf(name, sizeof name, "megatron p=%d%s vocab 49, vocab_align 8: every vocab block a multiple of 8 "
+                                        "rows, shards, world all-reduces", p, train ? " training" : "");
+            TT_CASE(name) {
+                check_megatron(p, train, 49, 8);
+            }
+        }
     for (int bf16 = 0; bf16 < 2; bf16++)
         TT_CASE(bf16 ? "megatron p=2 bf16 training: GeLU's backward reads the bf16 pre-activation its forward kept; "
                        "no epilogue (a bf16 D would need a bf16 bias)"
@@ -783,22 +794,26 @@ int main(void)
         tg_class_free(&c1);
         tg_class_free(&c0);
     }
-    for (int lmc = 0; lmc < 3; lmc++) {
-        static const int lmq[3] = {1, 2, 3}, lmd[3] = {2, 2, 1};
-        int q = lmq[lmc], d = lmd[lmc], V = 49, P = 6, L = 2, C = 24;
-        char name[96];
-        snprintf(name, sizeof name, "language model [%d,%d,%d], V = %d: shards, padding, int32 ids, LM bytes", q, q, d,
-                 V);
+    for (int lmc = 0; lmc < 6; lmc++) {
+        /* model.vocab_align a = 1 (the default) and 8: Vq = ceil(ceil(V/q) / a) * a, q*Vq - V pad rows */
+        static const int lmq[3] = {1, 2, 3}, lmd[3] = {2, 2, 1}, want_vq[2][3] = {{49, 25, 17}, {56, 32, 24}},
+                         want_pad[2][3] = {{0, 1, 2}, {7, 15, 23}};
+        int al = lmc / 3, q = lmq[lmc % 3], d = lmd[lmc % 3], V = 49, P = 6, L = 2, C = 24;
+        char name[128];
+        snprintf(name, sizeof name, "language model [%d,%d,%d], V = %d%s: shards, padding, int32 ids, LM bytes", q, q,
+                 d, V, al ? ", vocab_align = 8" : "");
         TT_CASE(name) {
             tg_spec s = tt_spec(q, d, L, C, 6, 48, 4, 12, 1), s0 = s;
             s.vocab = V;
             s.positions = P;
+            s.vocab_align = al ? 8 : 1;
             tg_plan pl, pl0;
             tg_plan_init(&s, &pl);
             tg_plan_init(&s0, &pl0);
             tg_err err = {{0}, 0};
             int R = pl.R, Cq = pl.Cq, Vq = pl.Vq;
-            TT_CHECK(Vq == (V + q - 1) / q, "Vq %d", Vq);
+            TT_CHECK(Vq == want_vq[al][lmc % 3] && q * Vq - V == want_pad[al][lmc % 3] && Vq % s.vocab_align == 0,
+                     "Vq %d, %d pad rows; want %d and %d", Vq, q * Vq - V, want_vq[al][lmc % 3], want_pad[al][lmc % 3]);
             for (int c = 0; c < q * q; c++) {
                 tg_class_plan a, b;
                 int i = c / q, j = c % q;
@@ -818,6 +833,18 @@ int main(void)
                          "class (%d,%d): wte shard", i, j);
                 TT_CHECK(wpe->replica == TG_COLDEP && wpe->piece[0].nr == P && wpe->piece[0].c0 == j * Cq,
                          "class (%d,%d): wpe shard", i, j);
+                /* the loss over vocab block j: Vq columns, its real ids only (the pad columns excluded) */
+                int nvj = V - j * Vq < 0 ? 0 : V - j * Vq > Vq ? Vq : V - j * Vq, nloss = 0;
+                for (int k = 0; k < a.nsteps; k++) {
+                    const tg_step *st = &a.steps[k];
+                    if (st->kind != TG_STEP_LM_ROWMAX && st->kind != TG_STEP_LM_SUMS && st->kind != TG_STEP_LM_DLOGITS)
+                        continue;
+                    nloss++;
+                    TT_CHECK(st->vocab0 == j * Vq && st->nvalid == nvj && st->cols == Vq,
+                             "class (%d,%d) step %d %s: vocab0 %d nvalid %d cols %d; want %d, %d, %d", i, j, k,
+                             tg_step_kind_name(st->kind), st->vocab0, st->nvalid, st->cols, j * Vq, nvj, Vq);
+                }
+                TT_CHECK(nloss == 3, "class (%d,%d): %d loss steps", i, j, nloss);
                 TT_CHECK(a.bufs[a.tok_buf].dtype == TG_BUF_I32 && a.bufs[a.tok_buf].elems == (long long)q * R &&
                              a.bufs[a.tgt_buf].dtype == TG_BUF_I32 && a.bufs[a.tgt_buf].elems == R &&
                              a.bufs[a.logits_buf].rows == R && a.bufs[a.logits_buf].cols == Vq,

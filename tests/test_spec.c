@@ -226,6 +226,36 @@ int main(void)
                  "vocab %d", S.vocab);
     }
 
+    TT_CASE("model.vocab_align loads (default 1); 0, 1025, 2.5, a string and vocab_align without vocab are refused "
+            "naming the field, the rule and the fix") {
+        const char *pre = "return { mesh = { q = 2, d = 1 }, model = { layers = 1, hidden = 8, heads = 2, ffn = 16, "
+                          "seq = 4, batch = 2, ";
+        char src[512];
+        snprintf(src, sizeof src, "%svocab = 11, positions = 12 } }", pre);
+        TT_CHECK(load(src) && S.vocab_align == 1, "absent: %d %.400s", S.vocab_align, E.msg);
+        snprintf(src, sizeof src, "%svocab = 11, positions = 12, vocab_align = 64 } }", pre);
+        TT_CHECK(load(src) && S.vocab_align == 64, "64: %d %.400s", S.vocab_align, E.msg);
+        snprintf(src, sizeof src, "%svocab = 11, positions = 12, vocab_align = 1024 } }", pre);
+        TT_CHECK(load(src) && S.vocab_align == 1024, "1024: %d %.400s", S.vocab_align, E.msg);
+        static const char *const bad[][2] = {
+            {"vocab = 11, positions = 12, vocab_align = 0",
+             "model.vocab_align = 0 is not a positive integer (the multiple each rank's vocabulary block is padded to, "
+             "1 for none); use vocab_align >= 1"},
+            {"vocab = 11, positions = 12, vocab_align = 1025",
+             "model.vocab_align = 1025 is larger than 1024: every rank's vocab block would carry up to 1024 rows of "
+             "zero pad; use vocab_align <= 1024 (64 suits tensor cores)"},
+            {"vocab = 11, positions = 12, vocab_align = 2.5", "model.vocab_align must be a positive integer, got 2.5"},
+            {"vocab = 11, positions = 12, vocab_align = \"64\"", "model.vocab_align must be a positive integer, got"},
+            {"vocab_align = 8",
+             "model.vocab_align is given without model.vocab: it pads the LM head's vocabulary blocks, which exist "
+             "only with a vocabulary; add vocab = <V> or drop vocab_align"},
+        };
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            snprintf(src, sizeof src, "%s%s } }", pre, bad[k][0]);
+            TT_CHECK(!load(src) && E.count == 1 && strstr(E.msg, bad[k][1]), "%s: got: %.400s", bad[k][0], E.msg);
+        }
+    }
+
     TT_CASE("mode = \"generate\" loads model.context; every other mode has context 0") {
         bool ok = load("return { mesh = { q = 2, d = 1 }, mode = \"generate\", model = { layers = 1, hidden = 8,"
                        " heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11, positions = 12, context = 10 } }");

@@ -31,6 +31,7 @@ static inline tg_spec tt_spec(int q, int d, int layers, int C, int heads, int F,
     s.mode = train ? TG_TRAIN : TG_INFER;
     s.opt = (tg_adamw){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
     s.memory_gib = TG_MEMORY_GIB_DEFAULT;
+    s.vocab_align = 1;
     return s;
 }
 
