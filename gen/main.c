@@ -36,6 +36,7 @@
 #include "plan.h"
 #include "spec.h"
 #include "pipe.h"
+#include "pipe_cost.h"
 #include "summary.h"
 #include "version.h"
 
@@ -577,7 +578,7 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
                         "\"infer\"\n", spec_path);
         return 2;
     }
-    if (!tg_pipe_can_emit(&spec, advise ? "--advise" : "--cost", &err)) {
+    if (advise && !tg_pipe_can_emit(&spec, "--advise", &err)) { /* --cost times pipeline stages (pipe_cost.h) */
         fprintf(stderr, "%s\ntessgen: nothing was printed\n", err.msg);
         return 1;
     }
@@ -600,8 +601,16 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
         tg_plan_init(&spec, &pl);
         tg_class_plan cp;
         tg_cost cs;
+        tg_pipe_cost pc;
         if (!tg_bounds_work(&pl, &err)) {
             rc = 1;
+        } else if (spec.pp > 1) { /* every stage's classes, the proved schedule timed (docs/COST.md "Pipeline stages") */
+            if (tg_pipe_cost_run(&spec, &mc, &pc, &err)) {
+                (json ? tg_pipe_cost_json : tg_pipe_cost_text)(&spec, &mc, &pc, &text);
+                tg_pipe_cost_free(&pc);
+            } else {
+                rc = 70;
+            }
         } else if (!tg_plan_class(&pl, 0, 0, &cp, &err)) {
             rc = 70;
         } else {
