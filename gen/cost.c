@@ -49,10 +49,11 @@ static void group_link(const tg_plan *pl, const tg_class_plan *cp, const tg_step
 {
     const tg_mesh *m = &pl->mesh;
     tg_coord c = {cp->i, cp->j, 0};
-    int rpn = mc->ranks_per_node, me = tg_mesh_rank(m, c) / rpn, on_mine = 0, g = s->group_size;
+    int base = cp->stage * m->p; /* pipeline stage s holds world ranks s*p .. s*p + p - 1 (0 without stages) */
+    int rpn = mc->ranks_per_node, me = (base + tg_mesh_rank(m, c)) / rpn, on_mine = 0, g = s->group_size;
     bool crosses = false;
     for (int l = 0; l < g; l++) {
-        int node = tg_group_member(m, s->group, c, l) / rpn;
+        int node = (base + tg_group_member(m, s->group, c, l)) / rpn;
         if (node == me)
             on_mine++;
         else
@@ -191,6 +192,8 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
         step_t[i] = t;
         tg_cost_phase *ph = &out->phase[s->phase];
         ph->serial_s += times * t;
+        if (!s->last_mb)
+            ph->mb_serial_s += t;
         ph->nsteps++;
         ph->kind_s[s->kind] += times * t;
         if (is_collective(s->kind)) {
@@ -225,12 +228,13 @@ bool tg_cost_class(const tg_plan *pl, const tg_class_plan *cp, const tg_machine 
         double t0 = clock[0] > clock[1] ? clock[0] : clock[1];
         out->phase[cur_phase].streams_s = t0 - phase_start;
     }
-    if (pl->mb > 1) { /* the phases so far are the last micro-batch's; the others run without the last_mb steps */
-        double span[4] = {0, 0, 0, 0};
-        span_not_last(cp, step_t, end, span);
-        for (int ph = TG_PHASE_FWD; ph < TG_PHASE_OPT; ph++)
-            out->phase[ph].streams_s += (double)(pl->mb - 1) * span[ph];
-    }
+    /* the phases so far are the last micro-batch's; the others run without the last_mb steps */
+    double span[4] = {0, 0, 0, 0};
+    span_not_last(cp, step_t, end, span);
+    for (int ph = 0; ph < 4; ph++)
+        out->phase[ph].mb_streams_s = span[ph];
+    for (int ph = TG_PHASE_FWD; ph < TG_PHASE_OPT && pl->mb > 1; ph++)
+        out->phase[ph].streams_s += (double)(pl->mb - 1) * span[ph];
     free(step_t);
     free(end);
     return true;

@@ -41,6 +41,9 @@ typedef struct tg_cost_phase {
     double comm_inter_s;       /* of comm_s: collectives whose group crosses nodes */
     double intra_bytes, inter_bytes; /* payload bytes of collectives whose group stays in a node / crosses nodes */
     double kind_s[TG_COST_NKINDS]; /* busy time per step kind */
+    double mb_streams_s, mb_serial_s; /* one micro-batch that is not the last: its steps once, the ones that run on
+                                       * the last micro-batch only (the gradients' all-reduces) left out; the last
+                                       * one takes streams_s - (mb-1) mb_streams_s (serial alike) */
     int nsteps;
 } tg_cost_phase;
 

@@ -36,6 +36,7 @@
 #include "plan.h"
 #include "spec.h"
 #include "pipe.h"
+#include "pipe_cost.h"
 #include "summary.h"
 #include "version.h"
 
@@ -86,9 +87,10 @@ static void usage(FILE *f)
             "                     the machine, with memory per rank and what dominates; P: --ranks P, else\n"
             "                     the spec's mesh\n"
             "  --cost             the predicted time of the spec's own mesh: phases, step kinds, layers\n"
+            "                     (with mesh.pp > 1: each stage, its blocks between stages, the step)\n"
             "  --machine M.lua    the cluster: ranks per node, links, GEMM rates, memory\n"
             "  --json             with --advise: {\"candidates\": [...], \"refused\": [...]}; with --cost:\n"
-            "                     {\"phases\": {\"forward\": {...}, ...}}\n"
+            "                     {\"phases\": {\"forward\": {...}, ...}} (with stages {\"stages\": [...], ...})\n"
             "\n"
             "From Hugging Face (README.md, \"From Hugging Face\"):\n"
             "  --from-hf DIR      print to stdout a spec for the GPT-2 model that save_pretrained wrote in DIR:\n"
@@ -577,7 +579,7 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
                         "\"infer\"\n", spec_path);
         return 2;
     }
-    if (!tg_pipe_can_emit(&spec, advise ? "--advise" : "--cost", &err)) {
+    if (advise && !tg_pipe_can_emit(&spec, "--advise", &err)) { /* --cost times pipeline stages (pipe_cost.h) */
         fprintf(stderr, "%s\ntessgen: nothing was printed\n", err.msg);
         return 1;
     }
@@ -600,8 +602,16 @@ static int advise_main(const char *spec_path, const char *machine_path, int advi
         tg_plan_init(&spec, &pl);
         tg_class_plan cp;
         tg_cost cs;
+        tg_pipe_cost pc;
         if (!tg_bounds_work(&pl, &err)) {
             rc = 1;
+        } else if (spec.pp > 1) { /* every stage's classes, the proved schedule timed (docs/COST.md "Pipeline stages") */
+            if (tg_pipe_cost_run(&spec, &mc, &pc, &err)) {
+                (json ? tg_pipe_cost_json : tg_pipe_cost_text)(&spec, &mc, &pc, &text);
+                tg_pipe_cost_free(&pc);
+            } else {
+                rc = 70;
+            }
         } else if (!tg_plan_class(&pl, 0, 0, &cp, &err)) {
             rc = 70;
         } else {

@@ -8,7 +8,8 @@
  * has finished). The simulation is deterministic: every stage runs its list in order, and a pair of
  * operations can only complete together, so the order in which stages are visited changes neither the result
  * nor the clocks. Durations: F takes layers[s] slots, B 2*layers[s], communication 0 (the bubble's usual
- * model; the cost model, not this, times communication). The proof reads only the lists, so the check covers
+ * model); tg_pipe_time runs the same simulation with the cost model's seconds per op instead (gen/pipe_cost.c):
+ * a send and its receive then both end at the later of the two clocks plus the block's transfer time. The proof reads only the lists, so the check covers
  * whatever order the emitters print from them.
  */
 #include "pipe.h"
@@ -259,7 +260,22 @@ static bool check_lists(const tg_pipe *p, tg_err *err)
     return bad == 0;
 }
 
-bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
+/* The duration of op on stage s: with d, its seconds (pipe.h tg_pipe_durs); without, its slots (F layers,
+ * B twice that, communication none). */
+static double op_time(const tg_pipe *p, const tg_pipe_durs *d, int s, const tg_pipe_op *o)
+{
+    if (!d)
+        return is_comm(o->kind) ? 0.0 : (double)p->layers[s] * (o->kind == TG_PIPE_FWD ? 1 : 2);
+    if (o->kind == TG_PIPE_FWD)
+        return d->fwd[s];
+    if (o->kind == TG_PIPE_BWD)
+        return o->mb == p->m - 1 && d->bwd_last ? d->bwd_last[s] : d->bwd[s];
+    return d->p2p ? d->p2p[s < o->peer ? s : o->peer] : 0.0;
+}
+
+/* The event run of tg_pipe_simulate and tg_pipe_time: every stage's list with blocking send and receive, each op
+ * taking op_time; t[s]: stage s's clock at its end, busy[s]: its F and B time; the ops' at (slots) only without d. */
+static bool run(tg_pipe *p, const tg_pipe_durs *d, double *t, double *busy, tg_err *err)
 {
     int S = p->S;
     if (S < 1 || p->m < 1)
@@ -267,14 +283,14 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
     if (!check_lists(p, err))
         return false;
     int *pc = calloc((size_t)S, sizeof *pc), *live = calloc((size_t)S, sizeof *live);
-    long long *t = calloc((size_t)S, sizeof *t), *gt = calloc((size_t)S, sizeof *gt);
+    double *gt = calloc((size_t)S, sizeof *gt);
     unsigned char(*done)[TG_PIPE_MAX_JOINT] = calloc((size_t)S, sizeof *done);
-    if (!pc || !t || !live || !gt || !done) {
-        free(pc), free(t), free(live), free(gt), free(done);
+    if (!pc || !live || !gt || !done) {
+        free(pc), free(live), free(gt), free(done);
         return tg_fail(err, "pipeline schedule: out of memory");
     }
     for (int s = 0; s < S; s++)
-        p->busy[s] = 0, p->stash[s] = 0;
+        t[s] = busy[s] = 0, p->stash[s] = 0;
     /* a stage at a send or receive has posted its group: that step and the joint ones after it (end[s]); each
      * completes with a matching step in the peer's posted group, the group when all its steps have */
     bool moved = true;
@@ -284,10 +300,11 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
             while (pc[s] < p->nops[s]) {
                 tg_pipe_op *o = &p->ops[s][pc[s]];
                 if (!is_comm(o->kind)) {
-                    long long d = (long long)p->layers[s] * (o->kind == TG_PIPE_FWD ? 1 : 2);
-                    o->at = t[s];
-                    t[s] += d;
-                    p->busy[s] += d;
+                    double dt = op_time(p, d, s, o);
+                    if (!d)
+                        o->at = (long long)t[s];
+                    t[s] += dt;
+                    busy[s] += dt;
                     live[s] += o->kind == TG_PIPE_FWD ? 1 : -1;
                     if (live[s] > p->stash[s])
                         p->stash[s] = live[s];
@@ -310,7 +327,7 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
                         all = 0;
                         continue;
                     }
-                    long long at = t[s] > t[q] ? t[s] : t[q];
+                    double at = (t[s] > t[q] ? t[s] : t[q]) + op_time(p, d, s, a); /* both sides end together */
                     done[s][k - pc[s]] = done[q][hit - pc[q]] = 1;
                     gt[s] = gt[s] > at ? gt[s] : at;
                     gt[q] = gt[q] > at ? gt[q] : at;
@@ -319,8 +336,8 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
                 if (!all)
                     break;
                 t[s] = gt[s] > t[s] ? gt[s] : t[s];
-                for (int k = pc[s]; k < end; k++)
-                    p->ops[s][k].at = t[s];
+                for (int k = pc[s]; k < end && !d; k++)
+                    p->ops[s][k].at = (long long)t[s];
                 memset(done[s], 0, sizeof done[s]);
                 gt[s] = 0;
                 pc[s] = end;
@@ -353,16 +370,36 @@ bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
         }
         stuck++;
     }
-    long long span = 0;
-    for (int s = 0; s < S; s++)
-        span = t[s] > span ? t[s] : span;
-    p->makespan = span;
-    p->total = span * S;
-    p->idle = p->total;
-    for (int s = 0; s < S; s++)
-        p->idle -= p->busy[s];
-    free(pc), free(t), free(live), free(gt), free(done);
+    free(pc), free(live), free(gt), free(done);
     return stuck == 0;
+}
+
+bool tg_pipe_simulate(tg_pipe *p, tg_err *err)
+{
+    int S = p->S > 0 ? p->S : 1;
+    double *t = calloc((size_t)S, sizeof *t), *busy = calloc((size_t)S, sizeof *busy);
+    if (!t || !busy) {
+        free(t), free(busy);
+        return tg_fail(err, "pipeline schedule: out of memory");
+    }
+    bool ok = run(p, NULL, t, busy, err); /* whole slots: exact in a double below 2^53 */
+    long long span = 0;
+    for (int s = 0; s < p->S; s++) {
+        p->busy[s] = (long long)busy[s];
+        span = (long long)t[s] > span ? (long long)t[s] : span;
+    }
+    p->makespan = span;
+    p->total = span * p->S;
+    p->idle = p->total;
+    for (int s = 0; s < p->S; s++)
+        p->idle -= p->busy[s];
+    free(t), free(busy);
+    return ok;
+}
+
+bool tg_pipe_time(tg_pipe *p, const tg_pipe_durs *d, double *end, double *busy, tg_err *err)
+{
+    return run(p, d, end, busy, err);
 }
 
 bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err)

@@ -76,6 +76,20 @@ void tg_pipe_free(tg_pipe *p);
  * they could deadlock or do not run every micro-batch's F and B once. Fills makespan, busy, stash, idle, total. */
 bool tg_pipe_simulate(tg_pipe *p, tg_err *err);
 
+/* Seconds per operation for tg_pipe_time (the cost model's, gen/pipe_cost.c). */
+typedef struct tg_pipe_durs {
+    const double *fwd;      /* [S] the forward of one micro-batch on stage s */
+    const double *bwd;      /* [S] its backward */
+    const double *bwd_last; /* [S] the backward of micro-batch m-1 (the gradients' all-reduces run in it); NULL: bwd */
+    const double *p2p;      /* [S-1] one block (activation or gradient) between stage s and s+1; NULL: none */
+} tg_pipe_durs;
+
+/* tg_pipe_simulate's run with d's durations in seconds: a send and its receive both end at the later of the two
+ * stages' clocks plus the block's p2p time (a joint group when all its exchanges have). end[s]: stage s's clock
+ * after its last step, busy[s]: its forwards and backwards (both [S], the caller's). The ops' slots are left as
+ * they are. False as tg_pipe_simulate (the same proof). */
+bool tg_pipe_time(tg_pipe *p, const tg_pipe_durs *d, double *end, double *busy, tg_err *err);
+
 /* "F3" "B0" "sA2>1" "rG0<2": one op in the notation of --summary (send/receive Activation/Gradient, mb, peer);
  * a joint op ends in "+" (it and the next are one exchange). */
 void tg_pipe_op_str(const tg_pipe_op *op, char *out, size_t cap);
@@ -85,8 +99,8 @@ void tg_pipe_op_str(const tg_pipe_op *op, char *out, size_t cap);
 bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err);
 
 /* Whether the tool `what` covers s: everything for pp = 1; with pp > 1 generating (the block stack's and the language
- * model's stage programs, CPU backend) and nothing else that asks (--summary --full, --advise, --cost: false with a message
- * naming mesh.pp and the fix; --show and --blocks do not ask, gen/main.c). */
+ * model's stage programs, CPU backend) and nothing else that asks (--summary --full, --advise: false with a message
+ * naming mesh.pp and the fix; --show, --blocks and --cost (gen/pipe_cost.c) do not ask, gen/main.c). */
 bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err);
 
 #endif

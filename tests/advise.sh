@@ -322,6 +322,65 @@ for k in a:
 PYEOF
 }
 
+# mesh.pp = 2 (gpipe, layers { 1, 3 }, 4 micro-batches of 2 rows x C/q = 4 floats: 32-byte blocks) on 4 ranks per node:
+# each stage's [2,2,1] group fills a node, so every block crosses nodes, the node's 10 GB/s shared by its 4 ranks:
+# c = 5 us + 32 B / 2.5 GB/s. The stages' serial forwards, backwards (m - 1 ordinary ones and the last with the
+# all-reduces) and optimizers add up to the pp = 1 program's phases. Stage 1 (3 layers) is the bottleneck, and with
+# blocking sends gpipe waits a block before each of its forwards and after each backward:
+#   pipeline = F0 + m (F1 + c) + (m - 1) (B1 + c) + B1last + c + B0last, step = pipeline + stage 0's optimizer
+# (stage 0 ends last). The language model adds the tied wte exchange, Vq x C/q = 5 x 4 floats, on the same link.
+# --advise with stages is still refused naming mesh.pp, nothing printed.
+adv_pipeline_cost() {
+    cat >"$WORK/adv_pp2.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 8 }, pipeline = { microbatches = 4, layers = { 1, 3 }, schedule = "gpipe" } }
+SPEC
+    sed 's/pp = 2/pp = 1/; s/, layers = { 1, 3 }, schedule = "gpipe"//' "$WORK/adv_pp2.lua" >"$WORK/adv_pp1.lua"
+    sed 's/batch = 8 }/batch = 8, vocab = 10, positions = 2 }/' "$WORK/adv_pp2.lua" >"$WORK/adv_pp2lm.lua"
+    adv_machine 4 80 >"$WORK/m4.lua" &&
+        $TG "$WORK/adv_pp2.lua" --cost --machine "$WORK/m4.lua" >"$WORK/pp2.cost" &&
+        grep -q "^  0     0\.\.0  " "$WORK/pp2.cost" && grep -q "^  1     1\.\.3  " "$WORK/pp2.cost" &&
+        grep -q "^step, streams: [0-9.e-]* s (the pipeline " "$WORK/pp2.cost" &&
+        grep -q "^step, serial: [0-9.e-]* s (the pipeline .*); bubble [0-9.]*% (the CPU backend" "$WORK/pp2.cost" &&
+        $TG "$WORK/adv_pp2.lua" --cost --json --machine "$WORK/m4.lua" >"$WORK/pp2.json" &&
+        $TG "$WORK/adv_pp2lm.lua" --cost --json --machine "$WORK/m4.lua" >"$WORK/pp2lm.json" &&
+        $TG "$WORK/adv_pp1.lua" --cost --json --machine "$WORK/m4.lua" >"$WORK/pp1.json" || return 1
+    "$PY" - "$WORK/pp2.json" "$WORK/pp1.json" "$WORK/pp2lm.json" <<'PYEOF' || return 1
+import json, sys
+pp, one, lm = (json.load(open(f)) for f in sys.argv[1:4])
+st, ph, m = pp["stages"], one["phases"], 4
+close = lambda a, b: abs(a - b) <= 1e-4 * abs(b) + 1e-12
+c = 5e-6 + 32 / (10e9 / 4)
+assert pp["block_bytes"] == 32 and all(s["p2p_inter"] for s in st[:1]), pp
+assert close(st[0]["p2p_s"], c), (st[0]["p2p_s"], c)
+assert close(sum(m * s["serial_fwd_s"] for s in st), ph["forward"]["serial_s"]), "forward"
+assert close(sum((m - 1) * s["serial_bwd_s"] + s["serial_bwd_last_s"] for s in st), ph["backward"]["serial_s"]), "backward"
+assert close(sum(s["serial_opt_s"] for s in st), ph["optimizer"]["serial_s"]), "optimizer"
+s0, s1 = st
+for t in ("", "serial_"):
+    want = (s0[t + "fwd_s"] + m * (s1[t + "fwd_s"] + c) + (m - 1) * (s1[t + "bwd_s"] + c) + s1[t + "bwd_last_s"] + c
+            + s0[t + "bwd_last_s"])
+    assert close(pp[t + "pipeline_s"], want), (t, pp[t + "pipeline_s"], want)
+    assert close(pp[t + "step_s"], want + s0[t + "opt_s"]), (t, pp[t + "step_s"])
+    busy = s0[t + "busy_s"] + s1[t + "busy_s"]
+    assert close(pp[t + "bubble"], 1 - busy / (2 * pp[t + "pipeline_s"])), t
+assert lm["tied_bytes"] == 80 and close(lm["tied_s"], 5e-6 + 80 / (10e9 / 4)), lm
+print("step", pp["step_s"], "pipeline", pp["pipeline_s"], "bubble", pp["bubble"], "pp = 1", pp["pp1_step_s"])
+PYEOF
+    # nodes hold world ranks: [1,1,2] x 2 stages on 3 ranks per node puts stage 0 (ranks 0, 1) on node 0 and stage 1
+    # (ranks 2, 3) across nodes 0 and 1, so stage 1's depth all-reduces of the gradients (in its last backward) cross
+    # nodes and stage 0's do not, on equal layers; the block of rank 1 to rank 3 crosses too
+    printf 'return { mode = "train", mesh = { q = 1, d = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2,\n  ffn = 16, seq = 2, batch = 8 }, pipeline = { microbatches = 2 } }\n' >"$WORK/adv_ppd.lua"
+    adv_machine 3 80 >"$WORK/m3.lua" &&
+        $TG "$WORK/adv_ppd.lua" --cost --json --machine "$WORK/m3.lua" >"$WORK/ppd.json" &&
+        "$PY" -c 'import json, sys
+s0, s1 = json.load(open(sys.argv[1]))["stages"]
+d0, d1 = (s["serial_bwd_last_s"] - s["serial_bwd_s"] for s in (s0, s1))
+assert d1 > 2 * d0 > 0 and s0["p2p_inter"], (d0, d1, s0)' "$WORK/ppd.json" || return 1
+    $TG "$WORK/adv_pp2.lua" --advise --machine "$WORK/m4.lua" >"$WORK/pp2.adv" 2>"$WORK/e"
+    [ $? -eq 1 ] && [ ! -s "$WORK/pp2.adv" ] && grep -q "mesh.pp = 2: .* so --advise is refused" "$WORK/e"
+}
+
 check "advise: a training spec is ranked by its step, with tokens/s and MFU; the best layout's spec lines generate it" adv_train
 check "advise: vocab_align pads every candidate's vocab blocks (more memory than unpadded) and the model line says so" \
     adv_vocab_align
@@ -335,3 +394,4 @@ check "advise: a bad machine file is exit 1 naming file and field; misuse exit 2
 check "advise: a mode = \"generate\" spec is refused (exit 2, nothing printed), not ranked as an inference forward without its KV cache" adv_generate
 check "advise: both shipped machine profiles rank and cost" adv_profiles
 check "advise: a rate of 5e-324 is refused naming the field; machines at the ends of every range give finite text and valid JSON" adv_extreme_machines
+check "advise: --cost with 2 pipeline stages times each stage from its own class plans, on the nodes its world ranks are on, and the gpipe schedule with its point-to-point blocks; --advise with stages is still refused" adv_pipeline_cost

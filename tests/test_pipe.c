@@ -169,5 +169,83 @@ int main(void)
                      "receive and compute steps, more than the 16777216 tessgen proves"),
                  "%s", E.msg);
     }
+    /* tg_pipe_time: the same proved lists with durations in seconds (the cost model's). Equal stages with no
+     * communication: every stage does m forwards and m backwards and waits S - 1 forwards and S - 1 backwards
+     * (the fill and the drain), so both schedules take (m + S - 1) * (F + B). */
+    TT_CASE("timed in seconds, equal stages without communication take (m + S - 1) * (F + B) with either schedule") {
+        for (int sched = 0; sched < 2; sched++)
+            for (int S = 2; S <= 4; S++)
+                for (int m = 1; m <= 6; m++) {
+                    int layers[4] = {1, 1, 1, 1};
+                    double F[4] = {1.5, 1.5, 1.5, 1.5}, B[4] = {3, 3, 3, 3}, end[4], busy[4];
+                    tg_pipe p;
+                    tg_err_clear(&E);
+                    TT_CHECK(tg_pipe_build(&p, S, m, (tg_pipe_sched)sched, layers, &E), "%s", E.msg);
+                    tg_pipe_durs d = {F, B, NULL, NULL};
+                    TT_CHECK(tg_pipe_time(&p, &d, end, busy, &E), "%s", E.msg);
+                    double span = 0;
+                    for (int s = 0; s < S; s++) {
+                        span = end[s] > span ? end[s] : span;
+                        TT_CHECK(busy[s] == m * 4.5, "stage %d busy %g", s, busy[s]);
+                    }
+                    TT_CHECK(span == (m + S - 1) * 4.5, "sched %d S %d m %d: %g, want %g", sched, S, m, span,
+                             (m + S - 1) * 4.5);
+                    tg_pipe_free(&p);
+                }
+    }
+
+    /* Unequal stages: stage 1 (F1 = 3, B1 = 6) is three times stage 0 (F0 = 1, B0 = 2). Once the first activation
+     * arrives (after F0) the last stage never waits, so both schedules take F0 + m (F1 + B1) + B0 = 1 + 36 + 2 = 39
+     * for m = 4; a slow last backward of micro-batch m - 1 (the gradients' all-reduces) adds its difference once. */
+    TT_CASE("timed in seconds, a slower last stage takes F0 + m (F1 + B1) + B0 with either schedule") {
+        for (int sched = 0; sched < 2; sched++) {
+            int layers[2] = {1, 3};
+            double F[2] = {1, 3}, B[2] = {2, 6}, Bl[2] = {2, 7.5}, end[2], busy[2];
+            tg_pipe p;
+            tg_err_clear(&E);
+            TT_CHECK(tg_pipe_build(&p, 2, 4, (tg_pipe_sched)sched, layers, &E), "%s", E.msg);
+            tg_pipe_durs d = {F, B, NULL, NULL};
+            TT_CHECK(tg_pipe_time(&p, &d, end, busy, &E), "%s", E.msg);
+            TT_CHECK(end[0] == 39 && end[1] == 37, "sched %d: ends %g %g, want 39 37", sched, end[0], end[1]);
+            TT_CHECK(busy[0] == 12 && busy[1] == 36, "sched %d: busy %g %g", sched, busy[0], busy[1]);
+            d.bwd_last = Bl;
+            TT_CHECK(tg_pipe_time(&p, &d, end, busy, &E), "%s", E.msg);
+            TT_CHECK(end[0] == 40.5 && busy[1] == 37.5, "sched %d: end %g busy %g, want 40.5 37.5", sched, end[0],
+                     busy[1]);
+            tg_pipe_free(&p);
+        }
+    }
+
+    /* Point-to-point time c per block: with one micro-batch nothing overlaps, every block is waited for,
+     * S (F + B) + 2 (S - 1) c. With gpipe, 2 equal stages (F = 1, B = 2), c = 0.5 and m = 4, worked by hand: the
+     * blocking sends pace the forwards: stage 1's F(u) starts at 1.5, 3, 4.5, 6 (each after the previous F and the
+     * block), its B(u) at 7, 9.5, 12, 14.5 (each after the previous gradient's send), stage 0's B(3) after the last
+     * gradient at 17: 19, not the 15 of c = 0. */
+    TT_CASE("timed in seconds, a point-to-point time adds where the schedule waits for the block") {
+        for (int sched = 0; sched < 2; sched++)
+            for (int S = 2; S <= 4; S++) {
+                int layers[4] = {1, 1, 1, 1};
+                double F[4] = {1, 1, 1, 1}, B[4] = {2, 2, 2, 2}, c[3] = {0.5, 0.5, 0.5}, end[4], busy[4];
+                tg_pipe p;
+                tg_err_clear(&E);
+                TT_CHECK(tg_pipe_build(&p, S, 1, (tg_pipe_sched)sched, layers, &E), "%s", E.msg);
+                tg_pipe_durs d = {F, B, NULL, c};
+                TT_CHECK(tg_pipe_time(&p, &d, end, busy, &E), "%s", E.msg);
+                TT_CHECK(end[0] == S * 3 + 2 * (S - 1) * 0.5, "sched %d S %d: %g", sched, S, end[0]);
+                tg_pipe_free(&p);
+            }
+        int layers[2] = {1, 1};
+        double F[2] = {1, 1}, B[2] = {2, 2}, c[1] = {0.5}, end[2], busy[2];
+        tg_pipe p;
+        tg_err_clear(&E);
+        TT_CHECK(tg_pipe_build(&p, 2, 4, TG_PIPE_GPIPE, layers, &E), "%s", E.msg);
+        tg_pipe_durs d = {F, B, NULL, c};
+        TT_CHECK(tg_pipe_time(&p, &d, end, busy, &E), "%s", E.msg);
+        TT_CHECK(end[0] == 19 && end[1] == 17 && busy[0] == 12, "ends %g %g busy %g, want 19 17 12", end[0], end[1],
+                 busy[0]);
+        /* and the slot proof still sees no communication: makespan (m + S - 1) * 3 slots */
+        TT_CHECK(tg_pipe_simulate(&p, &E) && p.makespan == 15, "makespan %lld", p.makespan);
+        tg_pipe_free(&p);
+    }
     TT_EXIT();
 }
