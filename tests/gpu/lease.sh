@@ -131,7 +131,7 @@ part_build() {
         wait "${pids[$i]}" || { fails=$((fails + 1)); echo "# build failed: ${names[$i]} (its log: build/gpu-work)"; }
     done
     wait
-    echo "# built: $(ls -d "$TG_WORK"/*/bin/model-cuda 2>/dev/null | wc -l) programs, $fails failures"
+    echo "# built: $(find "$TG_WORK" -mindepth 3 -maxdepth 3 -path '*/bin/model-cuda' | wc -l) programs, $fails failures"
 }
 
 # kernels: each standalone kernel check `build` compiled, with its microbenchmark, its whole output kept in
@@ -159,7 +159,10 @@ for p in "${parts[@]}"; do
     build) part build part_build ;;
     kernels) part kernels part_kernels ;;
     compare) part compare tests/gpu/bench.sh compare-tessgen ;;
-    check) part check tests/gpu/check.sh ${TESS_LEASE_CHECK:-env training bf16 lm} ;;
+    check)
+        read -r -a stages <<<"${TESS_LEASE_CHECK:-env training bf16 lm}"
+        part check tests/gpu/check.sh "${stages[@]}"
+        ;;
     torch) TESS_TORCH_TIMEOUT=$(($(left) - 10)) part torch tests/gpu/bench.sh compare-torch report ;;
     more)
         part inference tests/gpu/check.sh inference races
