@@ -37,14 +37,8 @@ mgl_setup() { lm_ref_files "$MGL"; } # tests/lm.sh: the same model, weights and 
 
 mgl_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 4, 49), np.nan, np.float32))" "$1"; }
 
-mgl_logits() { # dir label
-    local d="$MGL/$1"
-    mgl_poison "$d/logits.npy" &&
-        "$d/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" --logits-out "$d/logits.npy" \
-            --bytes >"$d/fwd.out" &&
-        grep -q "every rank moved exactly the planned bytes" "$d/fwd.out" &&
-        "$PY" $MGL_REF compare --ref "$MGL/logits_ref.npy" --got "$d/logits.npy" --tol 1e-5 --label "logits $2" &&
-        "$PY" - "$MGL/loss_ref.txt" "$d/fwd.out" <<'PYEOF'
+mgl_loss_ok() { # fwd.out: its "loss" line within 1e-6 of the float64 reference's
+    "$PY" - "$MGL/loss_ref.txt" "$1" <<'PYEOF'
 import sys
 ref = float(open(sys.argv[1]).read().split()[1])
 got = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("loss ")]
@@ -52,6 +46,16 @@ rel = abs(got[0] - ref) / ref if got else 1.0
 print("loss", got, "reference", ref, "rel %.2e" % rel)
 sys.exit(0 if got and rel <= 1e-6 else 1)
 PYEOF
+}
+
+mgl_logits() { # dir label
+    local d="$MGL/$1"
+    mgl_poison "$d/logits.npy" &&
+        "$d/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" --logits-out "$d/logits.npy" \
+            --bytes >"$d/fwd.out" &&
+        grep -q "every rank moved exactly the planned bytes" "$d/fwd.out" &&
+        "$PY" $MGL_REF compare --ref "$MGL/logits_ref.npy" --got "$d/logits.npy" --tol 1e-5 --label "logits $2" &&
+        mgl_loss_ok "$d/fwd.out"
 }
 
 mgl_grads() { # p
@@ -205,14 +209,7 @@ mgl_align() {
         cat "$d/fwd.out" && grep -q "every rank moved exactly the planned bytes" "$d/fwd.out" &&
         "$PY" $MGL_REF compare --ref "$MGL/logits_ref.npy" --got "$d/logits.npy" --tol 1e-5 --label "logits" &&
         "$PY" $MGL_REF compare-grads --ref "$MGL/g_ref.st" --got "$d/g.st" --tol 1e-4 --label "p=2 vocab_align 8" &&
-        "$PY" - "$MGL/loss_ref.txt" "$d/fwd.out" <<'PYEOF'
-import sys
-ref = float(open(sys.argv[1]).read().split()[1])
-got = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("loss ")]
-rel = abs(got[0] - ref) / ref if got else 1.0
-print("loss", got, "reference", ref, "rel %.2e" % rel)
-sys.exit(0 if got and rel <= 1e-6 else 1)
-PYEOF
+        mgl_loss_ok "$d/fwd.out"
 }
 
 if [ -z "$filter" ] || [[ "$filter" == *lm* ]] || [[ "$filter" == *megatron* ]]; then # checks filter themselves
