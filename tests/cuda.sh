@@ -884,18 +884,33 @@ if wanted "cuda: compile"; then
         done
         check "cuda: compile: the CUDA runtime compiled once for the four programs of [2,2,2] (scripts/rt_shared.sh), each output's copy byte for byte the shared one" \
             cu_rt_shared
-        check "cuda: compile: the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/lnb_check.sh "$WORK/lnb_check"
-        check "cuda: compile: the attention check and microbenchmark (tests/cuda/attn_check.cu: softmax kernels, cuBLAS attention) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/attn_check.sh "$WORK/attn_check"
-        check "cuda: compile: the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the element-wise kernels' 16-byte and scalar bf16 paths bit for bit the reference" \
-            tests/cuda/bf16_check.sh "$WORK/bf16_check" host
-        check "cuda: compile: the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/rows_check.sh "$WORK/rows_check"
-        check "cuda: compile: the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the kernel's 16-byte and scalar paths bit for bit the CPU loop" \
-            tests/cuda/adamw_check.sh "$WORK/adamw_check" host
-        check "cuda: compile: the cuBLASLt epilogue check and microbenchmark (tests/cuda/lt_check.cu: trc_gemm_lt) for sm_80 and sm_90, -Werror, no spills" \
-            tests/cuda/lt_check.sh "$WORK/lt_check"
+        # the standalone kernel checks: six independent nvcc builds (one thread each), started together so that both
+        # cores work, then each reported by its own check (its log and exit status kept)
+        kc_names=(lnb attn bf16 rows adamw lt)
+        kc_modes=("" "" host "" host "")
+        kc_what=("the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills"
+            "the attention check and microbenchmark (tests/cuda/attn_check.cu: softmax kernels, cuBLAS attention) for sm_80 and sm_90, -Werror, no spills"
+            "the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the element-wise kernels' 16-byte and scalar bf16 paths bit for bit the reference"
+            "the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills"
+            "the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the kernel's 16-byte and scalar paths bit for bit the CPU loop"
+            "the cuBLASLt epilogue check and microbenchmark (tests/cuda/lt_check.cu: trc_gemm_lt) for sm_80 and sm_90, -Werror, no spills")
+        kc_pids=()
+        for i in "${!kc_names[@]}"; do
+            kc_pids[i]=""
+            wanted "cuda: compile: ${kc_what[i]}" || continue
+            # shellcheck disable=SC2086 # an empty mode is no argument
+            tests/cuda/"${kc_names[i]}"_check.sh "$WORK/${kc_names[i]}_check" ${kc_modes[i]} >"$WORK/kc_${kc_names[i]}.log" 2>&1 &
+            kc_pids[i]=$!
+        done
+        kc_result() { # i: the background build's log, and its exit status
+            local rc=0
+            wait "${kc_pids[$1]}" || rc=$?
+            cat "$WORK/kc_${kc_names[$1]}.log"
+            return $rc
+        }
+        for i in "${!kc_names[@]}"; do
+            [ -n "${kc_pids[i]}" ] && check "cuda: compile: ${kc_what[i]}" kc_result "$i"
+        done
         # the SASS of every kernel the last mesh's programs compiled (docs/CUDA.md "FP64 and tensor cores in the
         # kernels"): cuobjdump from the toolkit, else from PyPI (scripts/sass_tools.sh)
         if wanted "cuda: compile: SASS"; then
