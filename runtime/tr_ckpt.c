@@ -871,16 +871,14 @@ static bool check_open(const ck_list *l, ck_src *f, const char *path, int reshar
             ok = tr_fail(err, "%s: the checkpoint's __metadata__ has no \"%s\": not a complete tessgen checkpoint",
                          path, m->key[k]);
         } else if (strcmp(w, m->val[k]) != 0 && !reshard) {
-            char mw[META_VAL], sw[META_VAL];
-            if (!src_meta(f, "mesh", mw, sizeof mw))
-                mw[0] = '\0';
+            char sw[META_VAL];
             if (!src_meta(f, "mesh.strides", sw, sizeof sw))
                 sw[0] = '\0';
             ok = tr_fail(err, "%s: the checkpoint was written on mesh %s (rank strides i,j,k = %s), this program "
                               "runs mesh %s (strides %s): add --reshard to re-shard it on load (every rank reads "
                               "its pieces of the full tensors; the run continues on this mesh, within rounding of "
                               "the original mesh's run, not bitwise), or resume with a program of mesh %s",
-                         path, mw, sw, tr_mesh_text(), m->val[META_MODEL + META_OPT + 1], mw);
+                         path, st->mesh, sw, tr_mesh_text(), m->val[META_MODEL + META_OPT + 1], st->mesh);
         }
     }
     /* the pipeline stages and the blocks each holds: the same, or --reshard (each stage reads its own blocks by name);
@@ -892,14 +890,11 @@ static bool check_open(const ck_list *l, ck_src *f, const char *path, int reshar
     if (!src_meta(f, "mesh.stages", fst, sizeof fst))
         snprintf(fst, sizeof fst, "%s", strcmp(fpp, "1") == 0 && l->stages == 1 ? bst : "?");
     if (ok && !reshard && (atoi(fpp) != l->stages || strcmp(fst, bst) != 0)) {
-        char mw[META_VAL];
-        if (!src_meta(f, "mesh", mw, sizeof mw))
-            mw[0] = '\0';
         ok = tr_fail(err, "%s: the checkpoint was written on mesh %s with mesh.pp = %.16s (the stages' blocks %.60s), "
                           "this program runs mesh %s with mesh.pp = %d (blocks %s): add --reshard to re-shard it on "
                           "load (each stage reads its own blocks' tensors), or resume with a program of mesh.pp = %.16s "
                           "and those stage blocks",
-                     path, mw, fpp, fst, tr_mesh_text(), l->stages, bst, fpp);
+                     path, st->mesh, fpp, fst, tr_mesh_text(), l->stages, bst, fpp);
     }
     /* the dtype: the same, or --reshard (a checkpoint holds fp32 master weights and moments in either dtype) */
     if (!src_meta(f, "dtype", st->dtype, sizeof st->dtype))
