@@ -144,30 +144,45 @@ part_torch() {
         "$B/torch.json" --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --seq "$S" --batch "$Bt"
 }
 
-cmp_forward() { # model name: the bf16 forward of the inference program
-    tg_run "$1" infer16 1 1 --repeat 20 >"$B/cmp_$2_forward.txt" 2>&1 &&
-        [ -n "$(value forward_seconds_median "$B/cmp_$2_forward.txt")" ]
+cmp_forward() { # model name [attention]: the bf16 forward of the inference program
+    tg_run "$1" "infer16$3" 1 1 --repeat 20 >"$B/cmp_$2$3_forward.txt" 2>&1 &&
+        [ -n "$(value forward_seconds_median "$B/cmp_$2$3_forward.txt")" ]
 }
-cmp_step() { # model name: the bf16 training step, its time per step kind
-    tg_run "$1" train16 1 1 --steps 10 --timing >"$B/cmp_$2_step.txt" 2>&1 &&
-        [ -n "$(value step_seconds_median "$B/cmp_$2_step.txt")" ] && [ -n "$(value gemm_seconds "$B/cmp_$2_step.txt")" ]
+cmp_step() { # model name [attention]: the bf16 training step, its time per step kind
+    tg_run "$1" "train16$3" 1 1 --steps 10 --timing >"$B/cmp_$2$3_step.txt" 2>&1 &&
+        [ -n "$(value step_seconds_median "$B/cmp_$2$3_step.txt")" ] && [ -n "$(value gemm_seconds "$B/cmp_$2$3_step.txt")" ]
+}
+cmp_serial() { # model [attention]
+    CUDA_LAUNCH_BLOCKING=1 TESS_CUDA_GRAPH=0 tg_run "$1" "train16$2" 1 1 --steps 5 --timing >"$B/cmp_serial$2_step.txt" 2>&1 &&
+        [ -n "$(value attention_seconds "$B/cmp_serial$2_step.txt")" ]
 }
 part_compare_tessgen() {
-    local spec log
+    local spec log a
+    local atts=("")
+    [ -n "$TG_CUDNN" ] && atts+=(cudnn) # attention = "cudnn" beside the default where cuDNN is found
     rm -f "$B"/cmp_*.txt
-    for spec in "$C12 infer16" "$C12 train16" "$CLM infer16" "$CLM train16"; do
-        # shellcheck disable=SC2086
-        set -- $spec
-        tg_built "$1" "$2" 1 1 && continue
-        log=$B/build_$1_$2.log
-        tg_build "$1" "$2" 1 1 >"$log" 2>&1 || { tg_notok "build $1 ($2) [1,1,1]" "$log"; return; }
+    for a in "${atts[@]}"; do
+        for spec in "$C12 infer16$a" "$C12 train16$a" "$CLM infer16$a" "$CLM train16$a"; do
+            # shellcheck disable=SC2086
+            set -- $spec
+            tg_built "$1" "$2" 1 1 && continue
+            log=$B/build_$1_$2.log
+            tg_build "$1" "$2" 1 1 >"$log" 2>&1 || { tg_notok "build $1 ($2) [1,1,1]" "$log"; return; }
+        done
     done
-    for spec in "$C12 blocks" "$CLM lm"; do
-        # shellcheck disable=SC2086
-        set -- $spec
-        tg_check "compare: tessgen $1 forward [1,1,1], bf16, --repeat 20" cmp_forward "$1" "$2"
-        tg_check "compare: tessgen $1 training step [1,1,1], bf16, --steps 10 --timing" cmp_step "$1" "$2"
+    for a in "${atts[@]}"; do
+        for spec in "$C12 blocks" "$CLM lm"; do
+            # shellcheck disable=SC2086
+            set -- $spec
+            tg_check "compare: tessgen $1 forward [1,1,1], bf16${a:+, attention = $a}, --repeat 20" cmp_forward "$1" "$2" "$a"
+            tg_check "compare: tessgen $1 training step [1,1,1], bf16${a:+, attention = $a}, --steps 10 --timing" \
+                cmp_step "$1" "$2" "$a"
+        done
     done
+    # the step's time per kind without overlap: every launch waits for the previous one (CUDA_LAUNCH_BLOCKING=1, no
+    # CUDA graph), so the kinds' spans no longer overlap across the two streams; each launch's latency is included
+    tg_check "compare: tessgen $C12 training step [1,1,1], bf16${atts[-1]:+, attention = ${atts[-1]}}, serialised (CUDA_LAUNCH_BLOCKING=1 TESS_CUDA_GRAPH=0): time per kind without overlap" \
+        cmp_serial "$C12" "${atts[-1]}"
     cp "$B"/cmp_*.txt "$TG_OUT/" 2>/dev/null
 }
 part_compare_torch() {

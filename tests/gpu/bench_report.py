@@ -9,6 +9,9 @@ tests/gpu/bench.sh from the files its parts left in DIR:
   torch.json                tests/gpu/torch_bench.py's results (or {"skipped": why})
   cmp_{blocks,lm}_forward.txt  the compare part: tessgen's bf16 forward (--repeat) of the blocks and the whole GPT-2
   cmp_{blocks,lm}_step.txt  its bf16 training step (--steps --timing): step_seconds_median= and <kind>_seconds=
+  cmp_{blocks,lm}cudnn_{forward,step}.txt  the same with attention = "cudnn", where cuDNN was found
+  cmp_serial[cudnn]_step.txt  the blocks' step serialised (CUDA_LAUNCH_BLOCKING=1, no graph): per-kind times
+                            without overlap across the streams
   torch_bf16.json           torch_bench.py --precs bf16 --models blocks,gpt2
 
 Tables: per GEMM, its time and cuBLAS alone at the same shape (fraction = cuBLAS alone / in the schedule); per
@@ -167,6 +170,11 @@ def compare_section(d, device, shape, lm):
         fwd = kv(os.path.join(d, f"cmp_{m}_forward.txt"), "forward_seconds_median")
         stp = kv(os.path.join(d, f"cmp_{m}_step.txt"), "step_seconds_median")
         rows = [("tessgen bf16 [1,1,1]", fwd and fwd * 1e3, stp and stp * 1e3, "tessgen's own")]
+        if os.path.exists(os.path.join(d, f"cmp_{m}cudnn_step.txt")):
+            cf = kv(os.path.join(d, f"cmp_{m}cudnn_forward.txt"), "forward_seconds_median")
+            cs = kv(os.path.join(d, f"cmp_{m}cudnn_step.txt"), "step_seconds_median")
+            rows.append(("tessgen bf16 [1,1,1], attention = \"cudnn\"", cf and cf * 1e3, cs and cs * 1e3,
+                         "cuDNN fused"))
         for mode, label in (("eager", "PyTorch eager, autocast bf16"), ("compile", "torch.compile, autocast bf16")):
             r = runs.get(f"{prefix}{mode}_bf16", {})
             rows.append((label, r.get("forward_ms"), r.get("step_ms"), r.get("sdpa", "missing")))
@@ -174,13 +182,21 @@ def compare_section(d, device, shape, lm):
             out.append(f"| {label} | {fmt(fms)} | {mfu(ffl, fms)} | {fmt(sms)} | {tps(sms)} | {mfu(sfl, sms)} | "
                        f"{sdpa} |")
         out.append("")
+    # attention = "cudnn" (bench.sh compare, where cuDNN is found) and the serialised step (CUDA_LAUNCH_BLOCKING=1,
+    # no graph: the kinds' spans do not overlap, each launch's latency included) as further columns
+    extra = [(h, os.path.join(d, f)) for h, f in (
+        (f"{L} blocks step, cudnn", "cmp_blockscudnn_step.txt"), ("whole GPT-2 step, cudnn", "cmp_lmcudnn_step.txt"),
+        (f"{L} blocks step, cudnn, serialised", "cmp_serialcudnn_step.txt"),
+        (f"{L} blocks step, serialised", "cmp_serial_step.txt")) if os.path.exists(os.path.join(d, f))]
     out += ["tessgen's time per step kind (milliseconds; the mean over the timed runs of the slowest rank, so "
             "the kinds need not add up to the median; \"other\" = median - their sum: host work, "
             "synchronisation, gaps between launches):", "",
-            f"| kind | {L} blocks forward | {L} blocks training step | whole GPT-2 forward | whole GPT-2 training step |",
-            "|---|---:|---:|---:|---:|"]
+            f"| kind | {L} blocks forward | {L} blocks training step | whole GPT-2 forward | whole GPT-2 training step |"
+            + "".join(f" {h} |" for h, _ in extra),
+            "|---|---:|---:|---:|---:|" + "---:|" * len(extra)]
     paths = [os.path.join(d, f"cmp_{m}_{w}.txt") for m in ("blocks", "lm") for w in ("forward", "step")]
-    meds = [kv(p, f"{w}_seconds_median") for p, w in zip(paths, ("forward", "step") * 2)]
+    paths += [p for _, p in extra]
+    meds = [kv(p, f"{w}_seconds_median") for p, w in zip(paths, ("forward", "step") * 2 + ("step",) * len(extra))]
     per = {k: [kv(p, f"{k}_seconds") for p in paths] for k in KINDS}
     for k in KINDS:
         out.append(f"| {k} | " + " | ".join(fmt(v and v * 1e3) for v in per[k]) + " |")
