@@ -121,6 +121,8 @@ void tg_fp_class(tg_fp *fp, const tg_class_plan *cp)
             num(fp, s->count);
         }
         for (int k = 0; k < TG_STEP_MAXBUF; k++) {
+            if (k >= 8 && s->buf[k] < 0) /* slots past the first eight only when used: fingerprints stay */
+                continue;
             num(fp, s->buf[k]);
             num(fp, s->acc[k]);
         }

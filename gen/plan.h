@@ -67,7 +67,8 @@ typedef enum tg_step_kind {
                            * and the dgamma, dbeta column sums: buf[6], buf[7] [cols] */
     TG_STEP_LN_BWD_APPLY, /* buf[0] dy, buf[1] x, buf[2] rs, buf[3] vs, buf[4] gamma, buf[5] s -> buf[6] g += dx */
     TG_STEP_ATTN_BWD,     /* buf[0] qkv (post-bias), buf[1] dout [rows,cols] -> buf[2] dqkv [rows,3*cols];
-                           * buf[3], buf[4]: [seq,seq] scratch */
+                           * buf[3], buf[4]: [seq,seq] scratch; attention = "cudnn": buf[5], buf[7], buf[8] the
+                           * forward's bf16 QKV, statistics and O (plan_steps.c) */
     TG_STEP_ADAMW,        /* buf[0] param, buf[1] grad, buf[2] m, buf[3] v: [count] elements; buf[4] (or -1): the
                            * persistent bf16 copy of the param (tg_param.w16), written from the updated param */
     /* the language model (plan_lm.c, docs/MODEL.md); vocab0: first vocab id of the block, nvalid: its ids < V */
@@ -123,7 +124,7 @@ typedef enum tg_phase {
                        * prefill */
 } tg_phase;
 
-#define TG_STEP_MAXBUF 8
+#define TG_STEP_MAXBUF 9
 
 /* Where a backend with two streams (the CUDA backend) runs a step (streams.c). */
 typedef enum tg_stream {

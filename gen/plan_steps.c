@@ -17,6 +17,8 @@
  */
 #include "plan_steps.h"
 
+#include <assert.h>
+
 bool tg_pb_ln_rowsum(tg_builder *b, int layer, int rows, int cols, int x, int rs, const char *label)
 {
     tg_step *s = tg_pb_step(b, TG_STEP_LN_ROWSUM, layer, "ln1", -1);
@@ -121,34 +123,64 @@ static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows,
  * backward's probabilities, then its dL/d(scores) in the second [seq, seq]); it leaves the other slots alone. */
 /* attention = "cudnn" (a bf16 plan; docs/CUDA.md "Fused attention through cuDNN"): cuDNN keeps the scores on
  * chip, so no [heads*seq, seq] scratch. Slot 3 (fp32) is the CPU program's [seq, seq] (its [2 seq, seq] in the
- * backward), which in the backward also holds the softmax statistics of the recomputed forward
- * ([nseq*heads*seq], so at least nseq*heads rows of seq). Slot 4 (bf16): the forward's bf16 output when the step's
- * output is fp32 (the scheme casts it itself; none otherwise); the backward's recomputed O, then its bf16 dQ, dK,
- * dV: [rows, 4*cols]. Slots 5 and 6 as on the cuBLAS path: the bf16 copies of the biased QKV and of dO. */
+ * backward); the CUDA program does not name it. The forward: slot 4 (bf16) its output before the widening when the
+ * step's output is fp32 (the scheme casts it itself; none otherwise), slot 5 the bf16 copy of the biased QKV that
+ * cuDNN reads, and in training slot 6 the softmax statistics ([nseq*heads, seq] fp32, the log-sum-exp of each
+ * score row). The backward reads what its forward kept instead of computing it again: that step's QKV copy (slot
+ * 5), statistics (7) and bf16 output O (8: the step's own output when it is bf16, else its slot 4), so those live
+ * from the forward to the backward like the saved activations; it writes the bf16 dQ, dK, dV in slot 4
+ * ([rows, 3*cols]) and the bf16 copy of dO in slot 6. */
+static const tg_step *attn_forward_of(const tg_builder *b, int layer)
+{
+    for (int i = b->rp->nsteps - 1; i >= 0; i--) /* the latest: a recomputed forward where the spec recomputes */
+        if (b->rp->steps[i].kind == TG_STEP_ATTENTION && b->rp->steps[i].layer == layer)
+            return &b->rp->steps[i];
+    return NULL;
+}
+
 static void attn_scratch_cudnn(tg_builder *b, tg_step *s, int layer, bool bwd, int rows, int cols)
 {
     const tg_plan *pl = b->pl;
     int S = pl->spec.seq, st = pl->nseq * pl->Hq;
     s->cudnn = 1;
-    int sc = tg_pb_buf(b, bwd ? (st > 2 * S ? st : 2 * S) : S, S, 0,
-                       bwd ? "softmax statistics of the recomputed attention forward ([batch*heads*seq] fp32, cuDNN), "
-                             "the CPU program's scores and dL/dP of one (sequence, head)"
+    int sc = tg_pb_buf(b, bwd ? 2 * S : S, S, 0,
+                       bwd ? "the CPU program's scores and dL/dP of one (sequence, head) (cuDNN keeps them on chip)"
                            : "the CPU program's attention scores of one (sequence, head) (cuDNN keeps them on chip)",
                        bwd ? "L%d_bwd_scores" : "L%d_scores", layer);
     tg_pb_use(s, 3, sc, TG_ACC_W);
-    if (bwd || b->rp->bufs[s->buf[2]].dtype != TG_BUF_BF16)
-        tg_pb_use(s, 4, tg_pb_bf16_out(b, tg_pb_buf(b, rows, bwd ? 4 * cols : cols, 0,
-                                                    bwd ? "recomputed attention output, then dL/d[Q|K|V], bf16 (cuDNN)"
-                                                        : "attention output in bf16 before its widening (cuDNN)",
-                                                    bwd ? "L%d_bwd_sdpa" : "L%d_sdpa_out", layer)),
+    if (!bwd) {
+        if (b->rp->bufs[s->buf[2]].dtype != TG_BUF_BF16)
+            tg_pb_use(s, 4, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0,
+                                                        "attention output in bf16 before its widening (cuDNN), kept for "
+                                                        "the backward in training",
+                                                        "L%d_sdpa_out", layer)),
+                      TG_ACC_W);
+        tg_pb_use(s, 5, tg_pb_bf16_out(b, tg_pb_buf(b, rows, 3 * cols, 0,
+                                                    pl->spec.mode == TG_TRAIN
+                                                        ? "bf16 copy of the biased [Q|K|V], kept for the backward"
+                                                        : "bf16 copy of the biased [Q|K|V]",
+                                                    "L%d_qkv_bf16", layer)),
                   TG_ACC_W);
-    tg_pb_use(s, 5, tg_pb_bf16_out(b, tg_pb_buf(b, rows, 3 * cols, 0, "bf16 copy of the biased [Q|K|V]",
-                                                bwd ? "L%d_qkv_bwd_bf16" : "L%d_qkv_bf16", layer)),
+        if (pl->spec.mode == TG_TRAIN)
+            tg_pb_use(s, 6, tg_pb_buf(b, st, S, 0,
+                                      "softmax statistics (log-sum-exp of each score row, fp32), kept for the backward",
+                                      "L%d_sdpa_stats", layer),
+                      TG_ACC_W);
+        return;
+    }
+    const tg_step *f = attn_forward_of(b, layer);
+    /* every scheme plans a layer's forward before its backward, in training with the statistics */
+    assert(f && f->cudnn && f->buf[5] >= 0 && f->buf[6] >= 0);
+    int fq = f->buf[5], fst = f->buf[6], fo = f->buf[4] >= 0 ? f->buf[4] : f->buf[2];
+    tg_pb_use(s, 4, tg_pb_bf16_out(b, tg_pb_buf(b, rows, 3 * cols, 0, "dL/d[Q|K|V] in bf16, as cuDNN writes it",
+                                                "L%d_bwd_sdpa", layer)),
               TG_ACC_W);
-    if (bwd)
-        tg_pb_use(s, 6, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
-                                                    "L%d_att_dout_bf16", layer)),
-                  TG_ACC_W);
+    tg_pb_use(s, 5, fq, TG_ACC_R);
+    tg_pb_use(s, 6, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
+                                                "L%d_att_dout_bf16", layer)),
+              TG_ACC_W);
+    tg_pb_use(s, 7, fst, TG_ACC_R);
+    tg_pb_use(s, 8, fo, TG_ACC_R);
 }
 
 static void attn_scratch(tg_builder *b, tg_step *s, int layer, bool bwd, int rows, int cols)

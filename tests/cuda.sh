@@ -1041,6 +1041,26 @@ cus_replicas() { # q d
         --input "$WORK/cu_x.npy" --target "$WORK/cu_target.npy" --steps 5 --replica-check | tee "$WORK/cus_rep.out" &&
         grep -q "bitwise identical" "$WORK/cus_rep.out"
 }
+cus_kept() { # q d: each layer's attention backward reads the bf16 QKV, O and statistics its forward wrote (no
+    # forward computed again), and the memory plan keeps them live from the forward to the backward
+    local f="$WORK/cus_$1_$2/rank_i0_j0.cu" l=0 fwd bwd o
+    while grep -q "trc_attn_cudnn(c, S, [^;]*L${l}_qkv," "$f"; do
+        fwd=$(grep "trc_attn_cudnn(c, S, [^;]*L${l}_qkv," "$f")
+        bwd=$(grep "trc_attn_cudnn_bwd(c, S, " "$f" | grep "L${l}_att_dout,")
+        [ -n "$bwd" ] || { echo "layer $l: no trc_attn_cudnn_bwd"; return 1; }
+        # the forward: (..., qkv, bias, out, qkvh, obuf, stats); its O is obuf when obuf is named, else out
+        read -r o_out qh obuf st <<<"$(echo "$fwd" | sed 's/.*(\(.*\));/\1/' | tr -d ' ' | awk -F, '{ print $9, $10, $11, $12 }')"
+        o=$o_out
+        [ "$obuf" != nullptr ] && o=$obuf
+        echo "layer $l: forward keeps $qh, $o, $st; backward: $bwd"
+        [ "$st" != nullptr ] && echo "$bwd" | grep -q "S, [0-9, ]*$qh, $o, $st, " ||
+            { echo "layer $l: the backward does not read the forward's QKV copy, O and statistics"; return 1; }
+        grep -q "^ *\(tr_bf16\|float\) \*const $st = .*kept for the backward; live" "$f" ||
+            { echo "layer $l: $st is not planned as kept for the backward"; return 1; }
+        l=$((l + 1))
+    done
+    [ "$l" -gt 0 ] || { echo "no trc_attn_cudnn call in $f"; return 1; }
+}
 cus_settings() { # the generated build.ninja's cuDNN part: the default object (asked of tessgen's build.ninja), or
     # TESS_SDPA_OBJ with no rule; TESS_CUDNN_LIBS on the class links only; a cuBLAS spec has none of it
     local dir="$WORK/cus_set" b
@@ -1075,6 +1095,8 @@ if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
                 if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
                     check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
                         cus_run "$q" "$d" "$np" random
+                    check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again)" \
+                        cus_kept "$q" "$d"
                     [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
                         cus_settings
                     [ "$q" = 2 ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name, 5 AdamW steps: replicas bitwise identical" \

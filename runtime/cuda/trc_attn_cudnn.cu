@@ -3,13 +3,13 @@
  * attention through cuDNN"): what lies around cuDNN's fused attention (trc_sdpa.cpp, compiled once per checkout).
  * Compiled per output with the other runtime .cu files, only for such programs; small, so cheap.
  *
- * Forward: k_bias_bf16 adds the QKV bias to qkv in place (the backward reads the biased QKV, as on the cuBLAS path)
- * and writes its bf16 copy (it and k_widen 8 elements a thread with 16-byte accesses, trk_elt.cuh); trc_sdpa_fwd
- * reads Q, K, V from that copy with strides and writes O in bf16, straight into the step's output when it is bf16,
- * else into the plan's scratch and k_widen makes the fp32 output. No statistics are kept: the backward recomputes
- * them (one more fused forward, and no buffer that lives from the forward to the backward). Backward: qkv and dO cast to bf16 (trc_cast_bf16), trc_sdpa_fwd recomputes
- * O and the log-sum-exp statistics, trc_sdpa_bwd writes bf16 dQ, dK, dV in the qkv layout and k_widen makes the
- * fp32 dqkv. Everything on the compute stream s. A graph cuDNN refuses stops the rank naming the spec field.
+ * Forward: k_bias_bf16 adds the QKV bias to qkv in place and writes its bf16 copy (it and k_widen 8 elements a
+ * thread with 16-byte accesses, trk_elt.cuh); trc_sdpa_fwd reads Q, K, V from that copy with strides and writes O
+ * in bf16, straight into the step's output when it is bf16, else into the plan's scratch and k_widen makes the
+ * fp32 output; in training it also writes the softmax statistics. The bf16 QKV, O and the statistics are planned
+ * buffers that live until the backward (gen/plan_steps.c), which therefore runs no forward again: dO cast to bf16
+ * (trc_cast_bf16), trc_sdpa_bwd writes bf16 dQ, dK, dV in the qkv layout and k_widen makes the fp32 dqkv.
+ * Everything on the compute stream s. A graph cuDNN refuses stops the rank naming the spec field.
  */
 #include <stdio.h>
 
@@ -81,45 +81,43 @@ void widen(cudaStream_t s, const tr_bf16 *x, float *y, long long n)
 }
 
 void fwd_common(cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias, tr_bf16 *qkvh,
-                tr_bf16 *o)
+                tr_bf16 *o, float *stats)
 {
     const long long ld = 3LL * heads * hd, n = (long long)nseq * seq * ld;
     const bool vec = ld % 8 == 0 && trk::elt::aligned16(qkv, bias) && trk::elt::aligned16(qkvh, qkvh);
     k_bias_bf16<<<blocks_for(n, vec), kThreads, 0, s>>>(qkv, bias, qkvh, n, (int)ld, vec);
     TRC_LAUNCHED("trc_attn_cudnn (bias)");
     char err[1024];
-    if (trc_sdpa_fwd(s, nseq, seq, heads, hd, qkvh, o, nullptr, err, sizeof err) != 0)
+    if (trc_sdpa_fwd(s, nseq, seq, heads, hd, qkvh, o, stats, err, sizeof err) != 0)
         refused(err);
 }
 
 } // namespace
 
 void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
-                    tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf)
+                    tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf, float *stats)
 {
     (void)c;
     (void)obuf;
-    fwd_common(s, nseq, seq, heads, hd, qkv, bias, qkvh, out);
+    fwd_common(s, nseq, seq, heads, hd, qkv, bias, qkvh, out, stats);
 }
 
 void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
-                    float *out, tr_bf16 *qkvh, tr_bf16 *obuf)
+                    float *out, tr_bf16 *qkvh, tr_bf16 *obuf, float *stats)
 {
     (void)c;
-    fwd_common(s, nseq, seq, heads, hd, qkv, bias, qkvh, obuf);
+    fwd_common(s, nseq, seq, heads, hd, qkv, bias, qkvh, obuf, stats);
     widen(s, obuf, out, (long long)nseq * seq * heads * hd);
 }
 
-void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const float *qkv,
-                        const float *dout, float *dqkv, float *stats, tr_bf16 *work, tr_bf16 *qkvh, tr_bf16 *douth)
+void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkvh,
+                        const tr_bf16 *o, const float *stats, const float *dout, float *dqkv, tr_bf16 *dqh,
+                        tr_bf16 *douth)
 {
     const long long q = (long long)nseq * seq * heads * hd;
-    trc_cast_bf16(c, qkv, 3 * q, qkvh);
     trc_cast_bf16(c, dout, q, douth);
-    tr_bf16 *o = work, *dq = work + q;
     char err[1024];
-    if (trc_sdpa_fwd(s, nseq, seq, heads, hd, qkvh, o, stats, err, sizeof err) != 0 ||
-        trc_sdpa_bwd(s, nseq, seq, heads, hd, qkvh, o, douth, stats, dq, err, sizeof err) != 0)
+    if (trc_sdpa_bwd(s, nseq, seq, heads, hd, qkvh, o, douth, stats, dqh, err, sizeof err) != 0)
         refused(err);
-    widen(s, dq, dqkv, 3 * q);
+    widen(s, dqh, dqkv, 3 * q);
 }

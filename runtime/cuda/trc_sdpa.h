@@ -11,9 +11,10 @@
  *
  *   trc_attn_cudnn / trc_attn_cudnn_bwd (trc_attn_cudnn.cu, compiled per output with the other runtime .cu
  *   files): the generated attention steps. The forward adds the QKV bias in place and writes the bf16 copy of
- *   the biased QKV that cuDNN reads, runs trc_sdpa_fwd without statistics (nothing is kept for the backward) and
- *   widens the output when the step's output is fp32. The backward casts qkv and dO to bf16, recomputes O and the
- *   softmax statistics with trc_sdpa_fwd, runs trc_sdpa_bwd into a bf16 dQKV and widens it into the fp32 dqkv.
+ *   the biased QKV that cuDNN reads, runs trc_sdpa_fwd (in training with the softmax statistics) and widens the
+ *   output when the step's output is fp32. The bf16 QKV, O and statistics stay in planned buffers until the
+ *   backward, which casts dO to bf16, runs trc_sdpa_bwd on them into a bf16 dQKV and widens it into the fp32
+ *   dqkv: no forward is computed again.
  *   A refused graph stops the rank with a message naming the spec field (attention = "cublas" is the fix).
  *
  * Layouts (row-major, bf16 = tr_bf16): qkv [nseq*seq, 3*C] with C = heads*hd, Q, K, V of head h at columns
@@ -33,13 +34,16 @@ int trc_sdpa_fwd(cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_
 int trc_sdpa_bwd(cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkv, const tr_bf16 *o,
                  const tr_bf16 *dout, const float *stats, tr_bf16 *dqkv, char *err, size_t errlen);
 
-/* The generated steps (on the compute stream s). obuf: [nseq*seq, C] bf16, used when out is fp32. */
+/* The generated steps (on the compute stream s). obuf: [nseq*seq, C] bf16, used when out is fp32; stats:
+ * [nseq*heads*seq] fp32, written when not null (training: the backward reads them). */
 void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
-                    tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf);
+                    tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf, float *stats);
 void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
-                    float *out, tr_bf16 *qkvh, tr_bf16 *obuf);
-/* stats: [nseq*heads*seq] fp32; work: [nseq*seq, 4*C] bf16 (O, then dQKV); qkvh, douth: the bf16 copies. */
-void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const float *qkv,
-                        const float *dout, float *dqkv, float *stats, tr_bf16 *work, tr_bf16 *qkvh, tr_bf16 *douth);
+                    float *out, tr_bf16 *qkvh, tr_bf16 *obuf, float *stats);
+/* qkvh, o, stats: what the forward kept (its bf16 QKV, its bf16 output O, its statistics); dout [nseq*seq, C] and
+ * dqkv [nseq*seq, 3C] fp32; dqh [nseq*seq, 3C] bf16 (cuDNN's dQ, dK, dV), douth [nseq*seq, C] bf16 (dO). */
+void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkvh,
+                        const tr_bf16 *o, const float *stats, const float *dout, float *dqkv, tr_bf16 *dqh,
+                        tr_bf16 *douth);
 
 #endif

@@ -9,11 +9,11 @@
  *            qkv in place and its bf16 copy; the output and dQ, dK, dV within 2e-2 of the largest magnitude of the
  *            double reference (on every head; on heads (0, 0) and (last, last) at GPT-2's shape) and of the cuBLAS
  *            path's (trk::attention<..., tr_bf16>, every element); the softmax statistics of trc_sdpa_fwd within
- *            1e-3 of double log-sum-exp; the fp32-output overload bit for bit the widened bf16 output; the
+ *            1e-3 of double log-sum-exp (kept by the training forward); the fp32-output overload bit for bit the widened bf16 output; the
  *            backward twice bitwise identical (cuDNN's deterministic algorithm: replicas stay identical)
  *   bench    (sdpa_check bench) at 8 x 1024 tokens, 12 heads of 64, bf16: trc_sdpa_fwd and trc_sdpa_bwd alone, the
- *            generated steps trc_attn_cudnn and trc_attn_cudnn_bwd (bias, casts, widening, the backward's
- *            recomputed forward included) and the cuBLAS path's trk::attention and trk::attention_bwd, in ms and
+ *            generated steps trc_attn_cudnn and trc_attn_cudnn_bwd (bias, casts, widening; the backward reads the
+ *            forward's bf16 QKV, O and statistics) and the cuBLAS path's trk::attention and trk::attention_bwd, in ms and
  *            TFLOP/s (causal flops, counted on the half)
  *
  * Prints "sdpa_check: N failures" and exits 1 on any; a graph cuDNN refuses stops it with cuDNN's reason.
@@ -89,37 +89,33 @@ static void check(cudaStream_t s, bool all_heads)
     float *dqkv = put(qkv), *dbias = put(bias), *dgo = put(go), *dgrad = dev<float>(NT * LD);
     float *dstats = dev<float>(NT * HEADS), *dout32 = dev<float>(NT * CQ);
     tr_bf16 *dout = dev<tr_bf16>(NT * CQ), *dqh = dev<tr_bf16>(NT * LD), *dgh = dev<tr_bf16>(NT * CQ);
-    tr_bf16 *dwork = dev<tr_bf16>(NT * 4 * CQ), *dobuf = dev<tr_bf16>(NT * CQ), *dfo = dev<tr_bf16>(NT * CQ);
-    trc_attn_cudnn(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dbias, dout, dqh, nullptr);
-    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dgo, dgrad, dstats, dwork, dqh, dgh);
+    tr_bf16 *dwork = dev<tr_bf16>(NT * LD), *dobuf = dev<tr_bf16>(NT * CQ);
+    /* the training forward (statistics kept), then the backward on what it kept */
+    trc_attn_cudnn(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dbias, dout, dqh, nullptr, dstats);
+    std::vector<float> stats = get(dstats, NT * HEADS);
+    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqh, dout, dstats, dgo, dgrad, dwork, dgh);
     std::vector<float> qb = get(dqkv, NT * LD), grad = get(dgrad, NT * LD);
     std::vector<tr_bf16> out = get(dout, NT * CQ), qh = get(dqh, NT * LD);
     for (size_t e = 0; e < NT * LD; e++) {
         if (qb[e] != qkv[e] + bias[e % LD])
             fail("trc_attn_cudnn: qkv biased in place", e, qb[e], qkv[e] + bias[e % LD]);
         if (qh[e] != tr_f32_to_bf16(qb[e]))
-            fail("trc_attn_cudnn_bwd: the bf16 copy of qkv", e, tr_bf16_to_f32(qh[e]), qb[e]);
+            fail("trc_attn_cudnn: the bf16 copy of qkv", e, tr_bf16_to_f32(qh[e]), qb[e]);
     }
     /* the backward again: bitwise the same */
     float *dgrad2 = dev<float>(NT * LD);
-    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dgo, dgrad2, dstats, dwork, dqh, dgh);
+    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqh, dout, dstats, dgo, dgrad2, dwork, dgh);
     std::vector<float> grad2 = get(dgrad2, NT * LD);
     if (memcmp(grad.data(), grad2.data(), grad.size() * sizeof(float)) != 0)
         fail((shape + " backward twice: not bitwise identical").c_str(), 0, 0, 0);
-    /* the fp32-output overload: the widened bf16 output, bit for bit (qkv is biased again: restore it first) */
+    /* the fp32-output overload, without statistics (inference): the widened bf16 output, bit for bit (qkv is
+     * biased again: restore it first) */
     cudaCheck(cudaMemcpy(dqkv, qkv.data(), qkv.size() * sizeof(float), cudaMemcpyHostToDevice));
-    trc_attn_cudnn(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dbias, dout32, dqh, dobuf);
+    trc_attn_cudnn(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dbias, dout32, dqh, dobuf, nullptr);
     std::vector<float> out32 = get(dout32, NT * CQ);
     for (size_t e = 0; e < NT * CQ; e++)
         if (out32[e] != tr_bf16_to_f32(out[e]))
             fail((shape + " fp32 output").c_str(), e, out32[e], tr_bf16_to_f32(out[e]));
-    /* the statistics of trc_sdpa_fwd (the backward's recomputed forward) */
-    char err[1024];
-    if (trc_sdpa_fwd(s, NSEQ, SEQ, HEADS, HD, dqh, dfo, dstats, err, sizeof err) != 0) {
-        fprintf(stderr, "sdpa_check: %s\n", err);
-        exit(2);
-    }
-    std::vector<float> stats = get(dstats, NT * HEADS);
     /* the cuBLAS path on the same inputs */
     cudaCheck(cudaMemcpy(dqkv, qkv.data(), qkv.size() * sizeof(float), cudaMemcpyHostToDevice));
     float *bgrad = dev<float>(NT * LD), *bsc = dev<float>(SSH);
@@ -196,7 +192,7 @@ static void check(cudaStream_t s, bool all_heads)
     close_to((shape + " output vs the cuBLAS path").c_str(), o, cb_out, {}, 2e-2);
     close_to((shape + " dQ, dK, dV vs the cuBLAS path").c_str(), g, cb_grad, {}, 2e-2);
     for (void *p : {(void *)dqkv, (void *)dbias, (void *)dgo, (void *)dgrad, (void *)dgrad2, (void *)dstats,
-                    (void *)dout32, (void *)dout, (void *)dqh, (void *)dgh, (void *)dwork, (void *)dobuf, (void *)dfo,
+                    (void *)dout32, (void *)dout, (void *)dqh, (void *)dgh, (void *)dwork, (void *)dobuf,
                     (void *)bgrad, (void *)bsc, (void *)bout, (void *)bpr})
         cudaFree(p);
 }
@@ -227,12 +223,12 @@ static void bench(cudaStream_t s)
     });
     printf("bench: trc_sdpa_bwd  [%d x %d, %d heads of %d] (cuDNN alone)       %8.3f ms  %7.1f TFLOP/s (causal)\n",
            NSEQ, SEQ, H, HD, ms, 2.5 * flops / ms / 1e9);
-    ms = time_ms(s, [&] { trc_attn_cudnn(nullptr, s, NSEQ, SEQ, H, HD, qkv, bias, out, qh, nullptr); });
-    printf("bench: trc_attn_cudnn (the generated forward step)                 %8.3f ms  %7.1f TFLOP/s (causal)\n",
+    ms = time_ms(s, [&] { trc_attn_cudnn(nullptr, s, NSEQ, SEQ, H, HD, qkv, bias, out, qh, nullptr, stats); });
+    printf("bench: trc_attn_cudnn (the generated forward step, training)       %8.3f ms  %7.1f TFLOP/s (causal)\n",
            ms, flops / ms / 1e9);
-    ms = time_ms(s, [&] { trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, H, HD, qkv, go, grad, stats, work, qh, gh); });
-    printf("bench: trc_attn_cudnn_bwd (the generated backward step, recompute) %8.3f ms  %7.1f TFLOP/s (causal)\n",
-           ms, 3.5 * flops / ms / 1e9);
+    ms = time_ms(s, [&] { trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, H, HD, qh, out, stats, go, grad, work, gh); });
+    printf("bench: trc_attn_cudnn_bwd (the generated backward step)            %8.3f ms  %7.1f TFLOP/s (causal)\n",
+           ms, 2.5 * flops / ms / 1e9);
     ms = time_ms(s, [&] { trk::attention<NSEQ, SEQ, H, HD, tr_bf16>(nullptr, s, qkv, bias, out, scores, probs, qh); });
     printf("bench: trk::attention (the cuBLAS path)                            %8.3f ms  %7.1f TFLOP/s (causal)\n",
            ms, flops / ms / 1e9);
