@@ -30,6 +30,8 @@ static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
 static bool cpu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
     (void)cp;
+    if (s->cudnn && s->kind == TG_STEP_ATTN_BWD && slot == 4)
+        return true; /* the bf16 copy of dqkv the QKV GEMMs read (cuDNN's output on the GPU) */
     return s->buf[slot] >= 0 && !((s->kind == TG_STEP_ATTENTION || s->kind == TG_STEP_ATTN_BWD) && slot >= 4);
 }
 
@@ -168,6 +170,8 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         tg_sb_printf(o, "    tr_attention_bwd%s(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n", bf(rp, s, 4),
                      bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
                      s->seq, s->heads, s->hdim);
+        if (s->cudnn) /* attention = "cudnn": the QKV GEMMs read slot 4, the bf16 copy of dqkv (plan_steps.c) */
+            tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 2), 3LL * s->rows * s->cols, bn(rp, s, 4));
         break;
     case TG_STEP_ADAMW: /* the optimizer's segment is one tr_adamw_multi call (print_functions) */
         break;

@@ -217,6 +217,18 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
     return id;
 }
 
+void tg_pb_operand_is(tg_builder *b, int layer, const char *op, int buf, int copy)
+{
+    if (buf < 0 || copy < 0)
+        return;
+    b->ncast = 0; /* a new (phase, layer, op): what was cached before belongs to another op */
+    b->cast[b->ncast].src = buf;
+    b->cast[b->ncast++].dst = copy;
+    b->cast_phase = b->phase;
+    b->cast_layer = layer;
+    b->cast_op = op;
+}
+
 tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int t)
 {
     tg_class_plan *rp = b->rp;

@@ -61,6 +61,9 @@ void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int d
  * AdamW step writes it, no CAST step); else a new bf16 buffer that a CAST step (appended now) fills from buf. */
 int tg_pb_bf16_out(tg_builder *b, int buf);
 int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf);
+/* tg_pb_operand_is: the step just planned also wrote copy, the bf16 copy of buf (RNE), so the next GEMMs of op at
+ * layer read copy and no CAST step is planned (attention = "cudnn": cuDNN's dQ, dK, dV are that copy). */
+void tg_pb_operand_is(tg_builder *b, int layer, const char *op, int buf, int copy);
 /* A buffer like buf (its shape and element type): SUMMA receive buffers take the type of what is sent. */
 int tg_pb_buf_like(tg_builder *b, int like, const char *what, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* C[m,n] = op(A) op(B) (beta 0), flops counted. */

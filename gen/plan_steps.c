@@ -333,6 +333,10 @@ bool tg_pb_attention_bwd(tg_builder *b, int layer, int rows, int cols, int qkv, 
     tg_pb_use(s, 2, dqkv, TG_ACC_W);
     attn_scratch(b, s, layer, true, rows, cols);
     s->label = "attention backward, probabilities recomputed from Q and K";
+    if (s->cudnn) { /* cuDNN's bf16 dQ, dK, dV (slot 4) are the bf16 copy of dqkv the QKV GEMMs read: no cast */
+        s->label = "attention backward from the forward's bf16 Q, K, V, O and softmax statistics (cuDNN)";
+        tg_pb_operand_is(b, layer, "qkv", dqkv, s->buf[4]);
+    }
     return true;
 }
 
