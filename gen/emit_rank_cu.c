@@ -78,7 +78,7 @@ static const char *cty(const tg_class_plan *rp, const tg_step *s, int slot)
 }
 
 /* Bytes cuDNN's attention steps move at least (attention = "cudnn"; q = elements of Q, st = the statistics'
- * bytes). The forward: qkv + bias in, biased qkv and its bf16 copy out, cuDNN reads Q, K, V and writes O in bf16
+ * bytes). The forward: qkv + bias in, the bf16 copy of the biased qkv out, cuDNN reads Q, K, V and writes O in bf16
  * (and in training the statistics), widened when the output is fp32. The backward: dO in and its bf16 copy out, the
  * backward (Q, K, V, O, dO and the statistics the forward kept in; bf16 dQ, dK, dV out), their widening into the
  * fp32 dqkv. */
@@ -86,7 +86,7 @@ static long long sdpa_bytes(const tg_class_plan *rp, const tg_step *s)
 {
     long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, st = 4LL * s->nseq * s->heads * s->seq;
     if (s->kind == TG_STEP_ATTENTION)
-        return 4 * (6 * q + 3LL * s->heads * s->hdim) + 6 * q + 6 * q + 2 * q + (esz(rp, s, 2) == 4 ? 6 * q : 0) +
+        return 4 * (3 * q + 3LL * s->heads * s->hdim) + 6 * q + 6 * q + 2 * q + (esz(rp, s, 2) == 4 ? 6 * q : 0) +
                (s->buf[6] >= 0 ? st : 0);
     return (4 * q + 2 * q) + (6 * q + 2 * q + 2 * q + st + 6 * q) + (6 * q + 12 * q);
 }

@@ -3,7 +3,8 @@
  * attention through cuDNN"): what lies around cuDNN's fused attention (trc_sdpa.cpp, compiled once per checkout).
  * Compiled per output with the other runtime .cu files, only for such programs; small, so cheap.
  *
- * Forward: k_bias_bf16 adds the QKV bias to qkv in place and writes its bf16 copy (it and k_widen 8 elements a
+ * Forward: k_bias_bf16 writes the bf16 copy of the biased QKV, qkv only read (no step of this path reads a biased
+ * fp32 qkv: the backward reads the copy; it and k_widen 8 elements a
  * thread with 16-byte accesses, trk_elt.cuh); trc_sdpa_fwd reads Q, K, V from that copy with strides and writes O
  * in bf16, straight into the step's output when it is bf16, else into the plan's scratch and k_widen makes the
  * fp32 output; in training it also writes the softmax statistics. The bf16 QKV, O and the statistics are planned
@@ -34,9 +35,9 @@ unsigned blocks_for(long long n, bool vec)
     return blocks_for(vec ? n / 8 + n % 8 : n);
 }
 
-/* qkv[rows, ld] += bias[ld] in place; h = the result rounded to bf16 (RNE); vec (ld a multiple of 8, 16-byte aligned
+/* h = qkv[rows, ld] + bias[ld] rounded to bf16 (RNE), qkv only read; vec (ld a multiple of 8, 16-byte aligned
  * pointers): 8 a thread with 16-byte accesses (trk_elt.cuh, the same bits) */
-__global__ void __launch_bounds__(kThreads) k_bias_bf16(float *__restrict__ qkv, const float *__restrict__ bias,
+__global__ void __launch_bounds__(kThreads) k_bias_bf16(const float *__restrict__ qkv, const float *__restrict__ bias,
                                                           tr_bf16 *__restrict__ h, long long n, int ld, int vec)
 {
     const long long i = (long long)blockIdx.x * kThreads + threadIdx.x;

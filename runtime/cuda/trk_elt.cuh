@@ -175,20 +175,17 @@ TR_HD inline void bias_gelu_keep8(long long e, int cols, const float *h, const f
     store8(g, e, y);
 }
 
-/* qkv += bias in place, h = bf16(qkv) (cuDNN attention's operand) */
-TR_HD inline void bias_bf16_1(long long i, int cols, float *qkv, const float *bias, tr_bf16 *h)
+/* h = bf16(qkv + bias), qkv only read (cuDNN attention's operand; nothing on that path reads a biased fp32 qkv) */
+TR_HD inline void bias_bf16_1(long long i, int cols, const float *qkv, const float *bias, tr_bf16 *h)
 {
-    const float v = qkv[i] + bias[i % cols];
-    qkv[i] = v;
-    h[i] = narrow(v);
+    h[i] = narrow(qkv[i] + bias[i % cols]);
 }
-TR_HD inline void bias_bf16_8(long long e, int cols, float *qkv, const float *bias, tr_bf16 *h)
+TR_HD inline void bias_bf16_8(long long e, int cols, const float *qkv, const float *bias, tr_bf16 *h)
 {
     f8 v = load8(qkv, e);
     const f8 b = load8(bias, e % cols);
     for (int k = 0; k < 8; k++)
         v.v[k] = v.v[k] + b.v[k];
-    store8(qkv, e, v);
     store8(h, e, v);
 }
 

@@ -419,7 +419,7 @@ static void host_attn(int rows, int ld, long long nw)
         std::vector<tr_bf16> h(n);
         dispatch((long long)n, vec, [&](long long e) { trk::elt::bias_bf16_8(e, ld, q.data(), b.data(), h.data()); },
                  [&](long long i) { trk::elt::bias_bf16_1(i, ld, q.data(), b.data(), h.data()); });
-        same_bits(what, vec ? "16-byte path's qkv" : "scalar path's qkv", q, qr);
+        same_bits(what, vec ? "16-byte path's qkv (only read)" : "scalar path's qkv (only read)", q, q0);
         same_bits(what, vec ? "16-byte path's bf16 copy" : "scalar path's bf16 copy", h, hr);
     }
     const std::vector<tr_bf16> x = to_bf16(corner((size_t)nw, -1e3f, 1e3f));
