@@ -149,7 +149,8 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
                          bn(rp, s, 1), bn(rp, s, 2), s->rows, s->cols);
         break;
     case TG_STEP_COLSUM:
-        tg_sb_printf(o, "    tr_colsum(c, %s, %d, %d, %s);\n", bn(rp, s, 0), s->rows, s->cols, bn(rp, s, 1));
+        tg_sb_printf(o, "    tr_colsum%s(c, %s, %d, %d, %s);\n", bf(rp, s, 0), bn(rp, s, 0), s->rows, s->cols,
+                     bn(rp, s, 1));
         break;
     case TG_STEP_GELU_BWD:
         tg_sb_printf(o, "    tr_gelu_bwd%s(c, %s, %s, %d, %d);\n", bf(rp, s, 1), bn(rp, s, 0), bn(rp, s, 1), s->rows,

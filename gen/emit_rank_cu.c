@@ -80,15 +80,14 @@ static const char *cty(const tg_class_plan *rp, const tg_step *s, int slot)
 /* Bytes cuDNN's attention steps move at least (attention = "cudnn"; q = elements of Q, st = the statistics'
  * bytes). The forward: qkv + bias in, the bf16 copy of the biased qkv out, cuDNN reads Q, K, V and writes O in bf16
  * (and in training the statistics), widened when the output is fp32. The backward: dO in and its bf16 copy out, the
- * backward (Q, K, V, O, dO and the statistics the forward kept in; bf16 dQ, dK, dV out), their widening into the
- * fp32 dqkv. */
+ * backward (Q, K, V, O, dO and the statistics the forward kept in; bf16 dQ, dK, dV out). */
 static long long sdpa_bytes(const tg_class_plan *rp, const tg_step *s)
 {
     long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, st = 4LL * s->nseq * s->heads * s->seq;
     if (s->kind == TG_STEP_ATTENTION)
         return 4 * (3 * q + 3LL * s->heads * s->hdim) + 6 * q + 6 * q + 2 * q + (esz(rp, s, 2) == 4 ? 6 * q : 0) +
                (s->buf[6] >= 0 ? st : 0);
-    return (4 * q + 2 * q) + (6 * q + 2 * q + 2 * q + st + 6 * q) + (6 * q + 12 * q);
+    return (4 * q + 2 * q) + (6 * q + 2 * q + 2 * q + st + 6 * q);
 }
 
 /* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
@@ -364,8 +363,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         break;
     case TG_STEP_COLSUM:
         tg_sb_printf(o, "    trk::colsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
-        snprintf(line, sizeof line, "template void colsum<%d, %d>(cudaStream_t, const float *, float *);\n", s->rows,
-                 s->cols);
+        snprintf(line, sizeof line, "template void colsum<%d, %d>(cudaStream_t, const %s *, float *);\n", s->rows,
+                 s->cols, cty(rp, s, 0));
         break;
     case TG_STEP_GELU_BWD:
         tg_sb_printf(o, "    trk::gelu_bwd<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
@@ -394,10 +393,11 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         break;
     case TG_STEP_ATTN_BWD:
         if (s->cudnn) {
-            /* the forward's bf16 QKV, O and statistics; dO in, dqkv out; the bf16 dQKV and dO */
-            tg_sb_printf(o, "    trc_attn_cudnn_bwd(c, S, %d, %d, %d, %d, %s, %s, %s, %s, %s, %s, %s);\n", s->nseq, s->seq,
-                         s->heads, s->hdim, bn(rp, s, 5), bn(rp, s, 8), bn(rp, s, 7), bn(rp, s, 1), bn(rp, s, 2),
-                         bn(rp, s, 4), bn(rp, s, 6));
+            /* the forward's bf16 QKV, O and statistics; dO in; the bf16 dQKV out (the fp32 dqkv, slot 2, is the
+             * CPU program's), and dO's bf16 copy */
+            tg_sb_printf(o, "    trc_attn_cudnn_bwd(c, S, %d, %d, %d, %d, %s, %s, %s, %s, %s, %s);\n", s->nseq, s->seq,
+                         s->heads, s->hdim, bn(rp, s, 5), bn(rp, s, 8), bn(rp, s, 7), bn(rp, s, 1), bn(rp, s, 4),
+                         bn(rp, s, 6));
             break;
         }
         tg_sb_printf(o, "    trk::attention_bwd<%d, %d, %d, %d, %s>(c, S, %s, %s, %s, %s, %s, %s, %s);\n", s->nseq,

@@ -225,7 +225,10 @@ static void build_layer_bwd(tg_builder *b, int l, const mg_w *w, const mg_saved 
         return;
     gemm(b, l, "qkv", 1, 0, C, 3 * Cp, T, sv->a1, C, dqkv, 3 * Cp, GRAD(P_QKV_W), 3 * Cp,
          "dWqkv(:, this rank's heads) = LN1^T @ dqkv");
-    tg_pb_colsum(b, l, "qkv", T, 3 * Cp, dqkv, GRAD(P_QKV_B), "dbqkv = column sums of dqkv, this rank's heads");
+    /* attention = "cudnn": the bias gradient sums cuDNN's bf16 dQKV (the CUDA program has no fp32 dqkv) */
+    tg_pb_colsum(b, l, "qkv", T, 3 * Cp,
+                 b->pl->spec.attention == TG_ATTN_CUDNN ? tg_pb_operand(b, l, "qkv", dqkv) : dqkv, GRAD(P_QKV_B),
+                 "dbqkv = column sums of dqkv, this rank's heads");
     int da1 = tg_pb_buf(b, T, C, 0, "dL/d(LN1 output), partial then summed", "L%d_ln1_dout", l);
     gemm(b, l, "qkv", 0, 1, T, C, 3 * Cp, dqkv, 3 * Cp, w->qkv_w, 3 * Cp, da1, C,
          "partial dLN1 = dqkv @ Wqkv(:, this rank's heads)^T");

@@ -420,7 +420,8 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
         return;
     dy = tg_pb_operand(b, l, "qkv", dqkv);
     atb(b, l, "qkv", sv->a1, dy, grad_of(b, w, P_QKV_W), Cq, 3 * Cq);
-    bias_grad(b, l, "qkv", dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
+    /* attention = "cudnn": the bias gradient sums cuDNN's bf16 dQKV too (the CUDA program has no fp32 dqkv) */
+    bias_grad(b, l, "qkv", b->pl->spec.attention == TG_ATTN_CUDNN ? dy : dqkv, 3 * Cq, grad_of(b, w, P_QKV_B));
     int da1 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN1 output)", "L%d_ln1_dout", l);
     abt(b, l, "qkv", dy, w->qkv_w, da1, Cq, 3 * Cq);
     ln_bwd(b, l, "ln1", da1, sv->x_in, sv->rs1, sv->vs1, w->ln1_g, g, grad_of(b, w, P_LN1_G),

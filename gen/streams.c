@@ -82,8 +82,8 @@ bool tg_streams_slot_used(const tg_step *s, int slot)
 {
     if (s->cudnn && s->kind == TG_STEP_ATTENTION && slot == 3)
         return false; /* the CPU program's scores: cuDNN's forward keeps its scores on chip (plan_steps.c) */
-    if (s->cudnn && s->kind == TG_STEP_ATTN_BWD && (slot == 0 || slot == 3))
-        return false; /* the CPU program's: cuDNN's backward reads the forward's bf16 QKV, not the fp32 qkv */
+    if (s->cudnn && s->kind == TG_STEP_ATTN_BWD && (slot == 0 || slot == 2 || slot == 3))
+        return false; /* the CPU program's: cuDNN's backward reads the forward's bf16 QKV and writes a bf16 dQKV */
     return s->buf[slot] >= 0;
 }
 

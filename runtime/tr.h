@@ -370,6 +370,9 @@ void tr_bias_gelu_keep_bf16(struct tr_ctx *c, const float *h, const float *bias,
                             int cols);
 /* tr_gelu_bwd reading the bf16 pre-activation tr_bias_gelu_keep_bf16 kept: dg *= GeLU'(u). */
 void tr_gelu_bwd_bf16(struct tr_ctx *c, float *dg, const tr_bf16 *u, int rows, int cols);
+/* tr_colsum of a bf16 dy (attention = "cudnn": the bias gradient of cuDNN's bf16 dQKV): bitwise tr_colsum of the
+ * widened dy. */
+void tr_colsum_bf16(struct tr_ctx *c, const tr_bf16 *dy, int rows, int cols, float *db);
 
 /* ---- the language model's steps (tr_kernels_lm.c; docs/MODEL.md) --------------------------------------- */
 

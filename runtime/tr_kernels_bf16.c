@@ -2,9 +2,9 @@
  * tr_kernels_bf16.c - the CPU backend's bf16 steps (dtype = "bf16";
  * docs/BF16.md): the cast of a float32 buffer to bf16, the GEMM with bf16
  * operands and a float32 result, the bf16-output variants of layernorm
- * apply and bias + GeLU, and attention forward and backward with their GEMM
- * operands in bf16. (The bf16 broadcast is with the other collectives, in
- * tr_comm.c.)
+ * apply and bias + GeLU, attention forward and backward with their GEMM
+ * operands in bf16, and the column sums of a bf16 dy (attention = "cudnn").
+ * (The bf16 broadcast is with the other collectives, in tr_comm.c.)
  *
  * Design. Every rounding is tr_f32_to_bf16 (round to nearest, ties to even;
  * runtime/tr_bf16.h), so the same float32 bits give the same bf16 bits on
@@ -77,6 +77,32 @@ void tr_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
         round_to_bf16(x + lo, hi - lo, y + lo);
     }
     TIMED_END(TR_K_CAST);
+}
+
+#define TR_COLBLK16 256 /* columns a thread sums at once, as tr_colsum */
+
+void tr_colsum_bf16(tr_ctx *c, const tr_bf16 *dy, int rows, int cols, float *db)
+{
+    TIMED_BEGIN;
+#pragma omp parallel if (TR_PAR(rows, cols))
+    {
+        long lo, hi;
+        tr_slice(cols, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        for (long j0 = lo; j0 < hi; j0 += TR_COLBLK16) {
+            int w = (int)(hi - j0 < TR_COLBLK16 ? hi - j0 : TR_COLBLK16);
+            double acc[TR_COLBLK16];
+            for (int k = 0; k < w; k++)
+                acc[k] = 0;
+            for (int r = 0; r < rows; r++) { /* the same sums in the same order as tr_colsum, over exact widenings */
+                const tr_bf16 *d = dy + (long)r * cols + j0;
+                for (int k = 0; k < w; k++)
+                    acc[k] += tr_bf16_to_f32(d[k]);
+            }
+            for (int k = 0; k < w; k++)
+                db[j0 + k] = (float)acc[k];
+        }
+    }
+    TIMED_END(TR_K_RESID);
 }
 
 void tr_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)

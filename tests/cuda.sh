@@ -1057,10 +1057,12 @@ cus_kept() { # q d: each layer's attention backward reads the bf16 QKV, O and st
             { echo "layer $l: the backward does not read the forward's QKV copy, O and statistics"; return 1; }
         grep -q "^ *\(tr_bf16\|float\) \*const $st = .*kept for the backward; live" "$f" ||
             { echo "layer $l: $st is not planned as kept for the backward"; return 1; }
-        # cuDNN's bf16 dQ, dK, dV are what the QKV GEMMs read: no cast of the widened dqkv back to bf16
-        read -r dq dqh <<<"$(echo "$bwd" | sed 's/.*(\(.*\));/\1/' | tr -d ' ' | awk -F, '{ print $11, $12 }')"
+        # cuDNN's bf16 dQ, dK, dV are what the QKV GEMMs and the bias gradient's column sums read: no fp32 dqkv
+        # (no widening, no cast of it back to bf16)
+        dqh=$(echo "$bwd" | sed 's/.*(\(.*\));/\1/' | tr -d ' ' | awk -F, '{ print $11 }')
         grep -q "trc_gemm[a-z0-9_]*(c, [^;]*[ (]$dqh," "$f" || { echo "layer $l: no GEMM reads $dqh"; return 1; }
-        if grep -q "trc_cast_bf16(c, $dq," "$f"; then echo "layer $l: $dq is cast to bf16 again"; return 1; fi
+        grep -q "trk::colsum<[0-9, ]*>(S, $dqh," "$f" || { echo "layer $l: the bias gradient does not sum $dqh"; return 1; }
+        if grep -q "L${l}_qkv_dout" "$f"; then echo "layer $l: the CUDA program names the fp32 dqkv"; return 1; fi
         l=$((l + 1))
     done
     [ "$l" -gt 0 ] || { echo "no trc_attn_cudnn call in $f"; return 1; }
@@ -1099,7 +1101,7 @@ if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
                 if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
                     check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
                         cus_run "$q" "$d" "$np" random
-                    check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs read cuDNN's bf16 dQ, dK, dV (no cast)" \
+                    check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv)" \
                         cus_kept "$q" "$d"
                     [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
                         cus_settings

@@ -13,8 +13,8 @@
  *   files): the generated attention steps. The forward adds the QKV bias in place and writes the bf16 copy of
  *   the biased QKV that cuDNN reads, runs trc_sdpa_fwd (in training with the softmax statistics) and widens the
  *   output when the step's output is fp32. The bf16 QKV, O and statistics stay in planned buffers until the
- *   backward, which casts dO to bf16, runs trc_sdpa_bwd on them into a bf16 dQKV and widens it into the fp32
- *   dqkv: no forward is computed again.
+ *   backward, which casts dO to bf16 and runs trc_sdpa_bwd on them into a bf16 dQKV that the QKV GEMMs and the
+ *   bias gradient read: no forward is computed again, and no fp32 dqkv is written.
  *   A refused graph stops the rank with a message naming the spec field (attention = "cublas" is the fix).
  *
  * Layouts (row-major, bf16 = tr_bf16): qkv [nseq*seq, 3*C] with C = heads*hd, Q, K, V of head h at columns
@@ -40,10 +40,10 @@ void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int
                     tr_bf16 *out, tr_bf16 *qkvh, tr_bf16 *obuf, float *stats);
 void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, float *qkv, const float *bias,
                     float *out, tr_bf16 *qkvh, tr_bf16 *obuf, float *stats);
-/* qkvh, o, stats: what the forward kept (its bf16 QKV, its bf16 output O, its statistics); dout [nseq*seq, C] and
- * dqkv [nseq*seq, 3C] fp32; dqh [nseq*seq, 3C] bf16 (cuDNN's dQ, dK, dV), douth [nseq*seq, C] bf16 (dO). */
+/* qkvh, o, stats: what the forward kept (its bf16 QKV, its bf16 output O, its statistics); dout [nseq*seq, C]
+ * fp32; dqh [nseq*seq, 3C] bf16: cuDNN's dQ, dK, dV, what the QKV GEMMs and the bias gradient read (the plan's
+ * fp32 dqkv is the CPU program's only); douth [nseq*seq, C] bf16 (dO). */
 void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkvh,
-                        const tr_bf16 *o, const float *stats, const float *dout, float *dqkv, tr_bf16 *dqh,
-                        tr_bf16 *douth);
+                        const tr_bf16 *o, const float *stats, const float *dout, tr_bf16 *dqh, tr_bf16 *douth);
 
 #endif

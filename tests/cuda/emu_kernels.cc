@@ -263,6 +263,18 @@ void colsum(cudaStream_t s, const float *dy, float *db)
     });
 }
 
+/* attention = "cudnn": the bias gradient of cuDNN's bf16 dQKV, the column sums of its exact widening */
+template <int ROWS, int COLS>
+void colsum(cudaStream_t s, const tr_bf16 *dy, float *db)
+{
+    push(stream_of(s), [=] {
+        std::vector<float> w((size_t)ROWS * COLS);
+        for (size_t i = 0; i < w.size(); i++)
+            w[i] = tr_bf16_to_f32(dy[i]);
+        lnb_ref::colsum<ROWS, COLS>(w.data(), db);
+    });
+}
+
 /* bf16 training (docs/BF16.md): GeLU of the unrounded v = h + bias, u = bf16(v) kept, h not written */
 template <int ROWS, int COLS>
 void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)

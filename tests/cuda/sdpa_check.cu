@@ -12,7 +12,7 @@
  *            1e-3 of double log-sum-exp (kept by the training forward); the fp32-output overload bit for bit the widened bf16 output; the
  *            backward twice bitwise identical (cuDNN's deterministic algorithm: replicas stay identical)
  *   bench    (sdpa_check bench) at 8 x 1024 tokens, 12 heads of 64, bf16: trc_sdpa_fwd and trc_sdpa_bwd alone, the
- *            generated steps trc_attn_cudnn and trc_attn_cudnn_bwd (bias, casts, widening; the backward reads the
+ *            generated steps trc_attn_cudnn and trc_attn_cudnn_bwd (bias, casts; the backward reads the
  *            forward's bf16 QKV, O and statistics) and the cuBLAS path's trk::attention and trk::attention_bwd, in ms and
  *            TFLOP/s (causal flops, counted on the half)
  *
@@ -86,15 +86,16 @@ static void check(cudaStream_t s, bool all_heads)
     const std::string shape = what;
     std::vector<float> qkv = rnd(NT * LD, -1, 1), bias = rnd(LD, -0.2f, 0.2f), go = rnd(NT * CQ, -1, 1);
     /* cuDNN */
-    float *dqkv = put(qkv), *dbias = put(bias), *dgo = put(go), *dgrad = dev<float>(NT * LD);
+    float *dqkv = put(qkv), *dbias = put(bias), *dgo = put(go);
     float *dstats = dev<float>(NT * HEADS), *dout32 = dev<float>(NT * CQ);
     tr_bf16 *dout = dev<tr_bf16>(NT * CQ), *dqh = dev<tr_bf16>(NT * LD), *dgh = dev<tr_bf16>(NT * CQ);
     tr_bf16 *dwork = dev<tr_bf16>(NT * LD), *dobuf = dev<tr_bf16>(NT * CQ);
     /* the training forward (statistics kept), then the backward on what it kept */
     trc_attn_cudnn(nullptr, s, NSEQ, SEQ, HEADS, HD, dqkv, dbias, dout, dqh, nullptr, dstats);
     std::vector<float> stats = get(dstats, NT * HEADS);
-    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqh, dout, dstats, dgo, dgrad, dwork, dgh);
-    std::vector<float> qb = get(dqkv, NT * LD), grad = get(dgrad, NT * LD);
+    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqh, dout, dstats, dgo, dwork, dgh);
+    std::vector<float> qb = get(dqkv, NT * LD);
+    std::vector<tr_bf16> grad = get(dwork, NT * LD); /* cuDNN's bf16 dQ, dK, dV in the qkv layout */
     std::vector<tr_bf16> out = get(dout, NT * CQ), qh = get(dqh, NT * LD);
     for (size_t e = 0; e < NT * LD; e++) {
         if (qb[e] != qkv[e])
@@ -103,10 +104,10 @@ static void check(cudaStream_t s, bool all_heads)
             fail("trc_attn_cudnn: the bf16 copy of the biased qkv", e, tr_bf16_to_f32(qh[e]), qkv[e] + bias[e % LD]);
     }
     /* the backward again: bitwise the same */
-    float *dgrad2 = dev<float>(NT * LD);
-    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqh, dout, dstats, dgo, dgrad2, dwork, dgh);
-    std::vector<float> grad2 = get(dgrad2, NT * LD);
-    if (memcmp(grad.data(), grad2.data(), grad.size() * sizeof(float)) != 0)
+    tr_bf16 *dwork2 = dev<tr_bf16>(NT * LD);
+    trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, HEADS, HD, dqh, dout, dstats, dgo, dwork2, dgh);
+    std::vector<tr_bf16> grad2 = get(dwork2, NT * LD);
+    if (memcmp(grad.data(), grad2.data(), grad.size() * sizeof(tr_bf16)) != 0)
         fail((shape + " backward twice: not bitwise identical").c_str(), 0, 0, 0);
     /* the fp32-output overload, without statistics (inference): the widened bf16 output, bit for bit (qkv is
      * biased again: restore it first) */
@@ -191,7 +192,7 @@ static void check(cudaStream_t s, bool all_heads)
     close_to((shape + " statistics (log-sum-exp) vs double").c_str(), st, rs, ms, 1e-3);
     close_to((shape + " output vs the cuBLAS path").c_str(), o, cb_out, {}, 2e-2);
     close_to((shape + " dQ, dK, dV vs the cuBLAS path").c_str(), g, cb_grad, {}, 2e-2);
-    for (void *p : {(void *)dqkv, (void *)dbias, (void *)dgo, (void *)dgrad, (void *)dgrad2, (void *)dstats,
+    for (void *p : {(void *)dqkv, (void *)dbias, (void *)dgo, (void *)dwork2, (void *)dstats,
                     (void *)dout32, (void *)dout, (void *)dqh, (void *)dgh, (void *)dwork, (void *)dobuf,
                     (void *)bgrad, (void *)bsc, (void *)bout, (void *)bpr})
         cudaFree(p);
@@ -226,7 +227,7 @@ static void bench(cudaStream_t s)
     ms = time_ms(s, [&] { trc_attn_cudnn(nullptr, s, NSEQ, SEQ, H, HD, qkv, bias, out, qh, nullptr, stats); });
     printf("bench: trc_attn_cudnn (the generated forward step, training)       %8.3f ms  %7.1f TFLOP/s (causal)\n",
            ms, flops / ms / 1e9);
-    ms = time_ms(s, [&] { trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, H, HD, qh, out, stats, go, grad, work, gh); });
+    ms = time_ms(s, [&] { trc_attn_cudnn_bwd(nullptr, s, NSEQ, SEQ, H, HD, qh, out, stats, go, work, gh); });
     printf("bench: trc_attn_cudnn_bwd (the generated backward step)            %8.3f ms  %7.1f TFLOP/s (causal)\n",
            ms, 2.5 * flops / ms / 1e9);
     ms = time_ms(s, [&] { trk::attention<NSEQ, SEQ, H, HD, tr_bf16>(nullptr, s, qkv, bias, out, scores, probs, qh); });

@@ -75,6 +75,8 @@ void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *
 /* db[COLS] = column sums of dy[ROWS, COLS] (a fixed summation order: deterministic) */
 template <int ROWS, int COLS>
 void colsum(cudaStream_t s, const float *dy, float *db);
+template <int ROWS, int COLS>
+void colsum(cudaStream_t s, const tr_bf16 *dy, float *db); /* attention = "cudnn": cuDNN's bf16 dQKV */
 
 /* dg[ROWS, COLS] *= GeLU'(u) */
 template <int ROWS, int COLS>
