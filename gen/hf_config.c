@@ -543,7 +543,8 @@ bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text,
     tg_sb_printf(&text_out, "ffn = %s, eps = layer_norm_epsilon%s;\n",
                  md.n_inner ? "n_inner" : "4 * n_embd (n_inner is null)",
                  whole ? ", vocab = vocab_size, positions = n_positions" : "");
-    tg_sb_puts(&text_out, "-- mesh, seq, batch and mode from the command line.\n");
+    tg_sb_printf(&text_out, "-- mesh, seq, batch%s and mode from the command line.\n",
+                 whole && r->vocab_align ? ", vocab_align (--vocab-align)" : "");
     /* the weights: model.safetensors, or a sharded checkpoint's index (the runtime reads either, or the directory) */
     char one[4300], index[4300];
     const char *sep = r->dir[strlen(r->dir) - 1] == '/' ? "" : "/";
@@ -591,6 +592,8 @@ bool tg_hf_spec_text(const tg_hf_request *r, const char *path, const char *text,
     put_double(&text_out, md.eps);
     if (whole)
         tg_sb_printf(&text_out, ",\n            vocab = %d, positions = %d", md.vocab, md.n_positions);
+    if (whole && r->vocab_align) /* --vocab-align: each rank's vocab block padded to a multiple of it */
+        tg_sb_printf(&text_out, ", vocab_align = %d", r->vocab_align);
     if (r->mode == TG_GENERATE)
         tg_sb_printf(&text_out, ",\n            context = %d", r->context);
     tg_sb_puts(&text_out, " },\n");

@@ -35,6 +35,8 @@ typedef struct tg_hf_request {
     tg_mode mode;     /* "infer", "train" or "generate" */
     int context;      /* --context N: model.context with mode generate (docs/GENERATE.md), else 0 */
     int blocks_only;  /* --blocks-only: the block stack (no vocab); else the whole GPT2LMHeadModel (tesseract) */
+    int vocab_align;  /* --vocab-align A: model.vocab_align of the whole model (1..TG_SPEC_MAX_VOCAB_ALIGN, checked by
+                       * main.c with the other options and again by the spec loader), else 0: not printed */
 } tg_hf_request;
 
 /* Read r->dir/config.json, check it, and append to spec the text of a spec file for it (comments saying

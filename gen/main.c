@@ -47,7 +47,8 @@ static void usage(FILE *f)
             "       tessgen SPEC.lua --show | --blocks [TENSOR] | --summary  [--ranks L] [--layers L] [--kinds K]\n"
             "       tessgen SPEC.lua --advise --machine M.lua [--ranks P] [--json]\n"
             "       tessgen SPEC.lua --cost --machine M.lua [--json]\n"
-            "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B [--mode train] [--blocks-only]  (> SPEC.lua)\n"
+            "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B [--mode train] [--blocks-only | --vocab-align A]\n"
+            "               (prints SPEC.lua)\n"
             "       tessgen --from-hf DIR --mesh Q,D --seq S --batch B --mode generate --context N\n"
             "       tessgen --from-hf DIR --scheme megatron --mesh P --seq S --batch B [--mode train]\n"
             "       tessgen --help | --version\n"
@@ -108,6 +109,8 @@ static void usage(FILE *f)
             "  --seq S, --batch B tokens per sequence (at most n_positions), sequences\n"
             "  --mode M           infer (default), train or generate (docs/GENERATE.md)\n"
             "  --context N        with --mode generate: model.context, the KV cache (prompt + new tokens)\n"
+            "  --vocab-align A    the whole model's model.vocab_align, A in 1..1024: each rank's vocabulary\n"
+            "                     block padded to a multiple of A rows (64 suits tensor cores; docs/MODEL.md)\n"
             "\n"
             "Then:  ninja -C DIR  &&  DIR/run [--weights W.safetensors] [--input X.npy] [--output Y.npy]\n"
             "Spec keys and run options: README.md. Exit: 0 ok, 1 rejected spec/output, 2 usage, 70 internal.\n");
@@ -648,11 +651,11 @@ static bool opt_count(const char *opt, const char *v, int *out)
 
 /* --from-hf: print a spec for a save_pretrained directory (hf_config.c), write nothing. */
 static int hf_main(const char *dir, const char *mesh, const char *scheme, const char *seq, const char *batch,
-                   const char *mode, const char *context, int blocks_only, int other)
+                   const char *mode, const char *context, const char *vocab_align, int blocks_only, int other)
 {
     if (other) {
-        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch, --mode, --context and "
-                        "--blocks-only, and no spec file; "
+        fprintf(stderr, "tessgen: --from-hf takes only --mesh, --scheme, --seq, --batch, --mode, --context, "
+                        "--vocab-align and --blocks-only, and no spec file; "
                         "it prints a spec to stdout (see tessgen --help)\n");
         return 2;
     }
@@ -685,6 +688,26 @@ static int hf_main(const char *dir, const char *mesh, const char *scheme, const 
     }
     if (context && !opt_count("--context", context, &r.context))
         return 2;
+    if (vocab_align) { /* model.vocab_align's rule (spec.c checks the printed spec against the same bound) */
+        if (blocks_only || r.scheme == TG_SCHEME_MEGATRON) {
+            fprintf(stderr, "tessgen: --vocab-align pads the LM head's vocabulary blocks (model.vocab_align), and %s "
+                            "prints the stack of blocks alone, without a vocabulary; drop --vocab-align%s\n",
+                    blocks_only ? "--blocks-only" : "--scheme megatron",
+                    blocks_only ? " or --blocks-only" : "");
+            return 2;
+        }
+        char *end;
+        errno = 0;
+        long a = strtol(vocab_align, &end, 10);
+        if (end == vocab_align || *end || errno || a < 1 || a > TG_SPEC_MAX_VOCAB_ALIGN) {
+            fprintf(stderr, "tessgen: --vocab-align %s: an integer in 1..%d is needed (model.vocab_align: each rank's "
+                            "vocabulary block is padded to a multiple of it); use e.g. --vocab-align 64, which suits "
+                            "tensor cores\n",
+                    vocab_align, TG_SPEC_MAX_VOCAB_ALIGN);
+            return 2;
+        }
+        r.vocab_align = (int)a;
+    }
     if (!opt_count("--seq", seq, &r.seq) || !opt_count("--batch", batch, &r.batch))
         return 2;
     const char *comma = strchr(mesh, ',');
@@ -734,6 +757,7 @@ int main(int argc, char **argv)
     const char *tensor = NULL, *f_ranks = NULL, *f_layers = NULL, *f_kinds = NULL;
     const char *hf_dir = NULL, *hf_mesh = NULL, *hf_scheme = NULL, *hf_seq = NULL, *hf_batch = NULL, *hf_mode = NULL;
     const char *hf_context = NULL; /* --context (with --from-hf --mode generate) */
+    const char *hf_vocab_align = NULL; /* --vocab-align (with --from-hf, the whole model) */
     int hf_blocks_only = 0; /* --blocks-only (with --from-hf) */
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
@@ -775,7 +799,7 @@ int main(int argc, char **argv)
             hf_blocks_only = 1;
         } else if (!strcmp(argv[a], "--from-hf") || !strcmp(argv[a], "--mesh") || !strcmp(argv[a], "--scheme") ||
                    !strcmp(argv[a], "--seq") || !strcmp(argv[a], "--batch") || !strcmp(argv[a], "--mode") ||
-                   !strcmp(argv[a], "--context")) {
+                   !strcmp(argv[a], "--context") || !strcmp(argv[a], "--vocab-align")) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "tessgen: %s needs a value (see tessgen --help)\n", argv[a]);
                 return 2;
@@ -787,6 +811,7 @@ int main(int argc, char **argv)
                                : !strcmp(o, "seq")   ? &hf_seq
                                : !strcmp(o, "batch") ? &hf_batch
                                : !strcmp(o, "context") ? &hf_context
+                               : !strcmp(o, "vocab-align") ? &hf_vocab_align
                                                      : &hf_mode;
             *dst = argv[++a];
         } else if (!strcmp(argv[a], "--ranks") || !strcmp(argv[a], "--layers") || !strcmp(argv[a], "--kinds")) {
@@ -813,11 +838,12 @@ int main(int argc, char **argv)
         }
     }
     if (hf_dir)
-        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode, hf_context, hf_blocks_only,
+        return hf_main(hf_dir, hf_mesh, hf_scheme, hf_seq, hf_batch, hf_mode, hf_context, hf_vocab_align, hf_blocks_only,
                        spec_path || outdir || quiet || show || blocks || summary || full || advise || cost || json ||
                            machine_path || f_ranks || f_layers || f_kinds);
-    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode || hf_context || hf_blocks_only) {
-        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch, --mode, --context and --blocks-only go with --from-hf DIR; a spec "
+    if (hf_mesh || hf_scheme || hf_seq || hf_batch || hf_mode || hf_context || hf_vocab_align || hf_blocks_only) {
+        fprintf(stderr, "tessgen: --mesh, --scheme, --seq, --batch, --mode, --context, --vocab-align and --blocks-only go "
+                        "with --from-hf DIR; a spec "
                         "file says "
                         "them itself\n");
         return 2;

@@ -206,11 +206,26 @@ cli_disk_room() {
 check "cli: the output's size is printed before writing, and one the disk cannot hold is refused, nothing written" cli_disk_room
 # mesh.pp = 2: --summary prints each stage's proved schedule with its stash, the bubble and each stage's memory; --show and
 # the advisor are refused naming mesh.pp, nothing written; generating writes every stage's programs, the language model's too
-cli_pipeline_stages() {
-    cat >"$WORK/pp2.lua" <<'SPEC'
+# cli_pp2_specs DIR: the 2-stage spec of [2,2,1] (4 layers split 1 + 3, gpipe) as DIR/pp2.lua and its language model
+# (vocab 10) as DIR/pp2lm.lua; each check that uses them writes its own, so it passes run alone (TESS_TEST_FILTER)
+cli_pp2_specs() {
+    cat >"$1/pp2.lua" <<'SPEC'
 return { mode = "train", mesh = { q = 2, pp = 2 }, model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2,
   batch = 8 }, pipeline = { microbatches = 4, layers = { 1, 3 }, schedule = "gpipe" } }
 SPEC
+    sed 's/batch = 8 }/batch = 8, vocab = 10, positions = 2 }/' "$1/pp2.lua" >"$1/pp2lm.lua"
+}
+# cli_pp11_spec DIR: 2 stages of [1,1,1], 1 layer each, 1f1b over 4 micro-batches, as DIR/pp11.lua
+cli_pp11_spec() {
+    cat >"$1/pp11.lua" <<'SPEC'
+return { mode = "train", mesh = { q = 1, pp = 2 }, model = { layers = 2, hidden = 8, heads = 2, ffn = 16, seq = 2,
+  batch = 8 }, pipeline = { microbatches = 4, schedule = "1f1b" } }
+SPEC
+}
+# a fresh folder of its own for one check: cli_fresh_dir NAME prints $WORK/NAME, emptied
+cli_fresh_dir() { rm -rf "$WORK/$1" && mkdir -p "$WORK/$1" && echo "$WORK/$1"; }
+cli_pipeline_stages() {
+    cli_pp2_specs "$WORK"
     $TG "$WORK/pp2.lua" --summary >"$WORK/pp2.sum" &&
         grep -q "^pipeline: 2 stages of \[2,2,1\] (8 ranks; stage s holds ranks s\*4 .. s\*4+3), schedule gpipe, 4 micro-batches per step$" "$WORK/pp2.sum" &&
         grep -q "^  stage 0: layers 0..0, stash 4 micro-batches, busy 12 of 39 slots: F0 sA0>1 F1 " "$WORK/pp2.sum" &&
@@ -232,7 +247,6 @@ SPEC
         [ "$(cd "$WORK/pp2" && ls rank_*.c | tr '\n' ' ')" = "rank_s0_i0_j0.c rank_s0_i0_j1.c rank_s0_i1_j0.c rank_s0_i1_j1.c rank_s1_i0_j0.c rank_s1_i0_j1.c rank_s1_i1_j0.c rank_s1_i1_j1.c " ] &&
         grep -q "\.q = 2, \.d = 1, \.p = 8," "$WORK/pp2/model.c" && grep -q "^    \.pp = 2, " "$WORK/pp2/model.c" &&
         grep -q "^    {7, 0, 8, {5, 5, 7, 5, 4}, " "$WORK/pp2/rank_s1_i1_j1.c" || return 1
-    sed 's/batch = 8 }/batch = 8, vocab = 10, positions = 2 }/' "$WORK/pp2.lua" >"$WORK/pp2lm.lua"
     $TG "$WORK/pp2lm.lua" --summary >"$WORK/pp2lm.sum" && $TG "$WORK/pp2lm.lua" -o "$WORK/pp2lm" >/dev/null || return 1
     grep -q "^  tied wte gradient: stage 0 and stage 1 exchange and add it after the last backward, every step: 20 floats (80 bytes) each way per rank (Vq x C/q = 5 x 4)$" "$WORK/pp2lm.sum" &&
         grep -q "^    tr_pipe_tied_sum(c, A + [0-9]*, 20, me - 4, 0); /\* the tied wte gradient: + stage 0's \*/$" "$WORK/pp2lm/rank_s1_i1_j1.c" &&
@@ -284,54 +298,56 @@ SPEC
 # micro-batches (slot u mod 2), stage 1 one. Micro-batch u's rows of y are 2 sequences x 2 tokens x 8 columns = 128
 # bytes at y's offset + 128 u. The peer of rank 0 is rank 1 and back.
 cli_pipeline_show() {
-    cat >"$WORK/pp11.lua" <<'SPEC'
-return { mode = "train", mesh = { q = 1, pp = 2 }, model = { layers = 2, hidden = 8, heads = 2, ffn = 16, seq = 2,
-  batch = 8 }, pipeline = { microbatches = 4, schedule = "1f1b" } }
-SPEC
-    $TG "$WORK/pp11.lua" --show >"$WORK/pp11.show" || return 1
-    grep -q "^# tessgen .* schedule of pp11 .*: mesh \[1,1,1\] x 2 pipeline stages = 2 ranks," "$WORK/pp11.show" &&
-        grep -q "^# pipeline: 2 stages, schedule 1f1b, 4 micro-batches per step, makespan 15 slots;" "$WORK/pp11.show" &&
-        grep -q "^# stage 0: layers 0..0, stash 2 slots; classes (s,i,j): (0,0,0) rank 0$" "$WORK/pp11.show" &&
-        grep -q "^# stage 1: layers 1..1, stash 1 slot; classes (s,i,j): (1,0,0) rank 1$" "$WORK/pp11.show" &&
-        grep -q "^== rank 1 (stage 1, i=0, j=0, k=0)  row(0,0)={1} " "$WORK/pp11.show" || return 1
+    local d
+    d=$(cli_fresh_dir pp_show) || return 1
+    cli_pp11_spec "$d" && cli_pp2_specs "$d"
+    $TG "$d/pp11.lua" --show >"$d/pp11.show" || return 1
+    grep -q "^# tessgen .* schedule of pp11 .*: mesh \[1,1,1\] x 2 pipeline stages = 2 ranks," "$d/pp11.show" &&
+        grep -q "^# pipeline: 2 stages, schedule 1f1b, 4 micro-batches per step, makespan 15 slots;" "$d/pp11.show" &&
+        grep -q "^# stage 0: layers 0..0, stash 2 slots; classes (s,i,j): (0,0,0) rank 0$" "$d/pp11.show" &&
+        grep -q "^# stage 1: layers 1..1, stash 1 slot; classes (s,i,j): (1,0,0) rank 1$" "$d/pp11.show" &&
+        grep -q "^== rank 1 (stage 1, i=0, j=0, k=0)  row(0,0)={1} " "$d/pp11.show" || return 1
     # stage 0's list, one line per step: the kind, micro-batch, peer world rank and stash slot, and the slot it runs in
     awk '/^== rank 0 /{on=1} /^== rank 1 /{on=0} on && /^  p[0-9]/ {
            s = $4 " " $5 $6; if ($7 == "peer") s = s " >" $8; else s = s " @" $8; print $3 ":" s (/ joint$/ ? "+" : "") }' \
-        "$WORK/pp11.show" | tr '\n' ' ' >"$WORK/pp11.list"
-    cat "$WORK/pp11.list"; echo
-    [ "$(cat "$WORK/pp11.list")" = "0:forward mb0 @0 1:stash_save mb0 @0 1:send_act mb0 >1 1:forward mb1 @1 2:stash_save mb1 @1 4:send_act mb1 >1+ 4:recv_grad mb0 >1 4:stash_load mb0 @0 4:backward mb0 @0 6:forward mb2 @0 7:stash_save mb2 @0 7:send_act mb2 >1+ 7:recv_grad mb1 >1 7:stash_load mb1 @1 7:backward mb1 @1 9:forward mb3 @1 10:stash_save mb3 @1 10:send_act mb3 >1+ 10:recv_grad mb2 >1 10:stash_load mb2 @0 10:backward mb2 @0 13:recv_grad mb3 >1 13:stash_load mb3 @1 13:backward mb3 @1 " ] ||
+        "$d/pp11.show" | tr '\n' ' ' >"$d/pp11.list"
+    cat "$d/pp11.list"; echo
+    [ "$(cat "$d/pp11.list")" = "0:forward mb0 @0 1:stash_save mb0 @0 1:send_act mb0 >1 1:forward mb1 @1 2:stash_save mb1 @1 4:send_act mb1 >1+ 4:recv_grad mb0 >1 4:stash_load mb0 @0 4:backward mb0 @0 6:forward mb2 @0 7:stash_save mb2 @0 7:send_act mb2 >1+ 7:recv_grad mb1 >1 7:stash_load mb1 @1 7:backward mb1 @1 9:forward mb3 @1 10:stash_save mb3 @1 10:send_act mb3 >1+ 10:recv_grad mb2 >1 10:stash_load mb2 @0 10:backward mb2 @0 13:recv_grad mb3 >1 13:stash_load mb3 @1 13:backward mb3 @1 " ] ||
         { echo "stage 0's pipeline steps differ"; return 1; }
     # the arena bytes of the activation rows each send reads: y's offset + 128 u
     local y
-    y=$(grep -m1 "send_act   mb 0 peer 1 (stage 1) y:r@" "$WORK/pp11.show" | sed 's/.*y:r@\([0-9]*\)+128$/\1/') &&
-        grep -q "send_act   mb 3 peer 1 (stage 1) y:r@$((y + 384))+128 joint$" "$WORK/pp11.show" &&
-        grep -q "recv_act   mb 0 peer 0 (stage 0) x:w@" "$WORK/pp11.show" || return 1
+    y=$(grep -m1 "send_act   mb 0 peer 1 (stage 1) y:r@" "$d/pp11.show" | sed 's/.*y:r@\([0-9]*\)+128$/\1/') &&
+        grep -q "send_act   mb 3 peer 1 (stage 1) y:r@$((y + 384))+128 joint$" "$d/pp11.show" &&
+        grep -q "recv_act   mb 0 peer 0 (stage 0) x:w@" "$d/pp11.show" || return 1
     # --ranks names world ranks; --kinds comm keeps only the sends and receives
-    $TG "$WORK/pp11.lua" --show --ranks 1 --kinds comm >"$WORK/pp11c.show" &&
-        ! grep -q "^== rank 0 " "$WORK/pp11c.show" && [ "$(grep -c "^  p[0-9]" "$WORK/pp11c.show")" -eq 8 ] &&
-        ! grep -q "stash_save\|forward  " "$WORK/pp11c.show" || return 1
+    $TG "$d/pp11.lua" --show --ranks 1 --kinds comm >"$d/pp11c.show" &&
+        ! grep -q "^== rank 0 " "$d/pp11c.show" && [ "$(grep -c "^  p[0-9]" "$d/pp11c.show")" -eq 8 ] &&
+        ! grep -q "stash_save\|forward  " "$d/pp11c.show" || return 1
     # --blocks: a layer's tensors are held by the stage that holds the layer, x by every stage
-    $TG "$WORK/pp2.lua" --blocks 'h.2.attn.c_proj.weight' >"$WORK/pp2.blk" &&
-        grep -q "^(held by stage 1: world ranks 4..7)$" "$WORK/pp2.blk" &&
-        grep -Eq "^  rows 0..3 +4 +5$" "$WORK/pp2.blk" && grep -Eq "^  rows 4..7 +6 +7$" "$WORK/pp2.blk" || return 1
-    $TG "$WORK/pp2.lua" --blocks x >"$WORK/pp2x.blk" &&
-        grep -Eq "^  rows 0..7 +0,4 +1,5$" "$WORK/pp2x.blk" && grep -Eq "^  rows 8..15 +2,6 +3,7$" "$WORK/pp2x.blk" || return 1
-    $TG "$WORK/pp2.lua" --show --ranks 8 2>"$WORK/pp2.err" >/dev/null
-    [ $? -eq 2 ] && grep -q "rank 8 is not in 0..7 (mesh \[2,2,1\] x 2 pipeline stages has 8 ranks)" "$WORK/pp2.err" || return 1
+    $TG "$d/pp2.lua" --blocks 'h.2.attn.c_proj.weight' >"$d/pp2.blk" &&
+        grep -q "^(held by stage 1: world ranks 4..7)$" "$d/pp2.blk" &&
+        grep -Eq "^  rows 0..3 +4 +5$" "$d/pp2.blk" && grep -Eq "^  rows 4..7 +6 +7$" "$d/pp2.blk" || return 1
+    $TG "$d/pp2.lua" --blocks x >"$d/pp2x.blk" &&
+        grep -Eq "^  rows 0..7 +0,4 +1,5$" "$d/pp2x.blk" && grep -Eq "^  rows 8..15 +2,6 +3,7$" "$d/pp2x.blk" || return 1
+    $TG "$d/pp2.lua" --show --ranks 8 2>"$d/pp2.err" >/dev/null
+    [ $? -eq 2 ] && grep -q "rank 8 is not in 0..7 (mesh \[2,2,1\] x 2 pipeline stages has 8 ranks)" "$d/pp2.err" || return 1
     # the language model's stages: --show prints them; --blocks maps wte once, held by the first stage and the last
     # (the tied head's copy), the other tensors by their own stage
-    $TG "$WORK/pp2lm.lua" --show >"$WORK/pp2lm.show" && grep -q "^== rank 7 (stage 1, " "$WORK/pp2lm.show" &&
-        $TG "$WORK/pp2lm.lua" --blocks >"$WORK/pp2lm.blk" && [ "$(grep -c "^wte.weight " "$WORK/pp2lm.blk")" = 1 ] &&
+    $TG "$d/pp2lm.lua" --show >"$d/pp2lm.show" && grep -q "^== rank 7 (stage 1, " "$d/pp2lm.show" &&
+        $TG "$d/pp2lm.lua" --blocks >"$d/pp2lm.blk" && [ "$(grep -c "^wte.weight " "$d/pp2lm.blk")" = 1 ] &&
         grep -q "^(held by stages 0 and 1: world ranks 0..3 and 4..7; the last stage's is the tied LM head's copy" \
-            "$WORK/pp2lm.blk" && grep -Eq "^  rows 0..4 +0,4 +1,5$" "$WORK/pp2lm.blk" &&
-        $TG "$WORK/pp2lm.lua" --blocks wpe.weight | grep -q "^(held by stage 0: world ranks 0..3)$"
+            "$d/pp2lm.blk" && grep -Eq "^  rows 0..4 +0,4 +1,5$" "$d/pp2lm.blk" &&
+        $TG "$d/pp2lm.lua" --blocks wpe.weight | grep -q "^(held by stage 0: world ranks 0..3)$"
 }
 # schedule.json's "pipeline": each stage's proved order with the slot each step runs in, and the class files' pipeline
 # steps with their peer, micro-batch and stash slot; 2 stages x 4 micro-batches of 1f1b, the order tests/test_pipe.c
 # asserts for 3 micro-batches continued by its rule, the slots worked out by hand above (cli_pipeline_show)
 cli_pipeline_json() {
-    $TG "$WORK/pp11.lua" -o "$WORK/pp11" --quiet || return 1
-    "$PY" - "$WORK/pp11" <<'PYEOF'
+    local d
+    d=$(cli_fresh_dir pp_json) || return 1
+    cli_pp11_spec "$d"
+    $TG "$d/pp11.lua" -o "$d/pp11" --quiet || return 1
+    "$PY" - "$d/pp11" <<'PYEOF'
 import json, sys
 out = sys.argv[1]
 j = json.load(open(f"{out}/schedule.json"))
@@ -374,19 +390,21 @@ PYEOF
 # the schedule fingerprint (model.c, manifest.json: what the runtime checks every rank program against) covers the
 # pipeline: the same spec with the other schedule or another split of its layers has another one
 cli_pipeline_fingerprint() {
-    local a b c
-    sed 's/schedule = "gpipe"/schedule = "1f1b"/' "$WORK/pp2.lua" >"$WORK/pp2b.lua" &&
-        sed 's/layers = { 1, 3 }/layers = { 2, 2 }/' "$WORK/pp2.lua" >"$WORK/pp2c.lua" &&
-        $TG "$WORK/pp2.lua" -o "$WORK/pp2a_out" --quiet && $TG "$WORK/pp2b.lua" -o "$WORK/pp2b_out" --quiet &&
-        $TG "$WORK/pp2c.lua" -o "$WORK/pp2c_out" --quiet || return 1
-    a=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2a_out/manifest.json")
-    b=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2b_out/manifest.json")
-    c=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$WORK/pp2c_out/manifest.json")
+    local a b c d
+    d=$(cli_fresh_dir pp_fingerprint) || return 1
+    cli_pp2_specs "$d"
+    sed 's/schedule = "gpipe"/schedule = "1f1b"/' "$d/pp2.lua" >"$d/pp2b.lua" &&
+        sed 's/layers = { 1, 3 }/layers = { 2, 2 }/' "$d/pp2.lua" >"$d/pp2c.lua" &&
+        $TG "$d/pp2.lua" -o "$d/pp2a_out" --quiet && $TG "$d/pp2b.lua" -o "$d/pp2b_out" --quiet &&
+        $TG "$d/pp2c.lua" -o "$d/pp2c_out" --quiet || return 1
+    a=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$d/pp2a_out/manifest.json")
+    b=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$d/pp2b_out/manifest.json")
+    c=$(grep -o '"schedule_fingerprint": *"[0-9a-f]*"' "$d/pp2c_out/manifest.json")
     echo "gpipe {1,3}: $a; 1f1b {1,3}: $b; gpipe {2,2}: $c"
     [ -n "$a" ] && [ "$a" != "$b" ] && [ "$a" != "$c" ] && [ "$b" != "$c" ] || return 1
     # stage 1 of [2,2,1] holds world ranks 4..7: its class (1,0)'s broadcasts name them, not stage 0's (2, 3)
-    grep -q "row(1,0)={6,7} root 6 send" "$WORK/pp2a_out/schedule/rank_s1_i1_j0.txt" &&
-        grep -q "over row(1,0) from rank 6 \*/" "$WORK/pp2a_out/rank_s1_i1_j0.c" ||
+    grep -q "row(1,0)={6,7} root 6 send" "$d/pp2a_out/schedule/rank_s1_i1_j0.txt" &&
+        grep -q "over row(1,0) from rank 6 \*/" "$d/pp2a_out/rank_s1_i1_j0.c" ||
         { echo "stage 1's group members or roots are not its own world ranks"; return 1; }
 }
 # schedule.txt, schedule.json, manifest.json and the class files list every stage's ranks, stage-major: on 2 stages of

@@ -65,9 +65,11 @@ help_typo() {
     help_is "$WORK/train_2_2" block-train
 [ -x "$WORK/lm/infer_2_1/bin/model" ] && check "help: the whole GPT-2's inference program describes itself" \
     help_is "$WORK/lm/infer_2_1" lm-infer
-[ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: the whole GPT-2's training program describes itself" \
-    help_is "$WORK/lm/train_2_1" lm-train
-[ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: a mistyped run option gets 'did you mean', one line, exit 2" \
-    help_typo "$WORK/lm/train_2_1"
-[ -x "$WORK/lm/train_2_1/bin/model" ] && check "help: --timing without --steps or --generate (it timed nothing) is refused, one line, exit 2" \
-    help_timing_alone "$WORK/lm/train_2_1"
+# help_lm CMD...: CMD on tests/lm.sh's training program of [2,2,1], built first if the filter skipped its mesh
+help_lm() { lm_train 2 1 && "$@"; }
+lm_mesh_ok 2 1 && check "help: the whole GPT-2's training program describes itself" \
+    help_lm help_is "$WORK/lm/train_2_1" lm-train
+lm_mesh_ok 2 1 && check "help: a mistyped run option gets 'did you mean', one line, exit 2" \
+    help_lm help_typo "$WORK/lm/train_2_1"
+lm_mesh_ok 2 1 && check "help: --timing without --steps or --generate (it timed nothing) is refused, one line, exit 2" \
+    help_lm help_timing_alone "$WORK/lm/train_2_1"

@@ -400,4 +400,41 @@ open(sys.argv[2], "w").write("{" + ", ".join(head + keys[:20] + keys[:10]) + "}\
         --from-hf "$WORK/hf/empty" --mesh 1 --seq 8 --batch 12 --mode fast
     check "hf: --seq 0 (exit 2)" hf_refused 2 "--seq 0: a positive integer is needed" --from-hf "$WORK/hf/empty" \
         --mesh 1 --seq 0 --batch 12
+    # --vocab-align A: model.vocab_align of the whole model (docs/MODEL.md "Padding"): GPT-2's vocab 50257 on [1,1,1]
+    # with A = 64 plans Vq = ceil(50257 / 64) * 64 = 50304 rows (47 of zero pad); without it Vq = 50257
+    hf_va_dir() {
+        mkdir -p "$WORK/hf/va" &&
+            printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 48, "n_head": 12, "n_positions": 32, "vocab_size": 50257}\n' \
+                >"$WORK/hf/va/config.json"
+    }
+    hf_vocab_align() {
+        hf_va_dir && rm -rf "$WORK/hf/va64" "$WORK/hf/va1" &&
+            $HF_TG --from-hf "$WORK/hf/va" --mesh 1 --seq 8 --batch 12 --vocab-align 64 >"$WORK/hf/va64.lua" &&
+            $HF_TG --from-hf "$WORK/hf/va" --mesh 1 --seq 8 --batch 12 >"$WORK/hf/va1.lua" || return 1
+        grep "vocab = " "$WORK/hf/va64.lua"
+        grep -q "^            vocab = 50257, positions = 32, vocab_align = 64 },$" "$WORK/hf/va64.lua" &&
+            ! grep -q "vocab_align" "$WORK/hf/va1.lua" &&
+            bin/tessgen "$WORK/hf/va64.lua" -o "$WORK/hf/va64" --quiet && bin/tessgen "$WORK/hf/va1.lua" -o "$WORK/hf/va1" --quiet &&
+            grep -q "\.vocab = 50257, \.vq = 50304," "$WORK/hf/va64/rank_i0_j0.c" &&
+            grep -q "\.vocab = 50257, \.vq = 50257," "$WORK/hf/va1/rank_i0_j0.c"
+    }
+    check "hf: --vocab-align 64 prints model.vocab_align: GPT-2's vocab 50257 on [1,1,1] plans Vq = 50304" hf_vocab_align
+    # outside 1..1024 (the rule of model.vocab_align), not a number, or without a vocabulary: exit 2, nothing printed
+    hf_vocab_align_refused() {
+        local d="$WORK/hf/va"
+        hf_va_dir &&
+            hf_refused 2 "--vocab-align 2048: an integer in 1..1024 is needed" --from-hf "$d" --mesh 1 --seq 8 --batch 12 \
+                --vocab-align 2048 &&
+            hf_refused 2 "--vocab-align 0: an integer in 1..1024 is needed" --from-hf "$d" --mesh 1 --seq 8 --batch 12 \
+                --vocab-align 0 &&
+            hf_refused 2 "--vocab-align 6x: an integer in 1..1024 is needed" --from-hf "$d" --mesh 1 --seq 8 --batch 12 \
+                --vocab-align 6x &&
+            hf_refused 2 "--vocab-align pads the LM head's vocabulary blocks" --from-hf "$d" --mesh 1 --seq 8 --batch 12 \
+                --blocks-only --vocab-align 64 &&
+            hf_refused 2 "--vocab-align pads the LM head's vocabulary blocks" --from-hf "$d" --scheme megatron --mesh 2 \
+                --seq 8 --batch 12 --vocab-align 64 &&
+            hf_refused 2 "go with --from-hf DIR" specs/gpt2-tiny.lua --vocab-align 64
+    }
+    check "hf: --vocab-align outside 1..1024, not a number, with --blocks-only or --scheme megatron, or without --from-hf is refused (exit 2), nothing printed" \
+        hf_vocab_align_refused
 fi

@@ -15,7 +15,9 @@
 # embedding, head and loss equals the measured difference between this model and the same stack without vocab;
 # an inference program prints the loss and writes the same logits; synthetic tokens are deterministic; bad token
 # files (id >= V, negative, float32, wrong shape) are refused naming file, index and value, nothing written;
-# and training from token shards (--data, --val-data; tests/lmdata.sh).
+# and training from token shards (--data, --val-data; tests/lmdata.sh). A mesh's program is built only when
+# TESS_TEST_FILTER wants one of its checks or a later check runs it (lm_train builds on first use): a filter for one
+# mesh builds that mesh alone; without a filter every mesh is built in the loop, as the checks list them.
 LM_MESHES=${TESS_LM_MESHES:-"1,1 1,2 2,1 2,2 3,1"}
 LM_MB_MESHES=${TESS_LM_MB_MESHES:-"1,1 2,1"} # the meshes of the micro-batch checks
 LM_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
@@ -57,6 +59,23 @@ lm_setup() { "$PY" $LM_REF lm-fdcheck && lm_ref_files "$WORK/lm"; }
 lm_build() { # q d mode [novocab]
     local dir="$WORK/lm/$3_$1_$2${4:+_novocab}"
     lm_spec "$@" >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+}
+
+# lm_train Q D: the training program of mesh [Q,Q,D] in $WORK/lm/train_Q_D, built on first use. The mesh loop builds
+# a mesh only when TESS_TEST_FILTER wants one of its checks; every check after the loop that runs a mesh's program calls
+# this first, so it also runs alone. A failed build leaves train_Q_D.failed and is not tried again (lm_mesh_ok).
+lm_train() {
+    local dir="$WORK/lm/train_$1_$2"
+    [ -x "$dir/bin/model" ] && return 0
+    [ -e "$dir.failed" ] && { echo "the program of mesh [$1,$1,$2] did not build (its generate and build check)"; return 1; }
+    lm_build "$1" "$2" train || { touch "$dir.failed"; return 1; }
+}
+
+# lm_mesh_ok Q D: mesh [Q,Q,D] is one of LM_MESHES and its build has not failed: the checks guarded by it ran on the
+# loop's builds before they were built on demand, and still run exactly when they did
+lm_mesh_ok() {
+    case " $LM_MESHES " in *" $1,$2 "*) ;; *) return 1 ;; esac
+    [ ! -e "$WORK/lm/train_$1_$2.failed" ]
 }
 
 lm_logits() { # q d [mode]
@@ -102,7 +121,7 @@ lm_build_mb() { # q d m
 # (the same model: the gradients differ only by the order of float32 sums, measured ~1e-7)
 lm_mb_steps() { # q d m
     local W="$WORK/lm" dir="$WORK/lm/mb$3_$1_$2" one="$WORK/lm/train_$1_$2"
-    [ -x "$one/bin/model" ] || lm_build "$1" "$2" train || return 1
+    lm_train "$1" "$2" || return 1
     "$one/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 |
         grep -E '^(step|after) ' >"$dir/loss1.txt" &&
         "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 3 --replica-check \
@@ -194,6 +213,9 @@ SPEC
 lm_losses() {
     local W="$WORK/lm" m
     for m in $LM_MESHES; do
+        lm_train "${m%,*}" "${m#*,}" || return 1
+    done
+    for m in $LM_MESHES; do
         "$WORK/lm/train_${m%,*}_${m#*,}/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
             --steps 20 | grep '^step ' >"$W/loss_${m%,*}_${m#*,}.txt" || return 1
     done
@@ -227,7 +249,7 @@ PYEOF
 # --bytes measured for this model minus what it measured for the same stack without vocab (forward + backward)
 lm_bytes_formula() { # q d
     local W="$WORK/lm" q=$1 d=$2 lmdir="$WORK/lm/train_$1_$2" bdir="$WORK/lm/train_$1_$2_novocab"
-    lm_build "$q" "$d" train novocab || return 1
+    lm_train "$q" "$d" && lm_build "$q" "$d" train novocab || return 1
     "$PY" $LM_REF dy --layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --seed 3 --out "$W/dy.npy" &&
         "$bdir/run" --dy "$W/dy.npy" --bytes >"$W/bytes_blocks.txt" &&
         "$lmdir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out "$W/gb.st" --bytes \
@@ -321,6 +343,7 @@ lm_infer() {
 # without --tokens/--targets: synthetic ids from --seed, deterministic, different for another seed
 lm_synthetic() {
     local dir="$WORK/lm/train_2_1"
+    lm_train 2 1 || return 1
     "$dir/run" --seed 3 --logits-out "$WORK/lm/s3a.npy" --quiet && "$dir/run" --seed 3 --logits-out "$WORK/lm/s3b.npy" --quiet &&
         "$dir/run" --seed 4 --logits-out "$WORK/lm/s4.npy" --quiet && cmp "$WORK/lm/s3a.npy" "$WORK/lm/s3b.npy" &&
         ! cmp -s "$WORK/lm/s3a.npy" "$WORK/lm/s4.npy"
@@ -333,6 +356,7 @@ lm_refused_one() { # as lm_refused, and the message is one line (not one per ten
 
 lm_refused() { # OPTION FILE WANT
     local dir="$WORK/lm/train_2_1"
+    lm_train 2 1 || return 1
     rm -f "$WORK/lm/never.npy"
     "$dir/run" --weights "$WORK/lm/w.st" --tokens "$WORK/lm/tok.npy" --targets "$WORK/lm/tgt.npy" "$1" "$2" \
         --logits-out "$WORK/lm/never.npy" --quiet >"$WORK/lm/bad.out" 2>"$WORK/lm/bad.err"
@@ -347,6 +371,7 @@ lm_refused() { # OPTION FILE WANT
 # file refused cleanly
 lm_asan() {
     local W="$WORK/lm" M="$WORK/lm/train_2_2"
+    lm_train 2 2 || return 1
     ninja -C "$M" asan >/dev/null && rm -f "$M/ga.st" &&
         TESS_VARIANT=asan "$M/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out \
             "$M/ga.st" --bytes --stats >"$W/asan.out" 2>"$W/asan.err" &&
@@ -359,6 +384,7 @@ lm_asan() {
 # options of the other kind of program are refused with exit 2 and a message that says what to do
 lm_wrong_options() {
     local W="$WORK/lm"
+    lm_train 2 1 || return 1
     "$W/train_2_1_novocab/run" --tokens "$W/tok.npy" --quiet 2>"$W/opt.err"
     [ $? -eq 2 ] && grep -q "need a language model: this program was generated without model.vocab" "$W/opt.err" ||
         { cat "$W/opt.err"; return 1; }
@@ -371,6 +397,7 @@ lm_wrong_options() {
 # same logits; --weights-out after 3 steps, read back, gives the loss printed after step 3
 lm_hf_roundtrip() {
     local W="$WORK/lm" dir="$WORK/lm/train_2_1"
+    lm_train 2 1 || return 1
     "$PY" - "$W/w.st" "$W/w_hf.st" <<'PYEOF' || return 1
 import sys
 sys.path.insert(0, "tests/ref")
@@ -396,6 +423,7 @@ PYEOF
 # rows) holding the tensors --weights-out wrote, and config.json's vocab_size and n_positions
 lm_hf_out() {
     local W="$WORK/lm" dir="$WORK/lm/train_2_1"
+    lm_train 2 1 || return 1
     rm -rf "$W/hfout"
     "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --steps 2 --weights-out "$W/w2.st" \
         --hf-out "$W/hfout" --quiet || return 1
@@ -432,20 +460,24 @@ PYEOF
 if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the filter names lm
     if lm_setup >"$WORK/log" 2>&1; then
         ok "lm: float64 reference (its backward checked against central differences), weights and tokens"
-        for m in $LM_MESHES; do
+        for m in $LM_MESHES; do # a mesh none of whose checks is wanted is not built here (lm_train builds it on demand)
             q=${m%,*}
             d=${m#*,}
-            if lm_build "$q" "$d" train >"$WORK/log" 2>&1; then
-                check "lm: mesh [$q,$q,$d] logits and loss match the float64 reference, planned bytes" lm_logits "$q" "$d"
-                check "lm: mesh [$q,$q,$d] every gradient (wte, wpe, ln_f, blocks) matches lm-backward, planned bytes" \
-                    lm_grads "$q" "$d"
-                check "lm: mesh [$q,$q,$d] replicas bitwise identical after 3 AdamW steps" lm_replicas "$q" "$d"
-                [ "$q,$d" = 1,1 ] && check "lm: --timing files the vocab loss under its own kind, loss" \
-                    lm_timing_kind "$q" "$d"
-                [ "$q,$d" = 1,1 ] && check "lm: --timing with --trace reports every step's kinds, not the recorded step's alone" \
-                    lm_timing_trace "$q" "$d"
-                [ "$q,$d" = 1,1 ] && check "lm: --timing's seconds per step kind leave the warm-up step out" \
-                    lm_timing_warmup "$q" "$d"
+            n1="lm: mesh [$q,$q,$d] logits and loss match the float64 reference, planned bytes"
+            n2="lm: mesh [$q,$q,$d] every gradient (wte, wpe, ln_f, blocks) matches lm-backward, planned bytes"
+            n3="lm: mesh [$q,$q,$d] replicas bitwise identical after 3 AdamW steps"
+            t1="lm: --timing files the vocab loss under its own kind, loss"
+            t2="lm: --timing with --trace reports every step's kinds, not the recorded step's alone"
+            t3="lm: --timing's seconds per step kind leave the warm-up step out"
+            wanted "$n1" || wanted "$n2" || wanted "$n3" ||
+                { [ "$q,$d" = 1,1 ] && { wanted "$t1" || wanted "$t2" || wanted "$t3"; }; } || continue
+            if lm_train "$q" "$d" >"$WORK/log" 2>&1; then
+                check "$n1" lm_logits "$q" "$d"
+                check "$n2" lm_grads "$q" "$d"
+                check "$n3" lm_replicas "$q" "$d"
+                [ "$q,$d" = 1,1 ] && check "$t1" lm_timing_kind "$q" "$d"
+                [ "$q,$d" = 1,1 ] && check "$t2" lm_timing_trace "$q" "$d"
+                [ "$q,$d" = 1,1 ] && check "$t3" lm_timing_warmup "$q" "$d"
             else
                 notok "lm: mesh [$q,$q,$d] generate and build" "$WORK/log"
             fi
@@ -502,7 +534,7 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
                 --positions 6 --seed 1 --out "$WORK/lm/v50.st" >/dev/null
             check "lm: weights of a larger vocabulary and depth are refused in one line" lm_refused_one --weights \
                 "$WORK/lm/v50.st" "the file holds 3 layers, hidden 24, ffn 48, vocab 50, 6 positions; this program"
-            [ -x "$WORK/lm/train_2_2/bin/model" ] &&
+            lm_mesh_ok 2 2 &&
                 check "lm: mesh [2,2,2] under ASan+UBSan: gradients, bytes, --stats; a bad token file exits cleanly" lm_asan
         else
             notok "lm: bad token files" "$WORK/log"

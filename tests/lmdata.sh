@@ -49,6 +49,7 @@ PYEOF
 
 lmd_val() { # q d
     local W="$WORK/lm/data" dir="$WORK/lm/train_$1_$2"
+    lm_train "$1" "$2" || return 1 # tests/lm.sh: built on first use
     "$dir/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --val-data "$W/train.bin" --val-batches 3 \
         --steps 1 >"$W/val_$1_$2.out" &&
         "$PY" - "$W" "$W/val_$1_$2.out" <<'PYEOF'
@@ -68,6 +69,7 @@ PYEOF
 
 lmd_batches() { # q d
     local W="$WORK/lm/data" dir="$WORK/lm/train_$1_$2" s prev=""
+    lm_train "$1" "$2" || return 1
     "$dir/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --steps 4 --weights-out "$W/wd_$1_$2.st" \
         >"$W/d_$1_$2.out" || return 1
     : >"$W/chain_$1_$2.out"
@@ -87,6 +89,7 @@ lmd_batches() { # q d
 
 lmd_resume() { # q d
     local W="$WORK/lm/data" dir="$WORK/lm/train_$1_$2"
+    lm_train "$1" "$2" || return 1
     "$dir/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --steps 2 --checkpoint-out "$W/r2_$1_$2.st" \
         --quiet &&
         "$dir/run" --resume "$W/r2_$1_$2.st" --data "$W/train.bin" --steps 2 --weights-out "$W/wr_$1_$2.st" \
@@ -99,6 +102,7 @@ lmd_resume() { # q d
 lmd_refused() {
     local want=$1 dir="$WORK/lm/train_2_1" out="$WORK/lm/data/refused.st"
     shift
+    lm_train 2 1 || return 1
     rm -f "$out"
     if "$dir/run" "$@" --weights-out "$out" >"$WORK/lm/data/refused.out" 2>&1; then
         echo "accepted: $*"
@@ -111,6 +115,7 @@ lmd_refused() {
 # --data-change: the override is said, and the checkpoint written records this run's data
 lmd_data_change() {
     local W="$WORK/lm/data" dir="$WORK/lm/train_2_1"
+    lm_train 2 1 || return 1
     "$dir/run" --resume "$W/r2_2_1.st" --steps 1 --data-change --checkpoint-out "$W/dc.st" >"$W/dc.out" || return 1
     cat "$W/dc.out"
     grep -qF "note: --data-change: the checkpoint was trained on --data $W/train.bin; this run trains on synthetic data" \
@@ -120,18 +125,18 @@ lmd_data_change() {
 if lmd_setup >"$WORK/log" 2>&1; then
     ok "lm data: a shard written by hand, its batches sliced by llm.c's rule, the reference's loss of each"
     for m in 1,1 2,1 2,2 3,1; do
-        [ -x "$WORK/lm/train_${m%,*}_${m#*,}/bin/model" ] || continue
+        lm_mesh_ok "${m%,*}" "${m#*,}" || continue
         check "lm data: mesh [${m%,*},${m%,*},${m#*,}] validation loss = the reference's mean over 3 batches" \
             lmd_val "${m%,*}" "${m#*,}"
     done
     for m in 1,1 2,1 2,2; do
-        [ -x "$WORK/lm/train_${m%,*}_${m#*,}/bin/model" ] || continue
+        lm_mesh_ok "${m%,*}" "${m#*,}" || continue
         check "lm data: mesh [${m%,*},${m%,*},${m#*,}] 4 steps on --data = 4 one-step runs on the sliced batches, bitwise" \
             lmd_batches "${m%,*}" "${m#*,}"
         check "lm data: mesh [${m%,*},${m%,*},${m#*,}] resume keeps the loader's position: bitwise" \
             lmd_resume "${m%,*}" "${m#*,}"
     done
-    if [ -x "$WORK/lm/train_2_1/bin/model" ]; then
+    if lm_mesh_ok 2 1; then
         D="$WORK/lm/data"
         check "lm data: a shard with a bad magic is refused" lmd_refused "badmagic.bin" \
             --weights "$WORK/lm/w.st" --data "$D/badmagic.bin" --steps 1

@@ -13,6 +13,8 @@
 # --data training (the validation loss before the first step equals the mean of lm-forward over the shard's 3
 # batches); p = 3 under ASan+UBSan; and a mutation (rank 1's target-logit range shifted by one in the generated
 # code) caught by the logits check; and p = 2 with model.vocab_align = 8 (logits, loss, gradients, bytes).
+# A p's program (and the Tesseract meshes of the losses check) is built only when TESS_TEST_FILTER wants a check
+# that runs it (mgl_prog builds on first use); without a filter all are built in the p loop.
 MGL=$WORK/mglm
 MGL_PS=${TESS_MEGATRON_LM_PS:-"1 2 3"}
 MGL_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
@@ -31,6 +33,23 @@ SPEC
 
 mgl_build() { # name mesh-line
     mgl_spec "$1" "$2" >"$MGL/$1.lua" && bin/tessgen "$MGL/$1.lua" -o "$MGL/$1" --quiet && ninja -C "$MGL/$1" >/dev/null
+}
+
+# mgl_prog P: the training program of p = P in $MGL/mg_pP, built on first use: the p loop builds one only when
+# TESS_TEST_FILTER wants one of its checks, and each check after the loop that runs it calls this first, so it also
+# runs alone. A failed build leaves mg_pP.failed and is not tried again (mgl_p_ok).
+mgl_prog() {
+    local dir="$MGL/mg_p$1"
+    [ -x "$dir/bin/model" ] && return 0
+    [ -e "$dir.failed" ] && { echo "the program of megatron p=$1 did not build (its generate and build check)"; return 1; }
+    mgl_build "mg_p$1" "scheme = \"megatron\", mesh = { p = $1 }" || { touch "$dir.failed"; return 1; }
+}
+
+# mgl_p_ok P: p = P is one of MGL_PS and its build has not failed (the checks guarded by it run exactly when they did
+# on the loop's builds)
+mgl_p_ok() {
+    case " $MGL_PS " in *" $1 "*) ;; *) return 1 ;; esac
+    [ ! -e "$MGL/mg_p$1.failed" ]
 }
 
 mgl_setup() { lm_ref_files "$MGL"; } # tests/lm.sh: the same model, weights and reference files
@@ -97,6 +116,9 @@ mgl_replicas() { # p
 
 mgl_losses() {
     local m
+    for m in $MGL_PS; do
+        mgl_prog "$m" || return 1
+    done
     for m in $MGL_PS tess_1_1 tess_2_1; do
         local dir="$MGL/mg_p$m"
         case $m in tess_*) dir="$MGL/$m" ;; esac
@@ -136,6 +158,7 @@ PYEOF
 # the mean of lm-forward's loss over its 3 batches (sliced here by llm.c's rule: inputs b*B*S.., targets shifted)
 mgl_data() {
     local D="$MGL/data" b
+    mgl_prog 3 || return 1
     mkdir -p "$D" && "$PY" - "$D" <<'PYEOF' || return 1
 import struct, sys
 import numpy as np
@@ -173,6 +196,7 @@ PYEOF
 # p = 3 built with ASan+UBSan: every gradient against the reference, planned bytes, --stats, no sanitizer report
 mgl_asan() {
     local M="$MGL/mg_p3"
+    mgl_prog 3 || return 1
     ninja -C "$M" asan >/dev/null && rm -f "$M/ga.st" &&
         TESS_VARIANT=asan "$M/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" \
             --grads-out "$M/ga.st" --bytes --stats >"$MGL/asan.out" 2>"$MGL/asan.err" &&
@@ -185,6 +209,7 @@ mgl_asan() {
 # low (vocab0 25 -> 24 in its tr_lm_sums call); the logits are unchanged but the loss is wrong.
 mgl_mutation() {
     local M="$MGL/mut_p2"
+    mgl_prog 2 || return 1
     rm -rf "$M" && cp -r "$MGL/mg_p2" "$M" || return 1
     grep -q "tr_lm_sums(c, .*, 25, " "$M/rank_i1_j0.c" || { echo "tr_lm_sums of rank 1 not found"; return 1; }
     sed -i 's/\(tr_lm_sums(c, .*\), 25, /\1, 24, /' "$M/rank_i1_j0.c" && ninja -C "$M" >/dev/null || return 1
@@ -215,31 +240,37 @@ mgl_align() {
 if [ -z "$filter" ] || [[ "$filter" == *lm* ]] || [[ "$filter" == *megatron* ]]; then # checks filter themselves
     if mgl_setup >"$WORK/log" 2>&1; then
         ok "lm: megatron float64 reference (weights, tokens, logits, gradients, 20 steps)"
-        for p in $MGL_PS; do
-            if mgl_build "mg_p$p" "scheme = \"megatron\", mesh = { p = $p }" >"$WORK/log" 2>&1; then
-                check "lm: megatron p=$p logits and loss match the float64 reference, planned bytes" \
-                    mgl_logits "mg_p$p" "megatron p=$p"
-                check "lm: megatron p=$p every gradient (wte, wpe, ln_f, blocks) matches lm-backward, planned bytes" \
-                    mgl_grads "$p"
-                check "lm: megatron p=$p bytes per rank equal the docs/MEGATRON.md formula" mgl_bytes "$p"
-                [ "$p" -gt 1 ] && check "lm: megatron p=$p replicas bitwise identical after 3 AdamW steps" mgl_replicas "$p"
+        for p in $MGL_PS; do # a p none of whose checks is wanted is not built here (mgl_prog builds it on demand)
+            n1="lm: megatron p=$p logits and loss match the float64 reference, planned bytes"
+            n2="lm: megatron p=$p every gradient (wte, wpe, ln_f, blocks) matches lm-backward, planned bytes"
+            n3="lm: megatron p=$p bytes per rank equal the docs/MEGATRON.md formula"
+            n4="lm: megatron p=$p replicas bitwise identical after 3 AdamW steps"
+            wanted "$n1" || wanted "$n2" || wanted "$n3" || { [ "$p" -gt 1 ] && wanted "$n4"; } || continue
+            if mgl_prog "$p" >"$WORK/log" 2>&1; then
+                check "$n1" mgl_logits "mg_p$p" "megatron p=$p"
+                check "$n2" mgl_grads "$p"
+                check "$n3" mgl_bytes "$p"
+                [ "$p" -gt 1 ] && check "$n4" mgl_replicas "$p"
             else
                 notok "lm: megatron p=$p generate and build" "$WORK/log"
             fi
         done
         check "lm: megatron p=2 vocab_align = 8 (Vq 32): logits, loss and every gradient match the reference, planned bytes" \
             mgl_align
-        if mgl_build tess_1_1 "mesh = { q = 1, d = 1 }" >"$WORK/log" 2>&1 &&
+        n1="lm: megatron 20-step losses equal tesseract [1,1,1] and [2,2,1], falling, tracking float64"
+        if ! wanted "$n1"; then
+            : # the Tesseract meshes below are built for this check alone
+        elif mgl_build tess_1_1 "mesh = { q = 1, d = 1 }" >"$WORK/log" 2>&1 &&
             mgl_build tess_2_1 "mesh = { q = 2, d = 1 }" >"$WORK/log" 2>&1; then
-            check "lm: megatron 20-step losses equal tesseract [1,1,1] and [2,2,1], falling, tracking float64" mgl_losses
+            check "$n1" mgl_losses
         else
             notok "lm: megatron tesseract meshes for the losses: generate and build" "$WORK/log"
         fi
-        [ -x "$MGL/mg_p3/bin/model" ] &&
+        mgl_p_ok 3 &&
             check "lm: megatron p=3 trains from a token shard (--data): validation loss equals the reference" mgl_data
-        [ -x "$MGL/mg_p3/bin/model" ] &&
+        mgl_p_ok 3 &&
             check "lm: megatron p=3 under ASan+UBSan: every gradient, planned bytes, --stats" mgl_asan
-        [ -x "$MGL/mg_p2/bin/model" ] &&
+        mgl_p_ok 2 &&
             check "lm: megatron a mutated target-logit range fails the logits and loss check" mgl_mutation
     else
         notok "lm: megatron float64 reference (weights, tokens, logits, gradients, 20 steps)" "$WORK/log"
