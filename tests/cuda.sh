@@ -1094,14 +1094,16 @@ CUS_COMPILE="cuda: compile: every .cu of the attention = \"cudnn\" bf16 training
 if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
     if cub_setup >"$WORK/log" 2>&1; then
         if wanted "cuda: sdpa"; then
-            for m in 1,1 2,1 mg,2; do
+            for m in 1,1 2,1 mg,2 rc,1; do
                 q=${m%,*} d=${m#*,} sl="" name="[${m%,*},${m%,*},${m#*,}]"
                 [ "$q" = mg ] && sl='scheme = "megatron", mesh = { p = 2 },' name="megatron p=2"
-                np=$([ "$q" = mg ] && echo 2 || echo $((q * q * d)))
+                # the backward reads the recomputed forward's bf16 QKV, O and statistics
+                [ "$q" = rc ] && sl='mesh = { q = 1, d = 1 }, recompute = "full",' name='[1,1,1] with recompute = "full"'
+                np=$(case $q in mg) echo 2 ;; rc) echo 1 ;; *) echo $((q * q * d)) ;; esac)
                 if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
                     check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
                         cus_run "$q" "$d" "$np" random
-                    check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv)" \
+                    [ "$q" != rc ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv)" \
                         cus_kept "$q" "$d"
                     [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
                         cus_settings
