@@ -79,32 +79,6 @@ void tr_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
     TIMED_END(TR_K_CAST);
 }
 
-#define TR_COLBLK16 256 /* columns a thread sums at once, as tr_colsum */
-
-void tr_colsum_bf16(tr_ctx *c, const tr_bf16 *dy, int rows, int cols, float *db)
-{
-    TIMED_BEGIN;
-#pragma omp parallel if (TR_PAR(rows, cols))
-    {
-        long lo, hi;
-        tr_slice(cols, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        for (long j0 = lo; j0 < hi; j0 += TR_COLBLK16) {
-            int w = (int)(hi - j0 < TR_COLBLK16 ? hi - j0 : TR_COLBLK16);
-            double acc[TR_COLBLK16];
-            for (int k = 0; k < w; k++)
-                acc[k] = 0;
-            for (int r = 0; r < rows; r++) { /* the same sums in the same order as tr_colsum, over exact widenings */
-                const tr_bf16 *d = dy + (long)r * cols + j0;
-                for (int k = 0; k < w; k++)
-                    acc[k] += tr_bf16_to_f32(d[k]);
-            }
-            for (int k = 0; k < w; k++)
-                db[j0 + k] = (float)acc[k];
-        }
-    }
-    TIMED_END(TR_K_RESID);
-}
-
 void tr_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)
 {
     TIMED_BEGIN;
@@ -137,6 +111,15 @@ static void widen(const tr_bf16 *src, int rows, int width, int ld, float *dst)
         for (int j = 0; j < width; j++)
             d[j] = tr_bf16_to_f32(s[j]);
     }
+}
+
+/* The column sums of the widened dy, by tr_colsum itself (the same sums in the same order: bitwise tr_colsum of
+ * the widened matrix; timed there). */
+void tr_colsum_bf16(tr_ctx *c, const tr_bf16 *dy, int rows, int cols, float *db)
+{
+    float *w = tr_scratch(c, (size_t)rows * cols);
+    widen(dy, rows, cols, cols, w);
+    tr_colsum(c, w, rows, cols, db);
 }
 
 void tr_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
