@@ -30,8 +30,10 @@ static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
 static bool cpu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
     (void)cp;
-    if (s->cudnn && s->kind == TG_STEP_ATTN_BWD && slot == 4)
-        return true; /* the bf16 copy of dqkv the QKV GEMMs read (cuDNN's output on the GPU) */
+    if (s->cudnn && s->kind == TG_STEP_ATTN_BWD && (slot == 4 || slot == 5))
+        return true; /* the bf16 copy of dqkv the QKV GEMMs read (cuDNN's output on the GPU); the kept bf16 QKV */
+    if (s->cudnn && s->kind == TG_STEP_ATTENTION && slot == 5 && s->buf[6] >= 0)
+        return true; /* training: the bf16 QKV kept for the backward, which reads it (plan_steps.c) */
     return s->buf[slot] >= 0 && !((s->kind == TG_STEP_ATTENTION || s->kind == TG_STEP_ATTN_BWD) && slot >= 4);
 }
 
@@ -167,10 +169,11 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
                      s->hidden, s->eps, bn(rp, s, 6));
         break;
     case TG_STEP_ATTN_BWD:
-        /* its two [seq, seq] scratch side by side in slot 3 (plan_steps.c; slot 4 is the CUDA backend's) */
-        tg_sb_printf(o, "    tr_attention_bwd%s(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n", bf(rp, s, 4),
-                     bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq,
-                     s->seq, s->heads, s->hdim);
+        /* its two [seq, seq] scratch side by side in slot 3 (plan_steps.c; slot 4 is the CUDA backend's);
+         * attention = "cudnn": Q, K, V from the bf16 copy the forward kept (slot 5) */
+        tg_sb_printf(o, "    tr_attention_bwd%s(c, %s, %s, %s, %s, %s + %lld, %d, %d, %d, %d);\n",
+                     s->cudnn ? "_bf16q" : bf(rp, s, 4), bn(rp, s, s->cudnn ? 5 : 0), bn(rp, s, 1), bn(rp, s, 2),
+                     bn(rp, s, 3), bn(rp, s, 3), (long long)s->seq * s->seq, s->nseq, s->seq, s->heads, s->hdim);
         if (s->cudnn) /* attention = "cudnn": the QKV GEMMs read slot 4, the bf16 copy of dqkv (plan_steps.c) */
             tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 2), 3LL * s->rows * s->cols, bn(rp, s, 4));
         break;
@@ -204,6 +207,9 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         tg_sb_printf(o, "    tr_attention%s(c, %s, %s, %s, %s, %d, %d, %d, %d);\n",
                      !*bf(rp, s, 5) ? "" : *bf(rp, s, 2) ? "_bf16" : "_bf16_fp32out", bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), s->nseq, s->seq, s->heads, s->hdim);
+        if (s->cudnn && s->buf[6] >= 0) /* training: the bf16 copy of the biased QKV its backward reads */
+            tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), 3LL * s->rows * s->cols,
+                         bn(rp, s, 5));
         break;
     case TG_STEP_CAST:
         tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));

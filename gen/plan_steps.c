@@ -128,8 +128,9 @@ static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows,
  * cuDNN reads, and in training slot 6 the softmax statistics ([nseq*heads, seq] fp32, the log-sum-exp of each
  * score row). The backward reads what its forward kept instead of computing it again: that step's QKV copy (slot
  * 5), statistics (7) and bf16 output O (8: the step's own output when it is bf16, else its slot 4), so those live
- * from the forward to the backward like the saved activations; it writes the bf16 dQ, dK, dV in slot 4
- * ([rows, 3*cols]) and the bf16 copy of dO in slot 6. */
+ * from the forward to the backward like the saved activations, and the fp32 qkv does not (slot 0 unused: the CPU
+ * program's backward reads the bf16 copy as well); it writes the bf16 dQ, dK, dV in slot 4 ([rows, 3*cols]) and
+ * the bf16 copy of dO in slot 6. */
 static const tg_step *attn_forward_of(const tg_builder *b, int layer)
 {
     for (int i = b->rp->nsteps - 1; i >= 0; i--) /* the latest: a recomputed forward where the spec recomputes */
@@ -181,6 +182,9 @@ static void attn_scratch_cudnn(tg_builder *b, tg_step *s, int layer, bool bwd, i
               TG_ACC_W);
     tg_pb_use(s, 7, fst, TG_ACC_R);
     tg_pb_use(s, 8, fo, TG_ACC_R);
+    /* neither program reads the fp32 qkv here (the CPU program's backward rounds Q, K, V to bf16 anyway, so it
+     * reads the kept copy too, bitwise the same): the fp32 qkv lives no longer than its forward */
+    tg_pb_use(s, 0, -1, 0);
 }
 
 static void attn_scratch(tg_builder *b, tg_step *s, int layer, bool bwd, int rows, int cols)

@@ -362,6 +362,10 @@ void tr_attention_bf16_fp32out(struct tr_ctx *c, float *qkv, const float *bias, 
 /* tr_attention_bwd of a bf16 program: its GEMMs read Q, K, V, dout, the recomputed P and dS rounded to bf16. */
 void tr_attention_bwd_bf16(struct tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
                            float *dscores, int nseq, int seq, int heads, int hdim);
+/* the same from the bf16 copy of the biased [Q|K|V] the forward kept (attention = "cudnn"): bitwise
+ * tr_attention_bwd_bf16 of the fp32 qkv it was rounded from */
+void tr_attention_bwd_bf16q(struct tr_ctx *c, const tr_bf16 *qkvh, const float *dout, float *dqkv, float *probs,
+                            float *dscores, int nseq, int seq, int heads, int hdim);
 /* tr_bias_gelu_save with a bf16 output g (u += bias stays float32). */
 void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols);
 /* bf16 training's bias + GeLU (docs/BF16.md): v = h + bias in float32 (h not written), u = bf16(v) kept for the

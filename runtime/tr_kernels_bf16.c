@@ -199,8 +199,9 @@ void tr_attention_bf16_fp32out(tr_ctx *c, float *qkv, const float *bias, float *
     TIMED_END(TR_K_ATTENTION);
 }
 
-void tr_attention_bwd_bf16(tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
-                           float *dscores, int nseq, int seq, int heads, int hdim)
+/* qkv (float, rounded here) or qkvh (its bf16 copy, widened: the same values) */
+static void attention_bwd_bf16(tr_ctx *c, const float *qkv, const tr_bf16 *qkvh, const float *dout, float *dqkv,
+                               float *probs, float *dscores, int nseq, int seq, int heads, int hdim)
 {
     TIMED_BEGIN;
     long cols = (long)heads * hdim, blk = (long)seq * cols, in = 3 * blk, ss = (long)seq * seq;
@@ -214,15 +215,31 @@ void tr_attention_bwd_bf16(tr_ctx *c, const float *qkv, const float *dout, float
         float *pr = t == 0 ? probs : dor + blk, *ds = t == 0 ? dscores : pr + ss;
 #pragma omp for schedule(static)
         for (int s = 0; s < nseq; s++) {
-            const float *x = qkv + (long)s * in, *g = dout + (long)s * blk;
-            for (long e = 0; e < in; e++)
-                qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(x[e]));
+            const float *g = dout + (long)s * blk;
+            if (qkvh)
+                for (long e = 0; e < in; e++)
+                    qr[e] = tr_bf16_to_f32(qkvh[(long)s * in + e]);
+            else
+                for (long e = 0; e < in; e++)
+                    qr[e] = tr_bf16_to_f32(tr_f32_to_bf16(qkv[(long)s * in + e]));
             for (long e = 0; e < blk; e++)
                 dor[e] = tr_bf16_to_f32(tr_f32_to_bf16(g[e]));
             tr_attention_bwd_seq(qr, dor, dqkv + (long)s * in, pr, ds, seq, heads, hdim, 1);
         }
     }
     TIMED_END(TR_K_ATTENTION);
+}
+
+void tr_attention_bwd_bf16(tr_ctx *c, const float *qkv, const float *dout, float *dqkv, float *probs,
+                           float *dscores, int nseq, int seq, int heads, int hdim)
+{
+    attention_bwd_bf16(c, qkv, NULL, dout, dqkv, probs, dscores, nseq, seq, heads, hdim);
+}
+
+void tr_attention_bwd_bf16q(tr_ctx *c, const tr_bf16 *qkvh, const float *dout, float *dqkv, float *probs,
+                            float *dscores, int nseq, int seq, int heads, int hdim)
+{
+    attention_bwd_bf16(c, NULL, qkvh, dout, dqkv, probs, dscores, nseq, seq, heads, hdim);
 }
 
 void tr_bias_gelu_save_bf16(tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols)

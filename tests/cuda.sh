@@ -1063,6 +1063,13 @@ cus_kept() { # q d: each layer's attention backward reads the bf16 QKV, O and st
         grep -q "trc_gemm[a-z0-9_]*(c, [^;]*[ (]$dqh," "$f" || { echo "layer $l: no GEMM reads $dqh"; return 1; }
         grep -q "trk::colsum<[0-9, ]*>(S, $dqh," "$f" || { echo "layer $l: the bias gradient does not sum $dqh"; return 1; }
         if grep -q "L${l}_qkv_dout" "$f"; then echo "layer $l: the CUDA program names the fp32 dqkv"; return 1; fi
+        # the fp32 qkv is not kept: its last use is its forward, before this layer's backward
+        local last bstep
+        last=$(sed -n "s/^ *float \*const L${l}_qkv = .*; live [0-9]*\.\.\([0-9]*\) \*\/$/\1/p" "$f" | head -1)
+        bstep=$(sed -n "s/^ *\/\* step \([0-9]*\), L${l} attn: attention backward.*/\1/p" "$f" | head -1)
+        echo "layer $l: fp32 qkv live until step $last, backward at step $bstep"
+        [ -n "$last" ] && [ -n "$bstep" ] && [ "$last" -lt "$bstep" ] ||
+            { echo "layer $l: the fp32 qkv lives into the backward"; return 1; }
         l=$((l + 1))
     done
     [ "$l" -gt 0 ] || { echo "no trc_attn_cudnn call in $f"; return 1; }
@@ -1103,7 +1110,7 @@ if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
                 if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
                     check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
                         cus_run "$q" "$d" "$np" random
-                    [ "$q" != rc ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv)" \
+                    [ "$q" != rc ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv); the fp32 qkv is not kept" \
                         cus_kept "$q" "$d"
                     [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
                         cus_settings
