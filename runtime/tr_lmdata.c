@@ -144,23 +144,29 @@ bool tr_lmdata_fill(tr_ctx *c, tr_data *dl, float *H, float *A)
     int R = d->io_rows, S = tr_model.seq, q = tr_model.q;
     int nseq = R / S; /* R = nseq * S: batch % (q*d) == 0 is a spec rule */
     const tr_lm_desc *lm = tr_lm();
-    int32_t *tok = (int32_t *)(H + lm->tok_offset), *tgt = (int32_t *)(H + lm->tgt_offset);
+    bool has_tok = lm->tok_offset >= 0, has_tgt = lm->tgt_offset >= 0;
+    int32_t *tok = has_tok ? (int32_t *)(H + lm->tok_offset) : NULL;
+    int32_t *tgt = has_tgt ? (int32_t *)(H + lm->tgt_offset) : NULL;
     /* scratch for what a read returns and this rank does not keep: [q*R] int32 */
     int32_t *scratch = malloc((size_t)q * R * sizeof *scratch);
     tr_err err = {{0}};
     bool ok = scratch != NULL;
     if (!ok)
         tr_fail(&err, "rank %d: out of memory reading a batch", d->rank);
+    /* pipeline stages: the tokens on the first stage, the targets on the last (offset -1 where a stage has none,
+     * as tr_lm_load_ids reads --tokens/--targets); every stage reads from the same batch, the rows of its depth */
     /* tokens: the q row blocks of this depth's column group, sequences q*k*nseq .. (q*k + q)*nseq - 1 */
-    ok = ok && tr_data_read(dl, (int64_t)q * d->k * nseq, (int64_t)q * nseq, tok, scratch, &err);
+    ok = ok && (!has_tok || tr_data_read(dl, (int64_t)q * d->k * nseq, (int64_t)q * nseq, tok, scratch, &err));
     /* targets: this rank's own row block */
-    ok = ok && tr_data_read(dl, d->io_r0 / S, nseq, scratch, tgt, &err);
+    ok = ok && (!has_tgt || tr_data_read(dl, d->io_r0 / S, nseq, scratch, tgt, &err));
     free(scratch);
     if (!verdict(ok, &err))
         return false;
     /* int32 ids travel as their 4-byte patterns: the upload copies bytes (without a wait: tr_backend.h) */
-    tr_backend_upload_batch(c, A + lm->tok_offset, H + lm->tok_offset, (long long)q * R);
-    tr_backend_upload_batch(c, A + lm->tgt_offset, H + lm->tgt_offset, R);
+    if (has_tok)
+        tr_backend_upload_batch(c, A + lm->tok_offset, H + lm->tok_offset, (long long)q * R);
+    if (has_tgt)
+        tr_backend_upload_batch(c, A + lm->tgt_offset, H + lm->tgt_offset, R);
     return true;
 }
 

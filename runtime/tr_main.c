@@ -663,10 +663,11 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out"
                           : o->grads_out && !o->steps ? "--grads-out without --steps"
                           : o->hf_out ? "--hf-out" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
-                          : o->data.data || o->data.val_data ? "--data" : o->lm.logits_out ? "--logits-out" : NULL;
+                          : o->lm.logits_out ? "--logits-out" : NULL;
         if (opt) {
             tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
-                         "--steps N with --input, --target (a language model: --tokens, --targets), --seed, --weights, "
+                         "--steps N with --input, --target (a language model: --tokens, --targets, or --data with --val-data, "
+                         "--val-every and --val-batches), --seed, --weights, "
                          "--bytes, --replica-check, --timing, --weights-out, --grads-out, --checkpoint-out, --checkpoint-every, "
                          "--resume and --reshard; "
                          "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);

@@ -689,15 +689,15 @@ pipe_refuses() {
 
 # The whole GPT-2 (model.vocab = 64) on 2 stages: the embedding on stage 0, ln_f, the tied head and the loss on stage 1,
 # the tied wte gradient summed between them after the last backward.
-pipe_lm_build() { # q d pp
-    local dir="$WORK/pipe_lm_$1_$2_$3"
+pipe_lm_build() { # q d pp [m]: m micro-batches (default 2; another m has a directory of its own)
+    local dir="$WORK/pipe_lm_$1_$2_$3${4:+_m$4}"
     cat >"$dir.lua" <<SPEC
 return {
   name = "pipe_lm", mode = "train",
   mesh = { q = $1, d = $2, pp = $3 },
   model = { layers = 2, hidden = 24, heads = 6, ffn = 48, seq = 4, batch = 4, eps = 1e-5, vocab = 64, positions = 4 },
   optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
-  pipeline = { microbatches = 2 },
+  pipeline = { microbatches = ${4:-2} },
 }
 SPEC
     [ -x "$dir/bin/model" ] || { bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null; }
@@ -910,6 +910,83 @@ pipe_ckpt_sharded() {
         { ls -la "$c.d"; echo "the next write left other files"; return 1; }
 }
 
+# Token shards with stages (--data, --val-data; docs/TRAINING.md "Training from token shards"): every stage reads the
+# batch a pp = 1 run reads, stage 0's ranks its token ids, the last stage's its targets. The shard is written here by
+# hand in llm.c's format (batch 4 x seq 4, 3 batches an epoch and a tail of 5 tokens never read), its batches sliced
+# here by llm.c's rule into --tokens/--targets files. Against the pp = 1 program with the same m: the validation loss
+# before the first step bitwise (a forward: the same arithmetic), the step losses, the loss after them and the
+# validation after step 3 within 1e-6, the --weights-out files' headers the same and their values within 1e-4 (the
+# language model's tied wte gradient is summed in another order with stages, "Pipeline stages" below: not bitwise).
+# Bitwise: the pp = 2 run on --data against a chain of three one-step pp = 2 runs on the sliced batches'
+# --tokens/--targets files (each resuming the previous one's checkpoint), its losses and weights; and 2 steps +
+# --checkpoint-out (holding the loader's position) + --resume 1 step against the straight 3 steps' weights.
+pipe_data_setup() {
+    local W="$WORK/pipe_data"
+    [ -e "$W/train.bin" ] && return 0
+    mkdir -p "$W" && "$PY" - "$W" <<'PYEOF'
+import struct, sys
+import numpy as np
+w, B, S = sys.argv[1], 4, 4
+n = 3 * B * S + 1 + 5
+tok = np.random.default_rng(11).integers(0, 64, n).astype(np.uint16)
+with open(w + "/train.bin", "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(tok), *([0] * 253)))
+    f.write(tok.astype("<u2").tobytes())
+for b in range(3):
+    o = b * B * S
+    np.save("%s/tok_%d.npy" % (w, b), tok[o:o + B * S].astype(np.int32).reshape(B, S))
+    np.save("%s/tgt_%d.npy" % (w, b), tok[o + 1:o + B * S + 1].astype(np.int32).reshape(B, S))
+PYEOF
+}
+
+pipe_lm_data() { # q d m
+    local one="$WORK/pipe_lm_$1_$2_1_m$3" two="$WORK/pipe_lm_$1_$2_2_m$3" W="$WORK/pipe_data" t="$WORK/pipe_data/m$3_$1_$2"
+    pipe_data_setup && pipe_lm_build "$1" "$2" 1 "$3" && pipe_lm_build "$1" "$2" 2 "$3" || return 1
+    rm -f "$t".*
+    local run="--data $W/train.bin --val-data $W/train.bin --val-batches 3 --val-every 2 --steps 3"
+    # shellcheck disable=SC2086
+    "$one/run" $run --weights-out "$t.w1.st" >"$t.1.out" && "$two/run" $run --weights-out "$t.w2.st" >"$t.2.out" ||
+        { cat "$t.1.out" "$t.2.out"; return 1; }
+    cat "$t.1.out" "$t.2.out"
+    [ "$(grep -c '^step ' "$t.2.out")" = 3 ] && [ "$(grep -c '^val step ' "$t.2.out")" = 3 ] || return 1
+    [ "$(grep '^val step 0 ' "$t.1.out")" = "$(grep '^val step 0 ' "$t.2.out")" ] ||
+        { echo "the validation loss before the first step differs from the pp = 1 program's"; return 1; }
+    pipe_lm_same "$t.1.out" "$t.2.out" &&
+        paste <(grep '^val step [23] ' "$t.1.out" | cut -d' ' -f5) <(grep '^val step [23] ' "$t.2.out" | cut -d' ' -f5) |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6 * $1 || $2 == "") bad = 1; n++ }
+             END { print n " validation losses compared"; exit (bad || n != 2) }' || return 1
+    "$PY" - "$t.w1.st" "$t.w2.st" <<'PYEOF' &&
+import struct, sys
+def header(p):
+    b = open(p, "rb").read()
+    return b[:8 + struct.unpack("<Q", b[:8])[0]]
+ok = header(sys.argv[1]) == header(sys.argv[2])
+print("weights headers identical:", ok)
+sys.exit(0 if ok else 1)
+PYEOF
+        "$PY" $REF compare-grads --ref "$t.w1.st" --got "$t.w2.st" --tol 1e-4 --label "pp = 2 --data weights" ||
+        return 1
+    # the chain: each step on its batch's files, bitwise the --data run's losses and weights
+    local s prev="" start last
+    : >"$t.c.out"
+    for s in 0 1 2; do
+        start="" last=""
+        [ -n "$prev" ] && start="--resume $prev --data-change"
+        [ "$s" = 2 ] && last="--weights-out $t.wc.st"
+        # shellcheck disable=SC2086
+        "$two/run" $start --tokens "$W/tok_$s.npy" --targets "$W/tgt_$s.npy" --steps 1 --checkpoint-out "$t.c$s.st" \
+            $last >>"$t.c.out" || return 1
+        prev="$t.c$s.st"
+    done
+    diff <(awk '/^step /{print $2, $4}' "$t.2.out") <(awk '/^step /{print $2, $4}' "$t.c.out") &&
+        cmp "$t.w2.st" "$t.wc.st" || { echo "the pp = 2 --data run is not the chain on the sliced batches"; return 1; }
+    # resume: 2 steps, a checkpoint at the loader's position, 1 more step: the straight run's weights bitwise
+    "$two/run" --data "$W/train.bin" --steps 2 --checkpoint-out "$t.r2.st" --quiet &&
+        "$two/run" --resume "$t.r2.st" --data "$W/train.bin" --steps 1 --weights-out "$t.wr.st" --quiet &&
+        grep -aq 'offset=32 epoch=0 batches=2' "$t.r2.st" && cmp "$t.w2.st" "$t.wr.st" ||
+        { echo "the resumed pp = 2 --data run differs from the straight one"; return 1; }
+}
+
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches 1f1b: the losses of 3 steps equal the pp = 1 program's, planned point-to-point bytes, replicas bitwise" pipe_losses 1 1 2 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches 1f1b: the losses equal the pp = 1 program's" pipe_losses 1 1 4 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 2 gpipe
@@ -923,6 +1000,9 @@ check "train: pipeline, a forward that overflows with finite weights names the l
 check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches: 3 AdamW steps' losses equal the pp = 1 program's, the tied wte gradient's bytes as planned, both copies bitwise; unsummed, the losses leave pp = 1's after step 1" pipe_lm_losses 1 1
 check "train: pipeline, the whole GPT-2 on 2 stages of [2,2,1] (8 ranks): the losses equal the pp = 1 program's on [1,1,1], planned bytes, replicas and tied copies bitwise" pipe_lm_losses 2 1
 check "train: pipeline, --replica-check compares the first and last stage's copies of the tied wte" pipe_lm_tied_check
+check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1] trained 3 steps on token shards (--data, --val-data): validation loss bitwise the pp = 1 program's, losses within 1e-6, weights within 1e-4; bitwise a chain of one-step runs on the sliced batches' --tokens/--targets, and resumed from a checkpoint at the loader's position" pipe_lm_data 1 1 1
+check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches, trained 3 steps on token shards (--data, --val-data): validation loss bitwise the pp = 1 program's, losses within 1e-6, weights within 1e-4; bitwise a chain of one-step runs on the sliced batches' --tokens/--targets, and resumed from a checkpoint at the loader's position" pipe_lm_data 1 1 2
+check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,2] (4 ranks, each depth its own sequences), 2 micro-batches, trained 3 steps on token shards (--data, --val-data): as on [1,1,1]" pipe_lm_data 1 2 2
 check "train: pipeline, --weights-out and --grads-out gather every stage into one file: the block stack's weights byte for byte the pp = 1 program's, the GPT-2's header the same, gradients within 1e-5 and weights within 1e-4" pipe_outputs
 check "train: pipeline, checkpoint of 2 stages of the block stack: 2 steps + --checkpoint-out + --resume 2 steps print the straight run's losses bitwise; a pp = 1 checkpoint resumes on pp = 2 with --reshard and back within 1e-6; without --reshard a pp = 2 checkpoint is refused by the pp = 1 program" pipe_ckpt_stack
 check "train: pipeline, checkpoint of the whole GPT-2 on 2 stages: resumed losses bitwise the straight run's, resharded across pp within 1e-6, refused across pp without --reshard" pipe_ckpt_lm
