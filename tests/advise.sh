@@ -190,7 +190,8 @@ for c in cands:
     assert abs(c["mfu"] - mfu) <= 1e-5 * mfu, (c["mfu"], mfu)
 best = cands[0]
 want = ('mesh = { p = %d },' % P) if best["scheme"] == "megatron" else \
-       'mesh = { q = %d, d = %d, placement = "%s" },' % (best["mesh"][0], best["mesh"][2], best["placement"])
+       'mesh = { q = %d, d = %d, placement = "%s"%s },' % (best["mesh"][0], best["mesh"][2], best["placement"],
+                                                         ", pp = %d" % best["pp"] if best["pp"] > 1 else "")
 assert want in best["spec_lines"].split("\n")[-1] or want in best["spec_lines"], best["spec_lines"]
 assert "the fastest layout that fits, in the spec:\n  " + best["spec_lines"].replace("\n", "\n") in text, text
 # the spec has no optimizer table: the line the advisor writes as a comment for an existing one becomes the table
