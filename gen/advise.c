@@ -9,6 +9,10 @@
  * members differ), and the ranks of a Megatron group all do the same, so
  * class (0,0) stands for the mesh; its group members, placed on nodes, decide
  * which links it crosses.
+ *
+ * A training spec's pipeline candidates (advise.h) are costed by pipe_cost.c's own step (tg_pipe_cost_step, the
+ * function --cost prints), so a row's step time is the one --cost gives for the spec lines it suggests; their
+ * memory is its per-stage arena + stash, the figure --summary prints for each stage.
  */
 #include "advise.h"
 
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "pipe_cost.h"
 #include "plan.h"
 
 /* The first line of a message into buf (messages are one line each; a long one is cut). */
@@ -293,6 +298,76 @@ static void judge(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
     }
 }
 
+/* The stages of spec t split into S: the spec's own pipeline.layers and schedule where S is its pp, else as even as
+ * possible (the spec loader's default, spec.c check_stages: the L mod S extra layers on stages 1, 2, ..). */
+static void set_stages(tg_spec *t, const tg_spec *spec, int S)
+{
+    t->pp = S;
+    if (S == spec->pp)
+        return;
+    memset(t->stage_layers, 0, sizeof t->stage_layers);
+    for (int k = 0; k < S; k++)
+        t->stage_layers[k] = spec->layers / S;
+    for (int k = 0; k < spec->layers % S; k++)
+        t->stage_layers[1 + k] += 1;
+}
+
+/* Judge and cost one pipeline candidate (c->pp > 1 stages of [q,q,d] in c->placement, c->microbatches): the spec
+ * rules, the work bound, then --cost's step. False when the spec rules refuse the mesh (whatever the placement and
+ * m); true otherwise, possible or not. */
+static bool judge_pipe(const tg_spec *spec, const tg_machine *mc, tg_candidate *c)
+{
+    tg_spec t = *spec, s;
+    set_stages(&t, spec, c->pp);
+    t.microbatches = c->microbatches;
+    c->layers = spec->layers;
+    if (spec->opt.shard) { /* the rule of spec.c check_stages (tg_spec_on_mesh's source does not carry shard) */
+        snprintf(c->why, sizeof c->why, "mesh.pp = %d is not supported with optimizer.shard = true (the sharded AdamW "
+                                         "state is not planned per stage); drop shard, or use pp = 1", c->pp);
+        return false;
+    }
+    tg_err e = {{0}, 0};
+    if (!tg_spec_on_mesh(&t, c->q, c->d, &s, &e)) {
+        const char *rest = strstr(e.msg, ": ");
+        first_line(c->why, sizeof c->why, rest && rest < e.msg + strcspn(e.msg, "\n") ? rest + 2 : e.msg);
+        return false;
+    }
+    s.placement = c->placement;
+    tg_plan pl;
+    tg_plan_init(&s, &pl);
+    tg_pipe_cost pc;
+    if (!tg_bounds_work(&pl, &e) || !tg_pipe_cost_step(&s, mc, &pc, &e)) {
+        size_t n = strlen(s.path);
+        first_line(c->why, sizeof c->why, !strncmp(e.msg, s.path, n) && !strncmp(e.msg + n, ": ", 2) ? e.msg + n + 2
+                                                                                                     : e.msg);
+        c->uncosted = 1;
+        return true;
+    }
+    c->possible = 1;
+    c->step_s = c->train_step_s = pc.step[0];
+    c->tokens_per_s = c->step_s > 0 ? (double)spec->batch * spec->seq / c->step_s : 0;
+    double peak = tg_cost_peak_flops(spec, mc) * c->p;
+    c->mfu = c->step_s > 0 && peak > 0 ? tg_cost_model_flops(spec, true) / (c->step_s * peak) : 0;
+    c->bubble = pc.bubble[0];
+    c->nodes = pc.nodes;
+    int worst = 0;
+    for (int st = 0; st < c->pp; st++) {
+        c->stage_bytes[st] = pc.st[st].mem_bytes;
+        if (pc.st[st].mem_bytes > c->peak_bytes) {
+            c->peak_bytes = pc.st[st].mem_bytes;
+            worst = st;
+        }
+    }
+    c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
+    if (!c->fits)
+        snprintf(c->why, sizeof c->why, "stage %d's arena + stash of %d micro-batch%s in flight, %.2f GiB a rank, does "
+                                        "not fit in the machine's memory_gib = %g",
+                 worst, c->microbatches, c->microbatches == 1 ? "" : "es", (double)c->peak_bytes / (double)(1LL << 30),
+                 mc->memory_gib);
+    tg_pipe_cost_free(&pc);
+    return true;
+}
+
 static int cmp_candidate(const void *a, const void *b)
 {
     const tg_candidate *x = a, *y = b;
@@ -306,50 +381,117 @@ static int cmp_candidate(const void *a, const void *b)
         return x->forward_s < y->forward_s ? -1 : 1;
     if (x->megatron != y->megatron) /* ties and the impossible ones: in mesh order */
         return x->megatron - y->megatron;
+    if (x->pp != y->pp)
+        return x->pp - y->pp;
     if (x->q != y->q)
         return y->q - x->q;
-    return (int)x->placement - (int)y->placement;
+    if (x->placement != y->placement)
+        return (int)x->placement - (int)y->placement;
+    return x->microbatches - y->microbatches;
+}
+
+/* A placement of [q,q,d] that numbers the ranks as an earlier one does (the same candidate). */
+static bool same_numbering(int q, int d, int pl)
+{
+    tg_mesh m = tg_mesh_make(q, d, (tg_placement)pl);
+    for (int e = 0; e < pl; e++) { /* an axis of extent 1 has no stride that matters */
+        tg_mesh o = tg_mesh_make(q, d, (tg_placement)e);
+        if ((q == 1 || (o.si == m.si && o.sj == m.sj)) && (d == 1 || o.sk == m.sk))
+            return true;
+    }
+    return false;
+}
+
+/* Room for one more candidate in *c (cap grows by doubling); NULL when out of memory. */
+static tg_candidate *next_candidate(tg_candidate **c, int *cap, int *cnt)
+{
+    if (*cnt == *cap) {
+        int nc = *cap ? 2 * *cap : 16;
+        tg_candidate *g = realloc(*c, (size_t)nc * sizeof *g);
+        if (!g)
+            return NULL;
+        *c = g;
+        *cap = nc;
+    }
+    tg_candidate *x = &(*c)[(*cnt)++];
+    memset(x, 0, sizeof *x);
+    x->pp = 1;
+    return x;
+}
+
+/* The world of the advisor: --ranks, else the spec's pp*q*q*d (p: pp*q*q*d is its one group's). */
+static int world(const tg_spec *spec, int ranks)
+{
+    return ranks > 0 ? ranks : spec->p * (spec->pp > 1 ? spec->pp : 1);
+}
+
+/* Whether S > 1 stages are searched on W ranks: S divides both W and the layers, or is the spec's own pp. */
+static bool stages_searched(const tg_spec *spec, int W, int S)
+{
+    return S > 1 && S <= TG_MAX_STAGES && S <= spec->layers && W % S == 0 &&
+           (spec->layers % S == 0 || S == spec->pp);
 }
 
 bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidate **out, int *n, tg_err *err)
 {
-    int P = ranks > 0 ? ranks : spec->p;
-    int meshes = 0, cnt = 0;
-    for (int q = 1; q * q <= P; q++)
-        meshes += P % (q * q) == 0;
-    /* at most every placement of every [q,q,d], and Megatron */
-    tg_candidate *c = calloc((size_t)(meshes * TG_NPLACEMENTS + 1), sizeof *c);
-    if (!c)
-        return tg_fail(err, "--advise: out of memory");
+    int P = world(spec, ranks), cnt = 0, cap = 0;
+    tg_candidate *c = NULL, *x;
+    /* pp = 1: the model on all P ranks (a spec with stages judged as one group of P) */
+    tg_spec one = *spec;
+    set_stages(&one, spec, 1);
+    memset(one.stage_layers, 0, sizeof one.stage_layers);
+    one.stage_layers[0] = spec->layers;
     for (int q = 1; q * q <= P; q++) {
         if (P % (q * q) != 0)
             continue;
         int d = P / (q * q);
         for (int pl = 0; pl < TG_NPLACEMENTS; pl++) {
-            /* a placement that numbers the ranks as an earlier one does is the same candidate */
-            tg_mesh m = tg_mesh_make(q, d, (tg_placement)pl);
-            bool dup = false;
-            for (int e = 0; e < pl && !dup; e++) { /* an axis of extent 1 has no stride that matters */
-                tg_mesh o = tg_mesh_make(q, d, (tg_placement)e);
-                dup = (q == 1 || (o.si == m.si && o.sj == m.sj)) && (d == 1 || o.sk == m.sk);
-            }
-            if (dup)
+            if (same_numbering(q, d, pl))
                 continue;
-            tg_candidate *x = &c[cnt++];
+            if (!(x = next_candidate(&c, &cap, &cnt)))
+                goto oom;
             x->q = q, x->d = d, x->p = P, x->placement = (tg_placement)pl;
-            judge(spec, mc, x);
+            judge(&one, mc, x);
             if (!x->possible && pl == 0 && !x->peak_bytes) /* the rules refuse the mesh: one line, any placement */
                 break;
         }
     }
     /* Megatron-LM 1-D over all P ranks (its one group is every rank, whatever the numbering) */
-    tg_candidate *x = &c[cnt++];
+    if (!(x = next_candidate(&c, &cap, &cnt)))
+        goto oom;
     x->megatron = 1, x->q = 1, x->d = 1, x->p = P;
-    judge(spec, mc, x);
+    judge(&one, mc, x);
+    /* pipeline stages (training): S stages of [q,q,d] groups of P/S ranks, m micro-batches */
+    for (int S = 2; spec->mode == TG_TRAIN && S <= P; S++) {
+        if (!stages_searched(spec, P, S))
+            continue;
+        int G = P / S;
+        for (int q = 1; q * q <= G; q++) {
+            if (G % (q * q) != 0)
+                continue;
+            int d = G / (q * q), per_rank = spec->batch % (q * d) == 0 ? spec->batch / (q * d) : 1;
+            bool refused = false;
+            for (int pl = 0; pl < TG_NPLACEMENTS && !refused; pl++) {
+                if (same_numbering(q, d, pl))
+                    continue;
+                for (int m = 1; m <= per_rank && !refused; m++) {
+                    if (per_rank % m != 0)
+                        continue;
+                    if (!(x = next_candidate(&c, &cap, &cnt)))
+                        goto oom;
+                    x->q = q, x->d = d, x->p = P, x->pp = S, x->microbatches = m, x->placement = (tg_placement)pl;
+                    refused = !judge_pipe(spec, mc, x); /* the rules refuse the mesh: one line */
+                }
+            }
+        }
+    }
     qsort(c, (size_t)cnt, sizeof *c, cmp_candidate);
     *out = c;
     *n = cnt;
     return true;
+oom:
+    free(c);
+    return tg_fail(err, "--advise: out of memory");
 }
 
 void tg_advise_dominant(const tg_cost_phase *ph, char *buf, size_t cap)
@@ -368,8 +510,27 @@ static void layout_name(const tg_candidate *c, char *buf, size_t cap)
 {
     if (c->megatron)
         snprintf(buf, cap, "megatron [%d]", c->p);
+    else if (c->pp > 1)
+        snprintf(buf, cap, "pp=%d x [%d,%d,%d] %s", c->pp, c->q, c->q, c->d, tg_placement_name(c->placement));
     else
         snprintf(buf, cap, "[%d,%d,%d] %s", c->q, c->q, c->d, tg_placement_name(c->placement));
+}
+
+/* "bubble 20.0%; stage GiB 0.01 0.02": a pipeline candidate's bubble and each stage's arena + stash (the least and
+ * the most beyond 8 stages). */
+static void pipe_text(const tg_candidate *c, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "bubble %.1f%%; stage GiB", 100 * c->bubble);
+    long long lo = c->stage_bytes[0], hi = lo;
+    for (int st = 0; st < c->pp; st++) {
+        lo = c->stage_bytes[st] < lo ? c->stage_bytes[st] : lo;
+        hi = c->stage_bytes[st] > hi ? c->stage_bytes[st] : hi;
+        if (c->pp <= 8 && (size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, " %.3g", (double)c->stage_bytes[st] / (double)(1LL << 30));
+    }
+    if (c->pp > 8 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " %.3g .. %.3g", (double)lo / (double)(1LL << 30),
+                 (double)hi / (double)(1LL << 30));
 }
 
 /* The spec lines that select candidate c, written into buf: the layout, then the memory options where they are
@@ -380,12 +541,34 @@ static void spec_lines(const tg_candidate *c, const tg_spec *spec, char *buf, si
     if (c->megatron)
         n = snprintf(buf, cap, "scheme = \"megatron\",\n  mesh = { p = %d },", c->p);
     else
-        n = snprintf(buf, cap, "mesh = { q = %d, d = %d, placement = \"%s\" },", c->q, c->d,
-                     tg_placement_name(c->placement));
+    {
+        char pp[24] = "";
+        if (c->pp > 1)
+            snprintf(pp, sizeof pp, ", pp = %d", c->pp);
+        n = snprintf(buf, cap, "mesh = { q = %d, d = %d, placement = \"%s\"%s },", c->q, c->d,
+                     tg_placement_name(c->placement), pp);
+    }
     if (spec->mode != TG_TRAIN || c->megatron)
         return;
+    if (c->pp > 1) { /* the whole pipeline table, replacing the spec's own: m, and its layers and schedule if kept */
+        n += snprintf(buf + n, cap - (size_t)n, "\n  pipeline = { microbatches = %d", c->microbatches);
+        bool even = true;
+        for (int k = 0; k < c->pp && c->pp == spec->pp; k++)
+            even = even && spec->stage_layers[k] == spec->layers / c->pp + (k >= 1 && k <= spec->layers % c->pp);
+        if (!even)
+            for (int k = 0; k < c->pp && (size_t)n < cap; k++)
+                n += snprintf(buf + n, cap - (size_t)n, "%s%d", k ? ", " : ", layers = { ", spec->stage_layers[k]);
+        if (!even && (size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, " }");
+        if (spec->schedule == TG_PIPE_GPIPE && (size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, ", schedule = \"gpipe\"");
+        if ((size_t)n < cap)
+            snprintf(buf + n, cap - (size_t)n, " },");
+        return;
+    }
     int m0 = spec->microbatches > 1 ? spec->microbatches : 1;
-    if (c->microbatches != m0 && (size_t)n < cap)
+    /* a spec with stages has a pipeline table whose layers a pp = 1 mesh refuses: replace it */
+    if ((c->microbatches != m0 || spec->pp > 1) && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, "\n  pipeline = { microbatches = %d },", c->microbatches);
     if (c->recompute != spec->recompute && (size_t)n < cap) {
         if (c->recompute == spec->layers)
@@ -416,7 +599,7 @@ static tg_cost_phase train_total(const tg_candidate *c)
 
 void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
-    int P = ranks > 0 ? ranks : spec->p;
+    int P = world(spec, ranks);
     bool train = spec->mode == TG_TRAIN;
     tg_sb_printf(o,
                  "%s on %d ranks of %s (%d per node; inside a node %g GB/s, %g us; between nodes %g GB/s per node, "
@@ -435,6 +618,19 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                     "ranks x %.4g TFLOP/s %s peak)\n",
                  train ? "training step" : "forward", train ? "train" : "infer", train ? "step" : "forward", P,
                  tg_cost_peak_flops(spec, mc) / 1e12, spec->dtype == TG_BF16 ? "bf16" : "fp32");
+    if (train) {
+        tg_sb_puts(o, "pipeline stages: pp in {1");
+        for (int S = 2; S <= P; S++)
+            if (stages_searched(spec, P, S))
+                tg_sb_printf(o, ", %d", S);
+        tg_sb_printf(o, "} (pp > 1 divides the %d ranks and the %d layers", P, spec->layers);
+        if (spec->pp > 1)
+            tg_sb_printf(o, ", or is the spec's own pp = %d%s", spec->pp,
+                         P % spec->pp ? ", which does not divide the ranks" : "");
+        tg_sb_printf(o, "), each stage a [q,q,d] group, micro-batches m dividing its sequences per rank, schedule %s; "
+                        "a pp > 1 row is --cost's step (bubble included), its peak GiB the largest stage's arena + "
+                        "stash\n", spec->schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b");
+    }
     tg_sb_printf(o, "\n  %-4s %-22s %s%13s %11s %6s %11s %10s  %-5s %s\n", "#", "layout", train ? "options          " : "",
                  train ? "train step (s)" : "forward (s)", "tokens/s", "MFU", train ? "forward (s)" : "train step (s)",
                  "peak GiB", "fits", train ? "step dominated by" : "forward dominated by");
@@ -443,10 +639,13 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
     for (int k = 0; k < n; k++) {
         if (!c[k].possible)
             continue;
-        char name[64], dom[64], mfu[16];
+        char name[64], dom[160], mfu[16], fwd[24];
         layout_name(&c[k], name, sizeof name);
         tg_cost_phase ph = train ? train_total(&c[k]) : c[k].fwd;
-        tg_advise_dominant(&ph, dom, sizeof dom);
+        if (c[k].pp > 1)
+            pipe_text(&c[k], dom, sizeof dom);
+        else
+            tg_advise_dominant(&ph, dom, sizeof dom);
         if (c[k].fits && !best)
             best = &c[k];
         snprintf(mfu, sizeof mfu, "%.1f%%", 100 * c[k].mfu);
@@ -458,8 +657,11 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                 opts[ol] = ' ';
             opts[ol] = '\0';
         }
-        tg_sb_printf(o, "  %-4d %-22s %s%13.4g %11.0f %6s %11.4g %10.2f  %-5s %s", ++shown, name, opts, c[k].step_s,
-                     c[k].tokens_per_s, mfu, train ? c[k].forward_s : c[k].train_step_s,
+        snprintf(fwd, sizeof fwd, "%.4g", train ? c[k].forward_s : c[k].train_step_s);
+        if (c[k].pp > 1) /* a pipeline has no forward of its own */
+            snprintf(fwd, sizeof fwd, "-");
+        tg_sb_printf(o, "  %-4d %-22s %s%13.4g %11.0f %6s %11s %10.2f  %-5s %s", ++shown, name, opts, c[k].step_s,
+                     c[k].tokens_per_s, mfu, fwd,
                      (double)c[k].peak_bytes / (double)(1LL << 30), c[k].fits ? "yes" : "NO", dom);
         if (c[k].fits && best && c[k].step_s > best->step_s)
             tg_sb_printf(o, "  (%.2fx)", c[k].step_s / best->step_s);
@@ -472,13 +674,18 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
             continue;
         char name[64];
         layout_name(&c[k], name, sizeof name);
-        if (!c[k].possible && !c[k].megatron) /* refused by the spec rules: the mesh, whatever the placement */
-            snprintf(name, sizeof name, "[%d,%d,%d]", c[k].q, c[k].q, c[k].d);
-        tg_sb_printf(o, "  %s %s: %s%s%s\n", c[k].possible ? "refused (memory)" : "not possible", name, c[k].why,
-                     c[k].fix[0] ? "; " : "", c[k].fix);
+        if (!c[k].possible && !c[k].megatron && !c[k].uncosted) /* refused by the spec rules: the mesh, any placement */
+            snprintf(name, sizeof name, "%s[%d,%d,%d]", c[k].pp > 1 ? "pp=" : "", c[k].q, c[k].q, c[k].d);
+        if (!c[k].possible && !c[k].megatron && !c[k].uncosted && c[k].pp > 1)
+            snprintf(name, sizeof name, "pp=%d x [%d,%d,%d]", c[k].pp, c[k].q, c[k].q, c[k].d);
+        else if (c[k].pp > 1)
+            snprintf(name + strlen(name), sizeof name - strlen(name), " mb=%d", c[k].microbatches);
+        tg_sb_printf(o, "  %s %s: %s%s%s\n",
+                     c[k].possible ? "refused (memory)" : c[k].uncosted ? "not costed" : "not possible", name,
+                     c[k].why, c[k].fix[0] ? "; " : "", c[k].fix);
     }
     if (best) {
-        char lines[400];
+        char lines[2048];
         spec_lines(best, spec, lines, sizeof lines);
         tg_sb_printf(o, "\nthe fastest layout that fits, in the spec:\n  %s\n", lines);
     } else if (shown > 0) {
@@ -494,7 +701,7 @@ static void json_num(tg_sb *o, double v)
 
 void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
-    int P = ranks > 0 ? ranks : spec->p;
+    int P = world(spec, ranks);
     tg_sb_puts(o, "{\"spec\":");
     tg_sb_jstr(o, spec->path);
     tg_sb_puts(o, ",\"machine\":");
@@ -505,9 +712,13 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
     for (int k = 0; k < n; k++) {
         if (!c[k].possible)
             continue;
-        char dom[64];
-        tg_advise_dominant(&c[k].fwd, dom, sizeof dom);
-        tg_sb_printf(o, "%s\n {\"scheme\":\"%s\",", first ? "" : ",", c[k].megatron ? "megatron" : "tesseract");
+        char dom[160];
+        if (c[k].pp > 1)
+            snprintf(dom, sizeof dom, "bubble %.1f%%", 100 * c[k].bubble);
+        else
+            tg_advise_dominant(&c[k].fwd, dom, sizeof dom);
+        tg_sb_printf(o, "%s\n {\"scheme\":\"%s\",\"pp\":%d,", first ? "" : ",", c[k].megatron ? "megatron" : "tesseract",
+                     c[k].pp);
         if (c[k].megatron)
             tg_sb_printf(o, "\"mesh\":[%d],\"placement\":null,", c[k].p);
         else
@@ -519,18 +730,30 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         json_num(o, c[k].tokens_per_s);
         tg_sb_puts(o, ",\"mfu\":");
         json_num(o, c[k].mfu);
-        char lines[400];
+        char lines[2048];
         spec_lines(&c[k], spec, lines, sizeof lines);
         tg_sb_puts(o, ",\"spec_lines\":");
         tg_sb_jstr(o, lines);
         tg_sb_puts(o, ",\"forward_s\":");
-        json_num(o, c[k].forward_s);
+        if (c[k].pp > 1) /* a pipeline has no forward of its own */
+            tg_sb_puts(o, "null");
+        else
+            json_num(o, c[k].forward_s);
         tg_sb_puts(o, ",\"train_step_s\":");
         json_num(o, c[k].train_step_s);
         tg_sb_printf(o, ",\"peak_bytes\":%lld,\"fits\":%s,\"nodes\":%d,\"microbatches\":%d,\"recompute\":%d,"
                         "\"shard\":%s,\"dominant\":", c[k].peak_bytes, c[k].fits ? "true" : "false", c[k].nodes,
                      c[k].microbatches, c[k].recompute, c[k].shard ? "true" : "false");
         tg_sb_jstr(o, dom);
+        if (c[k].pp > 1) {
+            tg_sb_printf(o, ",\"schedule\":\"%s\",\"bubble\":", spec->schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b");
+            json_num(o, c[k].bubble);
+            tg_sb_puts(o, ",\"stage_bytes\":[");
+            for (int st = 0; st < c[k].pp; st++)
+                tg_sb_printf(o, "%s%lld", st ? "," : "", c[k].stage_bytes[st]);
+            tg_sb_puts(o, "]");
+        }
+        if (c[k].pp == 1) {
         tg_sb_puts(o, ",\"forward\":{\"compute_s\":");
         json_num(o, c[k].fwd.compute_s);
         tg_sb_puts(o, ",\"gemm_s\":");
@@ -542,6 +765,7 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
         tg_sb_puts(o, ",\"serial_s\":");
         json_num(o, c[k].fwd.serial_s);
         tg_sb_puts(o, "}");
+        }
         if (!c[k].fits) {
             tg_sb_puts(o, ",\"why\":");
             tg_sb_jstr(o, c[k].why);
@@ -556,8 +780,12 @@ void tg_advise_json(const tg_spec *spec, const tg_machine *mc, int ranks, const 
     for (int k = 0; k < n; k++) {
         if (c[k].possible)
             continue;
-        tg_sb_printf(o, "%s\n {\"scheme\":\"%s\",", first ? "" : ",", c[k].megatron ? "megatron" : "tesseract");
-        if (c[k].megatron)
+        tg_sb_printf(o, "%s\n {\"scheme\":\"%s\",\"pp\":%d,", first ? "" : ",", c[k].megatron ? "megatron" : "tesseract",
+                     c[k].pp);
+        if (c[k].uncosted) /* the rules accept it; the cost model could not cost it */
+            tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":\"%s\",\"microbatches\":%d,\"costed\":false,\"why\":",
+                         c[k].q, c[k].q, c[k].d, tg_placement_name(c[k].placement), c[k].microbatches);
+        else if (c[k].megatron)
             tg_sb_printf(o, "\"mesh\":[%d],\"placement\":null,\"why\":", c[k].p);
         else
             tg_sb_printf(o, "\"mesh\":[%d,%d,%d],\"placement\":null,\"why\":", c[k].q, c[k].q, c[k].d);

@@ -15,6 +15,14 @@
  * fit (fix), and the best one the spec lines that select it.
  * peak_bytes is the arena of the spec's mode; a candidate fits when it is
  * within the machine's memory_gib.
+ *
+ * A training spec's world of W ranks (--ranks, else the spec's pp*q*q*d) is also split into pipeline stages:
+ * every pp = S > 1 dividing both W and model.layers (and the spec's own pp, with its pipeline.layers, where it
+ * divides W), each stage a [q,q,d] group of W/S ranks in each distinct placement, with every micro-batch count m
+ * dividing the group's sequences per rank (the spec rule). Each is costed as --cost costs pipeline stages
+ * (pipe_cost.h: every class of every stage, the proved schedule timed, bubble included): step_s is that step,
+ * stage_bytes[s] the arena + stash of stage s (what --summary prints), peak_bytes their largest. The candidates
+ * are S x meshes x placements x m: bounded by divisor counts, each costed from q*q class plans per stage.
  */
 #ifndef TG_ADVISE_H
 #define TG_ADVISE_H
@@ -46,6 +54,12 @@ typedef struct tg_candidate {
      * combination of micro-batches, recomputation and optimizer sharding that fits, else the one of least memory) */
     int microbatches, recompute, shard;
     int layers; /* of the spec those options are for (recompute == layers: every layer) */
+    /* pipeline stages: pp = 1 for every other candidate; with pp > 1, q, d and placement are one stage's group,
+     * p the world (pp*q*q*d), microbatches the pipeline's m, and forward_s, fwd, train[] are not computed */
+    int pp;
+    int uncosted;                           /* the spec rules accept it, the cost model could not cost it (why) */
+    double bubble;                          /* idle stage-time over pp * the pipeline part (--cost's streams one) */
+    long long stage_bytes[TG_MAX_STAGES];   /* arena + stash of each stage (the largest class's) */
 } tg_candidate;
 
 /* Every candidate for spec's model on `ranks` ranks (0: the spec's own count), sorted by step_s (the

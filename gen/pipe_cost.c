@@ -63,6 +63,8 @@ static bool cost_stage(tg_plan *pl, int st, const tg_machine *mc, tg_pipe_cost_s
             if (!tg_plan_class(pl, i, j, &cp, err))
                 return false;
             bool ok = tg_cost_class(pl, &cp, mc, &cs, err);
+            long long mem = 4 * (cp.arena_elems + cp.stash_total); /* as tg_stage_memory (summary.c) prints it */
+            o->mem_bytes = mem > o->mem_bytes ? mem : o->mem_bytes;
             tg_class_free(&cp);
             if (!ok)
                 return false;
@@ -88,7 +90,7 @@ void tg_pipe_cost_free(tg_pipe_cost *c)
     c->st = NULL;
 }
 
-bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err)
+static bool cost_run(const tg_spec *s, const tg_machine *mc, bool pp1, tg_pipe_cost *out, tg_err *err)
 {
     memset(out, 0, sizeof *out);
     int S = s->pp;
@@ -153,7 +155,7 @@ bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out,
     }
     tg_pipe_free(&sch);
     free(buf);
-    if (ok) { /* the same model on one [q,q,d] group, every layer on it: class (0,0) as the single-group --cost */
+    if (ok && pp1) { /* the same model on one [q,q,d] group, every layer on it: class (0,0) as the single-group --cost */
         tg_spec one = *s;
         one.pp = 1;
         tg_plan p1;
@@ -175,6 +177,16 @@ bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out,
     if (!ok)
         tg_pipe_cost_free(out);
     return ok;
+}
+
+bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err)
+{
+    return cost_run(s, mc, true, out, err);
+}
+
+bool tg_pipe_cost_step(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err)
+{
+    return cost_run(s, mc, false, out, err);
 }
 
 static const char *const timeline[2] = {"streams", "serial"};

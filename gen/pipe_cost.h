@@ -33,6 +33,8 @@ typedef struct tg_pipe_cost_stage {
     int p2p_inter;              /* that block crosses nodes */
     double busy[2], end[2];     /* from the timed schedule: its F and B time, its clock after its last step */
     long long peak_bytes;       /* the largest arena of its classes */
+    long long mem_bytes;        /* the largest arena + stash of its classes (the stash: one copy per micro-batch in
+                                 * flight, tg_plan.stash): what --summary's "stage s memory" line prints */
 } tg_pipe_cost_stage;
 
 typedef struct tg_pipe_cost {
@@ -50,6 +52,8 @@ typedef struct tg_pipe_cost {
 
 /* Plan every class of every stage of s (pp > 1) and time the step on mc. */
 bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err);
+/* The same step without the pp = 1 comparison (pp1_step stays 0): what --advise ranks a pipeline candidate by. */
+bool tg_pipe_cost_step(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err);
 void tg_pipe_cost_free(tg_pipe_cost *c);
 /* For people (tessgen --cost): the stages' table, the step, the bubble, the pp = 1 comparison. */
 void tg_pipe_cost_text(const tg_spec *s, const tg_machine *mc, const tg_pipe_cost *c, tg_sb *o);

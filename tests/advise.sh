@@ -190,7 +190,8 @@ for c in cands:
     assert abs(c["mfu"] - mfu) <= 1e-5 * mfu, (c["mfu"], mfu)
 best = cands[0]
 want = ('mesh = { p = %d },' % P) if best["scheme"] == "megatron" else \
-       'mesh = { q = %d, d = %d, placement = "%s" },' % (best["mesh"][0], best["mesh"][2], best["placement"])
+       'mesh = { q = %d, d = %d, placement = "%s"%s },' % (best["mesh"][0], best["mesh"][2], best["placement"],
+                                                         ", pp = %d" % best["pp"] if best["pp"] > 1 else "")
 assert want in best["spec_lines"].split("\n")[-1] or want in best["spec_lines"], best["spec_lines"]
 assert "the fastest layout that fits, in the spec:\n  " + best["spec_lines"].replace("\n", "\n") in text, text
 # the spec has no optimizer table: the line the advisor writes as a comment for an existing one becomes the table
@@ -376,9 +377,84 @@ PYEOF
         "$PY" -c 'import json, sys
 s0, s1 = json.load(open(sys.argv[1]))["stages"]
 d0, d1 = (s["serial_bwd_last_s"] - s["serial_bwd_s"] for s in (s0, s1))
-assert d1 > 2 * d0 > 0 and s0["p2p_inter"], (d0, d1, s0)' "$WORK/ppd.json" || return 1
-    $TG "$WORK/adv_pp2.lua" --advise --machine "$WORK/m4.lua" >"$WORK/pp2.adv" 2>"$WORK/e"
-    [ $? -eq 1 ] && [ ! -s "$WORK/pp2.adv" ] && grep -q "mesh.pp = 2: .* so --advise is refused" "$WORK/e"
+assert d1 > 2 * d0 > 0 and s0["p2p_inter"], (d0, d1, s0)' "$WORK/ppd.json"
+}
+
+# --advise on a training spec searches pipeline stages: on 8 ranks of 4 layers, pp in {1, 2, 4} (the divisors of both),
+# each stage's [q,q,d] and placement, every micro-batch count dividing its sequences per rank. The spec has stages of
+# its own (pp = 2, layers { 1, 3 }: --advise refused it before) and keeps them in its pp = 2 rows. Every candidate
+# that fits is written back as a spec from its own spec lines (replacing the spec's mesh and pipeline lines) and costed
+# by --cost: the step --cost prints is the advisor's (the same 6 digits in --json, 4 in the text of the best), so the
+# ranking is --cost's; each stage's memory is --summary's arena + stash of that stage. A spec with recompute gets every
+# pp > 1 mesh refused by the rule, said in the output. The output is the same on a second run.
+adv_pipeline_search() {
+    printf 'return { mode = "train",\n  mesh = { q = 2, pp = 2 },\n  pipeline = { microbatches = 2, layers = { 1, 3 } },\n  model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 8 } }\n' \
+        >"$WORK/advs_pp.lua" && adv_machine 4 80 >"$WORK/m4.lua" &&
+        $TG "$WORK/advs_pp.lua" --advise --json --machine "$WORK/m4.lua" >"$WORK/advs.json" &&
+        $TG "$WORK/advs_pp.lua" --advise --machine "$WORK/m4.lua" >"$WORK/advs.txt" &&
+        $TG "$WORK/advs_pp.lua" --advise --json --machine "$WORK/m4.lua" | cmp - "$WORK/advs.json" &&
+        $TG "$WORK/advs_pp.lua" --advise --machine "$WORK/m4.lua" | cmp - "$WORK/advs.txt" || return 1
+    cat "$WORK/advs.txt"
+    grep -q "^pipeline stages: pp in {1, 2, 4} (pp > 1 divides the 8 ranks and the 4 layers, or is the spec's own pp = 2)" \
+        "$WORK/advs.txt" || return 1
+    "$PY" - "$WORK/advs.json" "$WORK/advs_pp.lua" "$WORK/advs" <<'PYEOF' || return 1
+import json, sys
+doc = json.load(open(sys.argv[1])); src = open(sys.argv[2]).read().split("\n")
+cands = doc["candidates"]
+assert doc["ranks"] == 8, doc["ranks"]
+pps = {c["pp"] for c in cands}
+assert pps == {1, 2, 4}, pps
+for S in (2, 4):   # every mesh of 8/S ranks and every m dividing the sequences per rank, in some placement
+    G = 8 // S
+    want = {(q, G // (q * q), m) for q in (1, 2) if G % (q * q) == 0 for m in range(1, 9) if (8 // (q * (G // (q * q)))) % m == 0}
+    got = {(c["mesh"][0], c["mesh"][2], c["microbatches"]) for c in cands if c["pp"] == S}
+    assert want == got, (S, sorted(want), sorted(got))
+n = 0
+for k, c in enumerate(cands):
+    if not c["fits"] or c["scheme"] != "tesseract":
+        continue
+    # the spec has no optimizer table: the line the advisor writes as a comment for an existing one becomes the table
+    lines = c["spec_lines"].replace("-- and in optimizer = { ... }: shard = true,", "optimizer = { shard = true },").split("\n")
+    open("%s_%d.lua" % (sys.argv[3], k), "w").write("\n".join([src[0]] + ["  " + l.strip() for l in lines] + src[3:]))
+    n += 1
+    if c["pp"] > 1:   # its own stages kept (layers { 1, 3 }) only where pp is the spec's
+        assert ("layers = { 1, 3 }" in c["spec_lines"]) == (c["pp"] == 2), c["spec_lines"]
+        assert len(c["stage_bytes"]) == c["pp"] and c["peak_bytes"] == max(c["stage_bytes"]), c
+    else:
+        assert "pipeline = { microbatches = %d }," % c["microbatches"] in c["spec_lines"], c["spec_lines"]
+assert n >= 10 and [c["step_s"] for c in cands] == sorted(c["step_s"] for c in cands), n
+PYEOF
+    local f k
+    for f in "$WORK"/advs_[0-9]*.lua; do
+        k=${f##*_}; k=${k%.lua}
+        $TG "$f" --cost --json --machine "$WORK/m4.lua" >"$f.cost" &&
+            { ! grep -q "pp = [24]" "$f" || $TG "$f" --summary >"$f.sum"; } || { cat "$f"; return 1; }
+        "$PY" - "$WORK/advs.json" "$k" "$f.cost" "$f.sum" <<'PYEOF' || { cat "$f"; return 1; }
+import json, os, re, sys
+c = json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])]
+cost = json.load(open(sys.argv[3]))
+if c["pp"] > 1:
+    assert (cost["pp"], cost["microbatches"], cost["mesh"], cost["placement"]) == (c["pp"], c["microbatches"], c["mesh"], c["placement"]), cost
+    step = cost["step_s"]
+    mem = [int(x) for x in re.findall(r"^  stage \d+ memory: .* = (\d+)$", open(sys.argv[4]).read(), re.M)]
+    assert mem == c["stage_bytes"], (mem, c["stage_bytes"])
+else:
+    step = sum(p["streams_s"] for p in cost["phases"].values())
+assert "%.6g" % step == "%.6g" % c["step_s"], ("--cost", step, "--advise", c["step_s"])
+PYEOF
+    done
+    # the best's step in the text is the one --cost prints for its spec lines (both %.4g)
+    local best
+    best=$(awk '$1 == 1 && $2 == "pp=4" { print $7 }' "$WORK/advs.txt")
+    echo "best step: $best"
+    [ -n "$best" ] && grep -qF "the fastest layout that fits, in the spec:
+  mesh = { q = 1, d = 2, placement = \"row\", pp = 4 }," "$WORK/advs.txt" &&
+        $TG "$WORK/advs_0.lua" --cost --machine "$WORK/m4.lua" | grep -qF "step, streams: $best s" || return 1
+    sed 's/mesh = { q = 2, pp = 2 },/mesh = { q = 2 }, recompute = "full",/; s/, layers = { 1, 3 }//' "$WORK/advs_pp.lua" \
+        >"$WORK/advs_rc.lua" && $TG "$WORK/advs_rc.lua" --advise --machine "$WORK/m4.lua" --ranks 8 >"$WORK/advs_rc.txt" || return 1
+    grep -q "^  not possible pp=2 x \[2,2,1\]: mesh.pp = 2 is not supported with recompute" "$WORK/advs_rc.txt" &&
+        grep -q "^  not possible pp=4 x \[1,1,2\]: mesh.pp = 4 is not supported with recompute" "$WORK/advs_rc.txt" &&
+        ! grep -q "^  [0-9].* pp=" "$WORK/advs_rc.txt"
 }
 
 check "advise: a training spec is ranked by its step, with tokens/s and MFU; the best layout's spec lines generate it" adv_train
@@ -394,4 +470,5 @@ check "advise: a bad machine file is exit 1 naming file and field; misuse exit 2
 check "advise: a mode = \"generate\" spec is refused (exit 2, nothing printed), not ranked as an inference forward without its KV cache" adv_generate
 check "advise: both shipped machine profiles rank and cost" adv_profiles
 check "advise: a rate of 5e-324 is refused naming the field; machines at the ends of every range give finite text and valid JSON" adv_extreme_machines
-check "advise: --cost with 2 pipeline stages times each stage from its own class plans, on the nodes its world ranks are on, and the gpipe schedule with its point-to-point blocks; --advise with stages is still refused" adv_pipeline_cost
+check "advise: --cost with 2 pipeline stages times each stage from its own class plans, on the nodes its world ranks are on, and the gpipe schedule with its point-to-point blocks" adv_pipeline_cost
+check "advise: a training spec is also ranked over pipeline stages and micro-batches; every candidate's step is the one --cost gives for its spec lines, its stage memory --summary's; a spec with stages is ranked, not refused; the same output twice" adv_pipeline_search
