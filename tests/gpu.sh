@@ -183,6 +183,7 @@ EOF2
     echo "every row, kind, peak and the unknown devices as computed here"
 }
 gpu_standin_bench() { # bench.sh compare report on the stand-in, with the system's Open MPI: the flow end to end
+    # (with the emulated cuDNN: attention = "cudnn" beside the default, and the serialised step)
     local o=$WORK/bench_out
     rm -rf "$o"
     TESS_GPU_OUT=$o TESS_GPU_WORK=$WORK/bench_work TESS_GPU_STANDIN=1 TESS_BENCH_SMALL=1 TESS_GPU_SYSTEM_MPI=1 \
@@ -192,8 +193,16 @@ gpu_standin_bench() { # bench.sh compare report on the stand-in, with the system
         ! grep -qF "## bf16: tessgen beside PyTorch, 1 blocks and the whole GPT-2 (C=128, 2 heads, F=256, 4 x 20 tokens)" "$f" ||
         ! grep -qF "MFU left out: no dense bf16 peak is known for this device (STAND-IN" "$f" ||
         [ "$(grep -cE '^\| tessgen bf16 \[1,1,1\] \| [0-9]+\.[0-9]{3} \| - \| [0-9]+\.[0-9]{3} \| [0-9]+ \| - \| ' "$f")" != 2 ] ||
-        ! grep -qE '^\| gemm( \| [0-9]+\.[0-9]{3}){4} \|$' "$f" || ! grep -qF "whole GPT-2, vocab 999" "$f"; then
+        ! grep -qE '^\| gemm( \| [0-9]+\.[0-9]{3}){4}' "$f" || ! grep -qF "whole GPT-2, vocab 999" "$f"; then
         echo "the compare section of $f is not complete"
+        return 1
+    fi
+    # attention = "cudnn" beside the default (the stand-in emulates cuDNN): its rows for the blocks and the whole
+    # model, and the per-kind columns of its steps and of the serialised step (seven columns of numbers)
+    if [ "$(grep -cE '^\| tessgen bf16 \[1,1,1\], attention = "cudnn" \| [0-9]+\.[0-9]{3} \| - \| [0-9]+\.[0-9]{3} \| ' "$f")" != 2 ] ||
+        ! grep -qF "| 1 blocks step, cudnn | whole GPT-2 step, cudnn | 1 blocks step, cudnn, serialised |" "$f" ||
+        ! grep -qE '^\| gemm( \| [0-9]+\.[0-9]{3}){7} \|$' "$f"; then
+        echo "the attention = \"cudnn\" rows or the serialised step are missing from $f"
         return 1
     fi
     if "$PY" -c 'import torch' 2>/dev/null; then
@@ -280,7 +289,7 @@ if wanted "gpu: flows"; then
     check "gpu: flows: torch_bench.py and bench_report.py compile; the SDPA backend named from profiler names; without torch it skips cleanly (with torch: its float64 checks vs tessref)" \
         gpu_torch_skip
     if gpu_nvcc; then
-        check "gpu: flows: tests/gpu/bench.sh compare report on the stand-in: tessgen's bf16 blocks and whole GPT-2 reported, PyTorch skipped, MFU left out for an unknown device" \
+        check "gpu: flows: tests/gpu/bench.sh compare report on the stand-in: tessgen's bf16 blocks and whole GPT-2 reported, with attention = \"cudnn\" and the serialised step, PyTorch skipped, MFU left out for an unknown device" \
             gpu_standin_bench
     else
         ok "gpu: flows: tests/gpu/bench.sh compare report on the stand-in # skip no nvcc (env.sh needs one)"
