@@ -159,19 +159,7 @@ PYEOF
 mgl_data() {
     local D="$MGL/data" b
     mgl_prog 3 || return 1
-    mkdir -p "$D" && "$PY" - "$D" <<'PYEOF' || return 1
-import struct, sys
-import numpy as np
-d, B, S = sys.argv[1], 12, 4
-tok = np.random.default_rng(8).integers(0, 49, 3 * B * S + 1 + 5).astype(np.uint16)
-with open(d + "/train.bin", "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(tok), *([0] * 253)))
-    f.write(tok.astype("<u2").tobytes())
-for b in range(3):
-    o = b * B * S
-    np.save("%s/tok_%d.npy" % (d, b), tok[o:o + B * S].astype(np.int32).reshape(B, S))
-    np.save("%s/tgt_%d.npy" % (d, b), tok[o + 1:o + B * S + 1].astype(np.int32).reshape(B, S))
-PYEOF
+    mkdir -p "$D" && "$PY" tests/ref/shard_batches.py "$D" --seed 8 --batch 12 --seq 4 --vocab 49 || return 1
     for b in 0 1 2; do
         "$PY" $MGL_REF lm-forward $MGL_DIMS --weights "$MGL/w.st" --tokens "$D/tok_$b.npy" --targets "$D/tgt_$b.npy" \
             --logits-out "$D/ref_logits_$b.npy" >"$D/ref_loss_$b.txt" || return 1
