@@ -154,20 +154,34 @@ static const char *lt_epi(int epi)
     }
 }
 
-/* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule). */
+static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t);
+
+/* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule), but
+ * for a bf16 program's fused fc1 (gen/fuse.c): that call writes the GeLU step's outputs, never the fp32 h (the GEMM's
+ * C, the GeLU step's slot 0), which nothing else reads. */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
-    (void)cp;
+    if (s->kind == TG_STEP_GEMM && slot == 2 && s->epi != TG_EPI_NONE && lt_out_bf16(cp, s))
+        return false;
+    if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && lt_out_bf16(cp, &cp->steps[s->fused]))
+        return false;
     return tg_streams_slot_used(s, slot);
 }
 
 /* The distinct shapes of the class's fused GEMMs (fuse.c), in first-seen order: trc_gemm_lt's table (trc_lt_shapes,
  * prepared once at start-up) and the index a call passes. */
+/* Does fused GEMM step t write a bf16 D (the GeLU output of a bf16 program, gen/fuse.c)? */
+static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
+{
+    return (t->epi == TG_EPI_GELU_BIAS || t->epi == TG_EPI_GELU_AUX_BIAS) && t->fused >= 0 &&
+           esz(rp, &rp->steps[t->fused], 2) == 2;
+}
+
 static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
 {
     return a->epi == b->epi && a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
            a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0) && a->transa == b->transa &&
-           a->transb == b->transb;
+           a->transb == b->transb && lt_out_bf16(rp, a) == lt_out_bf16(rp, b);
 }
 
 /* slot[i]: the table row of fused GEMM step i, else -1; returns the number of rows (-1: out of memory). Rows are
@@ -212,7 +226,7 @@ static void print_lt_shapes(tg_sb *o, const tg_class_plan *rp, const int *slot)
                           "algorithms are\n * chosen once at start-up; each call names its row. */\n"
                           "extern \"C\" const trc_lt_shape trc_lt_shapes[] = {\n");
         tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, %d, %d, %d},\n", lt_epi(t->epi), t->m, t->n, t->k,
-                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, 0, t->transa,
+                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, lt_out_bf16(rp, t), t->transa,
                      t->transb);
         n++;
     }
@@ -265,11 +279,20 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                          lt ? lt[s - rp->steps] : -1, lt_epi(s->epi), s->transa, s->transb, s->m, s->n, s->k,
                          bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
                          dgelu ? bn(rp, k, 1) : "nullptr", dgelu ? "nullptr" : bn(rp, k, 1));
+        } else if (s->epi != TG_EPI_NONE && lt_out_bf16(rp, s)) {
+            /* fuse.c: a bf16 program's GEMM and GeLU step, one cuBLASLt call from the fp32 accumulator: the bf16 bias,
+             * D = g (C is D, beta 0: the plan's fp32 h is not written), u as aux when training keeps it */
+            const tg_step *k = &rp->steps[s->fused];
+            int save = s->epi == TG_EPI_GELU_AUX_BIAS;
+            tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",
+                         lt ? lt[s - rp->steps] : -1, save ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", s->m, s->n,
+                         s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, k, 2), s->ldc,
+                         bn(rp, k, 1), bn(rp, k, 2), save ? bn(rp, k, 3) : "nullptr");
         } else if (s->epi != TG_EPI_NONE) { /* fuse.c: with the GeLU step after it, one cuBLASLt call */
             const tg_step *k = &rp->steps[s->fused];
             int save = s->epi == TG_EPI_GELU_AUX_BIAS;
-            /* u into C (aux = C) and g into D, or GeLU in place in C; D fp32 always (gen/fuse.h: cuBLASLt reads the
-             * bias in D's type, and the plan's biases are fp32) */
+            /* u into C (aux = C) and g into D, or GeLU in place in C; D fp32 (fp32 programs: cuBLASLt reads the
+             * bias in D's type, gen/fuse.h) */
             tg_sb_printf(o, "    trc_gemm_lt(c, %d, %s, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s, %s);\n",
                          lt ? lt[s - rp->steps] : -1, save ? "TRC_EPI_GELU_AUX_BIAS" : "TRC_EPI_GELU_BIAS", s->m, s->n, s->k,
                          bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
@@ -350,7 +373,7 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
             tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
                          bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3));
             snprintf(line, sizeof line,
-                     "template void bias_gelu_save<%d, %d>(cudaStream_t, const float *, const float *, tr_bf16 *, "
+                     "template void bias_gelu_save<%d, %d>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *, "
                      "tr_bf16 *);\n",
                      s->rows, s->cols);
             break;
@@ -358,8 +381,8 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trk::bias_gelu_save<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2));
         snprintf(line, sizeof line,
-                 "template void bias_gelu_save<%d, %d>(cudaStream_t, float *, const float *, %s *);\n", s->rows,
-                 s->cols, cty(rp, s, 2));
+                 "template void bias_gelu_save<%d, %d>(cudaStream_t, float *, const %s *, %s *);\n", s->rows,
+                 s->cols, cty(rp, s, 1), cty(rp, s, 2));
         break;
     case TG_STEP_COLSUM:
         tg_sb_printf(o, "    trk::colsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));

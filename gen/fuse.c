@@ -35,6 +35,29 @@ static bool fusable_fwd(const tg_class_plan *cp, const tg_step *g, const tg_step
     return k->buf[3] < 0 && f32(cp, k->buf[2]);
 }
 
+static bool bf16(const tg_class_plan *cp, int buf)
+{
+    return buf >= 0 && cp->bufs[buf].dtype == TG_BUF_BF16;
+}
+
+/* Is the GELU_SAVE step k (index kj) of a bf16 program fusable into GEMM step g? bf16 programs add fc1's bias in bf16
+ * (docs/BF16.md) and write g in bf16, bf16 training also u: cuBLASLt computes v = GEMM + bias from its fp32
+ * accumulator and writes g = bf16(GeLU(v)) as D (and u = bf16(v) as aux), what the kernel computes from the fp32 h
+ * the GEMM would write. That call never writes h, so h must be read by this step only (its last step is kj), and the
+ * GEMM must not accumulate into it (beta 0: cuBLASLt's C is in D's type) */
+static bool fusable_fwd16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
+{
+    if (k->kind != TG_STEP_GELU_SAVE || g->transa || g->transb || g->beta != 0.0f)
+        return false;
+    if (g->buf[2] != k->buf[0] || g->m != k->rows || g->n != k->cols || g->ldc != k->cols || k->cols % 8 != 0)
+        return false;
+    const tg_buf *h = &cp->bufs[k->buf[0]];
+    if (h->persistent || h->last != kj || h->dtype != TG_BUF_F32)
+        return false;
+    return bf16(cp, g->buf[0]) && bf16(cp, g->buf[1]) && bf16(cp, k->buf[1]) && bf16(cp, k->buf[2]) &&
+           (k->buf[3] < 0 || bf16(cp, k->buf[3]));
+}
+
 /* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
 static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
@@ -49,10 +72,12 @@ static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step
            g->ldb == k->cols;
 }
 
-static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
+static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
 {
     if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0)
         return TG_EPI_NONE;
+    if (fusable_fwd16(cp, g, k, kj)) /* bf16: D = g, with u as aux in training, else GeLU alone */
+        return k->buf[3] >= 0 ? TG_EPI_GELU_AUX_BIAS : TG_EPI_GELU_BIAS;
     switch (k->kind) {
     case TG_STEP_BIAS_GELU: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_BIAS : TG_EPI_NONE;
     case TG_STEP_GELU_SAVE: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
@@ -74,7 +99,7 @@ bool tg_fuse_plan(tg_class_plan *cp)
         if (j == cp->nsteps)
             continue;
         tg_step *k = &cp->steps[j];
-        int epi = epi_of(cp, g, k);
+        int epi = epi_of(cp, g, k, j);
         if (epi == TG_EPI_NONE)
             continue;
         g->epi = epi;
@@ -89,10 +114,12 @@ long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
     const tg_buf *b1 = &cp->bufs[s->buf[1]];
     if (s->kind == TG_STEP_GELU_BWD)
         return tg_dtype_size(b1->dtype) * b1->elems; /* u, read beside the GEMM's result */
-    long long b = 4LL * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
+    long long b = tg_dtype_size(b1->dtype) * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
     if (s->kind == TG_STEP_GELU_SAVE) {
         const tg_buf *g = &cp->bufs[s->buf[2]];
-        b += tg_dtype_size(g->dtype) * g->elems; /* g, besides u in C */
+        b += tg_dtype_size(g->dtype) * g->elems; /* g, besides u in C (bf16: D is g, the GEMM's C is not written) */
+        if (s->buf[3] >= 0) /* bf16 training: u, cuBLASLt's aux */
+            b += tg_dtype_size(cp->bufs[s->buf[3]].dtype) * cp->bufs[s->buf[3]].elems;
     }
     return b;
 }

@@ -133,7 +133,7 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
 {
     const tg_plan *pl = b->pl;
     int T = pl->T, C = pl->spec.hidden, Cp = pl->Hq * pl->D, Fp = pl->Fq;
-    int last = l == pl->spec.layers - 1, train = pl->spec.mode == TG_TRAIN;
+    int last = l == pl->spec.layers - 1, train = pl->spec.mode == TG_TRAIN, bf16 = pl->spec.dtype == TG_BF16;
 
     int rs1 = *rs_carry;
     if (rs1 < 0) {
@@ -164,14 +164,16 @@ static int build_layer(tg_builder *b, int l, const mg_w *w, int x, int *rs_carry
     int a2 = tg_pb_buf(b, T, C, 0, "LN2(x), every token", "L%d_ln2_out", l);
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
+    int b1 = bf16 ? tg_pb_operand(b, l, "fc1", w->fc1_b) : w->fc1_b; /* a bf16 bias, as plan_tesseract.c's */
     int hh = tg_pb_buf(b, T, Fp, 0, "MLP hidden columns of this rank", "L%d_fc1_out", l);
     gemm(b, l, "fc1", 0, 0, T, Fp, C, a2, C, w->fc1_w, Fp, hh, Fp,
          "h = LN2(x) @ W1(:, columns of this rank), column-parallel");
     /* training: out of place (the backward reads u); bf16: g is bf16 (fc2's operand, written by the GeLU step or the
      * fused GEMM's epilogue, gen/fuse.c), no cast before fc2 */
-    int g = train ? tg_pb_bf16_out(b, tg_pb_buf(b, T, Fp, 0, "GeLU output, this rank's columns", "L%d_gelu_out", l))
-                  : hh;
-    int u = tg_pb_gelu(b, l, T, Fp, hh, w->fc1_b, g);
+    int g = train || bf16
+                ? tg_pb_bf16_out(b, tg_pb_buf(b, T, Fp, 0, "GeLU output, this rank's columns", "L%d_gelu_out", l))
+                : hh;
+    int u = tg_pb_gelu(b, l, T, Fp, hh, b1, g);
     if (u < 0)
         return -1;
 

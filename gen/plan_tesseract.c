@@ -235,13 +235,17 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int a2 = tg_pb_bf16_out(b, tg_pb_buf(b, R, Cq, 0, "LN2(x) block (h, j)", "L%d_ln2_out", l));
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
+    /* bf16 programs add fc1's bias in bf16 (docs/BF16.md), as autocast's linear does: training reads the copy AdamW
+     * keeps, inference casts it here, before the GEMM, so that nothing comes between the GEMM and its GeLU step and
+     * cuBLASLt may run the pair as one call with a bf16 bias, D and aux (gen/fuse.c) */
+    int b1 = pl->spec.dtype == TG_BF16 ? tg_pb_operand(b, l, "fc1", w->fc1_b) : w->fc1_b;
     int hh = tg_pb_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
     linear(b, l, "fc1", a2, w->fc1_w, hh, Cq, Fq);
     /* out of place when training (the backward reads u) or bf16 (fc2 reads a bf16 g; u stays fp32 in hh) */
     int g = train || pl->spec.dtype == TG_BF16
                 ? tg_pb_bf16_out(b, tg_pb_buf(b, R, Fq, 0, "GeLU output block (h, j)", "L%d_gelu_out", l))
                 : hh;
-    int u = tg_pb_gelu(b, l, R, Fq, hh, w->fc1_b, g);
+    int u = tg_pb_gelu(b, l, R, Fq, hh, b1, g);
     if (u < 0)
         return -1;
     if (again) {

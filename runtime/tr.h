@@ -366,11 +366,13 @@ void tr_attention_bwd_bf16(struct tr_ctx *c, const float *qkv, const float *dout
  * tr_attention_bwd_bf16 of the fp32 qkv it was rounded from */
 void tr_attention_bwd_bf16q(struct tr_ctx *c, const tr_bf16 *qkvh, const float *dout, float *dqkv, float *probs,
                             float *dscores, int nseq, int seq, int heads, int hdim);
-/* tr_bias_gelu_save with a bf16 output g (u += bias stays float32). */
-void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols);
-/* bf16 training's bias + GeLU (docs/BF16.md): v = h + bias in float32 (h not written), u = bf16(v) kept for the
- * backward, g = bf16(GeLU(v)); each bf16 value is the rounding of what tr_bias_gelu_save computes in float32. */
-void tr_bias_gelu_keep_bf16(struct tr_ctx *c, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u, int rows,
+/* bf16 inference's bias + GeLU: u += bias (float32, the bf16 bias widened: bf16 programs read fc1's bias in bf16,
+ * docs/BF16.md), g = bf16(GeLU(u)). */
+void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const tr_bf16 *bias, tr_bf16 *g, int rows, int cols);
+/* bf16 training's bias + GeLU (docs/BF16.md): v = h + bias in float32 (the bf16 bias widened; h not written), u =
+ * bf16(v) kept for the backward, g = bf16(GeLU(v)); each bf16 value is the rounding of what tr_bias_gelu_save computes
+ * in float32 with that bias, and what cuBLASLt's GELU_AUX_BIAS epilogue with a bf16 bias, D and aux computes. */
+void tr_bias_gelu_keep_bf16(struct tr_ctx *c, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u, int rows,
                             int cols);
 /* tr_gelu_bwd reading the bf16 pre-activation tr_bias_gelu_keep_bf16 kept: dg *= GeLU'(u). */
 void tr_gelu_bwd_bf16(struct tr_ctx *c, float *dg, const tr_bf16 *u, int rows, int cols);

@@ -242,36 +242,46 @@ void tr_attention_bwd_bf16q(tr_ctx *c, const tr_bf16 *qkvh, const float *dout, f
     attention_bwd_bf16(c, NULL, qkvh, dout, dqkv, probs, dscores, nseq, seq, heads, hdim);
 }
 
-void tr_bias_gelu_save_bf16(tr_ctx *c, float *u, const float *bias, tr_bf16 *g, int rows, int cols)
+/* The bf16 programs' fc1 bias (docs/BF16.md) widened into b32[cols]: exact */
+static void widen_bias(const tr_bf16 *bias, float *b32, int cols)
+{
+    for (int j = 0; j < cols; j++)
+        b32[j] = tr_bf16_to_f32(bias[j]);
+}
+
+void tr_bias_gelu_save_bf16(tr_ctx *c, float *u, const tr_bf16 *bias, tr_bf16 *g, int rows, int cols)
 {
     TIMED_BEGIN;
     int nt = TR_PAR(rows, cols) ? omp_get_max_threads() : 1;
-    float *rows_ = tr_scratch(c, (size_t)nt * (size_t)(cols > 0 ? cols : 0)); /* a row per thread */
+    long w = cols > 0 ? cols : 0;
+    float *b32 = tr_scratch(c, (size_t)(nt + 1) * (size_t)w); /* the widened bias, then a row per thread */
+    widen_bias(bias, b32, cols);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *row = rows_ + (long)omp_get_thread_num() * cols;
+        float *row = b32 + (long)(omp_get_thread_num() + 1) * w;
 #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
-            tr_bias_gelu_save_row(u + (long)r * cols, bias, row, cols);
+            tr_bias_gelu_save_row(u + (long)r * cols, b32, row, cols);
             round_to_bf16(row, cols, g + (long)r * cols);
         }
     }
     TIMED_END(TR_K_GELU);
 }
 
-void tr_bias_gelu_keep_bf16(tr_ctx *c, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u, int rows, int cols)
+void tr_bias_gelu_keep_bf16(tr_ctx *c, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u, int rows, int cols)
 {
     TIMED_BEGIN;
     int nt = TR_PAR(rows, cols) ? omp_get_max_threads() : 1;
     long w = cols > 0 ? cols : 0;
-    float *rows_ = tr_scratch(c, (size_t)nt * 2 * (size_t)w); /* v and GeLU(v): two rows per thread */
+    float *b32 = tr_scratch(c, (size_t)(2 * nt + 1) * (size_t)w); /* the widened bias; v and GeLU(v) per thread */
+    widen_bias(bias, b32, cols);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        float *v = rows_ + (long)omp_get_thread_num() * 2 * w, *gv = v + w;
+        float *v = b32 + w + (long)omp_get_thread_num() * 2 * w, *gv = v + w;
 #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
             memcpy(v, h + (long)r * cols, (size_t)w * sizeof *v);
-            tr_bias_gelu_save_row(v, bias, gv, cols); /* v += bias; gv = GeLU(v): the float32 kernel's bits */
+            tr_bias_gelu_save_row(v, b32, gv, cols); /* v += bias; gv = GeLU(v): the float32 kernel's bits */
             round_to_bf16(v, cols, u + (long)r * cols);
             round_to_bf16(gv, cols, g + (long)r * cols);
         }

@@ -521,9 +521,9 @@ fi
 #   backward  dL/dx and every weight gradient within 1e-3 of the CPU program, bytes as planned, each order
 #   training  5 AdamW steps, comm-first order: replicas bitwise identical; 6 steps, random order: the losses
 #             within 1e-3 of the CPU program's (the optimizer writes the bf16 weight copies the next step reads)
-# and "cuda: compile" compiles every .cu of the three for sm_80 and sm_90 (-Werror, no spills). No bf16 program takes
-# a cuBLASLt epilogue: cuBLASLt reads the bias in D's type, and a bf16 D with the plan's fp32 bias is refused (seen on
-# an H200; the emulation refuses it too), so each layer's bias + GeLU stays a kernel.
+# and "cuda: compile" compiles every .cu of the three for sm_80 and sm_90 (-Werror, no spills). On q = 1 and megatron
+# fc1's GEMM runs its bias + GeLU as a cuBLASLt epilogue with the bf16 bias (cuBLASLt reads the bias in D's type), the
+# bf16 GeLU output as D and training's bf16 u as aux; on q >= 2 the last SUMMA GEMM accumulates, so the kernel stays.
 # Why 1e-3 against the CPU program: both widen bf16 operands exactly and call the same sgemm, but the emulated
 # kernels and reductions sum in other orders (fp32 programs differ by <= 5e-7, the LM section below); where such a
 # difference crosses a bf16 rounding boundary, a cast moves that element by one bf16 ulp (3.9e-3 relative), and the
@@ -589,24 +589,27 @@ cub_steps() { # q d: 6 AdamW steps under the emulation track the CPU program's l
         "$PY" $CU_REF compare-losses --label "cuda bf16 [$1,$1,$2] 6 steps" --mesh-tol 0 --steps 6 --falling \
             --run "emulation=$dir/loss_emu.txt" --ref "the CPU program=$dir/loss_cpu.txt=1e-3"
 }
-cub_fused() { # dir: a bf16 program on q = 1 or megatron (docs/BF16.md): no GEMM takes an epilogue and each layer's
-    # fc1 GEMM is followed by the bias + GeLU kernel: cuBLASLt reads the bias in D's type and the bf16 GeLU output
-    # (and training's kept u) would need a bf16 copy of the fp32 bias (gen/fuse.h; cuBLASLt refused the fp32 bias
-    # with a bf16 D on an H200, and the emulation now refuses it too)
-    local f
-    cu_fused "$1" 'TRC_EPI_[A-Z_]*' 0 || return 1
+cub_fused() { # dir epilogue: a bf16 program on q = 1 or megatron (docs/BF16.md): each layer's fc1 GEMM runs its bias +
+    # GeLU as one cuBLASLt call with the bf16 bias (AdamW's copy in training, the cast before the GEMM in inference),
+    # D = the bf16 GeLU output and in training aux = the kept bf16 u (gen/fuse.c); no bias + GeLU kernel; no other
+    # GEMM takes an epilogue (the backward's stay fp32-only). Before the bf16 bias: no epilogue at all (cuBLASLt reads
+    # the bias in D's type and refused the fp32 one with a bf16 D on an H200)
+    local f n
+    cu_fused "$1" "$2" 2 || return 1
     for f in "$1"/rank_i*_j*.cu; do
-        [ "$(grep -c "trk::bias_gelu" "$f")" -ge 2 ] ||
-            { echo "$(basename "$f"): want each layer's bias + GeLU kernel"; return 1; }
+        n=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, TRC_EPI_" "$f")
+        [ "$n" = 2 ] || { echo "$(basename "$f"): $n GEMMs with an epilogue, want fc1's 2 only"; return 1; }
+        n=$(grep -c "trc_gemm_lt(c, [0-9]*, $2, .*, 0.0f, L[0-9]*_gelu_out, [0-9]*, bf16_[A-Za-z0-9_]*_c_fc_bias, L[0-9]*_gelu_out, " "$f")
+        [ "$n" = 2 ] || { echo "$(basename "$f"): $n fc1 calls write the GeLU output as D from the bf16 bias, want 2"; return 1; }
     done
 }
-cub_infer() { # bf16 inference on [1,1,1] (docs/BF16.md): no epilogue (as cub_fused), the bias + GeLU kernel writes the
-    # bf16 GeLU output fc2 reads; the emulated forward against the CPU program of the same output (poisoned first)
+cub_infer() { # bf16 inference on [1,1,1] (docs/BF16.md): fc1's GEMM writes the bf16 GeLU output fc2 reads as its
+    # cuBLASLt epilogue (as cub_fused, without aux); the emulated forward against the CPU program (output poisoned first)
     local dir="$WORK/cubi" a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy"
     cu_spec cubi 1 1 'backends = { "cpu", "cuda" }, dtype = "bf16",' >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
         tests/cuda/emu_build.sh "$dir" emu model-emu >/dev/null || return 1
-    cub_fused "$dir" || return 1
+    cub_fused "$dir" TRC_EPI_GELU_BIAS || return 1
     # shellcheck disable=SC2086
     "$dir/run" $a --output "$dir/y_cpu.npy" --quiet &&
         "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((4, 16, 128), np.nan, np.float32))" "$dir/y.npy" &&
@@ -622,7 +625,7 @@ return {
   backends = { "cpu", "cuda" },
 }
 SPEC
-        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && cub_fused "$dir" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && cub_fused "$dir" TRC_EPI_GELU_AUX_BIAS &&
         ninja -C "$dir" cpu >/dev/null && tests/cuda/emu_build.sh "$dir" emu model-emu || return 1
     a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy --dy $WORK/cu_dy.npy"
     # shellcheck disable=SC2086
@@ -641,8 +644,8 @@ if wanted "cuda: bf16|cuda: compile"; then
             d=${m#*,}
             if cub_generate "$q" "$d" >"$WORK/log" 2>&1; then
                 if [ "$q" = 1 ]; then
-                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: no GEMM takes a cuBLASLt epilogue (a bf16 D would need a bf16 bias); each layer's bias + GeLU a kernel" \
-                        cub_fused "$WORK/cub_${q}_${d}"
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM writes the bf16 GeLU output and pre-activation from the bf16 bias as one cuBLASLt call; no bias + GeLU kernel, no other epilogue" \
+                        cub_fused "$WORK/cub_${q}_${d}" TRC_EPI_GELU_AUX_BIAS
                 else
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so no GEMM takes an epilogue" \
                         cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
@@ -660,9 +663,9 @@ if wanted "cuda: bf16|cuda: compile"; then
                 notok "cuda: bf16: generate [$q,$q,$d] and build its CPU program and the emulation" "$WORK/log"
             fi
         done
-        check "cuda: bf16: megatron p=2 training under the emulation, random order: no cuBLASLt epilogue (bf16 D); dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
+        check "cuda: bf16: megatron p=2 training under the emulation, random order: fc1's bias + GeLU a cuBLASLt epilogue with a bf16 bias, D and aux; dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
             cub_megatron
-        check "cuda: bf16: an inference program on [1,1,1]: no cuBLASLt epilogue (bf16 D), the bias + GeLU kernel writes the bf16 GeLU output; under the emulation its output within 1e-3 of the CPU program's, bytes as planned" \
+        check "cuda: bf16: an inference program on [1,1,1]: fc1's GEMM writes the bf16 GeLU output from the bf16 bias as its cuBLASLt epilogue; under the emulation its output within 1e-3 of the CPU program's, bytes as planned" \
             cub_infer
     else
         notok "cuda: bf16: reference inputs" "$WORK/log"

@@ -383,20 +383,24 @@ static void test_fused(void)
         TT_CHECK(d < 0, "element %d: 0x%04x, want 0x%04x", d, d < 0 ? 0 : yb[d], d < 0 ? 0 : ref_rne(y[d]));
         TT_CHECK(c.calls[TR_K_LN] == calls + 1, "not counted as layernorm");
     }
-    TT_CASE("bias gelu save bf16: bitwise RNE of tr_bias_gelu_save, u += bias as the twin")
+    /* bf16 programs read fc1's bias in bf16 (docs/BF16.md): the twins below get that bias widened, and a sum with
+     * the unrounded float32 bias must differ somewhere (else the check could not see the bias type) */
+    TT_CASE("bias gelu save bf16: bitwise RNE of tr_bias_gelu_save with the bf16 bias widened, u += bias as the twin")
     {
         enum { R = 9, C = 21 };
         float u0[R * C], u1[R * C], u2[R * C], bias[C], g[R * C];
-        tr_bf16 gb[R * C];
+        tr_bf16 gb[R * C], b16[C];
         for (int e = 0; e < R * C; e++)
             u0[e] = tt_rndf(-6, 6);
-        for (int j = 0; j < C; j++)
-            bias[j] = tt_rndf(-1, 1);
+        for (int j = 0; j < C; j++) {
+            b16[j] = ref_rne(tt_rndf(-1, 1));
+            bias[j] = widen1(b16[j]);
+        }
         memcpy(u1, u0, sizeof u0);
         memcpy(u2, u0, sizeof u0);
         tr_bias_gelu_save(&c, u1, bias, g, R, C);
         long long calls = c.calls[TR_K_GELU];
-        tr_bias_gelu_save_bf16(&c, u2, bias, gb, R, C);
+        tr_bias_gelu_save_bf16(&c, u2, b16, gb, R, C);
         int d = first_diff(g, gb, R * C);
         TT_CHECK(d < 0, "element %d: 0x%04x, want 0x%04x", d, d < 0 ? 0 : gb[d], d < 0 ? 0 : ref_rne(g[d]));
         TT_CHECK(memcmp(u1, u2, sizeof u1) == 0, "u after the call differs from the twin's");
@@ -409,16 +413,18 @@ static void test_fused(void)
     {
         enum { R = 9, C = 21 };
         float h0[R * C], h[R * C], u1[R * C], bias[C], g[R * C];
-        tr_bf16 gb[R * C], ub[R * C];
+        tr_bf16 gb[R * C], ub[R * C], b16[C];
         for (int e = 0; e < R * C; e++)
             h0[e] = tt_rndf(-6, 6);
-        for (int j = 0; j < C; j++)
-            bias[j] = tt_rndf(-1, 1);
+        for (int j = 0; j < C; j++) {
+            b16[j] = ref_rne(tt_rndf(-1, 1));
+            bias[j] = widen1(b16[j]); /* the bias bf16 programs read (docs/BF16.md) */
+        }
         memcpy(h, h0, sizeof h0);
         memcpy(u1, h0, sizeof h0);
         tr_bias_gelu_save(&c, u1, bias, g, R, C);
         long long calls = c.calls[TR_K_GELU];
-        tr_bias_gelu_keep_bf16(&c, h, bias, gb, ub, R, C);
+        tr_bias_gelu_keep_bf16(&c, h, b16, gb, ub, R, C);
         int bad = -1, same_as_rounded_u = 0;
         for (int e = 0; e < R * C && bad < 0; e++)
             if (ub[e] != ref_rne(h0[e] + bias[e % C]))

@@ -323,6 +323,7 @@ typedef struct {
 /* The inputs of every kernel, filled once; each run copies what a kernel updates in place. */
 typedef struct {
     float x[FR * FC], p[FR * FC], dy[FR * FC], bias[FC], gamma[FC], beta[FC], rs[FR], vs[FR];
+    tr_bf16 bias16[FC]; /* bf16 programs' fc1 bias (docs/BF16.md) */
     float qkv[AN * AS * AQ], qbias[AQ], dout[AN * AS * AC], scores[2 * AS * AS];
     float E[NV * FC], wpe[NPOS * FC];
     int32_t tok[FR];
@@ -369,7 +370,7 @@ static void fk_run(tr_ctx *c, const fk_in *in, fk_res *o)
     tr_cast_bf16(c, in->x, (long long)FR * FC, o->c16);
     tr_ln_apply_bf16(c, in->x, o->rs, o->vs, in->gamma, in->beta, FR, FC, FC, 1e-5f, o->y16);
     memcpy(o->u16, in->p, sizeof o->u16);
-    tr_bias_gelu_save_bf16(c, o->u16, in->bias, o->g16, FR, FC);
+    tr_bias_gelu_save_bf16(c, o->u16, in->bias16, o->g16, FR, FC);
     memcpy(o->qkv16, in->qkv, sizeof o->qkv16);
     tr_attention_bf16(c, o->qkv16, in->qbias, o->ao16, scores, AN, AS, AH, AD);
     memcpy(o->qkv16, in->qkv, sizeof o->qkv16);
@@ -400,6 +401,7 @@ static void test_fused(void)
     }
     for (int j = 0; j < FC; j++) {
         in->bias[j] = tt_rndf(-0.5f, 0.5f);
+        in->bias16[j] = tr_f32_to_bf16(in->bias[j]);
         in->gamma[j] = tt_rndf(0.5f, 1.5f);
         in->beta[j] = tt_rndf(-0.5f, 0.5f);
     }

@@ -275,17 +275,33 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
                 continue;
             }
             pairs++;
+            TT_CHECK(s->buf[2] == k->buf[0] && k->wait < 0 && !s->transa && !s->transb &&
+                         rp->bufs[s->buf[2]].dtype == TG_BUF_F32,
+                     "%s class %d: gemm %d and step %d are not one fp32 output without a wait", label, c, i, s->fused);
+            /* cuBLASLt reads the bias in D's type: fp32 programs' D (the GeLU output, and u kept in C) fp32 with the
+             * fp32 bias; bf16 programs' D the bf16 GeLU output (u the bf16 aux in training) with the bf16 bias, the
+             * GEMM not accumulating and its fp32 C read by the GeLU step only (the fused call never writes it) */
+            if (pl->spec.dtype == TG_BF16) {
+                const tg_buf *bias = &rp->bufs[k->buf[1]], *g = &rp->bufs[k->buf[2]];
+                TT_CHECK(k->kind == TG_STEP_GELU_SAVE && s->beta == 0.0f &&
+                             s->epi == (k->buf[3] >= 0 ? TG_EPI_GELU_AUX_BIAS : TG_EPI_GELU_BIAS) &&
+                             (pl->spec.mode == TG_TRAIN) == (k->buf[3] >= 0),
+                         "%s class %d: gemm %d epilogue %d for a bf16 %s step (beta %g)", label, c, i, s->epi,
+                         tg_step_kind_name(k->kind), (double)s->beta);
+                TT_CHECK(bias->dtype == TG_BUF_BF16 && g->dtype == TG_BUF_BF16 &&
+                             (k->buf[3] < 0 || rp->bufs[k->buf[3]].dtype == TG_BUF_BF16) &&
+                             rp->bufs[s->buf[2]].last == s->fused && !rp->bufs[s->buf[2]].persistent,
+                         "%s class %d: gemm %d and step %d: not a bf16 bias, GeLU output and u, or h read later", label,
+                         c, i, s->fused);
+                continue;
+            }
             TT_CHECK((s->epi == TG_EPI_GELU_BIAS && k->kind == TG_STEP_BIAS_GELU) ||
                          (s->epi == TG_EPI_GELU_AUX_BIAS && k->kind == TG_STEP_GELU_SAVE && s->beta == 0.0f),
                      "%s class %d: gemm %d epilogue %d for a %s step (beta %g)", label, c, i, s->epi,
                      tg_step_kind_name(k->kind), (double)s->beta);
-            TT_CHECK(s->buf[2] == k->buf[0] && k->wait < 0 && !s->transa && !s->transb &&
-                         rp->bufs[s->buf[2]].dtype == TG_BUF_F32,
-                     "%s class %d: gemm %d and step %d are not one fp32 output without a wait", label, c, i, s->fused);
-            /* cuBLASLt reads the bias in D's type and the plan's biases are fp32: D (the GeLU output, and u kept in
-             * C) fp32; a bf16 D was refused on an H200 (gen/fuse.h) */
             if (k->kind == TG_STEP_GELU_SAVE)
-                TT_CHECK(k->buf[3] < 0 && rp->bufs[k->buf[2]].dtype == TG_BUF_F32,
+                TT_CHECK(k->buf[3] < 0 && rp->bufs[k->buf[2]].dtype == TG_BUF_F32 &&
+                             rp->bufs[k->buf[1]].dtype == TG_BUF_F32,
                          "%s class %d: gemm %d and step %d: a GeLU output that is not fp32", label, c, i, s->fused);
         }
         TT_CHECK(pairs == want, "%s class %d: %d fused GEMMs, want %d", label, c, pairs, want);
@@ -642,7 +658,8 @@ int main(void)
         }
     for (int bf16 = 0; bf16 < 2; bf16++)
         TT_CASE(bf16 ? "megatron p=2 bf16 training: GeLU's backward reads the bf16 pre-activation its forward kept; "
-                       "no epilogue (a bf16 D would need a bf16 bias)"
+                       "fc1's GEMM writes it and the GeLU output as its epilogue from the bf16 bias, the backward "
+                       "takes none"
                      : "megatron p=2 training: GeLU's backward reads the pre-activation in place in fp32, fc1's GEMM "
                        "writes it as its epilogue") {
             tg_spec s = tt_spec_megatron(2, 2, 48, 12, 192, 8, 6, 1);
@@ -655,8 +672,8 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_gelu_u(&pl, all, bf16 ? "megatron bf16" : "megatron");
-                /* fp32: fc1's one GEMM a layer (beta 0) fuses, and the backward's; bf16: none (bf16 D) */
-                check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", bf16 ? 0 : s.layers, bf16 ? 0 : 5 * s.layers,
+                /* fc1's one GEMM a layer (beta 0) fuses, and in fp32 the backward's (bf16: fp32-only epilogues) */
+                check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", s.layers, bf16 ? 0 : 5 * s.layers,
                              bf16 ? 0 : 5 * s.layers);
                 tg_plan_all_free(&pl, all);
             }
@@ -681,9 +698,9 @@ int main(void)
             TT_CHECK(ok, "plan failed: %s", err.msg);
             if (ok) {
                 check_plan(&pl, all, label);
-                /* fp32: every fc1 (BIAS_GELU in place in the fp32 C, beta 0 or 1); bf16: the GeLU output fc2 reads
-                 * is bf16, a bf16 D cuBLASLt takes only with a bf16 bias: none */
-                check_fusion(&pl, all, label, bf16 ? 0 : s.layers, 0, 0);
+                /* fp32: every fc1 (BIAS_GELU in place in the fp32 C, beta 0 or 1); bf16: the bf16 GeLU output fc2
+                 * reads as D from the bf16 bias, where fc1's GEMM does not accumulate (q = 1) */
+                check_fusion(&pl, all, label, !bf16 || q == 1 ? s.layers : 0, 0, 0);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -709,7 +726,7 @@ int main(void)
                 /* backward: on q >= 2 the bias gradients only (the last SUMMA dW GEMM reads the same local dY),
                  * where the column sum waits for no collective (class 0 all four, others fewer) */
                 int bmax = bf16 ? 0 : (q == 1 ? 5 : 4) * s.layers;
-                check_fusion(&pl, all, label, q == 1 && !bf16 ? s.layers : 0, q == 1 ? bmax : 0, bmax);
+                check_fusion(&pl, all, label, q == 1 ? s.layers : 0, q == 1 ? bmax : 0, bmax);
                 TT_CHECK(bf16 || q == 1 || all[0].nsteps == 0 || count_bwd(&all[0]) == bmax,
                          "%s class 0: %d backward fused GEMMs, want %d", label, count_bwd(&all[0]), bmax);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */

@@ -110,6 +110,16 @@ TR_HD inline void store1(tr_bf16 *p, float v)
     *p = narrow(v);
 }
 
+/* one element widened to float: a bias of either type (bf16 programs read fc1's bias in bf16, docs/BF16.md) */
+TR_HD inline float load1(const float *p, long long e)
+{
+    return p[e];
+}
+TR_HD inline float load1(const tr_bf16 *p, long long e)
+{
+    return widen(p[e]);
+}
+
 /* ---- the bodies: element i (1), elements e .. e+7 (8) ---- */
 
 /* dg *= GeLU'(u), u the kept pre-activation: bf16 (8 elements one 16-byte load) or float (two float4) */
@@ -132,16 +142,16 @@ TR_HD inline void gelu_bwd8(long long e, float *dg, const U *u)
 }
 
 /* x += bias (the kept pre-activation), g = GeLU(x) as OUT (GELU); cols: the row width (8 | cols for the 8-wide body) */
-template <bool GELU, typename OUT>
-TR_HD inline void bias_add1(long long i, int cols, float *x, const float *bias, OUT *g)
+template <bool GELU, typename OUT, typename B>
+TR_HD inline void bias_add1(long long i, int cols, float *x, const B *bias, OUT *g)
 {
-    const float u = x[i] + bias[i % cols];
+    const float u = x[i] + load1(bias, i % cols);
     x[i] = u;
     if constexpr (GELU)
         store1(g + i, tr_gelu(u));
 }
-template <bool GELU, typename OUT>
-TR_HD inline void bias_add8(long long e, int cols, float *x, const float *bias, OUT *g)
+template <bool GELU, typename OUT, typename B>
+TR_HD inline void bias_add8(long long e, int cols, float *x, const B *bias, OUT *g)
 {
     f8 u = load8(x, e);
     const f8 b = load8(bias, e % cols);
@@ -156,14 +166,14 @@ TR_HD inline void bias_add8(long long e, int cols, float *x, const float *bias, 
     }
 }
 
-/* bf16 training: u = bf16(h + bias), g = bf16(GeLU(h + bias)), GeLU of the unrounded sum */
-TR_HD inline void bias_gelu_keep1(long long i, int cols, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+/* bf16 training: u = bf16(h + bias), g = bf16(GeLU(h + bias)), GeLU of the unrounded sum; the bias bf16 */
+TR_HD inline void bias_gelu_keep1(long long i, int cols, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u)
 {
-    const float v = h[i] + bias[i % cols];
+    const float v = h[i] + load1(bias, i % cols);
     u[i] = narrow(v);
     g[i] = narrow(tr_gelu(v));
 }
-TR_HD inline void bias_gelu_keep8(long long e, int cols, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+TR_HD inline void bias_gelu_keep8(long long e, int cols, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u)
 {
     f8 v = load8(h, e), y;
     const f8 b = load8(bias, e % cols);

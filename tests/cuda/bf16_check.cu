@@ -93,11 +93,13 @@ template <int R, int C>
 static void check_gelu(cudaStream_t s)
 {
     std::vector<float> u = rnd((size_t)R * C, -4, 4), b = rnd(C, -0.5f, 0.5f);
+    const std::vector<tr_bf16> b16 = bias16(b); /* bf16 inference reads the bias in bf16; the float twin its values */
     float *u1 = put(u), *u2 = put(u), *db = put(b);
+    tr_bf16 *db16 = put(b16);
     float *gf = dev<float>((size_t)R * C);
     tr_bf16 *gb = dev<tr_bf16>((size_t)R * C);
     trk::bias_gelu_save<R, C>(s, u1, db, gf);
-    trk::bias_gelu_save<R, C>(s, u2, db, gb);
+    trk::bias_gelu_save<R, C>(s, u2, db16, gb);
     char what[64];
     snprintf(what, sizeof what, "bias_gelu_save<%d, %d>", R, C);
     same_rne(what, gf, gb, (size_t)R * C);
@@ -182,6 +184,7 @@ static void check_gelu_keep(cudaStream_t s)
 {
     const size_t n = (size_t)R * C;
     std::vector<float> h = rnd(n, -4, 4), b = rnd(C, -0.5f, 0.5f);
+    const std::vector<tr_bf16> b16 = bias16(b);
     std::vector<tr_bf16> ur(n), gr(n);
     for (size_t i = 0; i < n; i++) {
         const float v = h[i] + b[i % C];
@@ -189,8 +192,8 @@ static void check_gelu_keep(cudaStream_t s)
         gr[i] = tr_f32_to_bf16(tr_gelu(v));
     }
     for (int off = 0; off < 2; off++) {
-        float *dh = dev<float>(n + 1), *db = put(b);
-        tr_bf16 *dgo = dev<tr_bf16>(n + 1), *duo = dev<tr_bf16>(n + 1);
+        float *dh = dev<float>(n + 1);
+        tr_bf16 *db = put(b16), *dgo = dev<tr_bf16>(n + 1), *duo = dev<tr_bf16>(n + 1);
         cudaCheck(cudaMemcpy(dh + off, h.data(), n * 4, cudaMemcpyHostToDevice));
         trk::bias_gelu_save<R, C>(s, dh + off, db, dgo + off, duo + off);
         char what[96];
@@ -383,7 +386,9 @@ static void host_bias_add(int rows, int cols)
 static void host_bias_gelu_keep(int rows, int cols)
 {
     const size_t n = (size_t)rows * cols;
-    const std::vector<float> h = corner(n, -4, 4, false), b = rnd((size_t)cols, -0.5f, 0.5f);
+    const std::vector<float> h = corner(n, -4, 4, false);
+    std::vector<float> b = rnd((size_t)cols, -0.5f, 0.5f);
+    const std::vector<tr_bf16> b16 = bias16(b);
     std::vector<tr_bf16> ur(n), gr(n);
     for (size_t i = 0; i < n; i++) {
         const float v = h[i] + b[i % (size_t)cols];
@@ -395,8 +400,8 @@ static void host_bias_gelu_keep(int rows, int cols)
     for (int vec = cols % 8 == 0; vec >= 0; vec--) {
         std::vector<tr_bf16> u(n), g(n);
         dispatch((long long)n, vec,
-                 [&](long long e) { trk::elt::bias_gelu_keep8(e, cols, h.data(), b.data(), g.data(), u.data()); },
-                 [&](long long i) { trk::elt::bias_gelu_keep1(i, cols, h.data(), b.data(), g.data(), u.data()); });
+                 [&](long long e) { trk::elt::bias_gelu_keep8(e, cols, h.data(), b16.data(), g.data(), u.data()); },
+                 [&](long long i) { trk::elt::bias_gelu_keep1(i, cols, h.data(), b16.data(), g.data(), u.data()); });
         same_bits(what, vec ? "16-byte path's u" : "scalar path's u", u, ur);
         same_bits(what, vec ? "16-byte path's g" : "scalar path's g", g, gr);
     }

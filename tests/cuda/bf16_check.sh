@@ -28,11 +28,11 @@ INST
 )
 gelu=$(cat <<'INST'
 template void bias_gelu_save<19, 96>(cudaStream_t, float *, const float *, float *);
-template void bias_gelu_save<19, 96>(cudaStream_t, float *, const float *, tr_bf16 *);
+template void bias_gelu_save<19, 96>(cudaStream_t, float *, const tr_bf16 *, tr_bf16 *);
 template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, float *);
-template void bias_gelu_save<7, 33>(cudaStream_t, float *, const float *, tr_bf16 *);
-template void bias_gelu_save<19, 96>(cudaStream_t, const float *, const float *, tr_bf16 *, tr_bf16 *);
-template void bias_gelu_save<7, 33>(cudaStream_t, const float *, const float *, tr_bf16 *, tr_bf16 *);
+template void bias_gelu_save<7, 33>(cudaStream_t, float *, const tr_bf16 *, tr_bf16 *);
+template void bias_gelu_save<19, 96>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *, tr_bf16 *);
+template void bias_gelu_save<7, 33>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *, tr_bf16 *);
 template void gelu_bwd<19, 96>(cudaStream_t, float *, const tr_bf16 *);
 template void gelu_bwd<7, 33>(cudaStream_t, float *, const tr_bf16 *);
 template void gelu_bwd<19, 96>(cudaStream_t, float *, const float *);

@@ -16,6 +16,8 @@
 
 #include <cuda_runtime.h>
 
+#include "tr_bf16.h"
+
 void trc_launch_check(const char *kernel, const char *file, int line)
 {
     cudaError_t e = cudaGetLastError();
@@ -72,6 +74,25 @@ static float *put(const std::vector<float> &h)
     float *d = dev<float>(h.size());
     cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
     return d;
+}
+
+static tr_bf16 *put(const std::vector<tr_bf16> &h)
+{
+    tr_bf16 *d = dev<tr_bf16>(h.size());
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(tr_bf16), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* bf16 programs' fc1 bias (docs/BF16.md): b rounded to bf16 in place (so that a float kernel given b computes with the
+ * very values the bf16 bias holds), and those bf16 values */
+static std::vector<tr_bf16> bias16(std::vector<float> &b)
+{
+    std::vector<tr_bf16> r(b.size());
+    for (size_t j = 0; j < b.size(); j++) {
+        r[j] = tr_f32_to_bf16(b[j]);
+        b[j] = tr_bf16_to_f32(r[j]);
+    }
+    return r;
 }
 
 /* milliseconds per call of f on stream s, the mean of 20 after 3 warm-up calls (CUDA events) */

@@ -856,8 +856,9 @@ void trc_check_aligned(const void *p, const char *what, const char *file, int li
 
 /* trc_gemm_lt: the call must be row `slot` of the class program's trc_lt_shapes (what the runtime checks too, and
  * the emulation's way of checking the table the generator prints); then the GEMM into an fp32 temporary (beta*C +
- * A@B, operands widened as trc_gemm_bf16 does) and the epilogue per element: v = t + bias[col]; aux = v (stored
- * in aux's type); D = GeLU(v) with tr_gelu, the bias + GeLU kernels' formula, or v for TRC_EPI_BIAS. */
+ * A@B, operands widened as trc_gemm_bf16 does) and the epilogue per element: v = t + bias[col] (the bias in D's
+ * type, widened); aux = v (stored in aux's type); D = GeLU(v) with tr_gelu, the bias + GeLU kernels' formula, or v for
+ * TRC_EPI_BIAS. */
 static float emu_f32(float x) { return x; }
 static float emu_f32(tr_bf16 x) { return tr_bf16_to_f32(x); }
 static void emu_put(float *p, float v) { *p = v; }
@@ -865,7 +866,7 @@ static void emu_put(tr_bf16 *p, float v) { *p = tr_f32_to_bf16(v); }
 
 template <typename AB, typename CD>
 static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int lda, const AB *B, int ldb, float beta,
-                        CD *C, int ldc, const float *bias, CD *D, CD *aux)
+                        CD *C, int ldc, const CD *bias, CD *D, CD *aux)
 {
     const int bf = std::is_same<AB, tr_bf16>::value, obf = std::is_same<CD, tr_bf16>::value;
     const trc_lt_shape *r = &trc_lt_nshapes && slot >= 0 && slot < trc_lt_nshapes ? &trc_lt_shapes[slot] : nullptr;
@@ -874,10 +875,11 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
         (epi != TRC_EPI_BIAS && epi != TRC_EPI_GELU_BIAS && epi != TRC_EPI_GELU_AUX_BIAS) ||
         (epi == TRC_EPI_GELU_AUX_BIAS) != (aux != nullptr) || (aux && aux == C && beta != 0.0f))
         emu_fail("trc_gemm_lt: the call is not its row of trc_lt_shapes (or its aux is C with beta != 0)", E.cur_id);
-    /* cuBLASLt reads the bias in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) and refuses an fp32
-     * bias with a bf16 D (CUBLAS_STATUS_INVALID_VALUE, seen on an H200): the runtime's fp32 bias needs an fp32 D */
-    if (obf)
-        emu_fail("trc_gemm_lt: a bf16 D with the plan's fp32 bias, which cuBLASLt refuses (docs/CUDA.md)", E.cur_id);
+    /* cuBLASLt reads the bias in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; the bias parameter's type
+     * here); a bf16 D is a bf16 program's GeLU output, whose GEMM never accumulates (gen/fuse.c) */
+    if (obf && beta != 0.0f)
+        emu_fail("trc_gemm_lt: a bf16 D with beta != 0 (gen/fuse.c fuses a bf16 program's GEMM only with beta 0)",
+                 E.cur_id);
     E.lt_id = E.cur_id;
     E.lt_after = 0; /* its own push makes 1 */
     push(TRC_COMPUTE, [=] {
@@ -895,7 +897,7 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
                     t.data(), n);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
-                float v = t[(size_t)i * n + j] + bias[j];
+                float v = t[(size_t)i * n + j] + emu_f32(bias[j]);
                 if (aux)
                     emu_put(&aux[(size_t)i * n + j], v);
                 emu_put(&D[(size_t)i * ldc + j], epi == TRC_EPI_BIAS ? v : tr_gelu(v));
@@ -918,7 +920,7 @@ void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf1
 }
 
 void trc_gemm_lt(tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda, const tr_bf16 *B,
-                 int ldb, float beta, tr_bf16 *C, int ldc, const float *bias, tr_bf16 *D, tr_bf16 *aux)
+                 int ldb, float beta, tr_bf16 *C, int ldc, const tr_bf16 *bias, tr_bf16 *D, tr_bf16 *aux)
 {
     (void)c;
     emu_gemm_lt(slot, epi, m, n, k, A, lda, B, ldb, beta, C, ldc, bias, D, aux);

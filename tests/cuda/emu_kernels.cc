@@ -244,12 +244,12 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
     });
 }
 
-template <int ROWS, int COLS, typename OUT>
-void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
+template <int ROWS, int COLS, typename OUT, typename B>
+void bias_gelu_save(cudaStream_t s, float *u, const B *bias, OUT *g)
 {
     push(stream_of(s), [=] {
         for (long long i = 0; i < (long long)ROWS * COLS; i++) {
-            u[i] += bias[i % COLS];
+            u[i] += get(&bias[i % COLS]); /* a bf16 bias widened (bf16 programs, docs/BF16.md) */
             put(&g[i], tr_gelu(u[i]));
         }
     });
@@ -277,11 +277,11 @@ void colsum(cudaStream_t s, const tr_bf16 *dy, float *db)
 
 /* bf16 training (docs/BF16.md): GeLU of the unrounded v = h + bias, u = bf16(v) kept, h not written */
 template <int ROWS, int COLS>
-void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+void bias_gelu_save(cudaStream_t s, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u)
 {
     push(stream_of(s), [=] {
         for (long long i = 0; i < (long long)ROWS * COLS; i++) {
-            const float v = h[i] + bias[i % COLS];
+            const float v = h[i] + get(&bias[i % COLS]);
             put(&u[i], v);
             put(&g[i], tr_gelu(v));
         }

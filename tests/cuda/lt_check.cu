@@ -8,9 +8,12 @@
  *              reference of beta*C + A@B + bias and its tanh GeLU (runtime/tr_math.h's formula) within 1e-5 of
  *              the largest magnitude for fp32 operands, and against the unfused path the CUDA backend ran
  *              before (trc_gemm or trc_gemm_bf16, then trk::bias_gelu or trk::bias_gelu_save) within 1e-5;
- *              bf16 operands (fp32 D and aux) likewise. No row writes a bf16 D: cuBLASLt reads the bias in D's type
- *              and refused the plan's fp32 bias with a bf16 D on an H200 (CUBLAS_STATUS_INVALID_VALUE; gen/fuse.h),
- *              and the runtime refuses such a row at trc_gemm_lt_init
+ *              bf16 operands (fp32 D and aux) likewise
+ *   bf16 D     a bf16 program's fc1 (gen/fuse.c): bf16 operands and bias (cuBLASLt reads the bias in D's type; an
+ *              fp32 bias with a bf16 D it refused on an H200), D = the bf16 GeLU output, aux = the bf16 pre-activation
+ *              (training) or none (inference): D and aux within 4e-3 of the double reference (each element one
+ *              bf16 rounding: half an ulp is 2^-9 of it), and no element more than one bf16 ulp from the separate
+ *              path (trc_gemm_bf16 into fp32, then trk::bias_gelu_save with the bf16 bias: what q >= 2 runs)
  *   backward   DGELU (dg = beta*dg + dY @ W^T, then dg *= GeLU'(u)) and BGRADA (dW = beta*dW + X^T @ dY and
  *              db = the column sums of dY) with beta 0 and 1: D against the double reference within 1e-5, and
  *              against trc_gemm_ex followed by trk::gelu_bwd or trk::colsum within 1e-5; the bias gradient
@@ -20,7 +23,8 @@
  *              followed by the separate kernel, for the inference pair (in place), the training pair (the
  *              pre-activation kept) in fp32 and with bf16 operands; GPT-2 small's fc2 input gradient
  *              ([8192 x 768] @ [3072 x 768]^T, then GeLU's gradient) and fc1 weight gradient ([8192 x 768]^T @
- *              [8192 x 3072], then the bias gradient) both ways; milliseconds, mean of 20 after 3 warm-ups
+ *              [8192 x 3072], then the bias gradient) both ways; the bf16 program's fc1 (bf16 D and aux from the
+ *              bf16 bias) against trc_gemm_bf16 + trk::bias_gelu_save; milliseconds, mean of 20 after 3 warm-ups
  *
  * The table is the one a class program defines (trc.h); the runtime makes every row's descriptors and algorithm
  * at trc_gemm_lt_init, before anything runs; should cuBLASLt have no algorithm for a row, the check stops there with
@@ -59,6 +63,9 @@ extern "C" const trc_lt_shape trc_lt_shapes[] = {
     {TRC_EPI_BGRADA, SK, SN, SM, SK, SN, SN, 1.0f, 0, 0, 1, 0},        /* 12: the same, accumulating dW */
     {TRC_EPI_DGELU, BM, BN, BK, BK, BK, BN, 0.0f, 0, 0, 0, 1},         /* 13: bench, fc2's input gradient */
     {TRC_EPI_BGRADA, BK, BN, BM, BK, BN, BN, 0.0f, 0, 0, 1, 0},        /* 14: bench, fc1's weight gradient */
+    {TRC_EPI_GELU_AUX_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 1, 0, 0}, /* 15: bf16 training: bf16 D, aux, bias */
+    {TRC_EPI_GELU_BIAS, SM, SN, SK, SK, SN, SN, 0.0f, 1, 1, 0, 0},     /* 16: bf16 inference: bf16 D and bias */
+    {TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, BK, BN, BN, 0.0f, 1, 1, 0, 0}, /* 17: bench, bf16 training */
 };
 extern "C" const int trc_lt_nshapes = sizeof trc_lt_shapes / sizeof trc_lt_shapes[0];
 
@@ -174,6 +181,72 @@ static void check_row(int slot, cudaStream_t s)
     }
 }
 
+/* the largest distance in bf16 ulps between two bf16 arrays (as ordered integers: same sign here or both zero) */
+static int max_ulps(const std::vector<tr_bf16> &a, const std::vector<tr_bf16> &b)
+{
+    int mx = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        const int x = a[i] & 0x8000 ? -(a[i] & 0x7fff) : a[i], y = b[i] & 0x8000 ? -(b[i] & 0x7fff) : b[i];
+        mx = abs(x - y) > mx ? abs(x - y) : mx;
+    }
+    return mx;
+}
+
+static std::vector<float> widen_all(const std::vector<tr_bf16> &v)
+{
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); i++)
+        r[i] = tr_bf16_to_f32(v[i]);
+    return r;
+}
+
+/* A bf16 program's fc1 with its bias + GeLU in one call (gen/fuse.c): bf16 operands and bias, bf16 D (and aux) */
+static void check_row16(int slot, cudaStream_t s)
+{
+    const trc_lt_shape *r = &trc_lt_shapes[slot];
+    const int m = r->m, n = r->n, k = r->k;
+    const bool aux = r->epi == TRC_EPI_GELU_AUX_BIAS;
+    std::vector<float> a = rnd((size_t)m * k, -1, 1), b = rnd((size_t)k * n, -1, 1), bias = rnd(n, -1, 1);
+    for (auto *v : {&a, &b, &bias})
+        for (auto &x : *v)
+            x = bfr(x);
+    std::vector<double> pre((size_t)m * n), want((size_t)m * n);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = bias[j];
+            for (int p = 0; p < k; p++)
+                acc += (double)a[(size_t)i * k + p] * b[(size_t)p * n + j];
+            pre[(size_t)i * n + j] = acc;
+            want[(size_t)i * n + j] = gelu_d(acc);
+        }
+    tr_bf16 *da = up(to_bf16(a)), *dbm = up(to_bf16(b)), *dbias = up(to_bf16(bias));
+    tr_bf16 *dd = dev<tr_bf16>((size_t)m * n), *du = aux ? dev<tr_bf16>((size_t)m * n) : nullptr;
+    trc_gemm_lt(nullptr, slot, r->epi, m, n, k, da, k, dbm, n, 0.0f, dd, n, dbias, dd, du);
+    float *h = dev<float>((size_t)m * n); /* the separate path: fp32 GEMM, then the kernel from the bf16 bias */
+    tr_bf16 *g2 = dev<tr_bf16>((size_t)m * n), *u2 = dev<tr_bf16>((size_t)m * n);
+    trc_gemm_bf16(nullptr, 0, 0, m, n, k, da, k, dbm, n, 0.0f, h, n);
+    if (aux)
+        trk::bias_gelu_save<SM, SN>(s, h, dbias, g2, u2);
+    else
+        trk::bias_gelu_save<SM, SN>(s, h, dbias, g2);
+    char what[160];
+    snprintf(what, sizeof what, "trc_gemm_lt row %d (epilogue %d, bf16 operands, bias, D%s)", slot, r->epi,
+             aux ? " and aux" : "");
+    const std::vector<tr_bf16> got = get(dd, (size_t)m * n), sep = get(g2, (size_t)m * n);
+    report(what, rel(want, widen_all(got)), 4e-3);
+    if (aux) {
+        const std::vector<tr_bf16> gu = get(du, (size_t)m * n), su = get(u2, (size_t)m * n);
+        snprintf(what + strlen(what), sizeof what - strlen(what), ": the pre-activation");
+        report(what, rel(pre, widen_all(gu)), 4e-3);
+        snprintf(what, sizeof what, "trc_gemm_lt row %d's bf16 pre-activation against the GEMM and the separate kernel, "
+                                    "in bf16 ulps", slot);
+        report(what, max_ulps(gu, su), 1);
+    }
+    snprintf(what, sizeof what, "trc_gemm_lt row %d's bf16 GeLU output against the GEMM and the separate kernel, in "
+                                "bf16 ulps", slot);
+    report(what, max_ulps(got, sep), 1);
+}
+
 /* tanh GeLU's derivative in double (runtime/tr_math.h's tr_gelu_grad) */
 static double gelu_grad_d(double x)
 {
@@ -268,6 +341,17 @@ static void bench(cudaStream_t s)
     row[2] = {"bf16 operands, training (fp32 out)",
               time_ms(s, [&] { trc_gemm_bf16(nullptr, 0, 0, BM, BN, BK, ah, BK, bh, BN, 0.0f, u, BN); trk::bias_gelu_save<BM, BN>(s, u, bias, g); }),
               time_ms(s, [&] { trc_gemm_lt(nullptr, 7, TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, ah, BK, bh, BN, 0.0f, u, BN, bias, g, u); })};
+    tr_bf16 *b16 = up(to_bf16(rnd(BN, -1, 1))), *g16 = dev<tr_bf16>(nc), *u16 = dev<tr_bf16>(nc);
+    const double sep16 = time_ms(s, [&] {
+        trc_gemm_bf16(nullptr, 0, 0, BM, BN, BK, ah, BK, bh, BN, 0.0f, u, BN);
+        trk::bias_gelu_save<BM, BN>(s, u, b16, g16, u16);
+    });
+    const double fused16 = time_ms(s, [&] {
+        trc_gemm_lt(nullptr, 17, TRC_EPI_GELU_AUX_BIAS, BM, BN, BK, ah, BK, bh, BN, 0.0f, g16, BN, b16, g16, u16);
+    });
+    printf("lt_check bench: fc1 [%d x %d] @ [%d x %d], bf16 training (bf16 bias, GeLU output and pre-activation): "
+           "GEMM + kernel %.3f ms, trc_gemm_lt %.3f ms (%.2fx; %.0f TFLOP/s fused)\n",
+           BM, BK, BK, BN, sep16, fused16, sep16 / fused16, flop / (fused16 * 1e-3) * 1e-12);
     for (auto &r : row)
         printf("lt_check bench: fc1 [%d x %d] @ [%d x %d], %s: GEMM + kernel %.3f ms, trc_gemm_lt %.3f ms (%.2fx; %.0f "
                "TFLOP/s fused)\n",
@@ -312,6 +396,8 @@ int main(int argc, char **argv)
         check_row(slot, s);
     for (int slot : {9, 10, 11, 12})
         check_row_bwd(slot, s);
+    for (int slot : {15, 16})
+        check_row16(slot, s);
     if (do_bench)
         bench(s);
     trc_gemm_lt_free();

@@ -175,7 +175,7 @@ same-bits A.safetensors B.safetensors
     to even; bf16_round, directly from the float64 value, not through
     float32) and nothing else rounded.  Per block, r() that rounding:
         a1 = r(LN1(x)); qkv = a1 @ r(Wqkv) + bqkv; att = r(attention(qkv))
-        x1 = x + att @ r(Wo) + bo; a2 = r(LN2(x1)); u = a2 @ r(W1) + b1
+        x1 = x + att @ r(Wo) + bo; a2 = r(LN2(x1)); u = a2 @ r(W1) + r(b1)
         g = r(GeLU(u)); y = x1 + g @ r(W2) + b2          (x, qkv, x1, u, y not rounded)
     and r(u) kept for the backward (the programs store the pre-activation in bf16)
     attention's own GEMMs read bf16 too (as tensor cores do; docs/BF16.md, "Attention"):
@@ -661,8 +661,9 @@ def block_fwd(x, w, l, H, eps, rnd=None):
     rnd: None, or the rounding of --bf16 (bf16_round), applied exactly where docs/BF16.md rounds:
     every GEMM operand (the LN1/LN2 outputs, the attention output, the GeLU output and the 2-D
     weights at each use) and the MLP's pre-activation f that the backward keeps (GeLU reads the
-    unrounded f, GeLU' the rounded one, as the programs store u in bf16); the biases are added, and
-    everything else (x, qkv, x1, f, y) computed, in float64.  The cache keeps the rounded GEMM
+    unrounded f, GeLU' the rounded one, as the programs store u in bf16); the biases are added (fc1's
+    rounded: the programs add it in bf16, as autocast's linear does, so that cuBLASLt's epilogue can),
+    and everything else (x, qkv, x1, f, y) computed, in float64.  The cache keeps the rounded GEMM
     operands (h1, a, h2, m) and r(f): the backward's weight gradients and GeLU' read those; the
     LayerNorm and attention caches are the float64 ones."""
     R = rnd or _ident
@@ -675,7 +676,7 @@ def block_fwd(x, w, l, H, eps, rnd=None):
     x1 = x + (a @ R(w[p + "attn.c_proj.weight"]) + w[p + "attn.c_proj.bias"])
     h2, ln2 = layernorm_fwd(x1, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
     h2 = R(h2)
-    f = h2 @ R(w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"]
+    f = h2 @ R(w[p + "mlp.c_fc.weight"]) + R(w[p + "mlp.c_fc.bias"])  # fc1's bias in bf16 too (docs/BF16.md)
     m = R(gelu(f))
     y = x1 + (m @ R(w[p + "mlp.c_proj.weight"]) + w[p + "mlp.c_proj.bias"])
     return y, (h1, ln1, att, a, ln2, h2, R(f), m)
@@ -2176,11 +2177,12 @@ def cmd_bf16_selftest(a):
     dxb, gb = backward(dyt, cb, wt, Lt, rec)
     R, T = (Bt, St), {(Ct, 3 * Ct), (Ct, Ct), (Ct, Ft), (Ft, Ct)}
     PS = (Bt, Ht, St, St)
-    check("the hook is called 11 times per block forward (4 weights, LN1, [Q|K|V], P, attention, LN2, GeLU "
-          "outputs, the kept pre-activation u) and 10 per block backward (4 weights, dy, dL/du, dL/dx1, dO, dS, "
-          "dL/dqkv)",
-          nf == 11 * Lt and len(calls) == 21 * Lt and sum(s in T for s in calls) == 8 * Lt
-          and sum(s[:2] == R for s in calls) == 11 * Lt and sum(s == PS for s in calls) == 2 * Lt,
+    check("the hook is called 12 times per block forward (4 weights, fc1's bias, LN1, [Q|K|V], P, attention, LN2, "
+          "GeLU outputs, the kept pre-activation u) and 10 per block backward (4 weights, dy, dL/du, dL/dx1, dO, "
+          "dS, dL/dqkv)",
+          nf == 12 * Lt and len(calls) == 22 * Lt and sum(s in T for s in calls) == 8 * Lt
+          and sum(s[:2] == R for s in calls) == 11 * Lt and sum(s == PS for s in calls) == 2 * Lt
+          and sum(s == (Ft,) for s in calls) == Lt,
           f"{nf} forward, {len(calls) - nf} backward")
     mats = [n for n in wt if n.endswith(DECAY_SUFFIXES)]
     wr = dict(wt)
@@ -2199,7 +2201,7 @@ def cmd_bf16_selftest(a):
     at = r_(causal_attention(r_(h1 @ r_(wt[p + "attn.c_attn.weight"]) + wt[p + "attn.c_attn.bias"]), Ht, r_))
     x1 = xt + at @ r_(wt[p + "attn.c_proj.weight"]) + wt[p + "attn.c_proj.bias"]
     h2 = r_(layernorm(x1, wt[p + "ln_2.weight"], wt[p + "ln_2.bias"], eps))
-    f = h2 @ r_(wt[p + "mlp.c_fc.weight"]) + wt[p + "mlp.c_fc.bias"]
+    f = h2 @ r_(wt[p + "mlp.c_fc.weight"]) + r_(wt[p + "mlp.c_fc.bias"])
     m = r_(gelu(f))
     y1 = x1 + m @ r_(wt[p + "mlp.c_proj.weight"]) + wt[p + "mlp.c_proj.bias"]
     yb1, cb1 = block_fwd(xt, wt, 0, Ht, eps, bf16_round)

@@ -268,8 +268,8 @@ template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const flo
  *
  * bias_gelu (inference, in place: h = GeLU(h + bias), 4 elements a thread with 16-byte accesses when the width
  * allows), bias_gelu_save (training: u += bias kept for the backward, g = GeLU(u) of type OUT, float or tr_bf16
- * rounded to nearest even; bf16 training: v = h + bias, u = bf16(v) into a buffer of its own, g = bf16(GeLU(v)),
- * docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. The kernels that
+ * rounded to nearest even, the bias of type B: bf16 in bf16 programs; bf16 training: v = h + bias, u = bf16(v) into
+ * a buffer of its own, g = bf16(GeLU(v)), the bias bf16, docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. The kernels that
  * read or write bf16 take 8 elements a thread with 16-byte accesses (runtime/cuda/trk_elt.cuh, the same bits as one
  * element a thread): bias_gelu_save where the row width is a multiple of 8, gelu_bwd (a bf16 u, and a float u too:
  * each float operand two float4) over the largest multiple of 8 of its elements (the rest one a thread), both where
@@ -329,9 +329,9 @@ constexpr bool bias_vec = COLS % 8 == 0;
 }
 
 /* x[e] += bias[e % COLS] in place (the kept GeLU pre-activation with g = GeLU(x), g of type OUT); vec: 8 a thread */
-template <int ROWS, int COLS, bool GELU, typename OUT>
+template <int ROWS, int COLS, bool GELU, typename OUT, typename B>
 __global__ void __launch_bounds__(kEltThreads)
-    k_bias_add(float *__restrict__ x, const float *__restrict__ bias, OUT *__restrict__ g, int vec)
+    k_bias_add(float *__restrict__ x, const B *__restrict__ bias, OUT *__restrict__ g, int vec)
 {
     (void)g; /* unused without GELU */
     const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x;
@@ -349,7 +349,7 @@ __global__ void __launch_bounds__(kEltThreads)
 /* bf16 training: u = bf16(h + bias) and g = bf16(GeLU(h + bias)), GeLU of the unrounded sum (cuBLASLt's order) */
 template <int ROWS, int COLS>
 __global__ void __launch_bounds__(kEltThreads) k_bias_gelu_keep(const float *__restrict__ h,
-                                                                 const float *__restrict__ bias,
+                                                                 const tr_bf16 *__restrict__ bias,
                                                                  tr_bf16 *__restrict__ g, tr_bf16 *__restrict__ u,
                                                                  int vec)
 {
@@ -392,17 +392,17 @@ void bias_gelu(cudaStream_t s, float *h, const float *bias)
     TRC_LAUNCHED("trk::bias_gelu");
 }
 
-template <int ROWS, int COLS, typename OUT>
-void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g)
+template <int ROWS, int COLS, typename OUT, typename B>
+void bias_gelu_save(cudaStream_t s, float *u, const B *bias, OUT *g)
 {
     const bool vec = gelu::bias_vec<COLS> && elt::aligned16(u, g) && elt::aligned16(bias, bias);
-    gelu::k_bias_add<ROWS, COLS, true, OUT>
+    gelu::k_bias_add<ROWS, COLS, true, OUT, B>
         <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(u, bias, g, vec);
     TRC_LAUNCHED("trk::bias_gelu_save");
 }
 
 template <int ROWS, int COLS>
-void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u)
+void bias_gelu_save(cudaStream_t s, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u)
 {
     const bool vec = gelu::bias_vec<COLS> && elt::aligned16(h, bias) && elt::aligned16(g, u);
     gelu::k_bias_gelu_keep<ROWS, COLS>

@@ -65,12 +65,13 @@ void attention(struct tr_ctx *c, cudaStream_t s, float *qkv, const float *bias, 
 template <int ROWS, int COLS>
 void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y);
 
-/* u[ROWS, COLS] += bias (kept: the pre-activation); g = GeLU(u) */
-template <int ROWS, int COLS, typename OUT>
-void bias_gelu_save(cudaStream_t s, float *u, const float *bias, OUT *g);
-/* bf16 training (docs/BF16.md): v = h + bias in float, u = bf16(v) kept, g = bf16(GeLU(v)); h not written */
+/* u[ROWS, COLS] += bias (kept: the pre-activation); g = GeLU(u); B: float, or tr_bf16 in bf16 programs (docs/BF16.md) */
+template <int ROWS, int COLS, typename OUT, typename B>
+void bias_gelu_save(cudaStream_t s, float *u, const B *bias, OUT *g);
+/* bf16 training (docs/BF16.md): v = h + bias in float (the bias bf16), u = bf16(v) kept, g = bf16(GeLU(v)); h not
+ * written */
 template <int ROWS, int COLS>
-void bias_gelu_save(cudaStream_t s, const float *h, const float *bias, tr_bf16 *g, tr_bf16 *u);
+void bias_gelu_save(cudaStream_t s, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u);
 
 /* db[COLS] = column sums of dy[ROWS, COLS] (a fixed summation order: deterministic) */
 template <int ROWS, int COLS>
