@@ -28,6 +28,8 @@
 #            "cuBLAS alone" reference GEMMs are fp32, so only its milliseconds and TFLOP/s are bf16's)
 #            Where cuDNN is found (tests/gpu/env.sh), the bf16 blocks with attention = "cudnn" in a third column
 #            (cuDNN's fused attention, docs/CUDA.md)
+#   fusion   (not in the default set) the 12 blocks' bf16 training step and forward with the spec's cuBLASLt epilogues
+#            and with epilogues = false, alternated three times, into $OUT/fusion.md (the control of a fusion)
 #
 # Files in $OUT: bench.md, profile_fp32.txt, profile_tf32.txt, tessgen_timing.txt, torch.json, cmp_*.txt,
 # torch_bf16.json, bench.log. Each part
@@ -185,6 +187,47 @@ part_compare_tessgen() {
         cmp_serial "$C12" "${atts[-1]}"
     cp "$B"/cmp_*.txt "$TG_OUT/" 2>/dev/null
 }
+# fusion: the 12 blocks' bf16 training step and forward ([1,1,1], attention = "cudnn" where cuDNN is found) with the
+# spec's epilogues (the default) and with epilogues = false (every bias, GeLU and gradient step a kernel of its own:
+# the side-by-side control of a fusion), alternated three times so that drift hits both; medians of each run's
+# median into $OUT/fusion.md
+fusion_one() { # mode round
+    local f=$B/fusion_$1_$2.txt
+    case $1 in
+    infer*) tg_run "$C12" "$1" 1 1 --repeat 20 >"$f" 2>&1 && [ -n "$(value forward_seconds_median "$f")" ] ;;
+    *) tg_run "$C12" "$1" 1 1 --steps 10 --timing >"$f" 2>&1 && [ -n "$(value step_seconds_median "$f")" ] ;;
+    esac
+}
+part_fusion() {
+    local a="" m r log
+    [ -n "$TG_CUDNN" ] && a=cudnn
+    local modes=("train16$a" "train16${a}noepi" "infer16$a" "infer16${a}noepi")
+    rm -f "$B"/fusion_*.txt
+    for m in "${modes[@]}"; do
+        tg_built "$C12" "$m" 1 1 && continue
+        log=$B/build_${C12}_$m.log
+        tg_build "$C12" "$m" 1 1 >"$log" 2>&1 || { tg_notok "build $C12 ($m) [1,1,1]" "$log"; return; }
+    done
+    for r in 1 2 3; do
+        for m in "${modes[@]}"; do
+            tg_check "fusion: tessgen $C12 [1,1,1] $m, round $r" fusion_one "$m" "$r"
+        done
+    done
+    {
+        echo "| $C12 [1,1,1], bf16${a:+, attention = $a}: median of 3 runs' medians, ms | epilogues (default) | epilogues = false | ratio |"
+        echo "|---|---:|---:|---:|"
+        for k in train16 infer16; do
+            local key=step_seconds_median
+            [ "$k" = infer16 ] && key=forward_seconds_median
+            local x y
+            x=$(for r in 1 2 3; do value $key "$B/fusion_$k${a}_$r.txt"; done | sort -g | sed -n 2p)
+            y=$(for r in 1 2 3; do value $key "$B/fusion_$k${a}noepi_$r.txt"; done | sort -g | sed -n 2p)
+            [ -n "$x" ] && [ -n "$y" ] && awk -v k="$k" -v x="$x" -v y="$y" \
+                'BEGIN { printf "| %s | %.3f | %.3f | %.3f |\n", k == "train16" ? "training step" : "forward", 1e3 * x, 1e3 * y, y / x }'
+        done
+    } | tee "$TG_OUT/fusion.md" | tee -a "$TG_LOG"
+    cp "$B"/fusion_*.txt "$TG_OUT/" 2>/dev/null
+}
 part_compare_torch() {
     local L C H F S Bt V P
     if [ "$(tg_dims "$C12")" != "$(tg_dims "$CLM")" ]; then
@@ -269,7 +312,8 @@ for p in "${parts[@]}"; do
     compare) part_compare_tessgen; part_compare_torch ;;
     compare-tessgen) part_compare_tessgen ;;
     compare-torch) part_compare_torch ;;
-    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, compare-tessgen, compare-torch, report, bf16)" >&2
+    fusion) part_fusion ;;
+    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, compare-tessgen, compare-torch, report, bf16, fusion)" >&2
        exit 2 ;;
     esac
 done

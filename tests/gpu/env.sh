@@ -295,10 +295,17 @@ tg_gen() {
     read -r L C H F S B <<<"$(tg_dims "$m")"
     local sfx="" lm="" # fp32 names as before
     local attn="" # MODE infer16cudnn or train16cudnn: bf16 with attention = "cudnn"
+    local epi=""  # MODE ending in "noepi": the same with epilogues = false (every bias, GeLU and gradient step a
+                  # kernel of its own: the side-by-side control of a fusion, bench.sh)
     case "$mode" in
-    *16cudnn) dtype=bf16 mode=${mode%16cudnn} sfx=_bf16_cudnn attn='
-  attention = "cudnn",' ;;
-    *16) dtype=bf16 mode=${mode%16} sfx=_bf16 ;;
+    *noepi) mode=${mode%noepi} sfx=_noepi epi='
+  epilogues = false,' ;;
+    esac
+    case "$mode" in
+    *16cudnn) dtype=bf16 mode=${mode%16cudnn} sfx=_bf16_cudnn$sfx attn='
+  attention = "cudnn",'"$epi" ;;
+    *16) dtype=bf16 mode=${mode%16} sfx=_bf16$sfx attn=$epi ;;
+    *) attn=$epi ;;
     esac
     local V P
     read -r V P <<<"$(tg_lmdims "$m")"

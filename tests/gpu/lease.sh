@@ -15,8 +15,9 @@
 #            TESS_TORCH_TIMEOUT); bench.md
 #   more     tests/gpu/check.sh inference races, then tests/gpu/bench.sh bf16 (fp32 | bf16 | bf16 + cuDNN attention)
 # Also, when named: kernels (every kernel check `build` compiled, run with its microbenchmark, its whole output in
-# kernel_NAME.txt) and bf16bench (bench.sh bf16 alone). For a second, shorter lease: TESS_LEASE_BUILDS (the
-# programs to build, model:mode:q:d, instead of the list below), TESS_LEASE_KCHECKS (the kernel checks),
+# kernel_NAME.txt), bf16bench (bench.sh bf16 alone) and fusion (bench.sh fusion: epilogues on and off,
+# alternated). For a second, shorter lease: TESS_LEASE_BUILDS (the programs to build, model:mode:q:d, instead of
+# the list below), TESS_LEASE_KCHECKS (the kernel checks),
 # TESS_LEASE_CHECK (check.sh's stages) and TESS_GPU_MESHES (check.sh's meshes, e.g. "1,1").
 #
 # Default: all five. Before each part the time left is compared with TESS_LEASE_BUDGET (seconds from the start,
@@ -30,7 +31,7 @@ REPO=$(pwd)
 parts=("$@")
 [ $# -eq 0 ] && parts=(build compare check torch more)
 for p in "${parts[@]}"; do
-    case "$p" in build | kernels | compare | check | torch | more | bf16bench) ;; *) echo "lease.sh: unknown part $p" >&2; exit 2 ;; esac
+    case "$p" in build | kernels | compare | check | torch | more | bf16bench | fusion) ;; *) echo "lease.sh: unknown part $p" >&2; exit 2 ;; esac
 done
 FINAL=${OUT:-/tmp/tessgen-lease}
 mkdir -p "$FINAL"
@@ -169,6 +170,7 @@ for p in "${parts[@]}"; do
         part bf16bench tests/gpu/bench.sh bf16
         ;;
     bf16bench) part bf16bench tests/gpu/bench.sh bf16 ;;
+    fusion) part fusion tests/gpu/bench.sh fusion ;;
     esac
     snapshot
 done
