@@ -155,8 +155,11 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
                      bn(rp, s, 1));
         break;
     case TG_STEP_GELU_BWD:
-        tg_sb_printf(o, "    tr_gelu_bwd%s(c, %s, %s, %d, %d);\n", bf(rp, s, 1), bn(rp, s, 0), bn(rp, s, 1), s->rows,
-                     s->cols);
+        if (s->buf[2] >= 0) /* bf16 training: du = bf16(dg * GeLU'(u)) into a buffer of its own (docs/BF16.md) */
+            tg_sb_printf(o, "    tr_gelu_bwd_bf16(c, %s, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2),
+                         s->rows, s->cols);
+        else
+            tg_sb_printf(o, "    tr_gelu_bwd(c, %s, %s, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1), s->rows, s->cols);
         break;
     case TG_STEP_LN_BWD_SUMS:
         tg_sb_printf(o, "    tr_ln_bwd_sums(c, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s, %s, %s);\n", bn(rp, s, 0),

@@ -120,7 +120,8 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
         return 4 * ((s->buf[3] >= 0 ? 1 : 2) * rc + s->cols) + esz(rp, s, 2) * rc +
                (s->buf[3] >= 0 ? esz(rp, s, 3) * rc : 0);
     case TG_STEP_COLSUM: return 4 * (rc + s->cols);
-    case TG_STEP_GELU_BWD: return 4 * 2 * rc + esz(rp, s, 1) * rc;
+    case TG_STEP_GELU_BWD: /* dg in, u in; dg out in place, or du (bf16) out of place */
+        return 4 * rc + esz(rp, s, 1) * rc + (s->buf[2] >= 0 ? esz(rp, s, 2) : 4) * rc;
     case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
     case TG_STEP_LN_BWD_APPLY: return 4 * (4 * rc + 4LL * s->rows + s->cols);
     case TG_STEP_ATTN_BWD: { /* qkv and dout in (and their bf16 copies), dqkv out; the GEMMs read Q, K, V, dO twice;
@@ -157,11 +158,11 @@ static const char *lt_epi(int epi)
 static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t);
 
 /* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule), but
- * for a bf16 program's fused fc1 (gen/fuse.c): that call writes the GeLU step's outputs, never the fp32 h (the GEMM's
- * C, the GeLU step's slot 0), which nothing else reads. */
+ * for a bf16 program's fused fc1 and fc2 input gradient (gen/fuse.c): that call writes the GeLU step's outputs, never
+ * the fp32 h or dg (the GEMM's C, the GeLU step's slot 0), which nothing else reads. */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
-    if (s->kind == TG_STEP_GEMM && slot == 2 && s->epi != TG_EPI_NONE && lt_out_bf16(cp, s))
+    if (s->kind == TG_STEP_GEMM && slot == 2 && lt_out_bf16(cp, s))
         return false;
     if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && lt_out_bf16(cp, &cp->steps[s->fused]))
         return false;
@@ -170,11 +171,15 @@ static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 
 /* The distinct shapes of the class's fused GEMMs (fuse.c), in first-seen order: trc_gemm_lt's table (trc_lt_shapes,
  * prepared once at start-up) and the index a call passes. */
-/* Does fused GEMM step t write a bf16 D (the GeLU output of a bf16 program, gen/fuse.c)? */
+/* Does fused GEMM step t write a bf16 D (gen/fuse.c: a bf16 program's GeLU output, or bf16 training's du)? */
 static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
 {
-    return (t->epi == TG_EPI_GELU_BIAS || t->epi == TG_EPI_GELU_AUX_BIAS) && t->fused >= 0 &&
-           esz(rp, &rp->steps[t->fused], 2) == 2;
+    if (t->fused < 0 || t->epi == TG_EPI_NONE || t->epi == TG_EPI_BGRAD)
+        return 0;
+    const tg_step *k = &rp->steps[t->fused];
+    if (t->epi == TG_EPI_DGELU)
+        return k->buf[2] >= 0 && esz(rp, k, 2) == 2;
+    return esz(rp, k, 2) == 2;
 }
 
 static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
@@ -272,7 +277,15 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_grad_acc(c, %s, %s, %lld, tr_mb(c) > 0);\n", bn(rp, s, 0), bn(rp, s, 1), s->count);
         break;
     case TG_STEP_GEMM:
-        if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) { /* fuse.c: the backward pairs, one cuBLASLt call */
+        if (s->epi == TG_EPI_DGELU && lt_out_bf16(rp, s)) {
+            /* fuse.c: bf16 training's fc2 input gradient and GeLU backward, one cuBLASLt call writing du in bf16 from
+             * the fp32 accumulator (C is D, beta 0: the plan's fp32 dg is not written), the bf16 u as aux */
+            const tg_step *k = &rp->steps[s->fused];
+            tg_sb_printf(o, "    trc_gemm_lt_bwd(c, %d, TRC_EPI_DGELU, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, "
+                            "nullptr);\n",
+                         lt ? lt[s - rp->steps] : -1, s->transa, s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda,
+                         bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, k, 2), s->ldc, bn(rp, k, 1));
+        } else if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) { /* fuse.c: the backward pairs, one cuBLASLt call */
             const tg_step *k = &rp->steps[s->fused];
             int dgelu = s->epi == TG_EPI_DGELU;
             tg_sb_printf(o, "    trc_gemm_lt_bwd(c, %d, %s, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d, %s, %s);\n",
@@ -390,6 +403,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->cols, cty(rp, s, 0));
         break;
     case TG_STEP_GELU_BWD:
+        if (s->buf[2] >= 0) { /* bf16 training: du = bf16(dg * GeLU'(u)) into a buffer of its own, dg only read */
+            tg_sb_printf(o, "    trk::gelu_bwd<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1),
+                         bn(rp, s, 2));
+            snprintf(line, sizeof line,
+                     "template void gelu_bwd<%d, %d>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *);\n",
+                     s->rows, s->cols);
+            break;
+        }
         tg_sb_printf(o, "    trk::gelu_bwd<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
         snprintf(line, sizeof line, "template void gelu_bwd<%d, %d>(cudaStream_t, float *, const %s *);\n",
                  s->rows, s->cols, cty(rp, s, 1));

@@ -58,6 +58,22 @@ static bool fusable_fwd16(const tg_class_plan *cp, const tg_step *g, const tg_st
            (k->buf[3] < 0 || bf16(cp, k->buf[3]));
 }
 
+/* Is the GELU_BWD step k (index kj) of bf16 training fusable into GEMM step g? It writes du = bf16(dg * GeLU'(u)) out
+ * of place from the fp32 dg = dY @ W2^T: cuBLASLt's DGELU epilogue computes that product from its fp32 accumulator
+ * and writes du as a bf16 D, reading the bf16 u as aux (aux is in D's type: bf16, as the plan keeps u). That call never
+ * writes dg, so dg must be read by this step only, and the GEMM must not accumulate into it. */
+static bool fusable_bwd16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
+{
+    if (k->kind != TG_STEP_GELU_BWD || k->buf[2] < 0 || g->transa || !g->transb || g->beta != 0.0f)
+        return false;
+    if (g->buf[2] != k->buf[0] || g->m != k->rows || g->n != k->cols || g->ldc != k->cols || k->cols % 8 != 0)
+        return false;
+    const tg_buf *dg = &cp->bufs[k->buf[0]];
+    if (dg->persistent || dg->last != kj || dg->dtype != TG_BUF_F32)
+        return false;
+    return bf16(cp, g->buf[0]) && bf16(cp, g->buf[1]) && bf16(cp, k->buf[1]) && bf16(cp, k->buf[2]);
+}
+
 /* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
 static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
@@ -78,6 +94,8 @@ static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, i
         return TG_EPI_NONE;
     if (fusable_fwd16(cp, g, k, kj)) /* bf16: D = g, with u as aux in training, else GeLU alone */
         return k->buf[3] >= 0 ? TG_EPI_GELU_AUX_BIAS : TG_EPI_GELU_BIAS;
+    if (fusable_bwd16(cp, g, k, kj)) /* bf16 training: D = du, u as aux */
+        return TG_EPI_DGELU;
     switch (k->kind) {
     case TG_STEP_BIAS_GELU: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_BIAS : TG_EPI_NONE;
     case TG_STEP_GELU_SAVE: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
@@ -112,8 +130,8 @@ bool tg_fuse_plan(tg_class_plan *cp)
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
 {
     const tg_buf *b1 = &cp->bufs[s->buf[1]];
-    if (s->kind == TG_STEP_GELU_BWD)
-        return tg_dtype_size(b1->dtype) * b1->elems; /* u, read beside the GEMM's result */
+    if (s->kind == TG_STEP_GELU_BWD) /* u, read beside the GEMM's result (bf16: which it writes as du instead) */
+        return tg_dtype_size(b1->dtype) * b1->elems;
     long long b = tg_dtype_size(b1->dtype) * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
     if (s->kind == TG_STEP_GELU_SAVE) {
         const tg_buf *g = &cp->bufs[s->buf[2]];

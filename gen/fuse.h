@@ -20,12 +20,13 @@
  *     only B is (dY @ W^T); BGRAD: only A is (X^T @ dY; cuBLASLt sums its A only when A is not transposed);
  *   - cuBLASLt writes D and the aux matrix in one type (D's) and reads the bias in D's type too (cublasLt.h,
  *     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; an fp32 bias with a bf16 D is refused: CUBLAS_STATUS_INVALID_VALUE,
- *     measured on an H200 on 2026-11-27), and the plan's biases are fp32: so D is fp32. The GEMM's C and the bias
- *     fp32, A and B of one type (fp32, or bf16 with an fp32 C); GELU_SAVE's g (D) fp32 with u in C; BIAS_GELU in
- *     place in the fp32 C. bf16 training's g and kept u and bf16 inference's g are bf16, so their GeLU steps stay
- *     kernels (a bf16 copy of each bias would lift this: docs/CUDA.md, "Not done yet"). The
- *     backward pairs only with every buffer fp32, operands included (bf16 programs' backward GEMMs read bf16
- *     operands, and a bias gradient summed from bf16 dY would change the definition);
+ *     measured on an H200 on 2026-11-27). fp32 programs: the GEMM's C and the bias fp32, A and B of one type (fp32,
+ *     or bf16 with an fp32 C); GELU_SAVE's g (D) fp32 with u in C; BIAS_GELU in place in the fp32 C; the backward
+ *     pairs with every buffer fp32. bf16 programs (docs/BF16.md: fc1's bias in bf16, training's u and du bf16):
+ *     fc1's GELU_SAVE with bf16 A, B, bias and g (and u) as GELU_AUX_BIAS (GELU_BIAS in inference), D = g, and the
+ *     GELU_BWD that writes the bf16 du out of place as DGELU with D = du and aux = u, each with beta 0 and the
+ *     GEMM's fp32 C (h, dg) read by the kernel step only: the call never writes it. Bias gradients of bf16 programs
+ *     stay kernels;
  *   - the kernel step waits for no step of the other stream (tg_step.wait == -1): every conflict of its
  *     buffers is then already ordered before the GEMM starts, so moving its work into the GEMM is safe;
  *   - GELU_SAVE only with beta == 0 (cuBLASLt would read C and write the pre-activation into the same

@@ -208,10 +208,11 @@ static void build_layer_bwd(tg_builder *b, int l, const mg_w *w, const mg_saved 
     tg_pb_colsum(b, l, "fc2", T, C, g, GRAD(P_FC2_B), "db2 = column sums of dy (whole)");
     int dgl = tg_pb_buf(b, T, Fp, 0, "dL/d(GeLU output), then dL/du, this rank's columns", "L%d_gelu_dout", l);
     gemm(b, l, "fc2", 0, 1, T, Fp, C, g, C, w->fc2_w, C, dgl, Fp, "dg = dy @ W2(this rank's rows, :)^T");
-    if (!tg_pb_gelu_bwd(b, l, T, Fp, dgl, sv->u))
+    int du = tg_pb_gelu_bwd(b, l, T, Fp, dgl, sv->u); /* bf16: its own bf16 buffer, which the fc1 GEMMs read */
+    if (du < 0)
         return;
     gemm(b, l, "fc1", 1, 0, C, Fp, T, sv->a2, C, dgl, Fp, GRAD(P_FC1_W), Fp, "dW1(:, this rank's columns) = LN2^T @ du");
-    tg_pb_colsum(b, l, "fc1", T, Fp, dgl, GRAD(P_FC1_B), "db1 = column sums of du, this rank's columns");
+    tg_pb_colsum(b, l, "fc1", T, Fp, du, GRAD(P_FC1_B), "db1 = column sums of du, this rank's columns");
     int da2 = tg_pb_buf(b, T, C, 0, "dL/d(LN2 output), partial then summed", "L%d_ln2_dout", l);
     gemm(b, l, "fc1", 0, 1, T, C, Fp, dgl, Fp, w->fc1_w, Fp, da2, C, "partial dLN2 = du @ W1(:, this rank's columns)^T");
     allreduce(b, l, "fc1", da2, "the dL/d(LN2 output) partials");

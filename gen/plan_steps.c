@@ -277,17 +277,31 @@ bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, 
     return true;
 }
 
-bool tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u)
+int tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u)
 {
+    /* bf16: du rounded once, where the fc1 GEMMs would have cast it; fc2's input-gradient GEMM can then write it as
+     * its cuBLASLt DGELU epilogue with the bf16 u as aux (gen/fuse.c), never writing the fp32 dg */
+    bool b16 = b->pl->spec.dtype == TG_BF16;
+    int du = dg;
+    if (b16) {
+        du = tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "dL/du in bf16, for the fc1 GEMMs and its bias gradient",
+                                         "L%d_gelu_du", layer));
+        if (du < 0)
+            return -1;
+    }
     tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, layer, "gelu", -1);
     if (!s)
-        return false;
+        return -1;
     s->rows = rows;
     s->cols = cols;
-    tg_pb_use(s, 0, dg, TG_ACC_R | TG_ACC_W);
+    tg_pb_use(s, 0, dg, b16 ? TG_ACC_R : TG_ACC_R | TG_ACC_W);
     tg_pb_use(s, 1, u, TG_ACC_R);
-    s->label = "du = dg * GeLU'(u)";
-    return true;
+    if (b16) {
+        tg_pb_use(s, 2, du, TG_ACC_W);
+        tg_pb_operand_is(b, layer, "fc1", dg, du); /* the fc1 GEMMs read du as dg's bf16 copy: no cast */
+    }
+    s->label = b16 ? "du = bf16(dg * GeLU'(u))" : "du = dg * GeLU'(u)";
+    return du;
 }
 
 /* A layernorm-backward step reading dy, x, its statistics and gamma (slots 0..4). */

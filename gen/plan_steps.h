@@ -37,8 +37,10 @@ bool tg_pb_attention(tg_builder *b, int layer, int rows, int cols, int qkv, int 
 int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, int g);
 /* db [cols] = column sums of dy [rows, cols] (local: the caller sums over the ranks). */
 bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label);
-/* dg [rows, cols] *= GeLU'(u), in place. */
-bool tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u);
+/* du = dg [rows, cols] * GeLU'(u): in place in fp32 plans (returns dg); bf16 training writes du in bf16 into a buffer
+ * of its own (slot 2), which the fc1 GEMMs read as dg's bf16 copy and the bias gradient sums (docs/BF16.md); returns
+ * the buffer holding du, -1 on failure. */
+int tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u);
 /* g += dx of y = LN(x) given dy; local dgamma, dbeta (the caller sums them over the ranks); sum as for
  * tg_pb_layernorm, on the two per-token sums. */
 bool tg_pb_ln_bwd(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int x, int rs, int vs,

@@ -403,11 +403,12 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
     bias_grad(b, l, "fc2", g, Cq, grad_of(b, w, P_FC2_B));
     int dgl = tg_pb_buf(b, R, Fq, 0, "dL/d(GeLU output), then dL/du", "L%d_gelu_dout", l);
     abt(b, l, "fc2", dy, w->fc2_w, dgl, Fq, Cq);
-    if (!tg_pb_gelu_bwd(b, l, R, Fq, dgl, sv->u))
+    int du = tg_pb_gelu_bwd(b, l, R, Fq, dgl, sv->u); /* bf16: its own bf16 buffer, which the fc1 GEMMs read */
+    if (du < 0)
         return;
     dy = tg_pb_operand(b, l, "fc1", dgl);
     atb(b, l, "fc1", sv->a2, dy, grad_of(b, w, P_FC1_W), Cq, Fq);
-    bias_grad(b, l, "fc1", dgl, Fq, grad_of(b, w, P_FC1_B));
+    bias_grad(b, l, "fc1", du, Fq, grad_of(b, w, P_FC1_B));
     int da2 = tg_pb_buf(b, R, Cq, 0, "dL/d(LN2 output)", "L%d_ln2_dout", l);
     abt(b, l, "fc1", dy, w->fc1_w, da2, Cq, Fq);
     ln_bwd(b, l, "ln2", da2, sv->x_mid, sv->rs2, sv->vs2, w->ln2_g, g, grad_of(b, w, P_LN2_G),

@@ -374,8 +374,10 @@ void tr_bias_gelu_save_bf16(struct tr_ctx *c, float *u, const tr_bf16 *bias, tr_
  * in float32 with that bias, and what cuBLASLt's GELU_AUX_BIAS epilogue with a bf16 bias, D and aux computes. */
 void tr_bias_gelu_keep_bf16(struct tr_ctx *c, const float *h, const tr_bf16 *bias, tr_bf16 *g, tr_bf16 *u, int rows,
                             int cols);
-/* tr_gelu_bwd reading the bf16 pre-activation tr_bias_gelu_keep_bf16 kept: dg *= GeLU'(u). */
-void tr_gelu_bwd_bf16(struct tr_ctx *c, float *dg, const tr_bf16 *u, int rows, int cols);
+/* bf16 training's GeLU backward (docs/BF16.md): du = bf16(dg * GeLU'(u)), u the bf16 pre-activation
+ * tr_bias_gelu_keep_bf16 kept, the product in float32 as tr_gelu_bwd's, rounded to nearest even; dg only read. du is
+ * what the fc1 GEMMs read and its bias gradient sums, and what cuBLASLt's DGELU epilogue with a bf16 D and aux writes. */
+void tr_gelu_bwd_bf16(struct tr_ctx *c, const float *dg, const tr_bf16 *u, tr_bf16 *du, int rows, int cols);
 /* tr_colsum of a bf16 dy (attention = "cudnn": the bias gradient of cuDNN's bf16 dQKV): bitwise tr_colsum of the
  * widened dy. */
 void tr_colsum_bf16(struct tr_ctx *c, const tr_bf16 *dy, int rows, int cols, float *db);

@@ -289,21 +289,28 @@ void tr_bias_gelu_keep_bf16(tr_ctx *c, const float *h, const tr_bf16 *bias, tr_b
     TIMED_END(TR_K_GELU);
 }
 
-TR_VEC_CLONES static void gelu_bwd_bf16_slice(float *dg, const tr_bf16 *u, long lo, long hi)
+TR_VEC_CLONES static void gelu_bwd_bf16_slice(const float *dg, const tr_bf16 *u, float *t, long lo, long hi)
 {
     for (long e = lo; e < hi; e++)
-        dg[e] *= tr_vgelu_grad(tr_bf16_to_f32(u[e]));
+        t[e - lo] = dg[e] * tr_vgelu_grad(tr_bf16_to_f32(u[e]));
 }
 
-void tr_gelu_bwd_bf16(tr_ctx *c, float *dg, const tr_bf16 *u, int rows, int cols)
+void tr_gelu_bwd_bf16(tr_ctx *c, const float *dg, const tr_bf16 *u, tr_bf16 *du, int rows, int cols)
 {
     TIMED_BEGIN;
-    long n = (long)rows * cols;
-#pragma omp parallel if (TR_PAR(n, 1))
+    long n = (long)rows * cols, chunk = 4096; /* the float32 products of one chunk, then their rounding */
+    int nt = TR_PAR(n, 1) ? omp_get_max_threads() : 1;
+    float *tmp = tr_scratch(c, (size_t)nt * (size_t)chunk);
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
         long lo, hi;
         tr_slice(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        gelu_bwd_bf16_slice(dg, u, lo, hi);
+        float *t = tmp + (long)omp_get_thread_num() * chunk;
+        for (long a = lo; a < hi; a += chunk) {
+            long b = a + chunk < hi ? a + chunk : hi;
+            gelu_bwd_bf16_slice(dg, u, t, a, b);
+            round_to_bf16(t, (int)(b - a), du + a);
+        }
     }
     TIMED_END(TR_K_GELU);
 }

@@ -523,7 +523,8 @@ fi
 #             within 1e-3 of the CPU program's (the optimizer writes the bf16 weight copies the next step reads)
 # and "cuda: compile" compiles every .cu of the three for sm_80 and sm_90 (-Werror, no spills). On q = 1 and megatron
 # fc1's GEMM runs its bias + GeLU as a cuBLASLt epilogue with the bf16 bias (cuBLASLt reads the bias in D's type), the
-# bf16 GeLU output as D and training's bf16 u as aux; on q >= 2 the last SUMMA GEMM accumulates, so the kernel stays.
+# bf16 GeLU output as D and training's bf16 u as aux, and fc2's input-gradient GEMM writes the bf16 du as its DGELU
+# epilogue; on q >= 2 the last SUMMA GEMM accumulates (and dg waits for its reduce), so the kernels stay.
 # Why 1e-3 against the CPU program: both widen bf16 operands exactly and call the same sgemm, but the emulated
 # kernels and reductions sum in other orders (fp32 programs differ by <= 5e-7, the LM section below); where such a
 # difference crosses a bf16 rounding boundary, a cast moves that element by one bf16 ulp (3.9e-3 relative), and the
@@ -591,16 +592,24 @@ cub_steps() { # q d: 6 AdamW steps under the emulation track the CPU program's l
 }
 cub_fused() { # dir epilogue: a bf16 program on q = 1 or megatron (docs/BF16.md): each layer's fc1 GEMM runs its bias +
     # GeLU as one cuBLASLt call with the bf16 bias (AdamW's copy in training, the cast before the GEMM in inference),
-    # D = the bf16 GeLU output and in training aux = the kept bf16 u (gen/fuse.c); no bias + GeLU kernel; no other
-    # GEMM takes an epilogue (the backward's stay fp32-only). Before the bf16 bias: no epilogue at all (cuBLASLt reads
-    # the bias in D's type and refused the fp32 one with a bf16 D on an H200)
-    local f n
+    # D = the bf16 GeLU output and in training aux = the kept bf16 u (gen/fuse.c); no bias + GeLU kernel. Training: each
+    # layer's fc2 input-gradient GEMM writes the bf16 du as its DGELU epilogue (aux u), no GeLU-gradient kernel. No
+    # other GEMM takes an epilogue (the bias gradients sum fp32 or bf16 dY). Before the bf16 bias: no epilogue at all
+    # (cuBLASLt reads the bias in D's type and refused the fp32 one with a bf16 D on an H200)
+    local f n want=2
     cu_fused "$1" "$2" 2 || return 1
+    if [ "$2" = TRC_EPI_GELU_AUX_BIAS ]; then
+        cu_fused "$1" TRC_EPI_DGELU 2 || return 1
+        want=4
+    fi
     for f in "$1"/rank_i*_j*.cu; do
         n=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, TRC_EPI_" "$f")
-        [ "$n" = 2 ] || { echo "$(basename "$f"): $n GEMMs with an epilogue, want fc1's 2 only"; return 1; }
+        [ "$n" = $want ] || { echo "$(basename "$f"): $n GEMMs with an epilogue, want fc1's 2 (and fc2's 2 in training)"; return 1; }
         n=$(grep -c "trc_gemm_lt(c, [0-9]*, $2, .*, 0.0f, L[0-9]*_gelu_out, [0-9]*, bf16_[A-Za-z0-9_]*_c_fc_bias, L[0-9]*_gelu_out, " "$f")
         [ "$n" = 2 ] || { echo "$(basename "$f"): $n fc1 calls write the GeLU output as D from the bf16 bias, want 2"; return 1; }
+        [ $want = 2 ] && continue
+        n=$(grep -c "trc_gemm_lt_bwd(c, [0-9]*, TRC_EPI_DGELU, 0, 1, .*, 0.0f, L[0-9]*_gelu_du, [0-9]*, L[0-9]*_fc1_u, nullptr);" "$f")
+        [ "$n" = 2 ] || { echo "$(basename "$f"): $n fc2 input-gradient calls write the bf16 du from the bf16 u, want 2"; return 1; }
     done
 }
 cub_infer() { # bf16 inference on [1,1,1] (docs/BF16.md): fc1's GEMM writes the bf16 GeLU output fc2 reads as its
@@ -644,7 +653,7 @@ if wanted "cuda: bf16|cuda: compile"; then
             d=${m#*,}
             if cub_generate "$q" "$d" >"$WORK/log" 2>&1; then
                 if [ "$q" = 1 ]; then
-                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM writes the bf16 GeLU output and pre-activation from the bf16 bias as one cuBLASLt call; no bias + GeLU kernel, no other epilogue" \
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM writes the bf16 GeLU output and pre-activation from the bf16 bias as one cuBLASLt call, its fc2 input-gradient GEMM the bf16 du; no bias + GeLU or GeLU-gradient kernel" \
                         cub_fused "$WORK/cub_${q}_${d}" TRC_EPI_GELU_AUX_BIAS
                 else
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so no GEMM takes an epilogue" \
@@ -663,7 +672,7 @@ if wanted "cuda: bf16|cuda: compile"; then
                 notok "cuda: bf16: generate [$q,$q,$d] and build its CPU program and the emulation" "$WORK/log"
             fi
         done
-        check "cuda: bf16: megatron p=2 training under the emulation, random order: fc1's bias + GeLU a cuBLASLt epilogue with a bf16 bias, D and aux; dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
+        check "cuda: bf16: megatron p=2 training under the emulation, random order: fc1's bias + GeLU and fc2's GeLU gradient cuBLASLt epilogues with bf16 D and aux; dL/dx and gradients within 1e-3 of the CPU program, bytes as planned" \
             cub_megatron
         check "cuda: bf16: an inference program on [1,1,1]: fc1's GEMM writes the bf16 GeLU output from the bf16 bias as its cuBLASLt epilogue; under the emulation its output within 1e-3 of the CPU program's, bytes as planned" \
             cub_infer

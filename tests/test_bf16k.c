@@ -439,12 +439,13 @@ static void test_fused(void)
         TT_CHECK(memcmp(h, h0, sizeof h) == 0, "h was written");
         TT_CHECK(c.calls[TR_K_GELU] == calls + 1, "not counted as gelu");
     }
-    TT_CASE("gelu bwd bf16: dg * GeLU'(u) of the bf16 u within 1e-6 of the double reference, while GeLU' of the "
-            "unrounded pre-activation (the float32 definition) is more than 1e-4 from it")
+    TT_CASE("gelu bwd bf16: du = r(dg * GeLU'(u)) of the bf16 u: the float32 twin's product with that u rounded, bit "
+            "for bit; that product within 1e-6 of the double reference, while GeLU' of the unrounded pre-activation "
+            "(the float32 definition) is more than 1e-4 from it; dg not written")
     {
         enum { R = 7, C = 33, N = R * C };
-        float v[N], dg[N], dg32[N];
-        tr_bf16 ub[N];
+        float v[N], dg[N], dg0[N], dg32[N], dgu[N], uw[N];
+        tr_bf16 ub[N], du[N];
         double ref[N];
         for (int e = 0; e < N; e++) {
             v[e] = tt_rndf(-4, 4);
@@ -455,14 +456,22 @@ static void test_fused(void)
             double x = widen1(ub[e]), k = 0.7978845608028654, t = tanh(k * (x + 0.044715 * x * x * x));
             ref[e] = dg[e] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
         }
+        for (int e = 0; e < N; e++)
+            uw[e] = widen1(ub[e]);
+        memcpy(dg0, dg, sizeof dg);
+        memcpy(dgu, dg, sizeof dg);
         long long calls = c.calls[TR_K_GELU];
-        tr_gelu_bwd_bf16(&c, dg, ub, R, C);
+        tr_gelu_bwd_bf16(&c, dg, ub, du, R, C);
         tr_gelu_bwd(&c, dg32, v, R, C);
-        double e16 = rel_err(dg, ref, N), e32 = rel_err(dg32, ref, N);
+        tr_gelu_bwd(&c, dgu, uw, R, C); /* the float32 twin on the bf16 u: du must be its rounding */
+        TT_CHECK(memcmp(dg, dg0, sizeof dg) == 0, "dg was written");
+        int d = first_diff(dgu, du, N);
+        TT_CHECK(d < 0, "du element %d: 0x%04x, want 0x%04x", d, d < 0 ? 0 : du[d], d < 0 ? 0 : ref_rne(dgu[d]));
+        double e16 = rel_err(dgu, ref, N), e32 = rel_err(dg32, ref, N);
         printf("# gelu bwd against GeLU'(r(u)) in double: bf16 u %.2g, float32 u %.2g\n", e16, e32);
         TT_CHECK(e16 < 1e-6, "relative error %.3g", e16);
         TT_CHECK(e32 > 1e-4, "the float32 definition is only %.3g away: the check cannot tell them apart", e32);
-        TT_CHECK(c.calls[TR_K_GELU] == calls + 2, "not counted as gelu");
+        TT_CHECK(c.calls[TR_K_GELU] == calls + 3, "not counted as gelu");
     }
     /* Attention in a bf16 program reads its GEMM operands in bf16 (Q, K, V, P; backward also dO, dS), as the
      * CUDA backend's tensor-core GEMMs do: against a double reference with exactly those roundings. A rounding

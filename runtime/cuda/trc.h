@@ -152,6 +152,11 @@ void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const
  * bgrad[n] = the column sums of B ([k,n], ld n), written. The other pointer is nullptr. */
 void trc_gemm_lt_bwd(struct tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, const float *aux, float *bgrad);
+/* bf16 training's fc2 input gradient with GeLU's backward (TRC_EPI_DGELU only, transa 0, transb 1): bf16 A (dY) and
+ * B (W2), C = D = du in bf16 (beta 0), aux the bf16 pre-activation u (cuBLASLt reads aux in D's type). */
+void trc_gemm_lt_bwd(struct tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k,
+                     const tr_bf16 *A, int lda, const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc,
+                     const tr_bf16 *aux, float *bgrad);
 /* Step `id` is done by the epilogue of step `by`, the trc_gemm_lt before it: issues nothing (the step keeps its
  * trc_begin/trc_end, so its waits and its signal stay where the plan put them). */
 void trc_fused(struct tr_ctx *c, int id, int by);

@@ -11,8 +11,8 @@
  * cuBLASLt's GeLU is the tanh approximation, the formula of runtime/tr_math.h's tr_gelu; it evaluates it with its
  * own instructions, so a result may differ from the kernel's in the last bits (docs/CUDA.md gives the check).
  *
- * The backward epilogues (trc_gemm_lt_bwd, fp32): _DGELU on dg = dY @ W^T (D = GeLU'(aux) * C', aux the
- * pre-activation _GELU_AUX_BIAS kept, leading dimension n) and _BGRADA on dW = X^T @ dY: in the swapped call
+ * The backward epilogues (trc_gemm_lt_bwd, fp32; DGELU also bf16 training's, with a bf16 D = du and the bf16 u as
+ * aux): _DGELU on dg = dY @ W^T (D = GeLU'(aux) * C', aux the pre-activation _GELU_AUX_BIAS kept, leading dimension n) and _BGRADA on dW = X^T @ dY: in the swapped call
  * cuBLASLt's A is our dY, not transposed ([n, k] column-major, ld n), and its bias gradient (one value per row of
  * the column-major D^T, a column sum of dY) is what the COLSUM step computes; cuBLASLt takes BGRADA only with A not
  * transposed and BGRADB only with B transposed, and this layout is the first. The sum's order is cuBLASLt's, fixed for
@@ -29,7 +29,9 @@
  * so their uses never overlap.
  *
  * Precision: fp32 operands use trc_gemm's compute type (CUBLAS_COMPUTE_32F, TF32 with TESS_TF32=1); bf16
- * operands CUBLAS_COMPUTE_32F (fp32 accumulation), as trc_gemm_bf16.
+ * operands CUBLAS_COMPUTE_32F (fp32 accumulation), as trc_gemm_bf16. A bf16 D (bf16 programs' fc1 GeLU output and
+ * bf16 training's du, docs/BF16.md) is rounded to nearest even from the fp32 epilogue result; its bias is bf16 (cuBLASLt
+ * reads the bias in D's type; an fp32 bias with a bf16 D it refused on an H200) and its aux bf16.
  */
 #include <stdio.h>
 
@@ -218,6 +220,19 @@ void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m
         trc_die();
     }
     lt_run(slot, epi, transa, transb, m, n, k, A, lda, B, ldb, beta, C, ldc, bgrad, C, aux, 0, 0);
+}
+
+void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k, const tr_bf16 *A,
+                     int lda, const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc, const tr_bf16 *aux,
+                     float *bgrad)
+{
+    (void)c;
+    if (epi != TRC_EPI_DGELU || bgrad) {
+        fprintf(stderr, "trc_gemm_lt_bwd: a bf16 D takes the GeLU-gradient epilogue only (TRC_EPI_DGELU), got %d\n", epi);
+        trc_print_step();
+        trc_die();
+    }
+    lt_run(slot, epi, transa, transb, m, n, k, A, lda, B, ldb, beta, C, ldc, nullptr, C, aux, 1, 1);
 }
 
 void trc_fused(tr_ctx *c, int id, int by)

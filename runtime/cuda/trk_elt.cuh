@@ -141,6 +141,21 @@ TR_HD inline void gelu_bwd8(long long e, float *dg, const U *u)
     store8(dg, e, d);
 }
 
+/* bf16 training: du = bf16(dg * GeLU'(u)), dg only read (8 elements: two float4 of dg, one 16-byte load of u and
+ * one 16-byte store of du) */
+TR_HD inline void gelu_bwd_to1(long long i, const float *dg, const tr_bf16 *u, tr_bf16 *du)
+{
+    du[i] = narrow(dg[i] * tr_gelu_grad(widen(u[i])));
+}
+TR_HD inline void gelu_bwd_to8(long long e, const float *dg, const tr_bf16 *u, tr_bf16 *du)
+{
+    f8 d = load8(dg, e);
+    const f8 w = load8(u, e);
+    for (int k = 0; k < 8; k++)
+        d.v[k] *= tr_gelu_grad(w.v[k]);
+    store8(du, e, d);
+}
+
 /* x += bias (the kept pre-activation), g = GeLU(x) as OUT (GELU); cols: the row width (8 | cols for the 8-wide body) */
 template <bool GELU, typename OUT, typename B>
 TR_HD inline void bias_add1(long long i, int cols, float *x, const B *bias, OUT *g)

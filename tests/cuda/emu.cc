@@ -969,6 +969,42 @@ void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m
     });
 }
 
+/* bf16 training's fc2 input gradient with GeLU's backward (gen/fuse.c): the row must say bf16 operands and a bf16 D;
+ * the GEMM of the widened operands (dY @ W2^T, as trc_gemm_bf16's cblas_sgemm) into an fp32 temporary, then per element
+ * du = bf16(t * tr_gelu_grad(u)), the gelu_bwd kernel's arithmetic and rounding */
+void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m, int n, int k, const tr_bf16 *A,
+                     int lda, const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc, const tr_bf16 *aux,
+                     float *bgrad)
+{
+    (void)c;
+    const trc_lt_shape *r = &trc_lt_nshapes && slot >= 0 && slot < trc_lt_nshapes ? &trc_lt_shapes[slot] : nullptr;
+    if (!r || r->epi != epi || epi != TRC_EPI_DGELU || r->m != m || r->n != n || r->k != k || r->lda != lda ||
+        r->ldb != ldb || r->ldc != ldc || r->beta != beta || beta != 0.0f || !r->bf16 || !r->out_bf16 ||
+        r->transa != transa || r->transb != transb || transa || !transb || n % 8 != 0 || !aux || bgrad ||
+        (const tr_bf16 *)C == aux)
+        emu_fail("trc_gemm_lt_bwd (bf16 D): the call is not its row of trc_lt_shapes (or not DGELU, beta 0)", E.cur_id);
+    trc_check_aligned(A, "trc_gemm_lt_bwd A", __FILE__, __LINE__);
+    trc_check_aligned(B, "trc_gemm_lt_bwd B", __FILE__, __LINE__);
+    trc_check_aligned(C, "trc_gemm_lt_bwd C", __FILE__, __LINE__);
+    trc_check_aligned(aux, "trc_gemm_lt_bwd aux", __FILE__, __LINE__);
+    E.lt_id = E.cur_id;
+    E.lt_after = 0; /* its own push makes 1 */
+    push(TRC_COMPUTE, [=] {
+        /* the stored extents: A [m, k] at lda, B [n, k] at ldb (transposed in the product) */
+        std::vector<float> a(m > 0 && k > 0 ? (size_t)(m - 1) * lda + (size_t)k : 0);
+        std::vector<float> b(n > 0 && k > 0 ? (size_t)(n - 1) * ldb + (size_t)k : 0), t((size_t)m * n);
+        for (size_t i = 0; i < a.size(); i++)
+            a[i] = emu_f32(A[i]);
+        for (size_t i = 0; i < b.size(); i++)
+            b[i] = emu_f32(B[i]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                    t.data(), n);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                emu_put(&C[(size_t)i * ldc + j], t[(size_t)i * n + j] * tr_gelu_grad(emu_f32(aux[(size_t)i * n + j])));
+    });
+}
+
 /* what the kernels of emu_kernels.cc use (emu.h) */
 void emu::push(int stream, std::function<void()> f)
 {

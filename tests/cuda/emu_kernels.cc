@@ -306,6 +306,15 @@ void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u)
     });
 }
 
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, const float *dg, const tr_bf16 *u, tr_bf16 *du)
+{
+    push(stream_of(s), [=] {
+        for (long long i = 0; i < (long long)ROWS * COLS; i++)
+            put(&du[i], dg[i] * tr_gelu_grad(get(&u[i])));
+    });
+}
+
 template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
                  const float *gamma, float eps, float *sums, float *dgamma, float *dbeta)

@@ -24,6 +24,8 @@ template void bias_gelu_save<37, 96>(cudaStream_t, const float *, const tr_bf16 
 template void bias_gelu_save<8192, 3072>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *, tr_bf16 *);
 template void gelu_bwd<37, 96>(cudaStream_t, float *, const float *);
 template void gelu_bwd<8192, 3072>(cudaStream_t, float *, const float *);
+template void gelu_bwd<37, 96>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *);
+template void gelu_bwd<8192, 3072>(cudaStream_t, const float *, const tr_bf16 *, tr_bf16 *);
 template void colsum<37, 96>(cudaStream_t, const float *, float *);
 template void colsum<8192, 3072>(cudaStream_t, const float *, float *);
 INST

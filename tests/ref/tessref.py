@@ -183,7 +183,8 @@ same-bits A.safetensors B.safetensors
     backward: dW2 = g^T r(dy), dg = r(dy) r(W2)^T; dW1 = a2^T r(du),
     da2 = r(du) r(W1)^T; dWo = att^T r(dx1), datt = r(dx1) r(Wo)^T;
     dWqkv = a1^T r(dqkv), da1 = r(dqkv) r(Wqkv)^T (dy, dx1 the residual
-    gradients), du = dg GeLU'(r(u)); bias gradients sum the unrounded dL/dY;
+    gradients), du = dg GeLU'(r(u)); bias gradients sum the unrounded dL/dY, but
+    fc1's sums r(du) (the programs keep du in bf16 only);
     LayerNorm in float64 from the unrounded values; attention backward reads r(dO),
     r(Q), r(K), r(V), r(P) and dS = r(P (dP - rowsum(dP P))), dP = r(dO)
     r(V)^T, everything else float64.  train: float64
@@ -689,7 +690,8 @@ def block_bwd(dy, cache, w, l, rnd=None):
     dL/dY operands (the residual gradient dy of fc2, df of fc1, dx1 of the projection, dqkv of
     c_attn); the saved activations (and the kept pre-activation f) are already rounded in the
     cache.  The bias gradients are the
-    column sums of the unrounded float64 dL/dY; GeLU', attention and LayerNorm backward are float64."""
+    column sums of the unrounded float64 dL/dY but fc1's, the sums of r(du) (the programs keep du in bf16
+    only: docs/BF16.md); GeLU', attention and LayerNorm backward are float64."""
     R = rnd or _ident
     p = f"h.{l}."
     h1, ln1, att, a, ln2, h2, f, m = cache
@@ -707,7 +709,7 @@ def block_bwd(dy, cache, w, l, rnd=None):
     # f = h2 W1 + b1
     dfr = R(df)
     g[p + "mlp.c_fc.weight"] = rows(h2).T @ rows(dfr)
-    g[p + "mlp.c_fc.bias"] = rows(df).sum(axis=0)
+    g[p + "mlp.c_fc.bias"] = rows(dfr).sum(axis=0)  # of the bf16 du the programs keep (docs/BF16.md)
     dh2 = dfr @ R(w[p + "mlp.c_fc.weight"]).T
     dx1n, g[p + "ln_2.weight"], g[p + "ln_2.bias"] = layernorm_bwd(dh2, ln2, w[p + "ln_2.weight"])
     dx1 = dy + dx1n
@@ -2214,8 +2216,11 @@ def cmd_bf16_selftest(a):
           "(forward with attention on r(qkv) and r(P), dW2 = r(g)^T r(dy), dW1 = r(a2)^T r(du), "
           "du = dg GeLU'(r(u)))", max(e1, e2, e3) < 1e-6,
           f"{e1:.1e} {e2:.1e} {e3:.1e} (bf16 vs float64 is ~1e-3)")
-    check("--bf16 backward's bias gradients are sums of the unrounded dL/dY",
-          np.array_equal(gb1[p + "mlp.c_proj.bias"], dyt.reshape(-1, Ct).sum(axis=0)))
+    check("--bf16 backward's bias gradients are sums of the unrounded dL/dY, fc1's of the rounded du (the programs "
+          "keep du in bf16 only)",
+          np.array_equal(gb1[p + "mlp.c_proj.bias"], dyt.reshape(-1, Ct).sum(axis=0))
+          and np.array_equal(gb1[p + "mlp.c_fc.bias"], r_(du).reshape(-1, Ft).sum(axis=0))
+          and not np.array_equal(gb1[p + "mlp.c_fc.bias"], du.reshape(-1, Ft).sum(axis=0)))
 
     print("bf16 vs float64 (for the tests' tolerances):")
     worst = {}

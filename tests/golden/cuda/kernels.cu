@@ -269,7 +269,8 @@ template void resid_rowsum<2, 4>(cudaStream_t, float *, const float *, const flo
  * bias_gelu (inference, in place: h = GeLU(h + bias), 4 elements a thread with 16-byte accesses when the width
  * allows), bias_gelu_save (training: u += bias kept for the backward, g = GeLU(u) of type OUT, float or tr_bf16
  * rounded to nearest even, the bias of type B: bf16 in bf16 programs; bf16 training: v = h + bias, u = bf16(v) into
- * a buffer of its own, g = bf16(GeLU(v)), the bias bf16, docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16), one thread per element otherwise. The kernels that
+ * a buffer of its own, g = bf16(GeLU(v)), the bias bf16, docs/BF16.md) and gelu_bwd (dg *= GeLU'(u), u float or bf16;
+ * bf16 training: du = bf16(dg * GeLU'(u)) out of place), one thread per element otherwise. The kernels that
  * read or write bf16 take 8 elements a thread with 16-byte accesses (runtime/cuda/trk_elt.cuh, the same bits as one
  * element a thread): bias_gelu_save where the row width is a multiple of 8, gelu_bwd (a bf16 u, and a float u too:
  * each float operand two float4) over the largest multiple of 8 of its elements (the rest one a thread), both where
@@ -377,6 +378,19 @@ __global__ void __launch_bounds__(kEltThreads) k_gelu_bwd(float *__restrict__ dg
         elt::gelu_bwd1(8 * n8 + (i - n8), dg, u);
 }
 
+/* bf16 training: du = bf16(dg * GeLU'(u)) out of place, threads as k_gelu_bwd's */
+template <int ROWS, int COLS>
+__global__ void __launch_bounds__(kEltThreads)
+    k_gelu_bwd_to(const float *__restrict__ dg, const tr_bf16 *__restrict__ u, tr_bf16 *__restrict__ du, int vec)
+{
+    constexpr long long n = (long long)ROWS * COLS;
+    const long long i = (long long)blockIdx.x * kEltThreads + threadIdx.x, n8 = vec ? n / 8 : 0;
+    if (i < n8)
+        elt::gelu_bwd_to8(8 * i, dg, u, du);
+    else if (8 * n8 + (i - n8) < n)
+        elt::gelu_bwd_to1(8 * n8 + (i - n8), dg, u, du);
+}
+
 } // namespace
 } // namespace gelu
 
@@ -425,6 +439,15 @@ void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u)
     const bool vec = elt::aligned16(dg, u);
     gelu::k_gelu_bwd<ROWS, COLS, tr_bf16>
         <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(dg, u, vec);
+    TRC_LAUNCHED("trk::gelu_bwd");
+}
+
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, const float *dg, const tr_bf16 *u, tr_bf16 *du)
+{
+    const bool vec = elt::aligned16(dg, u) && elt::aligned16(du, du);
+    gelu::k_gelu_bwd_to<ROWS, COLS>
+        <<<gelu::elt_blocks((long long)ROWS * COLS, vec), gelu::kEltThreads, 0, s>>>(dg, u, du, vec);
     TRC_LAUNCHED("trk::gelu_bwd");
 }
 

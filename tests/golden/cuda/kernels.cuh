@@ -85,6 +85,9 @@ void gelu_bwd(cudaStream_t s, float *dg, const float *u);
 /* the same, reading the bf16 u that bf16 training keeps */
 template <int ROWS, int COLS>
 void gelu_bwd(cudaStream_t s, float *dg, const tr_bf16 *u);
+/* bf16 training (docs/BF16.md): du = bf16(dg * GeLU'(u)), dg only read */
+template <int ROWS, int COLS>
+void gelu_bwd(cudaStream_t s, const float *dg, const tr_bf16 *u, tr_bf16 *du);
 
 /* layernorm backward, part 1: sums[0..ROWS) = sum_j dy*gamma, sums[ROWS..2 ROWS) = sum_j dy*gamma*xhat over
  * this rank's columns; dgamma[COLS] = sum_r dy*xhat, dbeta[COLS] = sum_r dy */
