@@ -12,10 +12,11 @@
  *   bf16 D     a bf16 program's fc1 (gen/fuse.c): bf16 operands and bias (cuBLASLt reads the bias in D's type; an
  *              fp32 bias with a bf16 D it refused on an H200), D = the bf16 GeLU output, aux = the bf16 pre-activation
  *              (training) or none (inference): D and aux within 4e-3 of the double reference (each element one
- *              bf16 rounding: half an ulp is 2^-9 of it), and no element more than one bf16 ulp from the separate
+ *              bf16 rounding: half an ulp is at most 2^-8 of it), and no element more than one bf16 ulp from the separate
  *              path (trc_gemm_bf16 into fp32, then trk::bias_gelu_save with the bf16 bias: what q >= 2 runs) but in
  *              GeLU's far negative tail (off_ulps); bf16 training's DGELU (du = bf16(dY W2^T GeLU'(u)), bf16
- *              dY, W2 and u): within 4e-3 of the double reference, one bf16 ulp of trc_gemm_bf16 + trk::gelu_bwd,
+ *              dY, W2 and u): within 8e-3 of the double reference (one ulp: cuBLASLt does not always round to
+ *              the nearest here), one bf16 ulp of trc_gemm_bf16 + trk::gelu_bwd,
  *              two runs bitwise identical
  *   backward   DGELU (dg = beta*dg + dY @ W^T, then dg *= GeLU'(u)) and BGRADA (dW = beta*dW + X^T @ dY and
  *              db = the column sums of dY) with beta 0 and 1: D against the double reference within 1e-5, and
@@ -286,8 +287,10 @@ static void check_row16_bwd(int slot, cudaStream_t s)
     trk::gelu_bwd<SM, SN>(s, dg, du, d2);
     const std::vector<tr_bf16> got = get(dd, (size_t)m * n), sep = get(d2, (size_t)m * n);
     char what[160];
+    /* one bf16 ulp (2^-7 of an element at most): cuBLASLt's du was within one ulp of the kernel's but not always the
+     * nearest value (4.49e-3 of the largest on an H200, 2026-11-27, where correct rounding stays within 3.9e-3) */
     snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d (DGELU, bf16 operands, u and D)", slot);
-    report(what, rel(want, widen_all(got)), 4e-3);
+    report(what, rel(want, widen_all(got)), 8e-3);
     snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d's bf16 du against the GEMM and the separate kernel: elements "
                                 "more than one bf16 ulp and 2^-17 of the largest off", slot);
     report(what, off_ulps(got, sep), 0);
