@@ -20,9 +20,10 @@
  * every pp = S > 1 dividing both W and model.layers (and the spec's own pp, with its pipeline.layers, where it
  * divides W), each stage a [q,q,d] group of W/S ranks in each distinct placement, with every micro-batch count m
  * dividing the group's sequences per rank (the spec rule). Each is costed as --cost costs pipeline stages
- * (pipe_cost.h: every class of every stage, the proved schedule timed, bubble included): step_s is that step,
+ * (pipe_cost.h: every class of each distinct stage, the proved schedule timed, bubble included): step_s is that step,
  * stage_bytes[s] the arena + stash of stage s (what --summary prints), peak_bytes their largest. The candidates
- * are S x meshes x placements x m: bounded by divisor counts, each costed from q*q class plans per stage.
+ * are S x meshes x placements x m: bounded by divisor counts, each costed from q*q class plans per distinct stage
+ * (first, last, and the middle stages by layer count and node offset: pipe_cost.c).
  */
 #ifndef TG_ADVISE_H
 #define TG_ADVISE_H
