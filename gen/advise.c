@@ -597,6 +597,73 @@ static tg_cost_phase train_total(const tg_candidate *c)
     return t;
 }
 
+/* Whether two "not costed" reasons are the same rule: equal but for their numbers (each run of digits, with the
+ * points and commas between them, counts as one number: "mesh [4,4,16]" is "mesh [8,8,1]"). */
+static bool same_rule(const char *a, const char *b)
+{
+    for (;;) {
+        bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+        if (da != db)
+            return false;
+        if (da) {
+            while ((*a >= '0' && *a <= '9') || ((*a == '.' || *a == ',') && a[1] >= '0' && a[1] <= '9'))
+                a++;
+            while ((*b >= '0' && *b <= '9') || ((*b == '.' || *b == ',') && b[1] >= '0' && b[1] <= '9'))
+                b++;
+            continue;
+        }
+        if (*a != *b)
+            return false;
+        if (!*a)
+            return true;
+        a++, b++;
+    }
+}
+
+/* The name of a "not costed" candidate: "pp=16 x [4,4,16] col mb=2". */
+static void uncosted_name(const tg_candidate *c, char *buf, size_t cap)
+{
+    layout_name(c, buf, cap);
+    if (c->pp > 1)
+        snprintf(buf + strlen(buf), cap - strlen(buf), " mb=%d", c->microbatches);
+}
+
+/* The "not costed" candidates, one line per rule (same_rule): with one candidate its name and reason, as the other
+ * refusals; with several, their count, the first 3 names and the first one's reason (--json lists each). */
+#define ADV_UNCOSTED_NAMED 3
+static void uncosted_lines(const tg_candidate *c, int n, tg_sb *o)
+{
+    for (int k = 0; k < n; k++) {
+        if (c[k].possible || !c[k].uncosted)
+            continue;
+        bool seen = false;
+        for (int e = 0; e < k && !seen; e++)
+            seen = !c[e].possible && c[e].uncosted && same_rule(c[e].why, c[k].why);
+        if (seen)
+            continue;
+        int count = 0;
+        for (int e = k; e < n; e++)
+            count += !c[e].possible && c[e].uncosted && same_rule(c[e].why, c[k].why);
+        char name[64];
+        uncosted_name(&c[k], name, sizeof name);
+        if (count == 1) {
+            tg_sb_printf(o, "  not costed %s: %s\n", name, c[k].why);
+            continue;
+        }
+        tg_sb_printf(o, "  not costed, %d candidates for one rule (--json lists each):", count);
+        for (int e = k, shown = 0; e < n && shown < ADV_UNCOSTED_NAMED; e++) {
+            if (c[e].possible || !c[e].uncosted || !same_rule(c[e].why, c[k].why))
+                continue;
+            uncosted_name(&c[e], name, sizeof name);
+            tg_sb_printf(o, "%s %s", shown++ ? "," : "", name);
+        }
+        if (count > ADV_UNCOSTED_NAMED)
+            tg_sb_printf(o, " and %d more", count - ADV_UNCOSTED_NAMED);
+        uncosted_name(&c[k], name, sizeof name);
+        tg_sb_printf(o, "; %s: %s\n", name, c[k].why);
+    }
+}
+
 void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
     int P = world(spec, ranks);
@@ -670,8 +737,8 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
     if (shown == 0)
         tg_sb_printf(o, "  (no layout of this model is possible on %d ranks; each rule is below)\n", P);
     for (int k = 0; k < n; k++) {
-        if (c[k].possible && c[k].fits)
-            continue;
+        if ((c[k].possible && c[k].fits) || (!c[k].possible && c[k].uncosted))
+            continue; /* the "not costed" ones below, by rule */
         char name[64];
         layout_name(&c[k], name, sizeof name);
         if (!c[k].possible && !c[k].megatron && !c[k].uncosted) /* refused by the spec rules: the mesh, any placement */
@@ -684,6 +751,7 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                      c[k].possible ? "refused (memory)" : c[k].uncosted ? "not costed" : "not possible", name,
                      c[k].why, c[k].fix[0] ? "; " : "", c[k].fix);
     }
+    uncosted_lines(c, n, o);
     if (best) {
         char lines[2048];
         spec_lines(best, spec, lines, sizeof lines);
