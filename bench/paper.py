@@ -77,7 +77,7 @@ def table1(machine, label):
         best = {}
         for c in adv["candidates"]:
             key = (c["scheme"], tuple(c["mesh"]))
-            if key not in T1:
+            if key not in T1 or c["pp"] != 1 or c["microbatches"] != 1:   # the paper's runs: one group, m = 1
                 continue
             pl = c["placement"] or "-"
             print("| %d | %s %s (%s) | %.4f | %.4f | %s | %s |" % (seq, c["scheme"], c["mesh"], pl, c["forward_s"],

@@ -107,15 +107,6 @@ static void take_train(tg_candidate *c, const tg_spec *spec, const tg_machine *m
     c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
 }
 
-/* A Tesseract training layout whose arena does not fit with the spec's own options: try the options that trade
- * time for memory (docs/COST.md "Training options"): micro-batches m (1 and the powers of two that divide the
- * sequences of a rank, and the spec's own m), recomputation (none, every layer, the spec's own) and, with d > 1 in
- * fp32, the AdamW state sharded over depth. Micro-batches and recomputation only add work (m micro-batches
- * broadcast the weights m times, recomputation runs the forward again), so they are searched only where the
- * spec's own options do not fit (where they fit, judge tries sharding alone). c gets the fastest combination that
- * fits, else the one of least memory; *s becomes that combination's spec (for fit_fix). For each of the at most
- * 3 recomputation choices, two plans (m = 1 and the most) and, where only the most fit, a bisection over m: at
- * most 3 x (2 + log2(log2(sequences per rank) + 2)) class plans. */
 /* One combination of training options, costed: its step time and arena; false when it cannot be planned. */
 static bool try_options(const tg_spec *s, int m, int rc, bool shard, const tg_machine *mc, tg_spec *t, double *ts,
                         long long *bytes)
@@ -134,22 +125,15 @@ static bool try_options(const tg_spec *s, int m, int rc, bool shard, const tg_ma
     return true;
 }
 
+/* A Tesseract training layout whose arena does not fit with the spec's own options at its row's micro-batch count m
+ * (every m the rules allow is a row of its own, tg_advise): try the options that trade time for memory
+ * (docs/COST.md "Training options"): recomputation (none, every layer, the spec's own) and, with d > 1 in fp32, the
+ * AdamW state sharded over depth (kept on: less memory for about the same time). c gets the fastest combination that
+ * fits, else the one of least memory; *s becomes that combination's spec (for fit_fix). At most 3 class plans. */
 static void search_options(tg_spec *s, const tg_machine *mc, tg_candidate *c)
 {
-    int per_rank = s->batch / (s->q * s->d);
-    int ms[40], nm = 0;
-    for (int m = 1; m <= per_rank && nm < 38; m *= 2)
-        if (per_rank % m == 0)
-            ms[nm++] = m;
-    if (s->microbatches > 1 && (s->microbatches & (s->microbatches - 1))) { /* the spec's own m, in order */
-        int k = nm++;
-        for (; k > 0 && ms[k - 1] > s->microbatches; k--)
-            ms[k] = ms[k - 1];
-        ms[k] = s->microbatches;
-    }
+    int m = s->microbatches > 1 ? s->microbatches : 1;
     int rcs[3] = {0, s->layers, s->recompute}, nrc = s->recompute > 0 && s->recompute < s->layers ? 3 : 2;
-    /* sharding takes less memory for about the same time (the same bytes in two collectives instead of one, AdamW on
-     * 1/d), so where memory is short and it is allowed the search keeps it on */
     bool shard = s->d > 1 && s->dtype == TG_FP32;
     double cap = mc->memory_gib * (double)(1LL << 30);
     tg_spec best_fit = *s, least = *s, t;
@@ -157,39 +141,16 @@ static void search_options(tg_spec *s, const tg_machine *mc, tg_candidate *c)
     long long least_b = c->peak_bytes, bytes;
     bool found = false;
     for (int r = 0; r < nrc; r++) {
-        /* m = 1, then the most micro-batches: from m = 2 on, the activations fall as m grows and the time rises (m = 2
-         * adds a gradient accumulator the size of the weights, so m = 1 is tried alone), so where the most do not fit
-         * no m does, and otherwise the fewest that fit are found by bisection over ms[1..] */
-        tg_spec fit = *s;
-        double fit_t = 0;
-        bool fits = false;
-        for (int e = 0; e < (nm > 1 ? 2 : 1) && !fits; e++) {
-            if (!try_options(s, ms[e ? nm - 1 : 0], rcs[r], shard, mc, &t, &ts, &bytes))
-                continue;
-            if (bytes < least_b) {
-                least_b = bytes;
-                least = t;
-            }
-            if ((double)bytes <= cap) {
-                fits = true;
-                fit = t;
-                fit_t = ts;
-                for (int lo = 0, hi = nm - 1; e == 1 && hi - lo > 1;) { /* ms[hi] fits; ms[lo] does not */
-                    int mid = lo + (hi - lo) / 2;
-                    if (try_options(s, ms[mid], rcs[r], shard, mc, &t, &ts, &bytes) && (double)bytes <= cap) {
-                        hi = mid;
-                        fit = t;
-                        fit_t = ts;
-                    } else {
-                        lo = mid;
-                    }
-                }
-            }
+        if (!try_options(s, m, rcs[r], shard, mc, &t, &ts, &bytes))
+            continue;
+        if (bytes < least_b) {
+            least_b = bytes;
+            least = t;
         }
-        if (fits && (!found || fit_t < best_t)) {
+        if ((double)bytes <= cap && (!found || ts < best_t)) {
             found = true;
-            best_t = fit_t;
-            best_fit = fit;
+            best_t = ts;
+            best_fit = t;
         }
     }
     *s = found ? best_fit : least;
@@ -444,16 +405,27 @@ bool tg_advise(const tg_spec *spec, const tg_machine *mc, int ranks, tg_candidat
     for (int q = 1; q * q <= P; q++) {
         if (P % (q * q) != 0)
             continue;
-        int d = P / (q * q);
-        for (int pl = 0; pl < TG_NPLACEMENTS; pl++) {
-            if (same_numbering(q, d, pl))
+        int d = P / (q * q), m0 = one.microbatches > 1 ? one.microbatches : 1;
+        /* training: a row for each micro-batch count m dividing the sequences of a rank (the spec rule), as the
+         * pipeline rows below; the spec's own m alone where the batch does not split into whole sequences (the
+         * rule refusing the mesh says so) */
+        int per_rank = spec->mode == TG_TRAIN && spec->batch % (q * d) == 0 ? spec->batch / (q * d) : 0;
+        bool refused = false;
+        for (int m = per_rank ? 1 : m0; m <= (per_rank ? per_rank : m0) && !refused; m++) {
+            if (per_rank && per_rank % m != 0)
                 continue;
-            if (!(x = next_candidate(&c, &cap, &cnt)))
-                goto oom;
-            x->q = q, x->d = d, x->p = P, x->placement = (tg_placement)pl;
-            judge(&one, mc, x);
-            if (!x->possible && pl == 0 && !x->peak_bytes) /* the rules refuse the mesh: one line, any placement */
-                break;
+            tg_spec om = one;
+            om.microbatches = spec->mode == TG_TRAIN ? m : one.microbatches;
+            for (int pl = 0; pl < TG_NPLACEMENTS && !refused; pl++) {
+                if (same_numbering(q, d, pl))
+                    continue;
+                if (!(x = next_candidate(&c, &cap, &cnt)))
+                    goto oom;
+                x->q = q, x->d = d, x->p = P, x->placement = (tg_placement)pl;
+                judge(&om, mc, x);
+                /* the rules refuse the mesh: one line, any placement and m */
+                refused = !x->possible && pl == 0 && !x->peak_bytes;
+            }
         }
     }
     /* Megatron-LM 1-D over all P ranks (its one group is every rank, whatever the numbering) */
@@ -597,6 +569,73 @@ static tg_cost_phase train_total(const tg_candidate *c)
     return t;
 }
 
+/* Whether two "not costed" reasons are the same rule: equal but for their numbers (each run of digits, with the
+ * points and commas between them, counts as one number: "mesh [4,4,16]" is "mesh [8,8,1]"). */
+static bool same_rule(const char *a, const char *b)
+{
+    for (;;) {
+        bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+        if (da != db)
+            return false;
+        if (da) {
+            while ((*a >= '0' && *a <= '9') || ((*a == '.' || *a == ',') && a[1] >= '0' && a[1] <= '9'))
+                a++;
+            while ((*b >= '0' && *b <= '9') || ((*b == '.' || *b == ',') && b[1] >= '0' && b[1] <= '9'))
+                b++;
+            continue;
+        }
+        if (*a != *b)
+            return false;
+        if (!*a)
+            return true;
+        a++, b++;
+    }
+}
+
+/* The name of a "not costed" candidate: "pp=16 x [4,4,16] col mb=2". */
+static void uncosted_name(const tg_candidate *c, char *buf, size_t cap)
+{
+    layout_name(c, buf, cap);
+    if (c->pp > 1)
+        snprintf(buf + strlen(buf), cap - strlen(buf), " mb=%d", c->microbatches);
+}
+
+/* The "not costed" candidates, one line per rule (same_rule): with one candidate its name and reason, as the other
+ * refusals; with several, their count, the first 3 names and the first one's reason (--json lists each). */
+#define ADV_UNCOSTED_NAMED 3
+static void uncosted_lines(const tg_candidate *c, int n, tg_sb *o)
+{
+    for (int k = 0; k < n; k++) {
+        if (c[k].possible || !c[k].uncosted)
+            continue;
+        bool seen = false;
+        for (int e = 0; e < k && !seen; e++)
+            seen = !c[e].possible && c[e].uncosted && same_rule(c[e].why, c[k].why);
+        if (seen)
+            continue;
+        int count = 0;
+        for (int e = k; e < n; e++)
+            count += !c[e].possible && c[e].uncosted && same_rule(c[e].why, c[k].why);
+        char name[64];
+        uncosted_name(&c[k], name, sizeof name);
+        if (count == 1) {
+            tg_sb_printf(o, "  not costed %s: %s\n", name, c[k].why);
+            continue;
+        }
+        tg_sb_printf(o, "  not costed, %d candidates for one rule (--json lists each):", count);
+        for (int e = k, shown = 0; e < n && shown < ADV_UNCOSTED_NAMED; e++) {
+            if (c[e].possible || !c[e].uncosted || !same_rule(c[e].why, c[k].why))
+                continue;
+            uncosted_name(&c[e], name, sizeof name);
+            tg_sb_printf(o, "%s %s", shown++ ? "," : "", name);
+        }
+        if (count > ADV_UNCOSTED_NAMED)
+            tg_sb_printf(o, " and %d more", count - ADV_UNCOSTED_NAMED);
+        uncosted_name(&c[k], name, sizeof name);
+        tg_sb_printf(o, "; %s: %s\n", name, c[k].why);
+    }
+}
+
 void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const tg_candidate *c, int n, tg_sb *o)
 {
     int P = world(spec, ranks);
@@ -670,8 +709,8 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
     if (shown == 0)
         tg_sb_printf(o, "  (no layout of this model is possible on %d ranks; each rule is below)\n", P);
     for (int k = 0; k < n; k++) {
-        if (c[k].possible && c[k].fits)
-            continue;
+        if ((c[k].possible && c[k].fits) || (!c[k].possible && c[k].uncosted))
+            continue; /* the "not costed" ones below, by rule */
         char name[64];
         layout_name(&c[k], name, sizeof name);
         if (!c[k].possible && !c[k].megatron && !c[k].uncosted) /* refused by the spec rules: the mesh, any placement */
@@ -684,6 +723,7 @@ void tg_advise_text(const tg_spec *spec, const tg_machine *mc, int ranks, const 
                      c[k].possible ? "refused (memory)" : c[k].uncosted ? "not costed" : "not possible", name,
                      c[k].why, c[k].fix[0] ? "; " : "", c[k].fix);
     }
+    uncosted_lines(c, n, o);
     if (best) {
         char lines[2048];
         spec_lines(best, spec, lines, sizeof lines);

@@ -3,8 +3,9 @@
  * placed on the machine's nodes and timed by the cost model (cost.h).
  *
  * Candidates are every [q,q,d] with q*q*d = P (Optimus 2-D is d = 1) in each
- * placement that numbers the ranks differently (mesh.h), and Megatron-LM 1-D
- * over P (scheme "megatron"). Each is judged by the spec loader's own rules
+ * placement that numbers the ranks differently (mesh.h), for a training spec
+ * at every micro-batch count m dividing the sequences per rank (one row each),
+ * and Megatron-LM 1-D over P (scheme "megatron"). Each is judged by the spec loader's own rules
  * (a layout they refuse is listed with their message, not timed) and by the
  * work bound, then its class (0,0) is planned for inference and for training
  * and costed: forward_s is the inference forward, train_step_s forward +
@@ -20,9 +21,10 @@
  * every pp = S > 1 dividing both W and model.layers (and the spec's own pp, with its pipeline.layers, where it
  * divides W), each stage a [q,q,d] group of W/S ranks in each distinct placement, with every micro-batch count m
  * dividing the group's sequences per rank (the spec rule). Each is costed as --cost costs pipeline stages
- * (pipe_cost.h: every class of every stage, the proved schedule timed, bubble included): step_s is that step,
+ * (pipe_cost.h: every class of each distinct stage, the proved schedule timed, bubble included): step_s is that step,
  * stage_bytes[s] the arena + stash of stage s (what --summary prints), peak_bytes their largest. The candidates
- * are S x meshes x placements x m: bounded by divisor counts, each costed from q*q class plans per stage.
+ * are S x meshes x placements x m: bounded by divisor counts, each costed from q*q class plans per distinct stage
+ * (first, last, and the middle stages by layer count and node offset: pipe_cost.c).
  */
 #ifndef TG_ADVISE_H
 #define TG_ADVISE_H
@@ -50,8 +52,9 @@ typedef struct tg_candidate {
     tg_cost_phase fwd;     /* the inference forward, for "what dominates" */
     tg_cost_phase train[3]; /* the training step's phases */
     int nodes;
-    /* a training spec's memory options on this layout (the spec's own, unless they do not fit: then the fastest
-     * combination of micro-batches, recomputation and optimizer sharding that fits, else the one of least memory) */
+    /* a training spec's memory options on this layout: its row's micro-batch count, and the spec's own others unless
+     * they do not fit: then the fastest combination of recomputation and optimizer sharding that fits at that m, else
+     * the one of least memory */
     int microbatches, recompute, shard;
     int layers; /* of the spec those options are for (recompute == layers: every layer) */
     /* pipeline stages: pp = 1 for every other candidate; with pp > 1, q, d and placement are one stage's group,

@@ -4,6 +4,16 @@
  * spec), the stage's figure is its slowest class's, and the proved schedule of gen/pipe.c is replayed with those
  * durations (tg_pipe_time). The work is the classes' plans (S stages x q*q classes of n_s layers: q*q*L layer plans
  * in all) and one event run of S * 6m steps per timeline. Pure computation, no I/O.
+ *
+ * Equal stages are planned once. A stage's class plans depend on whether it is the first (the embedding) or the last
+ * (the head and the loss), on its layer count (not on which layers: the layer index only names the weights, but for
+ * recomputation's first N layers, so with recompute every stage's l0 counts too), on its stash (the copies of the
+ * per-micro-batch buffers) and, for the cost, on which nodes its world ranks s*p .. s*p+p-1 fall on: the same for
+ * every s with the same s*p mod ranks_per_node. The stash only multiplies each class's stash_elems, so it is not in
+ * the signature: each planned stage keeps its classes' arena and stash_elems, and a stage with the signature of an
+ * earlier one takes that one's times and computes its own arena + stash from them. The middle stages of an even
+ * split are one plan: S stages cost 3 stages' plans, not S (the reference that plans every stage, and the check
+ * that both agree to the bit, are tg_pipe_cost_every_stage and tests/test_cost.c).
  */
 #include "pipe_cost.h"
 
@@ -48,8 +58,24 @@ static double p2p_time(int a, int p, int dist, double n, const tg_machine *mc, i
 
 static double maxd(double a, double b) { return a > b ? a : b; }
 
-/* The figures of stage st's slowest class into c->st[st]. */
-static bool cost_stage(tg_plan *pl, int st, const tg_machine *mc, tg_pipe_cost_stage *o, tg_err *err)
+/* What decides a stage's class plans and their cost, but for its stash (above): stages with equal signatures have equal
+ * figures. */
+typedef struct stage_sig {
+    int first, last, nl, node_offset, l0;
+} stage_sig;
+
+static stage_sig signature(const tg_spec *s, const tg_machine *mc, int p, int st)
+{
+    stage_sig g = {st == 0, st == s->pp - 1, s->stage_layers[st], (int)((long long)st * p % mc->ranks_per_node), -1};
+    if (s->recompute != 0) /* plan_tesseract.c recomputes the layers l < recompute: absolute indices */
+        for (int k = g.l0 = 0; k < st; k++)
+            g.l0 += s->stage_layers[k];
+    return g;
+}
+
+/* The figures of stage st's slowest class into o; cls[2 * (i*q + j)] and the next get class (i, j)'s arena and
+ * stash_elems (one micro-batch's), from which a stage of equal signature and another stash gets its memory. */
+static bool cost_stage(tg_plan *pl, int st, const tg_machine *mc, tg_pipe_cost_stage *o, long long *cls, tg_err *err)
 {
     if (!tg_plan_stage(pl, st, err))
         return false;
@@ -65,6 +91,8 @@ static bool cost_stage(tg_plan *pl, int st, const tg_machine *mc, tg_pipe_cost_s
             bool ok = tg_cost_class(pl, &cp, mc, &cs, err);
             long long mem = 4 * (cp.arena_elems + cp.stash_total); /* as tg_stage_memory (summary.c) prints it */
             o->mem_bytes = mem > o->mem_bytes ? mem : o->mem_bytes;
+            cls[2 * (i * q + j)] = cp.arena_elems;
+            cls[2 * (i * q + j) + 1] = cp.stash_elems;
             tg_class_free(&cp);
             if (!ok)
                 return false;
@@ -84,13 +112,31 @@ static bool cost_stage(tg_plan *pl, int st, const tg_machine *mc, tg_pipe_cost_s
     return true;
 }
 
+/* Stage st with the signature of stage `like`, planned before it: that stage's times and arenas, its own layers, and
+ * its own arena + stash from the classes' arena and stash_elems (cls) with its stash (plan.c stash()). */
+static bool reuse_stage(tg_plan *pl, int st, const tg_pipe_cost_stage *like, const long long *cls, tg_pipe_cost_stage *o,
+                        tg_err *err)
+{
+    if (!tg_plan_stage(pl, st, err))
+        return false;
+    *o = *like;
+    o->l0 = pl->l0;
+    o->nl = pl->nl;
+    o->mem_bytes = 0;
+    for (int k = 0; k < pl->mesh.q * pl->mesh.q; k++) {
+        long long mem = 4 * (cls[2 * k] + cls[2 * k + 1] * pl->stash);
+        o->mem_bytes = mem > o->mem_bytes ? mem : o->mem_bytes;
+    }
+    return true;
+}
+
 void tg_pipe_cost_free(tg_pipe_cost *c)
 {
     free(c->st);
     c->st = NULL;
 }
 
-static bool cost_run(const tg_spec *s, const tg_machine *mc, bool pp1, tg_pipe_cost *out, tg_err *err)
+static bool cost_run(const tg_spec *s, const tg_machine *mc, bool pp1, bool every_stage, tg_pipe_cost *out, tg_err *err)
 {
     memset(out, 0, sizeof *out);
     int S = s->pp;
@@ -104,14 +150,35 @@ static bool cost_run(const tg_spec *s, const tg_machine *mc, bool pp1, tg_pipe_c
     out->nodes = (S * p + mc->ranks_per_node - 1) / mc->ranks_per_node;
     out->st = calloc((size_t)S, sizeof *out->st);
     double *buf = calloc((size_t)S * 8, sizeof *buf);
-    if (!out->st || !buf) {
+    stage_sig *sig = calloc((size_t)S, sizeof *sig);
+    int *planned = calloc((size_t)S, sizeof *planned); /* the stages whose classes were planned, in order */
+    long long *cls = calloc((size_t)S * 2 * (size_t)pl.mesh.q * (size_t)pl.mesh.q, sizeof *cls);
+    if (!out->st || !buf || !sig || !planned || !cls) {
         free(buf);
+        free(sig);
+        free(planned);
+        free(cls);
         tg_pipe_cost_free(out);
         return tg_fail(err, "cost model: out of memory for %d stages", S);
     }
     bool ok = true;
-    for (int st = 0; st < S && ok; st++)
-        ok = cost_stage(&pl, st, mc, &out->st[st], err);
+    size_t qq2 = 2 * (size_t)pl.mesh.q * (size_t)pl.mesh.q;
+    for (int st = 0; st < S && ok; st++) {
+        sig[st] = signature(s, mc, pl.mesh.p, st);
+        int like = -1;
+        for (int k = 0; k < out->stage_plans && like < 0 && !every_stage; k++)
+            if (!memcmp(&sig[planned[k]], &sig[st], sizeof sig[st]))
+                like = k;
+        if (like >= 0) {
+            ok = reuse_stage(&pl, st, &out->st[planned[like]], cls + (size_t)like * qq2, &out->st[st], err);
+        } else {
+            ok = cost_stage(&pl, st, mc, &out->st[st], cls + (size_t)out->stage_plans * qq2, err);
+            planned[out->stage_plans++] = st;
+        }
+    }
+    free(sig);
+    free(planned);
+    free(cls);
     /* the blocks: one micro-batch's rows of the [R, C/q] residual stream block; the tied wte gradient's Vq x C/q */
     out->block_bytes = 4LL * (pl.R / m) * pl.Cq;
     for (int st = 0; st + 1 < S && ok; st++)
@@ -181,12 +248,17 @@ static bool cost_run(const tg_spec *s, const tg_machine *mc, bool pp1, tg_pipe_c
 
 bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err)
 {
-    return cost_run(s, mc, true, out, err);
+    return cost_run(s, mc, true, false, out, err);
 }
 
 bool tg_pipe_cost_step(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err)
 {
-    return cost_run(s, mc, false, out, err);
+    return cost_run(s, mc, false, false, out, err);
+}
+
+bool tg_pipe_cost_every_stage(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err)
+{
+    return cost_run(s, mc, true, true, out, err);
 }
 
 static const char *const timeline[2] = {"streams", "serial"};

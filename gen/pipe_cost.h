@@ -48,12 +48,16 @@ typedef struct tg_pipe_cost {
     double step[2];             /* the step: the pipeline, the tied exchange, the optimizers */
     double bubble[2];           /* idle stage-time over S * span */
     double pp1_step[2];         /* the same model on one [q,q,d] group (pp = 1), class (0,0) */
+    int stage_plans;            /* the stages whose classes were planned; each other stage has the signature of one of
+                                 * them (pipe_cost.c: first, last, layer count, node offset) and reuses its figures */
 } tg_pipe_cost;
 
 /* Plan every class of every stage of s (pp > 1) and time the step on mc. */
 bool tg_pipe_cost_run(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err);
 /* The same step without the pp = 1 comparison (pp1_step stays 0): what --advise ranks a pipeline candidate by. */
 bool tg_pipe_cost_step(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err);
+/* tg_pipe_cost_run planning every stage, none reused (stage_plans = S): the reference the reuse is checked against. */
+bool tg_pipe_cost_every_stage(const tg_spec *s, const tg_machine *mc, tg_pipe_cost *out, tg_err *err);
 void tg_pipe_cost_free(tg_pipe_cost *c);
 /* For people (tessgen --cost): the stages' table, the step, the bubble, the pp = 1 comparison. */
 void tg_pipe_cost_text(const tg_spec *s, const tg_machine *mc, const tg_pipe_cost *c, tg_sb *o);

@@ -8,7 +8,8 @@
  * link of the group, which depends on the placement: inside a node the rank's
  * link, across nodes the node's link shared by the groups that cross it;
  * latencies alone give (g-1) a per broadcast; the two-stream timeline lies
- * between the busiest stream and the serial sum.
+ * between the busiest stream and the serial sum. Pipeline stages: planning each
+ * distinct stage once gives the very figures of planning every stage.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "pipe_cost.h"
 #include "tt.h"
 #include "tt_spec.h"
 
@@ -162,6 +164,58 @@ int main(void)
                  c2.phase[1].intra_bytes + c2.phase[1].inter_bytes, c1.phase[1].intra_bytes + c1.phase[1].inter_bytes);
         tg_cost_free(&c1);
         tg_cost_free(&c2);
+    }
+    TT_CASE("pipeline stages: equal stages are planned once, and every figure is the one of planning every stage") {
+        /* 6 stages of [2,2,1] (4 ranks each): on 4 ranks per node every middle stage has the same nodes layout, so
+         * stages 0, 1 and 5 are planned; on 3 per node stage s starts at node offset 4s mod 3 = 0, 1, 2, 0, 1, 2 and
+         * stage 4 is stage 1 again; uneven layers make stage 2 its own; with model.vocab, and on both schedules */
+        const int lay[2][6] = {{2, 2, 2, 2, 2, 2}, {1, 2, 3, 2, 2, 2}};
+        for (int v = 0; v < 2; v++)
+            for (int u = 0; u < 2; u++)
+                for (int r = 0; r < 2; r++)
+                    for (int g = 0; g < 2; g++) {
+                        tg_spec s = tt_spec(2, 1, 12, 8, 2, 16, 2, 8, 1);
+                        s.pp = 6;
+                        memcpy(s.stage_layers, lay[u], sizeof lay[u]);
+                        s.microbatches = 4;
+                        s.schedule = g ? TG_PIPE_GPIPE : TG_PIPE_1F1B;
+                        if (v)
+                            s.vocab = 10, s.positions = 2;
+                        tg_machine mc = machine(r ? 3 : 4, 100, 10, 5, 1, 1000);
+                        tg_pipe_cost a, b;
+                        tg_err e = {{0}, 0};
+                        TT_CHECK(tg_pipe_cost_run(&s, &mc, &a, &e), "reused: %s", e.msg);
+                        TT_CHECK(tg_pipe_cost_every_stage(&s, &mc, &b, &e), "every stage: %s", e.msg);
+                        if (!a.st || !b.st)
+                            continue;
+                        int want = r == 0 ? (u ? 4 : 3) : (u ? 5 : 5);
+                        TT_CHECK(a.stage_plans == want && b.stage_plans == 6,
+                                 "vocab %d layers %d rpn %d: %d stages planned (want %d), every stage %d", v, u, r ? 3 : 4,
+                                 a.stage_plans, want, b.stage_plans);
+                        for (int t = 0; t < 2; t++)
+                            TT_CHECK(a.step[t] == b.step[t] && a.span[t] == b.span[t] && a.bubble[t] == b.bubble[t] &&
+                                         a.pp1_step[t] == b.pp1_step[t],
+                                     "timeline %d: step %.17g vs %.17g", t, a.step[t], b.step[t]);
+                        TT_CHECK(a.tied == b.tied && a.block_bytes == b.block_bytes && a.nodes == b.nodes, "blocks");
+                        int stash_differ = 0;
+                        for (int st = 0; st < 6; st++) {
+                            const tg_pipe_cost_stage *x = &a.st[st], *y = &b.st[st];
+                            bool same = x->l0 == y->l0 && x->nl == y->nl && x->p2p == y->p2p &&
+                                        x->p2p_inter == y->p2p_inter && x->peak_bytes == y->peak_bytes &&
+                                        x->mem_bytes == y->mem_bytes;
+                            for (int t = 0; t < 2; t++)
+                                same = same && x->fwd[t] == y->fwd[t] && x->bwd[t] == y->bwd[t] &&
+                                       x->bwd_last[t] == y->bwd_last[t] && x->opt[t] == y->opt[t] &&
+                                       x->busy[t] == y->busy[t] && x->end[t] == y->end[t];
+                            TT_CHECK(same, "vocab %d layers %d rpn %d %s: stage %d differs (mem %lld vs %lld)", v, u,
+                                     r ? 3 : 4, g ? "gpipe" : "1f1b", st, x->mem_bytes, y->mem_bytes);
+                            stash_differ += st > 0 && x->mem_bytes != a.st[1].mem_bytes && x->nl == a.st[1].nl;
+                        }
+                        /* 1F1B's middle stages hold fewer micro-batches the later they are: memory is not reused */
+                        TT_CHECK(g || u || stash_differ > 0, "1f1b: every middle stage with stage 1's memory");
+                        tg_pipe_cost_free(&a);
+                        tg_pipe_cost_free(&b);
+                    }
     }
     TT_EXIT();
 }
