@@ -792,6 +792,18 @@ if wanted "cuda: lm|cuda: compile"; then
 fi
 
 # ---- compile with nvcc ------------------------------------------------------------------------------------
+cu_stale_bias() { # the call an older tessgen emitted for a bf16 program's fc1 (docs/RELIABILITY.md)
+    cat >"$WORK/stale.cu" <<'CU'
+#include "trc.h"
+void f(tr_ctx *c, const tr_bf16 *a, const tr_bf16 *b, tr_bf16 *g, const float *bias, tr_bf16 *u)
+{
+    trc_gemm_lt(c, 0, TRC_EPI_GELU_AUX_BIAS, 8, 8, 8, a, 8, b, 8, 0.0f, g, 8, bias, g, u);
+}
+CU
+    ! "$(cu_nvcc)" -std=c++17 -Iruntime -Iruntime/cuda -c "$WORK/stale.cu" -o "$WORK/stale.o" >"$WORK/stale.log" 2>&1 &&
+        cat "$WORK/stale.log" && grep -q "deleted function" "$WORK/stale.log" && grep -q "trc.h" "$WORK/stale.log" &&
+        grep -B6 "= delete;" runtime/cuda/trc.h | grep -q "generate it"
+}
 cu_nvcc() {
     if [ -n "${TESS_NVCC:-}" ]; then command -v "$TESS_NVCC"; return; fi
     command -v nvcc 2>/dev/null && return
@@ -894,6 +906,8 @@ if wanted "cuda: compile"; then
                 check "cuda: compile: $what of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
                     cu_compile_as $objs "$q" "$d" lm
         done
+        check "cuda: compile: a program from before bf16 programs' bf16 fc1 bias (an fp32 bias with a bf16 D, which cuBLASLt refuses) does not compile: the compiler names trc_gemm_lt's deleted overload, whose comment says to generate it again" \
+            cu_stale_bias
         check "cuda: compile: the CUDA runtime compiled once for the four programs of [2,2,2] (scripts/rt_shared.sh), each output's copy byte for byte the shared one" \
             cu_rt_shared
         # the standalone kernel checks: six independent nvcc builds (one thread each), started together so that both

@@ -163,6 +163,12 @@ void trc_fused(struct tr_ctx *c, int id, int by);
 /* bf16 A and B, fp32 C, D and aux. */
 void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda,
                  const tr_bf16 *B, int ldb, float beta, float *C, int ldc, const float *bias, float *D, float *aux);
+/* A program generated before bf16 programs added fc1's bias in bf16 passes an fp32 bias with a bf16 D, which
+ * cuBLASLt refuses (CUBLAS_STATUS_INVALID_VALUE): such a program does not compile against this runtime; generate it
+ * again with this tessgen (docs/BF16.md). */
+void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda,
+                 const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc, const float *bias, tr_bf16 *D,
+                 tr_bf16 *aux) = delete;
 /* bf16 A, B, C, D, aux (rounded to nearest even) and bias (cuBLASLt reads the bias in D's type): a bf16 program's
  * fc1 with its bias + GeLU (docs/BF16.md); C is D with beta 0. */
 void trc_gemm_lt(struct tr_ctx *c, int slot, int epi, int m, int n, int k, const tr_bf16 *A, int lda,
