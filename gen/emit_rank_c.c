@@ -170,6 +170,9 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
         tg_sb_printf(o, "    tr_ln_bwd_apply(c, %s, %s, %s, %s, %s, %s, %d, %d, %d, %gf, %s);\n", bn(rp, s, 0),
                      bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5), s->rows, s->cols,
                      s->hidden, s->eps, bn(rp, s, 6));
+        if (s->buf[7] >= 0) /* bf16: the copy of g the next op's GEMMs read (plan_builder.c), from the same values */
+            tg_sb_printf(o, "    tr_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 6), rp->bufs[s->buf[7]].elems,
+                         bn(rp, s, 7));
         break;
     case TG_STEP_ATTN_BWD:
         /* its two [seq, seq] scratch side by side in slot 3 (plan_steps.c; slot 4 is the CUDA backend's);

@@ -123,7 +123,8 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_GELU_BWD: /* dg in, u in; dg out in place, or du (bf16) out of place */
         return 4 * rc + esz(rp, s, 1) * rc + (s->buf[2] >= 0 ? esz(rp, s, 2) : 4) * rc;
     case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
-    case TG_STEP_LN_BWD_APPLY: return 4 * (4 * rc + 4LL * s->rows + s->cols);
+    case TG_STEP_LN_BWD_APPLY: /* and the bf16 copy of g (slot 7) where the next op's GEMMs read one */
+        return 4 * (4 * rc + 4LL * s->rows + s->cols) + (s->buf[7] >= 0 ? 2 * rc : 0);
     case TG_STEP_ATTN_BWD: { /* qkv and dout in (and their bf16 copies), dqkv out; the GEMMs read Q, K, V, dO twice;
                               * scores and dP written and read (fp32); P written, read three times; dS written */
         long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, e = esz(rp, s, 4);
@@ -425,14 +426,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  "*);\n",
                  s->rows, s->cols, s->hidden);
         break;
-    case TG_STEP_LN_BWD_APPLY:
-        tg_sb_printf(o, "    trk::ln_bwd_apply<%d, %d, %d>(S, %s, %s, %s, %s, %s, %s, %gf, %s);\n", s->rows, s->cols,
+    case TG_STEP_LN_BWD_APPLY: /* bf16: also the copy of g the next op's GEMMs read (slot 7, plan_builder.c) */
+        tg_sb_printf(o, "    trk::ln_bwd_apply<%d, %d, %d>(S, %s, %s, %s, %s, %s, %s, %gf, %s, %s);\n", s->rows, s->cols,
                      s->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5),
-                     s->eps, bn(rp, s, 6));
+                     s->eps, bn(rp, s, 6), bn(rp, s, 7));
         snprintf(line, sizeof line,
                  "template void ln_bwd_apply<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
-                 "                                      const float *, const float *, const float *, float, float "
-                 "*);\n",
+                 "                                      const float *, const float *, const float *, float, float *,\n"
+                 "                                      tr_bf16 *);\n",
                  s->rows, s->cols, s->hidden);
         break;
     case TG_STEP_ATTN_BWD:

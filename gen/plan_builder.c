@@ -178,6 +178,28 @@ static int weight_copy(tg_builder *b, int buf)
     return -1;
 }
 
+/* The layernorm-backward step that wrote buf (g += dx, slot 6) among the last few steps, when no step after it touches
+ * buf and it writes no copy yet: it can write buf's bf16 copy too (the residual gradient the next op's GEMMs read,
+ * rounded from the very values it stores, so the same bits as a cast step after it). NULL otherwise. Looks back at
+ * most 16 steps (the collectives of the layernorm parameters' gradients come between): O(1) per operand. */
+static tg_step *ln_writer(tg_builder *b, int buf)
+{
+    tg_class_plan *rp = b->rp;
+    for (int i = rp->nsteps - 1; i >= 0 && i >= rp->nsteps - 16; i--) {
+        tg_step *s = &rp->steps[i];
+        bool touches = false;
+        for (int k = 0; k < TG_STEP_MAXBUF && !touches; k++)
+            touches = s->buf[k] == buf;
+        if (!touches)
+            continue;
+        return s->kind == TG_STEP_LN_BWD_APPLY && s->buf[6] == buf && s->buf[7] < 0 && s->phase == b->phase &&
+                       b->rp->bufs[buf].mb_stride == 0
+                   ? s
+                   : NULL;
+    }
+    return NULL;
+}
+
 int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
 {
     if (buf < 0 || b->pl->spec.dtype != TG_BF16 || b->rp->bufs[buf].dtype != TG_BUF_F32)
@@ -190,23 +212,33 @@ int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf)
     for (int k = 0; k < b->ncast; k++)
         if (b->cast[k].src == buf)
             return b->cast[k].dst;
-    char src[sizeof b->rp->bufs[0].name], tag[16], what[120];
+    char src[sizeof b->rp->bufs[0].name], tag[16], what[160];
     snprintf(src, sizeof src, "%s", b->rp->bufs[buf].name);
-    snprintf(what, sizeof what, "copy of %s for the %s GEMMs%s, rounded to nearest even", src, op,
-             b->phase == TG_PHASE_BWD ? " of the backward" : "");
+    tg_step *ln = ln_writer(b, buf);
+    if (ln)
+        snprintf(what, sizeof what, "bf16 copy of %s for the %s GEMMs, written with it by the layernorm backward", src,
+                 op);
+    else
+        snprintf(what, sizeof what, "copy of %s for the %s GEMMs%s, rounded to nearest even", src, op,
+                 b->phase == TG_PHASE_BWD ? " of the backward" : "");
     /* the forward and backward casts of one buffer live in different functions, but name them apart anyway */
     int id = tg_pb_buf_like(b, buf, what, "bf16%s_%s_%s_%s", b->phase == TG_PHASE_BWD ? "b" : "",
                             layer_tag(tag, sizeof tag, layer), op, src);
     if (id < 0)
         return -1;
     b->rp->bufs[id].dtype = TG_BUF_BF16;
-    tg_step *s = tg_pb_step(b, TG_STEP_CAST, layer, op, -1);
-    if (!s)
-        return -1;
-    s->count = b->rp->bufs[id].elems; /* of the copy: an I/O block's view of one micro-batch */
-    tg_pb_use(s, 0, buf, TG_ACC_R);
-    tg_pb_use(s, 1, id, TG_ACC_W);
-    s->desc = TG_D_CAST;
+    if ((ln = ln_writer(b, buf)) != NULL) {
+        tg_pb_use(ln, 7, id, TG_ACC_W); /* that step writes the copy beside buf: no cast step, no pass over buf */
+        ln->label = "dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); g += dx; and bf16(g) for the next GEMMs";
+    } else {
+        tg_step *s = tg_pb_step(b, TG_STEP_CAST, layer, op, -1);
+        if (!s)
+            return -1;
+        s->count = b->rp->bufs[id].elems; /* of the copy: an I/O block's view of one micro-batch */
+        tg_pb_use(s, 0, buf, TG_ACC_R);
+        tg_pb_use(s, 1, id, TG_ACC_W);
+        s->desc = TG_D_CAST;
+    }
     if (b->ncast == (int)(sizeof b->cast / sizeof b->cast[0]))
         b->ncast = 0;
     b->cast[b->ncast].src = buf;

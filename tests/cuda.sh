@@ -612,6 +612,17 @@ cub_fused() { # dir epilogue: a bf16 program on q = 1 or megatron (docs/BF16.md)
         [ "$n" = 2 ] || { echo "$(basename "$f"): $n fc2 input-gradient calls write the bf16 du from the bf16 u, want 2"; return 1; }
     done
 }
+cub_lncopy() { # dir layers: bf16 training (docs/BF16.md): every bf16 copy of the residual gradient grad_x that an op's
+    # backward GEMMs read is written by the layernorm backward that wrote grad_x (ln_bwd_apply's last argument), but
+    # the top layer's fc2 copy of dL/dy, which a cast step makes; before, a cast step made each of them (2 a layer)
+    local f n want=$((2 * $2 - 1))
+    for f in "$1"/rank_i*_j*.cu; do
+        n=$(grep -c "trk::ln_bwd_apply<.*, grad_x, bf16b_L[0-9]*_\(fc2\|proj\)_grad_x);" "$f")
+        [ "$n" = $want ] || { echo "$(basename "$f"): $n layernorm backward steps write grad_x's bf16 copy, want $want"; return 1; }
+        n=$(grep -c "trc_cast_bf16(c, grad_x, " "$f")
+        [ "$n" = 1 ] || { echo "$(basename "$f"): $n cast steps of grad_x, want 1 (the top layer's dL/dy)"; return 1; }
+    done
+}
 cub_infer() { # bf16 inference on [1,1,1] (docs/BF16.md): fc1's GEMM writes the bf16 GeLU output fc2 reads as its
     # cuBLASLt epilogue (as cub_fused, without aux); the emulated forward against the CPU program (output poisoned first)
     local dir="$WORK/cubi" a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy"
@@ -659,6 +670,8 @@ if wanted "cuda: bf16|cuda: compile"; then
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so no GEMM takes an epilogue" \
                         cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
                 fi
+                check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each bf16 copy of the residual gradient but the top layer's dL/dy is written by the layernorm backward that wrote it (no cast step)" \
+                    cub_lncopy "$WORK/cub_${q}_${d}" 2
                 for order in $(cu_orders "$q" "$d"); do
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d], $order first: forward within 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned" \
                         cub_fwd "$q" "$d" "$order"

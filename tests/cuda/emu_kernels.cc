@@ -329,15 +329,21 @@ void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *r
 
 template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
-                  const float *gamma, const float *sums, float eps, float *g)
+                  const float *gamma, const float *sums, float eps, float *g, tr_bf16 *g16)
 {
     if (COLS % 4 == 0) {
         trc_check_aligned(dy, "ln_bwd_apply dy", __FILE__, __LINE__);
         trc_check_aligned(x, "ln_bwd_apply x", __FILE__, __LINE__);
         trc_check_aligned(gamma, "ln_bwd_apply gamma", __FILE__, __LINE__);
         trc_check_aligned(g, "ln_bwd_apply g", __FILE__, __LINE__);
+        if (g16)
+            trc_check_aligned(g16, "ln_bwd_apply g16", __FILE__, __LINE__);
     }
-    push(stream_of(s), [=] { lnb_ref::ln_bwd_apply<ROWS, COLS, HIDDEN>(dy, x, rs, vs, gamma, sums, eps, g); });
+    push(stream_of(s), [=] {
+        lnb_ref::ln_bwd_apply<ROWS, COLS, HIDDEN>(dy, x, rs, vs, gamma, sums, eps, g);
+        for (long long i = 0; g16 && i < (long long)ROWS * COLS; i++)
+            put(&g16[i], g[i]);
+    });
 }
 
 template <int NSEQ, int SEQ, int HEADS, int HD, typename T>

@@ -10,6 +10,8 @@
  *   reference  the same outputs within a relative norm of 1e-5 of a double reference (the textbook formulas,
  *              sums in double)
  *   repeat     a second run gives the same bits (the fixed order: no atomics, no dependence on scheduling)
+ *   bf16 copy  ln_bwd_apply writing bf16 training's copy of g too (g16): g the same bits, g16 bit for bit g rounded
+ *              to nearest even (what a cast step after it wrote before)
  *   shapes     GPT-2 small's [8192, 768] (many chunks), a FFN bias [8192, 3072], [1000, 100] (a partial tile and
  *              a partial last chunk), [37, 30] of a 60-wide row (one chunk, the scalar paths), [64, 64]
  *   bench      (lnb_check bench) ln_bwd_sums + ln_bwd_apply and colsum at [8192, 768] and colsum at [8192, 3072]:
@@ -147,7 +149,7 @@ static void check_ln(cudaStream_t s, bool bench)
     float *d_sums = up(std::vector<float>(2 * ROWS, NAN)), *d_dgamma = up(std::vector<float>(COLS, NAN));
     float *d_dbeta = up(std::vector<float>(COLS, NAN));
     trk::ln_bwd_sums<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_sums, d_dgamma, d_dbeta);
-    trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g);
+    trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g, nullptr);
     const std::vector<float> sums = down(d_sums, 2 * ROWS), dgamma = down(d_dgamma, COLS),
                              dbeta = down(d_dbeta, COLS), g = down(d_g, n);
 
@@ -157,6 +159,28 @@ static void check_ln(cudaStream_t s, bool bench)
                                              e_sums.data(), e_dgamma.data(), e_dbeta.data());
     lnb_ref::ln_bwd_apply<ROWS, COLS, HIDDEN>(dy.data(), x.data(), rs.data(), vs.data(), gamma.data(), e_sums.data(),
                                               eps, e_g.data());
+    /* bf16 training's copy of g for the next op's GEMMs (g16): the same g, and g16 bit for bit its rounding */
+    {
+        float *d_g2 = up(g0);
+        tr_bf16 *d_g16 = nullptr;
+        CK(cudaMalloc((void **)&d_g16, n * sizeof(tr_bf16)));
+        trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g2, d_g16);
+        std::vector<tr_bf16> g16(n);
+        CK(cudaMemcpy(g16.data(), d_g16, n * sizeof(tr_bf16), cudaMemcpyDeviceToHost));
+        std::vector<float> g16w(n), rne(n);
+        for (size_t e = 0; e < n; e++) {
+            g16w[e] = tr_bf16_to_f32(g16[e]);
+            rne[e] = tr_bf16_to_f32(tr_f32_to_bf16(g[e]));
+        }
+        char w16[128];
+        snprintf(w16, sizeof w16, "ln_bwd_apply<%d, %d, %d> with the bf16 copy: g", ROWS, COLS, HIDDEN);
+        bits(w16, down(d_g2, n), g);
+        snprintf(w16, sizeof w16, "ln_bwd_apply<%d, %d, %d> with the bf16 copy: the copy is g rounded", ROWS, COLS,
+                 HIDDEN);
+        bits(w16, g16w, rne);
+        CK(cudaFree(d_g2));
+        CK(cudaFree(d_g16));
+    }
     char what[128];
     const char *names[5] = {"s1, s2", "dgamma", "dbeta", "dx", "repeat"};
     const std::vector<float> *got[4] = {&sums, &dgamma, &dbeta, &g}, *want[4] = {&e_sums, &e_dgamma, &e_dbeta, &e_g};
@@ -205,12 +229,12 @@ static void check_ln(cudaStream_t s, bool bench)
         CK(cudaEventCreate(&b));
         for (int i = 0; i < 20; i++) {
             trk::ln_bwd_sums<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_sums, d_dgamma, d_dbeta);
-            trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g);
+            trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g, nullptr);
         }
         CK(cudaEventRecord(a, s));
         for (int i = 0; i < 200; i++) {
             trk::ln_bwd_sums<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_sums, d_dgamma, d_dbeta);
-            trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g);
+            trk::ln_bwd_apply<ROWS, COLS, HIDDEN>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_g, nullptr);
         }
         CK(cudaEventRecord(b, s));
         CK(cudaEventSynchronize(b));

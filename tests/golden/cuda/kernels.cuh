@@ -95,10 +95,11 @@ template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_sums(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
                  const float *gamma, float eps, float *sums, float *dgamma, float *dbeta);
 
-/* part 2, sums summed over the row group: g += rstd (dy*gamma - s1/HIDDEN - xhat s2/HIDDEN) */
+/* part 2, sums summed over the row group: g += rstd (dy*gamma - s1/HIDDEN - xhat s2/HIDDEN); g16 (bf16 training,
+ * else nullptr): also bf16(g), the copy the next op's GEMMs read */
 template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
-                  const float *gamma, const float *sums, float eps, float *g);
+                  const float *gamma, const float *sums, float eps, float *g, tr_bf16 *g16);
 
 /* attention backward: dqkv[NSEQ*SEQ, 3*HEADS*HD] from the biased qkv and dout[NSEQ*SEQ, HEADS*HD]; the
  * probabilities are recomputed (S = Q K^T, softmax), then dV = P^T dO, dP = dO V^T (over scores), dS = softmax
