@@ -2,9 +2,12 @@
  * rows_check.cu - the float row statistics and the vocabulary loss kernels on a GPU, outside any schedule
  * (docs/CUDA.md "FP64 and tensor cores in the kernels": these kernels were FP64 and are float now). Built by
  * tests/cuda/rows_check.sh, which fills templates/kernels_rows.cu.in into OUT/kernels_rows.cu; this file includes it
- * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::lm_sums, trk::lm_loss and
- * trk::lm_dlogits at the shapes below, on random inputs, NaN-poisoned outputs.
+ * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::resid_rowsum_to, trk::lm_sums,
+ * trk::lm_loss and trk::lm_dlogits at the shapes below, on random inputs, NaN-poisoned outputs.
  *
+ *   residual   resid_rowsum_to's y = x + (p + bias) bit for bit the host's float sums, its row sums within 1e-6 of
+ *              double (16-byte accesses where the row width is a multiple of 4, [8192, 768] and [37, 60], else the
+ *              scalar path, [37, 30]); bench: microseconds and GB/s at [8192, 768]
  *   reference  against a double reference: row sums and centred squares within a relative norm of 1e-6 (inputs
  *              with a mean far from 0, where cancellation shows), the sums of exponentials and dlogits within
  *              1e-6, the per-row loss within 1e-6 of its magnitude; the target logit exact
@@ -150,6 +153,45 @@ template <int ROWS, int COLS, int HIDDEN> static void check_stats(cudaStream_t s
     cudaFree(d_vs);
 }
 
+/* training's residual add fused with the next layernorm's row sums, out of place: y = x + (p + bias) bit for bit the
+ * host's float sums, rs within 1e-6 of the double row sums of y */
+template <int ROWS, int COLS> static void check_resid(cudaStream_t s, bool bench)
+{
+    const size_t n = (size_t)ROWS * COLS;
+    const std::vector<float> x = rnd(n, 2.0f, 4.0f), p = rnd(n, -1.0f, 1.0f), b = rnd(COLS, -0.5f, 0.5f);
+    float *d_x = up(x), *d_p = up(p), *d_b = up(b), *d_y = poisoned(n), *d_rs = poisoned(ROWS);
+    trk::resid_rowsum_to<ROWS, COLS>(s, d_x, d_p, d_b, d_rs, d_y);
+    const std::vector<float> y = down(d_y, n), rs = down(d_rs, ROWS);
+    std::vector<float> r_y(n);
+    std::vector<double> r_rs(ROWS);
+    for (int r = 0; r < ROWS; r++) {
+        double t = 0;
+        for (int j = 0; j < COLS; j++) {
+            const size_t e = (size_t)r * COLS + j;
+            r_y[e] = x[e] + (p[e] + b[j]);
+            t += r_y[e];
+        }
+        r_rs[r] = t;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "resid_rowsum_to<%d, %d> y", ROWS, COLS);
+    same(what, y, r_y);
+    snprintf(what, sizeof what, "resid_rowsum_to<%d, %d> row sums", ROWS, COLS);
+    near(what, rs, r_rs, 1e-6);
+    trk::resid_rowsum_to<ROWS, COLS>(s, d_x, d_p, d_b, d_rs, d_y);
+    same(what, down(d_rs, ROWS), rs);
+    if (bench) {
+        const float us = time_us(s, [&] { trk::resid_rowsum_to<ROWS, COLS>(s, d_x, d_p, d_b, d_rs, d_y); });
+        printf("rows_check bench: resid_rowsum_to<%d, %d>: %.1f us, %.0f GB/s\n", ROWS, COLS, us,
+               3.0 * n * sizeof(float) / us * 1e-3);
+    }
+    cudaFree(d_x);
+    cudaFree(d_p);
+    cudaFree(d_b);
+    cudaFree(d_y);
+    cudaFree(d_rs);
+}
+
 /* the vocabulary loss of one vocab block: row max (exact), sums, loss, dlogits */
 template <int ROWS, int COLS, int NVALID> static void check_loss(cudaStream_t s, bool bench)
 {
@@ -221,6 +263,9 @@ int main(int argc, char **argv)
     check_stats<8192, 768, 768>(s, bench);
     check_stats<37, 60, 120>(s, false);
     check_stats<37, 30, 60>(s, false);
+    check_resid<8192, 768>(s, bench);
+    check_resid<37, 60>(s, false);
+    check_resid<37, 30>(s, false);
     check_loss<64, 50304, 50257>(s, false);
     check_loss<37, 49, 47>(s, false);
     if (bench)

@@ -17,7 +17,8 @@
 
 /* ---- row kernels: layernorm forward and the residual adds (golden, templates/kernels_rows.cu.in) -------------
  *
- * One warp per token row (warp w of block b owns row b*kRowWarps + w), 16-byte loads when the row width allows:
+ * One warp per token row (warp w of block b owns row b*kRowWarps + w), 16-byte loads and stores when the row width
+ * allows (a multiple of 4; resid_rowsum_to's too since 2026-11-27: it was the one scalar kernel of the training step):
  * ln_rowsum, the residual add fused with the next layernorm's row sums (resid_rowsum, in place; resid_rowsum_to,
  * out of place, for training, which keeps the block input), ln_sqdev (centred squares around the row group's
  * mean) and ln_apply. The statistics are float: a lane adds its strided share of the row, then the xor shuffle
@@ -188,10 +189,26 @@ __global__ void __launch_bounds__(kRowThreads)
     const float *xr = x + (size_t)r * COLS, *pr = p + (size_t)r * COLS;
     float *yr = y + (size_t)r * COLS;
     float s = 0.0f;
-    for (int j = lane; j < COLS; j += kWarp) {
-        const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
-        yr[j] = a;
-        s += a;
+    if constexpr (COLS % 4 == 0) { /* 16-byte accesses and the row sum in k_resid_rowsum's order */
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr), *p4 = reinterpret_cast<const float4 *>(pr),
+                     *b4 = reinterpret_cast<const float4 *>(bias);
+        float4 *y4 = reinterpret_cast<float4 *>(yr);
+        for (int v = lane; v < COLS / 4; v += kWarp) {
+            float4 a = x4[v];
+            const float4 u = p4[v], b = b4[v];
+            a.x = a.x + (u.x + b.x); /* the CPU's order: x + (p + bias) */
+            a.y = a.y + (u.y + b.y);
+            a.z = a.z + (u.z + b.z);
+            a.w = a.w + (u.w + b.w);
+            y4[v] = a;
+            s += (a.x + a.y) + (a.z + a.w);
+        }
+    } else {
+        for (int j = lane; j < COLS; j += kWarp) {
+            const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
+            yr[j] = a;
+            s += a;
+        }
     }
     s = warp_sum(s);
     if (rs && lane == 0)
@@ -250,6 +267,12 @@ void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, 
 template <int ROWS, int COLS>
 void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float *bias, float *rs, float *y)
 {
+    if constexpr (COLS % 4 == 0) {
+        TRC_ALIGNED16(x, "resid_rowsum_to x");
+        TRC_ALIGNED16(p, "resid_rowsum_to p");
+        TRC_ALIGNED16(bias, "resid_rowsum_to bias");
+        TRC_ALIGNED16(y, "resid_rowsum_to y");
+    }
     rows::k_resid_rowsum_to<ROWS, COLS><<<rows::row_blocks(ROWS), rows::kRowThreads, 0, s>>>(x, p, bias, rs, y);
     TRC_LAUNCHED("trk::resid_rowsum_to");
 }
