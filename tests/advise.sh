@@ -10,6 +10,7 @@
 #               moves (--stats, measured by the runtime) and, for placement "dep" on 4 ranks per node,
 #               the bytes across nodes are the column broadcasts of DESIGN.md (4 L (4C^2 + 2CF) / q)
 #   errors      a bad machine file is exit 1 naming the file and field; option misuse is exit 2
+TG=build/asan/tessgen # as in tests/cli.sh: this file also runs alone (TESS_TEST_GROUPS=advise)
 ADV_SPEC=tests/specs/good/advise.lua
 
 adv_machine() { # ranks_per_node memory_gib -> a machine file on stdout

@@ -29,6 +29,8 @@
 # 3e-3. The gradient checks see the backward's rounding points: a --bf16 that kept u unrounded is 3.1e-3 (dL/dx)
 # and 4.8e-3 (h.0.ln_1.weight) from the program. The forward check is the sharp one (a rounding point missed or
 # added moves the forward by ~2e-3); the LM's logits match --bf16 to 3e-8.
+. tests/e2e_ref.sh # tests/e2e.sh's DIMS, REF, E2E_MESHES, poison (this file also runs alone)
+. tests/lm_ref.sh  # tests/lm.sh's lm_spec, lm_poison, lm_ref_files, LM_DIMS, LM_REF (the whole GPT-2 checks)
 BF16_MESHES=${TESS_BF16_MESHES:-$E2E_MESHES}
 BF16_TOL_EMU=${TESS_BF16_TOL_EMU:-1e-3}
 BF16_TOL_EMU_G=${TESS_BF16_TOL_EMU_G:-3e-3}
@@ -72,11 +74,17 @@ bf16c_build() { # q d mode
     bf16c_spec "$1" "$2" "$3" >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
 }
 
+# the inference program's forward, output poisoned first, into infer_Q_D/y.npy
+bf16c_infer_run() { # q d
+    local dir="$BW16/infer_$1_$2"
+    poison "$dir/y.npy" &&
+        "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --bytes --quiet
+}
+
 # forward of the inference program against both references
 bf16c_forward() { # q d
     local dir="$BW16/infer_$1_$2"
-    poison "$dir/y.npy" &&
-        "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --bytes --quiet &&
+    bf16c_infer_run "$1" "$2" &&
         "$PY" $REF compare --ref "$BW16/y_emu.npy" --got "$dir/y.npy" --tol "$BF16_TOL_EMU" --expect-f32 \
             --label "bf16 [$1,$1,$2] forward vs --bf16" &&
         "$PY" $REF compare --ref "$BW16/y_f64.npy" --got "$dir/y.npy" --tol "$BF16_TOL_F64" --expect-f32 \
@@ -142,10 +150,12 @@ bf16c_losses() {
 }
 
 # the inference program (matrices rounded on load) and the training program (fp32 masters cast before each use)
-# compute the same forward: the same bits
+# compute the same forward: the same bits (the inference program's output of bf16c_forward, run here when that check
+# did not)
 bf16c_same_forward() {
     local dir="$BW16/train_2_1"
-    poison "$dir/y.npy" &&
+    { [ -s "$BW16/infer_2_1/y.npy" ] || bf16c_infer_run 2 1; } &&
+        poison "$dir/y.npy" &&
         "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --quiet &&
         cmp "$dir/y.npy" "$BW16/infer_2_1/y.npy"
 }

@@ -8,11 +8,9 @@
 # shape, so a run that writes nothing cannot pass), run with --bytes (exit 3
 # if any rank moved other than the planned bytes), compare (relative
 # Frobenius error < 1e-4, NaN fails).
-E2E_MESHES=${TESS_E2E_MESHES:-"1,1 1,2 2,1 2,2 2,3 3,1 3,2 4,1"}
+. tests/e2e_ref.sh # E2E_MESHES, DIMS, REF, poison (tests/bf16_compute.sh uses them too)
 # meshes run again with another mesh.placement (rank numbering; mesh.h): q,d,placement
 E2E_PLACED=${TESS_E2E_PLACED:-"2,2,col 2,3,dep 3,2,dep"}
-DIMS="--layers 2 --hidden 48 --heads 12 --ffn 192 --seq 8 --batch 12"
-REF=tests/ref/tessref.py
 
 e2e_spec() { # q d [placement] -> spec file on stdout
     cat <<SPEC
@@ -23,8 +21,6 @@ return {
 }
 SPEC
 }
-
-poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 8, 48), np.nan, np.float32))" "$1"; }
 
 e2e_setup() {
     "$PY" $REF selftest &&

@@ -1,4 +1,5 @@
-# tests/help.sh - sourced by tests/lm.sh once its programs are built (and tests/e2e.sh's, tests/train.sh's):
+# tests/help.sh - sourced by tests/lm.sh, on its programs and tests/e2e.sh's and tests/train.sh's (each check builds the
+# program it asks when a filter left it unbuilt, so it also runs alone):
 # every generated program's --help is written for what the program is (a block stack on hidden states or
 # the whole GPT-2 on token ids; inference or training), every option it lists is one its parser takes, and
 # a mistyped option gets "did you mean" and no launcher banner.
@@ -59,12 +60,35 @@ help_typo() {
     [ "$(wc -l <"$WORK/typo.out")" -eq 1 ] || { echo "more than one line"; return 1; }
 }
 
-[ -x "$WORK/e2e_2_2/bin/model" ] && check "help: a block stack's inference program describes itself" \
-    help_is "$WORK/e2e_2_2" block-infer
-[ -x "$WORK/train_2_2/bin/model" ] && check "help: a block stack's training program describes itself" \
-    help_is "$WORK/train_2_2" block-train
-[ -x "$WORK/lm/infer_2_1/bin/model" ] && check "help: the whole GPT-2's inference program describes itself" \
-    help_is "$WORK/lm/infer_2_1" lm-infer
+# help_block MODE KIND: help_is on a block stack's program of mesh [2,2,2]: tests/e2e.sh's (inference) or
+# tests/train.sh's (training) when those groups built it, else one built here from their spec (a filter, or
+# TESS_TEST_GROUPS=lm), once
+help_block() {
+    local dir="$WORK/e2e_2_2" head='name = "e2e_q2_d2",' opt=""
+    [ "$1" = train ] && dir="$WORK/train_2_2" head='name = "train_q2_d2", mode = "train",' \
+        opt="optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },"
+    if [ ! -x "$dir/bin/model" ]; then
+        dir="$WORK/help_progs/$1_2_2"
+        [ -x "$dir/bin/model" ] || {
+            mkdir -p "$WORK/help_progs" && cat >"$dir.lua" <<SPEC &&
+return {
+  $head
+  mesh = { q = 2, d = 2 },
+  model = { layers = 2, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 12, eps = 1e-5 },
+  $opt
+}
+SPEC
+                bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
+        } || return 1
+    fi
+    help_is "$dir" "$2"
+}
+
+check "help: a block stack's inference program describes itself" help_block infer block-infer
+check "help: a block stack's training program describes itself" help_block train block-train
+# help_lm_infer: tests/lm.sh's inference program of [2,2,1] (lm_infer's), built first if the filter skipped that check
+help_lm_infer() { lm_prog infer 2 1 && help_is "$WORK/lm/infer_2_1" lm-infer; }
+check "help: the whole GPT-2's inference program describes itself" help_lm_infer
 # help_lm CMD...: CMD on tests/lm.sh's training program of [2,2,1], built first if the filter skipped its mesh
 help_lm() { lm_train 2 1 && "$@"; }
 lm_mesh_ok 2 1 && check "help: the whole GPT-2's training program describes itself" \

@@ -20,39 +20,7 @@
 # mesh builds that mesh alone; without a filter every mesh is built in the loop, as the checks list them.
 LM_MESHES=${TESS_LM_MESHES:-"1,1 1,2 2,1 2,2 3,1"}
 LM_MB_MESHES=${TESS_LM_MB_MESHES:-"1,1 2,1"} # the meshes of the micro-batch checks
-LM_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
-LM_REF=tests/ref/tessref.py
-
-lm_spec() { # q d mode [novocab]
-    local lm=", vocab = 49, positions = 6"
-    [ -n "${4:-}" ] && lm=""
-    cat <<SPEC
-return {
-  name = "lm_q$1_d$2_$3", mode = "$3",
-  mesh = { q = $1, d = $2 },
-  model = { layers = 2, hidden = 24, heads = 6, ffn = 48, seq = 4, batch = 12, eps = 1e-5$lm },
-  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
-}
-SPEC
-}
-
-lm_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 4, 49), np.nan, np.float32))" "$1"; }
-
-# lm_ref_files DIR: the model's weights, tokens and targets, and the reference's logits, loss, gradients and
-# 20-step losses into DIR (tests/megatron_lm.sh uses it too)
-lm_ref_files() {
-    local W=$1
-    mkdir -p "$W" &&
-        "$PY" $LM_REF lm-weights $LM_DIMS --seed 21 --out "$W/w.st" &&
-        "$PY" $LM_REF tokens --batch 12 --seq 4 --vocab 49 --seed 1 --out "$W/tok.npy" &&
-        "$PY" $LM_REF tokens --batch 12 --seq 4 --vocab 49 --seed 2 --out "$W/tgt.npy" &&
-        "$PY" $LM_REF lm-forward $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
-            --logits-out "$W/logits_ref.npy" >"$W/loss_ref.txt" &&
-        "$PY" $LM_REF lm-backward $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
-            --grads-out "$W/g_ref.st" >/dev/null &&
-        "$PY" $LM_REF lm-train $LM_DIMS --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" \
-            --steps 20 --lr 1e-3 >"$W/train_ref.txt"
-}
+. tests/lm_ref.sh # LM_DIMS, LM_REF, lm_spec, lm_poison, lm_ref_files (tests/megatron_lm.sh and bf16_compute.sh use them)
 
 lm_setup() { "$PY" $LM_REF lm-fdcheck && lm_ref_files "$WORK/lm"; }
 
@@ -61,15 +29,18 @@ lm_build() { # q d mode [novocab]
     lm_spec "$@" >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null
 }
 
-# lm_train Q D: the training program of mesh [Q,Q,D] in $WORK/lm/train_Q_D, built on first use. The mesh loop builds
-# a mesh only when TESS_TEST_FILTER wants one of its checks; every check after the loop that runs a mesh's program calls
-# this first, so it also runs alone. A failed build leaves train_Q_D.failed and is not tried again (lm_mesh_ok).
-lm_train() {
-    local dir="$WORK/lm/train_$1_$2"
+# lm_prog MODE Q D [novocab]: the program of mesh [Q,Q,D] in $WORK/lm/MODE_Q_D[_novocab], built on first use. The mesh
+# loop builds a mesh only when TESS_TEST_FILTER wants one of its checks; every check after the loop that runs a program
+# calls this first, so it also runs alone. A failed build leaves DIR.failed and is not tried again (lm_mesh_ok).
+lm_prog() {
+    local dir="$WORK/lm/$1_$2_$3${4:+_novocab}"
     [ -x "$dir/bin/model" ] && return 0
-    [ -e "$dir.failed" ] && { echo "the program of mesh [$1,$1,$2] did not build (its generate and build check)"; return 1; }
-    lm_build "$1" "$2" train || { touch "$dir.failed"; return 1; }
+    [ -e "$dir.failed" ] && { echo "the program $dir (mesh [$2,$2,$3]) did not build (the first check that built it)"; return 1; }
+    lm_build "$2" "$3" "$1" ${4:+"$4"} || { touch "$dir.failed"; return 1; }
 }
+
+# lm_train Q D: the training program of mesh [Q,Q,D] in $WORK/lm/train_Q_D, built on first use
+lm_train() { lm_prog train "$1" "$2"; }
 
 # lm_mesh_ok Q D: mesh [Q,Q,D] is one of LM_MESHES and its build has not failed: the checks guarded by it ran on the
 # loop's builds before they were built on demand, and still run exactly when they did
@@ -249,7 +220,7 @@ PYEOF
 # --bytes measured for this model minus what it measured for the same stack without vocab (forward + backward)
 lm_bytes_formula() { # q d
     local W="$WORK/lm" q=$1 d=$2 lmdir="$WORK/lm/train_$1_$2" bdir="$WORK/lm/train_$1_$2_novocab"
-    lm_train "$q" "$d" && lm_build "$q" "$d" train novocab || return 1
+    lm_train "$q" "$d" && lm_prog train "$q" "$d" novocab || return 1
     "$PY" $LM_REF dy --layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --seed 3 --out "$W/dy.npy" &&
         "$bdir/run" --dy "$W/dy.npy" --bytes >"$W/bytes_blocks.txt" &&
         "$lmdir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --grads-out "$W/gb.st" --bytes \
@@ -337,7 +308,7 @@ lm_placed() {
 }
 
 lm_infer() {
-    lm_build 2 1 infer && lm_logits 2 1 infer && grep -q "^loss " "$WORK/lm/infer_2_1/fwd.out"
+    lm_prog infer 2 1 && lm_logits 2 1 infer && grep -q "^loss " "$WORK/lm/infer_2_1/fwd.out"
 }
 
 # without --tokens/--targets: synthetic ids from --seed, deterministic, different for another seed
@@ -384,7 +355,7 @@ lm_asan() {
 # options of the other kind of program are refused with exit 2 and a message that says what to do
 lm_wrong_options() {
     local W="$WORK/lm"
-    lm_train 2 1 || return 1
+    lm_train 2 1 && lm_prog train 2 1 novocab || return 1
     "$W/train_2_1_novocab/run" --tokens "$W/tok.npy" --quiet 2>"$W/opt.err"
     [ $? -eq 2 ] && grep -q "need a language model: this program was generated without model.vocab" "$W/opt.err" ||
         { cat "$W/opt.err"; return 1; }
@@ -457,7 +428,8 @@ np.save(w + "/tok_shape.npy", t[:6])
 PYEOF
 }
 
-if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the filter names lm
+# the block runs when the filter names lm, or help (tests/help.sh's checks, sourced at its end, run on its programs)
+if [ -z "$filter" ] || [[ "$filter" == *lm* ]] || [[ "$filter" == *help* ]]; then
     if lm_setup >"$WORK/log" 2>&1; then
         ok "lm: float64 reference (its backward checked against central differences), weights and tokens"
         for m in $LM_MESHES; do # a mesh none of whose checks is wanted is not built here (lm_train builds it on demand)
@@ -504,8 +476,7 @@ if [ -z "$filter" ] || [[ "$filter" == *lm* ]]; then # the block runs when the f
             check "lm: mesh [${m%,*},${m%,*},${m#*,}] measured bytes of embedding, head and loss equal docs/MODEL.md" \
                 lm_bytes_formula "${m%,*}" "${m#*,}"
         done
-        [ -x "$WORK/lm/train_2_1_novocab/bin/model" ] &&
-            check "lm: --tokens refused by a block stack, --input by a language model" lm_wrong_options
+        check "lm: --tokens refused by a block stack, --input by a language model" lm_wrong_options
         check "lm: an inference program prints the loss and writes the reference logits" lm_infer
         check "lm: vocab_align = 8 on [1,1,1] (Vq 56): logits, loss and every gradient match the reference, planned bytes, V rows written" \
             lm_align 1 1 56

@@ -67,11 +67,38 @@ sys.exit(0 if err < 1e-5 else 1)
 PYEOF
 }
 
+# The runs whose files later checks read, each also made there when the check that makes it did not run (a filter),
+# so that every check runs alone: 4 steps on --data (the weights wd_Q_D.st: lmd_batches, lmd_resume)
+lmd_data4() { # q d
+    local W="$WORK/lm/data"
+    lm_train "$1" "$2" &&
+        "$WORK/lm/train_$1_$2/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --steps 4 \
+            --weights-out "$W/wd_$1_$2.st" >"$W/d_$1_$2.out"
+}
+
+# 2 steps on --data and their checkpoint r2_Q_D.st (lmd_resume; on [2,2,1] the refusals and --data-change)
+lmd_ckpt2() { # q d
+    local W="$WORK/lm/data"
+    lm_train "$1" "$2" &&
+        "$WORK/lm/train_$1_$2/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --steps 2 \
+            --checkpoint-out "$W/r2_$1_$2.st" --quiet
+}
+
+# the first link of lmd_batches's chain: one step on the files of batch 0 and its checkpoint c0_Q_D.st
+lmd_chain0() { # q d
+    local W="$WORK/lm/data"
+    lm_train "$1" "$2" &&
+        "$WORK/lm/train_$1_$2/run" --weights "$WORK/lm/w.st" --tokens "$W/tok_0.npy" --targets "$W/tgt_0.npy" \
+            --steps 1 --checkpoint-out "$W/c0_$1_$2.st"
+}
+
+# lmd_with_r2 CMD... / lmd_with_c0 CMD...: CMD once [2,2,1]'s checkpoint r2 / c0 exists
+lmd_with_r2() { { [ -s "$WORK/lm/data/r2_2_1.st" ] || lmd_ckpt2 2 1; } && "$@"; }
+lmd_with_c0() { { [ -s "$WORK/lm/data/c0_2_1.st" ] || lmd_chain0 2 1; } && "$@"; }
+
 lmd_batches() { # q d
     local W="$WORK/lm/data" dir="$WORK/lm/train_$1_$2" s prev=""
-    lm_train "$1" "$2" || return 1
-    "$dir/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --steps 4 --weights-out "$W/wd_$1_$2.st" \
-        >"$W/d_$1_$2.out" || return 1
+    lmd_data4 "$1" "$2" || return 1
     : >"$W/chain_$1_$2.out"
     for s in 0 1 2 3; do
         local start="--weights $WORK/lm/w.st" last=""
@@ -89,9 +116,7 @@ lmd_batches() { # q d
 
 lmd_resume() { # q d
     local W="$WORK/lm/data" dir="$WORK/lm/train_$1_$2"
-    lm_train "$1" "$2" || return 1
-    "$dir/run" --weights "$WORK/lm/w.st" --data "$W/train.bin" --steps 2 --checkpoint-out "$W/r2_$1_$2.st" \
-        --quiet &&
+    lmd_ckpt2 "$1" "$2" && { [ -s "$W/wd_$1_$2.st" ] || lmd_data4 "$1" "$2"; } &&
         "$dir/run" --resume "$W/r2_$1_$2.st" --data "$W/train.bin" --steps 2 --weights-out "$W/wr_$1_$2.st" \
             --quiet &&
         grep -aq 'offset=96 epoch=0 batches=2' "$W/r2_$1_$2.st" && grep -aqF "\"data\":\"--data $W/train.bin\"" "$W/r2_$1_$2.st" &&
@@ -142,15 +167,16 @@ if lmd_setup >"$WORK/log" 2>&1; then
             --weights "$WORK/lm/w.st" --data "$D/badmagic.bin" --steps 1
         check "lm data: a token id >= vocab inside a shard is refused naming file, index and value" lmd_refused \
             "bigtok.bin" --weights "$WORK/lm/w.st" --data "$D/bigtok.bin" --steps 3
-        check "lm data: a checkpoint's position on another shard set is refused" lmd_refused "other.bin" \
+        check "lm data: a checkpoint's position on another shard set is refused" lmd_with_r2 lmd_refused "other.bin" \
             --resume "$D/r2_2_1.st" --data "$D/other.bin" --steps 1
         check "lm data: a checkpoint trained on --data, resumed without it, is refused naming the option to pass" \
-            lmd_refused "r2_2_1.st: the checkpoint was trained on --data $D/train.bin, but this run would train on synthetic data from the seed (no data option): pass --data $D/train.bin" \
+            lmd_with_r2 lmd_refused "r2_2_1.st: the checkpoint was trained on --data $D/train.bin, but this run would train on synthetic data from the seed (no data option): pass --data $D/train.bin" \
             --resume "$D/r2_2_1.st" --steps 1
         check "lm data: a checkpoint trained on token files, resumed on others, is refused naming them" \
-            lmd_refused "c0_2_1.st: the checkpoint was trained on --tokens $D/tok_0.npy --targets $D/tgt_0.npy, but this run would train on --tokens $D/tok_1.npy" \
+            lmd_with_c0 lmd_refused "c0_2_1.st: the checkpoint was trained on --tokens $D/tok_0.npy --targets $D/tgt_0.npy, but this run would train on --tokens $D/tok_1.npy" \
             --resume "$D/c0_2_1.st" --tokens "$D/tok_1.npy" --targets "$D/tgt_1.npy" --steps 1
-        check "lm data: --data-change resumes a --data checkpoint on synthetic tokens, saying so" lmd_data_change
+        check "lm data: --data-change resumes a --data checkpoint on synthetic tokens, saying so" \
+            lmd_with_r2 lmd_data_change
         check "lm data: --tokens without --targets is refused for training, naming --targets" lmd_refused \
             "--tokens without --targets: the training loss reads the token ids and their targets" \
             --weights "$WORK/lm/w.st" --tokens "$D/tok_0.npy" --steps 1

@@ -17,6 +17,7 @@
 # that runs it (mgl_prog builds on first use); without a filter all are built in the p loop.
 MGL=$WORK/mglm
 MGL_PS=${TESS_MEGATRON_LM_PS:-"1 2 3"}
+. tests/lm_ref.sh # lm_ref_files: tests/lm.sh's model, weights and reference files (this file also runs alone)
 MGL_DIMS="--layers 2 --hidden 24 --heads 6 --ffn 48 --seq 4 --batch 12 --vocab 49 --positions 6"
 MGL_REF=tests/ref/tessref.py
 
@@ -52,7 +53,7 @@ mgl_p_ok() {
     [ ! -e "$MGL/mg_p$1.failed" ]
 }
 
-mgl_setup() { lm_ref_files "$MGL"; } # tests/lm.sh: the same model, weights and reference files
+mgl_setup() { lm_ref_files "$MGL"; } # tests/lm_ref.sh: tests/lm.sh's model, weights and reference files
 
 mgl_poison() { "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.full((12, 4, 49), np.nan, np.float32))" "$1"; }
 
@@ -67,11 +68,25 @@ sys.exit(0 if got and rel <= 1e-6 else 1)
 PYEOF
 }
 
-mgl_logits() { # dir label
+# mgl_fwd DIR: the forward of $MGL/DIR's program, logits poisoned first, --bytes into DIR/fwd.out
+mgl_fwd() {
     local d="$MGL/$1"
     mgl_poison "$d/logits.npy" &&
         "$d/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" --logits-out "$d/logits.npy" \
-            --bytes >"$d/fwd.out" &&
+            --bytes >"$d/fwd.out"
+}
+
+# mgl_bwd P: one backward of p = P's program, --grads-out g.st, --bytes into bwd.out
+mgl_bwd() {
+    local d="$MGL/mg_p$1"
+    rm -f "$d/g.st"
+    "$d/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" --grads-out "$d/g.st" --bytes \
+        >"$d/bwd.out"
+}
+
+mgl_logits() { # dir label
+    local d="$MGL/$1"
+    mgl_fwd "$1" &&
         grep -q "every rank moved exactly the planned bytes" "$d/fwd.out" &&
         "$PY" $MGL_REF compare --ref "$MGL/logits_ref.npy" --got "$d/logits.npy" --tol 1e-5 --label "logits $2" &&
         mgl_loss_ok "$d/fwd.out"
@@ -79,15 +94,15 @@ mgl_logits() { # dir label
 
 mgl_grads() { # p
     local d="$MGL/mg_p$1"
-    rm -f "$d/g.st"
-    "$d/run" --weights "$MGL/w.st" --tokens "$MGL/tok.npy" --targets "$MGL/tgt.npy" --grads-out "$d/g.st" --bytes \
-        >"$d/bwd.out" && grep -q "every rank moved exactly the planned bytes" "$d/bwd.out" &&
+    mgl_bwd "$1" && grep -q "every rank moved exactly the planned bytes" "$d/bwd.out" &&
         "$PY" $MGL_REF compare-grads --ref "$MGL/g_ref.st" --got "$d/g.st" --tol 1e-4 --label "megatron p=$1"
 }
 
-# docs/MEGATRON.md's formula, derived here from the model and p alone, against every rank's measured row
+# docs/MEGATRON.md's formula, derived here from the model and p alone, against every rank's measured row (of the runs
+# the logits and gradient checks made; run here when those checks did not)
 mgl_bytes() { # p
     local d="$MGL/mg_p$1"
+    { [ -s "$d/fwd.out" ] || mgl_fwd "mg_p$1"; } && { [ -s "$d/bwd.out" ] || mgl_bwd "$1"; } || return 1
     "$PY" - "$d/fwd.out" "$d/bwd.out" "$1" <<'PYEOF'
 import re, sys
 fwd_out, bwd_out, p = sys.argv[1], sys.argv[2], int(sys.argv[3])
