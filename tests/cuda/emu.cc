@@ -864,6 +864,17 @@ static float emu_f32(tr_bf16 x) { return tr_bf16_to_f32(x); }
 static void emu_put(float *p, float v) { *p = v; }
 static void emu_put(tr_bf16 *p, float v) { *p = tr_f32_to_bf16(v); }
 
+/* a stored [rows, cols] matrix at leading dimension ld, widened to float: every row but the last at its stride, the
+ * last only as wide as it is */
+template <typename T>
+static std::vector<float> emu_widen(const T *p, int rows, int cols, int ld)
+{
+    std::vector<float> w(rows > 0 && cols > 0 ? (size_t)(rows - 1) * ld + (size_t)cols : 0);
+    for (size_t i = 0; i < w.size(); i++)
+        w[i] = emu_f32(p[i]);
+    return w;
+}
+
 template <typename AB, typename CD>
 static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int lda, const AB *B, int ldb, float beta,
                         CD *C, int ldc, const CD *bias, CD *D, CD *aux)
@@ -883,13 +894,7 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
     E.lt_id = E.cur_id;
     E.lt_after = 0; /* its own push makes 1 */
     push(TRC_COMPUTE, [=] {
-        /* the stored extent: every row but the last at its stride, the last only as wide as it is */
-        std::vector<float> a(m > 0 && k > 0 ? (size_t)(m - 1) * lda + (size_t)k : 0);
-        std::vector<float> b(n > 0 && k > 0 ? (size_t)(k - 1) * ldb + (size_t)n : 0), t((size_t)m * n);
-        for (size_t i = 0; i < a.size(); i++)
-            a[i] = emu_f32(A[i]);
-        for (size_t i = 0; i < b.size(); i++)
-            b[i] = emu_f32(B[i]);
+        std::vector<float> a = emu_widen(A, m, k, lda), b = emu_widen(B, k, n, ldb), t((size_t)m * n);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++)
                 t[(size_t)i * n + j] = beta != 0.0f ? beta * emu_f32(C[(size_t)i * ldc + j]) : 0.0f;
@@ -990,13 +995,8 @@ void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m
     E.lt_id = E.cur_id;
     E.lt_after = 0; /* its own push makes 1 */
     push(TRC_COMPUTE, [=] {
-        /* the stored extents: A [m, k] at lda, B [n, k] at ldb (transposed in the product) */
-        std::vector<float> a(m > 0 && k > 0 ? (size_t)(m - 1) * lda + (size_t)k : 0);
-        std::vector<float> b(n > 0 && k > 0 ? (size_t)(n - 1) * ldb + (size_t)k : 0), t((size_t)m * n);
-        for (size_t i = 0; i < a.size(); i++)
-            a[i] = emu_f32(A[i]);
-        for (size_t i = 0; i < b.size(); i++)
-            b[i] = emu_f32(B[i]);
+        /* A [m, k] at lda, B [n, k] at ldb (transposed in the product) */
+        std::vector<float> a = emu_widen(A, m, k, lda), b = emu_widen(B, n, k, ldb), t((size_t)m * n);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
                     t.data(), n);
         for (int i = 0; i < m; i++)

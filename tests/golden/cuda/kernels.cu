@@ -82,6 +82,17 @@ __global__ void __launch_bounds__(kRowThreads) k_ln_rowsum(const float *__restri
         rs[r] = s;
 }
 
+/* four columns of the residual add, x + (p + bias) (the CPU's order), their sum added to s in the row kernels' order */
+__device__ __forceinline__ float4 resid4(float4 a, const float4 u, const float4 b, float &s)
+{
+    a.x = a.x + (u.x + b.x);
+    a.y = a.y + (u.y + b.y);
+    a.z = a.z + (u.z + b.z);
+    a.w = a.w + (u.w + b.w);
+    s += (a.x + a.y) + (a.z + a.w);
+    return a;
+}
+
 template <int ROWS, int COLS>
 __global__ void __launch_bounds__(kRowThreads)
     k_resid_rowsum(float *__restrict__ x, const float *__restrict__ p, const float *__restrict__ bias,
@@ -96,16 +107,8 @@ __global__ void __launch_bounds__(kRowThreads)
     if constexpr (COLS % 4 == 0) {
         float4 *x4 = reinterpret_cast<float4 *>(xr);
         const float4 *p4 = reinterpret_cast<const float4 *>(pr), *b4 = reinterpret_cast<const float4 *>(bias);
-        for (int v = lane; v < COLS / 4; v += kWarp) {
-            float4 a = x4[v];
-            const float4 u = p4[v], b = b4[v];
-            a.x = a.x + (u.x + b.x); /* the CPU's order: x + (p + bias) */
-            a.y = a.y + (u.y + b.y);
-            a.z = a.z + (u.z + b.z);
-            a.w = a.w + (u.w + b.w);
-            x4[v] = a;
-            s += (a.x + a.y) + (a.z + a.w);
-        }
+        for (int v = lane; v < COLS / 4; v += kWarp)
+            x4[v] = resid4(x4[v], p4[v], b4[v], s);
     } else {
         for (int j = lane; j < COLS; j += kWarp) {
             const float a = xr[j] + (pr[j] + bias[j]);
@@ -193,16 +196,8 @@ __global__ void __launch_bounds__(kRowThreads)
         const float4 *x4 = reinterpret_cast<const float4 *>(xr), *p4 = reinterpret_cast<const float4 *>(pr),
                      *b4 = reinterpret_cast<const float4 *>(bias);
         float4 *y4 = reinterpret_cast<float4 *>(yr);
-        for (int v = lane; v < COLS / 4; v += kWarp) {
-            float4 a = x4[v];
-            const float4 u = p4[v], b = b4[v];
-            a.x = a.x + (u.x + b.x); /* the CPU's order: x + (p + bias) */
-            a.y = a.y + (u.y + b.y);
-            a.z = a.z + (u.z + b.z);
-            a.w = a.w + (u.w + b.w);
-            y4[v] = a;
-            s += (a.x + a.y) + (a.z + a.w);
-        }
+        for (int v = lane; v < COLS / 4; v += kWarp)
+            y4[v] = resid4(x4[v], p4[v], b4[v], s);
     } else {
         for (int j = lane; j < COLS; j += kWarp) {
             const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
