@@ -165,6 +165,19 @@ EOF2
     for v in "whole GPT-2, vocab 50257, 124.4M parameters" "Peak: H100 SXM, 989.4 TFLOP/s dense bf16."; do
         grep -qF -- "$v" "$d/bench.md" || { echo "bench.md lacks: $v"; return 1; }
     done
+    # torch_bench.py rewrites --out after every run, "complete" false until the last (tests/gpu/torch_bench.py's
+    # write_out): a PyTorch run stopped at the lease's time limit is reported with the runs it finished, and says so
+    ! grep -qF "stopped at its time limit" "$d/bench.md" || { echo "a complete PyTorch run is called stopped"; return 1; }
+    "$PY" -c 'import json, sys; sys.path.insert(0, "tests/gpu"); import torch_bench as t
+r = json.load(open(sys.argv[1])); t.write_out(sys.argv[1], r, False)' "$d/torch_bf16.json" &&
+        "$PY" tests/gpu/bench_report.py --dir "$d" --device "NVIDIA H100 80GB HBM3, 550.54, 81559 MiB" \
+            --shape "12 768 12 3072 1024 8" --profile-shape "2 768 12 3072 1024 8" --cmp-shape "12 768 12 3072 1024 8" \
+            --cmp-lm "50257 1024" --out "$d/partial.md" >/dev/null || return 1
+    if ! grep -qF "It stopped at its time limit" "$d/partial.md" || ls "$d"/*.tmp 2>/dev/null ||
+        ! grep -qxF -- "$(grep -F '| PyTorch eager, autocast bf16 |' "$d/bench.md" | head -1)" "$d/partial.md"; then
+        echo "a PyTorch run stopped at its time limit: not said, or its finished runs not reported"
+        return 1
+    fi
     # the peak from the product name; an unknown device gets no MFU, and says so
     local name peak
     for name in "NVIDIA H100 PCIe=H100 PCIe, 756" "NVIDIA H200=H200, 989.4" "NVIDIA A100-SXM4-80GB=A100, 312" \

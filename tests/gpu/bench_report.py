@@ -148,7 +148,9 @@ def compare_section(d, device, shape, lm):
     else:
         out += [f"PyTorch {t.get('torch')} (CUDA {t.get('cuda')}) on {t.get('device')}; float64 checks against "
                 f"tessref: blocks {t.get('check_rel_err', float('nan')):.1e}, whole GPT-2 logits "
-                f"{t.get('lm_check_rel_err', float('nan')):.1e}, loss {t.get('lm_check_loss_rel_err', float('nan')):.1e}.",
+                f"{t.get('lm_check_rel_err', float('nan')):.1e}, loss {t.get('lm_check_loss_rel_err', float('nan')):.1e}."
+                + ("" if t.get("complete", True) else " It stopped at its time limit: only the runs it finished "
+                   "are below, the others are missing."),
                 ""]
     runs = (t or {}).get("runs", {})
 

@@ -27,7 +27,8 @@ blocks() against tessref.forward, gpt2() against tessref.lm_forward (logits and 
 so the programs timed are known to compute tessgen's functions.
 
 Writes one JSON object to --out (and stdout): "runs" keyed "{mode}_{prec}" for blocks and "gpt2_{mode}_{prec}"
-for gpt2, each with forward_ms and step_ms (medians), their min and max, and sdpa. Without torch, or without a
+for gpt2, each with forward_ms and step_ms (medians), their min and max, and sdpa; --out is rewritten after every
+run with "complete": false until the last (a run stopped at a time limit keeps what it measured). Without torch, or without a
 CUDA device, it prints why, writes {"skipped": "..."} and exits 0: the timing is then simply absent from the
 report.
 """
@@ -294,17 +295,27 @@ def main():
                 key = ("gpt2_" if model == "gpt2" else "") + f"{mode}_{prec}"
                 r = bench_one(torch, a, model, mode, prec, p0, inp, target)
                 res["runs"][key] = r
+                write_out(a.out, res, False)  # so that a run stopped at its time limit keeps what it measured
                 print(f"torch_bench: {key}: forward {r['forward_ms']:.3f} ms, train step {r['step_ms']:.3f} ms, "
                       f"sdpa {r['sdpa']} (medians of {a.reps}; {r['wall_s_incl_compile']:.0f} s with warm-up and "
                       "compilation)", flush=True)
         del p0, inp, target
         torch.cuda.empty_cache()
-    s = json.dumps(res, indent=1)
-    print(s)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(s)
+    print(json.dumps(res, indent=1))
+    write_out(a.out, res, True)
     return 0
+
+
+def write_out(path, res, complete):
+    """--out, rewritten whole after every timed run (through a temporary file and a rename, so it is never half
+    written): "complete" false until the last run, so that a lease that stops torch_bench at its time limit still
+    reports the runs it finished."""
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(json.dumps(dict(res, complete=complete), indent=1))
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
