@@ -106,6 +106,21 @@ bf16c_grads() { # q d
             --label "bf16 [$1,$1,$2] vs float64"
 }
 
+# the megatron scheme's bf16 inference program (its own planner: fc1's bias cast before the GEMM, the GeLU output bf16
+# out of place, docs/BF16.md) against both references, output poisoned first
+bf16c_megatron_infer() {
+    local dir="$BW16/infer_mg2"
+    bf16c_spec 2 1 infer "" 'scheme = "megatron",' | sed 's/mesh = { q = 2, d = 1 },/mesh = { p = 2 },/' >"$dir.lua" &&
+        grep -q 'mesh = { p = 2 }' "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
+        grep -q "bf16_L[0-9]*_fc1_w_h_[0-9]*_mlp_c_fc_bias" "$dir"/rank_i*_j0.c &&
+        poison "$dir/y.npy" &&
+        "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --bytes --quiet &&
+        "$PY" $REF compare --ref "$BW16/y_emu.npy" --got "$dir/y.npy" --tol "$BF16_TOL_EMU" --expect-f32 \
+            --label "bf16 megatron p=2 forward vs --bf16" &&
+        "$PY" $REF compare --ref "$BW16/y_f64.npy" --got "$dir/y.npy" --tol "$BF16_TOL_F64" --expect-f32 \
+            --label "bf16 megatron p=2 forward vs float64"
+}
+
 bf16c_replicas() { # q d
     local dir="$BW16/train_$1_$2"
     "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --target "$BW16/target.npy" --steps 5 \
@@ -222,6 +237,7 @@ if wanted "bf16"; then
         done
         check "bf16 compute: 20-step losses on [1,1,1] [2,2,1] [2,2,2] equal across meshes, within 1e-3 of --bf16 and 1e-2 of float64" bf16c_losses
         check "bf16 compute: the inference program's output equals the training program's forward, bit for bit" bf16c_same_forward
+        check "bf16 compute: megatron p=2 inference (fc1's bias cast to bf16 before its GEMM) within $BF16_TOL_EMU of --bf16 and $BF16_TOL_F64 of float64, bytes as planned" bf16c_megatron_infer
         check "bf16 compute: --weights-out of a bf16 inference program is refused, nothing written" bf16c_refuses_weights_out
         check "bf16 compute: --stats of [2,2,2] forward + backward: every step moved its planned bytes (bf16 broadcasts 2 per element)" bf16c_stats
         check "bf16 compute: whole GPT-2 [1,1,1] logits and gradients against --bf16, bytes as planned" bf16c_lm 1 1
