@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kRowThreads) k_ln_rowsum(const float *__restri
 }
 
 /* four columns of the residual add, x + (p + bias) (the CPU's order), their sum added to s in the row kernels' order */
-__device__ __forceinline__ float4 resid4(float4 a, const float4 u, const float4 b, float &s)
+[[maybe_unused]] __device__ __forceinline__ float4 resid4(float4 a, const float4 u, const float4 b, float &s)
 {
     a.x = a.x + (u.x + b.x);
     a.y = a.y + (u.y + b.y);
