@@ -40,38 +40,36 @@ static bool bf16(const tg_class_plan *cp, int buf)
     return buf >= 0 && cp->bufs[buf].dtype == TG_BUF_BF16;
 }
 
+/* What both bf16 pairs need (gen/fuse.h): the GEMM's fp32 C is the kernel step's slot 0, [rows, cols] at ld cols (a
+ * multiple of 8: the aux's leading dimension), read by that step only (its last step is kj: the fused call never
+ * writes it), the GEMM not accumulating into it (beta 0: cuBLASLt's C is in D's type), A and B bf16, and the step's
+ * slots 1 and 2 bf16 (the bias or u; the GeLU output or du). */
+static bool fusable16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
+{
+    if (g->beta != 0.0f || g->buf[2] != k->buf[0] || g->m != k->rows || g->n != k->cols || g->ldc != k->cols ||
+        k->cols % 8 != 0)
+        return false;
+    const tg_buf *c = &cp->bufs[k->buf[0]];
+    return !c->persistent && c->last == kj && c->dtype == TG_BUF_F32 && bf16(cp, g->buf[0]) && bf16(cp, g->buf[1]) &&
+           bf16(cp, k->buf[1]) && bf16(cp, k->buf[2]);
+}
+
 /* Is the GELU_SAVE step k (index kj) of a bf16 program fusable into GEMM step g? bf16 programs add fc1's bias in bf16
  * (docs/BF16.md) and write g in bf16, bf16 training also u: cuBLASLt computes v = GEMM + bias from its fp32
  * accumulator and writes g = bf16(GeLU(v)) as D (and u = bf16(v) as aux), what the kernel computes from the fp32 h
- * the GEMM would write. That call never writes h, so h must be read by this step only (its last step is kj), and the
- * GEMM must not accumulate into it (beta 0: cuBLASLt's C is in D's type) */
+ * the GEMM would write. */
 static bool fusable_fwd16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
 {
-    if (k->kind != TG_STEP_GELU_SAVE || g->transa || g->transb || g->beta != 0.0f)
-        return false;
-    if (g->buf[2] != k->buf[0] || g->m != k->rows || g->n != k->cols || g->ldc != k->cols || k->cols % 8 != 0)
-        return false;
-    const tg_buf *h = &cp->bufs[k->buf[0]];
-    if (h->persistent || h->last != kj || h->dtype != TG_BUF_F32)
-        return false;
-    return bf16(cp, g->buf[0]) && bf16(cp, g->buf[1]) && bf16(cp, k->buf[1]) && bf16(cp, k->buf[2]) &&
+    return k->kind == TG_STEP_GELU_SAVE && !g->transa && !g->transb && fusable16(cp, g, k, kj) &&
            (k->buf[3] < 0 || bf16(cp, k->buf[3]));
 }
 
 /* Is the GELU_BWD step k (index kj) of bf16 training fusable into GEMM step g? It writes du = bf16(dg * GeLU'(u)) out
  * of place from the fp32 dg = dY @ W2^T: cuBLASLt's DGELU epilogue computes that product from its fp32 accumulator
- * and writes du as a bf16 D, reading the bf16 u as aux (aux is in D's type: bf16, as the plan keeps u). That call never
- * writes dg, so dg must be read by this step only, and the GEMM must not accumulate into it. */
+ * and writes du as a bf16 D, reading the bf16 u as aux (aux is in D's type: bf16, as the plan keeps u). */
 static bool fusable_bwd16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
 {
-    if (k->kind != TG_STEP_GELU_BWD || k->buf[2] < 0 || g->transa || !g->transb || g->beta != 0.0f)
-        return false;
-    if (g->buf[2] != k->buf[0] || g->m != k->rows || g->n != k->cols || g->ldc != k->cols || k->cols % 8 != 0)
-        return false;
-    const tg_buf *dg = &cp->bufs[k->buf[0]];
-    if (dg->persistent || dg->last != kj || dg->dtype != TG_BUF_F32)
-        return false;
-    return bf16(cp, g->buf[0]) && bf16(cp, g->buf[1]) && bf16(cp, k->buf[1]) && bf16(cp, k->buf[2]);
+    return k->kind == TG_STEP_GELU_BWD && k->buf[2] >= 0 && !g->transa && g->transb && fusable16(cp, g, k, kj);
 }
 
 /* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
