@@ -15,9 +15,9 @@
  *              bf16 rounding: half an ulp is at most 2^-8 of it), and no element more than one bf16 ulp from the separate
  *              path (trc_gemm_bf16 into fp32, then trk::bias_gelu_save with the bf16 bias: what q >= 2 runs) but in
  *              GeLU's far negative tail (off_ulps); bf16 training's DGELU (du = bf16(dY W2^T GeLU'(u)), bf16
- *              dY, W2 and u): within 8e-3 of the double reference (one ulp: cuBLASLt does not always round to
- *              the nearest here), one bf16 ulp of trc_gemm_bf16 + trk::gelu_bwd,
- *              two runs bitwise identical
+ *              dY, W2 and u): trc_gemm_bf16 + trk::gelu_bwd within 4e-3 of the double reference (half an ulp),
+ *              cuBLASLt's du no element more than one bf16 ulp from it (cuBLASLt does not always round to the
+ *              nearest here: 4.49e-3 from double on an H200), two runs bitwise identical
  *   backward   DGELU (dg = beta*dg + dY @ W^T, then dg *= GeLU'(u)) and BGRADA (dW = beta*dW + X^T @ dY and
  *              db = the column sums of dY) with beta 0 and 1: D against the double reference within 1e-5, and
  *              against trc_gemm_ex followed by trk::gelu_bwd or trk::colsum within 1e-5; the bias gradient
@@ -287,10 +287,12 @@ static void check_row16_bwd(int slot, cudaStream_t s)
     trk::gelu_bwd<SM, SN>(s, dg, du, d2);
     const std::vector<tr_bf16> got = get(dd, (size_t)m * n), sep = get(d2, (size_t)m * n);
     char what[160];
-    /* one bf16 ulp (2^-7 of an element at most): cuBLASLt's du was within one ulp of the kernel's but not always the
-     * nearest value (4.49e-3 of the largest on an H200, 2026-11-27, where correct rounding stays within 3.9e-3) */
-    snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d (DGELU, bf16 operands, u and D)", slot);
-    report(what, rel(want, widen_all(got)), 8e-3);
+    /* the kernel rounds its fp32 product to the nearest bf16: within half an ulp (2^-8 of an element at most) of the
+     * double product; cuBLASLt's du is held to one ulp of the kernel's below. On an H200 (2026-11-27) cuBLASLt's du
+     * was 4.49e-3 of the largest from double: within one ulp of the kernel's, not always the nearest value. */
+    snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d's separate path (DGELU, bf16 operands, u and du) against double",
+             slot);
+    report(what, rel(want, widen_all(sep)), 4e-3);
     snprintf(what, sizeof what, "trc_gemm_lt_bwd row %d's bf16 du against the GEMM and the separate kernel: elements "
                                 "more than one bf16 ulp and 2^-17 of the largest off", slot);
     report(what, off_ulps(got, sep), 0);
