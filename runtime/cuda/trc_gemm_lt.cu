@@ -12,7 +12,8 @@
  * own instructions, so a result may differ from the kernel's in the last bits (docs/CUDA.md gives the check).
  *
  * The backward epilogues (trc_gemm_lt_bwd, fp32; DGELU also bf16 training's, with a bf16 D = du and the bf16 u as
- * aux): _DGELU on dg = dY @ W^T (D = GeLU'(aux) * C', aux the pre-activation _GELU_AUX_BIAS kept, leading dimension n) and _BGRADA on dW = X^T @ dY: in the swapped call
+ * aux): _DGELU on dg = dY @ W^T (D = GeLU'(aux) * C', aux the pre-activation _GELU_AUX_BIAS kept, leading
+ * dimension n) and _BGRADA on dW = X^T @ dY: in the swapped call
  * cuBLASLt's A is our dY, not transposed ([n, k] column-major, ld n), and its bias gradient (one value per row of
  * the column-major D^T, a column sum of dY) is what the COLSUM step computes; cuBLASLt takes BGRADA only with A not
  * transposed and BGRADB only with B transposed, and this layout is the first. The sum's order is cuBLASLt's, fixed for
