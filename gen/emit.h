@@ -73,6 +73,10 @@ void tg_emit_rank_rows(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp);
  * the CUDA rank files (C++). */
 void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *linkage);
 void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, const char *null_ptr);
+/* A pipeline stage's program part (mesh.pp > 1; docs/TRAINING.md "Pipeline stages"): its stash table, pipe_step (the
+ * proved schedule unrolled into tr_pipe_* calls) and tr_pipe_class; linkage as tg_emit_lm_desc. False (err set) when
+ * the schedule does not build or prove, or the class's blocks are not what a stage exchanges. */
+bool tg_emit_pipe(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *linkage, tg_err *err);
 
 /* rank_iI_jJ.c: the program of every rank (i, j, k) of class cp */
 bool tg_emit_class_c(const tg_plan *pl, const tg_class_plan *cp, tg_sb *out, tg_err *err);

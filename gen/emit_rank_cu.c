@@ -497,11 +497,12 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  "                                     const int32_t *, int, float, float *);\n",
                  s->rows, s->cols, s->nvalid);
         break;
-    case TG_STEP_EMBED_BWD:
-        tg_sb_printf(o, "    trk::embed_bwd<%d, %d, %d>(S, %s + %d, %s, %d, %s);\n", s->rows, s->cols, s->nvalid,
-                     bn(rp, s, 0), s->boff, bn(rp, s, 1), s->vocab0, bn(rp, s, 2));
+    case TG_STEP_EMBED_BWD: /* zero_first (a pipeline stage without the tied head): dE's count elements zeroed first */
+        tg_sb_printf(o, "    trk::embed_bwd<%d, %d, %d>(S, %s + %d, %s, %d, %s, %lld);\n", s->rows, s->cols, s->nvalid,
+                     bn(rp, s, 0), s->boff, bn(rp, s, 1), s->vocab0, bn(rp, s, 2), s->zero_first ? s->count : 0LL);
         snprintf(line, sizeof line,
-                 "template void embed_bwd<%d, %d, %d>(cudaStream_t, const int32_t *, const float *, int, float *);\n",
+                 "template void embed_bwd<%d, %d, %d>(cudaStream_t, const int32_t *, const float *, int, float *,\n"
+                 "                                    long long);\n",
                  s->rows, s->cols, s->nvalid);
         break;
     case TG_STEP_POS_BWD: {
@@ -672,6 +673,8 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
     }
     free(sg);
     tg_emit_lm_desc(&funcs, pl, rp, "extern \"C\" ");
+    if (ok && tg_plan_stages(pl) > 1)
+        ok = tg_emit_pipe(&funcs, pl, rp, "extern \"C\" ", err);
     if (lt)
         print_lt_shapes(&funcs, rp, lt);
     free(lt);

@@ -2,13 +2,18 @@
  * emit_rank_tables.c - the data tables every class program carries, whatever
  * its backend: the weight-shard table (tr_param rows), the step table
  * (tr_step_info rows), the rows of its ranks (tr_rank_row) and the class
- * descriptor (tr_class_desc with its tr_rank_desc prototype), and the
- * optimizer's multi-tensor AdamW table (tr_adamw_tensor rows). The CPU and the
+ * descriptor (tr_class_desc with its tr_rank_desc prototype), the
+ * optimizer's multi-tensor AdamW table (tr_adamw_tensor rows), and a pipeline
+ * stage's stash table, unrolled schedule and tr_pipe_desc. The CPU and the
  * CUDA emitters both print them from here, so a field added to those structs
  * is printed once, every field in declaration order (which C++ designated
  * initialisers require).
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "emit.h"
+#include "pipe.h"
 
 const char *tg_emit_group_enum(tg_group g)
 {
@@ -223,4 +228,112 @@ void tg_emit_class_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, co
     tg_sb_printf(o, "        .forward = forward,\n        .backward = %s,\n        .optimizer = %s,\n",
                  train ? "backward" : null_ptr, train ? "optimizer" : null_ptr);
     tg_sb_printf(o, "    },\n    .nranks = %d,\n    .rows = rows,\n", m->d);
+}
+
+/* Pipeline stages (docs/TRAINING.md "Pipeline stages"): the stage's kept forward buffers (what its stash holds per
+ * in-flight micro-batch), and step(), the stage's proved list of operations (gen/pipe.c) as one unrolled sequence of
+ * calls: the forward and backward of micro-batch u with its stash slot u mod stash, and the point-to-point steps that
+ * move micro-batch u's rows of y (forward) and of grad_x (dL/dx, backward) to and from the same (i, j, k) of the
+ * neighbour stage, this rank +- p (literal: p = q*q*d ranks per stage). A joint pair is one tr_pipe_sendrecv. Then
+ * tr_pipe_class, which the runtime reads (a weak reference, as tr_lm_class). The same text in the C and the CUDA
+ * programs: the runtime's tr_pipe_* move run memory, host or device (tr_backend.h). */
+bool tg_emit_pipe(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const char *linkage, tg_err *err)
+{
+    const tg_spec *sp = &pl->spec;
+    int S = sp->pp, s = rp->stage, m = pl->mb, p = pl->mesh.p;
+    long long n = (long long)(pl->R / m) * pl->Cq; /* one micro-batch's rows of an I/O block */
+    const tg_buf *bx = &rp->bufs[rp->x_buf], *by = &rp->bufs[rp->y_buf], *bg = &rp->bufs[rp->gx_buf];
+    if (m > 1 && (bx->mb_stride != n || by->mb_stride != n || bg->mb_stride != n))
+        return tg_fail(err, "internal planner error: stage %d's x, y and grad_x blocks are not %lld elements per "
+                            "micro-batch", s, n);
+    tg_pipe pp;
+    if (!tg_pipe_build(&pp, S, m, sp->schedule, sp->stage_layers, err))
+        return false;
+    if (!tg_pipe_simulate(&pp, err)) {
+        tg_pipe_free(&pp);
+        return false;
+    }
+    int nst = 0, stash = pp.stash[s]; /* the proved schedule's (pl is not pointed at this stage) */
+    tg_sb_puts(o, "/* Pipeline stage: the buffers one micro-batch's forward keeps for its backward (arena offset, 4-byte "
+                  "slots),\n * saved to stash slot u mod stash after the forward of u and put back before its backward "
+                  "(docs/TRAINING.md). */\n");
+    tg_sb_puts(o, "static const tr_pipe_buf pipe_stash[] = {\n");
+    for (int i = 0; i < rp->nbufs; i++) {
+        const tg_buf *bf = &rp->bufs[i];
+        if (!bf->persistent && bf->first >= 0 && rp->steps[bf->first].phase == TG_PHASE_FWD &&
+            rp->steps[bf->last].phase == TG_PHASE_BWD) {
+            tg_sb_printf(o, "    {%lld, %lld}, /* %s */\n", bf->offset, tg_buf_slots(bf), bf->name);
+            nst++;
+        }
+    }
+    if (!nst)
+        tg_sb_puts(o, "    {0, 0}, /* none */\n");
+    tg_sb_puts(o, "};\n\n");
+    tg_sb_printf(o, "/* Stage %d of %d, schedule \"%s\", %d micro-batches of %lld elements of x, y and grad_x each; "
+                    "stash %d. */\n",
+                 s, S, sp->schedule == TG_PIPE_GPIPE ? "gpipe" : "1f1b", m, n, stash);
+    tg_sb_puts(o, "static void pipe_step(struct tr_ctx *c, float *A)\n{\n    const int me = tr_pipe_rank(c);\n");
+    const tg_pipe_op *ops = pp.ops[s];
+    for (int k = 0; k < pp.nops[s]; k++) {
+        char note[32], note2[32];
+        tg_pipe_op_str(&ops[k], note, sizeof note);
+        const tg_pipe_op *a = &ops[k];
+        if (a->kind == TG_PIPE_FWD || a->kind == TG_PIPE_BWD) {
+            tg_sb_printf(o, "    tr_pipe_%s(c, A, %d, %d); /* %s */\n", a->kind == TG_PIPE_FWD ? "forward" : "backward",
+                         a->mb, a->mb % stash, note);
+            continue;
+        }
+        const tg_pipe_op *b = a->joint && k + 1 < pp.nops[s] ? &ops[k + 1] : NULL;
+        const tg_pipe_op *snd = NULL, *rcv = NULL;
+        for (int t = 0; t < (b ? 2 : 1); t++) {
+            const tg_pipe_op *x = t ? b : a;
+            if (x->kind == TG_PIPE_SEND_ACT || x->kind == TG_PIPE_SEND_GRAD)
+                snd = x;
+            else
+                rcv = x;
+        }
+        if (b && (!snd || !rcv)) {
+            tg_pipe_free(&pp);
+            return tg_fail(err, "internal planner error: stage %d's joint step %d is not a send and a receive", s, k);
+        }
+        char sarg[96] = "", rarg[96] = "";
+        if (snd)
+            snprintf(sarg, sizeof sarg, "A + %lld, %lld, me %c %d", (snd->kind == TG_PIPE_SEND_ACT ? by : bg)->offset +
+                     (long long)snd->mb * n, n, snd->peer > s ? '+' : '-', p);
+        if (rcv)
+            snprintf(rarg, sizeof rarg, "A + %lld, %lld, me %c %d", (rcv->kind == TG_PIPE_RECV_ACT ? bx : bg)->offset +
+                     (long long)rcv->mb * n, n, rcv->peer > s ? '+' : '-', p);
+        if (b) {
+            tg_pipe_op_str(b, note2, sizeof note2);
+            tg_sb_printf(o, "    tr_pipe_sendrecv(c, %s, %s); /* %s %s */\n", sarg, rarg, note, note2);
+            k++;
+        } else {
+            tg_sb_printf(o, "    tr_pipe_%s(c, %s); /* %s */\n", snd ? "send" : "recv", snd ? sarg : rarg, note);
+        }
+    }
+    /* the language model: wte is held by the first stage (the embedding) and the last (the tied head); after the
+     * last backward (its dep all-reduce included) each adds the other's gradient, so both run the same AdamW */
+    int tied = -1;
+    for (int i = 0; i < rp->nparams && pl->V > 0 && (s == 0 || s == S - 1); i++)
+        if (strcmp(rp->params[i].name, "wte.weight") == 0)
+            tied = i;
+    if (pl->V > 0 && (s == 0 || s == S - 1) && tied < 0) {
+        tg_pipe_free(&pp);
+        return tg_fail(err, "internal planner error: stage %d of %d holds no wte for the tied head", s, S);
+    }
+    if (tied >= 0) {
+        const tg_buf *gw = &rp->bufs[rp->params[tied].grad];
+        tg_sb_printf(o, "    tr_pipe_tied_sum(c, A + %lld, %lld, me %c %d, %d); /* the tied wte gradient: + stage %d's "
+                        "*/\n", gw->offset, gw->elems, s == 0 ? '+' : '-', (S - 1) * p, s == 0, s == 0 ? S - 1 : 0);
+    }
+    tg_sb_puts(o, "}\n\n");
+    tg_sb_printf(o, "%sconst tr_pipe_desc tr_pipe_class = {\n"
+                    "    .stage = %d, .stages = %d, .ranks = %d, .microbatches = %d, .mb_elems = %lld,\n"
+                    "    .stash = %d, .nstash = %d, .stash_bufs = pipe_stash,\n"
+                    "    .tied_param = %d, .tied_elems = %lld, .tied_peer = %d,\n"
+                    "    .step = pipe_step,\n};\n\n",
+                 linkage, s, S, p, m, n, stash, nst, tied, tied >= 0 ? rp->bufs[rp->params[tied].grad].elems : 0LL,
+                 tied < 0 ? 0 : s == 0 ? (S - 1) * p : -(S - 1) * p);
+    tg_pipe_free(&pp);
+    return true;
 }

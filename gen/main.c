@@ -339,10 +339,6 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         snprintf(unsupported, sizeof unsupported,
                  "model.vocab on scheme = \"megatron\": the CUDA backend is not wired for the megatron scheme's "
                  "vocab-parallel embedding and LM head yet (docs/MEGATRON.md); the CPU backend runs it");
-    if (!unsupported[0] && spec->pp > 1) /* docs/TRAINING.md "Pipeline stages": the point-to-point steps are CPU only */
-        snprintf(unsupported, sizeof unsupported,
-                 "mesh.pp = %d: the CUDA backend has no pipeline stages (stash, point-to-point steps) yet "
-                 "(docs/TRAINING.md \"Pipeline stages\"); the CPU backend runs them", spec->pp);
     if (!unsupported[0] && spec->mode == TG_GENERATE) /* docs/GENERATE.md: the decode step is CPU only */
         snprintf(unsupported, sizeof unsupported,
                  "mode = \"generate\": the CUDA backend has no prefill, decode or KV-cache kernels yet "

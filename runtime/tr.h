@@ -327,7 +327,10 @@ int tr_pipe_rank(const struct tr_ctx *c);
  * stash slot `slot`; and the backward of u after they are put back from that slot. */
 void tr_pipe_forward(struct tr_ctx *c, float *A, int u, int slot);
 void tr_pipe_backward(struct tr_ctx *c, float *A, int u, int slot);
-/* Blocking point-to-point on MPI_COMM_WORLD (n floats each); tr_pipe_sendrecv posts both and waits for both. */
+/* The stash and the host staging buffer (before tr_backend_free: the stash is the backend's run memory). */
+void tr_pipe_free(struct tr_ctx *c);
+/* Blocking point-to-point on MPI_COMM_WORLD (n floats each); tr_pipe_sendrecv posts both and waits for both. The
+ * buffers are run memory (device memory on a GPU: staged through the host). */
 void tr_pipe_send(struct tr_ctx *c, const float *buf, long long n, int peer);
 void tr_pipe_recv(struct tr_ctx *c, float *buf, long long n, int peer);
 void tr_pipe_sendrecv(struct tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn,

@@ -93,4 +93,16 @@ bool tr_backend_launch_counts(tr_ctx *c, tr_launch_counts *n);
  * work issued after it. */
 void tr_backend_upload_batch(tr_ctx *c, float *dst_run, const float *src_host, long long elems);
 
+/* ---- pipeline stages (docs/TRAINING.md "Pipeline stages"): what tr_comm.c's tr_pipe_* need of the run arena ----
+ * True where the run arena is host memory that MPI sends from and receives into directly (the CPU). Elsewhere
+ * tr_comm.c stages each point-to-point block through host memory: tr_backend_download of the block (after the work
+ * issued before it), MPI, tr_backend_upload of what came in (before the work issued after it). */
+bool tr_backend_run_on_host(void);
+/* n floats of run memory beside the arena (the stash of a stage's in-flight micro-batches), or NULL when there is not
+ * enough; tr_backend_run_release gives it back (before tr_backend_free). */
+float *tr_backend_run_alloc(tr_ctx *c, long long n);
+void tr_backend_run_release(tr_ctx *c, float *p);
+/* dst = src, n floats of run memory: after the work issued before it, before the work issued after it. */
+void tr_backend_run_copy(tr_ctx *c, float *dst, const float *src, long long n);
+
 #endif

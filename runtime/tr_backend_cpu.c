@@ -226,3 +226,27 @@ bool tr_backend_launch_counts(tr_ctx *c, tr_launch_counts *n)
     n->issued = n->replayed = n->replays = 0;
     return false;
 }
+
+/* Pipeline stages: the run arena is the host arena, so MPI moves the blocks in place; the stash is host memory. */
+bool tr_backend_run_on_host(void)
+{
+    return true;
+}
+
+float *tr_backend_run_alloc(tr_ctx *c, long long n)
+{
+    (void)c;
+    return malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+void tr_backend_run_release(tr_ctx *c, float *p)
+{
+    (void)c;
+    free(p);
+}
+
+void tr_backend_run_copy(tr_ctx *c, float *dst, const float *src, long long n)
+{
+    (void)c;
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}

@@ -81,8 +81,6 @@ void tr_ctx_free(tr_ctx *c)
         if (c->comm[g] != MPI_COMM_NULL && c->comm[g] != 0)
             MPI_Comm_free(&c->comm[g]);
     free(c->scratch);
-    free(c->pipe_stash);
-    c->pipe_stash = NULL;
     c->scratch = NULL;
     c->scratch_cap = 0;
 }
@@ -300,10 +298,12 @@ int tr_root_rank(const tr_rank_desc *d, const tr_step_info *s)
 }
 
 /* ---- pipeline stages (docs/TRAINING.md "Pipeline stages") ---------------------------------------------------
- * The stage's generated step() calls these with literal arguments. The stash is one block of floats, slot-major:
- * slot s holds every kept buffer of one micro-batch side by side. Point-to-point steps go over MPI_COMM_WORLD to
- * the same (i, j, k) of the neighbour stage and count their bytes (4 per float) in p2p_sent / p2p_recv, which
- * --bytes checks against the plan. */
+ * The stage's generated step() calls these with literal arguments. The stash is one block of run memory
+ * (tr_backend_run_alloc), slot-major: slot s holds every kept buffer of one micro-batch side by side. Point-to-point
+ * steps go over MPI_COMM_WORLD to the same (i, j, k) of the neighbour stage and count their bytes (4 per float) in
+ * p2p_sent / p2p_recv, which --bytes checks against the plan. Where the run arena is device memory (the CUDA backend),
+ * each block goes through a host buffer: downloaded after the work that wrote it, uploaded before the work that reads
+ * it (tr_backend.h); MPI never sees a device pointer, so it needs no CUDA awareness, under either TESS_COMM. */
 int tr_pipe_rank(const tr_ctx *c)
 {
     return c->desc->rank;
@@ -323,21 +323,30 @@ static void stash_copy(tr_ctx *c, float *A, int slot, int save)
     if (per == 0)
         return;
     if (!c->pipe_stash) {
-        c->pipe_stash = malloc((size_t)(per * tr_pipe_class.stash) * sizeof(float));
+        c->pipe_stash = tr_backend_run_alloc(c, per * tr_pipe_class.stash);
         if (!c->pipe_stash) {
-            fprintf(stderr, "rank %d: out of memory for the pipeline stash (%lld floats)\n", c->desc->rank,
-                    per * tr_pipe_class.stash);
+            fprintf(stderr, "rank %d: out of %s memory for the pipeline stash (%lld floats)\n", c->desc->rank,
+                    tr_backend_name(), per * tr_pipe_class.stash);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
     for (int b = 0; b < tr_pipe_class.nstash; b++) {
         const tr_pipe_buf *pb = &tr_pipe_class.stash_bufs[b];
         if (save)
-            memcpy(c->pipe_stash + at, A + pb->offset, (size_t)pb->slots * sizeof(float));
+            tr_backend_run_copy(c, c->pipe_stash + at, A + pb->offset, pb->slots);
         else
-            memcpy(A + pb->offset, c->pipe_stash + at, (size_t)pb->slots * sizeof(float));
+            tr_backend_run_copy(c, A + pb->offset, c->pipe_stash + at, pb->slots);
         at += pb->slots;
     }
+}
+
+void tr_pipe_free(tr_ctx *c)
+{
+    if (c->pipe_stash)
+        tr_backend_run_release(c, c->pipe_stash);
+    free(c->pipe_host);
+    c->pipe_stash = c->pipe_host = NULL;
+    c->pipe_host_cap = 0;
 }
 
 void tr_pipe_forward(tr_ctx *c, float *A, int u, int slot)
@@ -358,45 +367,92 @@ void tr_pipe_backward(tr_ctx *c, float *A, int u, int slot)
     c->desc->backward(c, A);
 }
 
-void tr_pipe_send(tr_ctx *c, const float *buf, long long n, int peer)
+/* The host buffer of n floats a staged block goes through (the first `n` of pipe_host; a send and a receive of one
+ * exchange take two halves of a 2n request). */
+static float *host_buf(tr_ctx *c, long long n)
 {
-    MPI_CHECK(MPI_Send(buf, (int)n, MPI_FLOAT, peer, 0, MPI_COMM_WORLD), "MPI_Send", TR_WORLD);
-    c->p2p_sent += 4 * n;
+    if (n > c->pipe_host_cap) {
+        free(c->pipe_host);
+        c->pipe_host = malloc((size_t)n * sizeof(float));
+        c->pipe_host_cap = c->pipe_host ? n : 0;
+        if (!c->pipe_host) {
+            fprintf(stderr, "rank %d: out of host memory staging a pipeline block (%lld floats)\n", c->desc->rank, n);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    return c->pipe_host;
 }
 
-void tr_pipe_recv(tr_ctx *c, float *buf, long long n, int peer)
+/* One exchange: sn floats of run memory at sbuf to speer and rn from rpeer into rbuf (a count of 0: that half is not
+ * posted), with tag; staged through host memory where the run arena is not host memory. */
+static void p2p(tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn, int rpeer, int tag)
 {
-    MPI_CHECK(MPI_Recv(buf, (int)n, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", TR_WORLD);
-    c->p2p_recv += 4 * n;
-}
-
-void tr_pipe_sendrecv(tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn, int rpeer)
-{
-    MPI_CHECK(MPI_Sendrecv(sbuf, (int)sn, MPI_FLOAT, speer, 0, rbuf, (int)rn, MPI_FLOAT, rpeer, 0, MPI_COMM_WORLD,
-                           MPI_STATUS_IGNORE),
-              "MPI_Sendrecv", TR_WORLD);
+    const bool direct = tr_backend_run_on_host();
+    float *hs = NULL, *hr = NULL;
+    if (!direct) {
+        float *h = host_buf(c, sn + rn);
+        hs = h;
+        hr = h + sn;
+        if (sn > 0)
+            tr_backend_download(c, hs, sbuf, sn); /* waits for the work that wrote the block */
+    }
+    const float *s = direct ? sbuf : hs;
+    float *r = direct ? rbuf : hr;
+    if (sn > 0 && rn > 0)
+        MPI_CHECK(MPI_Sendrecv(s, (int)sn, MPI_FLOAT, speer, tag, r, (int)rn, MPI_FLOAT, rpeer, tag, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE),
+                  "MPI_Sendrecv", TR_WORLD);
+    else if (sn > 0)
+        MPI_CHECK(MPI_Send(s, (int)sn, MPI_FLOAT, speer, tag, MPI_COMM_WORLD), "MPI_Send", TR_WORLD);
+    else if (rn > 0)
+        MPI_CHECK(MPI_Recv(r, (int)rn, MPI_FLOAT, rpeer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", TR_WORLD);
+    if (!direct && rn > 0)
+        tr_backend_upload(c, rbuf, hr, rn);
     c->p2p_sent += 4 * sn;
     c->p2p_recv += 4 * rn;
 }
 
+void tr_pipe_send(tr_ctx *c, const float *buf, long long n, int peer)
+{
+    p2p(c, buf, n, peer, NULL, 0, -1, 0);
+}
+
+void tr_pipe_recv(tr_ctx *c, float *buf, long long n, int peer)
+{
+    p2p(c, NULL, 0, -1, buf, n, peer, 0);
+}
+
+void tr_pipe_sendrecv(tr_ctx *c, const float *sbuf, long long sn, int speer, float *rbuf, long long rn, int rpeer)
+{
+    p2p(c, sbuf, sn, speer, rbuf, rn, rpeer, 0);
+}
+
 /* The tied wte gradient: a joint exchange with the other stage's rank (tag 1, apart from the activation and dL/dx
  * blocks), then g = stage 0's + the last stage's, element by element in that order on both. Its bytes count with the
- * other point-to-point ones (report_p2p_bytes plans them). */
+ * other point-to-point ones (report_p2p_bytes plans them). Where the run arena is not host memory the sum is made on
+ * the host, between the download of g and its upload: the same float additions. */
 void tr_pipe_tied_sum(tr_ctx *c, float *g, long long n, int peer, int first)
 {
-    float *other = malloc((size_t)(n > 0 ? n : 1) * sizeof *other);
+    const bool direct = tr_backend_run_on_host();
+    float *h = direct ? NULL : host_buf(c, 2 * n);
+    float *mine = direct ? g : h, *other = direct ? malloc((size_t)(n > 0 ? n : 1) * sizeof *other) : h + n;
     if (!other) {
         fprintf(stderr, "rank %d: out of memory for the tied wte gradient (%lld floats)\n", c->desc->rank, n);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    MPI_CHECK(MPI_Sendrecv(g, (int)n, MPI_FLOAT, peer, 1, other, (int)n, MPI_FLOAT, peer, 1, MPI_COMM_WORLD,
+    if (!direct)
+        tr_backend_download(c, mine, g, n);
+    MPI_CHECK(MPI_Sendrecv(mine, (int)n, MPI_FLOAT, peer, 1, other, (int)n, MPI_FLOAT, peer, 1, MPI_COMM_WORLD,
                            MPI_STATUS_IGNORE),
               "MPI_Sendrecv", TR_WORLD);
     /* test hook (tests/train.sh): leave the gradients unsummed, to prove the losses and the tied check then differ */
     const char *skip = getenv("TESS_TEST_SKIP_TIED_SUM");
     for (long long e = 0; e < n && !(skip && *skip == '1'); e++)
-        g[e] = first ? g[e] + other[e] : other[e] + g[e];
-    free(other);
+        mine[e] = first ? mine[e] + other[e] : other[e] + mine[e];
+    if (direct)
+        free(other);
+    else
+        tr_backend_upload(c, g, mine, n);
     c->p2p_sent += 4 * n;
     c->p2p_recv += 4 * n;
 }

@@ -47,9 +47,12 @@ typedef struct tr_ctx {
      * attention's per-thread scores; grown on demand (outside parallel regions), freed by tr_ctx_free */
     float *scratch;
     size_t scratch_cap; /* floats */
-    /* pipeline stages (tr_comm.c tr_pipe_*): the stash, tr_pipe_class.stash slots of the kept buffers, allocated at
-     * the first forward, freed by tr_ctx_free; bytes sent and received point-to-point over the whole run */
-    float *pipe_stash;
+    /* pipeline stages (tr_comm.c tr_pipe_*): the stash, tr_pipe_class.stash slots of the kept buffers in run memory
+     * (tr_backend_run_alloc), allocated at the first forward; where the run arena is not host memory, the host
+     * buffer a point-to-point block is staged through (pipe_host_cap floats, grown on demand); both freed by
+     * tr_pipe_free; bytes sent and received point-to-point over the whole run */
+    float *pipe_stash, *pipe_host;
+    long long pipe_host_cap;
     long long p2p_sent, p2p_recv;
 } tr_ctx;
 

@@ -2666,6 +2666,7 @@ out:
     if (ck_pending) /* its next step failed or never ran: not a checkpoint known good */
         tr_ckpt_discard(d, ck_pending_path);
     tr_lmdata_close(&ld);
+    tr_pipe_free(&ctx);
     tr_backend_free(&ctx, A ? A : H, H);
     tr_trace_free(&ctx);
     tr_ctx_free(&ctx);

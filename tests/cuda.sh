@@ -20,6 +20,9 @@
 #              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured; the
 #              spec with 2 micro-batches and layer 0 recomputed on [2,2,1]: --dy in random order against the float64 full batch, bytes
 #              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
+#   stages     2 pipeline stages (mesh.pp = 2) of [1,1,2] and, for the whole GPT-2, of [1,1,1]: their rank_sS_iI_jJ.cu
+#              under the emulation, 5 AdamW steps against the CPU program of the same output (losses, bytes,
+#              replicas and the tied wte's copies bitwise, no CUDA graph)
 #   lm         a spec with model.vocab (embedding, tied LM head, vocab-parallel loss; training) on the same meshes:
 #              its rank_iI_jJ.cu under the emulation against the CPU program of the same output: logits and loss,
 #              every gradient (three stream orders, bytes as planned), 3 AdamW steps (losses, replicas bitwise)
@@ -63,6 +66,16 @@ cu_mpirun() { # np bin args...
     [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
     # shellcheck disable=SC2086
     mpirun $flags -np "$np" "$@"
+}
+
+# nvcc: TESS_NVCC, on PATH, or under CUDA_HOME, CUDA_PATH or /usr/local/cuda (its path printed)
+cu_nvcc() {
+    if [ -n "${TESS_NVCC:-}" ]; then command -v "$TESS_NVCC"; return; fi
+    command -v nvcc 2>/dev/null && return
+    for h in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+        [ -n "$h" ] && [ -x "$h/bin/nvcc" ] && { echo "$h/bin/nvcc"; return; }
+    done
+    return 1
 }
 
 # ---- golden -------------------------------------------------------------------------------
@@ -513,6 +526,73 @@ if wanted "$CU_ZERO_N"; then
     fi
 fi
 
+# ---- pipeline stages (mesh.pp, docs/TRAINING.md "Pipeline stages") under the emulation --------------------------
+# The stage programs' rank_sS_iI_jJ.cu: pipe_step (the proved schedule, the same text as the CPU program's) calling
+# tr_pipe_*, which stage every point-to-point block through the host where the run arena is not host memory (here, as
+# on a GPU: tr_backend_run_on_host) and keep the stash in run memory (tr_backend_run_alloc, _copy). The CPU program of
+# the same output is the reference: 5 AdamW steps in random stream order, the losses within 1e-6, every rank's
+# collective and point-to-point bytes as planned, replicas bitwise (the tied wte's two copies too), and no CUDA graph
+# (the host exchanges between micro-batches), saying why.
+cu_pipe_generate() { # name q d m schedule extra-model-keys -> $WORK/cupipe_name: both backends; CPU program, emulation
+    local dir="$WORK/cupipe_$1"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "cupipe_$1", mode = "train", backends = { "cpu", "cuda" },
+  mesh = { q = $2, d = $3, pp = 2 },
+  model = { layers = 2, hidden = 128, heads = 2, ffn = 256, seq = 16, batch = 4, eps = 1e-5$6 },
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
+  pipeline = { microbatches = $4, schedule = "$5" },
+}
+SPEC
+    env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
+        tests/cuda/emu_build.sh "$dir" emu model-emu
+}
+cu_pipe_train() { # name np
+    local dir="$WORK/cupipe_$1"
+    "$dir/run" --steps 5 | grep -E '^(step|after) ' >"$dir/steps_cpu.txt" &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun "$2" "$dir/bin/model-emu" --steps 5 --bytes --replica-check \
+            --timing >"$dir/emu_train.out" &&
+        cat "$dir/emu_train.out" &&
+        grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir/emu_train.out" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" \
+            "$dir/emu_train.out" && grep -q "bitwise identical to its replicas" "$dir/emu_train.out" &&
+        grep -q "^CUDA graphs: off: pipeline stages exchange their blocks through the host" "$dir/emu_train.out" &&
+        grep -qx "step_graph_replays=0" "$dir/emu_train.out" &&
+        cu_losses_5 "$dir/steps_cpu.txt" "$dir/emu_train.out"
+}
+# The whole GPT-2 on 2 stages: stage 0 holds the embedding without the tied head, so its embedding backward zeroes dE
+# before adding (trk::embed_bwd's last argument, the CPU program's tr_zero): without it each step's dE would add onto
+# the last step's, and the losses leave the CPU program's from step 2 (1e-3 relative).
+cu_pipe_lm() {
+    local dir="$WORK/cupipe_lm"
+    grep -q "trk::embed_bwd<.*, mb_g_wte_weight, 8192);" "$dir/rank_s0_i0_j0.cu" &&
+        ! grep -q "trk::embed_bwd" "$dir/rank_s1_i0_j0.cu" && cu_pipe_train lm 2
+}
+CU_PIPE_N1="cuda: stages: rank_sS_iI_jJ.cu of 2 stages of [1,1,2], 2 micro-batches 1f1b, 5 AdamW steps in random order: losses match the CPU program's, collective and point-to-point bytes as planned, replicas bitwise, uncaptured saying why"
+CU_PIPE_N2="cuda: stages: the whole GPT-2 (model.vocab) on 2 stages of [1,1,1], 4 micro-batches gpipe, 5 AdamW steps: losses match the CPU program's (stage 0 zeroes dE before its embedding backward), the tied wte copies bitwise, bytes as planned"
+if wanted "$CU_PIPE_N1"; then
+    if cu_pipe_generate blocks 1 2 2 1f1b "" >"$WORK/log" 2>&1; then
+        check "$CU_PIPE_N1" cu_pipe_train blocks 4
+    else
+        notok "cuda: stages: generate and build 2 stages of [1,1,2] against tests/cuda/emu.cc" "$WORK/log"
+    fi
+fi
+CU_PIPE_N3="cuda: compile: the two stage programs of the whole GPT-2 (rank_sS_iI_jJ.cu: pipe_step, tr_pipe_class) with the host compiler and CUDA's headers, -Werror"
+if wanted "$CU_PIPE_N2" || wanted "$CU_PIPE_N3"; then
+    if cu_pipe_generate lm 1 1 4 gpipe ", vocab = 64, positions = 16" >"$WORK/log" 2>&1; then
+        check "$CU_PIPE_N2" cu_pipe_lm
+        if ! wanted "$CU_PIPE_N3"; then
+            :
+        elif cu_nvcc >/dev/null; then
+            check "$CU_PIPE_N3" ninja -C "$WORK/cupipe_lm" obj-cuda/rank_s0_i0_j0.o obj-cuda/rank_s1_i0_j0.o
+        else
+            ok "$CU_PIPE_N3 # skip nvcc not found"
+        fi
+    else
+        notok "cuda: stages: generate and build the whole GPT-2 on 2 stages of [1,1,1] against tests/cuda/emu.cc" "$WORK/log"
+    fi
+fi
+
 # ---- bf16 (dtype = "bf16", docs/BF16.md) under the emulation, against the CPU program and --bf16 ---------------
 # The training spec of the section above in dtype "bf16" on [1,1,1], [2,2,1], [2,2,2]: trc_gemm_bf16, trc_cast_bf16,
 # trc_bcast_bf16 and the kernels' bf16 outputs. The CPU program of the same output (checked by
@@ -816,14 +896,6 @@ CU
     ! "$(cu_nvcc)" -std=c++17 -Iruntime -Iruntime/cuda -c "$WORK/stale.cu" -o "$WORK/stale.o" >"$WORK/stale.log" 2>&1 &&
         cat "$WORK/stale.log" && grep -q "deleted function" "$WORK/stale.log" && grep -q "trc.h" "$WORK/stale.log" &&
         grep -B6 "= delete;" runtime/cuda/trc.h | grep -q "generate it"
-}
-cu_nvcc() {
-    if [ -n "${TESS_NVCC:-}" ]; then command -v "$TESS_NVCC"; return; fi
-    command -v nvcc 2>/dev/null && return
-    for h in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
-        [ -n "$h" ] && [ -x "$h/bin/nvcc" ] && { echo "$h/bin/nvcc"; return; }
-    done
-    return 1
 }
 cu_compile_as() { # objs q d [t]: cu_compile with CU_OBJS=objs
     local CU_OBJS=$1

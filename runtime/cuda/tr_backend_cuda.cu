@@ -384,6 +384,41 @@ extern "C" void tr_backend_download(tr_ctx *c, float *dst_host, const float *src
     trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (download)");
 }
 
+/* Pipeline stages (tr_comm.c tr_pipe_*): the point-to-point blocks go through the host (tr_backend_download and
+ * tr_backend_upload above); the stash is device memory, copied on the compute stream, so a stage's forward, its stash
+ * copies and its backward run in issue order without a host wait. */
+extern "C" bool tr_backend_run_on_host(void)
+{
+    return false;
+}
+
+extern "C" float *tr_backend_run_alloc(tr_ctx *c, long long n)
+{
+    (void)c;
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)(n > 0 ? n : 1) * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError(); /* clear it: the caller reports the failure */
+        return NULL;
+    }
+    return (float *)p;
+}
+
+extern "C" void tr_backend_run_release(tr_ctx *c, float *p)
+{
+    (void)c;
+    if (p && trc_g.inited && trc_g.stream[0]) {
+        trc_wait_stream(trc_g.stream[TRC_COMPUTE], "compute (stash release)");
+        cudaCheck(cudaFree(p));
+    }
+}
+
+extern "C" void tr_backend_run_copy(tr_ctx *c, float *dst, const float *src, long long n)
+{
+    (void)c;
+    cudaCheck(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
+                              trc_g.stream[TRC_COMPUTE]));
+}
+
 extern "C" long long tr_backend_host_syncs(tr_ctx *c)
 {
     (void)c;

@@ -216,6 +216,10 @@ bool graph_init(tr_ctx *c, tr_err *err)
     gr.allowed = 0;
     if (v && !strcmp(v, "0"))
         snprintf(gr.note, sizeof gr.note, "CUDA graphs: off (TESS_CUDA_GRAPH=0): every step issued launch by launch");
+    else if (&tr_pipe_class && tr_pipe_class.stages > 1)
+        snprintf(gr.note, sizeof gr.note,
+                 "CUDA graphs: off: pipeline stages exchange their blocks through the host between micro-batches, "
+                 "waits no graph can hold; every step issued launch by launch");
     else if (!trc_g.use_nccl && world > 1)
         snprintf(gr.note, sizeof gr.note,
                  "CUDA graphs: off: the collectives are MPI with host staging (TESS_COMM=mpi, or ranks sharing a "

@@ -48,9 +48,11 @@ template <int ROWS, int COLS, int NVALID>
 void lm_dlogits(cudaStream_t s, const float *L, const float *mx, const float *sums, const int32_t *tgt, int v0,
                 float scale, float *dl);
 
-/* dE[NVALID rows, COLS] += g[r, COLS] for every token r (in order) with 0 <= tok[r] - v0 < NVALID */
+/* dE[NVALID rows, COLS] += g[r, COLS] for every token r (in order) with 0 <= tok[r] - v0 < NVALID; zero > 0: dE's
+ * first `zero` elements set to 0 first, on the same stream (a pipeline stage without the tied head, whose GEMM would
+ * have written dE first) */
 template <int ROWS, int COLS, int NVALID>
-void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE);
+void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE, long long zero);
 
 /* dwpe[NPOS, COLS] = sum over rows r with r % SEQ == p of g[r, COLS], in row order; rows p >= SEQ are 0 */
 template <int ROWS, int COLS, int SEQ, int NPOS>

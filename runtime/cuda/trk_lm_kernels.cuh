@@ -222,8 +222,12 @@ void lm_dlogits(cudaStream_t s, const float *L, const float *mx, const float *su
 }
 
 template <int ROWS, int COLS, int NVALID>
-void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE)
+void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE, long long zero)
 {
+    if (zero > 0) { /* all-zero bits: 0.0f; an operation of its own, counted and checked as a launch */
+        (void)cudaMemsetAsync(dE, 0, (size_t)zero * sizeof(float), s);
+        TRC_LAUNCHED("trk::embed_bwd's zeroing of dE");
+    }
     const dim3 grid(lm::blocks_for(COLS, lm::kThreads), lm::blocks_for(NVALID, lm::kEmbVocab));
     lm::k_embed_bwd<ROWS, COLS, NVALID><<<grid, lm::kThreads, 0, s>>>(tok, g, v0, dE);
     TRC_LAUNCHED("trk::embed_bwd");

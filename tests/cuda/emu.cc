@@ -215,6 +215,32 @@ extern "C" void tr_backend_sync(tr_ctx *c)
     E.syncs += 2;
 }
 
+/* Pipeline stages: the emulated run arena is host memory, but it stands for device memory, so tr_comm.c stages the
+ * point-to-point blocks through its host buffer as it does for the CUDA backend (tr_backend_download and _upload
+ * above); the stash is plain memory. Every queue has run when the main calls these (trc_forward_end, trc_phase_end). */
+extern "C" bool tr_backend_run_on_host(void)
+{
+    return false;
+}
+
+extern "C" float *tr_backend_run_alloc(tr_ctx *c, long long n)
+{
+    (void)c;
+    return static_cast<float *>(malloc((size_t)(n > 0 ? n : 1) * sizeof(float)));
+}
+
+extern "C" void tr_backend_run_release(tr_ctx *c, float *p)
+{
+    (void)c;
+    free(p);
+}
+
+extern "C" void tr_backend_run_copy(tr_ctx *c, float *dst, const float *src, long long n)
+{
+    (void)c;
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
 extern "C" long long tr_backend_host_syncs(tr_ctx *c)
 {
     (void)c;
@@ -311,6 +337,10 @@ extern "C" bool tr_backend_graph_init(tr_ctx *c, tr_err *err)
     E.graphs = false;
     if (v && !strcmp(v, "0"))
         snprintf(E.note, sizeof E.note, "CUDA graphs: off (TESS_CUDA_GRAPH=0): every step issued launch by launch");
+    else if (&tr_pipe_class && tr_pipe_class.stages > 1)
+        snprintf(E.note, sizeof E.note,
+                 "CUDA graphs: off: pipeline stages exchange their blocks through the host between micro-batches, "
+                 "waits no graph can hold; every step issued launch by launch");
     else if (m && !strcmp(m, "mpi") && world > 1)
         snprintf(E.note, sizeof E.note,
                  "CUDA graphs: off: the collectives are MPI with host staging (TESS_COMM=mpi, or ranks sharing a "

@@ -23,7 +23,8 @@ $cxx -I"$dir" -I"$dir/obj-emu" -c "$repo/tests/cuda/emu_kernels.cc" -o "$dir/obj
 mpicc -std=c11 -D_XOPEN_SOURCE=700 -O1 -Wall -Wextra -Werror -I"$repo/runtime" -DTR_LAUNCH_DIR="\"$variant\"" \
     -c "$repo/runtime/tr_launch.c" -o "$dir/obj-emu/tr_launch.o"
 mpicc -o "$dir/bin/$launcher" "$dir/obj-emu/tr_launch.o" "$dir/obj/model.o"
-for f in "$dir"/rank_i*_j*.cu; do
+for f in "$dir"/rank_i*_j*.cu "$dir"/rank_s*_i*_j*.cu; do
+    [ -e "$f" ] || continue
     cls=$(basename "$f" .cu)
     $cxx -I"$dir" -x c++ -c "$f" -o "$dir/obj-emu/$cls.o"
     # shellcheck disable=SC2086

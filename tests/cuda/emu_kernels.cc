@@ -478,9 +478,11 @@ void lm_dlogits(cudaStream_t s, const float *L, const float *mx, const float *su
 }
 
 template <int ROWS, int COLS, int NVALID>
-void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE)
+void embed_bwd(cudaStream_t s, const int32_t *tok, const float *g, int v0, float *dE, long long zero)
 {
     push(stream_of(s), [=] {
+        for (long long e = 0; e < zero; e++) /* the cudaMemsetAsync before the kernel */
+            dE[e] = 0.0f;
         for (int r = 0; r < ROWS; r++) { /* token order, as each CUDA thread adds into the elements it owns */
             int id = tok[r] - v0;
             if (id < 0 || id >= NVALID)

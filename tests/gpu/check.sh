@@ -12,7 +12,8 @@
 #              gradients within 1e-4, bytes as planned; 5 AdamW steps with --replica-check (bitwise identical
 #              replicas); m64's 20-step losses equal on the three meshes (1e-4), within 1e-3 of float64, falling;
 #              m64 [1,1,1] 10 steps replayed from CUDA graphs against TESS_CUDA_GRAPH=0: losses and weights
-#              bitwise equal, both step times printed side by side;
+#              bitwise equal, both step times printed side by side; m64 on 2 pipeline stages of [1,1,1] with 2
+#              micro-batches: 5 steps' losses within 1e-5 of the pp = 1 program's, bytes as planned, replicas bitwise;
 #              the column sums and layernorm backward outside any schedule (tests/cuda/lnb_check.sh bench: bits
 #              equal to the emulation's, 1e-5 of double, repeatable, microbenchmark printed); attention outside
 #              any schedule (tests/cuda/attn_check.sh bench: softmax kernels and launchers against double, timed);
@@ -107,6 +108,34 @@ replicas_run() {
 replicas_ok() { # model q d [mode]: 5 AdamW steps
     replicas_run "$1" "${4:-train}" "$2" "$3" --weights "$TG_WORK/ref_$1/w.safetensors" --input "$TG_WORK/ref_$1/x.npy" \
         --target "$TG_WORK/ref_$1/target.npy" --steps 5
+}
+
+stages_ok() { # model: 5 AdamW steps on 2 pipeline stages of [1,1,1] with 2 micro-batches (MODE trainpp2) against the
+    # pp = 1 program without micro-batches: the losses within 1e-5 (the micro-batches' GEMMs have other shapes), every
+    # rank's collective and point-to-point bytes as planned, replicas bitwise; the two stages share the GPU (MPI staging)
+    local m=$1 args dir
+    dir=$(tg_dir "$m" trainpp2 1 1)
+    args=(--weights "$TG_WORK/ref_$m/w.safetensors" --input "$TG_WORK/ref_$m/x.npy" --target "$TG_WORK/ref_$m/target.npy"
+        --steps 5)
+    tg_run "$m" train 1 1 "${args[@]}" | grep -E '^(step|after) ' >"$dir.pp1.txt" &&
+        tg_run "$m" trainpp2 1 1 "${args[@]}" --bytes --replica-check >"$dir.pp2.out" || return 1
+    cat "$dir.pp2.out"
+    grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir.pp2.out" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" "$dir.pp2.out" &&
+        grep -q "bitwise identical to its replicas" "$dir.pp2.out" || return 1
+    "$PY" - "$dir.pp1.txt" "$dir.pp2.out" <<'PYEOF'
+import sys
+def losses(f):
+    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
+            if l.startswith("step ") or l.startswith("after ")]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == 6 and len(b) == 6
+for k in range(min(len(a), len(b))):
+    rel = abs(a[k] - b[k]) / abs(a[k])
+    print("loss %d: pp = 1 %.9g, 2 stages %.9g, rel %.2e (tol 1e-5)" % (k + 1, a[k], b[k], rel))
+    ok = ok and rel <= 1e-5
+sys.exit(0 if ok else 1)
+PYEOF
 }
 
 losses_ok() { # model: 20 steps on the three meshes, equal, falling, close to float64
@@ -356,6 +385,10 @@ stage_training() {
     if tg_built m64 train 1 1; then
         TG_SHOW="^graph:" tg_check "training: m64 [1,1,1] 10 steps replayed from CUDA graphs: losses and weights bitwise those issued one by one (TESS_CUDA_GRAPH=0); both step times" \
             graph_ok m64
+    fi
+    if tg_built m64 train 1 1 && build_check m64 trainpp2 1 1; then
+        tg_check "training: m64 on 2 pipeline stages of [1,1,1] (2 micro-batches, 1f1b, sharing the GPU): 5 AdamW steps' losses within 1e-5 of the pp = 1 program's, collective and point-to-point bytes as planned, replicas bitwise" \
+            stages_ok m64
     fi
     if tg_built m64 train 1 1 && tg_built m64 train 2 1 && tg_built m64 train 2 2; then
         tg_check "training: m64 20-step losses equal on [1,1,1] [2,2,1] [2,2,2] (1e-4), falling, within 1e-3 of float64" \

@@ -287,7 +287,7 @@ tg_cudnn_env() {
     TG_CUDNN=$w
 }
 # tg_gen MODEL MODE q d -> prints the output folder (generated there; MODE infer or train, or infer16 or train16:
-# the same with dtype = "bf16")
+# the same with dtype = "bf16"; suffixes below: cudnn, noepi, pp2)
 tg_dir() { echo "$TG_WORK/$1_$2_$3_$4"; }
 tg_gen() {
     local m=$1 mode=$2 q=$3 dd=$4 dir L C H F S B dtype=fp32
@@ -297,8 +297,13 @@ tg_gen() {
     local attn="" # MODE infer16cudnn or train16cudnn: bf16 with attention = "cudnn"
     local epi=""  # MODE ending in "noepi": the same with epilogues = false (every bias, GeLU and gradient step a
                   # kernel of its own: the side-by-side control of a fusion, bench.sh)
+    local pp="" # MODE ending in "pp2": 2 pipeline stages of [q,q,d], 2 micro-batches (docs/TRAINING.md)
     case "$mode" in
-    *noepi) mode=${mode%noepi} sfx=_noepi epi='
+    *pp2) mode=${mode%pp2} sfx=_pp2 pp=', pp = 2' epi='
+  pipeline = { microbatches = 2 },' ;;
+    esac
+    case "$mode" in
+    *noepi) mode=${mode%noepi} sfx=_noepi$sfx epi="$epi"'
   epilogues = false,' ;;
     esac
     case "$mode" in
@@ -317,7 +322,7 @@ tg_gen() {
     cat >"$dir.lua" <<SPEC
 return {
   name = "${m}_${mode}${sfx}_q${q}_d${dd}",
-  mesh = { q = $q, d = $dd },
+  mesh = { q = $q, d = $dd$pp },
   model = { layers = $L, hidden = $C, heads = $H, ffn = $F, seq = $S, batch = $B$lm },
   mode = "$mode", dtype = "$dtype",$attn
   backends = { "cpu", "cuda" },
