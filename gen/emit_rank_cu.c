@@ -53,6 +53,10 @@ bool tg_cuda_supports(const tg_class_plan *cp, tg_err *err)
         if (s->stream == TG_STREAM_NONE)
             return tg_fail(err, "not supported by the CUDA backend yet: %s (class (i=%d, j=%d) step %d: layer %d %s)",
                            tg_step_kind_name(s->kind), cp->i, cp->j, i, s->layer, s->op);
+        if (s->kind == TG_STEP_ATTN_DECODE && s->context > 8192) /* runtime/cuda/trk_gen_kernels.cuh kMaxContext */
+            return tg_fail(err, "not supported by the CUDA backend yet: model.context = %d, a decode step over more than "
+                                "8192 cached positions (its attention kernel keeps a row of scores in shared memory)",
+                           s->context);
     }
     return true;
 }
@@ -115,6 +119,13 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_ALLGATHER: return 4 * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
     case TG_STEP_COPY: return 8 * s->count;
+    case TG_STEP_KV_WRITE: return 8 * 2LL * s->nseq * s->seq * s->cols; /* K, V columns in; cache rows out */
+    case TG_STEP_ATTN_DECODE: { /* qkv + bias in and out; the cached K and V of positions 0..pos read once per head
+                                 * (at most the context's); out */
+        long long c = (long long)s->heads * s->hdim;
+        return 4 * (2 * 3 * s->nseq * c + 3 * c + 2LL * s->nseq * s->context * c + s->nseq * c);
+    }
+    case TG_STEP_LM_ARGMAX: return 4 * (rc + 2LL * s->rows);
     case TG_STEP_GRAD_ACC: return 12 * s->count; /* part and gradient in, gradient out */
     case TG_STEP_GELU_SAVE: /* h in (and out, when u is kept in it), bias in, g out (and u, bf16 training) */
         return 4 * ((s->buf[3] >= 0 ? 1 : 2) * rc + s->cols) + esz(rp, s, 2) * rc +
@@ -166,6 +177,8 @@ static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
     if (s->kind == TG_STEP_GEMM && slot == 2 && lt_out_bf16(cp, s))
         return false;
     if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && lt_out_bf16(cp, &cp->steps[s->fused]))
+        return false;
+    if (s->kind == TG_STEP_ATTN_DECODE && slot == 5) /* the CPU's scores row: the kernel keeps its own in shared memory */
         return false;
     return tg_streams_slot_used(s, slot);
 }
@@ -253,12 +266,19 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
     }
     switch (s->kind) {
     case TG_STEP_BCAST:
-        tg_sb_printf(o, "    trc_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), g, s->root_local, bn(rp, s, 0),
-                     s->count);
+        if (s->boff) /* generation's argmax pairs: one row block's slice of the buffer */
+            tg_sb_printf(o, "    trc_bcast%s(c, %s, %d, %s + %d, %lld);\n", bf(rp, s, 0), g, s->root_local,
+                         bn(rp, s, 0), s->boff, s->count);
+        else
+            tg_sb_printf(o, "    trc_bcast%s(c, %s, %d, %s, %lld);\n", bf(rp, s, 0), g, s->root_local, bn(rp, s, 0),
+                         s->count);
         break;
     case TG_STEP_ALLREDUCE:
-        tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "", g,
-                     bn(rp, s, 0), s->count);
+        if (s->maxop == 2) /* generation's (max logit, id) pairs: MPI_MAXLOC through the host (trc_comm.cu) */
+            tg_sb_printf(o, "    trc_allreduce_maxloc(c, %s, %s + %d, %lld);\n", g, bn(rp, s, 0), s->boff, s->count);
+        else
+            tg_sb_printf(o, "    trc_allreduce%s(c, %s, %s, %lld);\n", s->maxop ? "_max" : s->exact ? "_exact" : "", g,
+                         bn(rp, s, 0), s->count);
         break;
     case TG_STEP_REDUCE:
         tg_sb_printf(o, "    trc_reduce(c, %s, %d, %s, %lld);\n", g, s->root_local, bn(rp, s, 0), s->count);
@@ -268,8 +288,29 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter", g,
                      bn(rp, s, 0), s->count);
         break;
-    case TG_STEP_COPY: /* generation's weight-stationary layout: CPU only (main.c refuses mode = "generate" here) */
-        tg_sb_puts(o, "#error \"the weight-stationary copy (mode = generate) has no CUDA kernel: use the CPU backend\"\n");
+    case TG_STEP_COPY: /* generation's weight-stationary layout: a block into its slot, or a slice out of one */
+        tg_sb_printf(o, "    trc_copy(c, %s + %lld, %s + %d, %lld);\n", bn(rp, s, 0), s->soff, bn(rp, s, 1), s->boff,
+                     s->count);
+        break;
+    case TG_STEP_KV_WRITE:
+        tg_sb_printf(o, "    trk::kv_write<%d, %d, %d, %d>(S, %s, %s);\n", s->nseq, s->seq, s->cols, s->context,
+                     bn(rp, s, 0), bn(rp, s, 1));
+        snprintf(line, sizeof line, "template void kv_write<%d, %d, %d, %d>(cudaStream_t, const float *, float *);\n",
+                 s->nseq, s->seq, s->cols, s->context);
+        break;
+    case TG_STEP_ATTN_DECODE:
+        tg_sb_printf(o, "    trk::attn_decode<%d, %d, %d, %d>(S, %s, %s, %s, %s, %s);\n", s->nseq, s->heads, s->hdim,
+                     s->context, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4));
+        snprintf(line, sizeof line,
+                 "template void attn_decode<%d, %d, %d, %d>(cudaStream_t, float *, const float *, float *, float *,\n"
+                 "                                         const int32_t *);\n",
+                 s->nseq, s->heads, s->hdim, s->context);
+        break;
+    case TG_STEP_LM_ARGMAX:
+        tg_sb_printf(o, "    trk::lm_argmax<%d, %d, %d>(S, %s, %d, %s + %d);\n", s->rows, s->cols, s->nvalid,
+                     bn(rp, s, 0), s->vocab0, bn(rp, s, 1), s->boff);
+        snprintf(line, sizeof line, "template void lm_argmax<%d, %d, %d>(cudaStream_t, const float *, int, float *);\n",
+                 s->rows, s->cols, s->nvalid);
         break;
     case TG_STEP_CAST:
         tg_sb_printf(o, "    trc_cast_bf16(c, %s, %lld, %s);\n", bn(rp, s, 0), s->count, bn(rp, s, 1));
@@ -464,6 +505,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->rows, s->cols, s->nvalid);
         break;
     case TG_STEP_POS_ADD:
+        if (s->buf[2] >= 0) { /* generation's decode step: each row at its sequence's position */
+            tg_sb_printf(o, "    trk::pos_add_at<%d, %d>(S, %s, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0),
+                         bn(rp, s, 1), bn(rp, s, 2));
+            snprintf(line, sizeof line,
+                     "template void pos_add_at<%d, %d>(cudaStream_t, float *, const float *, const int32_t *);\n",
+                     s->rows, s->cols);
+            break;
+        }
         tg_sb_printf(o, "    trk::pos_add<%d, %d, %d>(S, %s, %s);\n", s->rows, s->cols, s->seq, bn(rp, s, 0),
                      bn(rp, s, 1));
         snprintf(line, sizeof line, "template void pos_add<%d, %d, %d>(cudaStream_t, float *, const float *);\n",
@@ -565,15 +614,22 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         tg_sb_puts(&funcs, "/* The language model's kernels (embedding, positions, loss; docs/MODEL.md): declared in "
                            "trk_lm.cuh,\n * defined in kernels.cu (trk_lm_kernels.cuh) at this schedule's shapes. */\n"
                            "#include \"trk_lm.cuh\"\n\n");
+    if (pl->spec.mode == TG_GENERATE)
+        tg_sb_puts(&funcs, "/* Text generation's kernels (KV cache, decode attention, argmax; docs/GENERATE.md): declared "
+                           "in trk_gen.cuh,\n * defined in kernels.cu (trk_gen_kernels.cuh) at this schedule's shapes. "
+                           "*/\n#include \"trk_gen.cuh\"\n\n");
     if (pl->spec.attention == TG_ATTN_CUDNN)
         tg_sb_puts(&funcs, "/* attention = \"cudnn\": cuDNN's fused attention (trc_sdpa.h; docs/CUDA.md, \"Fused attention "
                            "through cuDNN\") */\n#include \"trc_sdpa.h\"\n\n");
 
-    static const char *fname[3] = {"forward", "backward", "optimizer"};
-    static const char *fwhat[3] = {
-        "the forward of every block",
+    static const char *fname[4] = {"forward", "backward", "optimizer", "decode"};
+    const char *fwhat[4] = {
+        pl->spec.mode == TG_GENERATE ? "the prefill: the forward of the prompts, their K and V into the KV cache, the "
+                                       "argmax of every row"
+                                     : "the forward of every block",
         "the backward: dL/dy in grad_x -> dL/dx in grad_x, and every weight gradient",
         "one AdamW step on every local shard (step number in the context)",
+        "one decode step: a token per sequence at its position through the KV cache, its argmax",
     };
     bool ok = true;
     for (int g = 0; g < nseg && ok; g++) {
@@ -651,14 +707,14 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         }
         tg_sb_puts(&funcs, "}\n\n");
     }
-    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_OPT && ok; ph++) {
+    for (int ph = TG_PHASE_FWD; ph <= TG_PHASE_DEC && ok; ph++) {
         int any = 0;
         for (int g = 0; g < nseg; g++)
             any |= sg[g].phase == (tg_phase)ph;
         if (!any)
             continue;
         tg_sb_printf(&funcs, "/* %s */\nstatic void %s(struct tr_ctx *c, float *A)\n{\n", fwhat[ph], fname[ph]);
-        if (ph == TG_PHASE_FWD)
+        if (ph == TG_PHASE_FWD || ph == TG_PHASE_DEC) /* a decode step is a forward of one token a sequence */
             tg_sb_puts(&funcs, "    trc_forward_begin(c, step_cost);\n");
         else
             tg_sb_puts(&funcs, "    trc_phase_begin(c, step_cost); /* the comm stream waits for what came before */\n");
@@ -669,7 +725,8 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
                 continue;
             tg_sb_printf(&funcs, "    %s(c, A);\n", fn);
         }
-        tg_sb_printf(&funcs, "    %s(c);\n}\n\n", ph == TG_PHASE_FWD ? "trc_forward_end" : "trc_phase_end");
+        tg_sb_printf(&funcs, "    %s(c);\n}\n\n",
+                     ph == TG_PHASE_FWD || ph == TG_PHASE_DEC ? "trc_forward_end" : "trc_phase_end");
     }
     free(sg);
     tg_emit_lm_desc(&funcs, pl, rp, "extern \"C\" ");
@@ -841,6 +898,17 @@ static bool lm_instance(const char *line)
     return false;
 }
 
+/* Is this instance line one of text generation's kernels (trk_gen.cuh)? */
+static bool gen_instance(const char *line)
+{
+    static const char *const names[] = {"pos_add_at<", "kv_write<", "attn_decode<", "lm_argmax<"};
+    const char *p = line + strlen("template void ");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strncmp(p, names[i], strlen(names[i])))
+            return true;
+    return false;
+}
+
 /* Is this instance line one of the column-sum family's (kernels_colsum.cu.in)? */
 static bool colsum_instance(const char *line)
 {
@@ -872,7 +940,8 @@ static bool lnbwd_instance(const char *line)
  * includes the LM kernels (runtime/cuda/trk_lm_kernels.cuh) and instantiates them. */
 bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_err *err)
 {
-    tg_sb inst, rows, attn, lm, cs, ln;
+    tg_sb inst, rows, attn, lm, cs, ln, gen;
+    tg_sb_init(&gen);
     tg_sb_init(&inst);
     tg_sb_init(&rows);
     tg_sb_init(&attn);
@@ -881,7 +950,8 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
     tg_sb_init(&ln);
     for (int i = 0; i < ks->n; i++) {
         const char *l = ks->line[i];
-        tg_sb_puts(lm_instance(l)       ? &lm
+        tg_sb_puts(gen_instance(l)      ? &gen
+                   : lm_instance(l)     ? &lm
                    : attn_instance(l)   ? &attn
                    : colsum_instance(l) ? &cs
                    : lnbwd_instance(l)  ? &ln
@@ -920,6 +990,17 @@ bool tg_emit_kernels_cu(const tg_plan *pl, const tg_kernels *ks, tg_sb *out, tg_
         tg_sb_puts(out, lm.s ? lm.s : "");
         tg_sb_puts(out, "} // namespace trk\n");
     }
+    if (ok && pl->spec.mode == TG_GENERATE) {
+        tg_sb_puts(out, "\n/* ---- text generation (mode = \"generate\", docs/GENERATE.md): the KV cache, the decode step's "
+                        "attention\n * and position add, the argmax; kernels and design in "
+                        "runtime/cuda/trk_gen_kernels.cuh ---- */\n"
+                        "#include \"trk_gen_kernels.cuh\"\n\n"
+                        "namespace trk {\n"
+                        "/* the generation kernels at the shapes of this model's schedule */\n");
+        tg_sb_puts(out, gen.s ? gen.s : "");
+        tg_sb_puts(out, "} // namespace trk\n");
+    }
+    tg_sb_free(&gen);
     tg_sb_free(&inst);
     tg_sb_free(&rows);
     tg_sb_free(&attn);

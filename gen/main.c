@@ -339,10 +339,6 @@ static int generate(const tg_spec *spec, const char *outdir, const char *root, i
         snprintf(unsupported, sizeof unsupported,
                  "model.vocab on scheme = \"megatron\": the CUDA backend is not wired for the megatron scheme's "
                  "vocab-parallel embedding and LM head yet (docs/MEGATRON.md); the CPU backend runs it");
-    if (!unsupported[0] && spec->mode == TG_GENERATE) /* docs/GENERATE.md: the decode step is CPU only */
-        snprintf(unsupported, sizeof unsupported,
-                 "mode = \"generate\": the CUDA backend has no prefill, decode or KV-cache kernels yet "
-                 "(docs/GENERATE.md); the CPU backend runs it");
     if (!tg_bounds_memory(&plan, fig, &err)) {
         fprintf(stderr, "%s\ntessgen: nothing was written\n", err.msg);
         tg_figures_free(&plan, fig);

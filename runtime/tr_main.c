@@ -1920,8 +1920,10 @@ static bool gen_sample(tr_ctx *c, const tr_opts *o, const float *lg, int nseq, c
 
 /* The prefill, then decode steps until every sequence of this rank's depth has max_new new tokens or its end-of-text
  * id; the ids (prompt, then the new ones, then -1) to o->output on rank 0, the logits of every new token to
- * --logits-out [sequences, max_new, vocab]. Depths run independently (their groups never mix). *ndec: decode steps. */
-static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
+ * --logits-out [sequences, max_new, vocab]. Depths run independently (their groups never mix). *ndec: decode steps.
+ * The host arena H mirrors the blocks the runtime writes (prefill tokens, decode tokens and positions: uploaded to
+ * the run arena A) and reads (argmax pairs and logits: downloaded); on the CPU the two are one memory. */
+static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *ndec)
 {
     const tr_rank_desc *d = c->desc;
     const tr_gen_desc *g = &tr_gen_class;
@@ -1955,15 +1957,17 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
             out[(long)b * W + p] = p < len[b] ? ids[(long)b * S + p] : -1;
     }
     /* the prefill's tokens: the q row blocks of this depth, -1 pads as id 0 (causal: they never reach a prompt) */
-    int32_t *tok = (int32_t *)(A + tr_lm()->tok_offset);
+    int32_t *tok = (int32_t *)(H + tr_lm()->tok_offset);
     for (int t = 0; t < q; t++)
         for (int s = 0; s < nseq; s++)
             for (int p = 0; p < S; p++) {
                 int32_t v = ids[((long)(t + q * d->k) * nseq + s) * S + p];
                 tok[((long)t * nseq + s) * S + p] = v < 0 ? 0 : v;
             }
+    tr_backend_upload(c, A + tr_lm()->tok_offset, H + tr_lm()->tok_offset, (long long)q * nseq * S);
     double t_pre = tr_now();
     c->desc->forward(c, A);
+    tr_backend_sync(c); /* the prefill's time is its work's, not its issue's */
     t_pre = tr_now() - t_pre;
     /* --timing: each decode step's wall time (the step and the choice of the next ids), and the step kinds' */
     double *reps = o->timing ? calloc((size_t)M + 1, sizeof *reps) : NULL;
@@ -1971,8 +1975,14 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
         memset(c->seconds, 0, sizeof c->seconds);
         c->timing = 1;
     }
-    const float *pairs = A + g->pairs_offset;
-    const float *plog = A + tr_lm()->logits_offset;
+    /* every row's (max logit, id) pair of the q row blocks; the logits of each sequence's last prompt token */
+    tr_backend_download(c, H + g->pairs_offset, A + g->pairs_offset, 2LL * q * R);
+    const float *pairs = H + g->pairs_offset;
+    const float *plog = H + tr_lm()->logits_offset;
+    for (int s = 0; s < nseq; s++) {
+        long long at = ((long long)s * S + len[(d->i + q * d->k) * nseq + s] - 1) * tr_lm()->vq;
+        tr_backend_download(c, H + tr_lm()->logits_offset + at, A + tr_lm()->logits_offset + at, tr_lm()->vq);
+    }
     for (int t = 0; t < q; t++)
         for (int s = 0; s < nseq; s++) {
             int b = (t + q * d->k) * nseq + s;
@@ -2019,7 +2029,7 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
             MPI_Allreduce(&live, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (!any)
             break;
-        int32_t *dtok = (int32_t *)(A + g->dtok_offset), *dpos = (int32_t *)(A + g->dpos_offset);
+        int32_t *dtok = (int32_t *)(H + g->dtok_offset), *dpos = (int32_t *)(H + g->dpos_offset);
         for (int t = 0; t < q; t++)
             for (int s = 0; s < nseq; s++) {
                 int b = (t + q * d->k) * nseq + s;
@@ -2027,13 +2037,17 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *A, long long *ndec)
                 if (t == d->i) /* a finished sequence keeps a valid position: its row is computed and dropped */
                     dpos[s] = len[b] + (m < M - 1 ? m : M - 2);
             }
+        tr_backend_upload(c, A + g->dtok_offset, H + g->dtok_offset, (long long)q * nseq);
+        tr_backend_upload(c, A + g->dpos_offset, H + g->dpos_offset, nseq);
         double t0 = tr_now();
         g->decode(c, A);
-        const float *dp = A + g->dpairs_offset;
+        tr_backend_download(c, H + g->dpairs_offset, A + g->dpairs_offset, 2LL * q * nseq);
+        tr_backend_download(c, H + g->dlogits_offset, A + g->dlogits_offset, (long long)nseq * tr_lm()->vq);
+        const float *dp = H + g->dpairs_offset;
         for (int t = 0; t < q; t++)
             for (int s = 0; s < nseq; s++)
                 memcpy(&next[(t + q * d->k) * nseq + s], &dp[2 * ((long)t * nseq + s) + 1], 4);
-        memcpy(lg, A + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
+        memcpy(lg, H + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
         if (o->sample.on)
             sampled = gen_sample(c, o, lg, nseq, len, m + 1, next) && sampled;
         if (reps)
@@ -2545,7 +2559,7 @@ int main(int argc, char **argv)
             forward_backward_all(&ctx, A);
         } else if (o.generate) {
             long long ndec = 0;
-            rc = gen_run(&ctx, &o, A, &ndec);
+            rc = gen_run(&ctx, &o, H, A, &ndec);
             if (rc)
                 goto out;
             for (int g = 0; g < TR_NGROUPS; g++) { /* --bytes: the prefill, then ndec decode steps */

@@ -20,6 +20,8 @@
 #              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured; the
 #              spec with 2 micro-batches and layer 0 recomputed on [2,2,1]: --dy in random order against the float64 full batch, bytes
 #              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
+#   generate   mode = "generate" on [1,1,1], [2,2,1], [1,1,2]: the prefill and decode programs under the emulation,
+#              greedy ids and logits against the float64 reference and the CPU program, bytes, seeded sampling
 #   stages     2 pipeline stages (mesh.pp = 2) of [1,1,2] and, for the whole GPT-2, of [1,1,1]: their rank_sS_iI_jJ.cu
 #              under the emulation, 5 AdamW steps against the CPU program of the same output (losses, bytes,
 #              replicas and the tied wte's copies bitwise, no CUDA graph)
@@ -593,6 +595,88 @@ if wanted "$CU_PIPE_N2" || wanted "$CU_PIPE_N3"; then
     fi
 fi
 
+# ---- text generation (mode = "generate", docs/GENERATE.md) under the emulation ----------------------------------
+# tests/generate.sh's model (2 layers, C 16, 4 heads, vocab 23, context 10) with backends cpu and cuda: the prefill and
+# the decode step of rank_iI_jJ.cu (trk_gen.cuh's KV write, decode attention, position add and argmax; trc_copy and
+# the max-loc all-reduce of the pairs) under the emulation, whose run arena is memory of its own (what the runtime
+# reads or writes on the host goes through tr_backend_download / _upload, as on a GPU). Against the float64 reference
+# (tessref.py generate, the whole forward on the growing sequence): greedy ids token for token and every new token's
+# logits within 1e-4, as tests/generate.sh holds the CPU program; the ids also equal the CPU program's of the same
+# output, logits within 1e-5 of it; the collective and weight-stationary bytes as planned. Seeded sampling (top-k,
+# top-p, temperature) gives the CPU program's ids.
+CU_GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
+cu_gen_setup() {
+    local W="$WORK/cugen"
+    [ -e "$W/l_ref.npy" ] && return 0
+    mkdir -p "$W" &&
+        "$PY" $CU_REF lm-weights $CU_GEN_DIMS --seed 3 --out "$W/w.st" &&
+        "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.array([[3, 7, 1, -1], [5, 2, 9, 11]], np.int32))" \
+            "$W/p.npy" &&
+        "$PY" $CU_REF generate $CU_GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref.npy" --logits-out "$W/l_ref.npy"
+}
+cu_gen_build() { # q d -> $WORK/cugen_q_d: both backends; the CPU program and the emulated one built
+    local dir="$WORK/cugen_$1_$2"
+    cat >"$dir.lua" <<SPEC
+return { name = "cugen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate", backends = { "cpu", "cuda" },
+  model = { layers = 2, hidden = 16, heads = 4, ffn = 32, seq = 4, batch = 2, vocab = 23, positions = 12,
+            context = 10 } }
+SPEC
+    env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
+        grep -q "trk::attn_decode<" "$dir/rank_i0_j0.cu" && tests/cuda/emu_build.sh "$dir" emu model-emu
+}
+cu_gen_greedy() { # q d
+    local W="$WORK/cugen" dir="$WORK/cugen_$1_$2" np=$(($1 * $1 * $2)) args
+    args="--weights $W/w.st --generate --prompt-tokens $W/p.npy --max-new 6"
+    # shellcheck disable=SC2086
+    "$dir/run" $args --output "$dir/t_cpu.npy" --logits-out "$dir/l_cpu.npy" --quiet &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" $args --output "$dir/t.npy" \
+            --logits-out "$dir/l.npy" --bytes >"$dir/emu.out" || { cat "$dir/emu.out" 2>/dev/null; return 1; }
+    cat "$dir/emu.out"
+    grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir/emu.out" &&
+        { [ "$1" = 1 ] || grep -q "^bytes: every rank's all-gathers and reduce-scatters moved exactly the planned bytes$" \
+            "$dir/emu.out"; } &&
+        "$PY" $CU_REF compare-generate "$dir/t.npy" "$W/t_ref.npy" "$dir/l.npy" "$W/l_ref.npy" --tol 1e-4 &&
+        "$PY" $CU_REF compare-generate "$dir/t.npy" "$dir/t_cpu.npy" "$dir/l.npy" "$dir/l_cpu.npy" --tol 1e-5
+}
+cu_gen_sampled() { # q d: the CPU program's ids for one seed (top-k, top-p and temperature)
+    local W="$WORK/cugen" dir="$WORK/cugen_$1_$2" np=$(($1 * $1 * $2)) args
+    args="--weights $W/w.st --generate --prompt-tokens $W/p.npy --max-new 6 --temperature 1.5 --top-k 9 --top-p 0.8 --seed 7"
+    # shellcheck disable=SC2086
+    "$dir/run" $args --output "$dir/ts_cpu.npy" --logits-out "$dir/ls_cpu.npy" --quiet &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=6 cu_mpirun "$np" "$dir/bin/model-emu" $args --output "$dir/ts.npy" \
+            --logits-out "$dir/ls.npy" --quiet &&
+        "$PY" $CU_REF compare-generate "$dir/ts.npy" "$dir/ts_cpu.npy" "$dir/ls.npy" "$dir/ls_cpu.npy" --tol 1e-5 &&
+        ! cmp -s "$dir/ts.npy" "$dir/t.npy" || { echo "sampled ids equal the greedy ones"; return 1; }
+}
+for m in 1,1 2,1 1,2; do
+    q=${m%,*} d=${m#*,}
+    CU_GEN_N1="cuda: generate: rank_iI_jJ.cu of [$q,$q,$d] (prefill, KV-cache decode) under the emulation: greedy ids token for token and every new token's logits within 1e-4 of the float64 reference, ids equal the CPU program's (logits 1e-5), bytes as planned"
+    CU_GEN_N2="cuda: generate: rank_iI_jJ.cu of [$q,$q,$d]: seeded sampling (temperature, top-k, top-p) gives the CPU program's ids"
+    wanted "$CU_GEN_N1" || wanted "$CU_GEN_N2" || continue
+    if cu_gen_setup >"$WORK/log" 2>&1 && cu_gen_build "$q" "$d" >"$WORK/log" 2>&1; then
+        check "$CU_GEN_N1" cu_gen_greedy "$q" "$d"
+        [ "$m" = 1,2 ] || check "$CU_GEN_N2" cu_gen_sampled "$q" "$d"
+    else
+        notok "cuda: generate: generate and build the generate spec on [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+    fi
+done
+CU_GEN_N3="cuda: generate: a decode step over more than 8192 cached positions is refused for the CUDA backend, naming model.context"
+cu_gen_context() {
+    local dir="$WORK/cugen/o_ctx"
+    mkdir -p "$WORK/cugen" && cat >"$dir.lua" <<SPEC
+return { name = "cugen_ctx", mesh = { q = 1, d = 1 }, mode = "generate", backends = { "cpu", "cuda" },
+  model = { layers = 1, hidden = 16, heads = 4, ffn = 32, seq = 4, batch = 2, vocab = 23, positions = 9000,
+            context = 9000 } }
+SPEC
+    env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet >"$dir.out" 2>&1
+    local rc=$?
+    cat "$dir.out"
+    [ $rc -ne 0 ] && grep -q "model.context = 9000, a decode step over more than 8192 cached positions" "$dir.out" &&
+        [ ! -e "$dir" ]
+}
+check "$CU_GEN_N3" cu_gen_context
+
 # ---- bf16 (dtype = "bf16", docs/BF16.md) under the emulation, against the CPU program and --bf16 ---------------
 # The training spec of the section above in dtype "bf16" on [1,1,1], [2,2,1], [2,2,2]: trc_gemm_bf16, trc_cast_bf16,
 # trc_bcast_bf16 and the kernels' bf16 outputs. The CPU program of the same output (checked by
@@ -956,7 +1040,7 @@ cu_compile() { # q d [t]: build bin/model-cuda (or, with CU_OBJS=1, only kernels
 }
 cu_sass() { # cuobjdump: audit the objects of every program compiled for the last mesh, and the runtime's
     local objs=() rt=() d
-    for d in "$WORK"/cu_* "$WORK"/cut_* "$WORK"/cub_* "$WORK"/culm_*; do
+    for d in "$WORK"/cu_* "$WORK"/cut_* "$WORK"/cub_* "$WORK"/culm_* "$WORK"/cugen_*; do
         [ -f "$d/obj-cuda/kernels.o" ] && objs+=("$d/obj-cuda/kernels.o")
         [ ${#rt[@]} -eq 0 ] && [ -f "$d/obj-cuda/rt/trc_step.o" ] && rt=("$d"/obj-cuda/rt/*.o)
     done
@@ -991,20 +1075,24 @@ if wanted "cuda: compile"; then
                 check "cuda: compile: $what of the vocab spec (embedding, LM head, loss; training) on [$q,$q,$d] for sm_80 and sm_90, -Werror, $how; no kernel spills" \
                     cu_compile_as $objs "$q" "$d" lm
         done
+        [ -f "$WORK/cugen_2_1/build.ninja" ] &&
+            check "cuda: compile: kernels.cu and every rank_iI_jJ.cu of the generate spec (KV cache, decode attention, argmax, weight-stationary copies) on [2,2,1] for sm_80 and sm_90, -Werror, compiled; no kernel spills" \
+                cu_compile_as 1 2 1 gen
         check "cuda: compile: a program from before bf16 programs' bf16 fc1 bias (an fp32 bias with a bf16 D, which cuBLASLt refuses) does not compile: the compiler names trc_gemm_lt's deleted overload, whose comment says to generate it again" \
             cu_stale_bias
         check "cuda: compile: the CUDA runtime compiled once for the four programs of [2,2,2] (scripts/rt_shared.sh), each output's copy byte for byte the shared one" \
             cu_rt_shared
-        # the standalone kernel checks: six independent nvcc builds (one thread each), started together so that both
+        # the standalone kernel checks: seven independent nvcc builds (one thread each), started together so that both
         # cores work, then each reported by its own check (its log and exit status kept)
-        kc_names=(lnb attn bf16 rows adamw lt)
-        kc_modes=("" "" host "" host "")
+        kc_names=(lnb attn bf16 rows adamw lt decode)
+        kc_modes=("" "" host "" host "" "")
         kc_what=("the column-sum and layernorm backward check and microbenchmark (tests/cuda/lnb_check.cu) for sm_80 and sm_90, -Werror, no spills"
             "the attention check and microbenchmark (tests/cuda/attn_check.cu: softmax kernels, cuBLAS attention) for sm_80 and sm_90, -Werror, no spills"
             "the bf16 check (tests/cuda/bf16_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the element-wise kernels' 16-byte and scalar bf16 paths bit for bit the reference"
             "the row statistics and vocabulary loss check (tests/cuda/rows_check.cu) for sm_80 and sm_90, -Werror, no spills"
             "the multi-tensor AdamW check and microbenchmark (tests/cuda/adamw_check.cu) for sm_80 and sm_90, -Werror, no spills; its host part: the kernel's 16-byte and scalar paths bit for bit the CPU loop"
-            "the cuBLASLt epilogue check and microbenchmark (tests/cuda/lt_check.cu: trc_gemm_lt) for sm_80 and sm_90, -Werror, no spills")
+            "the cuBLASLt epilogue check and microbenchmark (tests/cuda/lt_check.cu: trc_gemm_lt) for sm_80 and sm_90, -Werror, no spills"
+            "the generation kernels' check and microbenchmark (tests/cuda/decode_check.cu: decode attention, KV write, argmax) for sm_80 and sm_90, -Werror, no spills")
         kc_pids=()
         for i in "${!kc_names[@]}"; do
             kc_pids[i]=""
@@ -1026,7 +1114,7 @@ if wanted "cuda: compile"; then
         # kernels"): cuobjdump from the toolkit, else from PyPI (scripts/sass_tools.sh)
         if wanted "cuda: compile: SASS"; then
             if sass_tool=$(scripts/sass_tools.sh 2>"$WORK/sass_tools.err"); then
-                check "cuda: compile: SASS of every kernel of the four programs and the runtime (sm_80, sm_90): FP64 only in the kernels docs/CUDA.md says why, tensor cores in hand-written matrix kernels" \
+                check "cuda: compile: SASS of every kernel of the compiled programs (inference, training, bf16, vocab, generate) and the runtime (sm_80, sm_90): FP64 only in the kernels docs/CUDA.md says why, tensor cores in hand-written matrix kernels" \
                     cu_sass "$sass_tool"
             else
                 ok "cuda: compile: SASS of every kernel: FP64 only where docs/CUDA.md says why # skip $(head -1 "$WORK/sass_tools.err")"

@@ -74,6 +74,13 @@ void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
  * (ncclMax; MPI_MAX under staging). A maximum does not depend on the order of its operands, so every member gets
  * the same bits. Counted as an all-reduce of count, as tr_allreduce_max does. */
 void trc_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* On TRC_COMM (generation, docs/GENERATE.md): count/2 pairs (a float value, an int32 id in the next 4-byte slot) at buf
+ * in place over group g: each becomes the pair of the largest value, the lower id of equal ones (MPI_MAXLOC of
+ * MPI_FLOAT_INT), through a pinned host buffer under either transport (NCCL has no max-loc; the pairs are one a
+ * sequence). Counted as an all-reduce of count floats, as tr_allreduce_maxloc does. */
+void trc_allreduce_maxloc(struct tr_ctx *c, tr_group g, float *buf, int count);
+/* On TRC_COMPUTE (generation's weight-stationary layout): dst[count] = src[count], a device-to-device copy. */
+void trc_copy(struct tr_ctx *c, const float *src, float *dst, long long count);
 /* On TRC_COMM (training): sum count floats at buf over group g onto local member `root` (in place there;
  * the others' buf is only read). Counted as tr_comm.c's tr_reduce: the root receives count from each other
  * member, the others send count. */

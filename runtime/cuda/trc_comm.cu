@@ -299,6 +299,39 @@ void trc_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
     allreduce_op(c, g, buf, count, ncclMax, MPI_MAX);
 }
 
+/* generation's (max logit, id) pairs: the staging buffer where it is big enough (MPI mode), else a small pinned one
+ * of its own, grown on demand (the pairs of a step: two floats a local sequence row) */
+static float *maxloc_host(size_t bytes)
+{
+    static float *own;
+    static size_t cap;
+    if (trc_g.stage && bytes <= (size_t)trc_g.stage_elems * sizeof(float))
+        return trc_g.stage;
+    if (bytes > cap) {
+        if (own)
+            cudaCheck(cudaFreeHost(own));
+        own = NULL;
+        cudaCheck(cudaMallocHost((void **)&own, bytes));
+        cap = bytes;
+    }
+    return own;
+}
+
+void trc_allreduce_maxloc(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    trc_g.last_comm_step = c->cur_step;
+    cudaStream_t s = trc_g.stream[TRC_COMM];
+    if (c->desc->size[g] > 1) {
+        size_t bytes = (size_t)count * sizeof(float);
+        float *h = maxloc_host(bytes);
+        cudaCheck(cudaMemcpyAsync(h, buf, bytes, cudaMemcpyDeviceToHost, s));
+        trc_wait_stream(s, "comm (the max-loc all-reduce of generation's argmax pairs)");
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h, count / 2, MPI_FLOAT_INT, MPI_MAXLOC, c->comm[g]));
+        cudaCheck(cudaMemcpyAsync(buf, h, bytes, cudaMemcpyHostToDevice, s));
+    }
+    c->allreduce[g] += (long long)count * (long long)sizeof(float);
+}
+
 void trc_reduce(tr_ctx *c, tr_group g, int root, float *buf, int count)
 {
     trc_g.last_comm_step = c->cur_step;
@@ -428,6 +461,9 @@ void trc_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
     }
     c->rscatter[g] += 4LL * count;
     c->rscatter_run += 4LL * count;
+    long long mlo, mlen; /* the others' parts of this member's slice: generation's weight-stationary bytes */
+    shard_slice(count, n, me, &mlo, &mlen);
+    c->rs_recv[g] += 4LL * (n - 1) * mlen;
 }
 
 void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
@@ -480,4 +516,7 @@ void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
     }
     c->allgather[g] += 4LL * count;
     c->allgather_run += 4LL * count;
+    long long mlo, mlen; /* the others' slices: generation's weight-stationary bytes */
+    shard_slice(count, n, me, &mlo, &mlen);
+    c->ag_recv[g] += 4LL * (count - mlen);
 }

@@ -185,10 +185,17 @@ extern "C" bool tr_backend_init(tr_ctx *c, tr_err *err)
     return true;
 }
 
+/* The run arena is memory of its own, as the device's is: a block the main reads or writes on the host without its
+ * download or upload (tr_backend.h) reads stale values here too, as it would on a GPU. */
 extern "C" float *tr_backend_arena(tr_ctx *c, float *H, long long elems, tr_err *err)
 {
-    (void)c, (void)elems, (void)err;
-    return H;
+    float *A = static_cast<float *>(malloc((size_t)(elems > 0 ? elems : 1) * sizeof(float)));
+    if (!A) {
+        tr_fail(err, "rank %d: out of memory for the emulated device arena (%lld floats)", c->desc->rank, elems);
+        return NULL;
+    }
+    memcpy(A, H, (size_t)elems * sizeof(float));
+    return A;
 }
 
 /* The host waits are counted as tr_backend_cuda.cu makes them, where the run arena is another memory than H:
@@ -745,6 +752,9 @@ void trc_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
     });
     c->rscatter[g] += 4LL * count;
     c->rscatter_run += 4LL * count;
+    long long mlo, mlen; /* the others' parts of this member's slice, as tr_comm.c counts them */
+    emu_slice(count, c->desc->size[g], c->desc->key[g], &mlo, &mlen);
+    c->rs_recv[g] += 4LL * (c->desc->size[g] - 1) * mlen;
 }
 
 /* every member's slice k becomes member k's bits (MPI_Allgatherv in place) */
@@ -768,6 +778,9 @@ void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
     });
     c->allgather[g] += 4LL * count;
     c->allgather_run += 4LL * count;
+    long long mlo, mlen; /* the others' slices, as tr_comm.c counts them */
+    emu_slice(count, n, c->desc->key[g], &mlo, &mlen);
+    c->ag_recv[g] += 4LL * (count - mlen);
 }
 
 void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
@@ -809,6 +822,23 @@ void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
 }
 
 /* runtime/cuda/trc_gemm.cu's k_grad_acc: g = part, or g += part (micro-batches) */
+/* generation's (max logit, id) pairs: MPI_MAXLOC of MPI_FLOAT_INT in place, counted as tr_allreduce_maxloc counts */
+void trc_allreduce_maxloc(tr_ctx *c, tr_group g, float *buf, int count)
+{
+    MPI_Comm comm = c->comm[g];
+    push(TRC_COMM, [=] {
+        if (MPI_Allreduce(MPI_IN_PLACE, buf, count / 2, MPI_FLOAT_INT, MPI_MAXLOC, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Allreduce(MPI_MAXLOC) failed", -1);
+    });
+    c->allreduce[g] += 4LL * count;
+}
+
+void trc_copy(tr_ctx *c, const float *src, float *dst, long long count)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] { memcpy(dst, src, (size_t)count * sizeof(float)); });
+}
+
 void trc_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)
 {
     (void)c;

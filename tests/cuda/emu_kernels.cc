@@ -1,5 +1,5 @@
 /*
- * emu_kernels.cc - the fused kernels of the CUDA backend (kernels.cuh, trk_lm.cuh) as host loops with the CUDA
+ * emu_kernels.cc - the fused kernels of the CUDA backend (kernels.cuh, trk_lm.cuh, trk_gen.cuh) as host loops with the CUDA
  * kernels' semantics, for the emulation of tests/cuda/emu.cc (its head comment says what is checked and how each
  * family is emulated). Compiled per output: it includes the output's kernels.cuh and, at its end, the template
  * instances that output's kernels.cu has (instances.inc, extracted by tests/cuda/emu_build.sh), so a rank file that
@@ -19,6 +19,7 @@
 
 #include "kernels.cuh"
 #include "trc.h"
+#include "trk_gen.cuh"
 #include "trk_lm.cuh"
 
 extern "C" {
@@ -504,6 +505,113 @@ void pos_bwd(cudaStream_t s, const float *g, float *dwpe)
                     a += g[(size_t)r * COLS + k];
                 dwpe[(size_t)p * COLS + k] = a;
             }
+    });
+}
+
+/* ---- trk_gen.cuh: text generation (docs/GENERATE.md), as trk_gen_kernels.cuh computes it ----------------------- */
+
+template <int ROWS, int COLS>
+void pos_add_at(cudaStream_t s, float *x, const float *wpe, const int32_t *pos)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++)
+            for (int k = 0; k < COLS; k++)
+                x[(size_t)r * COLS + k] += wpe[(size_t)pos[r] * COLS + k];
+    });
+}
+
+template <int NSEQ, int SEQ, int COLS, int CONTEXT>
+void kv_write(cudaStream_t s, const float *qkv, float *kv)
+{
+    push(stream_of(s), [=] {
+        for (int q = 0; q < NSEQ; q++)
+            for (int p = 0; p < SEQ; p++)
+                memcpy(kv + ((size_t)q * CONTEXT + p) * 2 * COLS, qkv + ((size_t)q * SEQ + p) * 3 * COLS + COLS,
+                       (size_t)2 * COLS * sizeof(float));
+    });
+}
+
+/* the kernel's order: a position's dot product as 32 lanes' strided partials and the xor tree; the softmax sum as 256
+ * threads' strided partials, each warp's xor tree, then the 8 warps in order; the weighted sum of V in position order */
+template <int NSEQ, int HEADS, int HDIM, int CONTEXT>
+void attn_decode(cudaStream_t s, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos)
+{
+    push(stream_of(s), [=] {
+        constexpr int C = HEADS * HDIM, W = 32, T = 256;
+        std::vector<float> sc(CONTEXT), q(HDIM), lane(W), part(T);
+        const float scale = 1.0f / std::sqrt((float)HDIM);
+        auto tree = [&](std::vector<float> &a, int base) { /* __shfl_xor_sync sums: every lane ends with the same */
+            for (int o = W / 2; o > 0; o /= 2) {
+                std::vector<float> b(a.begin() + base, a.begin() + base + W);
+                for (int l = 0; l < W; l++)
+                    a[base + l] = b[l] + b[l ^ o];
+            }
+            return a[base];
+        };
+        for (int sq = 0; sq < NSEQ; sq++)
+            for (int h = 0; h < HEADS; h++) {
+                const int at = pos[sq], n = at + 1;
+                float *row = qkv + (size_t)sq * 3 * C, *cache = kv + (size_t)sq * CONTEXT * 2 * C;
+                for (int d = 0; d < HDIM; d++) {
+                    const int cq = h * HDIM + d, ck = C + cq, cv = 2 * C + cq;
+                    row[cq] += bias[cq];
+                    row[ck] += bias[ck];
+                    row[cv] += bias[cv];
+                    q[d] = row[cq];
+                    cache[(size_t)at * 2 * C + cq] = row[ck];
+                    cache[(size_t)at * 2 * C + C + cq] = row[cv];
+                }
+                for (int p = 0; p < n; p++) {
+                    const float *kr = cache + (size_t)p * 2 * C + h * HDIM;
+                    for (int l = 0; l < W; l++) {
+                        float a = 0.0f;
+                        for (int d = l; d < HDIM; d += W)
+                            a += q[d] * kr[d];
+                        lane[l] = a;
+                    }
+                    sc[p] = scale * tree(lane, 0);
+                }
+                float m = -INFINITY;
+                for (int p = 0; p < n; p++)
+                    m = sc[p] > m ? sc[p] : m;
+                for (int t = 0; t < T; t++) {
+                    float z = 0.0f;
+                    for (int p = t; p < n; p += T) {
+                        sc[p] = std::exp(sc[p] - m);
+                        z += sc[p];
+                    }
+                    part[t] = z;
+                }
+                float z = 0.0f;
+                for (int w = 0; w < T / W; w++)
+                    z += tree(part, w * W);
+                const float inv = 1.0f / z;
+                for (int d = 0; d < HDIM; d++) {
+                    float a = 0.0f;
+                    for (int p = 0; p < n; p++)
+                        a += (sc[p] * inv) * cache[(size_t)p * 2 * C + C + h * HDIM + d];
+                    out[(size_t)sq * C + h * HDIM + d] = a;
+                }
+            }
+    });
+}
+
+template <int ROWS, int COLS, int NVALID>
+void lm_argmax(cudaStream_t s, const float *L, int v0, float *pairs)
+{
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            const float *l = L + (size_t)r * COLS;
+            float best = -INFINITY;
+            int32_t id = INT32_MAX;
+            for (int k = 0; k < NVALID; k++) /* ascending, strictly greater: the lowest id of a tie */
+                if (id == INT32_MAX || l[k] > best) {
+                    best = l[k];
+                    id = v0 + k;
+                }
+            pairs[2 * r] = best;
+            memcpy(&pairs[2 * r + 1], &id, sizeof id);
+        }
     });
 }
 

@@ -41,6 +41,10 @@
 #              float64, every gradient (wte, wpe, ln_f, blocks) within 1e-4, bytes as planned; [2,2,2]: 3 AdamW
 #              steps, replicas bitwise identical; in bf16 on [2,2,1]: logits within 3e-3 of --bf16 and 1e-2 of
 #              float64, gradients within 1e-2 of --bf16 and 2e-2 of float64
+#   generate   text generation (docs/GENERATE.md): the generation kernels outside any schedule (tests/cuda/decode_check.sh
+#              bench: against double and a host scan, timed); lm64 with mode = "generate" on [1,1,1] and [2,2,1], 8
+#              prompts of 1 to 100 tokens and 20 new tokens each: greedy ids token for token and every new token's
+#              logits within 1e-4 of tessref.py generate (float64), bytes as planned
 #   all        every stage above, in this order
 #
 # Output: ok / not ok lines, "N passed, N failed, N skipped" last, exit 0 when none failed; the same lines in
@@ -49,11 +53,11 @@
 set -u
 # shellcheck source=tests/gpu/env.sh
 . "$(dirname "$0")/env.sh"
-[ $# -ge 1 ] || { sed -n '2,37p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0"; exit 2; } # the header above, whole
 stages=("$@")
-[ "$*" = all ] && stages=(env inference training races sanitizer tf32 bf16 lm)
+[ "$*" = all ] && stages=(env inference training races sanitizer tf32 bf16 lm generate)
 for s in "${stages[@]}"; do
-    case "$s" in env | inference | training | races | sanitizer | tf32 | bf16 | lm) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
+    case "$s" in env | inference | training | races | sanitizer | tf32 | bf16 | lm | generate) ;; *) echo "check.sh: unknown stage $s" >&2; exit 2 ;; esac
 done
 TG_TIMEOUT=${TESS_GPU_RUN_TIMEOUT:-240}
 REF=$TG_REPO/tests/ref/tessref.py
@@ -587,6 +591,51 @@ stage_lm() {
         tg_check "lm: lm64 bf16 [2,2,1] every gradient within 1e-2 of --bf16 and 2e-2 of float64, bytes as planned" \
             lm_grads train16 2 1 1e-2 16 2e-2
     }
+}
+
+# generate: the whole GPT-2 of stage lm (lm64) generating: 8 prompts of mixed lengths (1 to 100 tokens), 20 new tokens
+gen_ref() { # the prompts and the float64 reference's greedy ids and logits
+    local d=$TG_WORK/ref_lm64 R=$TG_REPO/tests/ref/tessref.py
+    [ -s "$d/gen_l.npy" ] && return 0
+    tg_lmref lm64 || return 1
+    "$PY" - "$d/tok.npy" "$d/gen_p.npy" <<'PYEOF' || return 1
+import sys
+import numpy as np
+tok = np.load(sys.argv[1])
+lens = [100, 37, 5, 64, 1, 99, 12, 50]
+p = np.full((len(lens), max(lens)), -1, np.int32)
+for b, n in enumerate(lens):
+    p[b, :n] = tok[b, :n]
+np.save(sys.argv[2], p)
+PYEOF
+    # shellcheck disable=SC2046
+    "$PY" "$R" generate $(tg_refargs lm64) --vocab 999 --positions 128 --weights "$d/w.st" --prompt-tokens "$d/gen_p.npy" \
+        --max-new 20 --out "$d/gen_t.npy" --logits-out "$d/gen_l.npy"
+}
+gen_ok() { # q d: greedy ids token for token, every new token's logits within 1e-4 of float64, bytes as planned
+    local dir d=$TG_WORK/ref_lm64
+    dir=$(tg_dir lm64 generate "$1" "$2")
+    rm -f "$dir/t.npy" "$dir/l.npy"
+    tg_run lm64 generate "$1" "$2" --weights "$d/w.st" --generate --prompt-tokens "$d/gen_p.npy" --max-new 20 \
+        --output "$dir/t.npy" --logits-out "$dir/l.npy" --bytes --timing &&
+        "$PY" "$REF" compare-generate "$dir/t.npy" "$d/gen_t.npy" "$dir/l.npy" "$d/gen_l.npy" --tol 1e-4
+}
+stage_generate() {
+    if [ "$TG_STANDIN" != 1 ]; then
+        tg_check "generate: decode attention, KV write, position add and argmax against double and a host scan, repeatable; timed (tests/cuda/decode_check.cu)" \
+            kernel_check decode bench
+    fi
+    if ! gen_ref >"$TG_WORK/ref_gen.log" 2>&1; then
+        tg_notok "float64 reference of generation for lm64 (tests/ref/tessref.py generate)" "$TG_WORK/ref_gen.log"
+        return
+    fi
+    local qd q d
+    for qd in 1,1 2,1; do
+        q=${qd%,*} d=${qd#*,}
+        build_check lm64 generate "$q" "$d" || continue
+        tg_check "generate: lm64 [$q,$q,$d], 8 prompts of 1 to 100 tokens, 20 new each: greedy ids token for token and every new token's logits within 1e-4 of float64, bytes as planned" \
+            gen_ok "$q" "$d"
+    done
 }
 
 for s in "${stages[@]}"; do

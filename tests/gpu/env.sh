@@ -315,6 +315,7 @@ tg_gen() {
     local V P
     read -r V P <<<"$(tg_lmdims "$m")"
     [ -n "$V" ] && lm=", vocab = $V, positions = $P"
+    [ "$mode" = generate ] && lm="$lm, context = $P" # the KV cache: every position (docs/GENERATE.md)
     # gpt2lm, the bench model, pads every rank's vocab block to a multiple of 64 (docs/MODEL.md "Padding": Vq 50304
     # on q = 1, not the odd 50257 that keeps cuBLAS off its tensor-core kernels); lm64, the check model, keeps its
     # odd widths (vocab 999: Vq 999 on q = 1, 500 on q = 2) so the checks still cover unaligned blocks
