@@ -282,11 +282,10 @@ static bool judge_pipe(const tg_spec *spec, const tg_machine *mc, tg_candidate *
     set_stages(&t, spec, c->pp);
     t.microbatches = c->microbatches;
     c->layers = spec->layers;
-    if (spec->opt.shard) { /* the rule of spec.c check_stages (tg_spec_on_mesh's source does not carry shard) */
-        snprintf(c->why, sizeof c->why, "mesh.pp = %d is not supported with optimizer.shard = true (the sharded AdamW "
-                                         "state is not planned per stage); drop shard, or use pp = 1", c->pp);
-        return false;
-    }
+    /* the spec's own memory options, on every stage: recompute counts each stage's first layers, shard each stage's
+     * depth (tg_spec_on_mesh keeps both) */
+    c->recompute = spec->recompute;
+    c->shard = spec->opt.shard && c->d > 1;
     tg_err e = {{0}, 0};
     if (!tg_spec_on_mesh(&t, c->q, c->d, &s, &e)) {
         const char *rest = strstr(e.msg, ": ");

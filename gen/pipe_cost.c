@@ -6,8 +6,8 @@
  * in all) and one event run of S * 6m steps per timeline. Pure computation, no I/O.
  *
  * Equal stages are planned once. A stage's class plans depend on whether it is the first (the embedding) or the last
- * (the head and the loss), on its layer count (not on which layers: the layer index only names the weights, but for
- * recomputation's first N layers, so with recompute every stage's l0 counts too), on its stash (the copies of the
+ * (the head and the loss), on its layer count (not on which layers: the layer index only names the weights; recompute
+ * counts each stage's first N layers), on its stash (the copies of the
  * per-micro-batch buffers) and, for the cost, on which nodes its world ranks s*p .. s*p+p-1 fall on: the same for
  * every s with the same s*p mod ranks_per_node. The stash only multiplies each class's stash_elems, so it is not in
  * the signature: each planned stage keeps its classes' arena and stash_elems, and a stage with the signature of an
@@ -66,10 +66,8 @@ typedef struct stage_sig {
 
 static stage_sig signature(const tg_spec *s, const tg_machine *mc, int p, int st)
 {
+    /* recompute counts each stage's first layers (plan_tesseract.c), so it does not tell stages apart */
     stage_sig g = {st == 0, st == s->pp - 1, s->stage_layers[st], (int)((long long)st * p % mc->ranks_per_node), -1};
-    if (s->recompute != 0) /* plan_tesseract.c recomputes the layers l < recompute: absolute indices */
-        for (int k = g.l0 = 0; k < st; k++)
-            g.l0 += s->stage_layers[k];
     return g;
 }
 

@@ -590,7 +590,7 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
             if (head && !emb && !b->oom) /* pipeline stages: the head's part of the tied wte gradient, summed over dep */
                 tg_lm_tied_grad(b, &lm);
             for (int l = l1 - 1; l >= l0 && !b->oom; l--) {
-                if (l < sp->recompute) {
+                if (l - l0 < sp->recompute) { /* the first `recompute` layers of the stage (of the stack: pp = 1) */
                     /* recomputation: the forward's activations of this layer died after its forward (nothing
                      * later reads them, so the placement reuses their memory); run the layer again from its
                      * input and ln1 row sums, which the forward keeps, into buffers of its own */

@@ -899,12 +899,6 @@ static void check_stages(spec_ctx *c, tg_spec *s, bool ok_layers, long long rank
                     "only (an inference pipeline is not planned); add mode = \"train\", or use pp = 1", S);
             return;
         }
-        if (s->opt.shard)
-            fail(c, "mesh.pp = %d is not supported with optimizer.shard = true (the sharded AdamW state is not planned "
-                    "per stage); drop shard, or use pp = 1", S);
-        if (s->recompute > 0)
-            fail(c, "mesh.pp = %d is not supported with recompute (the recomputation is not planned per stage); "
-                    "drop recompute, or use pp = 1", S);
         if (ranks > 0 && ranks * S > SPEC_MAX_RANKS)
             fail(c, "mesh.pp = %d makes pp*q*q*d = %lld ranks, more than the %lld tessgen supports; use a smaller "
                     "pp, q or d", S, ranks * S, SPEC_MAX_RANKS);

@@ -114,7 +114,9 @@ static double clip_local(const tr_rank_desc *d, const float *G)
     double mine = 0.0;
     for (int i = 0; i < d->nparams; i++) {
         const tr_param *pr = &d->params[i];
-        if (pr->shard > 0) { /* optimizer.shard: every member of dep counts its slice, the one summed over dep */
+        /* optimizer.shard: every member of dep counts its slice, the one summed over dep; pipeline stages: not the
+         * last stage's copy of the tied wte, which tr_clip_canonical leaves out (stage 0's slices count) */
+        if (pr->shard > 0 && !tr_pipe_tied_copy(d, pr)) {
             long long n = (long long)pr->rows * pr->cols, lo = (long long)d->key[TR_DEP] * pr->shard;
             long long hi = lo + pr->shard < n ? lo + pr->shard : n;
             if (hi > lo)
@@ -152,7 +154,7 @@ void tr_backend_grad_sums(tr_ctx *c, float *A)
         const tr_param *pr = &d->params[i];
         const float *g = A + pr->grad_offset; /* [rows, cols] */
         long long n = (long long)pr->rows * pr->cols;
-        if (pr->shard > 0) { /* [0, lo) and [hi, n): the other members' slices */
+        if (pr->shard > 0 && !tr_pipe_tied_copy(d, pr)) { /* [0, lo) and [hi, n): the other members' slices */
             long long lo = (long long)d->key[TR_DEP] * pr->shard, hi = lo + pr->shard;
             lo = lo < n ? lo : n;
             hi = hi < n ? hi : n;

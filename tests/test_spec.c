@@ -771,6 +771,15 @@ int main(void)
         TT_CHECK(load("return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { schedule = '1f1b' } }"),
                  "%.400s", E.msg);
         TT_CHECK(S.schedule == TG_PIPE_1F1B && S.microbatches == 1, "1f1b: %d, m %d", S.schedule, S.microbatches);
+        /* stages with the memory options: recompute counts each stage's first layers, the AdamW state sharded over
+         * each stage's depth (docs/TRAINING.md "Pipeline stages") */
+        TT_CHECK(load("return { mesh = { q = 1, d = 2, pp = 2 }, " PP_MODEL ", optimizer = { shard = true }, "
+                      "recompute = 2 }"),
+                 "%.400s", E.msg);
+        TT_CHECK(S.pp == 2 && S.opt.shard && S.recompute == 2, "pp %d shard %d recompute %d", S.pp, (int)S.opt.shard,
+                 S.recompute);
+        TT_CHECK(load("return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", recompute = 'full' }"), "%.400s", E.msg);
+        TT_CHECK(S.recompute == 7, "recompute full: %d (every layer of every stage)", S.recompute);
     }
 
     TT_CASE("mesh.pp and pipeline.layers, pipeline.schedule: each bad value refused with its rule and fix") {
@@ -799,10 +808,6 @@ int main(void)
              "specs/x.lua: pipeline.layers must be a list of layer counts, one per stage, such as { 3, 4 }, got 7"},
             {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", pipeline = { schedule = 'interleaved' } }",
              "specs/x.lua: pipeline.schedule must be \"1f1b\""},
-            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", optimizer = { shard = true } }",
-             "specs/x.lua: mesh.pp = 2 is not supported with optimizer.shard = true"},
-            {"return { mesh = { q = 1, pp = 2 }, " PP_MODEL ", recompute = 'full' }",
-             "specs/x.lua: mesh.pp = 2 is not supported with recompute"},
             {"return { scheme = 'megatron', mesh = { p = 1, pp = 2 }, " PP_MODEL " }",
              "specs/x.lua: mesh.pp is not supported with scheme = \"megatron\""},
             {"return { mesh = { q = 16, d = 256, pp = 2 }, model = { layers = 2, hidden = 16, heads = 16, ffn = 16, "

@@ -974,6 +974,62 @@ PYEOF
         { echo "the resumed pp = 2 --data run differs from the straight one"; return 1; }
 }
 
+# Stages with the memory options (docs/TRAINING.md "Pipeline stages"): recompute = N recomputes the first N layers of
+# each stage, optimizer.shard shards each stage's AdamW state over its depth. Neither changes the arithmetic, so the
+# trained weights are the plain stages' byte for byte; recompute shrinks the stash (what a micro-batch's forward keeps
+# for its backward), shard leaves it alone and moves the reduce-scatter and all-gather bytes the plan says.
+pipe_opt_build() { # name lm(0|1) d extra-lines -> $WORK/pipeopt_name: 2 stages of [1,1,d], 2 micro-batches, clip 0.05
+    local dir="$WORK/pipeopt_$1" model="layers = 4, hidden = 48, heads = 12, ffn = 192, seq = 8, batch = 4"
+    [ "$2" = 1 ] && model="layers = 2, hidden = 24, heads = 6, ffn = 48, seq = 4, batch = 4, vocab = 64, positions = 4"
+    cat >"$dir.lua" <<SPEC
+return {
+  name = "pipeopt_$1", mode = "train",
+  mesh = { q = 1, d = $3, pp = 2 },
+  model = { $model, eps = 1e-5 },
+  optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, clip = 0.05$4 },
+  pipeline = { microbatches = 2 },$5
+}
+SPEC
+    [ -x "$dir/bin/model" ] || { bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null; }
+}
+pipe_opt_stash() { # spec -> stage 0's stash bytes of one micro-batch (--summary)
+    bin/tessgen "$1" --summary | sed -n 's/^  stage 0 memory: .* + stash [0-9]* x \([0-9]*\) = .*/\1/p'
+}
+pipe_opt_same() { # plain variant lm d: 3 clipped steps of both, weights byte for byte, bytes as planned, replicas bitwise
+    local a="$WORK/pipeopt_$1" b="$WORK/pipeopt_$2"
+    "$a/run" --steps 3 --weights-out "$a/w.st" --quiet &&
+        "$b/run" --steps 3 --weights-out "$b/w.st" --bytes --replica-check >"$b/run.out" || return 1
+    cat "$b/run.out"
+    cmp "$a/w.st" "$b/w.st" && grep -q "^bytes: every rank moved exactly the planned bytes$" "$b/run.out" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" "$b/run.out" &&
+        grep -q "bitwise identical to its replicas" "$b/run.out"
+}
+pipe_recompute() {
+    pipe_opt_build plain 0 1 "" "" && pipe_opt_build rc 0 1 "" " recompute = 1," || return 1
+    pipe_opt_same plain rc || return 1
+    local s0 s1
+    s0=$(pipe_opt_stash "$WORK/pipeopt_plain.lua") s1=$(pipe_opt_stash "$WORK/pipeopt_rc.lua")
+    echo "stash of one micro-batch on stage 0: $s0 bytes without recompute, $s1 with"
+    [ -n "$s0" ] && [ -n "$s1" ] && [ "$s1" -lt "$s0" ]
+}
+pipe_shard() {
+    pipe_opt_build plain2 0 2 "" "" && pipe_opt_build sh 0 2 ", shard = true" "" || return 1
+    pipe_opt_same plain2 sh && grep -q "reduce-scatters and all-gathers moved exactly the planned bytes" \
+        "$WORK/pipeopt_sh/run.out"
+}
+# the whole GPT-2 with both: the tied wte gradient's sum between the stages and the sharded AdamW of both copies; a
+# checkpoint of the sharded stages resumes bitwise on the unsharded program
+pipe_lm_opts() {
+    pipe_opt_build lm 1 2 "" " recompute = 1," && pipe_opt_build lmsh 1 2 ", shard = true" " recompute = 1," || return 1
+    pipe_opt_same lm lmsh || return 1
+    local a="$WORK/pipeopt_lm" b="$WORK/pipeopt_lmsh"
+    "$b/run" --steps 2 --checkpoint-out "$b/ck.st" --quiet && "$a/run" --resume "$b/ck.st" --steps 1 \
+        --weights-out "$a/wr.st" --quiet && cmp "$a/wr.st" "$a/w.st"
+}
+check "train: pipeline, recompute = 1 on 2 stages (each stage's first layer) with clipping: 3 steps' weights byte for byte the stages' without it, bytes as planned, replicas bitwise; stage 0's stash a micro-batch smaller" pipe_recompute
+check "train: pipeline, optimizer.shard on 2 stages of [1,1,2] with clipping: 3 steps' weights byte for byte the unsharded stages', reduce-scatter, all-gather and point-to-point bytes as planned, replicas bitwise" pipe_shard
+check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,2] with recompute and optimizer.shard: weights byte for byte the unsharded stages', tied copies bitwise; a checkpoint of the sharded stages resumes bitwise on the unsharded program" pipe_lm_opts
+
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches 1f1b: the losses of 3 steps equal the pp = 1 program's, planned point-to-point bytes, replicas bitwise" pipe_losses 1 1 2 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 4 micro-batches 1f1b: the losses equal the pp = 1 program's" pipe_losses 1 1 4 1f1b
 check "train: pipeline, 2 stages of [1,1,1], 2 micro-batches gpipe: the losses equal the pp = 1 program's" pipe_losses 1 1 2 gpipe

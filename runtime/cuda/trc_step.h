@@ -62,7 +62,8 @@ static inline long long trc_grad_segs(const tr_rank_desc *d, trc_grad_seg *segs)
             s->c0[c] = p->piece[c].dst_col;
             s->nc[c] = p->piece[c].nc;
         }
-        if (p->shard > 0) { /* optimizer.shard: every member of dep counts its slice (clip_local's rule) */
+        if (p->shard > 0 && !tr_pipe_tied_copy(d, p)) { /* optimizer.shard: every member of dep counts its slice
+                                                           * (clip_local's rule; never the last stage's tied copy) */
             long long n = (long long)p->rows * p->cols, lo = (long long)d->key[TR_DEP] * p->shard;
             s->sliced = 1;
             s->slice_lo = lo < n ? lo : n;
