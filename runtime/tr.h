@@ -323,7 +323,8 @@ typedef struct tr_pipe_desc {
 extern const tr_pipe_desc tr_pipe_class __attribute__((weak));
 /* This rank (in MPI_COMM_WORLD). */
 int tr_pipe_rank(const struct tr_ctx *c);
-/* The forward of micro-batch u (the objective and dL/dy after it on the last stage), then its kept buffers into
+/* The forward of micro-batch u (the objective and dL/dy after it on the last stage, unless c->pipe_given_dy: --dy put
+ * dL/dy in grad_x), then its kept buffers into
  * stash slot `slot`; and the backward of u after they are put back from that slot. */
 void tr_pipe_forward(struct tr_ctx *c, float *A, int u, int slot);
 void tr_pipe_backward(struct tr_ctx *c, float *A, int u, int slot);

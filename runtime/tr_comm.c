@@ -354,8 +354,8 @@ void tr_pipe_forward(tr_ctx *c, float *A, int u, int slot)
     c->mb = u;
     c->phase = TR_PHASE_FORWARD;
     c->desc->forward(c, A);
-    if (tr_pipe_class.stage == tr_pipe_class.stages - 1)
-        tr_backend_objective(c, A); /* the loss of u's rows and dL/dy into grad_x */
+    if (tr_pipe_class.stage == tr_pipe_class.stages - 1 && !c->pipe_given_dy)
+        tr_backend_objective(c, A); /* the loss of u's rows and dL/dy into grad_x (--dy: already there) */
     stash_copy(c, A, slot, 1);
 }
 

@@ -53,6 +53,7 @@ typedef struct tr_ctx {
      * tr_pipe_free; bytes sent and received point-to-point over the whole run */
     float *pipe_stash, *pipe_host;
     long long pipe_host_cap;
+    int pipe_given_dy; /* the stage schedule runs one backward from the dL/dy already in grad_x (--dy): no objective */
     long long p2p_sent, p2p_recv;
 } tr_ctx;
 

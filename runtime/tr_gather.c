@@ -27,12 +27,15 @@ static bool root_ok(bool ok)
     return v == 1;
 }
 
-bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err)
+bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, int stage, tr_err *err)
 {
     int rank = d->rank, p = tr_model.p;
     long blk = (long)d->io_rows * d->io_cols; /* every rank's block has this shape */
     long total = (long)tr_model.batch * tr_model.seq * tr_model.hidden;
     float *all = NULL, *full = NULL;
+    /* pipeline stages: the ranks of `stage` hold the block (stage-major: rank / ranks per stage); the others' blocks
+     * are gathered with the rest and left out */
+    const int piped = &tr_pipe_class && tr_pipe_class.stages > 1, per = piped ? tr_pipe_class.ranks : p;
     int *at = NULL, mine[2] = {d->io_r0, d->io_c0};
     bool ok = true;
     if (rank == 0) {
@@ -56,7 +59,8 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
         /* ranks that hold the same block (the megatron scheme: every rank holds all of it) must agree bitwise */
         for (int r = 1; r < p && ok; r++)
             for (int s = 0; s < r && ok; s++)
-                if (at[2 * r] == at[2 * s] && at[2 * r + 1] == at[2 * s + 1]) {
+                if ((!piped || (r / per == stage && s / per == stage)) && at[2 * r] == at[2 * s] &&
+                    at[2 * r + 1] == at[2 * s + 1]) {
                     if (memcmp(all + (long)r * blk, all + (long)s * blk, (size_t)blk * sizeof *all) != 0)
                         ok = tr_fail(err, "%s: rank %d's copy of the output differs from rank %d's: the replicas "
                                           "diverged (a collective that is not bitwise identical on every member?); "
@@ -64,7 +68,7 @@ bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *b
                     break;
                 }
         for (int r = 0; ok && r < p; r++)
-            for (int i = 0; i < d->io_rows; i++)
+            for (int i = 0; i < d->io_rows && (!piped || r / per == stage); i++)
                 memcpy(full + (long)(at[2 * r] + i) * tr_model.hidden + at[2 * r + 1],
                        all + (long)r * blk + (long)i * d->io_cols, (size_t)d->io_cols * sizeof *full);
         long bad = 0;

@@ -13,7 +13,7 @@
 #include "tr_safetensors.h"
 
 /* Gather each rank's [io_rows, io_cols] block (host memory) and write [batch, seq, hidden] to path. */
-bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, tr_err *err);
+bool tr_gather_block_npy(const tr_rank_desc *d, const char *path, const float *block, int stage, tr_err *err);
 
 /* Gather every parameter (grads = 0) or its gradient (grads = 1; dep as tr_gather_full) from the host arena H and write
  * the full tensors to path as safetensors of dtype (TR_ST_F32 or TR_ST_BF16, tr_safetensors.h). The

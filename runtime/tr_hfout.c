@@ -640,26 +640,39 @@ bool tr_hfout_write(const tr_rank_desc *d, const float *H, const char *dir, tr_s
     /* every rank gathers (collective); only rank 0 asks what the model is (tr_hfout_check said so before the
      * run, on rank 0: the other ranks' environment need not carry the test hook) and writes */
     float **full = NULL;
-    if (!tr_gather_full(d, MPI_COMM_NULL, H, TR_GATHER_WEIGHTS, &full, err))
+    tr_gather_tensor *st = NULL; /* pipeline stages: every stage's tensors, in the pp = 1 program's order */
+    int nst = 0;
+    const bool piped = &tr_pipe_class && tr_pipe_class.stages > 1;
+    if (piped ? !tr_gather_stages(d, MPI_COMM_NULL, H, TR_GATHER_WEIGHTS, &st, &nst, err)
+              : !tr_gather_full(d, MPI_COMM_NULL, H, TR_GATHER_WEIGHTS, &full, err))
         return false;
     bool ok = true;
     if (d->rank == 0) {
-        tr_st_out *outs = calloc((size_t)(d->nparams > 0 ? d->nparams : 1), sizeof *outs);
+        int n = piped ? nst : d->nparams;
+        tr_st_out *outs = calloc((size_t)(n > 0 ? n : 1), sizeof *outs);
         tr_hfout_model m;
         if (!outs) {
             ok = tr_fail(err, "--hf-out %s: out of memory", dir);
         } else {
-            for (int i = 0; i < d->nparams; i++) {
+            for (int i = 0; i < n; i++) {
+                if (piped) {
+                    outs[i] = (tr_st_out){.name = st[i].name, .ndim = st[i].ndim,
+                                          .shape = {st[i].shape[0], st[i].shape[1]}, .data = st[i].data};
+                    continue;
+                }
                 const tr_param *pr = &d->params[i];
                 outs[i] = (tr_st_out){.name = pr->name, .ndim = pr->ndim, .shape = {pr->full[0], pr->full[1]},
                                       .data = full[i]};
             }
-            ok = tr_hfout_model_of(&m, err) &&
-                 tr_hfout_write_dir(dir, &m, outs, d->nparams, dtype, src, carried, ccap, err);
+            ok = tr_hfout_model_of(&m, err) && tr_hfout_write_dir(dir, &m, outs, n, dtype, src, carried, ccap, err);
         }
         free(outs);
+        for (int i = 0; i < nst; i++)
+            free(st[i].data);
+        free(st);
     }
-    tr_gather_full_free(d, full);
+    if (!piped)
+        tr_gather_full_free(d, full);
     int v = ok ? 1 : 0;
     MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return v == 1;

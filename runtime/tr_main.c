@@ -660,16 +660,14 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
         return -1;
     }
     if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
-        const char *opt = o->output ? "--output" : o->dy ? "--dy" : o->dx_out ? "--dx-out"
-                          : o->grads_out && !o->steps ? "--grads-out without --steps"
-                          : o->hf_out ? "--hf-out" : o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats"
-                          : o->lm.logits_out ? "--logits-out" : NULL;
+        const char *opt = o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats" : NULL;
         if (opt) {
             tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
                          "--steps N with --input, --target (a language model: --tokens, --targets, or --data with --val-data, "
                          "--val-every and --val-batches), --seed, --weights, "
                          "--bytes, --replica-check, --timing, --weights-out, --grads-out, --checkpoint-out, --checkpoint-every, "
-                         "--resume and --reshard; "
+                         "--resume and --reshard, a forward (after the steps, or alone) with --output, --logits-out "
+                         "and --hf-out, and one backward with --dy, --dx-out and --grads-out; "
                          "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
             return -1;
         }
@@ -1394,6 +1392,21 @@ static void forward_backward_all(tr_ctx *c, float *A)
         c->phase = TR_PHASE_BACKWARD;
         c->desc->backward(c, A);
     }
+    c->mb = 0;
+}
+
+/* One forward and backward outside a step, the upstream gradient already in grad_x (--dy; the language model's
+ * objective writes its own 0): of each micro-batch in turn, or with pipeline stages the stages' schedule (given_dy:
+ * the last stage keeps the dL/dy it holds instead of computing the objective) */
+static void backward_once(tr_ctx *c, float *A, int given_dy)
+{
+    if (!piped()) {
+        forward_backward_all(c, A);
+        return;
+    }
+    c->pipe_given_dy = given_dy;
+    tr_pipe_class.step(c, A);
+    c->pipe_given_dy = 0;
     c->mb = 0;
 }
 
@@ -2550,13 +2563,13 @@ int main(int argc, char **argv)
                 goto out;
             }
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
-            forward_backward_all(&ctx, A);
+            backward_once(&ctx, A, 1);
         } else if (lm_bwd) {
             /* one backward of the LM loss: dL/dy = 0 (the loss reads ln_f(y), not y) */
             float *gh = H + d->gx_offset;
             memset(gh, 0, (size_t)xn * sizeof *gh);
             tr_backend_upload(&ctx, A + d->gx_offset, gh, xn);
-            forward_backward_all(&ctx, A);
+            backward_once(&ctx, A, 0);
         } else if (o.generate) {
             long long ndec = 0;
             rc = gen_run(&ctx, &o, H, A, &ndec);
@@ -2584,7 +2597,10 @@ int main(int argc, char **argv)
         rc = 3;
     if (o.bytes && !report_shard_bytes(&ctx, o.steps > 0 ? o.steps : (o.dy != NULL || lm_bwd), o.steps, o.quiet))
         rc = 3;
-    if (o.bytes && !report_p2p_bytes(&ctx, o.steps, 1, o.quiet))
+    /* the stages' exchanges: each step's, then a forward's (after the steps, or alone); or one backward's (--dy, or the
+     * language model's --grads-out without --steps), a step's without the forward after it */
+    const int one_bwd = !o.steps && (o.dy != NULL || lm_bwd);
+    if (o.bytes && !report_p2p_bytes(&ctx, o.steps + one_bwd, !one_bwd, o.quiet))
         rc = 3;
     if (o.bytes && gen_ndec >= 0 && !report_ws_bytes(&ctx, gen_ndec, o.quiet))
         rc = 3;
@@ -2617,7 +2633,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.output) {
-        if (!tr_gather_block_npy(d, o.output, yh, &err)) {
+        if (!tr_gather_block_npy(d, o.output, yh, piped() ? tr_pipe_class.stages - 1 : 0, &err)) {
             if (rank == 0)
                 fprintf(stderr, "%s\n", err.msg);
             rc = 1;
@@ -2632,7 +2648,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 3; k++) {
         if (!outs[k].path)
             continue;
-        bool wrote = outs[k].kind == 0 ? tr_gather_block_npy(d, outs[k].path, H + d->gx_offset, &err)
+        bool wrote = outs[k].kind == 0 ? tr_gather_block_npy(d, outs[k].path, H + d->gx_offset, 0, &err)
                                        : tr_gather_params(d, ctx.comm[TR_DEP], H, outs[k].kind == 1, outs[k].path,
                                                           (tr_st_dtype)o.out_dtype, &err);
         if (!wrote) {

@@ -191,28 +191,35 @@ bool tr_lm_write_logits(const tr_rank_desc *d, const char *path, const float *H,
     int R = d->io_rows, vq = tr_lm()->vq, V = tr_lm_vocab(), p = tr_model.p;
     long long blk = (long long)R * vq, T = (long long)tr_model.batch * tr_model.seq;
     /* the rows and vocab block of this rank's logits: (h, j) on tesseract, (every token, r) on megatron */
-    int where[2] = {d->io_r0, tr_model.scheme == 1 ? d->i : d->j}, *wall = NULL;
-    float *all = NULL, *out = NULL;
-    int okalloc = 1;
+    /* and whether it holds logits at all (pipeline stages: the last stage's ranks only; the others send zeros) */
+    const int holds = tr_lm()->logits_offset >= 0;
+    int where[3] = {d->io_r0, tr_model.scheme == 1 ? d->i : d->j, holds}, *wall = NULL;
+    float *all = NULL, *out = NULL, *none = holds ? NULL : calloc((size_t)(blk > 0 ? blk : 1), sizeof *none);
+    int okalloc = holds || none;
     if (d->rank == 0) {
         all = malloc((size_t)(blk * p) * sizeof *all);
-        wall = malloc((size_t)(2 * p) * sizeof *wall);
+        wall = malloc((size_t)(3 * p) * sizeof *wall);
         out = malloc((size_t)(T * V) * sizeof *out);
-        okalloc = all && wall && out;
+        okalloc = okalloc && all && wall && out;
     }
-    MPI_Bcast(&okalloc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &okalloc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!okalloc) {
         free(all);
         free(wall);
         free(out);
+        free(none);
         return tr_fail(err, "%s: out of memory gathering the logits on rank 0 (%lld x %d floats)", path, T, V);
     }
-    MPI_Gather(where, 2, MPI_INT, wall, 2, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Gather(H + tr_lm()->logits_offset, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Gather(where, 3, MPI_INT, wall, 3, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Gather(holds ? H + tr_lm()->logits_offset : none, (int)blk, MPI_FLOAT, all, (int)blk, MPI_FLOAT, 0,
+               MPI_COMM_WORLD);
+    free(none);
     bool ok = true;
     if (d->rank == 0) {
         for (int r = 0; r < p; r++) {
-            int r0 = wall[2 * r], v0 = wall[2 * r + 1] * vq;
+            if (!wall[3 * r + 2])
+                continue;
+            int r0 = wall[3 * r], v0 = wall[3 * r + 1] * vq;
             int nv = V - v0 < vq ? V - v0 : vq;
             for (int t = 0; t < R && nv > 0; t++)
                 memcpy(out + (long long)(r0 + t) * V + v0, all + blk * r + (long long)t * vq, (size_t)nv * sizeof *out);

@@ -680,11 +680,53 @@ PY
 pipe_refuses() {
     local two="$WORK/pipe_1_1_2_2_1f1b"
     pipe_build 1 1 2 2 1f1b || return 1
-    "$two/run" --steps 1 --output "$WORK/y.npy" 2>"$WORK/pipe.err"
+    rm -f "$WORK/pipe_rep.npy"
+    "$two/run" --repeat 2 --output "$WORK/pipe_rep.npy" 2>"$WORK/pipe.err"
     local rc=$?
     cat "$WORK/pipe.err"
-    [ $rc -eq 2 ] && grep -q "output is not supported with pipeline stages yet (this program has mesh.pp = 2)" \
-        "$WORK/pipe.err" && [ ! -e "$WORK/y.npy" ]
+    [ $rc -eq 2 ] && grep -q "repeat is not supported with pipeline stages yet (this program has mesh.pp = 2)" \
+        "$WORK/pipe.err" && [ ! -e "$WORK/pipe_rep.npy" ]
+}
+
+# One backward through the stages (--dy, --dx-out, --grads-out without --steps): the stage schedule with the last
+# stage keeping the given dL/dy instead of the objective; dL/dx (stage 0's) and every gradient byte for byte the pp = 1
+# program's, the point-to-point bytes of one step without the forward after it. The language model's --grads-out
+# alone (its own objective, dL/dy 0): every gradient within 1e-5 of the pp = 1 program's (the tied sum's order)
+pipe_dy() {
+    local one="$WORK/pipe_1_1_1_2_1f1b" two="$WORK/pipe_1_1_2_2_1f1b" l1="$WORK/pipe_lm_1_1_1" l2="$WORK/pipe_lm_1_1_2"
+    pipe_build 1 1 1 2 1f1b && pipe_build 1 1 2 2 1f1b && pipe_lm_build 1 1 1 && pipe_lm_build 1 1 2 || return 1
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(4).standard_normal((4, 8, 48)).astype(np.float32))" \
+        "$WORK/pipe_dy.npy" || return 1
+    local k
+    for k in 1 2; do
+        local dir=$one
+        [ $k = 2 ] && dir=$two
+        rm -f "$dir/dx.npy" "$dir/g.st"
+        "$dir/run" --dy "$WORK/pipe_dy.npy" --dx-out "$dir/dx.npy" --grads-out "$dir/g.st" --bytes >"$dir/dy.out" ||
+            { cat "$dir/dy.out"; return 1; }
+    done
+    cat "$two/dy.out"
+    grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" "$two/dy.out" &&
+        cmp "$one/dx.npy" "$two/dx.npy" && cmp "$one/g.st" "$two/g.st" &&
+        "$l1/run" --grads-out "$l1/g1.st" --quiet && "$l2/run" --grads-out "$l2/g1.st" --bytes >"$l2/g1.out" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" "$l2/g1.out" &&
+        "$PY" $REF compare-grads --ref "$l1/g1.st" --got "$l2/g1.st" --tol 1e-5 --label "LM gradients of one backward"
+}
+
+# --output with stages: the last stage's ranks hold y (tr_gather_block_npy takes their blocks only), after the steps
+# (the final forward, a chain of the stages) and in a forward alone: byte for byte the pp = 1 program's y, on
+# [1,1,1] and on [2,2,1] (8 ranks: four blocks of the last stage among the others' activations)
+pipe_output() { # q d
+    local one="$WORK/pipe_$1_$2_1_2_1f1b" two="$WORK/pipe_$1_$2_2_2_1f1b" k
+    pipe_build "$1" "$2" 1 2 1f1b && pipe_build "$1" "$2" 2 2 1f1b || return 1
+    for k in 1 2; do
+        rm -f "$one/y$k.npy" "$two/y$k.npy"
+    done
+    "$one/run" --steps 2 --output "$one/y1.npy" --quiet && "$two/run" --steps 2 --output "$two/y1.npy" --quiet &&
+        "$one/run" --output "$one/y2.npy" --quiet && "$two/run" --output "$two/y2.npy" --quiet &&
+        cmp "$one/y1.npy" "$two/y1.npy" && cmp "$one/y2.npy" "$two/y2.npy" && ! cmp -s "$one/y1.npy" "$one/y2.npy" &&
+        "$PY" -c "import numpy as np, sys; y = np.load(sys.argv[1]); assert y.shape == (4, 8, 48) and np.isfinite(y).all()" \
+            "$two/y1.npy"
 }
 
 # The whole GPT-2 (model.vocab = 64) on 2 stages: the embedding on stage 0, ln_f, the tied head and the loss on stage 1,
@@ -775,6 +817,28 @@ sys.exit(0 if ok else 1)
 PYEOF
         "$PY" $REF compare-grads --ref "$WORK/pipe_olw1.st" --got "$WORK/pipe_olw2.st" --tol 1e-4 --label "LM weights" &&
         "$PY" $REF compare-grads --ref "$WORK/pipe_olg1.st" --got "$WORK/pipe_olg2.st" --tol 1e-5 --label "LM gradients"
+}
+
+# The whole GPT-2's outputs of a forward with stages: --logits-out (the last stage's ranks hold the logits; the other
+# stages send nothing that is used) within 1e-6 of the pp = 1 program's after 2 steps and in a forward alone, and
+# --hf-out (every stage's weights gathered as --weights-out does, written as a GPT2LMHeadModel directory) with the
+# pp = 1 directory's config byte for byte and every tensor within 1e-4 (the tied gradient's order, above)
+pipe_lm_forward_outs() {
+    local l1="$WORK/pipe_lm_1_1_1" l2="$WORK/pipe_lm_1_1_2" k
+    pipe_lm_build 1 1 1 && pipe_lm_build 1 1 2 || return 1
+    rm -rf "$WORK"/pipe_hf1 "$WORK"/pipe_hf2 "$WORK"/pipe_lg*.npy
+    for k in 1 2; do
+        local dir="$WORK/pipe_lm_1_1_$k"
+        "$dir/run" --steps 2 --logits-out "$WORK/pipe_lg$k.npy" --hf-out "$WORK/pipe_hf$k" --quiet &&
+            "$dir/run" --logits-out "$WORK/pipe_lga$k.npy" --quiet || return 1
+    done
+    cmp "$WORK/pipe_hf1/config.json" "$WORK/pipe_hf2/config.json" &&
+        "$PY" $REF compare-grads --ref "$WORK/pipe_hf1/model.safetensors" --got "$WORK/pipe_hf2/model.safetensors" \
+            --tol 1e-4 --label "--hf-out tensors" &&
+        "$PY" $REF compare --ref "$WORK/pipe_lg1.npy" --got "$WORK/pipe_lg2.npy" --tol 1e-6 --expect-f32 \
+            --label "logits after 2 steps" &&
+        "$PY" $REF compare --ref "$WORK/pipe_lga1.npy" --got "$WORK/pipe_lga2.npy" --tol 1e-6 --expect-f32 \
+            --label "logits of a forward" && ! cmp -s "$WORK/pipe_lg2.npy" "$WORK/pipe_lga2.npy"
 }
 
 # Checkpoints with stages (docs/TRAINING.md "Checkpoints"): rank 0 writes one file of every stage's tensors (the last
@@ -1038,7 +1102,11 @@ check "train: pipeline, 2 stages of [2,2,1] (8 ranks), 2 micro-batches 1f1b: the
 check "train: pipeline, the point-to-point bytes of 3 steps and the final forward are 2 x m x R/m x C/q floats per boundary and direction" pipe_bytes
 check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
 check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
-check "train: pipeline, --output is refused with pipeline stages, naming the option and mesh.pp" pipe_refuses
+check "train: pipeline, --repeat is refused with pipeline stages, naming the option and mesh.pp, nothing written" pipe_refuses
+check "train: pipeline, one backward through 2 stages (--dy, --dx-out, --grads-out): dL/dx and every gradient byte for byte the pp = 1 program's, point-to-point bytes as planned; the GPT-2's --grads-out alone within 1e-5" pipe_dy
+check "train: pipeline, --output on 2 stages of [1,1,1]: y after 2 steps and of a forward alone byte for byte the pp = 1 program's" pipe_output 1 1
+check "train: pipeline, --output on 2 stages of [2,2,1] (8 ranks): y byte for byte the pp = 1 program's" pipe_output 2 1
+check "train: pipeline, the whole GPT-2 on 2 stages: --logits-out after 2 steps and of a forward alone within 1e-6 of the pp = 1 program's, --hf-out's directory the pp = 1 one's (config byte for byte, tensors within 1e-4)" pipe_lm_forward_outs
 check "train: pipeline, a forward that overflows with finite weights names the largest weight as the stage holding it names it" pipe_overflow_named
 check "train: pipeline, the whole GPT-2 on 2 stages of [1,1,1], 2 micro-batches: 3 AdamW steps' losses equal the pp = 1 program's, the tied wte gradient's bytes as planned, both copies bitwise; unsummed, the losses leave pp = 1's after step 1" pipe_lm_losses 1 1
 check "train: pipeline, the whole GPT-2 on 2 stages of [2,2,1] (8 ranks): the losses equal the pp = 1 program's on [1,1,1], planned bytes, replicas and tied copies bitwise" pipe_lm_losses 2 1
