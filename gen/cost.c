@@ -36,6 +36,8 @@ static double step_bytes(const tg_class_plan *cp, const tg_step *s)
     for (int k = 0; k < TG_STEP_MAXBUF; k++) {
         if (s->buf[k] < 0)
             continue;
+        if (k == 2 && tg_fuse_d_bf16(cp, s)) /* the fused call writes its kernel step's bf16 D, never this fp32 C */
+            continue;
         int n = ((s->acc[k] & TG_ACC_R) ? 1 : 0) + ((s->acc[k] & TG_ACC_W) ? 1 : 0);
         const tg_buf *bf = &cp->bufs[s->buf[k]];
         b += (double)tg_dtype_size(bf->dtype) * (double)bf->elems * (n ? n : 1);

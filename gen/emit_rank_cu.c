@@ -188,12 +188,7 @@ static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 /* Does fused GEMM step t write a bf16 D (gen/fuse.c: a bf16 program's GeLU output, or bf16 training's du)? */
 static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
 {
-    if (t->fused < 0 || t->epi == TG_EPI_NONE || t->epi == TG_EPI_BGRAD)
-        return 0;
-    const tg_step *k = &rp->steps[t->fused];
-    if (t->epi == TG_EPI_DGELU)
-        return k->buf[2] >= 0 && esz(rp, k, 2) == 2;
-    return esz(rp, k, 2) == 2;
+    return tg_fuse_d_bf16(rp, t);
 }
 
 static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)

@@ -125,11 +125,23 @@ bool tg_fuse_plan(tg_class_plan *cp)
     return true;
 }
 
+bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t)
+{
+    if (t->kind != TG_STEP_GEMM || t->fused < 0 || t->epi == TG_EPI_NONE || t->epi == TG_EPI_BGRAD)
+        return false;
+    const tg_step *k = &cp->steps[t->fused];
+    return k->buf[2] >= 0 && cp->bufs[k->buf[2]].dtype == TG_BUF_BF16; /* g (GeLU) or du (DGELU), slot 2 */
+}
+
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
 {
     const tg_buf *b1 = &cp->bufs[s->buf[1]];
-    if (s->kind == TG_STEP_GELU_BWD) /* u, read beside the GEMM's result (bf16: which it writes as du instead) */
-        return tg_dtype_size(b1->dtype) * b1->elems;
+    if (s->kind == TG_STEP_GELU_BWD) { /* u, read beside the GEMM's result; bf16: du written as D, not dg */
+        long long b = tg_dtype_size(b1->dtype) * b1->elems;
+        if (s->buf[2] >= 0 && tg_fuse_d_bf16(cp, &cp->steps[s->fused]))
+            b += tg_dtype_size(cp->bufs[s->buf[2]].dtype) * cp->bufs[s->buf[2]].elems;
+        return b;
+    }
     long long b = tg_dtype_size(b1->dtype) * b1->elems; /* the bias read, or for COLSUM the bias gradient written */
     if (s->kind == TG_STEP_GELU_SAVE) {
         const tg_buf *g = &cp->bufs[s->buf[2]];

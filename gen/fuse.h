@@ -48,9 +48,15 @@
 /* Mark the fusable pairs of cp (after tg_streams_plan). Always succeeds; returns true. */
 bool tg_fuse_plan(tg_class_plan *cp);
 
+/* Does fused GEMM step t write its kernel step's bf16 output as D (a bf16 program's GeLU output g, or bf16
+ * training's du) instead of its own fp32 C (h, dg), which the fused call then never writes? (The CUDA emitter's
+ * call and buffers, and the cost model's bytes, follow it.) */
+bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t);
+
 /* Bytes the epilogue of kernel step s (marked fused) adds to its GEMM: the bias read, and for GELU_SAVE the
- * GeLU output written besides the pre-activation the GEMM writes anyway; for DGELU the pre-activation read; for
- * BGRAD the bias gradient written (the GEMM reads dY anyway). */
+ * GeLU output written besides the pre-activation the GEMM writes (bf16 D: g, and u as aux in training, the GEMM's
+ * fp32 C not written); for DGELU the pre-activation read (bf16 D: and du written, dg not); for BGRAD the bias
+ * gradient written (the GEMM reads dY anyway). */
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s);
 
 /* What a marked step says about its pair, for schedule.txt, --show and the CUDA comments: "; CUDA: bias+GeLU

@@ -165,6 +165,43 @@ int main(void)
         tg_cost_free(&c1);
         tg_cost_free(&c2);
     }
+    /* a bf16 program's fused fc1 and fc2-input-gradient GEMMs (gen/fuse.c) write their kernel step's bf16 output
+     * as D and never their fp32 C: on a machine bound by memory (flops free, 1 GB/s, no launch cost) the GEMM's time
+     * is its bf16 A and B read, the epilogue's the bias, g and u (fc1) or u read and du written (fc2), all bf16:
+     * 2 bytes an element of the shapes derived here, not from the plan's buffers */
+    TT_CASE("cost of a fused bf16 GEMM: its operands, not the fp32 C the fused call never writes; the epilogue's bf16 outputs") {
+        tg_spec s = tt_spec(1, 1, 1, C, H, F, S, B, 1);
+        s.dtype = TG_BF16;
+        tg_plan pl;
+        tg_plan_init(&s, &pl);
+        tg_class_plan cp;
+        tg_err e = {{0}, 0};
+        TT_CHECK(tg_plan_class(&pl, 0, 0, &cp, &e), "%s", e.msg);
+        tg_machine mc = machine(1024, 100, 10, 0, 1e12, 1.0);
+        int seen = 0;
+        for (int i = 0; i < cp.nsteps; i++) {
+            const tg_step *g = &cp.steps[i];
+            if (g->kind != TG_STEP_GEMM || (g->epi != TG_EPI_GELU_AUX_BIAS && g->epi != TG_EPI_DGELU))
+                continue;
+            const tg_step *k = &cp.steps[g->fused];
+            const double rc = (double)T * F; /* the [T, F] activation of fc1 */
+            double want_g, want_k;
+            if (g->epi == TG_EPI_GELU_AUX_BIAS) { /* x [T, C] @ W1 [C, F]; bias [F], g and u [T, F] */
+                want_g = 2.0 * ((double)T * C + (double)C * F);
+                want_k = 2.0 * (F + 2.0 * rc);
+            } else { /* dY [T, C] @ W2^T ([F, C] read); u read, du written [T, F] */
+                want_g = 2.0 * ((double)T * C + (double)F * C);
+                want_k = 2.0 * 2.0 * rc;
+            }
+            double tg = tg_cost_step(&pl, &cp, g, &mc, NULL) * 1e9, tk = tg_cost_step(&pl, &cp, k, &mc, NULL) * 1e9;
+            TT_CHECK(close_to(tg, want_g) && close_to(tk, want_k), "%s: GEMM %.0f bytes (want %.0f), epilogue %.0f (want %.0f)",
+                     g->epi == TG_EPI_DGELU ? "fc2 dX + GeLU gradient" : "fc1 + bias + GeLU", tg, want_g, tk, want_k);
+            seen |= g->epi == TG_EPI_DGELU ? 2 : 1;
+        }
+        TT_CHECK(seen == 3, "the fused fc1 and fc2 input-gradient GEMMs found (%d)", seen);
+        tg_class_free(&cp);
+    }
+
     TT_CASE("pipeline stages: equal stages are planned once, and every figure is the one of planning every stage") {
         /* 6 stages of [2,2,1] (4 ranks each): on 4 ranks per node every middle stage has the same nodes layout, so
          * stages 0, 1 and 5 are planned; on 3 per node stage s starts at node offset 4s mod 3 = 0, 1, 2, 0, 1, 2 and
