@@ -659,19 +659,6 @@ static int parse_args(int argc, char **argv, tr_opts *o, tr_err *err)
                      "the decode steps); add one of them (--repeat N times the forward on its own), or drop --timing");
         return -1;
     }
-    if (tr_model.pp > 1) { /* pipeline stages (docs/TRAINING.md "Pipeline stages"): what runs is --steps and its log */
-        const char *opt = o->repeat ? "--repeat" : o->trace ? "--trace" : o->stats ? "--stats" : NULL;
-        if (opt) {
-            tr_fail(err, "%s is not supported with pipeline stages yet (this program has mesh.pp = %d): the stages run "
-                         "--steps N with --input, --target (a language model: --tokens, --targets, or --data with --val-data, "
-                         "--val-every and --val-batches), --seed, --weights, "
-                         "--bytes, --replica-check, --timing, --weights-out, --grads-out, --checkpoint-out, --checkpoint-every, "
-                         "--resume and --reshard, a forward (after the steps, or alone) with --output, --logits-out "
-                         "and --hf-out, and one backward with --dy, --dx-out and --grads-out; "
-                         "drop %s, or regenerate with mesh.pp = 1", opt, tr_model.pp, opt);
-            return -1;
-        }
-    }
     if (o->repeat && (o->dy || o->steps)) {
         tr_fail(err, "--repeat times the forward alone; run it without --dy or --steps");
         return -1;

@@ -677,15 +677,27 @@ PY
         "$WORK/pipe_big.out"
 }
 
-pipe_refuses() {
+# --repeat, --trace and --stats with stages: --repeat times the stages' chain of forwards (each stage receiving its
+# micro-batches' x and sending their y) and leaves y as a forward alone writes it (byte for byte); --trace writes every
+# rank's steps (a process each: the stages' exchanges are the time between a stage's steps), --stats their planned
+# bytes
+pipe_run_opts() {
     local two="$WORK/pipe_1_1_2_2_1f1b"
     pipe_build 1 1 2 2 1f1b || return 1
-    rm -f "$WORK/pipe_rep.npy"
-    "$two/run" --repeat 2 --output "$WORK/pipe_rep.npy" 2>"$WORK/pipe.err"
-    local rc=$?
-    cat "$WORK/pipe.err"
-    [ $rc -eq 2 ] && grep -q "repeat is not supported with pipeline stages yet (this program has mesh.pp = 2)" \
-        "$WORK/pipe.err" && [ ! -e "$WORK/pipe_rep.npy" ]
+    rm -f "$two"/yr.npy "$two"/yf.npy "$two"/tr.json
+    "$two/run" --output "$two/yf.npy" --quiet && "$two/run" --repeat 3 --output "$two/yr.npy" >"$two/rep.out" &&
+        "$two/run" --steps 2 --trace "$two/tr.json" --stats >"$two/st.out" || return 1
+    cat "$two/rep.out" "$two/st.out"
+    cmp "$two/yf.npy" "$two/yr.npy" && grep -q "^forward: median [0-9.e-]* s over 3 runs" "$two/rep.out" &&
+        grep -q "^stats: every step of every rank moved exactly its planned bytes$" "$two/st.out" &&
+        "$PY" - "$two/tr.json" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+pids = {e["pid"] for e in ev if e.get("ph") == "X"}
+assert pids == {0, 1}, pids
+print(len(ev), "events, ranks", sorted(pids))
+PYEOF
 }
 
 # One backward through the stages (--dy, --dx-out, --grads-out without --steps): the stage schedule with the last
@@ -1102,7 +1114,7 @@ check "train: pipeline, 2 stages of [2,2,1] (8 ranks), 2 micro-batches 1f1b: the
 check "train: pipeline, the point-to-point bytes of 3 steps and the final forward are 2 x m x R/m x C/q floats per boundary and direction" pipe_bytes
 check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
 check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
-check "train: pipeline, --repeat is refused with pipeline stages, naming the option and mesh.pp, nothing written" pipe_refuses
+check "train: pipeline, --repeat, --trace and --stats on 2 stages: the repeated forwards leave y byte for byte a forward's, the trace has every rank, the planned bytes" pipe_run_opts
 check "train: pipeline, one backward through 2 stages (--dy, --dx-out, --grads-out): dL/dx and every gradient byte for byte the pp = 1 program's, point-to-point bytes as planned; the GPT-2's --grads-out alone within 1e-5" pipe_dy
 check "train: pipeline, --output on 2 stages of [1,1,1]: y after 2 steps and of a forward alone byte for byte the pp = 1 program's" pipe_output 1 1
 check "train: pipeline, --output on 2 stages of [2,2,1] (8 ranks): y byte for byte the pp = 1 program's" pipe_output 2 1
