@@ -329,10 +329,10 @@ bool tg_emit_pipe(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const ch
     tg_sb_puts(o, "}\n\n");
     tg_sb_printf(o, "%sconst tr_pipe_desc tr_pipe_class = {\n"
                     "    .stage = %d, .stages = %d, .ranks = %d, .microbatches = %d, .mb_elems = %lld,\n"
-                    "    .stash = %d, .nstash = %d, .stash_bufs = pipe_stash,\n"
+                    "    .stash = %d, .nstash = %d, .stash_bufs = pipe_stash, .stash_planned = %lld,\n"
                     "    .tied_param = %d, .tied_elems = %lld, .tied_peer = %d,\n"
                     "    .step = pipe_step,\n};\n\n",
-                 linkage, s, S, p, m, n, stash, nst, tied, tied >= 0 ? rp->bufs[rp->params[tied].grad].elems : 0LL,
+                 linkage, s, S, p, m, n, stash, nst, rp->stash_total, tied, tied >= 0 ? rp->bufs[rp->params[tied].grad].elems : 0LL,
                  tied < 0 ? 0 : s == 0 ? (S - 1) * p : -(S - 1) * p);
     tg_pipe_free(&pp);
     return true;

@@ -311,6 +311,7 @@ typedef struct tr_pipe_desc {
     long long mb_elems; /* one micro-batch's rows of x, y and grad_x: what one send or receive moves (4 bytes each) */
     int stash, nstash;  /* stash slots (micro-batches in flight); kept buffers */
     const tr_pipe_buf *stash_bufs;
+    long long stash_planned; /* the plan's stash: stash x the kept buffers, each 64-byte aligned (4-byte slots) */
     /* the language model's tied wte (on the first and the last stage): its index in the rank's params (-1: none on
      * this stage), its elements and the peer holding the other copy, relative to this rank (+-(stages-1)*ranks). The
      * last stage's copy is not canonical: written, gathered and counted in the norm from stage 0's */

@@ -309,11 +309,18 @@ int tr_pipe_rank(const tr_ctx *c)
     return c->desc->rank;
 }
 
+/* A kept buffer's place in a stash slot: its 4-byte slots rounded up to 64 bytes, as the plan lays buffers out (so
+ * the stash allocated is the plan's stash_planned, --stats checks) */
+static long long stash_buf_elems(const tr_pipe_buf *pb)
+{
+    return (pb->slots + 15) / 16 * 16;
+}
+
 static long long stash_slot_elems(void)
 {
     long long n = 0;
     for (int b = 0; b < tr_pipe_class.nstash; b++)
-        n += tr_pipe_class.stash_bufs[b].slots;
+        n += stash_buf_elems(&tr_pipe_class.stash_bufs[b]);
     return n;
 }
 
@@ -324,6 +331,7 @@ static void stash_copy(tr_ctx *c, float *A, int slot, int save)
         return;
     if (!c->pipe_stash) {
         c->pipe_stash = tr_backend_run_alloc(c, per * tr_pipe_class.stash);
+        c->pipe_stash_elems = c->pipe_stash ? per * tr_pipe_class.stash : 0;
         if (!c->pipe_stash) {
             fprintf(stderr, "rank %d: out of %s memory for the pipeline stash (%lld floats)\n", c->desc->rank,
                     tr_backend_name(), per * tr_pipe_class.stash);
@@ -336,7 +344,7 @@ static void stash_copy(tr_ctx *c, float *A, int slot, int save)
             tr_backend_run_copy(c, c->pipe_stash + at, A + pb->offset, pb->slots);
         else
             tr_backend_run_copy(c, A + pb->offset, c->pipe_stash + at, pb->slots);
-        at += pb->slots;
+        at += stash_buf_elems(pb);
     }
 }
 
@@ -346,7 +354,7 @@ void tr_pipe_free(tr_ctx *c)
         tr_backend_run_release(c, c->pipe_stash);
     free(c->pipe_host);
     c->pipe_stash = c->pipe_host = NULL;
-    c->pipe_host_cap = 0;
+    c->pipe_stash_elems = c->pipe_host_cap = 0;
 }
 
 void tr_pipe_forward(tr_ctx *c, float *A, int u, int slot)

@@ -52,7 +52,7 @@ typedef struct tr_ctx {
      * buffer a point-to-point block is staged through (pipe_host_cap floats, grown on demand); both freed by
      * tr_pipe_free; bytes sent and received point-to-point over the whole run */
     float *pipe_stash, *pipe_host;
-    long long pipe_host_cap;
+    long long pipe_stash_elems, pipe_host_cap; /* the stash's floats (0 until a step's first forward) */
     int pipe_given_dy; /* the stage schedule runs one backward from the dL/dy already in grad_x (--dy): no objective */
     long long p2p_sent, p2p_recv;
 } tr_ctx;

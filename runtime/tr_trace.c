@@ -373,6 +373,7 @@ enum {
     S_BAD = 3 * TR_NKINDS,      /* steps whose measured bytes differ from the plan */
     S_BAD_STEP, S_BAD_MEAS, S_BAD_PLAN,
     S_ARENA, S_ARENA_PLAN, S_RSS_KIB, S_RECORDED, S_NSTEPS,
+    S_STASH, S_STASH_PLAN,      /* pipeline stages: the stash's bytes, allocated (0: no step ran) and planned (-1: none) */
     S_COMM_KINDS,               /* bit k: the rank's table has a collective step of kind k */
     S_N
 };
@@ -414,6 +415,9 @@ static void stats_mine(tr_ctx *c, long long *v, double *secs, char *bad_name)
     }
     v[S_ARENA] = c->arena_bytes;
     v[S_ARENA_PLAN] = 4 * d->arena_elems;
+    const int piped = &tr_pipe_class && tr_pipe_class.stages > 1;
+    v[S_STASH] = 4 * c->pipe_stash_elems;
+    v[S_STASH_PLAN] = piped ? 4 * tr_pipe_class.stash_planned : -1;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         v[S_RSS_KIB] = ru.ru_maxrss; /* KiB on Linux */
@@ -530,18 +534,34 @@ bool tr_stats_report(tr_ctx *c, int quiet)
                     printf("\n");
                 }
             }
-            printf("stats: memory per rank (arena: allocated/planned bytes; peak RSS of the process):\n%5s %31s %14s\n",
-                   "rank", "arena allocated/planned", "peak RSS KiB");
+            if (all[S_STASH_PLAN] >= 0) /* pipeline stages: the stash beside the arena, as --summary plans it */
+                printf("stats: memory per rank (arena and the pipeline stash: allocated/planned bytes; peak RSS of the "
+                       "process):\n%5s %31s %31s %14s\n",
+                       "rank", "arena allocated/planned", "stash allocated/planned", "peak RSS KiB");
+            else
+                printf("stats: memory per rank (arena: allocated/planned bytes; peak RSS of the process):\n%5s %31s "
+                       "%14s\n",
+                       "rank", "arena allocated/planned", "peak RSS KiB");
         }
         for (int q = 0; q < p; q++) {
             const long long *v = all + q * S_N;
-            int mbad = v[S_ARENA] != v[S_ARENA_PLAN];
+            /* the stash is allocated at a step's first forward: a run without steps has none to compare */
+            int sbad = v[S_STASH_PLAN] >= 0 && v[S_STASH] > 0 && v[S_STASH] != v[S_STASH_PLAN];
+            int mbad = v[S_ARENA] != v[S_ARENA_PLAN] || sbad;
             bad |= mbad;
             if (quiet && !mbad)
                 continue;
-            char cell[64];
+            char cell[64], scell[64];
             snprintf(cell, sizeof cell, "%lld/%lld", v[S_ARENA], v[S_ARENA_PLAN]);
-            printf("%5d %31s %14lld%s\n", q, cell, v[S_RSS_KIB], mbad ? "  MISMATCH" : "");
+            if (v[S_STASH_PLAN] >= 0) {
+                if (v[S_STASH] > 0)
+                    snprintf(scell, sizeof scell, "%lld/%lld", v[S_STASH], v[S_STASH_PLAN]);
+                else
+                    snprintf(scell, sizeof scell, "- (no step)/%lld", v[S_STASH_PLAN]);
+                printf("%5d %31s %31s %14lld%s\n", q, cell, scell, v[S_RSS_KIB], mbad ? "  MISMATCH" : "");
+            } else {
+                printf("%5d %31s %14lld%s\n", q, cell, v[S_RSS_KIB], mbad ? "  MISMATCH" : "");
+            }
         }
         free(all);
         free(secs);

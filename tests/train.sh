@@ -677,6 +677,25 @@ PY
         "$WORK/pipe_big.out"
 }
 
+# The stash each rank allocates is the plan's: --stats' "stash allocated/planned" per rank against --summary's stage
+# memory (stash count x one micro-batch's kept buffers, each 64-byte aligned); the GPT-2's stages keep row statistics
+# of 8 floats, which the alignment pads to 16, so an allocation of the raw sizes would differ
+pipe_stash_stats() {
+    local two="$WORK/pipe_lm_1_1_2"
+    pipe_lm_build 1 1 2 && bin/tessgen "$two.lua" --summary >"$two.summary" &&
+        "$two/run" --steps 1 --stats >"$two/stats.out" || return 1
+    grep "memory:" "$two.summary"
+    grep -A3 "^stats: memory" "$two/stats.out"
+    local s0 s1 r0 r1
+    s0=$(sed -n 's/^  stage 0 memory: .* + stash \([0-9]*\) x \([0-9]*\) = .*/\1*\2/p' "$two.summary")
+    s1=$(sed -n 's/^  stage 1 memory: .* + stash \([0-9]*\) x \([0-9]*\) = .*/\1*\2/p' "$two.summary")
+    r0=$(sed -n '/^stats: memory/,$p' "$two/stats.out" | awk '$1 == 0 && NF == 4 { print $3 }')
+    r1=$(sed -n '/^stats: memory/,$p' "$two/stats.out" | awk '$1 == 1 && NF == 4 { print $3 }')
+    echo "stage 0: $s0 planned, rank 0 $r0; stage 1: $s1, rank 1 $r1"
+    [ -n "$s0" ] && [ -n "$s1" ] && [ "$r0" = "$((s0))/$((s0))" ] && [ "$r1" = "$((s1))/$((s1))" ] &&
+        ! grep -q MISMATCH "$two/stats.out"
+}
+
 # --repeat, --trace and --stats with stages: --repeat times the stages' chain of forwards (each stage receiving its
 # micro-batches' x and sending their y) and leaves y as a forward alone writes it (byte for byte); --trace writes every
 # rank's steps (a process each: the stages' exchanges are the time between a stage's steps), --stats their planned
@@ -1115,6 +1134,7 @@ check "train: pipeline, the point-to-point bytes of 3 steps and the final forwar
 check "train: pipeline, optimizer.clip: the global gradient norm sums every stage's gradients; 3 clipped steps' norms and losses equal the pp = 1 program's" pipe_clip
 check "train: pipeline, 2 stages of [1,1,1] with 4 micro-batches 1f1b run clean under ASan+UBSan, planned bytes, replicas bitwise" pipe_asan
 check "train: pipeline, --repeat, --trace and --stats on 2 stages: the repeated forwards leave y byte for byte a forward's, the trace has every rank, the planned bytes" pipe_run_opts
+check "train: pipeline, --stats: the stash each rank of the GPT-2's 2 stages allocates equals --summary's (stash x the kept buffers, 64-byte aligned)" pipe_stash_stats
 check "train: pipeline, one backward through 2 stages (--dy, --dx-out, --grads-out): dL/dx and every gradient byte for byte the pp = 1 program's, point-to-point bytes as planned; the GPT-2's --grads-out alone within 1e-5" pipe_dy
 check "train: pipeline, --output on 2 stages of [1,1,1]: y after 2 steps and of a forward alone byte for byte the pp = 1 program's" pipe_output 1 1
 check "train: pipeline, --output on 2 stages of [2,2,1] (8 ranks): y byte for byte the pp = 1 program's" pipe_output 2 1
