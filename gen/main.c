@@ -895,12 +895,12 @@ int main(int argc, char **argv)
                 show ? "--show" : "--blocks");
         return 1;
     }
-    if (inspect && spec.pp > 1 && summary && (full || ((f_ranks || f_layers || f_kinds) && !show && !blocks))) {
+    if (inspect && spec.pp > 1 && summary && (f_ranks || f_layers || f_kinds) && !show && !blocks) {
         tg_pipe_can_emit(&spec, "--summary with a selection", &err);
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    if (inspect && spec.pp > 1 && !show && !blocks) { /* the proved schedule and each stage's memory */
+    if (inspect && spec.pp > 1 && !show && !blocks && !full) { /* the proved schedule and each stage's memory */
         tg_sb text;
         tg_sb_init(&text);
         int irc = tg_pipe_summary(&spec, &text, &err) && tg_stage_memory(&spec, &text, &err) ? 0 : 1;
@@ -930,7 +930,12 @@ int main(int argc, char **argv)
             irc = 70;
         if (blocks && irc == 0 && !tg_inspect_blocks(&ip, &flt, tensor, &text, &err))
             irc = strstr(err.msg, "out of memory") ? 70 : 2;
-        if (summary && irc == 0 && spec.pp > 1) { /* the stages' summary, as --summary alone prints it */
+        if (summary && irc == 0 && spec.pp > 1 && full && !show && !blocks) { /* summary.txt's: every class */
+            tg_class_fig *figs = NULL;
+            if (!tg_plan_figures(&ip, &figs, &err) || !tg_emit_summary_txt(&ip, figs, &text, &err))
+                irc = 70;
+            tg_figures_free(&ip, figs);
+        } else if (summary && irc == 0 && spec.pp > 1) { /* the stages' summary, as --summary alone prints it */
             if (!tg_pipe_summary(&spec, &text, &err) || !tg_stage_memory(&spec, &text, &err))
                 irc = 1;
         } else if (summary && irc == 0) {

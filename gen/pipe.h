@@ -99,8 +99,9 @@ void tg_pipe_op_str(const tg_pipe_op *op, char *out, size_t cap);
 bool tg_pipe_summary(const tg_spec *s, tg_sb *out, tg_err *err);
 
 /* Whether the tool `what` covers s: everything for pp = 1; with pp > 1 generating (the block stack's and the language
- * model's stage programs, CPU backend) and nothing else that asks (--summary --full: false with a message naming
- * mesh.pp and the fix; --show, --blocks, --cost (gen/pipe_cost.c) and --advise (gen/advise.c) do not ask, gen/main.c). */
+ * model's stage programs, both backends) and nothing else that asks (--summary with a selection: false with a message
+ * naming mesh.pp and the fix; --summary --full, --show, --blocks, --cost (gen/pipe_cost.c) and --advise (gen/advise.c)
+ * do not ask, gen/main.c). */
 bool tg_pipe_can_emit(const tg_spec *s, const char *what, tg_err *err);
 
 #endif

@@ -10,6 +10,7 @@
  */
 #include "summary.h"
 #include "bounds.h"
+#include "pipe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,8 +612,54 @@ bool tg_inspect_summary(const tg_plan *pl, const tg_class_fig *figs, const tg_fi
     return alternatives(pl, figs, full, o, err);
 }
 
+/* Pipeline stages (mesh.pp > 1): the stages' summary (the proved schedule, each stage's memory: as --summary), then
+ * every class of every stage with its world ranks, arena and weights, and the whole program's flops and bytes per
+ * rank (one micro-batch's forward and backward and the optimizer, as the class program runs them), then each
+ * stage's totals over its ranks and the mesh's over every stage. The grouped per-layer tables and the other meshes
+ * of the pp = 1 summary are left out: a stage holds some of the layers, and the meshes it would compare hold all. */
+static bool stages_summary(const tg_plan *pl, const tg_class_fig *figs, tg_sb *o, tg_err *err)
+{
+    const tg_mesh *m = &pl->mesh;
+    int S = tg_plan_stages(pl), q = m->q, d = m->d, p = m->p;
+    tg_inspect_header(o, pl, "summary");
+    tg_sb_puts(o, "# pipeline stages: the schedule and each stage's memory, then every class of every stage (bytes are payload, "
+                  "counted logically as in the pp = 1 summary;\n# per rank: one micro-batch's forward and backward and "
+                  "the optimizer, as its class program runs them)\n");
+    if (!tg_pipe_summary(&pl->spec, o, err) || !tg_stage_memory(&pl->spec, o, err))
+        return false;
+    tg_sb_printf(o, "\nevery class (stage s, i, j), per rank of it:\n  %-16s %-24s %14s %14s %16s %14s %14s %14s\n",
+                 "class (s,i,j)", "world ranks", "arena", "weights", "flops", "bytes recv", "bytes sent", "reduced");
+    long long st_fl = 0, st_rv = 0, mesh_fl = 0, mesh_rv = 0;
+    for (int c = 0; c < S * q * q; c++) {
+        const tg_class_fig *g = &figs[c];
+        int s = c / (q * q), i = (c / q) % q, j = c % q;
+        char who[48], ranks[160];
+        snprintf(who, sizeof who, "(%d,%d,%d)", s, i, j);
+        int n = 0;
+        for (int k = 0; k < d && n < (int)sizeof ranks - 16; k++) {
+            tg_coord co = {i, j, k};
+            n += snprintf(ranks + n, sizeof ranks - (size_t)n, "%s%d", k ? "," : "", s * p + tg_mesh_rank(m, co));
+        }
+        tg_sb_printf(o, "  %-16s %-24s %14lld %14lld %16lld %14lld %14lld %14lld\n", who, ranks, 4 * g->arena,
+                     4 * g->weights, g->flops, 4 * g->recv, 4 * g->sent, 4 * g->red);
+        st_fl += (long long)d * g->flops;
+        st_rv += (long long)d * 4 * g->recv;
+        if ((c + 1) % (q * q) == 0) {
+            tg_sb_printf(o, "  stage %d totals (its %d ranks): flops %lld, bytes received %lld\n", s, p, st_fl, st_rv);
+            mesh_fl += st_fl;
+            mesh_rv += st_rv;
+            st_fl = st_rv = 0;
+        }
+    }
+    tg_sb_printf(o, "mesh totals (all %d ranks of the %d stages): flops %lld, bytes received %lld\n", S * p, S, mesh_fl,
+                 mesh_rv);
+    return true;
+}
+
 bool tg_emit_summary_txt(const tg_plan *pl, const tg_class_fig *figs, tg_sb *out, tg_err *err)
 {
+    if (tg_plan_stages(pl) > 1)
+        return stages_summary(pl, figs, out, err);
     tg_filter f;
     if (!tg_filter_init(&f, pl, NULL, NULL, NULL, err))
         return false;

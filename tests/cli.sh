@@ -276,7 +276,22 @@ cli_pipeline_stages() {
         grep -q "^    tr_pipe_tied_sum(c, A + [0-9]*, 20, me - 4, 0); /\* the tied wte gradient: + stage 0's \*/$" "$WORK/pp2lm/rank_s1_i1_j1.c" &&
         grep -q "^    tr_pipe_tied_sum(c, A + [0-9]*, 20, me + 4, 1); " "$WORK/pp2lm/rank_s0_i1_j1.c" &&
         grep -q '"wte.weight"' "$WORK/pp2lm/rank_s1_i0_j0.c" && ! grep -q '"wpe.weight"' "$WORK/pp2lm/rank_s1_i0_j0.c" || return 1
-    $TG "$WORK/pp2.lua" --summary --full 2>"$WORK/pp2.err" >/dev/null
+    # --summary --full: summary.txt's text, the stages' summary and every class of every stage with its world ranks;
+    # stage 1 holds 3 of the 4 blocks (3 times stage 0's weights), and the mesh's flops are the pp = 1 program's
+    # (the stages split the blocks, not the work); a selection (--ranks) is still refused
+    $TG "$WORK/pp2.lua" --summary --full >"$WORK/pp2.full" && cmp "$WORK/pp2.full" "$WORK/pp2/summary.txt" || return 1
+    sed 's/mesh = { q = 2, pp = 2 }/mesh = { q = 2 }/; s/, layers = { 1, 3 }//' "$WORK/pp2.lua" >"$WORK/pp1.lua" &&
+        $TG "$WORK/pp1.lua" --summary --full >"$WORK/pp1.full" || return 1
+    sed -n '/^every class/,$p' "$WORK/pp2.full"
+    local f1 f2
+    f1=$(awk '/^mesh totals/ { m = 1 } m && $1 == "all" && $2 == "all" { print $NF }' "$WORK/pp1.full" | head -1)
+    f2=$(sed -n 's/^mesh totals (all 8 ranks of the 2 stages): flops \([0-9]*\), .*/\1/p' "$WORK/pp2.full")
+    echo "mesh flops: pp = 1 $f1, 2 stages $f2"
+    [ "$(grep -c "^  ([01],[01],[01])  " "$WORK/pp2.full")" = 8 ] &&
+        grep -q "^  (1,1,1)          7 " "$WORK/pp2.full" && [ -n "$f1" ] && [ "$f1" = "$f2" ] &&
+        awk '$1 == "(0,0,0)" { w0 = $4 } $1 == "(1,0,0)" { w1 = $4 } END { exit !(w0 > 0 && w1 == 3 * w0) }' \
+            "$WORK/pp2.full" || return 1
+    $TG "$WORK/pp2.lua" --summary --ranks 0 2>"$WORK/pp2.err" >/dev/null
     [ $? -eq 1 ] && grep -q "so --summary with a selection is refused" "$WORK/pp2.err"
 }
 # the tied wte gradient of 2 stages with model.vocab_align = 8: vocab 10 on q = 2 pads to Vq = 8 (not 5), and the
@@ -470,7 +485,7 @@ check "cli: vocab_align = 1 writes the output of a spec without it, byte for byt
     cli_vocab_align_fingerprint
 check "cli: 2 pipeline stages with vocab_align = 8: the tied wte gradient's exchange in --summary and in the program is the padded block's" \
     cli_pipeline_vocab_align
-check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks, the language model's with the tied wte gradient's exchange; --summary --full is refused, nothing written" cli_pipeline_stages
+check "cli: 2 pipeline stages: --summary shows each stage's proved schedule, stash, bubble and memory; generating writes a program per (stage, i, j) with stage-major ranks, the language model's with the tied wte gradient's exchange; --summary --full is summary.txt: every class of every stage, the mesh's flops the pp = 1 program's; a selection is refused" cli_pipeline_stages
 check "cli: 2 pipeline stages: --show prints each stage's classes and every pipeline step with its peer world rank, micro-batch, stash slot and time slot; --blocks names the stage that holds a layer" \
     cli_pipeline_show
 check "cli: 2 pipeline stages: schedule.json carries each stage's proved 1f1b order with its time slots, makespan, bubble and stash, and the class files every send and receive with its peer, micro-batch and stash slot" \
