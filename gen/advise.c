@@ -319,12 +319,43 @@ static bool judge_pipe(const tg_spec *spec, const tg_machine *mc, tg_candidate *
         }
     }
     c->fits = (double)c->peak_bytes <= mc->memory_gib * (double)(1LL << 30);
+    tg_pipe_cost_free(&pc);
+    /* the memory options (docs/COST.md "Training options"), tried once for a layout that does not fit: every layer
+     * of each stage recomputed and, with d > 1 in fp32, the AdamW state sharded over each stage's depth; taken when
+     * that fits (one more costing of the candidate, never more) */
+    bool rc_more = s.recompute < s.layers, sh_more = !s.opt.shard && c->d > 1 && s.dtype == TG_FP32;
+    if (!c->fits && (rc_more || sh_more)) {
+        tg_spec t2 = s;
+        t2.recompute = s.layers;
+        t2.opt.shard = s.opt.shard || sh_more;
+        tg_pipe_cost pc2;
+        tg_err e2 = {{0}, 0};
+        if (tg_pipe_cost_step(&t2, mc, &pc2, &e2)) {
+            long long peak2 = 0;
+            for (int st = 0; st < c->pp; st++)
+                peak2 = pc2.st[st].mem_bytes > peak2 ? pc2.st[st].mem_bytes : peak2;
+            if ((double)peak2 <= mc->memory_gib * (double)(1LL << 30)) {
+                c->fits = 1;
+                c->recompute = t2.recompute;
+                c->shard = t2.opt.shard && c->d > 1;
+                c->step_s = c->train_step_s = pc2.step[0];
+                c->tokens_per_s = c->step_s > 0 ? (double)spec->batch * spec->seq / c->step_s : 0;
+                c->mfu = c->step_s > 0 && peak > 0 ? tg_cost_model_flops(spec, true) / (c->step_s * peak) : 0;
+                c->bubble = pc2.bubble[0];
+                c->nodes = pc2.nodes;
+                c->peak_bytes = peak2;
+                for (int st = 0; st < c->pp; st++)
+                    c->stage_bytes[st] = pc2.st[st].mem_bytes;
+            }
+            tg_pipe_cost_free(&pc2);
+        }
+    }
     if (!c->fits)
         snprintf(c->why, sizeof c->why, "stage %d's arena + stash of %d micro-batch%s in flight, %.2f GiB a rank, does "
-                                        "not fit in the machine's memory_gib = %g",
+                                        "not fit in the machine's memory_gib = %g%s",
                  worst, c->microbatches, c->microbatches == 1 ? "" : "es", (double)c->peak_bytes / (double)(1LL << 30),
-                 mc->memory_gib);
-    tg_pipe_cost_free(&pc);
+                 mc->memory_gib, rc_more || sh_more ? ", nor with every layer recomputed and the AdamW state sharded"
+                                                     : "");
     return true;
 }
 
@@ -534,13 +565,13 @@ static void spec_lines(const tg_candidate *c, const tg_spec *spec, char *buf, si
         if (spec->schedule == TG_PIPE_GPIPE && (size_t)n < cap)
             n += snprintf(buf + n, cap - (size_t)n, ", schedule = \"gpipe\"");
         if ((size_t)n < cap)
-            snprintf(buf + n, cap - (size_t)n, " },");
-        return;
+            n += snprintf(buf + n, cap - (size_t)n, " },");
+    } else {
+        int m0 = spec->microbatches > 1 ? spec->microbatches : 1;
+        /* a spec with stages has a pipeline table whose layers a pp = 1 mesh refuses: replace it */
+        if ((c->microbatches != m0 || spec->pp > 1) && (size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, "\n  pipeline = { microbatches = %d },", c->microbatches);
     }
-    int m0 = spec->microbatches > 1 ? spec->microbatches : 1;
-    /* a spec with stages has a pipeline table whose layers a pp = 1 mesh refuses: replace it */
-    if ((c->microbatches != m0 || spec->pp > 1) && (size_t)n < cap)
-        n += snprintf(buf + n, cap - (size_t)n, "\n  pipeline = { microbatches = %d },", c->microbatches);
     if (c->recompute != spec->recompute && (size_t)n < cap) {
         if (c->recompute == spec->layers)
             n += snprintf(buf + n, cap - (size_t)n, "\n  recompute = \"full\",");

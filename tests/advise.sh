@@ -516,5 +516,39 @@ check "advise: a mode = \"generate\" spec is refused (exit 2, nothing printed), 
 check "advise: both shipped machine profiles rank and cost" adv_profiles
 check "advise: a rate of 5e-324 is refused naming the field; machines at the ends of every range give finite text and valid JSON" adv_extreme_machines
 check "advise: --cost with 2 pipeline stages times each stage from its own class plans, on the nodes its world ranks are on, and the gpipe schedule with its point-to-point blocks" adv_pipeline_cost
+# A pipeline layout that does not fit is tried once more with every layer of each stage recomputed and, with d > 1 in
+# fp32, the AdamW state sharded over each stage's depth (docs/COST.md "Pipeline stages"): on a machine of 1.3e-5 GiB
+# (13.9 kB) the spec's 4 tiny layers fit on 4 stages of [1,1,2] only so. The row says which options it took, fits, and
+# its step is --cost's of the spec lines printed for it (recompute = "full", shard); a layout that fits as it is
+# keeps no option; one that fits neither way says so
+adv_pipeline_options() {
+    printf 'return { mode = "train",\n  mesh = { q = 2 },\n  pipeline = { microbatches = 2 },\n  model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 8 } }\n' \
+        >"$WORK/advo.lua" && adv_machine 4 1.3e-05 >"$WORK/m4s.lua" &&
+        $TG "$WORK/advo.lua" --advise --json --machine "$WORK/m4s.lua" --ranks 8 >"$WORK/advo.json" &&
+        $TG "$WORK/advo.lua" --advise --machine "$WORK/m4s.lua" --ranks 8 >"$WORK/advo.txt" || return 1
+    cat "$WORK/advo.txt"
+    printf 'return { mode = "train",\n  mesh = { q = 1, d = 2, placement = "row", pp = 4 }, recompute = "full", optimizer = { shard = true },\n  pipeline = { microbatches = 1 },\n  model = { layers = 4, hidden = 8, heads = 2, ffn = 16, seq = 2, batch = 8 } }\n' \
+        >"$WORK/advo_best.lua" && $TG "$WORK/advo_best.lua" --cost --machine "$WORK/m4s.lua" >"$WORK/advo_best.cost" || return 1
+    local step
+    step=$(sed -n 's/^step, streams: \([^ ]*\) s .*/\1/p' "$WORK/advo_best.cost")
+    grep -qF "the fastest layout that fits, in the spec:
+  mesh = { q = 1, d = 2, placement = \"row\", pp = 4 },
+  pipeline = { microbatches = 1 },
+  recompute = \"full\",
+  -- and in optimizer = { ... }: shard = true," "$WORK/advo.txt" &&
+        grep -q "^  refused (memory) pp=2 x \[1,1,4\] row mb=1: .* nor with every layer recomputed and the AdamW state sharded$" \
+            "$WORK/advo.txt" || return 1
+    "$PY" - "$WORK/advo.json" "$step" <<'PYEOF'
+import json, sys
+cands = json.load(open(sys.argv[1]))["candidates"]
+best = [c for c in cands if c["pp"] == 4 and c["mesh"] == [1, 1, 2] and c["microbatches"] == 1][0]
+assert best["fits"] and best["recompute"] == 4 and best["shard"], best
+assert "%.4g" % best["step_s"] == "%.4g" % float(sys.argv[2]), (best["step_s"], sys.argv[2])
+plain = [c for c in cands if c["pp"] == 2 and c["mesh"] == [2, 2, 1] and c["microbatches"] == 4]
+assert plain and all(c["fits"] and c["recompute"] == 0 and not c["shard"] for c in plain), plain
+print("pp=4 x [1,1,2]: rc=all shard, fits, step", best["step_s"], "= --cost's", sys.argv[2])
+PYEOF
+}
+check "advise: a pipeline layout that does not fit is tried once with every layer of each stage recomputed and the AdamW state sharded; taken when it fits (its spec lines and --cost's step), said when it does not" adv_pipeline_options
 check "advise: a training spec is also ranked over pipeline stages and micro-batches (pp = 1 at every micro-batch count too); every candidate's step is the one --cost gives for its spec lines, its stage memory --summary's; a spec with stages is ranked, not refused; the same output twice" adv_pipeline_search
 check "advise: the candidates the cost model does not cost are one line per rule, with their count and the first three; --json keeps each with its reason" adv_uncosted_grouped
