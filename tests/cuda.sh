@@ -451,19 +451,7 @@ fi
 # cu_losses_5 CPU EMU: the 5 step losses and the loss after them, printed by the CPU program (lines "step N loss L")
 # and by the emulated CUDA program, agree within 1e-6 relative, six of each
 cu_losses_5() {
-    "$PY" - "$1" "$2" <<'PYEOF'
-import sys
-def losses(f):
-    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
-            if l.startswith("step ") or l.startswith("after ")]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-ok = len(a) == 6 and len(b) == 6
-for k in range(min(len(a), len(b))):
-    rel = abs(a[k] - b[k]) / abs(a[k])
-    print("loss %d: cpu %.9g cuda emulation %.9g rel %.2e (tol 1e-6)" % (k + 1, a[k], b[k], rel))
-    ok = ok and rel <= 1e-6
-sys.exit(0 if ok else 1)
-PYEOF
+    "$PY" $CU_REF compare-step-losses "$1" "$2" --tol 1e-6 --count 6 --labels "cpu,cuda emulation"
 }
 cu_mb_generate() { # q d m -> $WORK/cutmb_q_d: both backends; the CPU program built
     local dir="$WORK/cutmb_$1_$2"

@@ -1,6 +1,6 @@
 /*
  * check_common.cuh - what the standalone kernel checks of tests/cuda (attn_check.cu, bf16_check.cu,
- * lnb_check.cu) share, included once by each (every check is one translation unit): the runtime's failure
+ * lnb_check.cu, rows_check.cu, decode_check.cu, ...) share, included once by each (every check is one translation unit): the runtime's failure
  * hooks, which stop the check naming the call and where (the kernels' TRC_LAUNCHED and TRC_ALIGNED16 call
  * them; with trc_internal.h included first, also the cudaCheck/cublasCheck hooks, the runtime state the
  * cuBLAS wrappers use, dev/get/put for device buffers and time_ms for the microbenchmarks), a failure counter, and a seeded generator of uniform floats so every run checks the
@@ -114,6 +114,52 @@ static double time_ms(cudaStream_t s, F f)
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return ms / 20;
+}
+#endif
+
+#ifndef TRC_INTERNAL_H
+/* The checks without the runtime's internals (lnb_check, rows_check, decode_check): a checked CUDA call, device
+ * buffers filled from the host or NaN-poisoned, and microseconds per call (CUDA events, 50 calls after 5) */
+#define CK(call)                                                                                                    \
+    do {                                                                                                            \
+        cudaError_t e_ = (call);                                                                                    \
+        if (e_ != cudaSuccess) {                                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                  \
+            exit(2);                                                                                                \
+        }                                                                                                           \
+    } while (0)
+
+template <typename T> static T *up(const std::vector<T> &h)
+{
+    T *d = nullptr;
+    CK(cudaMalloc(&d, h.size() * sizeof(T)));
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+
+[[maybe_unused]] static float *poisoned(size_t n)
+{
+    float *d = nullptr;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMemset(d, 0xff, n * sizeof(float))); /* NaN: an unwritten element fails the comparison */
+    return d;
+}
+
+template <class F> static float time_us(cudaStream_t s, F call)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 5; i++)
+        call();
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < 50; i++)
+        call();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1000.0f / 50.0f;
 }
 #endif
 

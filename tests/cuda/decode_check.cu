@@ -28,32 +28,8 @@
 
 #include "trk_gen_kernels.cuh"
 
-#define CK(call)                                                                                                    \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                  \
-            exit(2);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
 #include "check_common.cuh"
 
-template <typename T> static T *up(const std::vector<T> &h)
-{
-    T *d = nullptr;
-    CK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-
-static float *poisoned(size_t n)
-{
-    float *d = nullptr;
-    CK(cudaMalloc(&d, n * sizeof(float)));
-    CK(cudaMemset(d, 0xff, n * sizeof(float))); /* NaN: an unwritten element fails the comparison */
-    return d;
-}
 
 template <typename T> static std::vector<T> down(const T *d, size_t n)
 {
@@ -69,22 +45,6 @@ static void expect(bool ok, const char *what)
     failures += !ok;
 }
 
-template <class F> static float time_us(cudaStream_t s, F call)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 5; i++)
-        call();
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < 50; i++)
-        call();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms * 1000.0f / 50.0f;
-}
 
 /* the decode attention at one shape: sequence s at position pos[s] */
 template <int NSEQ, int HEADS, int HDIM, int CONTEXT> static void check_attn(cudaStream_t s, bool bench)

@@ -29,15 +29,6 @@
 #include "kernels_lnb.cu"
 #include "lnb_ref.h"
 
-#define CK(call)                                                                                                    \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                  \
-            exit(2);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
 #include "check_common.cuh"
 
 static float *up(const std::vector<float> &h)

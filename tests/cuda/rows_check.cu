@@ -31,32 +31,8 @@
 #include "kernels_rows.cu"
 #include "trk_lm_kernels.cuh"
 
-#define CK(call)                                                                                                    \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                  \
-            exit(2);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
 #include "check_common.cuh"
 
-template <typename T> static T *up(const std::vector<T> &h)
-{
-    T *d = nullptr;
-    CK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-
-static float *poisoned(size_t n)
-{
-    float *d = nullptr;
-    CK(cudaMalloc(&d, n * sizeof(float)));
-    CK(cudaMemset(d, 0xff, n * sizeof(float))); /* NaN: an unwritten element fails the comparison */
-    return d;
-}
 
 static std::vector<float> down(const float *d, size_t n)
 {
@@ -91,22 +67,6 @@ static void same(const char *what, const std::vector<float> &a, const std::vecto
     }
 }
 
-template <class F> static float time_us(cudaStream_t s, F call)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 5; i++)
-        call();
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < 50; i++)
-        call();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms * 1000.0f / 50.0f;
-}
 
 /* layernorm's forward statistics: rs = row sums, vs = centred squares around rs / HIDDEN */
 template <int ROWS, int COLS, int HIDDEN> static void check_stats(cudaStream_t s, bool bench)

@@ -127,19 +127,7 @@ stages_ok() { # model: 5 AdamW steps on 2 pipeline stages of [1,1,1] with 2 micr
     grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir.pp2.out" &&
         grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" "$dir.pp2.out" &&
         grep -q "bitwise identical to its replicas" "$dir.pp2.out" || return 1
-    "$PY" - "$dir.pp1.txt" "$dir.pp2.out" <<'PYEOF'
-import sys
-def losses(f):
-    return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
-            if l.startswith("step ") or l.startswith("after ")]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-ok = len(a) == 6 and len(b) == 6
-for k in range(min(len(a), len(b))):
-    rel = abs(a[k] - b[k]) / abs(a[k])
-    print("loss %d: pp = 1 %.9g, 2 stages %.9g, rel %.2e (tol 1e-5)" % (k + 1, a[k], b[k], rel))
-    ok = ok and rel <= 1e-5
-sys.exit(0 if ok else 1)
-PYEOF
+    "$PY" "$REF" compare-step-losses "$dir.pp1.txt" "$dir.pp2.out" --tol 1e-5 --count 6 --labels "pp = 1,2 stages"
 }
 
 losses_ok() { # model: 20 steps on the three meshes, equal, falling, close to float64

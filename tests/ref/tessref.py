@@ -1140,6 +1140,24 @@ def add_sample_args(p):
     p.add_argument("--seed", type=int, default=1)
 
 
+def cmd_compare_step_losses(a):
+    """Two runs' logs: the step losses ('step N loss L ...') and the loss after them ('after step N: loss L'), the same
+    count (--count) in each, every pair within --tol relative. Prints each pair; exit 1 on any difference."""
+    def losses(f):
+        return [float(l.split()[3] if l.startswith("step ") else l.split()[4]) for l in open(f)
+                if l.startswith("step ") or l.startswith("after ")]
+    x, y = losses(a.ref), losses(a.got)
+    names = a.labels.split(",")
+    ok = len(x) == a.count and len(y) == a.count
+    if not ok:
+        print(f"want {a.count} losses in each log, got {len(x)} and {len(y)}")
+    for k in range(min(len(x), len(y))):
+        rel = abs(x[k] - y[k]) / abs(x[k])
+        print("loss %d: %s %.9g, %s %.9g, rel %.2e (tol %g)" % (k + 1, names[0], x[k], names[-1], y[k], rel, a.tol))
+        ok = ok and rel <= a.tol
+    return 0 if ok else 1
+
+
 def cmd_compare_generate(a):
     """tessgen's generated ids must equal the reference's, token for token, and the logits of every new token
     (up to each sequence's end) be within --tol (max absolute difference)."""
@@ -2441,6 +2459,13 @@ def main(argv=None):
     p.add_argument("ref_logits")
     p.add_argument("--tol", type=float, default=1e-4)
     p.set_defaults(fn=cmd_compare_generate)
+    p = sp.add_parser("compare-step-losses", help="two runs' step losses and the loss after them, within --tol")
+    p.add_argument("ref")
+    p.add_argument("got")
+    p.add_argument("--tol", type=float, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--labels", default="ref,got")
+    p.set_defaults(fn=cmd_compare_step_losses)
     p = sp.add_parser("lm-weights", help="write a language model's safetensors (wte, wpe, blocks, ln_f)")
     add_lm_dims(p)
     p.add_argument("--seed", type=int, required=True)
