@@ -47,6 +47,8 @@
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
 # (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
+# The cuda and gpu groups run beside the others, on the second core (lane 2, below; their output printed in its place
+# in the list); TESS_TEST_SERIAL=1 runs every group in one shell, in order.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -64,7 +66,7 @@ if ! ninja >/tmp/tessgen-build.log 2>&1; then
     exit 1
 fi
 WORK=$(mktemp -d /tmp/tessgen-tests.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -z "${lane2_pid:-}" ] || kill "$lane2_pid" 2>/dev/null; rm -rf "$WORK"' EXIT
 pass=0
 fail=0
 skip=0
@@ -119,6 +121,71 @@ unit() {
     fi
 }
 
+# cuDNN's attention object (scripts/sdpa_build.sh: over a minute of one core) is compiled in the background, niced,
+# while the first groups run, when the cuda group will ask for it: that group's checks then find it built (the script
+# holds a lock, so their ninja waits for it rather than compiling it twice). Nothing is lost if it fails: the cuda
+# group's own build says why.
+case " ${TESS_TEST_GROUPS:-cuda} " in
+*" cuda "*)
+    if command -v "${TESS_NVCC:-nvcc}" >/dev/null 2>&1 && [ ! -f build/cuda/trc_sdpa.o ]; then
+        (nice -n 10 scripts/sdpa_build.sh build/cuda/trc_sdpa.o >/dev/null 2>&1 &)
+    fi
+    ;;
+esac
+
+# ---- lane 2: groups beside the others -----------------------------------------------------------------------
+# The suite's checks mostly keep one core busy (a tessgen run, a compile, a python comparison), and CI has two: the
+# groups of TESS_TEST_LANE2 (default "cuda gpu": nvcc compiles and the CUDA emulation, about a third of the suite;
+# they install no package and read no other group's files) run in a second shell, from here on, beside the unit
+# checks and the other groups. Each of them works in its own folder ($WORK/lane2/work), its output is held in
+# $WORK/lane2/GROUP.out and printed where the group stands in the list (the first shell waits for it there), and its
+# counts are added then. TESS_TEST_SERIAL=1 (or TESS_TEST_LANE2="") runs every group in this shell, in order.
+GROUP_LIST=${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf \
+    hf_io slurm cuda gpu fuzz data docs}
+lane2_groups="" lane1_count=0
+for group in $GROUP_LIST; do
+    case " ${TESS_TEST_LANE2-cuda gpu} " in
+    *" $group "*) lane2_groups="$lane2_groups $group" ;;
+    *) lane1_count=$((lane1_count + 1)) ;;
+    esac
+done
+# nothing to overlap with: every group here, in order
+{ [ "$lane1_count" -gt 0 ] && [ "${TESS_TEST_SERIAL:-0}" != 1 ]; } || lane2_groups=""
+LANE2=$WORK/lane2
+lane2_pid=""
+lane2() { # the groups of lane 2, one after another; GROUP.done holds the group's seconds and pass, fail, skip counts
+    WORK=$LANE2/work
+    mkdir -p "$WORK"
+    # the CUDA emulation's runtime (tests/cuda/emu_build.sh asks ninja for it; so does tests/ckpt.sh, in the first
+    # shell): built here first, so that two ninja runs in this checkout do not build it at once
+    case " $lane2_groups " in *" cuda "* | *" gpu "*) ninja build/emu/emu.o >"$LANE2/emu.log" 2>&1 ;; esac
+    local g0
+    for group in $lane2_groups; do
+        pass=0 fail=0 skip=0 last_result=$SECONDS g0=$(date +%s)
+        # shellcheck source=/dev/null
+        . "tests/$group.sh" >"$LANE2/$group.out" 2>&1
+        echo "$(($(date +%s) - g0)) $pass $fail $skip" >"$LANE2/$group.done"
+    done
+}
+if [ -n "$lane2_groups" ]; then
+    mkdir -p "$LANE2"
+    lane2 </dev/null &
+    lane2_pid=$!
+fi
+# lane2_join GROUP: wait until lane 2 has run GROUP; print its output and add its counts
+lane2_join() {
+    local secs p f s
+    while [ ! -e "$LANE2/$1.done" ] && kill -0 "$lane2_pid" 2>/dev/null; do sleep 1; done
+    cat "$LANE2/$1.out" 2>/dev/null
+    last_result=$SECONDS
+    if read -r secs p f s <"$LANE2/$1.done" 2>/dev/null; then
+        pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+        times="$times, $1 ${secs}s"
+    else
+        notok "$1: lane 2 stopped before the group finished"
+    fi
+}
+
 # ---- unit --------------------------------------------------------------------------
 for t in test_mesh test_spec test_pipe test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k test_cpuk; do
     unit build/tests/$t "$t"
@@ -146,30 +213,19 @@ check "unit: tools/plandeps.py finds planner files that call each other in a cyc
     python3 tools/plandeps.py --self-test
 check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle" python3 tools/plandeps.py
 
-# cuDNN's attention object (scripts/sdpa_build.sh: over a minute of one core) is compiled in the background, niced,
-# while the first groups run, when the cuda group will ask for it: that group's checks then find it built (the script
-# holds a lock, so their ninja waits for it rather than compiling it twice). Nothing is lost if it fails: the cuda
-# group's own build says why.
-case " ${TESS_TEST_GROUPS:-cuda} " in
-*" cuda "*)
-    if command -v "${TESS_NVCC:-nvcc}" >/dev/null 2>&1 && [ ! -f build/cuda/trc_sdpa.o ]; then
-        (nice -n 10 scripts/sdpa_build.sh build/cuda/trc_sdpa.o >/dev/null 2>&1 &)
-    fi
-    ;;
-esac
-
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"
-for group in ${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf hf_io \
-    slurm cuda gpu fuzz data docs}; do
+for group in $GROUP_LIST; do
+    case " $lane2_groups " in *" $group "*) lane2_join "$group"; continue ;; esac
     g0=$(date +%s)
     # shellcheck source=/dev/null
     . "tests/$group.sh"
     times="$times, $group $(($(date +%s) - g0))s"
 done
 
+[ -z "$lane2_pid" ] || wait "$lane2_pid"
 dt=$(( $(date +%s) - t0 ))
-echo "# seconds per file of tests/: $times"
+echo "# seconds per file of tests/: $times${lane2_groups:+ (lane 2, beside the others:$lane2_groups)}"
 echo "suite took ${dt}s"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
