@@ -47,8 +47,8 @@
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
 # (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
-# The cuda and gpu groups run beside the others, on the second core (lane 2, below; their output printed in its place
-# in the list); TESS_TEST_SERIAL=1 runs every group in one shell, in order.
+# Some groups run beside the others, on the second core (lane 2, below; their output printed in its place in the list,
+# or later); TESS_TEST_SERIAL=1 runs every group in one shell, in order.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -135,16 +135,17 @@ esac
 
 # ---- lane 2: groups beside the others -----------------------------------------------------------------------
 # The suite's checks mostly keep one core busy (a tessgen run, a compile, a python comparison), and CI has two: the
-# groups of TESS_TEST_LANE2 (default "cuda gpu": nvcc compiles and the CUDA emulation, about a third of the suite;
-# they install no package and read no other group's files) run in a second shell, from here on, beside the unit
-# checks and the other groups. Each of them works in its own folder ($WORK/lane2/work), its output is held in
-# $WORK/lane2/GROUP.out and printed where the group stands in the list (the first shell waits for it there), and its
-# counts are added then. TESS_TEST_SERIAL=1 (or TESS_TEST_LANE2="") runs every group in this shell, in order.
+# groups of TESS_TEST_LANE2 run in a second shell, from here on, beside the unit checks and the other groups. By
+# default they are generate, bf16_compute, hf_io, cuda and gpu (about half of the suite's time; they install no
+# package, read no other group's files and no group reads theirs). Each works in its own folder ($WORK/lane2/work),
+# one after another in the list's order; its output is held in $WORK/lane2/GROUP.out and printed, its counts added,
+# when the first shell has come to it in the list and lane 2 has finished it (else after the next group there, or
+# at the end). TESS_TEST_SERIAL=1 (or TESS_TEST_LANE2="") runs every group in this shell, in order.
 GROUP_LIST=${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf \
     hf_io slurm cuda gpu fuzz data docs}
 lane2_groups="" lane1_count=0
 for group in $GROUP_LIST; do
-    case " ${TESS_TEST_LANE2-cuda gpu} " in
+    case " ${TESS_TEST_LANE2-generate bf16_compute hf_io cuda gpu} " in
     *" $group "*) lane2_groups="$lane2_groups $group" ;;
     *) lane1_count=$((lane1_count + 1)) ;;
     esac
@@ -172,18 +173,28 @@ if [ -n "$lane2_groups" ]; then
     lane2 </dev/null &
     lane2_pid=$!
 fi
-# lane2_join GROUP: wait until lane 2 has run GROUP; print its output and add its counts
-lane2_join() {
-    local secs p f s
-    while [ ! -e "$LANE2/$1.done" ] && kill -0 "$lane2_pid" 2>/dev/null; do sleep 1; done
-    cat "$LANE2/$1.out" 2>/dev/null
-    last_result=$SECONDS
-    if read -r secs p f s <"$LANE2/$1.done" 2>/dev/null; then
-        pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
-        times="$times, $1 ${secs}s"
-    else
-        notok "$1: lane 2 stopped before the group finished"
-    fi
+lane2_pending="" # lane 2's groups the list has come to, not printed yet, in the list's order
+# lane2_flush [wait]: print the pending groups lane 2 has finished, in order, up to the first it has not (with wait:
+# all of them, waiting for each): each one's output, then its counts added
+lane2_flush() {
+    local g secs p f s rest=""
+    for g in $lane2_pending; do
+        if [ -z "$rest" ] && [ "${1:-}" = wait ]; then
+            while [ ! -e "$LANE2/$g.done" ] && kill -0 "$lane2_pid" 2>/dev/null; do sleep 1; done
+        fi
+        if [ -n "$rest" ] || { [ ! -e "$LANE2/$g.done" ] && [ "${1:-}" != wait ]; }; then
+            rest="$rest $g"
+            continue
+        fi
+        cat "$LANE2/$g.out" 2>/dev/null
+        if read -r secs p f s <"$LANE2/$g.done" 2>/dev/null; then
+            pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+            times="$times, $g ${secs}s"
+        else
+            notok "$g: lane 2 stopped before the group finished"
+        fi
+    done
+    lane2_pending=$rest
 }
 
 # ---- unit --------------------------------------------------------------------------
@@ -216,13 +227,14 @@ check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"
 for group in $GROUP_LIST; do
-    case " $lane2_groups " in *" $group "*) lane2_join "$group"; continue ;; esac
+    case " $lane2_groups " in *" $group "*) lane2_pending="$lane2_pending $group"; lane2_flush; continue ;; esac
     g0=$(date +%s)
     # shellcheck source=/dev/null
     . "tests/$group.sh"
     times="$times, $group $(($(date +%s) - g0))s"
+    lane2_flush
 done
-
+lane2_flush wait
 [ -z "$lane2_pid" ] || wait "$lane2_pid"
 dt=$(( $(date +%s) - t0 ))
 echo "# seconds per file of tests/: $times${lane2_groups:+ (lane 2, beside the others:$lane2_groups)}"
