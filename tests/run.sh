@@ -133,6 +133,24 @@ case " ${TESS_TEST_GROUPS:-cuda} " in
     ;;
 esac
 
+# the groups, in this order (TESS_TEST_GROUPS picks some)
+GROUP_LIST=${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf \
+    hf_io slurm cuda gpu fuzz data docs}
+
+# the optional test tools their groups install as root (scripts/deps.sh --test-extras: chromium, for inspect's
+# schedule.html checks; --slurm: Slurm's daemons and munge, for tests/slurm.sh) are installed in the background from
+# here on, when those checks will run and the tools are missing: on a fresh machine that is most of a minute of
+# downloading and unpacking the groups no longer wait for. A group's own scripts/deps.sh call waits for the lock this
+# one holds, then finds the packages installed (or fails as it would have, and the group says why).
+if [ "$(id -u)" = 0 ]; then
+    extras=""
+    case " $GROUP_LIST " in *" inspect "*) wanted "inspect: html" && ! command -v chromium >/dev/null 2>&1 &&
+        ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1 &&
+        extras="--test-extras" ;; esac
+    case " $GROUP_LIST " in *" slurm "*) wanted "slurm" && extras="$extras --slurm" ;; esac
+    [ -z "$extras" ] || (for x in $extras; do scripts/deps.sh "$x"; done >/dev/null 2>&1 &)
+fi
+
 # ---- lane 2: groups beside the others -----------------------------------------------------------------------
 # The suite's checks mostly keep one core busy (a tessgen run, a compile, a python comparison), and CI has two: the
 # groups of TESS_TEST_LANE2 run in a second shell, from here on, beside the unit checks and the other groups. By
@@ -141,8 +159,6 @@ esac
 # one after another in the list's order; its output is held in $WORK/lane2/GROUP.out and printed, its counts added,
 # when the first shell has come to it in the list and lane 2 has finished it (else after the next group there, or
 # at the end). TESS_TEST_SERIAL=1 (or TESS_TEST_LANE2="") runs every group in this shell, in order.
-GROUP_LIST=${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf \
-    hf_io slurm cuda gpu fuzz data docs}
 lane2_groups="" lane1_count=0
 for group in $GROUP_LIST; do
     case " ${TESS_TEST_LANE2-generate bf16_compute hf_io cuda gpu} " in
