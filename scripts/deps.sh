@@ -30,6 +30,16 @@ if [ "$(id -u)" != 0 ]; then
     echo "deps: install them with: sudo apt-get install -y$missing" >&2
     exit 1
 fi
+# one install at a time: tests/run.sh starts the optional ones in the background while the first checks run, and a
+# group that needs one of them waits here for it (then finds it installed) rather than failing on dpkg's lock
+exec 9>/tmp/tessgen-deps.lock
+flock 9
+missing_now=""
+for p in $missing; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_now="$missing_now $p"
+done
+missing=$missing_now
+[ -z "$missing" ] && exit 0
 export DEBIAN_FRONTEND=noninteractive
 if ! apt-get install -y -q $missing >/tmp/tessgen-apt.log 2>&1; then
     apt-get update -q >>/tmp/tessgen-apt.log 2>&1

@@ -29,8 +29,27 @@ if wanted "fuzz"; then
     elif ! ninja fuzz-build >"$WORK/log" 2>&1; then
         notok "fuzz: build the harnesses (ninja fuzz-build)" "$WORK/log"
     else
-        for h in $FUZZ_HARNESSES; do
-            check "fuzz: $h, ${FUZZ_SECONDS} s under ASan+UBSan from the committed seeds, nothing found" fuzz_one "$h"
+        # two harnesses at a time (each one process, CI has two cores): the next one starts while a check waits for
+        # its own, which is then reported with its output and exit status, in the list's order
+        fuzz_name() { echo "fuzz: $1, ${FUZZ_SECONDS} s under ASan+UBSan from the committed seeds, nothing found"; }
+        fuzz_hs=()
+        for h in $FUZZ_HARNESSES; do wanted "$(fuzz_name "$h")" && fuzz_hs+=("$h"); done
+        fuzz_pids=()
+        fuzz_start() { # index into fuzz_hs
+            [ "$1" -lt ${#fuzz_hs[@]} ] || return 0
+            fuzz_one "${fuzz_hs[$1]}" >"$WORK/fuzz_${fuzz_hs[$1]}.log" 2>&1 &
+            fuzz_pids[$1]=$!
+        }
+        fuzz_result() { # index: the harness's output, and its exit status
+            local rc=0
+            wait "${fuzz_pids[$1]}" || rc=$?
+            cat "$WORK/fuzz_${fuzz_hs[$1]}.log"
+            return $rc
+        }
+        fuzz_start 0
+        for i in "${!fuzz_hs[@]}"; do
+            fuzz_start $((i + 1))
+            check "$(fuzz_name "${fuzz_hs[i]}")" fuzz_result "$i"
         done
     fi
 fi

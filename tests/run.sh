@@ -47,6 +47,8 @@
 # prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
 # (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
+# Some groups run beside the others, on the second core (lane 2, below; their output printed in its place in the list,
+# or later); TESS_TEST_SERIAL=1 runs every group in one shell, in order.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -64,7 +66,7 @@ if ! ninja >/tmp/tessgen-build.log 2>&1; then
     exit 1
 fi
 WORK=$(mktemp -d /tmp/tessgen-tests.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -z "${lane2_pid:-}" ] || kill "$lane2_pid" 2>/dev/null; rm -rf "$WORK"' EXIT
 pass=0
 fail=0
 skip=0
@@ -119,6 +121,98 @@ unit() {
     fi
 }
 
+# cuDNN's attention object (scripts/sdpa_build.sh: over a minute of one core) is compiled in the background, niced,
+# while the first groups run, when the cuda group will ask for it: that group's checks then find it built (the script
+# holds a lock, so their ninja waits for it rather than compiling it twice). Nothing is lost if it fails: the cuda
+# group's own build says why.
+case " ${TESS_TEST_GROUPS:-cuda} " in
+*" cuda "*)
+    if command -v "${TESS_NVCC:-nvcc}" >/dev/null 2>&1 && [ ! -f build/cuda/trc_sdpa.o ]; then
+        (nice -n 10 scripts/sdpa_build.sh build/cuda/trc_sdpa.o >/dev/null 2>&1 &)
+    fi
+    ;;
+esac
+
+# the groups, in this order (TESS_TEST_GROUPS picks some)
+GROUP_LIST=${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf \
+    hf_io slurm cuda gpu fuzz data docs}
+
+# the optional test tools their groups install as root (scripts/deps.sh --test-extras: chromium, for inspect's
+# schedule.html checks; --slurm: Slurm's daemons and munge, for tests/slurm.sh) are installed in the background from
+# here on, when those checks will run and the tools are missing: on a fresh machine that is most of a minute of
+# downloading and unpacking the groups no longer wait for. A group's own scripts/deps.sh call waits for the lock this
+# one holds, then finds the packages installed (or fails as it would have, and the group says why).
+if [ "$(id -u)" = 0 ]; then
+    extras=""
+    case " $GROUP_LIST " in *" inspect "*) wanted "inspect: html" && ! command -v chromium >/dev/null 2>&1 &&
+        ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1 &&
+        extras="--test-extras" ;; esac
+    case " $GROUP_LIST " in *" slurm "*) wanted "slurm" && extras="$extras --slurm" ;; esac
+    [ -z "$extras" ] || (for x in $extras; do scripts/deps.sh "$x"; done >/dev/null 2>&1 &)
+fi
+
+# ---- lane 2: groups beside the others -----------------------------------------------------------------------
+# The suite's checks mostly keep one core busy (a tessgen run, a compile, a python comparison), and CI has two: the
+# groups of TESS_TEST_LANE2 run in a second shell, from here on, beside the unit checks and the other groups. By
+# default they are generate, bf16_compute, hf_io, cuda and gpu (about half of the suite's time; they install no
+# package, read no other group's files and no group reads theirs). Each works in its own folder ($WORK/lane2/work),
+# one after another in the list's order; its output is held in $WORK/lane2/GROUP.out and printed, its counts added,
+# when the first shell has come to it in the list and lane 2 has finished it (else after the next group there, or
+# at the end). TESS_TEST_SERIAL=1 (or TESS_TEST_LANE2="") runs every group in this shell, in order.
+lane2_groups="" lane1_count=0
+for group in $GROUP_LIST; do
+    case " ${TESS_TEST_LANE2-generate bf16_compute hf_io cuda gpu} " in
+    *" $group "*) lane2_groups="$lane2_groups $group" ;;
+    *) lane1_count=$((lane1_count + 1)) ;;
+    esac
+done
+# nothing to overlap with: every group here, in order
+{ [ "$lane1_count" -gt 0 ] && [ "${TESS_TEST_SERIAL:-0}" != 1 ]; } || lane2_groups=""
+LANE2=$WORK/lane2
+lane2_pid=""
+lane2() { # the groups of lane 2, one after another; GROUP.done holds the group's seconds and pass, fail, skip counts
+    WORK=$LANE2/work
+    mkdir -p "$WORK"
+    # the CUDA emulation's runtime (tests/cuda/emu_build.sh asks ninja for it; so does tests/ckpt.sh, in the first
+    # shell): built here first, so that two ninja runs in this checkout do not build it at once
+    case " $lane2_groups " in *" cuda "* | *" gpu "*) ninja build/emu/emu.o >"$LANE2/emu.log" 2>&1 ;; esac
+    local g0
+    for group in $lane2_groups; do
+        pass=0 fail=0 skip=0 last_result=$SECONDS g0=$(date +%s)
+        # shellcheck source=/dev/null
+        . "tests/$group.sh" >"$LANE2/$group.out" 2>&1
+        echo "$(($(date +%s) - g0)) $pass $fail $skip" >"$LANE2/$group.done"
+    done
+}
+if [ -n "$lane2_groups" ]; then
+    mkdir -p "$LANE2"
+    lane2 </dev/null &
+    lane2_pid=$!
+fi
+lane2_pending="" # lane 2's groups the list has come to, not printed yet, in the list's order
+# lane2_flush [wait]: print the pending groups lane 2 has finished, in order, up to the first it has not (with wait:
+# all of them, waiting for each): each one's output, then its counts added
+lane2_flush() {
+    local g secs p f s rest=""
+    for g in $lane2_pending; do
+        if [ -z "$rest" ] && [ "${1:-}" = wait ]; then
+            while [ ! -e "$LANE2/$g.done" ] && kill -0 "$lane2_pid" 2>/dev/null; do sleep 1; done
+        fi
+        if [ -n "$rest" ] || { [ ! -e "$LANE2/$g.done" ] && [ "${1:-}" != wait ]; }; then
+            rest="$rest $g"
+            continue
+        fi
+        cat "$LANE2/$g.out" 2>/dev/null
+        if read -r secs p f s <"$LANE2/$g.done" 2>/dev/null; then
+            pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+            times="$times, $g ${secs}s"
+        else
+            notok "$g: lane 2 stopped before the group finished"
+        fi
+    done
+    lane2_pending=$rest
+}
+
 # ---- unit --------------------------------------------------------------------------
 for t in test_mesh test_spec test_pipe test_machine test_plan test_streams test_place test_cost test_io test_data test_bf16k test_cpuk; do
     unit build/tests/$t "$t"
@@ -146,30 +240,20 @@ check "unit: tools/plandeps.py finds planner files that call each other in a cyc
     python3 tools/plandeps.py --self-test
 check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle" python3 tools/plandeps.py
 
-# cuDNN's attention object (scripts/sdpa_build.sh: over a minute of one core) is compiled in the background, niced,
-# while the first groups run, when the cuda group will ask for it: that group's checks then find it built (the script
-# holds a lock, so their ninja waits for it rather than compiling it twice). Nothing is lost if it fails: the cuda
-# group's own build says why.
-case " ${TESS_TEST_GROUPS:-cuda} " in
-*" cuda "*)
-    if command -v "${TESS_NVCC:-nvcc}" >/dev/null 2>&1 && [ ! -f build/cuda/trc_sdpa.o ]; then
-        (nice -n 10 scripts/sdpa_build.sh build/cuda/trc_sdpa.o >/dev/null 2>&1 &)
-    fi
-    ;;
-esac
-
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"
-for group in ${TESS_TEST_GROUPS:-cli spec_errors advise golden inspect e2e megatron lm generate megatron_lm bf16_compute hf hf_io \
-    slurm cuda gpu fuzz data docs}; do
+for group in $GROUP_LIST; do
+    case " $lane2_groups " in *" $group "*) lane2_pending="$lane2_pending $group"; lane2_flush; continue ;; esac
     g0=$(date +%s)
     # shellcheck source=/dev/null
     . "tests/$group.sh"
     times="$times, $group $(($(date +%s) - g0))s"
+    lane2_flush
 done
-
+lane2_flush wait
+[ -z "$lane2_pid" ] || wait "$lane2_pid"
 dt=$(( $(date +%s) - t0 ))
-echo "# seconds per file of tests/: $times"
+echo "# seconds per file of tests/: $times${lane2_groups:+ (lane 2, beside the others:$lane2_groups)}"
 echo "suite took ${dt}s"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
