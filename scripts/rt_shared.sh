@@ -13,7 +13,11 @@
 set -eu
 objdir=$1 srcdir=$2 ext=$3 names=$4 cmd=$(cat "$5")
 root=$(cd "$(dirname "$0")/.." && pwd)
-key=$(printf '%s\n%s\n%s\n%s\n' "$cmd" "$srcdir" "$ext" "$names" | sha256sum | cut -c1-16)
+# the key also names the compiler the command's first word resolves to here: the GPU check's rehearsal puts another
+# mpicc first on PATH (the carried Open MPI, tests/gpu/env.sh) with the same command text, and its objects must not
+# replace the system compiler's ones that other outputs built beside it share (tests/run.sh runs groups side by side)
+cc=$(command -v "${cmd%% *}" 2>/dev/null || echo "${cmd%% *}")
+key=$(printf '%s\n%s\n%s\n%s\n%s\n' "$cc" "$cmd" "$srcdir" "$ext" "$names" | sha256sum | cut -c1-16)
 dir=$root/build/shared-rt/$key
 if ! mkdir -p "$dir" 2>/dev/null || [ ! -w "$dir" ]; then
     echo "rt_shared: cannot write $root/build/shared-rt: the runtime is compiled once in the tessgen checkout that" \
