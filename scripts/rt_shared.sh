@@ -3,7 +3,7 @@
 # compiled once per checkout and compiler command instead of once per output. CMDFILE (the rspfile ninja writes)
 # holds the compiler command up to its dependency flag, as the output's build.ninja expanded it (e.g. "mpicc
 # -std=c11 ... -MMD", "nvcc ... -MD"); SRCDIR/NAME.EXT for each of NAMES (SRCDIR relative to this checkout) is
-# compiled by it into build/shared-rt/<hash of the command, SRCDIR, EXT and NAMES>/NAME.o of this checkout, by a
+# compiled by it into build/shared-rt/<hash of the compiler, the command, SRCDIR, EXT and NAMES>/NAME.o of this checkout, by a
 # build.ninja written there (header dependencies from the compiler's depfiles, so an edited runtime source or
 # header recompiles), under a lock, so that outputs built at the same time share one compile; then each object is
 # copied into OBJDIR (the output's obj/rt, obj-asan/rt or obj-cuda/rt) only where its bytes differ, atomically, so
