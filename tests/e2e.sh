@@ -54,6 +54,25 @@ e2e_rt_readonly() {
         [ ! -e "$WORK/ro_obj/tr_err.o" ]
 }
 
+# one command text run by two compilers (the GPU check's rehearsal puts the carried Open MPI's mpicc first on PATH while
+# other groups build beside it): each gets a shared folder of its own, so the second compiles its objects rather than
+# taking the first's (checked in a checkout of its own: rt_shared.sh and one runtime source, a wrapper cc on PATH)
+e2e_rt_compiler() {
+    local ck="$WORK/cc_checkout" real
+    real=$(command -v cc) || return 1
+    rm -rf "$ck" "$WORK/cc_obj1" "$WORK/cc_obj2" && mkdir -p "$ck/scripts" "$ck/runtime" "$WORK/altcc" &&
+        cp scripts/rt_shared.sh "$ck/scripts/" && cp runtime/tr_err.c runtime/tr_err.h "$ck/runtime/" &&
+        printf '#!/bin/sh\nexec %s "$@"\n' "$real" >"$WORK/altcc/cc" && chmod +x "$WORK/altcc/cc" &&
+        echo "cc -std=c11 -D_XOPEN_SOURCE=700 -O2 -MMD -MF" >"$WORK/cc_cmd" || return 1
+    "$ck/scripts/rt_shared.sh" "$WORK/cc_obj1" runtime c tr_err "$WORK/cc_cmd" >"$WORK/cc1.out" 2>&1 &&
+        PATH="$WORK/altcc:$PATH" "$ck/scripts/rt_shared.sh" "$WORK/cc_obj2" runtime c tr_err "$WORK/cc_cmd" \
+            >"$WORK/cc2.out" 2>&1 || { cat "$WORK"/cc[12].out; return 1; }
+    cat "$WORK/cc1.out" "$WORK/cc2.out"
+    ls "$ck/build/shared-rt"
+    grep -q "once for every output" "$WORK/cc1.out" && grep -q "once for every output" "$WORK/cc2.out" &&
+        [ "$(find "$ck/build/shared-rt" -name tr_err.o | wc -l)" = 2 ]
+}
+
 # the runtime is compiled once for all these outputs (scripts/rt_shared.sh, in build/shared-rt of this checkout):
 # after the first mesh's build no output compiles a runtime source, and each output's objects are the shared ones
 e2e_rt_shared() {
@@ -130,6 +149,8 @@ if wanted "e2e|files|asan|train|bf16|sched|ckpt"; then
             e2e_rt_readonly
         wanted "e2e: mesh" && check "e2e: the runtime is compiled once for every mesh's program (scripts/rt_shared.sh), each output's objects the shared ones" \
             e2e_rt_shared
+        wanted "e2e: mesh" && check "e2e: one runtime compile command run by two compilers (another cc first on PATH) gets a shared folder each, the second compiling its own objects" \
+            e2e_rt_compiler
         if [ -x "$WORK/e2e_2_2/bin/model" ]; then
             check "e2e: synthetic weights and input (seed 5) match the documented generator" e2e_synthetic 2 2
             check "e2e: --repeat 3 then --output on [2,2,2]: the output is one forward's (the input restored before each repeat), bytes as planned" \
