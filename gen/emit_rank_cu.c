@@ -167,16 +167,14 @@ static const char *lt_epi(int epi)
     }
 }
 
-static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t);
-
 /* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule), but
  * for a bf16 program's fused fc1 and fc2 input gradient (gen/fuse.c): that call writes the GeLU step's outputs, never
  * the fp32 h or dg (the GEMM's C, the GeLU step's slot 0), which nothing else reads. */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
-    if (s->kind == TG_STEP_GEMM && slot == 2 && lt_out_bf16(cp, s))
+    if (s->kind == TG_STEP_GEMM && slot == 2 && tg_fuse_d_bf16(cp, s))
         return false;
-    if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && lt_out_bf16(cp, &cp->steps[s->fused]))
+    if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && tg_fuse_d_bf16(cp, &cp->steps[s->fused]))
         return false;
     if (s->kind == TG_STEP_ATTN_DECODE && slot == 5) /* the CPU's scores row: the kernel keeps its own in shared memory */
         return false;
@@ -185,17 +183,12 @@ static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 
 /* The distinct shapes of the class's fused GEMMs (fuse.c), in first-seen order: trc_gemm_lt's table (trc_lt_shapes,
  * prepared once at start-up) and the index a call passes. */
-/* Does fused GEMM step t write a bf16 D (gen/fuse.c: a bf16 program's GeLU output, or bf16 training's du)? */
-static int lt_out_bf16(const tg_class_plan *rp, const tg_step *t)
-{
-    return tg_fuse_d_bf16(rp, t);
-}
 
 static bool lt_same(const tg_class_plan *rp, const tg_step *a, const tg_step *b)
 {
     return a->epi == b->epi && a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb &&
            a->ldc == b->ldc && a->beta == b->beta && esz(rp, a, 0) == esz(rp, b, 0) && a->transa == b->transa &&
-           a->transb == b->transb && lt_out_bf16(rp, a) == lt_out_bf16(rp, b);
+           a->transb == b->transb && tg_fuse_d_bf16(rp, a) == tg_fuse_d_bf16(rp, b);
 }
 
 /* slot[i]: the table row of fused GEMM step i, else -1; returns the number of rows (-1: out of memory). Rows are
@@ -240,7 +233,7 @@ static void print_lt_shapes(tg_sb *o, const tg_class_plan *rp, const int *slot)
                           "algorithms are\n * chosen once at start-up; each call names its row. */\n"
                           "extern \"C\" const trc_lt_shape trc_lt_shapes[] = {\n");
         tg_sb_printf(o, "    {%s, %d, %d, %d, %d, %d, %d, %.1ff, %d, %d, %d, %d},\n", lt_epi(t->epi), t->m, t->n, t->k,
-                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, lt_out_bf16(rp, t), t->transa,
+                     t->lda, t->ldb, t->ldc, (double)t->beta, esz(rp, t, 0) == 2, tg_fuse_d_bf16(rp, t), t->transa,
                      t->transb);
         n++;
     }
@@ -314,7 +307,7 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_grad_acc(c, %s, %s, %lld, tr_mb(c) > 0);\n", bn(rp, s, 0), bn(rp, s, 1), s->count);
         break;
     case TG_STEP_GEMM:
-        if (s->epi == TG_EPI_DGELU && lt_out_bf16(rp, s)) {
+        if (s->epi == TG_EPI_DGELU && tg_fuse_d_bf16(rp, s)) {
             /* fuse.c: bf16 training's fc2 input gradient and GeLU backward, one cuBLASLt call writing du in bf16 from
              * the fp32 accumulator (C is D, beta 0: the plan's fp32 dg is not written), the bf16 u as aux */
             const tg_step *k = &rp->steps[s->fused];
@@ -329,7 +322,7 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                          lt ? lt[s - rp->steps] : -1, lt_epi(s->epi), s->transa, s->transb, s->m, s->n, s->k,
                          bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc,
                          dgelu ? bn(rp, k, 1) : "nullptr", dgelu ? "nullptr" : bn(rp, k, 1));
-        } else if (s->epi != TG_EPI_NONE && lt_out_bf16(rp, s)) {
+        } else if (s->epi != TG_EPI_NONE && tg_fuse_d_bf16(rp, s)) {
             /* fuse.c: a bf16 program's GEMM and GeLU step, one cuBLASLt call from the fp32 accumulator: the bf16 bias,
              * D = g (C is D, beta 0: the plan's fp32 h is not written), u as aux when training keeps it */
             const tg_step *k = &rp->steps[s->fused];
