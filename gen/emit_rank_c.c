@@ -65,26 +65,27 @@ static void print_step_body(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp
                          tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
         break;
     case TG_STEP_KV_WRITE:
-        tg_sb_printf(o, "    tr_kv_write(c, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->nseq, s->seq, s->cols,
-                     s->context, bn(rp, s, 1));
+        tg_sb_printf(o, "    tr_kv_write%s(c, %s, %d, %d, %d, %d, %s);\n", bf(rp, s, 1), bn(rp, s, 0), s->nseq, s->seq,
+                     s->cols, s->context, bn(rp, s, 1));
         break;
     case TG_STEP_ATTN_DECODE:
-        tg_sb_printf(o, "    tr_attn_decode(c, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d);\n", bn(rp, s, 0), bn(rp, s, 1),
-                     bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5), s->nseq, s->heads, s->hdim, s->context);
+        tg_sb_printf(o, "    tr_attn_decode%s(c, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d);\n", bf(rp, s, 3), bn(rp, s, 0),
+                     bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), bn(rp, s, 5), s->nseq, s->heads, s->hdim,
+                     s->context);
         break;
     case TG_STEP_LM_ARGMAX:
         tg_sb_printf(o, "    tr_lm_argmax(c, %s, %d, %d, %d, %d, %s + %d);\n", bn(rp, s, 0), s->rows, s->cols,
                      s->nvalid, s->vocab0, bn(rp, s, 1), s->boff);
         break;
     case TG_STEP_COPY:
-        tg_sb_printf(o, "    tr_copy(c, %s + %lld, %s + %d, %lld);\n", bn(rp, s, 0), s->soff, bn(rp, s, 1), s->boff,
-                     s->count);
+        tg_sb_printf(o, "    tr_copy%s(c, %s + %lld, %s + %d, %lld);\n", bf(rp, s, 0), bn(rp, s, 0), s->soff, bn(rp, s, 1),
+                     s->boff, s->count);
         break;
     case TG_STEP_REDUCESCATTER:
     case TG_STEP_ALLGATHER: /* optimizer.shard, and the weight-stationary layout: slice k of ceil(count / group size)
                              * elements on member k */
-        tg_sb_printf(o, "    tr_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter",
-                     tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    tr_%s%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter",
+                     bf(rp, s, 0), tg_emit_group_enum(s->group), bn(rp, s, 0), s->count);
         break;
     case TG_STEP_EMBED:
         tg_sb_printf(o, "    tr_embed_rows(c, %s + %d, %s, %d, %d, %d, %d, %s);\n", bn(rp, s, 0), s->boff, bn(rp, s, 1),

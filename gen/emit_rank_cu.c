@@ -116,14 +116,15 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     }
     case TG_STEP_REDUCE:
     case TG_STEP_REDUCESCATTER: /* optimizer.shard: the payload, as the plan counts it */
-    case TG_STEP_ALLGATHER: return 4 * s->count;
+    case TG_STEP_ALLGATHER: return esz(rp, s, 0) * s->count;
     case TG_STEP_CAST: return 6 * s->count; /* fp32 in, bf16 out */
-    case TG_STEP_COPY: return 8 * s->count;
-    case TG_STEP_KV_WRITE: return 8 * 2LL * s->nseq * s->seq * s->cols; /* K, V columns in; cache rows out */
+    case TG_STEP_COPY: return 2 * esz(rp, s, 0) * s->count;
+    case TG_STEP_KV_WRITE: /* K, V columns in (fp32); cache rows out (of the cache's type) */
+        return (4 + esz(rp, s, 1)) * 2LL * s->nseq * s->seq * s->cols;
     case TG_STEP_ATTN_DECODE: { /* qkv + bias in and out; the cached K and V of positions 0..pos read once per head
-                                 * (at most the context's); out */
-        long long c = (long long)s->heads * s->hdim;
-        return 4 * (2 * 3 * s->nseq * c + 3 * c + 2LL * s->nseq * s->context * c + s->nseq * c);
+                                 * (at most the context's); out (the cache's type) */
+        long long c = (long long)s->heads * s->hdim, e = esz(rp, s, 3);
+        return 4 * (2 * 3 * s->nseq * c + 3 * c) + e * (2LL * s->nseq * s->context * c + s->nseq * c);
     }
     case TG_STEP_LM_ARGMAX: return 4 * (rc + 2LL * s->rows);
     case TG_STEP_GRAD_ACC: return 12 * s->count; /* part and gradient in, gradient out */
@@ -273,26 +274,26 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         break;
     case TG_STEP_REDUCESCATTER: /* optimizer.shard: slice k of ceil(count / group size) elements on member k */
     case TG_STEP_ALLGATHER:
-        tg_sb_printf(o, "    trc_%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter", g,
-                     bn(rp, s, 0), s->count);
+        tg_sb_printf(o, "    trc_%s%s(c, %s, %s, %lld);\n", s->kind == TG_STEP_ALLGATHER ? "allgather" : "reduce_scatter",
+                     bf(rp, s, 0), g, bn(rp, s, 0), s->count);
         break;
     case TG_STEP_COPY: /* generation's weight-stationary layout: a block into its slot, or a slice out of one */
-        tg_sb_printf(o, "    trc_copy(c, %s + %lld, %s + %d, %lld);\n", bn(rp, s, 0), s->soff, bn(rp, s, 1), s->boff,
-                     s->count);
+        tg_sb_printf(o, "    trc_copy%s(c, %s + %lld, %s + %d, %lld);\n", bf(rp, s, 0), bn(rp, s, 0), s->soff,
+                     bn(rp, s, 1), s->boff, s->count);
         break;
     case TG_STEP_KV_WRITE:
         tg_sb_printf(o, "    trk::kv_write<%d, %d, %d, %d>(S, %s, %s);\n", s->nseq, s->seq, s->cols, s->context,
                      bn(rp, s, 0), bn(rp, s, 1));
-        snprintf(line, sizeof line, "template void kv_write<%d, %d, %d, %d>(cudaStream_t, const float *, float *);\n",
-                 s->nseq, s->seq, s->cols, s->context);
+        snprintf(line, sizeof line, "template void kv_write<%d, %d, %d, %d>(cudaStream_t, const float *, %s *);\n",
+                 s->nseq, s->seq, s->cols, s->context, cty(rp, s, 1));
         break;
     case TG_STEP_ATTN_DECODE:
         tg_sb_printf(o, "    trk::attn_decode<%d, %d, %d, %d>(S, %s, %s, %s, %s, %s);\n", s->nseq, s->heads, s->hdim,
                      s->context, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4));
         snprintf(line, sizeof line,
-                 "template void attn_decode<%d, %d, %d, %d>(cudaStream_t, float *, const float *, float *, float *,\n"
+                 "template void attn_decode<%d, %d, %d, %d>(cudaStream_t, float *, const float *, %s *, %s *,\n"
                  "                                         const int32_t *);\n",
-                 s->nseq, s->heads, s->hdim, s->context);
+                 s->nseq, s->heads, s->hdim, s->context, cty(rp, s, 3), cty(rp, s, 3));
         break;
     case TG_STEP_LM_ARGMAX:
         tg_sb_printf(o, "    trk::lm_argmax<%d, %d, %d>(S, %s, %d, %s + %d);\n", s->rows, s->cols, s->nvalid,

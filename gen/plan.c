@@ -46,11 +46,32 @@ static bool gemm_types(const tg_plan *pl, const tg_class_plan *rp, const tg_step
                    want == TG_BUF_BF16 ? "bf16" : "fp32");
 }
 
+/* The steps whose runtime call has one element type for two buffers (the emitters name the call by one of them): a
+ * copy's source and destination, the decode attention's output and KV cache (bf16 in a bf16 plan); a reduce-scatter
+ * sums fp32 (docs/BF16.md). */
+static bool step_types(const tg_class_plan *rp, const tg_step *st, int s, tg_err *err)
+{
+    int a = -1, b = -1;
+    if (st->kind == TG_STEP_COPY)
+        a = st->buf[0], b = st->buf[1];
+    else if (st->kind == TG_STEP_ATTN_DECODE)
+        a = st->buf[2], b = st->buf[3];
+    if (a >= 0 && b >= 0 && rp->bufs[a].dtype != rp->bufs[b].dtype)
+        return tg_fail(err, "internal planner error: class (i=%d, j=%d) step %d (%s): %s and %s differ in type", rp->i,
+                       rp->j, s, tg_step_kind_name(st->kind), rp->bufs[a].name, rp->bufs[b].name);
+    if (st->kind == TG_STEP_REDUCESCATTER && rp->bufs[st->buf[0]].dtype != TG_BUF_F32)
+        return tg_fail(err, "internal planner error: class (i=%d, j=%d) step %d: reduce-scatter of %s, not fp32", rp->i,
+                       rp->j, s, rp->bufs[st->buf[0]].name);
+    return true;
+}
+
 static bool lifetimes(const tg_plan *pl, tg_class_plan *rp, tg_err *err)
 {
     for (int s = 0; s < rp->nsteps; s++) {
         const tg_step *st = &rp->steps[s];
         if (st->kind == TG_STEP_GEMM && !gemm_types(pl, rp, st, s, err))
+            return false;
+        if (!step_types(rp, st, s, err))
             return false;
         for (int k = 0; k < TG_STEP_MAXBUF; k++) {
             int id = st->buf[k];
@@ -254,16 +275,18 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
  * [K/q, N/q] over the column; the weight-stationary layout (plan_tesseract.c stationary()) on a rank off the diagonal
  * receives q-1 blocks [R, K/q] in the column's all-gather, the gathered [q*R, K/q] in the row's broadcast and q-1
  * partial blocks [R, N/q] in the column's reduce-scatter (the diagonal rank, the broadcast's root, receives q*R*K/q
- * less). */
+ * less). Bytes: 4 an element; in a bf16 plan 2 for the activations and weights (GEMM operands), 4 for the partial
+ * sums (docs/BF16.md: reductions are fp32). */
 long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R)
 {
     long long q = pl->mesh.q, Cq = pl->Cq, Fq = pl->Fq, L = pl->spec.layers;
     long long sumK = 3 * Cq + Fq, sumN = 3 * Cq + Cq + Fq + Cq, sumKN = 4 * Cq * Cq + 2 * Cq * Fq;
+    long long e = pl->spec.dtype == TG_BF16 ? 2 : 4; /* the activations and weights moved; partial sums stay fp32 */
     if (q <= 1)
         return 0;
     if (lay == TG_LAYOUT_SUMMA)
-        return 4 * L * (q - 1) * (R * sumK + sumKN);
-    return 4 * L * ((2 * q - 1) * R * sumK + (q - 1) * R * sumN);
+        return e * L * (q - 1) * (R * sumK + sumKN);
+    return L * (e * (2 * q - 1) * R * sumK + 4 * (q - 1) * R * sumN);
 }
 
 const char *tg_layout_name(tg_layout lay)

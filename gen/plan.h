@@ -327,7 +327,7 @@ typedef struct tg_class_plan {
      * logits [nseq, Vq] and pairs [q*nseq, 2]; and the first layer's KV cache (the others follow it in the plan's
      * buffers, one per layer) */
     int pairs_buf, dtok_buf, dpos_buf, dlogits_buf, dpairs_buf, kv_buf0;
-    long long kv_elems; /* the KV caches of every layer, elements (4 bytes each) */
+    long long kv_elems; /* the KV caches of every layer, elements (4 bytes each; 2 in a bf16 plan) */
     /* the decode step's bytes (TG_PHASE_DEC), as the forward's above: one call of decode() */
     long long dec_bcast_recv[TG_NGROUPS], dec_bcast_sent[TG_NGROUPS], dec_allreduce[TG_NGROUPS];
     long long dec_reduce_recv[TG_NGROUPS], dec_reduce_sent[TG_NGROUPS];

@@ -153,11 +153,13 @@ static const char *layer_tag(char *dst, size_t cap, int layer)
 
 /* A training weight's persistent bf16 copy (tg_param.w16): declared when a GEMM first reads the weight; -1 when buf
  * is no weight's fp32 master. Persistent: it carries the weights from one step's optimizer to the next step's GEMMs,
- * so it costs 2 bytes an element of arena for the whole run, in the memory plan like the master. */
+ * so it costs 2 bytes an element of arena for the whole run, in the memory plan like the master. Generation keeps
+ * one too for each fp32 weight a GEMM reads (the tied head's wte, fc1's bias): the runtime rounds it once after
+ * loading (as training's before its first step), where a cast step would round it again in every decode step. */
 static int weight_copy(tg_builder *b, int buf)
 {
     tg_class_plan *rp = b->rp;
-    if (b->pl->spec.mode != TG_TRAIN)
+    if (b->pl->spec.mode != TG_TRAIN && b->pl->spec.mode != TG_GENERATE)
         return -1;
     for (int i = 0; i < rp->nparams; i++) {
         tg_param *p = &rp->params[i];
@@ -165,7 +167,8 @@ static int weight_copy(tg_builder *b, int buf)
             continue;
         if (p->w16 < 0) {
             char what[160], name[sizeof rp->bufs[0].name]; /* tg_pb_buf may move rp->bufs */
-            snprintf(what, sizeof what, "bf16 copy of the shard of %.64s for the GEMMs, written by AdamW", p->name);
+            snprintf(what, sizeof what, "bf16 copy of the shard of %.64s for the GEMMs, written by %s", p->name,
+                     b->pl->spec.mode == TG_TRAIN ? "AdamW" : "the runtime after loading");
             snprintf(name, sizeof name, "%s", rp->bufs[buf].name);
             int id = tg_pb_buf(b, rp->bufs[buf].rows, rp->bufs[buf].cols, 1, what, "bf16_%s", name);
             if (id < 0)

@@ -57,8 +57,9 @@ int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1,
 void tg_pb_piece(tg_builder *b, int param, int r0, int nr, int c0, int nc, int dst_col);
 /* bf16 plans (docs/BF16.md). tg_pb_bf16_out: buf is written by a kernel for GEMMs to read, so it is bf16 (nothing
  * in an fp32 plan); returns buf. tg_pb_operand: the GEMM operand for buf: buf itself when the plan is fp32 or buf
- * is bf16; the fp32 master of a training weight: its persistent bf16 copy (tg_param.w16, declared on first use; the
- * AdamW step writes it, no CAST step); else a new bf16 buffer that a CAST step (appended now) fills from buf. */
+ * is bf16; the fp32 master of a training weight (or of a generation's weight): its persistent bf16 copy
+ * (tg_param.w16, declared on first use; the AdamW step or the runtime after loading writes it, no CAST step); else a
+ * new bf16 buffer that a CAST step (appended now) fills from buf. */
 int tg_pb_bf16_out(tg_builder *b, int buf);
 int tg_pb_operand(tg_builder *b, int layer, const char *op, int buf);
 /* tg_pb_operand_is: the step just planned also wrote copy, the bf16 copy of buf (RNE), so the next GEMMs of op at

@@ -453,7 +453,9 @@ bool tg_pb_kv_write(tg_builder *b, int layer, int rows, int cols, int qkv, int k
     s->nseq = b->pl->nseq;
     s->seq = b->pl->spec.seq;
     s->context = b->pl->spec.context;
-    s->label = "KV cache rows s*context + p, p < seq = K | V of the prompt's tokens (bias added)";
+    s->label = b->rp->bufs[kv].dtype == TG_BUF_BF16
+                   ? "KV cache rows s*context + p, p < seq = K | V of the prompt's tokens (bias added), rounded to bf16"
+                   : "KV cache rows s*context + p, p < seq = K | V of the prompt's tokens (bias added)";
     return true;
 }
 
@@ -479,7 +481,11 @@ bool tg_pb_attn_decode(tg_builder *b, int layer, int rows, int cols, int qkv, in
     s->hdim = pl->D;
     s->context = N;
     s->flops = 4LL * rows * pl->Hq * N * pl->D; /* at most: a sequence at position N-1 */
-    s->label = "K, V of the token into the cache at its position; softmax(q K^T / sqrt(hdim)) V over positions 0..pos";
+    s->label = b->rp->bufs[kv].dtype == TG_BUF_BF16
+                   ? "r(q), r(K), r(V) of the token (K, V into the cache at its position); r(softmax(q K^T / sqrt(hdim))) "
+                     "V over positions 0..pos, rounded"
+                   : "K, V of the token into the cache at its position; softmax(q K^T / sqrt(hdim)) V over positions "
+                     "0..pos";
     return true;
 }
 

@@ -145,6 +145,8 @@ static void stationary(tg_builder *b, int layer, const char *op, int a, int w, i
     w = tg_pb_operand(b, layer, op, w);
     snprintf(what, sizeof what, "X(:,t) of the depth's row blocks, gathered for %s (weight-stationary)", op);
     int G = tg_pb_buf(b, q * R, Kq, 0, what, "L%d_%s_xg", layer, op);
+    if (a >= 0 && G >= 0) /* of the operand's type: bf16 in a bf16 plan, so the gathers move 2 bytes an element */
+        b->rp->bufs[G].dtype = b->rp->bufs[a].dtype;
     snprintf(what, sizeof what, "partials X(:,i) @ W(i,j) of %s, reduce-scattered over col", op);
     int P = tg_pb_buf(b, q * R, Nq, 0, what, "L%d_%s_part", layer, op);
     long long xb = (long long)R * Kq, yb = (long long)R * Nq;
@@ -236,7 +238,7 @@ static int build_layer(tg_builder *b, int l, const layer_w *w, int x, int *rs_ca
     int vs2 = layernorm(b, l, "ln2", xm, rs2, w->ln2_g, w->ln2_b, a2);
 
     /* bf16 programs add fc1's bias in bf16 (docs/BF16.md), as autocast's linear does: training reads the copy AdamW
-     * keeps, inference casts it here, before the GEMM, so that nothing comes between the GEMM and its GeLU step and
+     * keeps, generation the copy rounded after loading, inference casts it here, before the GEMM, so that nothing comes between the GEMM and its GeLU step and
      * cuBLASLt may run the pair as one call with a bf16 bias, D and aux (gen/fuse.c) */
     int b1 = pl->spec.dtype == TG_BF16 ? tg_pb_operand(b, l, "fc1", w->fc1_b) : w->fc1_b;
     int hh = tg_pb_buf(b, R, Fq, 0, "MLP hidden block (h, j)", "L%d_fc1_out", l);
@@ -467,7 +469,7 @@ static void plan_generate(tg_builder *b, tg_lm *lm, const layer_w *lw, layer_sav
     char what[100];
     for (int l = 0; l < sp->layers; l++) {
         snprintf(what, sizeof what, "KV cache of layer %d: K | V of head group j, row s*%d + position", l, N);
-        kv[l] = tg_pb_buf(b, nseq * N, 2 * Cq, 1, what, "L%d_kv", l);
+        kv[l] = tg_pb_bf16_out(b, tg_pb_buf(b, nseq * N, 2 * Cq, 1, what, "L%d_kv", l)); /* bf16: r(K) | r(V) */
     }
     rp->kv_buf0 = kv[0];
     rp->kv_elems = 2LL * Cq * nseq * N * sp->layers;

@@ -773,9 +773,9 @@ static void check_generate(spec_ctx *c, tg_spec *s, bool ok_seq)
     if (s->scheme == TG_SCHEME_MEGATRON)
         fail(c, "mode = \"generate\" is not built for scheme = \"megatron\": only the Tesseract layout has a prefill "
                 "and a decode program; drop scheme, or use mode = \"infer\"");
-    if (s->dtype == TG_BF16)
-        fail(c, "mode = \"generate\" is not built for dtype = \"bf16\": the decode step and the KV cache are fp32 "
-                "only; use dtype = \"fp32\"");
+    if (s->attention == TG_ATTN_CUDNN)
+        fail(c, "mode = \"generate\" is not built with attention = \"cudnn\": the KV cache is written from the "
+                "biased fp32 Q, K, V that only attention = \"cublas\" keeps; drop attention (docs/GENERATE.md)");
     if (v->type == LUA_TNONE) {
         fail(c, "model.context is missing: mode = \"generate\" needs the KV-cache length N (prompt plus generated "
                 "tokens, seq <= N <= positions); add context = <N> to model (GPT-2: 1024)");

@@ -318,17 +318,23 @@ static void generation_lines(tg_sb *o, const tg_plan *pl, const tg_class_fig *fi
 {
     if (pl->spec.mode != TG_GENERATE)
         return;
-    long long kv = 4LL * pl->spec.layers * pl->nseq * pl->spec.context * 2 * pl->Cq;
+    int e = pl->spec.dtype == TG_BF16 ? 2 : 4; /* a bf16 plan caches r(K) | r(V) */
+    long long kv = (long long)e * pl->spec.layers * pl->nseq * pl->spec.context * 2 * pl->Cq;
     tg_sb_printf(o, "\ngeneration (docs/GENERATE.md): context %d tokens a sequence, %d sequences per rank\n",
                  pl->spec.context, pl->nseq);
-    tg_sb_printf(o, "  KV cache per rank: layers * (batch/(q*d)) * context * 2 * (hidden/q) * 4 = %d * %d * %d * 2 * %d * 4 "
-                    "= %lld bytes (persistent, in the arena)%s\n",
-                 pl->spec.layers, pl->nseq, pl->spec.context, pl->Cq, kv,
-                 figs[0].kv * 4 == kv ? "" : " [the plan's caches differ: internal error]");
+    tg_sb_printf(o, "  KV cache per rank: layers * (batch/(q*d)) * context * 2 * (hidden/q) * %d = %d * %d * %d * 2 * %d * %d "
+                    "= %lld bytes (%s, persistent, in the arena)%s\n",
+                 e, pl->spec.layers, pl->nseq, pl->spec.context, pl->Cq, e, kv, e == 2 ? "bf16" : "fp32",
+                 figs[0].kv * e == kv ? "" : " [the plan's caches differ: internal error]");
     /* the layout of each phase's linears and the bytes of both (docs/GENERATE.md "Choosing the layout") */
     static const char *const key[] = {"auto", "summa", "stationary"};
-    tg_sb_puts(o, "  linears' bytes received by the busiest rank, one call: summa 4*layers*(q-1)*(R*(3C+F)/q + (4C^2+2CF)/q^2), "
-                  "stationary 4*layers*R*((2q-1)*(3C+F)/q + (q-1)*(5C+F)/q)\n");
+    if (e == 2)
+        tg_sb_puts(o, "  linears' bytes received by the busiest rank, one call (bf16 operands, fp32 partial sums): summa "
+                      "2*layers*(q-1)*(R*(3C+F)/q + (4C^2+2CF)/q^2), stationary layers*R*(2*(2q-1)*(3C+F)/q + "
+                      "4*(q-1)*(5C+F)/q)\n");
+    else
+        tg_sb_puts(o, "  linears' bytes received by the busiest rank, one call: summa 4*layers*(q-1)*(R*(3C+F)/q + "
+                      "(4C^2+2CF)/q^2), stationary 4*layers*R*((2q-1)*(3C+F)/q + (q-1)*(5C+F)/q)\n");
     for (int ph = 0; ph < 2; ph++) {
         long long R = ph ? pl->nseq : (long long)pl->nseq * pl->spec.seq;
         long long bs = tg_layout_recv_bytes(pl, TG_LAYOUT_SUMMA, R), bw = tg_layout_recv_bytes(pl, TG_LAYOUT_STATIONARY, R);

@@ -220,6 +220,8 @@ void tr_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
  * own values); tr_allgather: every member's slice k becomes member k's (its bits). Each counts 4 * count bytes. */
 void tr_reduce_scatter(struct tr_ctx *c, tr_group g, float *buf, long long count);
 void tr_allgather(struct tr_ctx *c, tr_group g, float *buf, long long count);
+/* the same all-gather of bf16 bits (generation's weight-stationary layout in a bf16 plan); 2 * count bytes */
+void tr_allgather_bf16(struct tr_ctx *c, tr_group g, tr_bf16 *buf, long long count);
 /* Row-major C[m,n] = beta*C + A[m,k] @ B[k,n]. */
 void tr_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc);
@@ -399,10 +401,16 @@ void tr_pos_add_at(struct tr_ctx *c, float *x, const float *wpe, const int32_t *
 void tr_kv_write(struct tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int context, float *kv);
 void tr_attn_decode(struct tr_ctx *c, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos,
                     float *scores, int nseq, int heads, int hdim, int context);
+/* bf16 plans: the cache holds r(K) | r(V) and the output is bf16 (docs/GENERATE.md "bf16"); the token's q, k, v
+ * are rounded in place in qkv. */
+void tr_kv_write_bf16(struct tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int context, tr_bf16 *kv);
+void tr_attn_decode_bf16(struct tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out, tr_bf16 *kv,
+                         const int32_t *pos, float *scores, int nseq, int heads, int hdim, int context);
 void tr_lm_argmax(struct tr_ctx *c, const float *L, int rows, int cols, int nvalid, int vocab0, float *pairs);
 void tr_allreduce_maxloc(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* dst[0..count) = src[0..count) (TG_STEP_COPY: the weight-stationary layout's block into its slot, its slice out). */
 void tr_copy(struct tr_ctx *c, const float *src, float *dst, long long count);
+void tr_copy_bf16(struct tr_ctx *c, const tr_bf16 *src, tr_bf16 *dst, long long count);
 /* out [rows, cols]: row r = E [nvalid, cols] row tok[r] - v0 when v0 <= tok[r] < v0 + nvalid, else zero. */
 void tr_embed_rows(struct tr_ctx *c, const int32_t *tok, const float *E, int v0, int nvalid, int rows, int cols,
                    float *out);

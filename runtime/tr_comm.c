@@ -239,7 +239,8 @@ void tr_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
 }
 
-void tr_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+/* An all-gather of count elements of `type` (esize bytes each), counted in bytes. */
+static void allgather_typed(tr_ctx *c, tr_group g, void *buf, long long count, MPI_Datatype type, int esize)
 {
     double t0 = c->timing ? tr_now() : 0;
     int *tab = NULL;
@@ -247,16 +248,27 @@ void tr_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
         fprintf(stderr, "rank %d: out of memory in the all-gather over the %s group\n", c->desc->rank, group_name(g));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab, tab + c->desc->size[g], MPI_FLOAT,
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab, tab + c->desc->size[g], type,
                              c->comm[g]),
               "MPI_Allgatherv", g);
-    c->ag_recv[g] += 4LL * (count - tab[c->desc->key[g]]);
+    c->ag_recv[g] += (long long)esize * (count - tab[c->desc->key[g]]);
     free(tab);
-    c->allgather[g] += 4LL * count;
-    c->allgather_run += 4LL * count;
+    c->allgather[g] += (long long)esize * count;
+    c->allgather_run += (long long)esize * count;
     c->calls[TR_K_ALLREDUCE]++;
     if (c->timing)
         c->seconds[TR_K_ALLREDUCE] += tr_now() - t0;
+}
+
+void tr_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    allgather_typed(c, g, buf, count, MPI_FLOAT, 4);
+}
+
+/* bf16 values are moved as their bits (MPI has no bfloat16 type; a gather adds nothing) */
+void tr_allgather_bf16(tr_ctx *c, tr_group g, tr_bf16 *buf, long long count)
+{
+    allgather_typed(c, g, buf, count, MPI_UINT16_T, 2);
 }
 
 void tr_rank_coord(int r, int *i, int *j, int *k)

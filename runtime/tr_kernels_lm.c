@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tr_bf16.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
 #include "tr_vec.h"
@@ -216,7 +217,28 @@ void tr_kv_write(tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int c
     TIMED_END(TR_K_RESID);
 }
 
+/* bf16 plans (docs/GENERATE.md "bf16"): the cache holds r(K) | r(V), the values the prefill's attention reads */
+void tr_kv_write_bf16(tr_ctx *c, const float *qkv, int nseq, int seq, int cols, int context, tr_bf16 *kv)
+{
+    TIMED_BEGIN;
+    for (int s = 0; s < nseq; s++)
+        for (int p = 0; p < seq; p++) {
+            const float *x = qkv + ((long)s * seq + p) * 3 * cols + cols;
+            tr_bf16 *y = kv + ((long)s * context + p) * 2 * cols;
+            for (int e = 0; e < 2 * cols; e++)
+                y[e] = tr_f32_to_bf16(x[e]);
+        }
+    TIMED_END(TR_K_RESID);
+}
+
 void tr_copy(tr_ctx *c, const float *src, float *dst, long long count)
+{
+    TIMED_BEGIN;
+    memcpy(dst, src, (size_t)count * sizeof *dst);
+    TIMED_END(TR_K_RESID);
+}
+
+void tr_copy_bf16(tr_ctx *c, const tr_bf16 *src, tr_bf16 *dst, long long count)
 {
     TIMED_BEGIN;
     memcpy(dst, src, (size_t)count * sizeof *dst);
@@ -243,6 +265,50 @@ void tr_attn_decode(tr_ctx *c, float *qkv, const float *bias, float *out, float 
             tr_causal_softmax_row(scores, n);
             cblas_sgemv(CblasRowMajor, CblasTrans, n, hdim, 1.0f, cache + cols + h * hdim, 2 * cols, scores, 1, 0.0f,
                         out + (long)s * cols + h * hdim, 1);
+        }
+    }
+    TIMED_END(TR_K_ATTENTION);
+}
+
+/* The bf16 decode step (docs/BF16.md "Attention", as tr_attention_bf16 rounds): the biased q, k, v of the token
+ * rounded to bf16 (in place in qkv), r(K) | r(V) into the cache, the scores of the rounded q and keys in fp32 (scaled
+ * as sgemv's alpha), the softmax of tr_causal_softmax_row, P rounded, P V summed in fp32 in position order, the
+ * output rounded. */
+void tr_attn_decode_bf16(tr_ctx *c, float *qkv, const float *bias, tr_bf16 *out, tr_bf16 *kv, const int32_t *pos,
+                         float *scores, int nseq, int heads, int hdim, int context)
+{
+    TIMED_BEGIN;
+    int cols = heads * hdim;
+    float scale = 1.0f / sqrtf((float)hdim);
+    float *o = tr_scratch(c, (size_t)hdim); /* [hdim] one head's P V */
+    tr_attention_bias(qkv, bias, nseq, 1, heads, hdim);
+    for (int s = 0; s < nseq; s++) {
+        float *q = qkv + (long)s * 3 * cols;
+        tr_round_bf16_inplace(q, 3LL * cols);
+        tr_bf16 *cache = kv + (long)s * context * 2 * cols;
+        int n = pos[s] + 1;
+        for (int e = 0; e < 2 * cols; e++) /* exact: the values are bf16 already */
+            cache[(long)pos[s] * 2 * cols + e] = tr_f32_to_bf16(q[cols + e]);
+        for (int h = 0; h < heads; h++) {
+            const float *qh = q + h * hdim;
+            for (int p = 0; p < n; p++) {
+                const tr_bf16 *kr = cache + (long)p * 2 * cols + h * hdim;
+                float a = 0.0f;
+                for (int d = 0; d < hdim; d++)
+                    a += qh[d] * tr_bf16_to_f32(kr[d]);
+                scores[p] = scale * a;
+            }
+            tr_causal_softmax_row(scores, n);
+            tr_round_bf16_inplace(scores, n);
+            for (int d = 0; d < hdim; d++)
+                o[d] = 0.0f;
+            for (int p = 0; p < n; p++) {
+                const tr_bf16 *vr = cache + (long)p * 2 * cols + cols + h * hdim;
+                for (int d = 0; d < hdim; d++)
+                    o[d] += scores[p] * tr_bf16_to_f32(vr[d]);
+            }
+            for (int d = 0; d < hdim; d++)
+                out[(long)s * cols + h * hdim + d] = tr_f32_to_bf16(o[d]);
         }
     }
     TIMED_END(TR_K_ATTENTION);

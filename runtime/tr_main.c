@@ -868,7 +868,7 @@ static int find_nonfinite(const tr_rank_desc *d, const float *H, int grads, char
 /* bf16 training (docs/BF16.md): the GEMMs read persistent bf16 copies of the weights, which each AdamW step writes
  * after its update (tr_adamw_multi); before the first step they come from the masters as loaded (a weights file, the
  * synthetic weights, a resumed checkpoint): rounded to nearest even here, in the host arena, before the backend
- * takes it. */
+ * takes it. bf16 generation's copies (the tied head's wte, fc1's bias: docs/GENERATE.md "bf16") are only these. */
 static void weight_copy(const tr_param *p, float *H)
 {
     if (p->w16_offset < 0)

@@ -20,8 +20,9 @@
 #              CUDA graphs against TESS_CUDA_GRAPH=0 (losses and weights bitwise), MPI staging uncaptured; the
 #              spec with 2 micro-batches and layer 0 recomputed on [2,2,1]: --dy in random order against the float64 full batch, bytes
 #              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
-#   generate   mode = "generate" on [1,1,1], [2,2,1], [1,1,2]: the prefill and decode programs under the emulation,
-#              greedy ids and logits against the float64 reference and the CPU program, bytes, seeded sampling
+#   generate   mode = "generate" on [1,1,1], [2,2,1], [1,1,2] (and bf16 on [1,1,1], [2,2,1]): the prefill and decode
+#              programs under the emulation, greedy ids and logits against the float64 reference (bf16: --bf16) and
+#              the CPU program, bytes, seeded sampling
 #   stages     2 pipeline stages (mesh.pp = 2) of [1,1,2] and, for the whole GPT-2, of [1,1,1]: their rank_sS_iI_jJ.cu
 #              under the emulation, 5 AdamW steps against the CPU program of the same output (losses, bytes,
 #              replicas and the tied wte's copies bitwise, no CUDA graph)
@@ -601,20 +602,23 @@ cu_gen_setup() {
         "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.array([[3, 7, 1, -1], [5, 2, 9, 11]], np.int32))" \
             "$W/p.npy" &&
         "$PY" $CU_REF generate $CU_GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
-            --out "$W/t_ref.npy" --logits-out "$W/l_ref.npy"
+            --out "$W/t_ref.npy" --logits-out "$W/l_ref.npy" &&
+        "$PY" $CU_REF generate $CU_GEN_DIMS --bf16 --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref16.npy" --logits-out "$W/l_ref16.npy"
 }
-cu_gen_build() { # q d -> $WORK/cugen_q_d: both backends; the CPU program and the emulated one built
-    local dir="$WORK/cugen_$1_$2"
+cu_gen_build() { # q d [16] -> $WORK/cugen[16]_q_d: both backends (16: dtype bf16); the CPU program and the emulated one
+    local dir="$WORK/cugen${3:-}_$1_$2" dt=""
+    [ -n "${3:-}" ] && dt='dtype = "bf16", '
     cat >"$dir.lua" <<SPEC
-return { name = "cugen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate", backends = { "cpu", "cuda" },
+return { name = "cugen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate", backends = { "cpu", "cuda" }, $dt
   model = { layers = 2, hidden = 16, heads = 4, ffn = 32, seq = 4, batch = 2, vocab = 23, positions = 12,
             context = 10 } }
 SPEC
     env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
         grep -q "trk::attn_decode<" "$dir/rank_i0_j0.cu" && tests/cuda/emu_build.sh "$dir" emu model-emu
 }
-cu_gen_greedy() { # q d
-    local W="$WORK/cugen" dir="$WORK/cugen_$1_$2" np=$(($1 * $1 * $2)) args
+cu_gen_greedy() { # q d [16 tol-against-the-CPU-program]
+    local W="$WORK/cugen" dir="$WORK/cugen${3:-}_$1_$2" np=$(($1 * $1 * $2)) args
     args="--weights $W/w.st --generate --prompt-tokens $W/p.npy --max-new 6"
     # shellcheck disable=SC2086
     "$dir/run" $args --output "$dir/t_cpu.npy" --logits-out "$dir/l_cpu.npy" --quiet &&
@@ -624,8 +628,8 @@ cu_gen_greedy() { # q d
     grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir/emu.out" &&
         { [ "$1" = 1 ] || grep -q "^bytes: every rank's all-gathers and reduce-scatters moved exactly the planned bytes$" \
             "$dir/emu.out"; } &&
-        "$PY" $CU_REF compare-generate "$dir/t.npy" "$W/t_ref.npy" "$dir/l.npy" "$W/l_ref.npy" --tol 1e-4 &&
-        "$PY" $CU_REF compare-generate "$dir/t.npy" "$dir/t_cpu.npy" "$dir/l.npy" "$dir/l_cpu.npy" --tol 1e-5
+        "$PY" $CU_REF compare-generate "$dir/t.npy" "$W/t_ref${3:-}.npy" "$dir/l.npy" "$W/l_ref${3:-}.npy" --tol 1e-4 &&
+        "$PY" $CU_REF compare-generate "$dir/t.npy" "$dir/t_cpu.npy" "$dir/l.npy" "$dir/l_cpu.npy" --tol "${4:-1e-5}"
 }
 cu_gen_sampled() { # q d: the CPU program's ids for one seed (top-k, top-p and temperature)
     local W="$WORK/cugen" dir="$WORK/cugen_$1_$2" np=$(($1 * $1 * $2)) args
@@ -647,6 +651,20 @@ for m in 1,1 2,1 1,2; do
         [ "$m" = 1,2 ] || check "$CU_GEN_N2" cu_gen_sampled "$q" "$d"
     else
         notok "cuda: generate: generate and build the generate spec on [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
+    fi
+done
+# bf16 (docs/GENERATE.md "bf16"): the bf16 KV cache (kv_write and attn_decode of tr_bf16), trc_copy_bf16 and
+# trc_allgather_bf16 of the weight-stationary decode on [2,2,1], against tessref.py generate --bf16 (the whole bf16
+# forward of lm-forward --bf16 on the growing sequence; 2.4e-7 measured, 0.033 from the float64 reference without
+# rounding) and the CPU program of the same output (measured bitwise: the same rounding points and sums)
+for m in 1,1 2,1; do
+    q=${m%,*} d=${m#*,}
+    CU_GEN_N4="cuda: generate: bf16 rank_iI_jJ.cu of [$q,$q,$d] (bf16 KV cache) under the emulation: greedy ids token for token and every new token's logits within 1e-4 of tessref --bf16, ids equal the CPU program's (logits 1e-5), bytes as planned"
+    wanted "$CU_GEN_N4" || continue
+    if cu_gen_setup >"$WORK/log" 2>&1 && cu_gen_build "$q" "$d" 16 >"$WORK/log" 2>&1; then
+        check "$CU_GEN_N4" cu_gen_greedy "$q" "$d" 16
+    else
+        notok "cuda: generate: generate and build the bf16 generate spec on [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
     fi
 done
 CU_GEN_N3="cuda: generate: a decode step over more than 8192 cached positions is refused for the CUDA backend, naming model.context"
@@ -1028,7 +1046,7 @@ cu_compile() { # q d [t]: build bin/model-cuda (or, with CU_OBJS=1, only kernels
 }
 cu_sass() { # cuobjdump: audit the objects of every program compiled for the last mesh, and the runtime's
     local objs=() rt=() d
-    for d in "$WORK"/cu_* "$WORK"/cut_* "$WORK"/cub_* "$WORK"/culm_* "$WORK"/cugen_*; do
+    for d in "$WORK"/cu_* "$WORK"/cut_* "$WORK"/cub_* "$WORK"/culm_* "$WORK"/cugen_* "$WORK"/cugen16_*; do
         [ -f "$d/obj-cuda/kernels.o" ] && objs+=("$d/obj-cuda/kernels.o")
         [ ${#rt[@]} -eq 0 ] && [ -f "$d/obj-cuda/rt/trc_step.o" ] && rt=("$d"/obj-cuda/rt/*.o)
     done
@@ -1066,6 +1084,9 @@ if wanted "cuda: compile"; then
         [ -f "$WORK/cugen_2_1/build.ninja" ] &&
             check "cuda: compile: kernels.cu and every rank_iI_jJ.cu of the generate spec (KV cache, decode attention, argmax, weight-stationary copies) on [2,2,1] for sm_80 and sm_90, -Werror, compiled; no kernel spills" \
                 cu_compile_as 1 2 1 gen
+        [ -f "$WORK/cugen16_2_1/build.ninja" ] &&
+            check "cuda: compile: kernels.cu and every rank_iI_jJ.cu of the bf16 generate spec (bf16 KV cache and decode attention, bf16 weight-stationary copies and all-gathers) on [2,2,1] for sm_80 and sm_90, -Werror, compiled; no kernel spills" \
+                cu_compile_as 1 2 1 gen16
         check "cuda: compile: a program from before bf16 programs' bf16 fc1 bias (an fp32 bias with a bf16 D, which cuBLASLt refuses) does not compile: the compiler names trc_gemm_lt's deleted overload, whose comment says to generate it again" \
             cu_stale_bias
         check "cuda: compile: the CUDA runtime compiled once for the four programs of [2,2,2] (scripts/rt_shared.sh), each output's copy byte for byte the shared one" \

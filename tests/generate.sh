@@ -3,17 +3,20 @@
 # sequence (tests/ref/tessref.py generate), token for token, with every new token's logits within 1e-4, on [1,1,1],
 # [2,2,1] and [2,2,2] with prompts of mixed lengths and --bytes on; bad prompts refused with nothing written; the
 # KV cache's size in the plan; seeded sampling (temperature, top-k, top-p) equal to the reference's with the same
-# seed on the three meshes and, over 2000 sequences, to the float64 distribution by chi-square; the usage refusals.
+# seed on the three meshes and, over 2000 sequences, to the float64 distribution by chi-square; the usage refusals;
+# bf16 programs (a bf16 KV cache) against the reference that rounds at the same points (generate --bf16).
 GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
 GEN_REF=tests/ref/tessref.py
 GEN_HFPY=${TESS_HF_PYTHON:-$PY}
 
-gen_spec() { # q d batch [decode_layout]: q = 3 takes the model of GEN3_DIMS (hidden, heads and ffn divide by 3)
-    local dims="layers = 2, hidden = 16, heads = 4, ffn = 32" lay=""
+gen_spec() { # q d batch [decode_layout]: q = 3 takes the model of GEN3_DIMS (hidden, heads and ffn divide by 3);
+    # GEN_DTYPE=bf16 in the environment: a bf16 program
+    local dims="layers = 2, hidden = 16, heads = 4, ffn = 32" lay="" dt=""
     [ "$1" = 3 ] && dims="layers = 2, hidden = 24, heads = 6, ffn = 48"
     [ -n "${4:-}" ] && lay="decode_layout = \"$4\", "
+    [ -n "${GEN_DTYPE:-}" ] && dt="dtype = \"$GEN_DTYPE\", "
     cat <<SPEC
-return { name = "gen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate", $lay
+return { name = "gen_q$1_d$2", mesh = { q = $1, d = $2 }, mode = "generate", $lay$dt
   model = { $dims, seq = 4, batch = $3, vocab = 23, positions = 12,
             context = 10 } }
 SPEC
@@ -31,7 +34,9 @@ gen_setup() {
         "$PY" $GEN_REF generate $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
             --out "$W/t_ref_kp.npy" --logits-out "$W/l_ref_kp.npy" $GEN_SAMPLE_KP &&
         "$PY" $GEN_REF generate $GEN_DIMS --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
-            --out "$W/t_ref_t.npy" --logits-out "$W/l_ref_t.npy" $GEN_SAMPLE_T
+            --out "$W/t_ref_t.npy" --logits-out "$W/l_ref_t.npy" $GEN_SAMPLE_T &&
+        "$PY" $GEN_REF generate $GEN_DIMS --bf16 --weights "$W/w.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref16.npy" --logits-out "$W/l_ref16.npy"
 }
 
 gen_setup3() { # the [3,3,1] model (GEN3_DIMS): its weights and the float64 reference's greedy ids and logits
@@ -39,7 +44,9 @@ gen_setup3() { # the [3,3,1] model (GEN3_DIMS): its weights and the float64 refe
     [ -e "$W/p.npy" ] || gen_setup || return 1
     "$PY" $GEN_REF lm-weights $GEN3_DIMS --seed 13 --out "$W/w3.st" &&
         "$PY" $GEN_REF generate $GEN3_DIMS --weights "$W/w3.st" --prompt-tokens "$W/p.npy" --max-new 6 \
-            --out "$W/t_ref3.npy" --logits-out "$W/l_ref3.npy"
+            --out "$W/t_ref3.npy" --logits-out "$W/l_ref3.npy" &&
+        "$PY" $GEN_REF generate $GEN3_DIMS --bf16 --weights "$W/w3.st" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_ref163.npy" --logits-out "$W/l_ref163.npy"
 }
 
 # sampling: top-k and top-p (each block's candidates all-gathered), temperature alone (a max all-reduce)
@@ -76,15 +83,20 @@ gen_chisq() { # tag alpha
             --samples "$dir/t_$1.npy" --alpha "$2" $args
 }
 
-gen_mesh() { # q d batch [decode_layout]: the greedy run of o_Q_D[_LAYOUT] against the float64 reference, --bytes on
-    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2${4:+_$4}" m=""
+gen_mesh() { # q d batch [decode_layout]: the greedy run of o[16]_Q_D[_LAYOUT] against the float64 reference, --bytes
+    # on; GEN_DTYPE=bf16: the bf16 program against --bf16, and more than 1e-2 from the float64 reference without
+    # rounding (0.033 measured: a program that left a rounding point out would sit nearer it)
+    local t=${GEN_DTYPE:+16}
+    local W="$WORK/gen" dir="$WORK/gen/o${t}_$1_$2${4:+_$4}" m=""
     [ -e "$W/l_ref.npy" ] || gen_setup || return 1
     [ "$1" = 3 ] && m=3
     [ -z "$m" ] || [ -e "$W/l_ref3.npy" ] || gen_setup3 || return 1
     gen_spec "$@" >"$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
         "$dir/run" --weights "$W/w$m.st" --generate --prompt-tokens "$W/p.npy" --max-new 6 --output "$dir/t.npy" \
             --logits-out "$dir/l.npy" --bytes --quiet &&
-        "$PY" $GEN_REF compare-generate "$dir/t.npy" "$W/t_ref$m.npy" "$dir/l.npy" "$W/l_ref$m.npy" --tol 1e-4
+        "$PY" $GEN_REF compare-generate "$dir/t.npy" "$W/t_ref$t$m.npy" "$dir/l.npy" "$W/l_ref$t$m.npy" --tol 1e-4 || return 1
+    [ -z "$t" ] || ! "$PY" $GEN_REF compare-generate "$dir/t.npy" "$W/t_ref$m.npy" "$dir/l.npy" "$W/l_ref$m.npy" \
+        --tol 1e-2 || { echo "the bf16 program is within 1e-2 of the float64 reference without rounding"; return 1; }
 }
 
 # The decode layouts (docs/GENERATE.md "The weight-stationary layout"): the default program (decode_layout "auto",
@@ -95,8 +107,12 @@ gen_mesh() { # q d batch [decode_layout]: the greedy run of o_Q_D[_LAYOUT] again
 #   [2,2,1] (C 16, F 32, R 1, 2 layers): summa 4*2*(1*80/2 + (4*256 + 2*512)/4) = 4416, stationary
 #           4*2*1*(3*80/2 + 1*112/2) = 1408;  [3,3,1] (C 24, F 48): summa 4*2*2*(120/3 + (4*576 + 2*1152)/9) = 8832,
 #           stationary 4*2*1*(5*120/3 + 2*168/3) = 2496
-gen_layouts() { # q d batch summa-bytes stationary-bytes
-    local W="$WORK/gen" auto="$WORK/gen/o_$1_$2" su="$WORK/gen/o_$1_$2_summa"
+# bf16 (2 bytes an operand element, 4 a partial sum): [2,2,1] summa 2*2*(1*80/2 + 2048/4) = 2208, stationary
+#           2*1*(2*3*80/2 + 4*1*112/2) = 928; [3,3,1] summa 2*2*2*(120/3 + 4608/9) = 4416, stationary
+#           2*1*(2*5*120/3 + 4*2*168/3) = 1696
+gen_layouts() { # q d batch summa-bytes stationary-bytes (GEN_DTYPE=bf16: of the bf16 programs)
+    local t=${GEN_DTYPE:+16}
+    local W="$WORK/gen" auto="$WORK/gen/o${t}_$1_$2" su="$WORK/gen/o${t}_$1_$2_summa"
     [ -e "$auto/l.npy" ] || gen_mesh "$1" "$2" "$3" >/dev/null || return 1
     gen_mesh "$1" "$2" "$3" summa >/dev/null || { echo "the summa program fails its own greedy check"; return 1; }
     "$PY" $GEN_REF compare-generate "$auto/t.npy" "$su/t.npy" "$auto/l.npy" "$su/l.npy" --tol 1e-5 || return 1
@@ -129,6 +145,11 @@ assert (suma, sums) == (ra, rs), ("summary against plan", suma, ra, sums, rs)
 assert rs - ra == hs - hw, ("summa - stationary received", rs - ra, hs - hw)
 print("class (0,1) receives %d bytes a decode step stationary, %d summa: %d less = %d - %d" % (ra, rs, rs - ra, hs, hw))
 PYEOF
+}
+
+gen16() { # fn args...: fn for the bf16 programs
+    local GEN_DTYPE=bf16
+    "$@"
 }
 
 gen_layout_forced() { # [2,2,1] with 4 sequences a rank: "auto" keeps SUMMA (fewer bytes), "stationary" is obeyed
@@ -219,6 +240,23 @@ gen_kv_bytes() { # the KV cache of [2,2,1]: per layer [nseq*context, 2*hidden/q]
     grep -q 'float \*const L0_kv = A + [0-9]*; /\* \[10,16\] KV cache of layer 0' "$f" &&
         grep -q 'float \*const L1_kv = A + [0-9]*; /\* \[10,16\] KV cache of layer 1' "$f" &&
         grep -q '\.kv_elems = 320,' "$f"
+}
+
+gen_kv_bf16() { # the bf16 program of [2,2,1]: its KV cache is bf16 ([10,16] a layer, half the bytes), --summary says
+    # so with its formula, which equals the program's kv_elems at 2 bytes; the tied head's wte and fc1's bias have
+    # persistent bf16 copies (rounded once after loading) and no cast step in the decode step
+    local dir="$WORK/gen/o16_2_1" f="$WORK/gen/o16_2_1/rank_i0_j1.c"
+    [ -e "$f" ] || gen16 gen_mesh 2 1 2 >/dev/null || return 1
+    bin/tessgen "$dir.lua" --summary >"$dir.summary" || return 1
+    grep 'KV cache per rank' "$dir.summary"
+    grep -q 'tr_bf16 \*const L0_kv = (tr_bf16 \*)(A + [0-9]*); /\* \[10,16\] bf16 KV cache of layer 0' "$f" &&
+        grep -q 'tr_bf16 \*const L1_kv = (tr_bf16 \*)(A + [0-9]*); /\* \[10,16\] bf16 KV cache of layer 1' "$f" &&
+        grep -q '\.kv_elems = 320,' "$f" &&
+        grep -qF 'KV cache per rank: layers * (batch/(q*d)) * context * 2 * (hidden/q) * 2 = 2 * 1 * 10 * 2 * 8 * 2 = 640 bytes (bf16' \
+            "$dir.summary" &&
+        grep -q 'bf16_w_wte_weight = .*written by the runtime after loading' "$f" &&
+        grep -q 'bf16_w_h_0_mlp_c_fc_bias = .*written by the runtime after loading' "$f" || return 1
+    if sed -n '/^static void dec_/,/^}/p' "$f" | grep 'tr_cast_bf16'; then echo "the decode step casts"; return 1; fi
 }
 
 gen_not_recomputed() { # the decode step's comments describe its steps, none as "recomputed" (that is training's)
@@ -326,13 +364,14 @@ gen_from_hf() { # tessgen --from-hf DIR --mode generate --context N prints a spe
 # Hugging Face itself: a save_pretrained directory of a random model (tessref hf-dir, transformer.* names, tied head)
 # and GPT2LMHeadModel.generate(do_sample=False) of it, each prompt alone with its own KV cache (tests/ref/hf_generate.py,
 # run by TESS_HF_PYTHON: an interpreter with transformers and torch)
-gen_hf_setup() {
-    local W="$WORK/gen"
+gen_hf_setup() { # [3]: the model of GEN3_DIMS (hidden, heads and ffn divide by 3) in hfgen3, its ids t_hf3.npy
+    local W="$WORK/gen" m=${1:-} dims="--hidden 16 --heads 4 --ffn 32 --batch 2"
+    [ "$m" = 3 ] && dims="--hidden 24 --heads 6 --ffn 48 --batch 3"
     [ -e "$W/p.npy" ] || gen_setup || return 1
-    "$PY" $GEN_REF hf-dir --layers 2 --hidden 16 --heads 4 --ffn 32 --seq 4 --batch 2 --seed 8 --vocab 23 \
-        --n-positions 12 --out "$W/hfgen" &&
-        "$GEN_HFPY" tests/ref/hf_generate.py --dir "$W/hfgen" --prompt-tokens "$W/p.npy" --max-new 6 \
-            --out "$W/t_hf.npy" --logits-out "$W/l_hf.npy"
+    # shellcheck disable=SC2086
+    "$PY" $GEN_REF hf-dir --layers 2 $dims --seq 4 --seed 8 --vocab 23 --n-positions 12 --out "$W/hfgen$m" &&
+        "$GEN_HFPY" tests/ref/hf_generate.py --dir "$W/hfgen$m" --prompt-tokens "$W/p.npy" --max-new 6 \
+            --out "$W/t_hf$m.npy" --logits-out "$W/l_hf$m.npy"
 }
 
 # the same prompts (lengths 3 and 4) in one left-padded transformers call with an attention mask, as users batch
@@ -349,12 +388,14 @@ gen_hf_batched() {
 }
 
 gen_hf() { # q d batch: the program of gen_mesh run on the directory's weights, greedy, against transformers' generate
-    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2"
-    [ -e "$W/l_hf.npy" ] || gen_hf_setup || return 1
+    # (q = 3: the GEN3_DIMS model, whose widths divide by 3)
+    local W="$WORK/gen" dir="$WORK/gen/o_$1_$2" m=""
+    [ "$1" = 3 ] && m=3
+    [ -e "$W/l_hf$m.npy" ] || gen_hf_setup $m || return 1
     [ -x "$dir/run" ] || gen_mesh "$@" >/dev/null || return 1
-    "$dir/run" --weights "$W/hfgen/model.safetensors" --generate --prompt-tokens "$W/p.npy" --max-new 6 \
+    "$dir/run" --weights "$W/hfgen$m/model.safetensors" --generate --prompt-tokens "$W/p.npy" --max-new 6 \
         --output "$dir/t_hf.npy" --logits-out "$dir/l_hf.npy" --bytes --quiet &&
-        "$PY" $GEN_REF compare-generate "$dir/t_hf.npy" "$W/t_hf.npy" "$dir/l_hf.npy" "$W/l_hf.npy" --tol 1e-4
+        "$PY" $GEN_REF compare-generate "$dir/t_hf.npy" "$W/t_hf$m.npy" "$dir/l_hf.npy" "$W/l_hf$m.npy" --tol 1e-4
 }
 
 gen_timing() { # --timing with --generate: the prefill's time, the median of the 5 decode steps, their step kinds
@@ -377,8 +418,19 @@ if true; then
         gen_mesh 2 2 4
     check "generate: [3,3,1] greedy ids equal the reference token for token, logits within 1e-4, bytes as planned" \
         gen_mesh 3 1 3
+    for m in "1 1 2" "2 1 2" "2 2 4" "3 1 3"; do
+        set -- $m
+        check "generate: bf16 [$1,$1,$2] (bf16 KV cache) greedy ids equal the --bf16 reference token for token, logits within 1e-4, over 1e-2 from the float64 one; bytes as planned" \
+            gen16 gen_mesh $1 $2 $3
+    done
     check "generate: [2,2,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the formula" \
         gen_layouts 2 1 2 4416 1408
+    check "generate: bf16 [2,2,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the bf16 formula" \
+        gen16 gen_layouts 2 1 2 2208 928
+    check "generate: bf16 [3,3,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the bf16 formula" \
+        gen16 gen_layouts 3 1 3 4416 1696
+    check "generate: bf16: the KV cache is bf16 (half the bytes, in --summary with its formula); wte and fc1's bias are rounded once after loading, never cast in a decode step" \
+        gen_kv_bf16
     check "generate: [3,3,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the formula" \
         gen_layouts 3 1 3 8832 2496
     check "generate: decode_layout auto keeps SUMMA where it moves fewer bytes, and decode_layout stationary is obeyed there" \
@@ -394,7 +446,7 @@ if true; then
         gen_chisq kp 1e-6
     check "generate: temperature samples follow the float64 distribution (chi-square, 1e-6 false failures)" \
         gen_chisq t 1e-6
-    for m in "1 1 2" "2 1 2" "2 2 4"; do
+    for m in "1 1 2" "2 1 2" "2 2 4" "3 1 3"; do
         set -- $m
         gen_hf_name="generate: [$1,$1,$2] greedy ids equal transformers' GPT2LMHeadModel.generate token for token, logits within 1e-4"
         if "$GEN_HFPY" -c "import transformers, torch" >/dev/null 2>&1; then

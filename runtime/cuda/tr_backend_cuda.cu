@@ -427,6 +427,14 @@ void trc_copy(tr_ctx *c, const float *src, float *dst, long long count)
     trc_count_launch();
 }
 
+void trc_copy_bf16(tr_ctx *c, const tr_bf16 *src, tr_bf16 *dst, long long count)
+{
+    (void)c;
+    cudaCheck(cudaMemcpyAsync(dst, src, (size_t)count * sizeof(tr_bf16), cudaMemcpyDeviceToDevice,
+                              trc_g.stream[TRC_COMPUTE]));
+    trc_count_launch();
+}
+
 extern "C" long long tr_backend_host_syncs(tr_ctx *c)
 {
     (void)c;

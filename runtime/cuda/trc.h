@@ -81,6 +81,7 @@ void trc_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
 void trc_allreduce_maxloc(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMPUTE (generation's weight-stationary layout): dst[count] = src[count], a device-to-device copy. */
 void trc_copy(struct tr_ctx *c, const float *src, float *dst, long long count);
+void trc_copy_bf16(struct tr_ctx *c, const tr_bf16 *src, tr_bf16 *dst, long long count);
 /* On TRC_COMM (training): sum count floats at buf over group g onto local member `root` (in place there;
  * the others' buf is only read). Counted as tr_comm.c's tr_reduce: the root receives count from each other
  * member, the others send count. */
@@ -99,6 +100,9 @@ void trc_allreduce_exact(struct tr_ctx *c, tr_group g, float *buf, int count);
  * identical whatever the sum's order. Each counts 4 * count bytes, as tr_comm.c does. */
 void trc_reduce_scatter(struct tr_ctx *c, tr_group g, float *buf, long long count);
 void trc_allgather(struct tr_ctx *c, tr_group g, float *buf, long long count);
+/* The same of bf16 bits (generation's weight-stationary layout in a bf16 plan): ncclBfloat16, MPI_UINT16_T staged;
+ * 2 * count bytes. */
+void trc_allgather_bf16(struct tr_ctx *c, tr_group g, tr_bf16 *buf, long long count);
 /* On TRC_COMPUTE: row-major C[m,n] = beta*C + A[m,k] @ B[k,n] through cuBLAS, fp32. */
 void trc_gemm(struct tr_ctx *c, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);

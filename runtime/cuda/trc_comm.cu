@@ -466,8 +466,11 @@ void trc_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
     c->rs_recv[g] += 4LL * (n - 1) * mlen;
 }
 
-void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+/* An all-gather of count elements of esize bytes (ncclType / mpiType), counted in bytes. */
+static void allgather_typed(tr_ctx *c, tr_group g, void *vbuf, long long count, size_t esize, ncclDataType_t ncclType,
+                            MPI_Datatype mpiType)
 {
+    char *buf = static_cast<char *>(vbuf), *stage = reinterpret_cast<char *>(trc_g.stage);
     trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
     int n = c->desc->size[g], me = c->desc->key[g];
@@ -475,20 +478,21 @@ void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
         if (trc_g.use_nccl) {
             if (count % n == 0) { /* in place: this member's slice is at buf + me * count/n */
                 size_t sc = (size_t)(count / n);
-                ncclCheck(ncclAllGather(buf + (size_t)me * sc, buf, sc, ncclFloat, trc_g.nccl[g], s));
+                ncclCheck(ncclAllGather(buf + (size_t)me * sc * esize, buf, sc, ncclType, trc_g.nccl[g], s));
             } else { /* uneven slices: each owner broadcasts its slice (bits copied) */
                 ncclCheck(ncclGroupStart());
                 for (int k = 0; k < n; k++) {
                     long long lo, len;
                     shard_slice(count, n, k, &lo, &len);
                     if (len > 0)
-                        ncclCheck(ncclBroadcast(buf + lo, buf + lo, (size_t)len, ncclFloat, k, trc_g.nccl[g], s));
+                        ncclCheck(ncclBroadcast(buf + lo * esize, buf + lo * esize, (size_t)len, ncclType, k,
+                                                trc_g.nccl[g], s));
                 }
                 ncclCheck(ncclGroupEnd());
             }
             trc_count_launch();
         } else {
-            size_t bytes = (size_t)count * sizeof(float);
+            size_t bytes = (size_t)count * esize;
             check_stage(bytes);
             long long lo, len;
             shard_slice(count, n, me, &lo, &len);
@@ -504,19 +508,28 @@ void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
                 tab[n + k] = (int)a;
             }
             if (len > 0)
-                cudaCheck(cudaMemcpyAsync(trc_g.stage + lo, buf + lo, (size_t)len * sizeof(float),
+                cudaCheck(cudaMemcpyAsync(stage + lo * esize, buf + lo * esize, (size_t)len * esize,
                                           cudaMemcpyDeviceToHost, s));
             trc_g.host_syncs++;
             cudaCheck(cudaStreamSynchronize(s));
-            mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, trc_g.stage, tab, tab + n, MPI_FLOAT,
-                                    c->comm[g]));
+            mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage, tab, tab + n, mpiType, c->comm[g]));
             free(tab);
-            cudaCheck(cudaMemcpyAsync(buf, trc_g.stage, bytes, cudaMemcpyHostToDevice, s));
+            cudaCheck(cudaMemcpyAsync(buf, stage, bytes, cudaMemcpyHostToDevice, s));
         }
     }
-    c->allgather[g] += 4LL * count;
-    c->allgather_run += 4LL * count;
+    c->allgather[g] += (long long)esize * count;
+    c->allgather_run += (long long)esize * count;
     long long mlo, mlen; /* the others' slices: generation's weight-stationary bytes */
     shard_slice(count, n, me, &mlo, &mlen);
-    c->ag_recv[g] += 4LL * (count - mlen);
+    c->ag_recv[g] += (long long)esize * (count - mlen);
+}
+
+void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    allgather_typed(c, g, buf, count, sizeof(float), ncclFloat, MPI_FLOAT);
+}
+
+void trc_allgather_bf16(tr_ctx *c, tr_group g, tr_bf16 *buf, long long count)
+{
+    allgather_typed(c, g, buf, count, sizeof(tr_bf16), ncclBfloat16, MPI_UINT16_T);
 }

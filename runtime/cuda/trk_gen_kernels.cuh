@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "trc.h"
+#include "trk_elt.cuh"
 #include "trk_gen.cuh"
 
 namespace trk {
@@ -46,22 +47,33 @@ __global__ void __launch_bounds__(kThreads)
     x[e] += wpe[(size_t)pos[r] * COLS + k];
 }
 
-template <int NSEQ, int SEQ, int COLS, int CONTEXT>
-__global__ void __launch_bounds__(kThreads) k_kv_write(const float *__restrict__ qkv, float *__restrict__ kv)
+/* a value as the cache of type KV holds it: itself (float), or rounded to bf16 and widened back (bf16 plans) */
+TR_HD inline float as_kv(float x, const float *)
+{
+    return x;
+}
+TR_HD inline float as_kv(float x, const tr_bf16 *)
+{
+    return elt::widen(elt::narrow(x));
+}
+
+template <int NSEQ, int SEQ, int COLS, int CONTEXT, typename KV>
+__global__ void __launch_bounds__(kThreads) k_kv_write(const float *__restrict__ qkv, KV *__restrict__ kv)
 {
     const long long e = (long long)blockIdx.x * kThreads + threadIdx.x;
     if (e >= (long long)NSEQ * SEQ * 2 * COLS)
         return;
     const long long row = e / (2 * COLS); /* s*SEQ + p */
     const int k = (int)(e % (2 * COLS)), s = (int)(row / SEQ), p = (int)(row % SEQ);
-    kv[((size_t)s * CONTEXT + p) * 2 * COLS + k] = qkv[(size_t)row * 3 * COLS + COLS + k];
+    elt::store1(kv + ((size_t)s * CONTEXT + p) * 2 * COLS + k, qkv[(size_t)row * 3 * COLS + COLS + k]);
 }
 
-/* block = (sequence blockIdx.x, head blockIdx.y) */
-template <int NSEQ, int HEADS, int HDIM, int CONTEXT>
+/* block = (sequence blockIdx.x, head blockIdx.y); KV: float, or tr_bf16 in a bf16 plan, where q, k, v and P are
+ * rounded where the CPU's tr_attn_decode_bf16 rounds them and the output is bf16 */
+template <int NSEQ, int HEADS, int HDIM, int CONTEXT, typename KV>
 __global__ void __launch_bounds__(kThreads)
-    k_attn_decode(float *__restrict__ qkv, const float *__restrict__ bias, float *__restrict__ out,
-                  float *__restrict__ kv, const int32_t *__restrict__ pos)
+    k_attn_decode(float *__restrict__ qkv, const float *__restrict__ bias, KV *__restrict__ out,
+                  KV *__restrict__ kv, const int32_t *__restrict__ pos)
 {
     constexpr int C = HEADS * HDIM;
     __shared__ float q[HDIM];
@@ -71,26 +83,27 @@ __global__ void __launch_bounds__(kThreads)
     const int warp = t / kWarp, lane = t % kWarp;
     const int at = pos[s], n = at + 1;
     float *row = qkv + (size_t)s * 3 * C;
-    float *cache = kv + (size_t)s * CONTEXT * 2 * C;
+    KV *cache = kv + (size_t)s * CONTEXT * 2 * C;
     /* the bias of this head's q, k, v columns; k and v into the cache row of position `at` */
     for (int d = t; d < HDIM; d += kThreads) {
         const int cq = h * HDIM + d, ck = C + cq, cv = 2 * C + cq;
-        const float vq = row[cq] + bias[cq], vk = row[ck] + bias[ck], vv = row[cv] + bias[cv];
+        const float vq = as_kv(row[cq] + bias[cq], cache), vk = as_kv(row[ck] + bias[ck], cache),
+                    vv = as_kv(row[cv] + bias[cv], cache);
         row[cq] = vq;
         row[ck] = vk;
         row[cv] = vv;
         q[d] = vq;
-        cache[(size_t)at * 2 * C + cq] = vk;
-        cache[(size_t)at * 2 * C + C + cq] = vv;
+        elt::store1(cache + (size_t)at * 2 * C + cq, vk);
+        elt::store1(cache + (size_t)at * 2 * C + C + cq, vv);
     }
     __syncthreads();
     /* scores: a warp a position */
     const float scale = 1.0f / sqrtf((float)HDIM);
     for (int p = warp; p < n; p += kWarps) {
-        const float *kr = cache + (size_t)p * 2 * C + h * HDIM;
+        const KV *kr = cache + (size_t)p * 2 * C + h * HDIM;
         float a = 0.0f;
         for (int d = lane; d < HDIM; d += kWarp)
-            a += q[d] * kr[d];
+            a += q[d] * elt::load1(kr, d);
         for (int o = kWarp / 2; o > 0; o /= 2)
             a += __shfl_xor_sync(0xffffffffu, a, o);
         if (lane == 0)
@@ -127,13 +140,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; w++) /* in warp order: every thread the same sum */
         z += red[w];
     const float inv = 1.0f / z;
-    /* out = P V: a thread a column of the head, over the positions in order */
+    /* out = P V: a thread a column of the head, over the positions in order (bf16: P rounded as a GEMM would read
+     * it) */
     for (int d = t; d < HDIM; d += kThreads) {
-        const float *vc = cache + C + h * HDIM + d;
+        const KV *vc = cache + C + h * HDIM + d;
         float a = 0.0f;
         for (int p = 0; p < n; p++)
-            a += (sc[p] * inv) * vc[(size_t)p * 2 * C];
-        out[(size_t)s * C + h * HDIM + d] = a;
+            a += as_kv(sc[p] * inv, cache) * elt::load1(vc, (long long)p * 2 * C);
+        elt::store1(out + (size_t)s * C + h * HDIM + d, a);
     }
 }
 
@@ -179,19 +193,19 @@ void pos_add_at(cudaStream_t s, float *x, const float *wpe, const int32_t *pos)
     TRC_LAUNCHED("trk::pos_add_at");
 }
 
-template <int NSEQ, int SEQ, int COLS, int CONTEXT>
-void kv_write(cudaStream_t s, const float *qkv, float *kv)
+template <int NSEQ, int SEQ, int COLS, int CONTEXT, typename KV>
+void kv_write(cudaStream_t s, const float *qkv, KV *kv)
 {
-    gen::k_kv_write<NSEQ, SEQ, COLS, CONTEXT>
+    gen::k_kv_write<NSEQ, SEQ, COLS, CONTEXT, KV>
         <<<gen::blocks_for((long long)NSEQ * SEQ * 2 * COLS, gen::kThreads), gen::kThreads, 0, s>>>(qkv, kv);
     TRC_LAUNCHED("trk::kv_write");
 }
 
-template <int NSEQ, int HEADS, int HDIM, int CONTEXT>
-void attn_decode(cudaStream_t s, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos)
+template <int NSEQ, int HEADS, int HDIM, int CONTEXT, typename KV>
+void attn_decode(cudaStream_t s, float *qkv, const float *bias, KV *out, KV *kv, const int32_t *pos)
 {
     static_assert(CONTEXT <= gen::kMaxContext, "the decode step's scores live in 32 KiB of shared memory: gen/emit_rank_cu.c refuses a longer model.context");
-    gen::k_attn_decode<NSEQ, HEADS, HDIM, CONTEXT>
+    gen::k_attn_decode<NSEQ, HEADS, HDIM, CONTEXT, KV>
         <<<dim3(NSEQ, HEADS), gen::kThreads, 0, s>>>(qkv, bias, out, kv, pos);
     TRC_LAUNCHED("trk::attn_decode");
 }

@@ -12,9 +12,13 @@
  *   copies     kv_write and pos_add_at bit for bit the host's copies and float sums
  *   argmax     lm_argmax's (max, id) pairs bit for bit a host scan (ascending ids, the first of equal values), with
  *              ties planted across lanes; a block of pad columns only (NVALID 0) gives (-inf, INT32_MAX)
+ *   bf16       attn_decode with a bf16 cache and output (a bf16 plan) at the same shapes: the rounded q, k, v rows
+ *              and the new cache row bit for bit, the output within 3e-3 of a double reference rounded at the
+ *              same points (check_attn_bf16 says why)
  *   repeat     a second attn_decode run on the same inputs gives the same bits
- *   bench      (decode_check bench) attn_decode at GPT-2 small's decode, every sequence at position 1023:
- *              microseconds a call (CUDA events, 50 calls after 5) and GB/s of the keys and values it must read
+ *   bench      (decode_check bench) attn_decode at GPT-2 small's decode, every sequence at position 1023, fp32
+ *              and bf16 caches: microseconds a call (CUDA events, 50 calls after 5) and GB/s of the keys and values
+ *              it must read
  *
  * Prints "decode_check: N failures" and exits 1 on any.
  */
@@ -137,6 +141,99 @@ template <int NSEQ, int HEADS, int HDIM, int CONTEXT> static void check_attn(cud
     cudaFree(d_out2);
 }
 
+/* bf16 plans' decode attention (KV = tr_bf16): q, k, v rounded after the bias, r(K) | r(V) into the cache row, P
+ * rounded before P V, the output bf16. Against a double reference that rounds at those points (P from the double
+ * softmax): the kernel's float P lands on the other side of a bf16 rounding boundary now and then (one ulp of that
+ * term), and its output is rounded (2^-9 relative at most each element, about 1.1e-3 in a norm), so the tolerance is
+ * 3e-3 relative; a rounding point left out moves the output by about as much as the output's own rounding, which is
+ * why the cache row and the rounded qkv row are also checked bit for bit. */
+template <int NSEQ, int HEADS, int HDIM, int CONTEXT> static void check_attn_bf16(cudaStream_t s, bool bench)
+{
+    constexpr int C = HEADS * HDIM;
+    auto r16 = [](float x) { return tr_bf16_to_f32(tr_f32_to_bf16(x)); };
+    std::vector<int32_t> pos(NSEQ);
+    const int pick[4] = {0, 1, CONTEXT / 2, CONTEXT - 1};
+    for (int q = 0; q < NSEQ; q++)
+        pos[q] = pick[q % 4];
+    const std::vector<float> qkv = rnd((size_t)NSEQ * 3 * C, -1.0f, 1.0f), bias = rnd((size_t)3 * C, -0.5f, 0.5f);
+    const std::vector<float> kvf = rnd((size_t)NSEQ * CONTEXT * 2 * C, -1.0f, 1.0f);
+    std::vector<tr_bf16> kv(kvf.size());
+    for (size_t e = 0; e < kv.size(); e++)
+        kv[e] = tr_f32_to_bf16(kvf[e]);
+    float *d_qkv = up(qkv), *d_b = up(bias);
+    tr_bf16 *d_kv = up(kv), *d_out = nullptr;
+    CK(cudaMalloc((void **)&d_out, (size_t)NSEQ * C * sizeof(tr_bf16)));
+    CK(cudaMemset(d_out, 0xff, (size_t)NSEQ * C * sizeof(tr_bf16))); /* NaN poison */
+    int32_t *d_pos = up(pos);
+    trk::attn_decode<NSEQ, HEADS, HDIM, CONTEXT>(s, d_qkv, d_b, d_out, d_kv, d_pos);
+    const std::vector<float> g_qkv = down(d_qkv, qkv.size());
+    const std::vector<tr_bf16> g_kv = down(d_kv, kv.size()), g_out = down(d_out, (size_t)NSEQ * C);
+    bool rows_ok = true, cache_ok = true;
+    double num = 0, den = 0;
+    for (int q = 0; q < NSEQ; q++) {
+        std::vector<float> b(3 * C);
+        for (int j = 0; j < 3 * C; j++) {
+            b[j] = r16(qkv[(size_t)q * 3 * C + j] + bias[j]);
+            rows_ok &= memcmp(&b[j], &g_qkv[(size_t)q * 3 * C + j], 4) == 0;
+        }
+        const tr_bf16 *cache = g_kv.data() + (size_t)q * CONTEXT * 2 * C;
+        for (int p = 0; p < CONTEXT; p++)
+            for (int j = 0; j < 2 * C; j++) {
+                const tr_bf16 want = p == pos[q] ? tr_f32_to_bf16(b[C + j]) : kv[((size_t)q * CONTEXT + p) * 2 * C + j];
+                cache_ok &= want == cache[(size_t)p * 2 * C + j];
+            }
+        for (int h = 0; h < HEADS; h++) {
+            const int n = pos[q] + 1;
+            std::vector<double> sc(n);
+            double mx = -INFINITY, z = 0;
+            for (int p = 0; p < n; p++) {
+                double a = 0;
+                for (int d = 0; d < HDIM; d++)
+                    a += (double)b[h * HDIM + d] * tr_bf16_to_f32(cache[(size_t)p * 2 * C + h * HDIM + d]);
+                sc[p] = a / sqrt((double)HDIM);
+                mx = sc[p] > mx ? sc[p] : mx;
+            }
+            for (int p = 0; p < n; p++)
+                z += (sc[p] = exp(sc[p] - mx));
+            for (int d = 0; d < HDIM; d++) {
+                double o = 0;
+                for (int p = 0; p < n; p++)
+                    o += (double)r16((float)(sc[p] / z)) * tr_bf16_to_f32(cache[(size_t)p * 2 * C + C + h * HDIM + d]);
+                const double got = tr_bf16_to_f32(g_out[(size_t)q * C + h * HDIM + d]);
+                num += (got - o) * (got - o);
+                den += o * o;
+            }
+        }
+    }
+    char what[200];
+    const double rel = sqrt(num / (den > 0 ? den : 1));
+    snprintf(what, sizeof what, "attn_decode<%d, %d, %d, %d> bf16: output %.2e of the rounded double (tol 3e-3)", NSEQ,
+             HEADS, HDIM, CONTEXT, rel);
+    expect(rel <= 3e-3 && std::isfinite(rel), what);
+    snprintf(what, sizeof what, "attn_decode<%d, %d, %d, %d> bf16: q, k, v rows the host's float sums rounded, bit for bit",
+             NSEQ, HEADS, HDIM, CONTEXT);
+    expect(rows_ok, what);
+    snprintf(what, sizeof what,
+             "attn_decode<%d, %d, %d, %d> bf16: the position's cache row r(K) | r(V) bit for bit, every other unchanged",
+             NSEQ, HEADS, HDIM, CONTEXT);
+    expect(cache_ok, what);
+    if (bench) {
+        std::vector<int32_t> last(NSEQ, CONTEXT - 1);
+        int32_t *d_last = up(last);
+        const float us = time_us(s, [&] { trk::attn_decode<NSEQ, HEADS, HDIM, CONTEXT>(s, d_qkv, d_b, d_out, d_kv,
+                                                                                        d_last); });
+        const double bytes = (double)NSEQ * CONTEXT * 2 * C * 2; /* every cached key and value, once, 2 bytes */
+        printf("decode_check bench: attn_decode<%d, %d, %d, %d> bf16 at position %d: %.1f us, %.0f GB/s\n", NSEQ,
+               HEADS, HDIM, CONTEXT, CONTEXT - 1, us, bytes / us * 1e-3);
+        cudaFree(d_last);
+    }
+    cudaFree(d_qkv);
+    cudaFree(d_b);
+    cudaFree(d_kv);
+    cudaFree(d_out);
+    cudaFree(d_pos);
+}
+
 template <int NSEQ, int SEQ, int COLS, int CONTEXT> static void check_copies(cudaStream_t s)
 {
     const std::vector<float> qkv = rnd((size_t)NSEQ * SEQ * 3 * COLS, -1.0f, 1.0f);
@@ -221,6 +318,8 @@ int main(int argc, char **argv)
     CK(cudaStreamCreate(&s));
     check_attn<8, 12, 64, 1024>(s, bench);
     check_attn<2, 4, 4, 10>(s, false);
+    check_attn_bf16<8, 12, 64, 1024>(s, bench);
+    check_attn_bf16<2, 4, 4, 10>(s, false);
     check_copies<8, 100, 768, 1024>(s);
     check_copies<2, 4, 16, 10>(s);
     check_argmax<37, 60, 47>(s);

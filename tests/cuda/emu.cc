@@ -758,7 +758,7 @@ void trc_reduce_scatter(tr_ctx *c, tr_group g, float *buf, long long count)
 }
 
 /* every member's slice k becomes member k's bits (MPI_Allgatherv in place) */
-void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+static void emu_allgather(tr_ctx *c, tr_group g, void *buf, long long count, MPI_Datatype type, long long esize)
 {
     MPI_Comm comm = c->comm[g];
     int n = c->desc->size[g];
@@ -772,15 +772,25 @@ void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
             tab[k] = (int)l;
             tab[n + k] = (int)a;
         }
-        if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab.data(), tab.data() + n, MPI_FLOAT, comm) !=
+        if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, tab.data(), tab.data() + n, type, comm) !=
             MPI_SUCCESS)
             emu_fail("MPI_Allgatherv failed", -1);
     });
-    c->allgather[g] += 4LL * count;
-    c->allgather_run += 4LL * count;
+    c->allgather[g] += esize * count;
+    c->allgather_run += esize * count;
     long long mlo, mlen; /* the others' slices, as tr_comm.c counts them */
     emu_slice(count, n, c->desc->key[g], &mlo, &mlen);
-    c->ag_recv[g] += 4LL * (count - mlen);
+    c->ag_recv[g] += esize * (count - mlen);
+}
+
+void trc_allgather(tr_ctx *c, tr_group g, float *buf, long long count)
+{
+    emu_allgather(c, g, buf, count, MPI_FLOAT, 4);
+}
+
+void trc_allgather_bf16(tr_ctx *c, tr_group g, tr_bf16 *buf, long long count)
+{
+    emu_allgather(c, g, buf, count, MPI_UINT16_T, 2);
 }
 
 void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const float *A, int lda, const float *B,
@@ -837,6 +847,12 @@ void trc_copy(tr_ctx *c, const float *src, float *dst, long long count)
 {
     (void)c;
     push(TRC_COMPUTE, [=] { memcpy(dst, src, (size_t)count * sizeof(float)); });
+}
+
+void trc_copy_bf16(tr_ctx *c, const tr_bf16 *src, tr_bf16 *dst, long long count)
+{
+    (void)c;
+    push(TRC_COMPUTE, [=] { memcpy(dst, src, (size_t)count * sizeof(tr_bf16)); });
 }
 
 void trc_grad_acc(tr_ctx *c, float *g, const float *part, long long n, int add)

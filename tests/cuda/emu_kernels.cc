@@ -520,21 +520,46 @@ void pos_add_at(cudaStream_t s, float *x, const float *wpe, const int32_t *pos)
     });
 }
 
-template <int NSEQ, int SEQ, int COLS, int CONTEXT>
-void kv_write(cudaStream_t s, const float *qkv, float *kv)
+/* a cache of type KV: float, or tr_bf16 in a bf16 plan (rounded to nearest even, as the kernel's __float2bfloat16_rn) */
+static inline void gen_store(float *p, float v)
+{
+    *p = v;
+}
+static inline void gen_store(tr_bf16 *p, float v)
+{
+    *p = tr_f32_to_bf16(v);
+}
+static inline float gen_load(const float *p)
+{
+    return *p;
+}
+static inline float gen_load(const tr_bf16 *p)
+{
+    return tr_bf16_to_f32(*p);
+}
+template <typename KV> static inline float gen_as(float x) /* x as the cache holds it */
+{
+    KV k;
+    gen_store(&k, x);
+    return gen_load(&k);
+}
+
+template <int NSEQ, int SEQ, int COLS, int CONTEXT, typename KV>
+void kv_write(cudaStream_t s, const float *qkv, KV *kv)
 {
     push(stream_of(s), [=] {
         for (int q = 0; q < NSEQ; q++)
             for (int p = 0; p < SEQ; p++)
-                memcpy(kv + ((size_t)q * CONTEXT + p) * 2 * COLS, qkv + ((size_t)q * SEQ + p) * 3 * COLS + COLS,
-                       (size_t)2 * COLS * sizeof(float));
+                for (int k = 0; k < 2 * COLS; k++)
+                    gen_store(kv + ((size_t)q * CONTEXT + p) * 2 * COLS + k,
+                              qkv[((size_t)q * SEQ + p) * 3 * COLS + COLS + k]);
     });
 }
 
 /* the kernel's order: a position's dot product as 32 lanes' strided partials and the xor tree; the softmax sum as 256
  * threads' strided partials, each warp's xor tree, then the 8 warps in order; the weighted sum of V in position order */
-template <int NSEQ, int HEADS, int HDIM, int CONTEXT>
-void attn_decode(cudaStream_t s, float *qkv, const float *bias, float *out, float *kv, const int32_t *pos)
+template <int NSEQ, int HEADS, int HDIM, int CONTEXT, typename KV>
+void attn_decode(cudaStream_t s, float *qkv, const float *bias, KV *out, KV *kv, const int32_t *pos)
 {
     push(stream_of(s), [=] {
         constexpr int C = HEADS * HDIM, W = 32, T = 256;
@@ -551,22 +576,23 @@ void attn_decode(cudaStream_t s, float *qkv, const float *bias, float *out, floa
         for (int sq = 0; sq < NSEQ; sq++)
             for (int h = 0; h < HEADS; h++) {
                 const int at = pos[sq], n = at + 1;
-                float *row = qkv + (size_t)sq * 3 * C, *cache = kv + (size_t)sq * CONTEXT * 2 * C;
+                float *row = qkv + (size_t)sq * 3 * C;
+                KV *cache = kv + (size_t)sq * CONTEXT * 2 * C;
                 for (int d = 0; d < HDIM; d++) {
                     const int cq = h * HDIM + d, ck = C + cq, cv = 2 * C + cq;
-                    row[cq] += bias[cq];
-                    row[ck] += bias[ck];
-                    row[cv] += bias[cv];
+                    row[cq] = gen_as<KV>(row[cq] + bias[cq]);
+                    row[ck] = gen_as<KV>(row[ck] + bias[ck]);
+                    row[cv] = gen_as<KV>(row[cv] + bias[cv]);
                     q[d] = row[cq];
-                    cache[(size_t)at * 2 * C + cq] = row[ck];
-                    cache[(size_t)at * 2 * C + C + cq] = row[cv];
+                    gen_store(cache + (size_t)at * 2 * C + cq, row[ck]);
+                    gen_store(cache + (size_t)at * 2 * C + C + cq, row[cv]);
                 }
                 for (int p = 0; p < n; p++) {
-                    const float *kr = cache + (size_t)p * 2 * C + h * HDIM;
+                    const KV *kr = cache + (size_t)p * 2 * C + h * HDIM;
                     for (int l = 0; l < W; l++) {
                         float a = 0.0f;
                         for (int d = l; d < HDIM; d += W)
-                            a += q[d] * kr[d];
+                            a += q[d] * gen_load(kr + d);
                         lane[l] = a;
                     }
                     sc[p] = scale * tree(lane, 0);
@@ -589,8 +615,8 @@ void attn_decode(cudaStream_t s, float *qkv, const float *bias, float *out, floa
                 for (int d = 0; d < HDIM; d++) {
                     float a = 0.0f;
                     for (int p = 0; p < n; p++)
-                        a += (sc[p] * inv) * cache[(size_t)p * 2 * C + C + h * HDIM + d];
-                    out[(size_t)sq * C + h * HDIM + d] = a;
+                        a += gen_as<KV>(sc[p] * inv) * gen_load(cache + (size_t)p * 2 * C + C + h * HDIM + d);
+                    gen_store(out + (size_t)sq * C + h * HDIM + d, a);
                 }
             }
     });

@@ -169,7 +169,7 @@ same-bits A.safetensors B.safetensors
     file (header layout and order may differ).  One line per difference,
     then  same-bits: N tensors (DTYPES), K differ OK|FAIL; exits 1 on any.
 
---bf16 (on forward, backward, train, lm-forward, lm-backward, lm-train)
+--bf16 (on forward, backward, train, lm-forward, lm-backward, lm-train, generate)
     Emulate a `dtype = "bf16"` program (docs/BF16.md): the same float64
     computation, with every GEMM operand rounded to bfloat16 (nearest, ties
     to even; bf16_round, directly from the float64 value, not through
@@ -190,7 +190,10 @@ same-bits A.safetensors B.safetensors
     r(V)^T, everything else float64.  train: float64
     master weights and AdamW, the weights rounded at each use.  LM: logits =
     r(ln_f(y)) @ r(wte)^T, d wte += r(dlogits)^T r(ln_f out), d(ln_f out) =
-    r(dlogits) r(wte); the embedding gathers the unrounded wte.
+    r(dlogits) r(wte); the embedding gathers the unrounded wte.  generate:
+    each step the whole lm-forward on the growing sequence (the programs' bf16
+    KV cache holds r(K), r(V) of every position, the values the attention
+    reads here).
 
 bf16-selftest
     Checks bf16_round against exact rational rounding (random values, ties,
@@ -1099,8 +1102,8 @@ def cmd_sample_chisq(a):
 
 def cmd_generate(a):
     """Greedy generation (docs/GENERATE.md), independent of tessgen's KV cache: for every prompt (a row of int32
-    ids, -1 pads after its end) run the whole float64 forward on the growing sequence at each step and take the
-    argmax (lowest id on ties), until --max-new tokens or --eos. Writes the ids [n, L + max_new] (-1 after a
+    ids, -1 pads after its end) run the whole float64 forward (--bf16: lm-forward's rounding) on the growing
+    sequence at each step and take the argmax (lowest id on ties), until --max-new tokens or --eos. Writes the ids [n, L + max_new] (-1 after a
     sequence's end) and the logits of every new token [n, max_new, V] (0 after the end)."""
     check_dims(a)
     w = read_safetensors(a.weights)
@@ -1116,7 +1119,8 @@ def cmd_generate(a):
         seq = [int(v) for v in P[b] if v >= 0]
         out[b, :len(seq)] = seq
         for m in range(a.max_new):
-            logits, _, _ = lm_forward(np.array([seq], np.int64), None, w, a.layers, a.heads, a.eps)
+            logits, _, _ = lm_forward(np.array([seq], np.int64), None, w, a.layers, a.heads, a.eps,
+                                      bf16_round if a.bf16 else None)
             last = logits[0, -1]
             lg[b, m] = last
             if a.temperature is None and not a.top_k and a.top_p >= 1:
@@ -2442,6 +2446,7 @@ def main(argv=None):
     p.add_argument("--eos", type=int, default=-1)
     p.add_argument("--out", required=True)
     p.add_argument("--logits-out", default=None)
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_sample_args(p)
     p.set_defaults(fn=cmd_generate)
     p = sp.add_parser("sample-chisq", help="first sampled ids against the float64 distribution, chi-square")

@@ -1,5 +1,0 @@
--- expect: mode = "generate" is not built for dtype = "bf16"
-return {
-  mesh = { q = 1, d = 1 }, mode = "generate", dtype = "bf16",
-  model = { layers = 1, hidden = 8, heads = 2, ffn = 16, seq = 4, batch = 2, vocab = 11, positions = 8, context = 8 },
-}
