@@ -89,7 +89,7 @@ C12=gpt2s CLM=gpt2lm # bench.sh's compare models (its small shapes with TESS_BEN
 BUILDS="$C12:infer16:1:1 $C12:train16:1:1 $CLM:infer16:1:1 $CLM:train16:1:1 tiny:infer:1:1
 m64:train:1:1 m64:trainpp2:1:1 m64:train:2:1 m64:train:2:2 m128:train:1:1 m128:train:2:1 m128:train:2:2
 m64:infer16:1:1 m64:infer16:2:1 m64:infer16:2:2 m64:train16:1:1 m64:train16:2:1 m64:train16:2:2
-lm64:train:1:1 lm64:train:2:1 lm64:train:2:2 lm64:train16:2:1 lm64:generate:1:1 lm64:generate:2:1
+lm64:train:1:1 lm64:train:2:1 lm64:train:2:2 lm64:train16:2:1 lm64:generate:1:1 lm64:generate:2:1 lm64:generate16:1:1 lm64:generate16:2:1
 m64:infer:1:1 m64:infer:2:1 m64:infer:2:2 m128:infer:1:1 m128:infer:2:1 m128:infer:2:2"
 CUDNN_BUILDS="m64:infer16cudnn:1:1 m64:infer16cudnn:2:1 m64:train16cudnn:1:1 m64:train16cudnn:2:1"
 KCHECKS=${TESS_LEASE_KCHECKS:-"lnb attn rows adamw lt bf16 decode"}
