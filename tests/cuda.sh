@@ -21,7 +21,8 @@
 #              spec with 2 micro-batches and layer 0 recomputed on [2,2,1]: --dy in random order against the float64 full batch, bytes
 #              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
 #   generate   mode = "generate" on [1,1,1], [2,2,1], [1,1,2]: the prefill and decode programs under the emulation,
-#              greedy ids and logits against the float64 reference and the CPU program, bytes, seeded sampling
+#              greedy ids and logits against the float64 reference and the CPU program, bytes, seeded sampling; the
+#              decode steps after the first replayed from a CUDA graph against TESS_CUDA_GRAPH=0 (bitwise)
 #   stages     2 pipeline stages (mesh.pp = 2) of [1,1,2] and, for the whole GPT-2, of [1,1,1]: their rank_sS_iI_jJ.cu
 #              under the emulation, 5 AdamW steps against the CPU program of the same output (losses, bytes,
 #              replicas and the tied wte's copies bitwise, no CUDA graph)
@@ -591,7 +592,8 @@ fi
 # (tessref.py generate, the whole forward on the growing sequence): greedy ids token for token and every new token's
 # logits within 1e-4, as tests/generate.sh holds the CPU program; the ids also equal the CPU program's of the same
 # output, logits within 1e-5 of it; the collective and weight-stationary bytes as planned. Seeded sampling (top-k,
-# top-p, temperature) gives the CPU program's ids.
+# top-p, temperature) gives the CPU program's ids. The decode steps after the first replay a CUDA graph (TR_PART_DECODE;
+# the emulated max-loc gathers and picks as trc_comm.cu's NCCL path does): ids and logits bitwise TESS_CUDA_GRAPH=0's.
 CU_GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
 cu_gen_setup() {
     local W="$WORK/cugen"
