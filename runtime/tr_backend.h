@@ -67,12 +67,14 @@ void tr_backend_step_scalars(tr_ctx *c, float s);
 
 /* ---- a training step as CUDA graphs (docs/CUDA.md "CUDA graphs") --------------------------------------------------
  * A step is issued in two parts: TR_PART_GRADS (forward, objective, backward, gradient sums: before the step's read)
- * and TR_PART_UPDATE (clipping and the optimizer: after it); an inference forward is TR_PART_FORWARD. A backend that can capture a part issues it once into a
- * graph and replays the graph on later steps; the others issue every step. */
-enum { TR_PART_GRADS = 0, TR_PART_UPDATE = 1, TR_PART_FORWARD = 2, TR_NPARTS = 3 };
-/* TR_PART_FORWARD: the inference forward of --repeat (and the measured forward after it), under the same rules. Before
- * the first part of a run: whether parts are captured (TESS_CUDA_GRAPH, the collectives); false with err on a bad
- * TESS_CUDA_GRAPH. tr_backend_train_init calls it; a second call does nothing. */
+ * and TR_PART_UPDATE (clipping and the optimizer: after it); an inference forward is TR_PART_FORWARD, a generation's
+ * decode step (docs/GENERATE.md) TR_PART_DECODE. A backend that can capture a part issues it once into a graph and
+ * replays the graph on later steps; the others issue every step. */
+enum { TR_PART_GRADS = 0, TR_PART_UPDATE = 1, TR_PART_FORWARD = 2, TR_PART_DECODE = 3, TR_NPARTS = 4 };
+/* TR_PART_FORWARD: the inference forward of --repeat (and the measured forward after it), under the same rules;
+ * TR_PART_DECODE: tr_gen_class.decode, whose tokens and positions the runtime uploads before each step (outside the
+ * part). Before the first part of a run: whether parts are captured (TESS_CUDA_GRAPH, the collectives); false with err
+ * on a bad TESS_CUDA_GRAPH. tr_backend_train_init calls it; a second call does nothing. */
 bool tr_backend_graph_init(tr_ctx *c, tr_err *err);
 /* Before issuing a part: true when the backend replayed the part's graph (issue nothing); false: issue the part,
  * then call tr_backend_part_end. capture: false where this step's part must be issued as it is (a step recorded

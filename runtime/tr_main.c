@@ -1743,10 +1743,10 @@ static void report_syncs(tr_ctx *c, long long syncs, int steps)
     printf("step_host_syncs=%g\n", max);
 }
 
-/* --timing of a training run (what: "step") or --repeat (what: "forward") on a backend that counts its launches:
- * kernels, GEMMs and collectives per step or forward, how many of them the host issued one by one, and the graph
- * replays (the slowest rank's means over the steps after the first, a warm-up issued one by one, when there are
- * several; over the repeats, after their own warm-up). */
+/* --timing of a training run (what: "step"), --repeat (what: "forward") or --generate (what: "decode") on a backend
+ * that counts its launches: kernels, GEMMs and collectives per step, forward or decode step, how many of them the host
+ * issued one by one, and the graph replays (the slowest rank's means over the steps after the first, a warm-up issued
+ * one by one, when there are several; over the repeats, after their own warm-up). */
 static void report_launches(tr_ctx *c, const tr_launch_counts *n, int steps, const char *what)
 {
     tr_launch_counts any;
@@ -1922,7 +1922,10 @@ static bool gen_sample(tr_ctx *c, const tr_opts *o, const float *lg, int nseq, c
  * id; the ids (prompt, then the new ones, then -1) to o->output on rank 0, the logits of every new token to
  * --logits-out [sequences, max_new, vocab]. Depths run independently (their groups never mix). *ndec: decode steps.
  * The host arena H mirrors the blocks the runtime writes (prefill tokens, decode tokens and positions: uploaded to
- * the run arena A) and reads (argmax pairs and logits: downloaded); on the CPU the two are one memory. */
+ * the run arena A) and reads (argmax pairs; the logits only where --logits-out or sampling reads them: downloaded);
+ * on the CPU the two are one memory. The decode step is a part (tr_backend.h TR_PART_DECODE): the first is issued
+ * launch by launch (the warm-up), the second captured, later ones replayed where the backend can (docs/CUDA.md "CUDA
+ * graphs"); the tokens and positions are uploaded before it, outside the part, and its kernels read them there. */
 static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *ndec)
 {
     const tr_rank_desc *d = c->desc;
@@ -1938,6 +1941,19 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
         return 1;
     }
     W = L + M;
+    bool ok = tr_backend_graph_init(c, &err); /* TESS_CUDA_GRAPH and the collectives: whether decode steps replay */
+    if (!all_ok(ok)) {
+        if (!ok)
+            fprintf(stderr, "rank %d: %s backend: %s\n", d->rank, tr_backend_name(), err.msg);
+        free(ids);
+        return 1;
+    }
+    const char *graph_note = tr_backend_graph_note(c);
+    if (graph_note && d->rank == 0 && !o->quiet)
+        printf("%s\n", graph_note);
+    /* the logits are read only to write --logits-out and to sample: a greedy run without --logits-out downloads the
+     * (max, id) pairs alone */
+    const bool want_lg = o->lm.logits_out || o->sample.on;
     int32_t *out = malloc((size_t)B * W * sizeof *out), *len = malloc((size_t)B * sizeof *len);
     int32_t *next = malloc((size_t)B * sizeof *next), *done = calloc((size_t)B, sizeof *done);
     float *lg = malloc((size_t)nseq * tr_lm()->vq * sizeof *lg);
@@ -1979,7 +1995,7 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
     tr_backend_download(c, H + g->pairs_offset, A + g->pairs_offset, 2LL * q * R);
     const float *pairs = H + g->pairs_offset;
     const float *plog = H + tr_lm()->logits_offset;
-    for (int s = 0; s < nseq; s++) {
+    for (int s = 0; s < nseq && want_lg; s++) {
         long long at = ((long long)s * S + len[(d->i + q * d->k) * nseq + s] - 1) * tr_lm()->vq;
         tr_backend_download(c, H + tr_lm()->logits_offset + at, A + tr_lm()->logits_offset + at, tr_lm()->vq);
     }
@@ -1988,11 +2004,12 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
             int b = (t + q * d->k) * nseq + s;
             memcpy(&next[b], &pairs[2 * ((long)t * R + (long)s * S + len[b] - 1) + 1], 4);
         }
-    for (int s = 0; s < nseq; s++) /* this row block's logits of each sequence's last prompt token */
+    for (int s = 0; s < nseq && want_lg; s++) /* this row block's logits of each sequence's last prompt token */
         memcpy(lg + (long)s * tr_lm()->vq, plog + ((long)s * S + len[(d->i + q * d->k) * nseq + s] - 1) * tr_lm()->vq,
                (size_t)tr_lm()->vq * sizeof *lg);
     bool sampled = !o->sample.on || gen_sample(c, o, lg, nseq, len, 0, next);
     *ndec = 0;
+    tr_launch_counts n0 = {0, 0, 0}, n1 = {0, 0, 0}; /* --timing: the decode steps' launches after the warm-up */
     for (int m = 0;; m++) {
         if (o->lm.logits_out) {
             gen_gather_logits(d, lg, nseq, step_l);
@@ -2040,14 +2057,22 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
         tr_backend_upload(c, A + g->dtok_offset, H + g->dtok_offset, (long long)q * nseq);
         tr_backend_upload(c, A + g->dpos_offset, H + g->dpos_offset, nseq);
         double t0 = tr_now();
-        g->decode(c, A);
+        if (*ndec == 1)
+            tr_backend_launch_counts(c, &n0);
+        /* the first decode step is the warm-up, issued launch by launch; a step recorded for --trace / --stats too */
+        if (!tr_backend_part_begin(c, TR_PART_DECODE, *ndec > 0 && !o->trace && !o->stats))
+            do
+                g->decode(c, A);
+            while (!tr_backend_part_end(c, TR_PART_DECODE));
         tr_backend_download(c, H + g->dpairs_offset, A + g->dpairs_offset, 2LL * q * nseq);
-        tr_backend_download(c, H + g->dlogits_offset, A + g->dlogits_offset, (long long)nseq * tr_lm()->vq);
+        if (want_lg)
+            tr_backend_download(c, H + g->dlogits_offset, A + g->dlogits_offset, (long long)nseq * tr_lm()->vq);
         const float *dp = H + g->dpairs_offset;
         for (int t = 0; t < q; t++)
             for (int s = 0; s < nseq; s++)
                 memcpy(&next[(t + q * d->k) * nseq + s], &dp[2 * ((long)t * nseq + s) + 1], 4);
-        memcpy(lg, H + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
+        if (want_lg)
+            memcpy(lg, H + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
         if (o->sample.on)
             sampled = gen_sample(c, o, lg, nseq, len, m + 1, next) && sampled;
         if (reps)
@@ -2060,6 +2085,18 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
             printf("prefill: %.6f s (rank 0)\nprefill_seconds=%.9f\n", t_pre, t_pre);
         report_timing(c, reps, *ndec > 0 ? (int)*ndec : 1, *ndec > 0 ? (int)*ndec : 1, "decode");
         free(reps);
+        /* launches and graph replays per decode step after the first (the warm-up), where any rank ran two or more;
+         * a rank that ran fewer counts a step of none */
+        long long most = 0;
+        MPI_Allreduce(ndec, &most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        if (*ndec > 1) {
+            tr_backend_launch_counts(c, &n1);
+            n1.issued -= n0.issued;
+            n1.replayed -= n0.replayed;
+            n1.replays -= n0.replays;
+        }
+        if (most > 1)
+            report_launches(c, &n1, *ndec > 1 ? (int)*ndec - 1 : 1, "decode");
     }
     /* every depth's sequences to rank 0 */
     int32_t *mine = malloc((size_t)B * W * sizeof *mine), *all = d->rank == 0 ? malloc((size_t)B * W * sizeof *all) : NULL;

@@ -22,7 +22,8 @@
 #              as planned, and 5 AdamW steps against the CPU program of the same output (losses, replicas bitwise)
 #   generate   mode = "generate" on [1,1,1], [2,2,1], [1,1,2] (and bf16 on [1,1,1], [2,2,1]): the prefill and decode
 #              programs under the emulation, greedy ids and logits against the float64 reference (bf16: --bf16) and
-#              the CPU program, bytes, seeded sampling
+#              the CPU program, bytes, seeded sampling; the decode steps after the first replayed from a CUDA graph
+#              against TESS_CUDA_GRAPH=0 (bitwise)
 #   stages     2 pipeline stages (mesh.pp = 2) of [1,1,2] and, for the whole GPT-2, of [1,1,1]: their rank_sS_iI_jJ.cu
 #              under the emulation, 5 AdamW steps against the CPU program of the same output (losses, bytes,
 #              replicas and the tied wte's copies bitwise, no CUDA graph)
@@ -592,7 +593,8 @@ fi
 # (tessref.py generate, the whole forward on the growing sequence): greedy ids token for token and every new token's
 # logits within 1e-4, as tests/generate.sh holds the CPU program; the ids also equal the CPU program's of the same
 # output, logits within 1e-5 of it; the collective and weight-stationary bytes as planned. Seeded sampling (top-k,
-# top-p, temperature) gives the CPU program's ids.
+# top-p, temperature) gives the CPU program's ids. The decode steps after the first replay a CUDA graph (TR_PART_DECODE;
+# the emulated max-loc gathers and picks as trc_comm.cu's NCCL path does): ids and logits bitwise TESS_CUDA_GRAPH=0's.
 CU_GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
 cu_gen_setup() {
     local W="$WORK/cugen"
@@ -641,14 +643,52 @@ cu_gen_sampled() { # q d: the CPU program's ids for one seed (top-k, top-p and t
         "$PY" $CU_REF compare-generate "$dir/ts.npy" "$dir/ts_cpu.npy" "$dir/ls.npy" "$dir/ls_cpu.npy" --tol 1e-5 &&
         ! cmp -s "$dir/ts.npy" "$dir/t.npy" || { echo "sampled ids equal the greedy ones"; return 1; }
 }
+cu_gen_graph() { # q d: the decode steps after the first replayed from a CUDA graph: ids and logits bitwise those of
+    # TESS_CUDA_GRAPH=0 (the prompts' lengths differ, so the positions and tokens differ between sequences and steps:
+    # one baked into the graph at capture shows), bytes as planned (counted at each replay); the greedy ids without
+    # --logits-out (the decode logits not downloaded) the same; on q > 1 also TESS_COMM=mpi (the max-loc through the
+    # host, MPI_MAXLOC): not captured, saying why, the same ids
+    local W="$WORK/cugen" dir="$WORK/cugen_$1_$2" np=$(($1 * $1 * $2)) args g
+    args="--weights $W/w.st --generate --prompt-tokens $W/p.npy --max-new 6"
+    for g in 1 0; do
+        # shellcheck disable=SC2086
+        TESS_CUDA_GRAPH=$g TESS_EMU_ORDER=random TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" $args \
+            --output "$dir/tg$g.npy" --logits-out "$dir/lg$g.npy" --bytes --timing >"$dir/gg$g.out" 2>&1 ||
+            { tail -5 "$dir/gg$g.out"; return 1; }
+        grep -E "^(bytes:|launches|CUDA graphs|decode_launches|decode_graph)" "$dir/gg$g.out"
+        { grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir/gg$g.out" &&
+            { [ "$1" = 1 ] || grep -q "^bytes: every rank's all-gathers and reduce-scatters moved exactly the planned bytes$" \
+                "$dir/gg$g.out"; }; } || { echo "want the planned bytes (TESS_CUDA_GRAPH=$g)"; return 1; }
+    done
+    { grep -qx "decode_graph_replays=1" "$dir/gg1.out" && grep -qx "decode_launches_issued=0" "$dir/gg1.out"; } ||
+        { echo "want one graph replay and no launch issued one by one per decode step after the first"; return 1; }
+    { grep -qx "decode_graph_replays=0" "$dir/gg0.out" && grep -q "^CUDA graphs: off (TESS_CUDA_GRAPH=0)" "$dir/gg0.out"; } ||
+        { echo "want no replay and the note with TESS_CUDA_GRAPH=0"; return 1; }
+    cmp "$dir/tg1.npy" "$dir/tg0.npy" || { echo "the ids differ"; return 1; }
+    cmp "$dir/lg1.npy" "$dir/lg0.npy" || { echo "the logits differ"; return 1; }
+    # shellcheck disable=SC2086
+    TESS_EMU_ORDER=random TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" $args --output "$dir/tn.npy" --quiet ||
+        return 1
+    cmp "$dir/tn.npy" "$dir/tg0.npy" || { echo "the ids without --logits-out differ"; return 1; }
+    [ "$1" != 1 ] || return 0
+    # shellcheck disable=SC2086
+    TESS_COMM=mpi TESS_EMU_ORDER=random TESS_EMU_SEED=5 cu_mpirun "$np" "$dir/bin/model-emu" $args --output "$dir/tm.npy" \
+        --timing >"$dir/gm.out" 2>&1 || { tail -5 "$dir/gm.out"; return 1; }
+    grep -E "^(CUDA graphs|decode_graph)" "$dir/gm.out"
+    { grep -q "^CUDA graphs: off: the collectives are MPI with host staging" "$dir/gm.out" &&
+        grep -qx "decode_graph_replays=0" "$dir/gm.out"; } || { echo "want MPI staging to run uncaptured, saying why"; return 1; }
+    cmp "$dir/tm.npy" "$dir/tg0.npy" || { echo "the ids with MPI_MAXLOC differ"; return 1; }
+}
 for m in 1,1 2,1 1,2; do
     q=${m%,*} d=${m#*,}
+    CU_GEN_N4="cuda: generate: rank_iI_jJ.cu of [$q,$q,$d]: the decode steps after the first replayed from a CUDA graph: ids and logits bitwise those of TESS_CUDA_GRAPH=0, bytes as planned$([ "$q" = 1 ] || echo "; TESS_COMM=mpi (MPI_MAXLOC) uncaptured, saying why, the same ids")"
     CU_GEN_N1="cuda: generate: rank_iI_jJ.cu of [$q,$q,$d] (prefill, KV-cache decode) under the emulation: greedy ids token for token and every new token's logits within 1e-4 of the float64 reference, ids equal the CPU program's (logits 1e-5), bytes as planned"
     CU_GEN_N2="cuda: generate: rank_iI_jJ.cu of [$q,$q,$d]: seeded sampling (temperature, top-k, top-p) gives the CPU program's ids"
-    wanted "$CU_GEN_N1" || wanted "$CU_GEN_N2" || continue
+    wanted "$CU_GEN_N1" || wanted "$CU_GEN_N2" || wanted "$CU_GEN_N4" || continue
     if cu_gen_setup >"$WORK/log" 2>&1 && cu_gen_build "$q" "$d" >"$WORK/log" 2>&1; then
         check "$CU_GEN_N1" cu_gen_greedy "$q" "$d"
         [ "$m" = 1,2 ] || check "$CU_GEN_N2" cu_gen_sampled "$q" "$d"
+        check "$CU_GEN_N4" cu_gen_graph "$q" "$d"
     else
         notok "cuda: generate: generate and build the generate spec on [$q,$q,$d] against tests/cuda/emu.cc" "$WORK/log"
     fi

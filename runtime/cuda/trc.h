@@ -76,8 +76,9 @@ void trc_allreduce(struct tr_ctx *c, tr_group g, float *buf, int count);
 void trc_allreduce_max(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMM (generation, docs/GENERATE.md): count/2 pairs (a float value, an int32 id in the next 4-byte slot) at buf
  * in place over group g: each becomes the pair of the largest value, the lower id of equal ones (MPI_MAXLOC of
- * MPI_FLOAT_INT), through a pinned host buffer under either transport (NCCL has no max-loc; the pairs are one a
- * sequence). Counted as an all-reduce of count floats, as tr_allreduce_maxloc does. */
+ * MPI_FLOAT_INT). NCCL has no max-loc: under NCCL an ncclAllGather of every member's pairs into device memory and a
+ * kernel that picks (no host wait, so a decode step can be a CUDA graph); under MPI staging MPI_MAXLOC through a
+ * pinned host buffer. Counted as an all-reduce of count floats, as tr_allreduce_maxloc does. */
 void trc_allreduce_maxloc(struct tr_ctx *c, tr_group g, float *buf, int count);
 /* On TRC_COMPUTE (generation's weight-stationary layout): dst[count] = src[count], a device-to-device copy. */
 void trc_copy(struct tr_ctx *c, const float *src, float *dst, long long count);

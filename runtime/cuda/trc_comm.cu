@@ -16,6 +16,8 @@
  *         overlap compute. Several ranks may share one GPU this way.
  *
  * A language model's loss adds the all-reduce(MAX) of the row maxima (ncclMax, MPI_MAX), same path as the sum.
+ * Generation adds the max-loc all-reduce of the (max logit, id) pairs: NCCL has none, so an ncclAllGather of the
+ * members' pairs and a kernel that picks (no host wait: a decode step can be a CUDA graph); MPI_MAXLOC when staged.
  * Training adds reduce (ncclReduce in place on the root; MPI_Reduce through the staging buffer) and the
  * exact all-reduce of replicated gradients: reduce to member 0, then broadcast from it, so every member
  * holds member 0's bits (an ncclAllReduce or MPI_Allreduce need not give all members the same bits).
@@ -120,6 +122,10 @@ bool trc_comm_init(tr_ctx *c, tr_err *err)
     return true;
 }
 
+/* trc_allreduce_maxloc under NCCL: every member's pairs gathered, grown on demand (maxloc_dev) */
+static float *maxloc_all;   /* device: [members][count] */
+static size_t maxloc_cap;   /* its floats */
+
 void trc_comm_free(void)
 {
     /* every rank of a communicator finalizes it (flushing what is outstanding), in the same group order on
@@ -135,6 +141,10 @@ void trc_comm_free(void)
     if (trc_g.stage)
         cudaFreeHost(trc_g.stage);
     trc_g.stage = NULL;
+    if (maxloc_all)
+        cudaFree(maxloc_all);
+    maxloc_all = NULL;
+    maxloc_cap = 0;
 }
 
 /* the last collective this rank issued, after a failure message */
@@ -299,8 +309,8 @@ void trc_allreduce_max(tr_ctx *c, tr_group g, float *buf, int count)
     allreduce_op(c, g, buf, count, ncclMax, MPI_MAX);
 }
 
-/* generation's (max logit, id) pairs: the staging buffer where it is big enough (MPI mode), else a small pinned one
- * of its own, grown on demand (the pairs of a step: two floats a local sequence row) */
+/* generation's (max logit, id) pairs under MPI: the staging buffer where it is big enough (MPI mode), else a small
+ * pinned one of its own, grown on demand (the pairs of a step: two floats a local sequence row) */
 static float *maxloc_host(size_t bytes)
 {
     static float *own;
@@ -317,11 +327,65 @@ static float *maxloc_host(size_t bytes)
     return own;
 }
 
+/* ... under NCCL: every member's count floats gathered into device memory [members][count] (the prefill's pairs, the
+ * most of a run, come first and are issued launch by launch: a decode step captured into a CUDA graph finds it big
+ * enough) */
+static float *maxloc_dev(tr_ctx *c, size_t floats)
+{
+    float *&all = maxloc_all;
+    size_t &cap = maxloc_cap;
+    if (floats > cap) {
+        if (trc_g.capturing) { /* cudaMalloc cannot be captured: an internal error, never reached by the schedule */
+            fprintf(stderr, "rank %d: internal error: the max-loc all-reduce's gather buffer grows to %zu floats "
+                            "inside a CUDA graph capture; rerun with TESS_CUDA_GRAPH=0\n",
+                    c->desc->rank, floats);
+            trc_die();
+        }
+        if (all)
+            cudaCheck(cudaFree(all));
+        all = NULL;
+        cudaCheck(cudaMalloc((void **)&all, floats * sizeof(float)));
+        cap = floats;
+    }
+    return all;
+}
+
+/* buf's pairs e < npairs: the largest value of the n members' (all: [n][count]), the lowest id of equal ones: what
+ * MPI_MAXLOC gives, whatever the members' order */
+__global__ void k_maxloc_pick(const float *__restrict__ all, float *__restrict__ buf, int npairs, int count, int n)
+{
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= npairs)
+        return;
+    float best = all[2 * e];
+    int id = __float_as_int(all[2 * e + 1]);
+    for (int k = 1; k < n; k++) {
+        const float v = all[(size_t)k * count + 2 * e];
+        const int i = __float_as_int(all[(size_t)k * count + 2 * e + 1]);
+        if (v > best || (v == best && i < id)) {
+            best = v;
+            id = i;
+        }
+    }
+    buf[2 * e] = best;
+    buf[2 * e + 1] = __int_as_float(id);
+}
+
 void trc_allreduce_maxloc(tr_ctx *c, tr_group g, float *buf, int count)
 {
     trc_g.last_comm_step = c->cur_step;
     cudaStream_t s = trc_g.stream[TRC_COMM];
-    if (c->desc->size[g] > 1) {
+    const int n = c->desc->size[g];
+    if (n > 1 && trc_g.use_nccl) { /* no host wait: a decode step can be captured (docs/CUDA.md "CUDA graphs") */
+        float *all = maxloc_dev(c, (size_t)n * (size_t)count);
+        ncclCheck(ncclAllGather(buf, all, (size_t)count, ncclFloat, trc_g.nccl[g], s));
+        trc_count_launch();
+        const int npairs = count / 2;
+        if (npairs > 0) {
+            k_maxloc_pick<<<(npairs + 255) / 256, 256, 0, s>>>(all, buf, npairs, count, n);
+            trc_launch_check("k_maxloc_pick", __FILE__, __LINE__);
+        }
+    } else if (n > 1) {
         size_t bytes = (size_t)count * sizeof(float);
         float *h = maxloc_host(bytes);
         cudaCheck(cudaMemcpyAsync(h, buf, bytes, cudaMemcpyDeviceToHost, s));

@@ -13,9 +13,11 @@
  * in a small device array written by one copy from pinned memory before each step's update (tr_backend_step_scalars),
  * and the kernels read them there: so the step can be captured once as CUDA graphs and replayed (docs/CUDA.md "CUDA
  * graphs"). A step is captured in two parts, TR_PART_GRADS (forward .. gradient sums) and TR_PART_UPDATE (clipping,
- * optimizer; an inference forward of --repeat is a third, TR_PART_FORWARD), since the host decides between the two (the divergence check, the norm over all ranks): stream
+ * optimizer; an inference forward of --repeat is a third, TR_PART_FORWARD, and a generation's decode step a fourth,
+ * TR_PART_DECODE), since the host decides between the two (the divergence check, the norm over all ranks): stream
  * capture on the compute stream, the comm stream forked and joined by the steps' own events. Allowed where every
- * collective can be captured: one rank, or NCCL; MPI host staging waits on the host inside the step.
+ * collective can be captured: one rank, or NCCL (the decode step's max-loc all-reduce too: an all-gather of the pairs
+ * and a pick on the device, trc_comm.cu); MPI host staging waits on the host inside the step.
  *
  * The step read also turns the timing events of the steps issued so far into seconds (trc_harvest): all of
  * them have finished once the compute stream has, since every phase ends with the compute stream waiting for
@@ -37,6 +39,7 @@ namespace {
 
 constexpr int kT = TRC_RED_THREADS;
 constexpr int kB = TRC_RED_BLOCKS;
+constexpr int kCounts = 9; /* tr_ctx's byte counters a graph's replay adds to (graph_counts) */
 
 struct step_state {
     float *target;          /* device: the MSE target block [io_rows * io_cols] */
@@ -60,7 +63,7 @@ struct graph_part {
     int fwd_timed;
     /* the bytes its collectives count (trc_comm.cu counts a call when it is issued; a captured call runs, and is
      * counted, at each replay): tr_ctx's counters, see graph_counts */
-    long long n[7][TR_NGROUPS];
+    long long n[kCounts][TR_NGROUPS];
 };
 struct graph_state {
     int inited;             /* graph_init ran */
@@ -188,11 +191,12 @@ cudaStream_t compute(void)
     return trc_g.stream[TRC_COMPUTE];
 }
 
-/* the byte counters of tr_ctx a replay adds to: broadcasts, all-reduces, reduces, optimizer.shard's */
+/* the byte counters of tr_ctx a replay adds to: broadcasts, all-reduces, reduces, the reduce-scatters' and
+ * all-gathers' (optimizer.shard's and generation's weight-stationary layout: payload, then bytes received) */
 long long *graph_counts(tr_ctx *c, int k)
 {
-    long long *n[7] = {c->bcast_recv, c->bcast_sent, c->allreduce, c->reduce_recv, c->reduce_sent, c->rscatter,
-                       c->allgather};
+    long long *n[kCounts] = {c->bcast_recv, c->bcast_sent, c->allreduce, c->reduce_recv, c->reduce_sent,
+                             c->rscatter,   c->allgather,  c->rs_recv,   c->ag_recv};
     return n[k];
 }
 
@@ -234,7 +238,7 @@ void graph_replay(tr_ctx *c, int p)
 {
     graph_part *g = &gr.part[p];
     for (int k = 0; k < TR_NGROUPS; k++) {
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < kCounts; i++)
             graph_counts(c, i)[k] += g->n[i][k];
         c->rscatter_run += g->n[5][k];
         c->allgather_run += g->n[6][k];
@@ -405,7 +409,7 @@ extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
         return true;
     }
     for (int k = 0; k < TR_NGROUPS; k++) /* the counts before the capture: part_end takes the capture's own */
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < kCounts; i++)
             g->n[i][k] = graph_counts(c, i)[k];
     /* thread-local: a CUDA call of another thread (an MPI progress thread) does not break the capture */
     cudaCheck(cudaStreamBeginCapture(compute(), cudaStreamCaptureModeThreadLocal));
@@ -434,7 +438,9 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
         cudaGetLastError();
         gr.allowed = 0;
         snprintf(gr.note, sizeof gr.note, "CUDA graphs: off: capturing %s failed (%s); every step "
-                 "issued launch by launch", part == TR_PART_FORWARD ? "the forward" : "a training step",
+                 "issued launch by launch", part == TR_PART_FORWARD  ? "the forward"
+                                            : part == TR_PART_DECODE ? "the decode step"
+                                                                     : "a training step",
                  cudaGetErrorString(e));
         return false;
     }
@@ -443,7 +449,7 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     g->launches = trc_g.captured;
     g->fwd_timed = trc_g.cap_fwd_timed;
     for (int k = 0; k < TR_NGROUPS; k++) { /* what the captured calls counted, taken back: each replay counts it */
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < kCounts; i++) {
             g->n[i][k] = graph_counts(c, i)[k] - g->n[i][k];
             graph_counts(c, i)[k] -= g->n[i][k];
         }

@@ -46,7 +46,8 @@
  * closures with their arguments fixed at capture, as a graph fixes a kernel's; a replay runs them again in the same
  * way. The scalars that change per step (lr, bias corrections, clipping scale) are read, as on the device, from the
  * step scalars tr_backend_step_scalars wrote, at run time: one baked at capture would make a replayed run differ
- * from TESS_CUDA_GRAPH=0. The emulated collectives count as NCCL (capturable) unless TESS_COMM=mpi.
+ * from TESS_CUDA_GRAPH=0; so are the decode step's tokens and positions (TR_PART_DECODE), which the runtime uploads
+ * before each replay. The emulated collectives count as NCCL (capturable) unless TESS_COMM=mpi.
  * A language model (trk_lm.cuh): the embedding, position, loss and scatter-add kernels as the loops of
  * tr_kernels_lm.c, in the order the CUDA kernels add in (token order per dE element, row order per dwpe
  * element); the all-reduce(MAX) is MPI_Allreduce(MPI_MAX).
@@ -109,7 +110,7 @@ struct emu {
     bool have[TR_NPARTS] = {};
     bool graph_inited = false;
     /* a part's collective bytes (tr_ctx's counters, graph_counts), counted at each replay (trc_step.cu's rule) */
-    long long n[TR_NPARTS][7][TR_NGROUPS] = {};
+    long long n[TR_NPARTS][9][TR_NGROUPS] = {};
     long long launches = 0, captured = 0, replayed = 0, replays = 0, nlaunch[TR_NPARTS] = {};
     float sc[4] = {0, 0, 0, 0}; /* the step scalars: lr, c1, c2, clipping scale (trc_internal.h TRC_SC_*) */
 } E;
@@ -466,15 +467,15 @@ extern "C" void tr_backend_step_scalars(tr_ctx *c, float s)
 /* trc_step.cu's graph_counts: the byte counters a replay adds to */
 static long long *graph_counts(tr_ctx *c, int i)
 {
-    long long *n[7] = {c->bcast_recv, c->bcast_sent, c->allreduce, c->reduce_recv, c->reduce_sent, c->rscatter,
-                       c->allgather};
+    long long *n[9] = {c->bcast_recv, c->bcast_sent, c->allreduce, c->reduce_recv, c->reduce_sent,
+                       c->rscatter,   c->allgather,  c->rs_recv,   c->ag_recv};
     return n[i];
 }
 
 static void emu_replay(tr_ctx *c, int part)
 {
     for (int k = 0; k < TR_NGROUPS; k++) {
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 9; i++)
             graph_counts(c, i)[k] += E.n[part][i][k];
         c->rscatter_run += E.n[part][5][k];
         c->allgather_run += E.n[part][6][k];
@@ -494,7 +495,7 @@ extern "C" bool tr_backend_part_begin(tr_ctx *c, int part, bool capture)
         return true;
     }
     for (int k = 0; k < TR_NGROUPS; k++)
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 9; i++)
             E.n[part][i][k] = graph_counts(c, i)[k];
     E.capturing = part;
     E.captured = 0;
@@ -514,7 +515,7 @@ extern "C" bool tr_backend_part_end(tr_ctx *c, int part)
     E.nlaunch[part] = E.captured;
     E.have[part] = true;
     for (int k = 0; k < TR_NGROUPS; k++) {
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < 9; i++) {
             E.n[part][i][k] = graph_counts(c, i)[k] - E.n[part][i][k];
             graph_counts(c, i)[k] -= E.n[part][i][k];
         }
@@ -832,13 +833,42 @@ void trc_cast_bf16(tr_ctx *c, const float *x, long long n, tr_bf16 *y)
 }
 
 /* runtime/cuda/trc_gemm.cu's k_grad_acc: g = part, or g += part (micro-batches) */
-/* generation's (max logit, id) pairs: MPI_MAXLOC of MPI_FLOAT_INT in place, counted as tr_allreduce_maxloc counts */
+/* generation's (max logit, id) pairs, counted as tr_allreduce_maxloc counts. As trc_comm.cu does it: under NCCL (the
+ * emulation's default) every member's pairs gathered (MPI_Allgather), then each pair the largest value, the lowest id
+ * of equal ones, k_maxloc_pick's comparisons in member order; under TESS_COMM=mpi MPI_MAXLOC of MPI_FLOAT_INT */
 void trc_allreduce_maxloc(tr_ctx *c, tr_group g, float *buf, int count)
 {
     MPI_Comm comm = c->comm[g];
+    const int n = c->desc->size[g];
+    const char *m = getenv("TESS_COMM");
+    const bool staged = m && !strcmp(m, "mpi");
     push(TRC_COMM, [=] {
-        if (MPI_Allreduce(MPI_IN_PLACE, buf, count / 2, MPI_FLOAT_INT, MPI_MAXLOC, comm) != MPI_SUCCESS)
-            emu_fail("MPI_Allreduce(MPI_MAXLOC) failed", -1);
+        if (n < 2)
+            return;
+        if (staged) {
+            if (MPI_Allreduce(MPI_IN_PLACE, buf, count / 2, MPI_FLOAT_INT, MPI_MAXLOC, comm) != MPI_SUCCESS)
+                emu_fail("MPI_Allreduce(MPI_MAXLOC) failed", -1);
+            return;
+        }
+        std::vector<float> all((size_t)n * (size_t)count);
+        if (MPI_Allgather(buf, count, MPI_FLOAT, all.data(), count, MPI_FLOAT, comm) != MPI_SUCCESS)
+            emu_fail("MPI_Allgather (max-loc) failed", -1);
+        for (int e = 0; e < count / 2; e++) {
+            float best = all[2 * (size_t)e];
+            int32_t id;
+            memcpy(&id, &all[2 * (size_t)e + 1], 4);
+            for (int k = 1; k < n; k++) {
+                const float v = all[(size_t)k * count + 2 * (size_t)e];
+                int32_t i;
+                memcpy(&i, &all[(size_t)k * count + 2 * (size_t)e + 1], 4);
+                if (v > best || (v == best && i < id)) {
+                    best = v;
+                    id = i;
+                }
+            }
+            buf[2 * (size_t)e] = best;
+            memcpy(&buf[2 * (size_t)e + 1], &id, 4);
+        }
     });
     c->allreduce[g] += 4LL * count;
 }
