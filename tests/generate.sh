@@ -1,10 +1,11 @@
 # tests/generate.sh - sourced by tests/run.sh: text generation (mode = "generate"; docs/GENERATE.md). Greedy ids of
 # the prefill + KV-cache decode programs against the float64 reference that runs the whole forward on the growing
 # sequence (tests/ref/tessref.py generate), token for token, with every new token's logits within 1e-4, on [1,1,1],
-# [2,2,1] and [2,2,2] with prompts of mixed lengths and --bytes on; bad prompts refused with nothing written; the
-# KV cache's size in the plan; seeded sampling (temperature, top-k, top-p) equal to the reference's with the same
-# seed on the three meshes and, over 2000 sequences, to the float64 distribution by chi-square; the usage refusals;
-# bf16 programs (a bf16 KV cache) against the reference that rounds at the same points (generate --bf16).
+# [2,2,1], [2,2,2] and [3,3,1] with prompts of mixed lengths and --bytes on; bad prompts refused with nothing written;
+# the KV cache's size in the plan; seeded sampling (temperature, top-k, top-p) equal to the reference's with the same
+# seed on three meshes and, over 2000 sequences, to the float64 distribution by chi-square; the usage refusals;
+# bf16 programs (a bf16 KV cache) against the reference that rounds at the same points (generate --bf16); where
+# transformers and torch import (TESS_HF_PYTHON), greedy ids against GPT2LMHeadModel.generate on the four meshes.
 GEN_DIMS="--layers 2 --hidden 16 --heads 4 --ffn 32 --vocab 23 --positions 12 --seq 4 --batch 2"
 GEN_REF=tests/ref/tessref.py
 GEN_HFPY=${TESS_HF_PYTHON:-$PY}
