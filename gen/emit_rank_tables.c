@@ -180,6 +180,9 @@ void tg_emit_lm_desc(tg_sb *o, const tg_plan *pl, const tg_class_plan *rp, const
                  rp->bufs[rp->pairs_buf].offset, rp->bufs[rp->dtok_buf].offset, rp->bufs[rp->dpos_buf].offset,
                  rp->bufs[rp->dlogits_buf].offset, rp->bufs[rp->dpairs_buf].offset, rp->bufs[rp->kv_buf0].offset,
                  rp->kv_elems);
+    tg_sb_puts(o, rp->dec_logits_t ? "        .dec_logits_t = 1, /* the weight-stationary head's decode logits: row block j, "
+                                     "vocab block i */\n"
+                                   : "        .dec_logits_t = 0,\n");
     ll4(o, "plan_dec_bcast_recv", rp->dec_bcast_recv);
     ll4(o, "plan_dec_bcast_sent", rp->dec_bcast_sent);
     ll4(o, "plan_dec_allreduce", rp->dec_allreduce);

@@ -256,13 +256,13 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
     out->mb = spec->mode == TG_TRAIN && spec->microbatches > 1 ? spec->microbatches : 1;
     if (spec->mode == TG_GENERATE) { /* docs/GENERATE.md "Choosing the layout": fewer bytes wins, SUMMA on a tie */
         long long Rp = (long long)out->nseq * spec->seq, Rd = out->nseq;
-        out->layout_fwd = tg_layout_recv_bytes(out, TG_LAYOUT_STATIONARY, Rp) <
-                                  tg_layout_recv_bytes(out, TG_LAYOUT_SUMMA, Rp)
+        out->layout_fwd = tg_layout_recv_bytes(out, TG_LAYOUT_STATIONARY, Rp, false) <
+                                  tg_layout_recv_bytes(out, TG_LAYOUT_SUMMA, Rp, false)
                               ? TG_LAYOUT_STATIONARY
                               : TG_LAYOUT_SUMMA;
         if (spec->decode_layout == TG_DECODE_AUTO)
-            out->layout_dec = tg_layout_recv_bytes(out, TG_LAYOUT_STATIONARY, Rd) <
-                                      tg_layout_recv_bytes(out, TG_LAYOUT_SUMMA, Rd)
+            out->layout_dec = tg_layout_recv_bytes(out, TG_LAYOUT_STATIONARY, Rd, true) <
+                                      tg_layout_recv_bytes(out, TG_LAYOUT_SUMMA, Rd, true)
                                   ? TG_LAYOUT_STATIONARY
                                   : TG_LAYOUT_SUMMA;
         else
@@ -276,17 +276,21 @@ void tg_plan_init(const tg_spec *spec, tg_plan *out)
  * receives q-1 blocks [R, K/q] in the column's all-gather, the gathered [q*R, K/q] in the row's broadcast and q-1
  * partial blocks [R, N/q] in the column's reduce-scatter (the diagonal rank, the broadcast's root, receives q*R*K/q
  * less). Bytes: 4 an element; in a bf16 plan 2 for the activations and weights (GEMM operands), 4 for the partial
- * sums (docs/BF16.md: reductions are fp32). */
-long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R)
+ * sums (docs/BF16.md: reductions are fp32). head: the decode step's head too (its layout follows the linears':
+ * SUMMA receives q-1 wte blocks [Vq, C/q] over the column and, as the root of its vocab block's reduce over the
+ * row, q-1 partial blocks [R, Vq]; the weight-stationary head gathers q-1 blocks [R, C/q] over the column and reduce-scatters q-1 partial
+ * blocks [R, Vq] over the row, plan_lm.c head_stationary). */
+long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R, bool head)
 {
-    long long q = pl->mesh.q, Cq = pl->Cq, Fq = pl->Fq, L = pl->spec.layers;
+    long long q = pl->mesh.q, Cq = pl->Cq, Fq = pl->Fq, L = pl->spec.layers, Vq = pl->Vq;
     long long sumK = 3 * Cq + Fq, sumN = 3 * Cq + Cq + Fq + Cq, sumKN = 4 * Cq * Cq + 2 * Cq * Fq;
     long long e = pl->spec.dtype == TG_BF16 ? 2 : 4; /* the activations and weights moved; partial sums stay fp32 */
     if (q <= 1)
         return 0;
     if (lay == TG_LAYOUT_SUMMA)
-        return e * L * (q - 1) * (R * sumK + sumKN);
-    return L * (e * (2 * q - 1) * R * sumK + 4 * (q - 1) * R * sumN);
+        return e * L * (q - 1) * (R * sumK + sumKN) + (head ? e * (q - 1) * Vq * Cq + 4 * (q - 1) * R * Vq : 0);
+    return L * (e * (2 * q - 1) * R * sumK + 4 * (q - 1) * R * sumN) +
+           (head ? e * (q - 1) * R * Cq + 4 * (q - 1) * R * Vq : 0);
 }
 
 const char *tg_layout_name(tg_layout lay)

@@ -328,6 +328,9 @@ typedef struct tg_class_plan {
      * buffers, one per layer) */
     int pairs_buf, dtok_buf, dpos_buf, dlogits_buf, dpairs_buf, kv_buf0;
     long long kv_elems; /* the KV caches of every layer, elements (4 bytes each; 2 in a bf16 plan) */
+    /* the decode step's head is weight-stationary (docs/GENERATE.md "The head"): rank (i,j)'s decode logits are row
+     * block j's, vocab block i (transposed against the prefill's: row block i, vocab block j) */
+    int dec_logits_t;
     /* the decode step's bytes (TG_PHASE_DEC), as the forward's above: one call of decode() */
     long long dec_bcast_recv[TG_NGROUPS], dec_bcast_sent[TG_NGROUPS], dec_allreduce[TG_NGROUPS];
     long long dec_reduce_recv[TG_NGROUPS], dec_reduce_sent[TG_NGROUPS];
@@ -420,8 +423,9 @@ const char *tg_step_kind_name(tg_step_kind k); /* "bcast", "allreduce", "gemm", 
 
 /* Generation's layouts (docs/GENERATE.md "Choosing the layout"): the bytes that the four linears of every layer make
  * the busiest rank receive in one call of a phase of R rows per rank (R = nseq: the decode step; nseq*seq: the
- * prefill) under layout lay, and its name ("summa", "stationary"). */
-long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R);
+ * prefill) under layout lay (head: and the head's, as the decode step computes it), and its name ("summa",
+ * "stationary"). */
+long long tg_layout_recv_bytes(const tg_plan *pl, tg_layout lay, long long R, bool head);
 const char *tg_layout_name(tg_layout lay);
 
 #endif

@@ -170,6 +170,43 @@ void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
     }
 }
 
+/* The decode step's head with the weights staying put (docs/GENERATE.md "The head"): rank (i,j) holds E(i,j), the
+ * wte block of vocab block i and feature block j, and the column j holds ln_f(y) of every row block of the depth in
+ * feature block j. So: copy the own block xf(i,j) [R,Cq] into slot i of G [q*R, Cq]; all-gather G over the column
+ * (G = xf(:,j)); P = G @ E(i,j)^T [q*R, Vq], the partial over feature block j of the logits of vocab block i for
+ * every row block; reduce-scatter P over the row (member order j): slice j, summed over the row's q feature blocks, is
+ * logits(row block j, vocab block i), copied into the logits [R, Vq]. The logits come out transposed against the
+ * SUMMA head's (rank (i,j): row block j, vocab block i; rp->dec_logits_t), which the greedy choice and the runtime
+ * follow. No weight moves: per rank (q-1) R Cq elements gathered and (q-1) R Vq reduced, against SUMMA's
+ * (q-1)(R Cq + Vq Cq) broadcast. */
+static void head_stationary(tg_builder *b, tg_lm *lm)
+{
+    const tg_plan *pl = b->pl;
+    int q = pl->mesh.q, R = pl->R, Cq = pl->Cq, Vq = pl->Vq, i = b->c.i, j = b->c.j;
+    const int L = TG_LAYER_HEAD;
+    int x = tg_pb_operand(b, L, "head", lm->xf), wte = tg_pb_operand(b, L, "head", lm->wte);
+    int G = tg_pb_buf(b, q * R, Cq, 0, "ln_f(y)(:, j) of the depth's row blocks, gathered for the head (weight-stationary)",
+                      "head_xg");
+    int P = tg_pb_buf(b, q * R, Vq, 0, "partial logits xf(:, j) @ E(i, j)^T, reduce-scattered over row", "head_part");
+    if (G < 0 || P < 0 || x < 0)
+        return;
+    b->rp->bufs[G].dtype = b->rp->bufs[x].dtype; /* bf16 in a bf16 plan: the gather moves what the GEMM reads */
+    long long xb = (long long)R * Cq, yb = (long long)R * Vq;
+    if (!tg_pb_copy(b, L, "head", x, 0, G, i * xb, xb, "own block xf(h, j) into slot i of the gathered xf(:, j)") ||
+        !tg_pb_ws_collective(b, L, "head", TG_STEP_ALLGATHER, TG_COL, G, q * xb, "xf(:, j), a block [R, C/q] a member"))
+        return;
+    tg_step *s = tg_pb_gemm(b, L, "head", -1, 0, 1, q * R, Vq, Cq, G, Cq, wte, Cq, P, Vq);
+    if (!s)
+        return;
+    s->desc = TG_D_LABEL;
+    s->label = "P = xf(:, j) @ E(i, j)^T: the partial over feature block j of vocab block i's logits, every row block";
+    if (!tg_pb_ws_collective(b, L, "head", TG_STEP_REDUCESCATTER, TG_ROW, P, q * yb,
+                             "P: slice j = logits(row block j, vocab block i), member order"))
+        return;
+    tg_pb_copy(b, L, "head", P, j * yb, lm->logits, 0, yb, "slice j of P: logits(row block j, vocab block i)");
+    b->rp->dec_logits_t = 1;
+}
+
 void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
 {
     const tg_plan *pl = b->pl;
@@ -185,6 +222,10 @@ void tg_lm_head(tg_builder *b, tg_lm *lm, int y)
     rp->steps[rp->nsteps - 1].op = "ln_f"; /* plan_steps.c names the first layernorm's row sums "ln1" */
     lm->vs = tg_pb_layernorm(b, L, "ln_f", R, Cq, y, lm->rs, lm->lnf_g, lm->lnf_b, lm->xf,
                              "centred squares of y, local columns", tg_pb_allreduce_row);
+    if (pl->spec.mode == TG_GENERATE && b->phase == TG_PHASE_DEC && pl->layout_dec == TG_LAYOUT_STATIONARY && q > 1) {
+        head_stationary(b, lm);
+        return;
+    }
     /* logits(h, vocab block t) = sum_j xf(h, j) @ E(t, j)^T: bcast E over col, reduce over row to root t */
     int recv_e[2], nr = q >= 3 ? 2 : 1, ne = 0;
     char what[100];

@@ -509,6 +509,9 @@ void tg_lm_argmax(tg_builder *b, int logits, int rows, int blk, int pairs, int b
         s->count = 2LL * rows;
         s->boff = boff;
         tg_pb_use(s, 0, pairs, TG_ACC_R | TG_ACC_W);
-        s->label = "all-reduce(maxloc) of the (max logit, id) pairs over row: the argmax over all of V, lowest id on ties";
+        s->label = g == TG_COL ? "all-reduce(maxloc) of the (max logit, id) pairs over col: the argmax over all of V, "
+                                 "lowest id on ties"
+                               : "all-reduce(maxloc) of the (max logit, id) pairs over row: the argmax over all of V, "
+                                 "lowest id on ties";
     }
 }

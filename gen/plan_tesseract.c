@@ -437,18 +437,21 @@ static void build_layer_bwd(tg_builder *b, int l, const layer_w *w, const layer_
 
 /* Generation's greedy choice (docs/GENERATE.md) after the head: the argmax pairs of row block h into slice i of pairs
  * [q*rows, 2], all-reduced over the row; then q broadcasts over the column from root t of slice t, so every rank
- * holds the choices of the q row blocks of its depth: the token ids its next embedding reads. */
-static void gen_choose(tg_builder *b, int logits, int pairs, int rows)
+ * holds the choices of the q row blocks of its depth: the token ids its next embedding reads. With the logits
+ * transposed (the weight-stationary head of a decode step: rank (i,j) holds row block j, vocab block i), the same
+ * with row and column exchanged: slice j, all-reduced over the column, broadcast over the row. */
+static void gen_choose(tg_builder *b, int logits, int pairs, int rows, bool transposed)
 {
-    int q = b->pl->mesh.q, i = b->c.i;
-    tg_lm_argmax(b, logits, rows, b->c.j, pairs, 2 * i * rows, TG_ROW, q);
+    int q = b->pl->mesh.q, rb = transposed ? b->c.j : b->c.i, vb = transposed ? b->c.i : b->c.j;
+    tg_lm_argmax(b, logits, rows, vb, pairs, 2 * rb * rows, transposed ? TG_COL : TG_ROW, q);
     for (int t = 0; q > 1 && t < q; t++) {
-        tg_step *s = tg_pb_bcast(b, TG_LAYER_HEAD, "argmax", t, TG_COL, pairs, 2LL * rows, "");
+        tg_step *s = tg_pb_bcast(b, TG_LAYER_HEAD, "argmax", t, transposed ? TG_ROW : TG_COL, pairs, 2LL * rows, "");
         if (!s)
             return;
         s->boff = 2 * t * rows;
         s->desc = TG_D_LABEL;
-        s->label = "bcast the (max, id) pairs of row block t+q*k over col from local root t";
+        s->label = transposed ? "bcast the (max, id) pairs of row block t+q*k over row from local root t"
+                              : "bcast the (max, id) pairs of row block t+q*k over col from local root t";
     }
 }
 
@@ -501,7 +504,7 @@ static void plan_generate(tg_builder *b, tg_lm *lm, const layer_w *lw, layer_sav
     if (!b->oom)
         tg_lm_head(b, lm, x);
     if (!b->oom)
-        gen_choose(b, rp->logits_buf, rp->pairs_buf, pl->R);
+        gen_choose(b, rp->logits_buf, rp->pairs_buf, pl->R, false);
     /* the decode step */
     tg_plan dp = *pl;
     dp.R = nseq;
@@ -524,7 +527,7 @@ static void plan_generate(tg_builder *b, tg_lm *lm, const layer_w *lw, layer_sav
     if (!b->oom)
         tg_lm_head(b, lm, xd);
     if (!b->oom)
-        gen_choose(b, rp->dlogits_buf, rp->dpairs_buf, nseq);
+        gen_choose(b, rp->dlogits_buf, rp->dpairs_buf, nseq, rp->dec_logits_t);
     b->name_sfx = NULL;
     b->gen = 0;
     b->kv = NULL;
@@ -549,6 +552,7 @@ void tg_plan_tesseract(tg_builder *b, bool shards_only)
     tg_lm lm;
     rp->tok_buf = rp->tgt_buf = rp->logits_buf = rp->loss_buf = -1;
     rp->pairs_buf = rp->dtok_buf = rp->dpos_buf = rp->dlogits_buf = rp->dpairs_buf = rp->kv_buf0 = -1;
+    rp->dec_logits_t = 0;
     /* pipeline stages (plan.h tg_plan.stage): this stage's blocks l0 .. l1-1; the embedding on the first stage, ln_f,
      * the head and the loss on the last */
     int l0 = pl->l0, l1 = pl->l0 + pl->nl, emb = pl->V > 0 && pl->stage == 0,

@@ -335,9 +335,12 @@ static void generation_lines(tg_sb *o, const tg_plan *pl, const tg_class_fig *fi
     else
         tg_sb_puts(o, "  linears' bytes received by the busiest rank, one call: summa 4*layers*(q-1)*(R*(3C+F)/q + "
                       "(4C^2+2CF)/q^2), stationary 4*layers*R*((2q-1)*(3C+F)/q + (q-1)*(5C+F)/q)\n");
+    tg_sb_printf(o, "  and the decode step's head (Vq = %d): summa %d*(q-1)*Vq*C/q + 4*(q-1)*R*Vq, stationary "
+                    "%d*(q-1)*R*C/q + 4*(q-1)*R*Vq\n", pl->Vq, e, e);
     for (int ph = 0; ph < 2; ph++) {
         long long R = ph ? pl->nseq : (long long)pl->nseq * pl->spec.seq;
-        long long bs = tg_layout_recv_bytes(pl, TG_LAYOUT_SUMMA, R), bw = tg_layout_recv_bytes(pl, TG_LAYOUT_STATIONARY, R);
+        long long bs = tg_layout_recv_bytes(pl, TG_LAYOUT_SUMMA, R, ph),
+                  bw = tg_layout_recv_bytes(pl, TG_LAYOUT_STATIONARY, R, ph);
         tg_layout lay = ph ? pl->layout_dec : pl->layout_fwd;
         char why[80];
         if (ph && pl->spec.decode_layout != TG_DECODE_AUTO)

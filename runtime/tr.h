@@ -141,6 +141,9 @@ extern const tr_lm_desc tr_lm_class __attribute__((weak));
 typedef struct tr_gen_desc {
     int context;
     long long pairs_offset, dtok_offset, dpos_offset, dlogits_offset, dpairs_offset, kv_offset, kv_elems;
+    /* 1: the decode step's head is weight-stationary and its logits transposed: rank (i,j) holds row block j's
+     * logits of vocab block i (the prefill's: row block i, vocab block j); docs/GENERATE.md "The head" */
+    int dec_logits_t;
     long long plan_dec_bcast_recv[TR_NGROUPS]; /* planned bytes of one decode step */
     long long plan_dec_bcast_sent[TR_NGROUPS];
     long long plan_dec_allreduce[TR_NGROUPS];

@@ -1868,7 +1868,7 @@ static bool gen_prompts(const tr_opts *o, int32_t *ids, int *n_out, int *L_out, 
 }
 
 /* Rank 0 collects every rank's [nseq, vq] logits block lg (of row block h, vocab block j) into all [B, V]. */
-static void gen_gather_logits(const tr_rank_desc *d, const float *lg, int nseq, float *all)
+static void gen_gather_logits(const tr_rank_desc *d, const float *lg, int nseq, float *all, int transposed)
 {
     int vq = tr_lm()->vq, V = tr_lm_vocab(), q = tr_model.q;
     float *buf = d->rank == 0 ? malloc((size_t)tr_model.p * nseq * vq * sizeof *buf) : NULL;
@@ -1878,6 +1878,11 @@ static void gen_gather_logits(const tr_rank_desc *d, const float *lg, int nseq, 
     for (int r = 0; r < tr_model.p; r++) {
         int i, j, k;
         tr_rank_coord(r, &i, &j, &k);
+        if (transposed) { /* the weight-stationary decode head: rank (i,j) holds row block j, vocab block i */
+            int t = i;
+            i = j;
+            j = t;
+        }
         int h = i + q * k;
         for (int s = 0; s < nseq; s++)
             for (int v = 0; v < vq && j * vq + v < V; v++)
@@ -1889,13 +1894,17 @@ static void gen_gather_logits(const tr_rank_desc *d, const float *lg, int nseq, 
 /* Sampling (--temperature, --top-k, --top-p): the next id of every sequence of this rank's depth from lg, the logits
  * [nseq, vq] of its row block's sequences (vocab block j), the one at position len[b] + off of sequence b: the
  * members of the row sample their row block's alike (tr_sample_rows), then a max all-reduce over the column gives
- * every rank the ids of the q row blocks of its depth. These exchanges are the runtime's, outside the plan (--bytes
+ * every rank the ids of the q row blocks of its depth (transposed, the weight-stationary decode head's logits: row
+ * block j, vocab block i, sampled by the column, the ids all-reduced over the row). These exchanges are the runtime's, outside the plan (--bytes
  * counts the plan's steps; the program's greedy pairs are still computed and dropped). */
 static bool gen_sample(tr_ctx *c, const tr_opts *o, const float *lg, int nseq, const int32_t *len, int off,
-                       int32_t *next)
+                       int32_t *next, int transposed)
 {
     const tr_rank_desc *d = c->desc;
-    int q = tr_model.q, h = d->i + q * d->k;
+    /* transposed (the weight-stationary decode head): lg is row block j's, vocab block i; the column shares it */
+    int rb = transposed ? d->j : d->i, vb = transposed ? d->i : d->j;
+    tr_group share = transposed ? TR_COL : TR_ROW, other = transposed ? TR_ROW : TR_COL;
+    int q = tr_model.q, h = rb + q * d->k;
     int *key = malloc((size_t)2 * nseq * sizeof *key);
     int32_t *pick = malloc((size_t)q * nseq * sizeof *pick);
     tr_sample_opts so = o->sample;
@@ -1907,9 +1916,9 @@ static bool gen_sample(tr_ctx *c, const tr_opts *o, const float *lg, int nseq, c
     }
     for (int e = 0; ok && e < q * nseq; e++)
         pick[e] = INT32_MIN;
-    ok = tr_sample_rows(c->comm[TR_ROW], d->j, lg, ok ? nseq : 0, tr_lm()->vq, tr_lm_vocab(), key, key + nseq, &so,
-                        pick + (long)d->i * nseq) && ok;
-    MPI_Allreduce(MPI_IN_PLACE, pick, q * nseq, MPI_INT32_T, MPI_MAX, c->comm[TR_COL]);
+    ok = tr_sample_rows(c->comm[share], vb, lg, ok ? nseq : 0, tr_lm()->vq, tr_lm_vocab(), key, key + nseq, &so,
+                        pick + (long)rb * nseq) && ok;
+    MPI_Allreduce(MPI_IN_PLACE, pick, q * nseq, MPI_INT32_T, MPI_MAX, c->comm[other]);
     for (int t = 0; ok && t < q; t++)
         for (int s = 0; s < nseq; s++)
             next[(t + q * d->k) * nseq + s] = pick[t * nseq + s];
@@ -2007,12 +2016,12 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
     for (int s = 0; s < nseq && want_lg; s++) /* this row block's logits of each sequence's last prompt token */
         memcpy(lg + (long)s * tr_lm()->vq, plog + ((long)s * S + len[(d->i + q * d->k) * nseq + s] - 1) * tr_lm()->vq,
                (size_t)tr_lm()->vq * sizeof *lg);
-    bool sampled = !o->sample.on || gen_sample(c, o, lg, nseq, len, 0, next);
+    bool sampled = !o->sample.on || gen_sample(c, o, lg, nseq, len, 0, next, 0);
     *ndec = 0;
     tr_launch_counts n0 = {0, 0, 0}, n1 = {0, 0, 0}; /* --timing: the decode steps' launches after the warm-up */
     for (int m = 0;; m++) {
         if (o->lm.logits_out) {
-            gen_gather_logits(d, lg, nseq, step_l);
+            gen_gather_logits(d, lg, nseq, step_l, m > 0 && g->dec_logits_t); /* m = 0: the prefill's */
             for (int b = 0; b < n && lall; b++)
                 memcpy(lall + ((long)b * M + m) * V, step_l + (long)b * V, (size_t)V * sizeof *lall);
         }
@@ -2074,7 +2083,7 @@ static int gen_run(tr_ctx *c, const tr_opts *o, float *H, float *A, long long *n
         if (want_lg)
             memcpy(lg, H + g->dlogits_offset, (size_t)nseq * tr_lm()->vq * sizeof *lg);
         if (o->sample.on)
-            sampled = gen_sample(c, o, lg, nseq, len, m + 1, next) && sampled;
+            sampled = gen_sample(c, o, lg, nseq, len, m + 1, next, g->dec_logits_t) && sampled;
         if (reps)
             reps[*ndec] = tr_now() - t0;
         (*ndec)++;

@@ -104,13 +104,18 @@ gen_mesh() { # q d batch [decode_layout]: the greedy run of o[16]_Q_D[_LAYOUT] a
 # which picks the weight-stationary decode on these meshes) and one with decode_layout = "summa" give the same ids and
 # logits within 1e-5, each with --bytes exact; the default's decode step plans all-gathers and reduce-scatters, the
 # summa one none (so a plan that ignored the key fails); the bytes the busiest rank (class (0,1)) receives in one
-# decode step differ between the two by summa - stationary of the formula, worked out by hand:
-#   [2,2,1] (C 16, F 32, R 1, 2 layers): summa 4*2*(1*80/2 + (4*256 + 2*512)/4) = 4416, stationary
-#           4*2*1*(3*80/2 + 1*112/2) = 1408;  [3,3,1] (C 24, F 48): summa 4*2*2*(120/3 + (4*576 + 2*1152)/9) = 8832,
-#           stationary 4*2*1*(5*120/3 + 2*168/3) = 2496
-# bf16 (2 bytes an operand element, 4 a partial sum): [2,2,1] summa 2*2*(1*80/2 + 2048/4) = 2208, stationary
-#           2*1*(2*3*80/2 + 4*1*112/2) = 928; [3,3,1] summa 2*2*2*(120/3 + 4608/9) = 4416, stationary
-#           2*1*(2*5*120/3 + 4*2*168/3) = 1696
+# decode step (the four linears and the head, docs/GENERATE.md "The head") differ between the two by summa -
+# stationary of the formula, worked out by hand:
+#   [2,2,1] (C 16, F 32, R 1, 2 layers, V 23 so Vq 12): the linears summa 4*2*(1*80/2 + (4*256 + 2*512)/4) = 4416,
+#           stationary 4*2*1*(3*80/2 + 1*112/2) = 1408; the head summa 4*1*12*8 + 4*1*1*12 = 432, stationary
+#           4*1*1*8 + 4*1*1*12 = 80: 4848 against 1488
+#   [3,3,1] (C 24, F 48, Vq 8): the linears summa 4*2*2*(120/3 + (4*576 + 2*1152)/9) = 8832, stationary
+#           4*2*1*(5*120/3 + 2*168/3) = 2496; the head summa 4*2*8*8 + 4*2*1*8 = 576, stationary 4*2*1*8 + 4*2*1*8 =
+#           128: 9408 against 2624
+# bf16 (2 bytes an operand element, 4 a partial sum): [2,2,1] the linears summa 2*2*(1*80/2 + 2048/4) = 2208,
+#           stationary 2*1*(2*3*80/2 + 4*1*112/2) = 928, the head 2*1*12*8 + 48 = 240 against 2*1*1*8 + 48 = 64: 2448
+#           against 992; [3,3,1] summa 2*2*2*(120/3 + 4608/9) = 4416, stationary 2*1*(2*5*120/3 + 4*2*168/3) = 1696,
+#           the head 2*2*8*8 + 64 = 320 against 2*2*1*8 + 64 = 96: 4736 against 1792
 gen_layouts() { # q d batch summa-bytes stationary-bytes (GEN_DTYPE=bf16: of the bf16 programs)
     local t=${GEN_DTYPE:+16}
     local W="$WORK/gen" auto="$WORK/gen/o${t}_$1_$2" su="$WORK/gen/o${t}_$1_$2_summa"
@@ -153,13 +158,15 @@ gen16() { # fn args...: fn for the bf16 programs
     "$@"
 }
 
-gen_layout_forced() { # [2,2,1] with 4 sequences a rank: "auto" keeps SUMMA (fewer bytes), "stationary" is obeyed
+gen_layout_forced() { # [2,2,1] with 6 sequences a rank: "auto" keeps SUMMA (fewer bytes), "stationary" is obeyed;
+    # by hand: the linears summa 4*2*(6*80/2 + 2048/4) = 6016, stationary 4*2*6*(3*80/2 + 112/2) = 8448; the head
+    # summa 4*12*8 + 4*6*12 = 672, stationary 4*6*8 + 4*6*12 = 480 (with 4 sequences the two are equal, 5952: SUMMA)
     local W="$WORK/gen" d="$WORK/gen/o_forced"
-    mkdir -p "$W" && gen_spec 2 1 8 >"$d.lua" && gen_spec 2 1 8 stationary >"${d}_ws.lua" || return 1
+    mkdir -p "$W" && gen_spec 2 1 12 >"$d.lua" && gen_spec 2 1 12 stationary >"${d}_ws.lua" || return 1
     bin/tessgen "$d.lua" --summary >"$d.txt" && bin/tessgen "${d}_ws.lua" --summary >"${d}_ws.txt" || return 1
-    grep -F "decode step (R = 4 rows a rank)" "$d.txt" "${d}_ws.txt"
-    grep -qF "decode step (R = 4 rows a rank): layout summa (fewer bytes); summa 5376, stationary 5632 bytes" "$d.txt" &&
-        grep -qF 'decode step (R = 4 rows a rank): layout stationary (decode_layout = "stationary"); summa 5376' \
+    grep -F "decode step (R = 6 rows a rank)" "$d.txt" "${d}_ws.txt"
+    grep -qF "decode step (R = 6 rows a rank): layout summa (fewer bytes); summa 6688, stationary 8928 bytes" "$d.txt" &&
+        grep -qF 'decode step (R = 6 rows a rank): layout stationary (decode_layout = "stationary"); summa 6688' \
             "${d}_ws.txt"
 }
 
@@ -425,15 +432,15 @@ if true; then
             gen16 gen_mesh $1 $2 $3
     done
     check "generate: [2,2,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the formula" \
-        gen_layouts 2 1 2 4416 1408
+        gen_layouts 2 1 2 4848 1488
     check "generate: bf16 [2,2,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the bf16 formula" \
-        gen16 gen_layouts 2 1 2 2208 928
+        gen16 gen_layouts 2 1 2 2448 992
     check "generate: bf16 [3,3,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the bf16 formula" \
-        gen16 gen_layouts 3 1 3 4416 1696
+        gen16 gen_layouts 3 1 3 4736 1792
     check "generate: bf16: the KV cache is bf16 (half the bytes, in --summary with its formula); wte and fc1's bias are rounded once after loading, never cast in a decode step" \
         gen_kv_bf16
     check "generate: [3,3,1] decode_layout summa and the default weight-stationary decode give the same ids, logits within 1e-5; their decode bytes differ by the formula" \
-        gen_layouts 3 1 3 8832 2496
+        gen_layouts 3 1 3 9408 2624
     check "generate: decode_layout auto keeps SUMMA where it moves fewer bytes, and decode_layout stationary is obeyed there" \
         gen_layout_forced
     for m in "1 1" "2 1" "2 2"; do
