@@ -33,8 +33,11 @@
 # 8. Greedy decode of a mode = "generate" program on [1,1,1] against Hugging Face
 #    `generate` on the same random model, batch 1 and 16 (bench/gen_cpu.sh).
 #
+# 9. The bytes of one decode step at GPT-3 175B's shape on 64 to 4096 ranks, the
+#    weight-stationary layout against SUMMA, fp32 and bf16 (bench/gen_bytes.sh).
+#
 # TESS_BENCH_PARTS chooses: comm (1, 3's bytes), speed (2, 3's step), cost and
-# paper (5), scale (4), bf16 (6), lmcpu (7), gencpu (8); default all. The report names the OpenBLAS kernels that ran.
+# paper (5), scale (4), bf16 (6), lmcpu (7), gencpu (8), genbytes (9); default all. The report names the OpenBLAS kernels that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -45,7 +48,7 @@ mkdir -p "$B"
 REPORT="$B/report.md"
 : >"$REPORT"
 say() { echo "$@" | tee -a "$REPORT"; }
-PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16 lmcpu gencpu}
+PARTS=${TESS_BENCH_PARTS:-comm speed cost paper scale bf16 lmcpu gencpu genbytes}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
@@ -283,6 +286,10 @@ fi
 
 if part gencpu; then
     . bench/gen_cpu.sh
+fi
+
+if part genbytes; then
+    . bench/gen_bytes.sh
 fi
 
 if part scale; then
