@@ -86,9 +86,27 @@ static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step
            g->ldb == k->cols;
 }
 
+/* The one call writes what kernel step k writes while it still reads the GEMM's A and B: none of k's outputs (other
+ * than the GEMM's own C) may share arena bytes with A or B. The planner pins those outputs to the GEMM
+ * (tg_pb_pin_to_gemm), so they do not; where it could not, the pair is not fused. */
+static bool outputs_clear(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
+{
+    for (int x = 0; x < TG_STEP_MAXBUF; x++) {
+        if (k->buf[x] < 0 || !(k->acc[x] & TG_ACC_W) || k->buf[x] == g->buf[2])
+            continue;
+        const tg_buf *o = &cp->bufs[k->buf[x]];
+        for (int y = 0; y < 2; y++) {
+            const tg_buf *in = &cp->bufs[g->buf[y]];
+            if (o->offset < in->offset + tg_buf_slots(in) && in->offset < o->offset + tg_buf_slots(o))
+                return false;
+        }
+    }
+    return true;
+}
+
 static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
 {
-    if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0)
+    if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0 || !outputs_clear(cp, g, k))
         return TG_EPI_NONE;
     if (fusable_fwd16(cp, g, k, kj)) /* bf16: D = g, with u as aux in training, else GeLU alone */
         return k->buf[3] >= 0 ? TG_EPI_GELU_AUX_BIAS : TG_EPI_GELU_BIAS;

@@ -29,6 +29,11 @@
  *     stay kernels;
  *   - the kernel step waits for no step of the other stream (tg_step.wait == -1): every conflict of its
  *     buffers is then already ordered before the GEMM starts, so moving its work into the GEMM is safe;
+ *   - no buffer the kernel step writes (other than the GEMM's C) shares arena bytes with the GEMM's A or B: the one
+ *     call writes those outputs while it still reads A and B (two steps apart, the arena may give an output the bytes
+ *     of an operand whose last reader is the GEMM: bf16 inference's GeLU output those of LN2's output, megatron's fp32
+ *     fc1 bias gradient those of LN2's output, its weight-gradient GEMM's X). The planner pins each such output to the GEMM before it
+ *     (tg_pb_pin_to_gemm), so it lives from the GEMM on and the arena keeps them apart;
  *   - GELU_SAVE only with beta == 0 (cuBLASLt would read C and write the pre-activation into the same
  *     bytes, which it does not promise to support); GELU_SAVE and DGELU with n a multiple of 8 (the aux
  *     matrix's leading dimension, a cuBLASLt rule).

@@ -241,6 +241,11 @@ int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, in
         if (u < 0)
             return -1;
     }
+    if (g != h) { /* fc1's GEMM may write g (and u) as its epilogue (gen/fuse.c) */
+        tg_pb_pin_to_gemm(b, h, g);
+        if (keep16)
+            tg_pb_pin_to_gemm(b, h, u);
+    }
     tg_step *s = tg_pb_step(b, g != h ? TG_STEP_GELU_SAVE : TG_STEP_BIAS_GELU, layer, "gelu", -1);
     if (!s)
         return -1;
@@ -266,6 +271,7 @@ int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, in
 
 bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label)
 {
+    tg_pb_pin_to_gemm(b, dy, db); /* the weight-gradient GEMM before it may write db as its epilogue (gen/fuse.c) */
     tg_step *s = tg_pb_step(b, TG_STEP_COLSUM, layer, op, -1);
     if (!s)
         return false;
@@ -289,6 +295,8 @@ int tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u)
         if (du < 0)
             return -1;
     }
+    if (b16) /* fc2's input-gradient GEMM may write du as its epilogue (gen/fuse.c) */
+        tg_pb_pin_to_gemm(b, dg, du);
     tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, layer, "gelu", -1);
     if (!s)
         return -1;

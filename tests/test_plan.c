@@ -21,7 +21,8 @@
  *     and each weight-gradient GEMM and the column sum next on its stream of its dY operand (dW's all-reduce may
  *     come between): five a layer in fp32 training on q = 1 and megatron; on q >= 2 the four bias gradients (the
  *     last SUMMA dW GEMM reads the local dY the column sum reads) but no GeLU gradient (the GeLU-gradient step
- *     waits for the reduce of the GEMM's result); none in bf16.
+ *     waits for the reduce of the GEMM's result); none in bf16. No output of a marked pair's kernel step (other
+ *     than the GEMM's C) shares arena bytes with the GEMM's A or B (the one call writes it while it reads them).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,27 @@ static bool bwd_pair(const tg_class_plan *rp, const tg_step *s, const tg_step *k
            s->buf[1] == k->buf[0] && k->rows == s->k && k->cols == s->n && s->ldb == s->n;
 }
 
+/* The fused call writes the kernel step's outputs while the GEMM reads A and B: a buffer the kernel step writes that
+ * shares arena bytes with A or B would be overwritten (or read half-written) by that one call (on the CPU, and in
+ * the emulation, which computes the product before it writes, it would not show). */
+static bool outputs_clear(const tg_class_plan *rp, const tg_step *s, const tg_step *k, char *what, size_t cap)
+{
+    for (int x = 0; x < TG_STEP_MAXBUF; x++) {
+        if (k->buf[x] < 0 || !(k->acc[x] & TG_ACC_W) || k->buf[x] == s->buf[2])
+            continue;
+        const tg_buf *o = &rp->bufs[k->buf[x]];
+        for (int y = 0; y < 2; y++) {
+            const tg_buf *in = &rp->bufs[s->buf[y]];
+            if (o->offset < in->offset + tg_buf_slots(in) && in->offset < o->offset + tg_buf_slots(o)) {
+                snprintf(what, cap, "%s (slot %d of the %s step) shares arena bytes with %s, the GEMM's %c", o->name,
+                         x, tg_step_kind_name(k->kind), in->name, y ? 'B' : 'A');
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 static int count_bwd(const tg_class_plan *rp)
 {
     int n = 0;
@@ -275,6 +297,9 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
                 between = rp->steps[j].stream != s->stream;
             TT_CHECK(between && k->fused == i && k->stream == s->stream, "%s class %d: gemm %d fused with %d", label,
                      c, i, s->fused);
+            char what[256] = "";
+            TT_CHECK(outputs_clear(rp, s, k, what, sizeof what), "%s class %d: gemm %d fused with %d: %s", label, c, i,
+                     s->fused, what);
             if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) {
                 bwd++;
                 TT_CHECK(bwd_pair(rp, s, k), "%s class %d: gemm %d epilogue %d and its %s step break fuse.h's rule",
