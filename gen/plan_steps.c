@@ -130,7 +130,7 @@ static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows,
  * 5), statistics (7) and bf16 output O (8: the step's own output when it is bf16, else its slot 4), so those live
  * from the forward to the backward like the saved activations, and the fp32 qkv does not (slot 0 unused: the CPU
  * program's backward reads the bf16 copy as well); it writes the bf16 dQ, dK, dV in slot 4 ([rows, 3*cols]) and
- * the bf16 copy of dO in slot 6. */
+ * the bf16 copy of dO in slot 6, which the proj input-gradient GEMM may write instead (gen/fuse.c: pinned to it). */
 static const tg_step *attn_forward_of(const tg_builder *b, int layer)
 {
     for (int i = b->rp->nsteps - 1; i >= 0; i--) /* the latest: a recomputed forward where the spec recomputes */
@@ -177,9 +177,11 @@ static void attn_scratch_cudnn(tg_builder *b, tg_step *s, int layer, bool bwd, i
                                                 "L%d_bwd_sdpa", layer)),
               TG_ACC_W);
     tg_pb_use(s, 5, fq, TG_ACC_R);
-    tg_pb_use(s, 6, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
-                                                "L%d_att_dout_bf16", layer)),
-              TG_ACC_W);
+    int dout16 = tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
+                                             "L%d_att_dout_bf16", layer));
+    /* the proj input-gradient GEMM may write it (gen/fuse.c, TG_EPI_D_BF16): live from that GEMM on */
+    tg_pb_pin_to_gemm(b, s->buf[1], dout16);
+    tg_pb_use(s, 6, dout16, TG_ACC_W);
     tg_pb_use(s, 7, fst, TG_ACC_R);
     tg_pb_use(s, 8, fo, TG_ACC_R);
     /* neither program reads the fp32 qkv here (the CPU program's backward rounds Q, K, V to bf16 anyway, so it
