@@ -1244,7 +1244,9 @@ fi
 # within the bf16 section's tolerances: forward 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned; dL/dx
 # and every gradient 3e-3 of the CPU program, the bf16 section's figure for a rounding point added: cuDNN writes dQ,
 # dK, dV in bf16 where the cuBLAS path's GEMMs write fp32 (measured 1.0e-3 on the QKV bias gradient of [1,1,1]
-# against 1e-7 for the other weights); 5 AdamW steps with replicas bitwise identical. With nvcc and the
+# against 1e-7 for the other weights); 5 AdamW steps with replicas bitwise identical; the generated calls: on [1,1,1]
+# and megatron the proj input-gradient GEMM writes the bf16 dO the backward reads (no cast, no fp32 dO named), on
+# [2,2,1] the backward casts the dO the reduce wrote. With nvcc and the
 # cudnn-frontend headers (scripts/cudnn_frontend.sh) every .cu of [2,2,1] is compiled and linked with
 # build/cuda/trc_sdpa.o and cuDNN, and so is tests/cuda/sdpa_check.cu ("cuda: compile: ..."); else a skip line each
 # says which is missing.

@@ -23,6 +23,8 @@
  *     last SUMMA dW GEMM reads the local dY the column sum reads) but no GeLU gradient (the GeLU-gradient step
  *     waits for the reduce of the GEMM's result); none in bf16. No output of a marked pair's kernel step (other
  *     than the GEMM's C) shares arena bytes with the GEMM's A or B (the one call writes it while it reads them).
+ *     attention = "cudnn" training: the proj input-gradient GEMM writes the bf16 dO cuDNN reads on q = 1 and
+ *     megatron (one a layer; with d = 2 where the attention backward waits for nothing), never on q >= 2.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,6 @@
  * the float64 reference). TESS_TF32=1 selects CUBLAS_COMPUTE_32F_FAST_TF32
  * (tensor cores, about 1e-3 relative error): a speed knob, not the default.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,12 +97,8 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
                    const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc)
 {
     (void)c;
-    if (beta != 0.0f) {
-        fprintf(stderr, "trc_gemm_bf16: a bf16 C with beta %g (gen/fuse.c writes a bf16 C only with beta 0)\n",
-                (double)beta);
-        trc_print_step();
-        trc_die();
-    }
+    if (beta != 0.0f) /* gen/fuse.c writes a bf16 C only with beta 0: never accumulated into */
+        trc_cublas_fail(CUBLAS_STATUS_INVALID_VALUE, "trc_gemm_bf16 with a bf16 C and beta != 0", __FILE__, __LINE__);
     const float one = 1.0f;
     /* as above with a CUDA_R_16BF C: cuBLAS rounds the fp32 result to bf16 as it stores it */
     cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
