@@ -36,7 +36,14 @@ static double step_bytes(const tg_class_plan *cp, const tg_step *s)
     for (int k = 0; k < TG_STEP_MAXBUF; k++) {
         if (s->buf[k] < 0)
             continue;
-        if (k == 2 && tg_fuse_d_bf16(cp, s)) /* the fused call writes its kernel step's bf16 D, never this fp32 C */
+        if (k == 2 && tg_fuse_d_bf16(cp, s)) { /* the fused call writes its kernel step's bf16 D, never this fp32 C */
+            if (s->epi == TG_EPI_D_BF16) { /* D, the attention backward's bf16 dO, written here (that step still runs) */
+                const tg_buf *d = &cp->bufs[cp->steps[s->fused].buf[6]];
+                b += (double)tg_dtype_size(d->dtype) * (double)d->elems;
+            }
+            continue;
+        }
+        if (k == 1 && s->kind == TG_STEP_ATTN_BWD && s->fused >= 0) /* its GEMM wrote dO in bf16: the fp32 dO not read */
             continue;
         int n = ((s->acc[k] & TG_ACC_R) ? 1 : 0) + ((s->acc[k] & TG_ACC_W) ? 1 : 0);
         const tg_buf *bf = &cp->bufs[s->buf[k]];
@@ -107,7 +114,7 @@ double tg_cost_step(const tg_plan *pl, const tg_class_plan *cp, const tg_step *s
                 t = (g - 1) * lat + n / bw;
             t += mc->launch_us * 1e-6;
         }
-    } else if (s->kind != TG_STEP_GEMM && s->fused >= 0) {
+    } else if (tg_fuse_absorbed(cp, s)) {
         /* the epilogue of the GEMM before it (fuse.c): no launch, only the bytes it adds */
         t = (double)tg_fuse_extra_bytes(cp, s) / (mc->memory_bandwidth_gbs * 1e9);
     } else {

@@ -83,15 +83,16 @@ static const char *cty(const tg_class_plan *rp, const tg_step *s, int slot)
 
 /* Bytes cuDNN's attention steps move at least (attention = "cudnn"; q = elements of Q, st = the statistics'
  * bytes). The forward: qkv + bias in, the bf16 copy of the biased qkv out, cuDNN reads Q, K, V and writes O in bf16
- * (and in training the statistics), widened when the output is fp32. The backward: dO in and its bf16 copy out, the
- * backward (Q, K, V, O, dO and the statistics the forward kept in; bf16 dQ, dK, dV out). */
+ * (and in training the statistics), widened when the output is fp32. The backward: dO in and its bf16 copy out (not
+ * when the proj GEMM wrote the copy, gen/fuse.c), the backward (Q, K, V, O, dO and the statistics the forward kept in;
+ * bf16 dQ, dK, dV out). */
 static long long sdpa_bytes(const tg_class_plan *rp, const tg_step *s)
 {
     long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, st = 4LL * s->nseq * s->heads * s->seq;
     if (s->kind == TG_STEP_ATTENTION)
         return 4 * (3 * q + 3LL * s->heads * s->hdim) + 6 * q + 6 * q + 2 * q + (esz(rp, s, 2) == 4 ? 6 * q : 0) +
                (s->buf[6] >= 0 ? st : 0);
-    return (4 * q + 2 * q) + (6 * q + 2 * q + 2 * q + st + 6 * q);
+    return (s->fused >= 0 ? 0 : 4 * q + 2 * q) + (6 * q + 2 * q + 2 * q + st + 6 * q); /* fused: dO came in bf16 */
 }
 
 /* Bytes a step must move at least (fused kernels: each operand read once, results written once). */
@@ -170,12 +171,15 @@ static const char *lt_epi(int epi)
 
 /* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule), but
  * for a bf16 program's fused fc1 and fc2 input gradient (gen/fuse.c): that call writes the GeLU step's outputs, never
- * the fp32 h or dg (the GEMM's C, the GeLU step's slot 0), which nothing else reads. */
+ * the fp32 h or dg (the GEMM's C, the GeLU step's slot 0), which nothing else reads; and attention = "cudnn"'s proj
+ * input gradient, which writes the bf16 dO its attention backward reads, never the fp32 dO (that step's slot 1). */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
 {
     if (s->kind == TG_STEP_GEMM && slot == 2 && tg_fuse_d_bf16(cp, s))
         return false;
     if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && tg_fuse_d_bf16(cp, &cp->steps[s->fused]))
+        return false;
+    if (s->kind == TG_STEP_ATTN_BWD && slot == 1 && s->fused >= 0) /* its GEMM wrote dO in bf16 (slot 6) */
         return false;
     if (s->kind == TG_STEP_ATTN_DECODE && slot == 5) /* the CPU's scores row: the kernel keeps its own in shared memory */
         return false;
@@ -206,7 +210,7 @@ static int lt_rows(const tg_class_plan *rp, int **slot)
     for (int i = 0; i < rp->nsteps; i++) {
         const tg_step *t = &rp->steps[i];
         sl[i] = -1;
-        if (t->kind != TG_STEP_GEMM || t->epi == TG_EPI_NONE)
+        if (t->kind != TG_STEP_GEMM || t->epi == TG_EPI_NONE || t->epi == TG_EPI_D_BF16) /* cuBLAS, not cuBLASLt */
             continue;
         for (int r = 0; r < n && sl[i] < 0; r++)
             if (lt_same(rp, &rp->steps[first[r]], t))
@@ -249,7 +253,7 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
     char line[512];
     line[0] = '\0';
     const char *g = tg_emit_group_enum(s->group);
-    if (s->kind != TG_STEP_GEMM && s->fused >= 0) { /* run by the GEMM before it (fuse.c): nothing to call */
+    if (tg_fuse_absorbed(rp, s)) { /* run by the GEMM before it (fuse.c): nothing to call */
         tg_sb_printf(o, "    trc_fused(c, %d, %d);\n", (int)(s - rp->steps), s->fused);
         return;
     }
@@ -308,7 +312,14 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
         tg_sb_printf(o, "    trc_grad_acc(c, %s, %s, %lld, tr_mb(c) > 0);\n", bn(rp, s, 0), bn(rp, s, 1), s->count);
         break;
     case TG_STEP_GEMM:
-        if (s->epi == TG_EPI_DGELU && tg_fuse_d_bf16(rp, s)) {
+        if (s->epi == TG_EPI_D_BF16) {
+            /* fuse.c: attention = "cudnn"'s proj input gradient dO = dY @ Wo^T written in bf16 from the fp32
+             * accumulator (cublasGemmEx, a bf16 C, beta 0) into the copy the attention backward reads: the plan's fp32
+             * dO is not written, and the backward casts nothing */
+            tg_sb_printf(o, "    trc_gemm_bf16(c, %d, %d, %d, %d, %d, %s, %d, %s, %d, %.1ff, %s, %d);\n", s->transa,
+                         s->transb, s->m, s->n, s->k, bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta,
+                         bn(rp, &rp->steps[s->fused], 6), s->ldc);
+        } else if (s->epi == TG_EPI_DGELU && tg_fuse_d_bf16(rp, s)) {
             /* fuse.c: bf16 training's fc2 input gradient and GeLU backward, one cuBLASLt call writing du in bf16 from
              * the fp32 accumulator (C is D, beta 0: the plan's fp32 dg is not written), the bf16 u as aux */
             const tg_step *k = &rp->steps[s->fused];
@@ -467,6 +478,13 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->rows, s->cols, s->hidden);
         break;
     case TG_STEP_ATTN_BWD:
+        if (s->cudnn && s->fused >= 0) {
+            /* the forward's bf16 QKV, O and statistics; dO in bf16 as the proj GEMM wrote it (fuse.c: no cast, the
+             * fp32 dO not named); the bf16 dQKV out */
+            tg_sb_printf(o, "    trc_attn_cudnn_bwd(c, S, %d, %d, %d, %d, %s, %s, %s, %s, %s);\n", s->nseq, s->seq,
+                         s->heads, s->hdim, bn(rp, s, 5), bn(rp, s, 8), bn(rp, s, 7), bn(rp, s, 6), bn(rp, s, 4));
+            break;
+        }
         if (s->cudnn) {
             /* the forward's bf16 QKV, O and statistics; dO in; the bf16 dQKV out (the fp32 dqkv, slot 2, is the
              * CPU program's), and dO's bf16 copy */
@@ -667,7 +685,7 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
         int kernels = 0;
         for (int i = sg[g].first; i <= sg[g].last; i++)
             kernels |= rp->steps[i].stream == TG_STREAM_COMPUTE && rp->steps[i].kind != TG_STEP_GEMM &&
-                       rp->steps[i].kind != TG_STEP_ADAMW && rp->steps[i].fused < 0;
+                       rp->steps[i].kind != TG_STEP_ADAMW && !tg_fuse_absorbed(rp, &rp->steps[i]);
         if (kernels)
             tg_sb_puts(&funcs, "    cudaStream_t const S = trc_stream(c, TRC_COMPUTE); /* fused kernels; cuBLAS is "
                                "bound to it too */\n\n");

@@ -72,6 +72,19 @@ static bool fusable_bwd16(const tg_class_plan *cp, const tg_step *g, const tg_st
     return k->kind == TG_STEP_GELU_BWD && k->buf[2] >= 0 && !g->transa && g->transb && fusable16(cp, g, k, kj);
 }
 
+/* Is the cuDNN attention-backward step k (index kj) fusable into GEMM step g, the proj input gradient dO = dY @ Wo^T?
+ * The step reads dO (slot 1) only to round it to nearest even into its bf16 copy (slot 6) for cuDNN: the GEMM writes
+ * that copy as a bf16 D from its fp32 accumulator instead (cublasGemmEx with a bf16 C), dO not accumulated (beta 0:
+ * on q >= 2 a reduce writes dO last) and read by this step only (its last step is kj: never written on the GPU). */
+static bool fusable_dout16(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
+{
+    if (!k->cudnn || g->transa || !g->transb || g->beta != 0.0f || g->buf[2] != k->buf[1] || g->m != k->rows ||
+        g->n != k->cols || g->ldc != k->cols || !bf16(cp, k->buf[6]) || !bf16(cp, g->buf[0]) || !bf16(cp, g->buf[1]))
+        return false;
+    const tg_buf *c = &cp->bufs[k->buf[1]];
+    return !c->persistent && c->last == kj && c->dtype == TG_BUF_F32 && cp->bufs[k->buf[6]].elems == c->elems;
+}
+
 /* Is kernel step k (GELU_BWD: dg *= GeLU'(u), or COLSUM: db = column sums of dy) fusable into GEMM step g? */
 static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step *k)
 {
@@ -86,7 +99,26 @@ static bool fusable_bwd(const tg_class_plan *cp, const tg_step *g, const tg_step
            g->ldb == k->cols;
 }
 
-static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
+/* The one call writes what kernel step k writes (for TG_EPI_D_BF16 only its slot 6, the bf16 dO: the step itself
+ * writes the rest after the GEMM) while it still reads the GEMM's A and B: none of those outputs (other than the
+ * GEMM's own C) may share arena bytes with A or B. The planner pins them to the GEMM (tg_pb_pin_to_gemm), so they do
+ * not; where it could not, the pair is not fused. */
+static bool outputs_clear(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int epi)
+{
+    for (int x = 0; x < TG_STEP_MAXBUF; x++) {
+        if (k->buf[x] < 0 || !(k->acc[x] & TG_ACC_W) || k->buf[x] == g->buf[2] || (epi == TG_EPI_D_BF16 && x != 6))
+            continue;
+        const tg_buf *o = &cp->bufs[k->buf[x]];
+        for (int y = 0; y < 2; y++) {
+            const tg_buf *in = &cp->bufs[g->buf[y]];
+            if (o->offset < in->offset + tg_buf_slots(in) && in->offset < o->offset + tg_buf_slots(o))
+                return false;
+        }
+    }
+    return true;
+}
+
+static int epi_kind(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
 {
     if (g->kind != TG_STEP_GEMM || g->phase != k->phase || k->wait >= 0)
         return TG_EPI_NONE;
@@ -94,6 +126,8 @@ static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, i
         return k->buf[3] >= 0 ? TG_EPI_GELU_AUX_BIAS : TG_EPI_GELU_BIAS;
     if (fusable_bwd16(cp, g, k, kj)) /* bf16 training: D = du, u as aux */
         return TG_EPI_DGELU;
+    if (k->kind == TG_STEP_ATTN_BWD) /* attention = "cudnn": D = the bf16 dO cuDNN reads */
+        return fusable_dout16(cp, g, k, kj) ? TG_EPI_D_BF16 : TG_EPI_NONE;
     switch (k->kind) {
     case TG_STEP_BIAS_GELU: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_BIAS : TG_EPI_NONE;
     case TG_STEP_GELU_SAVE: return fusable_fwd(cp, g, k) ? TG_EPI_GELU_AUX_BIAS : TG_EPI_NONE;
@@ -101,6 +135,12 @@ static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, i
     case TG_STEP_COLSUM: return fusable_bwd(cp, g, k) ? TG_EPI_BGRAD : TG_EPI_NONE;
     default: return TG_EPI_NONE;
     }
+}
+
+static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, int kj)
+{
+    int epi = epi_kind(cp, g, k, kj);
+    return epi != TG_EPI_NONE && outputs_clear(cp, g, k, epi) ? epi : TG_EPI_NONE;
 }
 
 bool tg_fuse_plan(tg_class_plan *cp)
@@ -129,8 +169,15 @@ bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t)
 {
     if (t->kind != TG_STEP_GEMM || t->fused < 0 || t->epi == TG_EPI_NONE || t->epi == TG_EPI_BGRAD)
         return false;
+    if (t->epi == TG_EPI_D_BF16) /* the attention backward's bf16 dO, slot 6 */
+        return true;
     const tg_step *k = &cp->steps[t->fused];
     return k->buf[2] >= 0 && cp->bufs[k->buf[2]].dtype == TG_BUF_BF16; /* g (GeLU) or du (DGELU), slot 2 */
+}
+
+bool tg_fuse_absorbed(const tg_class_plan *cp, const tg_step *s)
+{
+    return s->kind != TG_STEP_GEMM && s->fused >= 0 && cp->steps[s->fused].epi != TG_EPI_D_BF16;
 }
 
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
@@ -158,6 +205,7 @@ static const char *epi_name(int epi)
     case TG_EPI_GELU_BIAS: return "bias+GeLU";
     case TG_EPI_GELU_AUX_BIAS: return "bias+GeLU+pre-activation";
     case TG_EPI_DGELU: return "GeLU-gradient";
+    case TG_EPI_D_BF16: return "bf16-output";
     default: return "bias-gradient";
     }
 }
@@ -167,8 +215,12 @@ const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_s
     buf[0] = '\0';
     if (s->fused < 0 || s->fused >= cp->nsteps)
         return buf;
-    if (s->kind == TG_STEP_GEMM && s->epi != TG_EPI_NONE)
+    if (s->kind == TG_STEP_GEMM && s->epi == TG_EPI_D_BF16)
+        snprintf(buf, (size_t)cap, "; CUDA: writes the bf16 copy step %d reads (no fp32 result, no cast)", s->fused);
+    else if (s->kind == TG_STEP_GEMM && s->epi != TG_EPI_NONE)
         snprintf(buf, (size_t)cap, "; CUDA: %s epilogue (step %d) of this GEMM", epi_name(s->epi), s->fused);
+    else if (s->kind != TG_STEP_GEMM && cp->steps[s->fused].epi == TG_EPI_D_BF16)
+        snprintf(buf, (size_t)cap, "; CUDA: reads the bf16 dO gemm %d wrote (no cast)", s->fused);
     else if (s->kind != TG_STEP_GEMM && cp->steps[s->fused].epi != TG_EPI_NONE)
         snprintf(buf, (size_t)cap, "; CUDA: the epilogue of gemm %d", s->fused);
     return buf;

@@ -4,6 +4,9 @@
  * Forward: a GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
  * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt call on
  * the CUDA backend (CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS; docs/CUDA.md).
+ * attention = "cudnn" training (bf16): the proj input-gradient GEMM dO = dY @ Wo^T followed directly by the
+ * attention-backward step, which reads dO only to round it into the bf16 copy cuDNN reads, writes that copy as a bf16 D
+ * instead (TG_EPI_D_BF16: cublasGemmEx with a bf16 C; not a cuBLASLt epilogue, and the step still runs).
  * Backward: the input-gradient GEMM dg = beta*dg + dY @ W^T followed directly by the GELU_BWD step on the same dg
  * (dg *= GeLU'(u), u the pre-activation GELU_SAVE kept) is one call with CUBLASLT_EPILOGUE_DGELU (u as its aux
  * input); the weight-gradient GEMM dW = beta*dW + X^T @ dY followed directly by the COLSUM step of that dY (the
@@ -29,6 +32,11 @@
  *     stay kernels;
  *   - the kernel step waits for no step of the other stream (tg_step.wait == -1): every conflict of its
  *     buffers is then already ordered before the GEMM starts, so moving its work into the GEMM is safe;
+ *   - no buffer the kernel step writes (other than the GEMM's C) shares arena bytes with the GEMM's A or B: the one
+ *     call writes those outputs while it still reads A and B (two steps apart, the arena may give an output the bytes
+ *     of an operand whose last reader is the GEMM: bf16 inference's GeLU output those of LN2's output, megatron's fp32
+ *     fc1 bias gradient those of LN2's output, its weight-gradient GEMM's X). The planner pins each such output to the GEMM before it
+ *     (tg_pb_pin_to_gemm), so it lives from the GEMM on and the arena keeps them apart;
  *   - GELU_SAVE only with beta == 0 (cuBLASLt would read C and write the pre-activation into the same
  *     bytes, which it does not promise to support); GELU_SAVE and DGELU with n a multiple of 8 (the aux
  *     matrix's leading dimension, a cuBLASLt rule).
@@ -48,12 +56,16 @@
 /* Mark the fusable pairs of cp (after tg_streams_plan). Always succeeds; returns true. */
 bool tg_fuse_plan(tg_class_plan *cp);
 
-/* Does fused GEMM step t write its kernel step's bf16 output as D (a bf16 program's GeLU output g, or bf16
- * training's du) instead of its own fp32 C (h, dg), which the fused call then never writes? (The CUDA emitter's
+/* Does fused GEMM step t write its kernel step's bf16 output as D (a bf16 program's GeLU output g, bf16 training's
+ * du, or attention = "cudnn"'s bf16 dO) instead of its own fp32 C (h, dg, dO), which the fused call then never writes? (The CUDA emitter's
  * call and buffers, and the cost model's bytes, follow it.) */
 bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t);
 
-/* Bytes the epilogue of kernel step s (marked fused) adds to its GEMM: the bias read, and for GELU_SAVE the
+/* Is kernel step s (marked fused) run whole by its GEMM's epilogue (so a backend issues nothing for it)? Every pair's
+ * kernel step but the cuDNN attention backward of a TG_EPI_D_BF16 pair, which still runs: it only casts nothing. */
+bool tg_fuse_absorbed(const tg_class_plan *cp, const tg_step *s);
+
+/* Bytes the epilogue of kernel step s (tg_fuse_absorbed) adds to its GEMM: the bias read, and for GELU_SAVE the
  * GeLU output written besides the pre-activation the GEMM writes (bf16 D: g, and u as aux in training, the GEMM's
  * fp32 C not written); for DGELU the pre-activation read (bf16 D: and du written, dg not); for BGRAD the bias
  * gradient written (the GEMM reads dY anyway). */

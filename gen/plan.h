@@ -159,7 +159,10 @@ typedef enum tg_epi {
     TG_EPI_GELU_BIAS = 1,     /* the BIAS_GELU step after it: C = GeLU(C + bias) in place */
     TG_EPI_GELU_AUX_BIAS = 2, /* the GELU_SAVE step after it: C = C + bias kept (aux), g = GeLU(C) */
     TG_EPI_DGELU = 3,         /* the GELU_BWD step after it: C *= GeLU'(u), u the saved pre-activation (aux) */
-    TG_EPI_BGRAD = 4          /* the COLSUM step after it: db = column sums of B, the GEMM's dY (dW = X^T dY) */
+    TG_EPI_BGRAD = 4,         /* the COLSUM step after it: db = column sums of B, the GEMM's dY (dW = X^T dY) */
+    TG_EPI_D_BF16 = 5         /* the cuDNN ATTN_BWD step after it reads the C it writes (dL/d(attention output)) only
+                               * as its bf16 copy: the GEMM writes that copy (the step's slot 6) as a bf16 D from its
+                               * fp32 accumulator, and the step casts nothing (not a cuBLASLt epilogue) */
 } tg_epi;
 
 typedef struct tg_step {

@@ -302,6 +302,25 @@ void tg_pb_use(tg_step *s, int slot, int buf, unsigned char acc)
     s->acc[slot] = acc;
 }
 
+void tg_pb_pin_to_gemm(tg_builder *b, int buf, int out)
+{
+    tg_class_plan *rp = b->rp;
+    if (buf < 0 || out < 0 || rp->bufs[out].persistent)
+        return;
+    for (int i = rp->nsteps - 1; i >= 0; i--) {
+        tg_step *g = &rp->steps[i];
+        if (g->kind != TG_STEP_GEMM)
+            continue;
+        if (g->phase != b->phase || (g->buf[1] != buf && g->buf[2] != buf) || g->pin[0] == out || g->pin[1] == out)
+            return;
+        if (g->pin[0] < 0)
+            g->pin[0] = out;
+        else if (g->pin[1] < 0)
+            g->pin[1] = out;
+        return;
+    }
+}
+
 /* ---- weight shards ---------------------------------------------------------- */
 
 int tg_pb_param(tg_builder *b, const char *name, int ndim, int full0, int full1, int rows, int cols)

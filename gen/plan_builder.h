@@ -50,6 +50,12 @@ int tg_pb_buf(tg_builder *b, int rows, int cols, int persistent, const char *wha
 /* Append a step of the builder's phase; NULL on oom. */
 tg_step *tg_pb_step(tg_builder *b, tg_step_kind kind, int layer, const char *op, int t);
 void tg_pb_use(tg_step *s, int slot, int buf, unsigned char acc);
+/* The step about to be planned writes out from buf, which the latest GEMM planned so far names (its C, or its B: the
+ * dY a bias gradient sums): gen/fuse.c may run that step as the GEMM's epilogue, and the one call then writes out
+ * while it still reads A and B. out is pinned to that GEMM (tg_step.pin), so it lives from the GEMM on and the
+ * arena never gives it A's or B's bytes. Nothing when the latest GEMM does not name buf, out is persistent or the
+ * GEMM's pins are taken (fuse.c then refuses the pair if the bytes overlap). */
+void tg_pb_pin_to_gemm(tg_builder *b, int buf, int out);
 /* A weight shard [rows, cols] of the tensor `name` (full [full0, full1]) with, when training, its gradient and
  * AdamW moments; its replica group is set to the Tesseract one (the caller may change it). Returns the param
  * index (-1 on oom). */

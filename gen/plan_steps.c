@@ -130,7 +130,7 @@ static tg_step *attn_step(tg_builder *b, tg_step_kind kind, int layer, int rows,
  * 5), statistics (7) and bf16 output O (8: the step's own output when it is bf16, else its slot 4), so those live
  * from the forward to the backward like the saved activations, and the fp32 qkv does not (slot 0 unused: the CPU
  * program's backward reads the bf16 copy as well); it writes the bf16 dQ, dK, dV in slot 4 ([rows, 3*cols]) and
- * the bf16 copy of dO in slot 6. */
+ * the bf16 copy of dO in slot 6, which the proj input-gradient GEMM may write instead (gen/fuse.c: pinned to it). */
 static const tg_step *attn_forward_of(const tg_builder *b, int layer)
 {
     for (int i = b->rp->nsteps - 1; i >= 0; i--) /* the latest: a recomputed forward where the spec recomputes */
@@ -177,9 +177,11 @@ static void attn_scratch_cudnn(tg_builder *b, tg_step *s, int layer, bool bwd, i
                                                 "L%d_bwd_sdpa", layer)),
               TG_ACC_W);
     tg_pb_use(s, 5, fq, TG_ACC_R);
-    tg_pb_use(s, 6, tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
-                                                "L%d_att_dout_bf16", layer)),
-              TG_ACC_W);
+    int dout16 = tg_pb_bf16_out(b, tg_pb_buf(b, rows, cols, 0, "bf16 copy of dL/d(attention output)",
+                                             "L%d_att_dout_bf16", layer));
+    /* the proj input-gradient GEMM may write it (gen/fuse.c, TG_EPI_D_BF16): live from that GEMM on */
+    tg_pb_pin_to_gemm(b, s->buf[1], dout16);
+    tg_pb_use(s, 6, dout16, TG_ACC_W);
     tg_pb_use(s, 7, fst, TG_ACC_R);
     tg_pb_use(s, 8, fo, TG_ACC_R);
     /* neither program reads the fp32 qkv here (the CPU program's backward rounds Q, K, V to bf16 anyway, so it
@@ -241,6 +243,11 @@ int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, in
         if (u < 0)
             return -1;
     }
+    if (g != h) { /* fc1's GEMM may write g (and u) as its epilogue (gen/fuse.c) */
+        tg_pb_pin_to_gemm(b, h, g);
+        if (keep16)
+            tg_pb_pin_to_gemm(b, h, u);
+    }
     tg_step *s = tg_pb_step(b, g != h ? TG_STEP_GELU_SAVE : TG_STEP_BIAS_GELU, layer, "gelu", -1);
     if (!s)
         return -1;
@@ -266,6 +273,7 @@ int tg_pb_gelu(tg_builder *b, int layer, int rows, int cols, int h, int bias, in
 
 bool tg_pb_colsum(tg_builder *b, int layer, const char *op, int rows, int cols, int dy, int db, const char *label)
 {
+    tg_pb_pin_to_gemm(b, dy, db); /* the weight-gradient GEMM before it may write db as its epilogue (gen/fuse.c) */
     tg_step *s = tg_pb_step(b, TG_STEP_COLSUM, layer, op, -1);
     if (!s)
         return false;
@@ -289,6 +297,8 @@ int tg_pb_gelu_bwd(tg_builder *b, int layer, int rows, int cols, int dg, int u)
         if (du < 0)
             return -1;
     }
+    if (b16) /* fc2's input-gradient GEMM may write du as its epilogue (gen/fuse.c) */
+        tg_pb_pin_to_gemm(b, dg, du);
     tg_step *s = tg_pb_step(b, TG_STEP_GELU_BWD, layer, "gelu", -1);
     if (!s)
         return -1;

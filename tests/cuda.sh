@@ -1244,7 +1244,9 @@ fi
 # within the bf16 section's tolerances: forward 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned; dL/dx
 # and every gradient 3e-3 of the CPU program, the bf16 section's figure for a rounding point added: cuDNN writes dQ,
 # dK, dV in bf16 where the cuBLAS path's GEMMs write fp32 (measured 1.0e-3 on the QKV bias gradient of [1,1,1]
-# against 1e-7 for the other weights); 5 AdamW steps with replicas bitwise identical. With nvcc and the
+# against 1e-7 for the other weights); 5 AdamW steps with replicas bitwise identical; the generated calls: on [1,1,1]
+# and megatron the proj input-gradient GEMM writes the bf16 dO the backward reads (no cast, no fp32 dO named), on
+# [2,2,1] the backward casts the dO the reduce wrote. With nvcc and the
 # cudnn-frontend headers (scripts/cudnn_frontend.sh) every .cu of [2,2,1] is compiled and linked with
 # build/cuda/trc_sdpa.o and cuDNN, and so is tests/cuda/sdpa_check.cu ("cuda: compile: ..."); else a skip line each
 # says which is missing.
@@ -1294,7 +1296,7 @@ cus_kept() { # q d: each layer's attention backward reads the bf16 QKV, O and st
     local f="$WORK/cus_$1_$2/rank_i0_j0.cu" l=0 fwd bwd o
     while grep -q "trc_attn_cudnn(c, S, [^;]*L${l}_qkv," "$f"; do
         fwd=$(grep "trc_attn_cudnn(c, S, [^;]*L${l}_qkv," "$f")
-        bwd=$(grep "trc_attn_cudnn_bwd(c, S, " "$f" | grep "L${l}_att_dout,")
+        bwd=$(grep "trc_attn_cudnn_bwd(c, S, " "$f" | grep "L${l}_att_dout\(_bf16\)\?,")
         [ -n "$bwd" ] || { echo "layer $l: no trc_attn_cudnn_bwd"; return 1; }
         # the forward: (..., qkv, bias, out, qkvh, obuf, stats); its O is obuf when obuf is named, else out
         read -r o_out qh obuf st <<<"$(echo "$fwd" | sed 's/.*(\(.*\));/\1/' | tr -d ' ' | awk -F, '{ print $9, $10, $11, $12 }')"
@@ -1307,10 +1309,22 @@ cus_kept() { # q d: each layer's attention backward reads the bf16 QKV, O and st
             { echo "layer $l: $st is not planned as kept for the backward"; return 1; }
         # cuDNN's bf16 dQ, dK, dV are what the QKV GEMMs and the bias gradient's column sums read: no fp32 dqkv
         # (no widening, no cast of it back to bf16)
-        dqh=$(echo "$bwd" | sed 's/.*(\(.*\));/\1/' | tr -d ' ' | awk -F, '{ print $11 }')
+        dqh=$(echo "$bwd" | sed 's/.*(\(.*\));/\1/' | tr -d ' ' | awk -F, '{ print NF == 10 ? $10 : $11 }')
         grep -q "trc_gemm[a-z0-9_]*(c, [^;]*[ (]$dqh," "$f" || { echo "layer $l: no GEMM reads $dqh"; return 1; }
         grep -q "trk::colsum<[0-9, ]*>(S, $dqh," "$f" || { echo "layer $l: the bias gradient does not sum $dqh"; return 1; }
         if grep -q "L${l}_qkv_dout" "$f"; then echo "layer $l: the CUDA program names the fp32 dqkv"; return 1; fi
+        # dO: on q = 1 and megatron the proj input-gradient GEMM writes it in bf16 (beta 0, a bf16 C) into the copy the
+        # backward reads, which casts nothing, and the fp32 dO is not named; on q >= 2 (a reduce writes dO last) the
+        # backward casts the fp32 dO itself
+        if [ "$1" = 1 ] || [ "$1" = mg ]; then
+            echo "$bwd" | grep -q "S, [0-9, ]*$qh, $o, $st, L${l}_att_dout_bf16, $dqh);" &&
+                grep -q "^ *trc_gemm_bf16(c, 0, 1, [^;]*, 0\.0f, L${l}_att_dout_bf16, [0-9]*);" "$f" &&
+                ! grep -qw "L${l}_att_dout" "$f" ||
+                { echo "layer $l: the proj GEMM does not write the bf16 dO the backward reads, or the fp32 dO is named"; return 1; }
+        else
+            echo "$bwd" | grep -q "S, [0-9, ]*$qh, $o, $st, L${l}_att_dout, $dqh, L${l}_att_dout_bf16);" ||
+                { echo "layer $l: the backward does not cast the fp32 dO the reduce wrote"; return 1; }
+        fi
         # the fp32 qkv is not kept: its last use is its forward, before this layer's backward
         local last bstep
         last=$(sed -n "s/^ *float \*const L${l}_qkv = .*; live [0-9]*\.\.\([0-9]*\) \*\/$/\1/p" "$f" | head -1)
@@ -1358,7 +1372,7 @@ if wanted "cuda: sdpa" || wanted "$CUS_COMPILE" || wanted "$CUS_CHECK"; then
                 if cus_generate "$q" "$d" "$sl" >"$WORK/log" 2>&1 && cus_emu "$q" "$d" >>"$WORK/log" 2>&1; then
                     check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name under the emulation, random order: forward within 1e-3 of the CPU program and 3e-3 of --bf16, dL/dx and gradients within 3e-3, bytes as planned" \
                         cus_run "$q" "$d" "$np" random
-                    [ "$q" != rc ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv); the fp32 qkv is not kept" \
+                    [ "$q" != rc ] && check "cuda: sdpa: attention = \"cudnn\" rank_iI_jJ.cu of $name: each layer's backward reads the bf16 QKV, O and softmax statistics its training forward kept (no forward computed again), and its QKV GEMMs and bias gradient read cuDNN's bf16 dQ, dK, dV (no fp32 dqkv); the fp32 qkv is not kept; $([ "$q" = 2 ] && echo "it casts the dO a reduce wrote" || echo "the proj input-gradient GEMM writes its bf16 dO (no cast, no fp32 dO)")" \
                         cus_kept "$q" "$d"
                     [ "$q" = 1 ] && check "cuda: sdpa: build.ninja links trc_attn_cudnn.o, the checkout's build/cuda/trc_sdpa.o (asked of tessgen's build.ninja) or TESS_SDPA_OBJ, and TESS_CUDNN_LIBS; a cuBLAS spec links none of them" \
                         cus_settings

@@ -202,6 +202,47 @@ int main(void)
         tg_class_free(&cp);
     }
 
+    /* attention = "cudnn" (gen/fuse.c, TG_EPI_D_BF16): the proj input-gradient GEMM writes the bf16 dO [T, C] its
+     * attention backward reads instead of the fp32 dO: the GEMM moves its bf16 A (dY [T, C]) and B (Wo [C, C]) and the
+     * bf16 D, and the attention backward no longer reads the fp32 dO, 4 T C bytes fewer than with epilogues = false
+     * (the same buffers), where the GEMM writes the fp32 dO (4 T C bytes) */
+    TT_CASE("cost of attention = \"cudnn\"'s proj input-gradient GEMM writing the bf16 dO: its bf16 D, no fp32 dO "
+            "written or read") {
+        tg_spec s = tt_spec(1, 1, 1, C, H / 2, F, S, B, 1); /* head dimension 8 */
+        s.dtype = TG_BF16;
+        s.attention = TG_ATTN_CUDNN;
+        tg_machine mc = machine(1024, 100, 10, 0, 1e12, 1.0);
+        double tg[2] = {0, 0}, tk[2] = {0, 0};
+        int seen[2] = {0, 0};
+        for (int off = 0; off < 2; off++) {
+            s.no_epilogues = off;
+            tg_plan pl;
+            tg_plan_init(&s, &pl);
+            tg_class_plan cp;
+            tg_err e = {{0}, 0};
+            TT_CHECK(tg_plan_class(&pl, 0, 0, &cp, &e), "%s", e.msg);
+            for (int i = 0; i + 1 < cp.nsteps; i++) {
+                const tg_step *g = &cp.steps[i], *k = &cp.steps[i + 1];
+                if (g->kind != TG_STEP_GEMM || strcmp(g->op, "proj") || !g->transb || k->kind != TG_STEP_ATTN_BWD)
+                    continue;
+                TT_CHECK((g->epi == TG_EPI_D_BF16) == !off, "epilogues %s: proj dX GEMM epilogue %d", off ? "off" : "on",
+                         g->epi);
+                tg[off] = tg_cost_step(&pl, &cp, g, &mc, NULL) * 1e9;
+                tk[off] = tg_cost_step(&pl, &cp, k, &mc, NULL) * 1e9;
+                seen[off]++;
+            }
+            tg_class_free(&cp);
+        }
+        const double tc = (double)T * C, ab = 2.0 * (tc + (double)C * C);
+        TT_CHECK(seen[0] == 1 && seen[1] == 1, "proj dX GEMM and attention backward found %d and %d times", seen[0],
+                 seen[1]);
+        TT_CHECK(close_to(tg[0], ab + 2.0 * tc) && close_to(tg[1], ab + 4.0 * tc),
+                 "proj dX GEMM %.0f bytes fused (want %.0f), %.0f not (want %.0f)", tg[0], ab + 2.0 * tc, tg[1],
+                 ab + 4.0 * tc);
+        TT_CHECK(close_to(tk[1] - tk[0], 4.0 * tc), "attention backward %.0f bytes fused, %.0f not: want %.0f fewer",
+                 tk[0], tk[1], 4.0 * tc);
+    }
+
     TT_CASE("pipeline stages: equal stages are planned once, and every figure is the one of planning every stage") {
         /* 6 stages of [2,2,1] (4 ranks each): on 4 ranks per node every middle stage has the same nodes layout, so
          * stages 0, 1 and 5 are planned; on 3 per node stage s starts at node offset 4s mod 3 = 0, 1, 2, 0, 1, 2 and

@@ -21,7 +21,10 @@
  *     and each weight-gradient GEMM and the column sum next on its stream of its dY operand (dW's all-reduce may
  *     come between): five a layer in fp32 training on q = 1 and megatron; on q >= 2 the four bias gradients (the
  *     last SUMMA dW GEMM reads the local dY the column sum reads) but no GeLU gradient (the GeLU-gradient step
- *     waits for the reduce of the GEMM's result); none in bf16.
+ *     waits for the reduce of the GEMM's result); none in bf16. No output of a marked pair's kernel step (other
+ *     than the GEMM's C) shares arena bytes with the GEMM's A or B (the one call writes it while it reads them).
+ *     attention = "cudnn" training: the proj input-gradient GEMM writes the bf16 dO cuDNN reads on q = 1 and
+ *     megatron (one a layer; with d = 2 where the attention backward waits for nothing), never on q >= 2.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +249,28 @@ static bool bwd_pair(const tg_class_plan *rp, const tg_step *s, const tg_step *k
            s->buf[1] == k->buf[0] && k->rows == s->k && k->cols == s->n && s->ldb == s->n;
 }
 
+/* The fused call writes the kernel step's outputs while the GEMM reads A and B: a buffer the kernel step writes that
+ * shares arena bytes with A or B would be overwritten (or read half-written) by that one call (on the CPU, and in
+ * the emulation, which computes the product before it writes, it would not show). */
+static bool outputs_clear(const tg_class_plan *rp, const tg_step *s, const tg_step *k, char *what, size_t cap)
+{
+    for (int x = 0; x < TG_STEP_MAXBUF; x++) { /* the bf16 dO (slot 6) is all the call writes of an attention backward */
+        if (k->buf[x] < 0 || !(k->acc[x] & TG_ACC_W) || k->buf[x] == s->buf[2] ||
+            (k->kind == TG_STEP_ATTN_BWD && x != 6))
+            continue;
+        const tg_buf *o = &rp->bufs[k->buf[x]];
+        for (int y = 0; y < 2; y++) {
+            const tg_buf *in = &rp->bufs[s->buf[y]];
+            if (o->offset < in->offset + tg_buf_slots(in) && in->offset < o->offset + tg_buf_slots(o)) {
+                snprintf(what, cap, "%s (slot %d of the %s step) shares arena bytes with %s, the GEMM's %c", o->name,
+                         x, tg_step_kind_name(k->kind), in->name, y ? 'B' : 'A');
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 static int count_bwd(const tg_class_plan *rp)
 {
     int n = 0;
@@ -270,11 +295,16 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
                 continue;
             }
             const tg_step *k = &rp->steps[s->fused];
+            if (s->epi == TG_EPI_D_BF16) /* check_dout16 */
+                continue;
             bool between = s->fused > i; /* only steps of the other stream between the two */
             for (int j = i + 1; j < s->fused && between; j++)
                 between = rp->steps[j].stream != s->stream;
             TT_CHECK(between && k->fused == i && k->stream == s->stream, "%s class %d: gemm %d fused with %d", label,
                      c, i, s->fused);
+            char what[256] = "";
+            TT_CHECK(outputs_clear(rp, s, k, what, sizeof what), "%s class %d: gemm %d fused with %d: %s", label, c, i,
+                     s->fused, what);
             if (s->epi == TG_EPI_DGELU || s->epi == TG_EPI_BGRAD) {
                 bwd++;
                 TT_CHECK(bwd_pair(rp, s, k), "%s class %d: gemm %d epilogue %d and its %s step break fuse.h's rule",
@@ -314,6 +344,40 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
         TT_CHECK(pairs == want, "%s class %d: %d fused GEMMs, want %d", label, c, pairs, want);
         TT_CHECK(bwd >= bwd_min && bwd <= bwd_max, "%s class %d: %d backward fused GEMMs, want %d to %d", label, c,
                  bwd, bwd_min, bwd_max);
+    }
+}
+
+/* attention = "cudnn" training: the proj input-gradient GEMM dO = dY @ Wo^T writes the bf16 dO its attention backward
+ * reads (TG_EPI_D_BF16) where that GEMM is the last writer of dO and does not accumulate (q = 1, megatron: between
+ * want_min and want_max a class), the attention-backward step the next step on its stream, waiting for nothing, its
+ * fp32 dO read by it alone, the bf16 copy pinned to the GEMM so its bytes are not A's or B's; never on q >= 2 (a
+ * reduce over the row writes dO last). Every other pair still follows check_fusion's rule. */
+static void check_dout16(const tg_plan *pl, const tg_class_plan *all, const char *label, int want_min, int want_max)
+{
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+        const tg_class_plan *rp = &all[c];
+        int n = 0;
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *s = &rp->steps[i];
+            if (s->kind != TG_STEP_GEMM || s->epi != TG_EPI_D_BF16)
+                continue;
+            n++;
+            const tg_step *k = &rp->steps[s->fused];
+            bool between = s->fused > i;
+            for (int j = i + 1; j < s->fused && between; j++)
+                between = rp->steps[j].stream != s->stream;
+            const tg_buf *d = &rp->bufs[s->buf[2]], *d16 = k->buf[6] >= 0 ? &rp->bufs[k->buf[6]] : NULL;
+            TT_CHECK(between && k->fused == i && k->kind == TG_STEP_ATTN_BWD && k->cudnn && k->wait < 0 &&
+                         k->stream == s->stream && !strcmp(s->op, "proj") && !s->transa && s->transb &&
+                         s->beta == 0.0f && s->buf[2] == k->buf[1] && d->dtype == TG_BUF_F32 && d->last == s->fused &&
+                         d16 && d16->dtype == TG_BUF_BF16 && d16->elems == d->elems && d16->first <= i &&
+                         rp->bufs[s->buf[0]].dtype == TG_BUF_BF16 && rp->bufs[s->buf[1]].dtype == TG_BUF_BF16,
+                     "%s class %d: gemm %d (%s) and step %d break the bf16-dO rule", label, c, i, s->op, s->fused);
+            char what[256] = "";
+            TT_CHECK(outputs_clear(rp, s, k, what, sizeof what), "%s class %d: gemm %d: %s", label, c, i, what);
+        }
+        TT_CHECK(n >= want_min && n <= want_max, "%s class %d: %d proj GEMMs write the bf16 dO, want %d to %d", label,
+                 c, n, want_min, want_max);
     }
 }
 
@@ -683,6 +747,35 @@ int main(void)
                  * gradients, bf16 the GeLU gradient (the bias gradients sum bf16 or fp32 dY: kernels) */
                 check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", s.layers, (bf16 ? 1 : 5) * s.layers,
                              (bf16 ? 1 : 5) * s.layers);
+                tg_plan_all_free(&pl, all);
+            }
+        }
+    /* attention = "cudnn" (bf16 training): head dimension 8 */
+    for (int m = 0; m < 5; m++)
+        TT_CASE(m == 0   ? "attention = \"cudnn\" training [1,1,1]: the proj input-gradient GEMM writes the bf16 dO cuDNN reads"
+                : m == 1 ? "attention = \"cudnn\" training [1,1,2]: the proj input-gradient GEMM writes the bf16 dO cuDNN reads "
+                           "where the attention backward waits for nothing"
+                : m == 2 ? "attention = \"cudnn\" training [2,2,1]: no GEMM writes the bf16 dO (a reduce writes dO last)"
+                : m == 3 ? "attention = \"cudnn\" training [3,3,1]: no GEMM writes the bf16 dO (a reduce writes dO last)"
+                         : "attention = \"cudnn\" megatron p=2 training: the proj input-gradient GEMM writes the bf16 dO") {
+            int q = m == 2 ? 2 : m == 3 ? 3 : 1, d = m == 1 ? 2 : 1;
+            tg_spec s = m == 4 ? tt_spec_megatron(2, 2, 48, 6, 192, 8, 4, 1) : tt_spec(q, d, 2, 48, 6, 192, 8, 2 * q * d, 1);
+            s.dtype = TG_BF16;
+            s.attention = TG_ATTN_CUDNN;
+            tg_plan pl;
+            tg_class_plan *all;
+            tg_err err = {{0}, 0};
+            tg_plan_init(&s, &pl);
+            bool ok = tg_plan_all(&pl, &all, &err);
+            TT_CHECK(ok, "plan failed: %s", err.msg);
+            if (ok) {
+                char label[48];
+                snprintf(label, sizeof label, "cudnn case %d", m);
+                if (m != 4)
+                    check_plan(&pl, all, label);
+                /* d = 2: a layer's attention backward may wait for the depth all-reduce whose bytes the arena gave its
+                 * bf16 dQKV: that layer casts dO as before (the rule wants a step that waits for nothing) */
+                check_dout16(&pl, all, label, q == 1 ? (d == 1 ? s.layers : 1) : 0, q == 1 ? s.layers : 0);
                 tg_plan_all_free(&pl, all);
             }
         }

@@ -114,6 +114,11 @@ void trc_gemm_ex(struct tr_ctx *c, int transa, int transb, int m, int n, int k, 
  * (CUBLAS_COMPUTE_32F; TESS_TF32 does not apply). */
 void trc_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
                    const tr_bf16 *B, int ldb, float beta, float *C, int ldc);
+/* The same with a bf16 C (CUDA_R_16BF): the fp32 accumulation rounded to bf16 as cuBLAS writes it (round to nearest
+ * even), beta 0 (a bf16 C is never accumulated into): attention = "cudnn"'s proj input gradient, the bf16 dO cuDNN
+ * reads (gen/fuse.c). */
+void trc_gemm_bf16(struct tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                   const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc);
 /* On TRC_COMPUTE: batch GEMMs C_b = alpha op(A_b) op(B_b) + beta C_b, row-major as trc_gemm_ex, where X_b starts
  * b * sX elements after X (cublasGemmStridedBatchedEx): attention's QK^T, PV and their backward over the heads of
  * one sequence (docs/CUDA.md). fp32 operands: trc_gemm's precision (CUBLAS_COMPUTE_32F, TF32 with TESS_TF32=1);

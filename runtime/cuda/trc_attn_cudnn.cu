@@ -9,7 +9,8 @@
  * in bf16, straight into the step's output when it is bf16, else into the plan's scratch and k_widen makes the
  * fp32 output; in training it also writes the softmax statistics. The bf16 QKV, O and the statistics are planned
  * buffers that live until the backward (gen/plan_steps.c), which therefore runs no forward again: dO cast to bf16
- * (trc_cast_bf16), trc_sdpa_bwd writes bf16 dQ, dK, dV in the qkv layout, which the QKV GEMMs and the bias
+ * (trc_cast_bf16; where the proj input-gradient GEMM wrote dO in bf16, gen/fuse.c, the overload without dout casts
+ * nothing), trc_sdpa_bwd writes bf16 dQ, dK, dV in the qkv layout, which the QKV GEMMs and the bias
  * gradient's column sums read as they are (no fp32 dqkv on this path).
  * Everything on the compute stream s. A graph cuDNN refuses stops the rank naming the spec field.
  */
@@ -117,6 +118,13 @@ void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads,
 {
     const long long q = (long long)nseq * seq * heads * hd;
     trc_cast_bf16(c, dout, q, douth);
+    trc_attn_cudnn_bwd(c, s, nseq, seq, heads, hd, qkvh, o, stats, douth, dqh);
+}
+
+void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkvh,
+                        const tr_bf16 *o, const float *stats, const tr_bf16 *douth, tr_bf16 *dqh)
+{
+    (void)c;
     char err[1024];
     if (trc_sdpa_bwd(s, nseq, seq, heads, hd, qkvh, o, douth, stats, dqh, err, sizeof err) != 0)
         refused(err);

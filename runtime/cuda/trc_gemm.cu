@@ -12,7 +12,8 @@
  * operation of each swapped operand set from its transpose flag.
  *
  * bf16 (docs/BF16.md): trc_gemm_bf16 is trc_gemm_ex with CUDA_R_16BF A and B and a CUDA_R_32F C, always
- * CUBLAS_COMPUTE_32F (tensor cores, fp32 accumulation); trc_cast_bf16 makes the bf16 operands that no fused
+ * CUBLAS_COMPUTE_32F (tensor cores, fp32 accumulation), or a CUDA_R_16BF C (beta 0: the fp32 result rounded as cuBLAS
+ * stores it; attention = "cudnn"'s bf16 dO); trc_cast_bf16 makes the bf16 operands that no fused
  * kernel writes (weights from the fp32 master, fp32 gradients entering a GEMM): round to nearest even, 8
  * elements a thread (two 16-byte loads, one 16-byte store) where both pointers are 16-byte aligned.
  *
@@ -88,6 +89,20 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
     /* as trc_gemm_ex; bf16 operands, fp32 C and accumulation (TESS_TF32 is about fp32 operands: not here) */
     cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                              k, &one, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    trc_count_launch();
+}
+
+void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                   const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc)
+{
+    (void)c;
+    if (beta != 0.0f) /* gen/fuse.c writes a bf16 C only with beta 0: never accumulated into */
+        trc_cublas_fail(CUBLAS_STATUS_INVALID_VALUE, "trc_gemm_bf16 with a bf16 C and beta != 0", __FILE__, __LINE__);
+    const float one = 1.0f;
+    /* as above with a CUDA_R_16BF C: cuBLAS rounds the fp32 result to bf16 as it stores it */
+    cublasCheck(cublasGemmEx(trc_g.blas, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                             k, &one, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_16BF, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     trc_count_launch();
 }

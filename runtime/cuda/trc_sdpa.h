@@ -13,8 +13,9 @@
  *   files): the generated attention steps. The forward adds the QKV bias in place and writes the bf16 copy of
  *   the biased QKV that cuDNN reads, runs trc_sdpa_fwd (in training with the softmax statistics) and widens the
  *   output when the step's output is fp32. The bf16 QKV, O and statistics stay in planned buffers until the
- *   backward, which casts dO to bf16 and runs trc_sdpa_bwd on them into a bf16 dQKV that the QKV GEMMs and the
- *   bias gradient read: no forward is computed again, and no fp32 dqkv is written.
+ *   backward, which casts dO to bf16 (unless the proj GEMM wrote it in bf16: the second overload) and runs
+ *   trc_sdpa_bwd on them into a bf16 dQKV that the QKV GEMMs and the bias gradient read: no forward is computed
+ *   again, and no fp32 dqkv is written.
  *   A refused graph stops the rank with a message naming the spec field (attention = "cublas" is the fix).
  *
  * Layouts (row-major, bf16 = tr_bf16): qkv [nseq*seq, 3*C] with C = heads*hd, Q, K, V of head h at columns
@@ -45,5 +46,9 @@ void trc_attn_cudnn(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int
  * fp32 dqkv is the CPU program's only); douth [nseq*seq, C] bf16 (dO). */
 void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkvh,
                         const tr_bf16 *o, const float *stats, const float *dout, tr_bf16 *dqh, tr_bf16 *douth);
+/* The same from dO already in bf16 (douth): the proj input-gradient GEMM wrote it as a bf16 D (gen/fuse.c,
+ * TG_EPI_D_BF16), so nothing is cast. */
+void trc_attn_cudnn_bwd(tr_ctx *c, cudaStream_t s, int nseq, int seq, int heads, int hd, const tr_bf16 *qkvh,
+                        const tr_bf16 *o, const float *stats, const tr_bf16 *douth, tr_bf16 *dqh);
 
 #endif

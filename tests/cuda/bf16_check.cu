@@ -15,7 +15,8 @@
  *              bf16 y (8 columns a lane); sizes with and without a tail, ties, infinities, overflow and subnormals
  *   cast       trc_cast_bf16 bit for bit tr_f32_to_bf16 (ties, infinities, overflow, subnormals, aligned and
  *              not, tails)
- *   gemm       trc_gemm_bf16, every transpose and beta 0/1, against a double product of the widened operands
+ *   gemm       trc_gemm_bf16, every transpose and beta 0/1, against a double product of the widened operands; with a
+ *              bf16 C (beta 0) one rounding of that product, and at most one ulp from RNE of the fp32-C call
  *
  * Prints "bf16_check: N failures" and exits 1 on any.
  */
@@ -278,6 +279,78 @@ static void check_gemm(void)
             }
 }
 
+/* trc_gemm_bf16 with a bf16 C (beta 0; attention = "cudnn"'s proj input gradient, the bf16 dO cuDNN reads): within
+ * half a bf16 ulp (and the fp32 sum's error) of the double product of the widened operands, i.e. one rounding of an
+ * fp32 sum; and the count of elements that differ from RNE of the same call into an fp32 C (cuBLAS may take another
+ * algorithm, another order of the fp32 sum, for a bf16 C: such an element is one bf16 ulp off, never more).
+ * Shapes: small with every transpose, and GPT-2 small's proj input gradient on 1024 rows ([1024 x 768] @ [768 x
+ * 768]^T). */
+/* bf16 bits in the order of their values (so that neighbours differ by 1, across zero too) */
+static int bf16_ord(tr_bf16 b)
+{
+    return b & 0x8000 ? -(int)(b & 0x7fff) : (int)(b & 0x7fff);
+}
+
+static void check_gemm_out_bf16(void)
+{
+    const int shapes[][3] = {{37, 29, 45}, {1024, 768, 768}};
+    for (int si = 0; si < 2; si++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                if (si == 1 && (ta || !tb))
+                    continue; /* the program's layout only: dY @ W^T */
+                const int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+                const int lda = (ta ? m : k) + (si ? 0 : 3), ldb = (tb ? k : n) + (si ? 0 : 5), ldc = n + (si ? 0 : 8);
+                const int ra = ta ? k : m, rb = tb ? n : k;
+                std::vector<tr_bf16> A((size_t)ra * lda), B((size_t)rb * ldb);
+                for (auto &a : A)
+                    a = tr_f32_to_bf16(frand(-2, 2));
+                for (auto &b : B)
+                    b = tr_f32_to_bf16(frand(-0.1f, 0.1f));
+                tr_bf16 *dA = dev<tr_bf16>(A.size()), *dB = dev<tr_bf16>(B.size()), *dC = dev<tr_bf16>((size_t)m * ldc);
+                float *dF = dev<float>((size_t)m * ldc);
+                cudaCheck(cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice));
+                trc_gemm_bf16(nullptr, ta, tb, m, n, k, dA, lda, dB, ldb, 0.0f, dC, ldc);
+                trc_gemm_bf16(nullptr, ta, tb, m, n, k, dA, lda, dB, ldb, 0.0f, dF, ldc);
+                std::vector<tr_bf16> got = get(dC, (size_t)m * ldc);
+                std::vector<float> f = get(dF, (size_t)m * ldc);
+                size_t far = 0, differ = 0, n_el = (size_t)m * n;
+                double worst = 0;
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++) {
+                        double t = 0;
+                        for (int p = 0; p < k; p++)
+                            t += (double)tr_bf16_to_f32(ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p]) *
+                                 tr_bf16_to_f32(tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j]);
+                        const size_t e = (size_t)i * ldc + j;
+                        const double g = tr_bf16_to_f32(got[e]), err = fabs(g - t);
+                        worst = fmax(worst, err / fmax(fabs(t), 1e-30));
+                        /* half an ulp of bf16 (2^-8 relative) and the fp32 sum's error (1e-4, check_gemm's bound) */
+                        far += err > ldexp(fabs(t), -8) + 1e-4;
+                        const tr_bf16 r = tr_f32_to_bf16(f[e]);
+                        if (got[e] != r) {
+                            differ++;
+                            far += abs(bf16_ord(got[e]) - bf16_ord(r)) > 1; /* more than one ulp from it */
+                        }
+                    }
+                if (far) {
+                    failures++;
+                    printf("not ok - trc_gemm_bf16 bf16 C [%d x %d x %d] transa=%d transb=%d: %zu of %zu elements more than "
+                           "one rounding from the double product or one ulp from RNE of the fp32 C\n",
+                           m, n, k, ta, tb, far, n_el);
+                } else {
+                    printf("ok - trc_gemm_bf16 bf16 C [%d x %d x %d] transa=%d transb=%d: one rounding of the product "
+                           "(largest relative error %.2g); %zu of %zu differ from RNE of the fp32 C by one ulp\n",
+                           m, n, k, ta, tb, worst, differ, n_el);
+                }
+                cudaCheck(cudaFree(dA));
+                cudaCheck(cudaFree(dB));
+                cudaCheck(cudaFree(dC));
+                cudaCheck(cudaFree(dF));
+            }
+}
+
 /* ---- --host: trk_elt.cuh's bodies on the host -------------------------------------------------------------- */
 
 /* inputs with the rounding's corner cases among uniform values; infinities where inf (GeLU makes NaN of -inf, and
@@ -522,6 +595,7 @@ int main(int argc, char **argv)
     check_gelu_keep<7, 33>(s);
     check_cast();
     check_gemm();
+    check_gemm_out_bf16();
     trc_gemm_free();
     printf("bf16_check: %d failures\n", failures);
     return failures ? 1 : 0;

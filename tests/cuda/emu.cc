@@ -55,7 +55,7 @@
  * float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16 (bf16 training's
  * bias_gelu_save also the kept u, and gelu_bwd reads it: emu_kernels.cc);
  * trc_cast_bf16 is tr_f32_to_bf16 per element, trc_gemm_bf16 widens both operands to fp32 (exact) and calls
- * cblas_sgemm, trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
+ * cblas_sgemm (a bf16 C: into an fp32 temporary, then tr_f32_to_bf16), trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -820,6 +820,30 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
             b[i] = tr_bf16_to_f32(B[i]);
         cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
                     1.0f, a.data(), lda, b.data(), ldb, beta, C, ldc);
+    });
+}
+
+/* a bf16 C (beta 0 only, as the runtime): the product as above into an fp32 temporary, then each element rounded to
+ * nearest even (tr_f32_to_bf16): what trc_gemm_bf16 into an fp32 C followed by trc_cast_bf16 gives, bit for bit */
+void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const tr_bf16 *A, int lda,
+                   const tr_bf16 *B, int ldb, float beta, tr_bf16 *C, int ldc)
+{
+    (void)c;
+    if (beta != 0.0f)
+        emu_fail("trc_gemm_bf16: a bf16 C with beta != 0 (gen/fuse.c writes a bf16 C only with beta 0)", E.cur_id);
+    push(TRC_COMPUTE, [=] {
+        const size_t na = m > 0 && k > 0 ? (size_t)((transa ? k : m) - 1) * lda + (size_t)(transa ? m : k) : 0;
+        const size_t nb = n > 0 && k > 0 ? (size_t)((transb ? n : k) - 1) * ldb + (size_t)(transb ? k : n) : 0;
+        std::vector<float> a(na), b(nb), t((size_t)m * n);
+        for (size_t i = 0; i < na; i++)
+            a[i] = tr_bf16_to_f32(A[i]);
+        for (size_t i = 0; i < nb; i++)
+            b[i] = tr_bf16_to_f32(B[i]);
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+                    1.0f, a.data(), lda, b.data(), ldb, 0.0f, t.data(), n);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                C[(size_t)i * ldc + j] = tr_f32_to_bf16(t[(size_t)i * n + j]);
     });
 }
 
