@@ -296,6 +296,83 @@ part_bf16() {
     cp "$B"/forward_dt*.txt "$B"/step_dt*.txt "$TG_OUT/" 2>/dev/null
 }
 
+# decode: greedy decode of the whole GPT-2 (small with 1 and 8 sequences, medium with 8) on [1,1,1], fp32 and bf16:
+# tessgen's mode = "generate" program (synthetic weights, prompts of 64 random ids, 128 new, run --generate --timing:
+# the median decode step) beside PyTorch's static-cache decode loop, eager and torch.compile(mode="reduce-overhead")
+# (tests/gpu/torch_decode.py, checked against tessref generate in float64 first); table $OUT/decode.md
+DEC_MODELS="gpt2g1 gpt2g gpt2mg"
+[ "${TESS_BENCH_SMALL:-0}" = 1 ] && DEC_MODELS=lmtinyg
+decode_one() { # model mode
+    local f=$B/decode_$1_$2.txt L C H F S Bt
+    read -r L C H F S Bt <<<"$(tg_dims "$1")"
+    [ -f "$B/decode_p_$Bt.npy" ] || "$PY" -c "import numpy as np, sys; np.save(sys.argv[1],
+np.random.default_rng(7).integers(0, 999, size=(int(sys.argv[2]), int(sys.argv[3]))).astype(np.int32))" \
+        "$B/decode_p_$Bt.npy" "$Bt" "$((S / 2))" || return 1
+    tg_run "$1" "$2" 1 1 --generate --prompt-tokens "$B/decode_p_$Bt.npy" --max-new "$S" --timing \
+        --output "$B/decode_$1_$2.npy" >"$f" 2>&1 && [ -n "$(value decode_seconds_median "$f")" ]
+}
+part_decode() {
+    local m mode log L C H F S Bt V P
+    for m in $DEC_MODELS; do
+        for mode in generate generate16; do
+            tg_built "$m" "$mode" 1 1 && continue
+            log=$B/build_${m}_$mode.log
+            tg_build "$m" "$mode" 1 1 >"$log" 2>&1 || { tg_notok "build $m ($mode) [1,1,1]" "$log"; continue; }
+        done
+        read -r L C H F S Bt <<<"$(tg_dims "$m")"
+        read -r V P <<<"$(tg_lmdims "$m")"
+        for mode in generate generate16; do
+            tg_check "decode: tessgen $m [1,1,1] $mode, $Bt sequences, prompts of $((S / 2)), $S new: median decode step" \
+                decode_one "$m" "$mode"
+        done
+        torch_decode_check "torch: $m greedy decode, static cache, eager and torch.compile, fp32 and bf16 (checked against tessref generate in float64)" \
+            "$B/torch_decode_$m.json" --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --vocab "$V" \
+            --positions "$P" --batch "$Bt" --prompt "$((S / 2))" --context "$P" --steps 64
+    done
+    local mb=""
+    for m in $DEC_MODELS; do mb="$mb $m:$(tg_dims "$m" | cut -d' ' -f6)"; done
+    "$PY" - "$B" "$mb" <<'PYEOF' | tee "$TG_OUT/decode.md" | tee -a "$TG_LOG"
+import json, os, sys
+B, models = sys.argv[1], [x.split(":") for x in sys.argv[2].split()]
+def val(f, k):
+    try:
+        return float([l.split("=", 1)[1] for l in open(f) if l.startswith(k + "=")][-1])
+    except (OSError, IndexError, ValueError):
+        return None
+print("| model | sequences | dtype | tessgen decode step ms | tessgen tokens/s | torch eager ms | torch compile ms | tessgen / torch compile tokens/s |")
+print("|---|---|---|---|---|---|---|---|")
+for m, bt in models:
+    bt = int(bt)
+    try:
+        tj = json.load(open(os.path.join(B, f"torch_decode_{m}.json"))).get("runs", {})
+    except (OSError, ValueError):
+        tj = {}
+    for mode, prec in (("generate", "fp32"), ("generate16", "bf16")):
+        t = val(os.path.join(B, f"decode_{m}_{mode}.txt"), "decode_seconds_median")
+        e, c = tj.get(f"eager_{prec}", {}).get("step_ms"), tj.get(f"compile_{prec}", {}).get("step_ms")
+        f = lambda x: "-" if x is None else "%.3f" % x
+        print(f"| {m} | {bt} | {prec} | {f(t and t * 1e3)} | {'-' if not t else '%.0f' % (bt / t)} | {f(e)} | {f(c)} | "
+              f"{'-' if not (t and c) else '%.2f' % (c / (t * 1e3))} |")
+PYEOF
+}
+# torch_decode_check NAME JSON ARGS...: tests/gpu/torch_decode.py, reported as torch_check reports torch_bench.py
+torch_decode_check() {
+    local name=$1 json=$2 log
+    shift 2
+    rm -f "$json"
+    mkdir -p "$TG_WORK/logs"
+    log=$TG_WORK/logs/torch_$(basename "$json" .json).log
+    if ! timeout -k 10 "${TESS_TORCH_TIMEOUT:-540}" "$PY" "$TG_REPO/tests/gpu/torch_decode.py" "$@" --out "$json" >"$log" 2>&1; then
+        tg_notok "$name" "$log"
+    elif grep -q '"skipped"' "$json" 2>/dev/null; then
+        tg_ok "$name # skip $(sed -n 's/^torch_decode: skip: //p' "$log" | head -1)"
+    else
+        tg_ok "$name"
+        grep "^torch_decode: " "$log" | sed 's/^/    # /' | tee -a "$TG_LOG"
+    fi
+    [ -f "$json" ] && cp "$json" "$TG_OUT/"
+}
+
 part_report() {
     tg_check "report: $TG_OUT/bench.md" "$PY" "$TG_REPO/tests/gpu/bench_report.py" --dir "$B" --device "$TG_GPU" \
         --shape "$(tg_dims "$P12")" --profile-shape "$(tg_dims "$P2")" --cmp-shape "$(tg_dims "$C12")" \
@@ -313,7 +390,8 @@ for p in "${parts[@]}"; do
     compare-tessgen) part_compare_tessgen ;;
     compare-torch) part_compare_torch ;;
     fusion) part_fusion ;;
-    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, compare-tessgen, compare-torch, report, bf16, fusion)" >&2
+    decode) part_decode ;;
+    *) echo "bench.sh: unknown part $p (tessgen, torch, compare, compare-tessgen, compare-torch, report, bf16, fusion, decode)" >&2
        exit 2 ;;
     esac
 done

@@ -196,11 +196,18 @@ tg_dims() {
     gpt2lm) echo "12 768 12 3072 1024 8" ;; # the whole GPT-2 small (tg_lmdims: vocab 50257, 124M parameters; tg_gen
                                             # gives it vocab_align = 64)
     lmtiny) echo "1 128 2 256 20 4" ;;     # the whole GPT-2 at the sanitizer's size (bench.sh's small shapes)
+    gpt2g) echo "12 768 12 3072 128 8" ;;  # GPT-2 small generating (bench.sh decode): prompts up to 128, 8 sequences
+    gpt2g1) echo "12 768 12 3072 128 1" ;; # the same, one sequence
+    gpt2mg) echo "24 1024 16 4096 128 8" ;; # GPT-2 medium generating, 8 sequences
+    lmtinyg) echo "1 128 2 256 20 4" ;;    # lmtiny generating (bench.sh's small shapes)
     *) echo "tg_dims: unknown model $1" >&2; return 1 ;;
     esac
 }
 tg_lmdims() { # model -> "vocab positions"
-    case "$1" in lm64) echo "999 128" ;; gpt2lm) echo "50257 1024" ;; lmtiny) echo "999 32" ;; *) return 1 ;; esac
+    case "$1" in
+    lm64) echo "999 128" ;; gpt2lm | gpt2g | gpt2g1 | gpt2mg) echo "50257 1024" ;; lmtiny | lmtinyg) echo "999 32" ;;
+    *) return 1 ;;
+    esac
 }
 tg_refargs() { # model -> tessref's dimension options
     local L C H F S B
@@ -319,7 +326,7 @@ tg_gen() {
     # gpt2lm, the bench model, pads every rank's vocab block to a multiple of 64 (docs/MODEL.md "Padding": Vq 50304
     # on q = 1, not the odd 50257 that keeps cuBLAS off its tensor-core kernels); lm64, the check model, keeps its
     # odd widths (vocab 999: Vq 999 on q = 1, 500 on q = 2) so the checks still cover unaligned blocks
-    if [ "$m" = gpt2lm ]; then lm="$lm, vocab_align = 64"; fi
+    case $m in gpt2lm | gpt2g | gpt2g1 | gpt2mg) lm="$lm, vocab_align = 64" ;; esac
     cat >"$dir.lua" <<SPEC
 return {
   name = "${m}_${mode}${sfx}_q${q}_d${dd}",

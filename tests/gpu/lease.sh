@@ -15,8 +15,10 @@
 #            TESS_TORCH_TIMEOUT); bench.md
 #   more     tests/gpu/check.sh inference races, then tests/gpu/bench.sh bf16 (fp32 | bf16 | bf16 + cuDNN attention)
 # Also, when named: kernels (every kernel check `build` compiled, run with its microbenchmark, its whole output in
-# kernel_NAME.txt), bf16bench (bench.sh bf16 alone) and fusion (bench.sh fusion: epilogues on and off,
-# alternated). For a second, shorter lease: TESS_LEASE_BUILDS (the programs to build, model:mode:q:d, instead of
+# kernel_NAME.txt), bf16bench (bench.sh bf16 alone), fusion (bench.sh fusion: epilogues on and off,
+# alternated) and decode (bench.sh decode: greedy decode of GPT-2 small and medium against PyTorch's static-cache loop;
+# its programs are built by the part itself unless TESS_LEASE_BUILDS names them: gpt2g1, gpt2g, gpt2mg with modes
+# generate and generate16). For a second, shorter lease: TESS_LEASE_BUILDS (the programs to build, model:mode:q:d, instead of
 # the list below), TESS_LEASE_KCHECKS (the kernel checks),
 # TESS_LEASE_CHECK (check.sh's stages) and TESS_GPU_MESHES (check.sh's meshes, e.g. "1,1").
 #
@@ -31,7 +33,7 @@ REPO=$(pwd)
 parts=("$@")
 [ $# -eq 0 ] && parts=(build compare check torch more)
 for p in "${parts[@]}"; do
-    case "$p" in build | kernels | compare | check | torch | more | bf16bench | fusion) ;; *) echo "lease.sh: unknown part $p" >&2; exit 2 ;; esac
+    case "$p" in build | kernels | compare | check | torch | more | bf16bench | fusion | decode) ;; *) echo "lease.sh: unknown part $p" >&2; exit 2 ;; esac
 done
 FINAL=${OUT:-/tmp/tessgen-lease}
 mkdir -p "$FINAL"
@@ -171,6 +173,7 @@ for p in "${parts[@]}"; do
         ;;
     bf16bench) part bf16bench tests/gpu/bench.sh bf16 ;;
     fusion) part fusion tests/gpu/bench.sh fusion ;;
+    decode) TESS_TORCH_TIMEOUT=$(($(left) - 10)) part decode tests/gpu/bench.sh decode ;;
     esac
     snapshot
 done
