@@ -50,6 +50,40 @@ static void expect(bool ok, const char *what)
 }
 
 
+static double wide(float x)
+{
+    return x;
+}
+static double wide(tr_bf16 x)
+{
+    return tr_bf16_to_f32(x);
+}
+
+/* The double reference of one head's decode attention: the query row b [3C] as the kernel reads it (biased; bf16:
+ * rounded), the sequence's cache rows 0..n-1 [2C] each, head h: softmax(q K^T / sqrt(HDIM)) V, with P rounded to
+ * bf16 before P V when round_p (a bf16 plan). Returns the head's output [HDIM]. */
+template <typename KV>
+static std::vector<double> ref_head(const float *b, const KV *cache, int n, int HDIM, int C, int h, bool round_p)
+{
+    std::vector<double> sc(n), o(HDIM, 0.0);
+    double mx = -INFINITY, z = 0;
+    for (int p = 0; p < n; p++) {
+        double a = 0;
+        for (int d = 0; d < HDIM; d++)
+            a += (double)b[h * HDIM + d] * wide(cache[(size_t)p * 2 * C + h * HDIM + d]);
+        sc[p] = a / sqrt((double)HDIM);
+        mx = sc[p] > mx ? sc[p] : mx;
+    }
+    for (int p = 0; p < n; p++)
+        z += (sc[p] = exp(sc[p] - mx));
+    for (int p = 0; p < n; p++) {
+        const double pr = round_p ? (double)tr_bf16_to_f32(tr_f32_to_bf16((float)(sc[p] / z))) : sc[p] / z;
+        for (int d = 0; d < HDIM; d++)
+            o[d] += pr * wide(cache[(size_t)p * 2 * C + C + h * HDIM + d]);
+    }
+    return o;
+}
+
 /* the decode attention at one shape: sequence s at position pos[s] */
 template <int NSEQ, int HEADS, int HDIM, int CONTEXT> static void check_attn(cudaStream_t s, bool bench)
 {
@@ -81,23 +115,9 @@ template <int NSEQ, int HEADS, int HDIM, int CONTEXT> static void check_attn(cud
                 cache_ok &= memcmp(&want, &cache[(size_t)p * 2 * C + j], 4) == 0;
             }
         for (int h = 0; h < HEADS; h++) {
-            const int n = pos[q] + 1;
-            std::vector<double> sc(n);
-            double mx = -INFINITY, z = 0;
-            for (int p = 0; p < n; p++) {
-                double a = 0;
-                for (int d = 0; d < HDIM; d++)
-                    a += (double)b[h * HDIM + d] * cache[(size_t)p * 2 * C + h * HDIM + d];
-                sc[p] = a / sqrt((double)HDIM);
-                mx = sc[p] > mx ? sc[p] : mx;
-            }
-            for (int p = 0; p < n; p++)
-                z += (sc[p] = exp(sc[p] - mx));
+            const std::vector<double> ref = ref_head(b.data(), cache, pos[q] + 1, HDIM, C, h, false);
             for (int d = 0; d < HDIM; d++) {
-                double o = 0;
-                for (int p = 0; p < n; p++)
-                    o += sc[p] / z * cache[(size_t)p * 2 * C + C + h * HDIM + d];
-                const double got = g_out[(size_t)q * C + h * HDIM + d];
+                const double o = ref[d], got = g_out[(size_t)q * C + h * HDIM + d];
                 num += (got - o) * (got - o);
                 den += o * o;
             }
@@ -183,23 +203,9 @@ template <int NSEQ, int HEADS, int HDIM, int CONTEXT> static void check_attn_bf1
                 cache_ok &= want == cache[(size_t)p * 2 * C + j];
             }
         for (int h = 0; h < HEADS; h++) {
-            const int n = pos[q] + 1;
-            std::vector<double> sc(n);
-            double mx = -INFINITY, z = 0;
-            for (int p = 0; p < n; p++) {
-                double a = 0;
-                for (int d = 0; d < HDIM; d++)
-                    a += (double)b[h * HDIM + d] * tr_bf16_to_f32(cache[(size_t)p * 2 * C + h * HDIM + d]);
-                sc[p] = a / sqrt((double)HDIM);
-                mx = sc[p] > mx ? sc[p] : mx;
-            }
-            for (int p = 0; p < n; p++)
-                z += (sc[p] = exp(sc[p] - mx));
+            const std::vector<double> ref = ref_head(b.data(), cache, pos[q] + 1, HDIM, C, h, true);
             for (int d = 0; d < HDIM; d++) {
-                double o = 0;
-                for (int p = 0; p < n; p++)
-                    o += (double)r16((float)(sc[p] / z)) * tr_bf16_to_f32(cache[(size_t)p * 2 * C + C + h * HDIM + d]);
-                const double got = tr_bf16_to_f32(g_out[(size_t)q * C + h * HDIM + d]);
+                const double o = ref[d], got = tr_bf16_to_f32(g_out[(size_t)q * C + h * HDIM + d]);
                 num += (got - o) * (got - o);
                 den += o * o;
             }

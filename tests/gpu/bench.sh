@@ -120,21 +120,21 @@ part_tessgen() {
     graph_table | tee "$TG_OUT/graph.md" | tee -a "$TG_LOG"
 }
 
-# torch_check NAME JSON ARGS...: tests/gpu/torch_bench.py ARGS --out JSON; a skip (no torch, no CUDA device) is
-# reported as one, with its reason
+# torch_check NAME JSON ARGS...: tests/gpu/torch_bench.py ARGS --out JSON (TORCH_SCRIPT=torch_decode: that script);
+# a skip (no torch, no CUDA device) is reported as one, with its reason
 torch_check() {
-    local name=$1 json=$2 log
+    local name=$1 json=$2 log script=${TORCH_SCRIPT:-torch_bench}
     shift 2
     rm -f "$json"
     mkdir -p "$TG_WORK/logs"
     log=$TG_WORK/logs/torch_$(basename "$json" .json).log
-    if ! timeout -k 10 "${TESS_TORCH_TIMEOUT:-540}" "$PY" "$TG_REPO/tests/gpu/torch_bench.py" "$@" --out "$json" >"$log" 2>&1; then
+    if ! timeout -k 10 "${TESS_TORCH_TIMEOUT:-540}" "$PY" "$TG_REPO/tests/gpu/$script.py" "$@" --out "$json" >"$log" 2>&1; then
         tg_notok "$name" "$log"
     elif grep -q '"skipped"' "$json" 2>/dev/null; then
-        tg_ok "$name # skip $(sed -n 's/^torch_bench: skip: //p' "$log" | head -1)"
+        tg_ok "$name # skip $(sed -n "s/^$script: skip: //p" "$log" | head -1)"
     else
         tg_ok "$name"
-        grep -E "rel_err=|^torch_bench: [a-z0-9_]+: forward" "$log" | sed 's/^/    # /' | tee -a "$TG_LOG"
+        grep -E "rel_err=|^$script: [a-z0-9_]+: forward|^torch_decode: " "$log" | sed 's/^/    # /' | tee -a "$TG_LOG"
     fi
     [ -f "$json" ] && cp "$json" "$TG_OUT/"
 }
@@ -325,7 +325,7 @@ part_decode() {
             tg_check "decode: tessgen $m [1,1,1] $mode, $Bt sequences, prompts of $((S / 2)), $S new: median decode step" \
                 decode_one "$m" "$mode"
         done
-        torch_decode_check "torch: $m greedy decode, static cache, eager and torch.compile, fp32 and bf16 (checked against tessref generate in float64)" \
+        TORCH_SCRIPT=torch_decode torch_check "torch: $m greedy decode, static cache, eager and torch.compile, fp32 and bf16 (checked against tessref generate in float64)" \
             "$B/torch_decode_$m.json" --layers "$L" --hidden "$C" --heads "$H" --ffn "$F" --vocab "$V" \
             --positions "$P" --batch "$Bt" --prompt "$((S / 2))" --context "$P" --steps 64
     done
@@ -354,23 +354,6 @@ for m, bt in models:
         print(f"| {m} | {bt} | {prec} | {f(t and t * 1e3)} | {'-' if not t else '%.0f' % (bt / t)} | {f(e)} | {f(c)} | "
               f"{'-' if not (t and c) else '%.2f' % (c / (t * 1e3))} |")
 PYEOF
-}
-# torch_decode_check NAME JSON ARGS...: tests/gpu/torch_decode.py, reported as torch_check reports torch_bench.py
-torch_decode_check() {
-    local name=$1 json=$2 log
-    shift 2
-    rm -f "$json"
-    mkdir -p "$TG_WORK/logs"
-    log=$TG_WORK/logs/torch_$(basename "$json" .json).log
-    if ! timeout -k 10 "${TESS_TORCH_TIMEOUT:-540}" "$PY" "$TG_REPO/tests/gpu/torch_decode.py" "$@" --out "$json" >"$log" 2>&1; then
-        tg_notok "$name" "$log"
-    elif grep -q '"skipped"' "$json" 2>/dev/null; then
-        tg_ok "$name # skip $(sed -n 's/^torch_decode: skip: //p' "$log" | head -1)"
-    else
-        tg_ok "$name"
-        grep "^torch_decode: " "$log" | sed 's/^/    # /' | tee -a "$TG_LOG"
-    fi
-    [ -f "$json" ] && cp "$json" "$TG_OUT/"
 }
 
 part_report() {

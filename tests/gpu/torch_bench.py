@@ -43,8 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 
 
-def skip(out, why):
-    print(f"torch_bench: skip: {why}")
+def skip(out, why, who="torch_bench"):
+    print(f"{who}: skip: {why}")
     if out:
         with open(out, "w") as f:
             json.dump({"skipped": why}, f)

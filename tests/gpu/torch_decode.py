@@ -28,14 +28,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 sys.path.insert(0, HERE)
-
-
-def skip(out, why):
-    print(f"torch_decode: skip: {why}")
-    if out:
-        with open(out, "w") as f:
-            json.dump({"skipped": why}, f)
-    return 0
+from torch_bench import skip  # noqa: E402  (the same skip record as torch_bench.py's)
 
 
 def layer(torch, x, p, l, H, eps, ck, cv, pos, mask):
@@ -128,21 +121,21 @@ def main():
     try:
         import torch
     except ImportError as e:
-        return skip(a.out, f"torch not importable ({e})")
+        return skip(a.out, f"torch not importable ({e})", "torch_decode")
     same, worst = check_against_tessref(torch)
     print(f"torch_decode: float64 check against tessref generate: ids equal {same}, max logit difference {worst:.3g}")
     if not same or worst > 1e-10:
         print("torch_decode: the decode does not compute tessgen's function")
         return 1
     if not torch.cuda.is_available():
-        return skip(a.out, "no CUDA device")
+        return skip(a.out, "no CUDA device", "torch_decode")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = "cuda"
     res = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "runs": {}}
     gen = torch.Generator().manual_seed(1)
-    import torch_bench
-    base = torch_bench.make_params(torch, a.layers, a.hidden, a.ffn, torch.float32, "cpu", gen, a.vocab, a.positions)
+    from torch_bench import make_params
+    base = make_params(torch, a.layers, a.hidden, a.ffn, torch.float32, "cpu", gen, a.vocab, a.positions)
     prompts = torch.randint(0, a.vocab, (a.batch, a.prompt), generator=gen).to(dev)
     for prec in a.precs.split(","):
         dtype = torch.float32 if prec == "fp32" else torch.bfloat16
