@@ -10,7 +10,7 @@
  * runtime/tr_bf16.h), so the same float32 bits give the same bf16 bits on
  * every rank. Debian's OpenBLAS has no bf16 GEMM, so tr_gemm_bf16 widens A
  * and B to float32 (exact: a bf16 value is a float32 whose low 16 bits are
- * zero), keeping their leading dimensions, and calls cblas_sgemm exactly as
+ * zero), keeping their leading dimensions, and calls tr_sgemm (tr_blas.h) exactly as
  * tr_gemm_ex does: the result is bitwise tr_gemm_ex of the widened operands.
  * The fused kernels do not repeat the float32 kernels' arithmetic: they run
  * the same per-row (per-sequence) bodies (tr_kernels.h) into a float32
@@ -39,10 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <omp.h>
 
 #include "tr_bf16.h"
+#include "tr_blas.h"
 #include "tr_ctx.h"
 #include "tr_kernels.h"
 #include "tr_vec.h"
@@ -132,8 +132,7 @@ void tr_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const 
     float *wa = tr_scratch(c, na + nb), *wb = wa + na;
     widen(A, ar, aw, lda, wa);
     widen(B, br, bw, ldb, wb);
-    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-                wa, lda, wb, ldb, beta, C, ldc);
+    tr_sgemm(transa, transb, m, n, k, 1.0f, wa, lda, wb, ldb, beta, C, ldc);
     TIMED_END(TR_K_GEMM);
 }
 

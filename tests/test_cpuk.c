@@ -514,8 +514,47 @@ static void test_objective_microbatches(void)
     }
 }
 
+/* The CPU GEMM's one-row products (runtime/tr_blas.h sends m = 1 to cblas_sgemv): every transpose combination, with
+ * leading dimensions wider than the operands and a beta, against double loops; and m = 2 (cblas_sgemm) alike */
+static void test_gemm_rows(void)
+{
+    TT_CASE("tr_gemm_ex of one and two rows (sgemv, sgemm), each transpose combination, ld wider than the operand, "
+            "beta 0 and 1: within 1e-6 of double") {
+        enum { K = 37, N = 29, LD = 41 };
+        tr_ctx c = {0};
+        float A[K * LD], B[K * LD > N * LD ? K * LD : N * LD], C0[2 * LD], C[2 * LD];
+        for (int e = 0; e < K * LD; e++)
+            A[e] = (float)((e * 7919) % 61 - 30) / 16.0f;
+        for (int e = 0; e < (int)(sizeof B / sizeof B[0]); e++)
+            B[e] = (float)((e * 104729) % 53 - 26) / 32.0f;
+        for (int e = 0; e < 2 * LD; e++)
+            C0[e] = (float)(e % 5) - 2.0f;
+        for (int m = 1; m <= 2; m++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++)
+                    for (int bt = 0; bt < 2; bt++) {
+                        memcpy(C, C0, sizeof C);
+                        tr_gemm_ex(&c, ta, tb, m, N, K, A, LD, B, LD, (float)bt, C, LD);
+                        double worst = 0;
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < N; j++) {
+                                double want = bt ? C0[i * LD + j] : 0.0;
+                                for (int p = 0; p < K; p++)
+                                    want += (double)(ta ? A[p * LD + i] : A[i * LD + p]) *
+                                            (tb ? B[j * LD + p] : B[p * LD + j]);
+                                double d = fabs(C[i * LD + j] - want) / (fabs(want) > 1 ? fabs(want) : 1);
+                                worst = d > worst ? d : worst;
+                            }
+                        for (int j = N; j < LD; j++) /* past the row's end: untouched */
+                            TT_CHECK(C[j] == C0[j], "m=%d ta=%d tb=%d: column %d written", m, ta, tb, j);
+                        TT_CHECK(worst < 1e-6, "m=%d ta=%d tb=%d beta=%d: %.3g from double", m, ta, tb, bt, worst);
+                    }
+    }
+}
+
 int main(void)
 {
+    test_gemm_rows();
     test_objective_microbatches();
     test_adamw();
     test_vexpf();

@@ -55,13 +55,15 @@
  * float or tr_bf16 output, the latter the float result rounded by tr_f32_to_bf16 (bf16 training's
  * bias_gelu_save also the kept u, and gelu_bwd reads it: emu_kernels.cc);
  * trc_cast_bf16 is tr_f32_to_bf16 per element, trc_gemm_bf16 widens both operands to fp32 (exact) and calls
- * cblas_sgemm (a bf16 C: into an fp32 temporary, then tr_f32_to_bf16), trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
+ * tr_sgemm, the CPU backend's GEMM (runtime/tr_blas.h: cblas_sgemm, cblas_sgemv for one row; a bf16 C: into an fp32 temporary, then tr_f32_to_bf16), trc_bcast_bf16 is MPI_Bcast of MPI_UINT16_T. Collectives count bytes (4 a float, 2 a bf16).
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <cblas.h>
+
+#include "tr_blas.h"
 
 #include <cmath>
 #include <cstdio>
@@ -799,7 +801,7 @@ void trc_gemm_ex(tr_ctx *c, int transa, int transb, int m, int n, int k, const f
 {
     (void)c;
     push(TRC_COMPUTE, [=] {
-        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+        tr_sgemm(transa, transb, m, n, k,
                     1.0f, A, lda, B, ldb, beta, C, ldc);
     });
 }
@@ -818,7 +820,7 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
             a[i] = tr_bf16_to_f32(A[i]);
         for (size_t i = 0; i < nb; i++)
             b[i] = tr_bf16_to_f32(B[i]);
-        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+        tr_sgemm(transa, transb, m, n, k,
                     1.0f, a.data(), lda, b.data(), ldb, beta, C, ldc);
     });
 }
@@ -839,7 +841,7 @@ void trc_gemm_bf16(tr_ctx *c, int transa, int transb, int m, int n, int k, const
             a[i] = tr_bf16_to_f32(A[i]);
         for (size_t i = 0; i < nb; i++)
             b[i] = tr_bf16_to_f32(B[i]);
-        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+        tr_sgemm(transa, transb, m, n, k,
                     1.0f, a.data(), lda, b.data(), ldb, 0.0f, t.data(), n);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++)
@@ -957,7 +959,7 @@ void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const flo
 {
     (void)c;
     push(TRC_COMPUTE, [=] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        tr_sgemm(0, 0, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
     });
 }
 
@@ -1028,7 +1030,7 @@ static void emu_gemm_lt(int slot, int epi, int m, int n, int k, const AB *A, int
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++)
                 t[(size_t)i * n + j] = beta != 0.0f ? beta * emu_f32(C[(size_t)i * ldc + j]) : 0.0f;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 1.0f,
+        tr_sgemm(0, 0, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 1.0f,
                     t.data(), n);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
@@ -1087,7 +1089,7 @@ void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m
     E.lt_id = E.cur_id;
     E.lt_after = 0; /* its own push makes 1 */
     push(TRC_COMPUTE, [=] {
-        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k,
+        tr_sgemm(transa, transb, m, n, k,
                     1.0f, A, lda, B, ldb, beta, C, ldc);
         if (dgelu) {
             for (int i = 0; i < m; i++)
@@ -1127,7 +1129,7 @@ void trc_gemm_lt_bwd(tr_ctx *c, int slot, int epi, int transa, int transb, int m
     push(TRC_COMPUTE, [=] {
         /* A [m, k] at lda, B [n, k] at ldb (transposed in the product) */
         std::vector<float> a = emu_widen(A, m, k, lda), b = emu_widen(B, n, k, ldb), t((size_t)m * n);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+        tr_sgemm(0, 1, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
                     t.data(), n);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++)
