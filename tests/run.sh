@@ -67,59 +67,10 @@ if ! ninja >/tmp/tessgen-build.log 2>&1; then
 fi
 WORK=$(mktemp -d /tmp/tessgen-tests.XXXXXX)
 trap '[ -z "${lane2_pid:-}" ] || kill "$lane2_pid" 2>/dev/null; rm -rf "$WORK"' EXIT
-pass=0
-fail=0
-skip=0
-filter=${TESS_TEST_FILTER:-}
 t0=$(date +%s)
-
-# a result 10 s or more after the previous one (the check and any build before it) says so on its own line,
-# so where the suite's time goes can be read from its output
-last_result=$SECONDS
-took() {
-    [ $((SECONDS - last_result)) -lt 10 ] || echo "#   $((SECONDS - last_result))s since the previous result"
-    last_result=$SECONDS
-}
-ok() {
-    took
-    case "$1" in
-    *"# skip"*) skip=$((skip + 1)) ;;
-    *) pass=$((pass + 1)) ;;
-    esac
-    echo "ok - $1"
-}
-notok() { took; fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    # /' "$2" | tail -25; }
-wanted() { [ -z "$filter" ] || echo "$1" | grep -Eq "$filter"; }
-
-# check NAME CMD...: passes when CMD exits 0
-check() {
-    local name=$1
-    shift
-    wanted "$name" || return 0
-    if "$@" >"$WORK/log" 2>&1; then ok "$name"; else notok "$name" "$WORK/log"; fi
-}
-
-# unit BINARY: each "ok -"/"not ok -" line it prints is one check
-unit() {
-    local bin=$1 label=$2
-    wanted "unit $label" || return 0
-    "$bin" >"$WORK/unit.log" 2>&1
-    local rc=$?
-    took
-    local n=0
-    while IFS= read -r line; do
-        case "$line" in
-        "ok - "*"# skip"*) skip=$((skip + 1)); n=$((n + 1)); echo "ok - unit $label: ${line#ok - }" ;;
-        "ok - "*) pass=$((pass + 1)); n=$((n + 1)); echo "ok - unit $label: ${line#ok - }" ;;
-        "not ok - "*) fail=$((fail + 1)); n=$((n + 1)); echo "not ok - unit $label: ${line#not ok - }" ;;
-        esac
-    done <"$WORK/unit.log"
-    if [ $rc -ne 0 ] && ! grep -q "^not ok" "$WORK/unit.log"; then
-        notok "unit $label exited $rc without reporting a failure" "$WORK/unit.log"
-    elif [ $n -eq 0 ]; then
-        notok "unit $label ran no case" "$WORK/unit.log"
-    fi
-}
+# ok, notok, check, unit, wanted and the counters pass, fail and skip
+# shellcheck source=tests/harness.sh
+. tests/harness.sh
 
 # cuDNN's attention object (scripts/sdpa_build.sh: over a minute of one core) is compiled in the background, niced,
 # while the first groups run, when the cuda group will ask for it: that group's checks then find it built (the script
