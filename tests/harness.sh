@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/harness.sh - sourced by tests/run.sh (and by tests/harness_test.sh, its self-test): how a check reports its
 # result and how the suite counts it. Every group file of tests/ reports through these functions only:
 #   ok NAME               a pass; a skip when NAME holds "# skip <why>" (a check that cannot run here, e.g. without

@@ -4,7 +4,8 @@
 # runtime and the unit tests (normal and ASan+UBSan), then runs
 #   unit      mesh, spec, machine, plan, streams, placement, file-I/O, data, bf16 kernel and CPU kernel (AdamW, loss,
 #             expf, thread counts) unit tests, both builds; no errno-setting math calls in the runtime's kernels;
-#             the planner's files call one way (tools/plandeps.py)
+#             the planner's files call one way (tools/plandeps.py); the suite's own counting of passes, failures and
+#             skips (tests/harness_test.sh)
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
@@ -44,7 +45,9 @@
 #   docs      every link of README.md and docs/ resolves inside the repository, no internal issue numbers,
 #             README starts with its status table (tests/docs.sh, tools/doccheck.py)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
-# prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
+# prints "ok - ... # skip <why>" and counts as skipped, not passed: every group reports through tests/harness.sh's
+# ok/notok/check, never setting a count itself; tests/harness_test.sh, a unit check, holds them to it). Exit status
+# non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
 # (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
 # Some groups run beside the others, on the second core (lane 2, below; their output printed in its place in the list,
@@ -190,6 +193,10 @@ check "unit: the runtime's kernels call no errno-setting sqrtf, the loss no libm
 check "unit: tools/plandeps.py finds planner files that call each other in a cycle, and passes one-way calls" \
     python3 tools/plandeps.py --self-test
 check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle" python3 tools/plandeps.py
+# the counting itself: tests/harness.sh's functions on passes, failures and skips, a group's skip line (tests/cuda.sh's
+# with nvcc hidden) counted as a skip and not a pass, no group setting a counter itself
+check "unit: tests/harness.sh counts a pass, a failure and a skip (\"ok - ... # skip\") once each, tests/cuda.sh's skip lines as skips; no file of tests/ sets a counter" \
+    tests/harness_test.sh
 
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"
