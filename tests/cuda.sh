@@ -992,20 +992,20 @@ cu_rt_shared() { # the runtime objects of the [2,2,2] programs came from one com
             { echo "no shared copy of $(basename "$n") in build/shared-rt/*"; return 1; }
     done
 }
-cu_compile() { # q d [t]: build bin/model-cuda (or, with CU_OBJS=1, only kernels.o and the rank objects); then
-    # ptxas -v of kernels.cu, no spills
-    local dir="$WORK/cu${3:-}_$1_$2"
-    if [ "${CU_OBJS:-0}" = 1 ]; then
-        # shellcheck disable=SC2046 # one target a word
-        ninja -C "$dir" obj-cuda/kernels.o $(ninja -C "$dir" -t targets all | grep -o '^obj-cuda/rank_i[0-9]*_j[0-9]*\.o') \
-            >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
-    else
-        ninja -C "$dir" cuda >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
-        [ -x "$dir/bin/model-cuda" ] || { echo "bin/model-cuda was not linked"; return 1; }
-    fi
-    local cmd
-    cmd=$(ninja -C "$dir" -t commands obj-cuda/kernels.o | tail -1) || return 1
-    (cd "$dir" && eval "$cmd -Xptxas -v -o /dev/null") >"$dir/ptxas.log" 2>&1 || { cat "$dir/ptxas.log"; return 1; }
+cu_compile() { # q d [t]: build bin/model-cuda (or, with CU_OBJS=1, only kernels.o and the rank objects), kernels.cu
+    # compiled once, with ptxas -v (nvcc's NVCC_APPEND_FLAGS: build.ninja is the generated one, and the environment is
+    # no part of the command ninja records); then its report: no spills
+    local dir="$WORK/cu${3:-}_$1_$2" targets=cuda
+    [ "${CU_OBJS:-0}" = 1 ] && targets="obj-cuda/kernels.o $(ninja -C "$dir" -t targets all | grep -o '^obj-cuda/rank_i[0-9]*_j[0-9]*\.o')"
+    # kernels.o is compiled by this ninja run, so that its ptxas report is in the build's log
+    rm -f "$dir/obj-cuda/kernels.o"
+    # shellcheck disable=SC2086 # one target a word
+    NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }-Xptxas -v" NINJA_STATUS="[%f/%t] " ninja -C "$dir" $targets \
+        >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; return 1; }
+    [ "$targets" != cuda ] || [ -x "$dir/bin/model-cuda" ] || { echo "bin/model-cuda was not linked"; return 1; }
+    # kernels.o's output: ninja prints each command's after its status line ("[n/N] NVCC obj-cuda/kernels.o"), the
+    # other nvcc commands' ptxas reports (the runtime's .cu files) after theirs
+    awk '/^\[[0-9]+\/[0-9]+\] / { on = / NVCC obj-cuda\/kernels\.o$/; next } on' "$dir/build.log" >"$dir/ptxas.log"
     # one summary line per kernel and architecture: name, registers, shared memory, spills
     awk '/Compiling entry function/ {
              k = "?"; a = "?"
