@@ -51,7 +51,8 @@
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
 # (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
 # Some groups run beside the others, on the second core (lane 2, below; their output printed in its place in the list,
-# or later); TESS_TEST_SERIAL=1 runs every group in one shell, in order.
+# or later); TESS_TEST_SERIAL=1 runs every group in one shell, in order. TESS_TEST_JOBS=N: the compiles a check runs
+# side by side itself (tests/cuda/emu_build.sh, the CUDA emulation's programs) at most N at once (default: the cores).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
