@@ -4,7 +4,8 @@
 # runtime and the unit tests (normal and ASan+UBSan), then runs
 #   unit      mesh, spec, machine, plan, streams, placement, file-I/O, data, bf16 kernel and CPU kernel (AdamW, loss,
 #             expf, thread counts) unit tests, both builds; no errno-setting math calls in the runtime's kernels;
-#             the planner's files call one way (tools/plandeps.py)
+#             the planner's files call one way (tools/plandeps.py); the suite's own counting of passes, failures and
+#             skips (tests/harness_test.sh)
 #   cli       tessgen's options and exit codes
 #   spec      every bad spec in tests/specs/bad is refused with its message, nothing written
 #   golden    emitted text of tests/specs/golden.lua equals tests/golden/ (TESS_UPDATE_GOLDEN=1 rewrites)
@@ -44,11 +45,14 @@
 #   docs      every link of README.md and docs/ resolves inside the repository, no internal issue numbers,
 #             README starts with its status table (tests/docs.sh, tools/doccheck.py)
 # and ends with "N passed, N failed, N skipped" (a check that cannot run here, e.g. without nvcc,
-# prints "ok - ... # skip <why>" and counts as skipped). Exit status non-zero if anything failed.
+# prints "ok - ... # skip <why>" and counts as skipped, not passed: every group reports through tests/harness.sh's
+# ok/notok/check, never setting a count itself; tests/harness_test.sh, a unit check, holds them to it). Exit status
+# non-zero if anything failed.
 # TESS_TEST_FILTER=REGEX runs only the checks whose names match; TESS_TEST_GROUPS="e2e lm" only those files of tests/
 # (after the unit checks). A result 10 s or more after the previous one comes after a "#   Ns since ..." line.
 # Some groups run beside the others, on the second core (lane 2, below; their output printed in its place in the list,
-# or later); TESS_TEST_SERIAL=1 runs every group in one shell, in order.
+# or later); TESS_TEST_SERIAL=1 runs every group in one shell, in order. TESS_TEST_JOBS=N: the compiles a check runs
+# side by side itself (tests/cuda/emu_build.sh, the CUDA emulation's programs) at most N at once (default: the cores).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -67,59 +71,10 @@ if ! ninja >/tmp/tessgen-build.log 2>&1; then
 fi
 WORK=$(mktemp -d /tmp/tessgen-tests.XXXXXX)
 trap '[ -z "${lane2_pid:-}" ] || kill "$lane2_pid" 2>/dev/null; rm -rf "$WORK"' EXIT
-pass=0
-fail=0
-skip=0
-filter=${TESS_TEST_FILTER:-}
 t0=$(date +%s)
-
-# a result 10 s or more after the previous one (the check and any build before it) says so on its own line,
-# so where the suite's time goes can be read from its output
-last_result=$SECONDS
-took() {
-    [ $((SECONDS - last_result)) -lt 10 ] || echo "#   $((SECONDS - last_result))s since the previous result"
-    last_result=$SECONDS
-}
-ok() {
-    took
-    case "$1" in
-    *"# skip"*) skip=$((skip + 1)) ;;
-    *) pass=$((pass + 1)) ;;
-    esac
-    echo "ok - $1"
-}
-notok() { took; fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    # /' "$2" | tail -25; }
-wanted() { [ -z "$filter" ] || echo "$1" | grep -Eq "$filter"; }
-
-# check NAME CMD...: passes when CMD exits 0
-check() {
-    local name=$1
-    shift
-    wanted "$name" || return 0
-    if "$@" >"$WORK/log" 2>&1; then ok "$name"; else notok "$name" "$WORK/log"; fi
-}
-
-# unit BINARY: each "ok -"/"not ok -" line it prints is one check
-unit() {
-    local bin=$1 label=$2
-    wanted "unit $label" || return 0
-    "$bin" >"$WORK/unit.log" 2>&1
-    local rc=$?
-    took
-    local n=0
-    while IFS= read -r line; do
-        case "$line" in
-        "ok - "*"# skip"*) skip=$((skip + 1)); n=$((n + 1)); echo "ok - unit $label: ${line#ok - }" ;;
-        "ok - "*) pass=$((pass + 1)); n=$((n + 1)); echo "ok - unit $label: ${line#ok - }" ;;
-        "not ok - "*) fail=$((fail + 1)); n=$((n + 1)); echo "not ok - unit $label: ${line#not ok - }" ;;
-        esac
-    done <"$WORK/unit.log"
-    if [ $rc -ne 0 ] && ! grep -q "^not ok" "$WORK/unit.log"; then
-        notok "unit $label exited $rc without reporting a failure" "$WORK/unit.log"
-    elif [ $n -eq 0 ]; then
-        notok "unit $label ran no case" "$WORK/unit.log"
-    fi
-}
+# ok, notok, check, unit, wanted and the counters pass, fail and skip
+# shellcheck source=tests/harness.sh
+. tests/harness.sh
 
 # cuDNN's attention object (scripts/sdpa_build.sh: over a minute of one core) is compiled in the background, niced,
 # while the first groups run, when the cuda group will ask for it: that group's checks then find it built (the script
@@ -239,6 +194,10 @@ check "unit: the runtime's kernels call no errno-setting sqrtf, the loss no libm
 check "unit: tools/plandeps.py finds planner files that call each other in a cycle, and passes one-way calls" \
     python3 tools/plandeps.py --self-test
 check "unit: the planner's files (gen/plan*.c) call each other one way, no cycle" python3 tools/plandeps.py
+# the counting itself: tests/harness.sh's functions on passes, failures and skips, a group's skip line (tests/cuda.sh's
+# with nvcc hidden) counted as a skip and not a pass, no group setting a counter itself
+check "unit: tests/harness.sh counts a pass, a failure and a skip once each, tests/cuda.sh's skip lines as skips; no file of tests/ sets a counter" \
+    tests/harness_test.sh
 
 # ---- the groups, each a file sourced into this shell (its checks share ok/notok/check), timed -----------------
 times="unit $(($(date +%s) - t0))s"
