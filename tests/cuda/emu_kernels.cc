@@ -114,6 +114,7 @@ void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias,
               const float *gamma, const float *beta, float eps, OUT *y)
 {
     static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    emu::fused_head();
     push(stream_of(s), [=] {
         for (int r = 0; r < ROWS; r++) {
             const size_t o = (size_t)r * COLS;
