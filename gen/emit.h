@@ -52,9 +52,10 @@ void tg_segment_name(char *buf, size_t cap, const tg_segment *sg); /* "fwd_L3", 
  * only (tg_step.last_mb) inside `if (tr_mb(c) == mb - 1) { ... }`, indented one more level. */
 void tg_emit_step_body(tg_sb *o, const tg_plan *pl, const tg_step *s, const tg_sb *body);
 /* "float *const name = A + offset; comment" for each buffer that steps first..last name (uses, when not
- * NULL, says which slots the printed calls name), in plan order; arena: "rank's", "device". */
+ * NULL, says which slots the printed calls name; it gets first, the range's first step: a call there may name the
+ * buffers of a later step it runs, the CUDA backend's row kernels), in plan order; arena: "rank's", "device". */
 bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
-                     bool (*uses)(const tg_class_plan *cp, const tg_step *s, int slot), const char *arena);
+                     bool (*uses)(const tg_class_plan *cp, const tg_step *s, int slot, int first), const char *arena);
 
 /* The tables every rank program carries (emit_rank_tables.c), shared by the C and CUDA emitters. */
 const char *tg_emit_group_enum(tg_group g);     /* "TR_ROW", ... */

@@ -123,14 +123,14 @@ static int cmp_int(const void *a, const void *b)
 }
 
 bool tg_emit_buffers(tg_sb *o, const tg_plan *pl, const tg_class_plan *cp, tg_coord co, int first, int last,
-                     bool (*uses)(const tg_class_plan *cp, const tg_step *s, int slot), const char *arena)
+                     bool (*uses)(const tg_class_plan *cp, const tg_step *s, int slot, int first), const char *arena)
 {
     int *ids = malloc((size_t)(last - first + 1) * TG_STEP_MAXBUF * sizeof *ids), n = 0;
     if (!ids)
         return false;
     for (int i = first; i <= last; i++)
         for (int k = 0; k < TG_STEP_MAXBUF; k++)
-            if (cp->steps[i].buf[k] >= 0 && (!uses || uses(cp, &cp->steps[i], k)))
+            if (cp->steps[i].buf[k] >= 0 && (!uses || uses(cp, &cp->steps[i], k, first)))
                 ids[n++] = cp->steps[i].buf[k];
     qsort(ids, (size_t)n, sizeof *ids, cmp_int); /* plan order, each once */
     tg_sb_printf(o, "    /* Buffers: float offsets into the %s arena A, shape [rows, cols], live steps first..last. */\n",

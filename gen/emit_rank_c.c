@@ -26,9 +26,9 @@ static const char *bf(const tg_class_plan *rp, const tg_step *s, int slot)
 
 /* Does the CPU call of step s name the buffer in slot? Attention's scratch beyond slot 3 (the CUDA backend's
  * probabilities and bf16 copies, plan_steps.c) is not declared here. */
-static bool cpu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
+static bool cpu_uses(const tg_class_plan *cp, const tg_step *s, int slot, int first)
 {
-    (void)cp;
+    (void)cp, (void)first;
     if (s->cudnn && s->kind == TG_STEP_ATTN_BWD && (slot == 4 || slot == 5))
         return true; /* the bf16 copy of dqkv the QKV GEMMs read (cuDNN's output on the GPU); the kept bf16 QKV */
     if (s->cudnn && s->kind == TG_STEP_ATTENTION && slot == 5 && s->buf[6] >= 0)

@@ -105,9 +105,13 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_BCAST:
     case TG_STEP_ALLREDUCE: return esz(rp, s, 0) * s->count;
     case TG_STEP_LN_ROWSUM: return 4 * (rc + s->rows);
-    case TG_STEP_RESID_ROWSUM: return 4 * (3 * rc + s->cols + (s->buf[3] >= 0 ? s->rows : 0));
-    case TG_STEP_LN_SQDEV: return 4 * (rc + 2LL * s->rows);
-    case TG_STEP_LN_APPLY: return 4 * (rc + 2LL * s->rows + 2LL * s->cols) + esz(rp, s, 5) * rc;
+    case TG_STEP_RESID_ROWSUM:
+        if (s->epi == TG_EPI_LN) /* the row kernel: x, p, bias, gamma, beta in; xo, rs, vs and y out (gen/fuse.c) */
+            return 4 * (3 * rc + 3LL * s->cols + 2LL * s->rows) + esz(rp, &rp->steps[s->fused], 5) * rc;
+        return 4 * (3 * rc + s->cols + (s->buf[3] >= 0 ? s->rows : 0));
+    case TG_STEP_LN_SQDEV: return s->fused >= 0 ? 0 : 4 * (rc + 2LL * s->rows); /* fused: the residual step's */
+    case TG_STEP_LN_APPLY:
+        return s->fused >= 0 ? 0 : 4 * (rc + 2LL * s->rows + 2LL * s->cols) + esz(rp, s, 5) * rc;
     case TG_STEP_BIAS_GELU: return 4 * (2 * rc + s->cols);
     case TG_STEP_ATTENTION: { /* qkv + bias in, biased qkv (and its bf16 copy) out; the GEMMs read Q, K, V once;
                                * scores written and read (fp32), probabilities written and read; out */
@@ -172,9 +176,14 @@ static const char *lt_epi(int epi)
 /* Does the CUDA code of step s name the buffer in slot? What the stream rule says it uses (the CPU code's rule), but
  * for a bf16 program's fused fc1 and fc2 input gradient (gen/fuse.c): that call writes the GeLU step's outputs, never
  * the fp32 h or dg (the GEMM's C, the GeLU step's slot 0), which nothing else reads; and attention = "cudnn"'s proj
- * input gradient, which writes the bf16 dO its attention backward reads, never the fp32 dO (that step's slot 1). */
-static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot)
+ * input gradient, which writes the bf16 dO its attention backward reads, never the fp32 dO (that step's slot 1). The
+ * layernorm steps of a row kernel (gen/fuse.c, TG_EPI_LN) name nothing themselves: their buffers are the call's at
+ * the residual step, declared where that call is (first: the printed range's first step, which may be a layer's
+ * function before the layernorm's, ln1 after the previous layer's last residual). */
+static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot, int first)
 {
+    if (s->epi == TG_EPI_NONE && s->fused >= 0 && cp->steps[s->fused].epi == TG_EPI_LN)
+        return s->fused >= first && tg_streams_slot_used(s, slot);
     if (s->kind == TG_STEP_GEMM && slot == 2 && tg_fuse_d_bf16(cp, s))
         return false;
     if (s->kind != TG_STEP_GEMM && slot == 0 && s->fused >= 0 && tg_fuse_d_bf16(cp, &cp->steps[s->fused]))
@@ -370,7 +379,18 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->rows, s->cols);
         break;
     case TG_STEP_RESID_ROWSUM:
-        if (s->buf[4] >= 0) {
+        if (s->epi == TG_EPI_LN) { /* gen/fuse.c: with the layernorm steps after it, one row kernel */
+            const tg_step *q = &rp->steps[s->fused - 1], *a = &rp->steps[s->fused];
+            int xo = s->buf[4] >= 0 ? 4 : 0;
+            tg_sb_printf(o, "    trk::resid_ln<%d, %d, %d>(S, %s, %s, %s, %s, %s, %s, %s, %s, %gf, %s);\n", s->rows,
+                         s->cols, a->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, xo), bn(rp, s, 3),
+                         bn(rp, q, 2), bn(rp, a, 3), bn(rp, a, 4), a->eps, bn(rp, a, 5));
+            snprintf(line, sizeof line,
+                     "template void resid_ln<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *, "
+                     "float *, float *,\n                                  float *, const float *, const float *, "
+                     "float, %s *);\n",
+                     s->rows, s->cols, a->hidden, cty(rp, a, 5));
+        } else if (s->buf[4] >= 0) {
             tg_sb_printf(o, "    trk::resid_rowsum_to<%d, %d>(S, %s, %s, %s, %s, %s);\n", s->rows, s->cols,
                          bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4));
             snprintf(line, sizeof line,
@@ -679,7 +699,13 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
             tg_sb_puts(&funcs, "}\n\n");
             continue;
         }
-        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, sg[g].last, cu_uses, "device");
+        /* a row kernel at the segment's end runs the next segment's first steps too (ln1 after the last residual
+         * of the layer before): their buffers are declared here, where the call names them */
+        int ext = sg[g].last;
+        for (int i = sg[g].first; i <= sg[g].last; i++)
+            if (rp->steps[i].epi == TG_EPI_LN && rp->steps[i].fused > ext)
+                ext = rp->steps[i].fused;
+        ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, ext, cu_uses, "device");
         tg_sb_puts(&funcs, "\n");
         /* S only where a fused kernel runs */
         int kernels = 0;

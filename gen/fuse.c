@@ -1,8 +1,9 @@
 /*
  * fuse.c - marks the GEMM + GeLU, GEMM + GeLU-gradient and GEMM + bias-gradient pairs that a backend may run as
- * one GEMM with an epilogue (fuse.h gives the rule and why each condition is there). One forward scan: a pair is
- * a GEMM and the next step on its stream; the collectives between are skipped once per GEMM, so O(S * c) per
- * class, c the longest run of collectives (a few).
+ * one GEMM with an epilogue, and the residual + layernorm triples it may run as one row kernel (fuse.h gives the
+ * rules and why each condition is there). One forward scan each: a pair is a GEMM and the next step on its stream;
+ * the collectives between are skipped once per GEMM, so O(S * c) per class, c the longest run of collectives (a
+ * few); a triple is three consecutive steps, O(S).
  */
 #include "fuse.h"
 
@@ -143,8 +144,55 @@ static int epi_of(const tg_class_plan *cp, const tg_step *g, const tg_step *k, i
     return epi != TG_EPI_NONE && outputs_clear(cp, g, k, epi) ? epi : TG_EPI_NONE;
 }
 
+/* Do the arena bytes of buffers a and b meet? */
+static bool overlap(const tg_class_plan *cp, int a, int b)
+{
+    const tg_buf *x = &cp->bufs[a], *y = &cp->bufs[b];
+    return x->offset < y->offset + tg_buf_slots(y) && y->offset < x->offset + tg_buf_slots(x);
+}
+
+/* Is the residual step r (index i), with the two steps after it, one row kernel (fuse.h, "Row kernels")? They are
+ * LN_SQDEV and LN_APPLY of the residual's output xo and row sums rs over whole rows (cols == hidden: nothing sums
+ * the statistics over a row group), on r's stream and phase, waiting for nothing; and no output of the three (xo
+ * when out of place, rs, vs, y) shares arena bytes with an input (x, p, bias, gamma, beta): the one kernel writes a
+ * row's outputs while other rows are still to be read. */
+static bool row_triple(const tg_class_plan *cp, int i)
+{
+    if (i + 2 >= cp->nsteps)
+        return false;
+    const tg_step *r = &cp->steps[i], *q = &cp->steps[i + 1], *a = &cp->steps[i + 2];
+    int xo = r->buf[4] >= 0 ? r->buf[4] : r->buf[0], rs = r->buf[3];
+    if (r->kind != TG_STEP_RESID_ROWSUM || rs < 0 || q->kind != TG_STEP_LN_SQDEV || a->kind != TG_STEP_LN_APPLY)
+        return false;
+    if (q->phase != r->phase || a->phase != r->phase || q->stream != r->stream || a->stream != r->stream ||
+        q->wait >= 0 || a->wait >= 0 || q->fused >= 0 || a->fused >= 0)
+        return false;
+    if (q->buf[0] != xo || q->buf[1] != rs || a->buf[0] != xo || a->buf[1] != rs || a->buf[2] != q->buf[2] ||
+        q->rows != r->rows || a->rows != r->rows || q->cols != r->cols || a->cols != r->cols ||
+        q->hidden != r->cols || a->hidden != r->cols)
+        return false;
+    if (!f32(cp, r->buf[0]) || !f32(cp, r->buf[1]) || !f32(cp, r->buf[2]) || !f32(cp, xo) || !f32(cp, a->buf[3]) ||
+        !f32(cp, a->buf[4]))
+        return false;
+    const int out[4] = {xo == r->buf[0] ? -1 : xo, rs, q->buf[2], a->buf[5]};
+    const int in[5] = {r->buf[0], r->buf[1], r->buf[2], a->buf[3], a->buf[4]};
+    for (int o = 0; o < 4; o++)
+        for (int k = 0; out[o] >= 0 && k < 5; k++)
+            if (overlap(cp, out[o], in[k]))
+                return false;
+    return true;
+}
+
 bool tg_fuse_plan(tg_class_plan *cp)
 {
+    for (int i = 0; i < cp->nsteps; i++) { /* the row kernels: a residual step and the layernorm after it */
+        tg_step *r = &cp->steps[i];
+        if (r->fused >= 0 || !row_triple(cp, i))
+            continue;
+        r->epi = TG_EPI_LN;
+        r->fused = i + 2;
+        cp->steps[i + 1].fused = cp->steps[i + 2].fused = i;
+    }
     for (int i = 0; i < cp->nsteps; i++) {
         tg_step *g = &cp->steps[i];
         if (g->kind != TG_STEP_GEMM || g->fused >= 0) /* a GEMM carries one epilogue */
@@ -177,11 +225,22 @@ bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t)
 
 bool tg_fuse_absorbed(const tg_class_plan *cp, const tg_step *s)
 {
-    return s->kind != TG_STEP_GEMM && s->fused >= 0 && cp->steps[s->fused].epi != TG_EPI_D_BF16;
+    return s->kind != TG_STEP_GEMM && s->epi == TG_EPI_NONE && s->fused >= 0 &&
+           cp->steps[s->fused].epi != TG_EPI_D_BF16;
+}
+
+/* Bytes of the buffer in slot k of step s, once. */
+static long long slot_bytes(const tg_class_plan *cp, const tg_step *s, int k)
+{
+    return s->buf[k] >= 0 ? tg_dtype_size(cp->bufs[s->buf[k]].dtype) * cp->bufs[s->buf[k]].elems : 0;
 }
 
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
 {
+    if (s->kind == TG_STEP_LN_SQDEV) /* in the row kernel of its residual step: vs written (x, rs are in registers) */
+        return slot_bytes(cp, s, 2);
+    if (s->kind == TG_STEP_LN_APPLY) /* gamma and beta read, y written */
+        return slot_bytes(cp, s, 3) + slot_bytes(cp, s, 4) + slot_bytes(cp, s, 5);
     const tg_buf *b1 = &cp->bufs[s->buf[1]];
     if (s->kind == TG_STEP_GELU_BWD) { /* u, read beside the GEMM's result; bf16: du written as D, not dg */
         long long b = tg_dtype_size(b1->dtype) * b1->elems;
@@ -215,7 +274,11 @@ const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_s
     buf[0] = '\0';
     if (s->fused < 0 || s->fused >= cp->nsteps)
         return buf;
-    if (s->kind == TG_STEP_GEMM && s->epi == TG_EPI_D_BF16)
+    if (s->epi == TG_EPI_LN)
+        snprintf(buf, (size_t)cap, "; CUDA: one row kernel with the layernorm steps %d and %d", s->fused - 1, s->fused);
+    else if (s->kind == TG_STEP_LN_SQDEV || s->kind == TG_STEP_LN_APPLY)
+        snprintf(buf, (size_t)cap, "; CUDA: in the row kernel of step %d", s->fused);
+    else if (s->kind == TG_STEP_GEMM && s->epi == TG_EPI_D_BF16)
         snprintf(buf, (size_t)cap, "; CUDA: writes the bf16 copy step %d reads (no fp32 result, no cast)", s->fused);
     else if (s->kind == TG_STEP_GEMM && s->epi != TG_EPI_NONE)
         snprintf(buf, (size_t)cap, "; CUDA: %s epilogue (step %d) of this GEMM", epi_name(s->epi), s->fused);

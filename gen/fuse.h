@@ -1,5 +1,6 @@
 /*
- * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue.
+ * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue, and which
+ * residual step may run the layernorm after it in the same row kernel.
  *
  * Forward: a GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
  * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt call on
@@ -41,10 +42,26 @@
  *     bytes, which it does not promise to support); GELU_SAVE and DGELU with n a multiple of 8 (the aux
  *     matrix's leading dimension, a cuBLASLt rule).
  *
- * The plan keeps both steps (the CPU backend runs them one after the other, the byte and flop counts and
+ * Row kernels: a RESID_ROWSUM step (x + (p + bias) into xo, in place in inference, and the row sums rs of xo)
+ * followed directly by the LN_SQDEV and LN_APPLY steps of the next layernorm on xo and rs is one kernel on the CUDA
+ * backend (TG_EPI_LN on the residual step; trk::resid_ln, templates/kernels_rows.cu.in: a warp per row reads x, p and
+ * bias once and writes xo, rs, vs and the layernorm output y), marked when:
+ *
+ *   - the three are consecutive steps of one phase and stream (nothing between: the row group's all-reduces of
+ *     the statistics, on q >= 2, are between and keep the steps apart) over whole rows (cols == hidden: q = 1 and
+ *     the megatron scheme's replicated layernorms), the two layernorm steps waiting for nothing (the residual step
+ *     may wait: its wait is the kernel's), reading the residual's xo and rs, and x, p, bias, xo, gamma, beta fp32
+ *     (y fp32 or bf16);
+ *   - no output of the three (xo when out of place, rs, vs, y) shares arena bytes with an input (x, p, bias, gamma,
+ *     beta): the kernel writes a row's outputs while other rows are still to be read, where the steps apart would
+ *     let the arena give vs or y the bytes of p, whose last reader is the residual step. The planner pins vs and y
+ *     to the residual step where nothing comes between it and its layernorm (plan_steps.c), so the arena keeps
+ *     them apart.
+ *
+ * The plan keeps every step (the CPU backend runs them one after the other, the byte and flop counts and
  * the buffers' lifetimes stay as they were); the marking is in the steps (tg_step.epi, tg_step.fused), in
  * the fingerprint, schedule.txt, schedule.json and --show, and the cost model charges a fused kernel step
- * only the bytes the epilogue adds to the GEMM.
+ * only the bytes the epilogue (or the row kernel: vs written; gamma, beta read and y written) adds.
  */
 #ifndef TG_FUSE_H
 #define TG_FUSE_H
@@ -61,11 +78,13 @@ bool tg_fuse_plan(tg_class_plan *cp);
  * call and buffers, and the cost model's bytes, follow it.) */
 bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t);
 
-/* Is kernel step s (marked fused) run whole by its GEMM's epilogue (so a backend issues nothing for it)? Every pair's
- * kernel step but the cuDNN attention backward of a TG_EPI_D_BF16 pair, which still runs: it only casts nothing. */
+/* Is kernel step s (marked fused) run whole by its GEMM's epilogue, or by its residual step's row kernel (so a backend
+ * issues nothing for it)? Every pair's kernel step but the cuDNN attention backward of a TG_EPI_D_BF16 pair, which
+ * still runs: it only casts nothing; both layernorm steps of a row kernel, never the residual step itself. */
 bool tg_fuse_absorbed(const tg_class_plan *cp, const tg_step *s);
 
-/* Bytes the epilogue of kernel step s (tg_fuse_absorbed) adds to its GEMM: the bias read, and for GELU_SAVE the
+/* Bytes the epilogue of kernel step s (tg_fuse_absorbed) adds to its GEMM (the layernorm steps of a row kernel: what
+ * they add to the residual step's bytes: vs written; gamma, beta read and y written): the bias read, and for GELU_SAVE the
  * GeLU output written besides the pre-activation the GEMM writes (bf16 D: g, and u as aux in training, the GEMM's
  * fp32 C not written); for DGELU the pre-activation read (bf16 D: and du written, dg not); for BGRAD the bias
  * gradient written (the GEMM reads dY anyway). */
@@ -73,7 +92,8 @@ long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s);
 
 /* What a marked step says about its pair, for schedule.txt, --show and the CUDA comments: "; CUDA: bias+GeLU
  * epilogue (step N) of this GEMM" (or "GeLU-gradient", "bias-gradient") on the GEMM, "; CUDA: the epilogue of
- * gemm N" on the kernel step; "" for other steps. */
+ * gemm N" on the kernel step; "; CUDA: one row kernel with the layernorm steps N and M" on a residual step and "; CUDA:
+ * in the row kernel of step N" on its layernorm steps; "" for other steps. */
 const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_step *s);
 
 #endif

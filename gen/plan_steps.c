@@ -46,12 +46,29 @@ static tg_step *ln_step(tg_builder *b, tg_step_kind kind, int layer, const char 
     return s;
 }
 
+/* The residual step that wrote x and rs right before the layernorm being planned (nothing between: whole rows), or
+ * NULL: the CUDA backend may run the three as one row kernel (gen/fuse.c, TG_EPI_LN). */
+static tg_step *resid_before(tg_builder *b, int x, int rs)
+{
+    tg_step *r = b->rp->nsteps > 0 ? &b->rp->steps[b->rp->nsteps - 1] : NULL;
+    if (!r || r->kind != TG_STEP_RESID_ROWSUM || r->phase != b->phase || r->buf[3] != rs ||
+        (r->buf[4] >= 0 ? r->buf[4] : r->buf[0]) != x)
+        return NULL;
+    return r;
+}
+
 int tg_pb_layernorm(tg_builder *b, int layer, const char *op, int rows, int cols, int x, int rs, int gamma, int beta,
                     int y, const char *sqdev_label, tg_pb_sum_fn sum)
 {
     if (sum)
         sum(b, layer, op, rs, rows, "row sums of x");
+    tg_step *r = resid_before(b, x, rs);
     int vs = tg_pb_buf(b, 1, rows, 0, "per-token sum of squared deviations", "L%d_%s_sqdev", layer, op);
+    if (r && vs >= 0 && y >= 0) { /* the row kernel writes vs and y while it reads p: both live from the residual step
+                                   * on, so the arena never gives them p's bytes (gen/fuse.h, "Row kernels") */
+        r->pin[0] = vs;
+        r->pin[1] = y;
+    }
     tg_step *s = ln_step(b, TG_STEP_LN_SQDEV, layer, op, rows, cols, false);
     if (!s)
         return vs;

@@ -157,16 +157,18 @@ cu_choice_vocab() { # a spec with model.vocab and backends cuda: emitted, the LM
         grep -q '^extern "C" const tr_lm_desc tr_lm_class = {$' "$WORK/cu_vocab/rank_i1_j0.cu" &&
         ! grep -q -e "trk_lm_kernels.cuh\"$" -e "^template void embed_bwd<" "$WORK/cu_train_ok/kernels.cu"
 }
-cu_choice_epilogues() { # epilogues = false: no GEMM carries a cuBLASLt epilogue; each step is its own kernel again
+cu_choice_epilogues() { # epilogues = false: no GEMM carries a cuBLASLt epilogue, no row kernel; each step is its own kernel again
     local on="$WORK/cu_epi_on" off="$WORK/cu_epi_off"
     printf '%s\n' "$CU_OK_BODY, mode = \"train\", backends = { \"cpu\", \"cuda\" } }" |
         sed 's/q = 2/q = 1/' >"$on.lua" &&
         sed 's/mode = "train"/mode = "train", epilogues = false/' "$on.lua" >"$off.lua" &&
         build/asan/tessgen "$on.lua" -o "$on" --quiet && build/asan/tessgen "$off.lua" -o "$off" --quiet || return 1
     grep -q "trc_gemm_lt(c, " "$on/rank_i0_j0.cu" || { echo "the default program has no epilogue to turn off"; return 1; }
-    ! grep -n "trc_gemm_lt\|trc_fused(c, " "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
-    grep -q "trk::bias_gelu_save<" "$off/rank_i0_j0.cu" && grep -q "trk::colsum<" "$off/rank_i0_j0.cu" ||
-        { echo "epilogues = false: no separate bias + GeLU or column-sum kernel"; return 1; }
+    grep -q "trk::resid_ln<" "$on/rank_i0_j0.cu" || { echo "the default program has no row kernel to turn off"; return 1; }
+    ! grep -n "trc_gemm_lt\|trc_fused(c, \|trk::resid_ln<" "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
+    grep -q "trk::bias_gelu_save<" "$off/rank_i0_j0.cu" && grep -q "trk::colsum<" "$off/rank_i0_j0.cu" &&
+        grep -q "trk::resid_rowsum_to<" "$off/rank_i0_j0.cu" && grep -q "trk::ln_sqdev<" "$off/rank_i0_j0.cu" ||
+        { echo "epilogues = false: no separate bias + GeLU, column-sum, residual or layernorm kernel"; return 1; }
 }
 cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
     local fake="$WORK/fakecuda" spec="$WORK/inc.lua"
@@ -210,7 +212,7 @@ if wanted "cuda: choice"; then
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
-    check "cuda: choice: epilogues = false in the spec: no GEMM carries a cuBLASLt epilogue, every step is its own kernel" \
+    check "cuda: choice: epilogues = false in the spec: no GEMM carries a cuBLASLt epilogue, no residual step runs its layernorm, every step is its own kernel" \
         cu_choice_epilogues
 fi
 
@@ -272,7 +274,7 @@ cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (o
     for f in "$1"/rank_i*_j*.cu; do
         n=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, $2," "$f")
         nall=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, TRC_EPI_" "$f")
-        nf=$(grep -c "trc_fused(c, " "$f")
+        nf=$(($(grep -c "trc_fused(c, " "$f") - 2 * $(grep -c "trk::resid_ln<" "$f"))) # a row kernel's two (cu_rows)
         nk=$(grep -c "$kern" "$f")
         if [ "$n" != "$3" ] || [ "$nf" != "$nall" ]; then
             echo "$(basename "$f"): $n trc_gemm_lt with $2 (want $3) and $nf trc_fused for $nall GEMMs with an epilogue"
@@ -283,6 +285,25 @@ cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (o
             return 1
         fi
     done
+}
+cu_rows() { # dir count sqdev [type]: each rank_iI_jJ.cu runs count residual steps with the layernorm after them as one
+    # row kernel (trk::resid_ln, gen/fuse.c: whole rows, q = 1 and megatron), a trc_fused for each of their two
+    # layernorm steps, and sqdev layernorms the three kernels' way (ln_sqdev, ln_apply: the first ln1, after ln_rowsum,
+    # and ln_f; all of them where an all-reduce of the statistics comes between); type: the row kernels' LN output
+    # type in kernels.cu (float or tr_bf16; default float)
+    local f n nf ns na
+    for f in "$1"/rank_i*_j*.cu; do
+        n=$(grep -c "trk::resid_ln<" "$f")
+        nf=$(grep -c "trc_fused(c, [0-9]*, [0-9]*);" "$f")
+        ns=$(grep -c "trk::ln_sqdev<" "$f")
+        na=$(grep -c "trk::ln_apply<" "$f")
+        if [ "$n" != "$2" ] || [ "$ns" != "$3" ] || [ "$na" != "$3" ] || [ "$nf" -lt $((2 * n)) ]; then
+            echo "$(basename "$f"): $n trk::resid_ln (want $2), $ns ln_sqdev and $na ln_apply (want $3), $nf trc_fused"
+            return 1
+        fi
+    done
+    [ "$2" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void resid_ln<[^;]*float, ${4:-float} \*);" ||
+        { echo "kernels.cu: no resid_ln instance with a ${4:-float} output"; return 1; }
 }
 if wanted "cuda: emulation|cuda: compile"; then
     if cu_setup >"$WORK/log" 2>&1; then
@@ -296,6 +317,13 @@ if wanted "cuda: emulation|cuda: compile"; then
             wanted "cuda: emulation" || continue
             check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM runs its bias + GeLU as a cuBLASLt epilogue (trc_gemm_lt)" \
                 cu_fused "$WORK/cu_${q}_${d}" TRC_EPI_GELU_BIAS 2
+            if [ "$q" = 1 ]; then
+                check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel (trk::resid_ln: ln2, the second layer's ln1), the first ln1 as ln_rowsum, ln_sqdev, ln_apply" \
+                    cu_rows "$WORK/cu_${q}_${d}" 3 1
+            else
+                check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: the row group's all-reduces of the layernorm statistics come between, so no row kernel" \
+                    cu_rows "$WORK/cu_${q}_${d}" 0 4
+            fi
             if cu_emu_build "$q" "$d" >"$WORK/log" 2>&1; then
                 for order in $(cu_orders "$q" "$d"); do
                     check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d], $order first, matches the float64 reference" \
@@ -421,6 +449,9 @@ if wanted "cuda: training|cuda: compile"; then
             fi
             check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: every weight-gradient GEMM that a bias gradient follows sums dY's columns as a cuBLASLt epilogue (trc_gemm_lt_bwd)" \
                 cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_BGRADA 8
+            [ "$q" = 1 ] &&
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each out-of-place residual add and the layernorm after it run as one row kernel (trk::resid_ln), writing the statistics the backward reads" \
+                    cu_rows "$WORK/cut_${q}_${d}" 3 1
             if cu_emu_build "$q" "$d" t >"$WORK/log" 2>&1; then
                 for order in $(cu_orders "$q" "$d"); do
                     check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
@@ -876,6 +907,8 @@ if wanted "cuda: bf16|cuda: compile"; then
                 if [ "$q" = 1 ]; then
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM writes the bf16 GeLU output and pre-activation from the bf16 bias as one cuBLASLt call, its fc2 input-gradient GEMM the bf16 du; no bias + GeLU or GeLU-gradient kernel" \
                         cub_fused "$WORK/cub_${q}_${d}" TRC_EPI_GELU_AUX_BIAS
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel writing the bf16 layernorm output (trk::resid_ln)" \
+                        cu_rows "$WORK/cub_${q}_${d}" 3 1 tr_bf16
                 else
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so no GEMM takes an epilogue" \
                         cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
@@ -996,6 +1029,8 @@ if wanted "cuda: lm|cuda: compile"; then
                 continue
             fi
             wanted "cuda: lm" || continue
+            [ "$q" = 1 ] && check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel (trk::resid_ln); the first ln1 and ln_f after ln_rowsum" \
+                cu_rows "$WORK/culm_${q}_${d}" 3 2
             if tests/cuda/emu_build.sh "$WORK/culm_${q}_${d}" emu model-emu >"$WORK/log" 2>&1; then
                 for order in $(cu_orders "$q" "$d"); do
                     check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d], $order first: logits and loss match the CPU program, bytes as planned" \
@@ -1207,6 +1242,8 @@ if wanted "cuda: megatron"; then
                 eval 'cu_fused "$WORK/cu_mg_2" TRC_EPI_GELU_BIAS 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_GELU_AUX_BIAS 2'
             check "cuda: megatron: rank_iI_j0.cu of p=2 training: GeLU's gradient and every bias gradient run as cuBLASLt epilogues of their GEMMs" \
                 eval 'cu_fused "$WORK/cut_mg_2" TRC_EPI_DGELU 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_BGRADA 8'
+            check "cuda: megatron: rank_iI_j0.cu of p=2: the layernorms are whole rows, so each residual add and the layernorm after it run as one row kernel (trk::resid_ln), inference and training" \
+                eval 'cu_rows "$WORK/cu_mg_2" 3 1 && cu_rows "$WORK/cut_mg_2" 3 1'
             CU_NP=2
             for order in comm compute random; do
                 check "cuda: megatron: rank_iI_j0.cu of p=2, $order first, matches the float64 reference" \

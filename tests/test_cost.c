@@ -202,6 +202,43 @@ int main(void)
         tg_class_free(&cp);
     }
 
+    /* the row kernel (gen/fuse.c, TG_EPI_LN): a residual step and its layernorm on [1,1,1] (whole rows [T, C]) are one
+     * launch that reads x, p [T, C] and bias, gamma, beta [C] once and writes x (in place), the LN output [T, C] and
+     * the row sums and centred squares [T]: 16 T C + 12 C + 8 T bytes. epilogues = false: three launches, the
+     * residual step's 12 T C + 4 C + 4 T bytes, the centred squares' x, rs and vs (4 T C + 8 T), the apply's x, rs,
+     * vs, gamma, beta and y (8 T C + 8 T + 8 C). Memory-bound machine: 1 GB/s, flops free, 5 us a launch */
+    TT_CASE("cost of the row kernel: one launch, x and p read once, the residual and layernorm outputs written once") {
+        tg_spec s = tt_spec(1, 1, L, C, H, F, S, B, 0);
+        tg_machine mc = machine(1024, 100, 10, 0, 1e12, 1.0);
+        mc.launch_us = 5;
+        const double tc = (double)T * C, launch = 5e-6 * 1e9;
+        for (int off = 0; off < 2; off++) {
+            s.no_epilogues = off;
+            tg_plan pl;
+            tg_plan_init(&s, &pl);
+            tg_class_plan cp;
+            tg_err e = {{0}, 0};
+            TT_CHECK(tg_plan_class(&pl, 0, 0, &cp, &e), "%s", e.msg);
+            int seen = 0;
+            for (int i = 0; i + 2 < cp.nsteps; i++) {
+                const tg_step *r = &cp.steps[i];
+                if (r->kind != TG_STEP_RESID_ROWSUM || r->buf[3] < 0 || cp.steps[i + 1].kind != TG_STEP_LN_SQDEV)
+                    continue;
+                TT_CHECK((r->epi == TG_EPI_LN) == !off, "epilogues %s: residual step %d epilogue %d", off ? "off" : "on",
+                         i, r->epi);
+                double got = 0;
+                for (int k = 0; k < 3; k++)
+                    got += tg_cost_step(&pl, &cp, &cp.steps[i + k], &mc, NULL) * 1e9;
+                double want = off ? 24 * tc + 12.0 * C + 20.0 * T + 3 * launch : 16 * tc + 12.0 * C + 8.0 * T + launch;
+                TT_CHECK(close_to(got, want), "epilogues %s: residual + layernorm steps %d..%d %.0f ns, want %.0f",
+                         off ? "off" : "on", i, i + 2, got, want);
+                seen++;
+            }
+            TT_CHECK(seen == 2 * L - 1, "%d residual + layernorm triples found, want %d", seen, 2 * L - 1);
+            tg_class_free(&cp);
+        }
+    }
+
     /* attention = "cudnn" (gen/fuse.c, TG_EPI_D_BF16): the proj input-gradient GEMM writes the bf16 dO [T, C] its
      * attention backward reads instead of the fp32 dO: the GEMM moves its bf16 A (dY [T, C]) and B (Wo [C, C]) and the
      * bf16 D, and the attention backward no longer reads the fp32 dO, 4 T C bytes fewer than with epilogues = false

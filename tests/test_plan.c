@@ -25,6 +25,9 @@
  *     than the GEMM's C) shares arena bytes with the GEMM's A or B (the one call writes it while it reads them).
  *     attention = "cudnn" training: the proj input-gradient GEMM writes the bf16 dO cuDNN reads on q = 1 and
  *     megatron (one a layer; with d = 2 where the attention backward waits for nothing), never on q >= 2.
+ *     Row kernels: a residual step and the layernorm steps right after it on its output (whole rows, waiting for
+ *     nothing, no output over an input's bytes) marked as one, 2L - 1 a class on q = 1 and megatron (ln2, and ln1
+ *     after the layer before), none on q >= 2; not where a layernorm step waits or vs would lie over p.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +282,55 @@ static int count_bwd(const tg_class_plan *rp)
     return n;
 }
 
+/* Do the arena bytes of buffers a and b meet? */
+static bool bytes_meet(const tg_class_plan *rp, int a, int b)
+{
+    const tg_buf *x = &rp->bufs[a], *y = &rp->bufs[b];
+    return x->offset < y->offset + tg_buf_slots(y) && y->offset < x->offset + tg_buf_slots(x);
+}
+
+/* Row kernels (fuse.h): each marked residual step (TG_EPI_LN) is followed right away by the LN_SQDEV and LN_APPLY
+ * steps of its output xo and row sums rs over whole rows (cols = hidden), both marked with it, waiting for nothing, on
+ * its stream; no output of the three (xo when out of place, rs, vs, y) shares arena bytes with an input (x, p,
+ * bias, gamma, beta): the one kernel writes a row's outputs while later rows are still to be read. Every class marks
+ * `want` such residual steps, and no layernorm step is marked but with one. */
+static void check_rows(const tg_plan *pl, const tg_class_plan *all, const char *label, int want)
+{
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+        const tg_class_plan *rp = &all[c];
+        int n = 0;
+        for (int i = 0; i < rp->nsteps; i++) {
+            const tg_step *s = &rp->steps[i];
+            if ((s->kind == TG_STEP_LN_SQDEV || s->kind == TG_STEP_LN_APPLY) && s->fused >= 0)
+                TT_CHECK(s->fused == i - (s->kind == TG_STEP_LN_SQDEV ? 1 : 2) && rp->steps[s->fused].epi == TG_EPI_LN,
+                         "%s class %d: layernorm step %d marked with step %d", label, c, i, s->fused);
+            if (s->epi != TG_EPI_LN)
+                continue;
+            n++;
+            bool head = s->kind == TG_STEP_RESID_ROWSUM && s->buf[3] >= 0 && i + 2 < rp->nsteps && s->fused == i + 2;
+            TT_CHECK(head, "%s class %d: step %d (%s) marked as a row kernel to %d", label, c, i,
+                     tg_step_kind_name(s->kind), s->fused);
+            if (!head)
+                continue;
+            const tg_step *q = &rp->steps[i + 1], *a = &rp->steps[i + 2];
+            int xo = s->buf[4] >= 0 ? s->buf[4] : s->buf[0], rs = s->buf[3];
+            TT_CHECK(q->kind == TG_STEP_LN_SQDEV && a->kind == TG_STEP_LN_APPLY && q->fused == i && a->fused == i &&
+                         q->buf[0] == xo && q->buf[1] == rs && a->buf[0] == xo && a->buf[1] == rs &&
+                         a->buf[2] == q->buf[2] && s->cols == pl->spec.hidden && q->cols == s->cols &&
+                         a->cols == s->cols && q->wait < 0 && a->wait < 0 && q->stream == s->stream &&
+                         a->stream == s->stream,
+                     "%s class %d: residual step %d and its layernorm steps break the row-kernel rule", label, c, i);
+            const int out[4] = {xo == s->buf[0] ? -1 : xo, rs, q->buf[2], a->buf[5]};
+            const int in[5] = {s->buf[0], s->buf[1], s->buf[2], a->buf[3], a->buf[4]};
+            for (int o = 0; o < 4; o++)
+                for (int k = 0; out[o] >= 0 && k < 5; k++)
+                    TT_CHECK(!bytes_meet(rp, out[o], in[k]), "%s class %d: row kernel %d writes %s over %s", label, c,
+                             i, rp->bufs[out[o]].name, rp->bufs[in[k]].name);
+        }
+        TT_CHECK(n == want, "%s class %d: %d row kernels, want %d", label, c, n, want);
+    }
+}
+
 /* Every class of `all` marks `want` GEMM + GeLU pairs and from bwd_min to bwd_max backward pairs, each as fuse.h
  * states the rule. */
 static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char *label, int want, int bwd_min,
@@ -289,6 +341,9 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
         int pairs = 0, bwd = 0;
         for (int i = 0; i < rp->nsteps; i++) {
             const tg_step *s = &rp->steps[i];
+            if (s->epi == TG_EPI_LN || (s->kind != TG_STEP_GEMM && s->fused >= 0 &&
+                                        rp->steps[s->fused].epi == TG_EPI_LN))
+                continue; /* a row kernel: check_rows */
             if (s->kind != TG_STEP_GEMM || s->epi == TG_EPI_NONE) {
                 TT_CHECK(s->kind == TG_STEP_GEMM || s->fused < 0 || rp->steps[s->fused].fused == i,
                          "%s class %d step %d: fused with %d, which is not fused with it", label, c, i, s->fused);
@@ -500,6 +555,7 @@ static void check_megatron(int p, int train, int V, int align)
     snprintf(ml, sizeof ml, "megatron p=%d%s", p, train ? " training" : "");
     /* one GEMM a layer's fc1: beta 0, so training fuses too; and in training DGELU and four bias gradients */
     check_fusion(&pl, all, ml, L, train ? 5 * L : 0, train ? 5 * L : 0);
+    check_rows(&pl, all, ml, 2 * L - 1); /* whole rows: ln2, and ln1 after the layer before */
     tg_plan_all_free(&pl, all);
 }
 
@@ -747,6 +803,7 @@ int main(void)
                  * gradients, bf16 the GeLU gradient (the bias gradients sum bf16 or fp32 dY: kernels) */
                 check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", s.layers, (bf16 ? 1 : 5) * s.layers,
                              (bf16 ? 1 : 5) * s.layers);
+                check_rows(&pl, all, bf16 ? "megatron bf16" : "megatron", 2 * s.layers - 1);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -802,6 +859,9 @@ int main(void)
                 /* fp32: every fc1 (BIAS_GELU in place in the fp32 C, beta 0 or 1); bf16: the bf16 GeLU output fc2
                  * reads as D from the bf16 bias, where fc1's GEMM does not accumulate (q = 1) */
                 check_fusion(&pl, all, label, !bf16 || q == 1 ? s.layers : 0, 0, 0);
+                /* q = 1: ln2 and every ln1 but the first with the residual step before it; q >= 2: the row group's
+                 * all-reduces of the statistics come between */
+                check_rows(&pl, all, label, q == 1 ? 2 * s.layers - 1 : 0);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -830,6 +890,7 @@ int main(void)
                  * [1,1,1]; with d > 1 a layer's may wait for the depth all-reduce whose bytes the arena gave dg */
                 int bmax = bf16 ? (q == 1 ? s.layers : 0) : (q == 1 ? 5 : 4) * s.layers;
                 check_fusion(&pl, all, label, q == 1 ? s.layers : 0, q == 1 && (!bf16 || d == 1) ? bmax : 0, bmax);
+                check_rows(&pl, all, label, q == 1 ? 2 * s.layers - 1 : 0);
                 TT_CHECK(bf16 || q == 1 || all[0].nsteps == 0 || count_bwd(&all[0]) == bmax,
                          "%s class 0: %d backward fused GEMMs, want %d", label, count_bwd(&all[0]), bmax);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */
@@ -890,6 +951,44 @@ int main(void)
             c0.bufs[c0.steps[k].buf[1]].dtype = TG_BUF_BF16;
             tg_fuse_plan(&c0);
             TT_CHECK(c0.steps[k].fused < 0, "step %d with a bf16 bias is fused", k);
+        }
+        tg_class_free(&c0);
+    }
+    TT_CASE("a residual step and its layernorm are one row kernel on q = 1, not where a layernorm step waits or an "
+            "output shares bytes with an input") {
+        tg_spec s = tt_spec(1, 1, 2, 48, 12, 192, 8, 4, 0);
+        tg_plan pl;
+        tg_class_plan c0;
+        tg_err err = {{0}, 0};
+        tg_plan_init(&s, &pl);
+        TT_CHECK(tg_plan_class(&pl, 0, 0, &c0, &err), "%s", err.msg);
+        int k = -1;
+        for (int i = 0; i < c0.nsteps && k < 0; i++)
+            if (c0.steps[i].epi == TG_EPI_LN)
+                k = i;
+        TT_CHECK(k >= 0, "no row kernel in class (0,0) of [1,1,1]");
+        if (k >= 0) {
+            for (int i = 0; i < c0.nsteps; i++) {
+                c0.steps[i].epi = TG_EPI_NONE;
+                c0.steps[i].fused = -1;
+            }
+            c0.steps[k + 2].wait = 0; /* as if the apply step waited for another stream's step */
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].epi == TG_EPI_NONE && c0.steps[k + 2].fused < 0, "step %d with a waiting layernorm "
+                     "is still a row kernel", k);
+            c0.steps[k + 2].wait = -1;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].epi == TG_EPI_LN && c0.steps[k + 1].fused == k, "step %d is not a row kernel again", k);
+            for (int i = 0; i < c0.nsteps; i++) {
+                c0.steps[i].epi = TG_EPI_NONE;
+                c0.steps[i].fused = -1;
+            }
+            /* vs over p's bytes, as the arena would place it without the pin (p's last reader is the residual step) */
+            long long off = c0.bufs[c0.steps[k + 1].buf[2]].offset;
+            c0.bufs[c0.steps[k + 1].buf[2]].offset = c0.bufs[c0.steps[k].buf[1]].offset;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[k].epi == TG_EPI_NONE, "step %d writing vs over p is a row kernel", k);
+            c0.bufs[c0.steps[k + 1].buf[2]].offset = off;
         }
         tg_class_free(&c0);
     }

@@ -101,8 +101,8 @@ struct emu {
     int cur_id = -1, cur_stream = -1, cur_wait = -1, pushed = 0;
     std::mt19937 rng;
     int order = 2; /* 0 comm first, 1 compute first, 2 random */
-    int lt_id = -1;      /* the step of the last trc_gemm_lt call (trc_fused checks it names that step) */
-    int lt_after = 0;    /* compute-stream work issued since that call (trc_fused checks there is none) */
+    int lt_id = -1;      /* the step of the last trc_gemm_lt call or row kernel (trc_fused checks it names that step) */
+    int lt_after = 0;    /* compute-stream work issued since that call but trc_fused's (trc_fused checks there is none) */
     long long syncs = 0; /* the host waits the CUDA backend (tr_backend_cuda.cu) makes for the same calls */
     /* CUDA graphs */
     bool graphs = false;  /* allowed (else note says why) */
@@ -158,6 +158,12 @@ void push(int stream, std::function<void()> f)
     E.q[stream].push_back(work{E.cur_id, E.cur_wait, std::move(f)});
     if (stream == TRC_COMPUTE)
         E.lt_after++;
+}
+
+void fused_head()
+{
+    E.lt_id = E.cur_id;
+    E.lt_after = 0; /* its own push makes 1 */
 }
 
 int stream_of(cudaStream_t s)
@@ -963,14 +969,17 @@ void trc_gemm(tr_ctx *c, int m, int n, int k, const float *A, int lda, const flo
     });
 }
 
-/* the step the trc_gemm_lt before it carries: nothing to run, but it must be that GEMM's, and nothing may have run
- * on the compute stream between them (steps of the comm stream may: gen/fuse.h) */
+/* the step the trc_gemm_lt (or row kernel, emu::fused_head) before it carries: nothing to run, but it must be that
+ * call's, and nothing but other such steps of it may have run on the compute stream between them (steps of the comm
+ * stream may: gen/fuse.h) */
 void trc_fused(tr_ctx *c, int id, int by)
 {
     (void)c;
     if (id != E.cur_id || by != E.lt_id || by >= id || E.lt_after != 1)
-        emu_fail("trc_fused names a step that is not the trc_gemm_lt last issued on its stream", id);
+        emu_fail("trc_fused names a step that is not the trc_gemm_lt or row kernel last issued on its stream", id);
     push(E.cur_stream, [] {});
+    if (E.cur_stream == TRC_COMPUTE) /* a row kernel's second layernorm step follows this one */
+        E.lt_after--;
 }
 
 void trc_launch_check(const char *kernel, const char *file, int line)
@@ -1146,6 +1155,11 @@ void emu::push(int stream, std::function<void()> f)
 int emu::stream_of(cudaStream_t s)
 {
     return ::stream_of(s);
+}
+
+void emu::fused_head()
+{
+    ::fused_head();
 }
 
 /* attention = "cudnn" (runtime/cuda/trc_sdpa.h): its own file */

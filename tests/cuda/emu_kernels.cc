@@ -107,6 +107,35 @@ void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, 
     });
 }
 
+/* the row kernel (gen/fuse.c): resid_rowsum(_to), ln_sqdev and ln_apply above, one row at a time as a warp does it
+ * (a row's outputs written before the next row is read: an output over a later row's input would show) */
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias, float *xo, float *rs, float *vs,
+              const float *gamma, const float *beta, float eps, OUT *y)
+{
+    static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    emu::fused_head();
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            const size_t o = (size_t)r * COLS;
+            double t = 0;
+            for (int j = 0; j < COLS; j++) {
+                xo[o + j] = x[o + j] + (p[o + j] + bias[j]);
+                t += xo[o + j];
+            }
+            rs[r] = (float)t;
+            double mean = (double)rs[r] / HIDDEN, q = 0;
+            for (int j = 0; j < COLS; j++) {
+                double d = xo[o + j] - mean;
+                q += d * d;
+            }
+            vs[r] = (float)q;
+            for (int j = 0; j < COLS; j++)
+                put(&y[o + j], tr_ln(xo[o + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]));
+        }
+    });
+}
+
 template <int ROWS, int COLS>
 void bias_gelu(cudaStream_t s, float *h, const float *bias)
 {

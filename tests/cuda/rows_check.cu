@@ -2,12 +2,18 @@
  * rows_check.cu - the float row statistics and the vocabulary loss kernels on a GPU, outside any schedule
  * (docs/CUDA.md "FP64 and tensor cores in the kernels": these kernels were FP64 and are float now). Built by
  * tests/cuda/rows_check.sh, which fills templates/kernels_rows.cu.in into OUT/kernels_rows.cu; this file includes it
- * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::resid_rowsum_to, trk::lm_sums,
- * trk::lm_loss and trk::lm_dlogits at the shapes below, on random inputs, NaN-poisoned outputs.
+ * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::resid_rowsum_to, trk::resid_ln (and
+ * the resid_rowsum and ln_apply it replaces), trk::lm_sums, trk::lm_loss and trk::lm_dlogits at the shapes below, on
+ * random inputs, NaN-poisoned outputs.
  *
  *   residual   resid_rowsum_to's y = x + (p + bias) bit for bit the host's float sums, its row sums within 1e-6 of
  *              double (16-byte accesses where the row width is a multiple of 4, [8192, 768] and [37, 60], else the
  *              scalar path, [37, 30]); bench: microseconds and GB/s at [8192, 768]
+ *   row kernel resid_ln (the residual add and the layernorm after it, gen/fuse.c) bit for bit the three kernels it
+ *              replaces (xo, row sums, centred squares, y) and within 1e-6 (statistics), 1e-5 (y; bf16 4e-3) of
+ *              double, in place and out of place, fp32 and bf16 output: [8192, 768], [64, 1600] (13 float4 a lane in
+ *              registers), [64, 4096] (read back), [37, 60], [37, 30] (scalar); bench: the one kernel against the three
+ *              at [8192, 768], microseconds and GB/s
  *   reference  against a double reference: row sums and centred squares within a relative norm of 1e-6 (inputs
  *              with a mean far from 0, where cancellation shows), the sums of exponentials and dlogits within
  *              1e-6, the per-row loss within 1e-6 of its magnitude; the target logit exact
@@ -152,6 +158,144 @@ template <int ROWS, int COLS> static void check_resid(cudaStream_t s, bool bench
     cudaFree(d_rs);
 }
 
+/* an OUT output [n] NaN-poisoned (all ones: NaN as float and as bf16), and downloaded widened to float */
+template <typename OUT> static OUT *poisoned_out(size_t n)
+{
+    OUT *d = nullptr;
+    CK(cudaMalloc(&d, n * sizeof(OUT)));
+    CK(cudaMemset(d, 0xff, n * sizeof(OUT)));
+    return d;
+}
+template <typename OUT> static std::vector<float> down_out(const OUT *d, size_t n)
+{
+    std::vector<OUT> h(n);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h.data(), d, n * sizeof(OUT), cudaMemcpyDeviceToHost));
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) {
+        if constexpr (std::is_same_v<OUT, float>)
+            f[i] = h[i];
+        else
+            f[i] = tr_bf16_to_f32(h[i]);
+    }
+    return f;
+}
+
+/* the row kernel (gen/fuse.c, TG_EPI_LN): resid_ln against the three kernels it replaces on the same inputs
+ * (resid_rowsum in place or resid_rowsum_to, then ln_sqdev and ln_apply): xo, rs, vs and y bit for bit (the same float
+ * operations in the same order, the row held in registers up to 2048 columns, read back beyond); against double: xo
+ * the host's float sums bit for bit, rs and vs within 1e-6 (relative norm), y within 1e-5 of the double layernorm of
+ * xo (bf16: 4e-3, one rounding to 8 bits); a second run gives the same bits. bench: the one kernel against the three,
+ * microseconds and GB/s of the bytes the row kernel must move (x, p, xo, y [ROWS, COLS]; bias, gamma, beta; rs, vs) */
+template <int ROWS, int COLS, typename OUT> static void check_resid_ln(cudaStream_t s, bool inplace, bool bench)
+{
+    const size_t n = (size_t)ROWS * COLS;
+    const float eps = 1e-5f;
+    const std::vector<float> x = rnd(n, 2.0f, 4.0f), p = rnd(n, -1.0f, 1.0f), b = rnd(COLS, -0.5f, 0.5f),
+                             g = rnd(COLS, 0.5f, 1.5f), be = rnd(COLS, -0.5f, 0.5f);
+    float *d_p = up(p), *d_b = up(b), *d_g = up(g), *d_be = up(be);
+    float *d_x[2], *d_xo[2], *d_rs[2], *d_vs[2];
+    OUT *d_y[2];
+    for (int k = 0; k < 2; k++) { /* 0: the row kernel, 1: the three kernels */
+        d_x[k] = up(x);
+        d_xo[k] = inplace ? d_x[k] : poisoned(n);
+        d_rs[k] = poisoned(ROWS);
+        d_vs[k] = poisoned(ROWS);
+        d_y[k] = poisoned_out<OUT>(n);
+    }
+    auto fused = [&] {
+        trk::resid_ln<ROWS, COLS, COLS, OUT>(s, d_x[0], d_p, d_b, d_xo[0], d_rs[0], d_vs[0], d_g, d_be, eps, d_y[0]);
+    };
+    auto three = [&] {
+        if (inplace)
+            trk::resid_rowsum<ROWS, COLS>(s, d_x[1], d_p, d_b, d_rs[1]);
+        else
+            trk::resid_rowsum_to<ROWS, COLS>(s, d_x[1], d_p, d_b, d_rs[1], d_xo[1]);
+        trk::ln_sqdev<ROWS, COLS, COLS>(s, d_xo[1], d_rs[1], d_vs[1]);
+        trk::ln_apply<ROWS, COLS, COLS, OUT>(s, d_xo[1], d_rs[1], d_vs[1], d_g, d_be, eps, d_y[1]);
+    };
+    fused();
+    three();
+    std::vector<float> xo[2], rs[2], vs[2], y[2];
+    for (int k = 0; k < 2; k++) {
+        xo[k] = down(d_xo[k], n);
+        rs[k] = down(d_rs[k], ROWS);
+        vs[k] = down(d_vs[k], ROWS);
+        y[k] = down_out(d_y[k], n);
+    }
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "resid_ln<%d, %d, %s>%s", ROWS, COLS, std::is_same_v<OUT, float> ? "float" : "bf16",
+             inplace ? " in place" : "");
+    const char *part[4] = {"xo", "row sums", "centred squares", "y"};
+    const std::vector<float> *got[4] = {&xo[0], &rs[0], &vs[0], &y[0]}, *ref[4] = {&xo[1], &rs[1], &vs[1], &y[1]};
+    for (int k = 0; k < 4; k++) {
+        snprintf(what, sizeof what, "%s %s against the three kernels", tag, part[k]);
+        if (memcmp(got[k]->data(), ref[k]->data(), got[k]->size() * sizeof(float))) {
+            failures++;
+            fprintf(stderr, "rows_check: %s: other bits\n", what);
+        } else {
+            printf("rows_check: %s: the same bits\n", what);
+        }
+    }
+    std::vector<float> r_xo(n);
+    std::vector<double> r_rs(ROWS), r_vs(ROWS), r_y(n);
+    for (int r = 0; r < ROWS; r++) {
+        double t = 0;
+        for (int j = 0; j < COLS; j++) {
+            const size_t e = (size_t)r * COLS + j;
+            r_xo[e] = x[e] + (p[e] + b[j]);
+            t += r_xo[e];
+        }
+        r_rs[r] = t;
+        const double mean = t / COLS;
+        double q = 0;
+        for (int j = 0; j < COLS; j++) {
+            const double d = r_xo[(size_t)r * COLS + j] - mean;
+            q += d * d;
+        }
+        r_vs[r] = q;
+        const double rstd = 1.0 / sqrt(q / COLS + eps);
+        for (int j = 0; j < COLS; j++) {
+            const size_t e = (size_t)r * COLS + j;
+            r_y[e] = (r_xo[e] - mean) * rstd * g[j] + be[j];
+        }
+    }
+    snprintf(what, sizeof what, "%s xo against the host's float sums", tag);
+    same(what, xo[0], r_xo);
+    snprintf(what, sizeof what, "%s row sums", tag);
+    near(what, rs[0], r_rs, 1e-6);
+    snprintf(what, sizeof what, "%s centred squares", tag);
+    near(what, vs[0], r_vs, 1e-6);
+    snprintf(what, sizeof what, "%s y", tag);
+    near(what, y[0], r_y, std::is_same_v<OUT, float> ? 1e-5 : 4e-3);
+    if (inplace) /* again from the same x */
+        CK(cudaMemcpy(d_x[0], x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    fused();
+    snprintf(what, sizeof what, "%s repeated", tag);
+    same(what, down(d_xo[0], n), xo[0]);
+    same(what, down(d_vs[0], ROWS), vs[0]);
+    same(what, down_out(d_y[0], n), y[0]);
+    if (bench) { /* in place, x grows by p + bias a call: the timing, not the values, matters here */
+        const double bytes = (double)n * (3 * sizeof(float) + sizeof(OUT)) + 3.0 * COLS * sizeof(float) +
+                             2.0 * ROWS * sizeof(float);
+        const float us1 = time_us(s, fused), us3 = time_us(s, three);
+        printf("rows_check bench: %s: %.1f us, %.0f GB/s; the three kernels: %.1f us (%.2fx)\n", tag, us1,
+               bytes / us1 * 1e-3, us3, us3 / us1);
+    }
+    cudaFree(d_p);
+    cudaFree(d_b);
+    cudaFree(d_g);
+    cudaFree(d_be);
+    for (int k = 0; k < 2; k++) {
+        cudaFree(d_x[k]);
+        if (!inplace)
+            cudaFree(d_xo[k]);
+        cudaFree(d_rs[k]);
+        cudaFree(d_vs[k]);
+        cudaFree(d_y[k]);
+    }
+}
+
 /* the vocabulary loss of one vocab block: row max (exact), sums, loss, dlogits */
 template <int ROWS, int COLS, int NVALID> static void check_loss(cudaStream_t s, bool bench)
 {
@@ -226,6 +370,13 @@ int main(int argc, char **argv)
     check_resid<8192, 768>(s, bench);
     check_resid<37, 60>(s, false);
     check_resid<37, 30>(s, false);
+    check_resid_ln<8192, 768, float>(s, true, bench);  /* GPT-2 small, inference: in place */
+    check_resid_ln<8192, 768, float>(s, false, bench); /* training: out of place */
+    check_resid_ln<8192, 768, tr_bf16>(s, false, bench);
+    check_resid_ln<64, 1600, float>(s, false, false); /* GPT-2 XL's width: 13 float4 a lane in registers */
+    check_resid_ln<64, 4096, tr_bf16>(s, true, false); /* wider than 2048: xo read back */
+    check_resid_ln<37, 60, float>(s, false, false);    /* 15 float4 a row: lanes 15..31 idle */
+    check_resid_ln<37, 30, tr_bf16>(s, true, false);   /* not a multiple of 4: the scalar path */
     check_loss<64, 50304, 50257>(s, false);
     check_loss<37, 49, 47>(s, false);
     if (bench)

@@ -28,6 +28,9 @@
  * ln_apply with a bf16 output takes 8 columns a lane where the row width is a multiple of 8 (runtime/cuda/
  * trk_elt.cuh's ln_apply8: two float4 of x, gamma and beta, one 16-byte store of 8 bf16; the same bits, checked on
  * the host by bf16_check --host), else 4 a lane in one 8-byte store where it is a multiple of 4.
+ * resid_ln is the residual add and the whole layernorm after it in one kernel where the plan marks the three steps
+ * (gen/fuse.c, q = 1 and the megatron scheme: no all-reduce of the statistics between them): the same operations as
+ * the three kernels in their order, the row held in registers between the passes.
  */
 #include <math.h>
 
@@ -93,6 +96,25 @@ __global__ void __launch_bounds__(kRowThreads) k_ln_rowsum(const float *__restri
     return a;
 }
 
+/* four centred squares (a - mean)^2 added to s in the row kernels' order */
+[[maybe_unused]] __device__ __forceinline__ void sqdev4(const float4 a, float mean, float &s)
+{
+    const float d0 = a.x - mean, d1 = a.y - mean, d2 = a.z - mean, d3 = a.w - mean;
+    s += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+}
+
+/* four columns of the layernorm, tr_ln each (the CPU backend's arithmetic) */
+[[maybe_unused]] __device__ __forceinline__ float4 ln4(const float4 a, const float4 g, const float4 b, float sum,
+                                                       float sq, float inv_n, float eps)
+{
+    float4 o;
+    o.x = tr_ln(a.x, sum, sq, inv_n, eps, g.x, b.x);
+    o.y = tr_ln(a.y, sum, sq, inv_n, eps, g.y, b.y);
+    o.z = tr_ln(a.z, sum, sq, inv_n, eps, g.z, b.z);
+    o.w = tr_ln(a.w, sum, sq, inv_n, eps, g.w, b.w);
+    return o;
+}
+
 template <int ROWS, int COLS>
 __global__ void __launch_bounds__(kRowThreads)
     k_resid_rowsum(float *__restrict__ x, const float *__restrict__ p, const float *__restrict__ bias,
@@ -133,11 +155,8 @@ __global__ void __launch_bounds__(kRowThreads)
     float s = 0.0f;
     if constexpr (COLS % 4 == 0) {
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
-        for (int v = lane; v < COLS / 4; v += kWarp) {
-            const float4 a = x4[v];
-            const float d0 = a.x - mean, d1 = a.y - mean, d2 = a.z - mean, d3 = a.w - mean;
-            s += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
-        }
+        for (int v = lane; v < COLS / 4; v += kWarp)
+            sqdev4(x4[v], mean, s);
     } else {
         for (int j = lane; j < COLS; j += kWarp) {
             const float dv = xr[j] - mean;
@@ -166,15 +185,8 @@ __global__ void __launch_bounds__(kRowThreads)
     } else if constexpr (COLS % 4 == 0) {
         const float4 *x4 = reinterpret_cast<const float4 *>(xr), *g4 = reinterpret_cast<const float4 *>(gamma),
                      *b4 = reinterpret_cast<const float4 *>(beta);
-        for (int v = lane; v < COLS / 4; v += kWarp) {
-            const float4 a = x4[v], g = g4[v], b = b4[v];
-            float4 o;
-            o.x = tr_ln(a.x, sum, sq, inv_n, eps, g.x, b.x);
-            o.y = tr_ln(a.y, sum, sq, inv_n, eps, g.y, b.y);
-            o.z = tr_ln(a.z, sum, sq, inv_n, eps, g.z, b.z);
-            o.w = tr_ln(a.w, sum, sq, inv_n, eps, g.w, b.w);
-            store::put4(yr, v, o);
-        }
+        for (int v = lane; v < COLS / 4; v += kWarp)
+            store::put4(yr, v, ln4(x4[v], g4[v], b4[v], sum, sq, inv_n, eps));
     } else {
         for (int j = lane; j < COLS; j += kWarp)
             store::put(yr + j, tr_ln(xr[j], sum, sq, inv_n, eps, gamma[j], beta[j]));
@@ -208,6 +220,96 @@ __global__ void __launch_bounds__(kRowThreads)
     s = warp_sum(s);
     if (rs && lane == 0)
         rs[r] = s;
+}
+
+/* The residual add and the layernorm after it in one pass (gen/fuse.c's row kernel): k_resid_rowsum(_to), k_ln_sqdev
+ * and k_ln_apply of a whole row (COLS == HIDDEN) by one warp, each lane on the columns it has in those kernels, with
+ * the same float operations in the same order, so xo, rs, vs and y are bit for bit theirs (rows_check.cu). A lane
+ * keeps its share of the row xo in registers (kRowHold float4 at most: rows up to 2048 wide) between the three
+ * passes, so x, p and bias are read once and xo written once; a wider row, or one whose width is not a multiple of
+ * 4, reads its xo back (the lane's own stores). x and xo are the same in place (not __restrict__); no other output
+ * shares bytes with an input (the plan's rule, gen/fuse.h). */
+constexpr int kRowHold = 16;
+
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+__global__ void __launch_bounds__(kRowThreads)
+    k_resid_ln(const float *x, const float *__restrict__ p, const float *__restrict__ bias, float *xo,
+               float *__restrict__ rs, float *__restrict__ vs, const float *__restrict__ gamma,
+               const float *__restrict__ beta, float eps, OUT *__restrict__ y)
+{
+    static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
+    if (r >= ROWS)
+        return; /* warp-uniform */
+    const float *xr = x + (size_t)r * COLS, *pr = p + (size_t)r * COLS;
+    float *orow = xo + (size_t)r * COLS;
+    OUT *yr = y + (size_t)r * COLS;
+    const float inv_n = 1.0f / (float)HIDDEN;
+    float s = 0.0f, q = 0.0f;
+    if constexpr (COLS % 4 == 0) {
+        constexpr int NV = COLS / 4, PER = (NV + kWarp - 1) / kWarp;
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr), *p4 = reinterpret_cast<const float4 *>(pr),
+                     *b4 = reinterpret_cast<const float4 *>(bias), *g4 = reinterpret_cast<const float4 *>(gamma),
+                     *be4 = reinterpret_cast<const float4 *>(beta);
+        float4 *o4 = reinterpret_cast<float4 *>(orow);
+        if constexpr (PER <= kRowHold) {
+            float4 a[PER];
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const int v = lane + i * kWarp;
+                a[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (v < NV)
+                    o4[v] = a[i] = resid4(x4[v], p4[v], b4[v], s);
+            }
+            const float sum = warp_sum(s), mean = sum / (float)HIDDEN;
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                if (lane + i * kWarp < NV)
+                    sqdev4(a[i], mean, q);
+            const float sq = warp_sum(q);
+            if (lane == 0) {
+                rs[r] = sum;
+                vs[r] = sq;
+            }
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const int v = lane + i * kWarp;
+                if (v < NV)
+                    store::put4(yr, v, ln4(a[i], g4[v], be4[v], sum, sq, inv_n, eps));
+            }
+        } else {
+            for (int v = lane; v < NV; v += kWarp)
+                o4[v] = resid4(x4[v], p4[v], b4[v], s);
+            const float sum = warp_sum(s), mean = sum / (float)HIDDEN;
+            for (int v = lane; v < NV; v += kWarp)
+                sqdev4(o4[v], mean, q);
+            const float sq = warp_sum(q);
+            if (lane == 0) {
+                rs[r] = sum;
+                vs[r] = sq;
+            }
+            for (int v = lane; v < NV; v += kWarp)
+                store::put4(yr, v, ln4(o4[v], g4[v], be4[v], sum, sq, inv_n, eps));
+        }
+    } else {
+        for (int j = lane; j < COLS; j += kWarp) {
+            const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
+            orow[j] = a;
+            s += a;
+        }
+        const float sum = warp_sum(s), mean = sum / (float)HIDDEN;
+        for (int j = lane; j < COLS; j += kWarp) {
+            const float dv = orow[j] - mean;
+            q += dv * dv;
+        }
+        const float sq = warp_sum(q);
+        if (lane == 0) {
+            rs[r] = sum;
+            vs[r] = sq;
+        }
+        for (int j = lane; j < COLS; j += kWarp)
+            store::put(yr + j, tr_ln(orow[j], sum, sq, inv_n, eps, gamma[j], beta[j]));
+    }
 }
 
 } // namespace
@@ -270,6 +372,24 @@ void resid_rowsum_to(cudaStream_t s, const float *x, const float *p, const float
     }
     rows::k_resid_rowsum_to<ROWS, COLS><<<rows::row_blocks(ROWS), rows::kRowThreads, 0, s>>>(x, p, bias, rs, y);
     TRC_LAUNCHED("trk::resid_rowsum_to");
+}
+
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias, float *xo, float *rs, float *vs,
+              const float *gamma, const float *beta, float eps, OUT *y)
+{
+    if constexpr (COLS % 4 == 0) {
+        TRC_ALIGNED16(x, "resid_ln x");
+        TRC_ALIGNED16(p, "resid_ln p");
+        TRC_ALIGNED16(bias, "resid_ln bias");
+        TRC_ALIGNED16(xo, "resid_ln xo");
+        TRC_ALIGNED16(gamma, "resid_ln gamma");
+        TRC_ALIGNED16(beta, "resid_ln beta");
+        TRC_ALIGNED16(y, "resid_ln y");
+    }
+    rows::k_resid_ln<ROWS, COLS, HIDDEN, OUT>
+        <<<rows::row_blocks(ROWS), rows::kRowThreads, 0, s>>>(x, p, bias, xo, rs, vs, gamma, beta, eps, y);
+    TRC_LAUNCHED("trk::resid_ln");
 }
 
 /* ---- the row kernels at the shapes of this model's schedule ---- */

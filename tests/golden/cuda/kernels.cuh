@@ -44,6 +44,15 @@ template <int ROWS, int COLS, int HIDDEN, typename OUT>
 void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, const float *gamma, const float *beta,
               float eps, OUT *y);
 
+/* The residual add and the layernorm after it over whole rows (COLS == HIDDEN), one warp a row (gen/fuse.c's row
+ * kernel: resid_rowsum or resid_rowsum_to, ln_sqdev and ln_apply in one pass, the same float operations in the same
+ * order): xo = x + (p + bias[COLS]) (xo == x in place), rs[ROWS] = its row sums, vs[ROWS] = its centred squares
+ * around rs/HIDDEN, y = its layernorm with gamma, beta [COLS]. No output may share bytes with x (but xo), p, bias,
+ * gamma or beta. */
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias, float *xo, float *rs, float *vs,
+              const float *gamma, const float *beta, float eps, OUT *y);
+
 /* h[ROWS, COLS] = GeLU(h + bias[COLS]), tanh approximation */
 template <int ROWS, int COLS>
 void bias_gelu(cudaStream_t s, float *h, const float *bias);
