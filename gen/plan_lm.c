@@ -177,8 +177,8 @@ void tg_lm_embed(tg_builder *b, tg_lm *lm, int x)
  * every row block; reduce-scatter P over the row (member order j): slice j, summed over the row's q feature blocks, is
  * logits(row block j, vocab block i), copied into the logits [R, Vq]. The logits come out transposed against the
  * SUMMA head's (rank (i,j): row block j, vocab block i; rp->dec_logits_t), which the greedy choice and the runtime
- * follow. No weight moves: per rank (q-1) R Cq elements gathered and (q-1) R Vq reduced, against SUMMA's
- * (q-1)(R Cq + Vq Cq) broadcast. */
+ * follow. No weight moves: per rank (q-1) R Cq elements gathered and (q-1) R Vq reduced, against SUMMA's (q-1) Vq Cq
+ * of wte broadcast and (q-1) R Vq reduced. */
 static void head_stationary(tg_builder *b, tg_lm *lm)
 {
     const tg_plan *pl = b->pl;
