@@ -228,9 +228,8 @@ __global__ void __launch_bounds__(kRowThreads)
  * keeps its share of the row xo in registers (kRowHold float4 at most: rows up to 2048 wide) between the three
  * passes, so x, p and bias are read once and xo written once; a wider row, or one whose width is not a multiple of
  * 4, reads its xo back (the lane's own stores). x and xo are the same in place (not __restrict__); no other output
- * shares bytes with an input (the plan's rule, gen/fuse.h). */
-constexpr int kRowHold = 16;
-
+ * shares bytes with an input (the plan's rule, gen/fuse.h). kRowHold is declared in the kernel: at namespace scope a
+ * program without the row kernel (q >= 2) would never use it, which nvcc's -Werror refuses. */
 template <int ROWS, int COLS, int HIDDEN, typename OUT>
 __global__ void __launch_bounds__(kRowThreads)
     k_resid_ln(const float *x, const float *__restrict__ p, const float *__restrict__ bias, float *xo,
@@ -238,6 +237,7 @@ __global__ void __launch_bounds__(kRowThreads)
                const float *__restrict__ beta, float eps, OUT *__restrict__ y)
 {
     static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    constexpr int kRowHold = 16; /* float4 a lane keeps in registers: rows up to 2048 wide */
     const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
     if (r >= ROWS)
         return; /* warp-uniform */
