@@ -153,14 +153,13 @@ static const char *layer_tag(char *dst, size_t cap, int layer)
 
 /* A training weight's persistent bf16 copy (tg_param.w16): declared when a GEMM first reads the weight; -1 when buf
  * is no weight's fp32 master. Persistent: it carries the weights from one step's optimizer to the next step's GEMMs,
- * so it costs 2 bytes an element of arena for the whole run, in the memory plan like the master. Generation keeps
- * one too for each fp32 weight a GEMM reads (the tied head's wte, fc1's bias): the runtime rounds it once after
- * loading (as training's before its first step), where a cast step would round it again in every decode step. */
+ * so it costs 2 bytes an element of arena for the whole run, in the memory plan like the master. Inference and
+ * generation keep one too for each fp32 weight a GEMM reads (the tied head's wte, which the embedding reads in fp32,
+ * and fc1's bias; their other weights are bf16 shards already): the runtime rounds it once after loading (as
+ * training's before its first step), where a cast step would round it again in every forward or decode step. */
 static int weight_copy(tg_builder *b, int buf)
 {
     tg_class_plan *rp = b->rp;
-    if (b->pl->spec.mode != TG_TRAIN && b->pl->spec.mode != TG_GENERATE)
-        return -1;
     for (int i = 0; i < rp->nparams; i++) {
         tg_param *p = &rp->params[i];
         if (p->buf != buf)

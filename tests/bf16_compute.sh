@@ -106,13 +106,14 @@ bf16c_grads() { # q d
             --label "bf16 [$1,$1,$2] vs float64"
 }
 
-# the megatron scheme's bf16 inference program (its own planner: fc1's bias cast before the GEMM, the GeLU output bf16
-# out of place, docs/BF16.md) against both references, output poisoned first
+# the megatron scheme's bf16 inference program (its own planner: fc1's bias read from its bf16 copy, rounded once after
+# loading, no cast of a weight in the forward; the GeLU output bf16 out of place, docs/BF16.md) against both
+# references, output poisoned first
 bf16c_megatron_infer() {
     local dir="$BW16/infer_mg2"
     bf16c_spec 2 1 infer "" 'scheme = "megatron",' | sed 's/mesh = { q = 2, d = 1 },/mesh = { p = 2 },/' >"$dir.lua" &&
         grep -q 'mesh = { p = 2 }' "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" >/dev/null &&
-        grep -q "bf16_L[0-9]*_fc1_w_h_[0-9]*_mlp_c_fc_bias" "$dir"/rank_i*_j0.c &&
+        grep -q "bf16_w_h_[0-9]*_mlp_c_fc_bias" "$dir"/rank_i*_j0.c && ! grep -q "tr_cast_bf16(c, w_" "$dir"/rank_i*_j0.c &&
         poison "$dir/y.npy" &&
         "$dir/run" --weights "$BW16/w.st" --input "$BW16/x.npy" --output "$dir/y.npy" --bytes --quiet &&
         "$PY" $REF compare --ref "$BW16/y_emu.npy" --got "$dir/y.npy" --tol "$BF16_TOL_EMU" --expect-f32 \
@@ -221,6 +222,25 @@ bf16c_lm() { # q d [mesh line that replaces the Tesseract one]
             --label "bf16 LM [$1,$1,$2]${3:+ megatron} vs --bf16"
 }
 
+# the whole GPT-2's bf16 inference program: its logits against lm-forward --bf16 (the training program's check made
+# the reference), and no weight cast in its forward: the tied head reads wte's bf16 copy and fc1 its bias's, both
+# rounded once after loading (the embedding reads the fp32 wte)
+bf16c_lm_infer() { # q d [mesh line that replaces the Tesseract one]
+    local W="$BW16/lm" dir="$BW16/lm/infer_$1_$2${3:+_mg}" mesh="mesh = { q = $1, d = $2 },"
+    [ -n "${3:-}" ] && mesh=$3
+    [ -f "$W/logits_emu.npy" ] &&
+        lm_spec "$1" "$2" train | sed 's/mode = "train",/mode = "infer", dtype = "bf16",/' |
+        sed "s/mesh = { q = $1, d = $2 },/$mesh/" >"$dir.lua" &&
+        grep -q 'mode = "infer", dtype = "bf16"' "$dir.lua" && bin/tessgen "$dir.lua" -o "$dir" --quiet &&
+        ninja -C "$dir" >/dev/null &&
+        grep -q "bf16_w_wte_weight" "$dir"/rank_i0_j0.c && ! grep -q "tr_cast_bf16(c, w_" "$dir"/rank_i*_j*.c &&
+        lm_poison "$dir/logits.npy" &&
+        "$dir/run" --weights "$W/w.st" --tokens "$W/tok.npy" --targets "$W/tgt.npy" --logits-out "$dir/logits.npy" \
+            --bytes --quiet &&
+        "$PY" $LM_REF compare --ref "$W/logits_emu.npy" --got "$dir/logits.npy" --tol "$BF16_TOL_EMU" \
+            --label "bf16 LM inference [$1,$1,$2]${3:+ megatron} logits vs --bf16"
+}
+
 if wanted "bf16"; then
     if [ -n "$PY" ] && bf16c_setup >"$WORK/bf16c_setup.log" 2>&1; then
         ok "bf16 compute: references (tessref --bf16 self-test, forward, backward, 20 steps; with and without --bf16)"
@@ -237,12 +257,14 @@ if wanted "bf16"; then
         done
         check "bf16 compute: 20-step losses on [1,1,1] [2,2,1] [2,2,2] equal across meshes, within 1e-3 of --bf16 and 1e-2 of float64" bf16c_losses
         check "bf16 compute: the inference program's output equals the training program's forward, bit for bit" bf16c_same_forward
-        check "bf16 compute: megatron p=2 inference (fc1's bias cast to bf16 before its GEMM) within $BF16_TOL_EMU of --bf16 and $BF16_TOL_F64 of float64, bytes as planned" bf16c_megatron_infer
+        check "bf16 compute: megatron p=2 inference (fc1's bias from its bf16 copy, no cast of a weight) within $BF16_TOL_EMU of --bf16 and $BF16_TOL_F64 of float64, bytes as planned" bf16c_megatron_infer
         check "bf16 compute: --weights-out of a bf16 inference program is refused, nothing written" bf16c_refuses_weights_out
         check "bf16 compute: --stats of [2,2,2] forward + backward: every step moved its planned bytes (bf16 broadcasts 2 per element)" bf16c_stats
         check "bf16 compute: whole GPT-2 [1,1,1] logits and gradients against --bf16, bytes as planned" bf16c_lm 1 1
         check "bf16 compute: whole GPT-2 [2,2,1] logits and gradients against --bf16, bytes as planned" bf16c_lm 2 1
         check "bf16 compute: whole GPT-2, megatron p=2, logits and gradients against --bf16, bytes as planned" bf16c_lm 2 1 'scheme = "megatron", mesh = { p = 2 },'
+        check "bf16 compute: whole GPT-2 inference [2,2,1] logits against --bf16, bytes as planned; its forward casts no weight (wte's and fc1's bias's bf16 copies rounded once after loading)" bf16c_lm_infer 2 1
+        check "bf16 compute: whole GPT-2 inference, megatron p=2, logits against --bf16, bytes as planned; its forward casts no weight" bf16c_lm_infer 2 1 'scheme = "megatron", mesh = { p = 2 },'
     else
         notok "bf16 compute: references (tessref --bf16)" "$WORK/bf16c_setup.log"
     fi

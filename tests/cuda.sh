@@ -832,7 +832,7 @@ cub_steps() { # q d: 6 AdamW steps under the emulation track the CPU program's l
             --run "emulation=$dir/loss_emu.txt" --ref "the CPU program=$dir/loss_cpu.txt=1e-3"
 }
 cub_fused() { # dir epilogue: a bf16 program on q = 1 or megatron (docs/BF16.md): each layer's fc1 GEMM runs its bias +
-    # GeLU as one cuBLASLt call with the bf16 bias (AdamW's copy in training, the cast before the GEMM in inference),
+    # GeLU as one cuBLASLt call with the bf16 bias (AdamW's copy in training, the copy rounded after loading in inference),
     # D = the bf16 GeLU output and in training aux = the kept bf16 u (gen/fuse.c); no bias + GeLU kernel. Training: each
     # layer's fc2 input-gradient GEMM writes the bf16 du as its DGELU epilogue (aux u), no GeLU-gradient kernel. No
     # other GEMM takes an epilogue (the bias gradients sum fp32 or bf16 dY). Before the bf16 bias: no epilogue at all
