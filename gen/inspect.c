@@ -273,11 +273,15 @@ void tg_inspect_header(tg_sb *o, const tg_plan *pl, const char *what)
                  ", optimizer.shard: d = %d, nothing to shard", pl->mesh.d);
     if (tg_plan_stages(pl) > 1) /* pipeline stages: every stage's ranks */
         snprintf(mt + strlen(mt), sizeof mt - strlen(mt), " x %d pipeline stages", tg_plan_stages(pl));
+    const char *attn = s->attention != TG_ATTN_CUDNN ? ""
+                       : s->attention_default ? ", attention cudnn (the default for this spec; docs/CUDA.md)"
+                                              : ", attention cudnn";
     tg_sb_printf(o, "# tessgen %s %s of %s (%s): mesh %s = %d ranks, %d layer%s (C=%d, heads=%d, F=%d, "
-                    "S=%d, B=%d)%s%s%s\n",
+                    "S=%d, B=%d)%s%s%s%s\n",
                  TG_VERSION, what, s->name, s->path, mt, tg_plan_world(pl), s->layers,
                  s->layers == 1 ? "" : "s", s->hidden, s->heads, s->ffn, s->seq, s->batch,
-                 s->mode == TG_TRAIN ? ", training" : "", mb, s->dtype == TG_BF16 ? ", bf16 (docs/BF16.md)" : "");
+                 s->mode == TG_TRAIN ? ", training" : "", mb, s->dtype == TG_BF16 ? ", bf16 (docs/BF16.md)" : "",
+                 attn);
 }
 
 void tg_step_label(tg_sb *o, const tg_step *s)

@@ -329,13 +329,15 @@ static void check_epilogues(spec_ctx *c, tg_spec *s)
             "as its own kernel instead of a cuBLASLt epilogue (docs/CUDA.md), or drop the key", shown);
 }
 
-/* attention = "cublas" (default) or "cudnn": how the CUDA backend computes attention (docs/CUDA.md, "Fused
- * attention through cuDNN"). The dtype and head-dimension rules of "cudnn" are checked after the model's keys. */
+/* attention = "cublas" or "cudnn": how the CUDA backend computes attention (docs/CUDA.md, "Fused attention through
+ * cuDNN"). The dtype and head-dimension rules of "cudnn", and the default where the key is absent, come after the
+ * model's keys (check_model). */
 static void check_attention(spec_ctx *c, tg_spec *s)
 {
     const tg_lval *v = &c->val[LVL_TOP][TOP_ATTENTION];
     char shown[256];
     s->attention = TG_ATTN_CUBLAS;
+    s->attention_default = v->type == LUA_TNONE;
     if (v->type == LUA_TNONE || tg_lval_str_is(v, "cublas"))
         return;
     if (tg_lval_str_is(v, "cudnn")) {
@@ -346,8 +348,9 @@ static void check_attention(spec_ctx *c, tg_spec *s)
         tg_lval_quote(shown, sizeof shown, v->s, tg_lval_stored_len(v), v->slen);
     else
         tg_lval_describe(shown, sizeof shown, v);
-    fail(c, "attention = %s is not an attention path: use \"cublas\" (the default: cuBLAS GEMMs and softmax "
-            "kernels) or \"cudnn\" (cuDNN's fused flash attention, bf16 only; docs/CUDA.md)", shown);
+    fail(c, "attention = %s is not an attention path: use \"cublas\" (cuBLAS GEMMs and softmax kernels) or "
+            "\"cudnn\" (cuDNN's fused flash attention, bf16 only; the default where a spec allows it; docs/CUDA.md)",
+         shown);
 }
 
 /* mesh.placement: which group's ranks get consecutive numbers, so that a launcher that fills nodes in rank
@@ -1096,6 +1099,12 @@ static void validate(spec_ctx *c, tg_spec *s)
     /* attention = "cudnn": cuDNN's fused attention reads and writes fp16/bf16 only, with head dimensions that are
      * multiples of 8; at most 64 here: the head dimensions a GPU has checked (8 and 64 on an H200, 2026-11-27), and
      * at 128 two forwards of one input differed there (docs/CUDA.md, "Fused attention through cuDNN") */
+    /* no attention key: cuDNN's where every rule below holds and the mode keeps no fp32 Q, K, V (generate's KV cache
+     * is written from them), else cuBLAS's. The spec alone decides, so one spec is one program on every machine; a
+     * GPU or cuDNN that refuses the graph stops the rank naming attention = "cublas" (docs/CUDA.md) */
+    if (s->attention_default && s->dtype == TG_BF16 && s->mode != TG_GENERATE && ok_hidden && ok_heads && C % H == 0 &&
+        (C / H) % 8 == 0 && C / H <= 64)
+        s->attention = TG_ATTN_CUDNN;
     if (s->attention == TG_ATTN_CUDNN) {
         if (s->dtype != TG_BF16)
             fail(c, "attention = \"cudnn\" needs dtype = \"bf16\": cuDNN's fused attention reads bf16 Q, K, V; "

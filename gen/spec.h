@@ -22,7 +22,8 @@
  *                                          -- vocab_align = 64 optional (default 1): each rank's vocab
  *                                          -- block padded to a multiple of it (tensor cores)
  *     dtype = "fp32",                      -- optional, default "fp32"; or "bf16" (docs/BF16.md)
- *     attention = "cublas",                -- optional, default "cublas"; or "cudnn" (bf16 only; docs/CUDA.md)
+ *     attention = "cudnn",                 -- optional: "cublas" or "cudnn" (bf16, head dim 8k <= 64, not
+ *                                          -- generate); default "cudnn" where allowed, else "cublas" (docs/CUDA.md)
  *     epilogues = true,                    -- optional, default true; false: no cuBLASLt epilogues (docs/CUDA.md)
  *     mode  = "train",                     -- optional, "infer" (default) or "train"
  *     optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
@@ -47,7 +48,8 @@
 #include "mesh.h"
 
 typedef enum tg_dtype { TG_FP32 = 0, TG_BF16 = 1 } tg_dtype; /* docs/BF16.md */
-/* spec key attention: the CUDA backend's attention path (docs/CUDA.md); the CPU program is the same for both */
+/* spec key attention: the CUDA backend's attention path (docs/CUDA.md). The plan follows it on both backends (with
+ * "cudnn" the backward keeps the bf16 Q, K, V and takes the QKV bias gradient from bf16 dQ, dK, dV, as cuDNN does) */
 typedef enum tg_attention { TG_ATTN_CUBLAS = 0, TG_ATTN_CUDNN = 1 } tg_attention;
 typedef enum tg_decode_layout { TG_DECODE_AUTO = 0, TG_DECODE_SUMMA = 1, TG_DECODE_STATIONARY = 2 } tg_decode_layout;
 typedef enum tg_mode { TG_INFER = 0, TG_TRAIN = 1, TG_GENERATE = 2 } tg_mode; /* generate: docs/GENERATE.md */
@@ -91,7 +93,10 @@ typedef struct tg_spec {
     int context;     /* model.context N: mode = "generate" only, seq <= N <= positions, the KV-cache length (prompt
                       * and generated tokens of one sequence); else 0 (docs/GENERATE.md) */
     tg_dtype dtype;
-    tg_attention attention; /* "cublas" (default) or "cudnn": cuDNN's fused attention, needs bf16 */
+    tg_attention attention; /* "cublas" or "cudnn" (cuDNN's fused attention: bf16, head dimension a multiple of 8
+                             * and at most 64, not generate); without the key "cudnn" where those hold, else
+                             * "cublas": the spec alone decides, never what the machine has (docs/CUDA.md) */
+    bool attention_default; /* the key was absent: attention is the default for this spec (--summary says so) */
     tg_decode_layout decode_layout; /* decode_layout (mode = "generate" only): the decode step's linears "auto" (the
                                      * default: the layout of fewer bytes), "summa" or "stationary" (docs/GENERATE.md) */
     bool no_epilogues;      /* epilogues = false: no cuBLASLt epilogues on the CUDA backend (gen/fuse.c); zero, the

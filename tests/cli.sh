@@ -145,6 +145,27 @@ cli_rank_limit() {
 }
 check "cli: --summary at the rank limit (46,336, 46,352 and 65,536 ranks) lists every mesh of that many ranks" cli_rank_limit
 
+# ---- attention's default follows the spec (docs/CUDA.md "Fused attention through cuDNN") --------------------------
+# A bf16 training spec without an attention key: --summary names cuDNN's path as the default, the CUDA program calls
+# trc_attn_cudnn; the same spec with attention = "cublas", in fp32, or with head dimension 128 calls the cuBLAS path's
+# kernels and --summary names none
+cli_attention_default() {
+    local d="$WORK/attn_default" m='model = { layers = 1, hidden = 32, heads = 2, ffn = 64, seq = 8, batch = 2 }'
+    mkdir -p "$d" &&
+        printf 'return { name = "a", mesh = { q = 1 }, mode = "train", dtype = "bf16", backends = { "cpu", "cuda" }, %s }\n' "$m" >"$d/a.lua" &&
+        bin/tessgen "$d/a.lua" --summary | head -1 | grep -q ', attention cudnn (the default for this spec; docs/CUDA.md)$' &&
+        bin/tessgen "$d/a.lua" --show 2>/dev/null | head -1 | grep -q 'attention cudnn (the default' &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$d/a.lua" -o "$d/a" --quiet && grep -q 'trc_attn_cudnn' "$d/a/rank_i0_j0.cu" &&
+        sed 's/dtype = "bf16",/dtype = "bf16", attention = "cublas",/' "$d/a.lua" >"$d/b.lua" &&
+        ! bin/tessgen "$d/b.lua" --summary | head -1 | grep -q 'attention' &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$d/b.lua" -o "$d/b" --quiet && ! grep -q 'trc_attn_cudnn' "$d/b/rank_i0_j0.cu" &&
+        sed 's/hidden = 32, heads = 2/hidden = 256, heads = 2/' "$d/a.lua" >"$d/c.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$d/c.lua" -o "$d/c" --quiet && ! grep -q 'trc_attn_cudnn' "$d/c/rank_i0_j0.cu" &&
+        sed 's/dtype = "bf16",//' "$d/a.lua" >"$d/f.lua" &&
+        env -u TESS_CUDA_ARCH bin/tessgen "$d/f.lua" -o "$d/f" --quiet && ! grep -q 'trc_attn_cudnn' "$d/f/rank_i0_j0.cu"
+}
+check "cli: a bf16 spec without an attention key gets cuDNN's attention (--summary and --show say it is the default); attention = \"cublas\", fp32 and head dimension 128 the cuBLAS path" cli_attention_default
+
 # ---- planning class after class reuses the memory of the class before --------------------------
 # --summary plans the 16 classes of [4,4,4] x 24 layers of GPT-3 sized training one after another, each a few MB
 # of steps and placement lists freed before the next. The optimised tessgen (the ASan build has its own allocator)

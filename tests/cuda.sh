@@ -755,7 +755,8 @@ SPEC
 check "$CU_GEN_N3" cu_gen_context
 
 # ---- bf16 (dtype = "bf16", docs/BF16.md) under the emulation, against the CPU program and --bf16 ---------------
-# The training spec of the section above in dtype "bf16" on [1,1,1], [2,2,1], [2,2,2]: trc_gemm_bf16, trc_cast_bf16,
+# The training spec of the section above in dtype "bf16" with attention = "cublas" (named: a bf16 spec without the key
+# takes cuDNN's, checked in the sdpa section below) on [1,1,1], [2,2,1], [2,2,2]: trc_gemm_bf16, trc_cast_bf16,
 # trc_bcast_bf16 and the kernels' bf16 outputs. The CPU program of the same output (checked by
 # tests/bf16_compute.sh) and tessref --bf16 are the references:
 #   forward   y (poisoned first) within 1e-3 of the CPU program and 3e-3 of --bf16, bytes as planned, each order
@@ -781,7 +782,7 @@ cub_setup() {
 }
 cub_generate() { # q d -> $WORK/cub_q_d: a bf16 training program with both backends; the CPU one built
     local dir="$WORK/cub_$1_$2"
-    cu_spec "cub_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train", dtype = "bf16",
+    cu_spec "cub_q$1_d$2" "$1" "$2" 'backends = { "cpu", "cuda" }, mode = "train", dtype = "bf16", attention = "cublas",
   optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },' >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
         tests/cuda/emu_build.sh "$dir" emu model-emu
@@ -867,7 +868,7 @@ cub_lncopy() { # dir layers: bf16 training (docs/BF16.md): every bf16 copy of th
 cub_infer() { # bf16 inference on [1,1,1] (docs/BF16.md): fc1's GEMM writes the bf16 GeLU output fc2 reads as its
     # cuBLASLt epilogue (as cub_fused, without aux); the emulated forward against the CPU program (output poisoned first)
     local dir="$WORK/cubi" a="--weights $WORK/cu_w.safetensors --input $WORK/cu_x.npy"
-    cu_spec cubi 1 1 'backends = { "cpu", "cuda" }, dtype = "bf16",' >"$dir.lua" &&
+    cu_spec cubi 1 1 'backends = { "cpu", "cuda" }, dtype = "bf16", attention = "cublas",' >"$dir.lua" &&
         env -u TESS_CUDA_ARCH bin/tessgen "$dir.lua" -o "$dir" --quiet && ninja -C "$dir" cpu >/dev/null &&
         tests/cuda/emu_build.sh "$dir" emu model-emu >/dev/null || return 1
     cub_fused "$dir" TRC_EPI_GELU_BIAS || return 1
@@ -881,7 +882,7 @@ cub_megatron() { # the megatron scheme in bf16, p = 2: its casts before each GEM
     local dir="$WORK/cub_mg_2" a
     cat >"$dir.lua" <<SPEC &&
 return {
-  name = "cub_mg_2", scheme = "megatron", mesh = { p = 2 }, mode = "train", dtype = "bf16",
+  name = "cub_mg_2", scheme = "megatron", mesh = { p = 2 }, mode = "train", dtype = "bf16", attention = "cublas",
   model = { layers = 2, hidden = 128, heads = 2, ffn = 256, seq = 16, batch = 4 },
   backends = { "cpu", "cuda" },
 }

@@ -622,10 +622,11 @@ int main(void)
         TT_CHECK(has("recompute is not supported with scheme = \"megatron\""), "%.400s", E.msg);
     }
 
-    TT_CASE("attention: cublas by default, cudnn only in bf16 with a head dimension cuDNN supports") {
+    TT_CASE("attention: cudnn only in bf16 with a head dimension cuDNN supports") {
         const char *m16 = "mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, seq = 4, batch = 1 }";
         char src[512];
-        TT_CHECK(load("return { " OK_TAIL " }") && S.attention == TG_ATTN_CUBLAS, "%.400s", E.msg);
+        TT_CHECK(load("return { " OK_TAIL " }") && S.attention == TG_ATTN_CUBLAS && S.attention_default, "%.400s",
+                 E.msg);
         snprintf(src, sizeof src, "return { %s, dtype = 'bf16', attention = 'cudnn' }", m16);
         TT_CHECK(load(src) && S.attention == TG_ATTN_CUDNN, "%.400s", E.msg);
         snprintf(src, sizeof src, "return { %s, attention = 'cublas' }", m16);
@@ -650,6 +651,38 @@ int main(void)
         TT_CHECK(has("attention = \"flash\" is not an attention path: use \"cublas\""), "%.400s", E.msg);
         snprintf(src, sizeof src, "return { %s, dtype = 'bf16', attention = 1 }", m16);
         TT_CHECK(!load(src) && has("attention = 1 is not an attention path"), "%.400s", E.msg);
+    }
+
+    TT_CASE("attention without the key: cudnn where the spec allows it (bf16, head dimension 8k <= 64, not generate), "
+            "else cublas; never an error") {
+        const char *tail = "seq = 4, batch = 1 }, dtype = 'bf16' }";
+        char src[512];
+        /* head dimensions 16 and 64: cudnn, marked as the default */
+        snprintf(src, sizeof src, "return { mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, %s",
+                 tail);
+        TT_CHECK(load(src) && S.attention == TG_ATTN_CUDNN && S.attention_default, "16: %.400s", E.msg);
+        snprintf(src, sizeof src, "return { mode = 'train', mesh = { q = 2 }, model = { layers = 1, hidden = 256, "
+                                  "heads = 4, ffn = 8, seq = 4, batch = 2 }, dtype = 'bf16' }");
+        TT_CHECK(load(src) && S.attention == TG_ATTN_CUDNN && S.attention_default, "64: %.400s", E.msg);
+        /* head dimensions 12 (not a multiple of 8) and 128 (above 64): cublas, no error */
+        snprintf(src, sizeof src, "return { mesh = { q = 1 }, model = { layers = 1, hidden = 24, heads = 2, ffn = 8, %s",
+                 tail);
+        TT_CHECK(load(src) && S.attention == TG_ATTN_CUBLAS, "12: %.400s", E.msg);
+        snprintf(src, sizeof src, "return { mesh = { q = 1 }, model = { layers = 1, hidden = 256, heads = 2, ffn = 8, "
+                                  "%s", tail);
+        TT_CHECK(load(src) && S.attention == TG_ATTN_CUBLAS, "128: %.400s", E.msg);
+        /* fp32: cublas; an explicit "cublas" in bf16 stays cublas and is not the default */
+        TT_CHECK(load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, seq = 4, "
+                      "batch = 1 } }") && S.attention == TG_ATTN_CUBLAS, "fp32: %.400s", E.msg);
+        TT_CHECK(load("return { mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, ffn = 8, seq = 4, "
+                      "batch = 1 }, dtype = 'bf16', attention = 'cublas' }") &&
+                     S.attention == TG_ATTN_CUBLAS && !S.attention_default,
+                 "explicit: %.400s", E.msg);
+        /* generate keeps the fp32 Q, K, V its KV cache is written from: cublas, where "cudnn" written is refused */
+        TT_CHECK(load("return { mode = 'generate', mesh = { q = 1 }, model = { layers = 1, hidden = 32, heads = 2, "
+                      "ffn = 8, seq = 4, batch = 1, vocab = 16, positions = 8, context = 8 }, dtype = 'bf16' }") &&
+                     S.attention == TG_ATTN_CUBLAS,
+                 "generate: %.400s", E.msg);
     }
 
     TT_CASE("name: charset, length, type, dots") {

@@ -301,7 +301,7 @@ tg_gen() {
     dir=$(tg_dir "$m" "$mode" "$q" "$dd")
     read -r L C H F S B <<<"$(tg_dims "$m")"
     local sfx="" lm="" # fp32 names as before
-    local attn="" # MODE infer16cudnn or train16cudnn: bf16 with attention = "cudnn"
+    local attn="" # MODE infer16cudnn or train16cudnn: bf16 with attention = "cudnn"; infer16, train16: "cublas"
     local epi=""  # MODE ending in "noepi": the same with epilogues = false (every bias, GeLU and gradient step a
                   # kernel of its own: the side-by-side control of a fusion, bench.sh)
     local pp="" # MODE ending in "pp2": 2 pipeline stages of [q,q,d], 2 micro-batches (docs/TRAINING.md)
@@ -316,7 +316,8 @@ tg_gen() {
     case "$mode" in
     *16cudnn) dtype=bf16 mode=${mode%16cudnn} sfx=_bf16_cudnn$sfx attn='
   attention = "cudnn",'"$epi" ;;
-    *16) dtype=bf16 mode=${mode%16} sfx=_bf16$sfx attn=$epi ;;
+    *16) dtype=bf16 mode=${mode%16} sfx=_bf16$sfx attn='
+  attention = "cublas",'"$epi" ;; # the cuBLAS path by name: without the key a bf16 spec takes cuDNN's
     *) attn=$epi ;;
     esac
     local V P
