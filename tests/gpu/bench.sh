@@ -161,7 +161,7 @@ cmp_serial() { # model [attention]
 part_compare_tessgen() {
     local spec log a
     local atts=("")
-    [ -n "$TG_CUDNN" ] && atts+=(cudnn) # attention = "cudnn" beside the default where cuDNN is found
+    [ -n "$TG_CUDNN" ] && atts+=(cudnn) # attention = "cudnn" beside "cublas" (train16 names it) where cuDNN is found
     rm -f "$B"/cmp_*.txt
     for a in "${atts[@]}"; do
         for spec in "$C12 infer16$a" "$C12 train16$a" "$CLM infer16$a" "$CLM train16$a"; do
