@@ -171,7 +171,7 @@ def compare_section(d, device, shape, lm):
                 "|---|---:|---:|---:|---:|---:|---|"]
         fwd = kv(os.path.join(d, f"cmp_{m}_forward.txt"), "forward_seconds_median")
         stp = kv(os.path.join(d, f"cmp_{m}_step.txt"), "step_seconds_median")
-        rows = [("tessgen bf16 [1,1,1]", fwd and fwd * 1e3, stp and stp * 1e3, "tessgen's own")]
+        rows = [("tessgen bf16 [1,1,1], attention = \"cublas\"", fwd and fwd * 1e3, stp and stp * 1e3, "tessgen's own")]
         if os.path.exists(os.path.join(d, f"cmp_{m}cudnn_step.txt")):
             cf = kv(os.path.join(d, f"cmp_{m}cudnn_forward.txt"), "forward_seconds_median")
             cs = kv(os.path.join(d, f"cmp_{m}cudnn_step.txt"), "step_seconds_median")
