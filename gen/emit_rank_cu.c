@@ -104,7 +104,10 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     switch (s->kind) {
     case TG_STEP_BCAST:
     case TG_STEP_ALLREDUCE: return esz(rp, s, 0) * s->count;
-    case TG_STEP_LN_ROWSUM: return 4 * (rc + s->rows);
+    case TG_STEP_LN_ROWSUM:
+        if (s->epi == TG_EPI_LN) /* the row kernel: x, gamma, beta in; rs, vs and y out (gen/fuse.c) */
+            return 4 * (rc + 2LL * s->cols + 2LL * s->rows) + esz(rp, &rp->steps[s->fused], 5) * rc;
+        return 4 * (rc + s->rows);
     case TG_STEP_RESID_ROWSUM:
         if (s->epi == TG_EPI_LN) /* the row kernel: x, p, bias, gamma, beta in; xo, rs, vs and y out (gen/fuse.c) */
             return 4 * (3 * rc + 3LL * s->cols + 2LL * s->rows) + esz(rp, &rp->steps[s->fused], 5) * rc;
@@ -374,6 +377,17 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                          bn(rp, s, 0), s->lda, bn(rp, s, 1), s->ldb, (double)s->beta, bn(rp, s, 2), s->ldc);
         break;
     case TG_STEP_LN_ROWSUM:
+        if (s->epi == TG_EPI_LN) { /* gen/fuse.c: with the layernorm steps after it, one row kernel */
+            const tg_step *q = &rp->steps[s->fused - 1], *a = &rp->steps[s->fused];
+            tg_sb_printf(o, "    trk::ln_rows<%d, %d, %d>(S, %s, %s, %s, %s, %s, %gf, %s);\n", s->rows, s->cols,
+                         a->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, q, 2), bn(rp, a, 3), bn(rp, a, 4), a->eps,
+                         bn(rp, a, 5));
+            snprintf(line, sizeof line,
+                     "template void ln_rows<%d, %d, %d>(cudaStream_t, const float *, float *, float *, const float *,\n"
+                     "                                 const float *, float, %s *);\n",
+                     s->rows, s->cols, a->hidden, cty(rp, a, 5));
+            break;
+        }
         tg_sb_printf(o, "    trk::ln_rowsum<%d, %d>(S, %s, %s);\n", s->rows, s->cols, bn(rp, s, 0), bn(rp, s, 1));
         snprintf(line, sizeof line, "template void ln_rowsum<%d, %d>(cudaStream_t, const float *, float *);\n",
                  s->rows, s->cols);

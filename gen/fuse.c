@@ -1,7 +1,7 @@
 /*
  * fuse.c - marks the GEMM + GeLU, GEMM + GeLU-gradient and GEMM + bias-gradient pairs that a backend may run as
- * one GEMM with an epilogue, and the residual + layernorm triples it may run as one row kernel (fuse.h gives the
- * rules and why each condition is there). One forward scan each: a pair is a GEMM and the next step on its stream;
+ * one GEMM with an epilogue, and the layernorm triples (the residual add or the row sums, the centred squares, the
+ * apply) it may run as one row kernel (fuse.h gives the rules and why each condition is there). One forward scan each: a pair is a GEMM and the next step on its stream;
  * the collectives between are skipped once per GEMM, so O(S * c) per class, c the longest run of collectives (a
  * few); a triple is three consecutive steps, O(S).
  */
@@ -151,6 +151,38 @@ static bool overlap(const tg_class_plan *cp, int a, int b)
     return x->offset < y->offset + tg_buf_slots(y) && y->offset < x->offset + tg_buf_slots(x);
 }
 
+/* The layernorm steps q (LN_SQDEV) and a (LN_APPLY) of x and its row sums rs, directly after the step that wrote rs:
+ * one phase and stream, waiting for nothing, whole rows (cols == hidden), x and y's inputs fp32. */
+static bool ln_follows(const tg_class_plan *cp, const tg_step *r, const tg_step *q, const tg_step *a, int x, int rs)
+{
+    if (q->kind != TG_STEP_LN_SQDEV || a->kind != TG_STEP_LN_APPLY)
+        return false;
+    if (q->phase != r->phase || a->phase != r->phase || q->stream != r->stream || a->stream != r->stream ||
+        q->wait >= 0 || a->wait >= 0 || q->fused >= 0 || a->fused >= 0)
+        return false;
+    if (q->buf[0] != x || q->buf[1] != rs || a->buf[0] != x || a->buf[1] != rs || a->buf[2] != q->buf[2] ||
+        q->rows != r->rows || a->rows != r->rows || q->cols != r->cols || a->cols != r->cols ||
+        q->hidden != r->cols || a->hidden != r->cols)
+        return false;
+    return f32(cp, x) && f32(cp, a->buf[3]) && f32(cp, a->buf[4]);
+}
+
+/* Is the LN_ROWSUM step r, with the two steps after it, one row kernel (a layernorm with no residual add before it:
+ * the first block's ln1, ln_f after a block output that is kept)? The same rule as below: no output (rs, vs, y)
+ * shares arena bytes with an input (x, gamma, beta). */
+static bool ln_triple(const tg_class_plan *cp, const tg_step *r, const tg_step *q, const tg_step *a)
+{
+    const int x = r->buf[0], rs = r->buf[1];
+    if (rs < 0 || !ln_follows(cp, r, q, a, x, rs))
+        return false;
+    const int out[3] = {rs, q->buf[2], a->buf[5]}, in[3] = {x, a->buf[3], a->buf[4]};
+    for (int o = 0; o < 3; o++)
+        for (int k = 0; k < 3; k++)
+            if (overlap(cp, out[o], in[k]))
+                return false;
+    return true;
+}
+
 /* Is the residual step r (index i), with the two steps after it, one row kernel (fuse.h, "Row kernels")? They are
  * LN_SQDEV and LN_APPLY of the residual's output xo and row sums rs over whole rows (cols == hidden: nothing sums
  * the statistics over a row group), on r's stream and phase, waiting for nothing; and no output of the three (xo
@@ -161,18 +193,12 @@ static bool row_triple(const tg_class_plan *cp, int i)
     if (i + 2 >= cp->nsteps)
         return false;
     const tg_step *r = &cp->steps[i], *q = &cp->steps[i + 1], *a = &cp->steps[i + 2];
+    if (r->kind == TG_STEP_LN_ROWSUM)
+        return ln_triple(cp, r, q, a);
     int xo = r->buf[4] >= 0 ? r->buf[4] : r->buf[0], rs = r->buf[3];
-    if (r->kind != TG_STEP_RESID_ROWSUM || rs < 0 || q->kind != TG_STEP_LN_SQDEV || a->kind != TG_STEP_LN_APPLY)
+    if (r->kind != TG_STEP_RESID_ROWSUM || rs < 0 || !ln_follows(cp, r, q, a, xo, rs))
         return false;
-    if (q->phase != r->phase || a->phase != r->phase || q->stream != r->stream || a->stream != r->stream ||
-        q->wait >= 0 || a->wait >= 0 || q->fused >= 0 || a->fused >= 0)
-        return false;
-    if (q->buf[0] != xo || q->buf[1] != rs || a->buf[0] != xo || a->buf[1] != rs || a->buf[2] != q->buf[2] ||
-        q->rows != r->rows || a->rows != r->rows || q->cols != r->cols || a->cols != r->cols ||
-        q->hidden != r->cols || a->hidden != r->cols)
-        return false;
-    if (!f32(cp, r->buf[0]) || !f32(cp, r->buf[1]) || !f32(cp, r->buf[2]) || !f32(cp, xo) || !f32(cp, a->buf[3]) ||
-        !f32(cp, a->buf[4]))
+    if (!f32(cp, r->buf[0]) || !f32(cp, r->buf[1]) || !f32(cp, r->buf[2]))
         return false;
     const int out[4] = {xo == r->buf[0] ? -1 : xo, rs, q->buf[2], a->buf[5]};
     const int in[5] = {r->buf[0], r->buf[1], r->buf[2], a->buf[3], a->buf[4]};
@@ -185,7 +211,7 @@ static bool row_triple(const tg_class_plan *cp, int i)
 
 bool tg_fuse_plan(tg_class_plan *cp)
 {
-    for (int i = 0; i < cp->nsteps; i++) { /* the row kernels: a residual step and the layernorm after it */
+    for (int i = 0; i < cp->nsteps; i++) { /* the row kernels: a layernorm and the residual step before it, if any */
         tg_step *r = &cp->steps[i];
         if (r->fused >= 0 || !row_triple(cp, i))
             continue;

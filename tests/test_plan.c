@@ -292,8 +292,9 @@ static bool bytes_meet(const tg_class_plan *rp, int a, int b)
 /* Row kernels (fuse.h): each marked residual step (TG_EPI_LN) is followed right away by the LN_SQDEV and LN_APPLY
  * steps of its output xo and row sums rs over whole rows (cols = hidden), both marked with it, waiting for nothing, on
  * its stream; no output of the three (xo when out of place, rs, vs, y) shares arena bytes with an input (x, p,
- * bias, gamma, beta): the one kernel writes a row's outputs while later rows are still to be read. Every class marks
- * `want` such residual steps, and no layernorm step is marked but with one. */
+ * bias, gamma, beta): the one kernel writes a row's outputs while later rows are still to be read. A marked
+ * LN_ROWSUM step (a layernorm with no residual add before it: the first ln1, ln_f) likewise, with x for xo and no
+ * p or bias. Every class marks `want` such steps, and no layernorm step is marked but with one. */
 static void check_rows(const tg_plan *pl, const tg_class_plan *all, const char *label, int want)
 {
     for (int c = 0; c < tg_plan_nclasses(pl); c++) {
@@ -307,13 +308,15 @@ static void check_rows(const tg_plan *pl, const tg_class_plan *all, const char *
             if (s->epi != TG_EPI_LN)
                 continue;
             n++;
-            bool head = s->kind == TG_STEP_RESID_ROWSUM && s->buf[3] >= 0 && i + 2 < rp->nsteps && s->fused == i + 2;
+            const bool ln = s->kind == TG_STEP_LN_ROWSUM; /* no residual: x, rs in slots 0, 1 */
+            bool head = (s->kind == TG_STEP_RESID_ROWSUM || ln) && s->buf[ln ? 1 : 3] >= 0 && i + 2 < rp->nsteps &&
+                        s->fused == i + 2;
             TT_CHECK(head, "%s class %d: step %d (%s) marked as a row kernel to %d", label, c, i,
                      tg_step_kind_name(s->kind), s->fused);
             if (!head)
                 continue;
             const tg_step *q = &rp->steps[i + 1], *a = &rp->steps[i + 2];
-            int xo = s->buf[4] >= 0 ? s->buf[4] : s->buf[0], rs = s->buf[3];
+            int xo = !ln && s->buf[4] >= 0 ? s->buf[4] : s->buf[0], rs = s->buf[ln ? 1 : 3];
             TT_CHECK(q->kind == TG_STEP_LN_SQDEV && a->kind == TG_STEP_LN_APPLY && q->fused == i && a->fused == i &&
                          q->buf[0] == xo && q->buf[1] == rs && a->buf[0] == xo && a->buf[1] == rs &&
                          a->buf[2] == q->buf[2] && s->cols == pl->spec.hidden && q->cols == s->cols &&
@@ -321,9 +324,10 @@ static void check_rows(const tg_plan *pl, const tg_class_plan *all, const char *
                          a->stream == s->stream,
                      "%s class %d: residual step %d and its layernorm steps break the row-kernel rule", label, c, i);
             const int out[4] = {xo == s->buf[0] ? -1 : xo, rs, q->buf[2], a->buf[5]};
-            const int in[5] = {s->buf[0], s->buf[1], s->buf[2], a->buf[3], a->buf[4]};
+            const int in[5] = {s->buf[0], ln ? -1 : s->buf[1], ln ? -1 : s->buf[2], a->buf[3], a->buf[4]};
             for (int o = 0; o < 4; o++)
                 for (int k = 0; out[o] >= 0 && k < 5; k++)
+                    if (in[k] >= 0)
                     TT_CHECK(!bytes_meet(rp, out[o], in[k]), "%s class %d: row kernel %d writes %s over %s", label, c,
                              i, rp->bufs[out[o]].name, rp->bufs[in[k]].name);
         }
@@ -555,7 +559,8 @@ static void check_megatron(int p, int train, int V, int align)
     snprintf(ml, sizeof ml, "megatron p=%d%s", p, train ? " training" : "");
     /* one GEMM a layer's fc1: beta 0, so training fuses too; and in training DGELU and four bias gradients */
     check_fusion(&pl, all, ml, L, train ? 5 * L : 0, train ? 5 * L : 0);
-    check_rows(&pl, all, ml, 2 * L - 1); /* whole rows: ln2, and ln1 after the layer before */
+    /* whole rows: every layernorm, ln2 and ln1 after the layer before with the residual, the first ln1 and ln_f without */
+    check_rows(&pl, all, ml, 2 * L + (pl.spec.vocab > 0));
     tg_plan_all_free(&pl, all);
 }
 
@@ -803,7 +808,7 @@ int main(void)
                  * gradients, bf16 the GeLU gradient (the bias gradients sum bf16 or fp32 dY: kernels) */
                 check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", s.layers, (bf16 ? 1 : 5) * s.layers,
                              (bf16 ? 1 : 5) * s.layers);
-                check_rows(&pl, all, bf16 ? "megatron bf16" : "megatron", 2 * s.layers - 1);
+                check_rows(&pl, all, bf16 ? "megatron bf16" : "megatron", 2 * s.layers + (s.vocab > 0));
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -859,9 +864,9 @@ int main(void)
                 /* fp32: every fc1 (BIAS_GELU in place in the fp32 C, beta 0 or 1); bf16: the bf16 GeLU output fc2
                  * reads as D from the bf16 bias, where fc1's GEMM does not accumulate (q = 1) */
                 check_fusion(&pl, all, label, !bf16 || q == 1 ? s.layers : 0, 0, 0);
-                /* q = 1: ln2 and every ln1 but the first with the residual step before it; q >= 2: the row group's
-                 * all-reduces of the statistics come between */
-                check_rows(&pl, all, label, q == 1 ? 2 * s.layers - 1 : 0);
+                /* q = 1: ln2 and every ln1 but the first with the residual step before it, the first alone; q >= 2:
+                 * the row group's all-reduces of the statistics come between */
+                check_rows(&pl, all, label, q == 1 ? 2 * s.layers : 0);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -890,7 +895,7 @@ int main(void)
                  * [1,1,1]; with d > 1 a layer's may wait for the depth all-reduce whose bytes the arena gave dg */
                 int bmax = bf16 ? (q == 1 ? s.layers : 0) : (q == 1 ? 5 : 4) * s.layers;
                 check_fusion(&pl, all, label, q == 1 ? s.layers : 0, q == 1 && (!bf16 || d == 1) ? bmax : 0, bmax);
-                check_rows(&pl, all, label, q == 1 ? 2 * s.layers - 1 : 0);
+                check_rows(&pl, all, label, q == 1 ? 2 * s.layers : 0);
                 TT_CHECK(bf16 || q == 1 || all[0].nsteps == 0 || count_bwd(&all[0]) == bmax,
                          "%s class 0: %d backward fused GEMMs, want %d", label, count_bwd(&all[0]), bmax);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */
@@ -954,19 +959,47 @@ int main(void)
         }
         tg_class_free(&c0);
     }
-    TT_CASE("a residual step and its layernorm are one row kernel on q = 1, not where a layernorm step waits or an "
-            "output shares bytes with an input") {
+    TT_CASE("a residual step and its layernorm are one row kernel on q = 1, and the first ln1 alone, not where a "
+            "layernorm step waits or an output shares bytes with an input") {
         tg_spec s = tt_spec(1, 1, 2, 48, 12, 192, 8, 4, 0);
         tg_plan pl;
         tg_class_plan c0;
         tg_err err = {{0}, 0};
         tg_plan_init(&s, &pl);
         TT_CHECK(tg_plan_class(&pl, 0, 0, &c0, &err), "%s", err.msg);
-        int k = -1;
-        for (int i = 0; i < c0.nsteps && k < 0; i++)
-            if (c0.steps[i].epi == TG_EPI_LN)
+        int k = -1, k0 = -1;
+        for (int i = 0; i < c0.nsteps && k < 0; i++) {
+            if (c0.steps[i].epi == TG_EPI_LN && c0.steps[i].kind == TG_STEP_RESID_ROWSUM)
                 k = i;
-        TT_CHECK(k >= 0, "no row kernel in class (0,0) of [1,1,1]");
+            if (c0.steps[i].epi == TG_EPI_LN && c0.steps[i].kind == TG_STEP_LN_ROWSUM && k0 < 0)
+                k0 = i;
+        }
+        TT_CHECK(k >= 0, "no residual row kernel in class (0,0) of [1,1,1]");
+        /* the first ln1 (no residual before it) is one too; not where its vs would lie over x, which it still reads */
+        TT_CHECK(k0 == 0, "the first ln1 is not a row kernel: %d", k0);
+        if (k0 == 0) {
+            c0.steps[0].epi = TG_EPI_NONE;
+            c0.steps[0].fused = c0.steps[1].fused = c0.steps[2].fused = -1;
+            long long off = c0.bufs[c0.steps[1].buf[2]].offset;
+            c0.bufs[c0.steps[1].buf[2]].offset = c0.bufs[c0.steps[0].buf[0]].offset;
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[0].epi == TG_EPI_NONE, "the first ln1 writing vs over x is a row kernel");
+            c0.bufs[c0.steps[1].buf[2]].offset = off;
+            c0.steps[1].wait = 0; /* as if its centred squares waited for another stream's step */
+            for (int i = 0; i < c0.nsteps; i++) {
+                c0.steps[i].epi = TG_EPI_NONE;
+                c0.steps[i].fused = -1;
+            }
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[0].epi == TG_EPI_NONE, "the first ln1 with a waiting step is a row kernel");
+            c0.steps[1].wait = -1;
+            for (int i = 0; i < c0.nsteps; i++) {
+                c0.steps[i].epi = TG_EPI_NONE;
+                c0.steps[i].fused = -1;
+            }
+            tg_fuse_plan(&c0);
+            TT_CHECK(c0.steps[0].epi == TG_EPI_LN && c0.steps[2].fused == 0, "the first ln1 is not a row kernel again");
+        }
         if (k >= 0) {
             for (int i = 0; i < c0.nsteps; i++) {
                 c0.steps[i].epi = TG_EPI_NONE;

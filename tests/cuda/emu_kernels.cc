@@ -136,6 +136,32 @@ void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias,
     });
 }
 
+/* the row kernel without a residual (gen/fuse.c on ln_rowsum): ln_rowsum, ln_sqdev and ln_apply above, a row at a time */
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+void ln_rows(cudaStream_t s, const float *x, float *rs, float *vs, const float *gamma, const float *beta, float eps,
+             OUT *y)
+{
+    static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    emu::fused_head();
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            const size_t o = (size_t)r * COLS;
+            double t = 0;
+            for (int j = 0; j < COLS; j++)
+                t += x[o + j];
+            rs[r] = (float)t;
+            double mean = (double)rs[r] / HIDDEN, q = 0;
+            for (int j = 0; j < COLS; j++) {
+                double d = x[o + j] - mean;
+                q += d * d;
+            }
+            vs[r] = (float)q;
+            for (int j = 0; j < COLS; j++)
+                put(&y[o + j], tr_ln(x[o + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]));
+        }
+    });
+}
+
 template <int ROWS, int COLS>
 void bias_gelu(cudaStream_t s, float *h, const float *bias)
 {

@@ -2,8 +2,8 @@
  * rows_check.cu - the float row statistics and the vocabulary loss kernels on a GPU, outside any schedule
  * (docs/CUDA.md "FP64 and tensor cores in the kernels": these kernels were FP64 and are float now). Built by
  * tests/cuda/rows_check.sh, which fills templates/kernels_rows.cu.in into OUT/kernels_rows.cu; this file includes it
- * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::resid_rowsum_to, trk::resid_ln (and
- * the resid_rowsum and ln_apply it replaces), trk::lm_sums, trk::lm_loss and trk::lm_dlogits at the shapes below, on
+ * and runtime/cuda/trk_lm_kernels.cuh and calls trk::ln_rowsum, trk::ln_sqdev, trk::resid_rowsum_to, trk::resid_ln, trk::ln_rows (and
+ * the resid_rowsum and ln_apply they replace), trk::lm_sums, trk::lm_loss and trk::lm_dlogits at the shapes below, on
  * random inputs, NaN-poisoned outputs.
  *
  *   residual   resid_rowsum_to's y = x + (p + bias) bit for bit the host's float sums, its row sums within 1e-6 of
@@ -14,6 +14,9 @@
  *              double, in place and out of place, fp32 and bf16 output: [8192, 768], [64, 1600] (13 float4 a lane in
  *              registers), [64, 4096] (read back), [37, 60], [37, 30] (scalar); bench: the one kernel against the three
  *              at [8192, 768], microseconds and GB/s
+ *   ln_rows    the same row kernel without the residual (the first ln1, ln_f) bit for bit ln_rowsum, ln_sqdev and
+ *              ln_apply, x unchanged, y within 1e-5 of double (bf16 4e-3): [8192, 768] fp32 and bf16, [64, 4096],
+ *              [37, 60], [37, 30]; bench: against the three at [8192, 768] bf16
  *   reference  against a double reference: row sums and centred squares within a relative norm of 1e-6 (inputs
  *              with a mean far from 0, where cancellation shows), the sums of exponentials and dlogits within
  *              1e-6, the per-row loss within 1e-6 of its magnitude; the target logit exact
@@ -296,6 +299,77 @@ template <int ROWS, int COLS, typename OUT> static void check_resid_ln(cudaStrea
     }
 }
 
+/* the row kernel without a residual (gen/fuse.c on ln_rowsum: the first block's ln1, ln_f): ln_rows against
+ * ln_rowsum, ln_sqdev and ln_apply on the same x: rs, vs and y bit for bit, x unchanged; y within 1e-5 of the double
+ * layernorm (bf16: 4e-3); a second run the same bits. bench: the one kernel against the three (bytes: x, y; gamma,
+ * beta; rs, vs) */
+template <int ROWS, int COLS, typename OUT> static void check_ln_rows(cudaStream_t s, bool bench)
+{
+    const size_t n = (size_t)ROWS * COLS;
+    const float eps = 1e-5f;
+    const std::vector<float> x = rnd(n, 2.0f, 4.0f), g = rnd(COLS, 0.5f, 1.5f), be = rnd(COLS, -0.5f, 0.5f);
+    float *d_x = up(x), *d_g = up(g), *d_be = up(be), *d_rs[2], *d_vs[2];
+    OUT *d_y[2];
+    for (int k = 0; k < 2; k++) { /* 0: the row kernel, 1: the three kernels */
+        d_rs[k] = poisoned(ROWS);
+        d_vs[k] = poisoned(ROWS);
+        d_y[k] = poisoned_out<OUT>(n);
+    }
+    auto fused = [&] { trk::ln_rows<ROWS, COLS, COLS, OUT>(s, d_x, d_rs[0], d_vs[0], d_g, d_be, eps, d_y[0]); };
+    auto three = [&] {
+        trk::ln_rowsum<ROWS, COLS>(s, d_x, d_rs[1]);
+        trk::ln_sqdev<ROWS, COLS, COLS>(s, d_x, d_rs[1], d_vs[1]);
+        trk::ln_apply<ROWS, COLS, COLS, OUT>(s, d_x, d_rs[1], d_vs[1], d_g, d_be, eps, d_y[1]);
+    };
+    fused();
+    three();
+    std::vector<float> rs[2], vs[2], y[2];
+    for (int k = 0; k < 2; k++) {
+        rs[k] = down(d_rs[k], ROWS);
+        vs[k] = down(d_vs[k], ROWS);
+        y[k] = down_out(d_y[k], n);
+    }
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "ln_rows<%d, %d, %s>", ROWS, COLS, std::is_same_v<OUT, float> ? "float" : "bf16");
+    const char *part[3] = {"row sums", "centred squares", "y"};
+    const std::vector<float> *got[3] = {&rs[0], &vs[0], &y[0]}, *ref[3] = {&rs[1], &vs[1], &y[1]};
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "%s %s against the three kernels", tag, part[k]);
+        same(what, *got[k], *ref[k]);
+    }
+    snprintf(what, sizeof what, "%s x unchanged", tag);
+    same(what, down(d_x, n), x);
+    std::vector<double> r_y(n);
+    for (int r = 0; r < ROWS; r++) {
+        double t = 0, q = 0;
+        for (int j = 0; j < COLS; j++)
+            t += x[(size_t)r * COLS + j];
+        const double mean = t / COLS;
+        for (int j = 0; j < COLS; j++)
+            q += (x[(size_t)r * COLS + j] - mean) * (x[(size_t)r * COLS + j] - mean);
+        const double rstd = 1.0 / sqrt(q / COLS + eps);
+        for (int j = 0; j < COLS; j++)
+            r_y[(size_t)r * COLS + j] = (x[(size_t)r * COLS + j] - mean) * rstd * g[j] + be[j];
+    }
+    snprintf(what, sizeof what, "%s y", tag);
+    near(what, y[0], r_y, std::is_same_v<OUT, float> ? 1e-5 : 4e-3);
+    fused();
+    snprintf(what, sizeof what, "%s repeated", tag);
+    same(what, down(d_vs[0], ROWS), vs[0]);
+    same(what, down_out(d_y[0], n), y[0]);
+    if (bench) {
+        const double bytes = (double)n * (sizeof(float) + sizeof(OUT)) + 2.0 * COLS * sizeof(float) +
+                             2.0 * ROWS * sizeof(float);
+        const float us1 = time_us(s, fused), us3 = time_us(s, three);
+        printf("rows_check bench: %s: %.1f us, %.0f GB/s; the three kernels: %.1f us (%.2fx)\n", tag, us1,
+               bytes / us1 * 1e-3, us3, us3 / us1);
+    }
+    for (float *d : {d_x, d_g, d_be, d_rs[0], d_rs[1], d_vs[0], d_vs[1]})
+        cudaFree(d);
+    cudaFree(d_y[0]);
+    cudaFree(d_y[1]);
+}
+
 /* the vocabulary loss of one vocab block: row max (exact), sums, loss, dlogits */
 template <int ROWS, int COLS, int NVALID> static void check_loss(cudaStream_t s, bool bench)
 {
@@ -377,6 +451,11 @@ int main(int argc, char **argv)
     check_resid_ln<64, 4096, tr_bf16>(s, true, false); /* wider than 2048: xo read back */
     check_resid_ln<37, 60, float>(s, false, false);    /* 15 float4 a row: lanes 15..31 idle */
     check_resid_ln<37, 30, tr_bf16>(s, true, false);   /* not a multiple of 4: the scalar path */
+    check_ln_rows<8192, 768, tr_bf16>(s, bench); /* GPT-2 small's first ln1 and ln_f in bf16 */
+    check_ln_rows<8192, 768, float>(s, false);
+    check_ln_rows<64, 4096, float>(s, false); /* wider than 2048: x read again */
+    check_ln_rows<37, 60, tr_bf16>(s, false);
+    check_ln_rows<37, 30, float>(s, false);   /* the scalar path */
     check_loss<64, 50304, 50257>(s, false);
     check_loss<37, 49, 47>(s, false);
     if (bench)
