@@ -326,7 +326,7 @@ cu_lnb() { # dir count sums: each rank_iI_jJ.cu runs count layernorm backwards a
             return 1
         fi
     done
-    [ "$2" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void ln_bwd<[^;]*float \*, tr_bf16 \*);" ||
+    [ "$2" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void ln_bwd<[^;]*float \*, *tr_bf16 \*);" ||
         { echo "kernels.cu: no ln_bwd instance"; return 1; }
 }
 if wanted "cuda: emulation|cuda: compile"; then
@@ -885,11 +885,12 @@ cub_fused() { # dir epilogue: a bf16 program on q = 1 or megatron (docs/BF16.md)
     done
 }
 cub_lncopy() { # dir layers: bf16 training (docs/BF16.md): every bf16 copy of the residual gradient grad_x that an op's
-    # backward GEMMs read is written by the layernorm backward that wrote grad_x (ln_bwd_apply's last argument), but
+    # backward GEMMs read is written by the layernorm backward that wrote grad_x (ln_bwd_apply's last argument, or
+    # ln_bwd's where the two steps are one row kernel), but
     # the top layer's fc2 copy of dL/dy, which a cast step makes; before, a cast step made each of them (2 a layer)
     local f n want=$((2 * $2 - 1))
     for f in "$1"/rank_i*_j*.cu; do
-        n=$(grep -c "trk::ln_bwd_apply<.*, grad_x, bf16b_L[0-9]*_\(fc2\|proj\)_grad_x);" "$f")
+        n=$(grep -c "trk::ln_bwd\(_apply\)\?<.*, grad_x, bf16b_L[0-9]*_\(fc2\|proj\)_grad_x);" "$f")
         [ "$n" = $want ] || { echo "$(basename "$f"): $n layernorm backward steps write grad_x's bf16 copy, want $want"; return 1; }
         n=$(grep -c "trc_cast_bf16(c, grad_x, " "$f")
         [ "$n" = 1 ] || { echo "$(basename "$f"): $n cast steps of grad_x, want 1 (the top layer's dL/dy)"; return 1; }
