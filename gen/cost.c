@@ -45,6 +45,8 @@ static double step_bytes(const tg_class_plan *cp, const tg_step *s)
         }
         if (k == 1 && s->kind == TG_STEP_ATTN_BWD && s->fused >= 0) /* its GEMM wrote dO in bf16: the fp32 dO not read */
             continue;
+        if (k == 5 && s->epi == TG_EPI_LNB) /* a layernorm backward's row kernel keeps the sums in registers */
+            continue;
         int n = ((s->acc[k] & TG_ACC_R) ? 1 : 0) + ((s->acc[k] & TG_ACC_W) ? 1 : 0);
         const tg_buf *bf = &cp->bufs[s->buf[k]];
         b += (double)tg_dtype_size(bf->dtype) * (double)bf->elems * (n ? n : 1);

@@ -142,9 +142,16 @@ static long long step_bytes(const tg_class_plan *rp, const tg_step *s)
     case TG_STEP_COLSUM: return 4 * (rc + s->cols);
     case TG_STEP_GELU_BWD: /* dg in, u in; dg out in place, or du (bf16) out of place */
         return 4 * rc + esz(rp, s, 1) * rc + (s->buf[2] >= 0 ? esz(rp, s, 2) : 4) * rc;
-    case TG_STEP_LN_BWD_SUMS: return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
-    case TG_STEP_LN_BWD_APPLY: /* and the bf16 copy of g (slot 7) where the next op's GEMMs read one */
-        return 4 * (4 * rc + 4LL * s->rows + s->cols) + (s->buf[7] >= 0 ? 2 * rc : 0);
+    case TG_STEP_LN_BWD_SUMS:
+        if (s->epi == TG_EPI_LNB) { /* the row kernel (gen/fuse.c): dy, x, g, rs, vs, gamma in; g (and g16), dgamma,
+                                     * dbeta out; no sums */
+            const tg_step *a = &rp->steps[s->fused];
+            return 4 * (4 * rc + 2LL * s->rows + 3LL * s->cols) + (a->buf[7] >= 0 ? 2 * rc : 0);
+        }
+        return 4 * (2 * rc + 4LL * s->rows + 3LL * s->cols);
+    case TG_STEP_LN_BWD_APPLY: /* and the bf16 copy of g (slot 7) where the next op's GEMMs read one; fused: the sums
+                                * step's */
+        return s->fused >= 0 ? 0 : 4 * (4 * rc + 4LL * s->rows + s->cols) + (s->buf[7] >= 0 ? 2 * rc : 0);
     case TG_STEP_ATTN_BWD: { /* qkv and dout in (and their bf16 copies), dqkv out; the GEMMs read Q, K, V, dO twice;
                               * scores and dP written and read (fp32); P written, read three times; dS written */
         long long q = (long long)s->nseq * s->seq * s->heads * s->hdim, e = esz(rp, s, 4);
@@ -182,9 +189,12 @@ static const char *lt_epi(int epi)
  * input gradient, which writes the bf16 dO its attention backward reads, never the fp32 dO (that step's slot 1). The
  * layernorm steps of a row kernel (gen/fuse.c, TG_EPI_LN) name nothing themselves: their buffers are the call's at
  * the residual step, declared where that call is (first: the printed range's first step, which may be a layer's
- * function before the layernorm's, ln1 after the previous layer's last residual). */
+ * function before the layernorm's, ln1 after the previous layer's last residual). So do a layernorm backward's apply
+ * step and its sums step's row kernel (TG_EPI_LNB), which never names the sums (slot 5 of both). */
 static bool cu_uses(const tg_class_plan *cp, const tg_step *s, int slot, int first)
 {
+    if (s->fused >= 0 && (s->epi == TG_EPI_LNB || (s->epi == TG_EPI_NONE && cp->steps[s->fused].epi == TG_EPI_LNB)))
+        return slot != 5 && (s->epi == TG_EPI_LNB || s->fused >= first) && tg_streams_slot_used(s, slot);
     if (s->epi == TG_EPI_NONE && s->fused >= 0 && cp->steps[s->fused].epi == TG_EPI_LN)
         return s->fused >= first && tg_streams_slot_used(s, slot);
     if (s->kind == TG_STEP_GEMM && slot == 2 && tg_fuse_d_bf16(cp, s))
@@ -492,6 +502,18 @@ static void print_call(tg_sb *o, char *inst, const tg_class_plan *rp, const tg_s
                  s->rows, s->cols, cty(rp, s, 1));
         break;
     case TG_STEP_LN_BWD_SUMS:
+        if (s->epi == TG_EPI_LNB) { /* gen/fuse.c: with the apply step after it, one row kernel (and the columns') */
+            const tg_step *a = &rp->steps[s->fused];
+            tg_sb_printf(o, "    trk::ln_bwd<%d, %d, %d>(S, %s, %s, %s, %s, %s, %gf, %s, %s, %s, %s);\n", s->rows,
+                         s->cols, s->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4),
+                         s->eps, bn(rp, s, 6), bn(rp, s, 7), bn(rp, a, 6), bn(rp, a, 7));
+            snprintf(line, sizeof line,
+                     "template void ln_bwd<%d, %d, %d>(cudaStream_t, const float *, const float *, const float *,\n"
+                     "                                const float *, const float *, float, float *, float *, float *,\n"
+                     "                                tr_bf16 *);\n",
+                     s->rows, s->cols, s->hidden);
+            break;
+        }
         tg_sb_printf(o, "    trk::ln_bwd_sums<%d, %d, %d>(S, %s, %s, %s, %s, %s, %gf, %s, %s, %s);\n", s->rows, s->cols,
                      s->hidden, bn(rp, s, 0), bn(rp, s, 1), bn(rp, s, 2), bn(rp, s, 3), bn(rp, s, 4), s->eps,
                      bn(rp, s, 5), bn(rp, s, 6), bn(rp, s, 7));
@@ -714,10 +736,11 @@ bool tg_emit_class_cu(const tg_plan *pl, const tg_class_plan *rp, tg_sb *out, tg
             continue;
         }
         /* a row kernel at the segment's end runs the next segment's first steps too (ln1 after the last residual
-         * of the layer before): their buffers are declared here, where the call names them */
+         * of the layer before; a layernorm backward's apply step, were it another segment's): their buffers are
+         * declared here, where the call names them */
         int ext = sg[g].last;
         for (int i = sg[g].first; i <= sg[g].last; i++)
-            if (rp->steps[i].epi == TG_EPI_LN && rp->steps[i].fused > ext)
+            if ((rp->steps[i].epi == TG_EPI_LN || rp->steps[i].epi == TG_EPI_LNB) && rp->steps[i].fused > ext)
                 ext = rp->steps[i].fused;
         ok = tg_emit_buffers(&funcs, pl, rp, co, sg[g].first, ext, cu_uses, "device");
         tg_sb_puts(&funcs, "\n");
@@ -966,7 +989,8 @@ static bool colsum_instance(const char *line)
  * element-wise family (kernels_gelu.cu.in) takes the block kernels that no family names. */
 static bool rows_instance(const char *line)
 {
-    static const char *const names[] = {"ln_rowsum<", "resid_rowsum<", "ln_sqdev<", "ln_apply<", "resid_rowsum_to<"};
+    static const char *const names[] = {"ln_rowsum<", "resid_rowsum<", "ln_sqdev<", "ln_apply<", "resid_rowsum_to<",
+                                        "resid_ln<", "ln_rows<"};
     const char *p = line + strlen("template void ");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strncmp(p, names[i], strlen(names[i])))
@@ -978,7 +1002,7 @@ static bool rows_instance(const char *line)
 static bool lnbwd_instance(const char *line)
 {
     const char *p = line + strlen("template void ");
-    return !strncmp(p, "ln_bwd_sums<", 12) || !strncmp(p, "ln_bwd_apply<", 13);
+    return !strncmp(p, "ln_bwd_sums<", 12) || !strncmp(p, "ln_bwd_apply<", 13) || !strncmp(p, "ln_bwd<", 7);
 }
 
 /* kernels.cu: the file's head (kernels.cu.in), then each kernel family's template with its own instances: the

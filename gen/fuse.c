@@ -1,9 +1,10 @@
 /*
  * fuse.c - marks the GEMM + GeLU, GEMM + GeLU-gradient and GEMM + bias-gradient pairs that a backend may run as
  * one GEMM with an epilogue, and the layernorm triples (the residual add or the row sums, the centred squares, the
- * apply) it may run as one row kernel (fuse.h gives the rules and why each condition is there). One forward scan each: a pair is a GEMM and the next step on its stream;
- * the collectives between are skipped once per GEMM, so O(S * c) per class, c the longest run of collectives (a
- * few); a triple is three consecutive steps, O(S).
+ * apply) and layernorm-backward pairs it may run as one row kernel (fuse.h gives the rules and why each condition is
+ * there). One forward scan each: a pair is a GEMM and the next step on its stream; the collectives between are
+ * skipped once per GEMM, so O(S * c) per class, c the longest run of collectives (a few); a triple (a
+ * layernorm-backward pair) is three (two) consecutive steps, O(S).
  */
 #include "fuse.h"
 
@@ -209,8 +210,50 @@ static bool row_triple(const tg_class_plan *cp, int i)
     return true;
 }
 
+/* Is the layernorm-backward sums step s (index i), with the apply step after it, one row kernel (fuse.h, "Layernorm
+ * backward")? The apply step is the next step, of s's phase and stream, waiting for nothing, on s's dy, x, rs, vs,
+ * gamma and shape over whole rows (cols == hidden: nothing sums s1, s2 over a row group), reading the sums s wrote,
+ * which nothing else reads (the kernel keeps them in registers and never writes them); dy, x, rs, vs, gamma, g and
+ * the gradients fp32 (g16 bf16); no output (g, g16, dgamma, dbeta) shares arena bytes with an input (dy, x, rs, vs,
+ * gamma) or, g and g16, with dgamma or dbeta (g is updated in place: the row kernel writes a row's g while later rows
+ * are still to be read, and the column kernel runs after it instead of before). */
+static bool lnb_pair(const tg_class_plan *cp, int i)
+{
+    if (i + 1 >= cp->nsteps)
+        return false;
+    const tg_step *s = &cp->steps[i], *a = &cp->steps[i + 1];
+    int sums = s->buf[5];
+    if (s->kind != TG_STEP_LN_BWD_SUMS || a->kind != TG_STEP_LN_BWD_APPLY || sums < 0 || a->buf[5] != sums)
+        return false;
+    if (a->phase != s->phase || a->stream != s->stream || a->wait >= 0 || a->fused >= 0 || s->rows != a->rows ||
+        s->cols != a->cols || s->hidden != s->cols || a->hidden != a->cols || s->eps != a->eps)
+        return false;
+    if (cp->bufs[sums].persistent || cp->bufs[sums].last != i + 1)
+        return false;
+    for (int k = 0; k < 5; k++)
+        if (a->buf[k] != s->buf[k] || !f32(cp, s->buf[k]))
+            return false;
+    if (!f32(cp, s->buf[6]) || !f32(cp, s->buf[7]) || !f32(cp, a->buf[6]) || (a->buf[7] >= 0 && !bf16(cp, a->buf[7])))
+        return false;
+    const int out[4] = {a->buf[6], a->buf[7], s->buf[6], s->buf[7]}; /* g, g16 (or -1); dgamma, dbeta */
+    const int in[7] = {s->buf[0], s->buf[1], s->buf[2], s->buf[3], s->buf[4], s->buf[6], s->buf[7]};
+    for (int o = 0; o < 4; o++) /* g and g16 against the inputs and the gradients; the gradients against the inputs */
+        for (int k = 0; out[o] >= 0 && k < (o < 2 ? 7 : 5); k++)
+            if (overlap(cp, out[o], in[k]))
+                return false;
+    return true;
+}
+
 bool tg_fuse_plan(tg_class_plan *cp)
 {
+    for (int i = 0; i < cp->nsteps; i++) { /* the layernorm backward: the sums step and the apply step after it */
+        tg_step *s = &cp->steps[i];
+        if (s->fused >= 0 || !lnb_pair(cp, i))
+            continue;
+        s->epi = TG_EPI_LNB;
+        s->fused = i + 1;
+        cp->steps[i + 1].fused = i;
+    }
     for (int i = 0; i < cp->nsteps; i++) { /* the row kernels: a layernorm and the residual step before it, if any */
         tg_step *r = &cp->steps[i];
         if (r->fused >= 0 || !row_triple(cp, i))
@@ -263,6 +306,9 @@ static long long slot_bytes(const tg_class_plan *cp, const tg_step *s, int k)
 
 long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s)
 {
+    if (s->kind == TG_STEP_LN_BWD_APPLY) /* in the row kernel of its sums step: g read and written, g16 written (dy,
+                                          * x, gamma, the statistics and the sums are the sums step's, in registers) */
+        return 2 * slot_bytes(cp, s, 6) + slot_bytes(cp, s, 7);
     if (s->kind == TG_STEP_LN_SQDEV) /* in the row kernel of its residual step: vs written (x, rs are in registers) */
         return slot_bytes(cp, s, 2);
     if (s->kind == TG_STEP_LN_APPLY) /* gamma and beta read, y written */
@@ -302,7 +348,9 @@ const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_s
         return buf;
     if (s->epi == TG_EPI_LN)
         snprintf(buf, (size_t)cap, "; CUDA: one row kernel with the layernorm steps %d and %d", s->fused - 1, s->fused);
-    else if (s->kind == TG_STEP_LN_SQDEV || s->kind == TG_STEP_LN_APPLY)
+    else if (s->epi == TG_EPI_LNB)
+        snprintf(buf, (size_t)cap, "; CUDA: one row kernel with step %d (sums not written)", s->fused);
+    else if (s->kind == TG_STEP_LN_SQDEV || s->kind == TG_STEP_LN_APPLY || s->kind == TG_STEP_LN_BWD_APPLY)
         snprintf(buf, (size_t)cap, "; CUDA: in the row kernel of step %d", s->fused);
     else if (s->kind == TG_STEP_GEMM && s->epi == TG_EPI_D_BF16)
         snprintf(buf, (size_t)cap, "; CUDA: writes the bf16 copy step %d reads (no fp32 result, no cast)", s->fused);

@@ -1,6 +1,7 @@
 /*
- * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue, and which
- * residual step may run the layernorm after it in the same row kernel.
+ * fuse.h - the bake stage's pass after streams.c: which GEMM may run the step after it as its epilogue, which
+ * residual step may run the layernorm after it in the same row kernel, and which layernorm backward's two steps may
+ * be one row kernel.
  *
  * Forward: a GEMM C = beta*C + A@B followed directly by a BIAS_GELU step (C = GeLU(C + bias), in place) or a
  * GELU_SAVE step (u = C + bias kept in C, g = GeLU(u) into another buffer) on the same C is one cuBLASLt call on
@@ -58,10 +59,35 @@
  *     to the residual step where nothing comes between it and its layernorm (plan_steps.c), so the arena keeps
  *     them apart.
  *
+ * A layernorm with no residual add before it (the first block's ln1; ln_f after the kept block output) is one row
+ * kernel too: an LN_ROWSUM step (rs = row sums of x) followed directly by LN_SQDEV and LN_APPLY of x and rs, under
+ * the same conditions with x for xo (TG_EPI_LN on the LN_ROWSUM step; trk::ln_rows, the same kernel without the
+ * residual: x read once), no output (rs, vs, y) over x, gamma or beta. x is live until the apply step, which reads it,
+ * so the arena cannot put vs or y on it; the rule guards a later planner.
+ *
+ * Layernorm backward: an LN_BWD_SUMS step (per row s1 = sum dy gamma, s2 = sum (dy gamma) xhat into sums [2, rows];
+ * dgamma and dbeta as column sums) followed directly by its LN_BWD_APPLY step (g += dx from the sums; in bf16 training
+ * also g16, g's bf16 copy) is one row kernel on the CUDA backend (TG_EPI_LNB on the sums step; trk::ln_bwd,
+ * templates/kernels_layernorm.cu.in: a warp per row sums s1, s2 and then adds dx to its row of g without leaving the
+ * warp, reading dy and x once; dgamma and dbeta by the same column kernel as before, launched after it). The sums are
+ * then never written on the GPU (the plan keeps the buffer, as the fp32 outputs a fused bf16 GEMM never writes).
+ * Marked when:
+ *
+ *   - the apply step is the next step, of the sums step's phase and stream (on q >= 2 the row group's all-reduce of
+ *     the sums comes between and keeps them apart), waiting for nothing, over whole rows (cols == hidden: q = 1 and
+ *     the megatron scheme's replicated layernorms), on the sums step's dy, x, rs, vs, gamma and eps, reading the sums
+ *     it wrote, which no other step reads; every buffer fp32 but g16 (bf16);
+ *   - no output (g, g16, dgamma, dbeta) shares arena bytes with an input (dy, x, rs, vs, gamma), nor g or g16 with
+ *     dgamma or dbeta: g is updated in place, but the kernel writes a row's g while other rows are still to be
+ *     read, and the column kernel now runs after the row kernel. The arena cannot put them together today (every
+ *     input is read by the apply step, every output is live at it: no pin is needed, unlike the forward's), so the
+ *     rule only guards a later planner.
+ *
  * The plan keeps every step (the CPU backend runs them one after the other, the byte and flop counts and
  * the buffers' lifetimes stay as they were); the marking is in the steps (tg_step.epi, tg_step.fused), in
  * the fingerprint, schedule.txt, schedule.json and --show, and the cost model charges a fused kernel step
- * only the bytes the epilogue (or the row kernel: vs written; gamma, beta read and y written) adds.
+ * only the bytes the epilogue (or the row kernel: vs written; gamma, beta read and y written; the layernorm
+ * backward's g read and written, g16 written) adds.
  */
 #ifndef TG_FUSE_H
 #define TG_FUSE_H
@@ -78,13 +104,15 @@ bool tg_fuse_plan(tg_class_plan *cp);
  * call and buffers, and the cost model's bytes, follow it.) */
 bool tg_fuse_d_bf16(const tg_class_plan *cp, const tg_step *t);
 
-/* Is kernel step s (marked fused) run whole by its GEMM's epilogue, or by its residual step's row kernel (so a backend
- * issues nothing for it)? Every pair's kernel step but the cuDNN attention backward of a TG_EPI_D_BF16 pair, which
- * still runs: it only casts nothing; both layernorm steps of a row kernel, never the residual step itself. */
+/* Is kernel step s (marked fused) run whole by its GEMM's epilogue, or by its residual step's or sums step's row kernel
+ * (so a backend issues nothing for it)? Every pair's kernel step but the cuDNN attention backward of a TG_EPI_D_BF16
+ * pair, which still runs: it only casts nothing; both layernorm steps of a row kernel, never the residual step itself;
+ * the apply step of a layernorm backward's, never its sums step. */
 bool tg_fuse_absorbed(const tg_class_plan *cp, const tg_step *s);
 
 /* Bytes the epilogue of kernel step s (tg_fuse_absorbed) adds to its GEMM (the layernorm steps of a row kernel: what
- * they add to the residual step's bytes: vs written; gamma, beta read and y written): the bias read, and for GELU_SAVE the
+ * they add to the residual step's bytes: vs written; gamma, beta read and y written; a layernorm backward's apply step:
+ * g read and written, g16 written, beside its sums step's bytes): the bias read, and for GELU_SAVE the
  * GeLU output written besides the pre-activation the GEMM writes (bf16 D: g, and u as aux in training, the GEMM's
  * fp32 C not written); for DGELU the pre-activation read (bf16 D: and du written, dg not); for BGRAD the bias
  * gradient written (the GEMM reads dY anyway). */
@@ -92,8 +120,9 @@ long long tg_fuse_extra_bytes(const tg_class_plan *cp, const tg_step *s);
 
 /* What a marked step says about its pair, for schedule.txt, --show and the CUDA comments: "; CUDA: bias+GeLU
  * epilogue (step N) of this GEMM" (or "GeLU-gradient", "bias-gradient") on the GEMM, "; CUDA: the epilogue of
- * gemm N" on the kernel step; "; CUDA: one row kernel with the layernorm steps N and M" on a residual step and "; CUDA:
- * in the row kernel of step N" on its layernorm steps; "" for other steps. */
+ * gemm N" on the kernel step; "; CUDA: one row kernel with the layernorm steps N and M" on a residual step, "; CUDA:
+ * one row kernel with step N (sums not written)" on a layernorm backward's sums step, and "; CUDA: in the row kernel of
+ * step N" on the steps they run; "" for other steps. */
 const char *tg_fuse_text(char *buf, int cap, const tg_class_plan *cp, const tg_step *s);
 
 #endif

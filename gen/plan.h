@@ -163,9 +163,13 @@ typedef enum tg_epi {
     TG_EPI_D_BF16 = 5,        /* the cuDNN ATTN_BWD step after it reads the C it writes (dL/d(attention output)) only
                                * as its bf16 copy: the GEMM writes that copy (the step's slot 6) as a bf16 D from its
                                * fp32 accumulator, and the step casts nothing (not a cuBLASLt epilogue) */
-    TG_EPI_LN = 6             /* not a GEMM's: a RESID_ROWSUM step whose LN_SQDEV and LN_APPLY steps come right after
+    TG_EPI_LN = 6,            /* not a GEMM's: a RESID_ROWSUM step whose LN_SQDEV and LN_APPLY steps come right after
                                * it (whole rows, no collective between): the three are one row kernel on the CUDA
                                * backend (trk::resid_ln); fused = the LN_APPLY step, both LN steps' fused = this one */
+    TG_EPI_LNB = 7            /* not a GEMM's: an LN_BWD_SUMS step whose LN_BWD_APPLY step comes right after it (whole
+                               * rows, no all-reduce of the sums between): one row kernel on the CUDA backend (trk::
+                               * ln_bwd, beside its dgamma/dbeta column kernel), which never writes the sums buffer;
+                               * fused = the apply step, whose fused = this one */
 } tg_epi;
 
 typedef struct tg_step {
@@ -232,10 +236,11 @@ typedef struct tg_step {
      * or GeLU'(u) * C, or whose dY operand the next step alone sums by column (the bias gradient), gets
      * epi != TG_EPI_NONE and fused = that kernel step; the kernel step gets fused = the GEMM. The CUDA backend
      * runs the pair as one cuBLASLt call (trc_gemm_lt); the CPU backend runs both steps as before. A residual step
-     * and the layernorm steps after it (TG_EPI_LN on the residual step) are marked the same way: one row kernel */
+     * and the layernorm steps after it (TG_EPI_LN on the residual step), and a layernorm backward's two steps
+     * (TG_EPI_LNB on the sums step), are marked the same way: one row kernel */
     int epi;   /* tg_epi */
     int fused; /* the other step of a fused pair (a TG_EPI_LN step: its last LN step; an LN step: its residual
-                * step), or -1 */
+                * step; a TG_EPI_LNB step: its apply step, and back), or -1 */
     bool again; /* a forward step run again in the backward (spec recompute), described as "recomputed: ..." */
     bool zero_first; /* EMBED_BWD on a pipeline stage without the tied head (whose GEMM writes dE first in the whole
                       * model): dE, count elements, zeroed before the adds */

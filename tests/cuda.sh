@@ -164,11 +164,13 @@ cu_choice_epilogues() { # epilogues = false: no GEMM carries a cuBLASLt epilogue
         sed 's/mode = "train"/mode = "train", epilogues = false/' "$on.lua" >"$off.lua" &&
         build/asan/tessgen "$on.lua" -o "$on" --quiet && build/asan/tessgen "$off.lua" -o "$off" --quiet || return 1
     grep -q "trc_gemm_lt(c, " "$on/rank_i0_j0.cu" || { echo "the default program has no epilogue to turn off"; return 1; }
-    grep -q "trk::resid_ln<" "$on/rank_i0_j0.cu" || { echo "the default program has no row kernel to turn off"; return 1; }
-    ! grep -n "trc_gemm_lt\|trc_fused(c, \|trk::resid_ln<" "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
+    grep -q "trk::resid_ln<" "$on/rank_i0_j0.cu" && grep -q "trk::ln_bwd<" "$on/rank_i0_j0.cu" ||
+        { echo "the default program has no row kernel to turn off"; return 1; }
+    ! grep -n "trc_gemm_lt\|trc_fused(c, \|trk::resid_ln<\|trk::ln_bwd<" "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
     grep -q "trk::bias_gelu_save<" "$off/rank_i0_j0.cu" && grep -q "trk::colsum<" "$off/rank_i0_j0.cu" &&
-        grep -q "trk::resid_rowsum_to<" "$off/rank_i0_j0.cu" && grep -q "trk::ln_sqdev<" "$off/rank_i0_j0.cu" ||
-        { echo "epilogues = false: no separate bias + GeLU, column-sum, residual or layernorm kernel"; return 1; }
+        grep -q "trk::resid_rowsum_to<" "$off/rank_i0_j0.cu" && grep -q "trk::ln_sqdev<" "$off/rank_i0_j0.cu" &&
+        grep -q "trk::ln_bwd_sums<" "$off/rank_i0_j0.cu" ||
+        { echo "epilogues = false: no separate bias + GeLU, column-sum, residual, layernorm or layernorm-backward kernel"; return 1; }
 }
 cu_choice_include() { # where the class programs' CUDA headers come from, and which rule compiles them
     local fake="$WORK/fakecuda" spec="$WORK/inc.lua"
@@ -212,7 +214,7 @@ if wanted "cuda: choice"; then
     check "cuda: choice: backends = { \"cpu\" } emits no .cu, and ninja cuda says why" cu_choice_cpu_only
     check "cuda: choice: regenerating without cuda removes the .cu files" cu_choice_stale
     check "cuda: choice: TESS_CUDA_ARCH sets the -gencode targets" cu_choice_arch
-    check "cuda: choice: epilogues = false in the spec: no GEMM carries a cuBLASLt epilogue, no residual step runs its layernorm, every step is its own kernel" \
+    check "cuda: choice: epilogues = false in the spec: no GEMM carries a cuBLASLt epilogue, no residual step runs its layernorm, no layernorm backward is one row kernel, every step is its own kernel" \
         cu_choice_epilogues
 fi
 
@@ -274,7 +276,8 @@ cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (o
     for f in "$1"/rank_i*_j*.cu; do
         n=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, $2," "$f")
         nall=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, TRC_EPI_" "$f")
-        nf=$(($(grep -c "trc_fused(c, " "$f") - 2 * $(grep -c "trk::resid_ln<" "$f"))) # a row kernel's two (cu_rows)
+        # a row kernel's two (cu_rows), a layernorm backward's one (cu_lnb)
+        nf=$(($(grep -c "trc_fused(c, " "$f") - 2 * $(grep -c "trk::resid_ln<" "$f") - $(grep -c "trk::ln_bwd<" "$f")))
         nk=$(grep -c "$kern" "$f")
         if [ "$n" != "$3" ] || [ "$nf" != "$nall" ]; then
             echo "$(basename "$f"): $n trc_gemm_lt with $2 (want $3) and $nf trc_fused for $nall GEMMs with an epilogue"
@@ -286,24 +289,50 @@ cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (o
         fi
     done
 }
-cu_rows() { # dir count sqdev [type]: each rank_iI_jJ.cu runs count residual steps with the layernorm after them as one
-    # row kernel (trk::resid_ln, gen/fuse.c: whole rows, q = 1 and megatron), a trc_fused for each of their two
-    # layernorm steps, and sqdev layernorms the three kernels' way (ln_sqdev, ln_apply: the first ln1, after ln_rowsum,
-    # and ln_f; all of them where an all-reduce of the statistics comes between); type: the row kernels' LN output
-    # type in kernels.cu (float or tr_bf16; default float)
-    local f n nf ns na
+cu_rows() { # dir count sqdev lnrows [type]: each rank_iI_jJ.cu runs count residual steps with the layernorm after
+    # them as one row kernel (trk::resid_ln, gen/fuse.c: whole rows, q = 1 and megatron), lnrows layernorms without a
+    # residual before them as one (trk::ln_rows: the first ln1, ln_f), a trc_fused for each of their two layernorm
+    # steps, and sqdev layernorms the three kernels' way (ln_sqdev, ln_apply: where an all-reduce of the statistics
+    # comes between); type: the row kernels' LN output type in kernels.cu (float or tr_bf16; default float)
+    local f n nr nf ns na
     for f in "$1"/rank_i*_j*.cu; do
         n=$(grep -c "trk::resid_ln<" "$f")
+        nr=$(grep -c "trk::ln_rows<" "$f")
         nf=$(grep -c "trc_fused(c, [0-9]*, [0-9]*);" "$f")
         ns=$(grep -c "trk::ln_sqdev<" "$f")
         na=$(grep -c "trk::ln_apply<" "$f")
-        if [ "$n" != "$2" ] || [ "$ns" != "$3" ] || [ "$na" != "$3" ] || [ "$nf" -lt $((2 * n)) ]; then
-            echo "$(basename "$f"): $n trk::resid_ln (want $2), $ns ln_sqdev and $na ln_apply (want $3), $nf trc_fused"
+        if [ "$n" != "$2" ] || [ "$nr" != "$4" ] || [ "$ns" != "$3" ] || [ "$na" != "$3" ] ||
+            [ "$nf" -lt $((2 * n + 2 * nr)) ]; then
+            echo "$(basename "$f"): $n trk::resid_ln (want $2), $nr trk::ln_rows (want $4), $ns ln_sqdev and $na" \
+                "ln_apply (want $3), $nf trc_fused"
             return 1
         fi
     done
-    [ "$2" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void resid_ln<[^;]*float, ${4:-float} \*);" ||
-        { echo "kernels.cu: no resid_ln instance with a ${4:-float} output"; return 1; }
+    [ "$2" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void resid_ln<[^;]*float, ${5:-float} \*);" ||
+        { echo "kernels.cu: no resid_ln instance with a ${5:-float} output"; return 1; }
+    [ "$4" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void ln_rows<[^;]*float, ${5:-float} \*);" ||
+        { echo "kernels.cu: no ln_rows instance with a ${5:-float} output"; return 1; }
+}
+cu_lnb() { # dir count sums: each rank_iI_jJ.cu runs count layernorm backwards as one row kernel (trk::ln_bwd,
+    # gen/fuse.c: whole rows, q = 1 and megatron), each followed by a trc_fused of its apply step, and sums of them as
+    # the two steps' kernels (ln_bwd_sums, ln_bwd_apply: where the row group's all-reduce of the sums comes between);
+    # kernels.cu instantiates ln_bwd where count > 0
+    local f n nf ns na
+    for f in "$1"/rank_i*_j*.cu; do
+        n=$(grep -c "trk::ln_bwd<" "$f")
+        nf=$(awk '/trc_begin\(c, [0-9]+,/ { split($0, a, /[(,]/); cur = a[3] + 0 }
+                  /trk::ln_bwd</ { want[cur + 1] = cur }
+                  /trc_fused\(c, / { split($0, b, /[(,)]/); if ((b[3] + 0) in want && want[b[3] + 0] == b[4] + 0) n++ }
+                  END { print n + 0 }' "$f")
+        ns=$(grep -c "trk::ln_bwd_sums<" "$f")
+        na=$(grep -c "trk::ln_bwd_apply<" "$f")
+        if [ "$n" != "$2" ] || [ "$nf" != "$n" ] || [ "$ns" != "$3" ] || [ "$na" != "$3" ]; then
+            echo "$(basename "$f"): $n trk::ln_bwd (want $2) with $nf trc_fused after them, $ns ln_bwd_sums and $na ln_bwd_apply (want $3)"
+            return 1
+        fi
+    done
+    [ "$2" = 0 ] || tr -d '\n' <"$1/kernels.cu" | grep -q "template void ln_bwd<[^;]*float \*, *tr_bf16 \*);" ||
+        { echo "kernels.cu: no ln_bwd instance"; return 1; }
 }
 if wanted "cuda: emulation|cuda: compile"; then
     if cu_setup >"$WORK/log" 2>&1; then
@@ -318,11 +347,11 @@ if wanted "cuda: emulation|cuda: compile"; then
             check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM runs its bias + GeLU as a cuBLASLt epilogue (trc_gemm_lt)" \
                 cu_fused "$WORK/cu_${q}_${d}" TRC_EPI_GELU_BIAS 2
             if [ "$q" = 1 ]; then
-                check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel (trk::resid_ln: ln2, the second layer's ln1), the first ln1 as ln_rowsum, ln_sqdev, ln_apply" \
-                    cu_rows "$WORK/cu_${q}_${d}" 3 1
+                check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel (trk::resid_ln: ln2, the second layer's ln1), the first ln1 too, without the residual (trk::ln_rows)" \
+                    cu_rows "$WORK/cu_${q}_${d}" 3 0 1
             else
                 check "cuda: emulation: rank_iI_jJ.cu of [$q,$q,$d]: the row group's all-reduces of the layernorm statistics come between, so no row kernel" \
-                    cu_rows "$WORK/cu_${q}_${d}" 0 4
+                    cu_rows "$WORK/cu_${q}_${d}" 0 4 0
             fi
             if cu_emu_build "$q" "$d" >"$WORK/log" 2>&1; then
                 for order in $(cu_orders "$q" "$d"); do
@@ -450,8 +479,15 @@ if wanted "cuda: training|cuda: compile"; then
             check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: every weight-gradient GEMM that a bias gradient follows sums dY's columns as a cuBLASLt epilogue (trc_gemm_lt_bwd)" \
                 cu_fused "$WORK/cut_${q}_${d}" TRC_EPI_BGRADA 8
             [ "$q" = 1 ] &&
-                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each out-of-place residual add and the layernorm after it run as one row kernel (trk::resid_ln), writing the statistics the backward reads" \
-                    cu_rows "$WORK/cut_${q}_${d}" 3 1
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each out-of-place residual add and the layernorm after it run as one row kernel (trk::resid_ln), writing the statistics the backward reads; the first ln1 too (trk::ln_rows)" \
+                    cu_rows "$WORK/cut_${q}_${d}" 3 0 1
+            if [ "$q" = 1 ]; then
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: each layernorm backward runs as one row kernel (trk::ln_bwd: the sums in registers, then g += dx), its apply step a trc_fused" \
+                    cu_lnb "$WORK/cut_${q}_${d}" 4 0
+            else
+                check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d]: the row group's all-reduce of the layernorm backward's sums comes between its two steps, so no row kernel" \
+                    cu_lnb "$WORK/cut_${q}_${d}" 0 4
+            fi
             if cu_emu_build "$q" "$d" t >"$WORK/log" 2>&1; then
                 for order in $(cu_orders "$q" "$d"); do
                     check "cuda: training: rank_iI_jJ.cu of [$q,$q,$d], --dy, $order first: dL/dx and weight gradients match the float64 reference, bytes as planned" \
@@ -855,11 +891,12 @@ cub_fused() { # dir epilogue: a bf16 program on q = 1 or megatron (docs/BF16.md)
     done
 }
 cub_lncopy() { # dir layers: bf16 training (docs/BF16.md): every bf16 copy of the residual gradient grad_x that an op's
-    # backward GEMMs read is written by the layernorm backward that wrote grad_x (ln_bwd_apply's last argument), but
+    # backward GEMMs read is written by the layernorm backward that wrote grad_x (ln_bwd_apply's last argument, or
+    # ln_bwd's where the two steps are one row kernel), but
     # the top layer's fc2 copy of dL/dy, which a cast step makes; before, a cast step made each of them (2 a layer)
     local f n want=$((2 * $2 - 1))
     for f in "$1"/rank_i*_j*.cu; do
-        n=$(grep -c "trk::ln_bwd_apply<.*, grad_x, bf16b_L[0-9]*_\(fc2\|proj\)_grad_x);" "$f")
+        n=$(grep -c "trk::ln_bwd\(_apply\)\?<.*, grad_x, bf16b_L[0-9]*_\(fc2\|proj\)_grad_x);" "$f")
         [ "$n" = $want ] || { echo "$(basename "$f"): $n layernorm backward steps write grad_x's bf16 copy, want $want"; return 1; }
         n=$(grep -c "trc_cast_bf16(c, grad_x, " "$f")
         [ "$n" = 1 ] || { echo "$(basename "$f"): $n cast steps of grad_x, want 1 (the top layer's dL/dy)"; return 1; }
@@ -908,8 +945,10 @@ if wanted "cuda: bf16|cuda: compile"; then
                 if [ "$q" = 1 ]; then
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layer's fc1 GEMM writes the bf16 GeLU output and pre-activation from the bf16 bias as one cuBLASLt call, its fc2 input-gradient GEMM the bf16 du; no bias + GeLU or GeLU-gradient kernel" \
                         cub_fused "$WORK/cub_${q}_${d}" TRC_EPI_GELU_AUX_BIAS
-                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel writing the bf16 layernorm output (trk::resid_ln)" \
-                        cu_rows "$WORK/cub_${q}_${d}" 3 1 tr_bf16
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel writing the bf16 layernorm output (trk::resid_ln; the first ln1 trk::ln_rows)" \
+                        cu_rows "$WORK/cub_${q}_${d}" 3 0 1 tr_bf16
+                    check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: each layernorm backward runs as one row kernel writing g and its bf16 copy (trk::ln_bwd)" \
+                        eval 'cu_lnb "$WORK/cub_${q}_${d}" 4 0 && [ "$(grep -c "trk::ln_bwd<.*, nullptr);" "$WORK/cub_${q}_${d}"/rank_i0_j0.cu)" -lt 4 ]'
                 else
                     check "cuda: bf16: rank_iI_jJ.cu of [$q,$q,$d]: the last SUMMA GEMM of fc1 accumulates (beta 1), so no GEMM takes an epilogue" \
                         cu_fused "$WORK/cub_${q}_${d}" 'TRC_EPI_[A-Z_]*' 0
@@ -1030,8 +1069,10 @@ if wanted "cuda: lm|cuda: compile"; then
                 continue
             fi
             wanted "cuda: lm" || continue
-            [ "$q" = 1 ] && check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel (trk::resid_ln); the first ln1 and ln_f after ln_rowsum" \
-                cu_rows "$WORK/culm_${q}_${d}" 3 2
+            [ "$q" = 1 ] && check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d]: each residual add and the layernorm after it run as one row kernel (trk::resid_ln); the first ln1 and ln_f too, without the residual (trk::ln_rows)" \
+                cu_rows "$WORK/culm_${q}_${d}" 3 0 2
+            [ "$q" = 1 ] && check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d]: each layernorm backward, ln_f's too, runs as one row kernel (trk::ln_bwd)" \
+                cu_lnb "$WORK/culm_${q}_${d}" 5 0
             if tests/cuda/emu_build.sh "$WORK/culm_${q}_${d}" emu model-emu >"$WORK/log" 2>&1; then
                 for order in $(cu_orders "$q" "$d"); do
                     check "cuda: lm: rank_iI_jJ.cu of [$q,$q,$d], $order first: logits and loss match the CPU program, bytes as planned" \
@@ -1243,8 +1284,10 @@ if wanted "cuda: megatron"; then
                 eval 'cu_fused "$WORK/cu_mg_2" TRC_EPI_GELU_BIAS 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_GELU_AUX_BIAS 2'
             check "cuda: megatron: rank_iI_j0.cu of p=2 training: GeLU's gradient and every bias gradient run as cuBLASLt epilogues of their GEMMs" \
                 eval 'cu_fused "$WORK/cut_mg_2" TRC_EPI_DGELU 2 && cu_fused "$WORK/cut_mg_2" TRC_EPI_BGRADA 8'
-            check "cuda: megatron: rank_iI_j0.cu of p=2: the layernorms are whole rows, so each residual add and the layernorm after it run as one row kernel (trk::resid_ln), inference and training" \
-                eval 'cu_rows "$WORK/cu_mg_2" 3 1 && cu_rows "$WORK/cut_mg_2" 3 1'
+            check "cuda: megatron: rank_iI_j0.cu of p=2: the layernorms are whole rows, so each residual add and the layernorm after it run as one row kernel (trk::resid_ln; the first ln1 trk::ln_rows), inference and training" \
+                eval 'cu_rows "$WORK/cu_mg_2" 3 0 1 && cu_rows "$WORK/cut_mg_2" 3 0 1'
+            check "cuda: megatron: rank_iI_j0.cu of p=2 training: each layernorm backward runs as one row kernel (trk::ln_bwd)" \
+                cu_lnb "$WORK/cut_mg_2" 4 0
             CU_NP=2
             for order in comm compute random; do
                 check "cuda: megatron: rank_iI_j0.cu of p=2, $order first, matches the float64 reference" \

@@ -239,6 +239,44 @@ int main(void)
         }
     }
 
+    /* the layernorm backward's row kernel (gen/fuse.c, TG_EPI_LNB): on [1,1,1] training (whole rows [T, C]) the sums
+     * step and its apply step are one launch that reads dy, x [T, C], rs, vs [T], gamma [C] once, reads and writes g
+     * [T, C] and writes dgamma, dbeta [C], the sums [2, T] never written: 16 T C + 8 T + 12 C bytes. epilogues =
+     * false: two launches, the sums step's dy, x, rs, vs, gamma in, sums, dgamma, dbeta out (8 T C + 16 T + 12 C) and
+     * the apply's dy, x, rs, vs, gamma, sums in, g in and out (16 T C + 16 T + 4 C). 1 GB/s, flops free, 5 us a
+     * launch */
+    TT_CASE("cost of the layernorm backward's row kernel: one launch, the sums neither written nor read") {
+        tg_spec s = tt_spec(1, 1, L, C, H, F, S, B, 1);
+        tg_machine mc = machine(1024, 100, 10, 0, 1e12, 1.0);
+        mc.launch_us = 5;
+        const double tc = (double)T * C, launch = 5e-6 * 1e9;
+        for (int off = 0; off < 2; off++) {
+            s.no_epilogues = off;
+            tg_plan pl;
+            tg_plan_init(&s, &pl);
+            tg_class_plan cp;
+            tg_err e = {{0}, 0};
+            TT_CHECK(tg_plan_class(&pl, 0, 0, &cp, &e), "%s", e.msg);
+            int seen = 0;
+            for (int i = 0; i + 1 < cp.nsteps; i++) {
+                const tg_step *r = &cp.steps[i];
+                if (r->kind != TG_STEP_LN_BWD_SUMS)
+                    continue;
+                TT_CHECK((r->epi == TG_EPI_LNB) == !off && (r->fused == i + 1) == !off,
+                         "epilogues %s: sums step %d epilogue %d fused %d", off ? "off" : "on", i, r->epi, r->fused);
+                double got = 0;
+                for (int k = 0; k < 2; k++)
+                    got += tg_cost_step(&pl, &cp, &cp.steps[i + k], &mc, NULL) * 1e9;
+                double want = off ? 24 * tc + 32.0 * T + 16.0 * C + 2 * launch : 16 * tc + 8.0 * T + 12.0 * C + launch;
+                TT_CHECK(close_to(got, want), "epilogues %s: layernorm backward steps %d, %d %.0f ns, want %.0f",
+                         off ? "off" : "on", i, i + 1, got, want);
+                seen++;
+            }
+            TT_CHECK(seen == 2 * L, "%d layernorm backward pairs found, want %d", seen, 2 * L);
+            tg_class_free(&cp);
+        }
+    }
+
     /* attention = "cudnn" (gen/fuse.c, TG_EPI_D_BF16): the proj input-gradient GEMM writes the bf16 dO [T, C] its
      * attention backward reads instead of the fp32 dO: the GEMM moves its bf16 A (dY [T, C]) and B (Wo [C, C]) and the
      * bf16 D, and the attention backward no longer reads the fp32 dO, 4 T C bytes fewer than with epilogues = false

@@ -28,6 +28,10 @@
  *     Row kernels: a residual step and the layernorm steps right after it on its output (whole rows, waiting for
  *     nothing, no output over an input's bytes) marked as one, 2L - 1 a class on q = 1 and megatron (ln2, and ln1
  *     after the layer before), none on q >= 2; not where a layernorm step waits or vs would lie over p.
+ *     Layernorm backward: a sums step and its apply step right after it (whole rows, the apply waiting for nothing,
+ *     the sums read by it alone, no output over an input's bytes) marked as one row kernel, 2L a class on q = 1 and
+ *     megatron training (2L + 1 with ln_f), none on q >= 2; not where the apply step waits, an output would lie over
+ *     an input, or another step reads the sums.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +339,54 @@ static void check_rows(const tg_plan *pl, const tg_class_plan *all, const char *
     }
 }
 
+/* The layernorm backward's row kernels (fuse.h) of class c: each marked sums step (TG_EPI_LNB) is followed right away
+ * by its apply step, marked with it, on the same dy, x, rs, vs, gamma and sums over whole rows, waiting for nothing,
+ * on its stream, the sums read by the apply step last; no output (g, g16, dgamma, dbeta) shares arena bytes with an
+ * input (dy, x, rs, vs, gamma), nor g or g16 with dgamma or dbeta; no apply step is marked but with one. Returns
+ * how many. */
+static int count_lnb(const tg_plan *pl, const tg_class_plan *rp, const char *label, int c)
+{
+    int n = 0;
+    for (int i = 0; i < rp->nsteps; i++) {
+        const tg_step *s = &rp->steps[i];
+        if (s->kind == TG_STEP_LN_BWD_APPLY && s->fused >= 0)
+            TT_CHECK(s->fused == i - 1 && rp->steps[s->fused].epi == TG_EPI_LNB,
+                     "%s class %d: layernorm-backward apply step %d marked with step %d", label, c, i, s->fused);
+        if (s->epi != TG_EPI_LNB)
+            continue;
+        n++;
+        bool head = s->kind == TG_STEP_LN_BWD_SUMS && i + 1 < rp->nsteps && s->fused == i + 1;
+        TT_CHECK(head, "%s class %d: step %d (%s) marked as a layernorm-backward row kernel to %d", label, c, i,
+                 tg_step_kind_name(s->kind), s->fused);
+        if (!head)
+            continue;
+        const tg_step *a = &rp->steps[i + 1];
+        bool same = true;
+        for (int k = 0; k < 6; k++)
+            same = same && a->buf[k] == s->buf[k];
+        TT_CHECK(a->kind == TG_STEP_LN_BWD_APPLY && a->fused == i && same && s->cols == pl->spec.hidden &&
+                     a->cols == s->cols && a->rows == s->rows && a->wait < 0 && a->stream == s->stream &&
+                     rp->bufs[s->buf[5]].last == i + 1,
+                 "%s class %d: layernorm-backward steps %d, %d break the row-kernel rule", label, c, i, i + 1);
+        const int out[4] = {a->buf[6], a->buf[7], s->buf[6], s->buf[7]};
+        const int in[7] = {s->buf[0], s->buf[1], s->buf[2], s->buf[3], s->buf[4], s->buf[6], s->buf[7]};
+        for (int o = 0; o < 4; o++)
+            for (int k = 0; out[o] >= 0 && k < (o < 2 ? 7 : 5); k++)
+                TT_CHECK(!bytes_meet(rp, out[o], in[k]), "%s class %d: layernorm-backward row kernel %d writes %s over %s",
+                         label, c, i, rp->bufs[out[o]].name, rp->bufs[in[k]].name);
+    }
+    return n;
+}
+
+/* Every class of `all` marks `want` layernorm-backward row kernels (count_lnb). */
+static void check_lnb(const tg_plan *pl, const tg_class_plan *all, const char *label, int want)
+{
+    for (int c = 0; c < tg_plan_nclasses(pl); c++) {
+        int n = count_lnb(pl, &all[c], label, c);
+        TT_CHECK(n == want, "%s class %d: %d layernorm-backward row kernels, want %d", label, c, n, want);
+    }
+}
+
 /* Every class of `all` marks `want` GEMM + GeLU pairs and from bwd_min to bwd_max backward pairs, each as fuse.h
  * states the rule. */
 static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char *label, int want, int bwd_min,
@@ -348,6 +400,9 @@ static void check_fusion(const tg_plan *pl, const tg_class_plan *all, const char
             if (s->epi == TG_EPI_LN || (s->kind != TG_STEP_GEMM && s->fused >= 0 &&
                                         rp->steps[s->fused].epi == TG_EPI_LN))
                 continue; /* a row kernel: check_rows */
+            if (s->epi == TG_EPI_LNB || (s->kind != TG_STEP_GEMM && s->fused >= 0 &&
+                                         rp->steps[s->fused].epi == TG_EPI_LNB))
+                continue; /* a layernorm backward's row kernel: check_lnb */
             if (s->kind != TG_STEP_GEMM || s->epi == TG_EPI_NONE) {
                 TT_CHECK(s->kind == TG_STEP_GEMM || s->fused < 0 || rp->steps[s->fused].fused == i,
                          "%s class %d step %d: fused with %d, which is not fused with it", label, c, i, s->fused);
@@ -561,6 +616,7 @@ static void check_megatron(int p, int train, int V, int align)
     check_fusion(&pl, all, ml, L, train ? 5 * L : 0, train ? 5 * L : 0);
     /* whole rows: every layernorm, ln2 and ln1 after the layer before with the residual, the first ln1 and ln_f without */
     check_rows(&pl, all, ml, 2 * L + (pl.spec.vocab > 0));
+    check_lnb(&pl, all, ml, train ? 2 * L + (V ? 1 : 0) : 0); /* whole rows: ln1, ln2 and ln_f's backward */
     tg_plan_all_free(&pl, all);
 }
 
@@ -809,6 +865,7 @@ int main(void)
                 check_fusion(&pl, all, bf16 ? "megatron bf16" : "megatron", s.layers, (bf16 ? 1 : 5) * s.layers,
                              (bf16 ? 1 : 5) * s.layers);
                 check_rows(&pl, all, bf16 ? "megatron bf16" : "megatron", 2 * s.layers + (s.vocab > 0));
+                check_lnb(&pl, all, bf16 ? "megatron bf16" : "megatron", 2 * s.layers);
                 tg_plan_all_free(&pl, all);
             }
         }
@@ -896,6 +953,8 @@ int main(void)
                 int bmax = bf16 ? (q == 1 ? s.layers : 0) : (q == 1 ? 5 : 4) * s.layers;
                 check_fusion(&pl, all, label, q == 1 ? s.layers : 0, q == 1 && (!bf16 || d == 1) ? bmax : 0, bmax);
                 check_rows(&pl, all, label, q == 1 ? 2 * s.layers : 0);
+                /* q = 1: every layernorm's backward; q >= 2: the row group's all-reduce of the sums comes between */
+                check_lnb(&pl, all, label, q == 1 ? 2 * s.layers : 0);
                 TT_CHECK(bf16 || q == 1 || all[0].nsteps == 0 || count_bwd(&all[0]) == bmax,
                          "%s class 0: %d backward fused GEMMs, want %d", label, count_bwd(&all[0]), bmax);
                 /* every parameter has a gradient, both moments, and exactly one AdamW step */
@@ -1025,6 +1084,56 @@ int main(void)
         }
         tg_class_free(&c0);
     }
+    TT_CASE("a layernorm backward's two steps are one row kernel on q = 1, not where the apply step waits, an output "
+            "shares bytes with an input, or another step reads the sums") {
+        tg_spec s = tt_spec(1, 1, 2, 48, 12, 192, 8, 4, 1);
+        tg_plan pl;
+        tg_class_plan c0;
+        tg_err err = {{0}, 0};
+        tg_plan_init(&s, &pl);
+        TT_CHECK(tg_plan_class(&pl, 0, 0, &c0, &err), "%s", err.msg);
+        int k = -1;
+        for (int i = 0; i < c0.nsteps && k < 0; i++)
+            if (c0.steps[i].epi == TG_EPI_LNB)
+                k = i;
+        TT_CHECK(k >= 0, "no layernorm-backward row kernel in class (0,0) of [1,1,1] training");
+        if (k >= 0) {
+            tg_step *sm = &c0.steps[k], *ap = &c0.steps[k + 1];
+            tg_buf *sums = &c0.bufs[sm->buf[5]];
+            /* each change on its own, the plan unmarked: not marked with it, marked again without it */
+            for (int v = 0; v < 5; v++) {
+                for (int i = 0; i < c0.nsteps; i++) {
+                    c0.steps[i].epi = TG_EPI_NONE;
+                    c0.steps[i].fused = -1;
+                }
+                tg_buf *o = v == 1 ? &c0.bufs[ap->buf[6]] : v == 2 ? &c0.bufs[sm->buf[6]] : &c0.bufs[sm->buf[7]];
+                long long off = o->offset;
+                int last = sums->last;
+                static const char *const what[5] = {"the apply step waiting for another stream's step",
+                                                    "g over x's bytes", "dgamma over dy's bytes",
+                                                    "dbeta over g's bytes", "the sums read by a later step"};
+                if (v == 0)
+                    ap->wait = 0;
+                else if (v == 1)
+                    o->offset = c0.bufs[sm->buf[1]].offset;
+                else if (v == 2)
+                    o->offset = c0.bufs[sm->buf[0]].offset;
+                else if (v == 3)
+                    o->offset = c0.bufs[ap->buf[6]].offset;
+                else
+                    sums->last = k + 2;
+                tg_fuse_plan(&c0);
+                TT_CHECK(sm->epi == TG_EPI_NONE && ap->fused < 0, "step %d with %s is a row kernel", k, what[v]);
+                ap->wait = -1;
+                o->offset = off;
+                sums->last = last;
+                tg_fuse_plan(&c0);
+                TT_CHECK(sm->epi == TG_EPI_LNB && sm->fused == k + 1 && ap->fused == k,
+                         "step %d without %s is not a row kernel again", k, what[v]);
+            }
+        }
+        tg_class_free(&c0);
+    }
     TT_CASE("memory plan reuses dead buffers (peak < sum of buffers)") {
         tg_spec s = tt_spec(2, 1, 4, 64, 4, 256, 16, 4, 0);
         tg_plan pl, pl1;
@@ -1074,6 +1183,10 @@ int main(void)
                     break;
                 }
                 check_memory(&a, name);
+                /* q = 1: ln_f's backward too (whole rows); q >= 2: the all-reduce of the sums between */
+                int nlnb = count_lnb(&pl, &a, name, c);
+                TT_CHECK(nlnb == (q == 1 ? 2 * L + 1 : 0), "class (%d,%d): %d layernorm-backward row kernels, want %d",
+                         i, j, nlnb, q == 1 ? 2 * L + 1 : 0);
                 TT_CHECK(a.nparams == b.nparams + 4 && !strcmp(a.params[0].name, "wte.weight") &&
                              !strcmp(a.params[1].name, "wpe.weight") && !strcmp(a.params[a.nparams - 1].name, "ln_f.bias"),
                          "class (%d,%d): params", i, j);

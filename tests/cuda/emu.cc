@@ -978,7 +978,7 @@ void trc_fused(tr_ctx *c, int id, int by)
     if (id != E.cur_id || by != E.lt_id || by >= id || E.lt_after != 1)
         emu_fail("trc_fused names a step that is not the trc_gemm_lt or row kernel last issued on its stream", id);
     push(E.cur_stream, [] {});
-    if (E.cur_stream == TRC_COMPUTE) /* a row kernel's second layernorm step follows this one */
+    if (E.cur_stream == TRC_COMPUTE) /* a row kernel's second layernorm step may follow this one */
         E.lt_after--;
 }
 

@@ -19,8 +19,8 @@ void push(int stream, std::function<void()> f);
 /* the emulated stream index of a stream handle trc_stream gave out (an unknown handle fails the run) */
 int stream_of(cudaStream_t s);
 
-/* the current step's call also runs the steps after it that name it in trc_fused (a row kernel, trk::resid_ln: the
- * layernorm steps), as trc_gemm_lt runs its epilogue's step; call before push */
+/* the current step's call also runs the steps after it that name it in trc_fused (a row kernel: trk::resid_ln's
+ * layernorm steps, trk::ln_bwd's apply step), as trc_gemm_lt runs its epilogue's step; call before push */
 void fused_head();
 
 } // namespace emu

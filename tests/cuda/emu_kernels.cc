@@ -402,6 +402,33 @@ void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *
     });
 }
 
+/* the row kernel of the two steps (gen/fuse.c, whole rows): ln_bwd_sums' s1, s2 and ln_bwd_apply's g += dx (and g16)
+ * one row at a time as a warp does them (a row's g written before the next row is read), then dgamma and dbeta as the
+ * column kernel after it */
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma,
+            float eps, float *dgamma, float *dbeta, float *g, tr_bf16 *g16)
+{
+    static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    if (COLS % 4 == 0) {
+        trc_check_aligned(dy, "ln_bwd dy", __FILE__, __LINE__);
+        trc_check_aligned(x, "ln_bwd x", __FILE__, __LINE__);
+        trc_check_aligned(gamma, "ln_bwd gamma", __FILE__, __LINE__);
+        trc_check_aligned(g, "ln_bwd g", __FILE__, __LINE__);
+        if (g16)
+            trc_check_aligned(g16, "ln_bwd g16", __FILE__, __LINE__);
+    }
+    emu::fused_head();
+    push(stream_of(s), [=] {
+        for (int r = 0; r < ROWS; r++) {
+            lnb_ref::ln_bwd_row<ROWS, COLS, HIDDEN>(r, dy, x, rs, vs, gamma, eps, g);
+            for (int j = 0; g16 && j < COLS; j++)
+                put(&g16[(size_t)r * COLS + j], g[(size_t)r * COLS + j]);
+        }
+        lnb_ref::dgamma_dbeta<ROWS, COLS, HIDDEN>(dy, x, rs, vs, eps, dgamma, dbeta);
+    });
+}
+
 template <int NSEQ, int SEQ, int HEADS, int HD, typename T>
 void attention_bwd(tr_ctx *c, cudaStream_t s, const float *qkv, const float *dout, float *dqkv, float *scores,
                    T *probs, T *qkvh, T *douth)

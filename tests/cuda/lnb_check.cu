@@ -2,7 +2,8 @@
  * lnb_check.cu - the column sums and layernorm backward on a GPU, outside any schedule
  * (templates/kernels_colsum.cu.in, kernels_layernorm.cu.in; docs/CUDA.md): built by tests/cuda/lnb_check.sh,
  * which fills both templates into OUT/kernels_lnb.cu; this file includes it and calls trk::colsum,
- * trk::ln_bwd_sums and trk::ln_bwd_apply at the shapes below, on random inputs.
+ * trk::ln_bwd_sums, trk::ln_bwd_apply and trk::ln_bwd (the two as one row kernel, whole rows) at the shapes below,
+ * on random inputs.
  *
  *   bits       every output (s1, s2, dgamma, dbeta, dx, bias gradient) bit for bit what tests/cuda/lnb_ref.h
  *              computes on the host: the emulation's arithmetic is the kernels' (a difference here means the
@@ -12,10 +13,15 @@
  *   repeat     a second run gives the same bits (the fixed order: no atomics, no dependence on scheduling)
  *   bf16 copy  ln_bwd_apply writing bf16 training's copy of g too (g16): g the same bits, g16 bit for bit g rounded
  *              to nearest even (what a cast step after it wrote before)
+ *   fused      ln_bwd (gen/fuse.c's row kernel, whole rows) against ln_bwd_sums + ln_bwd_apply on the same inputs:
+ *              g, g16, dgamma and dbeta bit for bit theirs, g without g16 the same, and bit for bit lnb_ref.h's
+ *              ln_bwd_row and dgamma_dbeta; dx within 1e-5 of the double reference. Rows of 64, 768 and 1024
+ *              (xhat, dxhat held in registers: 1024 is the bound), 1600 and 2048 (read again), 30 (scalar)
  *   shapes     GPT-2 small's [8192, 768] (many chunks), a FFN bias [8192, 3072], [1000, 100] (a partial tile and
  *              a partial last chunk), [37, 30] of a 60-wide row (one chunk, the scalar paths), [64, 64]
- *   bench      (lnb_check bench) ln_bwd_sums + ln_bwd_apply and colsum at [8192, 768] and colsum at [8192, 3072]:
- *              microseconds a call (CUDA events, 200 calls after 20) and GB/s of the bytes they must move
+ *   bench      (lnb_check bench) ln_bwd_sums + ln_bwd_apply and colsum at [8192, 768] and colsum at [8192, 3072];
+ *              the fused ln_bwd against the two at [8192, 768] (GPT-2 small) and [8192, 1600] (GPT-2 XL: rows read
+ *              again): microseconds a call (CUDA events, 200 calls after 20) and GB/s of the bytes they must move
  *
  * Prints "lnb_check: N failures" and exits 1 on any.
  */
@@ -240,6 +246,118 @@ static void check_ln(cudaStream_t s, bool bench)
         CK(cudaFree(p));
 }
 
+/* the fused row kernel (whole rows, COLS == HIDDEN) against the two kernels it replaces and the host reference */
+template <int ROWS, int COLS>
+static void check_fused(cudaStream_t s, bool bench)
+{
+    const size_t n = (size_t)ROWS * COLS;
+    const float eps = 1e-5f;
+    const std::vector<float> x = rnd(n, -2.0f, 3.0f), dy = rnd(n, -1.0f, 1.0f), gamma = rnd(COLS, 0.5f, 1.5f);
+    const std::vector<float> g0 = rnd(n, -0.5f, 0.5f);
+    std::vector<float> rs, vs;
+    stats<ROWS, COLS, COLS>(x, rs, vs);
+    float *d_x = up(x), *d_dy = up(dy), *d_gamma = up(gamma), *d_rs = up(rs), *d_vs = up(vs);
+    float *d_ga = up(g0), *d_gb = up(g0), *d_gc = up(g0), *d_sums = up(std::vector<float>(2 * ROWS, NAN));
+    float *d_dga = up(std::vector<float>(COLS, NAN)), *d_dba = up(std::vector<float>(COLS, NAN));
+    float *d_dgb = up(std::vector<float>(COLS, NAN)), *d_dbb = up(std::vector<float>(COLS, NAN));
+    tr_bf16 *d_g16a = nullptr, *d_g16b = nullptr;
+    CK(cudaMalloc((void **)&d_g16a, n * sizeof(tr_bf16)));
+    CK(cudaMalloc((void **)&d_g16b, n * sizeof(tr_bf16)));
+    /* the two steps' kernels, then the row kernel, with the bf16 copy; the row kernel again without it */
+    trk::ln_bwd_sums<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_sums, d_dga, d_dba);
+    trk::ln_bwd_apply<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_ga, d_g16a);
+    trk::ln_bwd<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_dgb, d_dbb, d_gb, d_g16b);
+    const std::vector<float> ga = down(d_ga, n), gb = down(d_gb, n), dga = down(d_dga, COLS), dgb = down(d_dgb, COLS),
+                             dba = down(d_dba, COLS), dbb = down(d_dbb, COLS);
+    std::vector<tr_bf16> g16a(n), g16b(n);
+    CK(cudaMemcpy(g16a.data(), d_g16a, n * sizeof(tr_bf16), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g16b.data(), d_g16b, n * sizeof(tr_bf16), cudaMemcpyDeviceToHost));
+    std::vector<float> g16fa(n), g16fb(n);
+    for (size_t e = 0; e < n; e++) {
+        g16fa[e] = tr_bf16_to_f32(g16a[e]);
+        g16fb[e] = tr_bf16_to_f32(g16b[e]);
+    }
+    trk::ln_bwd<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_dgb, d_dbb, d_gc, nullptr);
+    char what[128];
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against the two kernels: g", ROWS, COLS, COLS);
+    bits(what, gb, ga);
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against the two kernels: g16", ROWS, COLS, COLS);
+    bits(what, g16fb, g16fa);
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against the two kernels: dgamma", ROWS, COLS, COLS);
+    bits(what, dgb, dga);
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against the two kernels: dbeta", ROWS, COLS, COLS);
+    bits(what, dbb, dba);
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> without the bf16 copy: g", ROWS, COLS, COLS);
+    bits(what, down(d_gc, n), gb);
+
+    /* the emulation's arithmetic (lnb_ref.h's ln_bwd_row, row after row, then dgamma_dbeta) */
+    std::vector<float> e_g = g0, e_dg(COLS), e_db(COLS);
+    for (int r = 0; r < ROWS; r++)
+        lnb_ref::ln_bwd_row<ROWS, COLS, COLS>(r, dy.data(), x.data(), rs.data(), vs.data(), gamma.data(), eps,
+                                              e_g.data());
+    lnb_ref::dgamma_dbeta<ROWS, COLS, COLS>(dy.data(), x.data(), rs.data(), vs.data(), eps, e_dg.data(), e_db.data());
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against lnb_ref.h: g", ROWS, COLS, COLS);
+    bits(what, gb, e_g);
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against lnb_ref.h: dgamma", ROWS, COLS, COLS);
+    bits(what, dgb, e_dg);
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> against lnb_ref.h: dbeta", ROWS, COLS, COLS);
+    bits(what, dbb, e_db);
+
+    /* the double reference of dx: the textbook formula */
+    std::vector<double> r_g(n);
+    for (int r = 0; r < ROWS; r++) {
+        const double mean = (double)rs[r] / COLS, rstd = 1.0 / sqrt((double)vs[r] / COLS + eps);
+        double s1 = 0, s2 = 0;
+        for (int j = 0; j < COLS; j++) {
+            const size_t e = (size_t)r * COLS + j;
+            const double xhat = (x[e] - mean) * rstd, dxhat = (double)dy[e] * gamma[j];
+            s1 += dxhat;
+            s2 += dxhat * xhat;
+        }
+        for (int j = 0; j < COLS; j++) {
+            const size_t e = (size_t)r * COLS + j;
+            const double xhat = (x[e] - mean) * rstd, dxhat = (double)dy[e] * gamma[j];
+            r_g[e] = g0[e] + rstd * (dxhat - s1 / COLS - xhat * s2 / COLS);
+        }
+    }
+    snprintf(what, sizeof what, "ln_bwd<%d, %d, %d> dx vs double", ROWS, COLS, COLS);
+    near(what, gb, r_g, 1e-5);
+
+    if (bench) {
+        cudaEvent_t a, b;
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+        float ms[2] = {0, 0};
+        for (int f = 0; f < 2; f++) { /* f = 0: the two steps' kernels; 1: the row kernel */
+            for (int i = 0; i < 220; i++) {
+                if (i == 20)
+                    CK(cudaEventRecord(a, s));
+                if (f) {
+                    trk::ln_bwd<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_dgb, d_dbb, d_gb, nullptr);
+                } else {
+                    trk::ln_bwd_sums<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, eps, d_sums, d_dga, d_dba);
+                    trk::ln_bwd_apply<ROWS, COLS, COLS>(s, d_dy, d_x, d_rs, d_vs, d_gamma, d_sums, eps, d_ga, nullptr);
+                }
+            }
+            CK(cudaEventRecord(b, s));
+            CK(cudaEventSynchronize(b));
+            CK(cudaEventElapsedTime(&ms[f], a, b));
+        }
+        /* what the launches read and write: the two steps dy and x three times (their row kernels and the column
+         * kernel), the sums written and read; the row kernel dy and x twice (itself and the column kernel); both read
+         * and write g and read rs, vs, gamma and write dgamma, dbeta */
+        const double us0 = ms[0] * 1e3 / 200, us1 = ms[1] * 1e3 / 200;
+        const double by0 = 4.0 * (8.0 * n + 8.0 * ROWS + 4.0 * COLS), by1 = 4.0 * (6.0 * n + 2.0 * ROWS + 3.0 * COLS);
+        printf("lnb_check bench: [%d, %d]: ln_bwd_sums + ln_bwd_apply %.1f us (%.0f GB/s), ln_bwd %.1f us (%.0f GB/s): "
+               "%.2fx\n",
+               ROWS, COLS, us0, by0 / us0 * 1e-3, us1, by1 / us1 * 1e-3, us0 / us1);
+    }
+    for (float *p : {d_x, d_dy, d_gamma, d_rs, d_vs, d_ga, d_gb, d_gc, d_sums, d_dga, d_dba, d_dgb, d_dbb})
+        CK(cudaFree(p));
+    CK(cudaFree(d_g16a));
+    CK(cudaFree(d_g16b));
+}
+
 int main(int argc, char **argv)
 {
     const bool bench = argc > 1 && !strcmp(argv[1], "bench");
@@ -254,6 +372,12 @@ int main(int argc, char **argv)
     check_ln<37, 30, 60>(s, false);
     check_ln<1000, 100, 200>(s, false);
     check_ln<8192, 768, 768>(s, bench);
+    check_fused<64, 64>(s, false);
+    check_fused<37, 30>(s, false);
+    check_fused<300, 1024>(s, false);
+    check_fused<300, 2048>(s, false);
+    check_fused<8192, 768>(s, bench);
+    check_fused<8192, 1600>(s, bench);
     CK(cudaStreamDestroy(s));
     printf("lnb_check: %d failures\n", failures);
     return failures ? 1 : 0;

@@ -2,7 +2,8 @@
  * lnb_ref.h - the column sums and layernorm backward of the CUDA backend (templates/kernels_colsum.cu.in,
  * kernels_layernorm.cu.in) as host loops that do the kernels' float operations in the kernels' order, so
  * that their results are the kernels' bits: the CUDA emulation runs them (tests/cuda/emu.cc), and the
- * standalone GPU check (tests/cuda/lnb_check.cu) compares the kernels with them bit for bit.
+ * standalone GPU check (tests/cuda/lnb_check.cu) compares the kernels with them bit for bit. ln_bwd_row is the
+ * fused row kernel (trk::ln_bwd, whole rows): the same row_sums and row_apply, one row after the other.
  *
  * The orders: column sums per runtime/cuda/trk_cols.h (per chunk of rows, slice s of a column adds rows
  * r0 + s, r0 + s + 8, ... ascending, the slices added in slice order; then the chunks' partials in chunk
@@ -99,23 +100,44 @@ inline float xor_tree(float *v)
     return v[0];
 }
 
+/* s1, s2 of row r as k_ln_bwd_rows (and k_ln_bwd) sum them */
 template <int ROWS, int COLS, int HIDDEN>
-void ln_bwd_sums(const float *dy, const float *x, const float *rs, const float *vs, const float *gamma, float eps,
-                 float *sums, float *dgamma, float *dbeta)
+void row_sums(int r, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma, float eps,
+              float &s1, float &s2)
 {
-    for (int r = 0; r < ROWS; r++) {
-        const row_stats st = stats<HIDDEN>(rs[r], vs[r], eps);
-        float s1[32] = {}, s2[32] = {};
-        for (int j = 0; j < COLS; j++) { /* each lane's elements ascending: the kernel's order */
-            const size_t e = (size_t)r * COLS + j;
-            const int l = lane_of<COLS>(j);
-            const float xhat = (x[e] - st.mean) * st.rstd, dxhat = dy[e] * gamma[j];
-            s1[l] += dxhat;
-            s2[l] = std::fma(dxhat, xhat, s2[l]);
-        }
-        sums[r] = xor_tree(s1);
-        sums[ROWS + r] = xor_tree(s2);
+    const row_stats st = stats<HIDDEN>(rs[r], vs[r], eps);
+    float l1[32] = {}, l2[32] = {};
+    for (int j = 0; j < COLS; j++) { /* each lane's elements ascending: the kernel's order */
+        const size_t e = (size_t)r * COLS + j;
+        const int l = lane_of<COLS>(j);
+        const float xhat = (x[e] - st.mean) * st.rstd, dxhat = dy[e] * gamma[j];
+        l1[l] += dxhat;
+        l2[l] = std::fma(dxhat, xhat, l2[l]);
     }
+    s1 = xor_tree(l1);
+    s2 = xor_tree(l2);
+}
+
+/* g += dx of row r from its sums s1, s2 as k_ln_bwd_apply (and k_ln_bwd) compute it */
+template <int ROWS, int COLS, int HIDDEN>
+void row_apply(int r, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma, float s1,
+               float s2, float eps, float *g)
+{
+    const float inv_n = 1.0f / (float)HIDDEN;
+    const row_stats st = stats<HIDDEN>(rs[r], vs[r], eps);
+    const float m1 = s1 * inv_n, m2 = s2 * inv_n;
+    for (int j = 0; j < COLS; j++) {
+        const size_t e = (size_t)r * COLS + j;
+        const float xhat = (x[e] - st.mean) * st.rstd, dxhat = dy[e] * gamma[j];
+        g[e] = std::fma(st.rstd, std::fma(-xhat, m2, dxhat - m1), g[e]);
+    }
+}
+
+/* dgamma = sum_r dy xhat, dbeta = sum_r dy: the column kernel of ln_bwd_sums and ln_bwd */
+template <int ROWS, int COLS, int HIDDEN>
+void dgamma_dbeta(const float *dy, const float *x, const float *rs, const float *vs, float eps, float *dgamma,
+                  float *dbeta)
+{
     col_sums<ROWS, COLS, 2>([=](int r) { return stats<HIDDEN>(rs[r], vs[r], eps); },
                             [=](const row_stats &st, int r, int col, float *acc) {
                                 const size_t e = (size_t)r * COLS + col;
@@ -127,19 +149,33 @@ void ln_bwd_sums(const float *dy, const float *x, const float *rs, const float *
 }
 
 template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_sums(const float *dy, const float *x, const float *rs, const float *vs, const float *gamma, float eps,
+                 float *sums, float *dgamma, float *dbeta)
+{
+    for (int r = 0; r < ROWS; r++)
+        row_sums<ROWS, COLS, HIDDEN>(r, dy, x, rs, vs, gamma, eps, sums[r], sums[ROWS + r]);
+    dgamma_dbeta<ROWS, COLS, HIDDEN>(dy, x, rs, vs, eps, dgamma, dbeta);
+}
+
+template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_apply(const float *dy, const float *x, const float *rs, const float *vs, const float *gamma,
                   const float *sums, float eps, float *g)
 {
-    const float inv_n = 1.0f / (float)HIDDEN;
-    for (int r = 0; r < ROWS; r++) {
-        const row_stats st = stats<HIDDEN>(rs[r], vs[r], eps);
-        const float m1 = sums[r] * inv_n, m2 = sums[ROWS + r] * inv_n;
-        for (int j = 0; j < COLS; j++) {
-            const size_t e = (size_t)r * COLS + j;
-            const float xhat = (x[e] - st.mean) * st.rstd, dxhat = dy[e] * gamma[j];
-            g[e] = std::fma(st.rstd, std::fma(-xhat, m2, dxhat - m1), g[e]);
-        }
-    }
+    for (int r = 0; r < ROWS; r++)
+        row_apply<ROWS, COLS, HIDDEN>(r, dy, x, rs, vs, gamma, sums[r], sums[ROWS + r], eps, g);
+}
+
+/* k_ln_bwd, the row kernel of the two steps (whole rows): row r's s1, s2, then its g += dx, the sums never stored.
+ * Called row by row, a row's g written before the next row is read (an output over a later row's input would show);
+ * ln_bwd then runs dgamma_dbeta after the rows, as the kernels run. */
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd_row(int r, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma, float eps,
+                float *g)
+{
+    static_assert(COLS == HIDDEN, "the row kernel takes whole rows");
+    float s1, s2;
+    row_sums<ROWS, COLS, HIDDEN>(r, dy, x, rs, vs, gamma, eps, s1, s2);
+    row_apply<ROWS, COLS, HIDDEN>(r, dy, x, rs, vs, gamma, s1, s2, eps, g);
 }
 
 } // namespace lnb_ref

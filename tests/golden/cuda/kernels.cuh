@@ -110,6 +110,12 @@ template <int ROWS, int COLS, int HIDDEN>
 void ln_bwd_apply(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs,
                   const float *gamma, const float *sums, float eps, float *g, tr_bf16 *g16);
 
+/* both parts as one row kernel where the plan marks them (gen/fuse.c, whole rows: COLS == HIDDEN): dgamma, dbeta as
+ * part 1 writes them, g (and g16) as part 2; s1, s2 kept in registers, never written */
+template <int ROWS, int COLS, int HIDDEN>
+void ln_bwd(cudaStream_t s, const float *dy, const float *x, const float *rs, const float *vs, const float *gamma,
+            float eps, float *dgamma, float *dbeta, float *g, tr_bf16 *g16);
+
 /* attention backward: dqkv[NSEQ*SEQ, 3*HEADS*HD] from the biased qkv and dout[NSEQ*SEQ, HEADS*HD]; the
  * probabilities are recomputed (S = Q K^T, softmax), then dV = P^T dO, dP = dO V^T (over scores), dS = softmax
  * backward (over probs), dQ = dS K / sqrt(HD), dK = dS^T Q / sqrt(HD), one sequence's heads at a time. A bf16
