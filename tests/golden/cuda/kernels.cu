@@ -30,7 +30,9 @@
  * the host by bf16_check --host), else 4 a lane in one 8-byte store where it is a multiple of 4.
  * resid_ln is the residual add and the whole layernorm after it in one kernel where the plan marks the three steps
  * (gen/fuse.c, q = 1 and the megatron scheme: no all-reduce of the statistics between them): the same operations as
- * the three kernels in their order, the row held in registers between the passes.
+ * the three kernels in their order, the row held in registers between the passes. ln_rows is the same kernel
+ * without the residual (RESID = false) for the layernorms no residual add comes before (the first block's ln1, ln_f
+ * after a kept block output): ln_rowsum, ln_sqdev and ln_apply in one pass, x read once.
  */
 #include <math.h>
 
@@ -92,6 +94,13 @@ __global__ void __launch_bounds__(kRowThreads) k_ln_rowsum(const float *__restri
     a.y = a.y + (u.y + b.y);
     a.z = a.z + (u.z + b.z);
     a.w = a.w + (u.w + b.w);
+    s += (a.x + a.y) + (a.z + a.w);
+    return a;
+}
+
+/* four columns of x, their sum added to s in k_ln_rowsum's order (the row kernel without the residual) */
+[[maybe_unused]] __device__ __forceinline__ float4 sum4(const float4 a, float &s)
+{
     s += (a.x + a.y) + (a.z + a.w);
     return a;
 }
@@ -230,7 +239,7 @@ __global__ void __launch_bounds__(kRowThreads)
  * 4, reads its xo back (the lane's own stores). x and xo are the same in place (not __restrict__); no other output
  * shares bytes with an input (the plan's rule, gen/fuse.h). kRowHold is declared in the kernel: at namespace scope a
  * program without the row kernel (q >= 2) would never use it, which nvcc's -Werror refuses. */
-template <int ROWS, int COLS, int HIDDEN, typename OUT>
+template <int ROWS, int COLS, int HIDDEN, typename OUT, bool RESID = true>
 __global__ void __launch_bounds__(kRowThreads)
     k_resid_ln(const float *x, const float *__restrict__ p, const float *__restrict__ bias, float *xo,
                float *__restrict__ rs, float *__restrict__ vs, const float *__restrict__ gamma,
@@ -241,8 +250,8 @@ __global__ void __launch_bounds__(kRowThreads)
     const int r = (int)blockIdx.x * kRowWarps + (int)threadIdx.x / kWarp, lane = (int)threadIdx.x % kWarp;
     if (r >= ROWS)
         return; /* warp-uniform */
-    const float *xr = x + (size_t)r * COLS, *pr = p + (size_t)r * COLS;
-    float *orow = xo + (size_t)r * COLS;
+    const float *xr = x + (size_t)r * COLS, *pr = RESID ? p + (size_t)r * COLS : nullptr;
+    float *orow = xo + (size_t)r * COLS; /* without the residual: x itself, only read (xo == x) */
     OUT *yr = y + (size_t)r * COLS;
     const float inv_n = 1.0f / (float)HIDDEN;
     float s = 0.0f, q = 0.0f;
@@ -258,8 +267,12 @@ __global__ void __launch_bounds__(kRowThreads)
             for (int i = 0; i < PER; i++) {
                 const int v = lane + i * kWarp;
                 a[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (v < NV)
-                    o4[v] = a[i] = resid4(x4[v], p4[v], b4[v], s);
+                if (v < NV) {
+                    if constexpr (RESID)
+                        o4[v] = a[i] = resid4(x4[v], p4[v], b4[v], s);
+                    else
+                        a[i] = sum4(x4[v], s);
+                }
             }
             const float sum = warp_sum(s), mean = sum / (float)HIDDEN;
 #pragma unroll
@@ -278,8 +291,12 @@ __global__ void __launch_bounds__(kRowThreads)
                     store::put4(yr, v, ln4(a[i], g4[v], be4[v], sum, sq, inv_n, eps));
             }
         } else {
-            for (int v = lane; v < NV; v += kWarp)
-                o4[v] = resid4(x4[v], p4[v], b4[v], s);
+            for (int v = lane; v < NV; v += kWarp) {
+                if constexpr (RESID)
+                    o4[v] = resid4(x4[v], p4[v], b4[v], s);
+                else
+                    sum4(x4[v], s);
+            }
             const float sum = warp_sum(s), mean = sum / (float)HIDDEN;
             for (int v = lane; v < NV; v += kWarp)
                 sqdev4(o4[v], mean, q);
@@ -293,9 +310,13 @@ __global__ void __launch_bounds__(kRowThreads)
         }
     } else {
         for (int j = lane; j < COLS; j += kWarp) {
-            const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
-            orow[j] = a;
-            s += a;
+            if constexpr (RESID) {
+                const float a = xr[j] + (pr[j] + bias[j]); /* the CPU's order: x + (p + bias) */
+                orow[j] = a;
+                s += a;
+            } else {
+                s += xr[j];
+            }
         }
         const float sum = warp_sum(s), mean = sum / (float)HIDDEN;
         for (int j = lane; j < COLS; j += kWarp) {
@@ -390,6 +411,24 @@ void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias,
     rows::k_resid_ln<ROWS, COLS, HIDDEN, OUT>
         <<<rows::row_blocks(ROWS), rows::kRowThreads, 0, s>>>(x, p, bias, xo, rs, vs, gamma, beta, eps, y);
     TRC_LAUNCHED("trk::resid_ln");
+}
+
+/* A layernorm of whole rows without a residual before it (the first block's ln1, ln_f: gen/fuse.c's row kernel on
+ * an LN_ROWSUM step): k_ln_rowsum, k_ln_sqdev and k_ln_apply in one pass, k_resid_ln's code with x for xo, read
+ * once; rs, vs and y bit for bit the three kernels' (rows_check.cu). */
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+void ln_rows(cudaStream_t s, const float *x, float *rs, float *vs, const float *gamma, const float *beta, float eps,
+             OUT *y)
+{
+    if constexpr (COLS % 4 == 0) {
+        TRC_ALIGNED16(x, "ln_rows x");
+        TRC_ALIGNED16(gamma, "ln_rows gamma");
+        TRC_ALIGNED16(beta, "ln_rows beta");
+        TRC_ALIGNED16(y, "ln_rows y");
+    }
+    rows::k_resid_ln<ROWS, COLS, HIDDEN, OUT, false><<<rows::row_blocks(ROWS), rows::kRowThreads, 0, s>>>(
+        x, nullptr, nullptr, const_cast<float *>(x), rs, vs, gamma, beta, eps, y);
+    TRC_LAUNCHED("trk::ln_rows");
 }
 
 /* ---- the row kernels at the shapes of this model's schedule ---- */

@@ -53,6 +53,13 @@ template <int ROWS, int COLS, int HIDDEN, typename OUT>
 void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias, float *xo, float *rs, float *vs,
               const float *gamma, const float *beta, float eps, OUT *y);
 
+/* A layernorm over whole rows (COLS == HIDDEN) with no residual add before it, one warp a row (gen/fuse.c's row
+ * kernel on ln_rowsum: ln_rowsum, ln_sqdev and ln_apply in one pass, x read once): rs[ROWS], vs[ROWS] and y as those
+ * three write them. No output may share bytes with x, gamma or beta. */
+template <int ROWS, int COLS, int HIDDEN, typename OUT>
+void ln_rows(cudaStream_t s, const float *x, float *rs, float *vs, const float *gamma, const float *beta, float eps,
+             OUT *y);
+
 /* h[ROWS, COLS] = GeLU(h + bias[COLS]), tanh approximation */
 template <int ROWS, int COLS>
 void bias_gelu(cudaStream_t s, float *h, const float *bias);
