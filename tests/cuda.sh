@@ -592,11 +592,12 @@ fi
 # the same output is the reference: 5 AdamW steps in random stream order, the losses within 1e-6, every rank's
 # collective and point-to-point bytes as planned, replicas bitwise (the tied wte's two copies too), and no CUDA graph
 # (the host exchanges between micro-batches), saying why.
-cu_pipe_generate() { # name q d m schedule extra-model-keys -> $WORK/cupipe_name: both backends; CPU program, emulation
+cu_pipe_generate() { # name q d m schedule extra-model-keys [top-level keys] -> $WORK/cupipe_name: both backends; CPU
+    # program, emulation
     local dir="$WORK/cupipe_$1"
     cat >"$dir.lua" <<SPEC
 return {
-  name = "cupipe_$1", mode = "train", backends = { "cpu", "cuda" },
+  name = "cupipe_$1", mode = "train", backends = { "cpu", "cuda" },${7:-}
   mesh = { q = $2, d = $3, pp = 2 },
   model = { layers = 2, hidden = 128, heads = 2, ffn = 256, seq = 16, batch = 4, eps = 1e-5$6 },
   optimizer = { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 },
@@ -649,6 +650,32 @@ if wanted "$CU_PIPE_N2" || wanted "$CU_PIPE_N3"; then
         fi
     else
         notok "cuda: stages: generate and build the whole GPT-2 on 2 stages of [1,1,1] against tests/cuda/emu.cc" "$WORK/log"
+    fi
+fi
+
+# The whole GPT-2 in bf16 on 2 stages of [1,1,1], with no attention key: cuDNN's attention, the default of such a spec
+# (docs/CUDA.md "Fused attention through cuDNN"), emulated as tests/cuda/emu_sdpa.inc does it. Against the CPU program
+# of the same output: 5 AdamW steps in random order, the losses within 1e-4 (the emulated flash arithmetic against the
+# CPU's attention; measured 1.7e-5), bytes and point-to-point bytes as planned, replicas bitwise.
+CU_PIPE_N4="cuda: stages: the whole GPT-2 in bf16 on 2 stages of [1,1,1] with cuDNN's attention (the spec's default), 5 AdamW steps in random order: losses within 1e-4 of the CPU program's, bytes as planned, replicas bitwise"
+cu_pipe16() {
+    local dir="$WORK/cupipe_lm16"
+    grep -q "trc_attn_cudnn" "$dir/rank_s0_i0_j0.cu" && "$dir/run" --steps 5 | grep '^step ' >"$dir/steps_cpu.txt" &&
+        TESS_EMU_ORDER=random TESS_EMU_SEED=7 cu_mpirun 2 "$dir/bin/model-emu" --steps 5 --bytes --replica-check \
+            >"$dir/emu_train.out" &&
+        cat "$dir/emu_train.out" &&
+        grep -q "^bytes: every rank moved exactly the planned bytes$" "$dir/emu_train.out" &&
+        grep -q "^bytes: every rank's sends and receives between stages moved exactly the planned bytes$" \
+            "$dir/emu_train.out" && grep -q "bitwise identical to its replicas" "$dir/emu_train.out" &&
+        grep '^step ' "$dir/emu_train.out" >"$dir/steps_emu.txt" &&
+        "$PY" $CU_REF compare-losses --label "cuda bf16 2 stages 5 steps" --mesh-tol 0 --steps 5 \
+            --run "emulation=$dir/steps_emu.txt" --ref "the CPU program=$dir/steps_cpu.txt=1e-4"
+}
+if wanted "$CU_PIPE_N4"; then
+    if cu_pipe_generate lm16 1 1 2 1f1b ", vocab = 64, positions = 16" ' dtype = "bf16",' >"$WORK/log" 2>&1; then
+        check "$CU_PIPE_N4" cu_pipe16
+    else
+        notok "cuda: stages: generate and build the whole GPT-2 in bf16 on 2 stages of [1,1,1] against tests/cuda/emu.cc" "$WORK/log"
     fi
 fi
 
