@@ -166,7 +166,7 @@ cu_choice_epilogues() { # epilogues = false: no GEMM carries a cuBLASLt epilogue
     grep -q "trc_gemm_lt(c, " "$on/rank_i0_j0.cu" || { echo "the default program has no epilogue to turn off"; return 1; }
     grep -q "trk::resid_ln<" "$on/rank_i0_j0.cu" && grep -q "trk::ln_bwd<" "$on/rank_i0_j0.cu" ||
         { echo "the default program has no row kernel to turn off"; return 1; }
-    ! grep -n "trc_gemm_lt\|trc_fused(c, \|trk::resid_ln<\|trk::ln_bwd<" "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
+    ! grep -n "trc_gemm_lt\|trc_fused(c, \|trk::resid_ln<\|trk::ln_rows<\|trk::ln_bwd<" "$off"/rank_i*_j*.cu || { echo "epilogues = false still fuses"; return 1; }
     grep -q "trk::bias_gelu_save<" "$off/rank_i0_j0.cu" && grep -q "trk::colsum<" "$off/rank_i0_j0.cu" &&
         grep -q "trk::resid_rowsum_to<" "$off/rank_i0_j0.cu" && grep -q "trk::ln_sqdev<" "$off/rank_i0_j0.cu" &&
         grep -q "trk::ln_bwd_sums<" "$off/rank_i0_j0.cu" ||
@@ -277,7 +277,7 @@ cu_fused() { # dir epilogue count: each rank_iI_jJ.cu makes count trc_gemm_lt (o
         n=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, $2," "$f")
         nall=$(grep -c "trc_gemm_lt\(_bwd\)\?(c, [0-9]*, TRC_EPI_" "$f")
         # a row kernel's two (cu_rows), a layernorm backward's one (cu_lnb)
-        nf=$(($(grep -c "trc_fused(c, " "$f") - 2 * $(grep -c "trk::resid_ln<" "$f") - $(grep -c "trk::ln_bwd<" "$f")))
+        nf=$(($(grep -c "trc_fused(c, " "$f") - 2 * $(grep -c "trk::resid_ln<\\|trk::ln_rows<" "$f") - $(grep -c "trk::ln_bwd<" "$f")))
         nk=$(grep -c "$kern" "$f")
         if [ "$n" != "$3" ] || [ "$nf" != "$nall" ]; then
             echo "$(basename "$f"): $n trc_gemm_lt with $2 (want $3) and $nf trc_fused for $nall GEMMs with an epilogue"
