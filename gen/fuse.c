@@ -152,6 +152,16 @@ static bool overlap(const tg_class_plan *cp, int a, int b)
     return x->offset < y->offset + tg_buf_slots(y) && y->offset < x->offset + tg_buf_slots(x);
 }
 
+/* Does no buffer of out[0..nout) (-1: none) share arena bytes with one of in[0..nin) (-1: none)? */
+static bool apart(const tg_class_plan *cp, const int *out, int nout, const int *in, int nin)
+{
+    for (int o = 0; o < nout; o++)
+        for (int k = 0; out[o] >= 0 && k < nin; k++)
+            if (in[k] >= 0 && overlap(cp, out[o], in[k]))
+                return false;
+    return true;
+}
+
 /* The layernorm steps q (LN_SQDEV) and a (LN_APPLY) of x and its row sums rs, directly after the step that wrote rs:
  * one phase and stream, waiting for nothing, whole rows (cols == hidden), x and y's inputs fp32. */
 static bool ln_follows(const tg_class_plan *cp, const tg_step *r, const tg_step *q, const tg_step *a, int x, int rs)
@@ -177,11 +187,7 @@ static bool ln_triple(const tg_class_plan *cp, const tg_step *r, const tg_step *
     if (rs < 0 || !ln_follows(cp, r, q, a, x, rs))
         return false;
     const int out[3] = {rs, q->buf[2], a->buf[5]}, in[3] = {x, a->buf[3], a->buf[4]};
-    for (int o = 0; o < 3; o++)
-        for (int k = 0; k < 3; k++)
-            if (overlap(cp, out[o], in[k]))
-                return false;
-    return true;
+    return apart(cp, out, 3, in, 3);
 }
 
 /* Is the residual step r (index i), with the two steps after it, one row kernel (fuse.h, "Row kernels")? They are
@@ -203,11 +209,7 @@ static bool row_triple(const tg_class_plan *cp, int i)
         return false;
     const int out[4] = {xo == r->buf[0] ? -1 : xo, rs, q->buf[2], a->buf[5]};
     const int in[5] = {r->buf[0], r->buf[1], r->buf[2], a->buf[3], a->buf[4]};
-    for (int o = 0; o < 4; o++)
-        for (int k = 0; out[o] >= 0 && k < 5; k++)
-            if (overlap(cp, out[o], in[k]))
-                return false;
-    return true;
+    return apart(cp, out, 4, in, 5);
 }
 
 /* Is the layernorm-backward sums step s (index i), with the apply step after it, one row kernel (fuse.h, "Layernorm
@@ -237,11 +239,8 @@ static bool lnb_pair(const tg_class_plan *cp, int i)
         return false;
     const int out[4] = {a->buf[6], a->buf[7], s->buf[6], s->buf[7]}; /* g, g16 (or -1); dgamma, dbeta */
     const int in[7] = {s->buf[0], s->buf[1], s->buf[2], s->buf[3], s->buf[4], s->buf[6], s->buf[7]};
-    for (int o = 0; o < 4; o++) /* g and g16 against the inputs and the gradients; the gradients against the inputs */
-        for (int k = 0; out[o] >= 0 && k < (o < 2 ? 7 : 5); k++)
-            if (overlap(cp, out[o], in[k]))
-                return false;
-    return true;
+    /* g and g16 against the inputs and the gradients; the gradients against the inputs */
+    return apart(cp, out, 2, in, 7) && apart(cp, out + 2, 2, in, 5);
 }
 
 bool tg_fuse_plan(tg_class_plan *cp)

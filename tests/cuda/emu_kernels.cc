@@ -107,6 +107,21 @@ void ln_apply(cudaStream_t s, const float *x, const float *rs, const float *vs, 
     });
 }
 
+/* ln_sqdev and ln_apply above for row r of x (o its first element), whose row sum rs[r] is written: vs[r] and y's row */
+template <int COLS, int HIDDEN, typename OUT>
+void ln_row(const float *x, size_t o, int r, const float *rs, float *vs, const float *gamma, const float *beta,
+            float eps, OUT *y)
+{
+    double mean = (double)rs[r] / HIDDEN, q = 0;
+    for (int j = 0; j < COLS; j++) {
+        double d = x[o + j] - mean;
+        q += d * d;
+    }
+    vs[r] = (float)q;
+    for (int j = 0; j < COLS; j++)
+        put(&y[o + j], tr_ln(x[o + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]));
+}
+
 /* the row kernel (gen/fuse.c): resid_rowsum(_to), ln_sqdev and ln_apply above, one row at a time as a warp does it
  * (a row's outputs written before the next row is read: an output over a later row's input would show) */
 template <int ROWS, int COLS, int HIDDEN, typename OUT>
@@ -124,14 +139,7 @@ void resid_ln(cudaStream_t s, const float *x, const float *p, const float *bias,
                 t += xo[o + j];
             }
             rs[r] = (float)t;
-            double mean = (double)rs[r] / HIDDEN, q = 0;
-            for (int j = 0; j < COLS; j++) {
-                double d = xo[o + j] - mean;
-                q += d * d;
-            }
-            vs[r] = (float)q;
-            for (int j = 0; j < COLS; j++)
-                put(&y[o + j], tr_ln(xo[o + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]));
+            ln_row<COLS, HIDDEN>(xo, o, r, rs, vs, gamma, beta, eps, y);
         }
     });
 }
@@ -150,14 +158,7 @@ void ln_rows(cudaStream_t s, const float *x, float *rs, float *vs, const float *
             for (int j = 0; j < COLS; j++)
                 t += x[o + j];
             rs[r] = (float)t;
-            double mean = (double)rs[r] / HIDDEN, q = 0;
-            for (int j = 0; j < COLS; j++) {
-                double d = x[o + j] - mean;
-                q += d * d;
-            }
-            vs[r] = (float)q;
-            for (int j = 0; j < COLS; j++)
-                put(&y[o + j], tr_ln(x[o + j], rs[r], vs[r], 1.0f / (float)HIDDEN, eps, gamma[j], beta[j]));
+            ln_row<COLS, HIDDEN>(x, o, r, rs, vs, gamma, beta, eps, y);
         }
     });
 }
