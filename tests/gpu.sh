@@ -148,10 +148,10 @@ EOF2
     want=$(awk 'function fl(V) { T = 8192; return 12 * (2 * T * (4 * 768 * 768 + 2 * 768 * 3072) + 2 * 8 * 1024 * 1024 * 768) + 2 * T * 768 * V }
         function mfu(f, ms) { return sprintf("%.1f%%", 100 * f / (ms / 1000 * 989.4e12)) }
         BEGIN {
-            printf "| tessgen bf16 [1,1,1] | 6.000 | %s | 20.000 | %d | %s | tessgen'"'"'s own |\n", mfu(fl(0), 6), 8192 / 0.020, mfu(3 * fl(0), 20)
+            printf "| tessgen bf16 [1,1,1], attention = \"cublas\" | 6.000 | %s | 20.000 | %d | %s | tessgen'"'"'s own |\n", mfu(fl(0), 6), 8192 / 0.020, mfu(3 * fl(0), 20)
             printf "| PyTorch eager, autocast bf16 | 8.000 | %s | 25.000 | %d | %s | flash |\n", mfu(fl(0), 8), 8192 / 0.025, mfu(3 * fl(0), 25)
             printf "| torch.compile, autocast bf16 | missing | missing | missing | missing | missing | missing |\n"
-            printf "| tessgen bf16 [1,1,1] | 9.000 | %s | 31.000 | %d | %s | tessgen'"'"'s own |\n", mfu(fl(50257), 9), 8192 / 0.031 + 0.5, mfu(3 * fl(50257), 31)
+            printf "| tessgen bf16 [1,1,1], attention = \"cublas\" | 9.000 | %s | 31.000 | %d | %s | tessgen'"'"'s own |\n", mfu(fl(50257), 9), 8192 / 0.031 + 0.5, mfu(3 * fl(50257), 31)
             printf "| torch.compile, autocast bf16 | 7.500 | %s | 24.000 | %d | %s | cudnn |\n", mfu(fl(50257), 7.5), 8192 / 0.024 + 0.5, mfu(3 * fl(50257), 24)
         }') || return 1
     echo "expected rows:" && echo "$want"
@@ -205,7 +205,7 @@ gpu_standin_bench() { # bench.sh compare report on the stand-in, with the system
     if ! grep -q "^# tessgen CUDA backend on STAND-IN" "$f" ||
         ! grep -qF "## bf16: tessgen beside PyTorch, 1 blocks and the whole GPT-2 (C=128, 2 heads, F=256, 4 x 20 tokens)" "$f" ||
         ! grep -qF "MFU left out: no dense bf16 peak is known for this device (STAND-IN" "$f" ||
-        [ "$(grep -cE '^\| tessgen bf16 \[1,1,1\] \| [0-9]+\.[0-9]{3} \| - \| [0-9]+\.[0-9]{3} \| [0-9]+ \| - \| ' "$f")" != 2 ] ||
+        [ "$(grep -cE '^\| tessgen bf16 \[1,1,1\], attention = "cublas" \| [0-9]+\.[0-9]{3} \| - \| [0-9]+\.[0-9]{3} \| [0-9]+ \| - \| ' "$f")" != 2 ] ||
         ! grep -qE '^\| gemm( \| [0-9]+\.[0-9]{3}){4}' "$f" || ! grep -qF "whole GPT-2, vocab 999" "$f"; then
         echo "the compare section of $f is not complete"
         return 1
