@@ -206,7 +206,9 @@ int main(void)
      * launch that reads x, p [T, C] and bias, gamma, beta [C] once and writes x (in place), the LN output [T, C] and
      * the row sums and centred squares [T]: 16 T C + 12 C + 8 T bytes. epilogues = false: three launches, the
      * residual step's 12 T C + 4 C + 4 T bytes, the centred squares' x, rs and vs (4 T C + 8 T), the apply's x, rs,
-     * vs, gamma, beta and y (8 T C + 8 T + 8 C). Memory-bound machine: 1 GB/s, flops free, 5 us a launch */
+     * vs, gamma, beta and y (8 T C + 8 T + 8 C). The first ln1 (no residual before it: ln_rowsum, then the two
+     * layernorm steps) likewise: x read once, rs, vs, y written, gamma and beta read: 8 T C + 8 T + 8 C bytes and one
+     * launch, against 16 T C + 20 T + 8 C and three. Memory-bound machine: 1 GB/s, flops free, 5 us a launch */
     TT_CASE("cost of the row kernel: one launch, x and p read once, the residual and layernorm outputs written once") {
         tg_spec s = tt_spec(1, 1, L, C, H, F, S, B, 0);
         tg_machine mc = machine(1024, 100, 10, 0, 1e12, 1.0);
@@ -219,9 +221,20 @@ int main(void)
             tg_class_plan cp;
             tg_err e = {{0}, 0};
             TT_CHECK(tg_plan_class(&pl, 0, 0, &cp, &e), "%s", e.msg);
-            int seen = 0;
+            int seen = 0, seen_ln = 0;
             for (int i = 0; i + 2 < cp.nsteps; i++) {
                 const tg_step *r = &cp.steps[i];
+                if (r->kind == TG_STEP_LN_ROWSUM && cp.steps[i + 1].kind == TG_STEP_LN_SQDEV) {
+                    TT_CHECK((r->epi == TG_EPI_LN) == !off, "epilogues %s: row-sum step %d epilogue %d",
+                             off ? "off" : "on", i, r->epi);
+                    double got = 0;
+                    for (int k = 0; k < 3; k++)
+                        got += tg_cost_step(&pl, &cp, &cp.steps[i + k], &mc, NULL) * 1e9;
+                    double want = off ? 16 * tc + 20.0 * T + 8.0 * C + 3 * launch : 8 * tc + 8.0 * T + 8.0 * C + launch;
+                    TT_CHECK(close_to(got, want), "epilogues %s: layernorm steps %d..%d %.0f ns, want %.0f",
+                             off ? "off" : "on", i, i + 2, got, want);
+                    seen_ln++;
+                }
                 if (r->kind != TG_STEP_RESID_ROWSUM || r->buf[3] < 0 || cp.steps[i + 1].kind != TG_STEP_LN_SQDEV)
                     continue;
                 TT_CHECK((r->epi == TG_EPI_LN) == !off, "epilogues %s: residual step %d epilogue %d", off ? "off" : "on",
@@ -235,6 +248,7 @@ int main(void)
                 seen++;
             }
             TT_CHECK(seen == 2 * L - 1, "%d residual + layernorm triples found, want %d", seen, 2 * L - 1);
+            TT_CHECK(seen_ln == 1, "%d layernorms without a residual found, want 1 (the first ln1)", seen_ln);
             tg_class_free(&cp);
         }
     }
